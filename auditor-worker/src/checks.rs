@@ -1,0 +1,368 @@
+//! Running one acceptance check: `sh -c <check>` in the materialized snapshot, in its own
+//! process group, with a scrubbed environment, a timeout that kills the whole group, and
+//! stdout + stderr captured into a bounded buffer.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use loopgate_common::verdict::CheckVerdict;
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use crate::output_cap::OutputCap;
+
+/// PATH given to checks when the worker has none.
+pub const DEFAULT_CHECK_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/// LANG given to checks.
+pub const CHECK_LANG: &str = "C.UTF-8";
+/// After the shell is gone (and its group killed), how long to wait for the pipes to close.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+/// How long to wait for the killed shell to be reaped.
+const REAP_GRACE: Duration = Duration::from_secs(5);
+
+/// What to run and where.
+#[derive(Debug, Clone)]
+pub struct CheckSpec<'a> {
+    pub command: &'a str,
+    /// Working directory: the materialized snapshot.
+    pub cwd: &'a Path,
+    /// `HOME` for the check: a scratch directory beside the snapshot.
+    pub home: &'a Path,
+    /// `PATH` for the check.
+    pub path_var: &'a str,
+    pub timeout: Duration,
+}
+
+/// How a check ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckEnd {
+    /// The shell exited; `None` when a signal ended it.
+    Exited(Option<i32>),
+    /// It ran past its timeout and its process group was killed.
+    TimedOut,
+    /// It could not be started or waited on.
+    SpawnFailed(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct CheckRun {
+    pub end: CheckEnd,
+    /// Captured stdout + stderr (interleaved as they arrived), capped.
+    pub output: Vec<u8>,
+    pub duration: Duration,
+}
+
+impl CheckRun {
+    pub fn verdict(&self) -> CheckVerdict {
+        verdict_for(&self.end)
+    }
+
+    pub fn exit_code(&self) -> Option<i32> {
+        match self.end {
+            CheckEnd::Exited(code) => code,
+            _ => None,
+        }
+    }
+}
+
+/// Exit 0 passes; any other exit (a signal included) fails; a timeout or a check that could
+/// not run proves nothing either way.
+pub fn verdict_for(end: &CheckEnd) -> CheckVerdict {
+    match end {
+        CheckEnd::Exited(Some(0)) => CheckVerdict::Pass,
+        CheckEnd::Exited(_) => CheckVerdict::Fail,
+        CheckEnd::TimedOut | CheckEnd::SpawnFailed(_) => CheckVerdict::Inconclusive,
+    }
+}
+
+/// Kills a process group with SIGKILL when dropped (so an abandoned audit leaves no check
+/// processes behind), or when `kill` is called.
+struct ProcessGroupGuard {
+    pgid: Option<rustix::process::Pid>,
+}
+
+impl ProcessGroupGuard {
+    fn new(leader_pid: Option<u32>) -> Self {
+        let pgid = leader_pid
+            .and_then(|pid| i32::try_from(pid).ok())
+            .and_then(rustix::process::Pid::from_raw);
+        ProcessGroupGuard { pgid }
+    }
+
+    fn kill(&self) {
+        if let Some(pgid) = self.pgid {
+            // ESRCH (group already gone) is the common, harmless case.
+            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+impl Drop for ProcessGroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn lock(cap: &Mutex<OutputCap>) -> std::sync::MutexGuard<'_, OutputCap> {
+    cap.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+async fn pump(mut reader: impl AsyncRead + Unpin, cap: Arc<Mutex<OutputCap>>) {
+    let mut buf = vec![0u8; 8192];
+    loop {
+        match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => lock(&cap).push(&buf[..n]),
+        }
+    }
+}
+
+/// Run one check to completion or timeout. Never fails: problems become `CheckEnd` values.
+pub async fn run_check(spec: &CheckSpec<'_>) -> CheckRun {
+    let started = Instant::now();
+    let mut command = tokio::process::Command::new("sh");
+    command
+        .arg("-c")
+        .arg(spec.command)
+        .current_dir(spec.cwd)
+        .env_clear()
+        .env("PATH", spec.path_var)
+        .env("HOME", spec.home)
+        .env("LANG", CHECK_LANG)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(err) => {
+            return CheckRun {
+                end: CheckEnd::SpawnFailed(err.to_string()),
+                output: Vec::new(),
+                duration: started.elapsed(),
+            }
+        }
+    };
+    let group = ProcessGroupGuard::new(child.id());
+    let cap = Arc::new(Mutex::new(OutputCap::default()));
+    let mut pumps = Vec::new();
+    if let Some(stdout) = child.stdout.take() {
+        pumps.push(tokio::spawn(pump(stdout, cap.clone())));
+    }
+    if let Some(stderr) = child.stderr.take() {
+        pumps.push(tokio::spawn(pump(stderr, cap.clone())));
+    }
+    let timeout = spec.timeout.max(Duration::from_millis(100));
+    let end = match tokio::time::timeout(timeout, child.wait()).await {
+        Ok(Ok(status)) => CheckEnd::Exited(status.code()),
+        Ok(Err(err)) => CheckEnd::SpawnFailed(format!("waiting for the check: {err}")),
+        Err(_) => CheckEnd::TimedOut,
+    };
+    let duration = started.elapsed();
+    // Whatever the shell left running in its group (background jobs) goes too.
+    group.kill();
+    if end == CheckEnd::TimedOut {
+        let _ = tokio::time::timeout(REAP_GRACE, child.wait()).await;
+    }
+    // Pipes close once every holder is dead; a process that escaped the group (setsid) could
+    // keep them open, so the drain is bounded.
+    let drained = tokio::time::timeout(DRAIN_GRACE, join_pumps(&mut pumps)).await;
+    if drained.is_err() {
+        for pump in &pumps {
+            pump.abort();
+        }
+    }
+    let mut bytes = lock(&cap).to_bytes();
+    if end == CheckEnd::TimedOut {
+        bytes.extend_from_slice(
+            format!(
+                "\n[loopgate: check timed out after {}s; process group killed]\n",
+                timeout.as_secs()
+            )
+            .as_bytes(),
+        );
+    }
+    CheckRun {
+        end,
+        output: bytes,
+        duration,
+    }
+}
+
+async fn join_pumps(handles: &mut [tokio::task::JoinHandle<()>]) {
+    for handle in handles.iter_mut() {
+        let _ = handle.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn verdict_mapping_table() {
+        let cases = [
+            (CheckEnd::Exited(Some(0)), CheckVerdict::Pass),
+            (CheckEnd::Exited(Some(1)), CheckVerdict::Fail),
+            (CheckEnd::Exited(Some(127)), CheckVerdict::Fail),
+            (CheckEnd::Exited(None), CheckVerdict::Fail),
+            (CheckEnd::TimedOut, CheckVerdict::Inconclusive),
+            (
+                CheckEnd::SpawnFailed("no sh".into()),
+                CheckVerdict::Inconclusive,
+            ),
+        ];
+        for (end, want) in cases {
+            assert_eq!(verdict_for(&end), want, "{end:?}");
+        }
+    }
+
+    async fn run(command: &str, timeout: Duration) -> (CheckRun, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(ws.join("hello.py"), "print('hi')\n").unwrap();
+        let spec = CheckSpec {
+            command,
+            cwd: &ws,
+            home: &home,
+            path_var: DEFAULT_CHECK_PATH,
+            timeout,
+        };
+        (run_check(&spec).await, dir)
+    }
+
+    #[tokio::test]
+    async fn exit_codes_and_output() {
+        let secs = Duration::from_secs(10);
+        let cases: &[(&str, CheckEnd, &str)] = &[
+            ("test -f hello.py", CheckEnd::Exited(Some(0)), ""),
+            ("false", CheckEnd::Exited(Some(1)), ""),
+            (
+                "echo out; echo err >&2; exit 3",
+                CheckEnd::Exited(Some(3)),
+                "out",
+            ),
+            ("kill -9 $$", CheckEnd::Exited(None), ""),
+        ];
+        for (command, end, contains) in cases {
+            let (run, _dir) = run(command, secs).await;
+            assert_eq!(&run.end, end, "{command}");
+            assert!(
+                String::from_utf8_lossy(&run.output).contains(contains),
+                "{command}"
+            );
+        }
+        let (run, _dir) = run("echo out; echo err >&2", secs).await;
+        let text = String::from_utf8_lossy(&run.output).into_owned();
+        assert!(text.contains("out") && text.contains("err"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn environment_is_scrubbed() {
+        let (run, dir) = run("env", Duration::from_secs(10)).await;
+        let text = String::from_utf8_lossy(&run.output).into_owned();
+        let mut names: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+            // The shell itself exports PWD, SHLVL and `_`.
+            .filter(|k| !matches!(*k, "PWD" | "SHLVL" | "_" | "OLDPWD"))
+            .collect();
+        names.sort_unstable();
+        assert_eq!(names, vec!["HOME", "LANG", "PATH"], "{text}");
+        assert!(text.contains(&format!("HOME={}", dir.path().join("home").display())));
+    }
+
+    #[tokio::test]
+    async fn output_is_capped() {
+        let (run, _dir) = run(
+            "head -c 1000000 /dev/zero | tr '\\0' x; echo END",
+            Duration::from_secs(20),
+        )
+        .await;
+        assert_eq!(run.end, CheckEnd::Exited(Some(0)));
+        assert!(run.output.len() < 70 * 1024, "{}", run.output.len());
+        assert!(String::from_utf8_lossy(&run.output)
+            .trim_end()
+            .ends_with("END"));
+    }
+
+    /// True while `pid` is a live (not zombie) process.
+    fn alive(pid: u32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat) => !stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+            Err(_) => false,
+        }
+    }
+
+    async fn wait_dead(pid: u32) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if !alive(pid) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_whole_group() {
+        let started = Instant::now();
+        let (run, dir) = run(
+            "sleep 30 & echo $! > bg.pid; sleep 30",
+            Duration::from_secs(1),
+        )
+        .await;
+        assert_eq!(run.end, CheckEnd::TimedOut);
+        assert_eq!(run.verdict(), CheckVerdict::Inconclusive);
+        // The background sleep held the pipes open; killing the group closed them promptly.
+        assert!(
+            started.elapsed() < Duration::from_secs(8),
+            "{:?}",
+            started.elapsed()
+        );
+        let pid: u32 = std::fs::read_to_string(dir.path().join("ws/bg.pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(
+            wait_dead(pid).await,
+            "background job {pid} survived the timeout"
+        );
+    }
+
+    #[tokio::test]
+    async fn background_jobs_do_not_outlive_a_finished_check() {
+        let started = Instant::now();
+        let (run, _dir) = run("sleep 30 & echo started", Duration::from_secs(20)).await;
+        assert_eq!(run.end, CheckEnd::Exited(Some(0)));
+        assert!(
+            started.elapsed() < Duration::from_secs(8),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    #[tokio::test]
+    async fn missing_directory_is_inconclusive() {
+        let spec = CheckSpec {
+            command: "true",
+            cwd: Path::new("/nonexistent/loopgate/dir"),
+            home: Path::new("/tmp"),
+            path_var: DEFAULT_CHECK_PATH,
+            timeout: Duration::from_secs(5),
+        };
+        let run = run_check(&spec).await;
+        assert!(matches!(run.end, CheckEnd::SpawnFailed(_)), "{:?}", run.end);
+        assert_eq!(run.verdict(), CheckVerdict::Inconclusive);
+    }
+}

@@ -1,0 +1,294 @@
+//! `auditor.toml`: the raw file (unknown keys are errors, so a `[redis]` table is rejected by
+//! name) and its resolution, with env values passed in, into validated settings.
+//!
+//! ```toml
+//! [nats]
+//! url = "nats://127.0.0.1:4222"
+//! [auditor]
+//! worker_id = "audit-1"          # optional, default "<hostname>-<pid>"
+//! work_dir = ".loopgate/audit"   # optional, default <system temp>/loopgate-audit
+//! ack_wait_secs = 30             # optional
+//! shutdown_grace_secs = 20       # optional
+//! [models.local]                 # optional: LLM judgment when a request names it
+//! provider = "openai"
+//! base_url = "http://127.0.0.1:8080/v1"
+//! model = "qwen2.5-coder-0.5b"
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use loopgate_common::config::{NatsSection, NatsSettings};
+use loopgate_models::{ModelConfigError, ModelProfile, ModelProfiles};
+use serde::Deserialize;
+
+/// The auditor must never reach Redis; this env var being set means a mis-deployment.
+pub const REDIS_URL_ENV: &str = "LOOPGATE_REDIS_URL";
+pub const NATS_URL_ENV: &str = "LOOPGATE_NATS_URL";
+pub const DEFAULT_ACK_WAIT_SECS: u64 = 30;
+pub const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 20;
+/// Total deliveries of one audit request before JetStream gives up on it.
+pub const MAX_DELIVER: i64 = 5;
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    #[serde(default)]
+    pub nats: NatsSection,
+    #[serde(default)]
+    pub auditor: AuditorSection,
+    #[serde(default)]
+    pub models: ModelProfiles,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditorSection {
+    pub worker_id: Option<String>,
+    pub work_dir: Option<PathBuf>,
+    pub ack_wait_secs: Option<u64>,
+    pub shutdown_grace_secs: Option<u64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading config file {path:?}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config file: {0}")]
+    Parse(#[from] toml::de::Error),
+    #[error(
+        "{REDIS_URL_ENV} is set, but the auditor must never reach Redis; unset it for this process"
+    )]
+    RedisConfigured,
+    #[error(transparent)]
+    Nats(#[from] loopgate_common::config::ConfigError),
+    #[error(transparent)]
+    Model(#[from] ModelConfigError),
+    #[error("config `{key}`: {problem}")]
+    Invalid { key: &'static str, problem: String },
+}
+
+/// Validated settings the worker runs with.
+#[derive(Debug, Clone)]
+pub struct AuditorSettings {
+    pub worker_id: String,
+    pub work_dir: PathBuf,
+    pub nats: NatsSettings,
+    /// Resolved model profiles (keys read once), by name.
+    pub models: BTreeMap<String, ModelProfile>,
+    pub ack_wait: Duration,
+    pub shutdown_grace: Duration,
+    /// `PATH` handed to acceptance checks.
+    pub check_path: String,
+}
+
+pub fn parse_config(text: &str) -> Result<RawConfig, ConfigError> {
+    Ok(toml::from_str(text)?)
+}
+
+pub fn load_config(path: &Path) -> Result<RawConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse_config(&text)
+}
+
+/// What resolution needs from the process besides env lookups.
+#[derive(Debug, Clone)]
+pub struct HostFacts {
+    pub hostname: String,
+    pub pid: u32,
+    pub temp_dir: PathBuf,
+}
+
+impl HostFacts {
+    pub fn current() -> Self {
+        let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "auditor".to_string());
+        HostFacts {
+            hostname,
+            pid: std::process::id(),
+            temp_dir: std::env::temp_dir(),
+        }
+    }
+}
+
+impl RawConfig {
+    /// Resolve with env lookups from `env` (binaries pass the process env, read once).
+    pub fn resolve(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+        host: &HostFacts,
+    ) -> Result<AuditorSettings, ConfigError> {
+        if env(REDIS_URL_ENV).is_some() {
+            return Err(ConfigError::RedisConfigured);
+        }
+        let nats = self.nats.resolve(env(NATS_URL_ENV), env)?;
+        let worker_id = match &self.auditor.worker_id {
+            Some(id) if id.trim().is_empty() || id.contains(char::is_whitespace) => {
+                return Err(ConfigError::Invalid {
+                    key: "auditor.worker_id",
+                    problem: "must be a non-empty word without spaces".into(),
+                })
+            }
+            Some(id) => id.clone(),
+            None => format!("{}-{}", host.hostname, host.pid),
+        };
+        let work_dir = self
+            .auditor
+            .work_dir
+            .clone()
+            .unwrap_or_else(|| host.temp_dir.join("loopgate-audit"));
+        let ack_wait_secs = self.auditor.ack_wait_secs.unwrap_or(DEFAULT_ACK_WAIT_SECS);
+        if !(3..=3600).contains(&ack_wait_secs) {
+            return Err(ConfigError::Invalid {
+                key: "auditor.ack_wait_secs",
+                problem: "must be between 3 and 3600".into(),
+            });
+        }
+        let grace_secs = self
+            .auditor
+            .shutdown_grace_secs
+            .unwrap_or(DEFAULT_SHUTDOWN_GRACE_SECS);
+        if grace_secs > 3600 {
+            return Err(ConfigError::Invalid {
+                key: "auditor.shutdown_grace_secs",
+                problem: "must be at most 3600".into(),
+            });
+        }
+        let models = loopgate_models::resolve_profiles(&self.models, env)?;
+        let check_path = env("PATH")
+            .filter(|p| !p.trim().is_empty())
+            .unwrap_or_else(|| crate::checks::DEFAULT_CHECK_PATH.to_string());
+        Ok(AuditorSettings {
+            worker_id,
+            work_dir,
+            nats,
+            models,
+            ack_wait: Duration::from_secs(ack_wait_secs),
+            shutdown_grace: Duration::from_secs(grace_secs),
+            check_path,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn host() -> HostFacts {
+        HostFacts {
+            hostname: "box".into(),
+            pid: 7,
+            temp_dir: PathBuf::from("/tmp"),
+        }
+    }
+
+    fn env_of(pairs: EnvPairs) -> impl Fn(&str) -> Option<String> {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn redis_section_is_rejected_by_name() {
+        let text =
+            "[nats]\nurl = \"nats://127.0.0.1:4222\"\n[redis]\nurl = \"redis://127.0.0.1:6379\"\n";
+        let err = parse_config(text).unwrap_err();
+        assert!(matches!(err, ConfigError::Parse(_)), "{err:?}");
+        assert!(err.to_string().contains("redis"), "{err}");
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_everywhere() {
+        let cases = [
+            "[auditor]\nworkers = 3\n",
+            "[nats]\nhost = \"x\"\n",
+            "[models.local]\nbase_url = \"http://x/v1\"\nmodel = \"m\"\nkey = \"secret\"\n",
+            "top_level = 1\n",
+        ];
+        for text in cases {
+            assert!(
+                matches!(parse_config(text), Err(ConfigError::Parse(_))),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn resolve_table() {
+        let full = "[nats]\nurl = \"nats://file:4222\"\nprefix = \"lg\"\n\
+                    [auditor]\nworker_id = \"audit-1\"\nwork_dir = \"/var/audit\"\nack_wait_secs = 10\n\
+                    [models.judge]\nbase_url = \"http://127.0.0.1:8080/v1\"\nmodel = \"m\"\n";
+        let raw = parse_config(full).unwrap();
+        let settings = raw.resolve(&env_of(&[("PATH", "/bin")]), &host()).unwrap();
+        assert_eq!(settings.worker_id, "audit-1");
+        assert_eq!(settings.work_dir, PathBuf::from("/var/audit"));
+        assert_eq!(settings.nats.url, "nats://file:4222");
+        assert_eq!(settings.nats.prefix, "lg");
+        assert_eq!(settings.ack_wait, Duration::from_secs(10));
+        assert_eq!(settings.check_path, "/bin");
+        assert!(settings.models.contains_key("judge"));
+
+        let defaults = parse_config("")
+            .unwrap()
+            .resolve(&env_of(&[]), &host())
+            .unwrap();
+        assert_eq!(defaults.worker_id, "box-7");
+        assert_eq!(defaults.work_dir, PathBuf::from("/tmp/loopgate-audit"));
+        assert_eq!(
+            defaults.ack_wait,
+            Duration::from_secs(DEFAULT_ACK_WAIT_SECS)
+        );
+        assert_eq!(defaults.check_path, crate::checks::DEFAULT_CHECK_PATH);
+
+        let env_url = parse_config(full)
+            .unwrap()
+            .resolve(&env_of(&[(NATS_URL_ENV, "nats://env:1")]), &host())
+            .unwrap();
+        assert_eq!(env_url.nats.url, "nats://env:1");
+    }
+
+    type EnvPairs = &'static [(&'static str, &'static str)];
+    type ErrorCase = (&'static str, EnvPairs, fn(&ConfigError) -> bool);
+
+    #[test]
+    fn resolve_errors_by_kind() {
+        let cases: Vec<ErrorCase> =
+            vec![
+            ("", &[(REDIS_URL_ENV, "redis://x")], |e| matches!(e, ConfigError::RedisConfigured)),
+            ("[nats]\nurl = \"http://x\"\n", &[], |e| matches!(e, ConfigError::Nats(_))),
+            ("[auditor]\nworker_id = \"a b\"\n", &[], |e| {
+                matches!(e, ConfigError::Invalid { key: "auditor.worker_id", .. })
+            }),
+            ("[auditor]\nack_wait_secs = 0\n", &[], |e| {
+                matches!(e, ConfigError::Invalid { key: "auditor.ack_wait_secs", .. })
+            }),
+            (
+                "[models.j]\nbase_url = \"http://x/v1\"\nmodel = \"m\"\napi_key_env = \"NOPE\"\n",
+                &[],
+                |e| matches!(e, ConfigError::Model(ModelConfigError::MissingKeyEnv { .. })),
+            ),
+        ];
+        for (text, env, check) in cases {
+            let err = parse_config(text)
+                .unwrap()
+                .resolve(&env_of(env), &host())
+                .unwrap_err();
+            assert!(check(&err), "{text}: {err:?}");
+        }
+    }
+}

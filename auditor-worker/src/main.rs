@@ -1,0 +1,72 @@
+//! `loopgate-auditor --config auditor.toml`: the auditor worker daemon.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use loopgate_auditor::config::{load_config, HostFacts};
+use loopgate_auditor::run_daemon;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Parser)]
+#[command(name = "loopgate-auditor", version, about = "loopgate auditor worker")]
+struct Cli {
+    /// Path to auditor.toml.
+    #[arg(long)]
+    config: PathBuf,
+}
+
+/// Cancel `token` on the first SIGTERM or SIGINT.
+fn cancel_on_signals(token: CancellationToken) -> std::io::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+            _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+        }
+        token.cancel();
+    });
+    Ok(())
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let raw = load_config(&cli.config)?;
+    // The environment is read once, here.
+    let env: std::collections::HashMap<String, String> = std::env::vars().collect();
+    let settings = raw.resolve(&|name| env.get(name).cloned(), &HostFacts::current())?;
+    tracing::info!(worker = %settings.worker_id, nats = %settings.nats.url,
+        work_dir = %settings.work_dir.display(), models = ?settings.models.keys().collect::<Vec<_>>(),
+        "configuration loaded");
+    let cancel = CancellationToken::new();
+    cancel_on_signals(cancel.clone())?;
+    run_daemon(settings, cancel).await?;
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    loopgate_transport::init_logging("loopgate-auditor", "info");
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            tracing::error!(error = %err, "cannot start the async runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => {
+            tracing::info!("auditor exited cleanly");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            // Every error here already names its cause in its own message.
+            tracing::error!(error = %err, "auditor failed");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! `loopgate checkout RUN DIR [--snapshot ID]`: downloads a snapshot's manifest and blobs,
+//! checks the manifest against the snapshot id and every blob against its sha256, and writes
+//! the files with their modes into an empty (or new) directory.
+
+use std::collections::BTreeMap;
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use futures::StreamExt;
+use loopgate_common::snapshot::{is_sha256_hex, sha256_hex, Manifest, ManifestEntry};
+use serde_json::Value;
+
+use crate::api_client::{ApiClient, ApiError};
+use crate::cli_args::CheckoutArgs;
+use crate::errors::CliError;
+use crate::output;
+
+/// Blobs downloaded at once.
+const PARALLEL_DOWNLOADS: usize = 8;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckoutError {
+    #[error("{0} exists and is not empty (checkout needs an empty or new directory)")]
+    DirNotEmpty(PathBuf),
+    #[error("{0} exists and is not a directory")]
+    NotADirectory(PathBuf),
+    #[error("run {0} has no snapshot yet")]
+    NoSnapshot(String),
+    #[error("'{0}' is not a snapshot id (64 lowercase hex digits)")]
+    BadSnapshotId(String),
+    #[error("the manifest of snapshot {snapshot} is invalid: {problem}")]
+    InvalidManifest { snapshot: String, problem: String },
+    #[error("the manifest served for snapshot {snapshot} hashes to {actual}: refusing it")]
+    ManifestMismatch { snapshot: String, actual: String },
+    #[error("cannot download the content of '{path}': {source}")]
+    Blob { path: String, source: ApiError },
+    #[error("'{path}': content hashes to {actual}, manifest says {expected}: refusing it ({} is incomplete)", dir.display())]
+    BlobMismatch {
+        path: String,
+        expected: String,
+        actual: String,
+        dir: PathBuf,
+    },
+    #[error("cannot write '{path}': {source} ({} is incomplete)", dir.display())]
+    Write {
+        path: String,
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+pub async fn checkout(client: &ApiClient, args: &CheckoutArgs) -> Result<(), CliError> {
+    ensure_empty_or_missing(&args.dir)?;
+    let snapshot = match &args.snapshot {
+        Some(id) => id.trim().to_string(),
+        None => current_snapshot(client, &args.run).await?,
+    };
+    if !is_sha256_hex(&snapshot) {
+        return Err(CheckoutError::BadSnapshotId(snapshot).into());
+    }
+    let manifest = client.snapshot_manifest(&snapshot).await?;
+    verify_manifest(&snapshot, &manifest)?;
+    fs::create_dir_all(&args.dir).map_err(|source| CheckoutError::Write {
+        path: ".".into(),
+        dir: args.dir.clone(),
+        source,
+    })?;
+    let dir = fs::canonicalize(&args.dir).unwrap_or_else(|_| args.dir.clone());
+    write_files(client, &manifest, &dir).await?;
+    output::line(dir.display())?;
+    Ok(())
+}
+
+fn ensure_empty_or_missing(dir: &Path) -> Result<(), CheckoutError> {
+    match fs::symlink_metadata(dir) {
+        Err(_) => Ok(()),
+        Ok(meta) if !meta.is_dir() => Err(CheckoutError::NotADirectory(dir.to_path_buf())),
+        Ok(_) => {
+            let mut entries = fs::read_dir(dir).map_err(|source| CheckoutError::Write {
+                path: ".".into(),
+                dir: dir.to_path_buf(),
+                source,
+            })?;
+            if entries.next().is_some() {
+                Err(CheckoutError::DirNotEmpty(dir.to_path_buf()))
+            } else {
+                Ok(())
+            }
+        }
+    }
+}
+
+async fn current_snapshot(client: &ApiClient, run: &str) -> Result<String, CliError> {
+    let view = client.get_run(run).await?;
+    view.get("snapshot")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .ok_or_else(|| CheckoutError::NoSnapshot(run.to_string()).into())
+}
+
+/// Paths, digests and order must be valid, and the manifest must be the one the id names.
+pub fn verify_manifest(snapshot: &str, manifest: &Manifest) -> Result<(), CheckoutError> {
+    manifest
+        .validate()
+        .map_err(|e| CheckoutError::InvalidManifest {
+            snapshot: snapshot.to_string(),
+            problem: e.to_string(),
+        })?;
+    let actual = manifest.id();
+    if actual != snapshot {
+        return Err(CheckoutError::ManifestMismatch {
+            snapshot: snapshot.to_string(),
+            actual,
+        });
+    }
+    Ok(())
+}
+
+/// Downloads each distinct blob once, verifies it, and writes every entry that has it.
+async fn write_files(
+    client: &ApiClient,
+    manifest: &Manifest,
+    dir: &Path,
+) -> Result<(), CheckoutError> {
+    let mut by_digest: BTreeMap<&str, Vec<&ManifestEntry>> = BTreeMap::new();
+    for entry in &manifest.entries {
+        by_digest
+            .entry(entry.sha256.as_str())
+            .or_default()
+            .push(entry);
+    }
+    let mut downloads =
+        futures::stream::iter(by_digest.into_iter().map(|(sha, entries)| async move {
+            let result = client.blob(sha).await;
+            (entries, result)
+        }))
+        .buffer_unordered(PARALLEL_DOWNLOADS);
+    while let Some((entries, result)) = downloads.next().await {
+        let Some(first) = entries.first() else {
+            continue;
+        };
+        let bytes = result.map_err(|source| CheckoutError::Blob {
+            path: first.path.clone(),
+            source,
+        })?;
+        verify_blob(first, &bytes, dir)?;
+        for entry in entries {
+            write_entry(dir, entry, &bytes)?;
+        }
+    }
+    Ok(())
+}
+
+pub fn verify_blob(entry: &ManifestEntry, bytes: &[u8], dir: &Path) -> Result<(), CheckoutError> {
+    let actual = sha256_hex(bytes);
+    if actual != entry.sha256 || bytes.len() as u64 != entry.size {
+        return Err(CheckoutError::BlobMismatch {
+            path: entry.path.clone(),
+            expected: entry.sha256.clone(),
+            actual,
+            dir: dir.to_path_buf(),
+        });
+    }
+    Ok(())
+}
+
+/// Writes one file (never over an existing one) and sets its mode.
+fn write_entry(dir: &Path, entry: &ManifestEntry, bytes: &[u8]) -> Result<(), CheckoutError> {
+    let fail = |source| CheckoutError::Write {
+        path: entry.path.clone(),
+        dir: dir.to_path_buf(),
+        source,
+    };
+    let target = dir.join(&entry.path);
+    if let Some(parent) = target.parent() {
+        fs::create_dir_all(parent).map_err(fail)?;
+    }
+    let mode = entry.mode & 0o777;
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&target)
+        .map_err(fail)?;
+    file.write_all(bytes).map_err(fail)?;
+    file.sync_all().map_err(fail)?;
+    // The umask may have cleared bits `mode` asked for.
+    fs::set_permissions(&target, fs::Permissions::from_mode(mode)).map_err(fail)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn entry(path: &str, content: &[u8]) -> ManifestEntry {
+        ManifestEntry {
+            path: path.into(),
+            mode: 0o644,
+            size: content.len() as u64,
+            sha256: sha256_hex(content),
+        }
+    }
+
+    #[test]
+    fn manifests_must_match_their_id_and_be_valid() {
+        let manifest = Manifest::new(vec![entry("a.txt", b"a")]).unwrap();
+        let id = manifest.id();
+        assert!(verify_manifest(&id, &manifest).is_ok());
+        let other = Manifest::new(vec![entry("a.txt", b"b")]).unwrap();
+        assert!(matches!(
+            verify_manifest(&id, &other),
+            Err(CheckoutError::ManifestMismatch { .. })
+        ));
+        let escaping = Manifest {
+            v: 1,
+            entries: vec![entry("../evil", b"x")],
+        };
+        assert!(matches!(
+            verify_manifest(&escaping.id(), &escaping),
+            Err(CheckoutError::InvalidManifest { .. })
+        ));
+    }
+
+    #[test]
+    fn blobs_are_rehashed() {
+        let e = entry("a.txt", b"hello");
+        let dir = Path::new("/tmp/x");
+        assert!(verify_blob(&e, b"hello", dir).is_ok());
+        assert!(matches!(
+            verify_blob(&e, b"hellO", dir),
+            Err(CheckoutError::BlobMismatch { ref path, .. }) if path == "a.txt"
+        ));
+    }
+
+    #[test]
+    fn target_dir_must_be_empty_or_missing() {
+        let root = tempfile::tempdir().unwrap();
+        assert!(ensure_empty_or_missing(&root.path().join("new")).is_ok());
+        assert!(ensure_empty_or_missing(root.path()).is_ok());
+        fs::write(root.path().join("f"), "x").unwrap();
+        assert!(matches!(
+            ensure_empty_or_missing(root.path()),
+            Err(CheckoutError::DirNotEmpty(_))
+        ));
+        assert!(matches!(
+            ensure_empty_or_missing(&root.path().join("f")),
+            Err(CheckoutError::NotADirectory(_))
+        ));
+    }
+
+    #[test]
+    fn entries_are_written_with_modes_and_never_overwrite() {
+        let root = tempfile::tempdir().unwrap();
+        let mut exe = entry("bin/run.sh", b"#!/bin/sh\n");
+        exe.mode = 0o755;
+        write_entry(root.path(), &exe, b"#!/bin/sh\n").unwrap();
+        let meta = fs::metadata(root.path().join("bin/run.sh")).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o755);
+        assert!(matches!(
+            write_entry(root.path(), &exe, b"#!/bin/sh\n"),
+            Err(CheckoutError::Write { ref path, .. }) if path == "bin/run.sh"
+        ));
+    }
+}

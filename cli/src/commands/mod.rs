@@ -1,0 +1,6 @@
+//! One module per group of user commands.
+
+pub mod checkout;
+pub mod run_commands;
+pub mod submit;
+pub mod watch;

@@ -1,0 +1,102 @@
+//! `loopgate status`, `runs`, `log`, `cancel` and `answer`: one request each.
+
+use serde_json::Value;
+
+use crate::api_client::{ApiClient, ApiError};
+use crate::cli_args::{AnswerArgs, RunArg, RunJsonArgs, RunsArgs};
+use crate::errors::CliError;
+use crate::exit_status::ExitStatus;
+use crate::output;
+use crate::render;
+use crate::run_view::{LogRecord, RunView};
+
+fn bad_response(what: &str, detail: impl ToString) -> CliError {
+    ApiError::BadResponse {
+        what: what.to_string(),
+        detail: detail.to_string(),
+    }
+    .into()
+}
+
+fn pretty(value: &Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+}
+
+/// Exit code follows the run's state (3 for non-completed terminal states, 4 when waiting).
+pub async fn status(client: &ApiClient, args: &RunJsonArgs) -> Result<ExitStatus, CliError> {
+    let value = client.get_run(&args.run).await?;
+    let view = RunView::from_value(&value).map_err(|e| bad_response("GET /v1/runs/{id}", e))?;
+    if args.json {
+        output::line(pretty(&value))?;
+    } else {
+        output::block(&render::run_summary(&view))?;
+    }
+    Ok(ExitStatus::for_run_state(view.state))
+}
+
+pub async fn runs(client: &ApiClient, args: &RunsArgs) -> Result<ExitStatus, CliError> {
+    let value = client.list_runs(args.run_state()).await?;
+    if args.json {
+        output::line(pretty(&value))?;
+        return Ok(ExitStatus::Ok);
+    }
+    let list = value
+        .get("runs")
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad_response("GET /v1/runs", "no `runs` array"))?;
+    let views = list
+        .iter()
+        .map(RunView::from_value)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad_response("GET /v1/runs", e))?;
+    output::block(&render::runs_table(&views))?;
+    Ok(ExitStatus::Ok)
+}
+
+pub async fn log(client: &ApiClient, args: &RunJsonArgs) -> Result<ExitStatus, CliError> {
+    let value = client.run_log(&args.run).await?;
+    if args.json {
+        output::line(pretty(&value))?;
+        return Ok(ExitStatus::Ok);
+    }
+    let entries = value
+        .get("entries")
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad_response("GET /v1/runs/{id}/log", "no `entries` array"))?;
+    for entry in entries {
+        output::line(render::log_line(&LogRecord::from_value(entry.clone())))?;
+    }
+    Ok(ExitStatus::Ok)
+}
+
+fn state_suffix(answer: &Option<Value>) -> String {
+    answer
+        .as_ref()
+        .and_then(|v| v.get("state"))
+        .and_then(Value::as_str)
+        .map(|s| format!(" (run is {s})"))
+        .unwrap_or_default()
+}
+
+pub async fn cancel(client: &ApiClient, args: &RunArg) -> Result<ExitStatus, CliError> {
+    let answer = client.cancel(&args.run).await?;
+    output::line(format!(
+        "cancel requested for {}{}",
+        args.run,
+        state_suffix(&answer)
+    ))?;
+    Ok(ExitStatus::Ok)
+}
+
+pub async fn answer(client: &ApiClient, args: &AnswerArgs) -> Result<ExitStatus, CliError> {
+    if args.text.trim().is_empty() {
+        return Err(CliError::Usage("the answer text must not be empty".into()));
+    }
+    let answer = client.answer(&args.run, &args.text).await?;
+    output::line(format!(
+        "answer sent to {}{}",
+        args.run,
+        state_suffix(&answer)
+    ))?;
+    Ok(ExitStatus::Ok)
+}

@@ -1,0 +1,42 @@
+//! loopgate-cli: the `loopgate` user command. Talks to the manager's HTTP API only (never to
+//! NATS or Redis) and runs a local stack with `loopgate up`.
+
+pub mod api_client;
+pub mod cli_args;
+pub mod commands;
+pub mod errors;
+pub mod exit_status;
+pub mod local_stack;
+pub mod output;
+pub mod render;
+pub mod run_view;
+pub mod sse;
+pub mod workspace_upload;
+
+use api_client::ApiClient;
+use cli_args::{Cli, Command};
+use errors::CliError;
+use exit_status::ExitStatus;
+
+/// Runs one parsed command line.
+pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
+    if let Command::Up(args) = &cli.command {
+        local_stack::up(args).await?;
+        return Ok(ExitStatus::Ok);
+    }
+    let client = ApiClient::new(&cli.server, cli.token.clone())?;
+    match &cli.command {
+        Command::Up(_) => Ok(ExitStatus::Ok),
+        Command::Submit(args) => commands::submit::submit(&client, args).await,
+        Command::Watch(args) => commands::watch::watch(&client, &args.run, args.json).await,
+        Command::Status(args) => commands::run_commands::status(&client, args).await,
+        Command::Runs(args) => commands::run_commands::runs(&client, args).await,
+        Command::Log(args) => commands::run_commands::log(&client, args).await,
+        Command::Cancel(args) => commands::run_commands::cancel(&client, args).await,
+        Command::Answer(args) => commands::run_commands::answer(&client, args).await,
+        Command::Checkout(args) => {
+            commands::checkout::checkout(&client, args).await?;
+            Ok(ExitStatus::Ok)
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! The daemon config files `loopgate up` writes (`manager.toml`, `executor-N.toml`,
+//! `auditor.toml`), rendered from one description of the local stack.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+/// The model profile every role uses in the local stack.
+pub const LOCAL_PROFILE: &str = "local";
+pub const DEFAULT_MODEL_URL: &str = "http://127.0.0.1:8080/v1";
+pub const DEFAULT_MODEL: &str = "qwen2.5-coder";
+pub const API_KEY_ENV: &str = "LOOPGATE_API_KEY";
+pub const PROMPT_CHAR_BUDGET: u32 = 24_000;
+/// Large enough for the biggest workspace `loopgate submit` uploads (256 MiB, base64 in JSON).
+pub const MAX_BODY_BYTES: u64 = 384 * 1024 * 1024;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ModelProfileToml {
+    pub provider: String,
+    pub base_url: String,
+    pub model: String,
+    /// Only written when `LOOPGATE_API_KEY` is set: the daemons refuse a profile whose key
+    /// variable is unset, and a local llama-server needs no key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+}
+
+impl ModelProfileToml {
+    /// `LOOPGATE_MODEL_URL` / `LOOPGATE_MODEL`, with local llama-server defaults; the key comes
+    /// from `LOOPGATE_API_KEY` when that is set.
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> ModelProfileToml {
+        let pick = |key: &str, default: &str| {
+            env(key)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+                .unwrap_or_else(|| default.to_string())
+        };
+        ModelProfileToml {
+            provider: "openai".into(),
+            base_url: pick("LOOPGATE_MODEL_URL", DEFAULT_MODEL_URL),
+            model: pick("LOOPGATE_MODEL", DEFAULT_MODEL),
+            api_key_env: env(API_KEY_ENV)
+                .filter(|k| !k.trim().is_empty())
+                .map(|_| API_KEY_ENV.to_string()),
+        }
+    }
+}
+
+/// Everything the config files are derived from.
+#[derive(Debug, Clone)]
+pub struct LocalStack {
+    /// Absolute data directory.
+    pub dir: PathBuf,
+    pub nats_port: u16,
+    pub redis_port: u16,
+    pub http_addr: SocketAddr,
+    pub executors: u32,
+    pub model: ModelProfileToml,
+}
+
+#[derive(Serialize)]
+struct UrlTable {
+    url: String,
+}
+
+#[derive(Serialize)]
+struct HttpTable {
+    addr: String,
+    max_body_bytes: u64,
+}
+
+#[derive(Serialize)]
+struct ManagerTable {
+    prompt_char_budget: u32,
+}
+
+#[derive(Serialize)]
+struct ManagerToml<'a> {
+    nats: UrlTable,
+    redis: UrlTable,
+    http: HttpTable,
+    manager: ManagerTable,
+    models: BTreeMap<&'a str, &'a ModelProfileToml>,
+}
+
+#[derive(Serialize)]
+struct ExecutorTable {
+    worker_id: String,
+    capabilities: Vec<String>,
+    work_dir: String,
+}
+
+#[derive(Serialize)]
+struct ExecutorToml<'a> {
+    nats: UrlTable,
+    executor: ExecutorTable,
+    models: BTreeMap<&'a str, &'a ModelProfileToml>,
+}
+
+#[derive(Serialize)]
+struct AuditorTable {
+    worker_id: String,
+    work_dir: String,
+}
+
+#[derive(Serialize)]
+struct AuditorToml<'a> {
+    nats: UrlTable,
+    auditor: AuditorTable,
+    models: BTreeMap<&'a str, &'a ModelProfileToml>,
+}
+
+/// One file to write: its path and TOML text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigFile {
+    pub path: PathBuf,
+    pub text: String,
+}
+
+impl LocalStack {
+    pub fn nats_url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.nats_port)
+    }
+
+    pub fn redis_url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.redis_port)
+    }
+
+    pub fn logs_dir(&self) -> PathBuf {
+        self.dir.join("logs")
+    }
+
+    pub fn executor_id(n: u32) -> String {
+        format!("exec-{n}")
+    }
+
+    pub fn executor_work_dir(&self, n: u32) -> PathBuf {
+        self.dir.join("work").join(Self::executor_id(n))
+    }
+
+    pub fn auditor_work_dir(&self) -> PathBuf {
+        self.dir.join("audit")
+    }
+
+    pub fn manager_config_path(&self) -> PathBuf {
+        self.dir.join("manager.toml")
+    }
+
+    pub fn executor_config_path(&self, n: u32) -> PathBuf {
+        self.dir.join(format!("executor-{n}.toml"))
+    }
+
+    pub fn auditor_config_path(&self) -> PathBuf {
+        self.dir.join("auditor.toml")
+    }
+
+    fn models(&self) -> BTreeMap<&str, &ModelProfileToml> {
+        BTreeMap::from([(LOCAL_PROFILE, &self.model)])
+    }
+
+    fn nats(&self) -> UrlTable {
+        UrlTable {
+            url: self.nats_url(),
+        }
+    }
+
+    /// Renders every config file of the stack.
+    pub fn config_files(&self) -> Result<Vec<ConfigFile>, toml::ser::Error> {
+        let mut files = vec![ConfigFile {
+            path: self.manager_config_path(),
+            text: toml::to_string(&ManagerToml {
+                nats: self.nats(),
+                redis: UrlTable {
+                    url: self.redis_url(),
+                },
+                http: HttpTable {
+                    addr: self.http_addr.to_string(),
+                    max_body_bytes: MAX_BODY_BYTES,
+                },
+                manager: ManagerTable {
+                    prompt_char_budget: PROMPT_CHAR_BUDGET,
+                },
+                models: self.models(),
+            })?,
+        }];
+        for n in 1..=self.executors {
+            files.push(ConfigFile {
+                path: self.executor_config_path(n),
+                text: toml::to_string(&ExecutorToml {
+                    nats: self.nats(),
+                    executor: ExecutorTable {
+                        worker_id: Self::executor_id(n),
+                        capabilities: vec!["cli".into()],
+                        work_dir: path_text(&self.executor_work_dir(n)),
+                    },
+                    models: self.models(),
+                })?,
+            });
+        }
+        files.push(ConfigFile {
+            path: self.auditor_config_path(),
+            text: toml::to_string(&AuditorToml {
+                nats: self.nats(),
+                auditor: AuditorTable {
+                    worker_id: "audit-1".into(),
+                    work_dir: path_text(&self.auditor_work_dir()),
+                },
+                models: self.models(),
+            })?,
+        });
+        Ok(files)
+    }
+}
+
+fn path_text(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn stack() -> LocalStack {
+        LocalStack {
+            dir: PathBuf::from("/data/my \"stack\""),
+            nats_port: 14222,
+            redis_port: 16379,
+            http_addr: "127.0.0.1:7600".parse().unwrap(),
+            executors: 2,
+            model: ModelProfileToml::from_env(&|_| None),
+        }
+    }
+
+    fn table(text: &str) -> toml::Table {
+        toml::from_str(text).unwrap()
+    }
+
+    fn get<'a>(t: &'a toml::Table, dotted: &str) -> &'a toml::Value {
+        let mut parts = dotted.split('.');
+        let first = parts.next().unwrap();
+        let mut value = t.get(first).unwrap_or_else(|| panic!("{dotted}"));
+        for part in parts {
+            value = value.get(part).unwrap_or_else(|| panic!("{dotted}"));
+        }
+        value
+    }
+
+    #[test]
+    fn renders_manager_executors_and_auditor() {
+        let files = stack().config_files().unwrap();
+        let names: Vec<String> = files
+            .iter()
+            .map(|f| f.path.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "manager.toml",
+                "executor-1.toml",
+                "executor-2.toml",
+                "auditor.toml"
+            ]
+        );
+        let manager = table(&files[0].text);
+        let expect: &[(&str, &str)] = &[
+            ("nats.url", "nats://127.0.0.1:14222"),
+            ("redis.url", "redis://127.0.0.1:16379"),
+            ("http.addr", "127.0.0.1:7600"),
+            ("models.local.provider", "openai"),
+            ("models.local.base_url", DEFAULT_MODEL_URL),
+            ("models.local.model", DEFAULT_MODEL),
+        ];
+        for (key, value) in expect {
+            assert_eq!(get(&manager, key).as_str(), Some(*value), "{key}");
+        }
+        assert_eq!(
+            get(&manager, "manager.prompt_char_budget").as_integer(),
+            Some(24_000)
+        );
+        let exec2 = table(&files[2].text);
+        assert_eq!(get(&exec2, "executor.worker_id").as_str(), Some("exec-2"));
+        assert_eq!(
+            get(&exec2, "executor.work_dir").as_str(),
+            Some("/data/my \"stack\"/work/exec-2")
+        );
+        assert!(exec2.get("redis").is_none());
+        let auditor = table(&files[3].text);
+        assert!(
+            auditor.get("redis").is_none(),
+            "the auditor must not get a [redis] table"
+        );
+        assert_eq!(
+            get(&auditor, "models.local.model").as_str(),
+            Some(DEFAULT_MODEL)
+        );
+        let top: Vec<&str> = auditor.keys().map(String::as_str).collect();
+        assert_eq!(top, ["auditor", "models", "nats"]);
+    }
+
+    #[test]
+    fn model_profile_comes_from_env() {
+        let env = |k: &str| match k {
+            "LOOPGATE_MODEL_URL" => Some("http://gpu:9000/v1".to_string()),
+            "LOOPGATE_MODEL" => Some("  ".to_string()),
+            "LOOPGATE_API_KEY" => Some("sk-local".to_string()),
+            _ => None,
+        };
+        let profile = ModelProfileToml::from_env(&env);
+        assert_eq!(profile.base_url, "http://gpu:9000/v1");
+        assert_eq!(profile.model, DEFAULT_MODEL);
+        assert_eq!(profile.api_key_env.as_deref(), Some("LOOPGATE_API_KEY"));
+        let text = toml::to_string(&profile).unwrap();
+        assert!(
+            text.contains("api_key_env = \"LOOPGATE_API_KEY\""),
+            "{text}"
+        );
+    }
+}

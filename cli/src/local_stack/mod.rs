@@ -1,0 +1,387 @@
+//! `loopgate up`: a foreground local stack (nats-server, redis-server, one manager, N executors,
+//! one auditor) with data, configs and logs under one directory.
+
+mod binaries;
+mod config_files;
+mod readiness;
+mod supervisor;
+
+use std::ffi::OsString;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use tokio::signal::unix::{signal, Signal, SignalKind};
+
+pub use binaries::{AUDITOR_BIN, EXECUTOR_BIN, MANAGER_BIN};
+pub use config_files::{LocalStack, ModelProfileToml};
+use supervisor::{ChildExit, Stage, Supervisor};
+
+use crate::api_client::ApiClient;
+use crate::cli_args::UpArgs;
+use crate::errors::CliError;
+use crate::output;
+
+const SERVER_READY_TIMEOUT: Duration = Duration::from_secs(30);
+const MANAGER_READY_TIMEOUT: Duration = Duration::from_secs(90);
+/// The daemons finish in-flight work on SIGTERM (their own grace defaults to 20s).
+const DAEMON_STOP_GRACE: Duration = Duration::from_secs(25);
+const SERVER_STOP_GRACE: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum StackError {
+    #[error("{name} not found (looked in {looked_in}); run scripts/install-deps.sh services")]
+    ServerNotFound { name: String, looked_in: String },
+    #[error("{name} not found in {dir} (build it with `cargo build --workspace`, or set LOOPGATE_BIN_DIR)")]
+    DaemonNotFound { name: String, dir: PathBuf },
+    #[error("{what} port {addr} is already in use (is another `loopgate up` running? pick another with --{flag})")]
+    PortInUse {
+        what: &'static str,
+        addr: SocketAddr,
+        flag: &'static str,
+    },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+    #[error("cannot render the config files: {0}")]
+    Config(String),
+    #[error("cannot start {name} ({}): {source}", program.display())]
+    Spawn {
+        name: String,
+        program: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{name} was not ready within {}s; last lines of {}:\n{log_tail}", timeout.as_secs(), log_path.display())]
+    NotReady {
+        name: String,
+        timeout: Duration,
+        log_path: PathBuf,
+        log_tail: String,
+    },
+    #[error("{name} exited unexpectedly ({status}); last lines of {}:\n{log_tail}", log_path.display())]
+    ChildExited {
+        name: String,
+        status: String,
+        log_path: PathBuf,
+        log_tail: String,
+    },
+}
+
+impl From<ChildExit> for StackError {
+    fn from(exit: ChildExit) -> StackError {
+        StackError::ChildExited {
+            name: exit.name,
+            status: exit.status,
+            log_path: exit.log_path,
+            log_tail: exit.log_tail,
+        }
+    }
+}
+
+fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StackError {
+    let context = context.into();
+    move |source| StackError::Io { context, source }
+}
+
+/// Every program the stack runs, found before anything starts.
+struct Programs {
+    nats: PathBuf,
+    redis: PathBuf,
+    manager: PathBuf,
+    executor: PathBuf,
+    auditor: PathBuf,
+}
+
+fn process_env(key: &str) -> Option<String> {
+    std::env::var(key).ok()
+}
+
+fn find_programs() -> Result<Programs, StackError> {
+    let nats = binaries::find_server("nats-server", "LOOPGATE_NATS_SERVER", &process_env)?;
+    let redis = binaries::find_server("redis-server", "LOOPGATE_REDIS_SERVER", &process_env)?;
+    let dir = binaries::daemon_dir(&process_env)?;
+    Ok(Programs {
+        nats,
+        redis,
+        manager: binaries::find_daemon(&dir, MANAGER_BIN)?,
+        executor: binaries::find_daemon(&dir, EXECUTOR_BIN)?,
+        auditor: binaries::find_daemon(&dir, AUDITOR_BIN)?,
+    })
+}
+
+/// SIGINT (Ctrl-C) or SIGTERM.
+struct ShutdownSignals {
+    interrupt: Signal,
+    terminate: Signal,
+}
+
+impl ShutdownSignals {
+    fn install() -> Result<ShutdownSignals, StackError> {
+        Ok(ShutdownSignals {
+            interrupt: signal(SignalKind::interrupt())
+                .map_err(io_err("installing the SIGINT handler"))?,
+            terminate: signal(SignalKind::terminate())
+                .map_err(io_err("installing the SIGTERM handler"))?,
+        })
+    }
+
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+        }
+    }
+}
+
+/// Runs the stack until a signal (exit 0) or an unexpected child exit (error, exit 1).
+pub async fn up(args: &UpArgs) -> Result<(), CliError> {
+    let mut signals = ShutdownSignals::install()?;
+    let programs = find_programs()?;
+    for (what, port, flag) in [
+        ("nats", args.nats_port, "nats-port"),
+        ("redis", args.redis_port, "redis-port"),
+    ] {
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        if readiness::port_in_use(addr).await {
+            return Err(StackError::PortInUse { what, addr, flag }.into());
+        }
+    }
+    let stack = prepare_dir(args)?;
+    let mut supervisor = Supervisor::new();
+    let started = tokio::select! {
+        result = start(&stack, &programs, &mut supervisor) => Some(result),
+        _ = signals.recv() => None,
+    };
+    let outcome = match started {
+        None => Ok(()),
+        Some(Err(e)) => Err(e),
+        Some(Ok(())) => {
+            announce(&stack)?;
+            tokio::select! {
+                exit = supervisor.wait_any_exit() => Err(StackError::from(exit)),
+                _ = signals.recv() => Ok(()),
+            }
+        }
+    };
+    let names: Vec<String> = supervisor.names().map(str::to_string).collect();
+    if !names.is_empty() {
+        output::note(format!(
+            "stopping {} (Ctrl-C again to kill them now)",
+            names.join(", ")
+        ));
+    }
+    tokio::select! {
+        _ = supervisor.shutdown(DAEMON_STOP_GRACE, SERVER_STOP_GRACE) => {}
+        _ = signals.recv() => output::note("killing everything"),
+    }
+    supervisor.kill_all().await;
+    outcome.map_err(CliError::from)
+}
+
+/// Creates the directory layout and writes the config files.
+fn prepare_dir(args: &UpArgs) -> Result<LocalStack, StackError> {
+    std::fs::create_dir_all(&args.dir)
+        .map_err(io_err(format!("creating {}", args.dir.display())))?;
+    let dir = std::fs::canonicalize(&args.dir)
+        .map_err(io_err(format!("resolving {}", args.dir.display())))?;
+    let stack = LocalStack {
+        dir,
+        nats_port: args.nats_port,
+        redis_port: args.redis_port,
+        http_addr: args.http_addr,
+        executors: args.executors,
+        model: ModelProfileToml::from_env(&process_env),
+    };
+    let mut dirs = vec![
+        stack.dir.join("nats"),
+        stack.dir.join("redis"),
+        stack.logs_dir(),
+        stack.auditor_work_dir(),
+    ];
+    dirs.extend((1..=stack.executors).map(|n| stack.executor_work_dir(n)));
+    for dir in &dirs {
+        std::fs::create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
+    }
+    let files = stack
+        .config_files()
+        .map_err(|e| StackError::Config(e.to_string()))?;
+    for file in files {
+        std::fs::write(&file.path, file.text)
+            .map_err(io_err(format!("writing {}", file.path.display())))?;
+    }
+    Ok(stack)
+}
+
+fn os_args(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Vec<OsString> {
+    args.iter().map(|a| a.as_ref().to_os_string()).collect()
+}
+
+async fn start(
+    stack: &LocalStack,
+    programs: &Programs,
+    sup: &mut Supervisor,
+) -> Result<(), StackError> {
+    let log = |name: &str| stack.logs_dir().join(format!("{name}.log"));
+    let nats_dir = stack.dir.join("nats");
+    let nats_port = stack.nats_port.to_string();
+    output::note(format!("starting nats-server on 127.0.0.1:{nats_port}"));
+    sup.spawn(
+        "nats-server",
+        Stage::Servers,
+        &programs.nats,
+        &os_args(&[
+            &"-js",
+            &"-a",
+            &"127.0.0.1",
+            &"-p",
+            &nats_port,
+            &"-sd",
+            &nats_dir,
+        ]),
+        &log("nats-server"),
+    )?;
+    let redis_dir = stack.dir.join("redis");
+    let redis_port = stack.redis_port.to_string();
+    output::note(format!("starting redis-server on 127.0.0.1:{redis_port}"));
+    sup.spawn(
+        "redis-server",
+        Stage::Servers,
+        &programs.redis,
+        &os_args(&[
+            &"--port",
+            &redis_port,
+            &"--bind",
+            &"127.0.0.1",
+            &"--dir",
+            &redis_dir,
+            &"--appendonly",
+            &"yes",
+        ]),
+        &log("redis-server"),
+    )?;
+    let port = stack.nats_port;
+    wait_ready(
+        sup,
+        "nats-server",
+        &log("nats-server"),
+        SERVER_READY_TIMEOUT,
+        || readiness::nats_ready(port),
+    )
+    .await?;
+    let port = stack.redis_port;
+    wait_ready(
+        sup,
+        "redis-server",
+        &log("redis-server"),
+        SERVER_READY_TIMEOUT,
+        || readiness::redis_ready(port),
+    )
+    .await?;
+
+    let config = |path: PathBuf| os_args(&[&"--config", &path]);
+    output::note(format!("starting the manager on {}", stack.http_addr));
+    sup.spawn(
+        "manager",
+        Stage::Daemons,
+        &programs.manager,
+        &config(stack.manager_config_path()),
+        &log("manager"),
+    )?;
+    for n in 1..=stack.executors {
+        let name = LocalStack::executor_id(n);
+        sup.spawn(
+            &name,
+            Stage::Daemons,
+            &programs.executor,
+            &config(stack.executor_config_path(n)),
+            &log(&name),
+        )?;
+    }
+    output::note(format!(
+        "started {} executor(s) and the auditor",
+        stack.executors
+    ));
+    sup.spawn(
+        "auditor",
+        Stage::Daemons,
+        &programs.auditor,
+        &config(stack.auditor_config_path()),
+        &log("auditor"),
+    )?;
+
+    let client = ApiClient::new(&manager_url(stack.http_addr), None)
+        .map_err(|e| StackError::Config(e.to_string()))?;
+    wait_ready(
+        sup,
+        "manager",
+        &log("manager"),
+        MANAGER_READY_TIMEOUT,
+        || client.ready(),
+    )
+    .await
+}
+
+pub fn manager_url(addr: SocketAddr) -> String {
+    format!("http://{addr}")
+}
+
+/// Polls `probe` until it passes, failing fast when any child exits.
+async fn wait_ready<F, Fut>(
+    sup: &mut Supervisor,
+    name: &str,
+    log_path: &Path,
+    timeout: Duration,
+    mut probe: F,
+) -> Result<(), StackError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    let mut pause = Duration::from_millis(50);
+    loop {
+        if let Some(exit) = sup.find_exited() {
+            return Err(exit.into());
+        }
+        if probe().await {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(StackError::NotReady {
+                name: name.to_string(),
+                timeout,
+                log_path: log_path.to_path_buf(),
+                log_tail: supervisor::log_tail(log_path),
+            });
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(500));
+    }
+}
+
+fn announce(stack: &LocalStack) -> Result<(), CliError> {
+    let url = manager_url(stack.http_addr);
+    let mut lines = vec![
+        format!("loopgate is up: {url}"),
+        format!("  logs:    {}/", stack.logs_dir().display()),
+        format!("  configs: {}/*.toml", stack.dir.display()),
+        format!(
+            "  model:   {} at {}, {} (change with LOOPGATE_MODEL / LOOPGATE_MODEL_URL / LOOPGATE_API_KEY)",
+            stack.model.model,
+            stack.model.base_url,
+            if stack.model.api_key_env.is_some() {
+                "key from LOOPGATE_API_KEY"
+            } else {
+                "no API key"
+            }
+        ),
+    ];
+    if url != crate::cli_args::DEFAULT_SERVER {
+        lines.push(format!("  use it:  export LOOPGATE_SERVER={url}"));
+    }
+    lines.push("Ctrl-C stops everything.".to_string());
+    output::block(&lines)
+}

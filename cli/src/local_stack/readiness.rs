@@ -1,0 +1,106 @@
+//! Readiness probes for the services `loopgate up` starts: each answers "ready now?" within a
+//! short timeout, and callers poll them until a deadline.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::time::timeout;
+
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from((Ipv4Addr::LOCALHOST, port))
+}
+
+async fn connect(addr: SocketAddr) -> Option<TcpStream> {
+    timeout(PROBE_TIMEOUT, TcpStream::connect(addr))
+        .await
+        .ok()?
+        .ok()
+}
+
+/// Is something already accepting connections on `addr`?
+pub async fn port_in_use(addr: SocketAddr) -> bool {
+    connect(addr).await.is_some()
+}
+
+/// Reads one CRLF-terminated line, within the probe timeout.
+async fn first_line(stream: TcpStream) -> Option<String> {
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    timeout(PROBE_TIMEOUT, reader.read_line(&mut line))
+        .await
+        .ok()?
+        .ok()?;
+    Some(line)
+}
+
+/// nats-server greets every client with `INFO {...}`.
+pub async fn nats_ready(port: u16) -> bool {
+    let Some(stream) = connect(loopback(port)).await else {
+        return false;
+    };
+    first_line(stream)
+        .await
+        .is_some_and(|line| line.starts_with("INFO "))
+}
+
+/// redis-server answers `PING` with `+PONG` once it has loaded its data (`-LOADING` before).
+pub async fn redis_ready(port: u16) -> bool {
+    let Some(mut stream) = connect(loopback(port)).await else {
+        return false;
+    };
+    if timeout(PROBE_TIMEOUT, stream.write_all(b"PING\r\n"))
+        .await
+        .map_or(true, |r| r.is_err())
+    {
+        return false;
+    }
+    first_line(stream)
+        .await
+        .is_some_and(|line| line.starts_with("+PONG"))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpListener;
+
+    /// A one-connection server that answers with `reply` (after reading a line if `read_first`).
+    async fn fake_server(reply: &'static [u8], read_first: bool) -> u16 {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            if read_first {
+                let mut buf = [0u8; 64];
+                let _ = socket.read(&mut buf).await;
+            }
+            let _ = socket.write_all(reply).await;
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn probes_recognize_their_servers() {
+        let nats = fake_server(b"INFO {\"server_id\":\"x\"}\r\n", false).await;
+        assert!(nats_ready(nats).await);
+        let not_nats = fake_server(b"+PONG\r\n", false).await;
+        assert!(!nats_ready(not_nats).await);
+        let redis = fake_server(b"+PONG\r\n", true).await;
+        assert!(redis_ready(redis).await);
+        let loading =
+            fake_server(b"-LOADING Redis is loading the dataset in memory\r\n", true).await;
+        assert!(!redis_ready(loading).await);
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+        let closed_port = listener.local_addr().unwrap().port();
+        assert!(port_in_use(loopback(closed_port)).await);
+        drop(listener);
+        assert!(!redis_ready(closed_port).await);
+        assert!(!port_in_use(loopback(closed_port)).await);
+    }
+}

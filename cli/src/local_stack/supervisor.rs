@@ -1,0 +1,335 @@
+//! The child processes of `loopgate up`: spawned into their own process group (so a terminal's
+//! Ctrl-C reaches only `loopgate`, which then stops them in order), logged to files, stopped
+//! with SIGTERM and, after a grace period, SIGKILL.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use tokio::process::{Child, Command};
+
+use super::StackError;
+
+/// Env vars that would override the generated config files in the daemons.
+const OVERRIDING_ENV: &[&str] = &[
+    "LOOPGATE_NATS_URL",
+    "LOOPGATE_REDIS_URL",
+    "LOOPGATE_HTTP_ADDR",
+];
+
+/// How much log an "exited unexpectedly" report shows.
+const LOG_TAIL_BYTES: u64 = 4096;
+const LOG_TAIL_LINES: usize = 30;
+
+/// Children are stopped stage by stage: the loopgate daemons first, then the servers they use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    Servers,
+    Daemons,
+}
+
+pub struct ManagedChild {
+    pub name: String,
+    pub stage: Stage,
+    pub log_path: PathBuf,
+    child: Child,
+    exited: Option<ExitStatus>,
+}
+
+/// What is known about a child that exited on its own.
+#[derive(Debug, Clone)]
+pub struct ChildExit {
+    pub name: String,
+    pub status: String,
+    pub log_path: PathBuf,
+    pub log_tail: String,
+}
+
+#[derive(Default)]
+pub struct Supervisor {
+    children: Vec<ManagedChild>,
+}
+
+impl Supervisor {
+    pub fn new() -> Supervisor {
+        Supervisor::default()
+    }
+
+    /// Starts `program args` with stdout and stderr written to `log_path` (truncated first).
+    pub fn spawn(
+        &mut self,
+        name: &str,
+        stage: Stage,
+        program: &Path,
+        args: &[OsString],
+        log_path: &Path,
+    ) -> Result<(), StackError> {
+        let log = File::create(log_path).map_err(|source| StackError::Io {
+            context: format!("creating {}", log_path.display()),
+            source,
+        })?;
+        let log_err = log.try_clone().map_err(|source| StackError::Io {
+            context: format!("opening {}", log_path.display()),
+            source,
+        })?;
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(log_err))
+            .process_group(0)
+            .kill_on_drop(true);
+        for var in OVERRIDING_ENV {
+            command.env_remove(var);
+        }
+        let child = command.spawn().map_err(|source| StackError::Spawn {
+            name: name.to_string(),
+            program: program.to_path_buf(),
+            source,
+        })?;
+        self.children.push(ManagedChild {
+            name: name.to_string(),
+            stage,
+            log_path: log_path.to_path_buf(),
+            child,
+            exited: None,
+        });
+        Ok(())
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.children.iter().map(|c| c.name.as_str())
+    }
+
+    /// The first child found to have exited, without waiting.
+    pub fn find_exited(&mut self) -> Option<ChildExit> {
+        for managed in &mut self.children {
+            if managed.exited.is_none() {
+                if let Ok(Some(status)) = managed.child.try_wait() {
+                    managed.exited = Some(status);
+                }
+            }
+            if let Some(status) = managed.exited {
+                return Some(exit_report(managed, status));
+            }
+        }
+        None
+    }
+
+    /// Waits until any child exits (forever when there are none).
+    pub async fn wait_any_exit(&mut self) -> ChildExit {
+        if let Some(exit) = self.find_exited() {
+            return exit;
+        }
+        if self.children.is_empty() {
+            return std::future::pending().await;
+        }
+        let waits = self
+            .children
+            .iter_mut()
+            .map(|managed| Box::pin(managed.child.wait()));
+        let (result, index, _) = futures::future::select_all(waits).await;
+        let managed = &mut self.children[index];
+        match result {
+            Ok(status) => {
+                managed.exited = Some(status);
+                exit_report(managed, status)
+            }
+            Err(e) => ChildExit {
+                name: managed.name.clone(),
+                status: format!("could not be waited on: {e}"),
+                log_path: managed.log_path.clone(),
+                log_tail: log_tail(&managed.log_path),
+            },
+        }
+    }
+
+    /// Stops every child: the daemons first, then the servers; SIGTERM, then SIGKILL after
+    /// that stage's grace period.
+    pub async fn shutdown(&mut self, daemon_grace: Duration, server_grace: Duration) {
+        for (stage, grace) in [
+            (Stage::Daemons, daemon_grace),
+            (Stage::Servers, server_grace),
+        ] {
+            let running: Vec<&mut ManagedChild> = self
+                .children
+                .iter_mut()
+                .filter(|c| c.stage == stage && c.exited.is_none())
+                .collect();
+            for managed in &running {
+                if let Some(pid) = managed.child.id() {
+                    send_sigterm(pid).await;
+                }
+            }
+            let stops = running.into_iter().map(|managed| async move {
+                match tokio::time::timeout(grace, managed.child.wait()).await {
+                    Ok(Ok(status)) => managed.exited = Some(status),
+                    _ => {
+                        let _ = managed.child.start_kill();
+                        if let Ok(status) = managed.child.wait().await {
+                            managed.exited = Some(status);
+                        }
+                    }
+                }
+            });
+            futures::future::join_all(stops).await;
+        }
+    }
+}
+
+impl Supervisor {
+    /// SIGKILLs and reaps every child still running.
+    pub async fn kill_all(&mut self) {
+        for managed in self.children.iter_mut().filter(|c| c.exited.is_none()) {
+            let _ = managed.child.start_kill();
+            if let Ok(status) = managed.child.wait().await {
+                managed.exited = Some(status);
+            }
+        }
+    }
+}
+
+fn exit_report(managed: &ManagedChild, status: ExitStatus) -> ChildExit {
+    ChildExit {
+        name: managed.name.clone(),
+        status: status.to_string(),
+        log_path: managed.log_path.clone(),
+        log_tail: log_tail(&managed.log_path),
+    }
+}
+
+/// SIGTERM through kill(1): this crate forbids `unsafe`, so no direct kill(2).
+async fn send_sigterm(pid: u32) {
+    let _ = Command::new("kill")
+        .args(["-s", "TERM", &pid.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .await;
+}
+
+/// The last lines of a log file (lossy UTF-8), empty when it can't be read.
+pub fn log_tail(path: &Path) -> String {
+    let read = || -> std::io::Result<String> {
+        let mut file = File::open(path)?;
+        let len = file.metadata()?.len();
+        file.seek(SeekFrom::Start(len.saturating_sub(LOG_TAIL_BYTES)))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let lines: Vec<&str> = text.lines().collect();
+        let start = lines.len().saturating_sub(LOG_TAIL_LINES);
+        Ok(lines[start..].join("\n"))
+    };
+    read().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn sh(script: &str) -> (PathBuf, Vec<OsString>) {
+        (PathBuf::from("/bin/sh"), vec!["-c".into(), script.into()])
+    }
+
+    #[tokio::test]
+    async fn reports_the_child_that_died_with_its_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sup = Supervisor::new();
+        let (prog, args) = sh("exec sleep 30");
+        sup.spawn(
+            "sleeper",
+            Stage::Servers,
+            &prog,
+            &args,
+            &dir.path().join("sleeper.log"),
+        )
+        .unwrap();
+        let (prog, args) = sh("echo starting; echo 'boom: bad config' >&2; exit 3");
+        sup.spawn(
+            "crasher",
+            Stage::Daemons,
+            &prog,
+            &args,
+            &dir.path().join("crasher.log"),
+        )
+        .unwrap();
+        let exit = tokio::time::timeout(Duration::from_secs(20), sup.wait_any_exit())
+            .await
+            .unwrap();
+        assert_eq!(exit.name, "crasher");
+        assert!(
+            exit.log_tail.contains("boom: bad config"),
+            "{}",
+            exit.log_tail
+        );
+        assert!(exit.status.contains('3'), "{}", exit.status);
+        sup.shutdown(Duration::from_secs(5), Duration::from_secs(5))
+            .await;
+        assert!(sup.children.iter().all(|c| c.exited.is_some()));
+    }
+
+    #[tokio::test]
+    async fn shutdown_escalates_to_sigkill() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sup = Supervisor::new();
+        let (prog, args) = sh("trap '' TERM; while :; do sleep 1; done");
+        sup.spawn(
+            "stubborn",
+            Stage::Daemons,
+            &prog,
+            &args,
+            &dir.path().join("s.log"),
+        )
+        .unwrap();
+        let (prog, args) = sh("exec sleep 30");
+        sup.spawn(
+            "polite",
+            Stage::Servers,
+            &prog,
+            &args,
+            &dir.path().join("p.log"),
+        )
+        .unwrap();
+        assert!(sup.find_exited().is_none());
+        tokio::time::timeout(
+            Duration::from_secs(20),
+            sup.shutdown(Duration::from_millis(300), Duration::from_millis(300)),
+        )
+        .await
+        .unwrap();
+        let statuses: Vec<Option<ExitStatus>> = sup.children.iter().map(|c| c.exited).collect();
+        assert!(statuses.iter().all(Option::is_some), "{statuses:?}");
+    }
+
+    #[tokio::test]
+    async fn kill_all_reaps_everything() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sup = Supervisor::new();
+        let (prog, args) = sh("trap '' TERM; exec sleep 30");
+        sup.spawn("a", Stage::Daemons, &prog, &args, &dir.path().join("a.log"))
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(20), sup.kill_all())
+            .await
+            .unwrap();
+        assert!(sup.children.iter().all(|c| c.exited.is_some()));
+    }
+
+    #[test]
+    fn log_tail_keeps_the_last_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l.log");
+        let text: String = (0..100).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(&path, text).unwrap();
+        let tail = log_tail(&path);
+        assert!(tail.starts_with("line 70"), "{tail}");
+        assert!(tail.ends_with("line 99"));
+        assert_eq!(log_tail(&dir.path().join("missing")), "");
+    }
+}

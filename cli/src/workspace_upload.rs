@@ -1,0 +1,360 @@
+//! Collecting a local workspace directory into the `POST /v1/runs` upload: every regular file
+//! as `{"path","mode","content_b64"}`, refusing anything a snapshot can't hold (naming it).
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+use loopgate_common::snapshot::validate_relative_path;
+use serde::Serialize;
+
+/// Directories never uploaded, at any depth (the same set the executor's freeze ignores).
+pub const SKIPPED_DIRS: &[&str] = &[
+    ".git",
+    "target",
+    "node_modules",
+    ".loopgate",
+    "__pycache__",
+    ".venv",
+];
+
+/// Default cap on the total size of the uploaded files.
+pub const DEFAULT_MAX_TOTAL_BYTES: u64 = 256 * 1024 * 1024;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UploadFile {
+    pub path: String,
+    pub mode: u32,
+    pub content_b64: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorkspaceUpload {
+    pub files: Vec<UploadFile>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    #[error("workspace {0} is not a directory")]
+    NotADirectory(PathBuf),
+    #[error("workspace file '{path}' is a symlink to '{target}', outside the workspace")]
+    SymlinkOutside { path: String, target: String },
+    #[error("workspace file '{path}' is a symlink to '{target}', which does not exist")]
+    DanglingSymlink { path: String, target: String },
+    #[error("workspace entry '{path}' is a symlink to a directory (not supported; copy it or remove the link)")]
+    SymlinkToDirectory { path: String },
+    #[error("workspace entry '{path}' is a {kind}, not a regular file")]
+    NotRegular { path: String, kind: &'static str },
+    #[error("workspace entry '{path}' has a name that is not valid UTF-8")]
+    NonUtf8Name { path: String },
+    #[error("workspace entry '{path}' has an unusable path: {problem}")]
+    BadPath { path: String, problem: String },
+    #[error("workspace is larger than {limit} bytes (reached {total} at '{path}')")]
+    TooLarge {
+        path: String,
+        total: u64,
+        limit: u64,
+    },
+    #[error("cannot read workspace entry {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> WorkspaceError + '_ {
+    move |source| WorkspaceError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Snapshot modes are 0644 or 0755 (executable if any execute bit is set).
+pub fn normalize_mode(mode: u32) -> u32 {
+    if mode & 0o111 != 0 {
+        0o755
+    } else {
+        0o644
+    }
+}
+
+/// Walks `root` (sorted, not following symlinks into directories) and reads every file.
+/// A symlink to a regular file inside `root` is uploaded as that file's content.
+pub fn collect_workspace(
+    root: &Path,
+    max_total_bytes: u64,
+) -> Result<WorkspaceUpload, WorkspaceError> {
+    let root_meta = fs::metadata(root).map_err(io_error(root))?;
+    if !root_meta.is_dir() {
+        return Err(WorkspaceError::NotADirectory(root.to_path_buf()));
+    }
+    let root = fs::canonicalize(root).map_err(io_error(root))?;
+    let walker = walkdir::WalkDir::new(&root)
+        .follow_links(false)
+        .sort_by_file_name()
+        .min_depth(1)
+        .into_iter()
+        .filter_entry(|entry| {
+            !(entry.file_type().is_dir()
+                && entry
+                    .file_name()
+                    .to_str()
+                    .is_some_and(|name| SKIPPED_DIRS.contains(&name)))
+        });
+    let mut files = Vec::new();
+    let mut total: u64 = 0;
+    for entry in walker {
+        let entry = entry.map_err(|err| {
+            let path = err
+                .path()
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| root.clone());
+            let source = err
+                .into_io_error()
+                .unwrap_or_else(|| std::io::Error::other("filesystem loop"));
+            WorkspaceError::Io { path, source }
+        })?;
+        let rel_os = entry.path().strip_prefix(&root).unwrap_or(entry.path());
+        let Some(rel) = rel_os.to_str() else {
+            return Err(WorkspaceError::NonUtf8Name {
+                path: rel_os.to_string_lossy().into_owned(),
+            });
+        };
+        let file_type = entry.file_type();
+        if file_type.is_dir() {
+            continue;
+        }
+        validate_relative_path(rel).map_err(|e| WorkspaceError::BadPath {
+            path: rel.to_string(),
+            problem: e.to_string(),
+        })?;
+        let source = if file_type.is_symlink() {
+            resolve_symlink(&root, entry.path(), rel)?
+        } else if file_type.is_file() {
+            entry.path().to_path_buf()
+        } else {
+            return Err(WorkspaceError::NotRegular {
+                path: rel.to_string(),
+                kind: special_kind(&file_type),
+            });
+        };
+        let metadata = fs::metadata(&source).map_err(io_error(&source))?;
+        total = total.saturating_add(metadata.len());
+        if total > max_total_bytes {
+            return Err(WorkspaceError::TooLarge {
+                path: rel.to_string(),
+                total,
+                limit: max_total_bytes,
+            });
+        }
+        let content = fs::read(&source).map_err(io_error(&source))?;
+        files.push(UploadFile {
+            path: rel.to_string(),
+            mode: normalize_mode(metadata.permissions().mode()),
+            content_b64: base64::engine::general_purpose::STANDARD.encode(&content),
+        });
+    }
+    Ok(WorkspaceUpload { files })
+}
+
+fn resolve_symlink(root: &Path, link: &Path, rel: &str) -> Result<PathBuf, WorkspaceError> {
+    let target = fs::read_link(link)
+        .map(|t| t.display().to_string())
+        .unwrap_or_default();
+    let resolved = match fs::canonicalize(link) {
+        Ok(resolved) => resolved,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(WorkspaceError::DanglingSymlink {
+                path: rel.to_string(),
+                target,
+            })
+        }
+        Err(e) => return Err(io_error(link)(e)),
+    };
+    if !resolved.starts_with(root) {
+        return Err(WorkspaceError::SymlinkOutside {
+            path: rel.to_string(),
+            target,
+        });
+    }
+    let metadata = fs::metadata(&resolved).map_err(io_error(&resolved))?;
+    if metadata.is_dir() {
+        return Err(WorkspaceError::SymlinkToDirectory {
+            path: rel.to_string(),
+        });
+    }
+    if !metadata.is_file() {
+        return Err(WorkspaceError::NotRegular {
+            path: rel.to_string(),
+            kind: special_kind(&metadata.file_type()),
+        });
+    }
+    Ok(resolved)
+}
+
+fn special_kind(file_type: &fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if file_type.is_fifo() {
+        "fifo"
+    } else if file_type.is_socket() {
+        "socket"
+    } else if file_type.is_block_device() {
+        "block device"
+    } else if file_type.is_char_device() {
+        "character device"
+    } else {
+        "special file"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn write(root: &Path, rel: &str, content: &str) {
+        let path = root.join(rel);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, content).unwrap();
+    }
+
+    fn decoded(upload: &WorkspaceUpload, path: &str) -> String {
+        let file = upload.files.iter().find(|f| f.path == path).unwrap();
+        String::from_utf8(
+            base64::engine::general_purpose::STANDARD
+                .decode(&file.content_b64)
+                .unwrap(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn collects_files_skips_ignored_dirs_and_normalizes_modes() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, "hello.py", "print('hi')\n");
+        write(root, "src/lib/a.txt", "a");
+        write(root, "run.sh", "#!/bin/sh\n");
+        fs::set_permissions(root.join("run.sh"), fs::Permissions::from_mode(0o700)).unwrap();
+        for skipped in [
+            ".git/HEAD",
+            "target/x",
+            "sub/node_modules/m.js",
+            ".loopgate/manager.toml",
+            "pkg/__pycache__/c.pyc",
+        ] {
+            write(root, skipped, "skip");
+        }
+        write(root, "targets/kept.txt", "kept");
+        symlink("hello.py", root.join("alias.py")).unwrap();
+        let upload = collect_workspace(root, DEFAULT_MAX_TOTAL_BYTES).unwrap();
+        let paths: Vec<&str> = upload.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            vec![
+                "alias.py",
+                "hello.py",
+                "run.sh",
+                "src/lib/a.txt",
+                "targets/kept.txt"
+            ]
+        );
+        assert_eq!(decoded(&upload, "alias.py"), "print('hi')\n");
+        let mode = |p: &str| upload.files.iter().find(|f| f.path == p).unwrap().mode;
+        assert_eq!(mode("run.sh"), 0o755);
+        assert_eq!(mode("hello.py"), 0o644);
+    }
+
+    #[test]
+    fn hostile_entries_are_refused_by_name() {
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("secret"), "s3cret").unwrap();
+        type Setup = Box<dyn Fn(&Path, &Path)>;
+        type Expect = fn(&WorkspaceError) -> bool;
+        let cases: Vec<(&str, Setup, Expect)> = vec![
+            (
+                "absolute symlink out",
+                Box::new(|root, out| symlink(out.join("secret"), root.join("leak")).unwrap()),
+                |e| matches!(e, WorkspaceError::SymlinkOutside { path, .. } if path == "leak"),
+            ),
+            (
+                "relative symlink climbing out",
+                Box::new(|root, _| {
+                    fs::create_dir(root.join("d")).unwrap();
+                    symlink("../../../../../../etc/passwd", root.join("d/up")).unwrap();
+                }),
+                |e| matches!(e, WorkspaceError::SymlinkOutside { path, .. } if path == "d/up"),
+            ),
+            (
+                "symlink into a directory outside",
+                Box::new(|root, out| symlink(out, root.join("outdir")).unwrap()),
+                |e| matches!(e, WorkspaceError::SymlinkOutside { path, .. } if path == "outdir"),
+            ),
+            (
+                "dangling symlink",
+                Box::new(|root, _| symlink("nowhere", root.join("dangling")).unwrap()),
+                |e| matches!(e, WorkspaceError::DanglingSymlink { path, .. } if path == "dangling"),
+            ),
+            (
+                "symlink to an inside directory",
+                Box::new(|root, _| {
+                    fs::create_dir(root.join("real")).unwrap();
+                    symlink("real", root.join("linkdir")).unwrap();
+                }),
+                |e| matches!(e, WorkspaceError::SymlinkToDirectory { path } if path == "linkdir"),
+            ),
+            (
+                "fifo",
+                Box::new(|root, _| {
+                    let status = std::process::Command::new("mkfifo")
+                        .arg(root.join("pipe"))
+                        .status()
+                        .unwrap();
+                    assert!(status.success());
+                }),
+                |e| matches!(e, WorkspaceError::NotRegular { path, kind: "fifo" } if path == "pipe"),
+            ),
+            (
+                "backslash in a name",
+                Box::new(|root, _| fs::write(root.join("a\\b"), "x").unwrap()),
+                |e| matches!(e, WorkspaceError::BadPath { path, .. } if path == "a\\b"),
+            ),
+        ];
+        for (name, setup, expected) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            fs::write(dir.path().join("ok.txt"), "ok").unwrap();
+            setup(dir.path(), outside.path());
+            let err = collect_workspace(dir.path(), DEFAULT_MAX_TOTAL_BYTES).unwrap_err();
+            assert!(expected(&err), "{name}: got {err:?}");
+        }
+    }
+
+    #[test]
+    fn total_size_is_capped() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "a", "12345");
+        write(dir.path(), "b", "67890");
+        assert!(collect_workspace(dir.path(), 10).is_ok());
+        let err = collect_workspace(dir.path(), 9).unwrap_err();
+        assert!(
+            matches!(err, WorkspaceError::TooLarge { ref path, limit: 9, .. } if path == "b"),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn a_file_is_not_a_workspace() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "f", "x");
+        assert!(matches!(
+            collect_workspace(&dir.path().join("f"), 10),
+            Err(WorkspaceError::NotADirectory(_))
+        ));
+        assert!(matches!(
+            collect_workspace(&dir.path().join("missing"), 10),
+            Err(WorkspaceError::Io { .. })
+        ));
+    }
+}

@@ -1,0 +1,196 @@
+//! `loopgate up` with the REAL nats-server and redis-server and stand-in daemons (shell scripts
+//! found through LOOPGATE_BIN_DIR; the manager's /readyz is served by the test).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod standin;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use loopgate_test_support::{find_binary, free_port, wait_until};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+const HINT: &str = "scripts/install-deps.sh services";
+
+fn script(dir: &Path, name: &str, body: &str) {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Stand-in daemons that log their arguments and wait to be stopped.
+fn fake_daemons(dir: &Path, executor_body: &str) {
+    let wait = "echo \"started with $*\" >&2\nexec sleep 600";
+    script(dir, "loopgate-manager", wait);
+    script(dir, "loopgate-auditor", wait);
+    script(dir, "loopgate-executor", executor_body);
+}
+
+struct UpRun {
+    child: Child,
+    stdout: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    nats_port: u16,
+    redis_port: u16,
+}
+
+async fn spawn_up(bin_dir: &Path, data_dir: &Path, http_addr: &str) -> UpRun {
+    let nats_port = free_port().unwrap();
+    let redis_port = free_port().unwrap();
+    let nats = find_binary("nats-server", "LOOPGATE_NATS_SERVER", HINT).unwrap();
+    let redis = find_binary("redis-server", "LOOPGATE_REDIS_SERVER", HINT).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loopgate"))
+        .args(["up", "--executors", "2", "--dir"])
+        .arg(data_dir)
+        .args([
+            "--nats-port",
+            &nats_port.to_string(),
+            "--redis-port",
+            &redis_port.to_string(),
+        ])
+        .args(["--http-addr", http_addr])
+        .env("LOOPGATE_BIN_DIR", bin_dir)
+        .env("LOOPGATE_NATS_SERVER", nats)
+        .env("LOOPGATE_REDIS_SERVER", redis)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    UpRun {
+        child,
+        stdout,
+        nats_port,
+        redis_port,
+    }
+}
+
+async fn port_open(port: u16) -> bool {
+    tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_ok()
+}
+
+async fn stderr_of(child: &mut Child) -> String {
+    let mut text = String::new();
+    if let Some(mut err) = child.stderr.take() {
+        use tokio::io::AsyncReadExt;
+        let _ = tokio::time::timeout(Duration::from_secs(5), err.read_to_string(&mut text)).await;
+    }
+    text
+}
+
+#[tokio::test]
+async fn up_starts_the_stack_and_stops_it_on_sigterm() {
+    let manager_api = standin::start(standin::Canned::default()).await;
+    let http_addr = manager_api.url.trim_start_matches("http://").to_string();
+    let bins = tempfile::tempdir().unwrap();
+    fake_daemons(bins.path(), "echo \"started with $*\" >&2\nexec sleep 600");
+    let data = tempfile::tempdir().unwrap();
+    let mut up = spawn_up(bins.path(), data.path(), &http_addr).await;
+    let first = tokio::time::timeout(Duration::from_secs(60), up.stdout.next_line())
+        .await
+        .expect("loopgate up did not come up in 60s")
+        .unwrap();
+    let Some(first) = first else {
+        panic!(
+            "loopgate up exited early: {}",
+            stderr_of(&mut up.child).await
+        );
+    };
+    assert_eq!(first, format!("loopgate is up: http://{http_addr}"));
+    assert!(port_open(up.nats_port).await && port_open(up.redis_port).await);
+    for file in [
+        "manager.toml",
+        "executor-1.toml",
+        "executor-2.toml",
+        "auditor.toml",
+    ] {
+        assert!(data.path().join(file).is_file(), "{file}");
+    }
+    let exec_log = data.path().join("logs/exec-2.log");
+    let logged_args = wait_until(Duration::from_secs(20), || async {
+        std::fs::read_to_string(&exec_log)
+            .is_ok_and(|log| log.contains("--config") && log.contains("executor-2.toml"))
+    })
+    .await;
+    assert!(
+        logged_args.is_ok(),
+        "{:?}",
+        std::fs::read_to_string(&exec_log)
+    );
+
+    let pid = up.child.id().unwrap().to_string();
+    let killed = Command::new("kill")
+        .args(["-s", "TERM", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(killed.success());
+    let status = tokio::time::timeout(Duration::from_secs(60), up.child.wait())
+        .await
+        .expect("loopgate up did not stop within 60s")
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{}", stderr_of(&mut up.child).await);
+    assert!(!port_open(up.nats_port).await, "nats-server still running");
+    assert!(
+        !port_open(up.redis_port).await,
+        "redis-server still running"
+    );
+}
+
+#[tokio::test]
+async fn up_reports_a_daemon_that_dies_and_stops_the_rest() {
+    let http_port = free_port().unwrap();
+    let bins = tempfile::tempdir().unwrap();
+    fake_daemons(
+        bins.path(),
+        "echo 'boom: model profile missing' >&2\nexit 7",
+    );
+    let data = tempfile::tempdir().unwrap();
+    let mut up = spawn_up(bins.path(), data.path(), &format!("127.0.0.1:{http_port}")).await;
+    let status = tokio::time::timeout(Duration::from_secs(60), up.child.wait())
+        .await
+        .expect("loopgate up did not give up within 60s")
+        .unwrap();
+    let stderr = stderr_of(&mut up.child).await;
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("exec-") && stderr.contains("exited unexpectedly"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("boom: model profile missing"), "{stderr}");
+    assert!(!port_open(up.nats_port).await, "nats-server still running");
+    assert!(
+        !port_open(up.redis_port).await,
+        "redis-server still running"
+    );
+}
+
+#[tokio::test]
+async fn up_without_nats_server_says_how_to_install_it() {
+    let bins = tempfile::tempdir().unwrap();
+    fake_daemons(bins.path(), "exec sleep 600");
+    let data = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_loopgate"))
+        .args(["up", "--dir"])
+        .arg(data.path())
+        .env("LOOPGATE_BIN_DIR", bins.path())
+        .env(
+            "LOOPGATE_NATS_SERVER",
+            data.path().join("no-such-nats-server"),
+        )
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("nats-server not found") && stderr.contains(HINT),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,57 @@
+//! The contract: goal + acceptance criteria + protected paths, frozen by hash at submission.
+
+use serde::{Deserialize, Serialize};
+
+use crate::snapshot::sha256_hex;
+use crate::task::{Criterion, Task};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Contract {
+    pub goal: String,
+    pub criteria: Vec<Criterion>,
+    pub protected_paths: Vec<String>,
+    /// sha256 of the canonical JSON of the three fields above.
+    pub spec_hash: String,
+}
+
+#[derive(Serialize)]
+struct HashedPart<'a> {
+    goal: &'a str,
+    criteria: &'a [Criterion],
+    protected_paths: &'a [String],
+}
+
+impl Contract {
+    pub fn from_task(task: &Task) -> Contract {
+        let mut contract = Contract {
+            goal: task.goal.clone(),
+            criteria: task.acceptance.clone(),
+            protected_paths: task.protected_paths.clone(),
+            spec_hash: String::new(),
+        };
+        contract.spec_hash = contract.compute_hash();
+        contract
+    }
+
+    pub fn compute_hash(&self) -> String {
+        let part = HashedPart {
+            goal: &self.goal,
+            criteria: &self.criteria,
+            protected_paths: &self.protected_paths,
+        };
+        sha256_hex(&serde_json::to_vec(&part).unwrap_or_default())
+    }
+
+    /// True when the stored hash still matches the content (the contract was not edited).
+    pub fn is_intact(&self) -> bool {
+        self.compute_hash() == self.spec_hash
+    }
+
+    pub fn blocking(&self) -> impl Iterator<Item = &Criterion> {
+        self.criteria.iter().filter(|c| c.blocking)
+    }
+
+    pub fn short_hash(&self) -> &str {
+        self.spec_hash.get(..12).unwrap_or(&self.spec_hash)
+    }
+}

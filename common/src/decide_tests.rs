@@ -1,0 +1,305 @@
+use super::*;
+use crate::task::parse_task_toml;
+use crate::verdict::{Integrity, Verdicts};
+
+const TASK: &str = r#"
+goal = "Create hello.py"
+[[acceptance]]
+id = "prints"
+check = "python3 hello.py"
+[budget]
+max_rounds = 3
+max_invalid_outputs = 2
+"#;
+
+fn started() -> RunRecord {
+    start_run("r1", parse_task_toml(TASK).unwrap(), "base", 0).record
+}
+
+fn apply(record: &RunRecord, event: RunEvent) -> Step {
+    match decide(record, &event, 1) {
+        Decision::Apply(step) => *step,
+        other => panic!("expected Apply, got {other:?}"),
+    }
+}
+
+fn reply(record: &RunRecord, raw: &str) -> Step {
+    let seq = match record.phase {
+        Phase::Deciding { seq } => seq,
+        ref p => panic!("not deciding: {p:?}"),
+    };
+    apply(
+        record,
+        RunEvent::ManagerReplied {
+            generation: record.generation,
+            seq,
+            raw: raw.into(),
+            usage: Usage { input_tokens: 10, output_tokens: 5 },
+        },
+    )
+}
+
+fn exec_done(record: &RunRecord, candidate: &str) -> Step {
+    apply(
+        record,
+        RunEvent::ExecFinished(ExecResult {
+            run_id: record.id.clone(),
+            generation: record.generation,
+            round: record.round,
+            delivery_attempt: 1,
+            worker: "w".into(),
+            outcome: ExecOutcome::Frozen {
+                candidate: candidate.into(),
+                summary: "did it".into(),
+                claimed_done: true,
+                steps: 2,
+                tool_calls: 2,
+                files_changed: 1,
+            },
+            usage: Usage::default(),
+            duration_ms: 5,
+        }),
+    )
+}
+
+fn report(record: &RunRecord, pass: bool, integrity: Integrity) -> AuditReport {
+    let (purpose, candidate) = match &record.phase {
+        Phase::Auditing { purpose, candidate, .. } => (*purpose, candidate.clone()),
+        p => panic!("not auditing: {p:?}"),
+    };
+    AuditReport {
+        run_id: record.id.clone(),
+        generation: record.generation,
+        round: record.round,
+        purpose,
+        delivery_attempt: 1,
+        worker: "a".into(),
+        snapshot: candidate.clone(),
+        verdicts: Verdicts {
+            status: if pass { AuditStatus::Complete } else { AuditStatus::Incomplete },
+            integrity,
+            contract: ContractVerdict::Aligned,
+        },
+        evidence: vec![Evidence {
+            artifact_version: candidate,
+            check_id: "prints".into(),
+            verdict: if pass { CheckVerdict::Pass } else { CheckVerdict::Fail },
+            produced_at: 1,
+            log_digest: None,
+            exit_code: Some(if pass { 0 } else { 1 }),
+            duration_ms: 1,
+            output_excerpt: "out".into(),
+        }],
+        gaps: vec![],
+        backcheck: vec![],
+        changed_paths: vec!["hello.py".into()],
+        judgment: None,
+        usage: Usage::default(),
+        duration_ms: 1,
+    }
+}
+
+fn audit(record: &RunRecord, pass: bool, integrity: Integrity) -> Step {
+    apply(record, RunEvent::AuditFinished(report(record, pass, integrity)))
+}
+
+fn kinds(step: &Step) -> Vec<&'static str> {
+    step.log.iter().map(|e| e.event.kind()).collect()
+}
+
+#[test]
+fn start_requests_a_decision() {
+    let step = start_run("r1", parse_task_toml(TASK).unwrap(), "base", 0);
+    assert_eq!(step.record.state, RunState::Queued);
+    assert_eq!(step.outgoing().len(), 1);
+    assert_eq!(step.outgoing()[0].target, Target::Decide);
+    assert_eq!(kinds(&step), vec!["submitted"]);
+}
+
+#[test]
+fn fail_then_pass_completes_through_the_gate() {
+    let r = started();
+    let s = reply(&r, "Next: cli\nTask: write hello.py");
+    assert_eq!(s.record.state, RunState::Running);
+    assert_eq!(s.record.round, 1);
+    assert!(matches!(s.outgoing()[0].target, Target::Exec { .. }));
+    let s = exec_done(&s.record, "c1");
+    assert!(matches!(s.outgoing()[0].message, Message::AuditRequest(_)));
+    let s = audit(&s.record, false, Integrity::Clean);
+    assert_eq!(s.record.snapshot, "c1");
+    assert!(matches!(s.record.phase, Phase::Deciding { .. }));
+    assert_eq!(s.record.last_gate.as_ref().map(|g| g.passed), Some(false));
+    let s = reply(&s.record, "Next: cli\nTask: fix hello.py");
+    assert_eq!(s.record.round, 2);
+    let s = exec_done(&s.record, "c2");
+    let s = audit(&s.record, true, Integrity::Clean);
+    assert_eq!(s.record.state, RunState::Completed);
+    assert_eq!(s.record.snapshot, "c2");
+    assert_eq!(s.evidence[0].artifact_version, "c2");
+    assert!(s.outgoing().is_empty());
+    assert_eq!(kinds(&s), vec!["audit_report", "gate", "terminal"]);
+}
+
+#[test]
+fn done_without_passing_gate_is_refused_and_fed_back() {
+    let r = started();
+    let s = reply(&r, "Next: done\nTask: looks finished");
+    assert_eq!(kinds(&s), vec!["decision", "done_refused"]);
+    assert!(matches!(s.record.phase, Phase::Deciding { seq: 2 }));
+    assert!(s.record.feedback.iter().any(|f| f.contains("refused")));
+    assert_eq!(s.record.state, RunState::Running);
+}
+
+#[test]
+fn done_with_passing_gate_runs_a_final_audit() {
+    let mut task = parse_task_toml(TASK).unwrap();
+    task.complete_on_gate = false;
+    let r = start_run("r1", task, "base", 0).record;
+    let s = reply(&r, "Next: cli\nTask: write");
+    let s = exec_done(&s.record, "c1");
+    let s = audit(&s.record, true, Integrity::Clean);
+    assert_eq!(s.record.state, RunState::Running, "no gate-driven completion when disabled");
+    let s = reply(&s.record, "Next: done\nTask: all pass");
+    match &s.record.phase {
+        Phase::Auditing { purpose, candidate, .. } => {
+            assert_eq!(*purpose, AuditPurpose::Final);
+            assert_eq!(candidate, "c1");
+        }
+        p => panic!("{p:?}"),
+    }
+    let s = audit(&s.record, true, Integrity::Clean);
+    assert_eq!(s.record.state, RunState::Completed);
+}
+
+#[test]
+fn invalid_output_is_reasked_then_blocks() {
+    let r = started();
+    let s = reply(&r, "I am not sure what to do");
+    assert_eq!(kinds(&s), vec!["invalid_output"]);
+    assert!(matches!(s.record.phase, Phase::Deciding { .. }));
+    let s = reply(&s.record, "garbage again");
+    assert!(matches!(s.record.phase, Phase::Deciding { .. }));
+    let s = reply(&s.record, "still garbage");
+    assert_eq!(s.record.state, RunState::Blocked);
+    // a valid reply resets the streak
+    let s = reply(&r, "junk");
+    let s = reply(&s.record, "Next: cli\nTask: go");
+    assert_eq!(s.record.invalid_streak, 0);
+}
+
+#[test]
+fn max_rounds_exhausts_the_budget() {
+    let mut r = started();
+    for round in 1..=3 {
+        let s = reply(&r, "Next: cli\nTask: try");
+        let s = exec_done(&s.record, &format!("c{round}"));
+        r = audit(&s.record, false, Integrity::Clean).record;
+    }
+    let s = reply(&r, "Next: cli\nTask: try again");
+    assert_eq!(s.record.state, RunState::BudgetExhausted);
+    assert!(s.outgoing().is_empty());
+}
+
+#[test]
+fn integrity_violation_rejects_the_candidate() {
+    let r = started();
+    let s = reply(&r, "Next: cli\nTask: write");
+    let s = exec_done(&s.record, "c1");
+    let s = audit(&s.record, true, Integrity::Violation);
+    assert_eq!(s.record.snapshot, "base");
+    assert_ne!(s.record.state, RunState::Completed);
+    assert!(kinds(&s).contains(&"candidate_rejected"));
+}
+
+#[test]
+fn guard_downgrades_complete_without_evidence() {
+    let r = started();
+    let s = reply(&r, "Next: cli\nTask: write");
+    let s = exec_done(&s.record, "c1");
+    let mut rep = report(&s.record, true, Integrity::Clean);
+    rep.evidence.clear();
+    let s = apply(&s.record, RunEvent::AuditFinished(rep));
+    assert_ne!(s.record.state, RunState::Completed);
+    let (v, _) = s.record.last_verdicts.clone().unwrap();
+    assert_eq!(v.status, AuditStatus::Incomplete);
+    assert_eq!(v.contract, ContractVerdict::Unknown);
+}
+
+#[test]
+fn stale_and_duplicate_events() {
+    let r = started();
+    let s = reply(&r, "Next: cli\nTask: write");
+    // the same reply again is a redelivery: replay the outbox
+    let again = RunEvent::ManagerReplied { generation: 1, seq: 1, raw: "Next: cli\nTask: write".into(), usage: Usage::default() };
+    assert!(matches!(decide(&s.record, &again, 2), Decision::Replay(ref o) if o.len() == 1));
+    // an old decision sequence is ignored
+    let old = RunEvent::ManagerReplied { generation: 1, seq: 0, raw: "Next: done".into(), usage: Usage::default() };
+    assert!(matches!(decide(&s.record, &old, 2), Decision::Ignore(_)));
+    // a result from another generation is ignored
+    let mut stale = s.record.clone();
+    stale.generation = 2;
+    let e = exec_done(&s.record, "c1");
+    let _ = e;
+    let res = RunEvent::ExecFinished(ExecResult {
+        run_id: "r1".into(),
+        generation: 1,
+        round: 1,
+        delivery_attempt: 1,
+        worker: "w".into(),
+        outcome: ExecOutcome::Failed { error: "x".into() },
+        usage: Usage::default(),
+        duration_ms: 0,
+    });
+    assert!(matches!(decide(&stale, &res, 2), Decision::Ignore(_)));
+}
+
+#[test]
+fn ask_waits_and_answer_resumes() {
+    let r = started();
+    let s = reply(&r, "Next: ask\nTask: which python?");
+    assert_eq!(s.record.state, RunState::WaitingForInput);
+    let s = apply(&s.record, RunEvent::Answer { text: "python3".into() });
+    assert_eq!(s.record.state, RunState::Running);
+    assert!(s.record.feedback.iter().any(|f| f.contains("python3")));
+}
+
+#[test]
+fn cancel_is_terminal_and_late_results_are_ignored() {
+    let r = started();
+    let s = reply(&r, "Next: cli\nTask: write");
+    let c = apply(&s.record, RunEvent::Cancel { reason: "user".into() });
+    assert_eq!(c.record.state, RunState::Cancelled);
+    let late = exec_done(&s.record, "c1");
+    let _ = late;
+    let ev = RunEvent::ExecFinished(ExecResult {
+        run_id: "r1".into(),
+        generation: 1,
+        round: 1,
+        delivery_attempt: 1,
+        worker: "w".into(),
+        outcome: ExecOutcome::Failed { error: "x".into() },
+        usage: Usage::default(),
+        duration_ms: 0,
+    });
+    assert!(matches!(decide(&c.record, &ev, 3), Decision::Ignore(_)));
+}
+
+#[test]
+fn manager_prompt_stays_within_budget() {
+    let mut r = started();
+    for round in 1..=40 {
+        let s = reply(&r, &format!("Current task state: {}\nNext: cli\nTask: {}", "x".repeat(3000), "y".repeat(3000)));
+        let s = exec_done(&s.record, &format!("c{round}"));
+        r = {
+            let mut rep = report(&s.record, false, Integrity::Clean);
+            rep.evidence[0].output_excerpt = "z".repeat(5000);
+            rep.gaps = vec!["g".repeat(500); 10];
+            apply(&s.record, RunEvent::AuditFinished(rep)).record
+        };
+        r.task.budget.max_rounds = 1000;
+    }
+    let prompt = crate::prompts::manager::user_prompt(&r, 24_000);
+    assert!(prompt.chars().count() <= 24_000, "{}", prompt.len());
+    assert!(prompt.contains("Create hello.py"));
+    assert!(prompt.contains("Round 40"));
+}

@@ -1,0 +1,19 @@
+//! loopgate-common: domain types, wire messages, subjects and pure decision logic. No I/O.
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::type_complexity))]
+
+pub mod audit_parse;
+pub mod budget;
+pub mod config;
+pub mod contract;
+pub mod decide;
+pub mod gate;
+pub mod next_step;
+pub mod prompts;
+pub mod snapshot;
+pub mod state;
+pub mod subjects;
+pub mod task;
+pub mod tool_call_parse;
+pub mod usage;
+pub mod verdict;
+pub mod wire;

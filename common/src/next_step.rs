@@ -1,0 +1,311 @@
+//! Parsing the manager's reply into the 6-way next step, defensively: a JSON object first
+//! (fenced or bare), then LongHorizon-style control lines, else an error the manager is re-asked
+//! with.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Route {
+    Cli,
+    Gui,
+    Done,
+    Blocked,
+    Invalid,
+    Ask,
+}
+
+impl Route {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Route::Cli => "cli",
+            Route::Gui => "gui",
+            Route::Done => "done",
+            Route::Blocked => "blocked",
+            Route::Invalid => "invalid",
+            Route::Ask => "ask",
+        }
+    }
+
+    pub fn parse_word(word: &str) -> Option<Route> {
+        let w: String = word
+            .trim()
+            .trim_matches(|c: char| !c.is_ascii_alphanumeric())
+            .to_ascii_lowercase();
+        match w.as_str() {
+            "cli" => Some(Route::Cli),
+            "gui" => Some(Route::Gui),
+            "done" => Some(Route::Done),
+            "blocked" => Some(Route::Blocked),
+            "invalid" => Some(Route::Invalid),
+            "ask" => Some(Route::Ask),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NextStep {
+    pub route: Route,
+    /// The bounded instruction (cli/gui), the question (ask) or the reason (blocked/done).
+    pub task: String,
+    /// The manager's own summary of where the task stands; carried into the next prompt.
+    pub task_state: Option<String>,
+    /// Which layer parsed the reply.
+    pub parsed_from: ParseLayer,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParseLayer {
+    Json,
+    Lines,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum NextStepError {
+    #[error("the reply is empty")]
+    Empty,
+    #[error("no `Next:` line and no JSON object with a `next` key")]
+    NoRoute,
+    #[error("`Next: {word}` is not one of cli, gui, done, blocked, invalid, ask")]
+    UnknownRoute { word: String },
+    #[error("`Next: {route}` needs a non-empty `Task:`")]
+    MissingTask { route: String },
+}
+
+const TASK_KEYS: &[&str] = &["task", "instruction", "instructions", "question", "reason"];
+const STATE_KEYS: &[&str] = &["current_task_state", "task_state", "state"];
+const ROUTE_KEYS: &[&str] = &["next", "next_step", "route"];
+
+pub fn parse_next_step(raw: &str) -> Result<NextStep, NextStepError> {
+    let text = raw.trim();
+    if text.is_empty() {
+        return Err(NextStepError::Empty);
+    }
+    let mut first_error = None;
+    for object in json_objects(text) {
+        match from_json(&object) {
+            Some(Ok(step)) => return Ok(step),
+            Some(Err(e)) => {
+                first_error.get_or_insert(e);
+            }
+            None => {}
+        }
+    }
+    match from_lines(text) {
+        Ok(step) => Ok(step),
+        Err(NextStepError::NoRoute) => Err(first_error.unwrap_or(NextStepError::NoRoute)),
+        Err(e) => Err(e),
+    }
+}
+
+fn finish(route: Route, task: String, task_state: Option<String>, layer: ParseLayer) -> Result<NextStep, NextStepError> {
+    let task = task.trim().to_string();
+    if task.is_empty() && matches!(route, Route::Cli | Route::Gui | Route::Ask) {
+        return Err(NextStepError::MissingTask {
+            route: route.as_str().to_string(),
+        });
+    }
+    Ok(NextStep {
+        route,
+        task,
+        task_state: task_state.map(|s| s.trim().to_string()).filter(|s| !s.is_empty()),
+        parsed_from: layer,
+    })
+}
+
+fn string_field(obj: &serde_json::Map<String, serde_json::Value>, keys: &[&str]) -> Option<String> {
+    for (k, v) in obj {
+        let key = k.to_ascii_lowercase().replace([' ', '-'], "_");
+        if keys.contains(&key.as_str()) {
+            match v {
+                serde_json::Value::String(s) => return Some(s.clone()),
+                serde_json::Value::Null => {}
+                other => return Some(other.to_string()),
+            }
+        }
+    }
+    None
+}
+
+/// `None` when the object has no route key at all (not a next-step object).
+fn from_json(value: &serde_json::Value) -> Option<Result<NextStep, NextStepError>> {
+    let obj = value.as_object()?;
+    let word = string_field(obj, ROUTE_KEYS)?;
+    let Some(route) = Route::parse_word(&word) else {
+        return Some(Err(NextStepError::UnknownRoute { word }));
+    };
+    let task = string_field(obj, TASK_KEYS).unwrap_or_default();
+    let state = string_field(obj, STATE_KEYS);
+    Some(finish(route, task, state, ParseLayer::Json))
+}
+
+/// Balanced `{...}` spans that parse as JSON, in order of appearance.
+fn json_objects(text: &str) -> Vec<serde_json::Value> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut start = 0;
+    while let Some(offset) = text[start..].find('{') {
+        let open = start + offset;
+        let mut depth = 0i32;
+        let mut in_string = false;
+        let mut escaped = false;
+        let mut end = None;
+        for (i, &b) in bytes.iter().enumerate().skip(open) {
+            if in_string {
+                match (escaped, b) {
+                    (true, _) => escaped = false,
+                    (false, b'\\') => escaped = true,
+                    (false, b'"') => in_string = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match b {
+                b'"' => in_string = true,
+                b'{' => depth += 1,
+                b'}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = Some(i);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let Some(close) = end else { break };
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text[open..=close]) {
+            out.push(v);
+            start = close + 1;
+        } else {
+            start = open + 1;
+        }
+    }
+    out
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Header {
+    State,
+    Next,
+    Task,
+}
+
+/// Recognise `Header: value` lines, tolerating markdown decoration (`**Next:**`, `- Next:`, `### Task:`).
+fn header_of(line: &str) -> Option<(Header, String)> {
+    let cleaned: String = line.trim().trim_start_matches(['-', '*', '#', '>', ' ']).to_string();
+    let (head, rest) = cleaned.split_once(':')?;
+    let head = head.trim().trim_matches('*').trim().to_ascii_lowercase();
+    let rest = rest.trim().trim_start_matches('*').trim().to_string();
+    let header = match head.as_str() {
+        "current task state" | "current_task_state" | "task state" => Header::State,
+        "next" | "next step" | "next_step" | "route" => Header::Next,
+        "task" | "instruction" | "question" | "reason" => Header::Task,
+        _ => return None,
+    };
+    Some((header, rest))
+}
+
+fn from_lines(text: &str) -> Result<NextStep, NextStepError> {
+    let mut state: Option<String> = None;
+    let mut route_word: Option<String> = None;
+    let mut task: Option<String> = None;
+    let mut current: Option<Header> = None;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            continue;
+        }
+        if let Some((header, value)) = header_of(line) {
+            // The first occurrence of each header wins; later repeats are ignored.
+            let slot = match header {
+                Header::State => &mut state,
+                Header::Next => &mut route_word,
+                Header::Task => &mut task,
+            };
+            if slot.is_none() {
+                *slot = Some(value);
+                current = Some(header);
+            } else {
+                current = None;
+            }
+            continue;
+        }
+        // Continuation lines extend a multi-line Task or state.
+        match current {
+            Some(Header::Task) => {
+                if let Some(t) = task.as_mut() {
+                    t.push('\n');
+                    t.push_str(line);
+                }
+            }
+            Some(Header::State) => {
+                if let Some(s) = state.as_mut() {
+                    s.push('\n');
+                    s.push_str(line);
+                }
+            }
+            _ => {}
+        }
+    }
+    let word = route_word.ok_or(NextStepError::NoRoute)?;
+    let first = word.split_whitespace().next().unwrap_or("").to_string();
+    let route = Route::parse_word(&first).ok_or(NextStepError::UnknownRoute { word: word.clone() })?;
+    finish(route, task.unwrap_or_default(), state, ParseLayer::Lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_table() {
+        let ok: &[(&str, Route, &str, ParseLayer)] = &[
+            ("Current task state: empty\nNext: cli\nTask: create hello.py", Route::Cli, "create hello.py", ParseLayer::Lines),
+            ("**Next:** cli\n**Task:** write it", Route::Cli, "write it", ParseLayer::Lines),
+            ("- Next: CLI.\n- Task: a\nmore detail", Route::Cli, "a\nmore detail", ParseLayer::Lines),
+            ("Next: done\nTask: all checks pass", Route::Done, "all checks pass", ParseLayer::Lines),
+            ("Next: done", Route::Done, "", ParseLayer::Lines),
+            ("Next: blocked", Route::Blocked, "", ParseLayer::Lines),
+            ("Next: ask\nQuestion: which file?", Route::Ask, "which file?", ParseLayer::Lines),
+            ("```json\n{\"next\": \"cli\", \"task\": \"do x\", \"current_task_state\": \"s\"}\n```", Route::Cli, "do x", ParseLayer::Json),
+            ("Sure! {\"Next\": \"gui\", \"Task\": \"click\"} ok", Route::Gui, "click", ParseLayer::Json),
+            ("{\"next_step\": \"invalid\", \"reason\": \"?\"}", Route::Invalid, "?", ParseLayer::Json),
+            ("{\"other\": 1}\nNext: cli\nTask: t", Route::Cli, "t", ParseLayer::Lines),
+            ("### Next: cli\n### Task: t {with braces}", Route::Cli, "t {with braces}", ParseLayer::Lines),
+        ];
+        for (raw, route, task, layer) in ok {
+            let step = parse_next_step(raw).unwrap_or_else(|e| panic!("{raw:?}: {e}"));
+            assert_eq!(step.route, *route, "{raw:?}");
+            assert_eq!(step.task, *task, "{raw:?}");
+            assert_eq!(step.parsed_from, *layer, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn error_table() {
+        let bad: &[(&str, fn(&NextStepError) -> bool)] = &[
+            ("", |e| matches!(e, NextStepError::Empty)),
+            ("   \n ", |e| matches!(e, NextStepError::Empty)),
+            ("I think we should write the file.", |e| matches!(e, NextStepError::NoRoute)),
+            ("Next: maybe\nTask: x", |e| matches!(e, NextStepError::UnknownRoute { .. })),
+            ("Next: cli", |e| matches!(e, NextStepError::MissingTask { .. })),
+            ("Next: cli\nTask:   ", |e| matches!(e, NextStepError::MissingTask { .. })),
+            ("{\"next\": \"fly\"}", |e| matches!(e, NextStepError::UnknownRoute { .. })),
+            ("{\"next\": \"ask\"}", |e| matches!(e, NextStepError::MissingTask { .. })),
+            ("{\"next\": ", |e| matches!(e, NextStepError::NoRoute)),
+        ];
+        for (raw, check) in bad {
+            let err = parse_next_step(raw).unwrap_err();
+            assert!(check(&err), "{raw:?}: {err:?}");
+        }
+    }
+
+    #[test]
+    fn state_is_carried() {
+        let s = parse_next_step("Current task state: hello.py missing\nNext: cli\nTask: create it").unwrap();
+        assert_eq!(s.task_state.as_deref(), Some("hello.py missing"));
+    }
+}

@@ -1,0 +1,122 @@
+//! The manager's prompt: goal, frozen contract, task state, recent audits, feedback and budget,
+//! bounded by a character budget however many rounds have run.
+
+use crate::state::RunRecord;
+use crate::verdict::Verdicts;
+
+pub const DEFAULT_CHAR_BUDGET: usize = 24_000;
+
+pub const SYSTEM: &str = "You are the manager of a coding task. You never edit files yourself. \
+Each turn you read the contract and the latest audit evidence, then choose exactly one next step:\n\
+- cli: give the executor one bounded instruction to carry out in the workspace with shell and file tools\n\
+- gui: the same, for steps that need a graphical session\n\
+- done: every acceptance check passes on the current snapshot (the harness verifies this; it refuses `done` otherwise)\n\
+- blocked: the task cannot be done as specified (give the reason)\n\
+- ask: you need a human decision (give the question)\n\
+Facts come only from audit evidence; anything else is a hypothesis. Preserve exact names, paths \
+and formats from the goal. Never weaken a check, edit the acceptance tests or hard-code expected output.\n\
+Reply with exactly these three lines and nothing else:\n\
+Current task state: <one sentence on what is true now>\n\
+Next: <cli|gui|done|blocked|ask>\n\
+Task: <one concrete instruction for the executor, naming files and exact content; or the reason/question>";
+
+fn verdict_line(v: &Verdicts) -> String {
+    format!(
+        "status={:?} integrity={:?} contract={:?}",
+        v.status, v.integrity, v.contract
+    )
+    .to_lowercase()
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let head: String = s.chars().take(max.saturating_sub(15)).collect();
+    format!("{head} …[truncated]")
+}
+
+/// Build the user prompt. Sections are added in priority order; optional ones are dropped or
+/// shortened to stay within `char_budget`.
+pub fn user_prompt(record: &RunRecord, char_budget: usize) -> String {
+    let c = &record.contract;
+    let b = &record.task.budget;
+    let mut must = String::new();
+    must.push_str(&format!("# Goal\n{}\n\n", truncate(&c.goal, 6000)));
+    must.push_str(&format!("# Contract (spec {})\n", c.short_hash()));
+    for crit in &c.criteria {
+        let check = crit.check.as_deref().map(|x| format!(" — check: `{}`", truncate(x, 300))).unwrap_or_default();
+        must.push_str(&format!(
+            "- [{}] {}{}{}\n",
+            crit.id,
+            truncate(&crit.description, 300),
+            if crit.blocking { "" } else { " (non-blocking)" },
+            check
+        ));
+    }
+    if !c.protected_paths.is_empty() {
+        must.push_str(&format!("Protected paths (must not change): {}\n", c.protected_paths.join(", ")));
+    }
+    let (passing, checked) = record.checks_passing();
+    must.push_str(&format!(
+        "\n# Budget\nRound {} of at most {}; checks passing on the current snapshot: {}/{}.\n",
+        record.round, b.max_rounds, passing, checked
+    ));
+    if let Some(state) = &record.task_state {
+        must.push_str(&format!("\n# Your task state from last turn\n{}\n", truncate(state, 1500)));
+    }
+    let mut feedback = String::new();
+    if !record.feedback.is_empty() {
+        feedback.push_str("\n# Feedback from the harness\n");
+        for f in &record.feedback {
+            feedback.push_str(&format!("- {}\n", truncate(f, 600)));
+        }
+    }
+    let tail = "\nReply now with the three lines: Current task state, Next, Task.";
+    let fixed = must.len() + feedback.len() + tail.len();
+    let mut remaining = char_budget.saturating_sub(fixed);
+    // Most recent rounds first; each gets at most what is left.
+    let mut rounds: Vec<String> = Vec::new();
+    for h in record.history.iter().rev() {
+        let mut s = format!("## Round {}\nStep: {}\n", h.round, truncate(&h.objective, 800));
+        if !h.exec_summary.is_empty() {
+            s.push_str(&format!("Executor said: {}\n", truncate(&h.exec_summary, 500)));
+        }
+        match &h.verdicts {
+            Some(v) => s.push_str(&format!("Audit: {}\n", verdict_line(v))),
+            None => s.push_str("Audit: none\n"),
+        }
+        if !h.passing.is_empty() {
+            s.push_str(&format!("Passing: {}\n", h.passing.join(", ")));
+        }
+        for (id, excerpt) in &h.failing {
+            s.push_str(&format!("Failing `{id}`: {}\n", truncate(excerpt.trim(), 700)));
+        }
+        for g in h.gaps.iter().take(5) {
+            s.push_str(&format!("Gap: {}\n", truncate(g, 200)));
+        }
+        if s.len() > remaining {
+            if remaining > 200 {
+                rounds.push(truncate(&s, remaining.saturating_sub(20)));
+            }
+            break;
+        }
+        remaining -= s.len();
+        rounds.push(s);
+    }
+    let mut out = must;
+    if !rounds.is_empty() {
+        out.push_str("\n# Recent rounds (newest first)\n");
+        for r in rounds {
+            out.push_str(&r);
+        }
+    } else {
+        out.push_str("\n# Recent rounds\nNone yet: the workspace has not been changed.\n");
+    }
+    out.push_str(&feedback);
+    out.push_str(tail);
+    if out.chars().count() > char_budget {
+        out = truncate(&out, char_budget);
+    }
+    out
+}

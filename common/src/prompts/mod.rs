@@ -1,0 +1,3 @@
+//! Role prompts.
+pub mod executor;
+pub mod manager;

@@ -1,0 +1,288 @@
+//! The run record kept in Redis, its states and phases, and the run log entries.
+
+use serde::{Deserialize, Serialize};
+
+use crate::contract::Contract;
+use crate::gate::GateVerdict;
+use crate::next_step::Route;
+use crate::snapshot::SnapshotId;
+use crate::subjects::Capability;
+use crate::task::Task;
+use crate::usage::Usage;
+use crate::verdict::{Evidence, Verdicts};
+use crate::wire::{AuditPurpose, Increment, Message};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    Queued,
+    Running,
+    WaitingForInput,
+    Completed,
+    Blocked,
+    BudgetExhausted,
+    Cancelled,
+    Failed,
+}
+
+impl RunState {
+    pub const ALL: [RunState; 8] = [
+        RunState::Queued,
+        RunState::Running,
+        RunState::WaitingForInput,
+        RunState::Completed,
+        RunState::Blocked,
+        RunState::BudgetExhausted,
+        RunState::Cancelled,
+        RunState::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Queued => "queued",
+            RunState::Running => "running",
+            RunState::WaitingForInput => "waiting_for_input",
+            RunState::Completed => "completed",
+            RunState::Blocked => "blocked",
+            RunState::BudgetExhausted => "budget_exhausted",
+            RunState::Cancelled => "cancelled",
+            RunState::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RunState> {
+        RunState::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            RunState::Completed
+                | RunState::Blocked
+                | RunState::BudgetExhausted
+                | RunState::Cancelled
+                | RunState::Failed
+        )
+    }
+}
+
+/// What the run is waiting for right now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Phase {
+    /// Waiting for a manager decision with this sequence number.
+    Deciding { seq: u32 },
+    /// Waiting for the executor's result of this round.
+    Executing {
+        round: u32,
+        capability: Capability,
+        increment: Increment,
+    },
+    /// Waiting for the auditor's report on `candidate`.
+    Auditing {
+        round: u32,
+        purpose: AuditPurpose,
+        candidate: SnapshotId,
+        objective: String,
+        write_scope: Vec<String>,
+    },
+    /// Waiting for a human answer to `question`.
+    WaitingForAnswer { question: String },
+    /// Terminal: nothing more will happen in this generation.
+    Finished,
+}
+
+/// Where a message goes; the driver maps targets to subjects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Target {
+    Exec { capability: Capability },
+    Audit,
+    Decide,
+}
+
+/// A message the driver must publish after the state change is stored (with a dedup id).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outgoing {
+    pub target: Target,
+    pub msg_id: String,
+    pub message: Message,
+}
+
+/// One round, compacted for the manager's prompt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoundSummary {
+    pub round: u32,
+    pub objective: String,
+    pub exec_summary: String,
+    pub candidate: Option<SnapshotId>,
+    pub verdicts: Option<Verdicts>,
+    pub gaps: Vec<String>,
+    /// (check id, output excerpt) for each failing or inconclusive check.
+    pub failing: Vec<(String, String)>,
+    pub passing: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoleUsage {
+    pub manager: Usage,
+    pub executor: Usage,
+    pub auditor: Usage,
+}
+
+impl RoleUsage {
+    pub fn total(&self) -> u64 {
+        self.manager.total() + self.executor.total() + self.auditor.total()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub id: String,
+    pub generation: u32,
+    pub state: RunState,
+    pub phase: Phase,
+    pub task: Task,
+    pub contract: Contract,
+    /// Rounds dispatched so far (an executor step is one round).
+    pub round: u32,
+    /// The starting workspace.
+    pub base_snapshot: SnapshotId,
+    /// The current artifact: the latest candidate that was not rejected.
+    pub snapshot: SnapshotId,
+    /// The manager's own summary of where the task stands.
+    pub task_state: Option<String>,
+    /// The last few rounds, compacted.
+    pub history: Vec<RoundSummary>,
+    /// Feedback for the manager's next prompt (refused `done`, parse errors, failures).
+    pub feedback: Vec<String>,
+    pub invalid_streak: u32,
+    /// Sequence number of the latest decision request.
+    pub decide_seq: u32,
+    pub usage: RoleUsage,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub terminal_reason: Option<String>,
+    /// Evidence records on the current snapshot (the full history lives in the evidence hash).
+    pub evidence: Vec<Evidence>,
+    /// The latest audit verdicts and the snapshot they are about.
+    pub last_verdicts: Option<(Verdicts, SnapshotId)>,
+    pub last_gate: Option<GateVerdict>,
+    /// Messages published by the last transition, re-published if that event is redelivered.
+    pub outbox: Vec<Outgoing>,
+    /// Key of the last applied event (see `RunEvent::key`).
+    pub last_event: Option<String>,
+}
+
+impl RunRecord {
+    /// Passing checks on the current snapshot, as "k/n".
+    pub fn checks_passing(&self) -> (u32, u32) {
+        self.last_gate
+            .as_ref()
+            .filter(|g| g.snapshot == self.snapshot)
+            .map(|g| (g.passing, g.checked))
+            .unwrap_or((0, self.contract.criteria.iter().filter(|c| c.check.is_some()).count() as u32))
+    }
+}
+
+/// One entry of the append-only run log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogEntry {
+    pub at: i64,
+    pub generation: u32,
+    pub round: u32,
+    #[serde(flatten)]
+    pub event: LogEvent,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum LogEvent {
+    Submitted {
+        spec_hash: String,
+        base_snapshot: SnapshotId,
+        criteria: u32,
+    },
+    Decision {
+        seq: u32,
+        route: Route,
+        task: String,
+        task_state: Option<String>,
+    },
+    InvalidOutput {
+        seq: u32,
+        error: String,
+        raw: String,
+    },
+    ManagerError {
+        seq: u32,
+        error: String,
+    },
+    ExecDispatched {
+        capability: Capability,
+        objective: String,
+    },
+    ExecResult {
+        worker: String,
+        candidate: Option<SnapshotId>,
+        summary: String,
+        claimed_done: bool,
+        /// Tool calls the agent made in the episode.
+        tool_calls: u32,
+        error: Option<String>,
+    },
+    AuditDispatched {
+        purpose: AuditPurpose,
+        candidate: SnapshotId,
+    },
+    AuditReport {
+        purpose: AuditPurpose,
+        worker: String,
+        snapshot: SnapshotId,
+        verdicts: Verdicts,
+        passing: u32,
+        checked: u32,
+        gaps: Vec<String>,
+        downgraded: bool,
+    },
+    Gate {
+        passed: bool,
+        snapshot: SnapshotId,
+        reasons: Vec<String>,
+    },
+    DoneRefused {
+        reasons: Vec<String>,
+    },
+    CandidateRejected {
+        candidate: SnapshotId,
+        reason: String,
+    },
+    Question {
+        question: String,
+    },
+    Terminal {
+        state: RunState,
+        reason: String,
+        snapshot: SnapshotId,
+    },
+}
+
+impl LogEvent {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LogEvent::Submitted { .. } => "submitted",
+            LogEvent::Decision { .. } => "decision",
+            LogEvent::InvalidOutput { .. } => "invalid_output",
+            LogEvent::ManagerError { .. } => "manager_error",
+            LogEvent::ExecDispatched { .. } => "exec_dispatched",
+            LogEvent::ExecResult { .. } => "exec_result",
+            LogEvent::AuditDispatched { .. } => "audit_dispatched",
+            LogEvent::AuditReport { .. } => "audit_report",
+            LogEvent::Gate { .. } => "gate",
+            LogEvent::DoneRefused { .. } => "done_refused",
+            LogEvent::CandidateRejected { .. } => "candidate_rejected",
+            LogEvent::Question { .. } => "question",
+            LogEvent::Terminal { .. } => "terminal",
+        }
+    }
+}

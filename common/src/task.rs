@@ -1,0 +1,323 @@
+//! Task files: the user's goal, acceptance criteria, roles and budget, validated with errors
+//! that name the bad field.
+
+use serde::{Deserialize, Serialize};
+
+use crate::budget::{Budget, BudgetFile};
+
+/// The task file exactly as written (TOML or the same shape in JSON). Unknown keys are errors.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskFile {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub goal: String,
+    #[serde(default)]
+    pub acceptance: Vec<AcceptanceFile>,
+    #[serde(default)]
+    pub roles: RolesFile,
+    #[serde(default)]
+    pub budget: BudgetFile,
+    /// Paths the executor must not change (exact files or `dir/` prefixes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protected_paths: Vec<String>,
+    /// Complete as soon as an audit passes the gate over every criterion (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub complete_on_gate: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcceptanceFile {
+    pub id: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocking: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RolesFile {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manager: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auditor: Option<String>,
+}
+
+/// One acceptance criterion of the contract.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Criterion {
+    pub id: String,
+    pub description: String,
+    /// Shell command run by the auditor in a scratch copy of the snapshot; exit 0 = pass.
+    pub check: Option<String>,
+    pub blocking: bool,
+    pub timeout_secs: u64,
+}
+
+/// Model profile names per role; the profiles themselves live in the daemons' config.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Roles {
+    pub manager: String,
+    pub executor: String,
+    /// Without an auditor model the audit is mechanical only.
+    pub auditor: Option<String>,
+}
+
+/// A validated task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    pub name: Option<String>,
+    pub goal: String,
+    pub acceptance: Vec<Criterion>,
+    pub roles: Roles,
+    pub budget: Budget,
+    pub protected_paths: Vec<String>,
+    pub complete_on_gate: bool,
+}
+
+pub const DEFAULT_PROFILE: &str = "local";
+pub const DEFAULT_CHECK_TIMEOUT_SECS: u64 = 120;
+pub const MAX_CHECK_TIMEOUT_SECS: u64 = 3600;
+pub const MAX_GOAL_CHARS: usize = 20_000;
+pub const MAX_CRITERIA: usize = 100;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TaskError {
+    #[error("task file is not valid TOML: {0}")]
+    Syntax(String),
+    #[error("task field `{field}`: {problem}")]
+    Invalid { field: String, problem: String },
+}
+
+impl TaskError {
+    fn field(field: impl Into<String>, problem: impl Into<String>) -> Self {
+        TaskError::Invalid {
+            field: field.into(),
+            problem: problem.into(),
+        }
+    }
+    /// The field a validation error names, if any.
+    pub fn field_name(&self) -> Option<&str> {
+        match self {
+            TaskError::Invalid { field, .. } => Some(field),
+            TaskError::Syntax(_) => None,
+        }
+    }
+}
+
+fn is_valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+}
+
+fn clean_profile(field: &str, value: &Option<String>) -> Result<Option<String>, TaskError> {
+    match value {
+        None => Ok(None),
+        Some(name) if is_valid_id(name.trim()) => Ok(Some(name.trim().to_string())),
+        Some(_) => Err(TaskError::field(
+            field,
+            "must be a model profile name (letters, digits, '-', '_', '.')",
+        )),
+    }
+}
+
+impl TaskFile {
+    pub fn validate(&self) -> Result<Task, TaskError> {
+        let goal = self.goal.trim();
+        if goal.is_empty() {
+            return Err(TaskError::field("goal", "must not be empty"));
+        }
+        if goal.chars().count() > MAX_GOAL_CHARS {
+            return Err(TaskError::field(
+                "goal",
+                format!("is longer than {MAX_GOAL_CHARS} characters"),
+            ));
+        }
+        if self.acceptance.is_empty() {
+            return Err(TaskError::field(
+                "acceptance",
+                "at least one [[acceptance]] criterion is required",
+            ));
+        }
+        if self.acceptance.len() > MAX_CRITERIA {
+            return Err(TaskError::field(
+                "acceptance",
+                format!("at most {MAX_CRITERIA} criteria"),
+            ));
+        }
+        let mut acceptance = Vec::with_capacity(self.acceptance.len());
+        for (i, a) in self.acceptance.iter().enumerate() {
+            let at = |f: &str| format!("acceptance[{i}].{f}");
+            let id = a.id.trim();
+            if !is_valid_id(id) {
+                return Err(TaskError::field(
+                    at("id"),
+                    "must be 1-64 chars of letters, digits, '-', '_', '.'",
+                ));
+            }
+            if acceptance.iter().any(|c: &Criterion| c.id == id) {
+                return Err(TaskError::field(at("id"), format!("duplicate id '{id}'")));
+            }
+            let check = a
+                .check
+                .as_deref()
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .map(str::to_string);
+            if a.check.is_some() && check.is_none() {
+                return Err(TaskError::field(at("check"), "must not be empty when given"));
+            }
+            let blocking = a.blocking.unwrap_or(true);
+            if blocking && check.is_none() {
+                return Err(TaskError::field(
+                    at("check"),
+                    "a blocking criterion needs a check command (set blocking = false for judged-only criteria)",
+                ));
+            }
+            let timeout_secs = a.timeout_secs.unwrap_or(DEFAULT_CHECK_TIMEOUT_SECS);
+            if timeout_secs == 0 || timeout_secs > MAX_CHECK_TIMEOUT_SECS {
+                return Err(TaskError::field(
+                    at("timeout_secs"),
+                    format!("must be between 1 and {MAX_CHECK_TIMEOUT_SECS}"),
+                ));
+            }
+            acceptance.push(Criterion {
+                id: id.to_string(),
+                description: a.description.trim().to_string(),
+                check,
+                blocking,
+                timeout_secs,
+            });
+        }
+        let roles = Roles {
+            manager: clean_profile("roles.manager", &self.roles.manager)?
+                .unwrap_or_else(|| DEFAULT_PROFILE.to_string()),
+            executor: clean_profile("roles.executor", &self.roles.executor)?
+                .unwrap_or_else(|| DEFAULT_PROFILE.to_string()),
+            auditor: clean_profile("roles.auditor", &self.roles.auditor)?,
+        };
+        let budget = self.budget.validate().map_err(|(field, problem)| {
+            TaskError::field(format!("budget.{field}"), problem)
+        })?;
+        let mut protected_paths = Vec::new();
+        for (i, p) in self.protected_paths.iter().enumerate() {
+            let p = p.trim();
+            let bare = p.trim_end_matches('/');
+            if crate::snapshot::validate_relative_path(bare).is_err() {
+                return Err(TaskError::field(
+                    format!("protected_paths[{i}]"),
+                    "must be a relative path inside the workspace",
+                ));
+            }
+            protected_paths.push(p.to_string());
+        }
+        Ok(Task {
+            name: self.name.clone().filter(|n| !n.trim().is_empty()),
+            goal: goal.to_string(),
+            acceptance,
+            roles,
+            budget,
+            protected_paths,
+            complete_on_gate: self.complete_on_gate.unwrap_or(true),
+        })
+    }
+}
+
+/// Parse and validate a task file's TOML text.
+pub fn parse_task_toml(text: &str) -> Result<Task, TaskError> {
+    parse_task_file_toml(text)?.validate()
+}
+
+/// Parse the raw task file (no validation) from TOML text.
+pub fn parse_task_file_toml(text: &str) -> Result<TaskFile, TaskError> {
+    toml::from_str::<TaskFile>(text).map_err(|e| TaskError::Syntax(e.to_string().trim().to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HELLO: &str = r#"
+goal = "Create hello.py that prints exactly: hello, loopgate"
+[[acceptance]]
+id = "prints-greeting"
+description = "python3 hello.py prints the greeting"
+check = "test \"$(python3 hello.py)\" = 'hello, loopgate'"
+blocking = true
+[roles]
+manager = "local"
+executor = "local"
+auditor = "local"
+[budget]
+max_rounds = 8
+"#;
+
+    #[test]
+    fn hello_task_parses() {
+        let task = parse_task_toml(HELLO).unwrap();
+        assert_eq!(task.acceptance.len(), 1);
+        assert_eq!(task.budget.max_rounds, 8);
+        assert_eq!(task.roles.auditor.as_deref(), Some("local"));
+        assert!(task.complete_on_gate);
+    }
+
+    #[test]
+    fn bad_task_files_name_the_field() {
+        let cases: &[(&str, Option<&str>)] = &[
+            ("goal = \"\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"", Some("goal")),
+            ("goal = \"x\"", Some("acceptance")),
+            ("goal = \"x\"\n[[acceptance]]\nid=\"a b\"\ncheck=\"true\"", Some("acceptance[0].id")),
+            (
+                "goal = \"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"",
+                Some("acceptance[1].id"),
+            ),
+            ("goal = \"x\"\n[[acceptance]]\nid=\"a\"", Some("acceptance[0].check")),
+            ("goal = \"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"  \"", Some("acceptance[0].check")),
+            (
+                "goal = \"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[budget]\nmax_rounds = 0",
+                Some("budget.max_rounds"),
+            ),
+            (
+                "goal = \"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[budget]\nmax_rounds = 5000",
+                Some("budget.max_rounds"),
+            ),
+            (
+                "goal = \"x\"\nprotected_paths = [\"../etc\"]\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"",
+                Some("protected_paths[0]"),
+            ),
+            ("goal = \"x\"\nbogus = 1", None),
+            ("goal = ", None),
+        ];
+        for (text, field) in cases {
+            let err = parse_task_toml(text).unwrap_err();
+            assert_eq!(err.field_name(), *field, "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn unknown_key_is_reported_by_name() {
+        let err = parse_task_toml("goal = \"x\"\nbogus = 1").unwrap_err();
+        assert!(matches!(err, TaskError::Syntax(ref m) if m.contains("bogus")));
+    }
+
+    #[test]
+    fn non_blocking_criterion_may_omit_check() {
+        let t = parse_task_toml(
+            "goal=\"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[[acceptance]]\nid=\"b\"\nblocking=false",
+        )
+        .unwrap();
+        assert!(!t.acceptance[1].blocking);
+        assert_eq!(t.roles.manager, "local");
+    }
+}

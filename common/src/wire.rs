@@ -1,0 +1,278 @@
+//! Wire messages between manager, executors and auditors. Every message is a versioned JSON
+//! envelope `{"v": 1, "kind": "...", ...}`; unknown versions are rejected with a clear error.
+//! Large content (workspaces, logs, transcripts) never rides in a message: messages carry digests.
+
+use serde::{Deserialize, Serialize};
+
+use crate::contract::Contract;
+use crate::snapshot::SnapshotId;
+use crate::subjects::Capability;
+use crate::usage::Usage;
+use crate::verdict::{Evidence, Verdicts};
+
+pub const WIRE_VERSION: u32 = 1;
+/// Messages larger than this are refused on decode (they should carry digests instead).
+pub const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+
+/// One bounded step chosen by the manager. The executor sees this and the contract, never the
+/// manager's reasoning.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Increment {
+    pub objective: String,
+    #[serde(default)]
+    pub instructions: String,
+    /// Criterion ids this step should make pass.
+    #[serde(default)]
+    pub acceptance_checks: Vec<String>,
+    /// Paths the step may change (`dir/` prefixes or exact files); empty = whole workspace.
+    #[serde(default)]
+    pub write_scope: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecRequest {
+    pub run_id: String,
+    pub generation: u32,
+    pub round: u32,
+    pub capability: Capability,
+    pub contract: Contract,
+    pub increment: Increment,
+    pub base_snapshot: SnapshotId,
+    /// Model profile name (resolved by the worker's own config).
+    pub executor_profile: String,
+    pub episode_secs: u64,
+    pub max_steps: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ExecOutcome {
+    /// The episode ran and the workspace was frozen.
+    Frozen {
+        candidate: SnapshotId,
+        summary: String,
+        /// Did the agent itself claim it was done (called `finish`)?
+        claimed_done: bool,
+        steps: u32,
+        tool_calls: u32,
+        files_changed: u32,
+    },
+    /// The episode could not produce a candidate (model unreachable, bad base snapshot, ...).
+    Failed { error: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecResult {
+    pub run_id: String,
+    pub generation: u32,
+    pub round: u32,
+    /// JetStream delivery attempt of the request this answers (fencing).
+    pub delivery_attempt: u64,
+    pub worker: String,
+    pub outcome: ExecOutcome,
+    pub usage: Usage,
+    pub duration_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditPurpose {
+    /// Audit of a round's candidate.
+    Round,
+    /// Final audit before completion, after the manager said `done`.
+    Final,
+}
+
+/// What the auditor receives. It has no field for manager reasoning by construction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditRequest {
+    pub run_id: String,
+    pub generation: u32,
+    pub round: u32,
+    pub purpose: AuditPurpose,
+    pub contract: Contract,
+    /// The increment's objective (what was asked of the executor), not why.
+    pub objective: String,
+    pub write_scope: Vec<String>,
+    pub base_snapshot: SnapshotId,
+    pub candidate_snapshot: SnapshotId,
+    pub auditor_profile: Option<String>,
+    pub episode_secs: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditReport {
+    pub run_id: String,
+    pub generation: u32,
+    pub round: u32,
+    pub purpose: AuditPurpose,
+    pub delivery_attempt: u64,
+    pub worker: String,
+    /// The snapshot the verdicts and evidence are bound to.
+    pub snapshot: SnapshotId,
+    pub verdicts: Verdicts,
+    pub evidence: Vec<Evidence>,
+    pub gaps: Vec<String>,
+    /// Acceptance-constraint backcheck lines (one per criterion).
+    pub backcheck: Vec<String>,
+    /// Paths changed base -> candidate.
+    pub changed_paths: Vec<String>,
+    /// The LLM judge's short opinion, when one ran.
+    pub judgment: Option<String>,
+    pub usage: Usage,
+    pub duration_ms: u64,
+}
+
+/// A request for any manager replica to take the run's next decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DecideRequest {
+    pub run_id: String,
+    pub generation: u32,
+    pub seq: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Message {
+    ExecRequest(ExecRequest),
+    ExecResult(ExecResult),
+    AuditRequest(AuditRequest),
+    AuditReport(AuditReport),
+    DecideRequest(DecideRequest),
+}
+
+impl Message {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Message::ExecRequest(_) => "exec_request",
+            Message::ExecResult(_) => "exec_result",
+            Message::AuditRequest(_) => "audit_request",
+            Message::AuditReport(_) => "audit_report",
+            Message::DecideRequest(_) => "decide_request",
+        }
+    }
+    pub fn run_id(&self) -> &str {
+        match self {
+            Message::ExecRequest(m) => &m.run_id,
+            Message::ExecResult(m) => &m.run_id,
+            Message::AuditRequest(m) => &m.run_id,
+            Message::AuditReport(m) => &m.run_id,
+            Message::DecideRequest(m) => &m.run_id,
+        }
+    }
+}
+
+/// The versioned envelope around a message, for publishing with any JSON serializer:
+/// `bus.publish_json(subject, &Envelope::new(&msg), ...)`. Same bytes as [`encode`].
+#[derive(Debug, Serialize)]
+pub struct Envelope<'a> {
+    v: u32,
+    #[serde(flatten)]
+    message: &'a Message,
+}
+
+impl<'a> Envelope<'a> {
+    pub fn new(message: &'a Message) -> Self {
+        Envelope {
+            v: WIRE_VERSION,
+            message,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    #[error("message is {0} bytes, over the {MAX_MESSAGE_BYTES} byte limit")]
+    TooLarge(usize),
+    #[error("message is not JSON: {0}")]
+    NotJson(String),
+    #[error("message has no numeric envelope version `v`")]
+    MissingVersion,
+    #[error("message envelope version {got} is not supported (this build speaks v{WIRE_VERSION})")]
+    UnsupportedVersion { got: u64 },
+    #[error("malformed {kind} message: {detail}")]
+    Malformed { kind: String, detail: String },
+}
+
+pub fn encode(message: &Message) -> Vec<u8> {
+    serde_json::to_vec(&Envelope::new(message)).unwrap_or_default()
+}
+
+pub fn decode(bytes: &[u8]) -> Result<Message, WireError> {
+    if bytes.len() > MAX_MESSAGE_BYTES {
+        return Err(WireError::TooLarge(bytes.len()));
+    }
+    let mut value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| WireError::NotJson(e.to_string()))?;
+    let version = value
+        .get("v")
+        .and_then(|v| v.as_u64())
+        .ok_or(WireError::MissingVersion)?;
+    if version != u64::from(WIRE_VERSION) {
+        return Err(WireError::UnsupportedVersion { got: version });
+    }
+    let kind = value
+        .get("kind")
+        .and_then(|k| k.as_str())
+        .unwrap_or("(no kind)")
+        .to_string();
+    if let Some(obj) = value.as_object_mut() {
+        obj.remove("v");
+    }
+    serde_json::from_value(value).map_err(|e| WireError::Malformed {
+        kind,
+        detail: e.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_envelope_shape() {
+        let m = Message::DecideRequest(DecideRequest {
+            run_id: "r".into(),
+            generation: 1,
+            seq: 2,
+        });
+        let bytes = encode(&m);
+        let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(v["v"], 1);
+        assert_eq!(v["kind"], "decide_request");
+        assert_eq!(decode(&bytes).unwrap(), m);
+    }
+
+    #[test]
+    fn decode_errors_by_kind() {
+        let cases: Vec<(Vec<u8>, fn(&WireError) -> bool)> = vec![
+            (b"not json".to_vec(), |e| matches!(e, WireError::NotJson(_))),
+            (br#"{"kind":"decide_request"}"#.to_vec(), |e| matches!(e, WireError::MissingVersion)),
+            (
+                br#"{"v":2,"kind":"decide_request","run_id":"r","generation":1,"seq":1}"#.to_vec(),
+                |e| matches!(e, WireError::UnsupportedVersion { got: 2 }),
+            ),
+            (br#"{"v":1,"kind":"nope"}"#.to_vec(), |e| matches!(e, WireError::Malformed { .. })),
+            (
+                br#"{"v":1,"kind":"decide_request","run_id":"r"}"#.to_vec(),
+                |e| matches!(e, WireError::Malformed { .. }),
+            ),
+            (vec![b' '; MAX_MESSAGE_BYTES + 1], |e| matches!(e, WireError::TooLarge(_))),
+        ];
+        for (bytes, check) in cases {
+            let err = decode(&bytes).unwrap_err();
+            assert!(check(&err), "{err}");
+        }
+    }
+
+    #[test]
+    fn audit_request_refuses_extra_fields() {
+        // An audit request cannot smuggle manager reasoning: unknown fields are refused.
+        let raw = br#"{"v":1,"kind":"audit_request","run_id":"r","generation":1,"round":1,
+            "purpose":"round","contract":{"goal":"g","criteria":[],"protected_paths":[],"spec_hash":"h"},
+            "objective":"o","write_scope":[],"base_snapshot":"b","candidate_snapshot":"c",
+            "auditor_profile":null,"episode_secs":5,"manager_reasoning":"secret"}"#;
+        assert!(matches!(decode(raw), Err(WireError::Malformed { .. })));
+    }
+}

@@ -1,0 +1,134 @@
+//! `loopgate-executor`: flags, config and env resolved once, then the worker loops until
+//! SIGTERM/SIGINT.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, ValueEnum};
+use loopgate_common::subjects::Capability;
+use loopgate_executor::settings::{ExecutorFile, ExternalInputs, Settings};
+use loopgate_executor::startup::{prepare, run_workers};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum CapabilityFlag {
+    Cli,
+    Gui,
+}
+
+impl From<CapabilityFlag> for Capability {
+    fn from(flag: CapabilityFlag) -> Self {
+        match flag {
+            CapabilityFlag::Cli => Capability::Cli,
+            CapabilityFlag::Gui => Capability::Gui,
+        }
+    }
+}
+
+/// loopgate executor worker: runs agent episodes and freezes their workspaces.
+#[derive(Debug, Parser)]
+#[command(name = "loopgate-executor", version)]
+struct Flags {
+    /// executor.toml
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Overrides `[executor].worker_id`.
+    #[arg(long)]
+    worker_id: Option<String>,
+    /// Overrides `[executor].capabilities` (repeatable).
+    #[arg(long = "capability", value_enum)]
+    capabilities: Vec<CapabilityFlag>,
+}
+
+fn hostname(env: &BTreeMap<String, String>) -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .or_else(|| env.get("HOSTNAME").cloned())
+}
+
+fn load_settings(flags: Flags) -> Result<Settings, loopgate_executor::settings::SettingsError> {
+    let file = match &flags.config {
+        Some(path) => ExecutorFile::load(path)?,
+        None => ExecutorFile::default(),
+    };
+    let env: BTreeMap<String, String> = std::env::vars().collect();
+    let inputs = ExternalInputs {
+        worker_id_flag: flags.worker_id,
+        capability_flags: flags
+            .capabilities
+            .into_iter()
+            .map(Capability::from)
+            .collect(),
+        hostname: hostname(&env),
+        pid: std::process::id(),
+        temp_dir: std::env::temp_dir(),
+        env,
+    };
+    file.resolve(&inputs)
+}
+
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut sig) => {
+                sig.recv().await;
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
+        () = terminate => tracing::info!("SIGTERM received"),
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let flags = Flags::parse();
+    loopgate_transport::init_logging("loopgate-executor", "info");
+    let settings = match load_settings(flags) {
+        Ok(settings) => settings,
+        Err(err) => {
+            tracing::error!(error = %err, "invalid configuration");
+            return ExitCode::from(2);
+        }
+    };
+    tracing::info!(
+        worker_id = %settings.worker_id,
+        capabilities = ?settings.capabilities,
+        work_dir = %settings.work_dir.display(),
+        nats = %settings.nats.url,
+        models = ?settings.models.keys().collect::<Vec<_>>(),
+        "starting"
+    );
+
+    let cancel = CancellationToken::new();
+    let signal_cancel = cancel.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        signal_cancel.cancel();
+    });
+
+    let ctx = tokio::select! {
+        prepared = prepare(&settings) => match prepared {
+            Ok(ctx) => ctx,
+            Err(err) => {
+                tracing::error!(error = %err, "start-up failed");
+                return ExitCode::FAILURE;
+            }
+        },
+        () = cancel.cancelled() => {
+            tracing::info!("stopped during start-up");
+            return ExitCode::SUCCESS;
+        }
+    };
+    run_workers(ctx, &settings, cancel).await;
+    tracing::info!("stopped");
+    ExitCode::SUCCESS
+}

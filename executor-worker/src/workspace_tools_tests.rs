@@ -1,0 +1,208 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::fs::symlink;
+
+use super::*;
+
+fn workspace() -> (tempfile::TempDir, Workspace) {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::new(dir.path()).unwrap();
+    (dir, ws)
+}
+
+#[test]
+fn path_confinement_table() {
+    let (_dir, ws) = workspace();
+    let outside = tempfile::tempdir().unwrap();
+    fs::create_dir(ws.root().join("inner")).unwrap();
+    symlink(outside.path(), ws.root().join("out")).unwrap();
+    symlink(outside.path().join("secret"), ws.root().join("out_file")).unwrap();
+    symlink("inner", ws.root().join("in_link")).unwrap();
+    symlink(ws.root().join("missing"), ws.root().join("dangling")).unwrap();
+    symlink("out", ws.root().join("chain")).unwrap();
+
+    type Check = fn(&Result<PathBuf, ToolError>) -> bool;
+    let cases: Vec<(&str, Check)> = vec![
+        ("../x", |r| matches!(r, Err(ToolError::ParentComponent(_)))),
+        ("/etc/passwd", |r| {
+            matches!(r, Err(ToolError::AbsolutePath(_)))
+        }),
+        ("a/../../b", |r| {
+            matches!(r, Err(ToolError::ParentComponent(_)))
+        }),
+        ("a/../b", |r| {
+            matches!(r, Err(ToolError::ParentComponent(_)))
+        }),
+        ("out/x", |r| {
+            matches!(r, Err(ToolError::EscapesWorkspace(_)))
+        }),
+        ("out", |r| matches!(r, Err(ToolError::EscapesWorkspace(_)))),
+        ("out_file", |r| {
+            matches!(r, Err(ToolError::DanglingSymlink(_)))
+        }),
+        ("chain/deep/file", |r| {
+            matches!(r, Err(ToolError::EscapesWorkspace(_)))
+        }),
+        ("dangling", |r| {
+            matches!(r, Err(ToolError::DanglingSymlink(_)))
+        }),
+        ("in_link/x.txt", |r| r.is_ok()),
+        ("new/nested/dir/file.rs", |r| r.is_ok()),
+        ("./src/lib.rs", |r| r.is_ok()),
+        ("", |r| r.is_ok()),
+        (".", |r| r.is_ok()),
+    ];
+    for (path, check) in cases {
+        let result = ws.resolve(path);
+        assert!(check(&result), "{path}: {result:?}");
+        if let Ok(resolved) = result {
+            assert!(resolved.starts_with(ws.root()), "{path} -> {resolved:?}");
+        }
+    }
+}
+
+#[test]
+fn write_creates_parents_and_never_escapes() {
+    let (_dir, ws) = workspace();
+    let outside = tempfile::tempdir().unwrap();
+    symlink(outside.path(), ws.root().join("out")).unwrap();
+
+    ws.write_file("a/b/c.txt", "hello").unwrap();
+    assert_eq!(
+        fs::read_to_string(ws.root().join("a/b/c.txt")).unwrap(),
+        "hello"
+    );
+    assert_eq!(ws.read_file("a/b/c.txt", 1024).unwrap(), "hello");
+
+    for hostile in ["../../etc/x", "/tmp/x", "out/x", "a/../../x"] {
+        assert!(ws.write_file(hostile, "pwned").is_err(), "{hostile}");
+    }
+    assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0);
+    assert!(matches!(ws.write_file("", "x"), Err(ToolError::EmptyPath)));
+    assert!(matches!(
+        ws.write_file("a", "x"),
+        Err(ToolError::IsDirectory(_))
+    ));
+    assert!(matches!(
+        ws.write_file("a/b/c.txt/d", "x"),
+        Err(ToolError::NotDirectory(_))
+    ));
+}
+
+#[test]
+fn edit_file_exact_replace_cases() {
+    let (_dir, ws) = workspace();
+    ws.write_file("f.py", "x = 1\ny = 2\nx = 1\n").unwrap();
+    ws.write_file("g.py", "def f():\n    return 1\n").unwrap();
+
+    type Check = fn(&Result<String, ToolError>) -> bool;
+    let cases: Vec<(&str, &str, &str, Check, Option<&str>)> = vec![
+        (
+            "g.py",
+            "return 1",
+            "return 2",
+            |r| r.is_ok(),
+            Some("def f():\n    return 2\n"),
+        ),
+        (
+            "g.py",
+            "return 9",
+            "x",
+            |r| matches!(r, Err(ToolError::OldNotFound(_))),
+            None,
+        ),
+        (
+            "f.py",
+            "x = 1",
+            "x = 3",
+            |r| matches!(r, Err(ToolError::OldAmbiguous { count: 2, .. })),
+            None,
+        ),
+        (
+            "f.py",
+            "",
+            "z",
+            |r| matches!(r, Err(ToolError::EmptyOld)),
+            None,
+        ),
+        (
+            "missing.py",
+            "a",
+            "b",
+            |r| matches!(r, Err(ToolError::NotFound(_))),
+            None,
+        ),
+        (
+            "../f.py",
+            "a",
+            "b",
+            |r| matches!(r, Err(ToolError::ParentComponent(_))),
+            None,
+        ),
+    ];
+    for (path, old, new, check, expected) in cases {
+        let result = ws.edit_file(path, old, new);
+        assert!(check(&result), "{path} {old:?}: {result:?}");
+        if let Some(expected) = expected {
+            assert_eq!(fs::read_to_string(ws.root().join(path)).unwrap(), expected);
+        }
+    }
+    // A failed edit leaves the file alone.
+    assert_eq!(
+        fs::read_to_string(ws.root().join("f.py")).unwrap(),
+        "x = 1\ny = 2\nx = 1\n"
+    );
+}
+
+#[test]
+fn replace_exactly_once_table() {
+    let cases = [
+        ("abc", "b", "X", Ok("aXc".to_string())),
+        ("abcb", "b", "X", Err(2)),
+        ("abc", "z", "X", Err(0)),
+        ("aaa", "aa", "X", Err(2)),
+        ("ééé", "é", "e", Err(3)),
+        ("añb", "ñ", "n", Ok("anb".to_string())),
+    ];
+    for (text, old, new, expected) in cases {
+        assert_eq!(
+            replace_exactly_once(text, old, new),
+            expected,
+            "{text} {old}"
+        );
+    }
+}
+
+#[test]
+fn list_and_read_errors() {
+    let (_dir, ws) = workspace();
+    assert_eq!(ws.list_dir("").unwrap(), ". is empty");
+    ws.write_file("src/main.rs", "fn main() {}").unwrap();
+    ws.write_file("README.md", "hi").unwrap();
+    symlink("README.md", ws.root().join("link")).unwrap();
+    assert_eq!(ws.list_dir(".").unwrap(), "README.md\nlink@\nsrc/");
+    assert_eq!(ws.list_dir("src").unwrap(), "main.rs");
+    assert!(matches!(
+        ws.list_dir("README.md"),
+        Err(ToolError::NotDirectory(_))
+    ));
+    assert!(matches!(ws.list_dir("nope"), Err(ToolError::NotFound(_))));
+    assert!(matches!(
+        ws.read_file("src", 100),
+        Err(ToolError::IsDirectory(_))
+    ));
+    assert!(matches!(
+        ws.read_file("nope", 100),
+        Err(ToolError::NotFound(_))
+    ));
+    fs::write(ws.root().join("bin"), [0xff, 0xfe, 0x00]).unwrap();
+    assert!(matches!(
+        ws.read_file("bin", 100),
+        Err(ToolError::NotText(_))
+    ));
+    ws.write_file("big.txt", &"x".repeat(5000)).unwrap();
+    assert!(ws
+        .read_file("big.txt", 1000)
+        .unwrap()
+        .contains("bytes omitted"));
+}

@@ -1,0 +1,575 @@
+//! The executor worker against a real nats-server and a stand-in OpenAI-compatible model:
+//! requests in on `loopgate.exec.cli`, results out on `loopgate.result.exec.<run>`, candidate
+//! snapshots in the object store.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use loopgate_common::contract::Contract;
+use loopgate_common::subjects::Capability;
+use loopgate_common::wire::{
+    decode, encode, ExecOutcome, ExecRequest, ExecResult, Increment, Message,
+};
+use loopgate_executor::settings::{ExecutorFile, ExternalInputs};
+use loopgate_executor::startup::{prepare, run_workers};
+use loopgate_test_support::openai_standin::{last_message_content, Reply, Script, StandInModel};
+use loopgate_test_support::{wait_until, ChildGuard, NatsServer};
+use loopgate_transport::{Bus, BusOptions, ConsumerOptions, SnapshotStore, Work, WorkConsumer};
+use serde_json::json;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+const MODEL: &str = "standin-executor";
+const WAIT: Duration = Duration::from_secs(30);
+
+fn config_toml(nats_url: &str, model_url: &str, work_dir: &Path, ack_wait_secs: u64) -> String {
+    format!(
+        r#"
+[nats]
+url = "{nats_url}"
+[executor]
+worker_id = "exec-test"
+capabilities = ["cli"]
+work_dir = "{}"
+shell_timeout_secs = 10
+ack_wait_secs = {ack_wait_secs}
+shutdown_grace_secs = 1
+[models.standin]
+base_url = "{model_url}"
+model = "{MODEL}"
+timeout_secs = 10
+"#,
+        work_dir.display()
+    )
+}
+
+struct Harness {
+    nats: NatsServer,
+    model: StandInModel,
+    bus: Bus,
+    store: SnapshotStore,
+    results: WorkConsumer,
+    /// Holds `work/` (the worker's work dir) and room around it to detect escapes.
+    scratch: tempfile::TempDir,
+    cancel: CancellationToken,
+    workers: Option<JoinHandle<()>>,
+}
+
+impl Harness {
+    /// NATS + stand-in model + (optionally) the worker loops running in this process.
+    async fn start(script: Script, in_process: bool) -> anyhow::Result<Harness> {
+        Self::start_with(script, in_process, 6).await
+    }
+
+    async fn start_with(
+        script: Script,
+        in_process: bool,
+        ack_wait_secs: u64,
+    ) -> anyhow::Result<Harness> {
+        let nats = NatsServer::start().await?;
+        let model = StandInModel::start(script).await?;
+        let scratch = tempfile::tempdir()?;
+        let bus = Bus::connect(&nats.url(), "loopgate", BusOptions::default()).await?;
+        bus.ensure_topology().await?;
+        let store = SnapshotStore::new(&bus).await?;
+        let results = bus
+            .work_consumer(Work::Results, ConsumerOptions::default())
+            .await?;
+        let cancel = CancellationToken::new();
+        let mut harness = Harness {
+            nats,
+            model,
+            bus,
+            store,
+            results,
+            scratch,
+            cancel,
+            workers: None,
+        };
+        if in_process {
+            harness.spawn_workers(ack_wait_secs).await?;
+        }
+        Ok(harness)
+    }
+
+    /// Start the worker loops in this process (again, after `stop_workers`).
+    async fn spawn_workers(&mut self, ack_wait_secs: u64) -> anyhow::Result<()> {
+        let text = config_toml(
+            &self.nats.url(),
+            &self.model.base_url(),
+            &self.work_dir(),
+            ack_wait_secs,
+        );
+        let settings = ExecutorFile::parse(&text, "test")?.resolve(&ExternalInputs {
+            pid: 1,
+            temp_dir: std::env::temp_dir(),
+            ..ExternalInputs::default()
+        })?;
+        let ctx = prepare(&settings).await?;
+        self.cancel = CancellationToken::new();
+        let cancel = self.cancel.clone();
+        self.workers = Some(tokio::spawn(async move {
+            run_workers(ctx, &settings, cancel).await
+        }));
+        Ok(())
+    }
+
+    async fn stop_workers(&mut self) -> anyhow::Result<()> {
+        self.cancel.cancel();
+        if let Some(workers) = self.workers.take() {
+            tokio::time::timeout(WAIT, workers)
+                .await
+                .context("workers did not stop")??;
+        }
+        Ok(())
+    }
+
+    async fn exec_consumer(&self) -> anyhow::Result<async_nats::jetstream::consumer::Info> {
+        let stream = self.bus.jetstream().get_stream("LG_EXEC").await?;
+        Ok(stream.consumer_info("exec-cli").await?)
+    }
+
+    fn work_dir(&self) -> PathBuf {
+        self.scratch.path().join("work")
+    }
+
+    async fn base_snapshot(&self, files: &[(&str, &str)]) -> anyhow::Result<String> {
+        let files = files
+            .iter()
+            .map(|(p, c)| (p.to_string(), 0o644, c.as_bytes().to_vec()))
+            .collect();
+        Ok(self.store.freeze_files(files).await?.id)
+    }
+
+    async fn send(&self, req: &ExecRequest) -> anyhow::Result<()> {
+        let envelope: serde_json::Value =
+            serde_json::from_slice(&encode(&Message::ExecRequest(req.clone())))?;
+        let msg_id = format!("{}:{}:{}:exec:1", req.run_id, req.generation, req.round);
+        self.bus
+            .publish_json(
+                &self.bus.subjects().exec(Capability::Cli),
+                &envelope,
+                &msg_id,
+                &[],
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn next_result(&mut self) -> anyhow::Result<(String, ExecResult)> {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while tokio::time::Instant::now() < deadline {
+            if let Some(delivery) = self.results.next(Duration::from_secs(1)).await? {
+                delivery.ack().await?;
+                let subject = delivery.subject().to_string();
+                match decode(delivery.payload())? {
+                    Message::ExecResult(result) => return Ok((subject, result)),
+                    other => bail!("unexpected {} on {subject}", other.kind()),
+                }
+            }
+        }
+        bail!("no exec result within {WAIT:?}")
+    }
+
+    /// Content of `path` in snapshot `id`, read back through the store (hash-checked).
+    async fn file_in(&self, id: &str, path: &str) -> anyhow::Result<Option<String>> {
+        let manifest = self.store.manifest(id).await?;
+        let Some(entry) = manifest.get(path) else {
+            return Ok(None);
+        };
+        Ok(Some(String::from_utf8(
+            self.store.blob(&entry.sha256).await?,
+        )?))
+    }
+
+    async fn exec_stream_empty(&self) -> bool {
+        match self.bus.jetstream().get_stream("LG_EXEC").await {
+            Ok(mut stream) => stream
+                .info()
+                .await
+                .map(|i| i.state.messages == 0)
+                .unwrap_or(false),
+            Err(_) => false,
+        }
+    }
+
+    async fn stop(mut self) -> anyhow::Result<()> {
+        self.stop_workers().await
+    }
+}
+
+fn request(run_id: &str, base: &str) -> ExecRequest {
+    let mut contract = Contract {
+        goal: "write hello.txt".into(),
+        criteria: Vec::new(),
+        protected_paths: Vec::new(),
+        spec_hash: String::new(),
+    };
+    contract.spec_hash = contract.compute_hash();
+    ExecRequest {
+        run_id: run_id.into(),
+        generation: 1,
+        round: 1,
+        capability: Capability::Cli,
+        contract,
+        increment: Increment {
+            objective: "create hello.txt".into(),
+            instructions: String::new(),
+            acceptance_checks: Vec::new(),
+            write_scope: Vec::new(),
+        },
+        base_snapshot: base.into(),
+        executor_profile: "standin".into(),
+        episode_secs: 60,
+        max_steps: 8,
+    }
+}
+
+fn frozen(result: &ExecResult) -> (&str, &str, bool, u32, u32) {
+    match &result.outcome {
+        ExecOutcome::Frozen {
+            candidate,
+            summary,
+            claimed_done,
+            tool_calls,
+            files_changed,
+            ..
+        } => (
+            candidate,
+            summary,
+            *claimed_done,
+            *tool_calls,
+            *files_changed,
+        ),
+        ExecOutcome::Failed { error } => panic!("episode failed: {error}"),
+    }
+}
+
+#[tokio::test]
+async fn tool_calls_write_a_file_and_freeze_it() -> anyhow::Result<()> {
+    let script = Script::new().replies(
+        MODEL,
+        [
+            Reply::tool_call(
+                "write_file",
+                json!({"path": "src/hello.txt", "content": "hello world\n"}),
+            ),
+            Reply::tool_call("finish", json!({"summary": "wrote hello"})),
+        ],
+    );
+    let mut h = Harness::start(script, true).await?;
+    let base = h.base_snapshot(&[("README.md", "readme\n")]).await?;
+    // Garbage on the exec subject is terminated; the worker keeps going.
+    h.bus
+        .publish_json(
+            &h.bus.subjects().exec(Capability::Cli),
+            &json!({"v": 1, "kind": "nope"}),
+            "junk",
+            &[],
+        )
+        .await?;
+    h.send(&request("run-a", &base)).await?;
+
+    let (subject, result) = h.next_result().await?;
+    assert_eq!(subject, "loopgate.result.exec.run-a");
+    assert_eq!(
+        (
+            result.run_id.as_str(),
+            result.round,
+            result.delivery_attempt
+        ),
+        ("run-a", 1, 1)
+    );
+    assert_eq!(result.worker, "exec-test");
+    assert!(result.usage.input_tokens > 0);
+    let (candidate, summary, claimed_done, tool_calls, files_changed) = frozen(&result);
+    assert_eq!(
+        (summary, claimed_done, tool_calls, files_changed),
+        ("wrote hello", true, 2, 1)
+    );
+    assert_eq!(
+        h.file_in(candidate, "src/hello.txt").await?.as_deref(),
+        Some("hello world\n")
+    );
+    assert_eq!(
+        h.file_in(candidate, "README.md").await?.as_deref(),
+        Some("readme\n")
+    );
+
+    // The request was acked after the result went out, and the episode dir is gone.
+    wait_until(WAIT, || h.exec_stream_empty()).await?;
+    wait_until(WAIT, || async {
+        std::fs::read_dir(h.work_dir())
+            .map(|d| d.count() == 0)
+            .unwrap_or(false)
+    })
+    .await?;
+    // The model saw the workspace listing and the task.
+    let first = &h.model.requests(MODEL)[0];
+    assert!(last_message_content(first, "user")
+        .unwrap_or_default()
+        .contains("README.md"));
+    h.stop().await
+}
+
+#[tokio::test]
+async fn fenced_json_tool_calls_in_content_work() -> anyhow::Result<()> {
+    let write = "I will create the file.\n```json\n{\"name\": \"write_file\", \"arguments\": \
+                 {\"path\": \"fenced.txt\", \"content\": \"from a fence\"}}\n```";
+    let finish =
+        "```json\n{\"name\": \"finish\", \"arguments\": {\"summary\": \"fenced done\"}}\n```";
+    let script = Script::new().replies(MODEL, [Reply::content(write), Reply::content(finish)]);
+    let mut h = Harness::start(script, true).await?;
+    let base = h.base_snapshot(&[]).await?;
+    h.send(&request("run-b", &base)).await?;
+
+    let (_, result) = h.next_result().await?;
+    let (candidate, summary, claimed_done, _, files_changed) = frozen(&result);
+    assert_eq!(
+        (summary, claimed_done, files_changed),
+        ("fenced done", true, 1)
+    );
+    assert_eq!(
+        h.file_in(candidate, "fenced.txt").await?.as_deref(),
+        Some("from a fence")
+    );
+    h.stop().await
+}
+
+#[tokio::test]
+async fn hostile_paths_are_tool_errors() -> anyhow::Result<()> {
+    let script = Script::new().replies(
+        MODEL,
+        [
+            Reply::tool_call(
+                "write_file",
+                json!({"path": "../../etc/x", "content": "pwned"}),
+            ),
+            Reply::tool_call(
+                "write_file",
+                json!({"path": "/tmp/loopgate-abs-escape", "content": "pwned"}),
+            ),
+            // Answers with the last tool result, so the test can see what the model was told.
+            Reply::dynamic(|req| {
+                Reply::content(last_message_content(req, "tool").unwrap_or_default())
+            }),
+        ],
+    );
+    let mut h = Harness::start(script, true).await?;
+    let base = h.base_snapshot(&[("keep.txt", "k")]).await?;
+    h.send(&request("run-c", &base)).await?;
+
+    let (_, result) = h.next_result().await?;
+    let (candidate, summary, claimed_done, tool_calls, files_changed) = frozen(&result);
+    assert!(summary.starts_with("error: "), "{summary}");
+    assert_eq!((claimed_done, tool_calls, files_changed), (false, 2, 0));
+    assert_eq!(
+        candidate, base,
+        "nothing changed, so the candidate is the base"
+    );
+    let requests = h.model.requests(MODEL);
+    let told = last_message_content(&requests[1], "tool").unwrap_or_default();
+    assert!(told.contains(".."), "{told}");
+    for escaped in [
+        h.scratch.path().join("etc/x"),
+        PathBuf::from("/tmp/loopgate-abs-escape"),
+    ] {
+        assert!(!escaped.exists(), "{} was written", escaped.display());
+    }
+    h.stop().await
+}
+
+#[tokio::test]
+async fn unknown_profile_and_dead_model_fail_cleanly() -> anyhow::Result<()> {
+    let script = Script::new().fallback(MODEL, Reply::error(401, "bad key"));
+    let mut h = Harness::start(script, true).await?;
+    let base = h.base_snapshot(&[]).await?;
+
+    let mut unknown = request("run-d", &base);
+    unknown.executor_profile = "nope".into();
+    h.send(&unknown).await?;
+    let (_, result) = h.next_result().await?;
+    assert!(
+        matches!(&result.outcome, ExecOutcome::Failed { error } if error.contains("unknown executor profile")),
+        "{:?}",
+        result.outcome
+    );
+
+    h.send(&request("run-e", &base)).await?;
+    let (_, result) = h.next_result().await?;
+    assert!(
+        matches!(result.outcome, ExecOutcome::Failed { .. }),
+        "{:?}",
+        result.outcome
+    );
+    h.stop().await
+}
+
+#[tokio::test]
+async fn step_cap_ends_a_model_that_never_stops() -> anyhow::Result<()> {
+    let script = Script::new().fallback(
+        MODEL,
+        Reply::tool_call("shell", json!({"command": "echo hi >> log.txt"})),
+    );
+    let mut h = Harness::start(script, true).await?;
+    let base = h.base_snapshot(&[]).await?;
+    let mut req = request("run-f", &base);
+    req.max_steps = 3;
+    h.send(&req).await?;
+    let (_, result) = h.next_result().await?;
+    let (candidate, summary, claimed_done, tool_calls, _) = frozen(&result);
+    assert_eq!(
+        (summary, claimed_done, tool_calls),
+        ("step cap reached", false, 3)
+    );
+    assert_eq!(
+        h.file_in(candidate, "log.txt").await?.as_deref(),
+        Some("hi\nhi\nhi\n")
+    );
+    h.stop().await
+}
+
+#[tokio::test]
+async fn progress_acks_keep_a_long_episode_from_redelivery() -> anyhow::Result<()> {
+    // ack_wait 3 s; the first model call alone takes 5 s.
+    let script = Script::new().replies(
+        MODEL,
+        [
+            Reply::delayed(
+                Duration::from_secs(5),
+                Reply::tool_call("write_file", json!({"path": "slow.txt", "content": "slow"})),
+            ),
+            Reply::tool_call("finish", json!({"summary": "slow done"})),
+        ],
+    );
+    let mut h = Harness::start_with(script, true, 3).await?;
+    let base = h.base_snapshot(&[]).await?;
+    h.send(&request("run-h", &base)).await?;
+    h.model.wait_for_requests(MODEL, 1, WAIT).await?;
+    // A rival puller on the same durable would get the request if ack_wait ran out.
+    let options = ConsumerOptions {
+        ack_wait: Duration::from_secs(3),
+        ..ConsumerOptions::default()
+    };
+    let mut rival = h
+        .bus
+        .work_consumer(Work::Exec(Capability::Cli), options)
+        .await?;
+    let stolen = rival.next(Duration::from_secs(5)).await?;
+    assert!(
+        stolen.is_none(),
+        "the request was redelivered during the episode: {stolen:?}"
+    );
+    let (_, result) = h.next_result().await?;
+    assert_eq!(result.delivery_attempt, 1);
+    let (_, summary, ..) = frozen(&result);
+    assert_eq!(summary, "slow done");
+    let info = h.exec_consumer().await?;
+    assert_eq!(info.num_redelivered, 0);
+    assert_eq!(h.model.request_count(MODEL), 2);
+    h.stop().await
+}
+
+#[tokio::test]
+async fn shutdown_naks_an_unfinished_episode_for_redelivery() -> anyhow::Result<()> {
+    let script = Script::new().replies(
+        MODEL,
+        [
+            // Still thinking when the worker is told to stop (grace is 1 s).
+            Reply::delayed(Duration::from_secs(8), Reply::content("too late")),
+            Reply::tool_call(
+                "write_file",
+                json!({"path": "again.txt", "content": "second try"}),
+            ),
+            Reply::tool_call("finish", json!({"summary": "redelivered"})),
+        ],
+    );
+    let mut h = Harness::start(script, true).await?;
+    let base = h.base_snapshot(&[]).await?;
+    h.send(&request("run-i", &base)).await?;
+    h.model.wait_for_requests(MODEL, 1, WAIT).await?;
+    h.stop_workers().await?;
+    // The episode dir went with the dropped episode.
+    assert_eq!(std::fs::read_dir(h.work_dir())?.count(), 0);
+
+    h.spawn_workers(6).await?;
+    let (_, result) = h.next_result().await?;
+    assert_eq!(result.delivery_attempt, 2);
+    let (candidate, summary, ..) = frozen(&result);
+    assert_eq!(summary, "redelivered");
+    assert_eq!(
+        h.file_in(candidate, "again.txt").await?.as_deref(),
+        Some("second try")
+    );
+    h.stop().await
+}
+
+#[tokio::test]
+async fn binary_runs_an_episode_and_exits_cleanly_on_sigterm() -> anyhow::Result<()> {
+    let script = Script::new().replies(
+        MODEL,
+        [
+            Reply::tool_call(
+                "write_file",
+                json!({"path": "bin.txt", "content": "from the binary"}),
+            ),
+            Reply::tool_call("finish", json!({"summary": "ok"})),
+        ],
+    );
+    let mut h = Harness::start(script, false).await?;
+    let config = h.scratch.path().join("executor.toml");
+    std::fs::write(
+        &config,
+        config_toml(&h.nats.url(), &h.model.base_url(), &h.work_dir(), 6),
+    )?;
+    let mut command = Command::new(env!("CARGO_BIN_EXE_loopgate-executor"));
+    command
+        .arg("--config")
+        .arg(&config)
+        .arg("--worker-id")
+        .arg("bin-worker");
+    let mut child = ChildGuard::spawn("loopgate-executor", command)?;
+
+    let base = h.base_snapshot(&[]).await?;
+    h.send(&request("run-g", &base)).await?;
+    let (_, result) = h
+        .next_result()
+        .await
+        .with_context(|| child.log_tail(4000))?;
+    assert_eq!(result.worker, "bin-worker");
+    let (candidate, ..) = frozen(&result);
+    assert_eq!(
+        h.file_in(candidate, "bin.txt").await?.as_deref(),
+        Some("from the binary")
+    );
+
+    let status = child.terminate(WAIT).await.context("not reaped")?;
+    assert!(
+        status.success(),
+        "exit {status:?}: {}",
+        child.log_tail(4000)
+    );
+    let log = child.log_text();
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with('{') && l.contains("result published")),
+        "{log}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn bad_config_exits_with_code_2() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let config = dir.path().join("executor.toml");
+    std::fs::write(&config, "[executor]\nbogus = 1\n")?;
+    let status = Command::new(env!("CARGO_BIN_EXE_loopgate-executor"))
+        .arg("--config")
+        .arg(&config)
+        .output()?;
+    assert_eq!(status.status.code(), Some(2));
+    Ok(())
+}

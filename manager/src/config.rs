@@ -1,0 +1,186 @@
+//! Manager configuration: the raw file (`deny_unknown_fields`) + env + flags, resolved once.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use loopgate_common::config::{ConfigError, NatsSection, NatsSettings};
+use loopgate_models::{resolve_profiles, ModelConfigError, ModelProfile, ModelProfiles};
+use serde::Deserialize;
+
+pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
+pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:7600";
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    #[serde(default)]
+    pub nats: NatsSection,
+    #[serde(default)]
+    pub redis: RedisSection,
+    #[serde(default)]
+    pub http: HttpSection,
+    #[serde(default)]
+    pub manager: ManagerSection,
+    #[serde(default)]
+    pub models: ModelProfiles,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisSection {
+    pub url: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSection {
+    pub addr: Option<String>,
+    /// Largest accepted `POST /v1/runs` body (the starting workspace rides in it).
+    pub max_body_bytes: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ManagerSection {
+    /// Upper bound on the manager prompt, in characters.
+    pub prompt_char_budget: Option<usize>,
+    /// Results/decisions handled at once by this replica.
+    pub concurrency: Option<usize>,
+    pub ack_wait_secs: Option<u64>,
+    pub max_deliver: Option<i64>,
+    /// How long terminal runs are kept.
+    pub retention_days: Option<u64>,
+}
+
+/// Values read from the environment once in `main`.
+#[derive(Debug, Default, Clone)]
+pub struct EnvOverrides {
+    pub nats_url: Option<String>,
+    pub redis_url: Option<String>,
+    pub http_addr: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub nats: NatsSettings,
+    pub redis_url: String,
+    pub http_addr: SocketAddr,
+    pub max_body_bytes: usize,
+    pub prompt_char_budget: usize,
+    pub concurrency: usize,
+    pub ack_wait: Duration,
+    pub max_deliver: i64,
+    pub retention: Duration,
+    pub models: BTreeMap<String, ModelProfile>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ManagerConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error(transparent)]
+    Invalid(#[from] ConfigError),
+    #[error(transparent)]
+    Model(#[from] ModelConfigError),
+}
+
+pub fn parse_file(text: &str, path: &str) -> Result<ConfigFile, ManagerConfigError> {
+    toml::from_str(text).map_err(|e| ManagerConfigError::Parse {
+        path: path.to_string(),
+        message: e.to_string().trim().to_string(),
+    })
+}
+
+pub fn load(
+    path: Option<&Path>,
+    overrides: EnvOverrides,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Settings, ManagerConfigError> {
+    let file = match path {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|source| ManagerConfigError::Read {
+                path: p.display().to_string(),
+                source,
+            })?;
+            parse_file(&text, &p.display().to_string())?
+        }
+        None => ConfigFile::default(),
+    };
+    resolve(file, overrides, env)
+}
+
+pub fn resolve(
+    file: ConfigFile,
+    overrides: EnvOverrides,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Settings, ManagerConfigError> {
+    let nats = file.nats.resolve(overrides.nats_url, env)?;
+    let redis_url = overrides
+        .redis_url
+        .or(file.redis.url)
+        .unwrap_or_else(|| DEFAULT_REDIS_URL.to_string());
+    if !(redis_url.starts_with("redis://") || redis_url.starts_with("rediss://")) {
+        return Err(ConfigError::invalid("redis.url", format!("'{redis_url}' is not a redis:// URL")).into());
+    }
+    let addr_text = overrides
+        .http_addr
+        .or(file.http.addr)
+        .unwrap_or_else(|| DEFAULT_HTTP_ADDR.to_string());
+    let http_addr: SocketAddr = addr_text
+        .parse()
+        .map_err(|_| ConfigError::invalid("http.addr", format!("'{addr_text}' is not host:port")))?;
+    let m = file.manager;
+    let prompt_char_budget = m.prompt_char_budget.unwrap_or(loopgate_common::prompts::manager::DEFAULT_CHAR_BUDGET);
+    if prompt_char_budget < 2_000 {
+        return Err(ConfigError::invalid("manager.prompt_char_budget", "must be at least 2000").into());
+    }
+    let concurrency = m.concurrency.unwrap_or(32);
+    if concurrency == 0 {
+        return Err(ConfigError::invalid("manager.concurrency", "must be positive").into());
+    }
+    let retention_days = m.retention_days.unwrap_or(7);
+    if retention_days == 0 {
+        return Err(ConfigError::invalid("manager.retention_days", "must be positive").into());
+    }
+    Ok(Settings {
+        nats,
+        redis_url,
+        http_addr,
+        max_body_bytes: file.http.max_body_bytes.unwrap_or(64 * 1024 * 1024),
+        prompt_char_budget,
+        concurrency,
+        ack_wait: Duration::from_secs(m.ack_wait_secs.unwrap_or(30).max(1)),
+        max_deliver: m.max_deliver.unwrap_or(10).max(1),
+        retention: Duration::from_secs(retention_days * 86_400),
+        models: resolve_profiles(&file.models, env)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn precedence_and_errors() {
+        let file = parse_file("[redis]\nurl = \"redis://file:1\"\n[http]\naddr = \"127.0.0.1:9\"", "x").unwrap_or_default();
+        let s = resolve(file, EnvOverrides { redis_url: Some("redis://env:2".into()), ..Default::default() }, &no_env);
+        let s = s.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.redis_url, "redis://env:2");
+        assert_eq!(s.http_addr.port(), 9);
+        assert!(matches!(parse_file("[bogus]\nx=1", "x"), Err(ManagerConfigError::Parse { .. })));
+        let bad = parse_file("[http]\naddr = \"nope\"", "x").unwrap_or_default();
+        assert!(matches!(resolve(bad, EnvOverrides::default(), &no_env), Err(ManagerConfigError::Invalid(_))));
+    }
+}

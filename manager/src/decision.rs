@@ -1,0 +1,77 @@
+//! The manager's own episode: build the bounded prompt, call the manager model, and feed the
+//! raw reply (parsed purely in `decide`) back into the engine.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use loopgate_common::decide::RunEvent;
+use loopgate_common::prompts::manager;
+use loopgate_common::state::{Phase, RunRecord};
+use loopgate_common::usage::Usage;
+use loopgate_common::wire::DecideRequest;
+use loopgate_models::{ChatClient, ChatMessage, ChatRequest};
+
+use crate::engine::{Applied, Engine, EngineError};
+
+/// Is this decision request still the one the run waits for?
+pub fn is_current(record: &RunRecord, req: &DecideRequest) -> bool {
+    record.generation == req.generation && record.phase == Phase::Deciding { seq: req.seq }
+}
+
+/// Ask the manager model for the next step and apply its reply.
+pub async fn take_decision(
+    engine: &Engine,
+    models: &BTreeMap<String, ChatClient>,
+    char_budget: usize,
+    req: &DecideRequest,
+) -> Result<Applied, EngineError> {
+    let Some((_, record)) = engine.load(&req.run_id).await? else {
+        return Ok(Applied::Ignored("run no longer exists".into()));
+    };
+    if !is_current(&record, req) {
+        return Ok(Applied::Ignored(format!("decision {} is not pending", req.seq)));
+    }
+    let profile = &record.task.roles.manager;
+    let event = match models.get(profile) {
+        None => RunEvent::ManagerFailed {
+            generation: req.generation,
+            seq: req.seq,
+            error: format!("model profile '{profile}' is not configured on this manager"),
+            usage: Usage::default(),
+        },
+        Some(client) => {
+            let prompt = manager::user_prompt(&record, char_budget);
+            let request = ChatRequest::new(vec![ChatMessage::system(manager::SYSTEM), ChatMessage::user(prompt)]);
+            let limit = Duration::from_secs(record.task.budget.manager_episode_secs);
+            let started = std::time::Instant::now();
+            let outcome = tokio::time::timeout(limit, client.chat(&request)).await;
+            tracing::info!(
+                run_id = %req.run_id,
+                seq = req.seq,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "manager model replied"
+            );
+            match outcome {
+                Ok(Ok(response)) => RunEvent::ManagerReplied {
+                    generation: req.generation,
+                    seq: req.seq,
+                    raw: response.content.unwrap_or_default(),
+                    usage: response.usage,
+                },
+                Ok(Err(e)) => RunEvent::ManagerFailed {
+                    generation: req.generation,
+                    seq: req.seq,
+                    error: e.to_string(),
+                    usage: Usage::default(),
+                },
+                Err(_) => RunEvent::ManagerFailed {
+                    generation: req.generation,
+                    seq: req.seq,
+                    error: format!("manager episode exceeded {} s", limit.as_secs()),
+                    usage: Usage::default(),
+                },
+            }
+        }
+    };
+    engine.apply(&req.run_id, &event).await
+}

@@ -1,0 +1,203 @@
+//! The run engine: load -> pure `decide` -> compare-and-set in Redis -> publish the outbox.
+//! Holds no run state in memory, so any replica can apply any event.
+
+use std::time::Duration;
+
+use loopgate_common::decide::{decide, start_run, Decision, RunEvent, Step};
+use loopgate_common::state::{Outgoing, RunRecord, Target};
+use loopgate_common::subjects::Subjects;
+use loopgate_common::task::Task;
+use loopgate_common::wire::Envelope;
+use loopgate_transport::{Bus, BusError, CasOutcome, CasWrite, RunStore, StoreError};
+
+/// CAS retries before giving up (the caller naks and the event is redelivered).
+const MAX_CAS_ATTEMPTS: u32 = 25;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Bus(#[from] BusError),
+    #[error("run record {id} is unreadable: {reason}")]
+    Corrupt { id: String, reason: String },
+    #[error("run {0} does not exist")]
+    NotFound(String),
+    #[error("run {0} already exists")]
+    Exists(String),
+    #[error("run {id}: gave up after {attempts} compare-and-set conflicts")]
+    Contention { id: String, attempts: u32 },
+}
+
+/// What applying an event did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Applied {
+    Changed(Box<RunRecord>),
+    Replayed,
+    Ignored(String),
+}
+
+#[derive(Clone)]
+pub struct Engine {
+    bus: Bus,
+    store: RunStore,
+    subjects: Subjects,
+    retention: Duration,
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl Engine {
+    pub fn new(bus: Bus, store: RunStore, retention: Duration) -> Engine {
+        let subjects = bus.subjects().clone();
+        Engine {
+            bus,
+            store,
+            subjects,
+            retention,
+        }
+    }
+
+    pub fn bus(&self) -> &Bus {
+        &self.bus
+    }
+
+    pub fn store(&self) -> &RunStore {
+        &self.store
+    }
+
+    pub async fn load(&self, id: &str) -> Result<Option<(u64, RunRecord)>, EngineError> {
+        let Some(v) = self.store.load(id).await? else {
+            return Ok(None);
+        };
+        let record: RunRecord = serde_json::from_str(&v.record).map_err(|e| EngineError::Corrupt {
+            id: id.to_string(),
+            reason: e.to_string(),
+        })?;
+        Ok(Some((v.version, record)))
+    }
+
+    /// Store a new run and publish its first decision request.
+    pub async fn create_run(&self, id: &str, task: Task, base_snapshot: &str) -> Result<RunRecord, EngineError> {
+        let step = start_run(id, task, base_snapshot, now_ms());
+        let record_json = to_json(&step.record);
+        let first_log = step.log.first().map(to_json);
+        let created = self
+            .store
+            .create(
+                id,
+                &record_json,
+                step.record.state.as_str(),
+                step.record.created_at.max(0) as u64,
+                first_log.as_deref(),
+            )
+            .await?;
+        if !created {
+            return Err(EngineError::Exists(id.to_string()));
+        }
+        self.publish_all(&step.record.id, step.outgoing()).await?;
+        self.publish_events(&step).await;
+        Ok(step.record)
+    }
+
+    /// Apply one event with optimistic concurrency; retries on CAS conflicts.
+    pub async fn apply(&self, id: &str, event: &RunEvent) -> Result<Applied, EngineError> {
+        for attempt in 1..=MAX_CAS_ATTEMPTS {
+            let Some((version, record)) = self.load(id).await? else {
+                return Err(EngineError::NotFound(id.to_string()));
+            };
+            match decide(&record, event, now_ms()) {
+                Decision::Ignore(reason) => {
+                    tracing::debug!(run_id = id, %reason, "event ignored");
+                    return Ok(Applied::Ignored(reason));
+                }
+                Decision::Replay(outbox) => {
+                    tracing::info!(run_id = id, messages = outbox.len(), "event redelivered; republishing outbox");
+                    self.publish_all(id, &outbox).await?;
+                    return Ok(Applied::Replayed);
+                }
+                Decision::Apply(step) => {
+                    let write = self.cas_write(version, &step);
+                    match self.store.compare_and_set(id, write).await? {
+                        CasOutcome::Applied { .. } => {
+                            self.publish_all(id, step.outgoing()).await?;
+                            self.publish_events(&step).await;
+                            if step.previous_state != step.record.state {
+                                tracing::info!(
+                                    run_id = id,
+                                    from = step.previous_state.as_str(),
+                                    to = step.record.state.as_str(),
+                                    round = step.record.round,
+                                    "run state changed"
+                                );
+                            }
+                            return Ok(Applied::Changed(Box::new(step.record)));
+                        }
+                        CasOutcome::Conflict { .. } => {
+                            let backoff = Duration::from_millis(u64::from(attempt.min(10)) * 3);
+                            tokio::time::sleep(backoff).await;
+                        }
+                    }
+                }
+            }
+        }
+        Err(EngineError::Contention {
+            id: id.to_string(),
+            attempts: MAX_CAS_ATTEMPTS,
+        })
+    }
+
+    fn cas_write(&self, version: u64, step: &Step) -> CasWrite {
+        let state_change = (step.previous_state != step.record.state).then(|| {
+            (
+                step.previous_state.as_str().to_string(),
+                step.record.state.as_str().to_string(),
+            )
+        });
+        CasWrite {
+            expected_version: version,
+            record: to_json(&step.record),
+            log_entries: step.log.iter().map(to_json).collect(),
+            evidence: step
+                .evidence
+                .iter()
+                .map(|e| (format!("{}:{}", e.artifact_version, e.check_id), to_json(e)))
+                .collect(),
+            state_change,
+            expire_after: step.record.state.is_terminal().then_some(self.retention),
+        }
+    }
+
+    async fn publish_all(&self, run_id: &str, outgoing: &[Outgoing]) -> Result<(), EngineError> {
+        for out in outgoing {
+            let subject = match out.target {
+                Target::Exec { capability } => self.subjects.exec(capability),
+                Target::Audit => self.subjects.audit_request(),
+                Target::Decide => self.subjects.decide(run_id),
+            };
+            self.bus
+                .publish_json(&subject, &Envelope::new(&out.message), &out.msg_id, &[])
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Best-effort: watchers on NATS get each log entry; the Redis log is the source of truth.
+    async fn publish_events(&self, step: &Step) {
+        let subject = self.subjects.events(&step.record.id);
+        for entry in &step.log {
+            if let Err(e) = self.bus.publish_core_json(&subject, entry).await {
+                tracing::debug!(error = %e, "event publish failed");
+            }
+        }
+    }
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}

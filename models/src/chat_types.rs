@@ -1,0 +1,140 @@
+//! Provider-neutral chat types the roles build prompts with and read replies from.
+
+use loopgate_common::tool_call_parse::strip_tool_calls;
+use loopgate_common::usage::Usage;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One message of a conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum ChatMessage {
+    System {
+        content: String,
+    },
+    User {
+        content: String,
+    },
+    Assistant {
+        #[serde(default)]
+        content: Option<String>,
+        #[serde(default)]
+        tool_calls: Vec<ToolCall>,
+    },
+    /// The result of one tool call, answering the call with id `tool_call_id`.
+    Tool {
+        tool_call_id: String,
+        name: String,
+        content: String,
+    },
+}
+
+impl ChatMessage {
+    pub fn system(content: impl Into<String>) -> Self {
+        ChatMessage::System {
+            content: content.into(),
+        }
+    }
+    pub fn user(content: impl Into<String>) -> Self {
+        ChatMessage::User {
+            content: content.into(),
+        }
+    }
+    pub fn assistant_text(content: impl Into<String>) -> Self {
+        ChatMessage::Assistant {
+            content: Some(content.into()),
+            tool_calls: Vec::new(),
+        }
+    }
+    pub fn tool_result(
+        tool_call_id: impl Into<String>,
+        name: impl Into<String>,
+        content: impl Into<String>,
+    ) -> Self {
+        ChatMessage::Tool {
+            tool_call_id: tool_call_id.into(),
+            name: name.into(),
+            content: content.into(),
+        }
+    }
+}
+
+/// A tool call the model asked for. `arguments` is the decoded JSON; when the model sent
+/// arguments that are not JSON they are kept verbatim as `Value::String`, so the caller can
+/// report the error back to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: Value,
+}
+
+/// A tool offered to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON schema of the arguments object.
+    pub parameters: Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ChatRequest {
+    pub messages: Vec<ChatMessage>,
+    #[serde(default)]
+    pub tools: Vec<ToolSpec>,
+    /// Overrides the profile's `max_tokens`.
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    /// Overrides the profile's `temperature`.
+    #[serde(default)]
+    pub temperature: Option<f32>,
+}
+
+impl ChatRequest {
+    pub fn new(messages: Vec<ChatMessage>) -> Self {
+        ChatRequest {
+            messages,
+            ..ChatRequest::default()
+        }
+    }
+    pub fn with_tools(mut self, tools: Vec<ToolSpec>) -> Self {
+        self.tools = tools;
+        self
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatResponse {
+    /// The assistant's text, verbatim (tool calls written into it are not removed; see
+    /// `loopgate_common::tool_call_parse::strip_tool_calls`).
+    pub content: Option<String>,
+    pub tool_calls: Vec<ToolCall>,
+    /// True when `tool_calls` were recovered from `content` by the fallback parser.
+    pub tool_calls_from_content: bool,
+    pub finish_reason: Option<String>,
+    /// As reported by the server; estimated as chars/4 when the server reports none.
+    pub usage: Usage,
+    /// The model that answered, as reported by the server (else the requested one).
+    pub model: String,
+}
+
+impl ChatResponse {
+    /// The assistant message to append to the conversation before the tool results. When the
+    /// calls were recovered from the content, they are removed from the content so the history
+    /// carries each call once, in the structured form.
+    pub fn to_assistant_message(&self) -> ChatMessage {
+        let content = if self.tool_calls_from_content {
+            self.content
+                .as_deref()
+                .map(strip_tool_calls)
+                .filter(|text| !text.trim().is_empty())
+        } else {
+            self.content.clone()
+        };
+        ChatMessage::Assistant {
+            content,
+            tool_calls: self.tool_calls.clone(),
+        }
+    }
+}

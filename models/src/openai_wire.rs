@@ -1,0 +1,323 @@
+//! OpenAI chat-completions wire format: request encoding and (lenient) response decoding.
+//! Pure; the HTTP side lives in `openai_client`.
+
+use loopgate_common::tool_call_parse::{parse_json_lenient, tool_calls_from_content};
+use loopgate_common::usage::Usage;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::chat_types::{ChatMessage, ChatRequest, ChatResponse, ToolCall, ToolSpec};
+use crate::model_error::ModelError;
+use crate::profile_config::ModelProfile;
+
+/// Prefix of the ids given to tool calls recovered from content.
+pub const FALLBACK_CALL_ID_PREFIX: &str = "call_fallback_";
+
+#[derive(Debug, Serialize)]
+pub(crate) struct WireRequest<'a> {
+    model: &'a str,
+    messages: Vec<WireMessageOut<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
+    stream: bool,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum WireMessageOut<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: &'a str,
+    },
+    Assistant {
+        /// `null` only when there are tool calls (servers reject an empty assistant turn).
+        content: Option<&'a str>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<WireToolCallOut<'a>>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: &'a str,
+    },
+}
+
+#[derive(Debug, Serialize)]
+struct WireToolCallOut<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunctionOut<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct WireFunctionOut<'a> {
+    name: &'a str,
+    /// A JSON string, as the API wants it.
+    arguments: String,
+}
+
+#[derive(Debug, Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireToolFunction<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct WireToolFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+/// The request body for `POST {base_url}/chat/completions`. The request's `max_tokens` /
+/// `temperature` override the profile's.
+pub(crate) fn wire_request<'a>(profile: &'a ModelProfile, req: &'a ChatRequest) -> WireRequest<'a> {
+    WireRequest {
+        model: &profile.model,
+        messages: req.messages.iter().map(wire_message).collect(),
+        tools: req.tools.iter().map(wire_tool).collect(),
+        max_tokens: req.max_tokens.or(profile.max_tokens),
+        temperature: req.temperature.or(profile.temperature),
+        stream: false,
+    }
+}
+
+fn wire_message(message: &ChatMessage) -> WireMessageOut<'_> {
+    match message {
+        ChatMessage::System { content } => WireMessageOut::System { content },
+        ChatMessage::User { content } => WireMessageOut::User { content },
+        ChatMessage::Assistant {
+            content,
+            tool_calls,
+        } => {
+            let content = match (content.as_deref(), tool_calls.is_empty()) {
+                (None, true) => Some(""),
+                (content, _) => content,
+            };
+            WireMessageOut::Assistant {
+                content,
+                tool_calls: tool_calls.iter().map(wire_tool_call).collect(),
+            }
+        }
+        ChatMessage::Tool {
+            tool_call_id,
+            content,
+            ..
+        } => WireMessageOut::Tool {
+            tool_call_id,
+            content,
+        },
+    }
+}
+
+fn wire_tool_call(call: &ToolCall) -> WireToolCallOut<'_> {
+    let arguments = match &call.arguments {
+        // Arguments that were not JSON go back verbatim, as the model wrote them.
+        Value::String(raw) => raw.clone(),
+        other => other.to_string(),
+    };
+    WireToolCallOut {
+        id: &call.id,
+        kind: "function",
+        function: WireFunctionOut {
+            name: &call.name,
+            arguments,
+        },
+    }
+}
+
+fn wire_tool(tool: &ToolSpec) -> WireTool<'_> {
+    WireTool {
+        kind: "function",
+        function: WireToolFunction {
+            name: &tool.name,
+            description: &tool.description,
+            parameters: &tool.parameters,
+        },
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct WireResponse {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    choices: Option<Vec<WireChoice>>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct WireChoice {
+    #[serde(default)]
+    message: Option<WireMessageIn>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct WireMessageIn {
+    /// A string, `null`, or an array of `{type: "text", text}` parts.
+    #[serde(default)]
+    content: Value,
+    #[serde(default)]
+    tool_calls: Option<Vec<WireToolCallIn>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct WireToolCallIn {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<WireFunctionIn>,
+}
+
+#[derive(Debug, Deserialize)]
+struct WireFunctionIn {
+    #[serde(default)]
+    name: Option<String>,
+    /// Normally a JSON string; some servers send an object.
+    #[serde(default)]
+    arguments: Value,
+}
+
+#[derive(Debug, Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+}
+
+/// Decodes a success response. `request_len` (bytes of the request body) feeds the usage
+/// estimate when the server reports none.
+pub(crate) fn parse_response(
+    body: &str,
+    requested_model: &str,
+    request_len: usize,
+) -> Result<ChatResponse, ModelError> {
+    let wire: WireResponse = serde_json::from_str(body)
+        .map_err(|e| ModelError::malformed(format!("not a chat completion: {e}"), body))?;
+    let Some(choice) = wire.choices.and_then(|choices| choices.into_iter().next()) else {
+        let reason = match &wire.error {
+            Some(error) => format!("no choices; error in body: {error}"),
+            None => "no choices".to_string(),
+        };
+        return Err(ModelError::malformed(reason, body));
+    };
+    let message = choice
+        .message
+        .ok_or_else(|| ModelError::malformed("choice without a message", body))?;
+    let content = content_text(message.content);
+    let mut tool_calls: Vec<ToolCall> = message
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .map(|(index, call)| tool_call_from_wire(index, call))
+        .collect();
+    let mut calls_from_content = false;
+    if tool_calls.is_empty() {
+        if let Some(text) = &content {
+            tool_calls = tool_calls_from_content(text)
+                .into_iter()
+                .enumerate()
+                .map(|(index, parsed)| ToolCall {
+                    id: format!("{FALLBACK_CALL_ID_PREFIX}{index}"),
+                    name: parsed.name,
+                    arguments: parsed.arguments,
+                })
+                .collect();
+            calls_from_content = !tool_calls.is_empty();
+        }
+    }
+    let usage = match wire.usage {
+        Some(WireUsage {
+            prompt_tokens: Some(input),
+            completion_tokens,
+        }) => Usage {
+            input_tokens: input,
+            output_tokens: completion_tokens.unwrap_or(0),
+        },
+        _ => estimate_usage(request_len, content.as_deref(), &tool_calls),
+    };
+    Ok(ChatResponse {
+        content,
+        tool_calls,
+        tool_calls_from_content: calls_from_content,
+        finish_reason: choice.finish_reason,
+        usage,
+        model: wire
+            .model
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| requested_model.to_string()),
+    })
+}
+
+fn content_text(content: Value) -> Option<String> {
+    match content {
+        Value::String(text) => Some(text),
+        Value::Array(parts) => {
+            let text: String = parts
+                .iter()
+                .filter_map(|part| part.get("text").and_then(Value::as_str))
+                .collect();
+            Some(text)
+        }
+        _ => None,
+    }
+}
+
+fn tool_call_from_wire(index: usize, call: WireToolCallIn) -> ToolCall {
+    let (name, arguments) = match call.function {
+        Some(function) => (
+            function.name.unwrap_or_default(),
+            decode_arguments(function.arguments),
+        ),
+        None => (String::new(), Value::Object(Map::new())),
+    };
+    ToolCall {
+        id: call
+            .id
+            .filter(|id| !id.is_empty())
+            .unwrap_or_else(|| format!("call_{index}")),
+        name,
+        arguments,
+    }
+}
+
+/// A JSON string is decoded (leniently); a string that is not JSON stays a `Value::String`;
+/// empty or missing arguments are `{}`.
+fn decode_arguments(raw: Value) -> Value {
+    match raw {
+        Value::Null => Value::Object(Map::new()),
+        Value::String(text) if text.trim().is_empty() => Value::Object(Map::new()),
+        Value::String(text) => parse_json_lenient(&text).unwrap_or(Value::String(text)),
+        other => other,
+    }
+}
+
+/// chars/4, rounded up, for servers that report no usage.
+fn estimate_usage(request_len: usize, content: Option<&str>, tool_calls: &[ToolCall]) -> Usage {
+    let output_chars = content.map_or(0, |c| c.chars().count())
+        + tool_calls
+            .iter()
+            .map(|call| call.name.len() + call.arguments.to_string().len())
+            .sum::<usize>();
+    Usage {
+        input_tokens: (request_len as u64).div_ceil(4),
+        output_tokens: (output_chars as u64).div_ceil(4),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,318 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::*;
+use crate::model_error::ModelErrorKind;
+use crate::profile_config::{ApiKey, Provider};
+
+fn profile(max_tokens: Option<u32>, temperature: Option<f32>) -> ModelProfile {
+    ModelProfile {
+        name: "executor".into(),
+        provider: Provider::OpenAi,
+        base_url: "http://127.0.0.1:8080/v1".into(),
+        model: "qwen2.5-coder-1.5b".into(),
+        api_key: Some(ApiKey::new("sk-test")),
+        timeout: Duration::from_secs(5),
+        max_tokens,
+        temperature,
+        context_window: None,
+    }
+}
+
+fn encode(profile: &ModelProfile, req: &ChatRequest) -> Value {
+    serde_json::to_value(wire_request(profile, req)).unwrap()
+}
+
+#[test]
+fn request_mapping_table() {
+    let shell_tool = ToolSpec {
+        name: "shell".into(),
+        description: "Run a command".into(),
+        parameters: json!({"type": "object", "properties": {"command": {"type": "string"}}}),
+    };
+    let cases: Vec<(&str, ModelProfile, ChatRequest, Value)> = vec![
+        (
+            "system + user, no tools, no limits",
+            profile(None, None),
+            ChatRequest::new(vec![
+                ChatMessage::system("be brief"),
+                ChatMessage::user("hi"),
+            ]),
+            json!({
+                "model": "qwen2.5-coder-1.5b",
+                "messages": [
+                    {"role": "system", "content": "be brief"},
+                    {"role": "user", "content": "hi"}
+                ],
+                "stream": false
+            }),
+        ),
+        (
+            "profile limits apply",
+            profile(Some(512), Some(0.5)),
+            ChatRequest::new(vec![ChatMessage::user("hi")]),
+            json!({
+                "model": "qwen2.5-coder-1.5b",
+                "messages": [{"role": "user", "content": "hi"}],
+                "max_tokens": 512,
+                "temperature": 0.5,
+                "stream": false
+            }),
+        ),
+        (
+            "request overrides profile limits",
+            profile(Some(512), Some(0.5)),
+            ChatRequest {
+                messages: vec![ChatMessage::user("hi")],
+                tools: vec![],
+                max_tokens: Some(64),
+                temperature: Some(0.0),
+            },
+            json!({
+                "model": "qwen2.5-coder-1.5b",
+                "messages": [{"role": "user", "content": "hi"}],
+                "max_tokens": 64,
+                "temperature": 0.0,
+                "stream": false
+            }),
+        ),
+        (
+            "tools and a full tool round",
+            profile(None, None),
+            ChatRequest::new(vec![
+                ChatMessage::user("list"),
+                ChatMessage::Assistant {
+                    content: None,
+                    tool_calls: vec![ToolCall {
+                        id: "call_1".into(),
+                        name: "shell".into(),
+                        arguments: json!({"command": "ls"}),
+                    }],
+                },
+                ChatMessage::tool_result("call_1", "shell", "a.txt\n"),
+            ])
+            .with_tools(vec![shell_tool.clone()]),
+            json!({
+                "model": "qwen2.5-coder-1.5b",
+                "messages": [
+                    {"role": "user", "content": "list"},
+                    {"role": "assistant", "content": null, "tool_calls": [
+                        {"id": "call_1", "type": "function",
+                         "function": {"name": "shell", "arguments": "{\"command\":\"ls\"}"}}
+                    ]},
+                    {"role": "tool", "tool_call_id": "call_1", "content": "a.txt\n"}
+                ],
+                "tools": [{"type": "function", "function": {
+                    "name": "shell", "description": "Run a command",
+                    "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}
+                }}],
+                "stream": false
+            }),
+        ),
+        (
+            "invalid arguments go back verbatim; empty assistant gets empty content",
+            profile(None, None),
+            ChatRequest::new(vec![
+                ChatMessage::Assistant {
+                    content: Some("trying".into()),
+                    tool_calls: vec![ToolCall {
+                        id: "call_fallback_0".into(),
+                        name: "shell".into(),
+                        arguments: Value::String("{command: ls".into()),
+                    }],
+                },
+                ChatMessage::Assistant {
+                    content: None,
+                    tool_calls: vec![],
+                },
+            ]),
+            json!({
+                "model": "qwen2.5-coder-1.5b",
+                "messages": [
+                    {"role": "assistant", "content": "trying", "tool_calls": [
+                        {"id": "call_fallback_0", "type": "function",
+                         "function": {"name": "shell", "arguments": "{command: ls"}}
+                    ]},
+                    {"role": "assistant", "content": ""}
+                ],
+                "stream": false
+            }),
+        ),
+    ];
+    for (label, profile, req, expected) in cases {
+        assert_eq!(encode(&profile, &req), expected, "case: {label}");
+    }
+}
+
+fn completion(message: Value, finish_reason: &str, usage: Option<Value>) -> String {
+    let mut body = json!({
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "served-model",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}]
+    });
+    if let Some(usage) = usage {
+        body["usage"] = usage;
+    }
+    body.to_string()
+}
+
+fn usage(prompt: u64, completion: u64) -> Option<Value> {
+    Some(
+        json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}),
+    )
+}
+
+fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
+    ToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments,
+    }
+}
+
+#[test]
+fn response_mapping_table() {
+    let cases: Vec<(&str, String, ChatResponse)> = vec![
+        (
+            "plain content",
+            completion(json!({"role": "assistant", "content": "Hello"}), "stop", usage(10, 2)),
+            ChatResponse {
+                content: Some("Hello".into()),
+                tool_calls: vec![],
+                tool_calls_from_content: false,
+                finish_reason: Some("stop".into()),
+                usage: Usage { input_tokens: 10, output_tokens: 2 },
+                model: "served-model".into(),
+            },
+        ),
+        (
+            "structured tool calls: string, object, invalid, empty arguments, missing id",
+            completion(
+                json!({"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "call_a", "type": "function", "function": {"name": "shell", "arguments": "{\"command\": \"ls\"}"}},
+                    {"id": "call_b", "type": "function", "function": {"name": "read_file", "arguments": {"path": "x"}}},
+                    {"id": "call_c", "type": "function", "function": {"name": "shell", "arguments": "{command: ls"}},
+                    {"type": "function", "function": {"name": "list_dir", "arguments": ""}}
+                ]}),
+                "tool_calls",
+                usage(100, 20),
+            ),
+            ChatResponse {
+                content: None,
+                tool_calls: vec![
+                    call("call_a", "shell", json!({"command": "ls"})),
+                    call("call_b", "read_file", json!({"path": "x"})),
+                    call("call_c", "shell", Value::String("{command: ls".into())),
+                    call("call_3", "list_dir", json!({})),
+                ],
+                tool_calls_from_content: false,
+                finish_reason: Some("tool_calls".into()),
+                usage: Usage { input_tokens: 100, output_tokens: 20 },
+                model: "served-model".into(),
+            },
+        ),
+        (
+            "fenced JSON in content becomes tool calls",
+            completion(
+                json!({"role": "assistant", "content": "Let me look.\n```json\n{\"name\": \"list_dir\", \"arguments\": {\"path\": \".\"}}\n```"}),
+                "stop",
+                usage(50, 15),
+            ),
+            ChatResponse {
+                content: Some("Let me look.\n```json\n{\"name\": \"list_dir\", \"arguments\": {\"path\": \".\"}}\n```".into()),
+                tool_calls: vec![call("call_fallback_0", "list_dir", json!({"path": "."}))],
+                tool_calls_from_content: true,
+                finish_reason: Some("stop".into()),
+                usage: Usage { input_tokens: 50, output_tokens: 15 },
+                model: "served-model".into(),
+            },
+        ),
+        (
+            "structured calls win over content calls",
+            completion(
+                json!({"role": "assistant",
+                       "content": "<tool_call>{\"name\": \"shell\", \"arguments\": {}}</tool_call>",
+                       "tool_calls": [{"id": "c1", "function": {"name": "finish", "arguments": "{}"}}]}),
+                "tool_calls",
+                usage(1, 1),
+            ),
+            ChatResponse {
+                content: Some("<tool_call>{\"name\": \"shell\", \"arguments\": {}}</tool_call>".into()),
+                tool_calls: vec![call("c1", "finish", json!({}))],
+                tool_calls_from_content: false,
+                finish_reason: Some("tool_calls".into()),
+                usage: Usage { input_tokens: 1, output_tokens: 1 },
+                model: "served-model".into(),
+            },
+        ),
+        (
+            "content parts, null tool_calls, usage estimated, model missing",
+            json!({"choices": [{"message": {"role": "assistant",
+                    "content": [{"type": "text", "text": "abcd"}, {"type": "text", "text": "efgh"}],
+                    "tool_calls": null}}]})
+            .to_string(),
+            ChatResponse {
+                content: Some("abcdefgh".into()),
+                tool_calls: vec![],
+                tool_calls_from_content: false,
+                finish_reason: None,
+                usage: Usage { input_tokens: 25, output_tokens: 2 },
+                model: "requested-model".into(),
+            },
+        ),
+    ];
+    for (label, body, expected) in cases {
+        let parsed = parse_response(&body, "requested-model", 100)
+            .unwrap_or_else(|e| panic!("case {label}: {e}"));
+        assert_eq!(parsed, expected, "case: {label}");
+    }
+}
+
+#[test]
+fn malformed_responses_table() {
+    let cases: Vec<(&str, &str)> = vec![
+        ("not JSON", "<html>502 Bad Gateway</html>"),
+        ("empty body", ""),
+        ("no choices", "{\"id\": \"x\"}"),
+        ("empty choices", "{\"choices\": []}"),
+        (
+            "error object with 200",
+            "{\"error\": {\"message\": \"model not loaded\"}}",
+        ),
+        ("choice without message", "{\"choices\": [{\"index\": 0}]}"),
+        (
+            "tool_calls not a list",
+            "{\"choices\": [{\"message\": {\"content\": \"x\", \"tool_calls\": \"nope\"}}]}",
+        ),
+        ("JSON array", "[1, 2]"),
+    ];
+    for (label, body) in cases {
+        let error = parse_response(body, "m", 10).expect_err(label);
+        assert_eq!(
+            error.kind(),
+            ModelErrorKind::MalformedResponse,
+            "case: {label}"
+        );
+    }
+}
+
+#[test]
+fn assistant_message_strips_recovered_calls() {
+    let body = completion(
+        json!({"role": "assistant", "content": "Checking.\n<tool_call>{\"name\": \"list_dir\", \"arguments\": {}}</tool_call>"}),
+        "stop",
+        usage(1, 1),
+    );
+    let response = parse_response(&body, "m", 10).unwrap();
+    assert_eq!(
+        response.to_assistant_message(),
+        ChatMessage::Assistant {
+            content: Some("Checking.".into()),
+            tool_calls: vec![call("call_fallback_0", "list_dir", json!({}))],
+        }
+    );
+}

@@ -1,0 +1,264 @@
+//! Model profiles: the `[models.<name>]` config tables and their resolution (API key read once,
+//! values validated) into a [`ModelProfile`] the clients are built from.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Which wire protocol a profile speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Provider {
+    /// OpenAI-compatible chat completions (OpenAI, llama.cpp `llama-server`, vLLM, Ollama, ...).
+    #[default]
+    OpenAi,
+    /// Anthropic Messages API: accepted in config, not implemented yet.
+    Anthropic,
+}
+
+impl Provider {
+    /// The `gen_ai.provider.name` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::OpenAi => "openai",
+            Provider::Anthropic => "anthropic",
+        }
+    }
+}
+
+impl fmt::Display for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+pub const DEFAULT_TIMEOUT_SECS: u64 = 300;
+
+fn default_timeout_secs() -> u64 {
+    DEFAULT_TIMEOUT_SECS
+}
+
+/// One model profile as written in the config file. Holds no secret: only where to find it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelProfileConfig {
+    #[serde(default)]
+    pub provider: Provider,
+    /// e.g. `http://127.0.0.1:8080/v1` or `https://api.openai.com/v1`.
+    pub base_url: String,
+    pub model: String,
+    /// Name of the environment variable holding the API key.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// File whose (trimmed) content is the API key.
+    #[serde(default)]
+    pub api_key_file: Option<PathBuf>,
+    /// Per-request timeout.
+    #[serde(default = "default_timeout_secs")]
+    pub timeout_secs: u64,
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    #[serde(default)]
+    pub temperature: Option<f32>,
+    /// The model's context window in tokens (for context-health accounting).
+    #[serde(default)]
+    pub context_window: Option<u32>,
+}
+
+/// Model profiles by name, as in the config file.
+pub type ModelProfiles = BTreeMap<String, ModelProfileConfig>;
+
+/// An API key. `Debug` redacts it and there is no `Display`; read it with [`ApiKey::expose`].
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn new(key: impl Into<String>) -> Self {
+        ApiKey(key.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
+}
+
+/// A validated profile with its key read. `Debug` redacts the key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelProfile {
+    /// The profile's name in the config (e.g. `manager`, `local-qwen`).
+    pub name: String,
+    pub provider: Provider,
+    /// Without a trailing `/`.
+    pub base_url: String,
+    pub model: String,
+    pub api_key: Option<ApiKey>,
+    pub timeout: Duration,
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f32>,
+    pub context_window: Option<u32>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelConfigError {
+    #[error("model profile `{profile}`: provider `{provider}` is not supported yet")]
+    UnsupportedProvider { profile: String, provider: Provider },
+    #[error("model profile `{profile}`: invalid `{field}`: {reason}")]
+    InvalidField {
+        profile: String,
+        field: &'static str,
+        reason: String,
+    },
+    #[error("model profile `{profile}`: set only one of `api_key_env` and `api_key_file`")]
+    ConflictingKeySources { profile: String },
+    #[error("model profile `{profile}`: API key environment variable `{var}` is unset or empty")]
+    MissingKeyEnv { profile: String, var: String },
+    #[error("model profile `{profile}`: API key file {path:?} is empty")]
+    EmptyKeyFile { profile: String, path: PathBuf },
+    #[error("model profile `{profile}`: cannot read API key file {path:?}: {source}")]
+    KeyFileUnreadable {
+        profile: String,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("no model profile named `{0}`")]
+    UnknownProfile(String),
+}
+
+/// Environment lookup for [`ModelProfileConfig::resolve`] backed by the process environment.
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+impl ModelProfileConfig {
+    /// Validates the profile and reads its API key (once). `env` looks up environment
+    /// variables; binaries pass [`process_env`].
+    pub fn resolve(
+        &self,
+        name: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<ModelProfile, ModelConfigError> {
+        let invalid = |field: &'static str, reason: &str| ModelConfigError::InvalidField {
+            profile: name.to_string(),
+            field,
+            reason: reason.to_string(),
+        };
+        if self.provider != Provider::OpenAi {
+            return Err(ModelConfigError::UnsupportedProvider {
+                profile: name.to_string(),
+                provider: self.provider,
+            });
+        }
+        let base_url = self.base_url.trim().trim_end_matches('/').to_string();
+        let host = base_url
+            .strip_prefix("http://")
+            .or_else(|| base_url.strip_prefix("https://"));
+        if host.is_none_or(|h| h.is_empty() || h.starts_with('/')) {
+            return Err(invalid(
+                "base_url",
+                "must be an http:// or https:// URL with a host",
+            ));
+        }
+        let model = self.model.trim().to_string();
+        if model.is_empty() {
+            return Err(invalid("model", "must not be empty"));
+        }
+        if self.timeout_secs == 0 {
+            return Err(invalid("timeout_secs", "must be at least 1"));
+        }
+        if let Some(t) = self.temperature {
+            if !t.is_finite() || t < 0.0 {
+                return Err(invalid("temperature", "must be a finite number >= 0"));
+            }
+        }
+        if self.max_tokens == Some(0) {
+            return Err(invalid("max_tokens", "must be at least 1"));
+        }
+        if self.context_window == Some(0) {
+            return Err(invalid("context_window", "must be at least 1"));
+        }
+        let api_key = self.read_api_key(name, env)?;
+        Ok(ModelProfile {
+            name: name.to_string(),
+            provider: self.provider,
+            base_url,
+            model,
+            api_key,
+            timeout: Duration::from_secs(self.timeout_secs),
+            max_tokens: self.max_tokens,
+            temperature: self.temperature,
+            context_window: self.context_window,
+        })
+    }
+
+    fn read_api_key(
+        &self,
+        name: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<ApiKey>, ModelConfigError> {
+        match (&self.api_key_env, &self.api_key_file) {
+            (Some(_), Some(_)) => Err(ModelConfigError::ConflictingKeySources {
+                profile: name.to_string(),
+            }),
+            (Some(var), None) => match env(var).map(|k| k.trim().to_string()) {
+                Some(key) if !key.is_empty() => Ok(Some(ApiKey(key))),
+                _ => Err(ModelConfigError::MissingKeyEnv {
+                    profile: name.to_string(),
+                    var: var.clone(),
+                }),
+            },
+            (None, Some(path)) => {
+                let text = std::fs::read_to_string(path).map_err(|source| {
+                    ModelConfigError::KeyFileUnreadable {
+                        profile: name.to_string(),
+                        path: path.clone(),
+                        source,
+                    }
+                })?;
+                let key = text.trim();
+                if key.is_empty() {
+                    return Err(ModelConfigError::EmptyKeyFile {
+                        profile: name.to_string(),
+                        path: path.clone(),
+                    });
+                }
+                Ok(Some(ApiKey(key.to_string())))
+            }
+            (None, None) => Ok(None),
+        }
+    }
+}
+
+/// Resolves every profile in the map; the first error wins.
+pub fn resolve_profiles(
+    profiles: &ModelProfiles,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<BTreeMap<String, ModelProfile>, ModelConfigError> {
+    profiles
+        .iter()
+        .map(|(name, config)| Ok((name.clone(), config.resolve(name, env)?)))
+        .collect()
+}
+
+/// Resolves just the named profile (a binary resolves only the profiles its roles use).
+pub fn resolve_profile(
+    profiles: &ModelProfiles,
+    name: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ModelProfile, ModelConfigError> {
+    profiles
+        .get(name)
+        .ok_or_else(|| ModelConfigError::UnknownProfile(name.to_string()))?
+        .resolve(name, env)
+}
+
+#[cfg(test)]
+mod tests;

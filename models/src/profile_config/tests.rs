@@ -1,0 +1,262 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::*;
+
+/// The config file is TOML, but this crate has no TOML dependency: serde sees the same fields
+/// when the tables are written as JSON objects.
+fn parse(json_text: &str) -> Result<ModelProfileConfig, serde_json::Error> {
+    serde_json::from_str(json_text)
+}
+
+fn env_with(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+    move |name| {
+        vars.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_string())
+    }
+}
+
+#[test]
+fn deserialize_defaults_and_unknown_fields() {
+    let config = parse(r#"{"base_url": "http://127.0.0.1:8080/v1", "model": "qwen"}"#).unwrap();
+    assert_eq!(config.provider, Provider::OpenAi);
+    assert_eq!(config.timeout_secs, DEFAULT_TIMEOUT_SECS);
+    assert_eq!(config.api_key_env, None);
+    let anthropic =
+        parse(r#"{"provider": "anthropic", "base_url": "https://x", "model": "m"}"#).unwrap();
+    assert_eq!(anthropic.provider, Provider::Anthropic);
+    assert!(parse(r#"{"base_url": "http://x", "model": "m", "api_key": "sk"}"#).is_err());
+    assert!(parse(r#"{"provider": "gemini", "base_url": "http://x", "model": "m"}"#).is_err());
+}
+
+#[test]
+fn resolve_table() {
+    let base = ModelProfileConfig {
+        provider: Provider::OpenAi,
+        base_url: "http://127.0.0.1:8080/v1/".into(),
+        model: "qwen2.5-coder".into(),
+        api_key_env: None,
+        api_key_file: None,
+        timeout_secs: 30,
+        max_tokens: Some(1024),
+        temperature: Some(0.2),
+        context_window: Some(32768),
+    };
+    let env = env_with(&[("OPENAI_API_KEY", "sk-secret"), ("BLANK_KEY", "  ")]);
+    type Check = fn(&Result<ModelProfile, ModelConfigError>) -> bool;
+    let cases: Vec<(&str, ModelProfileConfig, Check)> = vec![
+        ("local, no key", base.clone(), |r| {
+            matches!(r, Ok(p) if p.api_key.is_none()
+                && p.base_url == "http://127.0.0.1:8080/v1"
+                && p.timeout == Duration::from_secs(30))
+        }),
+        (
+            "key from env",
+            ModelProfileConfig {
+                api_key_env: Some("OPENAI_API_KEY".into()),
+                ..base.clone()
+            },
+            |r| matches!(r, Ok(p) if p.api_key.as_ref().map(ApiKey::expose) == Some("sk-secret")),
+        ),
+        (
+            "env var unset",
+            ModelProfileConfig {
+                api_key_env: Some("NOPE".into()),
+                ..base.clone()
+            },
+            |r| matches!(r, Err(ModelConfigError::MissingKeyEnv { .. })),
+        ),
+        (
+            "env var blank",
+            ModelProfileConfig {
+                api_key_env: Some("BLANK_KEY".into()),
+                ..base.clone()
+            },
+            |r| matches!(r, Err(ModelConfigError::MissingKeyEnv { .. })),
+        ),
+        (
+            "both key sources",
+            ModelProfileConfig {
+                api_key_env: Some("OPENAI_API_KEY".into()),
+                api_key_file: Some("/nonexistent".into()),
+                ..base.clone()
+            },
+            |r| matches!(r, Err(ModelConfigError::ConflictingKeySources { .. })),
+        ),
+        (
+            "key file missing",
+            ModelProfileConfig {
+                api_key_file: Some("/nonexistent/loopgate/key".into()),
+                ..base.clone()
+            },
+            |r| matches!(r, Err(ModelConfigError::KeyFileUnreadable { .. })),
+        ),
+        (
+            "anthropic unsupported",
+            ModelProfileConfig {
+                provider: Provider::Anthropic,
+                ..base.clone()
+            },
+            |r| matches!(r, Err(ModelConfigError::UnsupportedProvider { .. })),
+        ),
+        (
+            "bad scheme",
+            ModelProfileConfig {
+                base_url: "ftp://x".into(),
+                ..base.clone()
+            },
+            |r| {
+                matches!(
+                    r,
+                    Err(ModelConfigError::InvalidField {
+                        field: "base_url",
+                        ..
+                    })
+                )
+            },
+        ),
+        (
+            "no host",
+            ModelProfileConfig {
+                base_url: "http://".into(),
+                ..base.clone()
+            },
+            |r| {
+                matches!(
+                    r,
+                    Err(ModelConfigError::InvalidField {
+                        field: "base_url",
+                        ..
+                    })
+                )
+            },
+        ),
+        (
+            "empty model",
+            ModelProfileConfig {
+                model: " ".into(),
+                ..base.clone()
+            },
+            |r| {
+                matches!(
+                    r,
+                    Err(ModelConfigError::InvalidField { field: "model", .. })
+                )
+            },
+        ),
+        (
+            "zero timeout",
+            ModelProfileConfig {
+                timeout_secs: 0,
+                ..base.clone()
+            },
+            |r| {
+                matches!(
+                    r,
+                    Err(ModelConfigError::InvalidField {
+                        field: "timeout_secs",
+                        ..
+                    })
+                )
+            },
+        ),
+        (
+            "negative temperature",
+            ModelProfileConfig {
+                temperature: Some(-0.1),
+                ..base.clone()
+            },
+            |r| {
+                matches!(
+                    r,
+                    Err(ModelConfigError::InvalidField {
+                        field: "temperature",
+                        ..
+                    })
+                )
+            },
+        ),
+    ];
+    for (label, config, check) in cases {
+        let result = config.resolve("test", &env);
+        assert!(check(&result), "case {label}: {result:?}");
+    }
+}
+
+#[test]
+fn key_file_is_read_and_trimmed() {
+    let dir = std::env::temp_dir().join(format!("loopgate-models-key-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key_path = dir.join("key");
+    std::fs::write(&key_path, "sk-from-file\n").unwrap();
+    let empty_path = dir.join("empty");
+    std::fs::write(&empty_path, "\n").unwrap();
+    let config = ModelProfileConfig {
+        provider: Provider::OpenAi,
+        base_url: "https://api.example.com/v1".into(),
+        model: "m".into(),
+        api_key_env: None,
+        api_key_file: Some(key_path),
+        timeout_secs: 10,
+        max_tokens: None,
+        temperature: None,
+        context_window: None,
+    };
+    let profile = config.resolve("p", &|_| None).unwrap();
+    assert_eq!(
+        profile.api_key.as_ref().map(ApiKey::expose),
+        Some("sk-from-file")
+    );
+    let empty = ModelProfileConfig {
+        api_key_file: Some(empty_path),
+        ..config
+    };
+    assert!(matches!(
+        empty.resolve("p", &|_| None),
+        Err(ModelConfigError::EmptyKeyFile { .. })
+    ));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn debug_never_shows_the_key() {
+    let config = ModelProfileConfig {
+        provider: Provider::OpenAi,
+        base_url: "https://api.example.com/v1".into(),
+        model: "m".into(),
+        api_key_env: Some("K".into()),
+        api_key_file: None,
+        timeout_secs: 10,
+        max_tokens: None,
+        temperature: None,
+        context_window: None,
+    };
+    let profile = config
+        .resolve("p", &|_| Some("sk-very-secret".into()))
+        .unwrap();
+    let debug = format!("{profile:?}");
+    assert!(!debug.contains("sk-very-secret"), "{debug}");
+    assert!(debug.contains("redacted"), "{debug}");
+}
+
+#[test]
+fn resolve_map_and_single() {
+    let mut profiles = ModelProfiles::new();
+    profiles.insert(
+        "manager".into(),
+        parse(r#"{"base_url": "http://127.0.0.1:1/v1", "model": "standin-manager"}"#).unwrap(),
+    );
+    profiles.insert(
+        "executor".into(),
+        parse(r#"{"base_url": "http://127.0.0.1:1/v1", "model": "standin-executor"}"#).unwrap(),
+    );
+    let resolved = resolve_profiles(&profiles, &|_| None).unwrap();
+    assert_eq!(resolved.len(), 2);
+    assert_eq!(resolved["manager"].name, "manager");
+    assert_eq!(resolved["executor"].model, "standin-executor");
+    assert!(resolve_profile(&profiles, "manager", &|_| None).is_ok());
+    assert!(matches!(
+        resolve_profile(&profiles, "auditor", &|_| None),
+        Err(ModelConfigError::UnknownProfile(_))
+    ));
+}

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# End-to-end demo: one real run of examples/hello through manager -> executor -> auditor.
+#   make demo            (or scripts/demo.sh)
+# Without LOOPGATE_MODEL_URL it installs llama-server + a local Qwen2.5-Coder model and serves
+# it with scripts/model-server.sh; with LOOPGATE_MODEL_URL (+ LOOPGATE_MODEL, LOOPGATE_API_KEY)
+# it uses that OpenAI-compatible endpoint instead.
+# Env: LOOPGATE_DEMO_MODEL (0.5b|1.5b, default 0.5b), LOOPGATE_DEMO_TASK (examples/hello/task.toml),
+#      LOOPGATE_API_URL (http://127.0.0.1:7600), LOOPGATE_UP_TIMEOUT_S (120).
+# Exit code 0 only if the run completed.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+STATE="$REPO/.loopgate"
+CACHE="${LOOPGATE_CACHE:-$HOME/.cache/loopgate}"
+SIZE="${LOOPGATE_DEMO_MODEL:-0.5b}"
+TASK="${LOOPGATE_DEMO_TASK:-examples/hello/task.toml}"
+API="${LOOPGATE_API_URL:-http://127.0.0.1:7600}"
+RESULT_DIR="$STATE/demo-result"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$CACHE/target}"
+mkdir -p "$STATE"
+
+say() { echo "[demo] $*" >&2; }
+
+[ -f "$TASK" ] || { say "task file $TASK not found"; exit 1; }
+
+say "installing services (nats-server, redis-server)"
+scripts/install-deps.sh services
+if [ -z "${LOOPGATE_MODEL_URL:-}" ]; then
+  say "installing llama-server and the $SIZE model (set LOOPGATE_MODEL_URL to use another endpoint)"
+  scripts/install-deps.sh llama >/dev/null
+  scripts/install-deps.sh model "$SIZE" >/dev/null
+fi
+
+say "building release binaries"
+cargo build --release --bins
+export PATH="$CARGO_TARGET_DIR/release:$CACHE/bin:$PATH"
+
+UP_PID=""
+STARTED_MODEL=""
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  if [ -n "$UP_PID" ] && kill -0 "$UP_PID" 2>/dev/null; then
+    say "stopping loopgate up (pid $UP_PID)"
+    kill -TERM "$UP_PID" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$UP_PID" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL "$UP_PID" 2>/dev/null || true
+    wait "$UP_PID" 2>/dev/null || true
+  fi
+  if [ -n "$STARTED_MODEL" ]; then scripts/model-server.sh stop || true; fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+if [ -z "${LOOPGATE_MODEL_URL:-}" ]; then
+  if ! scripts/model-server.sh status >/dev/null 2>&1; then STARTED_MODEL=1; fi
+  LOOPGATE_MODEL_URL="$(scripts/model-server.sh start "$SIZE" | tail -n1)"
+  export LOOPGATE_MODEL_URL
+  export LOOPGATE_MODEL="${LOOPGATE_MODEL:-qwen2.5-coder-$SIZE-instruct}"
+fi
+say "model: ${LOOPGATE_MODEL:-<default>} at $LOOPGATE_MODEL_URL"
+
+say "starting loopgate up (log: $STATE/up.log)"
+loopgate up > "$STATE/up.log" 2>&1 &
+UP_PID=$!
+deadline=$((SECONDS + ${LOOPGATE_UP_TIMEOUT_S:-120}))
+until curl -fsS --max-time 3 "$API/readyz" >/dev/null 2>&1; do
+  if ! kill -0 "$UP_PID" 2>/dev/null; then
+    say "loopgate up exited; last log lines:"; tail -n 40 "$STATE/up.log" >&2; exit 1
+  fi
+  if [ "$SECONDS" -ge "$deadline" ]; then
+    say "loopgate not ready within ${LOOPGATE_UP_TIMEOUT_S:-120} s; last log lines:"
+    tail -n 40 "$STATE/up.log" >&2; exit 1
+  fi
+  sleep 0.5
+done
+say "$(grep -m1 'loopgate is up' "$STATE/up.log" || echo "loopgate is up: $API")"
+
+say "submitting $TASK"
+set +e
+loopgate submit "$TASK" --watch 2>&1 | tee "$STATE/submit.log"
+SUBMIT_RC=${PIPESTATUS[0]}
+set -e
+
+# The run id is on the first line of submit's output: a UUID if there is one, else its last word.
+FIRST_LINE="$(head -n1 "$STATE/submit.log" || true)"
+RUN="$(grep -oE '[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}' <<<"$FIRST_LINE" | head -n1 || true)"
+[ -n "$RUN" ] || RUN="$(awk '{print $NF}' <<<"$FIRST_LINE")"
+if [ -z "$RUN" ]; then say "could not read a run id from submit's output"; exit 1; fi
+
+echo
+say "final status of run $RUN (includes the evidence):"
+loopgate status "$RUN" --json | tee "$STATE/demo-status.json" || true
+echo
+rm -rf "$RESULT_DIR"
+if loopgate checkout "$RUN" "$RESULT_DIR"; then
+  say "final snapshot checked out to $RESULT_DIR:"
+  (cd "$RESULT_DIR" && find . -type f | sort | head -n 50) >&2
+else
+  say "checkout failed"
+fi
+
+if [ "$SUBMIT_RC" -eq 0 ]; then
+  say "run $RUN COMPLETED"
+else
+  say "run $RUN did NOT complete (submit exit code $SUBMIT_RC); see $STATE/up.log and $STATE/submit.log"
+fi
+exit "$SUBMIT_RC"

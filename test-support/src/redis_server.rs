@@ -1,0 +1,151 @@
+//! A real redis-server on a free loopback port, without persistence.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use tempfile::TempDir;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::binaries::find_binary;
+use crate::child_guard::ChildGuard;
+use crate::errors::SupportError;
+use crate::readiness::free_port;
+
+const INSTALL_HINT: &str = "run scripts/install-deps.sh services";
+const READY_TIMEOUT: Duration = Duration::from_secs(20);
+const PORT_ATTEMPTS: usize = 3;
+
+/// A running redis-server (`--save '' --appendonly no`), killed and reaped on drop.
+pub struct RedisServer {
+    // Declared first so the process dies before its directory is removed.
+    process: ChildGuard,
+    binary: PathBuf,
+    args: Vec<OsString>,
+    port: u16,
+    dir: TempDir,
+}
+
+impl RedisServer {
+    /// Starts redis-server and waits until it answers PING with PONG.
+    pub async fn start() -> anyhow::Result<RedisServer> {
+        let binary = find_binary("redis-server", "LOOPGATE_REDIS_SERVER", INSTALL_HINT)?;
+        let mut dir = tempfile::Builder::new()
+            .prefix("loopgate-redis-")
+            .tempdir()
+            .map_err(|e| SupportError::io("creating redis tempdir", e))?;
+        let log_path = dir.path().join("redis-server.log");
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let port = free_port()?;
+            let args: Vec<OsString> = vec![
+                "--port".into(),
+                port.to_string().into(),
+                "--bind".into(),
+                "127.0.0.1".into(),
+                "--save".into(),
+                "".into(),
+                "--appendonly".into(),
+                "no".into(),
+                "--daemonize".into(),
+                "no".into(),
+                "--dir".into(),
+                dir.path().as_os_str().to_owned(),
+            ];
+            let process = spawn(&binary, &args, &log_path)?;
+            let mut server = RedisServer {
+                process,
+                binary: binary.clone(),
+                args,
+                port,
+                dir,
+            };
+            match server.wait_ready().await {
+                Ok(()) => return Ok(server),
+                Err(err) if attempt < PORT_ATTEMPTS && server.lost_port_race() => {
+                    tracing::debug!("redis-server lost a port race, retrying: {err}");
+                    let RedisServer {
+                        process, dir: d, ..
+                    } = server;
+                    drop(process);
+                    dir = d;
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// `redis://127.0.0.1:PORT`
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn log_text(&self) -> String {
+        self.process.log_text()
+    }
+
+    /// The process, e.g. to send it a signal.
+    pub fn process_mut(&mut self) -> &mut ChildGuard {
+        &mut self.process
+    }
+
+    /// SIGKILL now (simulates a crash); [`RedisServer::restart`] brings it back, empty.
+    pub fn kill(&mut self) {
+        self.process.kill();
+    }
+
+    /// Kills the server if running and starts it again on the same port. Without persistence
+    /// the data is gone.
+    pub async fn restart(&mut self) -> anyhow::Result<()> {
+        self.process.kill();
+        self.process = spawn(&self.binary, &self.args, self.process.log_path())?;
+        self.wait_ready().await
+    }
+
+    async fn wait_ready(&mut self) -> anyhow::Result<()> {
+        let port = self.port;
+        self.process
+            .wait_ready(READY_TIMEOUT, || async move {
+                redis_ping(port, Duration::from_secs(2)).await
+            })
+            .await
+    }
+
+    fn lost_port_race(&self) -> bool {
+        self.process.log_text().contains("Address already in use")
+    }
+}
+
+impl std::fmt::Debug for RedisServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisServer")
+            .field("url", &self.url())
+            .field("dir", &self.dir.path())
+            .finish()
+    }
+}
+
+fn spawn(binary: &PathBuf, args: &[OsString], log_path: &Path) -> anyhow::Result<ChildGuard> {
+    let mut command = Command::new(binary);
+    command.args(args);
+    ChildGuard::spawn_with_log("redis-server", command, log_path)
+}
+
+/// True iff a RESP `PING` to 127.0.0.1:`port` answers `+PONG` within `timeout`.
+pub(crate) async fn redis_ping(port: u16, timeout: Duration) -> bool {
+    let exchange = async {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).await?;
+        stream.write_all(b"*1\r\n$4\r\nPING\r\n").await?;
+        let mut buf = [0u8; 64];
+        let n = stream.read(&mut buf).await?;
+        Ok::<bool, std::io::Error>(buf[..n].starts_with(b"+PONG"))
+    };
+    matches!(tokio::time::timeout(timeout, exchange).await, Ok(Ok(true)))
+}

@@ -1,0 +1,246 @@
+//! Cross-binary test harness: a whole loopgate stack (real nats-server, redis-server, the
+//! manager, executor and auditor binaries as separate processes) on free loopback ports.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use base64::Engine as _;
+use loopgate_test_support::{free_port, workspace_bin, ChildGuard, NatsServer, RedisServer};
+use serde_json::Value;
+
+/// One model profile as written into the daemons' configs.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub name: String,
+    pub base_url: String,
+    pub model: String,
+    pub timeout_secs: u64,
+}
+
+impl Profile {
+    pub fn new(name: &str, base_url: &str, model: &str) -> Self {
+        Profile {
+            name: name.into(),
+            base_url: base_url.into(),
+            model: model.into(),
+            timeout_secs: 120,
+        }
+    }
+    fn toml(&self) -> String {
+        format!(
+            "[models.{}]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"{}\"\ntimeout_secs = {}\n",
+            self.name, self.base_url, self.model, self.timeout_secs
+        )
+    }
+}
+
+pub struct StackOptions {
+    pub profiles: Vec<Profile>,
+    pub executors: usize,
+}
+
+pub struct Stack {
+    pub nats: NatsServer,
+    pub redis: RedisServer,
+    pub manager: ChildGuard,
+    pub executors: Vec<ChildGuard>,
+    pub auditor: ChildGuard,
+    pub http: String,
+    pub dir: tempfile::TempDir,
+    client: reqwest::Client,
+}
+
+fn spawn(name: &str, bin: &str, config: &Path) -> anyhow::Result<ChildGuard> {
+    let mut cmd = Command::new(workspace_bin(bin)?);
+    cmd.arg("--config").arg(config);
+    cmd.env("LOOPGATE_LOG", "info");
+    cmd.env_remove("LOOPGATE_NATS_URL");
+    cmd.env_remove("LOOPGATE_REDIS_URL");
+    cmd.env_remove("LOOPGATE_HTTP_ADDR");
+    ChildGuard::spawn(name, cmd)
+}
+
+impl Stack {
+    pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
+        let nats = NatsServer::start().await?;
+        let redis = RedisServer::start().await?;
+        let dir = tempfile::tempdir()?;
+        let models: String = opts.profiles.iter().map(Profile::toml).collect::<Vec<_>>().join("\n");
+        let port = free_port()?;
+        let http = format!("http://127.0.0.1:{port}");
+        let manager_cfg = dir.path().join("manager.toml");
+        std::fs::write(
+            &manager_cfg,
+            format!(
+                "[nats]\nurl = \"{}\"\n[redis]\nurl = \"{}\"\n[http]\naddr = \"127.0.0.1:{port}\"\n\n{models}",
+                nats.url(),
+                redis.url()
+            ),
+        )?;
+        let manager = spawn("manager", "loopgate-manager", &manager_cfg)?;
+        let mut executors = Vec::new();
+        for i in 1..=opts.executors {
+            let cfg = dir.path().join(format!("executor-{i}.toml"));
+            let work = dir.path().join(format!("work-exec-{i}"));
+            std::fs::write(
+                &cfg,
+                format!(
+                    "[nats]\nurl = \"{}\"\n[executor]\nworker_id = \"exec-{i}\"\ncapabilities = [\"cli\"]\nwork_dir = \"{}\"\n\n{models}",
+                    nats.url(),
+                    work.display()
+                ),
+            )?;
+            executors.push(spawn(&format!("executor-{i}"), "loopgate-executor", &cfg)?);
+        }
+        let audit_cfg = dir.path().join("auditor.toml");
+        std::fs::write(
+            &audit_cfg,
+            format!(
+                "[nats]\nurl = \"{}\"\n[auditor]\nworker_id = \"audit-1\"\nwork_dir = \"{}\"\n\n{models}",
+                nats.url(),
+                dir.path().join("work-audit").display()
+            ),
+        )?;
+        let auditor = spawn("auditor", "loopgate-auditor", &audit_cfg)?;
+        let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
+        let stack = Stack {
+            nats,
+            redis,
+            manager,
+            executors,
+            auditor,
+            http,
+            dir,
+            client,
+        };
+        stack.wait_ready(Duration::from_secs(60)).await?;
+        Ok(stack)
+    }
+
+    async fn wait_ready(&self, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let url = format!("{}/readyz", self.http);
+        loop {
+            if let Ok(r) = self.client.get(&url).send().await {
+                if r.status().is_success() {
+                    return Ok(());
+                }
+            }
+            if tokio::time::Instant::now() > deadline {
+                bail!("manager not ready after {timeout:?}:\n{}", self.manager.log_tail(4000));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// All daemon logs, for assertion messages.
+    pub fn logs(&self) -> String {
+        let mut s = format!("--- manager ---\n{}\n", self.manager.log_tail(6000));
+        for e in &self.executors {
+            s.push_str(&format!("--- {} ---\n{}\n", e.name(), e.log_tail(4000)));
+        }
+        s.push_str(&format!("--- auditor ---\n{}\n", self.auditor.log_tail(4000)));
+        s
+    }
+
+    /// Submit a task file (TOML text) with an optional starting workspace.
+    pub async fn submit(&self, task_toml: &str, files: &[(&str, &str)]) -> anyhow::Result<Value> {
+        let task = loopgate_common::task::parse_task_file_toml(task_toml)?;
+        let mut body = serde_json::json!({ "task": task });
+        if !files.is_empty() {
+            let files: Vec<Value> = files
+                .iter()
+                .map(|(p, c)| {
+                    serde_json::json!({"path": p, "mode": 420,
+                        "content_b64": base64::engine::general_purpose::STANDARD.encode(c)})
+                })
+                .collect();
+            body["workspace"] = serde_json::json!({ "files": files });
+        }
+        let r = self.client.post(format!("{}/v1/runs", self.http)).json(&body).send().await?;
+        let status = r.status();
+        let v: Value = r.json().await?;
+        if !status.is_success() {
+            bail!("submit failed: {status} {v}");
+        }
+        Ok(v)
+    }
+
+    pub async fn post_raw(&self, path: &str, body: &Value) -> anyhow::Result<(u16, Value)> {
+        let r = self.client.post(format!("{}{path}", self.http)).json(body).send().await?;
+        let status = r.status().as_u16();
+        Ok((status, r.json().await.unwrap_or(Value::Null)))
+    }
+
+    pub async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        let r = self.client.get(format!("{}{path}", self.http)).send().await?;
+        let status = r.status();
+        let v: Value = r.json().await?;
+        if !status.is_success() {
+            bail!("GET {path}: {status} {v}");
+        }
+        Ok(v)
+    }
+
+    pub async fn run(&self, id: &str) -> anyhow::Result<Value> {
+        self.get(&format!("/v1/runs/{id}")).await
+    }
+
+    pub async fn log_types(&self, id: &str) -> anyhow::Result<Vec<String>> {
+        let log = self.get(&format!("/v1/runs/{id}/log")).await?;
+        Ok(log["entries"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|e| e["type"].as_str().unwrap_or("?").to_string())
+            .collect())
+    }
+
+    /// Poll until the run is terminal.
+    pub async fn wait_terminal(&self, id: &str, timeout: Duration) -> anyhow::Result<Value> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let v = self.run(id).await?;
+            let state = v["state"].as_str().unwrap_or("");
+            if ["completed", "blocked", "budget_exhausted", "cancelled", "failed"].contains(&state) {
+                return Ok(v);
+            }
+            if tokio::time::Instant::now() > deadline {
+                bail!("run {id} still {state} after {timeout:?}: {v}\n{}", self.logs());
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Download and verify a snapshot into `dest` (the same checks `loopgate checkout` makes).
+    pub async fn checkout(&self, snapshot: &str, dest: &Path) -> anyhow::Result<Vec<PathBuf>> {
+        let manifest = self.get(&format!("/v1/snapshots/{snapshot}")).await?;
+        let mut written = Vec::new();
+        for e in manifest["entries"].as_array().cloned().unwrap_or_default() {
+            let path = e["path"].as_str().context("path")?;
+            loopgate_common::snapshot::validate_relative_path(path)?;
+            let sha = e["sha256"].as_str().context("sha")?;
+            let bytes = self
+                .client
+                .get(format!("{}/v1/blobs/{sha}", self.http))
+                .send()
+                .await?
+                .bytes()
+                .await?;
+            if loopgate_common::snapshot::sha256_hex(&bytes) != sha {
+                bail!("blob for {path} does not match its digest");
+            }
+            let target = dest.join(path);
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(&target, &bytes)?;
+            written.push(target);
+        }
+        Ok(written)
+    }
+}

@@ -1,0 +1,391 @@
+//! NATS JetStream bus: connection, topology (streams + snapshot bucket), publishing and plain
+//! subscriptions. Durable work consumers live in `work_consumer.rs`.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_nats::header::{HeaderMap, HeaderName, HeaderValue};
+use async_nats::jetstream::{self, message::PublishMessage, stream};
+use loopgate_common::subjects::{
+    Subjects, SNAPSHOT_BUCKET, STREAM_AUDIT, STREAM_EVENTS, STREAM_EXEC, STREAM_RESULTS,
+};
+use serde::Serialize;
+
+/// Plain core-NATS subscription (events, control). A `futures::Stream` of `async_nats::Message`.
+pub use async_nats::Subscriber;
+
+/// How long JetStream remembers a `Nats-Msg-Id` to drop duplicates.
+pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
+/// How long run events are kept in `LG_EVENTS`.
+pub const EVENTS_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Concurrent `ensure_topology` calls from several processes may race on creation; retry a few
+/// times before giving up.
+const TOPOLOGY_ATTEMPTS: usize = 4;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BusError {
+    #[error("connecting to NATS at {url}: {reason}")]
+    Connect { url: String, reason: String },
+    #[error("invalid bus options: {0}")]
+    Config(String),
+    #[error("{op} timed out after {after:?}")]
+    Timeout { op: &'static str, after: Duration },
+    #[error("{op} failed: {reason}")]
+    Nats { op: &'static str, reason: String },
+    #[error("publish to '{subject}' was not acknowledged: {reason}")]
+    Publish { subject: String, reason: String },
+    #[error("encoding JSON: {0}")]
+    Encode(#[from] serde_json::Error),
+    #[error("unexpected JetStream message: {0}")]
+    Protocol(String),
+}
+
+impl BusError {
+    pub(crate) fn nats(op: &'static str, err: impl std::fmt::Display) -> Self {
+        BusError::Nats {
+            op,
+            reason: err.to_string(),
+        }
+    }
+}
+
+/// Run `fut` with a deadline, mapping expiry to `BusError::Timeout`.
+pub(crate) async fn with_timeout<T, E: std::fmt::Display>(
+    op: &'static str,
+    after: Duration,
+    fut: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, BusError> {
+    match tokio::time::timeout(after, fut).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(err)) => Err(BusError::nats(op, err)),
+        Err(_) => Err(BusError::Timeout { op, after }),
+    }
+}
+
+// async-nats panics on invalid header names/values given as &str; parse them instead.
+fn parse_header_name(name: &str) -> Result<HeaderName, BusError> {
+    HeaderName::from_str(name)
+        .map_err(|_| BusError::Config(format!("invalid header name '{name}'")))
+}
+
+fn parse_header_value(value: &str) -> Result<HeaderValue, BusError> {
+    HeaderValue::from_str(value).map_err(|_| {
+        BusError::Config(format!(
+            "invalid header value '{value}' (CR/LF not allowed)"
+        ))
+    })
+}
+
+/// Connection settings. At most one of `creds_file`, `user`/`password`, `token` may be set.
+#[derive(Debug, Clone)]
+pub struct BusOptions {
+    /// Bound on establishing the initial TCP + NATS handshake.
+    pub connect_timeout: Duration,
+    /// Bound on every JetStream API request, publish ack and double ack.
+    pub request_timeout: Duration,
+    /// Connection name shown in server monitoring.
+    pub name: Option<String>,
+    pub user: Option<String>,
+    pub password: Option<String>,
+    /// NATS `.creds` file (JWT + nkey seed) for per-role users.
+    pub creds_file: Option<PathBuf>,
+    pub token: Option<String>,
+}
+
+impl Default for BusOptions {
+    fn default() -> Self {
+        BusOptions {
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(10),
+            name: None,
+            user: None,
+            password: None,
+            creds_file: None,
+            token: None,
+        }
+    }
+}
+
+impl BusOptions {
+    async fn to_connect_options(&self) -> Result<async_nats::ConnectOptions, BusError> {
+        let mut options = async_nats::ConnectOptions::new()
+            .connection_timeout(self.connect_timeout)
+            .request_timeout(Some(self.request_timeout));
+        if let Some(name) = &self.name {
+            options = options.name(name);
+        }
+        let user_pass = match (&self.user, &self.password) {
+            (Some(user), Some(password)) => Some((user.clone(), password.clone())),
+            (None, None) => None,
+            _ => {
+                return Err(BusError::Config(
+                    "user and password must be set together".into(),
+                ))
+            }
+        };
+        let methods = usize::from(user_pass.is_some())
+            + usize::from(self.creds_file.is_some())
+            + usize::from(self.token.is_some());
+        if methods > 1 {
+            return Err(BusError::Config(
+                "set only one of creds_file, user/password, token".into(),
+            ));
+        }
+        if let Some((user, password)) = user_pass {
+            options = options.user_and_password(user, password);
+        }
+        if let Some(token) = &self.token {
+            options = options.token(token.clone());
+        }
+        if let Some(path) = &self.creds_file {
+            options = options.credentials_file(path).await.map_err(|err| {
+                BusError::Config(format!("reading creds file {}: {err}", path.display()))
+            })?;
+        }
+        Ok(options)
+    }
+}
+
+/// A connected NATS client plus JetStream context and subject names. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Bus {
+    client: async_nats::Client,
+    js: jetstream::Context,
+    subjects: Subjects,
+    request_timeout: Duration,
+}
+
+impl Bus {
+    /// Connect to `url` (e.g. `nats://127.0.0.1:4222`). Fails fast if the server is not reachable
+    /// within `opts.connect_timeout`; afterwards the client reconnects on its own.
+    pub async fn connect(url: &str, prefix: &str, opts: BusOptions) -> Result<Bus, BusError> {
+        let connect_options = opts.to_connect_options().await?;
+        // The handshake is bounded by connection_timeout; the outer bound covers DNS and retries.
+        let bound = opts.connect_timeout.saturating_mul(2);
+        let client = match tokio::time::timeout(bound, connect_options.connect(url)).await {
+            Ok(Ok(client)) => client,
+            Ok(Err(err)) => {
+                return Err(BusError::Connect {
+                    url: url.to_string(),
+                    reason: err.to_string(),
+                })
+            }
+            Err(_) => {
+                return Err(BusError::Connect {
+                    url: url.to_string(),
+                    reason: format!("timed out after {bound:?}"),
+                })
+            }
+        };
+        let js = jetstream::ContextBuilder::new()
+            .timeout(opts.request_timeout)
+            .build(client.clone());
+        Ok(Bus {
+            client,
+            js,
+            subjects: Subjects::new(prefix),
+            request_timeout: opts.request_timeout,
+        })
+    }
+
+    pub fn subjects(&self) -> &Subjects {
+        &self.subjects
+    }
+
+    pub fn client(&self) -> &async_nats::Client {
+        &self.client
+    }
+
+    pub fn jetstream(&self) -> &jetstream::Context {
+        &self.js
+    }
+
+    pub fn request_timeout(&self) -> Duration {
+        self.request_timeout
+    }
+
+    /// The stream configurations this deployment uses, for the current prefix.
+    pub fn stream_configs(&self) -> Vec<stream::Config> {
+        let s = &self.subjects;
+        let work = |name: &str, subject: String| stream::Config {
+            name: name.to_string(),
+            subjects: vec![subject],
+            retention: stream::RetentionPolicy::WorkQueue,
+            storage: stream::StorageType::File,
+            duplicate_window: DUPLICATE_WINDOW,
+            ..Default::default()
+        };
+        vec![
+            work(STREAM_EXEC, s.exec_all()),
+            work(STREAM_AUDIT, s.audit_all()),
+            work(STREAM_RESULTS, s.results_all()),
+            stream::Config {
+                name: STREAM_EVENTS.to_string(),
+                subjects: vec![s.events_all()],
+                retention: stream::RetentionPolicy::Limits,
+                storage: stream::StorageType::File,
+                max_age: EVENTS_MAX_AGE,
+                duplicate_window: DUPLICATE_WINDOW,
+                ..Default::default()
+            },
+        ]
+    }
+
+    /// Create or update the streams and the snapshot bucket. Idempotent and safe to run from
+    /// several processes at once.
+    pub async fn ensure_topology(&self) -> Result<(), BusError> {
+        for config in self.stream_configs() {
+            self.ensure_stream(config).await?;
+        }
+        self.ensure_snapshot_bucket().await
+    }
+
+    async fn ensure_stream(&self, config: stream::Config) -> Result<(), BusError> {
+        let mut last_error = String::new();
+        for attempt in 0..TOPOLOGY_ATTEMPTS {
+            let result = tokio::time::timeout(
+                self.request_timeout,
+                self.js.create_or_update_stream(config.clone()),
+            )
+            .await;
+            match result {
+                Ok(Ok(_)) => return Ok(()),
+                // Another process created it between our update and create: retry the update.
+                Ok(Err(err)) => last_error = err.to_string(),
+                Err(_) => last_error = format!("timed out after {:?}", self.request_timeout),
+            }
+            tracing::debug!(stream = %config.name, attempt, error = %last_error, "ensure stream retry");
+            tokio::time::sleep(Duration::from_millis(50 * (attempt as u64 + 1))).await;
+        }
+        Err(BusError::Nats {
+            op: "ensure stream",
+            reason: format!("{}: {last_error}", config.name),
+        })
+    }
+
+    async fn ensure_snapshot_bucket(&self) -> Result<(), BusError> {
+        let mut last_error = String::new();
+        for attempt in 0..TOPOLOGY_ATTEMPTS {
+            if let Ok(Ok(_)) = tokio::time::timeout(
+                self.request_timeout,
+                self.js.get_object_store(SNAPSHOT_BUCKET),
+            )
+            .await
+            {
+                return Ok(());
+            }
+            let config = jetstream::object_store::Config {
+                bucket: SNAPSHOT_BUCKET.to_string(),
+                description: Some("loopgate content-addressed snapshots".into()),
+                storage: stream::StorageType::File,
+                ..Default::default()
+            };
+            match tokio::time::timeout(self.request_timeout, self.js.create_object_store(config))
+                .await
+            {
+                Ok(Ok(_)) => return Ok(()),
+                Ok(Err(err)) => last_error = err.to_string(),
+                Err(_) => last_error = format!("timed out after {:?}", self.request_timeout),
+            }
+            tracing::debug!(attempt, error = %last_error, "ensure snapshot bucket retry");
+            tokio::time::sleep(Duration::from_millis(50 * (attempt as u64 + 1))).await;
+        }
+        Err(BusError::Nats {
+            op: "ensure snapshot bucket",
+            reason: last_error,
+        })
+    }
+
+    /// JetStream publish with `Nats-Msg-Id` (dedup within `DUPLICATE_WINDOW`); waits for the
+    /// stream's PubAck. A duplicate publish succeeds without storing a second message.
+    pub async fn publish_json<T: Serialize + ?Sized>(
+        &self,
+        subject: &str,
+        value: &T,
+        msg_id: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<(), BusError> {
+        let payload = serde_json::to_vec(value)?;
+        let mut header_map = HeaderMap::new();
+        header_map.insert(
+            async_nats::header::NATS_MESSAGE_ID,
+            parse_header_value(msg_id)?,
+        );
+        for (name, value) in headers {
+            header_map.insert(parse_header_name(name)?, parse_header_value(value)?);
+        }
+        let message = PublishMessage::build()
+            .payload(payload.into())
+            .headers(header_map);
+        let publish_error = |reason: String| BusError::Publish {
+            subject: subject.to_string(),
+            reason,
+        };
+        let ack_future = match tokio::time::timeout(
+            self.request_timeout,
+            self.js.send_publish(subject.to_string(), message),
+        )
+        .await
+        {
+            Ok(Ok(ack_future)) => ack_future,
+            Ok(Err(err)) => return Err(publish_error(err.to_string())),
+            Err(_) => {
+                return Err(publish_error(format!(
+                    "timed out after {:?}",
+                    self.request_timeout
+                )))
+            }
+        };
+        match tokio::time::timeout(
+            self.request_timeout,
+            std::future::IntoFuture::into_future(ack_future),
+        )
+        .await
+        {
+            Ok(Ok(ack)) => {
+                if ack.duplicate {
+                    tracing::debug!(subject, msg_id, "duplicate publish dropped by JetStream");
+                }
+                Ok(())
+            }
+            Ok(Err(err)) => Err(publish_error(err.to_string())),
+            Err(_) => Err(publish_error(format!(
+                "no PubAck within {:?}",
+                self.request_timeout
+            ))),
+        }
+    }
+
+    /// Best-effort core NATS publish (no persistence guarantee beyond the `LG_EVENTS` stream
+    /// capturing it when the subject falls under it).
+    pub async fn publish_core_json<T: Serialize + ?Sized>(
+        &self,
+        subject: &str,
+        value: &T,
+    ) -> Result<(), BusError> {
+        let payload = serde_json::to_vec(value)?;
+        with_timeout(
+            "core publish",
+            self.request_timeout,
+            self.client.publish(subject.to_string(), payload.into()),
+        )
+        .await
+    }
+
+    /// Plain core NATS subscription.
+    pub async fn subscribe_core(&self, subject: &str) -> Result<Subscriber, BusError> {
+        with_timeout(
+            "subscribe",
+            self.request_timeout,
+            self.client.subscribe(subject.to_string()),
+        )
+        .await
+    }
+
+    /// Wait until everything published so far has reached the server.
+    pub async fn flush(&self) -> Result<(), BusError> {
+        with_timeout("flush", self.request_timeout, self.client.flush()).await
+    }
+}

@@ -1,0 +1,419 @@
+//! Blocking half of freezing: walk a workspace, apply ignore rules, refuse what can't be stored,
+//! hash every file. No network here; `SnapshotStore::freeze` runs this on `spawn_blocking`.
+
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use loopgate_common::snapshot::{validate_relative_path, ManifestEntry, SnapshotPathError};
+use sha2::{Digest, Sha256};
+
+use crate::snapshot_store::SnapshotError;
+
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+pub const DEFAULT_MAX_TOTAL_BYTES: u64 = 2 * 1024 * 1024 * 1024;
+
+/// What to leave out of a snapshot and how big it may get.
+///
+/// Ignore patterns (gitignore-like subset): a trailing `/` matches directories only; a pattern
+/// without `/` (other than a trailing one) matches the entry's name at any depth; a pattern
+/// with an inner or leading `/` matches the whole relative path from the workspace root.
+/// `*` matches any run of characters except `/`, `?` one character.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FreezeRules {
+    pub ignore: Vec<String>,
+    pub max_file_bytes: u64,
+    pub max_total_bytes: u64,
+}
+
+impl Default for FreezeRules {
+    fn default() -> Self {
+        FreezeRules {
+            ignore: [
+                ".git/",
+                "target/",
+                "node_modules/",
+                "__pycache__/",
+                ".loopgate/",
+                ".venv/",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            max_total_bytes: DEFAULT_MAX_TOTAL_BYTES,
+        }
+    }
+}
+
+/// Why a path can't go into a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("symlink points outside the workspace (to '{target}')")]
+    SymlinkOutside { target: String },
+    #[error("symlink is dangling (to '{target}')")]
+    DanglingSymlink { target: String },
+    #[error("symlink points to a directory; only file symlinks are stored")]
+    SymlinkToDirectory,
+    #[error("not a regular file (device, fifo or socket)")]
+    SpecialFile,
+    #[error("file is {size} bytes, over the {limit} byte limit")]
+    FileTooLarge { size: u64, limit: u64 },
+    #[error("name is not valid UTF-8")]
+    NonUtf8Name,
+    #[error("invalid path: {0}")]
+    InvalidPath(SnapshotPathError),
+}
+
+/// One file found by the walk: its manifest entry and where to read its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalkedFile {
+    pub entry: ManifestEntry,
+    /// The file to read content from (the symlink's resolved target for in-workspace links).
+    pub source: PathBuf,
+}
+
+/// Normalize Unix permission bits to what snapshots store: 0o755 if any execute bit, else 0o644.
+pub fn normalize_mode(mode: u32) -> u32 {
+    if mode & 0o111 != 0 {
+        0o755
+    } else {
+        0o644
+    }
+}
+
+/// Does the glob `pattern` match all of `text`? `*` never crosses `/`.
+pub fn glob_match(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    // Classic wildcard DP, linear memory.
+    let mut row = vec![false; t.len() + 1];
+    row[0] = true;
+    for &pc in &p {
+        let mut next = vec![false; t.len() + 1];
+        if pc == '*' {
+            next[0] = row[0];
+            for j in 1..=t.len() {
+                next[j] = row[j] || (next[j - 1] && t[j - 1] != '/');
+            }
+        } else {
+            for j in 1..=t.len() {
+                next[j] = row[j - 1] && (pc == '?' && t[j - 1] != '/' || pc == t[j - 1]);
+            }
+        }
+        row = next;
+    }
+    row[t.len()]
+}
+
+/// Is the entry at `rel_path` (relative, `/`-separated) ignored by any of `patterns`?
+pub fn is_ignored(rel_path: &str, is_dir: bool, patterns: &[String]) -> bool {
+    let name = rel_path.rsplit('/').next().unwrap_or(rel_path);
+    patterns.iter().any(|raw| {
+        let raw = raw.trim();
+        let dir_only = raw.ends_with('/');
+        let pattern = raw.trim_end_matches('/');
+        if pattern.is_empty() || (dir_only && !is_dir) {
+            return false;
+        }
+        if pattern.contains('/') {
+            glob_match(pattern.trim_start_matches('/'), rel_path)
+        } else {
+            glob_match(pattern, name)
+        }
+    })
+}
+
+fn refused(path: impl Into<String>, reason: Refusal) -> SnapshotError {
+    SnapshotError::Refused {
+        path: path.into(),
+        reason,
+    }
+}
+
+fn io_error(path: &Path, source: std::io::Error) -> SnapshotError {
+    SnapshotError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// sha256 and byte count of a file, streaming; refuses if it grows past `limit`.
+pub fn hash_file(path: &Path, rel: &str, limit: u64) -> Result<(String, u64), SnapshotError> {
+    let mut file = fs::File::open(path).map_err(|e| io_error(path, e))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut size: u64 = 0;
+    loop {
+        let n = file.read(&mut buf).map_err(|e| io_error(path, e))?;
+        if n == 0 {
+            break;
+        }
+        size += n as u64;
+        if size > limit {
+            return Err(refused(rel, Refusal::FileTooLarge { size, limit }));
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok((hex::encode(hasher.finalize()), size))
+}
+
+/// Walk `root`, returning every file to store, sorted by path. Refuses (with the offending
+/// relative path) anything a snapshot must not contain.
+pub fn walk_workspace(root: &Path, rules: &FreezeRules) -> Result<Vec<WalkedFile>, SnapshotError> {
+    let root = fs::canonicalize(root).map_err(|e| io_error(root, e))?;
+    let mut files = Vec::new();
+    let mut total: u64 = 0;
+    let walker = walkdir::WalkDir::new(&root)
+        .follow_links(false)
+        .sort_by_file_name()
+        .min_depth(1)
+        .into_iter()
+        .filter_entry(|entry| {
+            let Ok(rel) = entry.path().strip_prefix(&root) else {
+                return true;
+            };
+            // Non-UTF-8 names are kept here so the loop below can refuse them by name.
+            match rel.to_str() {
+                Some(rel) => !is_ignored(rel, entry.file_type().is_dir(), &rules.ignore),
+                None => true,
+            }
+        });
+    for entry in walker {
+        let entry = entry.map_err(|err| {
+            let path = err
+                .path()
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| root.clone());
+            let source = err
+                .into_io_error()
+                .unwrap_or_else(|| std::io::Error::other("filesystem loop"));
+            io_error(&path, source)
+        })?;
+        let rel_os = entry.path().strip_prefix(&root).unwrap_or(entry.path());
+        let Some(rel) = rel_os.to_str() else {
+            return Err(refused(rel_os.to_string_lossy(), Refusal::NonUtf8Name));
+        };
+        let file_type = entry.file_type();
+        if file_type.is_dir() {
+            continue;
+        }
+        validate_relative_path(rel).map_err(|e| refused(rel, Refusal::InvalidPath(e)))?;
+        let source = if file_type.is_symlink() {
+            resolve_symlink(&root, entry.path(), rel)?
+        } else if file_type.is_file() {
+            entry.path().to_path_buf()
+        } else {
+            // fifo, socket, block or character device
+            return Err(refused(rel, Refusal::SpecialFile));
+        };
+        let metadata = fs::metadata(&source).map_err(|e| io_error(&source, e))?;
+        if metadata.len() > rules.max_file_bytes {
+            return Err(refused(
+                rel,
+                Refusal::FileTooLarge {
+                    size: metadata.len(),
+                    limit: rules.max_file_bytes,
+                },
+            ));
+        }
+        let (sha256, size) = hash_file(&source, rel, rules.max_file_bytes)?;
+        total += size;
+        if total > rules.max_total_bytes {
+            return Err(SnapshotError::TotalTooLarge {
+                limit: rules.max_total_bytes,
+            });
+        }
+        files.push(WalkedFile {
+            entry: ManifestEntry {
+                path: rel.to_string(),
+                mode: normalize_mode(metadata.permissions().mode()),
+                size,
+                sha256,
+            },
+            source,
+        });
+    }
+    files.sort_by(|a, b| a.entry.path.cmp(&b.entry.path));
+    Ok(files)
+}
+
+/// A symlink is stored as the content of the file it points to, if that file is inside `root`.
+fn resolve_symlink(root: &Path, link: &Path, rel: &str) -> Result<PathBuf, SnapshotError> {
+    let target = fs::read_link(link)
+        .map(|t| t.display().to_string())
+        .unwrap_or_default();
+    let resolved = match fs::canonicalize(link) {
+        Ok(resolved) => resolved,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(refused(rel, Refusal::DanglingSymlink { target }))
+        }
+        Err(e) => return Err(io_error(link, e)),
+    };
+    if !resolved.starts_with(root) {
+        return Err(refused(rel, Refusal::SymlinkOutside { target }));
+    }
+    let metadata = fs::metadata(&resolved).map_err(|e| io_error(&resolved, e))?;
+    if metadata.is_dir() {
+        return Err(refused(rel, Refusal::SymlinkToDirectory));
+    }
+    if !metadata.is_file() {
+        return Err(refused(rel, Refusal::SpecialFile));
+    }
+    Ok(resolved)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn glob_table() {
+        let cases: &[(&str, &str, bool)] = &[
+            ("target", "target", true),
+            ("target", "targets", false),
+            ("*.pyc", "a.pyc", true),
+            ("*.pyc", "dir/a.pyc", false),
+            ("a?c", "abc", true),
+            ("a?c", "a/c", false),
+            ("*", "", true),
+            ("build/*.o", "build/x.o", true),
+            ("build/*.o", "build/sub/x.o", false),
+            ("**", "a/b", false),
+        ];
+        for (pattern, text, expected) in cases {
+            assert_eq!(glob_match(pattern, text), *expected, "{pattern} vs {text}");
+        }
+    }
+
+    #[test]
+    fn ignore_table() {
+        let rules = FreezeRules::default().ignore;
+        let extra = vec![
+            "*.log".to_string(),
+            "/out/gen".to_string(),
+            "docs/".to_string(),
+        ];
+        let cases: &[(&str, bool, &[String], bool)] = &[
+            (".git", true, &rules, true),
+            ("sub/node_modules", true, &rules, true),
+            ("target", false, &rules, false), // a file named target is kept
+            ("src/target.rs", false, &rules, false),
+            (".venv", true, &rules, true),
+            ("pkg/__pycache__", true, &rules, true),
+            ("a.log", false, &extra, true),
+            ("x/a.log", false, &extra, true),
+            ("out/gen", false, &extra, true),
+            ("x/out/gen", false, &extra, false),
+            ("docs", false, &extra, false),
+            ("docs", true, &extra, true),
+        ];
+        for (path, is_dir, patterns, expected) in cases {
+            assert_eq!(is_ignored(path, *is_dir, patterns), *expected, "{path}");
+        }
+    }
+
+    #[test]
+    fn mode_table() {
+        for (mode, expected) in [
+            (0o644, 0o644),
+            (0o600, 0o644),
+            (0o755, 0o755),
+            (0o700, 0o755),
+            (0o641, 0o755),
+        ] {
+            assert_eq!(normalize_mode(mode), expected, "{mode:o}");
+        }
+    }
+
+    #[test]
+    fn walk_skips_ignored_and_refuses_specials() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join(".git/objects")).unwrap();
+        fs::write(dir.path().join(".git/objects/x"), b"git").unwrap();
+        fs::create_dir_all(dir.path().join("src")).unwrap();
+        fs::write(dir.path().join("src/main.rs"), b"fn main() {}").unwrap();
+        fs::write(dir.path().join("run.sh"), b"#!/bin/sh").unwrap();
+        fs::set_permissions(dir.path().join("run.sh"), fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::symlink("src/main.rs", dir.path().join("link.rs")).unwrap();
+
+        let files = walk_workspace(dir.path(), &FreezeRules::default()).unwrap();
+        let paths: Vec<_> = files
+            .iter()
+            .map(|f| (f.entry.path.as_str(), f.entry.mode))
+            .collect();
+        assert_eq!(
+            paths,
+            vec![
+                ("link.rs", 0o644),
+                ("run.sh", 0o755),
+                ("src/main.rs", 0o644)
+            ]
+        );
+        assert_eq!(files[0].entry.sha256, files[2].entry.sha256);
+
+        let fifo = dir.path().join("pipe");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let err = walk_workspace(dir.path(), &FreezeRules::default()).unwrap_err();
+        assert!(
+            matches!(&err, SnapshotError::Refused { path, reason: Refusal::SpecialFile } if path == "pipe"),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn walk_enforces_size_limits() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("a"), vec![1u8; 100]).unwrap();
+        fs::write(dir.path().join("b"), vec![2u8; 100]).unwrap();
+        let rules = FreezeRules {
+            max_file_bytes: 50,
+            ..FreezeRules::default()
+        };
+        let err = walk_workspace(dir.path(), &rules).unwrap_err();
+        assert!(matches!(
+            err,
+            SnapshotError::Refused {
+                reason: Refusal::FileTooLarge {
+                    size: 100,
+                    limit: 50
+                },
+                ..
+            }
+        ));
+        let rules = FreezeRules {
+            max_total_bytes: 150,
+            ..FreezeRules::default()
+        };
+        let err = walk_workspace(dir.path(), &rules).unwrap_err();
+        assert!(matches!(err, SnapshotError::TotalTooLarge { limit: 150 }));
+    }
+
+    #[test]
+    fn walk_refuses_directory_and_dangling_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("d")).unwrap();
+        std::os::unix::fs::symlink("d", dir.path().join("dlink")).unwrap();
+        let err = walk_workspace(dir.path(), &FreezeRules::default()).unwrap_err();
+        assert!(matches!(
+            err,
+            SnapshotError::Refused {
+                reason: Refusal::SymlinkToDirectory,
+                ..
+            }
+        ));
+        fs::remove_file(dir.path().join("dlink")).unwrap();
+        std::os::unix::fs::symlink("missing", dir.path().join("gone")).unwrap();
+        let err = walk_workspace(dir.path(), &FreezeRules::default()).unwrap_err();
+        assert!(
+            matches!(&err, SnapshotError::Refused { path, reason: Refusal::DanglingSymlink { .. } } if path == "gone"),
+            "{err:?}"
+        );
+    }
+}

@@ -1,0 +1,235 @@
+//! Materialize a snapshot into a directory, re-hashing every blob on the way in.
+
+use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use loopgate_common::snapshot::{Manifest, ManifestEntry};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::snapshot_store::{
+    blob_object_name, read_error, store_error, SnapshotError, SnapshotStore,
+};
+
+fn io_error(path: &Path, source: std::io::Error) -> SnapshotError {
+    SnapshotError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+fn unsafe_destination(path: &Path, reason: &str) -> SnapshotError {
+    SnapshotError::UnsafeDestination {
+        path: path.display().to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// Create the parent directories of `rel` under `dest` and return the file path, refusing to
+/// go through (or replace) a symlink or to replace a directory.
+async fn prepare_target(dest: &Path, rel: &str) -> Result<PathBuf, SnapshotError> {
+    let mut current = dest.to_path_buf();
+    let components: Vec<&str> = rel.split('/').collect();
+    let (file_name, dirs) = components
+        .split_last()
+        .ok_or_else(|| unsafe_destination(dest, "empty path"))?;
+    for dir in dirs {
+        current.push(dir);
+        match tokio::fs::symlink_metadata(&current).await {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(unsafe_destination(&current, "is a symlink"))
+            }
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                return Err(unsafe_destination(
+                    &current,
+                    "exists and is not a directory",
+                ))
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                match tokio::fs::create_dir(&current).await {
+                    Ok(()) => {}
+                    Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(err) => return Err(io_error(&current, err)),
+                }
+            }
+            Err(err) => return Err(io_error(&current, err)),
+        }
+    }
+    current.push(file_name);
+    match tokio::fs::symlink_metadata(&current).await {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            Err(unsafe_destination(&current, "is a symlink"))
+        }
+        Ok(meta) if meta.is_dir() => Err(unsafe_destination(&current, "is a directory")),
+        Ok(_) => Ok(current),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(current),
+        Err(err) => Err(io_error(&current, err)),
+    }
+}
+
+fn temp_path_for(target: &Path) -> PathBuf {
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    target.with_file_name(format!(".{name}.lg-tmp-{}", uuid::Uuid::new_v4().simple()))
+}
+
+impl SnapshotStore {
+    /// Write snapshot `id` into `dest` (created if missing): every file with its mode, each blob
+    /// re-hashed against the manifest. A missing or mismatching blob is `Integrity`.
+    pub async fn materialize(&self, id: &str, dest: &Path) -> Result<Manifest, SnapshotError> {
+        let manifest = self.manifest(id).await?;
+        tokio::fs::create_dir_all(dest)
+            .await
+            .map_err(|e| io_error(dest, e))?;
+        let mut written: HashMap<&str, PathBuf> = HashMap::new();
+        for entry in &manifest.entries {
+            let target = prepare_target(dest, &entry.path).await?;
+            let temp = temp_path_for(&target);
+            let result = match written.get(entry.sha256.as_str()) {
+                // Same content already fetched and verified in this run: copy it locally.
+                Some(previous) => tokio::fs::copy(previous, &temp)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| io_error(&temp, e)),
+                None => self.download_verified(entry, &temp).await,
+            };
+            let result = match result {
+                Ok(()) => finish_file(&temp, &target, entry.mode).await,
+                Err(err) => Err(err),
+            };
+            if let Err(err) = result {
+                let _ = tokio::fs::remove_file(&temp).await;
+                return Err(err);
+            }
+            written.insert(&entry.sha256, target);
+        }
+        Ok(manifest)
+    }
+
+    /// Stream blob `entry.sha256` into a new file at `temp`, hashing as it goes.
+    async fn download_verified(
+        &self,
+        entry: &ManifestEntry,
+        temp: &Path,
+    ) -> Result<(), SnapshotError> {
+        let integrity = |reason: String| SnapshotError::Integrity {
+            path: entry.path.clone(),
+            reason,
+        };
+        let name = blob_object_name(&entry.sha256);
+        let after = self.transfer_timeout(entry.size);
+        let download =
+            async {
+                let mut object = match self.object_store().get(&name).await {
+                    Ok(object) => object,
+                    Err(err)
+                        if err.kind()
+                            == async_nats::jetstream::object_store::GetErrorKind::NotFound =>
+                    {
+                        return Err(integrity(format!("blob {} is missing", entry.sha256)))
+                    }
+                    Err(err) => return Err(store_error("get", err)),
+                };
+                let mut file = tokio::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(temp)
+                    .await
+                    .map_err(|e| io_error(temp, e))?;
+                let mut hasher = Sha256::new();
+                let mut size: u64 = 0;
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    let n = object.read(&mut buf).await.map_err(|err| {
+                        match read_error(&name, err) {
+                            SnapshotError::Integrity { reason, .. } => integrity(reason),
+                            other => other,
+                        }
+                    })?;
+                    if n == 0 {
+                        break;
+                    }
+                    size += n as u64;
+                    if size > entry.size {
+                        return Err(integrity(format!(
+                            "blob is larger than the {} bytes recorded",
+                            entry.size
+                        )));
+                    }
+                    hasher.update(&buf[..n]);
+                    file.write_all(&buf[..n])
+                        .await
+                        .map_err(|e| io_error(temp, e))?;
+                }
+                file.flush().await.map_err(|e| io_error(temp, e))?;
+                Ok((hex::encode(hasher.finalize()), size))
+            };
+        let (actual, size) = match tokio::time::timeout(after, download).await {
+            Ok(result) => result?,
+            Err(_) => {
+                return Err(SnapshotError::Timeout {
+                    op: "get blob",
+                    after,
+                })
+            }
+        };
+        if actual != entry.sha256 || size != entry.size {
+            return Err(integrity(format!(
+                "content hashes to {actual} ({size} bytes), manifest says {} ({} bytes)",
+                entry.sha256, entry.size
+            )));
+        }
+        Ok(())
+    }
+}
+
+async fn finish_file(temp: &Path, target: &Path, mode: u32) -> Result<(), SnapshotError> {
+    tokio::fs::set_permissions(temp, std::fs::Permissions::from_mode(mode & 0o777))
+        .await
+        .map_err(|e| io_error(temp, e))?;
+    // rename replaces a regular file atomically and never follows a symlink at `target`.
+    tokio::fs::rename(temp, target)
+        .await
+        .map_err(|e| io_error(target, e))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[tokio::test]
+    async fn prepare_target_creates_dirs_and_refuses_symlinks() {
+        let dest = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let target = prepare_target(dest.path(), "a/b/c.txt").await.unwrap();
+        assert_eq!(target, dest.path().join("a/b/c.txt"));
+        assert!(dest.path().join("a/b").is_dir());
+
+        std::os::unix::fs::symlink(outside.path(), dest.path().join("link")).unwrap();
+        let err = prepare_target(dest.path(), "link/x.txt").await.unwrap_err();
+        assert!(
+            matches!(err, SnapshotError::UnsafeDestination { .. }),
+            "{err:?}"
+        );
+
+        std::os::unix::fs::symlink(outside.path().join("f"), dest.path().join("f")).unwrap();
+        let err = prepare_target(dest.path(), "f").await.unwrap_err();
+        assert!(
+            matches!(err, SnapshotError::UnsafeDestination { .. }),
+            "{err:?}"
+        );
+
+        std::fs::write(dest.path().join("plain"), b"x").unwrap();
+        let err = prepare_target(dest.path(), "plain/x").await.unwrap_err();
+        assert!(
+            matches!(err, SnapshotError::UnsafeDestination { .. }),
+            "{err:?}"
+        );
+        assert!(prepare_target(dest.path(), "plain").await.is_ok());
+    }
+}

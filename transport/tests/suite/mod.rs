@@ -1,0 +1,3 @@
+mod bus;
+mod run_store;
+mod snapshots;
