@@ -228,6 +228,7 @@ pub enum LogEvent {
         summary: String,
         claimed_done: bool,
         /// Tool calls the agent made in the episode.
+        #[serde(default)]
         tool_calls: u32,
         error: Option<String>,
     },

@@ -244,18 +244,32 @@ async fn get_evidence(State(s): State<Shared>, Path(id): Path<String>) -> Result
     Ok(Json(serde_json::json!({ "evidence": evidence })))
 }
 
-async fn events(State(s): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn events(
+    State(s): State<Shared>,
+    Path(id): Path<String>,
+    headers: axum::http::HeaderMap,
+) -> Result<Response, ApiError> {
     load_view(&s, &id).await?;
+    // A reconnecting client resumes after the last entry it saw (stream ids look like `123-0`).
+    let resume_after = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit() || c == '-'))
+        .map(str::to_string);
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event, Infallible>>(64);
-    tokio::spawn(stream_log(s.clone(), id, tx));
+    tokio::spawn(stream_log(s.clone(), id, resume_after, tx));
     Ok(Sse::new(ReceiverStream::new(rx))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response())
 }
 
 /// Forward the run log as SSE until a terminal entry, then send `end` with the final view.
-async fn stream_log(s: Shared, id: String, tx: tokio::sync::mpsc::Sender<Result<Event, Infallible>>) {
-    let mut after: Option<String> = None;
+async fn stream_log(
+    s: Shared,
+    id: String,
+    mut after: Option<String>,
+    tx: tokio::sync::mpsc::Sender<Result<Event, Infallible>>,
+) {
     loop {
         let batch = match s
             .engine

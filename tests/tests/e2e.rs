@@ -218,3 +218,56 @@ async fn real_local_model_reaches_a_terminal_state() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// The real CLI against the real stack: submit with a starting workspace, watch the SSE stream
+/// to the end, then check out the final snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_submit_watch_and_checkout_against_the_stack() -> anyhow::Result<()> {
+    let model = StandInModel::start(
+        Script::new()
+            .replies("standin-manager", [Reply::content("Next: cli\nTask: write hello.py")])
+            .replies(
+                "standin-executor",
+                [
+                    Reply::tool_call("read_file", json!({"path": "notes.txt"})),
+                    write_hello("print('hello, loopgate')\n"),
+                    finish(),
+                ],
+            ),
+    )
+    .await?;
+    let stack = Stack::start(StackOptions { profiles: standin_profiles(&model), executors: 1 }).await?;
+    let work = tempfile::tempdir()?;
+    let task_path = work.path().join("task.toml");
+    std::fs::write(&task_path, HELLO_TASK)?;
+    let start_ws = work.path().join("ws");
+    std::fs::create_dir_all(&start_ws)?;
+    std::fs::write(start_ws.join("notes.txt"), "starting notes\n")?;
+    let cli = loopgate_test_support::workspace_bin("loopgate")?;
+    let out = tokio::process::Command::new(&cli)
+        .args(["--server", &stack.http, "submit"])
+        .arg(&task_path)
+        .arg("--workspace")
+        .arg(&start_ws)
+        .arg("--watch")
+        .output()
+        .await?;
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "exit {:?}\n{stdout}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    let id = stdout.lines().next().unwrap().trim().to_string();
+    assert!(stdout.contains("completed"), "{stdout}");
+    assert!(stdout.contains("1/1"), "{stdout}");
+    let dest = work.path().join("out");
+    let co = tokio::process::Command::new(&cli)
+        .args(["--server", &stack.http, "checkout", &id])
+        .arg(&dest)
+        .output()
+        .await?;
+    assert!(co.status.success(), "{}", String::from_utf8_lossy(&co.stderr));
+    assert_eq!(std::fs::read_to_string(dest.join("hello.py"))?, "print('hello, loopgate')\n");
+    assert_eq!(std::fs::read_to_string(dest.join("notes.txt"))?, "starting notes\n");
+    // The executor saw the uploaded starting workspace.
+    let exec_requests = model.requests("standin-executor");
+    assert!(exec_requests[1].to_string().contains("starting notes"), "read_file result reached the model");
+    Ok(())
+}

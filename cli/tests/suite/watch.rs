@@ -1,8 +1,8 @@
 //! `loopgate watch` against a stand-in event stream: human lines, reconnect with dedupe,
 //! exit codes for completed / failed / waiting runs.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod standin;
+
+use super::standin;
 
 use std::collections::HashMap;
 

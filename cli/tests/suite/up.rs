@@ -1,8 +1,8 @@
 //! `loopgate up` with the REAL nats-server and redis-server and stand-in daemons (shell scripts
 //! found through LOOPGATE_BIN_DIR; the manager's /readyz is served by the test).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod standin;
+
+use super::standin;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -1,0 +1,4 @@
+mod checkout_submit;
+mod standin;
+mod up;
+mod watch;
