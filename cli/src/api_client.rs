@@ -235,6 +235,19 @@ impl ApiClient {
         self.json_or_empty("POST /v1/runs/{id}/answer", req).await
     }
 
+    /// Resume an ended run as a new generation; `budget` holds the `[budget]` keys to change.
+    pub async fn resume(&self, run: &str, budget: &Value) -> Result<Option<Value>, ApiError> {
+        let req = self
+            .request(
+                &self.http,
+                Method::POST,
+                self.url(&["v1", "runs", run, "resume"]),
+            )
+            .timeout(REQUEST_TIMEOUT)
+            .json(&serde_json::json!({ "budget": budget }));
+        self.json_or_empty("POST /v1/runs/{id}/resume", req).await
+    }
+
     pub async fn snapshot_manifest(&self, snapshot: &str) -> Result<Manifest, ApiError> {
         let what = "GET /v1/snapshots/{id}";
         let req = self

@@ -55,6 +55,11 @@ pub enum Command {
     Cancel(RunArg),
     /// Answer the question a run is waiting on.
     Answer(AnswerArgs),
+    /// Resume a blocked, budget_exhausted, cancelled or failed run as a new generation.
+    ///
+    /// Results still in flight from the old generation are recognised and dropped. Budget
+    /// flags change the new generation's budget; `max_rounds` counts rounds per generation.
+    Resume(ResumeArgs),
     /// Download a run's snapshot into a directory, verifying every file's sha256.
     Checkout(CheckoutArgs),
 }
@@ -138,6 +143,26 @@ pub struct AnswerArgs {
     pub run: String,
     /// The answer text.
     pub text: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    pub run: String,
+    /// Rounds allowed in the new generation.
+    #[arg(long)]
+    pub max_rounds: Option<u32>,
+    /// Total token budget for the run.
+    #[arg(long)]
+    pub max_total_tokens: Option<u64>,
+    /// Total cost budget for the run, in US dollars.
+    #[arg(long)]
+    pub max_cost_usd: Option<f64>,
+    /// Wall-clock budget for the new generation, in seconds.
+    #[arg(long)]
+    pub max_wall_secs: Option<u64>,
+    /// Print the run JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -24,6 +24,18 @@ pub struct BudgetFile {
     pub max_steps: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_total_tokens: Option<u64>,
+    /// Total model cost in US dollars (from the daemons' per-profile price tables).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<f64>,
+    /// Wall-clock limit for the whole run, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_wall_secs: Option<u64>,
+    /// Consecutive failed rounds before the run stops and asks a human.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_failed_rounds: Option<u32>,
+    /// How long a dispatched step may wait for a worker to pick it up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_secs: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,6 +47,22 @@ pub struct Budget {
     pub auditor_episode_secs: u64,
     pub max_steps: u32,
     pub max_total_tokens: Option<u64>,
+    #[serde(default)]
+    pub max_cost_micros: Option<u64>,
+    #[serde(default)]
+    pub max_wall_secs: Option<u64>,
+    #[serde(default = "default_max_failed_rounds")]
+    pub max_failed_rounds: u32,
+    #[serde(default = "default_start_secs")]
+    pub start_secs: u64,
+}
+
+fn default_max_failed_rounds() -> u32 {
+    5
+}
+
+fn default_start_secs() -> u64 {
+    120
 }
 
 impl Default for Budget {
@@ -47,6 +75,10 @@ impl Default for Budget {
             auditor_episode_secs: 300,
             max_steps: 16,
             max_total_tokens: None,
+            max_cost_micros: None,
+            max_wall_secs: None,
+            max_failed_rounds: default_max_failed_rounds(),
+            start_secs: default_start_secs(),
         }
     }
 }
@@ -54,7 +86,12 @@ impl Default for Budget {
 impl BudgetFile {
     /// Resolve against defaults; an error names the offending key (without the `budget.` prefix).
     pub fn validate(&self) -> Result<Budget, (String, String)> {
-        let d = Budget::default();
+        self.validate_over(&Budget::default())
+    }
+
+    /// Resolve the keys given here over `base` (a resumed run's new budget).
+    pub fn validate_over(&self, base: &Budget) -> Result<Budget, (String, String)> {
+        let d = base;
         let in_range = |key: &str, v: u64, lo: u64, hi: u64| -> Result<u64, (String, String)> {
             if v < lo || v > hi {
                 Err((key.to_string(), format!("must be between {lo} and {hi}, got {v}")))
@@ -93,8 +130,54 @@ impl BudgetFile {
                 as u32,
             max_total_tokens: match self.max_total_tokens {
                 Some(0) => return Err(("max_total_tokens".into(), "must be positive".into())),
+                None => d.max_total_tokens,
                 other => other,
             },
+            max_cost_micros: match self.max_cost_usd {
+                None => d.max_cost_micros,
+                Some(usd) if usd.is_finite() && usd > 0.0 && usd <= 1_000_000.0 => {
+                    Some((usd * 1_000_000.0).round() as u64)
+                }
+                Some(_) => {
+                    return Err(("max_cost_usd".into(), "must be a positive number of dollars".into()))
+                }
+            },
+            max_wall_secs: match self.max_wall_secs {
+                None => d.max_wall_secs,
+                Some(v) => Some(in_range("max_wall_secs", v, 1, 30 * 86_400)?),
+            },
+            max_failed_rounds: in_range(
+                "max_failed_rounds",
+                self.max_failed_rounds.unwrap_or(d.max_failed_rounds).into(),
+                1,
+                1000,
+            )? as u32,
+            start_secs: in_range("start_secs", self.start_secs.unwrap_or(d.start_secs), 1, 86_400)?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_apply_over_a_base() {
+        let base = BudgetFile { max_rounds: Some(3), max_total_tokens: Some(100), ..Default::default() }
+            .validate()
+            .unwrap();
+        let resumed = BudgetFile { max_rounds: Some(10), ..Default::default() }.validate_over(&base).unwrap();
+        assert_eq!(resumed.max_rounds, 10);
+        assert_eq!(resumed.max_total_tokens, Some(100));
+        let cost = BudgetFile { max_cost_usd: Some(1.5), ..Default::default() }.validate().unwrap();
+        assert_eq!(cost.max_cost_micros, Some(1_500_000));
+        for bad in [
+            BudgetFile { max_cost_usd: Some(-1.0), ..Default::default() },
+            BudgetFile { max_cost_usd: Some(f64::NAN), ..Default::default() },
+            BudgetFile { max_wall_secs: Some(0), ..Default::default() },
+            BudgetFile { max_failed_rounds: Some(0), ..Default::default() },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
+        }
     }
 }

@@ -99,6 +99,28 @@ pub enum Target {
     Exec { capability: Capability },
     Audit,
     Decide,
+    /// Core NATS `control.<run>`: not persisted, for in-flight episodes.
+    Control,
+}
+
+/// What a phase deadline guards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeadlineKind {
+    /// The manager's decision episode.
+    Decision,
+    /// A worker must pick the step up (an executor publishes `episode_started`).
+    ExecStart,
+    /// The executor episode, once started.
+    ExecEpisode,
+    /// The audit, from dispatch to report.
+    Audit,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deadline {
+    pub at_ms: i64,
+    pub kind: DeadlineKind,
 }
 
 /// A message the driver must publish after the state change is stored (with a dedup id).
@@ -172,9 +194,37 @@ pub struct RunRecord {
     pub outbox: Vec<Outgoing>,
     /// Key of the last applied event (see `RunEvent::key`).
     pub last_event: Option<String>,
+    /// The current phase's deadline, swept by every manager replica.
+    #[serde(default)]
+    pub deadline: Option<Deadline>,
+    /// The whole run's wall-clock deadline (this generation).
+    #[serde(default)]
+    pub wall_deadline_ms: Option<i64>,
+    /// Rounds in a row that did not pass the gate (or could not run).
+    #[serde(default)]
+    pub failed_streak: u32,
+    /// `round` when this generation started; `max_rounds` counts rounds per generation.
+    #[serde(default)]
+    pub generation_start_round: u32,
 }
 
 impl RunRecord {
+    /// The earliest deadline that still matters, for the `lg:deadlines` index.
+    pub fn next_deadline_ms(&self) -> Option<i64> {
+        if self.state.is_terminal() {
+            return None;
+        }
+        match (self.deadline.map(|d| d.at_ms), self.wall_deadline_ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Rounds dispatched in this generation.
+    pub fn rounds_this_generation(&self) -> u32 {
+        self.round.saturating_sub(self.generation_start_round)
+    }
+
     /// Passing checks on the current snapshot, as "k/n".
     pub fn checks_passing(&self) -> (u32, u32) {
         self.last_gate
@@ -221,6 +271,9 @@ pub enum LogEvent {
     ExecDispatched {
         capability: Capability,
         objective: String,
+        /// The snapshot the executor starts from.
+        #[serde(default)]
+        base_snapshot: SnapshotId,
     },
     ExecResult {
         worker: String,
@@ -261,6 +314,21 @@ pub enum LogEvent {
     Question {
         question: String,
     },
+    EpisodeStarted {
+        role: crate::wire::EpisodeRole,
+        worker: String,
+        attempt: u64,
+    },
+    DeadlineMissed {
+        kind: DeadlineKind,
+        detail: String,
+    },
+    Answered {
+        text: String,
+    },
+    Resumed {
+        from_state: RunState,
+    },
     Terminal {
         state: RunState,
         reason: String,
@@ -283,6 +351,10 @@ impl LogEvent {
             LogEvent::DoneRefused { .. } => "done_refused",
             LogEvent::CandidateRejected { .. } => "candidate_rejected",
             LogEvent::Question { .. } => "question",
+            LogEvent::EpisodeStarted { .. } => "episode_started",
+            LogEvent::DeadlineMissed { .. } => "deadline_missed",
+            LogEvent::Answered { .. } => "answered",
+            LogEvent::Resumed { .. } => "resumed",
             LogEvent::Terminal { .. } => "terminal",
         }
     }

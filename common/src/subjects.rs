@@ -76,6 +76,18 @@ impl Subjects {
     pub fn results_all(&self) -> String {
         format!("{}.result.>", self.prefix)
     }
+    /// `loopgate.result.started.<run>`: a worker tells the manager it picked an episode up.
+    pub fn started(&self, run_id: &str) -> String {
+        format!("{}.result.started.{}", self.prefix, run_id)
+    }
+    /// `loopgate.control.<run>`: core NATS (not persisted) control notices for in-flight
+    /// episodes, e.g. cancel.
+    pub fn control(&self, run_id: &str) -> String {
+        format!("{}.control.{}", self.prefix, run_id)
+    }
+    pub fn control_all(&self) -> String {
+        format!("{}.control.>", self.prefix)
+    }
     /// `loopgate.events.<run>`: run events for watchers.
     pub fn events(&self, run_id: &str) -> String {
         format!("{}.events.{}", self.prefix, run_id)

@@ -6,14 +6,46 @@ use serde::{Deserialize, Serialize};
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Cost in micro-dollars (1e-6 USD), from the model profile's price table or the agent's
+    /// own report; 0 when unknown.
+    #[serde(default)]
+    pub cost_micros: u64,
 }
 
 impl Usage {
+    /// Token counts without a cost.
+    pub fn tokens(input_tokens: u64, output_tokens: u64) -> Self {
+        Usage {
+            input_tokens,
+            output_tokens,
+            cost_micros: 0,
+        }
+    }
     pub fn total(&self) -> u64 {
         self.input_tokens.saturating_add(self.output_tokens)
     }
     pub fn add(&mut self, other: Usage) {
         self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
         self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cost_micros = self.cost_micros.saturating_add(other.cost_micros);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn add_sums_tokens_and_cost_and_old_json_reads() {
+        let mut usage = Usage::tokens(10, 2);
+        usage.add(Usage {
+            input_tokens: 5,
+            output_tokens: 1,
+            cost_micros: 7,
+        });
+        assert_eq!(usage, Usage { input_tokens: 15, output_tokens: 3, cost_micros: 7 });
+        assert_eq!(usage.total(), 18);
+        let old: Usage = serde_json::from_str(r#"{"input_tokens":1,"output_tokens":2}"#).unwrap_or_default();
+        assert_eq!(old, Usage::tokens(1, 2));
     }
 }

@@ -42,6 +42,10 @@ pub struct ExecRequest {
     pub executor_profile: String,
     pub episode_secs: u64,
     pub max_steps: u32,
+    /// Unix millis. A FIRST delivery picked up after this is stale (the manager has already
+    /// given up on it and re-planned): workers drop it. Redeliveries (attempt > 1) are served.
+    #[serde(default)]
+    pub start_by_ms: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,6 +128,33 @@ pub struct AuditReport {
     pub duration_ms: u64,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EpisodeRole {
+    Executor,
+    Auditor,
+}
+
+/// A worker picked an episode up (published before it starts working, on `result.started.<run>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EpisodeStarted {
+    pub run_id: String,
+    pub generation: u32,
+    pub round: u32,
+    pub role: EpisodeRole,
+    pub delivery_attempt: u64,
+    pub worker: String,
+}
+
+/// Control notice on `control.<run>` (core NATS): stop in-flight episodes of this run whose
+/// generation is at most `generation` (kill their process groups); their results are ignored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelEpisodes {
+    pub run_id: String,
+    pub generation: u32,
+    pub reason: String,
+}
+
 /// A request for any manager replica to take the run's next decision.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DecideRequest {
@@ -140,6 +171,8 @@ pub enum Message {
     AuditRequest(AuditRequest),
     AuditReport(AuditReport),
     DecideRequest(DecideRequest),
+    EpisodeStarted(EpisodeStarted),
+    CancelEpisodes(CancelEpisodes),
 }
 
 impl Message {
@@ -150,6 +183,8 @@ impl Message {
             Message::AuditRequest(_) => "audit_request",
             Message::AuditReport(_) => "audit_report",
             Message::DecideRequest(_) => "decide_request",
+            Message::EpisodeStarted(_) => "episode_started",
+            Message::CancelEpisodes(_) => "cancel_episodes",
         }
     }
     pub fn run_id(&self) -> &str {
@@ -159,6 +194,8 @@ impl Message {
             Message::AuditRequest(m) => &m.run_id,
             Message::AuditReport(m) => &m.run_id,
             Message::DecideRequest(m) => &m.run_id,
+            Message::EpisodeStarted(m) => &m.run_id,
+            Message::CancelEpisodes(m) => &m.run_id,
         }
     }
 }

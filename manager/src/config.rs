@@ -39,6 +39,8 @@ pub struct HttpSection {
     pub addr: Option<String>,
     /// Largest accepted `POST /v1/runs` body (the starting workspace rides in it).
     pub max_body_bytes: Option<usize>,
+    /// Env var holding the API bearer token. Required when `addr` is not loopback.
+    pub token_env: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -52,6 +54,8 @@ pub struct ManagerSection {
     pub max_deliver: Option<i64>,
     /// How long terminal runs are kept.
     pub retention_days: Option<u64>,
+    /// How often this replica sweeps `lg:deadlines`, in milliseconds.
+    pub sweep_interval_ms: Option<u64>,
 }
 
 /// Values read from the environment once in `main`.
@@ -73,6 +77,9 @@ pub struct Settings {
     pub ack_wait: Duration,
     pub max_deliver: i64,
     pub retention: Duration,
+    pub sweep_interval: Duration,
+    /// Bearer token the API requires (always when bound to a non-loopback address).
+    pub token: Option<String>,
     pub models: BTreeMap<String, ModelProfile>,
 }
 
@@ -150,6 +157,19 @@ pub fn resolve(
     if retention_days == 0 {
         return Err(ConfigError::invalid("manager.retention_days", "must be positive").into());
     }
+    let token = match &file.http.token_env {
+        Some(var) => Some(env(var).filter(|t| !t.trim().is_empty()).ok_or_else(|| {
+            ConfigError::invalid("http.token_env", format!("env var {var} is unset or empty"))
+        })?),
+        None => None,
+    };
+    if token.is_none() && !http_addr.ip().is_loopback() {
+        return Err(ConfigError::invalid(
+            "http.token_env",
+            format!("the API is bound to non-loopback {http_addr}; set http.token_env to require a bearer token"),
+        )
+        .into());
+    }
     Ok(Settings {
         nats,
         redis_url,
@@ -160,6 +180,8 @@ pub fn resolve(
         ack_wait: Duration::from_secs(m.ack_wait_secs.unwrap_or(30).max(1)),
         max_deliver: m.max_deliver.unwrap_or(10).max(1),
         retention: Duration::from_secs(retention_days * 86_400),
+        sweep_interval: Duration::from_millis(m.sweep_interval_ms.unwrap_or(1000).clamp(50, 60_000)),
+        token,
         models: resolve_profiles(&file.models, env)?,
     })
 }
@@ -182,5 +204,12 @@ mod tests {
         assert!(matches!(parse_file("[bogus]\nx=1", "x"), Err(ManagerConfigError::Parse { .. })));
         let bad = parse_file("[http]\naddr = \"nope\"", "x").unwrap_or_default();
         assert!(matches!(resolve(bad, EnvOverrides::default(), &no_env), Err(ManagerConfigError::Invalid(_))));
+        // A public address without a token is refused; with one it is accepted.
+        let public = || parse_file("[http]\naddr = \"0.0.0.0:7600\"", "x").unwrap_or_default();
+        assert!(matches!(resolve(public(), EnvOverrides::default(), &no_env), Err(ManagerConfigError::Invalid(_))));
+        let with_token = parse_file("[http]\naddr = \"0.0.0.0:7600\"\ntoken_env = \"T\"", "x").unwrap_or_default();
+        let env = |k: &str| (k == "T").then(|| "secret".to_string());
+        let s = resolve(with_token, EnvOverrides::default(), &env).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.token.as_deref(), Some("secret"));
     }
 }

@@ -94,6 +94,7 @@ impl Engine {
                 &record_json,
                 step.record.state.as_str(),
                 step.record.created_at.max(0) as u64,
+                step.record.next_deadline_ms(),
                 first_log.as_deref(),
             )
             .await?;
@@ -170,6 +171,7 @@ impl Engine {
                 .collect(),
             state_change,
             expire_after: step.record.state.is_terminal().then_some(self.retention),
+            deadline_ms: step.record.next_deadline_ms(),
         }
     }
 
@@ -179,6 +181,15 @@ impl Engine {
                 Target::Exec { capability } => self.subjects.exec(capability),
                 Target::Audit => self.subjects.audit_request(),
                 Target::Decide => self.subjects.decide(run_id),
+                Target::Control => {
+                    // Not persisted: only episodes running right now need to hear it; their
+                    // late results are ignored by generation and phase anyway.
+                    let subject = self.subjects.control(run_id);
+                    if let Err(e) = self.bus.publish_core_json(&subject, &Envelope::new(&out.message)).await {
+                        tracing::warn!(run_id, error = %e, "control notice not sent");
+                    }
+                    continue;
+                }
             };
             self.bus
                 .publish_json(&subject, &Envelope::new(&out.message), &out.msg_id, &[])

@@ -29,14 +29,14 @@ pub struct ApiState {
     pub engine: Engine,
     pub snapshots: SnapshotStore,
     pub models: Arc<BTreeMap<String, ChatClient>>,
+    /// When set, every `/v1` route requires `Authorization: Bearer <token>`.
+    pub token: Option<String>,
 }
 
-type Shared = Arc<ApiState>;
+pub(crate) type Shared = Arc<ApiState>;
 
 pub fn router(state: Shared, max_body_bytes: usize) -> Router {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
+    let v1 = Router::new()
         .route("/v1/runs", post(submit).get(list_runs))
         .route("/v1/runs/{id}", get(get_run))
         .route("/v1/runs/{id}/log", get(get_log))
@@ -46,6 +46,14 @@ pub fn router(state: Shared, max_body_bytes: usize) -> Router {
         .route("/v1/runs/{id}/answer", post(answer))
         .route("/v1/snapshots/{id}", get(get_manifest))
         .route("/v1/blobs/{sha}", get(get_blob))
+        .route("/v1/runs/{id}/rounds", get(crate::http_rounds::list_rounds))
+        .route("/v1/runs/{id}/resume", post(crate::http_rounds::resume))
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), crate::http_auth::require_token));
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/openapi.json", get(crate::openapi::openapi_json))
+        .merge(v1)
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .with_state(state)
 }
@@ -157,7 +165,7 @@ async fn submit(
     Ok((StatusCode::CREATED, Json(RunView::from_record(&record))).into_response())
 }
 
-async fn load_view(s: &ApiState, id: &str) -> Result<loopgate_common::state::RunRecord, ApiError> {
+pub(crate) async fn load_view(s: &ApiState, id: &str) -> Result<loopgate_common::state::RunRecord, ApiError> {
     if uuid::Uuid::parse_str(id).is_err() {
         return Err(ApiError::not_found("run", id));
     }
@@ -201,7 +209,7 @@ async fn list_runs(State(s): State<Shared>, Query(q): Query<ListQuery>) -> Resul
     Ok(Json(serde_json::json!({ "runs": runs, "offset": q.offset, "limit": limit })))
 }
 
-fn entry_with_id(id: &str, entry: &str) -> serde_json::Value {
+pub(crate) fn entry_with_id(id: &str, entry: &str) -> serde_json::Value {
     let mut value: serde_json::Value = serde_json::from_str(entry).unwrap_or(serde_json::Value::Null);
     if let Some(obj) = value.as_object_mut() {
         obj.insert("id".into(), serde_json::Value::String(id.to_string()));

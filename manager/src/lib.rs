@@ -2,8 +2,12 @@
 
 pub mod api_error;
 pub mod config;
+pub mod deadline_sweeper;
 pub mod decision;
 pub mod engine;
 pub mod http_api;
+pub mod http_auth;
+pub mod http_rounds;
+pub mod openapi;
 pub mod results_loop;
 pub mod run_view;

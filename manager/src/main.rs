@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use loopgate_manager::config::{self, EnvOverrides};
+use loopgate_manager::deadline_sweeper::DeadlineSweeper;
 use loopgate_manager::engine::Engine;
 use loopgate_manager::http_api::{router, ApiState};
 use loopgate_manager::results_loop::ResultsLoop;
@@ -93,11 +94,18 @@ async fn main() -> anyhow::Result<()> {
         },
     };
     let results_task = tokio::spawn(results.run(cancel.clone()));
+    let sweeper = DeadlineSweeper {
+        engine: engine.clone(),
+        interval: settings.sweep_interval,
+        batch: 100,
+    };
+    let sweeper_task = tokio::spawn(sweeper.run(cancel.clone()));
 
     let state = Arc::new(ApiState {
         engine,
         snapshots,
         models,
+        token: settings.token.clone(),
     });
     let listener = tokio::net::TcpListener::bind(settings.http_addr)
         .await
@@ -114,6 +122,7 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!("shutting down: no new work, draining in-flight handlers");
     cancel.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(15), results_task).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), sweeper_task).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), http_task).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), bus.flush()).await;
     tracing::info!("stopped");

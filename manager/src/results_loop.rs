@@ -103,6 +103,7 @@ impl ResultsLoop {
             Message::ExecResult(result) => self.engine.apply(&run_id, &RunEvent::ExecFinished(result)).await,
             Message::AuditReport(report) => self.engine.apply(&run_id, &RunEvent::AuditFinished(report)).await,
             Message::DecideRequest(req) => take_decision(&self.engine, &self.models, self.char_budget, &req).await,
+            Message::EpisodeStarted(started) => self.engine.apply(&run_id, &RunEvent::EpisodeStarted(started)).await,
             other => Ok(Applied::Ignored(format!("unexpected {} on the results stream", other.kind()))),
         };
         ticker.abort();

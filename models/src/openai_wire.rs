@@ -1,17 +1,15 @@
 //! OpenAI chat-completions wire format: request encoding and (lenient) response decoding.
 //! Pure; the HTTP side lives in `openai_client`.
 
-use loopgate_common::tool_call_parse::{parse_json_lenient, tool_calls_from_content};
 use loopgate_common::usage::Usage;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::chat_types::{ChatMessage, ChatRequest, ChatResponse, ToolCall, ToolSpec};
 use crate::model_error::ModelError;
 use crate::profile_config::ModelProfile;
-
-/// Prefix of the ids given to tool calls recovered from content.
-pub const FALLBACK_CALL_ID_PREFIX: &str = "call_fallback_";
+pub use crate::response_draft::FALLBACK_CALL_ID_PREFIX;
+use crate::response_draft::{DraftCall, ResponseDraft};
 
 #[derive(Debug, Serialize)]
 pub(crate) struct WireRequest<'a> {
@@ -24,6 +22,14 @@ pub(crate) struct WireRequest<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f32>,
     stream: bool,
+    /// With `stream`: ask for the usage chunk at the end (OpenAI, vLLM, llama.cpp honour it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Debug, Serialize)]
+struct StreamOptions {
+    include_usage: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -85,7 +91,10 @@ pub(crate) fn wire_request<'a>(profile: &'a ModelProfile, req: &'a ChatRequest) 
         tools: req.tools.iter().map(wire_tool).collect(),
         max_tokens: req.max_tokens.or(profile.max_tokens),
         temperature: req.temperature.or(profile.temperature),
-        stream: false,
+        stream: profile.stream,
+        stream_options: profile.stream.then_some(StreamOptions {
+            include_usage: true,
+        }),
     }
 }
 
@@ -191,7 +200,7 @@ struct WireFunctionIn {
 }
 
 #[derive(Debug, Deserialize)]
-struct WireUsage {
+pub(crate) struct WireUsage {
     #[serde(default)]
     prompt_tokens: Option<u64>,
     #[serde(default)]
@@ -217,53 +226,42 @@ pub(crate) fn parse_response(
     let message = choice
         .message
         .ok_or_else(|| ModelError::malformed("choice without a message", body))?;
-    let content = content_text(message.content);
-    let mut tool_calls: Vec<ToolCall> = message
-        .tool_calls
-        .unwrap_or_default()
-        .into_iter()
-        .enumerate()
-        .map(|(index, call)| tool_call_from_wire(index, call))
-        .collect();
-    let mut calls_from_content = false;
-    if tool_calls.is_empty() {
-        if let Some(text) = &content {
-            tool_calls = tool_calls_from_content(text)
-                .into_iter()
-                .enumerate()
-                .map(|(index, parsed)| ToolCall {
-                    id: format!("{FALLBACK_CALL_ID_PREFIX}{index}"),
-                    name: parsed.name,
-                    arguments: parsed.arguments,
-                })
-                .collect();
-            calls_from_content = !tool_calls.is_empty();
-        }
-    }
-    let usage = match wire.usage {
-        Some(WireUsage {
-            prompt_tokens: Some(input),
-            completion_tokens,
-        }) => Usage {
-            input_tokens: input,
-            output_tokens: completion_tokens.unwrap_or(0),
-        },
-        _ => estimate_usage(request_len, content.as_deref(), &tool_calls),
-    };
-    Ok(ChatResponse {
-        content,
-        tool_calls,
-        tool_calls_from_content: calls_from_content,
+    let draft = ResponseDraft {
+        content: content_text(message.content),
+        calls: message
+            .tool_calls
+            .unwrap_or_default()
+            .into_iter()
+            .map(|call| {
+                let (name, arguments) = match call.function {
+                    Some(function) => (function.name, function.arguments),
+                    None => (None, Value::Null),
+                };
+                DraftCall {
+                    id: call.id,
+                    name,
+                    arguments,
+                }
+            })
+            .collect(),
         finish_reason: choice.finish_reason,
-        usage,
-        model: wire
-            .model
-            .filter(|m| !m.is_empty())
-            .unwrap_or_else(|| requested_model.to_string()),
-    })
+        usage: wire.usage.and_then(WireUsage::into_usage),
+        model: wire.model,
+    };
+    Ok(draft.finish(requested_model, request_len, true))
 }
 
-fn content_text(content: Value) -> Option<String> {
+impl WireUsage {
+    /// `None` without `prompt_tokens` (the caller estimates then).
+    pub(crate) fn into_usage(self) -> Option<Usage> {
+        Some(Usage::tokens(
+            self.prompt_tokens?,
+            self.completion_tokens.unwrap_or(0),
+        ))
+    }
+}
+
+pub(crate) fn content_text(content: Value) -> Option<String> {
     match content {
         Value::String(text) => Some(text),
         Value::Array(parts) => {
@@ -274,48 +272,6 @@ fn content_text(content: Value) -> Option<String> {
             Some(text)
         }
         _ => None,
-    }
-}
-
-fn tool_call_from_wire(index: usize, call: WireToolCallIn) -> ToolCall {
-    let (name, arguments) = match call.function {
-        Some(function) => (
-            function.name.unwrap_or_default(),
-            decode_arguments(function.arguments),
-        ),
-        None => (String::new(), Value::Object(Map::new())),
-    };
-    ToolCall {
-        id: call
-            .id
-            .filter(|id| !id.is_empty())
-            .unwrap_or_else(|| format!("call_{index}")),
-        name,
-        arguments,
-    }
-}
-
-/// A JSON string is decoded (leniently); a string that is not JSON stays a `Value::String`;
-/// empty or missing arguments are `{}`.
-fn decode_arguments(raw: Value) -> Value {
-    match raw {
-        Value::Null => Value::Object(Map::new()),
-        Value::String(text) if text.trim().is_empty() => Value::Object(Map::new()),
-        Value::String(text) => parse_json_lenient(&text).unwrap_or(Value::String(text)),
-        other => other,
-    }
-}
-
-/// chars/4, rounded up, for servers that report no usage.
-fn estimate_usage(request_len: usize, content: Option<&str>, tool_calls: &[ToolCall]) -> Usage {
-    let output_chars = content.map_or(0, |c| c.chars().count())
-        + tool_calls
-            .iter()
-            .map(|call| call.name.len() + call.arguments.to_string().len())
-            .sum::<usize>();
-    Usage {
-        input_tokens: (request_len as u64).div_ceil(4),
-        output_tokens: (output_chars as u64).div_ceil(4),
     }
 }
 

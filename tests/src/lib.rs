@@ -40,16 +40,44 @@ impl Profile {
 pub struct StackOptions {
     pub profiles: Vec<Profile>,
     pub executors: usize,
+    /// Manager replicas (each with its own HTTP port, all sharing NATS and Redis).
+    pub managers: usize,
+    /// Extra keys for the managers' `[manager]` table (e.g. `ack_wait_secs = 3`).
+    pub manager_extra: String,
+    /// Extra keys for the executors' `[executor]` table.
+    pub executor_extra: String,
+}
+
+impl StackOptions {
+    pub fn new(profiles: Vec<Profile>, executors: usize) -> Self {
+        StackOptions {
+            profiles,
+            executors,
+            managers: 1,
+            manager_extra: String::new(),
+            executor_extra: String::new(),
+        }
+    }
+}
+
+/// One manager replica.
+pub struct ManagerProc {
+    pub child: ChildGuard,
+    pub http: String,
 }
 
 pub struct Stack {
     pub nats: NatsServer,
     pub redis: RedisServer,
-    pub manager: ChildGuard,
+    pub managers: Vec<ManagerProc>,
     pub executors: Vec<ChildGuard>,
     pub auditor: ChildGuard,
+    /// The first manager's base URL (tests that use one manager).
     pub http: String,
     pub dir: tempfile::TempDir,
+    models: String,
+    manager_extra: String,
+    spawned_managers: usize,
     client: reqwest::Client,
 }
 
@@ -69,18 +97,6 @@ impl Stack {
         let redis = RedisServer::start().await?;
         let dir = tempfile::tempdir()?;
         let models: String = opts.profiles.iter().map(Profile::toml).collect::<Vec<_>>().join("\n");
-        let port = free_port()?;
-        let http = format!("http://127.0.0.1:{port}");
-        let manager_cfg = dir.path().join("manager.toml");
-        std::fs::write(
-            &manager_cfg,
-            format!(
-                "[nats]\nurl = \"{}\"\n[redis]\nurl = \"{}\"\n[http]\naddr = \"127.0.0.1:{port}\"\n\n{models}",
-                nats.url(),
-                redis.url()
-            ),
-        )?;
-        let manager = spawn("manager", "loopgate-manager", &manager_cfg)?;
         let mut executors = Vec::new();
         for i in 1..=opts.executors {
             let cfg = dir.path().join(format!("executor-{i}.toml"));
@@ -88,12 +104,13 @@ impl Stack {
             std::fs::write(
                 &cfg,
                 format!(
-                    "[nats]\nurl = \"{}\"\n[executor]\nworker_id = \"exec-{i}\"\ncapabilities = [\"cli\"]\nwork_dir = \"{}\"\n\n{models}",
+                    "[nats]\nurl = \"{}\"\n[executor]\nworker_id = \"exec-{i}\"\ncapabilities = [\"cli\"]\nwork_dir = \"{}\"\n{}\n\n{models}",
                     nats.url(),
-                    work.display()
+                    work.display(),
+                    opts.executor_extra
                 ),
             )?;
-            executors.push(spawn(&format!("executor-{i}"), "loopgate-executor", &cfg)?);
+            executors.push(spawn(&format!("exec-{i}"), "loopgate-executor", &cfg)?);
         }
         let audit_cfg = dir.path().join("auditor.toml");
         std::fs::write(
@@ -106,39 +123,70 @@ impl Stack {
         )?;
         let auditor = spawn("auditor", "loopgate-auditor", &audit_cfg)?;
         let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
-        let stack = Stack {
+        let mut stack = Stack {
             nats,
             redis,
-            manager,
+            managers: Vec::new(),
             executors,
             auditor,
-            http,
+            http: String::new(),
             dir,
+            models,
+            manager_extra: opts.manager_extra,
+            spawned_managers: 0,
             client,
         };
-        stack.wait_ready(Duration::from_secs(60)).await?;
+        for _ in 0..opts.managers.max(1) {
+            stack.spawn_manager().await?;
+        }
+        stack.http = stack.managers[0].http.clone();
         Ok(stack)
     }
 
-    async fn wait_ready(&self, timeout: Duration) -> anyhow::Result<()> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        let url = format!("{}/readyz", self.http);
-        loop {
-            if let Ok(r) = self.client.get(&url).send().await {
-                if r.status().is_success() {
-                    return Ok(());
-                }
-            }
-            if tokio::time::Instant::now() > deadline {
-                bail!("manager not ready after {timeout:?}:\n{}", self.manager.log_tail(4000));
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+    /// Start one more manager replica and wait until it is ready.
+    pub async fn spawn_manager(&mut self) -> anyhow::Result<()> {
+        self.spawned_managers += 1;
+        let n = self.spawned_managers;
+        let port = free_port()?;
+        let cfg = self.dir.path().join(format!("manager-{n}.toml"));
+        std::fs::write(
+            &cfg,
+            format!(
+                "[nats]\nurl = \"{}\"\n[redis]\nurl = \"{}\"\n[http]\naddr = \"127.0.0.1:{port}\"\n[manager]\n{}\n\n{}",
+                self.nats.url(),
+                self.redis.url(),
+                self.manager_extra,
+                self.models
+            ),
+        )?;
+        let child = spawn(&format!("manager-{n}"), "loopgate-manager", &cfg)?;
+        let http = format!("http://127.0.0.1:{port}");
+        wait_ready(&self.client, &http, &child, Duration::from_secs(60)).await?;
+        self.managers.push(ManagerProc { child, http });
+        Ok(())
+    }
+
+    /// kill -9 manager replica `index` (it is removed from the list).
+    pub fn kill_manager(&mut self, index: usize) {
+        let mut m = self.managers.remove(index);
+        m.child.kill();
+    }
+
+    /// The base URL of some live manager.
+    pub fn any_http(&self) -> &str {
+        self.managers.first().map(|m| m.http.as_str()).unwrap_or(&self.http)
+    }
+
+    pub fn manager_log(&self) -> String {
+        self.managers.iter().map(|m| m.child.log_text()).collect::<Vec<_>>().join("\n")
     }
 
     /// All daemon logs, for assertion messages.
     pub fn logs(&self) -> String {
-        let mut s = format!("--- manager ---\n{}\n", self.manager.log_tail(6000));
+        let mut s = String::new();
+        for m in &self.managers {
+            s.push_str(&format!("--- {} ---\n{}\n", m.child.name(), m.child.log_tail(6000)));
+        }
         for e in &self.executors {
             s.push_str(&format!("--- {} ---\n{}\n", e.name(), e.log_tail(4000)));
         }
@@ -160,7 +208,7 @@ impl Stack {
                 .collect();
             body["workspace"] = serde_json::json!({ "files": files });
         }
-        let r = self.client.post(format!("{}/v1/runs", self.http)).json(&body).send().await?;
+        let r = self.client.post(format!("{}/v1/runs", self.any_http())).json(&body).send().await?;
         let status = r.status();
         let v: Value = r.json().await?;
         if !status.is_success() {
@@ -170,13 +218,13 @@ impl Stack {
     }
 
     pub async fn post_raw(&self, path: &str, body: &Value) -> anyhow::Result<(u16, Value)> {
-        let r = self.client.post(format!("{}{path}", self.http)).json(body).send().await?;
+        let r = self.client.post(format!("{}{path}", self.any_http())).json(body).send().await?;
         let status = r.status().as_u16();
         Ok((status, r.json().await.unwrap_or(Value::Null)))
     }
 
     pub async fn get(&self, path: &str) -> anyhow::Result<Value> {
-        let r = self.client.get(format!("{}{path}", self.http)).send().await?;
+        let r = self.client.get(format!("{}{path}", self.any_http())).send().await?;
         let status = r.status();
         let v: Value = r.json().await?;
         if !status.is_success() {
@@ -226,7 +274,7 @@ impl Stack {
             let sha = e["sha256"].as_str().context("sha")?;
             let bytes = self
                 .client
-                .get(format!("{}/v1/blobs/{sha}", self.http))
+                .get(format!("{}/v1/blobs/{sha}", self.any_http()))
                 .send()
                 .await?
                 .bytes()
@@ -242,5 +290,21 @@ impl Stack {
             written.push(target);
         }
         Ok(written)
+    }
+}
+
+async fn wait_ready(client: &reqwest::Client, http: &str, child: &ChildGuard, timeout: Duration) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let url = format!("{http}/readyz");
+    loop {
+        if let Ok(r) = client.get(&url).send().await {
+            if r.status().is_success() {
+                return Ok(());
+            }
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!("manager not ready after {timeout:?}:\n{}", child.log_tail(4000));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -57,7 +57,7 @@ async fn failing_attempt_is_audited_replanned_and_then_completes() -> anyhow::Re
             ),
     )
     .await?;
-    let stack = Stack::start(StackOptions { profiles: standin_profiles(&model), executors: 2 }).await?;
+    let stack = Stack::start(StackOptions::new(standin_profiles(&model), 2)).await?;
     let run = stack.submit(HELLO_TASK, &[]).await?;
     let id = run["id"].as_str().unwrap().to_string();
     let done = stack.wait_terminal(&id, WAIT).await?;
@@ -114,7 +114,7 @@ async fn done_before_any_passing_audit_is_refused() -> anyhow::Result<()> {
             .replies("standin-executor", [write_hello("print('hello, loopgate')\n"), finish()]),
     )
     .await?;
-    let stack = Stack::start(StackOptions { profiles: standin_profiles(&model), executors: 1 }).await?;
+    let stack = Stack::start(StackOptions::new(standin_profiles(&model), 1)).await?;
     let id = stack.submit(HELLO_TASK, &[]).await?["id"].as_str().unwrap().to_string();
     let done = stack.wait_terminal(&id, WAIT).await?;
     assert_eq!(done["state"], "completed", "{done}");
@@ -142,7 +142,7 @@ async fn malformed_manager_output_is_reasked_and_the_run_goes_on() -> anyhow::Re
             .replies("standin-executor", [write_hello("print('hello, loopgate')\n"), finish()]),
     )
     .await?;
-    let stack = Stack::start(StackOptions { profiles: standin_profiles(&model), executors: 1 }).await?;
+    let stack = Stack::start(StackOptions::new(standin_profiles(&model), 1)).await?;
     let id = stack.submit(HELLO_TASK, &[]).await?["id"].as_str().unwrap().to_string();
     let done = stack.wait_terminal(&id, WAIT).await?;
     assert_eq!(done["state"], "completed", "{done}");
@@ -152,14 +152,14 @@ async fn malformed_manager_output_is_reasked_and_the_run_goes_on() -> anyhow::Re
     assert_eq!(prompts.len(), 3);
     assert!(prompts[1].to_string().contains("could not be used"));
     // Every daemon is still alive.
-    assert!(stack.manager.log_text().contains("http api listening"));
+    assert!(stack.manager_log().contains("http api listening"));
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_submissions_get_clear_errors() -> anyhow::Result<()> {
     let model = StandInModel::start(Script::new()).await?;
-    let stack = Stack::start(StackOptions { profiles: standin_profiles(&model), executors: 1 }).await?;
+    let stack = Stack::start(StackOptions::new(standin_profiles(&model), 1)).await?;
     let cases = [
         (json!({"task": {"goal": "x"}}), 400, "invalid_task"),
         (json!({"task": {"goal": "x", "acceptance": [{"id": "a", "check": "true"}], "roles": {"manager": "nope"}}}), 400, "invalid_task"),
@@ -195,7 +195,7 @@ async fn real_local_model_reaches_a_terminal_state() -> anyhow::Result<()> {
     mgr.timeout_secs = 300;
     let mut exec = Profile::new("exec", &llm.base_url(), llm.model_name());
     exec.timeout_secs = 300;
-    let stack = Stack::start(StackOptions { profiles: vec![mgr, exec], executors: 1 }).await?;
+    let stack = Stack::start(StackOptions::new(vec![mgr, exec], 1)).await?;
     let task = HELLO_TASK.replace("max_rounds = 5", "max_rounds = 3\nmax_steps = 4");
     let id = stack.submit(&task, &[]).await?["id"].as_str().unwrap().to_string();
     let done = stack.wait_terminal(&id, Duration::from_secs(1500)).await?;
@@ -236,7 +236,7 @@ async fn cli_submit_watch_and_checkout_against_the_stack() -> anyhow::Result<()>
             ),
     )
     .await?;
-    let stack = Stack::start(StackOptions { profiles: standin_profiles(&model), executors: 1 }).await?;
+    let stack = Stack::start(StackOptions::new(standin_profiles(&model), 1)).await?;
     let work = tempfile::tempdir()?;
     let task_path = work.path().join("task.toml");
     std::fs::write(&task_path, HELLO_TASK)?;
@@ -271,3 +271,6 @@ async fn cli_submit_watch_and_checkout_against_the_stack() -> anyhow::Result<()>
     assert!(exec_requests[1].to_string().contains("starting notes"), "read_file result reached the model");
     Ok(())
 }
+
+#[path = "suite/mod.rs"]
+mod suite;

@@ -2,7 +2,9 @@
 //! record, its version, the log, the evidence and the indexes change together or not at all.
 //!
 //! Keys: `lg:run:<id>` HASH {version, record}; `lg:run:<id>:log` STREAM (field `entry`);
-//! `lg:run:<id>:evidence` HASH; `lg:runs:<state>` SET; `lg:runs:all` ZSET by created-at millis.
+//! `lg:run:<id>:evidence` HASH; `lg:runs:<state>` SET; `lg:runs:all` ZSET by created-at millis;
+//! `lg:deadlines` ZSET of run ids scored by their next deadline (unix millis), written in the
+//! same script as the record so the two never disagree.
 
 use std::time::Duration;
 
@@ -11,19 +13,21 @@ use redis::streams::{StreamId, StreamRangeReply, StreamReadReply};
 use redis::AsyncCommands;
 
 const CREATE_SCRIPT: &str = r#"
--- KEYS: run, log, state index, all index. ARGV: id, record, created_ms[, first log entry]
+-- KEYS: run, log, state index, all index, deadlines.
+-- ARGV: id, record, created_ms, deadline ms (-1 = none)[, first log entry]
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'version', 1, 'record', ARGV[2])
 redis.call('SADD', KEYS[3], ARGV[1])
 redis.call('ZADD', KEYS[4], ARGV[3], ARGV[1])
-if #ARGV >= 4 then redis.call('XADD', KEYS[2], '*', 'entry', ARGV[4]) end
+if tonumber(ARGV[4]) >= 0 then redis.call('ZADD', KEYS[5], ARGV[4], ARGV[1]) end
+if #ARGV >= 5 then redis.call('XADD', KEYS[2], '*', 'entry', ARGV[5]) end
 return 1
 "#;
 
 const CAS_SCRIPT: &str = r#"
--- KEYS: run, log, evidence[, from index, to index]
+-- KEYS: run, log, evidence, deadlines[, from index, to index]
 -- ARGV: expected version, record, id, expire ms (0 = none), n log entries, n evidence pairs,
---       log entries..., evidence field, value...
+--       deadline ms (-1 = none), log entries..., evidence field, value...
 local current = redis.call('HGET', KEYS[1], 'version')
 if not current then return {0, 0} end
 current = tonumber(current)
@@ -32,7 +36,12 @@ local new_version = current + 1
 redis.call('HSET', KEYS[1], 'version', new_version, 'record', ARGV[2])
 local n_log = tonumber(ARGV[5])
 local n_evidence = tonumber(ARGV[6])
-local i = 7
+if tonumber(ARGV[7]) >= 0 then
+  redis.call('ZADD', KEYS[4], ARGV[7], ARGV[3])
+else
+  redis.call('ZREM', KEYS[4], ARGV[3])
+end
+local i = 8
 for _ = 1, n_log do
   redis.call('XADD', KEYS[2], '*', 'entry', ARGV[i])
   i = i + 1
@@ -41,9 +50,9 @@ for _ = 1, n_evidence do
   redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
   i = i + 2
 end
-if #KEYS >= 5 then
-  redis.call('SREM', KEYS[4], ARGV[3])
-  redis.call('SADD', KEYS[5], ARGV[3])
+if #KEYS >= 6 then
+  redis.call('SREM', KEYS[5], ARGV[3])
+  redis.call('SADD', KEYS[6], ARGV[3])
 end
 local expire_ms = tonumber(ARGV[4])
 if expire_ms > 0 then
@@ -94,6 +103,8 @@ pub struct CasWrite {
     pub state_change: Option<(String, String)>,
     /// Expire all the run's keys after this long (terminal runs).
     pub expire_after: Option<Duration>,
+    /// The run's next deadline (unix millis) in `lg:deadlines`; None removes it.
+    pub deadline_ms: Option<i64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,6 +138,8 @@ pub fn state_index_key(state: &str) -> String {
     format!("lg:runs:{state}")
 }
 pub const ALL_RUNS_KEY: &str = "lg:runs:all";
+/// Run ids scored by their next deadline (unix millis).
+pub const DEADLINES_KEY: &str = "lg:deadlines";
 
 /// Ids and states become key parts: refuse anything that could alias another key.
 pub fn check_name(what: &'static str, value: &str) -> Result<(), StoreError> {
@@ -241,6 +254,7 @@ impl RunStore {
         record_json: &str,
         state: &str,
         created_ms: u64,
+        deadline_ms: Option<i64>,
         first_log: Option<&str>,
     ) -> Result<bool, StoreError> {
         check_name("run id", id)?;
@@ -251,9 +265,11 @@ impl RunStore {
             .key(log_key(id))
             .key(state_index_key(state))
             .key(ALL_RUNS_KEY)
+            .key(DEADLINES_KEY)
             .arg(id)
             .arg(record_json)
-            .arg(created_ms);
+            .arg(created_ms)
+            .arg(deadline_ms.unwrap_or(-1));
         if let Some(entry) = first_log {
             invocation.arg(entry);
         }
@@ -297,7 +313,8 @@ impl RunStore {
         invocation
             .key(run_key(id))
             .key(log_key(id))
-            .key(evidence_key(id));
+            .key(evidence_key(id))
+            .key(DEADLINES_KEY);
         if let Some((from, to)) = &write.state_change {
             check_state(from)?;
             check_state(to)?;
@@ -315,7 +332,8 @@ impl RunStore {
             .arg(id)
             .arg(expire_ms)
             .arg(write.log_entries.len())
-            .arg(write.evidence.len());
+            .arg(write.evidence.len())
+            .arg(write.deadline_ms.unwrap_or(-1));
         for entry in &write.log_entries {
             invocation.arg(entry);
         }
@@ -407,6 +425,36 @@ impl RunStore {
     }
 
     /// All evidence `(field, json)` pairs, sorted by field.
+    /// Run ids whose next deadline is at or before `now_ms`, earliest first, at most `limit`.
+    /// Any replica may act on them: the record's compare-and-set makes exactly one win.
+    pub async fn due_deadlines(
+        &self,
+        now_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let mut conn = self.conn.clone();
+        bounded(
+            "due_deadlines",
+            self.timeout,
+            redis::cmd("ZRANGEBYSCORE")
+                .arg(DEADLINES_KEY)
+                .arg("-inf")
+                .arg(now_ms)
+                .arg("LIMIT")
+                .arg(0)
+                .arg(limit.max(1))
+                .query_async(&mut conn),
+        )
+        .await
+    }
+
+    /// Drop a run from the deadline index (e.g. its record expired or is unreadable).
+    pub async fn clear_deadline(&self, id: &str) -> Result<(), StoreError> {
+        let mut conn = self.conn.clone();
+        let _: i64 = bounded("clear_deadline", self.timeout, conn.zrem(DEADLINES_KEY, id)).await?;
+        Ok(())
+    }
+
     pub async fn evidence(&self, id: &str) -> Result<Vec<(String, String)>, StoreError> {
         check_name("run id", id)?;
         let mut conn = self.conn.clone();

@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use crate::api_client::{ApiClient, ApiError};
-use crate::cli_args::{AnswerArgs, RunArg, RunJsonArgs, RunsArgs};
+use crate::cli_args::{AnswerArgs, ResumeArgs, RunArg, RunJsonArgs, RunsArgs};
 use crate::errors::CliError;
 use crate::exit_status::ExitStatus;
 use crate::output;
@@ -98,5 +98,34 @@ pub async fn answer(client: &ApiClient, args: &AnswerArgs) -> Result<ExitStatus,
         args.run,
         state_suffix(&answer)
     ))?;
+    Ok(ExitStatus::Ok)
+}
+
+pub async fn resume(client: &ApiClient, args: &ResumeArgs) -> Result<ExitStatus, CliError> {
+    let mut budget = serde_json::Map::new();
+    if let Some(v) = args.max_rounds {
+        budget.insert("max_rounds".into(), v.into());
+    }
+    if let Some(v) = args.max_total_tokens {
+        budget.insert("max_total_tokens".into(), v.into());
+    }
+    if let Some(v) = args.max_cost_usd {
+        budget.insert("max_cost_usd".into(), v.into());
+    }
+    if let Some(v) = args.max_wall_secs {
+        budget.insert("max_wall_secs".into(), v.into());
+    }
+    let answer = client.resume(&args.run, &Value::Object(budget)).await?;
+    if args.json {
+        output::line(answer.map(|v| v.to_string()).unwrap_or_default())?;
+    } else {
+        let generation = answer
+            .as_ref()
+            .and_then(|v| v.get("generation"))
+            .and_then(Value::as_u64)
+            .map(|g| format!(" as generation {g}"))
+            .unwrap_or_default();
+        output::line(format!("resumed {}{generation}{}", args.run, state_suffix(&answer)))?;
+    }
     Ok(ExitStatus::Ok)
 }

@@ -14,12 +14,12 @@ async fn cas_lets_exactly_one_of_two_writers_win() -> Result<()> {
         let (_server, store) = redis_store().await?;
         assert!(
             store
-                .create("r1", r#"{"n":0}"#, "pending", 1000, Some("created"))
+                .create("r1", r#"{"n":0}"#, "pending", 1000, None, Some("created"))
                 .await?
         );
         assert!(
             !store
-                .create("r1", r#"{"n":9}"#, "pending", 1000, None)
+                .create("r1", r#"{"n":9}"#, "pending", 1000, None, None)
                 .await?
         );
         let loaded = store.load("r1").await?.unwrap();
@@ -58,10 +58,14 @@ async fn log_order_evidence_and_state_indexes() -> Result<()> {
         let (_server, store) = redis_store().await?;
         assert!(
             store
-                .create("r2", "{}", "pending", 2000, Some("e0"))
+                .create("r2", "{}", "pending", 2000, None, Some("e0"))
                 .await?
         );
-        assert!(store.create("r3", "{}", "pending", 3000, None).await?);
+        assert!(
+            store
+                .create("r3", "{}", "pending", 3000, None, None)
+                .await?
+        );
         let write = CasWrite {
             log_entries: vec!["e1".into(), "e2".into(), "e3".into()],
             evidence: vec![
@@ -155,6 +159,49 @@ async fn log_order_evidence_and_state_indexes() -> Result<()> {
         assert!(store.evidence("r2").await?.is_empty());
         assert_eq!(store.list(Some("done"), 0, 10).await?, Vec::<String>::new());
         assert_eq!(store.list(None, 0, 10).await?, vec!["r3"]);
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn deadlines_move_with_the_record() -> Result<()> {
+    bounded(async {
+        let (_server, store) = redis_store().await?;
+        assert!(
+            store
+                .create("d1", "{}", "pending", 1, Some(5_000), None)
+                .await?
+        );
+        assert!(store.create("d2", "{}", "pending", 1, None, None).await?);
+        assert_eq!(store.due_deadlines(4_999, 10).await?, Vec::<String>::new());
+        assert_eq!(
+            store.due_deadlines(5_000, 10).await?,
+            vec!["d1".to_string()]
+        );
+        // A CAS moves the deadline atomically with the record...
+        let mut write = cas(1, "{\"v\":2}");
+        write.deadline_ms = Some(9_000);
+        assert!(matches!(
+            store.compare_and_set("d1", write).await?,
+            CasOutcome::Applied { .. }
+        ));
+        assert!(store.due_deadlines(8_999, 10).await?.is_empty());
+        // ...a conflicting CAS leaves it alone...
+        let mut stale = cas(1, "{}");
+        stale.deadline_ms = Some(1);
+        assert!(matches!(
+            store.compare_and_set("d1", stale).await?,
+            CasOutcome::Conflict { .. }
+        ));
+        assert!(store.due_deadlines(8_999, 10).await?.is_empty());
+        // ...and a write without one clears it.
+        assert!(matches!(
+            store.compare_and_set("d1", cas(2, "{}")).await?,
+            CasOutcome::Applied { .. }
+        ));
+        assert!(store.due_deadlines(i64::MAX, 10).await?.is_empty());
+        store.clear_deadline("d2").await?;
         Ok(())
     })
     .await

@@ -1,0 +1,130 @@
+//! Events from outside the round: workers starting episodes, deadlines, people (answer,
+//! cancel, resume).
+
+use super::manager_turn::manager_miss;
+use super::tx::Tx;
+use super::{Decision, EPISODE_GRACE_SECS};
+use crate::budget::Budget;
+use crate::state::{DeadlineKind, LogEvent, Phase, RunRecord, RunState};
+use crate::wire::{EpisodeRole, EpisodeStarted};
+
+pub(super) fn on_cancel(record: &RunRecord, reason: &str, now: i64) -> Decision {
+    if record.state.is_terminal() {
+        return Decision::Ignore(format!("run is already {}", record.state.as_str()));
+    }
+    let mut tx = Tx::new(record, now);
+    tx.terminal(RunState::Cancelled, reason.to_string());
+    tx.finish()
+}
+
+pub(super) fn on_answer(record: &RunRecord, text: &str, now: i64) -> Decision {
+    if !matches!(record.phase, Phase::WaitingForAnswer { .. }) {
+        return Decision::Ignore("the run is not waiting for input".to_string());
+    }
+    let mut tx = Tx::new(record, now);
+    tx.record.state = RunState::Running;
+    tx.record.failed_streak = 0;
+    tx.log(LogEvent::Answered { text: text.to_string() });
+    tx.feedback(format!("A human answered your question: {text}"));
+    tx.request_decision();
+    tx.finish()
+}
+
+/// A new generation of an ended run: old results are recognised by generation and dropped.
+pub(super) fn on_resume(record: &RunRecord, budget: &Budget, now: i64) -> Decision {
+    if !record.state.is_terminal() || record.state == RunState::Completed {
+        return Decision::Ignore(format!("a {} run cannot be resumed", record.state.as_str()));
+    }
+    let mut tx = Tx::new(record, now);
+    let from_state = record.state;
+    let r = &mut tx.record;
+    r.generation += 1;
+    r.generation_start_round = r.round;
+    r.task.budget = budget.clone();
+    r.state = RunState::Running;
+    r.terminal_reason = None;
+    r.invalid_streak = 0;
+    r.failed_streak = 0;
+    r.wall_deadline_ms = budget.max_wall_secs.map(|s| now + (s as i64) * 1000);
+    tx.log(LogEvent::Resumed { from_state });
+    tx.feedback(format!(
+        "The run was resumed after it ended {}: {}",
+        from_state.as_str(),
+        record.terminal_reason.as_deref().unwrap_or("")
+    ));
+    tx.request_decision();
+    tx.finish()
+}
+
+pub(super) fn on_episode_started(record: &RunRecord, started: &EpisodeStarted, now: i64) -> Decision {
+    if started.generation != record.generation {
+        return Decision::Ignore(format!("stale generation {}", started.generation));
+    }
+    let secs = match (&record.phase, started.role) {
+        (Phase::Executing { round, .. }, EpisodeRole::Executor) if *round == started.round => {
+            (DeadlineKind::ExecEpisode, record.task.budget.executor_episode_secs)
+        }
+        (Phase::Auditing { round, .. }, EpisodeRole::Auditor) if *round == started.round => {
+            (DeadlineKind::Audit, record.task.budget.auditor_episode_secs)
+        }
+        _ => return Decision::Ignore(format!("no {:?} episode of round {} is pending", started.role, started.round)),
+    };
+    let mut tx = Tx::new(record, now);
+    tx.set_deadline(secs.0, secs.1 + EPISODE_GRACE_SECS);
+    tx.log(LogEvent::EpisodeStarted {
+        role: started.role,
+        worker: started.worker.clone(),
+        attempt: started.delivery_attempt,
+    });
+    tx.finish()
+}
+
+/// The deadline sweep: act on the wall-clock deadline or the phase deadline if one has passed.
+pub(super) fn on_tick(record: &RunRecord, now: i64) -> Decision {
+    if let Some(wall) = record.wall_deadline_ms.filter(|w| now >= *w) {
+        let mut tx = Tx::new(record, now);
+        let secs = record.task.budget.max_wall_secs.unwrap_or(0);
+        tx.log(LogEvent::DeadlineMissed {
+            kind: DeadlineKind::Decision,
+            detail: format!("wall-clock deadline passed at {wall}"),
+        });
+        tx.terminal(RunState::BudgetExhausted, format!("wall-clock budget of {secs} s exhausted"));
+        return tx.finish();
+    }
+    let Some(deadline) = record.deadline.filter(|d| now >= d.at_ms) else {
+        return Decision::Ignore("no deadline has passed".to_string());
+    };
+    let mut tx = Tx::new(record, now);
+    let round = record.round;
+    let b = &record.task.budget;
+    let detail = match (deadline.kind, &record.phase) {
+        (DeadlineKind::Decision, _) => format!("the manager did not decide within {} s", b.manager_episode_secs),
+        (DeadlineKind::ExecStart, Phase::Executing { capability, .. }) => format!(
+            "no executor with capability `{}` picked up round {round} within {} s",
+            capability.as_str(),
+            b.start_secs
+        ),
+        (DeadlineKind::ExecStart, _) => format!("round {round} was not picked up within {} s", b.start_secs),
+        (DeadlineKind::ExecEpisode, _) => {
+            format!("the executor episode of round {round} did not finish within {} s", b.executor_episode_secs)
+        }
+        (DeadlineKind::Audit, _) => format!("the audit of round {round} did not finish in time"),
+    };
+    tx.log(LogEvent::DeadlineMissed {
+        kind: deadline.kind,
+        detail: detail.clone(),
+    });
+    match deadline.kind {
+        DeadlineKind::Decision => manager_miss(&mut tx, detail),
+        DeadlineKind::ExecStart => {
+            tx.feedback(format!("{detail}; choose another route or try again."));
+            tx.continue_after_failure(&detail);
+        }
+        DeadlineKind::ExecEpisode | DeadlineKind::Audit => {
+            tx.cancel_episodes(&detail);
+            tx.feedback(format!("{detail}; its result will be ignored."));
+            tx.continue_after_failure(&detail);
+        }
+    }
+    tx.finish()
+}

@@ -1,0 +1,200 @@
+//! The manager's reply: parse defensively, then route (cli, gui, done, blocked, ask, invalid).
+
+use super::tx::Tx;
+use super::{Decision, RAW_LOG_CHARS};
+use crate::gate::evaluate_gate;
+use crate::next_step::{parse_next_step, NextStepError, Route};
+use crate::state::{DeadlineKind, LogEvent, Phase, RunRecord, RunState, Target};
+use crate::subjects::Capability;
+use crate::usage::Usage;
+use crate::wire::{AuditPurpose, ExecRequest, Increment, Message};
+
+fn expecting_decision(record: &RunRecord, generation: u32, seq: u32) -> Result<(), String> {
+    if generation != record.generation {
+        return Err(format!("stale generation {generation} (run is at {})", record.generation));
+    }
+    match record.phase {
+        Phase::Deciding { seq: want } if want == seq => Ok(()),
+        _ => Err(format!("no decision {seq} is pending")),
+    }
+}
+
+pub(super) fn on_manager_failed(
+    record: &RunRecord,
+    generation: u32,
+    seq: u32,
+    error: &str,
+    usage: Usage,
+    now: i64,
+) -> Decision {
+    if let Err(why) = expecting_decision(record, generation, seq) {
+        return Decision::Ignore(why);
+    }
+    let mut tx = Tx::new(record, now);
+    tx.record.usage.manager.add(usage);
+    tx.log(LogEvent::ManagerError {
+        seq,
+        error: error.to_string(),
+    });
+    manager_miss(&mut tx, format!("the manager model failed: {error}"));
+    tx.finish()
+}
+
+/// A decision that produced nothing usable (model error, timeout): retry within the
+/// invalid-output budget, else the run fails with the last reason.
+pub(super) fn manager_miss(tx: &mut Tx, reason: String) {
+    tx.record.invalid_streak += 1;
+    if tx.record.invalid_streak > tx.record.task.budget.max_invalid_outputs {
+        let n = tx.record.invalid_streak;
+        tx.terminal(RunState::Failed, format!("no usable manager decision {n} times in a row; last: {reason}"));
+    } else if !tx.check_spend_budget() {
+        tx.request_decision();
+    }
+}
+
+pub(super) fn on_manager_reply(
+    record: &RunRecord,
+    generation: u32,
+    seq: u32,
+    raw: &str,
+    usage: Usage,
+    now: i64,
+) -> Decision {
+    if let Err(why) = expecting_decision(record, generation, seq) {
+        return Decision::Ignore(why);
+    }
+    let mut tx = Tx::new(record, now);
+    tx.record.usage.manager.add(usage);
+    if tx.record.state == RunState::Queued {
+        tx.record.state = RunState::Running;
+    }
+    if tx.check_spend_budget() {
+        return tx.finish();
+    }
+    let parsed = parse_next_step(raw).and_then(|step| match step.route {
+        Route::Invalid => Err(NextStepError::UnknownRoute {
+            word: format!("invalid ({})", step.task),
+        }),
+        _ => Ok(step),
+    });
+    let step = match parsed {
+        Ok(step) => step,
+        Err(error) => {
+            tx.record.invalid_streak += 1;
+            tx.log(LogEvent::InvalidOutput {
+                seq,
+                error: error.to_string(),
+                raw: raw.chars().take(RAW_LOG_CHARS).collect(),
+            });
+            if tx.record.invalid_streak > tx.record.task.budget.max_invalid_outputs {
+                tx.terminal(
+                    RunState::Blocked,
+                    format!(
+                        "the manager's reply could not be parsed {} times in a row; last error: {error}",
+                        tx.record.invalid_streak
+                    ),
+                );
+            } else {
+                tx.feedback(format!(
+                    "Your previous reply could not be used: {error}. Answer with the three lines \
+                     `Current task state:`, `Next:` and `Task:` exactly as described."
+                ));
+                tx.request_decision();
+            }
+            return tx.finish();
+        }
+    };
+    tx.record.invalid_streak = 0;
+    if step.task_state.is_some() {
+        tx.record.task_state = step.task_state.clone();
+    }
+    tx.log(LogEvent::Decision {
+        seq,
+        route: step.route,
+        task: step.task.clone(),
+        task_state: step.task_state.clone(),
+    });
+    match step.route {
+        Route::Cli | Route::Gui => {
+            let max = tx.record.task.budget.max_rounds;
+            if tx.record.rounds_this_generation() >= max {
+                tx.terminal(
+                    RunState::BudgetExhausted,
+                    format!("max_rounds ({max}) reached without passing the gate"),
+                );
+                return tx.finish();
+            }
+            let capability = if step.route == Route::Gui { Capability::Gui } else { Capability::Cli };
+            dispatch_exec(&mut tx, capability, step.task);
+        }
+        Route::Done => {
+            let r = &tx.record;
+            let verdicts = r.last_verdicts.as_ref().map(|(v, s)| (v, s.as_str()));
+            let gate = evaluate_gate(&r.contract, verdicts, &r.evidence, &r.snapshot);
+            if gate.passed {
+                let snapshot = r.snapshot.clone();
+                tx.dispatch_audit(AuditPurpose::Final, snapshot, "final audit before completion".into(), Vec::new());
+            } else {
+                tx.log(LogEvent::DoneRefused {
+                    reasons: gate.reasons.clone(),
+                });
+                tx.feedback(format!(
+                    "`done` was refused: the completion gate is closed because {}. Choose a step that fixes this.",
+                    gate.reasons.join("; ")
+                ));
+                tx.request_decision();
+            }
+        }
+        Route::Blocked => {
+            let reason = if step.task.is_empty() {
+                "the manager declared the task blocked".to_string()
+            } else {
+                format!("the manager declared the task blocked: {}", step.task)
+            };
+            tx.terminal(RunState::Blocked, reason);
+        }
+        Route::Ask => tx.ask(step.task),
+        Route::Invalid => {}
+    }
+    tx.finish()
+}
+
+fn dispatch_exec(tx: &mut Tx, capability: Capability, task: String) {
+    tx.record.round += 1;
+    let start_secs = tx.record.task.budget.start_secs;
+    tx.set_deadline(DeadlineKind::ExecStart, start_secs);
+    let start_by_ms = tx.record.deadline.map(|d| d.at_ms);
+    let r = &tx.record;
+    let increment = Increment {
+        objective: task.clone(),
+        instructions: task,
+        acceptance_checks: r.contract.criteria.iter().map(|c| c.id.clone()).collect(),
+        write_scope: Vec::new(),
+    };
+    let request = ExecRequest {
+        run_id: r.id.clone(),
+        generation: r.generation,
+        round: r.round,
+        capability,
+        contract: r.contract.clone(),
+        increment: increment.clone(),
+        base_snapshot: r.snapshot.clone(),
+        executor_profile: r.task.roles.executor.clone(),
+        episode_secs: r.task.budget.executor_episode_secs,
+        max_steps: r.task.budget.max_steps,
+        start_by_ms,
+    };
+    let msg_id = format!("{}:{}:{}:exec", r.id, r.generation, r.round);
+    let base_snapshot = r.snapshot.clone();
+    tx.record.phase = Phase::Executing {
+        round: tx.record.round,
+        capability,
+        increment: increment.clone(),
+    };
+    tx.publish(Target::Exec { capability }, msg_id, Message::ExecRequest(request));
+    tx.log(LogEvent::ExecDispatched {
+        capability,
+        objective: increment.objective,
+        base_snapshot,
+    });
+}

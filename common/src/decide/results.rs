@@ -1,0 +1,194 @@
+//! Executor results and audit reports.
+
+use super::tx::Tx;
+use super::{Decision, HISTORY_KEEP};
+use crate::contract::Contract;
+use crate::gate::evaluate_gate;
+use crate::state::{LogEvent, Phase, RoundSummary, RunRecord, RunState};
+use crate::verdict::{AuditStatus, CheckVerdict, ContractVerdict, Evidence, Integrity, Verdicts};
+use crate::wire::{AuditPurpose, AuditReport, ExecOutcome, ExecResult};
+
+fn push_history(tx: &mut Tx, summary: RoundSummary) {
+    tx.record.history.push(summary);
+    let excess = tx.record.history.len().saturating_sub(HISTORY_KEEP);
+    tx.record.history.drain(..excess);
+}
+
+pub(super) fn on_exec(record: &RunRecord, result: &ExecResult, now: i64) -> Decision {
+    if result.generation != record.generation {
+        return Decision::Ignore(format!("stale generation {}", result.generation));
+    }
+    let increment = match &record.phase {
+        Phase::Executing { round, increment, .. } if *round == result.round => increment.clone(),
+        _ => return Decision::Ignore(format!("no executor result for round {} is pending", result.round)),
+    };
+    let mut tx = Tx::new(record, now);
+    tx.episode_in_flight = false;
+    tx.record.usage.executor.add(result.usage);
+    let (candidate, summary, claimed_done, tool_calls, error) = match &result.outcome {
+        ExecOutcome::Frozen {
+            candidate,
+            summary,
+            claimed_done,
+            tool_calls,
+            ..
+        } => (Some(candidate.clone()), summary.clone(), *claimed_done, *tool_calls, None),
+        ExecOutcome::Failed { error } => (None, String::new(), false, 0, Some(error.clone())),
+    };
+    tx.log(LogEvent::ExecResult {
+        worker: result.worker.clone(),
+        candidate: candidate.clone(),
+        summary: summary.clone(),
+        claimed_done,
+        tool_calls,
+        error: error.clone(),
+    });
+    push_history(
+        &mut tx,
+        RoundSummary {
+            round: result.round,
+            objective: increment.objective.clone(),
+            exec_summary: error.clone().map(|e| format!("executor failed: {e}")).unwrap_or(summary),
+            candidate: candidate.clone(),
+            verdicts: None,
+            gaps: Vec::new(),
+            failing: Vec::new(),
+            passing: Vec::new(),
+        },
+    );
+    if tx.check_spend_budget() {
+        return tx.finish();
+    }
+    match candidate {
+        Some(candidate) => tx.dispatch_audit(AuditPurpose::Round, candidate, increment.objective, increment.write_scope),
+        None => {
+            let error = error.unwrap_or_default();
+            tx.feedback(format!("Round {}: the executor could not finish the step: {error}", result.round));
+            tx.continue_after_failure(&format!("the executor failed: {error}"));
+        }
+    }
+    tx.finish()
+}
+
+/// The acceptance-constraint guard: a report that says complete while a blocking criterion has
+/// no passing evidence on its snapshot is downgraded to incomplete/unknown.
+pub fn guard_report(contract: &Contract, report: &AuditReport) -> (Verdicts, bool) {
+    let mut verdicts = report.verdicts;
+    if verdicts.status != AuditStatus::Complete {
+        return (verdicts, false);
+    }
+    let unmet = contract.blocking().any(|c| {
+        !report
+            .evidence
+            .iter()
+            .any(|e| e.check_id == c.id && e.artifact_version == report.snapshot && e.verdict == CheckVerdict::Pass)
+    });
+    if unmet {
+        verdicts.status = AuditStatus::Incomplete;
+        verdicts.contract = ContractVerdict::Unknown;
+    }
+    (verdicts, unmet)
+}
+
+pub(super) fn on_audit(record: &RunRecord, report: &AuditReport, now: i64) -> Decision {
+    if report.generation != record.generation {
+        return Decision::Ignore(format!("stale generation {}", report.generation));
+    }
+    let (purpose, candidate) = match &record.phase {
+        Phase::Auditing {
+            round,
+            purpose,
+            candidate,
+            ..
+        } if *round == report.round && *purpose == report.purpose && *candidate == report.snapshot => {
+            (*purpose, candidate.clone())
+        }
+        _ => return Decision::Ignore(format!("no audit of round {} is pending", report.round)),
+    };
+    let mut tx = Tx::new(record, now);
+    tx.episode_in_flight = false;
+    tx.record.usage.auditor.add(report.usage);
+    let (verdicts, downgraded) = guard_report(&record.contract, report);
+    // Only evidence bound to the audited snapshot counts.
+    let evidence: Vec<Evidence> = report
+        .evidence
+        .iter()
+        .filter(|e| e.artifact_version == candidate)
+        .cloned()
+        .collect();
+    tx.evidence = evidence.clone();
+    if verdicts.integrity == Integrity::Violation {
+        let reason = format!("integrity violation: {}", report.gaps.join("; "));
+        tx.log(LogEvent::CandidateRejected {
+            candidate: candidate.clone(),
+            reason: reason.clone(),
+        });
+        tx.feedback(format!(
+            "Round {}: the candidate was rejected ({reason}); the workspace stays at the previous snapshot.",
+            report.round
+        ));
+    } else {
+        tx.record.snapshot = candidate.clone();
+        tx.record.evidence = evidence.clone();
+    }
+    tx.record.last_verdicts = Some((verdicts, candidate.clone()));
+    let r = &tx.record;
+    let gate = evaluate_gate(
+        &r.contract,
+        r.last_verdicts.as_ref().map(|(v, s)| (v, s.as_str())),
+        &r.evidence,
+        &r.snapshot,
+    );
+    tx.log(LogEvent::AuditReport {
+        purpose,
+        worker: report.worker.clone(),
+        snapshot: candidate.clone(),
+        verdicts,
+        passing: gate.passing,
+        checked: gate.checked,
+        gaps: report.gaps.clone(),
+        downgraded,
+    });
+    tx.log(LogEvent::Gate {
+        passed: gate.passed,
+        snapshot: gate.snapshot.clone(),
+        reasons: gate.reasons.clone(),
+    });
+    if let Some(last) = tx.record.history.last_mut().filter(|h| h.round == report.round) {
+        last.verdicts = Some(verdicts);
+        last.gaps = report.gaps.clone();
+        last.failing = evidence
+            .iter()
+            .filter(|e| e.verdict != CheckVerdict::Pass)
+            .map(|e| (e.check_id.clone(), e.output_excerpt.clone()))
+            .collect();
+        last.passing = evidence
+            .iter()
+            .filter(|e| e.verdict == CheckVerdict::Pass)
+            .map(|e| e.check_id.clone())
+            .collect();
+    }
+    let passed = gate.passed;
+    let reasons = gate.reasons.join("; ");
+    tx.record.last_gate = Some(gate);
+    if tx.check_spend_budget() {
+        return tx.finish();
+    }
+    if passed {
+        tx.record.failed_streak = 0;
+    }
+    match (purpose, passed) {
+        (AuditPurpose::Final, true) => tx.terminal(RunState::Completed, "the final audit passed the gate".to_string()),
+        (AuditPurpose::Round, true) if tx.record.task.complete_on_gate => tx.terminal(
+            RunState::Completed,
+            "an audit of the current snapshot passed the gate on every criterion".to_string(),
+        ),
+        (AuditPurpose::Final, false) => {
+            tx.feedback(format!("The final audit did not pass the gate: {reasons}"));
+            tx.continue_after_failure(&reasons);
+        }
+        (AuditPurpose::Round, true) => tx.request_decision(),
+        (AuditPurpose::Round, false) => tx.continue_after_failure(&reasons),
+    }
+    tx.finish()
+}

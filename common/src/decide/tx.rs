@@ -1,0 +1,207 @@
+//! One transition in the making: the new record, its log entries, evidence and outbox.
+
+use super::{Decision, Step, DECISION_SLACK_SECS, FEEDBACK_KEEP};
+use crate::state::{Deadline, DeadlineKind, LogEntry, LogEvent, Outgoing, Phase, RunRecord, RunState, Target};
+use crate::verdict::Evidence;
+use crate::wire::{AuditPurpose, AuditRequest, CancelEpisodes, DecideRequest, Message};
+
+pub(super) struct Tx {
+    pub record: RunRecord,
+    pub log: Vec<LogEntry>,
+    pub evidence: Vec<Evidence>,
+    pub previous_state: RunState,
+    pub now: i64,
+    /// Whether an executor or auditor episode is still running for this run; cleared by the
+    /// handler of its result.
+    pub episode_in_flight: bool,
+}
+
+impl Tx {
+    pub fn new(record: &RunRecord, now: i64) -> Tx {
+        let mut record = record.clone();
+        record.outbox.clear();
+        record.updated_at = now;
+        Tx {
+            episode_in_flight: matches!(record.phase, Phase::Executing { .. } | Phase::Auditing { .. }),
+            previous_state: record.state,
+            record,
+            log: Vec::new(),
+            evidence: Vec::new(),
+            now,
+        }
+    }
+
+    pub fn log(&mut self, event: LogEvent) {
+        self.log.push(LogEntry {
+            at: self.now,
+            generation: self.record.generation,
+            round: self.record.round,
+            event,
+        });
+    }
+
+    pub fn publish(&mut self, target: Target, msg_id: String, message: Message) {
+        self.record.outbox.push(Outgoing {
+            target,
+            msg_id,
+            message,
+        });
+    }
+
+    pub fn feedback(&mut self, line: String) {
+        self.record.feedback.push(line);
+        let excess = self.record.feedback.len().saturating_sub(FEEDBACK_KEEP);
+        self.record.feedback.drain(..excess);
+    }
+
+    pub fn set_deadline(&mut self, kind: DeadlineKind, secs: u64) {
+        let at_ms = self.now.saturating_add((secs as i64).saturating_mul(1000));
+        self.record.deadline = Some(Deadline { at_ms, kind });
+    }
+
+    pub fn request_decision(&mut self) {
+        self.record.decide_seq += 1;
+        let seq = self.record.decide_seq;
+        self.record.phase = Phase::Deciding { seq };
+        let secs = self.record.task.budget.manager_episode_secs + DECISION_SLACK_SECS;
+        self.set_deadline(DeadlineKind::Decision, secs);
+        let r = &self.record;
+        let msg_id = format!("{}:{}:decide:{}", r.id, r.generation, seq);
+        let message = Message::DecideRequest(DecideRequest {
+            run_id: r.id.clone(),
+            generation: r.generation,
+            seq,
+        });
+        self.publish(Target::Decide, msg_id, message);
+    }
+
+    /// After a round that did not pass: ask the manager again, or a human once
+    /// `max_failed_rounds` rounds in a row have failed.
+    pub fn continue_after_failure(&mut self, why: &str) {
+        self.record.failed_streak += 1;
+        let max = self.record.task.budget.max_failed_rounds;
+        if self.record.failed_streak >= max {
+            let question = format!(
+                "{} rounds in a row did not pass the gate (last: {why}). Answer with guidance to \
+                 continue (`loopgate answer`), or cancel the run.",
+                self.record.failed_streak
+            );
+            self.ask(question);
+        } else {
+            self.request_decision();
+        }
+    }
+
+    pub fn ask(&mut self, question: String) {
+        self.record.state = RunState::WaitingForInput;
+        self.record.phase = Phase::WaitingForAnswer {
+            question: question.clone(),
+        };
+        self.record.deadline = None;
+        self.log(LogEvent::Question { question });
+    }
+
+    /// Tell in-flight episodes of this run (this generation or older) to stop.
+    pub fn cancel_episodes(&mut self, reason: &str) {
+        self.episode_in_flight = false;
+        let r = &self.record;
+        let msg_id = format!("{}:{}:cancel:{}", r.id, r.generation, r.round);
+        let message = Message::CancelEpisodes(CancelEpisodes {
+            run_id: r.id.clone(),
+            generation: r.generation,
+            reason: reason.to_string(),
+        });
+        self.publish(Target::Control, msg_id, message);
+    }
+
+    pub fn terminal(&mut self, state: RunState, reason: String) {
+        if self.episode_in_flight {
+            self.cancel_episodes(&reason);
+        }
+        self.record.state = state;
+        self.record.phase = Phase::Finished;
+        self.record.deadline = None;
+        self.record.terminal_reason = Some(reason.clone());
+        let snapshot = self.record.snapshot.clone();
+        self.log(LogEvent::Terminal {
+            state,
+            reason,
+            snapshot,
+        });
+    }
+
+    /// Ends the run when the token or cost budget is spent. Returns true if it did.
+    pub fn check_spend_budget(&mut self) -> bool {
+        let budget = &self.record.task.budget;
+        let usage = &self.record.usage;
+        let used_tokens = usage.total();
+        let used_micros = usage.manager.cost_micros + usage.executor.cost_micros + usage.auditor.cost_micros;
+        let reason = match (budget.max_total_tokens, budget.max_cost_micros) {
+            (Some(max), _) if used_tokens > max => {
+                Some(format!("token budget exhausted: {used_tokens} of {max} tokens used"))
+            }
+            (_, Some(max)) if used_micros > max => Some(format!(
+                "cost budget exhausted: ${:.4} of ${:.4} spent",
+                used_micros as f64 / 1e6,
+                max as f64 / 1e6
+            )),
+            _ => None,
+        };
+        match reason {
+            Some(reason) => {
+                self.terminal(RunState::BudgetExhausted, reason);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn dispatch_audit(&mut self, purpose: AuditPurpose, candidate: String, objective: String, write_scope: Vec<String>) {
+        let r = &self.record;
+        let base_snapshot = match purpose {
+            AuditPurpose::Round => r.snapshot.clone(),
+            AuditPurpose::Final => r.base_snapshot.clone(),
+        };
+        let msg_id = match purpose {
+            AuditPurpose::Round => format!("{}:{}:{}:audit", r.id, r.generation, r.round),
+            AuditPurpose::Final => format!("{}:{}:{}:final:{}", r.id, r.generation, r.round, r.decide_seq),
+        };
+        let request = AuditRequest {
+            run_id: r.id.clone(),
+            generation: r.generation,
+            round: r.round,
+            purpose,
+            contract: r.contract.clone(),
+            objective: objective.clone(),
+            write_scope: write_scope.clone(),
+            base_snapshot,
+            candidate_snapshot: candidate.clone(),
+            auditor_profile: r.task.roles.auditor.clone(),
+            episode_secs: r.task.budget.auditor_episode_secs,
+        };
+        let secs = r.task.budget.start_secs + r.task.budget.auditor_episode_secs;
+        self.record.phase = Phase::Auditing {
+            round: r.round,
+            purpose,
+            candidate: candidate.clone(),
+            objective,
+            write_scope,
+        };
+        self.set_deadline(DeadlineKind::Audit, secs);
+        self.publish(Target::Audit, msg_id, Message::AuditRequest(request));
+        self.log(LogEvent::AuditDispatched { purpose, candidate });
+    }
+
+    pub fn into_step(self) -> Step {
+        Step {
+            record: self.record,
+            log: self.log,
+            evidence: self.evidence,
+            previous_state: self.previous_state,
+        }
+    }
+
+    pub fn finish(self) -> Decision {
+        Decision::Apply(Box::new(self.into_step()))
+    }
+}

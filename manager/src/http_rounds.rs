@@ -1,0 +1,131 @@
+//! Per-round snapshots (for `checkout --round` and `diff`) and resuming an ended run.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use loopgate_common::budget::BudgetFile;
+use loopgate_common::decide::RunEvent;
+use loopgate_common::state::{LogEntry, LogEvent};
+use serde::{Deserialize, Serialize};
+
+use crate::api_error::ApiError;
+use crate::engine::Applied;
+use crate::http_api::{load_view, Shared};
+use crate::run_view::RunView;
+
+#[derive(Debug, Serialize, PartialEq)]
+pub struct RoundView {
+    pub generation: u32,
+    pub round: u32,
+    pub objective: String,
+    pub base_snapshot: String,
+    pub candidate: Option<String>,
+    pub verdicts: Option<loopgate_common::verdict::Verdicts>,
+    pub gate_passed: Option<bool>,
+}
+
+/// Rebuild the rounds from the run log (the log is the source of truth).
+pub fn rounds_from_log(entries: &[LogEntry]) -> Vec<RoundView> {
+    let mut rounds: Vec<RoundView> = Vec::new();
+    for e in entries {
+        let current = rounds
+            .iter_mut()
+            .rev()
+            .find(|r| r.round == e.round && r.generation == e.generation);
+        match (&e.event, current) {
+            (LogEvent::ExecDispatched { objective, base_snapshot, .. }, _) => rounds.push(RoundView {
+                generation: e.generation,
+                round: e.round,
+                objective: objective.clone(),
+                base_snapshot: base_snapshot.clone(),
+                candidate: None,
+                verdicts: None,
+                gate_passed: None,
+            }),
+            (LogEvent::ExecResult { candidate, .. }, Some(r)) => r.candidate = candidate.clone(),
+            (LogEvent::AuditReport { verdicts, snapshot, .. }, Some(r)) if r.candidate.as_ref() == Some(snapshot) => {
+                r.verdicts = Some(*verdicts)
+            }
+            (LogEvent::Gate { passed, .. }, Some(r)) if r.verdicts.is_some() && r.gate_passed.is_none() => {
+                r.gate_passed = Some(*passed)
+            }
+            _ => {}
+        }
+    }
+    rounds
+}
+
+pub async fn list_rounds(State(s): State<Shared>, Path(id): Path<String>) -> Result<Json<serde_json::Value>, ApiError> {
+    load_view(&s, &id).await?;
+    let mut entries = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let batch = s
+            .engine
+            .store()
+            .read_log(&id, after.as_deref(), 500, None)
+            .await
+            .map_err(|e| ApiError::unavailable(e.to_string()))?;
+        let Some(last) = batch.last() else { break };
+        after = Some(last.id.clone());
+        entries.extend(batch.iter().filter_map(|r| serde_json::from_str::<LogEntry>(&r.entry).ok()));
+    }
+    Ok(Json(serde_json::json!({ "rounds": rounds_from_log(&entries) })))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeRequest {
+    /// Budget keys to change for the new generation (same keys as the task file's `[budget]`).
+    #[serde(default)]
+    pub budget: Option<BudgetFile>,
+}
+
+pub async fn resume(
+    State(s): State<Shared>,
+    Path(id): Path<String>,
+    body: Option<Json<ResumeRequest>>,
+) -> Result<(StatusCode, Json<RunView>), ApiError> {
+    let record = load_view(&s, &id).await?;
+    let req = body.map(|Json(b)| b).unwrap_or_default();
+    let budget = req
+        .budget
+        .unwrap_or_default()
+        .validate_over(&record.task.budget)
+        .map_err(|(field, problem)| ApiError::bad_request("invalid_budget", format!("budget.{field}: {problem}")))?;
+    match s.engine.apply(&id, &RunEvent::Resume { budget }).await? {
+        Applied::Changed(record) => Ok((StatusCode::OK, Json(RunView::from_record(&record)))),
+        Applied::Ignored(reason) => Err(ApiError::new(StatusCode::CONFLICT, "not_resumable", reason)),
+        Applied::Replayed => Ok((StatusCode::OK, Json(RunView::from_record(&load_view(&s, &id).await?)))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopgate_common::subjects::Capability;
+    use loopgate_common::verdict::{AuditStatus, ContractVerdict, Integrity, Verdicts};
+    use loopgate_common::wire::AuditPurpose;
+
+    fn entry(round: u32, event: LogEvent) -> LogEntry {
+        LogEntry { at: 0, generation: 1, round, event }
+    }
+
+    #[test]
+    fn rounds_are_rebuilt_from_the_log() {
+        let v = Verdicts { status: AuditStatus::Complete, integrity: Integrity::Clean, contract: ContractVerdict::Aligned };
+        let log = vec![
+            entry(1, LogEvent::ExecDispatched { capability: Capability::Cli, objective: "a".into(), base_snapshot: "s0".into() }),
+            entry(1, LogEvent::ExecResult { worker: "w".into(), candidate: Some("s1".into()), summary: String::new(), claimed_done: true, tool_calls: 1, error: None }),
+            entry(1, LogEvent::AuditReport { purpose: AuditPurpose::Round, worker: "a".into(), snapshot: "s1".into(), verdicts: v, passing: 1, checked: 1, gaps: vec![], downgraded: false }),
+            entry(1, LogEvent::Gate { passed: true, snapshot: "s1".into(), reasons: vec![] }),
+            entry(2, LogEvent::ExecDispatched { capability: Capability::Cli, objective: "b".into(), base_snapshot: "s1".into() }),
+        ];
+        let rounds = rounds_from_log(&log);
+        assert_eq!(rounds.len(), 2);
+        assert_eq!(rounds[0].candidate.as_deref(), Some("s1"));
+        assert_eq!(rounds[0].gate_passed, Some(true));
+        assert_eq!(rounds[1].base_snapshot, "s1");
+        assert_eq!(rounds[1].candidate, None);
+    }
+}

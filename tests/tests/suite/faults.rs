@@ -1,0 +1,199 @@
+//! Fault tests: manager replicas killed with SIGKILL while 20 runs are in flight, and an
+//! executor killed mid-episode. Every run must end, no round may run twice, no evidence may
+//! be lost.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use loopgate_test_support::openai_standin::{last_message_content, Reply, Script, StandInModel};
+use loopgate_tests::{Profile, Stack, StackOptions};
+use serde_json::{json, Value};
+
+const TASK: &str = r#"
+goal = "Create hello.py that prints exactly: hello, loopgate"
+[[acceptance]]
+id = "prints-greeting"
+check = "test \"$(python3 hello.py)\" = 'hello, loopgate'"
+[roles]
+manager = "mgr"
+executor = "exec"
+[budget]
+max_rounds = 6
+"#;
+
+/// Manager: first attempt, then a fix once an audit has failed. Executor: the first attempt
+/// writes the wrong greeting, the fix writes the right one; then `finish`.
+fn two_round_script(delay: Duration) -> Script {
+    let manager = Reply::dynamic(move |req: &Value| {
+        let prompt = last_message_content(req, "user").unwrap_or_default();
+        let text = if prompt.contains("Failing") {
+            "Next: cli\nTask: fix hello.py (second attempt)"
+        } else {
+            "Next: cli\nTask: write hello.py (first attempt)"
+        };
+        Reply::delayed(delay, Reply::content(text))
+    });
+    let executor = Reply::dynamic(move |req: &Value| {
+        let last_role = req["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .and_then(|m| m["role"].as_str())
+            .unwrap_or("")
+            .to_string();
+        if last_role == "tool" {
+            return Reply::tool_call("finish", json!({"summary": "wrote hello.py"}));
+        }
+        let prompt = last_message_content(req, "user").unwrap_or_default();
+        let content = if prompt.contains("first attempt") { "print('hello')\n" } else { "print('hello, loopgate')\n" };
+        Reply::delayed(delay, Reply::tool_call("write_file", json!({"path": "hello.py", "content": content})))
+    });
+    Script::new()
+        .fallback("standin-manager", manager)
+        .fallback("standin-executor", executor)
+}
+
+fn profiles(model: &StandInModel) -> Vec<Profile> {
+    vec![
+        Profile::new("mgr", &model.base_url(), "standin-manager"),
+        Profile::new("exec", &model.base_url(), "standin-executor"),
+    ]
+}
+
+fn count_by_round(entries: &[Value], kind: &str) -> BTreeMap<(u64, u64), usize> {
+    let mut counts = BTreeMap::new();
+    for e in entries.iter().filter(|e| e["type"] == kind) {
+        let key = (e["generation"].as_u64().unwrap_or(0), e["round"].as_u64().unwrap_or(0));
+        *counts.entry(key).or_insert(0) += 1;
+    }
+    counts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_survive_manager_replicas_killed_with_sigkill() -> anyhow::Result<()> {
+    let model = StandInModel::start(two_round_script(Duration::from_millis(150))).await?;
+    let mut opts = StackOptions::new(profiles(&model), 3);
+    opts.managers = 3;
+    opts.manager_extra = "ack_wait_secs = 3\nsweep_interval_ms = 200".into();
+    let mut stack = Stack::start(opts).await?;
+    let mut ids = Vec::new();
+    for _ in 0..20 {
+        ids.push(stack.submit(TASK, &[]).await?["id"].as_str().unwrap_or_default().to_string());
+    }
+    // Kill a random replica every ~1.5 s and start a fresh one, until every run has ended.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(240);
+    let mut kills = 0;
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    loop {
+        let mut open = 0;
+        for id in &ids {
+            let v = stack.run(id).await?;
+            let state = v["state"].as_str().unwrap_or("");
+            if !["completed", "blocked", "budget_exhausted", "cancelled", "failed"].contains(&state) {
+                open += 1;
+            }
+        }
+        if open == 0 {
+            break;
+        }
+        anyhow::ensure!(tokio::time::Instant::now() < deadline, "{open} runs still open after {kills} kills\n{}", stack.logs());
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let victim = (seed % stack.managers.len() as u64) as usize;
+        stack.kill_manager(victim);
+        kills += 1;
+        stack.spawn_manager().await?;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+    assert!(kills >= 1, "the test must actually kill replicas");
+    for id in &ids {
+        let run = stack.run(id).await?;
+        assert_eq!(run["state"], "completed", "{run}");
+        let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
+        let entries = log["entries"].as_array().cloned().unwrap_or_default();
+        for kind in ["exec_dispatched", "exec_result", "audit_report"] {
+            for (key, n) in count_by_round(&entries, kind) {
+                assert_eq!(n, 1, "run {id}: {kind} for (generation, round) {key:?} appears {n} times");
+            }
+        }
+        // Each executed round started exactly one executor episode (no re-execution).
+        for (key, n) in count_by_round(&entries, "episode_started") {
+            assert_eq!(n, 1, "run {id}: round {key:?} was started {n} times");
+        }
+        // No evidence lost: one record per audited candidate, the last on the final snapshot.
+        let audited: Vec<String> = entries
+            .iter()
+            .filter(|e| e["type"] == "audit_report")
+            .filter_map(|e| e["snapshot"].as_str().map(str::to_string))
+            .collect();
+        let evidence = stack.get(&format!("/v1/runs/{id}/evidence")).await?;
+        let bound: Vec<String> = evidence["evidence"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|e| e["artifact_version"].as_str().map(str::to_string))
+            .collect();
+        for snap in &audited {
+            assert!(bound.contains(snap), "run {id}: evidence for audited snapshot {snap} is missing");
+        }
+        assert!(bound.contains(&run["snapshot"].as_str().unwrap_or_default().to_string()));
+    }
+    println!("manager fault test: 20 runs completed with {kills} replica kills");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn executor_killed_mid_episode_is_redelivered_and_the_round_completes_once() -> anyhow::Result<()> {
+    // The first write is slow, so the episode is surely in flight when its worker dies.
+    let first_call = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let slow = first_call.clone();
+    let executor = Reply::dynamic(move |req: &Value| {
+        let last_role = req["messages"].as_array().and_then(|m| m.last()).and_then(|m| m["role"].as_str()).unwrap_or("").to_string();
+        if last_role == "tool" {
+            return Reply::tool_call("finish", json!({"summary": "wrote hello.py"}));
+        }
+        let write = Reply::tool_call("write_file", json!({"path": "hello.py", "content": "print('hello, loopgate')\n"}));
+        if slow.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            Reply::delayed(Duration::from_secs(20), write)
+        } else {
+            write
+        }
+    });
+    let model = StandInModel::start(
+        Script::new()
+            .fallback("standin-manager", Reply::content("Next: cli\nTask: write hello.py"))
+            .fallback("standin-executor", executor),
+    )
+    .await?;
+    let mut opts = StackOptions::new(profiles(&model), 2);
+    opts.executor_extra = "ack_wait_secs = 3".into();
+    let mut stack = Stack::start(opts).await?;
+    let id = stack.submit(TASK, &[]).await?["id"].as_str().unwrap_or_default().to_string();
+    // Find which executor started the episode, then kill it with SIGKILL.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let worker = loop {
+        let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
+        let started = log["entries"]
+            .as_array()
+            .and_then(|es| es.iter().find(|e| e["type"] == "episode_started").cloned());
+        if let Some(e) = started {
+            break e["worker"].as_str().unwrap_or_default().to_string();
+        }
+        anyhow::ensure!(tokio::time::Instant::now() < deadline, "no episode started\n{}", stack.logs());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let victim = stack.executors.iter().position(|e| e.name() == worker).unwrap_or(0);
+    stack.executors[victim].kill();
+    let done = stack.wait_terminal(&id, Duration::from_secs(90)).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
+    let entries = log["entries"].as_array().cloned().unwrap_or_default();
+    let starts: Vec<&Value> = entries.iter().filter(|e| e["type"] == "episode_started").collect();
+    assert_eq!(starts.len(), 2, "{log}");
+    assert_eq!(starts[1]["attempt"], 2, "the increment was redelivered");
+    assert_ne!(starts[1]["worker"], starts[0]["worker"], "another executor redid it");
+    assert_eq!(count_by_round(&entries, "exec_result").get(&(1, 1)), Some(&1), "round 1 completed once");
+    assert_eq!(done["round"], 1);
+    Ok(())
+}

@@ -1,0 +1,2 @@
+mod control_plane;
+mod faults;
