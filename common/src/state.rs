@@ -206,6 +206,10 @@ pub struct RunRecord {
     /// `round` when this generation started; `max_rounds` counts rounds per generation.
     #[serde(default)]
     pub generation_start_round: u32,
+    /// W3C `traceparent` of the run's root span: every later span of the run, in any process,
+    /// joins this trace.
+    #[serde(default)]
+    pub trace_parent: Option<String>,
 }
 
 impl RunRecord {

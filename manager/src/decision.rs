@@ -10,6 +10,8 @@ use loopgate_common::state::{Phase, RunRecord};
 use loopgate_common::usage::Usage;
 use loopgate_common::wire::DecideRequest;
 use loopgate_models::{ChatClient, ChatMessage, ChatRequest};
+use loopgate_transport::otel::set_remote_parent;
+use tracing::Instrument;
 
 use crate::engine::{Applied, Engine, EngineError};
 
@@ -32,7 +34,35 @@ pub async fn take_decision(
         return Ok(Applied::Ignored(format!("decision {} is not pending", req.seq)));
     }
     let profile = &record.task.roles.manager;
-    let event = match models.get(profile) {
+    let span = tracing::info_span!(
+        "invoke_agent manager",
+        "gen_ai.operation.name" = "invoke_agent",
+        "gen_ai.agent.name" = "manager",
+        "loopgate.run_id" = %req.run_id,
+        "loopgate.round" = record.round,
+        "loopgate.generation" = record.generation,
+        "loopgate.route" = tracing::field::Empty,
+    );
+    set_remote_parent(&span, record.trace_parent.as_deref());
+    let started = std::time::Instant::now();
+    let event = decide_with_model(models, char_budget, &record, req, profile).instrument(span.clone()).await;
+    engine.metrics().record_episode("manager", started.elapsed().as_secs_f64());
+    if let RunEvent::ManagerReplied { raw, .. } = &event {
+        if let Ok(step) = loopgate_common::next_step::parse_next_step(raw) {
+            span.record("loopgate.route", step.route.as_str());
+        }
+    }
+    engine.apply(&req.run_id, &event).instrument(span).await
+}
+
+async fn decide_with_model(
+    models: &BTreeMap<String, ChatClient>,
+    char_budget: usize,
+    record: &RunRecord,
+    req: &DecideRequest,
+    profile: &str,
+) -> RunEvent {
+    match models.get(profile) {
         None => RunEvent::ManagerFailed {
             generation: req.generation,
             seq: req.seq,
@@ -40,7 +70,7 @@ pub async fn take_decision(
             usage: Usage::default(),
         },
         Some(client) => {
-            let prompt = manager::user_prompt(&record, char_budget);
+            let prompt = manager::user_prompt(record, char_budget);
             let request = ChatRequest::new(vec![ChatMessage::system(manager::SYSTEM), ChatMessage::user(prompt)]);
             let limit = Duration::from_secs(record.task.budget.manager_episode_secs);
             let started = std::time::Instant::now();
@@ -72,6 +102,5 @@ pub async fn take_decision(
                 },
             }
         }
-    };
-    engine.apply(&req.run_id, &event).await
+    }
 }

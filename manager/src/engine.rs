@@ -8,7 +8,11 @@ use loopgate_common::state::{Outgoing, RunRecord, Target};
 use loopgate_common::subjects::Subjects;
 use loopgate_common::task::Task;
 use loopgate_common::wire::Envelope;
+use loopgate_common::state::LogEvent;
+use loopgate_transport::metrics::Metrics;
+use loopgate_transport::otel::{current_traceparent, TRACEPARENT};
 use loopgate_transport::{Bus, BusError, CasOutcome, CasWrite, RunStore, StoreError};
+use opentelemetry::KeyValue;
 
 /// CAS retries before giving up (the caller naks and the event is redelivered).
 const MAX_CAS_ATTEMPTS: u32 = 25;
@@ -43,6 +47,7 @@ pub struct Engine {
     store: RunStore,
     subjects: Subjects,
     retention: Duration,
+    metrics: Metrics,
 }
 
 pub fn now_ms() -> i64 {
@@ -53,14 +58,19 @@ pub fn now_ms() -> i64 {
 }
 
 impl Engine {
-    pub fn new(bus: Bus, store: RunStore, retention: Duration) -> Engine {
+    pub fn new(bus: Bus, store: RunStore, retention: Duration, metrics: Metrics) -> Engine {
         let subjects = bus.subjects().clone();
         Engine {
             bus,
             store,
             subjects,
             retention,
+            metrics,
         }
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     pub fn bus(&self) -> &Bus {
@@ -84,7 +94,9 @@ impl Engine {
 
     /// Store a new run and publish its first decision request.
     pub async fn create_run(&self, id: &str, task: Task, base_snapshot: &str) -> Result<RunRecord, EngineError> {
-        let step = start_run(id, task, base_snapshot, now_ms());
+        let mut step = start_run(id, task, base_snapshot, now_ms());
+        // The caller's span (`invoke_workflow loopgate`) is the run's root.
+        step.record.trace_parent = current_traceparent();
         let record_json = to_json(&step.record);
         let first_log = step.log.first().map(to_json);
         let created = self
@@ -101,7 +113,7 @@ impl Engine {
         if !created {
             return Err(EngineError::Exists(id.to_string()));
         }
-        self.publish_all(&step.record.id, step.outgoing()).await?;
+        self.publish_all(&step.record.id, step.record.trace_parent.as_deref(), step.outgoing()).await?;
         self.publish_events(&step).await;
         Ok(step.record)
     }
@@ -119,15 +131,16 @@ impl Engine {
                 }
                 Decision::Replay(outbox) => {
                     tracing::info!(run_id = id, messages = outbox.len(), "event redelivered; republishing outbox");
-                    self.publish_all(id, &outbox).await?;
+                    self.publish_all(id, record.trace_parent.as_deref(), &outbox).await?;
                     return Ok(Applied::Replayed);
                 }
                 Decision::Apply(step) => {
                     let write = self.cas_write(version, &step);
                     match self.store.compare_and_set(id, write).await? {
                         CasOutcome::Applied { .. } => {
-                            self.publish_all(id, step.outgoing()).await?;
+                            self.publish_all(id, step.record.trace_parent.as_deref(), step.outgoing()).await?;
                             self.publish_events(&step).await;
+                            self.count(&step);
                             if step.previous_state != step.record.state {
                                 tracing::info!(
                                     run_id = id,
@@ -175,7 +188,39 @@ impl Engine {
         }
     }
 
-    async fn publish_all(&self, run_id: &str, outgoing: &[Outgoing]) -> Result<(), EngineError> {
+    /// Metrics from the transition's log entries (stored, so counted once).
+    fn count(&self, step: &Step) {
+        for entry in &step.log {
+            match &entry.event {
+                LogEvent::Decision { route, .. } => self
+                    .metrics
+                    .rounds
+                    .add(1, &[KeyValue::new("route", route.as_str()), KeyValue::new("outcome", "decided")]),
+                LogEvent::AuditReport { verdicts, .. } => self.metrics.audit_verdicts.add(
+                    1,
+                    &[
+                        KeyValue::new("status", format!("{:?}", verdicts.status).to_lowercase()),
+                        KeyValue::new("integrity", format!("{:?}", verdicts.integrity).to_lowercase()),
+                        KeyValue::new("contract", format!("{:?}", verdicts.contract).to_lowercase()),
+                    ],
+                ),
+                LogEvent::Gate { passed, .. } => {
+                    let result = if *passed { "passed" } else { "closed" };
+                    self.metrics.gate.add(1, &[KeyValue::new("result", result)]);
+                    self.metrics
+                        .rounds
+                        .add(1, &[KeyValue::new("route", "cli"), KeyValue::new("outcome", result)]);
+                }
+                LogEvent::DoneRefused { .. } => self.metrics.gate.add(1, &[KeyValue::new("result", "refused")]),
+                _ => {}
+            }
+        }
+    }
+
+    async fn publish_all(&self, run_id: &str, run_trace: Option<&str>, outgoing: &[Outgoing]) -> Result<(), EngineError> {
+        // Workers' spans join the current span when there is one, else the run's root.
+        let traceparent = current_traceparent().or_else(|| run_trace.map(str::to_string));
+        let headers: Vec<(&str, &str)> = traceparent.as_deref().map(|tp| vec![(TRACEPARENT, tp)]).unwrap_or_default();
         for out in outgoing {
             let subject = match out.target {
                 Target::Exec { capability } => self.subjects.exec(capability),
@@ -192,7 +237,7 @@ impl Engine {
                 }
             };
             self.bus
-                .publish_json(&subject, &Envelope::new(&out.message), &out.msg_id, &[])
+                .publish_json(&subject, &Envelope::new(&out.message), &out.msg_id, &headers)
                 .await?;
         }
         Ok(())

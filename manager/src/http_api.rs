@@ -31,6 +31,7 @@ pub struct ApiState {
     pub models: Arc<BTreeMap<String, ChatClient>>,
     /// When set, every `/v1` route requires `Authorization: Bearer <token>`.
     pub token: Option<String>,
+    pub telemetry: Arc<loopgate_transport::otel::Telemetry>,
 }
 
 pub(crate) type Shared = Arc<ApiState>;
@@ -53,9 +54,18 @@ pub fn router(state: Shared, max_body_bytes: usize) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/openapi.json", get(crate::openapi::openapi_json))
+        .route("/metrics", get(metrics))
         .merge(v1)
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .with_state(state)
+}
+
+async fn metrics(State(s): State<Shared>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        s.telemetry.prometheus_text(),
+    )
+        .into_response()
 }
 
 async fn healthz() -> &'static str {
@@ -160,7 +170,19 @@ async fn submit(
     }
     .map_err(snapshot_error)?;
     let id = uuid::Uuid::now_v7().to_string();
-    let record = s.engine.create_run(&id, task, &outcome.id).await?;
+    // The run's root span: every later span of the run, in any process, joins this trace.
+    let root = tracing::info_span!(
+        "invoke_workflow loopgate",
+        "gen_ai.operation.name" = "invoke_workflow",
+        "gen_ai.agent.name" = "loopgate",
+        "loopgate.run_id" = %id,
+        "loopgate.spec_hash" = tracing::field::Empty,
+    );
+    let record = {
+        use tracing::Instrument;
+        s.engine.create_run(&id, task, &outcome.id).instrument(root.clone()).await?
+    };
+    root.record("loopgate.spec_hash", record.contract.spec_hash.as_str());
     tracing::info!(run_id = %id, base_snapshot = %outcome.id, files = outcome.files, "run submitted");
     Ok((StatusCode::CREATED, Json(RunView::from_record(&record))).into_response())
 }

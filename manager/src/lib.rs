@@ -5,6 +5,7 @@ pub mod config;
 pub mod deadline_sweeper;
 pub mod decision;
 pub mod engine;
+pub mod gauges;
 pub mod http_api;
 pub mod http_auth;
 pub mod http_rounds;

@@ -14,6 +14,9 @@ use loopgate_manager::engine::Engine;
 use loopgate_manager::http_api::{router, ApiState};
 use loopgate_manager::results_loop::ResultsLoop;
 use loopgate_models::{process_env, ChatClient};
+use loopgate_manager::gauges::run_gauges;
+use loopgate_transport::metrics::Metrics;
+use loopgate_transport::otel::{init_telemetry, TelemetrySettings};
 use loopgate_transport::{Bus, BusOptions, ConsumerOptions, RunStore, SnapshotStore};
 use tokio_util::sync::CancellationToken;
 
@@ -58,7 +61,9 @@ async fn main() -> anyhow::Result<()> {
         http_addr: args.http_addr.clone().or_else(|| process_env("LOOPGATE_HTTP_ADDR")),
     };
     let settings = config::load(args.config.as_deref(), overrides, &process_env)?;
-    loopgate_transport::init_logging("loopgate-manager", "info");
+    let telemetry = Arc::new(init_telemetry(&TelemetrySettings::from_env("loopgate-manager", "info", &process_env)?)?);
+    let metrics = Metrics::new();
+    metrics.worker_up.record(1, &[opentelemetry::KeyValue::new("loopgate.role", "manager")]);
     tracing::info!(nats = %settings.nats.url, redis = %settings.redis_url, http = %settings.http_addr, "starting");
 
     let mut models = BTreeMap::new();
@@ -79,7 +84,7 @@ async fn main() -> anyhow::Result<()> {
     connect_with_retry("JetStream topology", || bus.ensure_topology()).await?;
     let store = connect_with_retry("Redis", || RunStore::connect(&settings.redis_url, Duration::from_secs(5))).await?;
     let snapshots = SnapshotStore::new(&bus).await.context("snapshot store")?;
-    let engine = Engine::new(bus.clone(), store, settings.retention);
+    let engine = Engine::new(bus.clone(), store, settings.retention, metrics);
 
     let cancel = CancellationToken::new();
     let results = ResultsLoop {
@@ -100,12 +105,14 @@ async fn main() -> anyhow::Result<()> {
         batch: 100,
     };
     let sweeper_task = tokio::spawn(sweeper.run(cancel.clone()));
+    let gauges_task = tokio::spawn(run_gauges(engine.clone(), Duration::from_secs(10), cancel.clone()));
 
     let state = Arc::new(ApiState {
         engine,
         snapshots,
         models,
         token: settings.token.clone(),
+        telemetry: telemetry.clone(),
     });
     let listener = tokio::net::TcpListener::bind(settings.http_addr)
         .await
@@ -124,8 +131,10 @@ async fn main() -> anyhow::Result<()> {
     let _ = tokio::time::timeout(Duration::from_secs(15), results_task).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), sweeper_task).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), http_task).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), gauges_task).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), bus.flush()).await;
     tracing::info!("stopped");
+    telemetry.shutdown();
     Ok(())
 }
 

@@ -46,6 +46,8 @@ pub struct StackOptions {
     pub manager_extra: String,
     /// Extra keys for the executors' `[executor]` table.
     pub executor_extra: String,
+    /// Extra environment for every daemon (e.g. `OTEL_*`).
+    pub env: Vec<(String, String)>,
 }
 
 impl StackOptions {
@@ -56,6 +58,7 @@ impl StackOptions {
             managers: 1,
             manager_extra: String::new(),
             executor_extra: String::new(),
+            env: Vec::new(),
         }
     }
 }
@@ -77,12 +80,14 @@ pub struct Stack {
     pub dir: tempfile::TempDir,
     models: String,
     manager_extra: String,
+    env: Vec<(String, String)>,
     spawned_managers: usize,
     client: reqwest::Client,
 }
 
-fn spawn(name: &str, bin: &str, config: &Path) -> anyhow::Result<ChildGuard> {
+fn spawn(name: &str, bin: &str, config: &Path, env: &[(String, String)]) -> anyhow::Result<ChildGuard> {
     let mut cmd = Command::new(workspace_bin(bin)?);
+    cmd.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     cmd.arg("--config").arg(config);
     cmd.env("LOOPGATE_LOG", "info");
     cmd.env_remove("LOOPGATE_NATS_URL");
@@ -110,7 +115,7 @@ impl Stack {
                     opts.executor_extra
                 ),
             )?;
-            executors.push(spawn(&format!("exec-{i}"), "loopgate-executor", &cfg)?);
+            executors.push(spawn(&format!("exec-{i}"), "loopgate-executor", &cfg, &opts.env)?);
         }
         let audit_cfg = dir.path().join("auditor.toml");
         std::fs::write(
@@ -121,7 +126,7 @@ impl Stack {
                 dir.path().join("work-audit").display()
             ),
         )?;
-        let auditor = spawn("auditor", "loopgate-auditor", &audit_cfg)?;
+        let auditor = spawn("auditor", "loopgate-auditor", &audit_cfg, &opts.env)?;
         let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
         let mut stack = Stack {
             nats,
@@ -133,6 +138,7 @@ impl Stack {
             dir,
             models,
             manager_extra: opts.manager_extra,
+            env: opts.env,
             spawned_managers: 0,
             client,
         };
@@ -159,7 +165,7 @@ impl Stack {
                 self.models
             ),
         )?;
-        let child = spawn(&format!("manager-{n}"), "loopgate-manager", &cfg)?;
+        let child = spawn(&format!("manager-{n}"), "loopgate-manager", &cfg, &self.env)?;
         let http = format!("http://127.0.0.1:{port}");
         wait_ready(&self.client, &http, &child, Duration::from_secs(60)).await?;
         self.managers.push(ManagerProc { child, http });
@@ -170,6 +176,17 @@ impl Stack {
     pub fn kill_manager(&mut self, index: usize) {
         let mut m = self.managers.remove(index);
         m.child.kill();
+    }
+
+    /// SIGTERM every daemon and wait for them to exit (they drain and flush telemetry).
+    pub async fn stop_gracefully(&mut self, grace: Duration) {
+        for m in &mut self.managers {
+            m.child.terminate(grace).await;
+        }
+        for e in &mut self.executors {
+            e.terminate(grace).await;
+        }
+        self.auditor.terminate(grace).await;
     }
 
     /// The base URL of some live manager.

@@ -448,6 +448,13 @@ impl RunStore {
         .await
     }
 
+    /// Runs currently indexed under `state` (for the `loopgate_runs` gauge).
+    pub async fn count(&self, state: &str) -> Result<u64, StoreError> {
+        check_state(state)?;
+        let mut conn = self.conn.clone();
+        bounded("count", self.timeout, conn.scard(state_index_key(state))).await
+    }
+
     /// Drop a run from the deadline index (e.g. its record expired or is unreadable).
     pub async fn clear_deadline(&self, id: &str) -> Result<(), StoreError> {
         let mut conn = self.conn.clone();

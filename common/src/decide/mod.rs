@@ -146,6 +146,7 @@ pub fn start_run(id: &str, task: Task, base_snapshot: &str, now: i64) -> Step {
         wall_deadline_ms,
         failed_streak: 0,
         generation_start_round: 0,
+        trace_parent: None,
     };
     let mut tx = Tx::new(&record, now);
     tx.log(LogEvent::Submitted {

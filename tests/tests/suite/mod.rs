@@ -1,2 +1,4 @@
 mod control_plane;
+mod deploy;
 mod faults;
+mod telemetry;
