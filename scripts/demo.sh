@@ -5,7 +5,7 @@
 # it with scripts/model-server.sh; with LOOPGATE_MODEL_URL (+ LOOPGATE_MODEL, LOOPGATE_API_KEY)
 # it uses that OpenAI-compatible endpoint instead.
 # Env: LOOPGATE_DEMO_MODEL (0.5b|1.5b, default 0.5b), LOOPGATE_DEMO_TASK (examples/hello/task.toml),
-#      LOOPGATE_API_URL (http://127.0.0.1:7600), LOOPGATE_UP_TIMEOUT_S (120).
+#      LOOPGATE_SERVER (http://127.0.0.1:7600), LOOPGATE_UP_TIMEOUT_S (120).
 # Exit code 0 only if the run completed.
 set -euo pipefail
 
@@ -15,7 +15,7 @@ STATE="$REPO/.loopgate"
 CACHE="${LOOPGATE_CACHE:-$HOME/.cache/loopgate}"
 SIZE="${LOOPGATE_DEMO_MODEL:-0.5b}"
 TASK="${LOOPGATE_DEMO_TASK:-examples/hello/task.toml}"
-API="${LOOPGATE_API_URL:-http://127.0.0.1:7600}"
+API="${LOOPGATE_SERVER:-http://127.0.0.1:7600}"
 RESULT_DIR="$STATE/demo-result"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$CACHE/target}"
 mkdir -p "$STATE"
@@ -81,11 +81,11 @@ say "$(grep -m1 'loopgate is up' "$STATE/up.log" || echo "loopgate is up: $API")
 
 say "submitting $TASK"
 set +e
-loopgate submit "$TASK" --watch 2>&1 | tee "$STATE/submit.log"
+loopgate submit "$TASK" --watch | tee "$STATE/submit.log"
 SUBMIT_RC=${PIPESTATUS[0]}
 set -e
 
-# The run id is on the first line of submit's output: a UUID if there is one, else its last word.
+# The run id is the first line submit prints on stdout (a UUID if there is one, else its last word).
 FIRST_LINE="$(head -n1 "$STATE/submit.log" || true)"
 RUN="$(grep -oE '[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}' <<<"$FIRST_LINE" | head -n1 || true)"
 [ -n "$RUN" ] || RUN="$(awk '{print $NF}' <<<"$FIRST_LINE")"

@@ -83,6 +83,14 @@ install_redis() {
   log "redis-server: $("$BIN/redis-server" --version)"
 }
 
+# bubblewrap: the auditor runs acceptance checks without network in it (auditor-worker/src/sandbox.rs).
+install_sandbox() {
+  if command -v bwrap >/dev/null 2>&1; then log "bubblewrap present: $(bwrap --version)"; return; fi
+  log "installing bubblewrap from Debian"
+  apt_install bubblewrap
+  log "bubblewrap: $(bwrap --version)"
+}
+
 install_llama() {
   if [ -x "$BIN/llama-server" ]; then log "llama-server cached"; echo "$BIN/llama-server"; return; fi
   local started=$SECONDS
@@ -159,8 +167,26 @@ install_model() {
   echo "$dest"
 }
 
+install_oteltap() {
+  # A real OTLP/HTTP receiver for the telemetry end-to-end test.
+  if [ -x "$VENV/bin/oteltap" ]; then log "oteltap cached"; return; fi
+  venv
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check 'oteltap==1.0.0'
+  log "oteltap: $VENV/bin/oteltap"
+}
+
+install_validators() {
+  if [ -x "$VENV/bin/kubernetes-validate" ]; then log "kubernetes-validate cached"; return; fi
+  venv
+  log "installing kubernetes-validate from PyPI (offline Kubernetes schema checks)"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check 'kubernetes-validate>=1.30'
+}
+
 case "${1:-all}" in
-  services) with_lock nats install_nats; with_lock redis install_redis ;;
+  services) with_lock nats install_nats; with_lock redis install_redis; with_lock sandbox install_sandbox
+            with_lock oteltap install_oteltap
+            with_lock validators install_validators || log "WARNING: kubernetes-validate not installed; deploy checks will SKIP" ;;
+  validators) with_lock validators install_validators ;;
   nats) with_lock nats install_nats ;;
   redis) with_lock redis install_redis ;;
   llama) with_lock llama install_llama ;;

@@ -1,4 +1,5 @@
-//! Running one acceptance check: `sh -c <check>` in the materialized snapshot, in its own
+//! Running one acceptance check: `sh -c <check>` in a scratch copy of the snapshot, under the
+//! host's sandbox (sandbox.rs: bubblewrap without network, an unprivileged user), in its own
 //! process group, with a scrubbed environment, a timeout that kills the whole group, and
 //! stdout + stderr captured into a bounded buffer.
 
@@ -11,6 +12,7 @@ use loopgate_common::verdict::CheckVerdict;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::output_cap::OutputCap;
+use crate::sandbox::{launch_args, sandbox_started, Sandbox};
 
 /// PATH given to checks when the worker has none.
 pub const DEFAULT_CHECK_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -32,6 +34,9 @@ pub struct CheckSpec<'a> {
     /// `PATH` for the check.
     pub path_var: &'a str,
     pub timeout: Duration,
+    pub sandbox: &'a Sandbox,
+    /// Where bubblewrap reports that it started the check (writable by the check user).
+    pub status_file: &'a Path,
 }
 
 /// How a check ended.
@@ -43,6 +48,8 @@ pub enum CheckEnd {
     TimedOut,
     /// It could not be started or waited on.
     SpawnFailed(String),
+    /// The sandbox could not be set up (or is required and unavailable): the check never ran.
+    SandboxFailed(String),
 }
 
 #[derive(Debug, Clone)]
@@ -72,7 +79,9 @@ pub fn verdict_for(end: &CheckEnd) -> CheckVerdict {
     match end {
         CheckEnd::Exited(Some(0)) => CheckVerdict::Pass,
         CheckEnd::Exited(_) => CheckVerdict::Fail,
-        CheckEnd::TimedOut | CheckEnd::SpawnFailed(_) => CheckVerdict::Inconclusive,
+        CheckEnd::TimedOut | CheckEnd::SpawnFailed(_) | CheckEnd::SandboxFailed(_) => {
+            CheckVerdict::Inconclusive
+        }
     }
 }
 
@@ -121,10 +130,26 @@ async fn pump(mut reader: impl AsyncRead + Unpin, cap: Arc<Mutex<OutputCap>>) {
 /// Run one check to completion or timeout. Never fails: problems become `CheckEnd` values.
 pub async fn run_check(spec: &CheckSpec<'_>) -> CheckRun {
     let started = Instant::now();
-    let mut command = tokio::process::Command::new("sh");
+    if let Some(reason) = spec.sandbox.refusal() {
+        return CheckRun {
+            end: CheckEnd::SandboxFailed(reason.clone()),
+            output: format!("[loopgate: check not run: {reason}]\n").into_bytes(),
+            duration: started.elapsed(),
+        };
+    }
+    let (program, args) = launch_args(
+        spec.sandbox,
+        spec.command,
+        spec.cwd,
+        spec.home,
+        spec.status_file,
+    );
+    let mut command = tokio::process::Command::new(program);
+    if let Some((uid, gid)) = spec.sandbox.run_as {
+        command.uid(uid).gid(gid);
+    }
     command
-        .arg("-c")
-        .arg(spec.command)
+        .args(args)
         .current_dir(spec.cwd)
         .env_clear()
         .env("PATH", spec.path_var)
@@ -174,6 +199,19 @@ pub async fn run_check(spec: &CheckSpec<'_>) -> CheckRun {
             pump.abort();
         }
     }
+    let end = match end {
+        CheckEnd::Exited(code) if spec.sandbox.bwrap.is_some() => {
+            let status = std::fs::read_to_string(spec.status_file).unwrap_or_default();
+            if sandbox_started(&status) {
+                CheckEnd::Exited(code)
+            } else {
+                CheckEnd::SandboxFailed(format!(
+                    "bubblewrap did not start the check (exit {code:?})"
+                ))
+            }
+        }
+        other => other,
+    };
     let mut bytes = lock(&cap).to_bytes();
     if end == CheckEnd::TimedOut {
         bytes.extend_from_slice(
@@ -214,6 +252,10 @@ mod tests {
                 CheckEnd::SpawnFailed("no sh".into()),
                 CheckVerdict::Inconclusive,
             ),
+            (
+                CheckEnd::SandboxFailed("no userns".into()),
+                CheckVerdict::Inconclusive,
+            ),
         ];
         for (end, want) in cases {
             assert_eq!(verdict_for(&end), want, "{end:?}");
@@ -227,12 +269,16 @@ mod tests {
         std::fs::create_dir_all(&home).unwrap();
         std::fs::create_dir_all(&ws).unwrap();
         std::fs::write(ws.join("hello.py"), "print('hi')\n").unwrap();
+        let sandbox = Sandbox::unisolated("unit test");
+        let status = dir.path().join("status");
         let spec = CheckSpec {
             command,
             cwd: &ws,
             home: &home,
             path_var: DEFAULT_CHECK_PATH,
             timeout,
+            sandbox: &sandbox,
+            status_file: &status,
         };
         (run_check(&spec).await, dir)
     }
@@ -354,12 +400,15 @@ mod tests {
 
     #[tokio::test]
     async fn missing_directory_is_inconclusive() {
+        let sandbox = Sandbox::unisolated("unit test");
         let spec = CheckSpec {
             command: "true",
             cwd: Path::new("/nonexistent/loopgate/dir"),
             home: Path::new("/tmp"),
             path_var: DEFAULT_CHECK_PATH,
             timeout: Duration::from_secs(5),
+            sandbox: &sandbox,
+            status_file: Path::new("/nonexistent/status"),
         };
         let run = run_check(&spec).await;
         assert!(matches!(run.end, CheckEnd::SpawnFailed(_)), "{:?}", run.end);

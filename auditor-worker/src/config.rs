@@ -9,6 +9,10 @@
 //! work_dir = ".loopgate/audit"   # optional, default <system temp>/loopgate-audit
 //! ack_wait_secs = 30             # optional
 //! shutdown_grace_secs = 20       # optional
+//! sandbox = "auto"               # optional: auto | required | off (see sandbox.rs)
+//! check_user = "nobody"          # optional: user (or uid:gid) for checks when run as root
+//! bwrap = "/usr/bin/bwrap"       # optional: bubblewrap binary (default: bwrap on PATH)
+//! strict_scope = false           # optional: a change outside write_scope is a violation
 //! [models.local]                 # optional: LLM judgment when a request names it
 //! provider = "openai"
 //! base_url = "http://127.0.0.1:8080/v1"
@@ -22,6 +26,8 @@ use std::time::Duration;
 use loopgate_common::config::{NatsSection, NatsSettings};
 use loopgate_models::{ModelConfigError, ModelProfile, ModelProfiles};
 use serde::Deserialize;
+
+use crate::sandbox::{SandboxMode, SandboxSettings};
 
 /// The auditor must never reach Redis; this env var being set means a mis-deployment.
 pub const REDIS_URL_ENV: &str = "LOOPGATE_REDIS_URL";
@@ -40,6 +46,9 @@ pub struct RawConfig {
     pub auditor: AuditorSection,
     #[serde(default)]
     pub models: ModelProfiles,
+    /// `[metrics] addr`: Prometheus `/metrics` and `/healthz`.
+    #[serde(default)]
+    pub metrics: loopgate_common::config::MetricsSection,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -49,6 +58,10 @@ pub struct AuditorSection {
     pub work_dir: Option<PathBuf>,
     pub ack_wait_secs: Option<u64>,
     pub shutdown_grace_secs: Option<u64>,
+    pub sandbox: Option<SandboxMode>,
+    pub check_user: Option<String>,
+    pub bwrap: Option<PathBuf>,
+    pub strict_scope: Option<bool>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -85,6 +98,11 @@ pub struct AuditorSettings {
     pub shutdown_grace: Duration,
     /// `PATH` handed to acceptance checks.
     pub check_path: String,
+    /// How checks should be isolated (probed at start-up).
+    pub sandbox: SandboxSettings,
+    /// A change outside the increment's write_scope is a violation, not just suspect.
+    pub strict_scope: bool,
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 pub fn parse_config(text: &str) -> Result<RawConfig, ConfigError> {
@@ -169,6 +187,19 @@ impl RawConfig {
         let check_path = env("PATH")
             .filter(|p| !p.trim().is_empty())
             .unwrap_or_else(|| crate::checks::DEFAULT_CHECK_PATH.to_string());
+        if let Some(user) = &self.auditor.check_user {
+            if user.trim().is_empty() || user.contains(char::is_whitespace) {
+                return Err(ConfigError::Invalid {
+                    key: "auditor.check_user",
+                    problem: "must be a user name or uid:gid".into(),
+                });
+            }
+        }
+        let sandbox = SandboxSettings {
+            mode: self.auditor.sandbox.unwrap_or_default(),
+            check_user: self.auditor.check_user.clone(),
+            bwrap: self.auditor.bwrap.clone(),
+        };
         Ok(AuditorSettings {
             worker_id,
             work_dir,
@@ -177,6 +208,9 @@ impl RawConfig {
             ack_wait: Duration::from_secs(ack_wait_secs),
             shutdown_grace: Duration::from_secs(grace_secs),
             check_path,
+            sandbox,
+            strict_scope: self.auditor.strict_scope.unwrap_or(false),
+            metrics_addr: self.metrics.resolve()?,
         })
     }
 }
@@ -216,6 +250,7 @@ mod tests {
     fn unknown_keys_are_rejected_everywhere() {
         let cases = [
             "[auditor]\nworkers = 3\n",
+            "[auditor]\nsandbox = \"maybe\"\n",
             "[nats]\nhost = \"x\"\n",
             "[models.local]\nbase_url = \"http://x/v1\"\nmodel = \"m\"\nkey = \"secret\"\n",
             "top_level = 1\n",
@@ -242,6 +277,18 @@ mod tests {
         assert_eq!(settings.ack_wait, Duration::from_secs(10));
         assert_eq!(settings.check_path, "/bin");
         assert!(settings.models.contains_key("judge"));
+        assert_eq!(settings.sandbox, SandboxSettings::default());
+        assert!(!settings.strict_scope);
+
+        let strict = parse_config(
+            "[auditor]\nsandbox = \"required\"\ncheck_user = \"65534:65534\"\nstrict_scope = true\n",
+        )
+        .unwrap()
+        .resolve(&env_of(&[]), &host())
+        .unwrap();
+        assert_eq!(strict.sandbox.mode, SandboxMode::Required);
+        assert_eq!(strict.sandbox.check_user.as_deref(), Some("65534:65534"));
+        assert!(strict.strict_scope);
 
         let defaults = parse_config("")
             .unwrap()
@@ -276,6 +323,9 @@ mod tests {
             }),
             ("[auditor]\nack_wait_secs = 0\n", &[], |e| {
                 matches!(e, ConfigError::Invalid { key: "auditor.ack_wait_secs", .. })
+            }),
+            ("[auditor]\ncheck_user = \" \"\n", &[], |e| {
+                matches!(e, ConfigError::Invalid { key: "auditor.check_user", .. })
             }),
             (
                 "[models.j]\nbase_url = \"http://x/v1\"\nmodel = \"m\"\napi_key_env = \"NOPE\"\n",

@@ -1,11 +1,17 @@
-//! Start-up and the life of the daemon: connect to NATS (retrying for a while), make sure the
-//! topology exists, open the snapshot store, build the judge clients, run the worker loop until
-//! cancelled, then drain.
+//! Start-up and the life of the daemon: connect to NATS (retrying for a while), open the
+//! snapshot bucket (read only) and the evidence bucket, probe the check sandbox, build the
+//! judge clients, run the worker loop until cancelled, then drain.
+//!
+//! The auditor never creates or changes topology: with its restricted NATS user (see
+//! deploy/nats/) it may only look up the snapshot and evidence buckets and bind the `audit`
+//! durable the manager created. With an all-powerful user (tests, development) it creates
+//! the evidence bucket and the durable itself when they are missing.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::sandbox::{probe, SandboxError};
 use loopgate_models::{ChatClient, ModelError};
 use loopgate_transport::{Bus, BusError, BusOptions, SnapshotError, SnapshotStore};
 use tokio_util::sync::CancellationToken;
@@ -27,6 +33,8 @@ pub enum DaemonError {
     },
     #[error("opening the snapshot store: {0}")]
     Store(#[from] SnapshotError),
+    #[error("acceptance check sandbox: {0}")]
+    Sandbox(#[from] SandboxError),
     #[error("auditor model '{name}': {source}")]
     Model {
         name: String,
@@ -89,26 +97,82 @@ pub fn judge_clients(
         .collect()
 }
 
+/// Open a bucket the manager creates, waiting for it for up to `budget`.
+async fn open_with_retry<F, Fut>(
+    what: &str,
+    budget: Duration,
+    cancel: &CancellationToken,
+    mut open: F,
+) -> Result<Option<SnapshotStore>, DaemonError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<SnapshotStore, SnapshotError>>,
+{
+    let started = Instant::now();
+    let mut delay = Duration::from_millis(250);
+    loop {
+        match open().await {
+            Ok(store) => return Ok(Some(store)),
+            Err(err) if started.elapsed() + delay < budget => {
+                tracing::warn!(what, error = %err, "not available yet; retrying");
+            }
+            Err(err) => return Err(err.into()),
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return Ok(None),
+            _ = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(4));
+    }
+}
+
+/// The evidence bucket: opened, or created when these credentials may (development), else
+/// `None` and reports carry only output digests' absence and excerpts.
+async fn open_evidence(bus: &Bus) -> Option<SnapshotStore> {
+    if let Ok(store) = SnapshotStore::evidence(bus).await {
+        return Some(store);
+    }
+    if let Err(err) = bus.ensure_evidence_bucket().await {
+        tracing::warn!(error = %err, "no evidence bucket: check outputs will not be stored");
+        return None;
+    }
+    match SnapshotStore::evidence(bus).await {
+        Ok(store) => Some(store),
+        Err(err) => {
+            tracing::warn!(error = %err, "no evidence bucket: check outputs will not be stored");
+            None
+        }
+    }
+}
+
 /// Run the auditor until `cancel` fires.
 pub async fn run_daemon(
     settings: AuditorSettings,
     cancel: CancellationToken,
 ) -> Result<(), DaemonError> {
     let judges = judge_clients(&settings)?;
+    let sandbox = probe(&settings.sandbox, &settings.work_dir).await?;
+    tracing::info!(bubblewrap = ?sandbox.bwrap, run_as = ?sandbox.run_as, required = sandbox.required,
+        limitations = ?sandbox.limitations, "acceptance check sandbox");
     let Some(bus) = connect_with_retry(&settings, CONNECT_BUDGET, &cancel).await? else {
         return Ok(());
     };
-    // Restricted auditor credentials may not be allowed to create streams; the manager's
-    // ensure_topology then has done it, and the consumer set-up below says so if not.
-    if let Err(err) = bus.ensure_topology().await {
-        tracing::warn!(error = %err, "could not ensure the NATS topology; assuming it exists");
-    }
-    let store = SnapshotStore::new(&bus).await?;
+    let Some(store) = open_with_retry("snapshot bucket", CONNECT_BUDGET, &cancel, || {
+        SnapshotStore::new(&bus)
+    })
+    .await?
+    else {
+        return Ok(());
+    };
+    let evidence = open_evidence(&bus).await;
     let auditor = Arc::new(Auditor {
         store,
+        evidence,
         work_dir: settings.work_dir.clone(),
         worker_id: settings.worker_id.clone(),
         check_path: settings.check_path.clone(),
+        sandbox,
+        strict_scope: settings.strict_scope,
         judges,
     });
     let options = WorkerOptions {

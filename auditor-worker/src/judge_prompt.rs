@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use loopgate_common::contract::Contract;
+use loopgate_common::snapshot::PathChange;
 use loopgate_common::verdict::{CheckVerdict, Evidence};
 
 /// Changed paths listed in the prompt; the rest are counted.
@@ -25,7 +26,8 @@ Be brief and strict.";
 pub struct JudgeInput<'a> {
     pub contract: &'a Contract,
     pub objective: &'a str,
-    pub changed_paths: &'a [String],
+    /// base -> candidate, listed with their kind (added, removed, modified).
+    pub changes: &'a [PathChange],
     pub evidence: &'a [Evidence],
 }
 
@@ -77,18 +79,30 @@ pub fn judge_prompt(input: &JudgeInput<'_>) -> String {
         "\n## This round's objective\n{}\n",
         input.objective.trim()
     );
-    let _ = writeln!(p, "## Changed paths (base -> candidate)");
-    if input.changed_paths.is_empty() {
+    let count = |kind: fn(&PathChange) -> bool| input.changes.iter().filter(|c| kind(c)).count();
+    let _ = writeln!(
+        p,
+        "## Changed paths (base -> candidate): {} added, {} modified, {} removed",
+        count(|c| matches!(c, PathChange::Added { .. })),
+        count(|c| matches!(c, PathChange::Modified { .. })),
+        count(|c| matches!(c, PathChange::Removed { .. })),
+    );
+    if input.changes.is_empty() {
         let _ = writeln!(p, "(none)");
     }
-    for path in input.changed_paths.iter().take(MAX_PROMPT_PATHS) {
-        let _ = writeln!(p, "- {path}");
+    for change in input.changes.iter().take(MAX_PROMPT_PATHS) {
+        let kind = match change {
+            PathChange::Added { .. } => "added",
+            PathChange::Modified { .. } => "modified",
+            PathChange::Removed { .. } => "removed",
+        };
+        let _ = writeln!(p, "- {} ({kind})", change.path());
     }
-    if input.changed_paths.len() > MAX_PROMPT_PATHS {
+    if input.changes.len() > MAX_PROMPT_PATHS {
         let _ = writeln!(
             p,
             "- ... and {} more",
-            input.changed_paths.len() - MAX_PROMPT_PATHS
+            input.changes.len() - MAX_PROMPT_PATHS
         );
     }
     let _ = writeln!(p, "\n## Check results on the candidate snapshot");
@@ -171,11 +185,15 @@ mod tests {
             duration_ms: 3,
             output_excerpt: format!("{}TAIL-MARKER", "x".repeat(5000)),
         }];
-        let paths: Vec<String> = (0..150).map(|i| format!("f{i}.py")).collect();
+        let paths: Vec<PathChange> = (0..150)
+            .map(|i| PathChange::Added {
+                path: format!("f{i}.py"),
+            })
+            .collect();
         let prompt = judge_prompt(&JudgeInput {
             contract: &contract,
             objective: "create hello.py",
-            changed_paths: &paths,
+            changes: &paths,
             evidence: &evidence,
         });
         for needle in [
@@ -184,7 +202,8 @@ mod tests {
             "`python3 hello.py`",
             "tests/",
             "create hello.py",
-            "- f99.py",
+            "- f99.py (added)",
+            "150 added, 0 modified, 0 removed",
             "... and 50 more",
             "### hello: fail, exit 1",
             "TAIL-MARKER",

@@ -4,12 +4,17 @@
 //! It talks to NATS only; it never reaches Redis.
 
 pub mod audit;
+mod audit_checks;
+pub mod audit_rules;
 pub mod checks;
 pub mod config;
 pub mod daemon;
+pub mod episode_control;
 pub mod judge;
 pub mod judge_prompt;
 pub mod output_cap;
+pub mod sandbox;
+pub mod scratch_copy;
 pub mod worker;
 
 pub use audit::{AuditError, Auditor};

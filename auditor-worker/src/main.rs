@@ -6,6 +6,11 @@ use std::process::ExitCode;
 use clap::Parser;
 use loopgate_auditor::config::{load_config, HostFacts};
 use loopgate_auditor::run_daemon;
+use std::sync::Arc;
+
+use loopgate_transport::metrics::Metrics;
+use loopgate_transport::metrics_server::serve_metrics;
+use loopgate_transport::otel::{init_telemetry, Telemetry, TelemetrySettings};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Parser)]
@@ -31,7 +36,7 @@ fn cancel_on_signals(token: CancellationToken) -> std::io::Result<()> {
     Ok(())
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
+async fn run(cli: Cli, telemetry: Arc<Telemetry>) -> anyhow::Result<()> {
     let raw = load_config(&cli.config)?;
     // The environment is read once, here.
     let env: std::collections::HashMap<String, String> = std::env::vars().collect();
@@ -41,13 +46,31 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         "configuration loaded");
     let cancel = CancellationToken::new();
     cancel_on_signals(cancel.clone())?;
+    Metrics::new().worker_up.record(
+        1,
+        &[opentelemetry::KeyValue::new("loopgate.role", "auditor")],
+    );
+    if let Some(addr) = settings.metrics_addr {
+        let bound = serve_metrics(addr, telemetry, cancel.clone()).await?;
+        tracing::info!(%bound, "metrics endpoint listening");
+    }
     run_daemon(settings, cancel).await?;
     Ok(())
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    loopgate_transport::init_logging("loopgate-auditor", "info");
+    let telemetry =
+        match TelemetrySettings::from_env("loopgate-auditor", "info", &|k| std::env::var(k).ok())
+            .and_then(|s| init_telemetry(&s))
+        {
+            Ok(t) => Arc::new(t),
+            Err(err) => {
+                loopgate_transport::init_logging("loopgate-auditor", "info");
+                tracing::error!(error = %err, "invalid telemetry configuration");
+                return ExitCode::from(2);
+            }
+        };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -58,7 +81,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    let code = match runtime.block_on(run(cli, telemetry.clone())) {
         Ok(()) => {
             tracing::info!("auditor exited cleanly");
             ExitCode::SUCCESS
@@ -68,5 +91,8 @@ fn main() -> ExitCode {
             tracing::error!(error = %err, "auditor failed");
             ExitCode::FAILURE
         }
-    }
+    };
+    drop(runtime);
+    telemetry.shutdown();
+    code
 }

@@ -14,11 +14,12 @@ use tracing::Instrument;
 
 use crate::audit::{report_msg_id, Auditor};
 use crate::config::MAX_DELIVER;
+use crate::episode_control::{listen_for_cancels, publish_started, AuditCancels};
 
 /// How long one pull waits before checking for shutdown again.
 const POLL: Duration = Duration::from_secs(5);
-/// How long to keep trying to create the durable consumer at start-up.
-const CONSUMER_SETUP_BUDGET: Duration = Duration::from_secs(30);
+/// After this long without a durable to bind, try creating it again (it may have been lost).
+const CONSUMER_CREATE_RETRY: Duration = Duration::from_secs(60);
 /// Redelivery delay after a failed audit (store unreachable) or a failed publish.
 const RETRY_DELAY: Duration = Duration::from_secs(5);
 /// W3C trace context header carried from request to report.
@@ -70,6 +71,8 @@ pub async fn publish_report(
     .map_err(WorkerError::Publish)
 }
 
+/// Bind the `audit` durable, waiting (until cancelled) for it to exist. Restricted auditor
+/// credentials can only bind it; with broader ones a missing durable is created here.
 async fn consumer_with_retry(
     bus: &Bus,
     options: ConsumerOptions,
@@ -77,13 +80,20 @@ async fn consumer_with_retry(
 ) -> Result<Option<WorkConsumer>, WorkerError> {
     let started = Instant::now();
     let mut delay = Duration::from_millis(200);
+    let mut tried_create = false;
     loop {
-        match bus.work_consumer(Work::Audit, options).await {
+        match bus.bind_work_consumer(Work::Audit).await {
             Ok(consumer) => return Ok(Some(consumer)),
-            Err(err) if started.elapsed() < CONSUMER_SETUP_BUDGET => {
-                tracing::warn!(error = %err, "creating the audit consumer failed; retrying");
+            Err(err) if !tried_create || started.elapsed() > CONSUMER_CREATE_RETRY => {
+                tried_create = true;
+                tracing::info!(error = %err, "no audit consumer to bind; trying to create it");
+                match bus.work_consumer(Work::Audit, options).await {
+                    Ok(consumer) => return Ok(Some(consumer)),
+                    Err(err) => tracing::warn!(error = %err,
+                        "cannot create the audit consumer (restricted credentials?); waiting for the manager to create it"),
+                }
             }
-            Err(err) => return Err(WorkerError::Consumer(err)),
+            Err(err) => tracing::debug!(error = %err, "audit consumer not there yet"),
         }
         tokio::select! {
             _ = cancel.cancelled() => return Ok(None),
@@ -93,20 +103,65 @@ async fn consumer_with_retry(
     }
 }
 
-/// Run until `cancel` fires. Returns an error only when the consumer cannot be set up.
+/// The `audit` durable's settings; whoever creates it (the manager, or an auditor with broad
+/// credentials) should use these.
+pub fn audit_consumer_options(ack_wait: Duration) -> ConsumerOptions {
+    ConsumerOptions {
+        ack_wait,
+        max_deliver: MAX_DELIVER,
+        ..ConsumerOptions::default()
+    }
+}
+
+/// The `ack_wait` of the `audit` durable on the server, when it can be looked up.
+async fn bound_ack_wait(bus: &Bus) -> Option<Duration> {
+    let lookup = bus
+        .jetstream()
+        .get_consumer_from_stream::<async_nats::jetstream::consumer::pull::Config, _, _>(
+            Work::Audit.durable_name(),
+            Work::Audit.stream_name(),
+        );
+    match tokio::time::timeout(bus.request_timeout(), lookup).await {
+        Ok(Ok(consumer)) => Some(consumer.cached_info().config.ack_wait),
+        _ => None,
+    }
+}
+
+/// Run until `cancel` fires.
 pub async fn run_worker(
     bus: &Bus,
     auditor: Arc<Auditor>,
     options: WorkerOptions,
     cancel: CancellationToken,
 ) -> Result<(), WorkerError> {
-    let consumer_options = ConsumerOptions {
-        ack_wait: options.ack_wait,
-        max_deliver: MAX_DELIVER,
-        ..ConsumerOptions::default()
-    };
+    let consumer_options = audit_consumer_options(options.ack_wait);
     let Some(mut consumer) = consumer_with_retry(bus, consumer_options, &cancel).await? else {
         return Ok(());
+    };
+    // The durable may have been created by the manager with another ack_wait: the progress
+    // heartbeat must follow the one the server enforces.
+    let mut options = options;
+    if let Some(ack_wait) = bound_ack_wait(bus).await {
+        if ack_wait != options.ack_wait {
+            tracing::info!(configured = ?options.ack_wait, server = ?ack_wait,
+                "using the audit consumer's ack_wait");
+            options.ack_wait = ack_wait;
+        }
+    }
+    // Control notices first, so none is missed once work is taken.
+    let cancels = AuditCancels::new();
+    let stop_listening = cancel.child_token();
+    let control = bus.subjects().control_all();
+    let listener = match bus.subscribe_core(&control).await {
+        Ok(notices) => Some(tokio::spawn(listen_for_cancels(
+            notices,
+            cancels.clone(),
+            stop_listening.clone(),
+        ))),
+        Err(err) => {
+            tracing::error!(error = %err, %control, "cannot subscribe to control notices; audits cannot be cancelled");
+            None
+        }
     };
     tracing::info!(worker = %auditor.worker_id, "auditor ready");
     loop {
@@ -115,13 +170,19 @@ pub async fn run_worker(
             next = consumer.next(POLL) => next,
         };
         match next {
-            Ok(Some(delivery)) => handle_delivery(bus, &auditor, options, delivery, &cancel).await,
+            Ok(Some(delivery)) => {
+                handle_delivery(bus, &auditor, options, delivery, &cancels, &cancel).await
+            }
             Ok(None) => {}
             // `next` already backed off; a lost durable is recreated on the next pull.
             Err(err) => tracing::debug!(error = %err, "pull failed"),
         }
     }
     tracing::info!(worker = %auditor.worker_id, "auditor stopped taking work");
+    stop_listening.cancel();
+    if let Some(listener) = listener {
+        let _ = listener.await;
+    }
     Ok(())
 }
 
@@ -158,6 +219,7 @@ pub async fn handle_delivery(
     auditor: &Auditor,
     options: WorkerOptions,
     delivery: Delivery,
+    cancels: &AuditCancels,
     cancel: &CancellationToken,
 ) {
     let request = match decode(delivery.payload()) {
@@ -177,9 +239,23 @@ pub async fn handle_delivery(
             return settle(delivery.term().await, "term").await;
         }
     };
-    let span = tracing::info_span!("invoke_agent auditor", run_id = %request.run_id,
+    if cancels.is_cancelled(&request.run_id, request.generation) {
+        tracing::info!(run_id = %request.run_id, generation = request.generation,
+            "audit request of a cancelled generation; terminating it");
+        return settle(delivery.term().await, "term").await;
+    }
+    let span = tracing::info_span!("invoke_agent auditor",
+        "gen_ai.operation.name" = "invoke_agent", "gen_ai.agent.name" = "auditor",
+        "loopgate.run_id" = %request.run_id, "loopgate.generation" = request.generation,
+        "loopgate.round" = request.round, "loopgate.worker" = %auditor.worker_id,
+        "loopgate.snapshot" = %request.candidate_snapshot,
+        "loopgate.status" = tracing::field::Empty, "loopgate.integrity" = tracing::field::Empty,
+        "loopgate.contract" = tracing::field::Empty,
+        run_id = %request.run_id,
         generation = request.generation, round = request.round, attempt = delivery.attempt());
-    audit_and_settle(bus, auditor, options, &delivery, &request, cancel)
+    // Join the run's trace: the manager put its span context on the request.
+    loopgate_transport::otel::set_remote_parent(&span, delivery.header(TRACEPARENT).as_deref());
+    audit_and_settle(bus, auditor, options, &delivery, &request, cancels, cancel)
         .instrument(span)
         .await;
 }
@@ -190,21 +266,30 @@ async fn audit_and_settle(
     options: WorkerOptions,
     delivery: &Delivery,
     request: &AuditRequest,
+    cancels: &AuditCancels,
     cancel: &CancellationToken,
 ) {
     tracing::info!(candidate = %request.candidate_snapshot, "audit started");
+    publish_started(bus, &auditor.worker_id, request, delivery.attempt()).await;
+    let registration = cancels.register(&request.run_id, request.generation);
+    let aborted = registration.token().clone();
     let stop_heartbeat = CancellationToken::new();
     let heartbeat = spawn_heartbeat(
         delivery.progress_handle(),
         options.progress_interval(),
         stop_heartbeat.clone(),
     );
+    let started = std::time::Instant::now();
     let mut audit = Box::pin(auditor.audit(request, delivery.attempt()));
     let result = tokio::select! {
         result = &mut audit => Some(result),
+        () = aborted.cancelled() => None,
         _ = cancel.cancelled() => {
             tracing::info!(grace_secs = options.shutdown_grace.as_secs(), "shutdown: finishing the in-flight audit");
-            tokio::time::timeout(options.shutdown_grace, &mut audit).await.ok()
+            tokio::select! {
+                result = tokio::time::timeout(options.shutdown_grace, &mut audit) => result.ok(),
+                () = aborted.cancelled() => None,
+            }
         }
     };
     // Dropping an unfinished audit kills its check processes and removes its scratch dir.
@@ -212,7 +297,29 @@ async fn audit_and_settle(
     stop_heartbeat.cancel();
     let _ = heartbeat.await;
 
+    drop(registration);
+    if aborted.is_cancelled() {
+        tracing::info!("audit cancelled by a control notice; terminating the request");
+        return settle(delivery.term().await, "term").await;
+    }
     let traceparent = delivery.header(TRACEPARENT);
+    loopgate_transport::metrics::Metrics::new()
+        .record_episode("auditor", started.elapsed().as_secs_f64());
+    if let Some(Ok(report)) = &result {
+        let span = tracing::Span::current();
+        span.record(
+            "loopgate.status",
+            format!("{:?}", report.verdicts.status).to_lowercase(),
+        );
+        span.record(
+            "loopgate.integrity",
+            format!("{:?}", report.verdicts.integrity).to_lowercase(),
+        );
+        span.record(
+            "loopgate.contract",
+            format!("{:?}", report.verdicts.contract).to_lowercase(),
+        );
+    }
     match result {
         None => {
             tracing::warn!("shutdown grace over; handing the audit back");

@@ -2,186 +2,26 @@
 //! on corrupted blobs, hung checks, junk on the audit subject, and the Redis refusal.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::Command;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
-use loopgate_auditor::{run_worker, Auditor, WorkerOptions};
-use loopgate_common::contract::Contract;
+use anyhow::Context;
+use loopgate_auditor::WorkerOptions;
 use loopgate_common::snapshot::sha256_hex;
 use loopgate_common::subjects::SNAPSHOT_BUCKET;
-use loopgate_common::task::Criterion;
 use loopgate_common::verdict::{AuditStatus, CheckVerdict, ContractVerdict, Integrity};
-use loopgate_common::wire::{decode, encode, AuditPurpose, AuditReport, AuditRequest, Message};
 use loopgate_models::{ChatClient, ModelProfileConfig, Provider};
 use loopgate_test_support::openai_standin::{Reply, Script, StandInModel};
-use loopgate_test_support::{ChildGuard, NatsServer};
-use loopgate_transport::{
-    Bus, BusOptions, ConsumerOptions, FreezeRules, SnapshotStore, Work, WorkConsumer,
-};
-use tokio_util::sync::CancellationToken;
-
-const REPORT_WAIT: Duration = Duration::from_secs(60);
-const HELLO: &[u8] = b"print('hello')\n";
-
-struct Env {
-    _nats: NatsServer,
-    url: String,
-    bus: Bus,
-    store: SnapshotStore,
-    results: WorkConsumer,
-}
-
-async fn env() -> anyhow::Result<Env> {
-    let nats = NatsServer::start().await?;
-    let url = nats.url();
-    let bus = Bus::connect(&url, "loopgate", BusOptions::default()).await?;
-    bus.ensure_topology().await?;
-    let store = SnapshotStore::new(&bus).await?;
-    let results = bus
-        .work_consumer(Work::Results, ConsumerOptions::default())
-        .await?;
-    Ok(Env {
-        _nats: nats,
-        url,
-        bus,
-        store,
-        results,
-    })
-}
-
-fn criterion(id: &str, check: &str, timeout_secs: u64) -> Criterion {
-    Criterion {
-        id: id.into(),
-        description: format!("{id} holds"),
-        check: Some(check.into()),
-        blocking: true,
-        timeout_secs,
-    }
-}
-
-fn contract(criteria: Vec<Criterion>) -> Contract {
-    let mut contract = Contract {
-        goal: "Write hello.py that prints hello".into(),
-        criteria,
-        protected_paths: vec![],
-        spec_hash: String::new(),
-    };
-    contract.spec_hash = contract.compute_hash();
-    contract
-}
-
-/// Freeze a workspace holding `hello.py`; returns (base id = empty snapshot, candidate id).
-async fn freeze_hello(store: &SnapshotStore) -> anyhow::Result<(String, String)> {
-    let dir = tempfile::tempdir()?;
-    std::fs::write(dir.path().join("hello.py"), HELLO)?;
-    let candidate = store.freeze(dir.path(), &FreezeRules::default()).await?;
-    let base = store.freeze_empty().await?;
-    Ok((base.id, candidate.id))
-}
-
-fn request(run_id: &str, contract: Contract, base: &str, candidate: &str) -> AuditRequest {
-    AuditRequest {
-        run_id: run_id.into(),
-        generation: 1,
-        round: 1,
-        purpose: AuditPurpose::Round,
-        contract,
-        objective: "create hello.py".into(),
-        write_scope: vec![],
-        base_snapshot: base.into(),
-        candidate_snapshot: candidate.into(),
-        auditor_profile: None,
-        episode_secs: 60,
-    }
-}
-
-async fn publish_raw(bus: &Bus, payload: &[u8], msg_id: &str) -> anyhow::Result<()> {
-    let value: serde_json::Value = serde_json::from_slice(payload)?;
-    bus.publish_json(&bus.subjects().audit_request(), &value, msg_id, &[])
-        .await?;
-    Ok(())
-}
-
-async fn publish_request(bus: &Bus, req: &AuditRequest) -> anyhow::Result<()> {
-    let bytes = encode(&Message::AuditRequest(req.clone()));
-    publish_raw(bus, &bytes, &format!("{}:1:1:audit:round:1", req.run_id)).await
-}
-
-async fn next_report(results: &mut WorkConsumer) -> anyhow::Result<AuditReport> {
-    let deadline = Instant::now() + REPORT_WAIT;
-    while Instant::now() < deadline {
-        if let Some(delivery) = results.next(Duration::from_secs(2)).await? {
-            delivery.ack().await?;
-            match decode(delivery.payload())? {
-                Message::AuditReport(report) => return Ok(report),
-                other => bail!("unexpected {} on the results stream", other.kind()),
-            }
-        }
-    }
-    bail!("no audit report within {REPORT_WAIT:?}")
-}
-
-/// An in-process worker; stop it by cancelling the token, then await the task.
-fn spawn_worker(
-    env: &Env,
-    work_dir: &Path,
-    judges: BTreeMap<String, ChatClient>,
-) -> (CancellationToken, tokio::task::JoinHandle<()>) {
-    let options = WorkerOptions {
-        ack_wait: Duration::from_secs(30),
-        shutdown_grace: Duration::from_secs(5),
-    };
-    spawn_worker_with(env, work_dir, judges, options)
-}
-
-fn spawn_worker_with(
-    env: &Env,
-    work_dir: &Path,
-    judges: BTreeMap<String, ChatClient>,
-    options: WorkerOptions,
-) -> (CancellationToken, tokio::task::JoinHandle<()>) {
-    let auditor = Arc::new(Auditor {
-        store: env.store.clone(),
-        work_dir: work_dir.to_path_buf(),
-        worker_id: "audit-in-process".into(),
-        check_path: loopgate_auditor::checks::DEFAULT_CHECK_PATH.into(),
-        judges,
-    });
-    let cancel = CancellationToken::new();
-    let bus = env.bus.clone();
-    let token = cancel.clone();
-    let task = tokio::spawn(async move {
-        run_worker(&bus, auditor, options, token).await.unwrap();
-    });
-    (cancel, task)
-}
-
-fn auditor_command(config: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_loopgate-auditor"));
-    command
-        .arg("--config")
-        .arg(config)
-        .env_remove("LOOPGATE_REDIS_URL")
-        .env_remove("LOOPGATE_NATS_URL")
-        .env("LOOPGATE_LOG", "info");
-    command
-}
-
-fn dir_is_empty(dir: &Path) -> bool {
-    std::fs::read_dir(dir)
-        .map(|mut d| d.next().is_none())
-        .unwrap_or(true)
-}
+use loopgate_test_support::ChildGuard;
+use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binary_audits_a_candidate_with_evidence_bound_to_it() -> anyhow::Result<()> {
     let mut env = env().await?;
     let (base, candidate) = freeze_hello(&env.store).await?;
-    let scratch = tempfile::tempdir()?;
+    let scratch = open_tempdir()?;
     let work_dir = scratch.path().join("audit");
     let config = scratch.path().join("auditor.toml");
     std::fs::write(
@@ -221,7 +61,7 @@ async fn binary_audits_a_candidate_with_evidence_bound_to_it() -> anyhow::Result
         assert_eq!(evidence.artifact_version, candidate, "{evidence:?}");
         assert!(evidence.produced_at > 0);
         let digest = evidence.log_digest.as_deref().context("log digest")?;
-        let log = env.store.get_bytes(digest).await?;
+        let log = env.evidence.get_bytes(digest).await?;
         assert_eq!(sha256_hex(&log), digest);
     }
     let fails = report
@@ -233,7 +73,7 @@ async fn binary_audits_a_candidate_with_evidence_bound_to_it() -> anyhow::Result
     assert_eq!(fails.exit_code, Some(1));
     assert!(fails.output_excerpt.contains("failing on purpose"));
     let log = env
-        .store
+        .evidence
         .get_bytes(fails.log_digest.as_deref().unwrap_or_default())
         .await?;
     assert!(String::from_utf8_lossy(&log).contains("failing on purpose"));
@@ -399,12 +239,8 @@ async fn judge_can_only_tighten_and_sees_no_more_than_the_facts() -> anyhow::Res
         provider: Provider::OpenAi,
         base_url: standin.base_url(),
         model: model.into(),
-        api_key_env: None,
-        api_key_file: None,
         timeout_secs: 20,
-        max_tokens: None,
-        temperature: None,
-        context_window: None,
+        ..ModelProfileConfig::default()
     }
     .resolve("judge", &|_| None)?;
     let judges = BTreeMap::from([("judge".to_string(), ChatClient::from_profile(&profile)?)]);
@@ -461,6 +297,16 @@ async fn progress_acks_keep_a_long_audit_from_being_redelivered() -> anyhow::Res
         ack_wait: Duration::from_secs(3),
         shutdown_grace: Duration::from_secs(5),
     };
+    // The durable itself must redeliver after 3 s (auditors only bind it).
+    env.bus
+        .work_consumer(
+            loopgate_transport::Work::Audit,
+            loopgate_transport::ConsumerOptions {
+                ack_wait: Duration::from_secs(3),
+                ..Default::default()
+            },
+        )
+        .await?;
     // Two workers on the durable: the idle one would take a redelivery at once.
     let (cancel, worker) = spawn_worker_with(&env, work_dir.path(), BTreeMap::new(), options);
     let (cancel2, worker2) = spawn_worker_with(&env, work_dir.path(), BTreeMap::new(), options);

@@ -212,6 +212,18 @@ impl ApiClient {
         self.json("GET /v1/runs/{id}/log", req).await
     }
 
+    /// `GET /v1/runs/{id}/rounds`: each round's base and candidate snapshots.
+    pub async fn run_rounds(&self, run: &str) -> Result<Value, ApiError> {
+        let req = self
+            .request(
+                &self.http,
+                Method::GET,
+                self.url(&["v1", "runs", run, "rounds"]),
+            )
+            .timeout(REQUEST_TIMEOUT);
+        self.json("GET /v1/runs/{id}/rounds", req).await
+    }
+
     pub async fn cancel(&self, run: &str) -> Result<Option<Value>, ApiError> {
         let req = self
             .request(

@@ -62,6 +62,8 @@ pub enum Command {
     Resume(ResumeArgs),
     /// Download a run's snapshot into a directory, verifying every file's sha256.
     Checkout(CheckoutArgs),
+    /// Show what a round changed: a unified diff from its base to its candidate snapshot.
+    Diff(DiffArgs),
 }
 
 #[derive(Debug, Args)]
@@ -171,8 +173,22 @@ pub struct CheckoutArgs {
     /// Target directory: must be empty or not exist.
     pub dir: PathBuf,
     /// A snapshot id instead of the run's current snapshot.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "round")]
     pub snapshot: Option<String>,
+    /// Round N's candidate snapshot instead of the run's current snapshot.
+    #[arg(long)]
+    pub round: Option<u32>,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    pub run: String,
+    /// The round to show (default: the latest round that produced a candidate).
+    #[arg(long)]
+    pub round: Option<u32>,
+    /// Only list the changed paths (`A`/`M`/`D` and the path).
+    #[arg(long)]
+    pub name_status: bool,
 }
 
 #[cfg(test)]

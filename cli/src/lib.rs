@@ -39,5 +39,6 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
             commands::checkout::checkout(&client, args).await?;
             Ok(ExitStatus::Ok)
         }
+        Command::Diff(args) => commands::diff::diff(&client, args).await,
     }
 }

@@ -162,14 +162,20 @@ fn event_text(event: &LogEvent) -> String {
             excerpt(reason, 200)
         ),
         LogEvent::Question { question } => format!("question: {question}"),
-        LogEvent::EpisodeStarted { role, worker, attempt } => {
+        LogEvent::EpisodeStarted {
+            role,
+            worker,
+            attempt,
+        } => {
             let role = match role {
                 loopgate_common::wire::EpisodeRole::Executor => "executor",
                 loopgate_common::wire::EpisodeRole::Auditor => "auditor",
             };
             format!("{role} {worker} started (attempt {attempt})")
         }
-        LogEvent::DeadlineMissed { detail, .. } => format!("deadline missed: {}", excerpt(detail, 200)),
+        LogEvent::DeadlineMissed { detail, .. } => {
+            format!("deadline missed: {}", excerpt(detail, 200))
+        }
         LogEvent::Answered { text } => format!("answered: {}", excerpt(text, 200)),
         LogEvent::Resumed { from_state } => format!("resumed after {}", from_state.as_str()),
         LogEvent::Terminal {

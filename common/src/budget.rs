@@ -94,7 +94,10 @@ impl BudgetFile {
         let d = base;
         let in_range = |key: &str, v: u64, lo: u64, hi: u64| -> Result<u64, (String, String)> {
             if v < lo || v > hi {
-                Err((key.to_string(), format!("must be between {lo} and {hi}, got {v}")))
+                Err((
+                    key.to_string(),
+                    format!("must be between {lo} and {hi}, got {v}"),
+                ))
             } else {
                 Ok(v)
             }
@@ -104,7 +107,9 @@ impl BudgetFile {
             max_rounds: in_range("max_rounds", rounds.into(), 1, HARD_CAP_ROUNDS.into())? as u32,
             max_invalid_outputs: in_range(
                 "max_invalid_outputs",
-                self.max_invalid_outputs.unwrap_or(d.max_invalid_outputs).into(),
+                self.max_invalid_outputs
+                    .unwrap_or(d.max_invalid_outputs)
+                    .into(),
                 0,
                 100,
             )? as u32,
@@ -116,7 +121,8 @@ impl BudgetFile {
             )?,
             executor_episode_secs: in_range(
                 "executor_episode_secs",
-                self.executor_episode_secs.unwrap_or(d.executor_episode_secs),
+                self.executor_episode_secs
+                    .unwrap_or(d.executor_episode_secs),
                 1,
                 86_400,
             )?,
@@ -126,8 +132,12 @@ impl BudgetFile {
                 1,
                 86_400,
             )?,
-            max_steps: in_range("max_steps", self.max_steps.unwrap_or(d.max_steps).into(), 1, 1000)?
-                as u32,
+            max_steps: in_range(
+                "max_steps",
+                self.max_steps.unwrap_or(d.max_steps).into(),
+                1,
+                1000,
+            )? as u32,
             max_total_tokens: match self.max_total_tokens {
                 Some(0) => return Err(("max_total_tokens".into(), "must be positive".into())),
                 None => d.max_total_tokens,
@@ -139,7 +149,10 @@ impl BudgetFile {
                     Some((usd * 1_000_000.0).round() as u64)
                 }
                 Some(_) => {
-                    return Err(("max_cost_usd".into(), "must be a positive number of dollars".into()))
+                    return Err((
+                        "max_cost_usd".into(),
+                        "must be a positive number of dollars".into(),
+                    ))
                 }
             },
             max_wall_secs: match self.max_wall_secs {
@@ -152,7 +165,12 @@ impl BudgetFile {
                 1,
                 1000,
             )? as u32,
-            start_secs: in_range("start_secs", self.start_secs.unwrap_or(d.start_secs), 1, 86_400)?,
+            start_secs: in_range(
+                "start_secs",
+                self.start_secs.unwrap_or(d.start_secs),
+                1,
+                86_400,
+            )?,
         })
     }
 }
@@ -163,19 +181,45 @@ mod tests {
 
     #[test]
     fn overrides_apply_over_a_base() {
-        let base = BudgetFile { max_rounds: Some(3), max_total_tokens: Some(100), ..Default::default() }
-            .validate()
-            .unwrap();
-        let resumed = BudgetFile { max_rounds: Some(10), ..Default::default() }.validate_over(&base).unwrap();
+        let base = BudgetFile {
+            max_rounds: Some(3),
+            max_total_tokens: Some(100),
+            ..Default::default()
+        }
+        .validate()
+        .unwrap();
+        let resumed = BudgetFile {
+            max_rounds: Some(10),
+            ..Default::default()
+        }
+        .validate_over(&base)
+        .unwrap();
         assert_eq!(resumed.max_rounds, 10);
         assert_eq!(resumed.max_total_tokens, Some(100));
-        let cost = BudgetFile { max_cost_usd: Some(1.5), ..Default::default() }.validate().unwrap();
+        let cost = BudgetFile {
+            max_cost_usd: Some(1.5),
+            ..Default::default()
+        }
+        .validate()
+        .unwrap();
         assert_eq!(cost.max_cost_micros, Some(1_500_000));
         for bad in [
-            BudgetFile { max_cost_usd: Some(-1.0), ..Default::default() },
-            BudgetFile { max_cost_usd: Some(f64::NAN), ..Default::default() },
-            BudgetFile { max_wall_secs: Some(0), ..Default::default() },
-            BudgetFile { max_failed_rounds: Some(0), ..Default::default() },
+            BudgetFile {
+                max_cost_usd: Some(-1.0),
+                ..Default::default()
+            },
+            BudgetFile {
+                max_cost_usd: Some(f64::NAN),
+                ..Default::default()
+            },
+            BudgetFile {
+                max_wall_secs: Some(0),
+                ..Default::default()
+            },
+            BudgetFile {
+                max_failed_rounds: Some(0),
+                ..Default::default()
+            },
         ] {
             assert!(bad.validate().is_err(), "{bad:?}");
         }

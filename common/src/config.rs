@@ -53,11 +53,20 @@ impl NatsSection {
             .or_else(|| self.url.clone())
             .unwrap_or_else(|| DEFAULT_NATS_URL.to_string());
         if !(url.starts_with("nats://") || url.starts_with("tls://") || url.starts_with("ws://")) {
-            return Err(ConfigError::invalid("nats.url", format!("'{url}' is not a nats:// URL")));
+            return Err(ConfigError::invalid(
+                "nats.url",
+                format!("'{url}' is not a nats:// URL"),
+            ));
         }
-        let prefix = self.prefix.clone().unwrap_or_else(|| DEFAULT_PREFIX.to_string());
+        let prefix = self
+            .prefix
+            .clone()
+            .unwrap_or_else(|| DEFAULT_PREFIX.to_string());
         if prefix.is_empty() || prefix.contains(['*', '>', ' ']) {
-            return Err(ConfigError::invalid("nats.prefix", "must be a plain subject token"));
+            return Err(ConfigError::invalid(
+                "nats.prefix",
+                "must be a plain subject token",
+            ));
         }
         let password = match &self.password_env {
             Some(var) => Some(env(var).ok_or_else(|| {
@@ -74,6 +83,26 @@ impl NatsSection {
     }
 }
 
+/// `[metrics]` in the workers' config files: where to serve Prometheus `/metrics` and
+/// `/healthz` (the manager serves them on its API address).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsSection {
+    /// `host:port`; absent = no metrics endpoint.
+    pub addr: Option<String>,
+}
+
+impl MetricsSection {
+    pub fn resolve(&self) -> Result<Option<std::net::SocketAddr>, ConfigError> {
+        match &self.addr {
+            None => Ok(None),
+            Some(a) => a.parse().map(Some).map_err(|_| {
+                ConfigError::invalid("metrics.addr", format!("'{a}' is not host:port"))
+            }),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,8 +115,16 @@ mod tests {
         };
         let none = |_: &str| None;
         assert_eq!(s.resolve(None, &none).unwrap().url, "nats://file:1");
-        assert_eq!(s.resolve(Some("nats://env:2".into()), &none).unwrap().url, "nats://env:2");
-        assert_eq!(NatsSection::default().resolve(None, &none).unwrap().url, DEFAULT_NATS_URL);
-        assert!(NatsSection::default().resolve(Some("http://x".into()), &none).is_err());
+        assert_eq!(
+            s.resolve(Some("nats://env:2".into()), &none).unwrap().url,
+            "nats://env:2"
+        );
+        assert_eq!(
+            NatsSection::default().resolve(None, &none).unwrap().url,
+            DEFAULT_NATS_URL
+        );
+        assert!(NatsSection::default()
+            .resolve(Some("http://x".into()), &none)
+            .is_err());
     }
 }

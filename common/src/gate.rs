@@ -35,13 +35,16 @@ pub fn evaluate_gate(
         }
         Some((v, _)) => {
             if v.status != AuditStatus::Complete {
-                reasons.push(format!("audit status is {:?}, not complete", v.status).to_lowercase());
+                reasons
+                    .push(format!("audit status is {:?}, not complete", v.status).to_lowercase());
             }
             if v.integrity != Integrity::Clean {
                 reasons.push(format!("integrity is {:?}, not clean", v.integrity).to_lowercase());
             }
             if v.contract != ContractVerdict::Aligned {
-                reasons.push(format!("contract audit is {:?}, not aligned", v.contract).to_lowercase());
+                reasons.push(
+                    format!("contract audit is {:?}, not aligned", v.contract).to_lowercase(),
+                );
             }
         }
     }
@@ -92,8 +95,20 @@ mod tests {
         let mut c = Contract {
             goal: "g".into(),
             criteria: vec![
-                Criterion { id: "a".into(), description: String::new(), check: Some("true".into()), blocking: true, timeout_secs: 5 },
-                Criterion { id: "b".into(), description: String::new(), check: Some("true".into()), blocking: false, timeout_secs: 5 },
+                Criterion {
+                    id: "a".into(),
+                    description: String::new(),
+                    check: Some("true".into()),
+                    blocking: true,
+                    timeout_secs: 5,
+                },
+                Criterion {
+                    id: "b".into(),
+                    description: String::new(),
+                    check: Some("true".into()),
+                    blocking: false,
+                    timeout_secs: 5,
+                },
             ],
             protected_paths: vec![],
             spec_hash: String::new(),
@@ -124,20 +139,83 @@ mod tests {
     #[test]
     fn gate_table() {
         use CheckVerdict::*;
-        let bad_status = Verdicts { status: AuditStatus::Incomplete, ..GOOD };
-        let suspect = Verdicts { integrity: Integrity::Suspect, ..GOOD };
-        let unknown = Verdicts { contract: ContractVerdict::Unknown, ..GOOD };
+        let bad_status = Verdicts {
+            status: AuditStatus::Incomplete,
+            ..GOOD
+        };
+        let suspect = Verdicts {
+            integrity: Integrity::Suspect,
+            ..GOOD
+        };
+        let unknown = Verdicts {
+            contract: ContractVerdict::Unknown,
+            ..GOOD
+        };
         let cases: Vec<(&str, Option<(&Verdicts, &str)>, Vec<Evidence>, bool, u32)> = vec![
-            ("all good", Some((&GOOD, "s2")), vec![ev("a", "s2", Pass), ev("b", "s2", Fail)], true, 1),
+            (
+                "all good",
+                Some((&GOOD, "s2")),
+                vec![ev("a", "s2", Pass), ev("b", "s2", Fail)],
+                true,
+                1,
+            ),
             ("no audit", None, vec![ev("a", "s2", Pass)], false, 1),
-            ("audit of old snapshot", Some((&GOOD, "s1")), vec![ev("a", "s2", Pass)], false, 1),
-            ("evidence on old snapshot only", Some((&GOOD, "s2")), vec![ev("a", "s1", Pass)], false, 0),
-            ("blocking fails", Some((&GOOD, "s2")), vec![ev("a", "s2", Fail)], false, 0),
-            ("inconclusive", Some((&GOOD, "s2")), vec![ev("a", "s2", Inconclusive)], false, 0),
-            ("incomplete status", Some((&bad_status, "s2")), vec![ev("a", "s2", Pass)], false, 1),
-            ("suspect integrity", Some((&suspect, "s2")), vec![ev("a", "s2", Pass)], false, 1),
-            ("unknown contract", Some((&unknown, "s2")), vec![ev("a", "s2", Pass)], false, 1),
-            ("latest evidence wins", Some((&GOOD, "s2")), vec![ev("a", "s2", Fail), ev("a", "s2", Pass)], true, 1),
+            (
+                "audit of old snapshot",
+                Some((&GOOD, "s1")),
+                vec![ev("a", "s2", Pass)],
+                false,
+                1,
+            ),
+            (
+                "evidence on old snapshot only",
+                Some((&GOOD, "s2")),
+                vec![ev("a", "s1", Pass)],
+                false,
+                0,
+            ),
+            (
+                "blocking fails",
+                Some((&GOOD, "s2")),
+                vec![ev("a", "s2", Fail)],
+                false,
+                0,
+            ),
+            (
+                "inconclusive",
+                Some((&GOOD, "s2")),
+                vec![ev("a", "s2", Inconclusive)],
+                false,
+                0,
+            ),
+            (
+                "incomplete status",
+                Some((&bad_status, "s2")),
+                vec![ev("a", "s2", Pass)],
+                false,
+                1,
+            ),
+            (
+                "suspect integrity",
+                Some((&suspect, "s2")),
+                vec![ev("a", "s2", Pass)],
+                false,
+                1,
+            ),
+            (
+                "unknown contract",
+                Some((&unknown, "s2")),
+                vec![ev("a", "s2", Pass)],
+                false,
+                1,
+            ),
+            (
+                "latest evidence wins",
+                Some((&GOOD, "s2")),
+                vec![ev("a", "s2", Fail), ev("a", "s2", Pass)],
+                true,
+                1,
+            ),
         ];
         for (name, verdicts, evidence, passed, passing) in cases {
             let g = evaluate_gate(&contract(), verdicts, &evidence, "s2");
@@ -152,7 +230,12 @@ mod tests {
     fn tampered_contract_closes_gate() {
         let mut c = contract();
         c.criteria.pop();
-        let g = evaluate_gate(&c, Some((&GOOD, "s")), &[ev("a", "s", CheckVerdict::Pass)], "s");
+        let g = evaluate_gate(
+            &c,
+            Some((&GOOD, "s")),
+            &[ev("a", "s", CheckVerdict::Pass)],
+            "s",
+        );
         assert!(!g.passed);
     }
 }

@@ -1,5 +1,8 @@
 //! loopgate-common: domain types, wire messages, subjects and pure decision logic. No I/O.
-#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::type_complexity))]
+#![cfg_attr(
+    test,
+    allow(clippy::unwrap_used, clippy::expect_used, clippy::type_complexity)
+)]
 
 pub mod audit_parse;
 pub mod budget;
@@ -9,11 +12,14 @@ pub mod decide;
 pub mod gate;
 pub mod next_step;
 pub mod prompts;
+pub mod protected_paths;
+pub mod rubric;
 pub mod snapshot;
 pub mod state;
 pub mod subjects;
 pub mod task;
 pub mod tool_call_parse;
+pub mod unified_diff;
 pub mod usage;
 pub mod verdict;
 pub mod wire;

@@ -101,7 +101,12 @@ pub fn parse_next_step(raw: &str) -> Result<NextStep, NextStepError> {
     }
 }
 
-fn finish(route: Route, task: String, task_state: Option<String>, layer: ParseLayer) -> Result<NextStep, NextStepError> {
+fn finish(
+    route: Route,
+    task: String,
+    task_state: Option<String>,
+    layer: ParseLayer,
+) -> Result<NextStep, NextStepError> {
     let task = task.trim().to_string();
     if task.is_empty() && matches!(route, Route::Cli | Route::Gui | Route::Ask) {
         return Err(NextStepError::MissingTask {
@@ -111,7 +116,9 @@ fn finish(route: Route, task: String, task_state: Option<String>, layer: ParseLa
     Ok(NextStep {
         route,
         task,
-        task_state: task_state.map(|s| s.trim().to_string()).filter(|s| !s.is_empty()),
+        task_state: task_state
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty()),
         parsed_from: layer,
     })
 }
@@ -196,7 +203,10 @@ enum Header {
 
 /// Recognise `Header: value` lines, tolerating markdown decoration (`**Next:**`, `- Next:`, `### Task:`).
 fn header_of(line: &str) -> Option<(Header, String)> {
-    let cleaned: String = line.trim().trim_start_matches(['-', '*', '#', '>', ' ']).to_string();
+    let cleaned: String = line
+        .trim()
+        .trim_start_matches(['-', '*', '#', '>', ' '])
+        .to_string();
     let (head, rest) = cleaned.split_once(':')?;
     let head = head.trim().trim_matches('*').trim().to_ascii_lowercase();
     let rest = rest.trim().trim_start_matches('*').trim().to_string();
@@ -252,7 +262,8 @@ fn from_lines(text: &str) -> Result<NextStep, NextStepError> {
     }
     let word = route_word.ok_or(NextStepError::NoRoute)?;
     let first = word.split_whitespace().next().unwrap_or("").to_string();
-    let route = Route::parse_word(&first).ok_or(NextStepError::UnknownRoute { word: word.clone() })?;
+    let route =
+        Route::parse_word(&first).ok_or(NextStepError::UnknownRoute { word: word.clone() })?;
     finish(route, task.unwrap_or_default(), state, ParseLayer::Lines)
 }
 
@@ -289,12 +300,24 @@ mod tests {
         let bad: &[(&str, fn(&NextStepError) -> bool)] = &[
             ("", |e| matches!(e, NextStepError::Empty)),
             ("   \n ", |e| matches!(e, NextStepError::Empty)),
-            ("I think we should write the file.", |e| matches!(e, NextStepError::NoRoute)),
-            ("Next: maybe\nTask: x", |e| matches!(e, NextStepError::UnknownRoute { .. })),
-            ("Next: cli", |e| matches!(e, NextStepError::MissingTask { .. })),
-            ("Next: cli\nTask:   ", |e| matches!(e, NextStepError::MissingTask { .. })),
-            ("{\"next\": \"fly\"}", |e| matches!(e, NextStepError::UnknownRoute { .. })),
-            ("{\"next\": \"ask\"}", |e| matches!(e, NextStepError::MissingTask { .. })),
+            ("I think we should write the file.", |e| {
+                matches!(e, NextStepError::NoRoute)
+            }),
+            ("Next: maybe\nTask: x", |e| {
+                matches!(e, NextStepError::UnknownRoute { .. })
+            }),
+            ("Next: cli", |e| {
+                matches!(e, NextStepError::MissingTask { .. })
+            }),
+            ("Next: cli\nTask:   ", |e| {
+                matches!(e, NextStepError::MissingTask { .. })
+            }),
+            ("{\"next\": \"fly\"}", |e| {
+                matches!(e, NextStepError::UnknownRoute { .. })
+            }),
+            ("{\"next\": \"ask\"}", |e| {
+                matches!(e, NextStepError::MissingTask { .. })
+            }),
             ("{\"next\": ", |e| matches!(e, NextStepError::NoRoute)),
         ];
         for (raw, check) in bad {
@@ -305,7 +328,8 @@ mod tests {
 
     #[test]
     fn state_is_carried() {
-        let s = parse_next_step("Current task state: hello.py missing\nNext: cli\nTask: create it").unwrap();
+        let s = parse_next_step("Current task state: hello.py missing\nNext: cli\nTask: create it")
+            .unwrap();
         assert_eq!(s.task_state.as_deref(), Some("hello.py missing"));
     }
 }

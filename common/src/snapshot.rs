@@ -68,7 +68,9 @@ pub fn validate_relative_path(path: &str) -> Result<(), SnapshotPathError> {
 }
 
 pub fn is_sha256_hex(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -152,7 +154,9 @@ pub enum PathChange {
 impl PathChange {
     pub fn path(&self) -> &str {
         match self {
-            PathChange::Added { path } | PathChange::Removed { path } | PathChange::Modified { path } => path,
+            PathChange::Added { path }
+            | PathChange::Removed { path }
+            | PathChange::Modified { path } => path,
         }
     }
 }
@@ -166,25 +170,35 @@ pub fn diff_manifests(base: &Manifest, candidate: &Manifest) -> Vec<PathChange> 
         match (a.get(i), b.get(j)) {
             (Some(x), Some(y)) if x.path == y.path => {
                 if x.sha256 != y.sha256 || x.mode != y.mode {
-                    changes.push(PathChange::Modified { path: y.path.clone() });
+                    changes.push(PathChange::Modified {
+                        path: y.path.clone(),
+                    });
                 }
                 i += 1;
                 j += 1;
             }
             (Some(x), Some(y)) if x.path < y.path => {
-                changes.push(PathChange::Removed { path: x.path.clone() });
+                changes.push(PathChange::Removed {
+                    path: x.path.clone(),
+                });
                 i += 1;
             }
             (Some(_), Some(y)) => {
-                changes.push(PathChange::Added { path: y.path.clone() });
+                changes.push(PathChange::Added {
+                    path: y.path.clone(),
+                });
                 j += 1;
             }
             (Some(x), None) => {
-                changes.push(PathChange::Removed { path: x.path.clone() });
+                changes.push(PathChange::Removed {
+                    path: x.path.clone(),
+                });
                 i += 1;
             }
             (None, Some(y)) => {
-                changes.push(PathChange::Added { path: y.path.clone() });
+                changes.push(PathChange::Added {
+                    path: y.path.clone(),
+                });
                 j += 1;
             }
             (None, None) => break,
@@ -252,18 +266,33 @@ mod tests {
         ));
         let mut bad = entry("a", b"1");
         bad.sha256 = "xyz".into();
-        assert!(matches!(Manifest::new(vec![bad]), Err(SnapshotPathError::BadDigest { .. })));
+        assert!(matches!(
+            Manifest::new(vec![bad]),
+            Err(SnapshotPathError::BadDigest { .. })
+        ));
     }
 
     #[test]
     fn diff_reports_each_kind() {
-        let base = Manifest::new(vec![entry("keep", b"k"), entry("mod", b"1"), entry("gone", b"g")]).unwrap();
-        let cand = Manifest::new(vec![entry("keep", b"k"), entry("mod", b"2"), entry("new", b"n")]).unwrap();
+        let base = Manifest::new(vec![
+            entry("keep", b"k"),
+            entry("mod", b"1"),
+            entry("gone", b"g"),
+        ])
+        .unwrap();
+        let cand = Manifest::new(vec![
+            entry("keep", b"k"),
+            entry("mod", b"2"),
+            entry("new", b"n"),
+        ])
+        .unwrap();
         let changes = diff_manifests(&base, &cand);
         assert_eq!(
             changes,
             vec![
-                PathChange::Removed { path: "gone".into() },
+                PathChange::Removed {
+                    path: "gone".into()
+                },
                 PathChange::Modified { path: "mod".into() },
                 PathChange::Added { path: "new".into() },
             ]

@@ -96,7 +96,9 @@ pub enum Phase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Target {
-    Exec { capability: Capability },
+    Exec {
+        capability: Capability,
+    },
     Audit,
     Decide,
     /// Core NATS `control.<run>`: not persisted, for in-flight episodes.
@@ -235,7 +237,14 @@ impl RunRecord {
             .as_ref()
             .filter(|g| g.snapshot == self.snapshot)
             .map(|g| (g.passing, g.checked))
-            .unwrap_or((0, self.contract.criteria.iter().filter(|c| c.check.is_some()).count() as u32))
+            .unwrap_or((
+                0,
+                self.contract
+                    .criteria
+                    .iter()
+                    .filter(|c| c.check.is_some())
+                    .count() as u32,
+            ))
     }
 }
 

@@ -176,7 +176,10 @@ impl TaskFile {
                 .filter(|c| !c.is_empty())
                 .map(str::to_string);
             if a.check.is_some() && check.is_none() {
-                return Err(TaskError::field(at("check"), "must not be empty when given"));
+                return Err(TaskError::field(
+                    at("check"),
+                    "must not be empty when given",
+                ));
             }
             let blocking = a.blocking.unwrap_or(true);
             if blocking && check.is_none() {
@@ -207,9 +210,10 @@ impl TaskFile {
                 .unwrap_or_else(|| DEFAULT_PROFILE.to_string()),
             auditor: clean_profile("roles.auditor", &self.roles.auditor)?,
         };
-        let budget = self.budget.validate().map_err(|(field, problem)| {
-            TaskError::field(format!("budget.{field}"), problem)
-        })?;
+        let budget = self
+            .budget
+            .validate()
+            .map_err(|(field, problem)| TaskError::field(format!("budget.{field}"), problem))?;
         let mut protected_paths = Vec::new();
         for (i, p) in self.protected_paths.iter().enumerate() {
             let p = p.trim();
@@ -241,7 +245,8 @@ pub fn parse_task_toml(text: &str) -> Result<Task, TaskError> {
 
 /// Parse the raw task file (no validation) from TOML text.
 pub fn parse_task_file_toml(text: &str) -> Result<TaskFile, TaskError> {
-    toml::from_str::<TaskFile>(text).map_err(|e| TaskError::Syntax(e.to_string().trim().to_string()))
+    toml::from_str::<TaskFile>(text)
+        .map_err(|e| TaskError::Syntax(e.to_string().trim().to_string()))
 }
 
 #[cfg(test)]

@@ -43,9 +43,17 @@ mod tests {
             output_tokens: 1,
             cost_micros: 7,
         });
-        assert_eq!(usage, Usage { input_tokens: 15, output_tokens: 3, cost_micros: 7 });
+        assert_eq!(
+            usage,
+            Usage {
+                input_tokens: 15,
+                output_tokens: 3,
+                cost_micros: 7
+            }
+        );
         assert_eq!(usage.total(), 18);
-        let old: Usage = serde_json::from_str(r#"{"input_tokens":1,"output_tokens":2}"#).unwrap_or_default();
+        let old: Usage =
+            serde_json::from_str(r#"{"input_tokens":1,"output_tokens":2}"#).unwrap_or_default();
         assert_eq!(old, Usage::tokens(1, 2));
     }
 }

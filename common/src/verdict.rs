@@ -207,55 +207,89 @@ mod tests {
         use AuditStatus::*;
         use CheckVerdict::*;
         let modified = |p: &str| PathChange::Modified { path: p.into() };
-        let cases: Vec<(Vec<Evidence>, Vec<PathChange>, Vec<String>, &[&str], Verdicts)> = vec![
+        let cases: Vec<(
+            Vec<Evidence>,
+            Vec<PathChange>,
+            Vec<String>,
+            &[&str],
+            Verdicts,
+        )> = vec![
             (
                 vec![ev("a", Pass), ev("b", Pass)],
                 vec![],
                 vec![],
                 &[],
-                Verdicts { status: Complete, integrity: Integrity::Clean, contract: ContractVerdict::Aligned },
+                Verdicts {
+                    status: Complete,
+                    integrity: Integrity::Clean,
+                    contract: ContractVerdict::Aligned,
+                },
             ),
             (
                 vec![ev("a", Fail), ev("b", Pass)],
                 vec![],
                 vec![],
                 &[],
-                Verdicts { status: Incomplete, integrity: Integrity::Clean, contract: ContractVerdict::Aligned },
+                Verdicts {
+                    status: Incomplete,
+                    integrity: Integrity::Clean,
+                    contract: ContractVerdict::Aligned,
+                },
             ),
             (
                 vec![ev("a", Pass), ev("b", Fail)],
                 vec![],
                 vec![],
                 &[],
-                Verdicts { status: Complete, integrity: Integrity::Clean, contract: ContractVerdict::Aligned },
+                Verdicts {
+                    status: Complete,
+                    integrity: Integrity::Clean,
+                    contract: ContractVerdict::Aligned,
+                },
             ),
             (
                 vec![ev("a", Inconclusive), ev("b", Pass)],
                 vec![],
                 vec![],
                 &[],
-                Verdicts { status: Incomplete, integrity: Integrity::Clean, contract: ContractVerdict::Unknown },
+                Verdicts {
+                    status: Incomplete,
+                    integrity: Integrity::Clean,
+                    contract: ContractVerdict::Unknown,
+                },
             ),
             (
                 vec![ev("a", Pass), ev("b", Pass)],
                 vec![modified("tests/test_x.py")],
                 vec![],
                 &["tests/"],
-                Verdicts { status: Complete, integrity: Integrity::Violation, contract: ContractVerdict::Aligned },
+                Verdicts {
+                    status: Complete,
+                    integrity: Integrity::Violation,
+                    contract: ContractVerdict::Aligned,
+                },
             ),
             (
                 vec![ev("a", Pass), ev("b", Pass)],
                 vec![modified("other.py")],
                 vec!["src/".into()],
                 &[],
-                Verdicts { status: Complete, integrity: Integrity::Suspect, contract: ContractVerdict::Aligned },
+                Verdicts {
+                    status: Complete,
+                    integrity: Integrity::Suspect,
+                    contract: ContractVerdict::Aligned,
+                },
             ),
             (
                 vec![ev("b", Pass)],
                 vec![],
                 vec![],
                 &[],
-                Verdicts { status: Incomplete, integrity: Integrity::Clean, contract: ContractVerdict::Unknown },
+                Verdicts {
+                    status: Incomplete,
+                    integrity: Integrity::Clean,
+                    contract: ContractVerdict::Unknown,
+                },
             ),
         ];
         for (i, (evidence, changes, scope, protected, want)) in cases.into_iter().enumerate() {

@@ -285,17 +285,23 @@ mod tests {
     fn decode_errors_by_kind() {
         let cases: Vec<(Vec<u8>, fn(&WireError) -> bool)> = vec![
             (b"not json".to_vec(), |e| matches!(e, WireError::NotJson(_))),
-            (br#"{"kind":"decide_request"}"#.to_vec(), |e| matches!(e, WireError::MissingVersion)),
+            (br#"{"kind":"decide_request"}"#.to_vec(), |e| {
+                matches!(e, WireError::MissingVersion)
+            }),
             (
                 br#"{"v":2,"kind":"decide_request","run_id":"r","generation":1,"seq":1}"#.to_vec(),
                 |e| matches!(e, WireError::UnsupportedVersion { got: 2 }),
             ),
-            (br#"{"v":1,"kind":"nope"}"#.to_vec(), |e| matches!(e, WireError::Malformed { .. })),
+            (br#"{"v":1,"kind":"nope"}"#.to_vec(), |e| {
+                matches!(e, WireError::Malformed { .. })
+            }),
             (
                 br#"{"v":1,"kind":"decide_request","run_id":"r"}"#.to_vec(),
                 |e| matches!(e, WireError::Malformed { .. }),
             ),
-            (vec![b' '; MAX_MESSAGE_BYTES + 1], |e| matches!(e, WireError::TooLarge(_))),
+            (vec![b' '; MAX_MESSAGE_BYTES + 1], |e| {
+                matches!(e, WireError::TooLarge(_))
+            }),
         ];
         for (bytes, check) in cases {
             let err = decode(&bytes).unwrap_err();

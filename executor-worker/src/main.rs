@@ -9,6 +9,11 @@ use clap::{Parser, ValueEnum};
 use loopgate_common::subjects::Capability;
 use loopgate_executor::settings::{ExecutorFile, ExternalInputs, Settings};
 use loopgate_executor::startup::{prepare, run_workers};
+use std::sync::Arc;
+
+use loopgate_transport::metrics::Metrics;
+use loopgate_transport::metrics_server::serve_metrics;
+use loopgate_transport::otel::{init_telemetry, TelemetrySettings};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -91,7 +96,17 @@ async fn shutdown_signal() {
 #[tokio::main]
 async fn main() -> ExitCode {
     let flags = Flags::parse();
-    loopgate_transport::init_logging("loopgate-executor", "info");
+    let telemetry =
+        match TelemetrySettings::from_env("loopgate-executor", "info", &|k| std::env::var(k).ok())
+            .and_then(|s| init_telemetry(&s))
+        {
+            Ok(t) => Arc::new(t),
+            Err(err) => {
+                loopgate_transport::init_logging("loopgate-executor", "info");
+                tracing::error!(error = %err, "invalid telemetry configuration");
+                return ExitCode::from(2);
+            }
+        };
     let settings = match load_settings(flags) {
         Ok(settings) => settings,
         Err(err) => {
@@ -105,10 +120,24 @@ async fn main() -> ExitCode {
         work_dir = %settings.work_dir.display(),
         nats = %settings.nats.url,
         models = ?settings.models.keys().collect::<Vec<_>>(),
+        agents = ?settings.agents.keys().collect::<Vec<_>>(),
         "starting"
     );
 
     let cancel = CancellationToken::new();
+    Metrics::new().worker_up.record(
+        1,
+        &[opentelemetry::KeyValue::new("loopgate.role", "executor")],
+    );
+    if let Some(addr) = settings.metrics_addr {
+        match serve_metrics(addr, telemetry.clone(), cancel.clone()).await {
+            Ok(bound) => tracing::info!(%bound, "metrics endpoint listening"),
+            Err(err) => {
+                tracing::error!(error = %err, %addr, "cannot bind the metrics endpoint");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     let signal_cancel = cancel.clone();
     tokio::spawn(async move {
         shutdown_signal().await;
@@ -130,5 +159,6 @@ async fn main() -> ExitCode {
     };
     run_workers(ctx, &settings, cancel).await;
     tracing::info!("stopped");
+    telemetry.shutdown();
     ExitCode::SUCCESS
 }

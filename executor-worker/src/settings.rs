@@ -10,6 +10,8 @@ use loopgate_common::subjects::Capability;
 use loopgate_models::{resolve_profiles, ModelConfigError, ModelProfile, ModelProfiles};
 use serde::Deserialize;
 
+use crate::agent_config::{AgentProfile, AgentProfileConfig};
+
 pub const DEFAULT_SHELL_TIMEOUT_SECS: u64 = 120;
 pub const DEFAULT_OUTPUT_CAP_BYTES: usize = 16 * 1024;
 pub const DEFAULT_ACK_WAIT_SECS: u64 = 30;
@@ -30,6 +32,13 @@ pub struct ExecutorFile {
     pub executor: ExecutorSection,
     #[serde(default)]
     pub models: ModelProfiles,
+    /// External CLI agents, by profile name (a task's `roles.executor` names one of these or a
+    /// model profile).
+    #[serde(default)]
+    pub agents: BTreeMap<String, AgentProfileConfig>,
+    /// `[metrics] addr`: Prometheus `/metrics` and `/healthz`.
+    #[serde(default)]
+    pub metrics: loopgate_common::config::MetricsSection,
 }
 
 /// `[executor]`.
@@ -119,6 +128,9 @@ pub struct Settings {
     pub shutdown_grace: Duration,
     /// Model profiles by name, API keys read.
     pub models: BTreeMap<String, ModelProfile>,
+    /// CLI agent profiles by name, passed-through variables read.
+    pub agents: BTreeMap<String, AgentProfile>,
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -253,6 +265,17 @@ impl ExecutorFile {
         };
 
         let models = resolve_profiles(&self.models, &env)?;
+        let mut agents = BTreeMap::new();
+        for (name, agent) in &self.agents {
+            if models.contains_key(name) {
+                return Err(ConfigError::invalid(
+                    format!("agents.{name}"),
+                    "a model profile has the same name; profile names must be unique",
+                )
+                .into());
+            }
+            agents.insert(name.clone(), agent.resolve(name, &env)?);
+        }
 
         Ok(Settings {
             nats,
@@ -268,6 +291,8 @@ impl ExecutorFile {
             max_deliver,
             shutdown_grace: Duration::from_secs(shutdown_grace_secs),
             models,
+            agents,
+            metrics_addr: self.metrics.resolve()?,
         })
     }
 }
@@ -302,12 +327,19 @@ provider = "openai"
 base_url = "http://127.0.0.1:8080/v1"
 model = "qwen"
 api_key_env = "LOOPGATE_API_KEY"
+[agents.codex]
+kind = "codex"
+command = "/opt/bin/codex"
+model = "qwen2.5-coder"
+args = ["-c", "model_provider=\"local\""]
+env = ["CODEX_KEY", "UNSET_VAR"]
 "#;
 
     #[test]
     fn full_file_resolves() {
         let mut inp = inputs();
         inp.env.insert("LOOPGATE_API_KEY".into(), "sk-test".into());
+        inp.env.insert("CODEX_KEY".into(), "ck".into());
         inp.env.insert("PATH".into(), "/bin".into());
         let s = ExecutorFile::parse(FULL, "x")
             .unwrap()
@@ -327,6 +359,21 @@ api_key_env = "LOOPGATE_API_KEY"
             "sk-test"
         );
         assert_eq!(s.nats.url, "nats://127.0.0.1:14222");
+        let codex = &s.agents["codex"];
+        assert_eq!(codex.kind, crate::agent_config::AgentKind::Codex);
+        assert_eq!(codex.command, PathBuf::from("/opt/bin/codex"));
+        assert_eq!(codex.env, vec![("CODEX_KEY".to_string(), "ck".to_string())]);
+    }
+
+    #[test]
+    fn agent_and_model_names_must_differ() {
+        let text =
+            "[models.x]\nbase_url = \"http://h\"\nmodel = \"m\"\n[agents.x]\nkind = \"codex\"";
+        let file = ExecutorFile::parse(text, "x").unwrap();
+        assert!(matches!(
+            file.resolve(&inputs()),
+            Err(SettingsError::Invalid(_))
+        ));
     }
 
     #[test]
@@ -370,6 +417,8 @@ api_key_env = "LOOPGATE_API_KEY"
             "[redis]\nurl = \"redis://x\"",
             "[executor]\ncapabilities = [\"tpu\"]",
             "[models.local]\nbase_url = \"http://x\"\nmodel = \"m\"\nextra = 1",
+            "[agents.a]\nkind = \"cursor\"",
+            "[agents.a]\nkind = \"codex\"\nextra = 1",
         ];
         for text in cases {
             assert!(
@@ -392,6 +441,7 @@ api_key_env = "LOOPGATE_API_KEY"
             "[executor]\ncapabilities = []",
             "[executor]\nworker_id = \"a b\"",
             "[nats]\nurl = \"http://x\"",
+            "[agents.a]\nkind = \"codex\"\nenv = [\"HOME\"]",
         ];
         for text in cases {
             let file = ExecutorFile::parse(text, "x").unwrap();

@@ -7,37 +7,16 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rustix::process::{kill_process_group, Pid, Signal};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
 use crate::output_cap::CappedOutput;
+use crate::process_group::GroupKill;
 use crate::settings::ToolLimits;
 use crate::workspace_tools::ToolError;
 
 /// After the shell exits (or is killed), how long to wait for the output pipes to drain.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Kills a process group when dropped (or on `kill_now`), so a cancelled episode leaves no
-/// children behind.
-struct GroupKill {
-    pgid: Option<Pid>,
-}
-
-impl GroupKill {
-    fn kill_now(&mut self) {
-        if let Some(pgid) = self.pgid.take() {
-            // ESRCH (group already gone) is the normal case after a clean exit.
-            let _ = kill_process_group(pgid, Signal::KILL);
-        }
-    }
-}
-
-impl Drop for GroupKill {
-    fn drop(&mut self) {
-        self.kill_now();
-    }
-}
 
 /// How the command ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,12 +96,7 @@ pub async fn run_shell(
     let mut child = cmd
         .spawn()
         .map_err(|err| ToolError::Shell(format!("cannot start sh: {err}")))?;
-    let mut group = GroupKill {
-        pgid: child
-            .id()
-            .and_then(|id| i32::try_from(id).ok())
-            .and_then(Pid::from_raw),
-    };
+    let mut group = GroupKill::for_leader(child.id());
     let sink = Arc::new(Mutex::new(CappedOutput::new(limits.output_cap_bytes)));
     let mut readers = Vec::new();
     if let Some(stdout) = child.stdout.take() {

@@ -5,11 +5,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use loopgate_transport::{
-    Bus, BusError, BusOptions, ConsumerOptions, SnapshotError, SnapshotStore,
+    Bus, BusError, BusOptions, ConsumerOptions, SnapshotError, SnapshotStore, Subscriber,
 };
 use tokio_util::sync::CancellationToken;
 
+use futures::StreamExt;
+use loopgate_common::wire::{decode, Message};
+
 use crate::episode::EpisodeEnv;
+use crate::episode_cancels::EpisodeCancels;
 use crate::settings::Settings;
 use crate::worker_loop::{run_worker_loop, WorkerContext};
 
@@ -78,6 +82,7 @@ pub async fn prepare(settings: &Settings) -> Result<Arc<WorkerContext>, StartupE
             work_dir: settings.work_dir.clone(),
             tools: settings.tools.clone(),
             models: settings.models.clone(),
+            agents: settings.agents.clone(),
         },
         worker_id: settings.worker_id.clone(),
         consumer: ConsumerOptions {
@@ -86,11 +91,65 @@ pub async fn prepare(settings: &Settings) -> Result<Arc<WorkerContext>, StartupE
             ..ConsumerOptions::default()
         },
         shutdown_grace: settings.shutdown_grace,
+        cancels: EpisodeCancels::new(),
     }))
 }
 
-/// Run one loop per capability until `cancel` fires and every loop has wound down.
+/// Listens on `control.>` for `CancelEpisodes` notices until `cancel` fires.
+async fn listen_for_cancels(
+    mut notices: Subscriber,
+    cancels: EpisodeCancels,
+    cancel: CancellationToken,
+) {
+    loop {
+        let notice = tokio::select! {
+            () = cancel.cancelled() => break,
+            notice = notices.next() => notice,
+        };
+        let Some(notice) = notice else {
+            tracing::warn!("control subscription ended");
+            break;
+        };
+        match decode(&notice.payload) {
+            Ok(Message::CancelEpisodes(notice)) => {
+                let stopped = cancels.cancel(&notice.run_id, notice.generation);
+                tracing::info!(
+                    run_id = %notice.run_id,
+                    generation = notice.generation,
+                    reason = %notice.reason,
+                    stopped,
+                    "cancel notice"
+                );
+            }
+            Ok(other) => tracing::debug!(kind = other.kind(), "ignoring control message"),
+            Err(err) => {
+                tracing::warn!(error = %err, subject = %notice.subject, "undecodable control message")
+            }
+        }
+    }
+    if let Err(err) = notices.unsubscribe().await {
+        tracing::debug!(error = %err, "unsubscribing from control notices failed");
+    }
+}
+
+/// Run one loop per capability until `cancel` fires and every loop has wound down. Control
+/// notices are subscribed to first, so none is missed once work is taken.
 pub async fn run_workers(ctx: Arc<WorkerContext>, settings: &Settings, cancel: CancellationToken) {
+    let control = ctx.bus.subjects().control_all();
+    let listener = match ctx.bus.subscribe_core(&control).await {
+        Ok(notices) => Some(tokio::spawn(listen_for_cancels(
+            notices,
+            ctx.cancels.clone(),
+            cancel.clone(),
+        ))),
+        Err(err) => {
+            tracing::error!(error = %err, %control, "cannot subscribe to control notices; episodes cannot be cancelled");
+            None
+        }
+    };
+    if let Err(err) = ctx.bus.flush().await {
+        tracing::warn!(error = %err, "flush after subscribing failed");
+    }
     let loops: Vec<_> = settings
         .capabilities
         .iter()
@@ -100,6 +159,9 @@ pub async fn run_workers(ctx: Arc<WorkerContext>, settings: &Settings, cancel: C
         if let Err(err) = handle.await {
             tracing::error!(error = %err, "worker loop ended abnormally");
         }
+    }
+    if let Some(listener) = listener {
+        let _ = listener.await;
     }
     if let Err(err) = ctx.bus.flush().await {
         tracing::warn!(error = %err, "final flush failed");

@@ -62,10 +62,7 @@ fn reply(content: Option<&str>, calls: Vec<(&str, serde_json::Value)>) -> ChatRe
             .collect(),
         tool_calls_from_content: false,
         finish_reason: None,
-        usage: Usage {
-            input_tokens: 10,
-            output_tokens: 2,
-        },
+        usage: Usage::tokens(10, 2),
         model: "scripted".into(),
     }
 }
@@ -74,6 +71,7 @@ fn limits(max_steps: u32) -> LoopLimits {
     LoopLimits {
         max_steps,
         episode: Duration::from_secs(30),
+        health: HealthPolicy::default(),
     }
 }
 
@@ -202,6 +200,7 @@ async fn deadline_ends_the_loop() {
     let limits = LoopLimits {
         max_steps: 5,
         episode: Duration::from_millis(100),
+        health: HealthPolicy::default(),
     };
     let report = run_tool_loop(&Slow, &tools, prompt(), limits).await;
     assert!(matches!(report.end, LoopEnd::TimedOut(_)));
@@ -218,4 +217,172 @@ fn summary_from_text_table() {
     for (text, expected) in cases {
         assert_eq!(summary_from_text(text), expected);
     }
+}
+
+fn with_input(mut response: ChatResponse, input_tokens: u64) -> ChatResponse {
+    response.usage = Usage::tokens(input_tokens, 10);
+    response
+}
+
+fn small_window(max_resets: u32) -> LoopLimits {
+    LoopLimits {
+        max_steps: 20,
+        episode: Duration::from_secs(30),
+        health: HealthPolicy {
+            max_resets,
+            ..HealthPolicy::for_window(Some(1000))
+        },
+    }
+}
+
+fn user_text(req: &ChatRequest) -> String {
+    req.messages
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::User { content } => Some(content.clone()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn inflating_context_hands_off_to_a_fresh_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = EpisodeTools::new(Workspace::new(dir.path()).unwrap(), ToolLimits::default());
+    let write =
+        |path: &str, content: &str| ("write_file", json!({"path": path, "content": content}));
+    let model = ScriptedModel::new(
+        vec![
+            Ok(with_input(reply(None, vec![write("a.txt", "A")]), 300)),
+            // 850 of 1000 tokens: critical, below the reset threshold.
+            Ok(with_input(reply(None, vec![write("b.txt", "B")]), 850)),
+            Ok(with_input(
+                reply(
+                    None,
+                    vec![write(
+                        "progress.md",
+                        "## Done\na.txt, b.txt\n## Next steps\nc.txt",
+                    )],
+                ),
+                900,
+            )),
+            Ok(with_input(reply(None, vec![write("c.txt", "C")]), 200)),
+            Ok(reply(None, vec![("finish", json!({"summary": "a, b, c"}))])),
+        ],
+        reply(Some("unexpected"), vec![]),
+    );
+    let report = run_tool_loop(&model, &tools, prompt(), small_window(3)).await;
+    assert!(
+        matches!(&report.end, LoopEnd::Finished { summary } if summary == "a, b, c"),
+        "{report:?}"
+    );
+    assert_eq!((report.resets, report.steps, report.tool_calls), (1, 5, 5));
+    let seen = model.seen.lock().unwrap();
+    assert!(user_text(&seen[2]).contains("write the file progress.md"));
+    // The fresh agent starts from system + task-with-handoff only.
+    assert_eq!(seen[3].messages.len(), 2);
+    let fresh = user_text(&seen[3]);
+    assert!(fresh.starts_with("do it\n\nContext reset 1"), "{fresh}");
+    assert!(fresh.contains("a.txt, b.txt"), "{fresh}");
+    for file in ["a.txt", "b.txt", "c.txt", "progress.md"] {
+        assert!(dir.path().join(file).exists(), "{file}");
+    }
+}
+
+#[tokio::test]
+async fn resets_are_capped_per_episode() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = EpisodeTools::new(Workspace::new(dir.path()).unwrap(), ToolLimits::default());
+    // Every reply reports a nearly full window; the agent never writes a handoff.
+    let model = ScriptedModel::new(
+        vec![],
+        with_input(reply(None, vec![("list_dir", json!({}))]), 950),
+    );
+    let mut limits = small_window(3);
+    limits.max_steps = 12;
+    let report = run_tool_loop(&model, &tools, prompt(), limits).await;
+    assert!(matches!(report.end, LoopEnd::StepCap), "{report:?}");
+    assert_eq!(report.resets, 3);
+    let seen = model.seen.lock().unwrap();
+    assert_eq!(seen.len(), 12);
+    // A harness-written handoff stands in for the missing progress.md.
+    let last = user_text(seen.last().unwrap());
+    assert!(
+        last.contains("Context reset 3") && last.contains("- list_dir"),
+        "{last}"
+    );
+}
+
+#[tokio::test]
+async fn context_length_error_resets_with_a_mechanical_handoff() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = EpisodeTools::new(Workspace::new(dir.path()).unwrap(), ToolLimits::default());
+    let too_long = || {
+        Err(ModelError::Status {
+            code: 400,
+            body: "context_length_exceeded".into(),
+            retry_after: None,
+        })
+    };
+    let model = ScriptedModel::new(
+        vec![
+            Ok(reply(
+                None,
+                vec![("write_file", json!({"path": "a.txt", "content": "A"}))],
+            )),
+            too_long(),
+            Ok(reply(None, vec![("finish", json!({"summary": "done"}))])),
+        ],
+        reply(Some("x"), vec![]),
+    );
+    let report = run_tool_loop(&model, &tools, prompt(), small_window(1)).await;
+    assert!(matches!(report.end, LoopEnd::Finished { .. }), "{report:?}");
+    assert_eq!((report.resets, report.steps), (1, 2));
+    let fresh = user_text(&model.seen.lock().unwrap()[2]);
+    assert!(fresh.contains("- write_file a.txt"), "{fresh}");
+
+    // Out of resets: the error ends the loop.
+    let model = ScriptedModel::new(vec![too_long()], reply(Some("x"), vec![]));
+    let report = run_tool_loop(&model, &tools, prompt(), small_window(0)).await;
+    assert!(
+        matches!(&report.end, LoopEnd::ModelFailed(e) if e.kind() == ModelErrorKind::ContextLength)
+    );
+}
+
+#[tokio::test]
+async fn warn_level_compacts_old_tool_output() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("big.txt"), "y".repeat(1000)).unwrap();
+    let tools = EpisodeTools::new(Workspace::new(dir.path()).unwrap(), ToolLimits::default());
+    let read = || {
+        with_input(
+            reply(None, vec![("read_file", json!({"path": "big.txt"}))]),
+            650,
+        )
+    };
+    let model = ScriptedModel::new(
+        vec![
+            Ok(read()),
+            Ok(read()),
+            Ok(read()),
+            Ok(reply(None, vec![("finish", json!({"summary": "read"}))])),
+        ],
+        reply(Some("x"), vec![]),
+    );
+    let report = run_tool_loop(&model, &tools, prompt(), small_window(3)).await;
+    assert!(matches!(report.end, LoopEnd::Finished { .. }), "{report:?}");
+    assert_eq!((report.compactions, report.resets), (1, 0));
+    let seen = model.seen.lock().unwrap();
+    let results: Vec<&str> = seen[3]
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::Tool { content, .. } => Some(content.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 3);
+    assert!(results[0].contains("elided"), "{}", results[0]);
+    assert!(!results[1].contains("elided") && !results[2].contains("elided"));
 }

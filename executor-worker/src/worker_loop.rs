@@ -1,12 +1,17 @@
-//! One worker loop per capability: pull an exec request, run the episode with progress acks
-//! going out, publish the result, then ack. On shutdown it stops pulling; an in-flight episode
-//! gets a grace period, after which it is dropped and the request nak'd for redelivery.
+//! One worker loop per capability: pull an exec request, drop it when stale (a first delivery
+//! past its `start_by_ms`) or cancelled, announce `EpisodeStarted`, run the episode with
+//! progress acks going out, publish the result, then ack. On shutdown it stops pulling; an
+//! in-flight episode gets a grace period, after which it is dropped and the request nak'd for
+//! redelivery. A `CancelEpisodes` notice for its run aborts the episode (process groups killed,
+//! workspace dropped) and terminates the request without a result.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use loopgate_common::subjects::Capability;
-use loopgate_common::wire::{decode, Envelope, ExecRequest, ExecResult, Message};
+use loopgate_common::wire::{
+    decode, Envelope, EpisodeRole, EpisodeStarted, ExecRequest, ExecResult, Message,
+};
 use loopgate_transport::{
     Bus, BusError, ConsumerOptions, Delivery, ProgressHandle, Work, WorkConsumer,
 };
@@ -15,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::episode::{run_episode, EpisodeEnd, EpisodeEnv};
+use crate::episode_cancels::EpisodeCancels;
 
 /// How long one pull waits before the loop looks at the cancel token again.
 const POLL: Duration = Duration::from_secs(5);
@@ -30,6 +36,8 @@ pub struct WorkerContext {
     pub worker_id: String,
     pub consumer: ConsumerOptions,
     pub shutdown_grace: Duration,
+    /// In-flight episodes, for `CancelEpisodes` notices.
+    pub cancels: EpisodeCancels,
 }
 
 impl WorkerContext {
@@ -44,6 +52,26 @@ pub fn result_msg_id(req: &ExecRequest, attempt: u64) -> String {
         "{}:{}:{}:exec-result:{attempt}",
         req.run_id, req.generation, req.round
     )
+}
+
+/// `{run}:{generation}:{round}:exec-started:{attempt}`.
+pub fn started_msg_id(req: &ExecRequest, attempt: u64) -> String {
+    format!(
+        "{}:{}:{}:exec-started:{attempt}",
+        req.run_id, req.generation, req.round
+    )
+}
+
+/// A first delivery picked up after its `start_by_ms` is stale: the manager has given up on
+/// it. Redeliveries are always served (the first attempt may have started in time).
+pub fn is_stale(start_by_ms: Option<i64>, attempt: u64, now_ms: i64) -> bool {
+    attempt <= 1 && start_by_ms.is_some_and(|deadline| now_ms > deadline)
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// Pull and run exec requests for `capability` until `cancel` fires.
@@ -121,13 +149,42 @@ pub async fn handle_delivery(ctx: &WorkerContext, delivery: Delivery, cancel: &C
             return;
         }
     };
+    let attempt = delivery.attempt();
+    if is_stale(req.start_by_ms, attempt, now_ms()) {
+        tracing::warn!(
+            run_id = %req.run_id,
+            round = req.round,
+            start_by_ms = req.start_by_ms,
+            "first delivery picked up after its start-by time; dropping it"
+        );
+        log_ack_error("term", delivery.term().await);
+        return;
+    }
+    if ctx.cancels.is_cancelled(&req.run_id, req.generation) {
+        tracing::info!(run_id = %req.run_id, generation = req.generation, "request of a cancelled generation; dropping it");
+        log_ack_error("term", delivery.term().await);
+        return;
+    }
     let span = tracing::info_span!(
         "invoke_agent executor",
+        "gen_ai.operation.name" = "invoke_agent",
+        "gen_ai.agent.name" = "executor",
+        "loopgate.run_id" = %req.run_id,
+        "loopgate.generation" = req.generation,
+        "loopgate.round" = req.round,
+        "loopgate.worker" = %ctx.worker_id,
         run_id = %req.run_id,
         generation = req.generation,
         round = req.round,
         attempt = delivery.attempt(),
         profile = %req.executor_profile,
+    );
+    // Join the run's trace: the manager put its span context on the request.
+    loopgate_transport::otel::set_remote_parent(
+        &span,
+        delivery
+            .header(loopgate_transport::otel::TRACEPARENT)
+            .as_deref(),
     );
     run_request(ctx, &delivery, req, cancel)
         .instrument(span)
@@ -141,20 +198,32 @@ async fn run_request(
     cancel: &CancellationToken,
 ) {
     let attempt = delivery.attempt();
+    let registration = ctx.cancels.register(&req.run_id, req.generation);
+    publish_started(ctx, &req, attempt).await;
     let _heartbeat = Heartbeat::start(delivery.progress_handle(), ctx.progress_interval());
     let started = Instant::now();
     tracing::info!(objective = %req.increment.objective, "episode started");
 
+    let aborted = registration.token();
     let mut episode = Box::pin(run_episode(&req, attempt, &ctx.episode));
     let end = tokio::select! {
         end = &mut episode => Some(end),
+        () = aborted.cancelled() => None,
         () = cancel.cancelled() => {
             tracing::info!(grace = ?ctx.shutdown_grace, "shutting down: giving the episode its grace period");
-            tokio::time::timeout(ctx.shutdown_grace, &mut episode).await.ok()
+            tokio::select! {
+                end = tokio::time::timeout(ctx.shutdown_grace, &mut episode) => end.ok(),
+                () = aborted.cancelled() => None,
+            }
         }
     };
-    // Dropping the episode removes its directory and kills any shell it still runs.
+    // Dropping the episode removes its directory and kills any shell or agent it still runs.
     drop(episode);
+    if aborted.is_cancelled() {
+        tracing::info!("episode cancelled by a control notice; terminating the request");
+        log_ack_error("term", delivery.term().await);
+        return;
+    }
 
     let (outcome, usage) = match end {
         None => {
@@ -169,6 +238,8 @@ async fn run_request(
         }
         Some(EpisodeEnd::Outcome { outcome, usage }) => (outcome, usage),
     };
+    loopgate_transport::metrics::Metrics::new()
+        .record_episode("executor", started.elapsed().as_secs_f64());
     let result = ExecResult {
         run_id: req.run_id.clone(),
         generation: req.generation,
@@ -185,6 +256,28 @@ async fn run_request(
             tracing::error!(error = %err, "publishing the result failed; nak for redelivery");
             log_ack_error("nak", delivery.nak(Some(RETRY_DELAY)).await);
         }
+    }
+}
+
+/// Tells the manager the episode is starting (`result.started.<run>`). Best effort: a failure
+/// is logged and the episode runs anyway (its result is what counts).
+async fn publish_started(ctx: &WorkerContext, req: &ExecRequest, attempt: u64) {
+    let message = Message::EpisodeStarted(EpisodeStarted {
+        run_id: req.run_id.clone(),
+        generation: req.generation,
+        round: req.round,
+        role: EpisodeRole::Executor,
+        delivery_attempt: attempt,
+        worker: ctx.worker_id.clone(),
+    });
+    let subject = ctx.bus.subjects().started(&req.run_id);
+    let msg_id = started_msg_id(req, attempt);
+    if let Err(err) = ctx
+        .bus
+        .publish_json(&subject, &Envelope::new(&message), &msg_id, &[])
+        .await
+    {
+        tracing::warn!(error = %err, %subject, "publishing EpisodeStarted failed");
     }
 }
 
@@ -274,5 +367,25 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(result_msg_id(&req, 4), "run1:2:3:exec-result:4");
+        assert_eq!(started_msg_id(&req, 1), "run1:2:3:exec-started:1");
+    }
+
+    #[test]
+    fn staleness_table() {
+        let cases = [
+            (None, 1, 1_000, false),
+            (Some(2_000), 1, 1_000, false),
+            (Some(2_000), 1, 2_000, false),
+            (Some(2_000), 1, 2_001, true),
+            (Some(2_000), 2, 9_999, false),
+            (Some(2_000), 0, 9_999, true),
+        ];
+        for (start_by, attempt, now, stale) in cases {
+            assert_eq!(
+                is_stale(start_by, attempt, now),
+                stale,
+                "{start_by:?} {attempt} {now}"
+            );
+        }
     }
 }

@@ -167,6 +167,8 @@ impl Harness {
                 let subject = delivery.subject().to_string();
                 match decode(delivery.payload())? {
                     Message::ExecResult(result) => return Ok((subject, result)),
+                    // Announced before each episode (tests/episode_control.rs covers it).
+                    Message::EpisodeStarted(_) => {}
                     other => bail!("unexpected {} on {subject}", other.kind()),
                 }
             }
@@ -225,6 +227,7 @@ fn request(run_id: &str, base: &str) -> ExecRequest {
         executor_profile: "standin".into(),
         episode_secs: 60,
         max_steps: 8,
+        start_by_ms: None,
     }
 }
 

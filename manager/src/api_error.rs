@@ -22,7 +22,11 @@ impl ApiError {
         }
     }
     pub fn not_found(what: &str, id: &str) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", format!("{what} {id} not found"))
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("{what} {id} not found"),
+        )
     }
     pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, code, message)
@@ -43,9 +47,19 @@ impl From<EngineError> for ApiError {
     fn from(e: EngineError) -> Self {
         match e {
             EngineError::NotFound(id) => ApiError::not_found("run", &id),
-            EngineError::Exists(id) => ApiError::new(StatusCode::CONFLICT, "conflict", format!("run {id} already exists")),
-            EngineError::Contention { .. } => ApiError::new(StatusCode::CONFLICT, "contention", e.to_string()),
-            EngineError::Corrupt { .. } => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "corrupt_record", e.to_string()),
+            EngineError::Exists(id) => ApiError::new(
+                StatusCode::CONFLICT,
+                "conflict",
+                format!("run {id} already exists"),
+            ),
+            EngineError::Contention { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "contention", e.to_string())
+            }
+            EngineError::Corrupt { .. } => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "corrupt_record",
+                e.to_string(),
+            ),
             EngineError::Store(_) | EngineError::Bus(_) => ApiError::unavailable(e.to_string()),
         }
     }

@@ -135,19 +135,27 @@ pub fn resolve(
         .or(file.redis.url)
         .unwrap_or_else(|| DEFAULT_REDIS_URL.to_string());
     if !(redis_url.starts_with("redis://") || redis_url.starts_with("rediss://")) {
-        return Err(ConfigError::invalid("redis.url", format!("'{redis_url}' is not a redis:// URL")).into());
+        return Err(ConfigError::invalid(
+            "redis.url",
+            format!("'{redis_url}' is not a redis:// URL"),
+        )
+        .into());
     }
     let addr_text = overrides
         .http_addr
         .or(file.http.addr)
         .unwrap_or_else(|| DEFAULT_HTTP_ADDR.to_string());
-    let http_addr: SocketAddr = addr_text
-        .parse()
-        .map_err(|_| ConfigError::invalid("http.addr", format!("'{addr_text}' is not host:port")))?;
+    let http_addr: SocketAddr = addr_text.parse().map_err(|_| {
+        ConfigError::invalid("http.addr", format!("'{addr_text}' is not host:port"))
+    })?;
     let m = file.manager;
-    let prompt_char_budget = m.prompt_char_budget.unwrap_or(loopgate_common::prompts::manager::DEFAULT_CHAR_BUDGET);
+    let prompt_char_budget = m
+        .prompt_char_budget
+        .unwrap_or(loopgate_common::prompts::manager::DEFAULT_CHAR_BUDGET);
     if prompt_char_budget < 2_000 {
-        return Err(ConfigError::invalid("manager.prompt_char_budget", "must be at least 2000").into());
+        return Err(
+            ConfigError::invalid("manager.prompt_char_budget", "must be at least 2000").into(),
+        );
     }
     let concurrency = m.concurrency.unwrap_or(32);
     if concurrency == 0 {
@@ -180,7 +188,9 @@ pub fn resolve(
         ack_wait: Duration::from_secs(m.ack_wait_secs.unwrap_or(30).max(1)),
         max_deliver: m.max_deliver.unwrap_or(10).max(1),
         retention: Duration::from_secs(retention_days * 86_400),
-        sweep_interval: Duration::from_millis(m.sweep_interval_ms.unwrap_or(1000).clamp(50, 60_000)),
+        sweep_interval: Duration::from_millis(
+            m.sweep_interval_ms.unwrap_or(1000).clamp(50, 60_000),
+        ),
         token,
         models: resolve_profiles(&file.models, env)?,
     })
@@ -196,20 +206,42 @@ mod tests {
 
     #[test]
     fn precedence_and_errors() {
-        let file = parse_file("[redis]\nurl = \"redis://file:1\"\n[http]\naddr = \"127.0.0.1:9\"", "x").unwrap_or_default();
-        let s = resolve(file, EnvOverrides { redis_url: Some("redis://env:2".into()), ..Default::default() }, &no_env);
+        let file = parse_file(
+            "[redis]\nurl = \"redis://file:1\"\n[http]\naddr = \"127.0.0.1:9\"",
+            "x",
+        )
+        .unwrap_or_default();
+        let s = resolve(
+            file,
+            EnvOverrides {
+                redis_url: Some("redis://env:2".into()),
+                ..Default::default()
+            },
+            &no_env,
+        );
         let s = s.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(s.redis_url, "redis://env:2");
         assert_eq!(s.http_addr.port(), 9);
-        assert!(matches!(parse_file("[bogus]\nx=1", "x"), Err(ManagerConfigError::Parse { .. })));
+        assert!(matches!(
+            parse_file("[bogus]\nx=1", "x"),
+            Err(ManagerConfigError::Parse { .. })
+        ));
         let bad = parse_file("[http]\naddr = \"nope\"", "x").unwrap_or_default();
-        assert!(matches!(resolve(bad, EnvOverrides::default(), &no_env), Err(ManagerConfigError::Invalid(_))));
+        assert!(matches!(
+            resolve(bad, EnvOverrides::default(), &no_env),
+            Err(ManagerConfigError::Invalid(_))
+        ));
         // A public address without a token is refused; with one it is accepted.
         let public = || parse_file("[http]\naddr = \"0.0.0.0:7600\"", "x").unwrap_or_default();
-        assert!(matches!(resolve(public(), EnvOverrides::default(), &no_env), Err(ManagerConfigError::Invalid(_))));
-        let with_token = parse_file("[http]\naddr = \"0.0.0.0:7600\"\ntoken_env = \"T\"", "x").unwrap_or_default();
+        assert!(matches!(
+            resolve(public(), EnvOverrides::default(), &no_env),
+            Err(ManagerConfigError::Invalid(_))
+        ));
+        let with_token = parse_file("[http]\naddr = \"0.0.0.0:7600\"\ntoken_env = \"T\"", "x")
+            .unwrap_or_default();
         let env = |k: &str| (k == "T").then(|| "secret".to_string());
-        let s = resolve(with_token, EnvOverrides::default(), &env).unwrap_or_else(|e| panic!("{e}"));
+        let s =
+            resolve(with_token, EnvOverrides::default(), &env).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(s.token.as_deref(), Some("secret"));
     }
 }

@@ -30,7 +30,11 @@ impl DeadlineSweeper {
 
     /// One pass; returns how many runs changed.
     pub async fn sweep_once(&self) -> Result<usize, EngineError> {
-        let due = self.engine.store().due_deadlines(now_ms(), self.batch).await?;
+        let due = self
+            .engine
+            .store()
+            .due_deadlines(now_ms(), self.batch)
+            .await?;
         let mut changed = 0;
         for run_id in due {
             match self.engine.apply(&run_id, &RunEvent::Tick).await {

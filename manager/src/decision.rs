@@ -31,7 +31,10 @@ pub async fn take_decision(
         return Ok(Applied::Ignored("run no longer exists".into()));
     };
     if !is_current(&record, req) {
-        return Ok(Applied::Ignored(format!("decision {} is not pending", req.seq)));
+        return Ok(Applied::Ignored(format!(
+            "decision {} is not pending",
+            req.seq
+        )));
     }
     let profile = &record.task.roles.manager;
     let span = tracing::info_span!(
@@ -45,8 +48,12 @@ pub async fn take_decision(
     );
     set_remote_parent(&span, record.trace_parent.as_deref());
     let started = std::time::Instant::now();
-    let event = decide_with_model(models, char_budget, &record, req, profile).instrument(span.clone()).await;
-    engine.metrics().record_episode("manager", started.elapsed().as_secs_f64());
+    let event = decide_with_model(models, char_budget, &record, req, profile)
+        .instrument(span.clone())
+        .await;
+    engine
+        .metrics()
+        .record_episode("manager", started.elapsed().as_secs_f64());
     if let RunEvent::ManagerReplied { raw, .. } = &event {
         if let Ok(step) = loopgate_common::next_step::parse_next_step(raw) {
             span.record("loopgate.route", step.route.as_str());
@@ -71,7 +78,10 @@ async fn decide_with_model(
         },
         Some(client) => {
             let prompt = manager::user_prompt(record, char_budget);
-            let request = ChatRequest::new(vec![ChatMessage::system(manager::SYSTEM), ChatMessage::user(prompt)]);
+            let request = ChatRequest::new(vec![
+                ChatMessage::system(manager::SYSTEM),
+                ChatMessage::user(prompt),
+            ]);
             let limit = Duration::from_secs(record.task.budget.manager_episode_secs);
             let started = std::time::Instant::now();
             let outcome = tokio::time::timeout(limit, client.chat(&request)).await;

@@ -4,11 +4,11 @@
 use std::time::Duration;
 
 use loopgate_common::decide::{decide, start_run, Decision, RunEvent, Step};
+use loopgate_common::state::LogEvent;
 use loopgate_common::state::{Outgoing, RunRecord, Target};
 use loopgate_common::subjects::Subjects;
 use loopgate_common::task::Task;
 use loopgate_common::wire::Envelope;
-use loopgate_common::state::LogEvent;
 use loopgate_transport::metrics::Metrics;
 use loopgate_transport::otel::{current_traceparent, TRACEPARENT};
 use loopgate_transport::{Bus, BusError, CasOutcome, CasWrite, RunStore, StoreError};
@@ -85,15 +85,21 @@ impl Engine {
         let Some(v) = self.store.load(id).await? else {
             return Ok(None);
         };
-        let record: RunRecord = serde_json::from_str(&v.record).map_err(|e| EngineError::Corrupt {
-            id: id.to_string(),
-            reason: e.to_string(),
-        })?;
+        let record: RunRecord =
+            serde_json::from_str(&v.record).map_err(|e| EngineError::Corrupt {
+                id: id.to_string(),
+                reason: e.to_string(),
+            })?;
         Ok(Some((v.version, record)))
     }
 
     /// Store a new run and publish its first decision request.
-    pub async fn create_run(&self, id: &str, task: Task, base_snapshot: &str) -> Result<RunRecord, EngineError> {
+    pub async fn create_run(
+        &self,
+        id: &str,
+        task: Task,
+        base_snapshot: &str,
+    ) -> Result<RunRecord, EngineError> {
         let mut step = start_run(id, task, base_snapshot, now_ms());
         // The caller's span (`invoke_workflow loopgate`) is the run's root.
         step.record.trace_parent = current_traceparent();
@@ -113,7 +119,12 @@ impl Engine {
         if !created {
             return Err(EngineError::Exists(id.to_string()));
         }
-        self.publish_all(&step.record.id, step.record.trace_parent.as_deref(), step.outgoing()).await?;
+        self.publish_all(
+            &step.record.id,
+            step.record.trace_parent.as_deref(),
+            step.outgoing(),
+        )
+        .await?;
         self.publish_events(&step).await;
         Ok(step.record)
     }
@@ -130,15 +141,25 @@ impl Engine {
                     return Ok(Applied::Ignored(reason));
                 }
                 Decision::Replay(outbox) => {
-                    tracing::info!(run_id = id, messages = outbox.len(), "event redelivered; republishing outbox");
-                    self.publish_all(id, record.trace_parent.as_deref(), &outbox).await?;
+                    tracing::info!(
+                        run_id = id,
+                        messages = outbox.len(),
+                        "event redelivered; republishing outbox"
+                    );
+                    self.publish_all(id, record.trace_parent.as_deref(), &outbox)
+                        .await?;
                     return Ok(Applied::Replayed);
                 }
                 Decision::Apply(step) => {
                     let write = self.cas_write(version, &step);
                     match self.store.compare_and_set(id, write).await? {
                         CasOutcome::Applied { .. } => {
-                            self.publish_all(id, step.record.trace_parent.as_deref(), step.outgoing()).await?;
+                            self.publish_all(
+                                id,
+                                step.record.trace_parent.as_deref(),
+                                step.outgoing(),
+                            )
+                            .await?;
                             self.publish_events(&step).await;
                             self.count(&step);
                             if step.previous_state != step.record.state {
@@ -192,35 +213,59 @@ impl Engine {
     fn count(&self, step: &Step) {
         for entry in &step.log {
             match &entry.event {
-                LogEvent::Decision { route, .. } => self
-                    .metrics
-                    .rounds
-                    .add(1, &[KeyValue::new("route", route.as_str()), KeyValue::new("outcome", "decided")]),
+                LogEvent::Decision { route, .. } => self.metrics.rounds.add(
+                    1,
+                    &[
+                        KeyValue::new("route", route.as_str()),
+                        KeyValue::new("outcome", "decided"),
+                    ],
+                ),
                 LogEvent::AuditReport { verdicts, .. } => self.metrics.audit_verdicts.add(
                     1,
                     &[
                         KeyValue::new("status", format!("{:?}", verdicts.status).to_lowercase()),
-                        KeyValue::new("integrity", format!("{:?}", verdicts.integrity).to_lowercase()),
-                        KeyValue::new("contract", format!("{:?}", verdicts.contract).to_lowercase()),
+                        KeyValue::new(
+                            "integrity",
+                            format!("{:?}", verdicts.integrity).to_lowercase(),
+                        ),
+                        KeyValue::new(
+                            "contract",
+                            format!("{:?}", verdicts.contract).to_lowercase(),
+                        ),
                     ],
                 ),
                 LogEvent::Gate { passed, .. } => {
                     let result = if *passed { "passed" } else { "closed" };
                     self.metrics.gate.add(1, &[KeyValue::new("result", result)]);
-                    self.metrics
-                        .rounds
-                        .add(1, &[KeyValue::new("route", "cli"), KeyValue::new("outcome", result)]);
+                    self.metrics.rounds.add(
+                        1,
+                        &[
+                            KeyValue::new("route", "cli"),
+                            KeyValue::new("outcome", result),
+                        ],
+                    );
                 }
-                LogEvent::DoneRefused { .. } => self.metrics.gate.add(1, &[KeyValue::new("result", "refused")]),
+                LogEvent::DoneRefused { .. } => self
+                    .metrics
+                    .gate
+                    .add(1, &[KeyValue::new("result", "refused")]),
                 _ => {}
             }
         }
     }
 
-    async fn publish_all(&self, run_id: &str, run_trace: Option<&str>, outgoing: &[Outgoing]) -> Result<(), EngineError> {
+    async fn publish_all(
+        &self,
+        run_id: &str,
+        run_trace: Option<&str>,
+        outgoing: &[Outgoing],
+    ) -> Result<(), EngineError> {
         // Workers' spans join the current span when there is one, else the run's root.
         let traceparent = current_traceparent().or_else(|| run_trace.map(str::to_string));
-        let headers: Vec<(&str, &str)> = traceparent.as_deref().map(|tp| vec![(TRACEPARENT, tp)]).unwrap_or_default();
+        let headers: Vec<(&str, &str)> = traceparent
+            .as_deref()
+            .map(|tp| vec![(TRACEPARENT, tp)])
+            .unwrap_or_default();
         for out in outgoing {
             let subject = match out.target {
                 Target::Exec { capability } => self.subjects.exec(capability),
@@ -230,14 +275,23 @@ impl Engine {
                     // Not persisted: only episodes running right now need to hear it; their
                     // late results are ignored by generation and phase anyway.
                     let subject = self.subjects.control(run_id);
-                    if let Err(e) = self.bus.publish_core_json(&subject, &Envelope::new(&out.message)).await {
+                    if let Err(e) = self
+                        .bus
+                        .publish_core_json(&subject, &Envelope::new(&out.message))
+                        .await
+                    {
                         tracing::warn!(run_id, error = %e, "control notice not sent");
                     }
                     continue;
                 }
             };
             self.bus
-                .publish_json(&subject, &Envelope::new(&out.message), &out.msg_id, &headers)
+                .publish_json(
+                    &subject,
+                    &Envelope::new(&out.message),
+                    &out.msg_id,
+                    &headers,
+                )
                 .await?;
         }
         Ok(())

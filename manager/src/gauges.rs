@@ -31,7 +31,9 @@ async fn refresh(engine: &Engine) {
     let metrics = engine.metrics();
     for state in RunState::ALL {
         if let Ok(n) = engine.store().count(state.as_str()).await {
-            metrics.runs.record(n, &[KeyValue::new("state", state.as_str())]);
+            metrics
+                .runs
+                .record(n, &[KeyValue::new("state", state.as_str())]);
         }
     }
     let js = engine.bus().jetstream();
@@ -45,7 +47,10 @@ async fn refresh(engine: &Engine) {
         if let Ok(Some(pending)) = info {
             metrics.queue_pending.record(
                 pending,
-                &[KeyValue::new("stream", stream), KeyValue::new("consumer", consumer)],
+                &[
+                    KeyValue::new("stream", stream),
+                    KeyValue::new("consumer", consumer),
+                ],
             );
         }
     }

@@ -13,6 +13,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use base64::Engine as _;
 use loopgate_common::decide::RunEvent;
+use loopgate_common::protected_paths::default_protected_paths;
 use loopgate_common::snapshot::{is_sha256_hex, validate_relative_path};
 use loopgate_common::state::RunState;
 use loopgate_common::task::TaskFile;
@@ -28,6 +29,8 @@ use crate::run_view::RunView;
 pub struct ApiState {
     pub engine: Engine,
     pub snapshots: SnapshotStore,
+    /// Check outputs (log digests in evidence records).
+    pub evidence: SnapshotStore,
     pub models: Arc<BTreeMap<String, ChatClient>>,
     /// When set, every `/v1` route requires `Authorization: Bearer <token>`.
     pub token: Option<String>,
@@ -49,7 +52,10 @@ pub fn router(state: Shared, max_body_bytes: usize) -> Router {
         .route("/v1/blobs/{sha}", get(get_blob))
         .route("/v1/runs/{id}/rounds", get(crate::http_rounds::list_rounds))
         .route("/v1/runs/{id}/resume", post(crate::http_rounds::resume))
-        .route_layer(axum::middleware::from_fn_with_state(state.clone(), crate::http_auth::require_token));
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::http_auth::require_token,
+        ));
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -115,11 +121,19 @@ fn snapshot_error(e: SnapshotError) -> ApiError {
     match e {
         SnapshotError::ManifestNotFound { id } => ApiError::not_found("snapshot", &id),
         SnapshotError::BlobNotFound { sha256 } => ApiError::not_found("blob", &sha256),
-        SnapshotError::InvalidDigest(d) => ApiError::bad_request("invalid_digest", format!("'{d}' is not a sha256 digest")),
-        SnapshotError::Refused { .. } | SnapshotError::TotalTooLarge { .. } | SnapshotError::InvalidManifest(_) => {
+        SnapshotError::InvalidDigest(d) => {
+            ApiError::bad_request("invalid_digest", format!("'{d}' is not a sha256 digest"))
+        }
+        SnapshotError::Refused { .. }
+        | SnapshotError::TotalTooLarge { .. }
+        | SnapshotError::InvalidManifest(_) => {
             ApiError::bad_request("invalid_workspace", e.to_string())
         }
-        SnapshotError::Integrity { .. } => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "integrity", e.to_string()),
+        SnapshotError::Integrity { .. } => ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "integrity",
+            e.to_string(),
+        ),
         other => ApiError::unavailable(other.to_string()),
     }
 }
@@ -136,7 +150,7 @@ async fn submit(
         ),
         _ => ApiError::bad_request("invalid_request", e.body_text()),
     })?;
-    let task = req
+    let mut task = req
         .task
         .validate()
         .map_err(|e| ApiError::bad_request("invalid_task", e.to_string()))?;
@@ -156,12 +170,18 @@ async fn submit(
             let mut files = Vec::with_capacity(upload.files.len());
             for (i, f) in upload.files.into_iter().enumerate() {
                 validate_relative_path(&f.path).map_err(|e| {
-                    ApiError::bad_request("invalid_workspace", format!("workspace.files[{i}].path: {e}"))
+                    ApiError::bad_request(
+                        "invalid_workspace",
+                        format!("workspace.files[{i}].path: {e}"),
+                    )
                 })?;
                 let content = base64::engine::general_purpose::STANDARD
                     .decode(f.content_b64.as_bytes())
                     .map_err(|e| {
-                        ApiError::bad_request("invalid_workspace", format!("workspace.files[{i}].content_b64: {e}"))
+                        ApiError::bad_request(
+                            "invalid_workspace",
+                            format!("workspace.files[{i}].content_b64: {e}"),
+                        )
                     })?;
                 files.push((f.path, f.mode, content));
             }
@@ -169,6 +189,13 @@ async fn submit(
         }
     }
     .map_err(snapshot_error)?;
+    // Acceptance test files a check runs are protected by default: changing them is an
+    // integrity violation (derived once, from the starting workspace, into the frozen contract).
+    for path in default_protected_paths(&task.acceptance, &outcome.manifest) {
+        if !task.protected_paths.contains(&path) {
+            task.protected_paths.push(path);
+        }
+    }
     let id = uuid::Uuid::now_v7().to_string();
     // The run's root span: every later span of the run, in any process, joins this trace.
     let root = tracing::info_span!(
@@ -180,14 +207,20 @@ async fn submit(
     );
     let record = {
         use tracing::Instrument;
-        s.engine.create_run(&id, task, &outcome.id).instrument(root.clone()).await?
+        s.engine
+            .create_run(&id, task, &outcome.id)
+            .instrument(root.clone())
+            .await?
     };
     root.record("loopgate.spec_hash", record.contract.spec_hash.as_str());
     tracing::info!(run_id = %id, base_snapshot = %outcome.id, files = outcome.files, "run submitted");
     Ok((StatusCode::CREATED, Json(RunView::from_record(&record))).into_response())
 }
 
-pub(crate) async fn load_view(s: &ApiState, id: &str) -> Result<loopgate_common::state::RunRecord, ApiError> {
+pub(crate) async fn load_view(
+    s: &ApiState,
+    id: &str,
+) -> Result<loopgate_common::state::RunRecord, ApiError> {
     if uuid::Uuid::parse_str(id).is_err() {
         return Err(ApiError::not_found("run", id));
     }
@@ -197,7 +230,10 @@ pub(crate) async fn load_view(s: &ApiState, id: &str) -> Result<loopgate_common:
     }
 }
 
-async fn get_run(State(s): State<Shared>, Path(id): Path<String>) -> Result<Json<RunView>, ApiError> {
+async fn get_run(
+    State(s): State<Shared>,
+    Path(id): Path<String>,
+) -> Result<Json<RunView>, ApiError> {
     Ok(Json(RunView::from_record(&load_view(&s, &id).await?)))
 }
 
@@ -209,10 +245,16 @@ pub struct ListQuery {
     pub limit: Option<usize>,
 }
 
-async fn list_runs(State(s): State<Shared>, Query(q): Query<ListQuery>) -> Result<Json<serde_json::Value>, ApiError> {
+async fn list_runs(
+    State(s): State<Shared>,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<serde_json::Value>, ApiError> {
     if let Some(st) = &q.state {
         if RunState::parse(st).is_none() {
-            return Err(ApiError::bad_request("invalid_state", format!("unknown state '{st}'")));
+            return Err(ApiError::bad_request(
+                "invalid_state",
+                format!("unknown state '{st}'"),
+            ));
         }
     }
     let limit = q.limit.unwrap_or(50).min(500);
@@ -228,18 +270,24 @@ async fn list_runs(State(s): State<Shared>, Query(q): Query<ListQuery>) -> Resul
             runs.push(RunView::from_record(&r));
         }
     }
-    Ok(Json(serde_json::json!({ "runs": runs, "offset": q.offset, "limit": limit })))
+    Ok(Json(
+        serde_json::json!({ "runs": runs, "offset": q.offset, "limit": limit }),
+    ))
 }
 
 pub(crate) fn entry_with_id(id: &str, entry: &str) -> serde_json::Value {
-    let mut value: serde_json::Value = serde_json::from_str(entry).unwrap_or(serde_json::Value::Null);
+    let mut value: serde_json::Value =
+        serde_json::from_str(entry).unwrap_or(serde_json::Value::Null);
     if let Some(obj) = value.as_object_mut() {
         obj.insert("id".into(), serde_json::Value::String(id.to_string()));
     }
     value
 }
 
-async fn get_log(State(s): State<Shared>, Path(id): Path<String>) -> Result<Json<serde_json::Value>, ApiError> {
+async fn get_log(
+    State(s): State<Shared>,
+    Path(id): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
     load_view(&s, &id).await?;
     let mut entries = Vec::new();
     let mut after: Option<String> = None;
@@ -259,7 +307,10 @@ async fn get_log(State(s): State<Shared>, Path(id): Path<String>) -> Result<Json
     Ok(Json(serde_json::json!({ "entries": entries })))
 }
 
-async fn get_evidence(State(s): State<Shared>, Path(id): Path<String>) -> Result<Json<serde_json::Value>, ApiError> {
+async fn get_evidence(
+    State(s): State<Shared>,
+    Path(id): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
     load_view(&s, &id).await?;
     let pairs = s
         .engine
@@ -321,7 +372,10 @@ async fn stream_log(
         for record in &batch {
             let value = entry_with_id(&record.id, &record.entry);
             ended |= value.get("type").and_then(|t| t.as_str()) == Some("terminal");
-            let event = Event::default().event("log").id(record.id.clone()).data(value.to_string());
+            let event = Event::default()
+                .event("log")
+                .id(record.id.clone())
+                .data(value.to_string());
             if tx.send(Ok(event)).await.is_err() {
                 return;
             }
@@ -352,14 +406,21 @@ async fn stream_log(
     }
 }
 
-async fn cancel(State(s): State<Shared>, Path(id): Path<String>) -> Result<Json<RunView>, ApiError> {
+async fn cancel(
+    State(s): State<Shared>,
+    Path(id): Path<String>,
+) -> Result<Json<RunView>, ApiError> {
     load_view(&s, &id).await?;
     let event = RunEvent::Cancel {
         reason: "cancelled by the user".into(),
     };
     match s.engine.apply(&id, &event).await? {
         Applied::Changed(record) => Ok(Json(RunView::from_record(&record))),
-        Applied::Ignored(reason) => Err(ApiError::new(StatusCode::CONFLICT, "not_cancellable", reason)),
+        Applied::Ignored(reason) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "not_cancellable",
+            reason,
+        )),
         Applied::Replayed => Ok(Json(RunView::from_record(&load_view(&s, &id).await?))),
     }
 }
@@ -377,16 +438,30 @@ async fn answer(
 ) -> Result<Json<RunView>, ApiError> {
     load_view(&s, &id).await?;
     if req.text.trim().is_empty() {
-        return Err(ApiError::bad_request("invalid_request", "`text` must not be empty"));
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            "`text` must not be empty",
+        ));
     }
-    match s.engine.apply(&id, &RunEvent::Answer { text: req.text }).await? {
+    match s
+        .engine
+        .apply(&id, &RunEvent::Answer { text: req.text })
+        .await?
+    {
         Applied::Changed(record) => Ok(Json(RunView::from_record(&record))),
-        Applied::Ignored(reason) => Err(ApiError::new(StatusCode::CONFLICT, "not_waiting_for_input", reason)),
+        Applied::Ignored(reason) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "not_waiting_for_input",
+            reason,
+        )),
         Applied::Replayed => Ok(Json(RunView::from_record(&load_view(&s, &id).await?))),
     }
 }
 
-async fn get_manifest(State(s): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn get_manifest(
+    State(s): State<Shared>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     if !is_sha256_hex(&id) {
         return Err(ApiError::not_found("snapshot", &id));
     }
@@ -398,6 +473,12 @@ async fn get_blob(State(s): State<Shared>, Path(sha): Path<String>) -> Result<Re
     if !is_sha256_hex(&sha) {
         return Err(ApiError::not_found("blob", &sha));
     }
-    let bytes = s.snapshots.blob(&sha).await.map_err(snapshot_error)?;
+    // Workspace blobs live in the snapshot bucket, check outputs in the evidence bucket.
+    let bytes = match s.snapshots.blob(&sha).await {
+        Err(SnapshotError::BlobNotFound { .. }) => {
+            s.evidence.blob(&sha).await.map_err(snapshot_error)?
+        }
+        other => other.map_err(snapshot_error)?,
+    };
     Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
 }

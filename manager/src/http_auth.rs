@@ -23,8 +23,15 @@ pub async fn require_token(State(s): State<Shared>, request: Request, next: Next
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
     match given {
-        Some(token) if same(token.trim().as_bytes(), expected.as_bytes()) => next.run(request).await,
-        Some(_) => ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "the bearer token is wrong").into_response(),
+        Some(token) if same(token.trim().as_bytes(), expected.as_bytes()) => {
+            next.run(request).await
+        }
+        Some(_) => ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "the bearer token is wrong",
+        )
+        .into_response(),
         None => ApiError::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",

@@ -33,7 +33,14 @@ pub fn rounds_from_log(entries: &[LogEntry]) -> Vec<RoundView> {
             .rev()
             .find(|r| r.round == e.round && r.generation == e.generation);
         match (&e.event, current) {
-            (LogEvent::ExecDispatched { objective, base_snapshot, .. }, _) => rounds.push(RoundView {
+            (
+                LogEvent::ExecDispatched {
+                    objective,
+                    base_snapshot,
+                    ..
+                },
+                _,
+            ) => rounds.push(RoundView {
                 generation: e.generation,
                 round: e.round,
                 objective: objective.clone(),
@@ -43,10 +50,15 @@ pub fn rounds_from_log(entries: &[LogEntry]) -> Vec<RoundView> {
                 gate_passed: None,
             }),
             (LogEvent::ExecResult { candidate, .. }, Some(r)) => r.candidate = candidate.clone(),
-            (LogEvent::AuditReport { verdicts, snapshot, .. }, Some(r)) if r.candidate.as_ref() == Some(snapshot) => {
-                r.verdicts = Some(*verdicts)
-            }
-            (LogEvent::Gate { passed, .. }, Some(r)) if r.verdicts.is_some() && r.gate_passed.is_none() => {
+            (
+                LogEvent::AuditReport {
+                    verdicts, snapshot, ..
+                },
+                Some(r),
+            ) if r.candidate.as_ref() == Some(snapshot) => r.verdicts = Some(*verdicts),
+            (LogEvent::Gate { passed, .. }, Some(r))
+                if r.verdicts.is_some() && r.gate_passed.is_none() =>
+            {
                 r.gate_passed = Some(*passed)
             }
             _ => {}
@@ -55,7 +67,10 @@ pub fn rounds_from_log(entries: &[LogEntry]) -> Vec<RoundView> {
     rounds
 }
 
-pub async fn list_rounds(State(s): State<Shared>, Path(id): Path<String>) -> Result<Json<serde_json::Value>, ApiError> {
+pub async fn list_rounds(
+    State(s): State<Shared>,
+    Path(id): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
     load_view(&s, &id).await?;
     let mut entries = Vec::new();
     let mut after: Option<String> = None;
@@ -68,9 +83,15 @@ pub async fn list_rounds(State(s): State<Shared>, Path(id): Path<String>) -> Res
             .map_err(|e| ApiError::unavailable(e.to_string()))?;
         let Some(last) = batch.last() else { break };
         after = Some(last.id.clone());
-        entries.extend(batch.iter().filter_map(|r| serde_json::from_str::<LogEntry>(&r.entry).ok()));
+        entries.extend(
+            batch
+                .iter()
+                .filter_map(|r| serde_json::from_str::<LogEntry>(&r.entry).ok()),
+        );
     }
-    Ok(Json(serde_json::json!({ "rounds": rounds_from_log(&entries) })))
+    Ok(Json(
+        serde_json::json!({ "rounds": rounds_from_log(&entries) }),
+    ))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -92,11 +113,18 @@ pub async fn resume(
         .budget
         .unwrap_or_default()
         .validate_over(&record.task.budget)
-        .map_err(|(field, problem)| ApiError::bad_request("invalid_budget", format!("budget.{field}: {problem}")))?;
+        .map_err(|(field, problem)| {
+            ApiError::bad_request("invalid_budget", format!("budget.{field}: {problem}"))
+        })?;
     match s.engine.apply(&id, &RunEvent::Resume { budget }).await? {
         Applied::Changed(record) => Ok((StatusCode::OK, Json(RunView::from_record(&record)))),
-        Applied::Ignored(reason) => Err(ApiError::new(StatusCode::CONFLICT, "not_resumable", reason)),
-        Applied::Replayed => Ok((StatusCode::OK, Json(RunView::from_record(&load_view(&s, &id).await?)))),
+        Applied::Ignored(reason) => {
+            Err(ApiError::new(StatusCode::CONFLICT, "not_resumable", reason))
+        }
+        Applied::Replayed => Ok((
+            StatusCode::OK,
+            Json(RunView::from_record(&load_view(&s, &id).await?)),
+        )),
     }
 }
 
@@ -108,18 +136,70 @@ mod tests {
     use loopgate_common::wire::AuditPurpose;
 
     fn entry(round: u32, event: LogEvent) -> LogEntry {
-        LogEntry { at: 0, generation: 1, round, event }
+        LogEntry {
+            at: 0,
+            generation: 1,
+            round,
+            event,
+        }
     }
 
     #[test]
     fn rounds_are_rebuilt_from_the_log() {
-        let v = Verdicts { status: AuditStatus::Complete, integrity: Integrity::Clean, contract: ContractVerdict::Aligned };
+        let v = Verdicts {
+            status: AuditStatus::Complete,
+            integrity: Integrity::Clean,
+            contract: ContractVerdict::Aligned,
+        };
         let log = vec![
-            entry(1, LogEvent::ExecDispatched { capability: Capability::Cli, objective: "a".into(), base_snapshot: "s0".into() }),
-            entry(1, LogEvent::ExecResult { worker: "w".into(), candidate: Some("s1".into()), summary: String::new(), claimed_done: true, tool_calls: 1, error: None }),
-            entry(1, LogEvent::AuditReport { purpose: AuditPurpose::Round, worker: "a".into(), snapshot: "s1".into(), verdicts: v, passing: 1, checked: 1, gaps: vec![], downgraded: false }),
-            entry(1, LogEvent::Gate { passed: true, snapshot: "s1".into(), reasons: vec![] }),
-            entry(2, LogEvent::ExecDispatched { capability: Capability::Cli, objective: "b".into(), base_snapshot: "s1".into() }),
+            entry(
+                1,
+                LogEvent::ExecDispatched {
+                    capability: Capability::Cli,
+                    objective: "a".into(),
+                    base_snapshot: "s0".into(),
+                },
+            ),
+            entry(
+                1,
+                LogEvent::ExecResult {
+                    worker: "w".into(),
+                    candidate: Some("s1".into()),
+                    summary: String::new(),
+                    claimed_done: true,
+                    tool_calls: 1,
+                    error: None,
+                },
+            ),
+            entry(
+                1,
+                LogEvent::AuditReport {
+                    purpose: AuditPurpose::Round,
+                    worker: "a".into(),
+                    snapshot: "s1".into(),
+                    verdicts: v,
+                    passing: 1,
+                    checked: 1,
+                    gaps: vec![],
+                    downgraded: false,
+                },
+            ),
+            entry(
+                1,
+                LogEvent::Gate {
+                    passed: true,
+                    snapshot: "s1".into(),
+                    reasons: vec![],
+                },
+            ),
+            entry(
+                2,
+                LogEvent::ExecDispatched {
+                    capability: Capability::Cli,
+                    objective: "b".into(),
+                    base_snapshot: "s1".into(),
+                },
+            ),
         ];
         let rounds = rounds_from_log(&log);
         assert_eq!(rounds.len(), 2);

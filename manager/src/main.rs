@@ -11,10 +11,10 @@ use clap::Parser;
 use loopgate_manager::config::{self, EnvOverrides};
 use loopgate_manager::deadline_sweeper::DeadlineSweeper;
 use loopgate_manager::engine::Engine;
+use loopgate_manager::gauges::run_gauges;
 use loopgate_manager::http_api::{router, ApiState};
 use loopgate_manager::results_loop::ResultsLoop;
 use loopgate_models::{process_env, ChatClient};
-use loopgate_manager::gauges::run_gauges;
 use loopgate_transport::metrics::Metrics;
 use loopgate_transport::otel::{init_telemetry, TelemetrySettings};
 use loopgate_transport::{Bus, BusOptions, ConsumerOptions, RunStore, SnapshotStore};
@@ -58,12 +58,22 @@ async fn main() -> anyhow::Result<()> {
     let overrides = EnvOverrides {
         nats_url: process_env("LOOPGATE_NATS_URL"),
         redis_url: process_env("LOOPGATE_REDIS_URL"),
-        http_addr: args.http_addr.clone().or_else(|| process_env("LOOPGATE_HTTP_ADDR")),
+        http_addr: args
+            .http_addr
+            .clone()
+            .or_else(|| process_env("LOOPGATE_HTTP_ADDR")),
     };
     let settings = config::load(args.config.as_deref(), overrides, &process_env)?;
-    let telemetry = Arc::new(init_telemetry(&TelemetrySettings::from_env("loopgate-manager", "info", &process_env)?)?);
+    let telemetry = Arc::new(init_telemetry(&TelemetrySettings::from_env(
+        "loopgate-manager",
+        "info",
+        &process_env,
+    )?)?);
     let metrics = Metrics::new();
-    metrics.worker_up.record(1, &[opentelemetry::KeyValue::new("loopgate.role", "manager")]);
+    metrics.worker_up.record(
+        1,
+        &[opentelemetry::KeyValue::new("loopgate.role", "manager")],
+    );
     tracing::info!(nats = %settings.nats.url, redis = %settings.redis_url, http = %settings.http_addr, "starting");
 
     let mut models = BTreeMap::new();
@@ -80,10 +90,23 @@ async fn main() -> anyhow::Result<()> {
         password: settings.nats.password.clone(),
         ..BusOptions::default()
     };
-    let bus = connect_with_retry("NATS", || Bus::connect(&settings.nats.url, &settings.nats.prefix, bus_options.clone())).await?;
+    let bus = connect_with_retry("NATS", || {
+        Bus::connect(
+            &settings.nats.url,
+            &settings.nats.prefix,
+            bus_options.clone(),
+        )
+    })
+    .await?;
     connect_with_retry("JetStream topology", || bus.ensure_topology()).await?;
-    let store = connect_with_retry("Redis", || RunStore::connect(&settings.redis_url, Duration::from_secs(5))).await?;
+    let store = connect_with_retry("Redis", || {
+        RunStore::connect(&settings.redis_url, Duration::from_secs(5))
+    })
+    .await?;
     let snapshots = SnapshotStore::new(&bus).await.context("snapshot store")?;
+    let evidence = SnapshotStore::evidence(&bus)
+        .await
+        .context("evidence store")?;
     let engine = Engine::new(bus.clone(), store, settings.retention, metrics);
 
     let cancel = CancellationToken::new();
@@ -105,11 +128,16 @@ async fn main() -> anyhow::Result<()> {
         batch: 100,
     };
     let sweeper_task = tokio::spawn(sweeper.run(cancel.clone()));
-    let gauges_task = tokio::spawn(run_gauges(engine.clone(), Duration::from_secs(10), cancel.clone()));
+    let gauges_task = tokio::spawn(run_gauges(
+        engine.clone(),
+        Duration::from_secs(10),
+        cancel.clone(),
+    ));
 
     let state = Arc::new(ApiState {
         engine,
         snapshots,
+        evidence,
         models,
         token: settings.token.clone(),
         telemetry: telemetry.clone(),

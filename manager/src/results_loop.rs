@@ -67,7 +67,10 @@ impl ResultsLoop {
             }
         }
         // Stop taking work; give in-flight handlers a grace period (unacked ones are redelivered).
-        let _ = tokio::time::timeout(SHUTDOWN_GRACE, async { while tasks.join_next().await.is_some() {} }).await;
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await;
         tasks.abort_all();
         Ok(())
     }
@@ -100,11 +103,28 @@ impl ResultsLoop {
             }
         });
         let outcome = match message {
-            Message::ExecResult(result) => self.engine.apply(&run_id, &RunEvent::ExecFinished(result)).await,
-            Message::AuditReport(report) => self.engine.apply(&run_id, &RunEvent::AuditFinished(report)).await,
-            Message::DecideRequest(req) => take_decision(&self.engine, &self.models, self.char_budget, &req).await,
-            Message::EpisodeStarted(started) => self.engine.apply(&run_id, &RunEvent::EpisodeStarted(started)).await,
-            other => Ok(Applied::Ignored(format!("unexpected {} on the results stream", other.kind()))),
+            Message::ExecResult(result) => {
+                self.engine
+                    .apply(&run_id, &RunEvent::ExecFinished(result))
+                    .await
+            }
+            Message::AuditReport(report) => {
+                self.engine
+                    .apply(&run_id, &RunEvent::AuditFinished(report))
+                    .await
+            }
+            Message::DecideRequest(req) => {
+                take_decision(&self.engine, &self.models, self.char_budget, &req).await
+            }
+            Message::EpisodeStarted(started) => {
+                self.engine
+                    .apply(&run_id, &RunEvent::EpisodeStarted(started))
+                    .await
+            }
+            other => Ok(Applied::Ignored(format!(
+                "unexpected {} on the results stream",
+                other.kind()
+            ))),
         };
         ticker.abort();
         match outcome {

@@ -18,9 +18,18 @@ pub enum ModelError {
         #[source]
         source: reqwest::Error,
     },
-    /// The server answered with a non-success status. `body` is an excerpt.
+    /// The server answered with a non-success status (or a streamed response carried an error
+    /// event, mapped to the status the provider uses for it). `body` is an excerpt;
+    /// `retry_after` comes from the `Retry-After` / `retry-after-ms` headers.
     #[error("model server answered HTTP {code}: {body}")]
-    Status { code: u16, body: String },
+    Status {
+        code: u16,
+        body: String,
+        retry_after: Option<Duration>,
+    },
+    /// A streamed response stopped before its end marker, or reading it failed midway.
+    #[error("model response stream interrupted: {reason}")]
+    Interrupted { reason: String },
     /// A success status with a body that is not a chat completion. `body` is an excerpt.
     #[error("malformed model response: {reason}")]
     MalformedResponse { reason: String, body: String },
@@ -38,6 +47,8 @@ pub enum ModelErrorKind {
     Transport,
     /// 401 / 403.
     Auth,
+    /// Out of credit or quota (402, or a 429/400 saying so): retrying does not help.
+    Quota,
     /// 429.
     RateLimit,
     /// The prompt does not fit the model's context (any 4xx/5xx saying so).
@@ -51,6 +62,17 @@ pub enum ModelErrorKind {
     MalformedResponse,
     Config,
 }
+
+/// Phrases providers use for "out of money / quota" (OpenAI `insufficient_quota`, Anthropic
+/// "credit balance is too low", DeepSeek / OpenRouter "insufficient balance").
+const QUOTA_MARKERS: &[&str] = &[
+    "insufficient_quota",
+    "exceeded your current quota",
+    "credit balance is too low",
+    "insufficient balance",
+    "insufficient credits",
+    "billing_hard_limit",
+];
 
 /// Phrases servers use for "prompt too long" (OpenAI, vLLM, llama.cpp, Ollama, Anthropic).
 const CONTEXT_LENGTH_MARKERS: &[&str] = &[
@@ -69,7 +91,8 @@ impl ModelError {
         match self {
             ModelError::Timeout { .. } => ModelErrorKind::Timeout,
             ModelError::Transport { .. } => ModelErrorKind::Transport,
-            ModelError::Status { code, body } => classify_status(*code, body),
+            ModelError::Status { code, body, .. } => classify_status(*code, body),
+            ModelError::Interrupted { .. } => ModelErrorKind::Transport,
             ModelError::MalformedResponse { .. } => ModelErrorKind::MalformedResponse,
             ModelError::InvalidRequest(_) => ModelErrorKind::BadRequest,
             ModelError::Config(_) => ModelErrorKind::Config,
@@ -91,6 +114,23 @@ impl ModelError {
         }
     }
 
+    /// Errors after which more calls in this episode are pointless: the key is refused, the
+    /// account is out of quota, or the profile is unusable. The episode ends with the reason.
+    pub fn ends_episode(&self) -> bool {
+        matches!(
+            self.kind(),
+            ModelErrorKind::Auth | ModelErrorKind::Quota | ModelErrorKind::Config
+        )
+    }
+
+    /// How long the server asked us to wait (`Retry-After`), for `Status` errors.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ModelError::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
     /// The HTTP status, for `Status` errors.
     pub fn status_code(&self) -> Option<u16> {
         match self {
@@ -100,9 +140,20 @@ impl ModelError {
     }
 
     pub(crate) fn status(code: u16, body: &str) -> Self {
+        Self::status_after(code, body, None)
+    }
+
+    pub(crate) fn status_after(code: u16, body: &str, retry_after: Option<Duration>) -> Self {
         ModelError::Status {
             code,
             body: body_excerpt(body),
+            retry_after,
+        }
+    }
+
+    pub(crate) fn interrupted(reason: impl Into<String>) -> Self {
+        ModelError::Interrupted {
+            reason: reason.into(),
         }
     }
 
@@ -114,22 +165,38 @@ impl ModelError {
     }
 }
 
+impl ModelErrorKind {
+    /// A short human reason, for episode summaries and logs.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ModelErrorKind::Timeout => "the model did not answer in time",
+            ModelErrorKind::Transport => "the model server could not be reached",
+            ModelErrorKind::Auth => "the model provider refused the API key",
+            ModelErrorKind::Quota => "the model provider account is out of quota or credit",
+            ModelErrorKind::RateLimit => "the model provider kept rate-limiting the calls",
+            ModelErrorKind::ContextLength => "the prompt exceeds the model's context window",
+            ModelErrorKind::Server => "the model server failed",
+            ModelErrorKind::BadRequest => "the model server rejected the request",
+            ModelErrorKind::OtherStatus => "the model server answered with an unexpected status",
+            ModelErrorKind::MalformedResponse => "the model server sent a malformed response",
+            ModelErrorKind::Config => "the model profile is unusable",
+        }
+    }
+}
+
 fn classify_status(code: u16, body: &str) -> ModelErrorKind {
+    let lower = body.to_lowercase();
+    let says = |markers: &[&str]| markers.iter().any(|m| lower.contains(m));
     match code {
+        402 => ModelErrorKind::Quota,
+        400 | 403 | 429 if says(QUOTA_MARKERS) => ModelErrorKind::Quota,
         401 | 403 => ModelErrorKind::Auth,
         429 => ModelErrorKind::RateLimit,
-        400..=599 if mentions_context_length(body) => ModelErrorKind::ContextLength,
+        400..=599 if says(CONTEXT_LENGTH_MARKERS) => ModelErrorKind::ContextLength,
         500..=599 => ModelErrorKind::Server,
         400..=499 => ModelErrorKind::BadRequest,
         _ => ModelErrorKind::OtherStatus,
     }
-}
-
-fn mentions_context_length(body: &str) -> bool {
-    let lower = body.to_lowercase();
-    CONTEXT_LENGTH_MARKERS
-        .iter()
-        .any(|marker| lower.contains(marker))
 }
 
 /// The first [`BODY_EXCERPT_CHARS`] characters of `body`, marked when cut.
@@ -180,10 +247,35 @@ mod tests {
             (500, "oops", ModelErrorKind::Server, true),
             (503, "loading model", ModelErrorKind::Server, true),
             (302, "moved", ModelErrorKind::OtherStatus, false),
+            (402, "Insufficient Balance", ModelErrorKind::Quota, false),
+            (
+                429,
+                "{\"error\":{\"code\":\"insufficient_quota\"}}",
+                ModelErrorKind::Quota,
+                false,
+            ),
+            (
+                400,
+                "Your credit balance is too low to access the Anthropic API",
+                ModelErrorKind::Quota,
+                false,
+            ),
+            (529, "overloaded_error", ModelErrorKind::Server, true),
+            (
+                400,
+                "prompt is too long: 210000 tokens > 200000 maximum",
+                ModelErrorKind::ContextLength,
+                false,
+            ),
         ];
         for (code, body, kind, transient) in cases {
             let error = ModelError::status(code, body);
             assert_eq!(error.kind(), kind, "HTTP {code} {body}");
+            assert_eq!(
+                error.ends_episode(),
+                matches!(kind, ModelErrorKind::Auth | ModelErrorKind::Quota),
+                "HTTP {code} {body}"
+            );
             assert_eq!(error.is_transient(), transient, "HTTP {code} {body}");
             assert_eq!(error.status_code(), Some(code));
         }
@@ -202,6 +294,13 @@ mod tests {
         let config = ModelError::from(ModelConfigError::UnknownProfile("x".into()));
         assert_eq!(config.kind(), ModelErrorKind::Config);
         assert!(!config.is_transient());
+        assert!(config.ends_episode());
+        let cut = ModelError::interrupted("no [DONE]");
+        assert_eq!(cut.kind(), ModelErrorKind::Transport);
+        assert!(cut.is_transient());
+        let limited = ModelError::status_after(429, "slow", Some(Duration::from_secs(3)));
+        assert_eq!(limited.retry_after(), Some(Duration::from_secs(3)));
+        assert_eq!(ModelError::status(429, "x").retry_after(), None);
     }
 
     #[test]

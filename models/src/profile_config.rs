@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::pricing::Price;
+
 /// Which wire protocol a profile speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -15,7 +17,7 @@ pub enum Provider {
     /// OpenAI-compatible chat completions (OpenAI, llama.cpp `llama-server`, vLLM, Ollama, ...).
     #[default]
     OpenAi,
-    /// Anthropic Messages API: accepted in config, not implemented yet.
+    /// Anthropic Messages API (`POST {base_url}/messages`, e.g. `https://api.anthropic.com/v1`).
     Anthropic,
 }
 
@@ -42,6 +44,8 @@ fn default_timeout_secs() -> u64 {
 }
 
 /// One model profile as written in the config file. Holds no secret: only where to find it.
+/// `Default` gives empty `base_url` / `model` (not valid on their own): use it as
+/// `ModelProfileConfig { base_url, model, ..Default::default() }`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelProfileConfig {
@@ -66,6 +70,34 @@ pub struct ModelProfileConfig {
     /// The model's context window in tokens (for context-health accounting).
     #[serde(default)]
     pub context_window: Option<u32>,
+    /// Ask for a streamed response (SSE) and assemble it; same result as unstreamed.
+    #[serde(default)]
+    pub stream: bool,
+    /// Price of a million input tokens in USD (for `Usage::cost_micros`).
+    #[serde(default)]
+    pub input_usd_per_mtok: Option<f64>,
+    /// Price of a million output tokens in USD.
+    #[serde(default)]
+    pub output_usd_per_mtok: Option<f64>,
+}
+
+impl Default for ModelProfileConfig {
+    fn default() -> Self {
+        ModelProfileConfig {
+            provider: Provider::default(),
+            base_url: String::new(),
+            model: String::new(),
+            api_key_env: None,
+            api_key_file: None,
+            timeout_secs: DEFAULT_TIMEOUT_SECS,
+            max_tokens: None,
+            temperature: None,
+            context_window: None,
+            stream: false,
+            input_usd_per_mtok: None,
+            output_usd_per_mtok: None,
+        }
+    }
 }
 
 /// Model profiles by name, as in the config file.
@@ -104,6 +136,9 @@ pub struct ModelProfile {
     pub max_tokens: Option<u32>,
     pub temperature: Option<f32>,
     pub context_window: Option<u32>,
+    pub stream: bool,
+    /// `None` when the config names no price: costs are then reported as 0.
+    pub price: Option<Price>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -151,12 +186,6 @@ impl ModelProfileConfig {
             field,
             reason: reason.to_string(),
         };
-        if self.provider != Provider::OpenAi {
-            return Err(ModelConfigError::UnsupportedProvider {
-                profile: name.to_string(),
-                provider: self.provider,
-            });
-        }
         let base_url = self.base_url.trim().trim_end_matches('/').to_string();
         let host = base_url
             .strip_prefix("http://")
@@ -185,6 +214,21 @@ impl ModelProfileConfig {
         if self.context_window == Some(0) {
             return Err(invalid("context_window", "must be at least 1"));
         }
+        for (field, value) in [
+            ("input_usd_per_mtok", self.input_usd_per_mtok),
+            ("output_usd_per_mtok", self.output_usd_per_mtok),
+        ] {
+            if value.is_some_and(|v| !v.is_finite() || v < 0.0) {
+                return Err(invalid(field, "must be a finite number >= 0"));
+            }
+        }
+        let price =
+            (self.input_usd_per_mtok.is_some() || self.output_usd_per_mtok.is_some()).then(|| {
+                Price {
+                    input_usd_per_mtok: self.input_usd_per_mtok.unwrap_or(0.0),
+                    output_usd_per_mtok: self.output_usd_per_mtok.unwrap_or(0.0),
+                }
+            });
         let api_key = self.read_api_key(name, env)?;
         Ok(ModelProfile {
             name: name.to_string(),
@@ -196,6 +240,8 @@ impl ModelProfileConfig {
             max_tokens: self.max_tokens,
             temperature: self.temperature,
             context_window: self.context_window,
+            stream: self.stream,
+            price,
         })
     }
 

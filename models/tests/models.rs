@@ -25,6 +25,7 @@ fn profile_for(server: &StandInModel, model: &str, key: Option<&str>) -> Result<
         max_tokens: Some(256),
         temperature: Some(0.0),
         context_window: Some(4096),
+        ..ModelProfileConfig::default()
     };
     let key = key.map(str::to_string);
     Ok(config.resolve("test", &move |name| {
@@ -37,6 +38,7 @@ fn fast_retries() -> RetryPolicy {
         max_retries: 2,
         initial_backoff: Duration::from_millis(10),
         max_backoff: Duration::from_millis(20),
+        max_retry_after: Duration::from_secs(5),
     }
 }
 
@@ -342,14 +344,18 @@ async fn connection_refused_is_a_transport_error() -> Result<()> {
 }
 
 #[tokio::test]
-async fn anthropic_profiles_are_refused() -> Result<()> {
+async fn provider_clients_refuse_other_providers_profiles() -> Result<()> {
     let server = StandInModel::start(Script::new()).await?;
     let profile = ModelProfile {
         provider: Provider::Anthropic,
         ..profile_for(&server, EXECUTOR, None)?
     };
-    let error = ChatClient::from_profile(&profile).expect_err("unsupported");
+    let error = OpenAiClient::new(profile.clone()).expect_err("wrong provider");
     assert_eq!(error.kind(), ModelErrorKind::Config);
+    assert!(matches!(
+        ChatClient::from_profile(&profile)?,
+        ChatClient::Anthropic(_)
+    ));
     Ok(())
 }
 

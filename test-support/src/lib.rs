@@ -5,6 +5,7 @@
 //! Binaries are looked up in `LOOPGATE_<NAME>` env vars, then `~/.cache/loopgate/bin/`
 //! (installed by `scripts/install-deps.sh`), then `PATH`.
 
+pub mod anthropic_standin;
 mod binaries;
 mod child_guard;
 mod errors;

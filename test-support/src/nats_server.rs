@@ -33,7 +33,7 @@ impl NatsServer {
     /// Starts nats-server with JetStream enabled and waits until `/healthz?js-enabled-only=true`
     /// answers 200.
     pub async fn start() -> anyhow::Result<NatsServer> {
-        Self::launch(None).await
+        Self::launch(None, "127.0.0.1").await
     }
 
     /// Like [`NatsServer::start`] but with a config file (users, permissions, accounts...).
@@ -41,10 +41,19 @@ impl NatsServer {
     /// on the command line and override the config. With accounts, remember
     /// `jetstream: enabled` in each account that needs it.
     pub async fn start_with_config(conf_text: &str) -> anyhow::Result<NatsServer> {
-        Self::launch(Some(conf_text)).await
+        Self::launch(Some(conf_text), "127.0.0.1").await
     }
 
-    async fn launch(conf_text: Option<&str>) -> anyhow::Result<NatsServer> {
+    /// Like [`NatsServer::start_with_config`], listening for clients on every interface
+    /// (`0.0.0.0`), e.g. for a client in another network namespace reaching it over a veth
+    /// pair. [`NatsServer::url`] still names the loopback address.
+    pub async fn start_with_config_on_all_interfaces(
+        conf_text: &str,
+    ) -> anyhow::Result<NatsServer> {
+        Self::launch(Some(conf_text), "0.0.0.0").await
+    }
+
+    async fn launch(conf_text: Option<&str>, listen: &str) -> anyhow::Result<NatsServer> {
         let binary = find_binary("nats-server", "LOOPGATE_NATS_SERVER", INSTALL_HINT)?;
         let mut dir = tempfile::Builder::new()
             .prefix("loopgate-nats-")
@@ -71,7 +80,7 @@ impl NatsServer {
             let monitor_port = distinct_free_port(port)?;
             let mut args: Vec<OsString> = vec![
                 "-a".into(),
-                "127.0.0.1".into(),
+                listen.into(),
                 "-p".into(),
                 port.to_string().into(),
                 "-m".into(),

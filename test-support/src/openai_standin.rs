@@ -1,6 +1,9 @@
 //! `StandInModel`: an in-process HTTP server speaking the OpenAI chat-completions wire format
-//! (`POST /v1/chat/completions`, `GET /v1/models`) with scripted replies, for tests of the
-//! model adapters and of the whole system.
+//! (`POST /v1/chat/completions`, `GET /v1/models`) and, on the same port, the Anthropic Messages
+//! format (`POST /v1/messages`, rendered by `anthropic_standin`), with scripted replies, for
+//! tests of the model adapters and of the whole system. A request with `"stream": true` gets
+//! the reply as server-sent events in the provider's format (tool-call arguments in pieces,
+//! usage in the last chunk); [`Fault`]s render as the provider's real error responses.
 //!
 //! Replies are keyed by the request's `model` field (e.g. `standin-manager`,
 //! `standin-executor`, `standin-auditor`): each model has a FIFO queue of [`Reply`]s and an
@@ -26,6 +29,9 @@ use serde_json::{json, Value};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
+#[path = "openai_standin/render.rs"]
+mod render;
+
 /// How many `Dynamic` / `Delayed` layers one reply may unwrap through.
 const MAX_REPLY_NESTING: usize = 16;
 
@@ -44,6 +50,34 @@ pub enum Reply {
     Dynamic(Arc<dyn Fn(&Value) -> Reply + Send + Sync>),
     /// The inner reply after a delay (to exercise client timeouts).
     Delayed(Duration, Box<Reply>),
+    /// A provider failure, rendered in the dialect's real format.
+    Fault(Fault),
+    /// The inner reply reporting these token counts instead of chars/4 (a model whose context
+    /// inflates).
+    WithUsage {
+        prompt_tokens: u64,
+        completion_tokens: u64,
+        reply: Box<Reply>,
+    },
+}
+
+/// Failures every provider has, each rendered with that provider's status, headers and body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// 429 with `Retry-After: <secs>`.
+    RateLimited { retry_after_secs: u64 },
+    /// 500 (OpenAI) / 529 overloaded (Anthropic).
+    ServerError,
+    /// The provider's "prompt too long" 400.
+    ContextLength,
+    /// 401, bad API key.
+    AuthFailed,
+    /// Out of quota / credit (429 `insufficient_quota` / 400 "credit balance is too low").
+    QuotaExhausted,
+    /// 200 with a body (or a stream event) that is not JSON.
+    MalformedJson,
+    /// Part of the reply, then the body ends without the end marker.
+    StreamCut,
 }
 
 impl Reply {
@@ -69,6 +103,16 @@ impl Reply {
     pub fn delayed(delay: Duration, reply: Reply) -> Self {
         Reply::Delayed(delay, Box::new(reply))
     }
+    pub fn fault(fault: Fault) -> Self {
+        Reply::Fault(fault)
+    }
+    pub fn with_usage(prompt_tokens: u64, completion_tokens: u64, reply: Reply) -> Self {
+        Reply::WithUsage {
+            prompt_tokens,
+            completion_tokens,
+            reply: Box::new(reply),
+        }
+    }
 }
 
 impl fmt::Debug for Reply {
@@ -81,6 +125,8 @@ impl fmt::Debug for Reply {
             Reply::Delayed(delay, reply) => {
                 f.debug_tuple("Delayed").field(delay).field(reply).finish()
             }
+            Reply::Fault(fault) => f.debug_tuple("Fault").field(fault).finish(),
+            Reply::WithUsage { reply, .. } => f.debug_tuple("WithUsage").field(reply).finish(),
         }
     }
 }
@@ -128,7 +174,7 @@ struct RecordedRequest {
     authorization: Option<String>,
 }
 
-struct Shared {
+pub(crate) struct Shared {
     models: Mutex<BTreeMap<String, ModelScript>>,
     /// Total requests recorded so far (for waiting without sleeps).
     recorded: watch::Sender<u64>,
@@ -178,6 +224,7 @@ impl StandInModel {
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(chat_completions))
+            .route("/v1/messages", post(crate::anthropic_standin::messages))
             .route("/v1/models", get(list_models))
             .with_state(Arc::clone(&shared));
         let (shutdown, stop) = oneshot::channel::<()>();
@@ -243,7 +290,8 @@ impl StandInModel {
             .map_or(0, |m| m.requests.len())
     }
 
-    /// The `Authorization` header of each request for `model` (`None` when absent).
+    /// The `Authorization` (or Anthropic `x-api-key`) header of each request for `model`
+    /// (`None` when absent).
     pub fn authorization_headers(&self, model: &str) -> Vec<Option<String>> {
         self.shared
             .models()
@@ -310,20 +358,46 @@ pub fn last_message_content(request: &Value, role: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// Which provider's wire format a request came in (and its reply goes out) in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    OpenAi,
+    Anthropic,
+}
+
+/// What a concrete reply is rendered with.
+pub(crate) struct Turn {
+    pub id: u64,
+    pub model: String,
+    pub stream: bool,
+    /// OpenAI `stream_options.include_usage`.
+    pub include_usage: bool,
+    pub prompt_tokens: u64,
+    /// Overrides chars/4 of the reply (from [`Reply::WithUsage`]).
+    pub completion_tokens: Option<u64>,
+}
+
 async fn chat_completions(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    handle(shared, headers, body, Dialect::OpenAi).await
+}
+
+/// Records the request, takes the model's next reply and renders it in `dialect`.
+pub(crate) async fn handle(
+    shared: Arc<Shared>,
+    headers: HeaderMap,
+    body: Bytes,
+    dialect: Dialect,
+) -> Response {
     let raw = String::from_utf8_lossy(&body);
     let request: Value = match serde_json::from_str(&raw) {
         Ok(value) => value,
         Err(error) => {
-            let body = openai_error_body(
-                &format!("invalid JSON body: {error}"),
-                "invalid_request_error",
-            );
-            return json_response(StatusCode::BAD_REQUEST, body.to_string());
+            let message = format!("invalid JSON body: {error}");
+            return error_response(dialect, 400, "invalid_request_error", &message);
         }
     };
     let model = request
@@ -331,8 +405,9 @@ async fn chat_completions(
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();
-    let authorization = headers
-        .get(header::AUTHORIZATION)
+    let authorization = [header::AUTHORIZATION.as_str(), "x-api-key"]
+        .iter()
+        .find_map(|name| headers.get(*name))
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let scripted = {
@@ -347,72 +422,105 @@ async fn chat_completions(
     shared.recorded.send_modify(|n| *n += 1);
     let Some(reply) = scripted else {
         let message = format!("stand-in: no scripted reply left for model `{model}`");
-        let body = openai_error_body(&message, "server_error");
-        return json_response(StatusCode::INTERNAL_SERVER_ERROR, body.to_string());
+        return error_response(dialect, 500, "server_error", &message);
     };
-    let prompt_tokens = chars_div4(raw.chars().count());
-    let completion_id = shared.next_completion.fetch_add(1, Ordering::Relaxed);
-    match resolve_reply(reply, &request).await {
+    let mut turn = Turn {
+        id: shared.next_completion.fetch_add(1, Ordering::Relaxed),
+        model,
+        stream: request.get("stream").and_then(Value::as_bool) == Some(true),
+        include_usage: request
+            .pointer("/stream_options/include_usage")
+            .and_then(Value::as_bool)
+            == Some(true),
+        prompt_tokens: chars_div4(raw.chars().count()),
+        completion_tokens: None,
+    };
+    match resolve_reply(reply, &request, &mut turn).await {
         Some(Reply::Http(status, body)) => json_response(
             StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
             body,
         ),
-        Some(Reply::Content(text)) => {
-            let completion_tokens = chars_div4(text.chars().count());
-            let message = json!({"role": "assistant", "content": text});
-            completion(
-                completion_id,
-                &model,
-                message,
-                "stop",
-                prompt_tokens,
-                completion_tokens,
-            )
-        }
-        Some(Reply::ToolCalls(calls)) => {
-            let mut reply_chars = 0;
-            let wire_calls: Vec<Value> = calls
-                .into_iter()
-                .enumerate()
-                .map(|(index, (name, arguments))| {
-                    let arguments = match arguments {
-                        Value::String(raw) => raw,
-                        other => other.to_string(),
-                    };
-                    reply_chars += name.chars().count() + arguments.chars().count();
-                    json!({
-                        "id": format!("call_standin_{completion_id}_{index}"),
-                        "type": "function",
-                        "function": {"name": name, "arguments": arguments}
-                    })
-                })
-                .collect();
-            let message = json!({"role": "assistant", "content": null, "tool_calls": wire_calls});
-            let completion_tokens = chars_div4(reply_chars);
-            completion(
-                completion_id,
-                &model,
-                message,
-                "tool_calls",
-                prompt_tokens,
-                completion_tokens,
-            )
-        }
-        Some(Reply::Dynamic(_)) | Some(Reply::Delayed(..)) | None => {
-            let body = openai_error_body("stand-in: reply nested too deeply", "server_error");
-            json_response(StatusCode::INTERNAL_SERVER_ERROR, body.to_string())
-        }
+        Some(concrete) => match dialect {
+            Dialect::OpenAi => render::render_openai(concrete, &turn),
+            Dialect::Anthropic => crate::anthropic_standin::render(concrete, &turn),
+        },
+        None => error_response(
+            dialect,
+            500,
+            "server_error",
+            "stand-in: reply nested too deeply",
+        ),
     }
 }
 
-/// Unwraps `Dynamic` and `Delayed` layers (bounded) down to a concrete reply.
-async fn resolve_reply(mut reply: Reply, request: &Value) -> Option<Reply> {
+pub(crate) fn error_response(dialect: Dialect, status: u16, kind: &str, message: &str) -> Response {
+    let body = match dialect {
+        Dialect::OpenAi => openai_error_body(message, kind),
+        Dialect::Anthropic => crate::anthropic_standin::error_body(kind, message),
+    };
+    json_response(
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        body.to_string(),
+    )
+}
+
+/// The wire tool calls with their ids, and the chars they count for usage.
+pub(crate) fn wire_calls(
+    turn: &Turn,
+    calls: Vec<(String, Value)>,
+    prefix: &str,
+) -> Vec<(String, String, Value)> {
+    calls
+        .into_iter()
+        .enumerate()
+        .map(|(index, (name, arguments))| {
+            (
+                format!("{prefix}_standin_{}_{index}", turn.id),
+                name,
+                arguments,
+            )
+        })
+        .collect()
+}
+
+/// `text` in pieces of at most `size` chars (none for empty text).
+pub(crate) fn pieces(text: &str, size: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    chars
+        .chunks(size.max(1))
+        .map(|c| c.iter().collect())
+        .collect()
+}
+
+pub(crate) fn sse_response(body: String) -> Response {
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// Unwraps `Dynamic`, `Delayed` and `WithUsage` layers (bounded) down to a concrete reply.
+async fn resolve_reply(mut reply: Reply, request: &Value, turn: &mut Turn) -> Option<Reply> {
     for _ in 0..MAX_REPLY_NESTING {
         reply = match reply {
             Reply::Dynamic(answer) => answer(request),
             Reply::Delayed(delay, inner) => {
                 tokio::time::sleep(delay).await;
                 *inner
+            }
+            Reply::WithUsage {
+                prompt_tokens,
+                completion_tokens,
+                reply,
+            } => {
+                turn.prompt_tokens = prompt_tokens;
+                turn.completion_tokens = Some(completion_tokens);
+                *reply
             }
             concrete => return Some(concrete),
         };
@@ -434,37 +542,14 @@ async fn list_models(State(shared): State<Arc<Shared>>) -> Response {
     )
 }
 
-fn completion(
-    id: u64,
-    model: &str,
-    message: Value,
-    finish_reason: &str,
-    prompt_tokens: u64,
-    completion_tokens: u64,
-) -> Response {
-    let body = json!({
-        "id": format!("chatcmpl-standin-{id}"),
-        "object": "chat.completion",
-        "created": 0,
-        "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens
-        }
-    });
-    json_response(StatusCode::OK, body.to_string())
-}
-
 fn openai_error_body(message: &str, kind: &str) -> Value {
     json!({"error": {"message": message, "type": kind, "param": null, "code": null}})
 }
 
-fn json_response(status: StatusCode, body: String) -> Response {
+pub(crate) fn json_response(status: StatusCode, body: String) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-fn chars_div4(chars: usize) -> u64 {
+pub(crate) fn chars_div4(chars: usize) -> u64 {
     (chars as u64).div_ceil(4)
 }

@@ -22,7 +22,10 @@ fn extract_tool_call(message: &Value) -> Option<(String, Value)> {
     let start = content.find("```json")? + "```json".len();
     let end = start + content[start..].find("```")?;
     let call: Value = serde_json::from_str(content[start..end].trim()).ok()?;
-    Some((call["name"].as_str()?.to_string(), call["arguments"].clone()))
+    Some((
+        call["name"].as_str()?.to_string(),
+        call["arguments"].clone(),
+    ))
 }
 
 #[tokio::test]
@@ -83,7 +86,10 @@ async fn local_model_answers_a_tool_call_through_the_fenced_template() -> anyhow
     assert_eq!(name, "write_file", "{reply}");
     assert_eq!(args["path"], "hello.txt", "{reply}");
     assert!(
-        args["content"].as_str().unwrap_or_default().contains("Hello, loopgate!"),
+        args["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Hello, loopgate!"),
         "{reply}"
     );
     Ok(())

@@ -85,7 +85,12 @@ pub struct Stack {
     client: reqwest::Client,
 }
 
-fn spawn(name: &str, bin: &str, config: &Path, env: &[(String, String)]) -> anyhow::Result<ChildGuard> {
+fn spawn(
+    name: &str,
+    bin: &str,
+    config: &Path,
+    env: &[(String, String)],
+) -> anyhow::Result<ChildGuard> {
     let mut cmd = Command::new(workspace_bin(bin)?);
     cmd.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     cmd.arg("--config").arg(config);
@@ -101,7 +106,12 @@ impl Stack {
         let nats = NatsServer::start().await?;
         let redis = RedisServer::start().await?;
         let dir = tempfile::tempdir()?;
-        let models: String = opts.profiles.iter().map(Profile::toml).collect::<Vec<_>>().join("\n");
+        let models: String = opts
+            .profiles
+            .iter()
+            .map(Profile::toml)
+            .collect::<Vec<_>>()
+            .join("\n");
         let mut executors = Vec::new();
         for i in 1..=opts.executors {
             let cfg = dir.path().join(format!("executor-{i}.toml"));
@@ -115,7 +125,12 @@ impl Stack {
                     opts.executor_extra
                 ),
             )?;
-            executors.push(spawn(&format!("exec-{i}"), "loopgate-executor", &cfg, &opts.env)?);
+            executors.push(spawn(
+                &format!("exec-{i}"),
+                "loopgate-executor",
+                &cfg,
+                &opts.env,
+            )?);
         }
         let audit_cfg = dir.path().join("auditor.toml");
         std::fs::write(
@@ -127,7 +142,9 @@ impl Stack {
             ),
         )?;
         let auditor = spawn("auditor", "loopgate-auditor", &audit_cfg, &opts.env)?;
-        let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()?;
         let mut stack = Stack {
             nats,
             redis,
@@ -191,23 +208,37 @@ impl Stack {
 
     /// The base URL of some live manager.
     pub fn any_http(&self) -> &str {
-        self.managers.first().map(|m| m.http.as_str()).unwrap_or(&self.http)
+        self.managers
+            .first()
+            .map(|m| m.http.as_str())
+            .unwrap_or(&self.http)
     }
 
     pub fn manager_log(&self) -> String {
-        self.managers.iter().map(|m| m.child.log_text()).collect::<Vec<_>>().join("\n")
+        self.managers
+            .iter()
+            .map(|m| m.child.log_text())
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// All daemon logs, for assertion messages.
     pub fn logs(&self) -> String {
         let mut s = String::new();
         for m in &self.managers {
-            s.push_str(&format!("--- {} ---\n{}\n", m.child.name(), m.child.log_tail(6000)));
+            s.push_str(&format!(
+                "--- {} ---\n{}\n",
+                m.child.name(),
+                m.child.log_tail(6000)
+            ));
         }
         for e in &self.executors {
             s.push_str(&format!("--- {} ---\n{}\n", e.name(), e.log_tail(4000)));
         }
-        s.push_str(&format!("--- auditor ---\n{}\n", self.auditor.log_tail(4000)));
+        s.push_str(&format!(
+            "--- auditor ---\n{}\n",
+            self.auditor.log_tail(4000)
+        ));
         s
     }
 
@@ -225,7 +256,12 @@ impl Stack {
                 .collect();
             body["workspace"] = serde_json::json!({ "files": files });
         }
-        let r = self.client.post(format!("{}/v1/runs", self.any_http())).json(&body).send().await?;
+        let r = self
+            .client
+            .post(format!("{}/v1/runs", self.any_http()))
+            .json(&body)
+            .send()
+            .await?;
         let status = r.status();
         let v: Value = r.json().await?;
         if !status.is_success() {
@@ -235,13 +271,22 @@ impl Stack {
     }
 
     pub async fn post_raw(&self, path: &str, body: &Value) -> anyhow::Result<(u16, Value)> {
-        let r = self.client.post(format!("{}{path}", self.any_http())).json(body).send().await?;
+        let r = self
+            .client
+            .post(format!("{}{path}", self.any_http()))
+            .json(body)
+            .send()
+            .await?;
         let status = r.status().as_u16();
         Ok((status, r.json().await.unwrap_or(Value::Null)))
     }
 
     pub async fn get(&self, path: &str) -> anyhow::Result<Value> {
-        let r = self.client.get(format!("{}{path}", self.any_http())).send().await?;
+        let r = self
+            .client
+            .get(format!("{}{path}", self.any_http()))
+            .send()
+            .await?;
         let status = r.status();
         let v: Value = r.json().await?;
         if !status.is_success() {
@@ -271,11 +316,22 @@ impl Stack {
         loop {
             let v = self.run(id).await?;
             let state = v["state"].as_str().unwrap_or("");
-            if ["completed", "blocked", "budget_exhausted", "cancelled", "failed"].contains(&state) {
+            if [
+                "completed",
+                "blocked",
+                "budget_exhausted",
+                "cancelled",
+                "failed",
+            ]
+            .contains(&state)
+            {
                 return Ok(v);
             }
             if tokio::time::Instant::now() > deadline {
-                bail!("run {id} still {state} after {timeout:?}: {v}\n{}", self.logs());
+                bail!(
+                    "run {id} still {state} after {timeout:?}: {v}\n{}",
+                    self.logs()
+                );
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -310,7 +366,12 @@ impl Stack {
     }
 }
 
-async fn wait_ready(client: &reqwest::Client, http: &str, child: &ChildGuard, timeout: Duration) -> anyhow::Result<()> {
+async fn wait_ready(
+    client: &reqwest::Client,
+    http: &str,
+    child: &ChildGuard,
+    timeout: Duration,
+) -> anyhow::Result<()> {
     let deadline = tokio::time::Instant::now() + timeout;
     let url = format!("{http}/readyz");
     loop {
@@ -320,7 +381,10 @@ async fn wait_ready(client: &reqwest::Client, http: &str, child: &ChildGuard, ti
             }
         }
         if tokio::time::Instant::now() > deadline {
-            bail!("manager not ready after {timeout:?}:\n{}", child.log_tail(4000));
+            bail!(
+                "manager not ready after {timeout:?}:\n{}",
+                child.log_tail(4000)
+            );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -1,6 +1,11 @@
 //! End to end: the three daemons as separate processes over real NATS JetStream and Redis,
 //! with an OpenAI-wire stand-in model (scripted) or the real local model.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
 
 use std::time::Duration;
 
@@ -31,7 +36,10 @@ fn standin_profiles(model: &StandInModel) -> Vec<Profile> {
 }
 
 fn write_hello(content: &str) -> Reply {
-    Reply::tool_call("write_file", json!({"path": "hello.py", "content": content}))
+    Reply::tool_call(
+        "write_file",
+        json!({"path": "hello.py", "content": content}),
+    )
 }
 
 fn finish() -> Reply {
@@ -76,16 +84,41 @@ async fn failing_attempt_is_audited_replanned_and_then_completes() -> anyhow::Re
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| (e["artifact_version"].as_str().unwrap().to_string(), e["verdict"].as_str().unwrap().to_string()))
+        .map(|e| {
+            (
+                e["artifact_version"].as_str().unwrap().to_string(),
+                e["verdict"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
-    assert!(verdicts.iter().any(|(s, v)| s != snapshot && v == "fail"), "{verdicts:?}");
+    assert!(
+        verdicts.iter().any(|(s, v)| s != snapshot && v == "fail"),
+        "{verdicts:?}"
+    );
     // The checked-out files are the second attempt's.
     let out = tempfile::tempdir()?;
     stack.checkout(snapshot, out.path()).await?;
-    assert_eq!(std::fs::read_to_string(out.path().join("hello.py"))?, "print('hello, loopgate')\n");
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("hello.py"))?,
+        "print('hello, loopgate')\n"
+    );
     // The run log tells the story in order.
-    let types = stack.log_types(&id).await?;
-    let round = ["decision", "exec_dispatched", "exec_result", "audit_dispatched", "audit_report", "gate"];
+    // (the workers' episode_started entries are left out: when they land relative to the
+    // manager's own entries is the workers' timing, not the run's story.)
+    let types: Vec<String> = stack
+        .log_types(&id)
+        .await?
+        .into_iter()
+        .filter(|t| t != "episode_started")
+        .collect();
+    let round = [
+        "decision",
+        "exec_dispatched",
+        "exec_result",
+        "audit_dispatched",
+        "audit_report",
+        "gate",
+    ];
     let mut want = vec!["submitted"];
     want.extend(round);
     want.extend(round);
@@ -107,23 +140,37 @@ async fn done_before_any_passing_audit_is_refused() -> anyhow::Result<()> {
             .replies(
                 "standin-manager",
                 [
-                    Reply::content("Current task state: I believe it is finished\nNext: done\nTask: all good"),
+                    Reply::content(
+                        "Current task state: I believe it is finished\nNext: done\nTask: all good",
+                    ),
                     Reply::content("Next: cli\nTask: create hello.py that prints hello, loopgate"),
                 ],
             )
-            .replies("standin-executor", [write_hello("print('hello, loopgate')\n"), finish()]),
+            .replies(
+                "standin-executor",
+                [write_hello("print('hello, loopgate')\n"), finish()],
+            ),
     )
     .await?;
     let stack = Stack::start(StackOptions::new(standin_profiles(&model), 1)).await?;
-    let id = stack.submit(HELLO_TASK, &[]).await?["id"].as_str().unwrap().to_string();
+    let id = stack.submit(HELLO_TASK, &[]).await?["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let done = stack.wait_terminal(&id, WAIT).await?;
     assert_eq!(done["state"], "completed", "{done}");
     let types = stack.log_types(&id).await?;
-    let refused = types.iter().position(|t| t == "done_refused").expect("done_refused logged");
+    let refused = types
+        .iter()
+        .position(|t| t == "done_refused")
+        .expect("done_refused logged");
     let first_audit = types.iter().position(|t| t == "audit_report").unwrap();
     assert!(refused < first_audit, "{types:?}");
     let prompts = model.requests("standin-manager");
-    assert!(prompts[1].to_string().contains("refused"), "the refusal is fed back");
+    assert!(
+        prompts[1].to_string().contains("refused"),
+        "the refusal is fed back"
+    );
     Ok(())
 }
 
@@ -139,15 +186,25 @@ async fn malformed_manager_output_is_reasked_and_the_run_goes_on() -> anyhow::Re
                     Reply::content("Next: cli\nTask: create hello.py that prints hello, loopgate"),
                 ],
             )
-            .replies("standin-executor", [write_hello("print('hello, loopgate')\n"), finish()]),
+            .replies(
+                "standin-executor",
+                [write_hello("print('hello, loopgate')\n"), finish()],
+            ),
     )
     .await?;
     let stack = Stack::start(StackOptions::new(standin_profiles(&model), 1)).await?;
-    let id = stack.submit(HELLO_TASK, &[]).await?["id"].as_str().unwrap().to_string();
+    let id = stack.submit(HELLO_TASK, &[]).await?["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let done = stack.wait_terminal(&id, WAIT).await?;
     assert_eq!(done["state"], "completed", "{done}");
     let types = stack.log_types(&id).await?;
-    assert_eq!(types.iter().filter(|t| *t == "invalid_output").count(), 2, "{types:?}");
+    assert_eq!(
+        types.iter().filter(|t| *t == "invalid_output").count(),
+        2,
+        "{types:?}"
+    );
     let prompts = model.requests("standin-manager");
     assert_eq!(prompts.len(), 3);
     assert!(prompts[1].to_string().contains("could not be used"));
@@ -162,8 +219,16 @@ async fn bad_submissions_get_clear_errors() -> anyhow::Result<()> {
     let stack = Stack::start(StackOptions::new(standin_profiles(&model), 1)).await?;
     let cases = [
         (json!({"task": {"goal": "x"}}), 400, "invalid_task"),
-        (json!({"task": {"goal": "x", "acceptance": [{"id": "a", "check": "true"}], "roles": {"manager": "nope"}}}), 400, "invalid_task"),
-        (json!({"task": {"goal": "x", "bogus": 1}}), 400, "invalid_request"),
+        (
+            json!({"task": {"goal": "x", "acceptance": [{"id": "a", "check": "true"}], "roles": {"manager": "nope"}}}),
+            400,
+            "invalid_task",
+        ),
+        (
+            json!({"task": {"goal": "x", "bogus": 1}}),
+            400,
+            "invalid_request",
+        ),
         (
             json!({"task": {"goal": "x", "acceptance": [{"id": "a", "check": "true"}], "roles": {"manager": "mgr"}},
                    "workspace": {"files": [{"path": "../escape", "content_b64": ""}]}}),
@@ -176,7 +241,11 @@ async fn bad_submissions_get_clear_errors() -> anyhow::Result<()> {
         assert_eq!(got, status, "{body} -> {v}");
         assert_eq!(v["error"]["code"], code, "{body} -> {v}");
     }
-    let missing = reqwest::get(format!("{}/v1/runs/00000000-0000-0000-0000-000000000000", stack.http)).await?;
+    let missing = reqwest::get(format!(
+        "{}/v1/runs/00000000-0000-0000-0000-000000000000",
+        stack.http
+    ))
+    .await?;
     assert_eq!(missing.status().as_u16(), 404);
     Ok(())
 }
@@ -187,7 +256,8 @@ async fn real_local_model_reaches_a_terminal_state() -> anyhow::Result<()> {
     let Some(llm) = LocalModel::start("0.5b").await? else {
         println!(
             "SKIPPED real_local_model_reaches_a_terminal_state: {}",
-            LocalModel::unavailable_reason("0.5b").unwrap_or_else(|| "local model unavailable".into())
+            LocalModel::unavailable_reason("0.5b")
+                .unwrap_or_else(|| "local model unavailable".into())
         );
         return Ok(());
     };
@@ -197,10 +267,16 @@ async fn real_local_model_reaches_a_terminal_state() -> anyhow::Result<()> {
     exec.timeout_secs = 300;
     let stack = Stack::start(StackOptions::new(vec![mgr, exec], 1)).await?;
     let task = HELLO_TASK.replace("max_rounds = 5", "max_rounds = 3\nmax_steps = 4");
-    let id = stack.submit(&task, &[]).await?["id"].as_str().unwrap().to_string();
+    let id = stack.submit(&task, &[]).await?["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let done = stack.wait_terminal(&id, Duration::from_secs(1500)).await?;
     let state = done["state"].as_str().unwrap().to_string();
-    println!("local model run ended {state} after {} rounds: {}", done["round"], done["terminal_reason"]);
+    println!(
+        "local model run ended {state} after {} rounds: {}",
+        done["round"], done["terminal_reason"]
+    );
     let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
     let tool_calls: u64 = log["entries"]
         .as_array()
@@ -209,12 +285,24 @@ async fn real_local_model_reaches_a_terminal_state() -> anyhow::Result<()> {
         .filter(|e| e["type"] == "exec_result")
         .map(|e| e["tool_calls"].as_u64().unwrap_or(0))
         .sum();
-    assert!(tool_calls >= 1, "no real tool call went through the adapter: {log}\n{}", stack.logs());
+    assert!(
+        tool_calls >= 1,
+        "no real tool call went through the adapter: {log}\n{}",
+        stack.logs()
+    );
     if state == "completed" {
         let out = tempfile::tempdir()?;
-        stack.checkout(done["snapshot"].as_str().unwrap(), out.path()).await?;
-        let status = std::process::Command::new("python3").arg("hello.py").current_dir(out.path()).output()?;
-        assert_eq!(String::from_utf8_lossy(&status.stdout).trim(), "hello, loopgate");
+        stack
+            .checkout(done["snapshot"].as_str().unwrap(), out.path())
+            .await?;
+        let status = std::process::Command::new("python3")
+            .arg("hello.py")
+            .current_dir(out.path())
+            .output()?;
+        assert_eq!(
+            String::from_utf8_lossy(&status.stdout).trim(),
+            "hello, loopgate"
+        );
     }
     Ok(())
 }
@@ -225,7 +313,10 @@ async fn real_local_model_reaches_a_terminal_state() -> anyhow::Result<()> {
 async fn cli_submit_watch_and_checkout_against_the_stack() -> anyhow::Result<()> {
     let model = StandInModel::start(
         Script::new()
-            .replies("standin-manager", [Reply::content("Next: cli\nTask: write hello.py")])
+            .replies(
+                "standin-manager",
+                [Reply::content("Next: cli\nTask: write hello.py")],
+            )
             .replies(
                 "standin-executor",
                 [
@@ -253,7 +344,12 @@ async fn cli_submit_watch_and_checkout_against_the_stack() -> anyhow::Result<()>
         .output()
         .await?;
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "exit {:?}\n{stdout}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "exit {:?}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     let id = stdout.lines().next().unwrap().trim().to_string();
     assert!(stdout.contains("completed"), "{stdout}");
     assert!(stdout.contains("1/1"), "{stdout}");
@@ -263,12 +359,25 @@ async fn cli_submit_watch_and_checkout_against_the_stack() -> anyhow::Result<()>
         .arg(&dest)
         .output()
         .await?;
-    assert!(co.status.success(), "{}", String::from_utf8_lossy(&co.stderr));
-    assert_eq!(std::fs::read_to_string(dest.join("hello.py"))?, "print('hello, loopgate')\n");
-    assert_eq!(std::fs::read_to_string(dest.join("notes.txt"))?, "starting notes\n");
+    assert!(
+        co.status.success(),
+        "{}",
+        String::from_utf8_lossy(&co.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(dest.join("hello.py"))?,
+        "print('hello, loopgate')\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dest.join("notes.txt"))?,
+        "starting notes\n"
+    );
     // The executor saw the uploaded starting workspace.
     let exec_requests = model.requests("standin-executor");
-    assert!(exec_requests[1].to_string().contains("starting notes"), "read_file result reached the model");
+    assert!(
+        exec_requests[1].to_string().contains("starting notes"),
+        "read_file result reached the model"
+    );
     Ok(())
 }
 

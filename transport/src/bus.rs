@@ -78,6 +78,15 @@ fn parse_header_value(value: &str) -> Result<HeaderValue, BusError> {
     })
 }
 
+/// Does the server's stream config carry every setting `wanted` specifies?
+fn stream_matches(actual: &stream::Config, wanted: &stream::Config) -> bool {
+    actual.subjects == wanted.subjects
+        && actual.retention == wanted.retention
+        && actual.storage == wanted.storage
+        && actual.max_age == wanted.max_age
+        && actual.duplicate_window == wanted.duplicate_window
+}
+
 /// Connection settings. At most one of `creds_file`, `user`/`password`, `token` may be set.
 #[derive(Debug, Clone)]
 pub struct BusOptions {
@@ -92,6 +101,20 @@ pub struct BusOptions {
     /// NATS `.creds` file (JWT + nkey seed) for per-role users.
     pub creds_file: Option<PathBuf>,
     pub token: Option<String>,
+    /// Prefix of this connection's reply subjects. `None`: `_INBOX_<user>` when `user` is a
+    /// plain subject token (so per-user permissions can give each role an inbox nobody else
+    /// may subscribe to, see deploy/nats/), else the NATS default `_INBOX`.
+    pub inbox_prefix: Option<String>,
+}
+
+/// The inbox prefix a connection as `user` gets by default: `_INBOX_<user>`, when the name is
+/// a plain subject token (letters, digits, `-`, `_`).
+pub fn inbox_prefix_for_user(user: &str) -> Option<String> {
+    let plain = !user.is_empty()
+        && user
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    plain.then(|| format!("_INBOX_{user}"))
 }
 
 impl Default for BusOptions {
@@ -104,6 +127,7 @@ impl Default for BusOptions {
             password: None,
             creds_file: None,
             token: None,
+            inbox_prefix: None,
         }
     }
 }
@@ -115,6 +139,16 @@ impl BusOptions {
             .request_timeout(Some(self.request_timeout));
         if let Some(name) = &self.name {
             options = options.name(name);
+        }
+        let inbox = self
+            .inbox_prefix
+            .clone()
+            .or_else(|| self.user.as_deref().and_then(inbox_prefix_for_user));
+        if let Some(prefix) = inbox {
+            if prefix.is_empty() || prefix.contains(['*', '>', ' ']) || prefix.ends_with('.') {
+                return Err(BusError::Config(format!("invalid inbox prefix '{prefix}'")));
+            }
+            options = options.custom_inbox_prefix(prefix);
         }
         let user_pass = match (&self.user, &self.password) {
             (Some(user), Some(password)) => Some((user.clone(), password.clone())),
@@ -233,16 +267,35 @@ impl Bus {
         ]
     }
 
-    /// Create or update the streams and the snapshot bucket. Idempotent and safe to run from
-    /// several processes at once.
+    /// Create or update the streams, the snapshot and evidence buckets, and the `audit` durable
+    /// auditors bind to. Idempotent and safe to run from several processes at once.
     pub async fn ensure_topology(&self) -> Result<(), BusError> {
         for config in self.stream_configs() {
             self.ensure_stream(config).await?;
         }
-        self.ensure_snapshot_bucket().await
+        self.ensure_snapshot_bucket().await?;
+        self.ensure_evidence_bucket().await?;
+        self.ensure_audit_consumer().await
     }
 
     async fn ensure_stream(&self, config: stream::Config) -> Result<(), BusError> {
+        // Look first: a stream that already has our settings needs no update, so processes
+        // with read-only rights on the topology (restricted per-role users) pass this step
+        // once the manager has created it.
+        if let Ok(Ok(mut existing)) =
+            tokio::time::timeout(self.request_timeout, self.js.get_stream(&config.name)).await
+        {
+            if stream_matches(&existing.cached_info().config, &config) {
+                return Ok(());
+            }
+            // Refresh once in case the cached info is older than a concurrent update.
+            if let Ok(Ok(info)) = tokio::time::timeout(self.request_timeout, existing.info()).await
+            {
+                if stream_matches(&info.config, &config) {
+                    return Ok(());
+                }
+            }
+        }
         let mut last_error = String::new();
         for attempt in 0..TOPOLOGY_ATTEMPTS {
             let result = tokio::time::timeout(

@@ -12,8 +12,12 @@ use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter};
 use opentelemetry::KeyValue;
 
 /// Seconds buckets for model calls and episodes (up to 30 min).
-const DURATION_BUCKETS: &[f64] = &[0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0];
-const TOKEN_BUCKETS: &[f64] = &[1.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0];
+const DURATION_BUCKETS: &[f64] = &[
+    0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
+];
+const TOKEN_BUCKETS: &[f64] = &[
+    1.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0,
+];
 
 /// One model call, for [`Metrics::record_model_call`].
 #[derive(Debug, Clone, Copy)]
@@ -61,7 +65,10 @@ impl Metrics {
                 .with_description("Duration of model calls")
                 .with_boundaries(DURATION_BUCKETS.to_vec())
                 .build(),
-            runs: meter.u64_gauge("loopgate.runs").with_description("Runs by state").build(),
+            runs: meter
+                .u64_gauge("loopgate.runs")
+                .with_description("Runs by state")
+                .build(),
             rounds: meter
                 .u64_counter("loopgate.rounds")
                 .with_description("Manager decisions by route, and round outcomes")
@@ -120,7 +127,8 @@ impl Metrics {
     }
 
     pub fn record_episode(&self, role: &str, seconds: f64) {
-        self.episode_duration.record(seconds, &[KeyValue::new("loopgate.role", role.to_string())]);
+        self.episode_duration
+            .record(seconds, &[KeyValue::new("loopgate.role", role.to_string())]);
     }
 }
 

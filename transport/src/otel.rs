@@ -54,7 +54,10 @@ pub enum TelemetryError {
     #[error("OTEL_EXPORTER_OTLP_PROTOCOL `{0}` is not supported (use grpc or http/protobuf)")]
     Protocol(String),
     #[error("cannot build the OTLP {signal} exporter: {reason}")]
-    Exporter { signal: &'static str, reason: String },
+    Exporter {
+        signal: &'static str,
+        reason: String,
+    },
     #[error("cannot start the OTLP runtime: {0}")]
     Runtime(std::io::Error),
     #[error("cannot build the Prometheus exporter: {0}")]
@@ -62,11 +65,18 @@ pub enum TelemetryError {
 }
 
 fn flag(env: &dyn Fn(&str) -> Option<String>, key: &str) -> Option<bool> {
-    env(key).map(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
+    env(key).map(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "1" | "true" | "yes" | "on"
+        )
+    })
 }
 
 fn exporter_on(env: &dyn Fn(&str) -> Option<String>, key: &str) -> bool {
-    env(key).map(|v| !v.trim().eq_ignore_ascii_case("none")).unwrap_or(true)
+    env(key)
+        .map(|v| !v.trim().eq_ignore_ascii_case("none"))
+        .unwrap_or(true)
 }
 
 impl TelemetrySettings {
@@ -99,7 +109,9 @@ impl TelemetrySettings {
             None
         };
         Ok(TelemetrySettings {
-            service: env("OTEL_SERVICE_NAME").filter(|s| !s.is_empty()).unwrap_or_else(|| service.to_string()),
+            service: env("OTEL_SERVICE_NAME")
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| service.to_string()),
             log_filter,
             otlp,
             traces: exporter_on(env, "OTEL_TRACES_EXPORTER"),
@@ -130,7 +142,9 @@ impl std::fmt::Debug for Telemetry {
     }
 }
 
-fn exporter_error(signal: &'static str) -> impl Fn(opentelemetry_otlp::ExporterBuildError) -> TelemetryError {
+fn exporter_error(
+    signal: &'static str,
+) -> impl Fn(opentelemetry_otlp::ExporterBuildError) -> TelemetryError {
     move |e| TelemetryError::Exporter {
         signal,
         reason: e.to_string(),
@@ -185,7 +199,9 @@ pub fn init_telemetry(settings: &TelemetrySettings) -> Result<Telemetry, Telemet
                     .with_tonic()
                     .build()
                     .map_err(exporter_error("metrics"))?;
-                meter_builder = meter_builder.with_reader(PeriodicReader::builder(RtMetricExporter::new(exporter, rt.clone())).build());
+                meter_builder = meter_builder.with_reader(
+                    PeriodicReader::builder(RtMetricExporter::new(exporter, rt.clone())).build(),
+                );
             }
             if settings.logs {
                 let exporter = opentelemetry_otlp::LogExporter::builder()
@@ -221,7 +237,8 @@ pub fn init_telemetry(settings: &TelemetrySettings) -> Result<Telemetry, Telemet
                     .with_protocol(http)
                     .build()
                     .map_err(exporter_error("metrics"))?;
-                meter_builder = meter_builder.with_reader(PeriodicReader::builder(exporter).build());
+                meter_builder =
+                    meter_builder.with_reader(PeriodicReader::builder(exporter).build());
             }
             if settings.logs {
                 let exporter = opentelemetry_otlp::LogExporter::builder()
@@ -243,7 +260,8 @@ pub fn init_telemetry(settings: &TelemetrySettings) -> Result<Telemetry, Telemet
     opentelemetry::global::set_meter_provider(meter.clone());
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
 
-    let filter = EnvFilter::try_new(&settings.log_filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter =
+        EnvFilter::try_new(&settings.log_filter).unwrap_or_else(|_| EnvFilter::new("info"));
     let fmt_layer = tracing_subscriber::fmt::layer()
         .json()
         .with_writer(std::io::stderr)
@@ -260,9 +278,10 @@ pub fn init_telemetry(settings: &TelemetrySettings) -> Result<Telemetry, Telemet
             .with_tracer(p.tracer("loopgate"))
             .with_filter(quiet_deps())
     });
-    let log_layer = logger
-        .as_ref()
-        .map(|p| opentelemetry_appender_tracing::layer::OpenTelemetryTracingBridge::new(p).with_filter(quiet_deps()));
+    let log_layer = logger.as_ref().map(|p| {
+        opentelemetry_appender_tracing::layer::OpenTelemetryTracingBridge::new(p)
+            .with_filter(quiet_deps())
+    });
     let installed = tracing_subscriber::registry()
         .with(fmt_layer)
         .with(trace_layer)
@@ -356,39 +375,85 @@ mod tests {
     use super::*;
 
     fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-        move |k| pairs.iter().find(|(key, _)| *key == k).map(|(_, v)| v.to_string())
+        move |k| {
+            pairs
+                .iter()
+                .find(|(key, _)| *key == k)
+                .map(|(_, v)| v.to_string())
+        }
     }
 
     #[test]
     fn settings_from_env_table() {
-        let cases: Vec<(&'static [(&'static str, &'static str)], Option<OtlpProtocol>, bool)> = vec![
+        let cases: Vec<(
+            &'static [(&'static str, &'static str)],
+            Option<OtlpProtocol>,
+            bool,
+        )> = vec![
             (&[], None, true),
-            (&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318")], Some(OtlpProtocol::HttpProtobuf), true),
             (
-                &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4317"), ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")],
+                &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318")],
+                Some(OtlpProtocol::HttpProtobuf),
+                true,
+            ),
+            (
+                &[
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4317"),
+                    ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+                ],
                 Some(OtlpProtocol::Grpc),
                 true,
             ),
-            (&[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://c/v1/traces")], Some(OtlpProtocol::HttpProtobuf), true),
-            (&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c"), ("OTEL_SDK_DISABLED", "true")], None, true),
-            (&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c"), ("OTEL_TRACES_EXPORTER", "none")], Some(OtlpProtocol::HttpProtobuf), false),
+            (
+                &[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://c/v1/traces")],
+                Some(OtlpProtocol::HttpProtobuf),
+                true,
+            ),
+            (
+                &[
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c"),
+                    ("OTEL_SDK_DISABLED", "true"),
+                ],
+                None,
+                true,
+            ),
+            (
+                &[
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c"),
+                    ("OTEL_TRACES_EXPORTER", "none"),
+                ],
+                Some(OtlpProtocol::HttpProtobuf),
+                false,
+            ),
         ];
         for (pairs, otlp, traces) in cases {
             let s = TelemetrySettings::from_env("svc", "info", &env_of(pairs)).unwrap();
             assert_eq!(s.otlp, otlp, "{pairs:?}");
             assert_eq!(s.traces, traces, "{pairs:?}");
         }
-        let bad = env_of(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c"), ("OTEL_EXPORTER_OTLP_PROTOCOL", "carrier-pigeon")]);
-        assert!(matches!(TelemetrySettings::from_env("svc", "info", &bad), Err(TelemetryError::Protocol(_))));
+        let bad = env_of(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "carrier-pigeon"),
+        ]);
+        assert!(matches!(
+            TelemetrySettings::from_env("svc", "info", &bad),
+            Err(TelemetryError::Protocol(_))
+        ));
         let named = env_of(&[("OTEL_SERVICE_NAME", "custom"), ("LOOPGATE_LOG", "debug")]);
         let s = TelemetrySettings::from_env("svc", "info", &named).unwrap();
-        assert_eq!((s.service.as_str(), s.log_filter.as_str()), ("custom", "debug"));
+        assert_eq!(
+            (s.service.as_str(), s.log_filter.as_str()),
+            ("custom", "debug")
+        );
     }
 
     #[test]
     fn traceparent_round_trips_through_a_span() {
         let span = tracing::info_span!("x");
-        set_remote_parent(&span, Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
+        set_remote_parent(
+            &span,
+            Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+        );
         set_remote_parent(&span, Some("garbage"));
         set_remote_parent(&span, None);
     }

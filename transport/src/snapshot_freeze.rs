@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use loopgate_common::snapshot::{validate_relative_path, ManifestEntry, SnapshotPathError};
 use sha2::{Digest, Sha256};
 
+use crate::snapshot_stat_cache::{wall_clock_ns, FileStamp, StatCache};
 use crate::snapshot_store::SnapshotError;
 
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
@@ -20,6 +21,14 @@ pub const DEFAULT_MAX_TOTAL_BYTES: u64 = 2 * 1024 * 1024 * 1024;
 /// without `/` (other than a trailing one) matches the entry's name at any depth; a pattern
 /// with an inner or leading `/` matches the whole relative path from the workspace root.
 /// `*` matches any run of characters except `/`, `?` one character.
+///
+/// Defaults (`DEFAULT_IGNORES`): build outputs and caches (`target/`, `node_modules/`,
+/// `__pycache__/`, `.venv/`), loopgate's own state (`.loopgate/`) and `.git/`. `.git/` is
+/// excluded on purpose: its object store is large and churns (a `git gc` rewrites packs),
+/// its hooks are executable code that would ride into the auditor's sandbox, and history is
+/// not evidence: the snapshot is the artifact, and what changed is the manifest diff between
+/// base and candidate. A task that needs a repository inside its workspace can re-create it in
+/// a check (`git init`). Per-task patterns are added with [`FreezeRules::with_ignores`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FreezeRules {
     pub ignore: Vec<String>,
@@ -27,23 +36,37 @@ pub struct FreezeRules {
     pub max_total_bytes: u64,
 }
 
+/// Ignored unless a task says otherwise; see [`FreezeRules`].
+pub const DEFAULT_IGNORES: &[&str] = &[
+    ".git/",
+    "target/",
+    "node_modules/",
+    "__pycache__/",
+    ".loopgate/",
+    ".venv/",
+];
+
 impl Default for FreezeRules {
     fn default() -> Self {
         FreezeRules {
-            ignore: [
-                ".git/",
-                "target/",
-                "node_modules/",
-                "__pycache__/",
-                ".loopgate/",
-                ".venv/",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
+            ignore: DEFAULT_IGNORES.iter().map(|s| s.to_string()).collect(),
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             max_total_bytes: DEFAULT_MAX_TOTAL_BYTES,
         }
+    }
+}
+
+impl FreezeRules {
+    /// The defaults plus a task's own patterns (blank ones are dropped, duplicates kept once).
+    pub fn with_ignores<S: AsRef<str>>(patterns: &[S]) -> FreezeRules {
+        let mut rules = FreezeRules::default();
+        for pattern in patterns {
+            let pattern = pattern.as_ref().trim();
+            if !pattern.is_empty() && !rules.ignore.iter().any(|p| p == pattern) {
+                rules.ignore.push(pattern.to_string());
+            }
+        }
+        rules
     }
 }
 
@@ -72,6 +95,12 @@ pub struct WalkedFile {
     pub entry: ManifestEntry,
     /// The file to read content from (the symlink's resolved target for in-workspace links).
     pub source: PathBuf,
+    /// The source's stat when it was walked.
+    pub stamp: FileStamp,
+    /// False when the sha256 came from a stat cache instead of reading the file.
+    pub hashed: bool,
+    /// When the content was read (for the stat cache), ns since the Unix epoch.
+    pub recorded_at_ns: i128,
 }
 
 /// Normalize Unix permission bits to what snapshots store: 0o755 if any execute bit, else 0o644.
@@ -162,6 +191,15 @@ pub fn hash_file(path: &Path, rel: &str, limit: u64) -> Result<(String, u64), Sn
 /// Walk `root`, returning every file to store, sorted by path. Refuses (with the offending
 /// relative path) anything a snapshot must not contain.
 pub fn walk_workspace(root: &Path, rules: &FreezeRules) -> Result<Vec<WalkedFile>, SnapshotError> {
+    walk_workspace_cached(root, rules, None)
+}
+
+/// As [`walk_workspace`], taking the sha256 of files whose stat matches `cache` from it.
+pub fn walk_workspace_cached(
+    root: &Path,
+    rules: &FreezeRules,
+    cache: Option<&StatCache>,
+) -> Result<Vec<WalkedFile>, SnapshotError> {
     let root = fs::canonicalize(root).map_err(|e| io_error(root, e))?;
     let mut files = Vec::new();
     let mut total: u64 = 0;
@@ -218,7 +256,18 @@ pub fn walk_workspace(root: &Path, rules: &FreezeRules) -> Result<Vec<WalkedFile
                 },
             ));
         }
-        let (sha256, size) = hash_file(&source, rel, rules.max_file_bytes)?;
+        let stamp = FileStamp::of(&metadata);
+        let cached = cache
+            .and_then(|c| c.lookup(rel, &stamp))
+            .map(str::to_string);
+        let recorded_at_ns = wall_clock_ns();
+        let (sha256, size, hashed) = match cached {
+            Some(sha256) => (sha256, metadata.len(), false),
+            None => {
+                let (sha256, size) = hash_file(&source, rel, rules.max_file_bytes)?;
+                (sha256, size, true)
+            }
+        };
         total += size;
         if total > rules.max_total_bytes {
             return Err(SnapshotError::TotalTooLarge {
@@ -233,6 +282,9 @@ pub fn walk_workspace(root: &Path, rules: &FreezeRules) -> Result<Vec<WalkedFile
                 sha256,
             },
             source,
+            stamp,
+            hashed,
+            recorded_at_ns,
         });
     }
     files.sort_by(|a, b| a.entry.path.cmp(&b.entry.path));
@@ -313,6 +365,50 @@ mod tests {
         for (path, is_dir, patterns, expected) in cases {
             assert_eq!(is_ignored(path, *is_dir, patterns), *expected, "{path}");
         }
+    }
+
+    #[test]
+    fn task_ignores_extend_the_defaults() {
+        let rules = FreezeRules::with_ignores(&["dist/", " ", "target/", "*.log"]);
+        assert_eq!(rules.ignore.len(), DEFAULT_IGNORES.len() + 2);
+        assert!(is_ignored("dist", true, &rules.ignore));
+        assert!(is_ignored("x/y.log", false, &rules.ignore));
+        assert!(is_ignored(".git", true, &rules.ignore));
+    }
+
+    #[test]
+    fn walk_takes_settled_hashes_from_the_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("a.txt"), b"one").unwrap();
+        fs::write(dir.path().join("b.txt"), b"two").unwrap();
+        let first = walk_workspace(dir.path(), &FreezeRules::default()).unwrap();
+        assert!(first.iter().all(|f| f.hashed));
+        let mut cache = StatCache::new();
+        // Recorded well after the files were written: settled.
+        let later = wall_clock_ns() + 10_000_000_000;
+        for f in &first {
+            cache.record(&f.entry.path, f.stamp, &f.entry.sha256, later);
+        }
+        let second =
+            walk_workspace_cached(dir.path(), &FreezeRules::default(), Some(&cache)).unwrap();
+        assert!(second.iter().all(|f| !f.hashed));
+        assert_eq!(
+            second.iter().map(|f| &f.entry).collect::<Vec<_>>(),
+            first.iter().map(|f| &f.entry).collect::<Vec<_>>()
+        );
+        fs::write(dir.path().join("b.txt"), b"three").unwrap();
+        let third =
+            walk_workspace_cached(dir.path(), &FreezeRules::default(), Some(&cache)).unwrap();
+        let hashed: Vec<_> = third
+            .iter()
+            .filter(|f| f.hashed)
+            .map(|f| f.entry.path.as_str())
+            .collect();
+        assert_eq!(hashed, vec!["b.txt"]);
+        assert_eq!(
+            third[1].entry.sha256,
+            loopgate_common::snapshot::sha256_hex(b"three")
+        );
     }
 
     #[test]

@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 
 use loopgate_common::snapshot::{Manifest, ManifestEntry};
 use sha2::{Digest, Sha256};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
-use crate::snapshot_store::{
-    blob_object_name, read_error, store_error, SnapshotError, SnapshotStore,
-};
+use crate::snapshot_chunks::ChunkReader;
+use crate::snapshot_stat_cache::{wall_clock_ns, FileStamp, StatCache};
+use crate::snapshot_store::{blob_object_name, SnapshotError, SnapshotStore};
 
 fn io_error(path: &Path, source: std::io::Error) -> SnapshotError {
     SnapshotError::Io {
@@ -81,7 +81,29 @@ impl SnapshotStore {
     /// Write snapshot `id` into `dest` (created if missing): every file with its mode, each blob
     /// re-hashed against the manifest. A missing or mismatching blob is `Integrity`.
     pub async fn materialize(&self, id: &str, dest: &Path) -> Result<Manifest, SnapshotError> {
-        let manifest = self.manifest(id).await?;
+        self.materialize_inner(id, dest, None).await
+    }
+
+    /// As [`SnapshotStore::materialize`], recording every written file (and every blob as
+    /// present) in `cache`, so a later [`SnapshotStore::freeze_cached`] of `dest` re-hashes
+    /// and uploads only what changed.
+    pub async fn materialize_cached(
+        &self,
+        id: &str,
+        dest: &Path,
+        cache: &mut StatCache,
+    ) -> Result<Manifest, SnapshotError> {
+        self.materialize_inner(id, dest, Some(cache)).await
+    }
+
+    async fn materialize_inner(
+        &self,
+        id: &str,
+        dest: &Path,
+        cache: Option<&mut StatCache>,
+    ) -> Result<Manifest, SnapshotError> {
+        let (manifest, pages) = self.manifest_with_pages(id).await?;
+        let mut stamps = Vec::new();
         tokio::fs::create_dir_all(dest)
             .await
             .map_err(|e| io_error(dest, e))?;
@@ -105,7 +127,25 @@ impl SnapshotStore {
                 let _ = tokio::fs::remove_file(&temp).await;
                 return Err(err);
             }
+            if cache.is_some() {
+                let metadata = tokio::fs::metadata(&target)
+                    .await
+                    .map_err(|e| io_error(&target, e))?;
+                stamps.push(FileStamp::of(&metadata));
+            }
             written.insert(&entry.sha256, target);
+        }
+        if let Some(cache) = cache {
+            // Recorded after the last write: files written in the last moments are racy and
+            // get re-hashed by the next freeze, the rest are trusted.
+            let recorded_at = wall_clock_ns();
+            for (entry, stamp) in manifest.entries.iter().zip(stamps) {
+                cache.record(&entry.path, stamp, &entry.sha256, recorded_at);
+                cache.mark_present(&entry.sha256);
+            }
+            for page in &pages {
+                cache.mark_present(page);
+            }
         }
         Ok(manifest)
     }
@@ -122,52 +162,38 @@ impl SnapshotStore {
         };
         let name = blob_object_name(&entry.sha256);
         let after = self.transfer_timeout(entry.size);
-        let download =
-            async {
-                let mut object = match self.object_store().get(&name).await {
-                    Ok(object) => object,
-                    Err(err)
-                        if err.kind()
-                            == async_nats::jetstream::object_store::GetErrorKind::NotFound =>
-                    {
-                        return Err(integrity(format!("blob {} is missing", entry.sha256)))
-                    }
-                    Err(err) => return Err(store_error("get", err)),
-                };
-                let mut file = tokio::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .open(temp)
+        let download = async {
+            let Some(info) = self.object_info(&name).await? else {
+                return Err(integrity(format!("blob {} is missing", entry.sha256)));
+            };
+            if info.size as u64 != entry.size {
+                return Err(integrity(format!(
+                    "blob is {} bytes, manifest says {}",
+                    info.size, entry.size
+                )));
+            }
+            let mut file = tokio::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(temp)
+                .await
+                .map_err(|e| io_error(temp, e))?;
+            let mut hasher = Sha256::new();
+            let mut size: u64 = 0;
+            let mut reader = ChunkReader::new(self, &info);
+            while let Some(chunk) = reader.next_chunk().await.map_err(|err| match err {
+                SnapshotError::Integrity { reason, .. } => integrity(reason),
+                other => other,
+            })? {
+                size += chunk.len() as u64;
+                hasher.update(&chunk);
+                file.write_all(&chunk)
                     .await
                     .map_err(|e| io_error(temp, e))?;
-                let mut hasher = Sha256::new();
-                let mut size: u64 = 0;
-                let mut buf = vec![0u8; 64 * 1024];
-                loop {
-                    let n = object.read(&mut buf).await.map_err(|err| {
-                        match read_error(&name, err) {
-                            SnapshotError::Integrity { reason, .. } => integrity(reason),
-                            other => other,
-                        }
-                    })?;
-                    if n == 0 {
-                        break;
-                    }
-                    size += n as u64;
-                    if size > entry.size {
-                        return Err(integrity(format!(
-                            "blob is larger than the {} bytes recorded",
-                            entry.size
-                        )));
-                    }
-                    hasher.update(&buf[..n]);
-                    file.write_all(&buf[..n])
-                        .await
-                        .map_err(|e| io_error(temp, e))?;
-                }
-                file.flush().await.map_err(|e| io_error(temp, e))?;
-                Ok((hex::encode(hasher.finalize()), size))
-            };
+            }
+            file.flush().await.map_err(|e| io_error(temp, e))?;
+            Ok((hex::encode(hasher.finalize()), size))
+        };
         let (actual, size) = match tokio::time::timeout(after, download).await {
             Ok(result) => result?,
             Err(_) => {

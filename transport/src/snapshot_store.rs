@@ -1,25 +1,23 @@
-//! Content-addressed snapshots on the JetStream object store bucket `lg-snapshots`:
-//! blobs as `blob/<sha256>`, manifests as `manifest/<snapshot id>` (canonical manifest JSON).
-//! Materializing lives in `snapshot_materialize.rs`, the filesystem walk in `snapshot_freeze.rs`.
+//! Content-addressed snapshots on a JetStream object store bucket (`lg-snapshots`): blobs as
+//! `blob/<sha256>`, manifests as `manifest/<snapshot id>`.
+//!
+//! Objects are read with JetStream *direct gets* (`$JS.API.DIRECT.GET.OBJ_<bucket>`), one
+//! chunk per request, never through a consumer: a reader needs no right to create consumers,
+//! so read-only credentials stay read-only (see deploy/nats/). Every read is verified against
+//! the sha256 it is named by. Freezing lives in `snapshot_upload.rs`, manifests in
+//! `snapshot_manifests.rs`, materializing in `snapshot_materialize.rs`, garbage collection in
+//! `snapshot_gc.rs`.
 
-use std::collections::HashSet;
-use std::path::Path;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, object_store};
-use futures::{StreamExt, TryStreamExt};
-use loopgate_common::snapshot::{
-    is_sha256_hex, sha256_hex, validate_relative_path, Manifest, ManifestEntry, SnapshotId,
-    SnapshotPathError,
-};
+use loopgate_common::snapshot::{is_sha256_hex, sha256_hex, SnapshotId, SnapshotPathError};
 use loopgate_common::subjects::SNAPSHOT_BUCKET;
-use tokio::io::AsyncReadExt;
 
 use crate::bus::Bus;
-use crate::snapshot_freeze::{normalize_mode, walk_workspace, FreezeRules, Refusal};
+use crate::snapshot_chunks::ChunkReader;
+use crate::snapshot_freeze::Refusal;
 
-/// Concurrent blob uploads during one freeze.
-const UPLOAD_CONCURRENCY: usize = 4;
 /// Transfer time allowance on top of the per-request timeout: one second per this many bytes.
 const BYTES_PER_SECOND_ALLOWANCE: u64 = 8 * 1024 * 1024;
 
@@ -61,27 +59,34 @@ pub enum SnapshotError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FreezeOutcome {
     pub id: SnapshotId,
-    pub manifest: Manifest,
+    pub manifest: loopgate_common::snapshot::Manifest,
     /// Number of files in the snapshot.
     pub files: usize,
     /// Sum of file sizes in the snapshot.
     pub bytes_total: u64,
-    /// Blobs this freeze had to upload (the store lacked them).
+    /// File blobs this freeze had to upload (the store lacked them).
     pub blobs_uploaded: usize,
+    /// Bytes of those file blobs.
     pub bytes_uploaded: u64,
+    /// Bytes of manifest objects (index and pages) this freeze had to upload.
+    pub manifest_bytes_uploaded: u64,
+    /// Files whose content was hashed (the rest came from a stat cache).
+    pub files_hashed: usize,
 }
 
-/// Handle on the snapshot bucket. Cheap to clone.
+/// Handle on one content-addressed bucket. Cheap to clone.
 #[derive(Clone)]
 pub struct SnapshotStore {
     store: object_store::ObjectStore,
+    stream: jetstream::stream::Stream,
+    bucket: String,
     timeout: Duration,
 }
 
 impl std::fmt::Debug for SnapshotStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SnapshotStore")
-            .field("bucket", &SNAPSHOT_BUCKET)
+            .field("bucket", &self.bucket)
             .field("timeout", &self.timeout)
             .finish()
     }
@@ -104,17 +109,46 @@ pub(crate) fn check_digest(digest: &str) -> Result<(), SnapshotError> {
 }
 
 impl SnapshotStore {
-    /// Open the bucket (created by `Bus::ensure_topology`).
+    /// Open the snapshot bucket (created by `Bus::ensure_topology`).
     pub async fn new(bus: &Bus) -> Result<SnapshotStore, SnapshotError> {
         Self::from_jetstream(bus.jetstream(), bus.request_timeout()).await
     }
 
+    /// Open the snapshot bucket on a JetStream context.
     pub async fn from_jetstream(
         js: &jetstream::Context,
         timeout: Duration,
     ) -> Result<SnapshotStore, SnapshotError> {
-        let store = bounded("open bucket", timeout, js.get_object_store(SNAPSHOT_BUCKET)).await?;
-        Ok(SnapshotStore { store, timeout })
+        Self::open_bucket(js, SNAPSHOT_BUCKET, timeout).await
+    }
+
+    /// Open an existing content-addressed bucket by name (needs only `STREAM.INFO` on it).
+    pub async fn open_bucket(
+        js: &jetstream::Context,
+        bucket: &str,
+        timeout: Duration,
+    ) -> Result<SnapshotStore, SnapshotError> {
+        let store = bounded("open bucket", timeout, js.get_object_store(bucket)).await?;
+        let stream = bounded(
+            "open bucket stream",
+            timeout,
+            js.get_stream(format!("OBJ_{bucket}")),
+        )
+        .await?;
+        Ok(SnapshotStore {
+            store,
+            stream,
+            bucket: bucket.to_string(),
+            timeout,
+        })
+    }
+
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    pub(crate) fn request_timeout(&self) -> Duration {
+        self.timeout
     }
 
     pub(crate) fn transfer_timeout(&self, bytes: u64) -> Duration {
@@ -125,10 +159,17 @@ impl SnapshotStore {
         &self.store
     }
 
-    /// Stored size of object `name`, or None when absent or deleted.
-    async fn object_size(&self, name: &str) -> Result<Option<u64>, SnapshotError> {
+    pub(crate) fn stream(&self) -> &jetstream::stream::Stream {
+        &self.stream
+    }
+
+    /// Latest metadata of object `name`, or None when absent or deleted.
+    pub(crate) async fn object_info(
+        &self,
+        name: &str,
+    ) -> Result<Option<object_store::ObjectInfo>, SnapshotError> {
         match tokio::time::timeout(self.timeout, self.store.info(name)).await {
-            Ok(Ok(info)) if !info.deleted => Ok(Some(info.size as u64)),
+            Ok(Ok(info)) if !info.deleted => Ok(Some(info)),
             Ok(Ok(_)) => Ok(None),
             Ok(Err(err)) if err.kind() == object_store::InfoErrorKind::NotFound => Ok(None),
             Ok(Err(err)) => Err(store_error("info", err)),
@@ -139,30 +180,31 @@ impl SnapshotStore {
         }
     }
 
-    async fn put_object(&self, name: &str, bytes: &[u8]) -> Result<(), SnapshotError> {
+    /// Stored size of object `name`, or None when absent or deleted.
+    pub(crate) async fn object_size(&self, name: &str) -> Result<Option<u64>, SnapshotError> {
+        Ok(self.object_info(name).await?.map(|info| info.size as u64))
+    }
+
+    pub(crate) async fn put_object(&self, name: &str, bytes: &[u8]) -> Result<(), SnapshotError> {
         let mut reader = bytes;
         let after = self.transfer_timeout(bytes.len() as u64);
         bounded("put", after, self.store.put(name, &mut reader)).await?;
         Ok(())
     }
 
-    /// Whole object, or None when absent. Object store digest mismatches surface as Integrity.
-    async fn get_object(&self, name: &str) -> Result<Option<Vec<u8>>, SnapshotError> {
-        let Some(size) = self.object_size(name).await? else {
+    /// Whole object, or None when absent. Bytes are NOT verified here; callers check them
+    /// against the digest the object is named by.
+    pub(crate) async fn get_object(&self, name: &str) -> Result<Option<Vec<u8>>, SnapshotError> {
+        let Some(info) = self.object_info(name).await? else {
             return Ok(None);
         };
-        let after = self.transfer_timeout(size);
+        let after = self.transfer_timeout(info.size as u64);
         let read = async {
-            let mut object = match self.store.get(name).await {
-                Ok(object) => object,
-                Err(err) if err.kind() == object_store::GetErrorKind::NotFound => return Ok(None),
-                Err(err) => return Err(store_error("get", err)),
-            };
-            let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-            object
-                .read_to_end(&mut bytes)
-                .await
-                .map_err(|err| read_error(name, err))?;
+            let mut reader = ChunkReader::new(self, &info);
+            let mut bytes = Vec::with_capacity(info.size);
+            while let Some(chunk) = reader.next_chunk().await? {
+                bytes.extend_from_slice(&chunk);
+            }
             Ok(Some(bytes))
         };
         match tokio::time::timeout(after, read).await {
@@ -184,7 +226,11 @@ impl SnapshotStore {
     }
 
     /// Upload unless present with the right size; returns whether it uploaded.
-    async fn upload_if_missing(&self, sha256: &str, bytes: &[u8]) -> Result<bool, SnapshotError> {
+    pub(crate) async fn upload_if_missing(
+        &self,
+        sha256: &str,
+        bytes: &[u8],
+    ) -> Result<bool, SnapshotError> {
         let name = blob_object_name(sha256);
         if self.object_size(&name).await? == Some(bytes.len() as u64) {
             return Ok(false);
@@ -217,177 +263,6 @@ impl SnapshotStore {
     pub async fn get_bytes(&self, sha256: &str) -> Result<Vec<u8>, SnapshotError> {
         self.blob(sha256).await
     }
-
-    /// Fetch, hash-check and validate a manifest.
-    pub async fn manifest(&self, id: &str) -> Result<Manifest, SnapshotError> {
-        check_digest(id)?;
-        let name = manifest_object_name(id);
-        let bytes = self
-            .get_object(&name)
-            .await?
-            .ok_or_else(|| SnapshotError::ManifestNotFound { id: id.to_string() })?;
-        let integrity = |reason: String| SnapshotError::Integrity {
-            path: name.clone(),
-            reason,
-        };
-        let actual = sha256_hex(&bytes);
-        if actual != id {
-            return Err(integrity(format!("manifest hashes to {actual}")));
-        }
-        let manifest: Manifest = serde_json::from_slice(&bytes)
-            .map_err(|err| integrity(format!("manifest is not valid JSON: {err}")))?;
-        manifest
-            .validate()
-            .map_err(|err| integrity(format!("manifest is invalid: {err}")))?;
-        Ok(manifest)
-    }
-
-    /// Store the manifest (blobs must already be there) and return its id.
-    pub async fn put_manifest(&self, manifest: &Manifest) -> Result<SnapshotId, SnapshotError> {
-        manifest
-            .validate()
-            .map_err(SnapshotError::InvalidManifest)?;
-        let bytes = manifest.canonical_bytes();
-        let id = sha256_hex(&bytes);
-        let name = manifest_object_name(&id);
-        if self.object_size(&name).await? != Some(bytes.len() as u64) {
-            self.put_object(&name, &bytes).await?;
-        }
-        Ok(id)
-    }
-
-    /// Freeze a workspace directory: hash every file, upload the blobs the store lacks, then
-    /// write the manifest.
-    pub async fn freeze(
-        &self,
-        dir: &Path,
-        rules: &FreezeRules,
-    ) -> Result<FreezeOutcome, SnapshotError> {
-        let root = dir.to_path_buf();
-        let walk_rules = rules.clone();
-        let files = tokio::task::spawn_blocking(move || walk_workspace(&root, &walk_rules))
-            .await
-            .map_err(|err| SnapshotError::Store {
-                op: "walk",
-                reason: err.to_string(),
-            })??;
-        let mut seen = HashSet::new();
-        let uploads: Vec<_> = files
-            .iter()
-            .filter(|file| seen.insert(file.entry.sha256.clone()))
-            .map(|file| async move {
-                let name = blob_object_name(&file.entry.sha256);
-                if self.object_size(&name).await? == Some(file.entry.size) {
-                    return Ok::<_, SnapshotError>(None);
-                }
-                let bytes =
-                    tokio::fs::read(&file.source)
-                        .await
-                        .map_err(|source| SnapshotError::Io {
-                            path: file.source.display().to_string(),
-                            source,
-                        })?;
-                if sha256_hex(&bytes) != file.entry.sha256 {
-                    return Err(SnapshotError::ChangedDuringFreeze {
-                        path: file.entry.path.clone(),
-                    });
-                }
-                self.put_object(&name, &bytes).await?;
-                Ok(Some(bytes.len() as u64))
-            })
-            .collect();
-        let uploaded: Vec<Option<u64>> = futures::stream::iter(uploads)
-            .buffer_unordered(UPLOAD_CONCURRENCY)
-            .try_collect()
-            .await?;
-        let manifest = Manifest::new(files.into_iter().map(|f| f.entry).collect())
-            .map_err(SnapshotError::InvalidManifest)?;
-        self.finish_freeze(manifest, &uploaded).await
-    }
-
-    /// Freeze in-memory files `(path, mode, content)`, e.g. a workspace uploaded over HTTP.
-    /// Paths must be valid relative paths, unique; modes are normalized to 0o644/0o755; the
-    /// default `FreezeRules` size limits apply.
-    pub async fn freeze_files(
-        &self,
-        files: Vec<(String, u32, Vec<u8>)>,
-    ) -> Result<FreezeOutcome, SnapshotError> {
-        let limits = FreezeRules::default();
-        let mut entries = Vec::with_capacity(files.len());
-        let mut paths = HashSet::new();
-        let mut total: u64 = 0;
-        for (path, mode, content) in &files {
-            validate_relative_path(path).map_err(|e| SnapshotError::Refused {
-                path: path.clone(),
-                reason: Refusal::InvalidPath(e),
-            })?;
-            if !paths.insert(path.as_str()) {
-                return Err(SnapshotError::Refused {
-                    path: path.clone(),
-                    reason: Refusal::InvalidPath(SnapshotPathError::Duplicate(path.clone())),
-                });
-            }
-            let size = content.len() as u64;
-            if size > limits.max_file_bytes {
-                return Err(SnapshotError::Refused {
-                    path: path.clone(),
-                    reason: Refusal::FileTooLarge {
-                        size,
-                        limit: limits.max_file_bytes,
-                    },
-                });
-            }
-            total += size;
-            if total > limits.max_total_bytes {
-                return Err(SnapshotError::TotalTooLarge {
-                    limit: limits.max_total_bytes,
-                });
-            }
-            entries.push(ManifestEntry {
-                path: path.clone(),
-                mode: normalize_mode(*mode),
-                size,
-                sha256: sha256_hex(content),
-            });
-        }
-        let mut seen = HashSet::new();
-        let uploads: Vec<_> = entries
-            .iter()
-            .zip(&files)
-            .filter(|(entry, _)| seen.insert(entry.sha256.clone()))
-            .map(|(entry, (_, _, content))| async move {
-                let uploaded = self.upload_if_missing(&entry.sha256, content).await?;
-                Ok::<_, SnapshotError>(uploaded.then_some(content.len() as u64))
-            })
-            .collect();
-        let uploaded: Vec<Option<u64>> = futures::stream::iter(uploads)
-            .buffer_unordered(UPLOAD_CONCURRENCY)
-            .try_collect()
-            .await?;
-        let manifest = Manifest::new(entries).map_err(SnapshotError::InvalidManifest)?;
-        self.finish_freeze(manifest, &uploaded).await
-    }
-
-    /// The empty snapshot, for runs without a starting workspace.
-    pub async fn freeze_empty(&self) -> Result<FreezeOutcome, SnapshotError> {
-        self.finish_freeze(Manifest::empty(), &[]).await
-    }
-
-    async fn finish_freeze(
-        &self,
-        manifest: Manifest,
-        uploaded: &[Option<u64>],
-    ) -> Result<FreezeOutcome, SnapshotError> {
-        let id = self.put_manifest(&manifest).await?;
-        Ok(FreezeOutcome {
-            id,
-            files: manifest.entries.len(),
-            bytes_total: manifest.total_bytes(),
-            blobs_uploaded: uploaded.iter().flatten().count(),
-            bytes_uploaded: uploaded.iter().flatten().sum(),
-            manifest,
-        })
-    }
 }
 
 pub(crate) fn store_error(op: &'static str, err: impl std::fmt::Display) -> SnapshotError {
@@ -397,20 +272,7 @@ pub(crate) fn store_error(op: &'static str, err: impl std::fmt::Display) -> Snap
     }
 }
 
-/// Errors while reading an object's chunks. The object store's own digest check failing means
-/// the stored bytes were damaged.
-pub(crate) fn read_error(name: &str, err: std::io::Error) -> SnapshotError {
-    if err.kind() == std::io::ErrorKind::InvalidData {
-        SnapshotError::Integrity {
-            path: name.to_string(),
-            reason: format!("object store digest check failed: {err}"),
-        }
-    } else {
-        store_error("read", err)
-    }
-}
-
-async fn bounded<T, E: std::fmt::Display>(
+pub(crate) async fn bounded<T, E: std::fmt::Display>(
     op: &'static str,
     after: Duration,
     fut: impl std::future::Future<Output = Result<T, E>>,

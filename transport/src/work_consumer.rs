@@ -104,6 +104,28 @@ impl Bus {
             config,
             consumer: None,
             failures: 0,
+            bind_only: false,
+        };
+        consumer.bind(self.request_timeout()).await?;
+        Ok(consumer)
+    }
+
+    /// Bind to the EXISTING durable consumer for `work` without creating or updating it, for
+    /// restricted credentials that may only fetch from it (consumer info + next + acks).
+    /// Fails if it does not exist yet; `next()` keeps retrying the lookup.
+    pub async fn bind_work_consumer(&self, work: Work) -> Result<WorkConsumer, BusError> {
+        let config = pull::Config {
+            durable_name: Some(work.durable_name()),
+            filter_subject: work.filter_subject(self),
+            ..Default::default()
+        };
+        let mut consumer = WorkConsumer {
+            bus: self.clone(),
+            work,
+            config,
+            consumer: None,
+            failures: 0,
+            bind_only: true,
         };
         consumer.bind(self.request_timeout()).await?;
         Ok(consumer)
@@ -117,6 +139,8 @@ pub struct WorkConsumer {
     config: pull::Config,
     consumer: Option<jetstream::consumer::PullConsumer>,
     failures: u32,
+    /// Only look the durable up (never create or update it).
+    bind_only: bool,
 }
 
 impl std::fmt::Debug for WorkConsumer {
@@ -137,12 +161,22 @@ impl WorkConsumer {
     async fn bind(&mut self, bind_timeout: Duration) -> Result<(), BusError> {
         let js = self.bus.jetstream();
         let stream_name = self.work.stream_name();
-        let consumer = crate::bus::with_timeout(
-            "create consumer",
-            bind_timeout,
-            js.create_consumer_on_stream(self.config.clone(), stream_name),
-        )
-        .await?;
+        let consumer = if self.bind_only {
+            let durable = self.work.durable_name();
+            crate::bus::with_timeout(
+                "bind consumer",
+                bind_timeout,
+                js.get_consumer_from_stream(durable, stream_name),
+            )
+            .await?
+        } else {
+            crate::bus::with_timeout(
+                "create consumer",
+                bind_timeout,
+                js.create_consumer_on_stream(self.config.clone(), stream_name),
+            )
+            .await?
+        };
         self.consumer = Some(consumer);
         Ok(())
     }

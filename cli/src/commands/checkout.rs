@@ -1,6 +1,8 @@
-//! `loopgate checkout RUN DIR [--snapshot ID]`: downloads a snapshot's manifest and blobs,
-//! checks the manifest against the snapshot id and every blob against its sha256, and writes
-//! the files with their modes into an empty (or new) directory.
+//! `loopgate checkout RUN DIR [--round N | --snapshot ID]`: downloads a snapshot's manifest and
+//! blobs, checks the manifest against the snapshot id and every blob against its sha256, and
+//! writes the files with their modes into an empty (or new) directory. Without `--round` or
+//! `--snapshot` it takes the run's current snapshot; `--round N` takes round N's candidate.
+//! The round look-up and verified downloads here are shared with `loopgate diff`.
 
 use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};
@@ -20,8 +22,21 @@ use crate::output;
 /// Blobs downloaded at once.
 const PARALLEL_DOWNLOADS: usize = 8;
 
+/// Errors of fetching snapshots (`checkout`, `diff`).
 #[derive(Debug, thiserror::Error)]
 pub enum CheckoutError {
+    #[error("run {run} has no round {round} (it has {count})")]
+    NoSuchRound {
+        run: String,
+        round: u32,
+        count: usize,
+    },
+    #[error("round {round} of run {run} produced no candidate snapshot")]
+    NoCandidate { run: String, round: u32 },
+    #[error("run {0} has no round with a candidate snapshot yet")]
+    NoRounds(String),
+    #[error("the server's round list is malformed: {0}")]
+    BadRounds(String),
     #[error("{0} exists and is not empty (checkout needs an empty or new directory)")]
     DirNotEmpty(PathBuf),
     #[error("{0} exists and is not a directory")]
@@ -51,17 +66,97 @@ pub enum CheckoutError {
     },
 }
 
+/// One round's snapshots, from `GET /v1/runs/{id}/rounds`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct RoundSnapshots {
+    pub round: u32,
+    pub base_snapshot: String,
+    #[serde(default)]
+    pub candidate: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct RoundList {
+    rounds: Vec<RoundSnapshots>,
+}
+
+pub fn parse_rounds(value: Value) -> Result<Vec<RoundSnapshots>, CheckoutError> {
+    serde_json::from_value::<RoundList>(value)
+        .map(|list| list.rounds)
+        .map_err(|e| CheckoutError::BadRounds(e.to_string()))
+}
+
+/// Round `wanted`, or the latest round with a candidate. `need_candidate`: round `wanted`
+/// must have one.
+pub fn pick_round<'a>(
+    run: &str,
+    rounds: &'a [RoundSnapshots],
+    wanted: Option<u32>,
+    need_candidate: bool,
+) -> Result<&'a RoundSnapshots, CheckoutError> {
+    let picked =
+        match wanted {
+            Some(round) => rounds.iter().find(|r| r.round == round).ok_or_else(|| {
+                CheckoutError::NoSuchRound {
+                    run: run.to_string(),
+                    round,
+                    count: rounds.len(),
+                }
+            })?,
+            None => rounds
+                .iter()
+                .filter(|r| r.candidate.is_some())
+                .max_by_key(|r| r.round)
+                .ok_or_else(|| CheckoutError::NoRounds(run.to_string()))?,
+        };
+    if need_candidate && picked.candidate.is_none() {
+        return Err(CheckoutError::NoCandidate {
+            run: run.to_string(),
+            round: picked.round,
+        });
+    }
+    Ok(picked)
+}
+
+pub async fn run_rounds(client: &ApiClient, run: &str) -> Result<Vec<RoundSnapshots>, CliError> {
+    Ok(parse_rounds(client.run_rounds(run).await?)?)
+}
+
+/// A manifest from the server, refused unless it is the one `snapshot` names.
+pub async fn fetch_manifest(client: &ApiClient, snapshot: &str) -> Result<Manifest, CliError> {
+    if !is_sha256_hex(snapshot) {
+        return Err(CheckoutError::BadSnapshotId(snapshot.to_string()).into());
+    }
+    let manifest = client.snapshot_manifest(snapshot).await?;
+    verify_manifest(snapshot, &manifest)?;
+    Ok(manifest)
+}
+
+/// An entry's content from the server, refused unless it hashes to the entry's sha256.
+pub async fn fetch_content(client: &ApiClient, entry: &ManifestEntry) -> Result<Vec<u8>, CliError> {
+    let bytes = client
+        .blob(&entry.sha256)
+        .await
+        .map_err(|source| CheckoutError::Blob {
+            path: entry.path.clone(),
+            source,
+        })?;
+    verify_blob(entry, &bytes, Path::new("."))?;
+    Ok(bytes.to_vec())
+}
+
 pub async fn checkout(client: &ApiClient, args: &CheckoutArgs) -> Result<(), CliError> {
     ensure_empty_or_missing(&args.dir)?;
-    let snapshot = match &args.snapshot {
-        Some(id) => id.trim().to_string(),
-        None => current_snapshot(client, &args.run).await?,
+    let snapshot = match (&args.snapshot, args.round) {
+        (Some(id), _) => id.trim().to_string(),
+        (None, Some(round)) => {
+            let rounds = run_rounds(client, &args.run).await?;
+            let picked = pick_round(&args.run, &rounds, Some(round), true)?;
+            picked.candidate.clone().unwrap_or_default()
+        }
+        (None, None) => current_snapshot(client, &args.run).await?,
     };
-    if !is_sha256_hex(&snapshot) {
-        return Err(CheckoutError::BadSnapshotId(snapshot).into());
-    }
-    let manifest = client.snapshot_manifest(&snapshot).await?;
-    verify_manifest(&snapshot, &manifest)?;
+    let manifest = fetch_manifest(client, &snapshot).await?;
     fs::create_dir_all(&args.dir).map_err(|source| CheckoutError::Write {
         path: ".".into(),
         dir: args.dir.clone(),
@@ -223,6 +318,52 @@ mod tests {
         assert!(matches!(
             verify_manifest(&escaping.id(), &escaping),
             Err(CheckoutError::InvalidManifest { .. })
+        ));
+    }
+
+    #[test]
+    fn rounds_parse_and_pick() {
+        let value = serde_json::json!({"rounds": [
+            {"round": 1, "base_snapshot": "b1", "candidate": "c1", "verdicts": null, "gate_passed": false},
+            {"round": 2, "base_snapshot": "c1", "candidate": null, "verdicts": null, "gate_passed": null},
+            {"round": 3, "base_snapshot": "c1", "candidate": "c3"},
+            {"round": 4, "base_snapshot": "c3"}
+        ]});
+        let rounds = parse_rounds(value).unwrap();
+        assert_eq!(rounds.len(), 4);
+        assert_eq!(pick_round("r", &rounds, None, true).unwrap().round, 3);
+        assert_eq!(
+            pick_round("r", &rounds, Some(1), true)
+                .unwrap()
+                .candidate
+                .as_deref(),
+            Some("c1")
+        );
+        assert!(matches!(
+            pick_round("r", &rounds, Some(2), true),
+            Err(CheckoutError::NoCandidate { round: 2, .. })
+        ));
+        assert_eq!(
+            pick_round("r", &rounds, Some(2), false)
+                .unwrap()
+                .base_snapshot,
+            "c1"
+        );
+        assert!(matches!(
+            pick_round("r", &rounds, Some(9), false),
+            Err(CheckoutError::NoSuchRound {
+                round: 9,
+                count: 4,
+                ..
+            })
+        ));
+        assert!(matches!(
+            pick_round("r", &[], None, true),
+            Err(CheckoutError::NoRounds(_))
+        ));
+        assert!(matches!(
+            parse_rounds(serde_json::json!({"rounds": [{"round": "x"}]})),
+            Err(CheckoutError::BadRounds(_))
         ));
     }
 

@@ -125,7 +125,11 @@ pub async fn resume(client: &ApiClient, args: &ResumeArgs) -> Result<ExitStatus,
             .and_then(Value::as_u64)
             .map(|g| format!(" as generation {g}"))
             .unwrap_or_default();
-        output::line(format!("resumed {}{generation}{}", args.run, state_suffix(&answer)))?;
+        output::line(format!(
+            "resumed {}{generation}{}",
+            args.run,
+            state_suffix(&answer)
+        ))?;
     }
     Ok(ExitStatus::Ok)
 }

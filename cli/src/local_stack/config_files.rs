@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::nats_users::{Role, NATS_PASSWORD_ENV};
+
 /// The model profile every role uses in the local stack.
 pub const LOCAL_PROFILE: &str = "local";
 pub const DEFAULT_MODEL_URL: &str = "http://127.0.0.1:8080/v1";
@@ -65,6 +67,14 @@ struct UrlTable {
     url: String,
 }
 
+/// `[nats]`: the role's own user; the password comes from `LOOPGATE_NATS_PASSWORD`.
+#[derive(Serialize)]
+struct NatsTable {
+    url: String,
+    user: String,
+    password_env: String,
+}
+
 #[derive(Serialize)]
 struct HttpTable {
     addr: String,
@@ -78,7 +88,7 @@ struct ManagerTable {
 
 #[derive(Serialize)]
 struct ManagerToml<'a> {
-    nats: UrlTable,
+    nats: NatsTable,
     redis: UrlTable,
     http: HttpTable,
     manager: ManagerTable,
@@ -94,7 +104,7 @@ struct ExecutorTable {
 
 #[derive(Serialize)]
 struct ExecutorToml<'a> {
-    nats: UrlTable,
+    nats: NatsTable,
     executor: ExecutorTable,
     models: BTreeMap<&'a str, &'a ModelProfileToml>,
 }
@@ -107,7 +117,7 @@ struct AuditorTable {
 
 #[derive(Serialize)]
 struct AuditorToml<'a> {
-    nats: UrlTable,
+    nats: NatsTable,
     auditor: AuditorTable,
     models: BTreeMap<&'a str, &'a ModelProfileToml>,
 }
@@ -160,18 +170,28 @@ impl LocalStack {
         BTreeMap::from([(LOCAL_PROFILE, &self.model)])
     }
 
-    fn nats(&self) -> UrlTable {
-        UrlTable {
+    pub fn nats_config_path(&self) -> PathBuf {
+        self.dir.join("nats.conf")
+    }
+
+    fn nats(&self, role: Role) -> NatsTable {
+        NatsTable {
             url: self.nats_url(),
+            user: role.user().to_string(),
+            password_env: NATS_PASSWORD_ENV.to_string(),
         }
     }
 
     /// Renders every config file of the stack.
     pub fn config_files(&self) -> Result<Vec<ConfigFile>, toml::ser::Error> {
         let mut files = vec![ConfigFile {
+            path: self.nats_config_path(),
+            text: super::nats_users::nats_conf_text(),
+        }];
+        files.push(ConfigFile {
             path: self.manager_config_path(),
             text: toml::to_string(&ManagerToml {
-                nats: self.nats(),
+                nats: self.nats(Role::Manager),
                 redis: UrlTable {
                     url: self.redis_url(),
                 },
@@ -184,12 +204,12 @@ impl LocalStack {
                 },
                 models: self.models(),
             })?,
-        }];
+        });
         for n in 1..=self.executors {
             files.push(ConfigFile {
                 path: self.executor_config_path(n),
                 text: toml::to_string(&ExecutorToml {
-                    nats: self.nats(),
+                    nats: self.nats(Role::Executor),
                     executor: ExecutorTable {
                         worker_id: Self::executor_id(n),
                         capabilities: vec!["cli".into()],
@@ -202,7 +222,7 @@ impl LocalStack {
         files.push(ConfigFile {
             path: self.auditor_config_path(),
             text: toml::to_string(&AuditorToml {
-                nats: self.nats(),
+                nats: self.nats(Role::Auditor),
                 auditor: AuditorTable {
                     worker_id: "audit-1".into(),
                     work_dir: path_text(&self.auditor_work_dir()),
@@ -258,13 +278,15 @@ mod tests {
         assert_eq!(
             names,
             [
+                "nats.conf",
                 "manager.toml",
                 "executor-1.toml",
                 "executor-2.toml",
                 "auditor.toml"
             ]
         );
-        let manager = table(&files[0].text);
+        assert!(files[0].text.contains("user: auditor"));
+        let manager = table(&files[1].text);
         let expect: &[(&str, &str)] = &[
             ("nats.url", "nats://127.0.0.1:14222"),
             ("redis.url", "redis://127.0.0.1:16379"),
@@ -280,14 +302,21 @@ mod tests {
             get(&manager, "manager.prompt_char_budget").as_integer(),
             Some(24_000)
         );
-        let exec2 = table(&files[2].text);
+        assert_eq!(get(&manager, "nats.user").as_str(), Some("manager"));
+        assert_eq!(
+            get(&manager, "nats.password_env").as_str(),
+            Some("LOOPGATE_NATS_PASSWORD")
+        );
+        let exec2 = table(&files[3].text);
+        assert_eq!(get(&exec2, "nats.user").as_str(), Some("executor"));
         assert_eq!(get(&exec2, "executor.worker_id").as_str(), Some("exec-2"));
         assert_eq!(
             get(&exec2, "executor.work_dir").as_str(),
             Some("/data/my \"stack\"/work/exec-2")
         );
         assert!(exec2.get("redis").is_none());
-        let auditor = table(&files[3].text);
+        let auditor = table(&files[4].text);
+        assert_eq!(get(&auditor, "nats.user").as_str(), Some("auditor"));
         assert!(
             auditor.get("redis").is_none(),
             "the auditor must not get a [redis] table"

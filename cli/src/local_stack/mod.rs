@@ -3,6 +3,7 @@
 
 mod binaries;
 mod config_files;
+mod nats_users;
 mod readiness;
 mod supervisor;
 
@@ -16,6 +17,7 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 
 pub use binaries::{AUDITOR_BIN, EXECUTOR_BIN, MANAGER_BIN};
 pub use config_files::{LocalStack, ModelProfileToml};
+pub use nats_users::{NatsPasswords, Role};
 use supervisor::{ChildExit, Stage, Supervisor};
 
 use crate::api_client::ApiClient;
@@ -150,9 +152,10 @@ pub async fn up(args: &UpArgs) -> Result<(), CliError> {
         }
     }
     let stack = prepare_dir(args)?;
+    let passwords = NatsPasswords::generate().map_err(io_err("generating the NATS passwords"))?;
     let mut supervisor = Supervisor::new();
     let started = tokio::select! {
-        result = start(&stack, &programs, &mut supervisor) => Some(result),
+        result = start(&stack, &programs, &passwords, &mut supervisor) => Some(result),
         _ = signals.recv() => None,
     };
     let outcome = match started {
@@ -219,16 +222,29 @@ fn os_args(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Vec<OsString> {
     args.iter().map(|a| a.as_ref().to_os_string()).collect()
 }
 
+/// Servers first, then the manager (which creates the NATS topology and the `audit` durable),
+/// then, once it is ready, the executors and the auditor, whose users may only use that
+/// topology.
 async fn start(
     stack: &LocalStack,
     programs: &Programs,
+    passwords: &NatsPasswords,
     sup: &mut Supervisor,
 ) -> Result<(), StackError> {
+    let role_env = |role: Role| {
+        [(
+            nats_users::NATS_PASSWORD_ENV,
+            passwords.of(role).to_string(),
+        )]
+    };
     let log = |name: &str| stack.logs_dir().join(format!("{name}.log"));
     let nats_dir = stack.dir.join("nats");
     let nats_port = stack.nats_port.to_string();
-    output::note(format!("starting nats-server on 127.0.0.1:{nats_port}"));
-    sup.spawn(
+    let nats_conf = stack.nats_config_path();
+    output::note(format!(
+        "starting nats-server on 127.0.0.1:{nats_port} (users manager, executor, auditor)"
+    ));
+    sup.spawn_with_env(
         "nats-server",
         Stage::Servers,
         &programs.nats,
@@ -240,8 +256,11 @@ async fn start(
             &nats_port,
             &"-sd",
             &nats_dir,
+            &"-c",
+            &nats_conf,
         ]),
         &log("nats-server"),
+        &passwords.server_env(),
     )?;
     let redis_dir = stack.dir.join("redis");
     let redis_port = stack.redis_port.to_string();
@@ -283,35 +302,14 @@ async fn start(
 
     let config = |path: PathBuf| os_args(&[&"--config", &path]);
     output::note(format!("starting the manager on {}", stack.http_addr));
-    sup.spawn(
+    sup.spawn_with_env(
         "manager",
         Stage::Daemons,
         &programs.manager,
         &config(stack.manager_config_path()),
         &log("manager"),
+        &role_env(Role::Manager),
     )?;
-    for n in 1..=stack.executors {
-        let name = LocalStack::executor_id(n);
-        sup.spawn(
-            &name,
-            Stage::Daemons,
-            &programs.executor,
-            &config(stack.executor_config_path(n)),
-            &log(&name),
-        )?;
-    }
-    output::note(format!(
-        "started {} executor(s) and the auditor",
-        stack.executors
-    ));
-    sup.spawn(
-        "auditor",
-        Stage::Daemons,
-        &programs.auditor,
-        &config(stack.auditor_config_path()),
-        &log("auditor"),
-    )?;
-
     let client = ApiClient::new(&manager_url(stack.http_addr), None)
         .map_err(|e| StackError::Config(e.to_string()))?;
     wait_ready(
@@ -321,7 +319,32 @@ async fn start(
         MANAGER_READY_TIMEOUT,
         || client.ready(),
     )
-    .await
+    .await?;
+
+    for n in 1..=stack.executors {
+        let name = LocalStack::executor_id(n);
+        sup.spawn_with_env(
+            &name,
+            Stage::Daemons,
+            &programs.executor,
+            &config(stack.executor_config_path(n)),
+            &log(&name),
+            &role_env(Role::Executor),
+        )?;
+    }
+    sup.spawn_with_env(
+        "auditor",
+        Stage::Daemons,
+        &programs.auditor,
+        &config(stack.auditor_config_path()),
+        &log("auditor"),
+        &role_env(Role::Auditor),
+    )?;
+    output::note(format!(
+        "started {} executor(s) and the auditor",
+        stack.executors
+    ));
+    Ok(())
 }
 
 pub fn manager_url(addr: SocketAddr) -> String {

@@ -67,6 +67,19 @@ impl Supervisor {
         args: &[OsString],
         log_path: &Path,
     ) -> Result<(), StackError> {
+        self.spawn_with_env(name, stage, program, args, log_path, &[])
+    }
+
+    /// As [`Supervisor::spawn`], with extra environment variables (secrets never go in args).
+    pub fn spawn_with_env(
+        &mut self,
+        name: &str,
+        stage: Stage,
+        program: &Path,
+        args: &[OsString],
+        log_path: &Path,
+        env: &[(&str, String)],
+    ) -> Result<(), StackError> {
         let log = File::create(log_path).map_err(|source| StackError::Io {
             context: format!("creating {}", log_path.display()),
             source,
@@ -85,6 +98,9 @@ impl Supervisor {
             .kill_on_drop(true);
         for var in OVERRIDING_ENV {
             command.env_remove(var);
+        }
+        for (key, value) in env {
+            command.env(key, value);
         }
         let child = command.spawn().map_err(|source| StackError::Spawn {
             name: name.to_string(),

@@ -1,7 +1,6 @@
 //! The built `loopgate` binary against a stand-in of the manager API: checkout (verified,
 //! tampering refused), submit (local validation, upload, server errors), status, exit codes.
 
-
 use super::standin;
 
 use std::collections::HashMap;

@@ -1,4 +1,5 @@
 mod checkout_submit;
+mod diff_rounds;
 mod standin;
 mod up;
 mod watch;

@@ -1,7 +1,6 @@
 //! `loopgate up` with the REAL nats-server and redis-server and stand-in daemons (shell scripts
 //! found through LOOPGATE_BIN_DIR; the manager's /readyz is served by the test).
 
-
 use super::standin;
 
 use std::os::unix::fs::PermissionsExt;
@@ -145,14 +144,16 @@ async fn up_starts_the_stack_and_stops_it_on_sigterm() {
 
 #[tokio::test]
 async fn up_reports_a_daemon_that_dies_and_stops_the_rest() {
-    let http_port = free_port().unwrap();
+    // The manager comes up (executors start once it is ready); an executor then dies.
+    let manager_api = standin::start(standin::Canned::default()).await;
+    let http_addr = manager_api.url.trim_start_matches("http://").to_string();
     let bins = tempfile::tempdir().unwrap();
     fake_daemons(
         bins.path(),
         "echo 'boom: model profile missing' >&2\nexit 7",
     );
     let data = tempfile::tempdir().unwrap();
-    let mut up = spawn_up(bins.path(), data.path(), &format!("127.0.0.1:{http_port}")).await;
+    let mut up = spawn_up(bins.path(), data.path(), &http_addr).await;
     let status = tokio::time::timeout(Duration::from_secs(60), up.child.wait())
         .await
         .expect("loopgate up did not give up within 60s")

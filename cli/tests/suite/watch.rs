@@ -1,7 +1,6 @@
 //! `loopgate watch` against a stand-in event stream: human lines, reconnect with dedupe,
 //! exit codes for completed / failed / waiting runs.
 
-
 use super::standin;
 
 use std::collections::HashMap;

@@ -24,7 +24,9 @@ pub(super) fn on_answer(record: &RunRecord, text: &str, now: i64) -> Decision {
     let mut tx = Tx::new(record, now);
     tx.record.state = RunState::Running;
     tx.record.failed_streak = 0;
-    tx.log(LogEvent::Answered { text: text.to_string() });
+    tx.log(LogEvent::Answered {
+        text: text.to_string(),
+    });
     tx.feedback(format!("A human answered your question: {text}"));
     tx.request_decision();
     tx.finish()
@@ -56,18 +58,28 @@ pub(super) fn on_resume(record: &RunRecord, budget: &Budget, now: i64) -> Decisi
     tx.finish()
 }
 
-pub(super) fn on_episode_started(record: &RunRecord, started: &EpisodeStarted, now: i64) -> Decision {
+pub(super) fn on_episode_started(
+    record: &RunRecord,
+    started: &EpisodeStarted,
+    now: i64,
+) -> Decision {
     if started.generation != record.generation {
         return Decision::Ignore(format!("stale generation {}", started.generation));
     }
     let secs = match (&record.phase, started.role) {
-        (Phase::Executing { round, .. }, EpisodeRole::Executor) if *round == started.round => {
-            (DeadlineKind::ExecEpisode, record.task.budget.executor_episode_secs)
-        }
+        (Phase::Executing { round, .. }, EpisodeRole::Executor) if *round == started.round => (
+            DeadlineKind::ExecEpisode,
+            record.task.budget.executor_episode_secs,
+        ),
         (Phase::Auditing { round, .. }, EpisodeRole::Auditor) if *round == started.round => {
             (DeadlineKind::Audit, record.task.budget.auditor_episode_secs)
         }
-        _ => return Decision::Ignore(format!("no {:?} episode of round {} is pending", started.role, started.round)),
+        _ => {
+            return Decision::Ignore(format!(
+                "no {:?} episode of round {} is pending",
+                started.role, started.round
+            ))
+        }
     };
     let mut tx = Tx::new(record, now);
     tx.set_deadline(secs.0, secs.1 + EPISODE_GRACE_SECS);
@@ -88,7 +100,10 @@ pub(super) fn on_tick(record: &RunRecord, now: i64) -> Decision {
             kind: DeadlineKind::Decision,
             detail: format!("wall-clock deadline passed at {wall}"),
         });
-        tx.terminal(RunState::BudgetExhausted, format!("wall-clock budget of {secs} s exhausted"));
+        tx.terminal(
+            RunState::BudgetExhausted,
+            format!("wall-clock budget of {secs} s exhausted"),
+        );
         return tx.finish();
     }
     let Some(deadline) = record.deadline.filter(|d| now >= d.at_ms) else {
@@ -98,15 +113,23 @@ pub(super) fn on_tick(record: &RunRecord, now: i64) -> Decision {
     let round = record.round;
     let b = &record.task.budget;
     let detail = match (deadline.kind, &record.phase) {
-        (DeadlineKind::Decision, _) => format!("the manager did not decide within {} s", b.manager_episode_secs),
+        (DeadlineKind::Decision, _) => format!(
+            "the manager did not decide within {} s",
+            b.manager_episode_secs
+        ),
         (DeadlineKind::ExecStart, Phase::Executing { capability, .. }) => format!(
             "no executor with capability `{}` picked up round {round} within {} s",
             capability.as_str(),
             b.start_secs
         ),
-        (DeadlineKind::ExecStart, _) => format!("round {round} was not picked up within {} s", b.start_secs),
+        (DeadlineKind::ExecStart, _) => {
+            format!("round {round} was not picked up within {} s", b.start_secs)
+        }
         (DeadlineKind::ExecEpisode, _) => {
-            format!("the executor episode of round {round} did not finish within {} s", b.executor_episode_secs)
+            format!(
+                "the executor episode of round {round} did not finish within {} s",
+                b.executor_episode_secs
+            )
         }
         (DeadlineKind::Audit, _) => format!("the audit of round {round} did not finish in time"),
     };

@@ -11,7 +11,10 @@ use crate::wire::{AuditPurpose, ExecRequest, Increment, Message};
 
 fn expecting_decision(record: &RunRecord, generation: u32, seq: u32) -> Result<(), String> {
     if generation != record.generation {
-        return Err(format!("stale generation {generation} (run is at {})", record.generation));
+        return Err(format!(
+            "stale generation {generation} (run is at {})",
+            record.generation
+        ));
     }
     match record.phase {
         Phase::Deciding { seq: want } if want == seq => Ok(()),
@@ -46,7 +49,10 @@ pub(super) fn manager_miss(tx: &mut Tx, reason: String) {
     tx.record.invalid_streak += 1;
     if tx.record.invalid_streak > tx.record.task.budget.max_invalid_outputs {
         let n = tx.record.invalid_streak;
-        tx.terminal(RunState::Failed, format!("no usable manager decision {n} times in a row; last: {reason}"));
+        tx.terminal(
+            RunState::Failed,
+            format!("no usable manager decision {n} times in a row; last: {reason}"),
+        );
     } else if !tx.check_spend_budget() {
         tx.request_decision();
     }
@@ -124,7 +130,11 @@ pub(super) fn on_manager_reply(
                 );
                 return tx.finish();
             }
-            let capability = if step.route == Route::Gui { Capability::Gui } else { Capability::Cli };
+            let capability = if step.route == Route::Gui {
+                Capability::Gui
+            } else {
+                Capability::Cli
+            };
             dispatch_exec(&mut tx, capability, step.task);
         }
         Route::Done => {
@@ -133,7 +143,12 @@ pub(super) fn on_manager_reply(
             let gate = evaluate_gate(&r.contract, verdicts, &r.evidence, &r.snapshot);
             if gate.passed {
                 let snapshot = r.snapshot.clone();
-                tx.dispatch_audit(AuditPurpose::Final, snapshot, "final audit before completion".into(), Vec::new());
+                tx.dispatch_audit(
+                    AuditPurpose::Final,
+                    snapshot,
+                    "final audit before completion".into(),
+                    Vec::new(),
+                );
             } else {
                 tx.log(LogEvent::DoneRefused {
                     reasons: gate.reasons.clone(),
@@ -191,7 +206,11 @@ fn dispatch_exec(tx: &mut Tx, capability: Capability, task: String) {
         capability,
         increment: increment.clone(),
     };
-    tx.publish(Target::Exec { capability }, msg_id, Message::ExecRequest(request));
+    tx.publish(
+        Target::Exec { capability },
+        msg_id,
+        Message::ExecRequest(request),
+    );
     tx.log(LogEvent::ExecDispatched {
         capability,
         objective: increment.objective,

@@ -64,14 +64,24 @@ impl RunEvent {
     /// Identity of the event, to recognise a redelivery of the last applied one.
     pub fn key(&self) -> String {
         match self {
-            RunEvent::ManagerReplied { generation, seq, .. }
-            | RunEvent::ManagerFailed { generation, seq, .. } => format!("decide:{generation}:{seq}"),
+            RunEvent::ManagerReplied {
+                generation, seq, ..
+            }
+            | RunEvent::ManagerFailed {
+                generation, seq, ..
+            } => format!("decide:{generation}:{seq}"),
             RunEvent::EpisodeStarted(s) => {
-                format!("started:{}:{}:{:?}:{}", s.generation, s.round, s.role, s.delivery_attempt)
+                format!(
+                    "started:{}:{}:{:?}:{}",
+                    s.generation, s.round, s.role, s.delivery_attempt
+                )
             }
             RunEvent::ExecFinished(r) => format!("exec:{}:{}", r.generation, r.round),
             RunEvent::AuditFinished(r) => {
-                format!("audit:{}:{}:{:?}:{}", r.generation, r.round, r.purpose, r.snapshot)
+                format!(
+                    "audit:{}:{}:{:?}:{}",
+                    r.generation, r.round, r.purpose, r.snapshot
+                )
             }
             RunEvent::Answer { .. } => "answer".to_string(),
             RunEvent::Cancel { .. } => "cancel".to_string(),
@@ -84,7 +94,10 @@ impl RunEvent {
     fn replayable(&self) -> bool {
         !matches!(
             self,
-            RunEvent::Answer { .. } | RunEvent::Cancel { .. } | RunEvent::Resume { .. } | RunEvent::Tick
+            RunEvent::Answer { .. }
+                | RunEvent::Cancel { .. }
+                | RunEvent::Resume { .. }
+                | RunEvent::Tick
         )
     }
 }
@@ -165,7 +178,9 @@ pub fn decide(record: &RunRecord, event: &RunEvent, now: i64) -> Decision {
     let decision = match event {
         RunEvent::Cancel { reason } => lifecycle::on_cancel(record, reason, now),
         RunEvent::Resume { budget } => lifecycle::on_resume(record, budget, now),
-        _ if record.state.is_terminal() => Decision::Ignore(format!("run is {}", record.state.as_str())),
+        _ if record.state.is_terminal() => {
+            Decision::Ignore(format!("run is {}", record.state.as_str()))
+        }
         RunEvent::ManagerReplied {
             generation,
             seq,

@@ -19,8 +19,15 @@ pub(super) fn on_exec(record: &RunRecord, result: &ExecResult, now: i64) -> Deci
         return Decision::Ignore(format!("stale generation {}", result.generation));
     }
     let increment = match &record.phase {
-        Phase::Executing { round, increment, .. } if *round == result.round => increment.clone(),
-        _ => return Decision::Ignore(format!("no executor result for round {} is pending", result.round)),
+        Phase::Executing {
+            round, increment, ..
+        } if *round == result.round => increment.clone(),
+        _ => {
+            return Decision::Ignore(format!(
+                "no executor result for round {} is pending",
+                result.round
+            ))
+        }
     };
     let mut tx = Tx::new(record, now);
     tx.episode_in_flight = false;
@@ -32,7 +39,13 @@ pub(super) fn on_exec(record: &RunRecord, result: &ExecResult, now: i64) -> Deci
             claimed_done,
             tool_calls,
             ..
-        } => (Some(candidate.clone()), summary.clone(), *claimed_done, *tool_calls, None),
+        } => (
+            Some(candidate.clone()),
+            summary.clone(),
+            *claimed_done,
+            *tool_calls,
+            None,
+        ),
         ExecOutcome::Failed { error } => (None, String::new(), false, 0, Some(error.clone())),
     };
     tx.log(LogEvent::ExecResult {
@@ -48,7 +61,10 @@ pub(super) fn on_exec(record: &RunRecord, result: &ExecResult, now: i64) -> Deci
         RoundSummary {
             round: result.round,
             objective: increment.objective.clone(),
-            exec_summary: error.clone().map(|e| format!("executor failed: {e}")).unwrap_or(summary),
+            exec_summary: error
+                .clone()
+                .map(|e| format!("executor failed: {e}"))
+                .unwrap_or(summary),
             candidate: candidate.clone(),
             verdicts: None,
             gaps: Vec::new(),
@@ -60,10 +76,18 @@ pub(super) fn on_exec(record: &RunRecord, result: &ExecResult, now: i64) -> Deci
         return tx.finish();
     }
     match candidate {
-        Some(candidate) => tx.dispatch_audit(AuditPurpose::Round, candidate, increment.objective, increment.write_scope),
+        Some(candidate) => tx.dispatch_audit(
+            AuditPurpose::Round,
+            candidate,
+            increment.objective,
+            increment.write_scope,
+        ),
         None => {
             let error = error.unwrap_or_default();
-            tx.feedback(format!("Round {}: the executor could not finish the step: {error}", result.round));
+            tx.feedback(format!(
+                "Round {}: the executor could not finish the step: {error}",
+                result.round
+            ));
             tx.continue_after_failure(&format!("the executor failed: {error}"));
         }
     }
@@ -78,10 +102,11 @@ pub fn guard_report(contract: &Contract, report: &AuditReport) -> (Verdicts, boo
         return (verdicts, false);
     }
     let unmet = contract.blocking().any(|c| {
-        !report
-            .evidence
-            .iter()
-            .any(|e| e.check_id == c.id && e.artifact_version == report.snapshot && e.verdict == CheckVerdict::Pass)
+        !report.evidence.iter().any(|e| {
+            e.check_id == c.id
+                && e.artifact_version == report.snapshot
+                && e.verdict == CheckVerdict::Pass
+        })
     });
     if unmet {
         verdicts.status = AuditStatus::Incomplete;
@@ -100,7 +125,10 @@ pub(super) fn on_audit(record: &RunRecord, report: &AuditReport, now: i64) -> De
             purpose,
             candidate,
             ..
-        } if *round == report.round && *purpose == report.purpose && *candidate == report.snapshot => {
+        } if *round == report.round
+            && *purpose == report.purpose
+            && *candidate == report.snapshot =>
+        {
             (*purpose, candidate.clone())
         }
         _ => return Decision::Ignore(format!("no audit of round {} is pending", report.round)),
@@ -154,7 +182,12 @@ pub(super) fn on_audit(record: &RunRecord, report: &AuditReport, now: i64) -> De
         snapshot: gate.snapshot.clone(),
         reasons: gate.reasons.clone(),
     });
-    if let Some(last) = tx.record.history.last_mut().filter(|h| h.round == report.round) {
+    if let Some(last) = tx
+        .record
+        .history
+        .last_mut()
+        .filter(|h| h.round == report.round)
+    {
         last.verdicts = Some(verdicts);
         last.gaps = report.gaps.clone();
         last.failing = evidence
@@ -178,7 +211,10 @@ pub(super) fn on_audit(record: &RunRecord, report: &AuditReport, now: i64) -> De
         tx.record.failed_streak = 0;
     }
     match (purpose, passed) {
-        (AuditPurpose::Final, true) => tx.terminal(RunState::Completed, "the final audit passed the gate".to_string()),
+        (AuditPurpose::Final, true) => tx.terminal(
+            RunState::Completed,
+            "the final audit passed the gate".to_string(),
+        ),
         (AuditPurpose::Round, true) if tx.record.task.complete_on_gate => tx.terminal(
             RunState::Completed,
             "an audit of the current snapshot passed the gate on every criterion".to_string(),

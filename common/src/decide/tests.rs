@@ -37,7 +37,11 @@ fn reply(record: &RunRecord, raw: &str) -> Step {
             generation: record.generation,
             seq,
             raw: raw.into(),
-            usage: Usage { input_tokens: 10, output_tokens: 5, cost_micros: 0 },
+            usage: Usage {
+                input_tokens: 10,
+                output_tokens: 5,
+                cost_micros: 0,
+            },
         },
     )
 }
@@ -67,7 +71,9 @@ fn exec_done(record: &RunRecord, candidate: &str) -> Step {
 
 fn report(record: &RunRecord, pass: bool, integrity: Integrity) -> AuditReport {
     let (purpose, candidate) = match &record.phase {
-        Phase::Auditing { purpose, candidate, .. } => (*purpose, candidate.clone()),
+        Phase::Auditing {
+            purpose, candidate, ..
+        } => (*purpose, candidate.clone()),
         p => panic!("not auditing: {p:?}"),
     };
     AuditReport {
@@ -79,14 +85,22 @@ fn report(record: &RunRecord, pass: bool, integrity: Integrity) -> AuditReport {
         worker: "a".into(),
         snapshot: candidate.clone(),
         verdicts: Verdicts {
-            status: if pass { AuditStatus::Complete } else { AuditStatus::Incomplete },
+            status: if pass {
+                AuditStatus::Complete
+            } else {
+                AuditStatus::Incomplete
+            },
             integrity,
             contract: ContractVerdict::Aligned,
         },
         evidence: vec![Evidence {
             artifact_version: candidate,
             check_id: "prints".into(),
-            verdict: if pass { CheckVerdict::Pass } else { CheckVerdict::Fail },
+            verdict: if pass {
+                CheckVerdict::Pass
+            } else {
+                CheckVerdict::Fail
+            },
             produced_at: 1,
             log_digest: None,
             exit_code: Some(if pass { 0 } else { 1 }),
@@ -103,7 +117,10 @@ fn report(record: &RunRecord, pass: bool, integrity: Integrity) -> AuditReport {
 }
 
 fn audit(record: &RunRecord, pass: bool, integrity: Integrity) -> Step {
-    apply(record, RunEvent::AuditFinished(report(record, pass, integrity)))
+    apply(
+        record,
+        RunEvent::AuditFinished(report(record, pass, integrity)),
+    )
 }
 
 fn kinds(step: &Step) -> Vec<&'static str> {
@@ -161,10 +178,16 @@ fn done_with_passing_gate_runs_a_final_audit() {
     let s = reply(&r, "Next: cli\nTask: write");
     let s = exec_done(&s.record, "c1");
     let s = audit(&s.record, true, Integrity::Clean);
-    assert_eq!(s.record.state, RunState::Running, "no gate-driven completion when disabled");
+    assert_eq!(
+        s.record.state,
+        RunState::Running,
+        "no gate-driven completion when disabled"
+    );
     let s = reply(&s.record, "Next: done\nTask: all pass");
     match &s.record.phase {
-        Phase::Auditing { purpose, candidate, .. } => {
+        Phase::Auditing {
+            purpose, candidate, ..
+        } => {
             assert_eq!(*purpose, AuditPurpose::Final);
             assert_eq!(candidate, "c1");
         }
@@ -233,10 +256,20 @@ fn stale_and_duplicate_events() {
     let r = started();
     let s = reply(&r, "Next: cli\nTask: write");
     // the same reply again is a redelivery: replay the outbox
-    let again = RunEvent::ManagerReplied { generation: 1, seq: 1, raw: "Next: cli\nTask: write".into(), usage: Usage::default() };
+    let again = RunEvent::ManagerReplied {
+        generation: 1,
+        seq: 1,
+        raw: "Next: cli\nTask: write".into(),
+        usage: Usage::default(),
+    };
     assert!(matches!(decide(&s.record, &again, 2), Decision::Replay(ref o) if o.len() == 1));
     // an old decision sequence is ignored
-    let old = RunEvent::ManagerReplied { generation: 1, seq: 0, raw: "Next: done".into(), usage: Usage::default() };
+    let old = RunEvent::ManagerReplied {
+        generation: 1,
+        seq: 0,
+        raw: "Next: done".into(),
+        usage: Usage::default(),
+    };
     assert!(matches!(decide(&s.record, &old, 2), Decision::Ignore(_)));
     // a result from another generation is ignored
     let mut stale = s.record.clone();
@@ -261,7 +294,12 @@ fn ask_waits_and_answer_resumes() {
     let r = started();
     let s = reply(&r, "Next: ask\nTask: which python?");
     assert_eq!(s.record.state, RunState::WaitingForInput);
-    let s = apply(&s.record, RunEvent::Answer { text: "python3".into() });
+    let s = apply(
+        &s.record,
+        RunEvent::Answer {
+            text: "python3".into(),
+        },
+    );
     assert_eq!(s.record.state, RunState::Running);
     assert!(s.record.feedback.iter().any(|f| f.contains("python3")));
 }
@@ -270,7 +308,12 @@ fn ask_waits_and_answer_resumes() {
 fn cancel_is_terminal_and_late_results_are_ignored() {
     let r = started();
     let s = reply(&r, "Next: cli\nTask: write");
-    let c = apply(&s.record, RunEvent::Cancel { reason: "user".into() });
+    let c = apply(
+        &s.record,
+        RunEvent::Cancel {
+            reason: "user".into(),
+        },
+    );
     assert_eq!(c.record.state, RunState::Cancelled);
     let late = exec_done(&s.record, "c1");
     let _ = late;
@@ -292,7 +335,14 @@ fn manager_prompt_stays_within_budget() {
     let mut r = started();
     r.task.budget.max_failed_rounds = 1000;
     for round in 1..=40 {
-        let s = reply(&r, &format!("Current task state: {}\nNext: cli\nTask: {}", "x".repeat(3000), "y".repeat(3000)));
+        let s = reply(
+            &r,
+            &format!(
+                "Current task state: {}\nNext: cli\nTask: {}",
+                "x".repeat(3000),
+                "y".repeat(3000)
+            ),
+        );
         let s = exec_done(&s.record, &format!("c{round}"));
         r = {
             let mut rep = report(&s.record, false, Integrity::Clean);
@@ -307,7 +357,6 @@ fn manager_prompt_stays_within_budget() {
     assert!(prompt.contains("Create hello.py"));
     assert!(prompt.contains("Round 40"));
 }
-
 
 fn tick(record: &RunRecord, now: i64) -> Decision {
     decide(record, &RunEvent::Tick, now)
@@ -339,8 +388,17 @@ fn k_failed_rounds_ask_a_human_and_an_answer_resumes() {
     let s = audit(&s.record, false, Integrity::Clean);
     assert_eq!(s.record.state, RunState::WaitingForInput);
     assert!(kinds(&s).contains(&"question"));
-    assert_eq!(s.record.next_deadline_ms(), None, "waiting for a human has no phase deadline");
-    let s = apply(&s.record, RunEvent::Answer { text: "try python3 -c".into() });
+    assert_eq!(
+        s.record.next_deadline_ms(),
+        None,
+        "waiting for a human has no phase deadline"
+    );
+    let s = apply(
+        &s.record,
+        RunEvent::Answer {
+            text: "try python3 -c".into(),
+        },
+    );
     assert_eq!(s.record.state, RunState::Running);
     assert_eq!(s.record.failed_streak, 0);
 }
@@ -349,7 +407,12 @@ fn k_failed_rounds_ask_a_human_and_an_answer_resumes() {
 fn no_worker_picks_up_the_step_then_the_manager_is_asked_again() {
     let r = started();
     let s = reply(&r, "Next: gui\nTask: click the button");
-    assert!(matches!(s.outgoing()[0].target, Target::Exec { capability: Capability::Gui }));
+    assert!(matches!(
+        s.outgoing()[0].target,
+        Target::Exec {
+            capability: Capability::Gui
+        }
+    ));
     let start_by = match &s.outgoing()[0].message {
         Message::ExecRequest(req) => req.start_by_ms.unwrap(),
         m => panic!("{m:?}"),
@@ -359,7 +422,11 @@ fn no_worker_picks_up_the_step_then_the_manager_is_asked_again() {
     let t = tick_apply(&s.record, start_by);
     assert!(kinds(&t).contains(&"deadline_missed"));
     assert!(matches!(t.record.phase, Phase::Deciding { .. }));
-    assert!(t.record.feedback.iter().any(|f| f.contains("capability `gui`")));
+    assert!(t
+        .record
+        .feedback
+        .iter()
+        .any(|f| f.contains("capability `gui`")));
 }
 
 #[test]
@@ -379,7 +446,10 @@ fn a_started_episode_gets_its_own_deadline_and_is_cancelled_when_it_passes() {
     let due = deadline_at(&s.record);
     assert!(due >= (1800 + EPISODE_GRACE_SECS as i64) * 1000);
     // a redelivered started notice is a replay, not a second transition
-    assert!(matches!(decide(&s.record, &started_ev, 5), Decision::Replay(_)));
+    assert!(matches!(
+        decide(&s.record, &started_ev, 5),
+        Decision::Replay(_)
+    ));
     let t = tick_apply(&s.record, due);
     assert!(t.outgoing().iter().any(|o| o.target == Target::Control));
     assert!(matches!(t.record.phase, Phase::Deciding { .. }));
@@ -394,7 +464,10 @@ fn a_started_episode_gets_its_own_deadline_and_is_cancelled_when_it_passes() {
         usage: Usage::default(),
         duration_ms: 0,
     });
-    assert!(matches!(decide(&t.record, &late, due + 1), Decision::Ignore(_)));
+    assert!(matches!(
+        decide(&t.record, &late, due + 1),
+        Decision::Ignore(_)
+    ));
 }
 
 #[test]
@@ -418,7 +491,10 @@ fn wall_clock_budget_ends_the_run() {
     let s = reply(&r, "Next: cli\nTask: write");
     let t = tick_apply(&s.record, 61_000);
     assert_eq!(t.record.state, RunState::BudgetExhausted);
-    assert!(t.outgoing().iter().any(|o| o.target == Target::Control), "in-flight episode told to stop");
+    assert!(
+        t.outgoing().iter().any(|o| o.target == Target::Control),
+        "in-flight episode told to stop"
+    );
     assert_eq!(t.record.next_deadline_ms(), None);
 }
 
@@ -431,7 +507,11 @@ fn cost_budget_ends_the_run() {
         generation: 1,
         seq: 1,
         raw: "Next: cli\nTask: x".into(),
-        usage: Usage { input_tokens: 1, output_tokens: 1, cost_micros: 101 },
+        usage: Usage {
+            input_tokens: 1,
+            output_tokens: 1,
+            cost_micros: 101,
+        },
     };
     assert_eq!(apply(&r, ev).record.state, RunState::BudgetExhausted);
 }
@@ -440,7 +520,12 @@ fn cost_budget_ends_the_run() {
 fn resume_starts_a_new_generation_and_drops_old_results() {
     let r = started();
     let s = reply(&r, "Next: cli\nTask: write");
-    let c = apply(&s.record, RunEvent::Cancel { reason: "user".into() });
+    let c = apply(
+        &s.record,
+        RunEvent::Cancel {
+            reason: "user".into(),
+        },
+    );
     let mut budget = c.record.task.budget.clone();
     budget.max_rounds = 2;
     let resumed = apply(&c.record, RunEvent::Resume { budget });
@@ -455,11 +540,16 @@ fn resume_starts_a_new_generation_and_drops_old_results() {
         round: 1,
         delivery_attempt: 1,
         worker: "w".into(),
-        outcome: ExecOutcome::Failed { error: "late".into() },
+        outcome: ExecOutcome::Failed {
+            error: "late".into(),
+        },
         usage: Usage::default(),
         duration_ms: 0,
     });
-    assert!(matches!(decide(&resumed.record, &old, 9), Decision::Ignore(_)));
+    assert!(matches!(
+        decide(&resumed.record, &old, 9),
+        Decision::Ignore(_)
+    ));
     let s = reply(&resumed.record, "Next: cli\nTask: again");
     match &s.outgoing()[0].message {
         Message::ExecRequest(req) => assert_eq!((req.generation, req.round), (2, 2)),
@@ -467,7 +557,10 @@ fn resume_starts_a_new_generation_and_drops_old_results() {
     }
     // a running or completed run cannot be resumed
     let budget = s.record.task.budget.clone();
-    assert!(matches!(decide(&s.record, &RunEvent::Resume { budget }, 10), Decision::Ignore(_)));
+    assert!(matches!(
+        decide(&s.record, &RunEvent::Resume { budget }, 10),
+        Decision::Ignore(_)
+    ));
 }
 
 /// Every exit path ends in a terminal state with a reason, no deadline, and a final log entry.
@@ -480,7 +573,9 @@ fn every_exit_path_is_terminal_with_a_reason() {
             let s = exec_done(&s.record, "c1");
             audit(&s.record, true, Integrity::Clean)
         }),
-        ("blocked by manager", RunState::Blocked, || reply(&started(), "Next: blocked\nTask: impossible")),
+        ("blocked by manager", RunState::Blocked, || {
+            reply(&started(), "Next: blocked\nTask: impossible")
+        }),
         ("blocked by invalid output", RunState::Blocked, || {
             let s = reply(&started(), "?");
             let s = reply(&s.record, "?");
@@ -495,7 +590,14 @@ fn every_exit_path_is_terminal_with_a_reason() {
             }
             reply(&r, "Next: cli\nTask: t")
         }),
-        ("cancelled", RunState::Cancelled, || apply(&started(), RunEvent::Cancel { reason: "user".into() })),
+        ("cancelled", RunState::Cancelled, || {
+            apply(
+                &started(),
+                RunEvent::Cancel {
+                    reason: "user".into(),
+                },
+            )
+        }),
         ("manager model keeps failing", RunState::Failed, || {
             let mut r = started();
             for _ in 0..3 {
@@ -503,7 +605,15 @@ fn every_exit_path_is_terminal_with_a_reason() {
                     Phase::Deciding { seq } => seq,
                     _ => unreachable!(),
                 };
-                let s = apply(&r, RunEvent::ManagerFailed { generation: 1, seq, error: "503".into(), usage: Usage::default() });
+                let s = apply(
+                    &r,
+                    RunEvent::ManagerFailed {
+                        generation: 1,
+                        seq,
+                        error: "503".into(),
+                        usage: Usage::default(),
+                    },
+                );
                 if s.record.state.is_terminal() {
                     return s;
                 }
@@ -517,7 +627,14 @@ fn every_exit_path_is_terminal_with_a_reason() {
         assert_eq!(step.record.state, want, "{name}");
         assert!(step.record.terminal_reason.is_some(), "{name}");
         assert_eq!(step.record.next_deadline_ms(), None, "{name}");
-        assert_eq!(step.log.last().map(|e| e.event.kind()), Some("terminal"), "{name}");
-        assert!(step.outgoing().iter().all(|o| o.target == Target::Control), "{name}: nothing new dispatched");
+        assert_eq!(
+            step.log.last().map(|e| e.event.kind()),
+            Some("terminal"),
+            "{name}"
+        );
+        assert!(
+            step.outgoing().iter().all(|o| o.target == Target::Control),
+            "{name}: nothing new dispatched"
+        );
     }
 }

@@ -1,7 +1,9 @@
 //! One transition in the making: the new record, its log entries, evidence and outbox.
 
 use super::{Decision, Step, DECISION_SLACK_SECS, FEEDBACK_KEEP};
-use crate::state::{Deadline, DeadlineKind, LogEntry, LogEvent, Outgoing, Phase, RunRecord, RunState, Target};
+use crate::state::{
+    Deadline, DeadlineKind, LogEntry, LogEvent, Outgoing, Phase, RunRecord, RunState, Target,
+};
 use crate::verdict::Evidence;
 use crate::wire::{AuditPurpose, AuditRequest, CancelEpisodes, DecideRequest, Message};
 
@@ -22,7 +24,10 @@ impl Tx {
         record.outbox.clear();
         record.updated_at = now;
         Tx {
-            episode_in_flight: matches!(record.phase, Phase::Executing { .. } | Phase::Auditing { .. }),
+            episode_in_flight: matches!(
+                record.phase,
+                Phase::Executing { .. } | Phase::Auditing { .. }
+            ),
             previous_state: record.state,
             record,
             log: Vec::new(),
@@ -135,11 +140,12 @@ impl Tx {
         let budget = &self.record.task.budget;
         let usage = &self.record.usage;
         let used_tokens = usage.total();
-        let used_micros = usage.manager.cost_micros + usage.executor.cost_micros + usage.auditor.cost_micros;
+        let used_micros =
+            usage.manager.cost_micros + usage.executor.cost_micros + usage.auditor.cost_micros;
         let reason = match (budget.max_total_tokens, budget.max_cost_micros) {
-            (Some(max), _) if used_tokens > max => {
-                Some(format!("token budget exhausted: {used_tokens} of {max} tokens used"))
-            }
+            (Some(max), _) if used_tokens > max => Some(format!(
+                "token budget exhausted: {used_tokens} of {max} tokens used"
+            )),
             (_, Some(max)) if used_micros > max => Some(format!(
                 "cost budget exhausted: ${:.4} of ${:.4} spent",
                 used_micros as f64 / 1e6,
@@ -156,7 +162,13 @@ impl Tx {
         }
     }
 
-    pub fn dispatch_audit(&mut self, purpose: AuditPurpose, candidate: String, objective: String, write_scope: Vec<String>) {
+    pub fn dispatch_audit(
+        &mut self,
+        purpose: AuditPurpose,
+        candidate: String,
+        objective: String,
+        write_scope: Vec<String>,
+    ) {
         let r = &self.record;
         let base_snapshot = match purpose {
             AuditPurpose::Round => r.snapshot.clone(),
@@ -164,7 +176,10 @@ impl Tx {
         };
         let msg_id = match purpose {
             AuditPurpose::Round => format!("{}:{}:{}:audit", r.id, r.generation, r.round),
-            AuditPurpose::Final => format!("{}:{}:{}:final:{}", r.id, r.generation, r.round, r.decide_seq),
+            AuditPurpose::Final => format!(
+                "{}:{}:{}:final:{}",
+                r.id, r.generation, r.round, r.decide_seq
+            ),
         };
         let request = AuditRequest {
             run_id: r.id.clone(),

@@ -15,12 +15,18 @@ pub fn task_prompt(req: &ExecRequest, files: &[String]) -> String {
     s.push_str("Acceptance checks (run by an independent auditor after you finish):\n");
     for c in &req.contract.criteria {
         match &c.check {
-            Some(check) => s.push_str(&format!("- {}: {} (check: `{}`)\n", c.id, c.description, check)),
+            Some(check) => s.push_str(&format!(
+                "- {}: {} (check: `{}`)\n",
+                c.id, c.description, check
+            )),
             None => s.push_str(&format!("- {}: {}\n", c.id, c.description)),
         }
     }
     if !req.contract.protected_paths.is_empty() {
-        s.push_str(&format!("Do not change: {}\n", req.contract.protected_paths.join(", ")));
+        s.push_str(&format!(
+            "Do not change: {}\n",
+            req.contract.protected_paths.join(", ")
+        ));
     }
     s.push_str("\nWorkspace files: ");
     if files.is_empty() {
@@ -34,7 +40,9 @@ pub fn task_prompt(req: &ExecRequest, files: &[String]) -> String {
         s.push('\n');
     }
     s.push_str(&format!("\nYour step: {}\n", req.increment.objective));
-    if !req.increment.instructions.is_empty() && req.increment.instructions != req.increment.objective {
+    if !req.increment.instructions.is_empty()
+        && req.increment.instructions != req.increment.objective
+    {
         s.push_str(&format!("{}\n", req.increment.instructions));
     }
     s

@@ -45,7 +45,11 @@ pub fn user_prompt(record: &RunRecord, char_budget: usize) -> String {
     must.push_str(&format!("# Goal\n{}\n\n", truncate(&c.goal, 6000)));
     must.push_str(&format!("# Contract (spec {})\n", c.short_hash()));
     for crit in &c.criteria {
-        let check = crit.check.as_deref().map(|x| format!(" — check: `{}`", truncate(x, 300))).unwrap_or_default();
+        let check = crit
+            .check
+            .as_deref()
+            .map(|x| format!(" — check: `{}`", truncate(x, 300)))
+            .unwrap_or_default();
         must.push_str(&format!(
             "- [{}] {}{}{}\n",
             crit.id,
@@ -55,7 +59,10 @@ pub fn user_prompt(record: &RunRecord, char_budget: usize) -> String {
         ));
     }
     if !c.protected_paths.is_empty() {
-        must.push_str(&format!("Protected paths (must not change): {}\n", c.protected_paths.join(", ")));
+        must.push_str(&format!(
+            "Protected paths (must not change): {}\n",
+            c.protected_paths.join(", ")
+        ));
     }
     let (passing, checked) = record.checks_passing();
     must.push_str(&format!(
@@ -63,7 +70,10 @@ pub fn user_prompt(record: &RunRecord, char_budget: usize) -> String {
         record.round, b.max_rounds, passing, checked
     ));
     if let Some(state) = &record.task_state {
-        must.push_str(&format!("\n# Your task state from last turn\n{}\n", truncate(state, 1500)));
+        must.push_str(&format!(
+            "\n# Your task state from last turn\n{}\n",
+            truncate(state, 1500)
+        ));
     }
     let mut feedback = String::new();
     if !record.feedback.is_empty() {
@@ -78,9 +88,16 @@ pub fn user_prompt(record: &RunRecord, char_budget: usize) -> String {
     // Most recent rounds first; each gets at most what is left.
     let mut rounds: Vec<String> = Vec::new();
     for h in record.history.iter().rev() {
-        let mut s = format!("## Round {}\nStep: {}\n", h.round, truncate(&h.objective, 800));
+        let mut s = format!(
+            "## Round {}\nStep: {}\n",
+            h.round,
+            truncate(&h.objective, 800)
+        );
         if !h.exec_summary.is_empty() {
-            s.push_str(&format!("Executor said: {}\n", truncate(&h.exec_summary, 500)));
+            s.push_str(&format!(
+                "Executor said: {}\n",
+                truncate(&h.exec_summary, 500)
+            ));
         }
         match &h.verdicts {
             Some(v) => s.push_str(&format!("Audit: {}\n", verdict_line(v))),
@@ -90,7 +107,10 @@ pub fn user_prompt(record: &RunRecord, char_budget: usize) -> String {
             s.push_str(&format!("Passing: {}\n", h.passing.join(", ")));
         }
         for (id, excerpt) in &h.failing {
-            s.push_str(&format!("Failing `{id}`: {}\n", truncate(excerpt.trim(), 700)));
+            s.push_str(&format!(
+                "Failing `{id}`: {}\n",
+                truncate(excerpt.trim(), 700)
+            ));
         }
         for g in h.gaps.iter().take(5) {
             s.push_str(&format!("Gap: {}\n", truncate(g, 200)));

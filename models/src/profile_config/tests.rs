@@ -41,6 +41,7 @@ fn resolve_table() {
         max_tokens: Some(1024),
         temperature: Some(0.2),
         context_window: Some(32768),
+        ..ModelProfileConfig::default()
     };
     let env = env_with(&[("OPENAI_API_KEY", "sk-secret"), ("BLANK_KEY", "  ")]);
     type Check = fn(&Result<ModelProfile, ModelConfigError>) -> bool;
@@ -92,12 +93,42 @@ fn resolve_table() {
             |r| matches!(r, Err(ModelConfigError::KeyFileUnreadable { .. })),
         ),
         (
-            "anthropic unsupported",
+            "anthropic supported",
             ModelProfileConfig {
                 provider: Provider::Anthropic,
                 ..base.clone()
             },
-            |r| matches!(r, Err(ModelConfigError::UnsupportedProvider { .. })),
+            |r| matches!(r, Ok(p) if p.provider == Provider::Anthropic && p.price.is_none()),
+        ),
+        (
+            "price table",
+            ModelProfileConfig {
+                input_usd_per_mtok: Some(3.0),
+                stream: true,
+                ..base.clone()
+            },
+            |r| {
+                matches!(r, Ok(p) if p.stream && p.price == Some(crate::pricing::Price {
+                    input_usd_per_mtok: 3.0,
+                    output_usd_per_mtok: 0.0,
+                }))
+            },
+        ),
+        (
+            "negative price",
+            ModelProfileConfig {
+                output_usd_per_mtok: Some(-1.0),
+                ..base.clone()
+            },
+            |r| {
+                matches!(
+                    r,
+                    Err(ModelConfigError::InvalidField {
+                        field: "output_usd_per_mtok",
+                        ..
+                    })
+                )
+            },
         ),
         (
             "bad scheme",
@@ -201,6 +232,7 @@ fn key_file_is_read_and_trimmed() {
         max_tokens: None,
         temperature: None,
         context_window: None,
+        ..ModelProfileConfig::default()
     };
     let profile = config.resolve("p", &|_| None).unwrap();
     assert_eq!(
@@ -230,6 +262,7 @@ fn debug_never_shows_the_key() {
         max_tokens: None,
         temperature: None,
         context_window: None,
+        ..ModelProfileConfig::default()
     };
     let profile = config
         .resolve("p", &|_| Some("sk-very-secret".into()))

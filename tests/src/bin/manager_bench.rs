@@ -3,7 +3,12 @@
 //! separate processes) and print a table of manager prompt sizes and per-round harness time.
 //!
 //! `cargo build --release --workspace --bins && cargo run --release -p loopgate-tests --bin manager-bench`
-#![allow(clippy::print_stdout, clippy::print_stderr, clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    clippy::unwrap_used,
+    clippy::expect_used
+)]
 
 use std::time::{Duration, Instant};
 
@@ -24,12 +29,19 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let executor = Reply::dynamic(|req: &Value| {
-        let last_role = req["messages"].as_array().and_then(|m| m.last()).and_then(|m| m["role"].as_str()).unwrap_or("");
+        let last_role = req["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .and_then(|m| m["role"].as_str())
+            .unwrap_or("");
         if last_role == "tool" {
             Reply::tool_call("finish", json!({"summary": "wrote notes"}))
         } else {
             let step = last_message_content(req, "user").unwrap_or_default().len();
-            Reply::tool_call("write_file", json!({"path": "notes.txt", "content": format!("attempt {step}\n")}))
+            Reply::tool_call(
+                "write_file",
+                json!({"path": "notes.txt", "content": format!("attempt {step}\n")}),
+            )
         }
     });
     // A long, varied manager reply so the task state and history really grow.
@@ -42,7 +54,9 @@ async fn main() -> anyhow::Result<()> {
         ))
     });
     let model = StandInModel::start(
-        Script::new().fallback("standin-manager", manager).fallback("standin-executor", executor),
+        Script::new()
+            .fallback("standin-manager", manager)
+            .fallback("standin-executor", executor),
     )
     .await?;
     let profiles = vec![
@@ -66,7 +80,10 @@ max_failed_rounds = 1000
 "#
     );
     let started = Instant::now();
-    let id = stack.submit(&task, &[]).await?["id"].as_str().unwrap().to_string();
+    let id = stack.submit(&task, &[]).await?["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let done = stack.wait_terminal(&id, Duration::from_secs(1800)).await?;
     let wall = started.elapsed();
     let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
@@ -80,7 +97,11 @@ max_failed_rounds = 1000
     per_round.sort_by(|a, b| a.total_cmp(b));
 
     let prompts = model.requests("standin-manager");
-    println!("loopgate manager benchmark — {} rounds, instant stand-in model, final state {}", dispatch_at.len(), done["state"]);
+    println!(
+        "loopgate manager benchmark — {} rounds, instant stand-in model, final state {}",
+        dispatch_at.len(),
+        done["state"]
+    );
     println!();
     println!("| round | manager prompt chars (system + user) |");
     println!("|------:|------------------------------------:|");
@@ -88,7 +109,11 @@ max_failed_rounds = 1000
         if let Some(req) = prompts.get(round - 1) {
             let chars: usize = req["messages"]
                 .as_array()
-                .map(|ms| ms.iter().map(|m| m["content"].as_str().unwrap_or("").chars().count()).sum())
+                .map(|ms| {
+                    ms.iter()
+                        .map(|m| m["content"].as_str().unwrap_or("").chars().count())
+                        .sum()
+                })
                 .unwrap_or(0);
             println!("| {round:>5} | {chars:>35} |");
         }

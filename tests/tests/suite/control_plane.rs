@@ -29,7 +29,10 @@ fn profiles(model: &StandInModel) -> Vec<Profile> {
 
 fn good_executor() -> [Reply; 2] {
     [
-        Reply::tool_call("write_file", json!({"path": "hello.py", "content": "print('hello, loopgate')\n"})),
+        Reply::tool_call(
+            "write_file",
+            json!({"path": "hello.py", "content": "print('hello, loopgate')\n"}),
+        ),
         Reply::tool_call("finish", json!({"summary": "done"})),
     ]
 }
@@ -41,7 +44,11 @@ async fn wait_state(stack: &Stack, id: &str, state: &str) -> anyhow::Result<serd
         if v["state"] == state {
             return Ok(v);
         }
-        anyhow::ensure!(tokio::time::Instant::now() < deadline, "run never reached {state}: {v}\n{}", stack.logs());
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "run never reached {state}: {v}\n{}",
+            stack.logs()
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -61,18 +68,34 @@ async fn ask_waits_for_a_human_and_the_answer_reaches_the_manager() -> anyhow::R
     )
     .await?;
     let stack = Stack::start(StackOptions::new(profiles(&model), 1)).await?;
-    let id = stack.submit(TASK, &[]).await?["id"].as_str().unwrap_or_default().to_string();
+    let id = stack.submit(TASK, &[]).await?["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let waiting = wait_state(&stack, &id, "waiting_for_input").await?;
-    assert_eq!(waiting["question"], "Should the greeting end with a newline?");
-    let (status, v) = stack.post_raw(&format!("/v1/runs/{id}/answer"), &json!({"text": "yes, print adds it"})).await?;
+    assert_eq!(
+        waiting["question"],
+        "Should the greeting end with a newline?"
+    );
+    let (status, v) = stack
+        .post_raw(
+            &format!("/v1/runs/{id}/answer"),
+            &json!({"text": "yes, print adds it"}),
+        )
+        .await?;
     assert_eq!(status, 200, "{v}");
     let done = stack.wait_terminal(&id, Duration::from_secs(60)).await?;
     assert_eq!(done["state"], "completed");
     let prompts = model.requests("standin-manager");
     assert!(prompts[1].to_string().contains("yes, print adds it"));
     // Answering a run that is not waiting is a clear conflict.
-    let (status, v) = stack.post_raw(&format!("/v1/runs/{id}/answer"), &json!({"text": "late"})).await?;
-    assert_eq!((status, v["error"]["code"].as_str()), (409, Some("not_waiting_for_input")));
+    let (status, v) = stack
+        .post_raw(&format!("/v1/runs/{id}/answer"), &json!({"text": "late"}))
+        .await?;
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (409, Some("not_waiting_for_input"))
+    );
     Ok(())
 }
 
@@ -91,7 +114,10 @@ async fn gui_step_with_no_gui_worker_is_replanned_not_hung() -> anyhow::Result<(
     )
     .await?;
     let stack = Stack::start(StackOptions::new(profiles(&model), 1)).await?;
-    let id = stack.submit(TASK, &[]).await?["id"].as_str().unwrap_or_default().to_string();
+    let id = stack.submit(TASK, &[]).await?["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let done = stack.wait_terminal(&id, Duration::from_secs(60)).await?;
     assert_eq!(done["state"], "completed", "{done}");
     let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
@@ -102,8 +128,13 @@ async fn gui_step_with_no_gui_worker_is_replanned_not_hung() -> anyhow::Result<(
         .find(|e| e["type"] == "deadline_missed")
         .cloned()
         .unwrap_or_default();
-    assert!(missed["detail"].as_str().unwrap_or("").contains("`gui`"), "{log}");
-    assert!(model.requests("standin-manager")[1].to_string().contains("capability `gui`"));
+    assert!(
+        missed["detail"].as_str().unwrap_or("").contains("`gui`"),
+        "{log}"
+    );
+    assert!(model.requests("standin-manager")[1]
+        .to_string()
+        .contains("capability `gui`"));
     Ok(())
 }
 
@@ -111,7 +142,10 @@ async fn gui_step_with_no_gui_worker_is_replanned_not_hung() -> anyhow::Result<(
 async fn cancel_stops_the_run_and_resume_starts_a_new_generation() -> anyhow::Result<()> {
     let model = StandInModel::start(
         Script::new()
-            .fallback("standin-manager", Reply::content("Next: cli\nTask: write hello.py"))
+            .fallback(
+                "standin-manager",
+                Reply::content("Next: cli\nTask: write hello.py"),
+            )
             .replies(
                 "standin-executor",
                 [
@@ -123,22 +157,34 @@ async fn cancel_stops_the_run_and_resume_starts_a_new_generation() -> anyhow::Re
     )
     .await?;
     let stack = Stack::start(StackOptions::new(profiles(&model), 1)).await?;
-    let id = stack.submit(TASK, &[]).await?["id"].as_str().unwrap_or_default().to_string();
+    let id = stack.submit(TASK, &[]).await?["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     // wait until the executor is inside the slow shell call
-    model.wait_for_requests("standin-executor", 1, Duration::from_secs(30)).await?;
+    model
+        .wait_for_requests("standin-executor", 1, Duration::from_secs(30))
+        .await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let (status, v) = stack.post_raw(&format!("/v1/runs/{id}/cancel"), &json!({})).await?;
+    let (status, v) = stack
+        .post_raw(&format!("/v1/runs/{id}/cancel"), &json!({}))
+        .await?;
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["state"], "cancelled");
     // cancelling again is a conflict, not a second transition
-    let (status, _) = stack.post_raw(&format!("/v1/runs/{id}/cancel"), &json!({})).await?;
+    let (status, _) = stack
+        .post_raw(&format!("/v1/runs/{id}/cancel"), &json!({}))
+        .await?;
     assert_eq!(status, 409);
     // resume with a new budget: generation 2 runs to completion
     for r in good_executor() {
         model.push("standin-executor", r);
     }
     let (status, v) = stack
-        .post_raw(&format!("/v1/runs/{id}/resume"), &json!({"budget": {"max_rounds": 3}}))
+        .post_raw(
+            &format!("/v1/runs/{id}/resume"),
+            &json!({"budget": {"max_rounds": 3}}),
+        )
         .await?;
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["generation"], 2);
@@ -148,15 +194,31 @@ async fn cancel_stops_the_run_and_resume_starts_a_new_generation() -> anyhow::Re
     let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
     let entries = log["entries"].as_array().cloned().unwrap_or_default();
     // generation 1's episode never produced an accepted result
-    assert!(!entries.iter().any(|e| e["generation"] == 1 && e["type"] == "exec_result"), "{log}");
+    assert!(
+        !entries
+            .iter()
+            .any(|e| e["generation"] == 1 && e["type"] == "exec_result"),
+        "{log}"
+    );
     assert!(entries.iter().any(|e| e["type"] == "resumed"));
     // a completed run cannot be resumed; a bad budget is refused by field
-    let (status, v) = stack.post_raw(&format!("/v1/runs/{id}/resume"), &json!({})).await?;
-    assert_eq!((status, v["error"]["code"].as_str()), (409, Some("not_resumable")));
     let (status, v) = stack
-        .post_raw(&format!("/v1/runs/{id}/resume"), &json!({"budget": {"max_rounds": 0}}))
+        .post_raw(&format!("/v1/runs/{id}/resume"), &json!({}))
         .await?;
-    assert_eq!((status, v["error"]["code"].as_str()), (400, Some("invalid_budget")));
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (409, Some("not_resumable"))
+    );
+    let (status, v) = stack
+        .post_raw(
+            &format!("/v1/runs/{id}/resume"),
+            &json!({"budget": {"max_rounds": 0}}),
+        )
+        .await?;
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (400, Some("invalid_budget"))
+    );
     Ok(())
 }
 
@@ -176,9 +238,91 @@ async fn openapi_lists_every_route_and_runs_can_be_listed() -> anyhow::Result<()
         "/v1/runs/{id}/resume",
         "/v1/runs/{id}/rounds",
     ] {
-        assert!(doc["paths"][path].is_object(), "{path} missing from openapi.json");
+        assert!(
+            doc["paths"][path].is_object(),
+            "{path} missing from openapi.json"
+        );
     }
     let listed = stack.get("/v1/runs?state=queued&limit=5").await?;
     assert!(listed["runs"].is_array());
+    Ok(())
+}
+
+/// Acceptance test files are protected by default: an executor that edits the test instead of
+/// the code gets its candidate rejected as an integrity violation, and the check output is
+/// downloadable by its digest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn editing_the_acceptance_test_is_an_integrity_violation() -> anyhow::Result<()> {
+    let model = StandInModel::start(
+        Script::new()
+            .fallback(
+                "standin-manager",
+                Reply::content("Next: cli\nTask: make the test pass"),
+            )
+            .replies(
+                "standin-executor",
+                [
+                    // the shortcut: rewrite the test so it passes
+                    Reply::tool_call(
+                        "write_file",
+                        json!({"path": "tests/check.sh", "content": "exit 0\n"}),
+                    ),
+                    Reply::tool_call("finish", json!({"summary": "test passes"})),
+                    // the honest fix
+                    Reply::tool_call(
+                        "write_file",
+                        json!({"path": "hello.py", "content": "print('hello, loopgate')\n"}),
+                    ),
+                    Reply::tool_call("finish", json!({"summary": "wrote hello.py"})),
+                ],
+            ),
+    )
+    .await?;
+    let stack = Stack::start(StackOptions::new(profiles(&model), 1)).await?;
+    let task = r#"
+goal = "Make tests/check.sh pass"
+[[acceptance]]
+id = "check"
+check = "sh tests/check.sh"
+[roles]
+manager = "mgr"
+executor = "exec"
+"#;
+    let check = "test \"$(python3 hello.py)\" = 'hello, loopgate'\n";
+    let run = stack.submit(task, &[("tests/check.sh", check)]).await?;
+    let id = run["id"].as_str().unwrap_or_default().to_string();
+    let done = stack.wait_terminal(&id, Duration::from_secs(60)).await?;
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(done["round"], 2, "the shortcut round did not count as done");
+    let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
+    let entries = log["entries"].as_array().cloned().unwrap_or_default();
+    let rejected = entries
+        .iter()
+        .find(|e| e["type"] == "candidate_rejected")
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        rejected["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("tests/check.sh"),
+        "{log}"
+    );
+    // The final snapshot still has the original test, and the evidence's output is retrievable.
+    let out = tempfile::tempdir()?;
+    stack
+        .checkout(done["snapshot"].as_str().unwrap_or_default(), out.path())
+        .await?;
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("tests/check.sh"))?,
+        check
+    );
+    let digest = done["evidence"][0]["log_digest"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(!digest.is_empty(), "{done}");
+    let blob = reqwest::get(format!("{}/v1/blobs/{digest}", stack.http)).await?;
+    assert_eq!(blob.status().as_u16(), 200);
     Ok(())
 }

@@ -44,8 +44,18 @@ fn two_round_script(delay: Duration) -> Script {
             return Reply::tool_call("finish", json!({"summary": "wrote hello.py"}));
         }
         let prompt = last_message_content(req, "user").unwrap_or_default();
-        let content = if prompt.contains("first attempt") { "print('hello')\n" } else { "print('hello, loopgate')\n" };
-        Reply::delayed(delay, Reply::tool_call("write_file", json!({"path": "hello.py", "content": content})))
+        let content = if prompt.contains("first attempt") {
+            "print('hello')\n"
+        } else {
+            "print('hello, loopgate')\n"
+        };
+        Reply::delayed(
+            delay,
+            Reply::tool_call(
+                "write_file",
+                json!({"path": "hello.py", "content": content}),
+            ),
+        )
     });
     Script::new()
         .fallback("standin-manager", manager)
@@ -62,7 +72,10 @@ fn profiles(model: &StandInModel) -> Vec<Profile> {
 fn count_by_round(entries: &[Value], kind: &str) -> BTreeMap<(u64, u64), usize> {
     let mut counts = BTreeMap::new();
     for e in entries.iter().filter(|e| e["type"] == kind) {
-        let key = (e["generation"].as_u64().unwrap_or(0), e["round"].as_u64().unwrap_or(0));
+        let key = (
+            e["generation"].as_u64().unwrap_or(0),
+            e["round"].as_u64().unwrap_or(0),
+        );
         *counts.entry(key).or_insert(0) += 1;
     }
     counts
@@ -77,7 +90,12 @@ async fn runs_survive_manager_replicas_killed_with_sigkill() -> anyhow::Result<(
     let mut stack = Stack::start(opts).await?;
     let mut ids = Vec::new();
     for _ in 0..20 {
-        ids.push(stack.submit(TASK, &[]).await?["id"].as_str().unwrap_or_default().to_string());
+        ids.push(
+            stack.submit(TASK, &[]).await?["id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        );
     }
     // Kill a random replica every ~1.5 s and start a fresh one, until every run has ended.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(240);
@@ -88,14 +106,26 @@ async fn runs_survive_manager_replicas_killed_with_sigkill() -> anyhow::Result<(
         for id in &ids {
             let v = stack.run(id).await?;
             let state = v["state"].as_str().unwrap_or("");
-            if !["completed", "blocked", "budget_exhausted", "cancelled", "failed"].contains(&state) {
+            if ![
+                "completed",
+                "blocked",
+                "budget_exhausted",
+                "cancelled",
+                "failed",
+            ]
+            .contains(&state)
+            {
                 open += 1;
             }
         }
         if open == 0 {
             break;
         }
-        anyhow::ensure!(tokio::time::Instant::now() < deadline, "{open} runs still open after {kills} kills\n{}", stack.logs());
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "{open} runs still open after {kills} kills\n{}",
+            stack.logs()
+        );
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
@@ -113,11 +143,19 @@ async fn runs_survive_manager_replicas_killed_with_sigkill() -> anyhow::Result<(
         let entries = log["entries"].as_array().cloned().unwrap_or_default();
         for kind in ["exec_dispatched", "exec_result", "audit_report"] {
             for (key, n) in count_by_round(&entries, kind) {
-                assert_eq!(n, 1, "run {id}: {kind} for (generation, round) {key:?} appears {n} times");
+                assert_eq!(
+                    n, 1,
+                    "run {id}: {kind} for (generation, round) {key:?} appears {n} times"
+                );
             }
         }
         // Each executed round started exactly one executor episode (no re-execution).
-        for (key, n) in count_by_round(&entries, "episode_started") {
+        let executor_starts: Vec<Value> = entries
+            .iter()
+            .filter(|e| e["role"] == "executor")
+            .cloned()
+            .collect();
+        for (key, n) in count_by_round(&executor_starts, "episode_started") {
             assert_eq!(n, 1, "run {id}: round {key:?} was started {n} times");
         }
         // No evidence lost: one record per audited candidate, the last on the final snapshot.
@@ -135,7 +173,10 @@ async fn runs_survive_manager_replicas_killed_with_sigkill() -> anyhow::Result<(
             .filter_map(|e| e["artifact_version"].as_str().map(str::to_string))
             .collect();
         for snap in &audited {
-            assert!(bound.contains(snap), "run {id}: evidence for audited snapshot {snap} is missing");
+            assert!(
+                bound.contains(snap),
+                "run {id}: evidence for audited snapshot {snap} is missing"
+            );
         }
         assert!(bound.contains(&run["snapshot"].as_str().unwrap_or_default().to_string()));
     }
@@ -144,16 +185,25 @@ async fn runs_survive_manager_replicas_killed_with_sigkill() -> anyhow::Result<(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn executor_killed_mid_episode_is_redelivered_and_the_round_completes_once() -> anyhow::Result<()> {
+async fn executor_killed_mid_episode_is_redelivered_and_the_round_completes_once(
+) -> anyhow::Result<()> {
     // The first write is slow, so the episode is surely in flight when its worker dies.
     let first_call = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
     let slow = first_call.clone();
     let executor = Reply::dynamic(move |req: &Value| {
-        let last_role = req["messages"].as_array().and_then(|m| m.last()).and_then(|m| m["role"].as_str()).unwrap_or("").to_string();
+        let last_role = req["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .and_then(|m| m["role"].as_str())
+            .unwrap_or("")
+            .to_string();
         if last_role == "tool" {
             return Reply::tool_call("finish", json!({"summary": "wrote hello.py"}));
         }
-        let write = Reply::tool_call("write_file", json!({"path": "hello.py", "content": "print('hello, loopgate')\n"}));
+        let write = Reply::tool_call(
+            "write_file",
+            json!({"path": "hello.py", "content": "print('hello, loopgate')\n"}),
+        );
         if slow.swap(false, std::sync::atomic::Ordering::SeqCst) {
             Reply::delayed(Duration::from_secs(20), write)
         } else {
@@ -162,38 +212,64 @@ async fn executor_killed_mid_episode_is_redelivered_and_the_round_completes_once
     });
     let model = StandInModel::start(
         Script::new()
-            .fallback("standin-manager", Reply::content("Next: cli\nTask: write hello.py"))
+            .fallback(
+                "standin-manager",
+                Reply::content("Next: cli\nTask: write hello.py"),
+            )
             .fallback("standin-executor", executor),
     )
     .await?;
     let mut opts = StackOptions::new(profiles(&model), 2);
     opts.executor_extra = "ack_wait_secs = 3".into();
     let mut stack = Stack::start(opts).await?;
-    let id = stack.submit(TASK, &[]).await?["id"].as_str().unwrap_or_default().to_string();
+    let id = stack.submit(TASK, &[]).await?["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     // Find which executor started the episode, then kill it with SIGKILL.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     let worker = loop {
         let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
-        let started = log["entries"]
-            .as_array()
-            .and_then(|es| es.iter().find(|e| e["type"] == "episode_started").cloned());
+        let started = log["entries"].as_array().and_then(|es| {
+            es.iter()
+                .find(|e| e["type"] == "episode_started" && e["role"] == "executor")
+                .cloned()
+        });
         if let Some(e) = started {
             break e["worker"].as_str().unwrap_or_default().to_string();
         }
-        anyhow::ensure!(tokio::time::Instant::now() < deadline, "no episode started\n{}", stack.logs());
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "no episode started\n{}",
+            stack.logs()
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    let victim = stack.executors.iter().position(|e| e.name() == worker).unwrap_or(0);
+    let victim = stack
+        .executors
+        .iter()
+        .position(|e| e.name() == worker)
+        .unwrap_or(0);
     stack.executors[victim].kill();
     let done = stack.wait_terminal(&id, Duration::from_secs(90)).await?;
     assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
     let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
     let entries = log["entries"].as_array().cloned().unwrap_or_default();
-    let starts: Vec<&Value> = entries.iter().filter(|e| e["type"] == "episode_started").collect();
+    let starts: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["type"] == "episode_started" && e["role"] == "executor")
+        .collect();
     assert_eq!(starts.len(), 2, "{log}");
     assert_eq!(starts[1]["attempt"], 2, "the increment was redelivered");
-    assert_ne!(starts[1]["worker"], starts[0]["worker"], "another executor redid it");
-    assert_eq!(count_by_round(&entries, "exec_result").get(&(1, 1)), Some(&1), "round 1 completed once");
+    assert_ne!(
+        starts[1]["worker"], starts[0]["worker"],
+        "another executor redid it"
+    );
+    assert_eq!(
+        count_by_round(&entries, "exec_result").get(&(1, 1)),
+        Some(&1),
+        "round 1 completed once"
+    );
     assert_eq!(done["round"], 1);
     Ok(())
 }

@@ -1,3 +1,4 @@
 mod bus;
 mod run_store;
+mod snapshot_scale;
 mod snapshots;

@@ -25,6 +25,8 @@ pub struct EventScript {
 #[derive(Default, Clone)]
 pub struct Canned {
     pub runs: HashMap<String, Value>,
+    /// `GET /v1/runs/{id}/rounds` bodies by run id.
+    pub rounds: HashMap<String, Value>,
     pub manifests: HashMap<String, Value>,
     pub blobs: HashMap<String, Vec<u8>>,
     /// Status and body for `POST /v1/runs`.
@@ -71,6 +73,13 @@ fn not_found(what: &str) -> Response {
 async fn get_run(State(s): State<AppState>, Path(id): Path<String>) -> Response {
     match s.canned.runs.get(&id) {
         Some(run) => Json(run.clone()).into_response(),
+        None => not_found("such run"),
+    }
+}
+
+async fn get_rounds(State(s): State<AppState>, Path(id): Path<String>) -> Response {
+    match s.canned.rounds.get(&id) {
+        Some(rounds) => Json(rounds.clone()).into_response(),
         None => not_found("such run"),
     }
 }
@@ -148,6 +157,7 @@ pub async fn start(canned: Canned) -> Standin {
         .route("/v1/runs", post(create_run))
         .route("/v1/runs/{id}", get(get_run))
         .route("/v1/runs/{id}/events", get(events))
+        .route("/v1/runs/{id}/rounds", get(get_rounds))
         .route("/v1/snapshots/{id}", get(manifest))
         .route("/v1/blobs/{sha}", get(blob))
         .route("/readyz", get(|| async { "ok" }))

@@ -1,0 +1,276 @@
+//! CLI-agent episodes against a real nats-server (snapshot store) with stand-in agent
+//! executables that speak each agent's documented output format: success, failure, and a hang
+//! past the time budget.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use loopgate_common::usage::Usage;
+use loopgate_common::wire::ExecOutcome;
+use loopgate_executor::episode::{run_episode, EpisodeEnd, EpisodeEnv};
+use loopgate_executor::settings::ToolLimits;
+use loopgate_test_support::NatsServer;
+use loopgate_transport::{Bus, BusOptions, SnapshotStore};
+use support::{agent_profile, request, script, transcript_digest};
+
+struct Harness {
+    _nats: NatsServer,
+    store: SnapshotStore,
+    scratch: tempfile::TempDir,
+    env: EpisodeEnv,
+}
+
+impl Harness {
+    async fn start() -> anyhow::Result<Harness> {
+        let nats = NatsServer::start().await?;
+        let bus = Bus::connect(&nats.url(), "loopgate", BusOptions::default()).await?;
+        bus.ensure_topology().await?;
+        let store = SnapshotStore::new(&bus).await?;
+        let scratch = tempfile::tempdir()?;
+        for dir in ["work", "bin", "report"] {
+            std::fs::create_dir_all(scratch.path().join(dir))?;
+        }
+        let env = EpisodeEnv {
+            store: store.clone(),
+            work_dir: scratch.path().join("work"),
+            tools: ToolLimits::default(),
+            models: BTreeMap::new(),
+            agents: BTreeMap::new(),
+        };
+        Ok(Harness {
+            _nats: nats,
+            store,
+            scratch,
+            env,
+        })
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.scratch.path().join(rel)
+    }
+
+    fn add_agent(&mut self, name: &str, kind: &str, body: &str) -> anyhow::Result<()> {
+        let command = script(&self.path("bin"), name, body)?;
+        let set_env = [
+            ("REPORT_DIR", self.path("report").display().to_string()),
+            ("MARKER", self.path("report/marker").display().to_string()),
+        ];
+        let profile = agent_profile(name, kind, &command, &set_env)?;
+        self.env.agents.insert(name.to_string(), profile);
+        Ok(())
+    }
+
+    async fn base(&self) -> anyhow::Result<String> {
+        let files = vec![("README.md".to_string(), 0o644, b"# project\n".to_vec())];
+        Ok(self.store.freeze_files(files).await?.id)
+    }
+
+    async fn file_in(&self, id: &str, path: &str) -> anyhow::Result<Option<String>> {
+        let manifest = self.store.manifest(id).await?;
+        match manifest.get(path) {
+            Some(entry) => Ok(Some(String::from_utf8(
+                self.store.blob(&entry.sha256).await?,
+            )?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn transcript(&self, text: &str) -> anyhow::Result<String> {
+        let digest =
+            transcript_digest(text).ok_or_else(|| anyhow::anyhow!("no digest in {text}"))?;
+        Ok(String::from_utf8(self.store.get_bytes(&digest).await?)?)
+    }
+
+    fn work_dir_is_empty(&self) -> bool {
+        std::fs::read_dir(&self.env.work_dir)
+            .map(|mut d| d.next().is_none())
+            .unwrap_or(false)
+    }
+}
+
+#[tokio::test]
+async fn claude_code_success_is_frozen_with_usage_cost_and_transcript() -> anyhow::Result<()> {
+    let mut h = Harness::start().await?;
+    h.add_agent("claude", "claude_code", support::CLAUDE_SUCCESS)?;
+    let base = h.base().await?;
+    let end = run_episode(&request("run-claude", &base, "claude", 30), 1, &h.env).await;
+    let EpisodeEnd::Outcome { outcome, usage } = end else {
+        panic!("{end:?}")
+    };
+    let ExecOutcome::Frozen {
+        candidate,
+        summary,
+        claimed_done,
+        steps,
+        tool_calls,
+        files_changed,
+    } = outcome
+    else {
+        panic!("{outcome:?}")
+    };
+    assert!(claimed_done);
+    assert!(
+        summary.starts_with("Created hello.txt [transcript sha256:"),
+        "{summary}"
+    );
+    assert_eq!((steps, tool_calls, files_changed), (2, 1, 1));
+    assert_eq!(
+        usage,
+        Usage {
+            input_tokens: 1500,
+            output_tokens: 80,
+            cost_micros: 4200
+        }
+    );
+    assert_eq!(
+        h.file_in(&candidate, "hello.txt").await?.as_deref(),
+        Some("hello\n")
+    );
+    // The agent's own state directory does not enter the snapshot.
+    assert!(h
+        .store
+        .manifest(&candidate)
+        .await?
+        .get(".claude/settings.local.json")
+        .is_none());
+
+    let transcript = h.transcript(&summary).await?;
+    assert!(transcript.contains("\"subtype\":\"init\""), "{transcript}");
+    assert!(transcript.contains("a line that is not JSON"));
+    assert!(transcript.contains("\"type\":\"loopgate.agent_end\""));
+
+    // The template: print mode, stream-json, the prompt last.
+    let args = std::fs::read_to_string(h.path("report/args"))?;
+    let args: Vec<&str> = args.lines().collect();
+    assert_eq!(
+        &args[..4],
+        &["-p", "--output-format", "stream-json", "--verbose"]
+    );
+    assert!(
+        args.iter()
+            .any(|a| a.contains("Your step: create hello.txt")),
+        "{args:?}"
+    );
+    // Scrubbed environment: PATH, LANG, its own HOME, the passed-through variable and set_env.
+    let env = std::fs::read_to_string(h.path("report/env"))?;
+    for var in env.lines() {
+        assert!(
+            [
+                "HOME",
+                "LANG",
+                "PATH",
+                "PWD",
+                "OLDPWD",
+                "SHLVL",
+                "_",
+                "PASSED_THROUGH",
+                "REPORT_DIR",
+                "MARKER"
+            ]
+            .contains(&var),
+            "unexpected variable {var}"
+        );
+    }
+    let home = std::fs::read_to_string(h.path("report/home"))?;
+    let pwd = std::fs::read_to_string(h.path("report/pwd"))?;
+    assert_ne!(home.trim(), pwd.trim(), "HOME must not be the workspace");
+    assert!(h.work_dir_is_empty(), "episode and home dirs are removed");
+    Ok(())
+}
+
+#[tokio::test]
+async fn codex_failure_without_changes_fails_with_its_error_and_transcript() -> anyhow::Result<()> {
+    let mut h = Harness::start().await?;
+    h.add_agent("codex", "codex", support::CODEX_FAILURE)?;
+    let base = h.base().await?;
+    let end = run_episode(&request("run-codex", &base, "codex", 30), 1, &h.env).await;
+    let EpisodeEnd::Outcome {
+        outcome: ExecOutcome::Failed { error },
+        ..
+    } = end
+    else {
+        panic!("{end:?}")
+    };
+    assert!(
+        error.starts_with("agent codex failed (exit code 1): unexpected status 401 Unauthorized"),
+        "{error}"
+    );
+    let transcript = h.transcript(&error).await?;
+    assert!(
+        transcript.contains("turn.failed") && transcript.contains("codex: giving up"),
+        "{transcript}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn opencode_past_its_budget_is_killed_with_its_children() -> anyhow::Result<()> {
+    let mut h = Harness::start().await?;
+    h.add_agent("opencode", "opencode", support::OPENCODE_HANG)?;
+    let base = h.base().await?;
+    let started = Instant::now();
+    let end = run_episode(&request("run-hang", &base, "opencode", 1), 1, &h.env).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+    let EpisodeEnd::Outcome { outcome, .. } = end else {
+        panic!("{end:?}")
+    };
+    // It changed a file before hanging: the partial work is frozen, not claimed done.
+    let ExecOutcome::Frozen {
+        candidate,
+        summary,
+        claimed_done,
+        ..
+    } = outcome
+    else {
+        panic!("{outcome:?}")
+    };
+    assert!(!claimed_done);
+    assert!(
+        summary.contains("ran past its time budget of 1s"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("Its last message: Working on it"),
+        "{summary}"
+    );
+    assert_eq!(
+        h.file_in(&candidate, "partial.txt").await?.as_deref(),
+        Some("partial\n")
+    );
+    // The background child died with the group: no marker two seconds later.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(
+        !h.path("report/marker").exists(),
+        "a child of the agent survived"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn missing_agent_command_fails_cleanly() -> anyhow::Result<()> {
+    let mut h = Harness::start().await?;
+    let missing = h.path("bin/no-such-agent");
+    let profile = agent_profile("ghost", "codex", &missing, &[])?;
+    h.env.agents.insert("ghost".into(), profile);
+    let base = h.base().await?;
+    let end = run_episode(&request("run-ghost", &base, "ghost", 5), 1, &h.env).await;
+    let EpisodeEnd::Outcome {
+        outcome: ExecOutcome::Failed { error },
+        ..
+    } = end
+    else {
+        panic!("{end:?}")
+    };
+    assert!(error.starts_with("cannot start agent"), "{error}");
+    assert!(h.work_dir_is_empty());
+    Ok(())
+}

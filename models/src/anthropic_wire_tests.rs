@@ -1,0 +1,234 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::*;
+use crate::chat_types::ToolSpec;
+use crate::model_error::ModelErrorKind;
+use crate::profile_config::Provider;
+
+fn profile(max_tokens: Option<u32>, stream: bool) -> ModelProfile {
+    ModelProfile {
+        name: "claude".into(),
+        provider: Provider::Anthropic,
+        base_url: "https://api.anthropic.com/v1".into(),
+        model: "claude-sonnet".into(),
+        api_key: None,
+        timeout: Duration::from_secs(5),
+        max_tokens,
+        temperature: None,
+        context_window: None,
+        stream,
+        price: None,
+    }
+}
+
+fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
+    ToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments,
+    }
+}
+
+#[test]
+fn request_mapping() {
+    let req = ChatRequest::new(vec![
+        ChatMessage::system("sys one"),
+        ChatMessage::system("sys two"),
+        ChatMessage::user("do it"),
+        ChatMessage::Assistant {
+            content: Some("running".into()),
+            tool_calls: vec![
+                call("t1", "shell", json!({"command": "ls"})),
+                call("t2", "shell", Value::String("{not json".into())),
+            ],
+        },
+        ChatMessage::tool_result("t1", "shell", "a.txt"),
+        ChatMessage::tool_result("t2", "shell", "error: bad args"),
+        ChatMessage::user("go on"),
+        ChatMessage::Assistant {
+            content: None,
+            tool_calls: vec![],
+        },
+    ])
+    .with_tools(vec![ToolSpec {
+        name: "shell".into(),
+        description: "run".into(),
+        parameters: json!({"type": "object"}),
+    }]);
+    let body = wire_request(&profile(None, true), &req);
+    assert_eq!(
+        body,
+        json!({
+            "model": "claude-sonnet",
+            "max_tokens": DEFAULT_MAX_TOKENS,
+            "stream": true,
+            "system": "sys one\n\nsys two",
+            "tools": [{"name": "shell", "description": "run", "input_schema": {"type": "object"}}],
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "do it"}]},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "running"},
+                    {"type": "tool_use", "id": "t1", "name": "shell", "input": {"command": "ls"}},
+                    {"type": "tool_use", "id": "t2", "name": "shell", "input": {"value": "{not json"}}
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": "a.txt"},
+                    {"type": "tool_result", "tool_use_id": "t2", "content": "error: bad args"},
+                    {"type": "text", "text": "go on"}
+                ]}
+            ]
+        })
+    );
+    let mut req = ChatRequest::new(vec![ChatMessage::user("x")]);
+    req.temperature = Some(0.5);
+    let body = wire_request(&profile(Some(100), false), &req);
+    assert_eq!(body["max_tokens"], 100);
+    assert_eq!(body["temperature"], 0.5);
+    assert!(body.get("system").is_none() && body.get("tools").is_none());
+}
+
+#[test]
+fn response_mapping() {
+    let body = json!({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-served",
+        "content": [
+            {"type": "thinking", "thinking": "hmm"},
+            {"type": "text", "text": "Listing."},
+            {"type": "tool_use", "id": "toolu_1", "name": "shell", "input": {"command": "ls"}}
+        ],
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 100, "output_tokens": 20, "cache_read_input_tokens": 50}
+    })
+    .to_string();
+    let response = parse_response(&body, "asked", 10).unwrap();
+    assert_eq!(response.content.as_deref(), Some("Listing."));
+    assert_eq!(response.model, "claude-served");
+    assert_eq!(response.finish_reason.as_deref(), Some("tool_calls"));
+    assert_eq!(response.usage, Usage::tokens(150, 20));
+    assert_eq!(
+        response.tool_calls,
+        vec![call("toolu_1", "shell", json!({"command": "ls"}))]
+    );
+    assert!(!response.tool_calls_from_content);
+
+    // A fenced call in the text is NOT recovered for Anthropic (it uses real tool_use).
+    let fenced = json!({
+        "type": "message", "content": [{"type": "text", "text": "```json\n{\"name\": \"shell\", \"arguments\": {}}\n```"}],
+        "stop_reason": "end_turn"
+    })
+    .to_string();
+    let response = parse_response(&fenced, "asked", 40).unwrap();
+    assert!(response.tool_calls.is_empty());
+    assert_eq!(response.finish_reason.as_deref(), Some("stop"));
+    assert_eq!(response.model, "asked");
+    assert_eq!(response.usage.input_tokens, 10); // estimated: 40 bytes / 4
+}
+
+#[test]
+fn malformed_and_error_bodies() {
+    let cases = [
+        ("not json", ModelErrorKind::MalformedResponse),
+        ("{\"type\": \"message\"}", ModelErrorKind::MalformedResponse),
+        (
+            "{\"type\": \"error\", \"error\": {\"type\": \"overloaded_error\", \"message\": \"Overloaded\"}}",
+            ModelErrorKind::Server,
+        ),
+    ];
+    for (body, kind) in cases {
+        let err = parse_response(body, "m", 1).unwrap_err();
+        assert_eq!(err.kind(), kind, "{body}");
+    }
+}
+
+#[test]
+fn streamed_message_assembles() {
+    use crate::anthropic_stream::AnthropicStream;
+    use crate::sse::SseDecoder;
+    let events = [
+        (
+            "message_start",
+            json!({"type": "message_start", "message": {"model": "claude-x", "usage": {"input_tokens": 30, "output_tokens": 1}}}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ),
+        ("ping", json!({"type": "ping"})),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Work"}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "ing"}}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "toolu_9", "name": "write_file", "input": {}}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{\"path\": \"a\","}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": " \"content\": \"A\"}"}}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 1}),
+        ),
+        (
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 42}}),
+        ),
+        ("message_stop", json!({"type": "message_stop"})),
+    ];
+    let body: String = events
+        .iter()
+        .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
+        .collect();
+    let run = |body: &str| {
+        let mut decoder = SseDecoder::new();
+        let mut stream = AnthropicStream::default();
+        for event in decoder.push(body.as_bytes()) {
+            stream.push(&event)?;
+        }
+        stream.finish("asked", 8)
+    };
+    let response = run(&body).unwrap();
+    assert_eq!(response.content.as_deref(), Some("Working"));
+    assert_eq!(response.model, "claude-x");
+    assert_eq!(response.finish_reason.as_deref(), Some("tool_calls"));
+    assert_eq!(response.usage, Usage::tokens(30, 42));
+    assert_eq!(
+        response.tool_calls,
+        vec![call(
+            "toolu_9",
+            "write_file",
+            json!({"path": "a", "content": "A"})
+        )]
+    );
+    // Cut before message_stop.
+    let cut: String = body
+        .split("event: message_delta")
+        .next()
+        .unwrap()
+        .to_string();
+    assert_eq!(run(&cut).unwrap_err().kind(), ModelErrorKind::Transport);
+    // An error event mid-stream.
+    let overloaded = format!(
+        "{}event: error\ndata: {}\n\n",
+        cut,
+        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    );
+    assert_eq!(run(&overloaded).unwrap_err().kind(), ModelErrorKind::Server);
+}

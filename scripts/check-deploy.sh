@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# Offline checks of the Kubernetes deployment in deploy/k8s (no cluster, no network):
+#   1. the copies kustomize needs inside deploy/k8s (the NATS users file, the llama chat
+#      template) are byte-identical to their sources, and the nats-server and redis-server
+#      the tests use accept base/nats/nats-server.conf and base/redis/redis.conf;
+#   2. `kubectl kustomize` renders every target: overlays/dev, overlays/prod, and prod with the
+#      optional components (executor-hpa, otel);
+#   3. `kubernetes-validate --strict` (PyPI, in the cache venv) accepts every object of every
+#      target for the oldest and the newest supported Kubernetes; the only kind it may not know
+#      is KEDA's;
+#   4. every KEDA ScaledObject validates against deploy/k8s/schemas/keda-scaledobject.schema.json
+#      and targets a Deployment of the same render, with min <= max replicas;
+#   5. unless --manifests-only: the Rust checks in tests/tests/suite/deploy.rs (each role's
+#      ConfigMap parsed and resolved by that binary's own config code, env vars, grace periods,
+#      security contexts, network policies, the dashboard's metric list).
+# A step whose tool cannot be installed prints a line starting with SKIP and does not fail.
+#
+# Usage: scripts/check-deploy.sh [--manifests-only] [--sync]
+#   --sync   copy the sources over the deploy/k8s copies first (after editing deploy/nats or
+#            deploy/llama), then check.
+# Env: KUBECTL (kubectl), LOOPGATE_CACHE (~/.cache/loopgate), K8S_VERSIONS ("1.30.0 latest").
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+K8S="$REPO/deploy/k8s"
+CACHE="${LOOPGATE_CACHE:-$HOME/.cache/loopgate}"
+VENV="$CACHE/venv"
+KUBECTL="${KUBECTL:-kubectl}"
+K8S_VERSIONS="${K8S_VERSIONS:-1.30.0 latest}"
+
+manifests_only=""
+sync=""
+for arg in "$@"; do
+  case "$arg" in
+    --manifests-only) manifests_only=1 ;;
+    --sync) sync=1 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) echo "usage: $0 [--manifests-only] [--sync]" >&2; exit 2 ;;
+  esac
+done
+
+log() { echo "[check-deploy] $*"; }
+fail() { echo "[check-deploy] FAIL: $*" >&2; exit 1; }
+
+# 1. Copies kustomize can load (it refuses files above the kustomization directory).
+COPIES=(
+  "deploy/nats/loopgate-users.conf:deploy/k8s/base/nats/loopgate-users.conf"
+  "deploy/llama/qwen-fenced-tools.jinja:deploy/k8s/components/local-model/qwen-fenced-tools.jinja"
+)
+for pair in "${COPIES[@]}"; do
+  src="$REPO/${pair%%:*}"; dst="$REPO/${pair##*:}"
+  if [ -n "$sync" ]; then cp "$src" "$dst"; log "synced ${pair##*:}"; fi
+  cmp -s "$src" "$dst" || fail "${pair##*:} differs from ${pair%%:*}; run $0 --sync"
+done
+log "ok: copies in sync with deploy/nats and deploy/llama"
+
+WORK="$(mktemp -d)"
+REDIS_PID=""
+cleanup() {
+  if [ -n "$REDIS_PID" ]; then kill "$REDIS_PID" 2>/dev/null || true; fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# The server configs, with the servers the tests use (scripts/install-deps.sh services).
+NATS_BIN="$CACHE/bin/nats-server"
+if [ -x "$NATS_BIN" ]; then
+  mkdir -p "$WORK/nats" && cp "$K8S"/base/nats/* "$WORK/nats/"
+  (cd "$WORK/nats" && LOOPGATE_NATS_MANAGER_PASSWORD=x LOOPGATE_NATS_EXECUTOR_PASSWORD=x \
+    LOOPGATE_NATS_AUDITOR_PASSWORD=x "$NATS_BIN" -t -c nats-server.conf >/dev/null 2>&1) \
+    || fail "nats-server -t rejects deploy/k8s/base/nats/nats-server.conf"
+  log "ok: nats-server accepts base/nats/nats-server.conf with the users file"
+else
+  echo "SKIP: nats-server.conf not checked: $NATS_BIN missing (scripts/install-deps.sh services)"
+fi
+REDIS_BIN="$CACHE/bin/redis-server"
+if [ -x "$REDIS_BIN" ]; then
+  # redis-server has no dry run: start it on a unix socket only, wait until it is ready or gone.
+  # `dir /data` is applied while the file is read, so point it at a temp dir first.
+  mkdir -p "$WORK/redis"
+  sed "s|^dir /data\$|dir $WORK/redis|" "$K8S/base/redis/redis.conf" > "$WORK/redis/redis.conf"
+  "$REDIS_BIN" "$WORK/redis/redis.conf" --port 0 \
+    --unixsocket "$WORK/redis/sock" --requirepass x > "$WORK/redis/log" 2>&1 &
+  REDIS_PID=$!
+  deadline=$((SECONDS + 20))
+  until grep -qi "ready to accept connections" "$WORK/redis/log"; do
+    kill -0 "$REDIS_PID" 2>/dev/null || { cat "$WORK/redis/log" >&2; fail "redis-server rejects deploy/k8s/base/redis/redis.conf"; }
+    [ "$SECONDS" -lt "$deadline" ] || fail "redis-server with base/redis/redis.conf not ready within 20 s"
+    sleep 0.2
+  done
+  kill "$REDIS_PID"; wait "$REDIS_PID" 2>/dev/null || true; REDIS_PID=""
+  log "ok: redis-server accepts base/redis/redis.conf"
+else
+  echo "SKIP: redis.conf not checked: $REDIS_BIN missing (scripts/install-deps.sh services)"
+fi
+
+# 2. Render.
+command -v "$KUBECTL" >/dev/null 2>&1 || { echo "SKIP: deploy manifests not checked: kubectl not found (set KUBECTL)"; exit 0; }
+REL="$(realpath --relative-to="$WORK/prod-optional" "$K8S")"
+mkdir -p "$WORK/prod-optional"
+cat > "$WORK/prod-optional/kustomization.yaml" <<EOF
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: loopgate
+resources:
+  - $REL/overlays/prod
+components:
+  - $REL/components/executor-hpa
+  - $REL/components/otel
+EOF
+declare -A TARGETS=(
+  [dev]="$K8S/overlays/dev"
+  [prod]="$K8S/overlays/prod"
+  [prod+executor-hpa+otel]="$WORK/prod-optional"
+)
+for name in "${!TARGETS[@]}"; do
+  out="$WORK/$name.yaml"
+  "$KUBECTL" kustomize "${TARGETS[$name]}" > "$out" 2> "$WORK/$name.err" \
+    || { cat "$WORK/$name.err" >&2; fail "kubectl kustomize $name"; }
+  log "ok: rendered $name ($(grep -c '^kind:' "$out") objects)"
+done
+
+# 3. kubernetes-validate --strict.
+if [ ! -x "$VENV/bin/kubernetes-validate" ]; then
+  log "kubernetes-validate missing; installing it (scripts/install-deps.sh validators)"
+  "$REPO/scripts/install-deps.sh" validators >&2 || true
+fi
+if [ ! -x "$VENV/bin/kubernetes-validate" ]; then
+  echo "SKIP: kubernetes-validate --strict and the KEDA schema check: PyPI kubernetes-validate could not be installed into $VENV"
+else
+  for name in "${!TARGETS[@]}"; do
+    for version in $K8S_VERSIONS; do
+      flags=(--strict --quiet)
+      [ "$version" = latest ] || flags+=(-k "$version")
+      if ! "$VENV/bin/kubernetes-validate" "${flags[@]}" "$WORK/$name.yaml" > "$WORK/kv.out" 2>&1; then
+        cat "$WORK/kv.out" >&2; fail "kubernetes-validate --strict $name (kubernetes $version)"
+      fi
+      # Only KEDA's kinds may lack a schema; anything else unvalidated is a failure.
+      if grep -v "api version keda.sh/" "$WORK/kv.out" | grep -q .; then
+        cat "$WORK/kv.out" >&2; fail "kubernetes-validate $name (kubernetes $version) left objects unchecked"
+      fi
+    done
+    log "ok: kubernetes-validate --strict $name (kubernetes ${K8S_VERSIONS// /, })"
+  done
+
+  # 4. KEDA objects against the ScaledObject schema.
+  "$VENV/bin/python" - "$K8S/schemas/keda-scaledobject.schema.json" "$WORK"/*.yaml <<'PY'
+import sys, json, yaml, jsonschema
+schema = json.load(open(sys.argv[1]))
+jsonschema.Draft202012Validator.check_schema(schema)
+validator = jsonschema.Draft202012Validator(schema)
+failures, checked = [], 0
+for path in sys.argv[2:]:
+    docs = [d for d in yaml.safe_load_all(open(path)) if d]
+    deployments = {d["metadata"]["name"] for d in docs if d.get("kind") == "Deployment"}
+    for doc in docs:
+        if not str(doc.get("apiVersion", "")).startswith("keda.sh/"):
+            continue
+        name = f'{path.rsplit("/", 1)[-1]}: {doc.get("kind")}/{doc.get("metadata", {}).get("name")}'
+        if doc.get("kind") != "ScaledObject":
+            failures.append(f"{name}: no schema for this KEDA kind")
+            continue
+        checked += 1
+        for err in validator.iter_errors(doc):
+            failures.append(f'{name}: {"/".join(map(str, err.absolute_path))}: {err.message}')
+        spec = doc.get("spec", {})
+        lo, hi = spec.get("minReplicaCount", 0), spec.get("maxReplicaCount", 100)
+        if lo > hi:
+            failures.append(f"{name}: minReplicaCount {lo} > maxReplicaCount {hi}")
+        if "idleReplicaCount" in spec and spec["idleReplicaCount"] >= lo:
+            failures.append(f"{name}: idleReplicaCount must be below minReplicaCount")
+        ref = spec.get("scaleTargetRef", {})
+        if ref.get("kind", "Deployment") == "Deployment" and ref.get("name") not in deployments:
+            failures.append(f'{name}: scaleTargetRef {ref.get("name")} is not a Deployment of this render')
+for f in failures:
+    print(f"[check-deploy] FAIL: {f}", file=sys.stderr)
+if failures:
+    sys.exit(1)
+print(f"[check-deploy] ok: {checked} ScaledObject(s) match the KEDA schema")
+PY
+fi
+
+# 5. The Rust checks (config parsers, env vars, policies, dashboard metric list).
+if [ -z "$manifests_only" ]; then
+  log "cargo test -p loopgate-tests --test e2e suite::deploy"
+  (cd "$REPO" && cargo test -p loopgate-tests --test e2e -- suite::deploy)
+fi
+log "all deploy checks passed"

@@ -1,0 +1,196 @@
+//! Freezing: a workspace directory (or in-memory files) becomes blobs the store lacks plus a
+//! manifest. Bytes moved follow what changed: blobs the store has are not uploaded, and with a
+//! [`StatCache`] unchanged files are neither re-hashed nor looked up.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use futures::{StreamExt, TryStreamExt};
+use loopgate_common::snapshot::{
+    sha256_hex, validate_relative_path, Manifest, ManifestEntry, SnapshotPathError,
+};
+
+use crate::snapshot_freeze::{normalize_mode, walk_workspace_cached, FreezeRules, Refusal};
+use crate::snapshot_manifests::ManifestWrite;
+use crate::snapshot_stat_cache::StatCache;
+use crate::snapshot_store::{blob_object_name, FreezeOutcome, SnapshotError, SnapshotStore};
+
+/// Concurrent existence checks / uploads during one freeze.
+const UPLOAD_CONCURRENCY: usize = 16;
+
+impl SnapshotStore {
+    /// Freeze a workspace directory: hash every file, upload the blobs the store lacks, then
+    /// write the manifest.
+    pub async fn freeze(
+        &self,
+        dir: &Path,
+        rules: &FreezeRules,
+    ) -> Result<FreezeOutcome, SnapshotError> {
+        self.freeze_cached(dir, rules, &mut StatCache::new()).await
+    }
+
+    /// As [`SnapshotStore::freeze`], reusing and updating `cache` (fill it with
+    /// [`SnapshotStore::materialize_cached`] or a previous freeze of the same directory).
+    pub async fn freeze_cached(
+        &self,
+        dir: &Path,
+        rules: &FreezeRules,
+        cache: &mut StatCache,
+    ) -> Result<FreezeOutcome, SnapshotError> {
+        let root = dir.to_path_buf();
+        let walk_rules = rules.clone();
+        let taken = std::mem::take(cache);
+        let (taken, walked) = tokio::task::spawn_blocking(move || {
+            let walked = walk_workspace_cached(&root, &walk_rules, Some(&taken));
+            (taken, walked)
+        })
+        .await
+        .map_err(|err| SnapshotError::Store {
+            op: "walk",
+            reason: err.to_string(),
+        })?;
+        *cache = taken;
+        let files = walked?;
+        let mut seen = HashSet::new();
+        let known = &*cache;
+        let uploads: Vec<_> = files
+            .iter()
+            .filter(|file| seen.insert(file.entry.sha256.clone()))
+            .filter(|file| !known.is_present(&file.entry.sha256))
+            .map(|file| async move {
+                let name = blob_object_name(&file.entry.sha256);
+                if self.object_size(&name).await? == Some(file.entry.size) {
+                    return Ok::<_, SnapshotError>(None);
+                }
+                let bytes =
+                    tokio::fs::read(&file.source)
+                        .await
+                        .map_err(|source| SnapshotError::Io {
+                            path: file.source.display().to_string(),
+                            source,
+                        })?;
+                if sha256_hex(&bytes) != file.entry.sha256 {
+                    return Err(SnapshotError::ChangedDuringFreeze {
+                        path: file.entry.path.clone(),
+                    });
+                }
+                self.put_object(&name, &bytes).await?;
+                Ok(Some(bytes.len() as u64))
+            })
+            .collect();
+        let uploaded: Vec<Option<u64>> = futures::stream::iter(uploads)
+            .buffer_unordered(UPLOAD_CONCURRENCY)
+            .try_collect()
+            .await?;
+        let files_hashed = files.iter().filter(|f| f.hashed).count();
+        let manifest = Manifest::new(files.iter().map(|f| f.entry.clone()).collect())
+            .map_err(SnapshotError::InvalidManifest)?;
+        let written = self.write_manifest(&manifest, &cache.present_set()).await?;
+        for file in &files {
+            if file.hashed {
+                cache.record(
+                    &file.entry.path,
+                    file.stamp,
+                    &file.entry.sha256,
+                    file.recorded_at_ns,
+                );
+            }
+            cache.mark_present(&file.entry.sha256);
+        }
+        for page in &written.pages {
+            cache.mark_present(page);
+        }
+        cache.retain_paths(|path| manifest.get(path).is_some());
+        Ok(outcome(manifest, written, &uploaded, files_hashed))
+    }
+
+    /// Freeze in-memory files `(path, mode, content)`, e.g. a workspace uploaded over HTTP.
+    /// Paths must be valid relative paths, unique; modes are normalized to 0o644/0o755; the
+    /// default `FreezeRules` size limits apply.
+    pub async fn freeze_files(
+        &self,
+        files: Vec<(String, u32, Vec<u8>)>,
+    ) -> Result<FreezeOutcome, SnapshotError> {
+        let limits = FreezeRules::default();
+        let mut entries = Vec::with_capacity(files.len());
+        let mut paths = HashSet::new();
+        let mut total: u64 = 0;
+        for (path, mode, content) in &files {
+            validate_relative_path(path).map_err(|e| SnapshotError::Refused {
+                path: path.clone(),
+                reason: Refusal::InvalidPath(e),
+            })?;
+            if !paths.insert(path.as_str()) {
+                return Err(SnapshotError::Refused {
+                    path: path.clone(),
+                    reason: Refusal::InvalidPath(SnapshotPathError::Duplicate(path.clone())),
+                });
+            }
+            let size = content.len() as u64;
+            if size > limits.max_file_bytes {
+                return Err(SnapshotError::Refused {
+                    path: path.clone(),
+                    reason: Refusal::FileTooLarge {
+                        size,
+                        limit: limits.max_file_bytes,
+                    },
+                });
+            }
+            total += size;
+            if total > limits.max_total_bytes {
+                return Err(SnapshotError::TotalTooLarge {
+                    limit: limits.max_total_bytes,
+                });
+            }
+            entries.push(ManifestEntry {
+                path: path.clone(),
+                mode: normalize_mode(*mode),
+                size,
+                sha256: sha256_hex(content),
+            });
+        }
+        let mut seen = HashSet::new();
+        let uploads: Vec<_> = entries
+            .iter()
+            .zip(&files)
+            .filter(|(entry, _)| seen.insert(entry.sha256.clone()))
+            .map(|(entry, (_, _, content))| async move {
+                let uploaded = self.upload_if_missing(&entry.sha256, content).await?;
+                Ok::<_, SnapshotError>(uploaded.then_some(content.len() as u64))
+            })
+            .collect();
+        let uploaded: Vec<Option<u64>> = futures::stream::iter(uploads)
+            .buffer_unordered(UPLOAD_CONCURRENCY)
+            .try_collect()
+            .await?;
+        let files_hashed = entries.len();
+        let manifest = Manifest::new(entries).map_err(SnapshotError::InvalidManifest)?;
+        let written = self.write_manifest(&manifest, &HashSet::new()).await?;
+        Ok(outcome(manifest, written, &uploaded, files_hashed))
+    }
+
+    /// The empty snapshot, for runs without a starting workspace.
+    pub async fn freeze_empty(&self) -> Result<FreezeOutcome, SnapshotError> {
+        let manifest = Manifest::empty();
+        let written = self.write_manifest(&manifest, &HashSet::new()).await?;
+        Ok(outcome(manifest, written, &[], 0))
+    }
+}
+
+fn outcome(
+    manifest: Manifest,
+    written: ManifestWrite,
+    uploaded: &[Option<u64>],
+    files_hashed: usize,
+) -> FreezeOutcome {
+    FreezeOutcome {
+        id: written.id,
+        files: manifest.entries.len(),
+        bytes_total: manifest.total_bytes(),
+        blobs_uploaded: uploaded.iter().flatten().count(),
+        bytes_uploaded: uploaded.iter().flatten().sum(),
+        manifest_bytes_uploaded: written.bytes_uploaded,
+        files_hashed,
+        manifest,
+    }
+}
