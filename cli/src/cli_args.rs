@@ -138,6 +138,9 @@ fn state_parser() -> PossibleValuesParser {
 #[derive(Debug, Args)]
 pub struct RunArg {
     pub run: String,
+    /// Print the run JSON the manager returns.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -145,6 +148,9 @@ pub struct AnswerArgs {
     pub run: String,
     /// The answer text.
     pub text: String,
+    /// Print the run JSON the manager returns.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -178,6 +178,12 @@ fn event_text(event: &LogEvent) -> String {
         }
         LogEvent::Answered { text } => format!("answered: {}", excerpt(text, 200)),
         LogEvent::Resumed { from_state } => format!("resumed after {}", from_state.as_str()),
+        LogEvent::Escalated {
+            profile,
+            after_failed_rounds,
+        } => format!(
+            "executor escalated to profile '{profile}' after {after_failed_rounds} failed rounds"
+        ),
         LogEvent::Terminal {
             state,
             reason,

@@ -36,6 +36,9 @@ pub struct BudgetFile {
     /// How long a dispatched step may wait for a worker to pick it up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_secs: Option<u64>,
+    /// Failed audits in a row before the executor escalates to the next profile of its ladder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalate_after: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,6 +58,12 @@ pub struct Budget {
     pub max_failed_rounds: u32,
     #[serde(default = "default_start_secs")]
     pub start_secs: u64,
+    #[serde(default = "default_escalate_after")]
+    pub escalate_after: u32,
+}
+
+fn default_escalate_after() -> u32 {
+    2
 }
 
 fn default_max_failed_rounds() -> u32 {
@@ -79,6 +88,7 @@ impl Default for Budget {
             max_wall_secs: None,
             max_failed_rounds: default_max_failed_rounds(),
             start_secs: default_start_secs(),
+            escalate_after: default_escalate_after(),
         }
     }
 }
@@ -171,6 +181,12 @@ impl BudgetFile {
                 1,
                 86_400,
             )?,
+            escalate_after: in_range(
+                "escalate_after",
+                self.escalate_after.unwrap_or(d.escalate_after).into(),
+                1,
+                1000,
+            )? as u32,
         })
     }
 }

@@ -212,6 +212,9 @@ pub struct RunRecord {
     /// joins this trace.
     #[serde(default)]
     pub trace_parent: Option<String>,
+    /// Rungs climbed on the executor's profile ladder (`roles.executor_escalation`).
+    #[serde(default)]
+    pub escalation_level: u32,
 }
 
 impl RunRecord {
@@ -223,6 +226,22 @@ impl RunRecord {
         match (self.deadline.map(|d| d.at_ms), self.wall_deadline_ms) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
+        }
+    }
+
+    /// The executor profile for the next round: the ladder's rung at `escalation_level`.
+    pub fn executor_profile(&self) -> &str {
+        let level = self.escalation_level as usize;
+        match level {
+            0 => &self.task.roles.executor,
+            n => self
+                .task
+                .roles
+                .executor_escalation
+                .get(n - 1)
+                .or(self.task.roles.executor_escalation.last())
+                .map(String::as_str)
+                .unwrap_or(&self.task.roles.executor),
         }
     }
 
@@ -342,6 +361,10 @@ pub enum LogEvent {
     Resumed {
         from_state: RunState,
     },
+    Escalated {
+        profile: String,
+        after_failed_rounds: u32,
+    },
     Terminal {
         state: RunState,
         reason: String,
@@ -368,6 +391,7 @@ impl LogEvent {
             LogEvent::DeadlineMissed { .. } => "deadline_missed",
             LogEvent::Answered { .. } => "answered",
             LogEvent::Resumed { .. } => "resumed",
+            LogEvent::Escalated { .. } => "escalated",
             LogEvent::Terminal { .. } => "terminal",
         }
     }

@@ -40,13 +40,22 @@ pub struct AcceptanceFile {
     pub timeout_secs: Option<u64>,
 }
 
+/// One profile name, or a cost-ordered ladder of them (`executor = ["cheap", "strong"]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ProfileChoice {
+    One(String),
+    Ladder(Vec<String>),
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RolesFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manager: Option<String>,
+    /// A profile, or a ladder escalated after `budget.escalate_after` failed audits in a row.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub executor: Option<String>,
+    pub executor: Option<ProfileChoice>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auditor: Option<String>,
 }
@@ -66,7 +75,11 @@ pub struct Criterion {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Roles {
     pub manager: String,
+    /// The executor profile for the first rounds (the ladder's first rung).
     pub executor: String,
+    /// Profiles to escalate to, in order, after repeated failed audits (may be empty).
+    #[serde(default)]
+    pub executor_escalation: Vec<String>,
     /// Without an auditor model the audit is mechanical only.
     pub auditor: Option<String>,
 }
@@ -203,11 +216,38 @@ impl TaskFile {
                 timeout_secs,
             });
         }
+        let ladder: Vec<String> = match &self.roles.executor {
+            None => vec![DEFAULT_PROFILE.to_string()],
+            Some(ProfileChoice::One(name)) => vec![name.clone()],
+            Some(ProfileChoice::Ladder(names)) if names.is_empty() => {
+                return Err(TaskError::field(
+                    "roles.executor",
+                    "the profile list must not be empty",
+                ))
+            }
+            Some(ProfileChoice::Ladder(names)) => names.clone(),
+        };
+        let mut executors = Vec::with_capacity(ladder.len());
+        for (i, name) in ladder.iter().enumerate() {
+            let field = if ladder.len() == 1 {
+                "roles.executor".to_string()
+            } else {
+                format!("roles.executor[{i}]")
+            };
+            let name = clean_profile(&field, &Some(name.clone()))?.unwrap_or_default();
+            if executors.contains(&name) {
+                return Err(TaskError::field(
+                    field,
+                    format!("profile '{name}' appears twice"),
+                ));
+            }
+            executors.push(name);
+        }
         let roles = Roles {
             manager: clean_profile("roles.manager", &self.roles.manager)?
                 .unwrap_or_else(|| DEFAULT_PROFILE.to_string()),
-            executor: clean_profile("roles.executor", &self.roles.executor)?
-                .unwrap_or_else(|| DEFAULT_PROFILE.to_string()),
+            executor: executors.remove(0),
+            executor_escalation: executors,
             auditor: clean_profile("roles.auditor", &self.roles.auditor)?,
         };
         let budget = self
@@ -314,6 +354,24 @@ max_rounds = 8
     fn unknown_key_is_reported_by_name() {
         let err = parse_task_toml("goal = \"x\"\nbogus = 1").unwrap_err();
         assert!(matches!(err, TaskError::Syntax(ref m) if m.contains("bogus")));
+    }
+
+    #[test]
+    fn executor_ladder() {
+        let t = parse_task_toml("goal=\"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[roles]\nexecutor=[\"cheap\",\"strong\"]").unwrap();
+        assert_eq!(t.roles.executor, "cheap");
+        assert_eq!(t.roles.executor_escalation, vec!["strong".to_string()]);
+        for bad in ["[]", "[\"a\",\"a\"]", "[\"a b\"]"] {
+            let text = format!(
+                "goal=\"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[roles]\nexecutor={bad}"
+            );
+            let err = parse_task_toml(&text).unwrap_err();
+            assert!(
+                err.field_name()
+                    .is_some_and(|f| f.starts_with("roles.executor")),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -56,6 +56,10 @@ pub struct ManagerSection {
     pub retention_days: Option<u64>,
     /// How often this replica sweeps `lg:deadlines`, in milliseconds.
     pub sweep_interval_ms: Option<u64>,
+    /// How often unreferenced snapshot blobs are collected (default 3600 s).
+    pub gc_interval_secs: Option<u64>,
+    /// Objects younger than this are never collected (default 86400 s).
+    pub gc_grace_secs: Option<u64>,
 }
 
 /// Values read from the environment once in `main`.
@@ -78,6 +82,8 @@ pub struct Settings {
     pub max_deliver: i64,
     pub retention: Duration,
     pub sweep_interval: Duration,
+    pub gc_interval: Duration,
+    pub gc_grace: Duration,
     /// Bearer token the API requires (always when bound to a non-loopback address).
     pub token: Option<String>,
     pub models: BTreeMap<String, ModelProfile>,
@@ -191,6 +197,8 @@ pub fn resolve(
         sweep_interval: Duration::from_millis(
             m.sweep_interval_ms.unwrap_or(1000).clamp(50, 60_000),
         ),
+        gc_interval: Duration::from_secs(m.gc_interval_secs.unwrap_or(3600).max(1)),
+        gc_grace: Duration::from_secs(m.gc_grace_secs.unwrap_or(86_400)),
         token,
         models: resolve_profiles(&file.models, env)?,
     })

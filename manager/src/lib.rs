@@ -12,3 +12,4 @@ pub mod http_rounds;
 pub mod openapi;
 pub mod results_loop;
 pub mod run_view;
+pub mod snapshot_gc_loop;

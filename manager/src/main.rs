@@ -14,6 +14,7 @@ use loopgate_manager::engine::Engine;
 use loopgate_manager::gauges::run_gauges;
 use loopgate_manager::http_api::{router, ApiState};
 use loopgate_manager::results_loop::ResultsLoop;
+use loopgate_manager::snapshot_gc_loop::SnapshotGc;
 use loopgate_models::{process_env, ChatClient};
 use loopgate_transport::metrics::Metrics;
 use loopgate_transport::otel::{init_telemetry, TelemetrySettings};
@@ -133,6 +134,14 @@ async fn main() -> anyhow::Result<()> {
         Duration::from_secs(10),
         cancel.clone(),
     ));
+    let gc = SnapshotGc {
+        engine: engine.clone(),
+        snapshots: snapshots.clone(),
+        evidence: evidence.clone(),
+        every: settings.gc_interval,
+        grace: settings.gc_grace,
+    };
+    let gc_task = tokio::spawn(gc.run(cancel.clone()));
 
     let state = Arc::new(ApiState {
         engine,
@@ -160,6 +169,7 @@ async fn main() -> anyhow::Result<()> {
     let _ = tokio::time::timeout(Duration::from_secs(5), sweeper_task).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), http_task).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), gauges_task).await;
+    gc_task.abort();
     let _ = tokio::time::timeout(Duration::from_secs(5), bus.flush()).await;
     tracing::info!("stopped");
     telemetry.shutdown();

@@ -48,6 +48,8 @@ pub struct StackOptions {
     pub executor_extra: String,
     /// Extra environment for every daemon (e.g. `OTEL_*`).
     pub env: Vec<(String, String)>,
+    /// Give every worker a `[metrics] addr` (see `Stack::worker_metrics`).
+    pub worker_metrics: bool,
 }
 
 impl StackOptions {
@@ -59,6 +61,7 @@ impl StackOptions {
             manager_extra: String::new(),
             executor_extra: String::new(),
             env: Vec::new(),
+            worker_metrics: false,
         }
     }
 }
@@ -75,6 +78,8 @@ pub struct Stack {
     pub managers: Vec<ManagerProc>,
     pub executors: Vec<ChildGuard>,
     pub auditor: ChildGuard,
+    /// `http://addr` of each worker's metrics endpoint, when `worker_metrics` was set.
+    pub worker_metrics: Vec<String>,
     /// The first manager's base URL (tests that use one manager).
     pub http: String,
     pub dir: tempfile::TempDir,
@@ -112,6 +117,15 @@ impl Stack {
             .map(Profile::toml)
             .collect::<Vec<_>>()
             .join("\n");
+        let mut worker_metrics = Vec::new();
+        let mut metrics_table = || -> anyhow::Result<String> {
+            if !opts.worker_metrics {
+                return Ok(String::new());
+            }
+            let port = free_port()?;
+            worker_metrics.push(format!("http://127.0.0.1:{port}"));
+            Ok(format!("[metrics]\naddr = \"127.0.0.1:{port}\"\n"))
+        };
         let mut executors = Vec::new();
         for i in 1..=opts.executors {
             let cfg = dir.path().join(format!("executor-{i}.toml"));
@@ -119,8 +133,9 @@ impl Stack {
             std::fs::write(
                 &cfg,
                 format!(
-                    "[nats]\nurl = \"{}\"\n[executor]\nworker_id = \"exec-{i}\"\ncapabilities = [\"cli\"]\nwork_dir = \"{}\"\n{}\n\n{models}",
+                    "[nats]\nurl = \"{}\"\n{}[executor]\nworker_id = \"exec-{i}\"\ncapabilities = [\"cli\"]\nwork_dir = \"{}\"\n{}\n\n{models}",
                     nats.url(),
+                    metrics_table()?,
                     work.display(),
                     opts.executor_extra
                 ),
@@ -136,8 +151,9 @@ impl Stack {
         std::fs::write(
             &audit_cfg,
             format!(
-                "[nats]\nurl = \"{}\"\n[auditor]\nworker_id = \"audit-1\"\nwork_dir = \"{}\"\n\n{models}",
+                "[nats]\nurl = \"{}\"\n{}[auditor]\nworker_id = \"audit-1\"\nwork_dir = \"{}\"\n\n{models}",
                 nats.url(),
+                metrics_table()?,
                 dir.path().join("work-audit").display()
             ),
         )?;
@@ -151,6 +167,7 @@ impl Stack {
             managers: Vec::new(),
             executors,
             auditor,
+            worker_metrics,
             http: String::new(),
             dir,
             models,

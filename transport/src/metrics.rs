@@ -93,8 +93,7 @@ impl Metrics {
                 .with_description("Bytes uploaded to the snapshot store by freezes")
                 .build(),
             queue_pending: meter
-                .u64_gauge("loopgate.queue.pending")
-                .with_unit("{message}")
+                .u64_gauge("loopgate.queue.pending_messages")
                 .with_description("Messages waiting in a work queue consumer")
                 .build(),
             worker_up: meter

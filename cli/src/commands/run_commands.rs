@@ -80,6 +80,10 @@ fn state_suffix(answer: &Option<Value>) -> String {
 
 pub async fn cancel(client: &ApiClient, args: &RunArg) -> Result<ExitStatus, CliError> {
     let answer = client.cancel(&args.run).await?;
+    if args.json {
+        output::line(answer.map(|v| v.to_string()).unwrap_or_default())?;
+        return Ok(ExitStatus::Ok);
+    }
     output::line(format!(
         "cancel requested for {}{}",
         args.run,
@@ -93,6 +97,10 @@ pub async fn answer(client: &ApiClient, args: &AnswerArgs) -> Result<ExitStatus,
         return Err(CliError::Usage("the answer text must not be empty".into()));
     }
     let answer = client.answer(&args.run, &args.text).await?;
+    if args.json {
+        output::line(answer.map(|v| v.to_string()).unwrap_or_default())?;
+        return Ok(ExitStatus::Ok);
+    }
     output::line(format!(
         "answer sent to {}{}",
         args.run,

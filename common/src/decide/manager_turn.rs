@@ -194,7 +194,7 @@ fn dispatch_exec(tx: &mut Tx, capability: Capability, task: String) {
         contract: r.contract.clone(),
         increment: increment.clone(),
         base_snapshot: r.snapshot.clone(),
-        executor_profile: r.task.roles.executor.clone(),
+        executor_profile: r.executor_profile().to_string(),
         episode_secs: r.task.budget.executor_episode_secs,
         max_steps: r.task.budget.max_steps,
         start_by_ms,

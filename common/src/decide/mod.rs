@@ -160,6 +160,7 @@ pub fn start_run(id: &str, task: Task, base_snapshot: &str, now: i64) -> Step {
         failed_streak: 0,
         generation_start_round: 0,
         trace_parent: None,
+        escalation_level: 0,
     };
     let mut tx = Tx::new(&record, now);
     tx.log(LogEvent::Submitted {

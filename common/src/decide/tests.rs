@@ -638,3 +638,30 @@ fn every_exit_path_is_terminal_with_a_reason() {
         );
     }
 }
+
+#[test]
+fn executor_escalates_up_its_ladder_after_failed_rounds() {
+    let text = TASK.replace(
+        "[budget]",
+        "[roles]\nexecutor = [\"cheap\", \"mid\", \"strong\"]\n[budget]",
+    );
+    let mut task = parse_task_toml(&text).unwrap();
+    task.budget.max_rounds = 20;
+    task.budget.max_failed_rounds = 100;
+    task.budget.escalate_after = 2;
+    let mut r = start_run("r1", task, "base", 0).record;
+    let mut profiles = Vec::new();
+    for i in 0..7 {
+        let s = reply(&r, "Next: cli\nTask: try");
+        match &s.outgoing()[0].message {
+            Message::ExecRequest(req) => profiles.push(req.executor_profile.clone()),
+            m => panic!("{m:?}"),
+        }
+        let s = exec_done(&s.record, &format!("c{i}"));
+        r = audit(&s.record, false, Integrity::Clean).record;
+    }
+    assert_eq!(
+        profiles,
+        ["cheap", "cheap", "mid", "mid", "strong", "strong", "strong"]
+    );
+}

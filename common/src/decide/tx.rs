@@ -84,6 +84,7 @@ impl Tx {
     /// `max_failed_rounds` rounds in a row have failed.
     pub fn continue_after_failure(&mut self, why: &str) {
         self.record.failed_streak += 1;
+        self.maybe_escalate();
         let max = self.record.task.budget.max_failed_rounds;
         if self.record.failed_streak >= max {
             let question = format!(
@@ -94,6 +95,26 @@ impl Tx {
             self.ask(question);
         } else {
             self.request_decision();
+        }
+    }
+
+    /// Cost-aware escalation: every `escalate_after` failed rounds in a row, move the executor
+    /// one rung up its profile ladder (if there is one).
+    fn maybe_escalate(&mut self) {
+        let r = &self.record;
+        let every = r.task.budget.escalate_after.max(1);
+        let rungs = r.task.roles.executor_escalation.len() as u32;
+        if r.failed_streak % every == 0 && r.escalation_level < rungs {
+            self.record.escalation_level += 1;
+            let profile = self.record.executor_profile().to_string();
+            let after_failed_rounds = self.record.failed_streak;
+            self.feedback(format!(
+                "After {after_failed_rounds} failed rounds the executor was escalated to profile '{profile}'."
+            ));
+            self.log(LogEvent::Escalated {
+                profile,
+                after_failed_rounds,
+            });
         }
     }
 

@@ -11,7 +11,7 @@ Each turn you read the contract and the latest audit evidence, then choose exact
 - cli: give the executor one bounded instruction to carry out in the workspace with shell and file tools\n\
 - gui: the same, for steps that need a graphical session\n\
 - done: every acceptance check passes on the current snapshot (the harness verifies this; it refuses `done` otherwise)\n\
-- blocked: the task cannot be done as specified (give the reason)\n\
+- blocked: the task is impossible or contradictory as specified (give the reason); a failing check is never a reason to block, it is a reason to try a different fix\n\
 - ask: you need a human decision (give the question)\n\
 Facts come only from audit evidence; anything else is a hypothesis. Preserve exact names, paths \
 and formats from the goal. Never weaken a check, edit the acceptance tests or hard-code expected output.\n\

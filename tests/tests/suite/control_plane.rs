@@ -326,3 +326,57 @@ executor = "exec"
     assert_eq!(blob.status().as_u16(), 200);
     Ok(())
 }
+
+/// Unreferenced blobs are collected; everything a live run references survives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_collection_keeps_what_live_runs_reference() -> anyhow::Result<()> {
+    use loopgate_transport::{Bus, BusOptions, SnapshotStore};
+    let model = StandInModel::start(
+        Script::new()
+            .fallback(
+                "standin-manager",
+                Reply::content("Next: cli\nTask: write hello.py"),
+            )
+            .replies("standin-executor", good_executor()),
+    )
+    .await?;
+    let mut opts = StackOptions::new(profiles(&model), 1);
+    opts.manager_extra = "gc_interval_secs = 1\ngc_grace_secs = 0".into();
+    let stack = Stack::start(opts).await?;
+    let id = stack.submit(TASK, &[("notes.txt", "keep me\n")]).await?["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let done = stack.wait_terminal(&id, Duration::from_secs(60)).await?;
+    assert_eq!(done["state"], "completed");
+    let bus = Bus::connect(&stack.nats.url(), "loopgate", BusOptions::default()).await?;
+    let store = SnapshotStore::new(&bus).await?;
+    let orphan = store.put_bytes(b"nobody references this").await?;
+    assert!(store.has_blob(&orphan).await?);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while store.has_blob(&orphan).await? {
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the orphan blob was never collected\n{}",
+            stack.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The run's snapshots (base and final) are intact after collections.
+    let out = tempfile::tempdir()?;
+    stack
+        .checkout(done["snapshot"].as_str().unwrap_or_default(), out.path())
+        .await?;
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("notes.txt"))?,
+        "keep me\n"
+    );
+    let base = tempfile::tempdir()?;
+    stack
+        .checkout(
+            done["base_snapshot"].as_str().unwrap_or_default(),
+            base.path(),
+        )
+        .await?;
+    Ok(())
+}

@@ -86,6 +86,7 @@ async fn one_run_is_one_connected_trace_across_all_binaries() -> anyhow::Result<
         ("OTEL_BSP_SCHEDULE_DELAY".into(), "100".into()),
         ("OTEL_METRIC_EXPORT_INTERVAL".into(), "500".into()),
     ];
+    opts.worker_metrics = true;
     let mut stack = Stack::start(opts).await?;
     let id = stack.submit(TASK, &[]).await?["id"]
         .as_str()
@@ -93,6 +94,35 @@ async fn one_run_is_one_connected_trace_across_all_binaries() -> anyhow::Result<
         .to_string();
     let done = stack.wait_terminal(&id, Duration::from_secs(60)).await?;
     assert_eq!(done["state"], "completed");
+    // Every metric the Grafana dashboard queries is exported by some binary's /metrics.
+    let mut scraped = reqwest::get(format!("{}/metrics", stack.http))
+        .await?
+        .text()
+        .await?;
+    for worker in &stack.worker_metrics {
+        scraped.push_str(
+            &reqwest::get(format!("{worker}/metrics"))
+                .await?
+                .text()
+                .await?,
+        );
+    }
+    let wanted_metrics = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/grafana/metrics.txt"
+    ))?;
+    for name in wanted_metrics
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        assert!(
+            scraped
+                .lines()
+                .any(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' '])),
+            "the dashboard queries {name}, which no binary exports"
+        );
+    }
     // SIGTERM: every daemon drains and flushes its telemetry.
     stack.stop_gracefully(Duration::from_secs(20)).await;
 

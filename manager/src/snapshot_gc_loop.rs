@@ -1,0 +1,102 @@
+//! Garbage collection of unreferenced snapshot blobs and check outputs. Roots are every
+//! snapshot and log digest referenced by a run still in Redis (terminal runs expire after the
+//! retention period, which is when their objects become collectable). Objects younger than the
+//! grace period are always kept, so a run created during a collection is never harmed.
+
+use std::time::Duration;
+
+use loopgate_common::state::{LogEntry, LogEvent};
+use loopgate_transport::snapshot_gc::GcRoots;
+use loopgate_transport::SnapshotStore;
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::{Engine, EngineError};
+
+pub struct SnapshotGc {
+    pub engine: Engine,
+    pub snapshots: SnapshotStore,
+    pub evidence: SnapshotStore,
+    pub every: Duration,
+    pub grace: Duration,
+}
+
+impl SnapshotGc {
+    pub async fn run(self, cancel: CancellationToken) {
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep(self.every) => {}
+            }
+            if let Err(e) = self.collect_once().await {
+                tracing::warn!(error = %e, "snapshot garbage collection skipped");
+            }
+        }
+    }
+
+    /// Every snapshot and blob a live run references.
+    pub async fn roots(&self) -> Result<GcRoots, EngineError> {
+        let mut roots = GcRoots::default();
+        let store = self.engine.store();
+        let mut offset = 0;
+        loop {
+            let ids = store.list(None, offset, 500).await?;
+            if ids.is_empty() {
+                break;
+            }
+            offset += ids.len();
+            for id in ids {
+                let Some((_, record)) = self.engine.load(&id).await? else {
+                    continue;
+                };
+                roots.snapshots.insert(record.base_snapshot.clone());
+                roots.snapshots.insert(record.snapshot.clone());
+                let mut after: Option<String> = None;
+                loop {
+                    let batch = store.read_log(&id, after.as_deref(), 500, None).await?;
+                    let Some(last) = batch.last() else { break };
+                    after = Some(last.id.clone());
+                    for entry in batch
+                        .iter()
+                        .filter_map(|r| serde_json::from_str::<LogEntry>(&r.entry).ok())
+                    {
+                        match entry.event {
+                            LogEvent::ExecDispatched { base_snapshot, .. } => {
+                                roots.snapshots.insert(base_snapshot);
+                            }
+                            LogEvent::ExecResult {
+                                candidate: Some(c), ..
+                            } => {
+                                roots.snapshots.insert(c);
+                            }
+                            LogEvent::AuditReport { snapshot, .. } => {
+                                roots.snapshots.insert(snapshot);
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                for (_, json) in store.evidence(&id).await? {
+                    if let Ok(e) = serde_json::from_str::<loopgate_common::verdict::Evidence>(&json)
+                    {
+                        if let Some(d) = e.log_digest {
+                            roots.blobs.insert(d);
+                        }
+                    }
+                }
+            }
+        }
+        roots.snapshots.retain(|s| !s.is_empty());
+        Ok(roots)
+    }
+
+    pub async fn collect_once(&self) -> Result<(), EngineError> {
+        let roots = self.roots().await?;
+        for (bucket, store) in [("snapshots", &self.snapshots), ("evidence", &self.evidence)] {
+            match store.collect_garbage(&roots, self.grace).await {
+                Ok(report) => tracing::info!(bucket, ?report, "garbage collected"),
+                Err(e) => tracing::warn!(bucket, error = %e, "garbage collection failed"),
+            }
+        }
+        Ok(())
+    }
+}
