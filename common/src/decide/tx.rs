@@ -104,7 +104,7 @@ impl Tx {
         let r = &self.record;
         let every = r.task.budget.escalate_after.max(1);
         let rungs = r.task.roles.executor_escalation.len() as u32;
-        if r.failed_streak % every == 0 && r.escalation_level < rungs {
+        if r.failed_streak.is_multiple_of(every) && r.escalation_level < rungs {
             self.record.escalation_level += 1;
             let profile = self.record.executor_profile().to_string();
             let after_failed_rounds = self.record.failed_streak;
