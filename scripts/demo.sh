@@ -63,6 +63,10 @@ if [ -z "${LOOPGATE_MODEL_URL:-}" ]; then
 fi
 say "model: ${LOOPGATE_MODEL:-<default>} at $LOOPGATE_MODEL_URL"
 
+if curl -fsS --max-time 3 "$API/readyz" >/dev/null 2>&1; then
+  say "another loopgate is already serving $API (a second \`loopgate up\` would clash on its ports and .loopgate/); stop it first"
+  exit 1
+fi
 say "starting loopgate up (log: $STATE/up.log)"
 loopgate up > "$STATE/up.log" 2>&1 &
 UP_PID=$!

@@ -73,6 +73,8 @@ pub enum NextStepError {
     UnknownRoute { word: String },
     #[error("`Next: {route}` needs a non-empty `Task:`")]
     MissingTask { route: String },
+    #[error("the `{route}` route is not available here (no worker serves it); use cli")]
+    RouteNotOffered { route: String },
 }
 
 const TASK_KEYS: &[&str] = &["task", "instruction", "instructions", "question", "reason"];

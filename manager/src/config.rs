@@ -60,6 +60,9 @@ pub struct ManagerSection {
     pub gc_interval_secs: Option<u64>,
     /// Objects younger than this are never collected (default 86400 s).
     pub gc_grace_secs: Option<u64>,
+    /// Executor capabilities this deployment runs (default `["cli", "gui"]`); the manager model
+    /// is never offered a route no worker serves.
+    pub capabilities: Option<Vec<String>>,
 }
 
 /// Values read from the environment once in `main`.
@@ -84,6 +87,7 @@ pub struct Settings {
     pub sweep_interval: Duration,
     pub gc_interval: Duration,
     pub gc_grace: Duration,
+    pub gui_offered: bool,
     /// Bearer token the API requires (always when bound to a non-loopback address).
     pub token: Option<String>,
     pub models: BTreeMap<String, ModelProfile>,
@@ -171,6 +175,24 @@ pub fn resolve(
     if retention_days == 0 {
         return Err(ConfigError::invalid("manager.retention_days", "must be positive").into());
     }
+    let capabilities = m
+        .capabilities
+        .clone()
+        .unwrap_or_else(|| vec!["cli".into(), "gui".into()]);
+    if let Some(bad) = capabilities
+        .iter()
+        .find(|c| !["cli", "gui"].contains(&c.as_str()))
+    {
+        return Err(ConfigError::invalid(
+            "manager.capabilities",
+            format!("unknown capability '{bad}' (cli, gui)"),
+        )
+        .into());
+    }
+    if !capabilities.iter().any(|c| c == "cli") {
+        return Err(ConfigError::invalid("manager.capabilities", "must include cli").into());
+    }
+    let gui_offered = capabilities.iter().any(|c| c == "gui");
     let token = match &file.http.token_env {
         Some(var) => Some(env(var).filter(|t| !t.trim().is_empty()).ok_or_else(|| {
             ConfigError::invalid("http.token_env", format!("env var {var} is unset or empty"))
@@ -199,6 +221,7 @@ pub fn resolve(
         ),
         gc_interval: Duration::from_secs(m.gc_interval_secs.unwrap_or(3600).max(1)),
         gc_grace: Duration::from_secs(m.gc_grace_secs.unwrap_or(86_400)),
+        gui_offered,
         token,
         models: resolve_profiles(&file.models, env)?,
     })

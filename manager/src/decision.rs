@@ -25,6 +25,7 @@ pub async fn take_decision(
     engine: &Engine,
     models: &BTreeMap<String, ChatClient>,
     char_budget: usize,
+    gui_offered: bool,
     req: &DecideRequest,
 ) -> Result<Applied, EngineError> {
     let Some((_, record)) = engine.load(&req.run_id).await? else {
@@ -48,7 +49,7 @@ pub async fn take_decision(
     );
     set_remote_parent(&span, record.trace_parent.as_deref());
     let started = std::time::Instant::now();
-    let event = decide_with_model(models, char_budget, &record, req, profile)
+    let event = decide_with_model(models, char_budget, gui_offered, &record, req, profile)
         .instrument(span.clone())
         .await;
     engine
@@ -65,6 +66,7 @@ pub async fn take_decision(
 async fn decide_with_model(
     models: &BTreeMap<String, ChatClient>,
     char_budget: usize,
+    gui_offered: bool,
     record: &RunRecord,
     req: &DecideRequest,
     profile: &str,
@@ -79,7 +81,7 @@ async fn decide_with_model(
         Some(client) => {
             let prompt = manager::user_prompt(record, char_budget);
             let request = ChatRequest::new(vec![
-                ChatMessage::system(manager::SYSTEM),
+                ChatMessage::system(manager::system_prompt(gui_offered)),
                 ChatMessage::user(prompt),
             ]);
             let limit = Duration::from_secs(record.task.budget.manager_episode_secs);
@@ -97,6 +99,7 @@ async fn decide_with_model(
                     seq: req.seq,
                     raw: response.content.unwrap_or_default(),
                     usage: response.usage,
+                    gui_offered,
                 },
                 Ok(Err(e)) => RunEvent::ManagerFailed {
                     generation: req.generation,

@@ -115,6 +115,7 @@ async fn main() -> anyhow::Result<()> {
         engine: engine.clone(),
         models: models.clone(),
         char_budget: settings.prompt_char_budget,
+        gui_offered: settings.gui_offered,
         concurrency: settings.concurrency,
         consumer_options: ConsumerOptions {
             ack_wait: settings.ack_wait,

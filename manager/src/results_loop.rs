@@ -20,6 +20,8 @@ pub struct ResultsLoop {
     pub engine: Engine,
     pub models: Arc<BTreeMap<String, ChatClient>>,
     pub char_budget: usize,
+    /// Whether any executor serves the `gui` route in this deployment.
+    pub gui_offered: bool,
     pub concurrency: usize,
     pub consumer_options: ConsumerOptions,
 }
@@ -114,7 +116,14 @@ impl ResultsLoop {
                     .await
             }
             Message::DecideRequest(req) => {
-                take_decision(&self.engine, &self.models, self.char_budget, &req).await
+                take_decision(
+                    &self.engine,
+                    &self.models,
+                    self.char_budget,
+                    self.gui_offered,
+                    &req,
+                )
+                .await
             }
             Message::EpisodeStarted(started) => {
                 self.engine

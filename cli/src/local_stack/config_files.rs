@@ -84,6 +84,8 @@ struct HttpTable {
 #[derive(Serialize)]
 struct ManagerTable {
     prompt_char_budget: u32,
+    /// The local stack runs cli executors only: the manager never offers `gui`.
+    capabilities: Vec<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -201,6 +203,7 @@ impl LocalStack {
                 },
                 manager: ManagerTable {
                     prompt_char_budget: PROMPT_CHAR_BUDGET,
+                    capabilities: vec!["cli"],
                 },
                 models: self.models(),
             })?,

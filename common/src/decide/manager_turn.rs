@@ -64,6 +64,7 @@ pub(super) fn on_manager_reply(
     seq: u32,
     raw: &str,
     usage: Usage,
+    gui_offered: bool,
     now: i64,
 ) -> Decision {
     if let Err(why) = expecting_decision(record, generation, seq) {
@@ -80,6 +81,9 @@ pub(super) fn on_manager_reply(
     let parsed = parse_next_step(raw).and_then(|step| match step.route {
         Route::Invalid => Err(NextStepError::UnknownRoute {
             word: format!("invalid ({})", step.task),
+        }),
+        Route::Gui if !gui_offered => Err(NextStepError::RouteNotOffered {
+            route: "gui".to_string(),
         }),
         _ => Ok(step),
     });

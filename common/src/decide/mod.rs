@@ -36,6 +36,8 @@ pub enum RunEvent {
         seq: u32,
         raw: String,
         usage: Usage,
+        /// Whether this deployment serves the `gui` route (some executor has that capability).
+        gui_offered: bool,
     },
     ManagerFailed {
         generation: u32,
@@ -187,7 +189,16 @@ pub fn decide(record: &RunRecord, event: &RunEvent, now: i64) -> Decision {
             seq,
             raw,
             usage,
-        } => manager_turn::on_manager_reply(record, *generation, *seq, raw, *usage, now),
+            gui_offered,
+        } => manager_turn::on_manager_reply(
+            record,
+            *generation,
+            *seq,
+            raw,
+            *usage,
+            *gui_offered,
+            now,
+        ),
         RunEvent::ManagerFailed {
             generation,
             seq,

@@ -42,6 +42,7 @@ fn reply(record: &RunRecord, raw: &str) -> Step {
                 output_tokens: 5,
                 cost_micros: 0,
             },
+            gui_offered: true,
         },
     )
 }
@@ -261,6 +262,7 @@ fn stale_and_duplicate_events() {
         seq: 1,
         raw: "Next: cli\nTask: write".into(),
         usage: Usage::default(),
+        gui_offered: true,
     };
     assert!(matches!(decide(&s.record, &again, 2), Decision::Replay(ref o) if o.len() == 1));
     // an old decision sequence is ignored
@@ -269,6 +271,7 @@ fn stale_and_duplicate_events() {
         seq: 0,
         raw: "Next: done".into(),
         usage: Usage::default(),
+        gui_offered: true,
     };
     assert!(matches!(decide(&s.record, &old, 2), Decision::Ignore(_)));
     // a result from another generation is ignored
@@ -512,6 +515,7 @@ fn cost_budget_ends_the_run() {
             output_tokens: 1,
             cost_micros: 101,
         },
+        gui_offered: true,
     };
     assert_eq!(apply(&r, ev).record.state, RunState::BudgetExhausted);
 }
@@ -664,4 +668,24 @@ fn executor_escalates_up_its_ladder_after_failed_rounds() {
         profiles,
         ["cheap", "cheap", "mid", "mid", "strong", "strong", "strong"]
     );
+}
+
+#[test]
+fn a_route_no_worker_serves_is_refused_as_invalid() {
+    let r = started();
+    let ev = RunEvent::ManagerReplied {
+        generation: 1,
+        seq: 1,
+        raw: "Next: gui\nTask: click".into(),
+        usage: Usage::default(),
+        gui_offered: false,
+    };
+    let s = apply(&r, ev);
+    assert_eq!(kinds(&s), vec!["invalid_output"]);
+    assert!(s
+        .record
+        .feedback
+        .iter()
+        .any(|f| f.contains("not available")));
+    assert!(matches!(s.record.phase, Phase::Deciding { .. }));
 }

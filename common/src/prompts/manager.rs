@@ -6,10 +6,24 @@ use crate::verdict::Verdicts;
 
 pub const DEFAULT_CHAR_BUDGET: usize = 24_000;
 
-pub const SYSTEM: &str = "You are the manager of a coding task. You never edit files yourself. \
+/// The manager's system prompt. Routes no worker serves are not offered (a weak model will
+/// otherwise pick them).
+pub fn system_prompt(gui_offered: bool) -> String {
+    let gui = if gui_offered {
+        "- gui: the same, for steps that need a graphical session\n"
+    } else {
+        ""
+    };
+    let routes = if gui_offered {
+        "cli|gui|done|blocked|ask"
+    } else {
+        "cli|done|blocked|ask"
+    };
+    format!(
+        "You are the manager of a coding task. You never edit files yourself. \
 Each turn you read the contract and the latest audit evidence, then choose exactly one next step:\n\
 - cli: give the executor one bounded instruction to carry out in the workspace with shell and file tools\n\
-- gui: the same, for steps that need a graphical session\n\
+{gui}\
 - done: every acceptance check passes on the current snapshot (the harness verifies this; it refuses `done` otherwise)\n\
 - blocked: the task is impossible or contradictory as specified (give the reason); a failing check is never a reason to block, it is a reason to try a different fix\n\
 - ask: you need a human decision (give the question)\n\
@@ -17,8 +31,10 @@ Facts come only from audit evidence; anything else is a hypothesis. Preserve exa
 and formats from the goal. Never weaken a check, edit the acceptance tests or hard-code expected output.\n\
 Reply with exactly these three lines and nothing else:\n\
 Current task state: <one sentence on what is true now>\n\
-Next: <cli|gui|done|blocked|ask>\n\
-Task: <one concrete instruction for the executor, naming files and exact content; or the reason/question>";
+Next: <{routes}>\n\
+Task: <one concrete instruction for the executor, naming files and exact content; or the reason/question>"
+    )
+}
 
 fn verdict_line(v: &Verdicts) -> String {
     format!(
@@ -139,4 +155,15 @@ pub fn user_prompt(record: &RunRecord, char_budget: usize) -> String {
         out = truncate(&out, char_budget);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gui_is_offered_only_when_served() {
+        assert!(system_prompt(true).contains("- gui:"));
+        assert!(!system_prompt(false).contains("gui"));
+    }
 }
