@@ -81,6 +81,22 @@ impl Engine {
         &self.store
     }
 
+    /// The whole run log, oldest first (paged reads of the Redis stream).
+    pub async fn full_log(
+        &self,
+        id: &str,
+    ) -> Result<Vec<loopgate_transport::LogRecord>, EngineError> {
+        let mut records = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let batch = self.store.read_log(id, after.as_deref(), 500, None).await?;
+            let Some(last) = batch.last() else { break };
+            after = Some(last.id.clone());
+            records.extend(batch);
+        }
+        Ok(records)
+    }
+
     pub async fn load(&self, id: &str) -> Result<Option<(u64, RunRecord)>, EngineError> {
         let Some(v) = self.store.load(id).await? else {
             return Ok(None);

@@ -289,21 +289,13 @@ async fn get_log(
     Path(id): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     load_view(&s, &id).await?;
-    let mut entries = Vec::new();
-    let mut after: Option<String> = None;
-    loop {
-        let batch = s
-            .engine
-            .store()
-            .read_log(&id, after.as_deref(), 500, None)
-            .await
-            .map_err(|e| ApiError::unavailable(e.to_string()))?;
-        if batch.is_empty() {
-            break;
-        }
-        after = batch.last().map(|r| r.id.clone());
-        entries.extend(batch.iter().map(|r| entry_with_id(&r.id, &r.entry)));
-    }
+    let entries: Vec<serde_json::Value> = s
+        .engine
+        .full_log(&id)
+        .await?
+        .iter()
+        .map(|r| entry_with_id(&r.id, &r.entry))
+        .collect();
     Ok(Json(serde_json::json!({ "entries": entries })))
 }
 

@@ -72,23 +72,13 @@ pub async fn list_rounds(
     Path(id): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     load_view(&s, &id).await?;
-    let mut entries = Vec::new();
-    let mut after: Option<String> = None;
-    loop {
-        let batch = s
-            .engine
-            .store()
-            .read_log(&id, after.as_deref(), 500, None)
-            .await
-            .map_err(|e| ApiError::unavailable(e.to_string()))?;
-        let Some(last) = batch.last() else { break };
-        after = Some(last.id.clone());
-        entries.extend(
-            batch
-                .iter()
-                .filter_map(|r| serde_json::from_str::<LogEntry>(&r.entry).ok()),
-        );
-    }
+    let entries: Vec<LogEntry> = s
+        .engine
+        .full_log(&id)
+        .await?
+        .iter()
+        .filter_map(|r| serde_json::from_str::<LogEntry>(&r.entry).ok())
+        .collect();
     Ok(Json(
         serde_json::json!({ "rounds": rounds_from_log(&entries) }),
     ))

@@ -50,29 +50,24 @@ impl SnapshotGc {
                 };
                 roots.snapshots.insert(record.base_snapshot.clone());
                 roots.snapshots.insert(record.snapshot.clone());
-                let mut after: Option<String> = None;
-                loop {
-                    let batch = store.read_log(&id, after.as_deref(), 500, None).await?;
-                    let Some(last) = batch.last() else { break };
-                    after = Some(last.id.clone());
-                    for entry in batch
-                        .iter()
-                        .filter_map(|r| serde_json::from_str::<LogEntry>(&r.entry).ok())
-                    {
-                        match entry.event {
-                            LogEvent::ExecDispatched { base_snapshot, .. } => {
-                                roots.snapshots.insert(base_snapshot);
-                            }
-                            LogEvent::ExecResult {
-                                candidate: Some(c), ..
-                            } => {
-                                roots.snapshots.insert(c);
-                            }
-                            LogEvent::AuditReport { snapshot, .. } => {
-                                roots.snapshots.insert(snapshot);
-                            }
-                            _ => {}
+                let log = self.engine.full_log(&id).await?;
+                for entry in log
+                    .iter()
+                    .filter_map(|r| serde_json::from_str::<LogEntry>(&r.entry).ok())
+                {
+                    match entry.event {
+                        LogEvent::ExecDispatched { base_snapshot, .. } => {
+                            roots.snapshots.insert(base_snapshot);
                         }
+                        LogEvent::ExecResult {
+                            candidate: Some(c), ..
+                        } => {
+                            roots.snapshots.insert(c);
+                        }
+                        LogEvent::AuditReport { snapshot, .. } => {
+                            roots.snapshots.insert(snapshot);
+                        }
+                        _ => {}
                     }
                 }
                 for (_, json) in store.evidence(&id).await? {

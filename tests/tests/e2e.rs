@@ -124,6 +124,14 @@ async fn failing_attempt_is_audited_replanned_and_then_completes() -> anyhow::Re
     want.extend(round);
     want.push("terminal");
     assert_eq!(types, want);
+    // Rounds: round 2 started from round 1's candidate and produced the final snapshot.
+    let rounds = stack.get(&format!("/v1/runs/{id}/rounds")).await?;
+    let rounds = rounds["rounds"].as_array().cloned().unwrap_or_default();
+    assert_eq!(rounds.len(), 2, "{rounds:?}");
+    assert_eq!(rounds[1]["base_snapshot"], rounds[0]["candidate"]);
+    assert_eq!(rounds[1]["candidate"], snapshot);
+    assert_eq!(rounds[0]["gate_passed"], false);
+    assert_eq!(rounds[1]["gate_passed"], true);
     // The manager's second prompt carried the failing audit's evidence.
     let prompts = model.requests("standin-manager");
     assert_eq!(prompts.len(), 2);
