@@ -157,6 +157,20 @@ pub(super) fn on_manager_reply(
                 tx.log(LogEvent::DoneRefused {
                     reasons: gate.reasons.clone(),
                 });
+                // A refused `done` is not progress: it counts with unparseable replies, so a
+                // manager that keeps claiming success cannot loop forever.
+                tx.record.invalid_streak = record.invalid_streak + 1;
+                if tx.record.invalid_streak > tx.record.task.budget.max_invalid_outputs {
+                    let n = tx.record.invalid_streak;
+                    tx.terminal(
+                        RunState::Blocked,
+                        format!(
+                            "the manager said `done` {n} times in a row without a passing gate or a usable step; last gate: {}",
+                            gate.reasons.join("; ")
+                        ),
+                    );
+                    return tx.finish();
+                }
                 tx.feedback(format!(
                     "`done` was refused: the completion gate is closed because {}. Choose a step that fixes this.",
                     gate.reasons.join("; ")

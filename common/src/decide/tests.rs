@@ -689,3 +689,17 @@ fn a_route_no_worker_serves_is_refused_as_invalid() {
         .any(|f| f.contains("not available")));
     assert!(matches!(s.record.phase, Phase::Deciding { .. }));
 }
+
+#[test]
+fn a_manager_that_keeps_saying_done_is_bounded() {
+    // max_invalid_outputs = 2 in TASK: the third unusable reply in a row ends the run.
+    let mut r = started();
+    r = reply(&r, "Next: done\nTask: finished").record;
+    assert!(matches!(r.phase, Phase::Deciding { .. }));
+    // a parse failure in between does not reset the count
+    r = reply(&r, "???").record;
+    assert!(matches!(r.phase, Phase::Deciding { .. }));
+    let s = reply(&r, "Next: done\nTask: finished");
+    assert_eq!(s.record.state, RunState::Blocked);
+    assert!(s.record.terminal_reason.unwrap().contains("`done`"));
+}
