@@ -39,6 +39,9 @@ pub struct BudgetFile {
     /// Failed audits in a row before the executor escalates to the next profile of its ladder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub escalate_after: Option<u32>,
+    /// Refused `done` replies in a row before the run ends `blocked`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_done_refusals: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,6 +63,12 @@ pub struct Budget {
     pub start_secs: u64,
     #[serde(default = "default_escalate_after")]
     pub escalate_after: u32,
+    #[serde(default = "default_max_done_refusals")]
+    pub max_done_refusals: u32,
+}
+
+fn default_max_done_refusals() -> u32 {
+    10
 }
 
 fn default_escalate_after() -> u32 {
@@ -89,6 +98,7 @@ impl Default for Budget {
             max_failed_rounds: default_max_failed_rounds(),
             start_secs: default_start_secs(),
             escalate_after: default_escalate_after(),
+            max_done_refusals: default_max_done_refusals(),
         }
     }
 }
@@ -184,6 +194,12 @@ impl BudgetFile {
             escalate_after: in_range(
                 "escalate_after",
                 self.escalate_after.unwrap_or(d.escalate_after).into(),
+                1,
+                1000,
+            )? as u32,
+            max_done_refusals: in_range(
+                "max_done_refusals",
+                self.max_done_refusals.unwrap_or(d.max_done_refusals).into(),
                 1,
                 1000,
             )? as u32,

@@ -215,6 +215,9 @@ pub struct RunRecord {
     /// Rungs climbed on the executor's profile ladder (`roles.executor_escalation`).
     #[serde(default)]
     pub escalation_level: u32,
+    /// `done` replies refused in a row (the gate was closed).
+    #[serde(default)]
+    pub done_refusals: u32,
 }
 
 impl RunRecord {

@@ -115,6 +115,9 @@ pub(super) fn on_manager_reply(
         }
     };
     tx.record.invalid_streak = 0;
+    if step.route != Route::Done {
+        tx.record.done_refusals = 0;
+    }
     if step.task_state.is_some() {
         tx.record.task_state = step.task_state.clone();
     }
@@ -157,22 +160,24 @@ pub(super) fn on_manager_reply(
                 tx.log(LogEvent::DoneRefused {
                     reasons: gate.reasons.clone(),
                 });
-                // A refused `done` is not progress: it counts with unparseable replies, so a
-                // manager that keeps claiming success cannot loop forever.
-                tx.record.invalid_streak = record.invalid_streak + 1;
-                if tx.record.invalid_streak > tx.record.task.budget.max_invalid_outputs {
-                    let n = tx.record.invalid_streak;
+                // A refused `done` is not progress: a manager that keeps claiming success cannot
+                // loop forever.
+                tx.record.done_refusals = record.done_refusals + 1;
+                let max = tx.record.task.budget.max_done_refusals;
+                if tx.record.done_refusals > max {
+                    let n = tx.record.done_refusals;
                     tx.terminal(
                         RunState::Blocked,
                         format!(
-                            "the manager said `done` {n} times in a row without a passing gate or a usable step; last gate: {}",
+                            "the manager said `done` {n} times in a row without a passing gate; last gate: {}",
                             gate.reasons.join("; ")
                         ),
                     );
                     return tx.finish();
                 }
                 tx.feedback(format!(
-                    "`done` was refused: the completion gate is closed because {}. Choose a step that fixes this.",
+                    "`done` was refused: the completion gate is closed because {}. Reply `Next: cli` with a \
+                     Task that makes the failing checks pass.",
                     gate.reasons.join("; ")
                 ));
                 tx.request_decision();

@@ -163,6 +163,7 @@ pub fn start_run(id: &str, task: Task, base_snapshot: &str, now: i64) -> Step {
         generation_start_round: 0,
         trace_parent: None,
         escalation_level: 0,
+        done_refusals: 0,
     };
     let mut tx = Tx::new(&record, now);
     tx.log(LogEvent::Submitted {

@@ -692,14 +692,20 @@ fn a_route_no_worker_serves_is_refused_as_invalid() {
 
 #[test]
 fn a_manager_that_keeps_saying_done_is_bounded() {
-    // max_invalid_outputs = 2 in TASK: the third unusable reply in a row ends the run.
-    let mut r = started();
-    r = reply(&r, "Next: done\nTask: finished").record;
-    assert!(matches!(r.phase, Phase::Deciding { .. }));
-    // a parse failure in between does not reset the count
-    r = reply(&r, "???").record;
-    assert!(matches!(r.phase, Phase::Deciding { .. }));
+    let mut task = parse_task_toml(TASK).unwrap();
+    task.budget.max_done_refusals = 3;
+    let mut r = start_run("r1", task, "base", 0).record;
+    for _ in 0..3 {
+        r = reply(&r, "Next: done\nTask: finished").record;
+        assert!(matches!(r.phase, Phase::Deciding { .. }));
+    }
     let s = reply(&r, "Next: done\nTask: finished");
     assert_eq!(s.record.state, RunState::Blocked);
     assert!(s.record.terminal_reason.unwrap().contains("`done`"));
+    // a real step in between resets the count
+    let mut r = start_run("r2", parse_task_toml(TASK).unwrap(), "base", 0).record;
+    r.task.budget.max_done_refusals = 1;
+    r = reply(&r, "Next: done\nTask: finished").record;
+    r = reply(&r, "Next: cli\nTask: write").record;
+    assert_eq!(r.done_refusals, 0);
 }

@@ -147,7 +147,10 @@ pub fn user_prompt(record: &RunRecord, char_budget: usize) -> String {
             out.push_str(&r);
         }
     } else {
-        out.push_str("\n# Recent rounds\nNone yet: the workspace has not been changed.\n");
+        out.push_str(
+            "\n# Recent rounds\nNone yet: nothing has been executed or audited, so `done` would be refused. \
+             Start with `Next: cli`.\n",
+        );
     }
     out.push_str(&feedback);
     out.push_str(tail);
