@@ -24,6 +24,10 @@ pub struct TaskFile {
     /// Complete as soon as an audit passes the gate over every criterion (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub complete_on_gate: Option<bool>,
+    /// Extra paths never frozen into snapshots (gitignore-style, e.g. `build/`, `*.log`), on top
+    /// of the defaults (`.git/`, `target/`, `node_modules/`, `__pycache__/`, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignore: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -94,6 +98,8 @@ pub struct Task {
     pub budget: Budget,
     pub protected_paths: Vec<String>,
     pub complete_on_gate: bool,
+    #[serde(default)]
+    pub ignore: Vec<String>,
 }
 
 pub const DEFAULT_PROFILE: &str = "local";
@@ -266,7 +272,23 @@ impl TaskFile {
             }
             protected_paths.push(p.to_string());
         }
+        let mut ignore = Vec::new();
+        for (i, pattern) in self.ignore.iter().enumerate() {
+            let p = pattern.trim();
+            if p.is_empty()
+                || p.starts_with('/')
+                || p.split('/').any(|c| c == "..")
+                || p.contains('\0')
+            {
+                return Err(TaskError::field(
+                    format!("ignore[{i}]"),
+                    "must be a non-empty pattern relative to the workspace",
+                ));
+            }
+            ignore.push(p.to_string());
+        }
         Ok(Task {
+            ignore,
             name: self.name.clone().filter(|n| !n.trim().is_empty()),
             goal: goal.to_string(),
             acceptance,
@@ -354,6 +376,24 @@ max_rounds = 8
     fn unknown_key_is_reported_by_name() {
         let err = parse_task_toml("goal = \"x\"\nbogus = 1").unwrap_err();
         assert!(matches!(err, TaskError::Syntax(ref m) if m.contains("bogus")));
+    }
+
+    #[test]
+    fn ignore_patterns() {
+        let t = parse_task_toml(
+            "goal=\"x\"\nignore=[\"build/\", \"*.log\"]\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"",
+        )
+        .unwrap();
+        assert_eq!(t.ignore, vec!["build/".to_string(), "*.log".to_string()]);
+        for bad in ["\"\"", "\"/etc\"", "\"a/../b\""] {
+            let text =
+                format!("goal=\"x\"\nignore=[{bad}]\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"");
+            assert_eq!(
+                parse_task_toml(&text).unwrap_err().field_name(),
+                Some("ignore[0]"),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

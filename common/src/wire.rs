@@ -46,6 +46,9 @@ pub struct ExecRequest {
     /// given up on it and re-planned): workers drop it. Redeliveries (attempt > 1) are served.
     #[serde(default)]
     pub start_by_ms: Option<i64>,
+    /// The task's extra ignore patterns: never frozen into the candidate.
+    #[serde(default)]
+    pub ignore: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

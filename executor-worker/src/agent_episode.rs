@@ -151,7 +151,7 @@ async fn agent_in_dir(
         }
     };
     drop_agent_state(dir, &base);
-    let (candidate, files_changed) = match freeze_dir(env, dir, &base, usage).await {
+    let (candidate, files_changed) = match freeze_dir(env, dir, &base, usage, &req.ignore).await {
         Ok(frozen) => frozen,
         Err(end) => return end,
     };

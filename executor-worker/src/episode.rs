@@ -163,8 +163,13 @@ pub(crate) async fn freeze_dir(
     dir: &Path,
     base: &Manifest,
     usage: Usage,
+    ignore: &[String],
 ) -> Result<(SnapshotId, u32), EpisodeEnd> {
-    match env.store.freeze(dir, &FreezeRules::default()).await {
+    match env
+        .store
+        .freeze(dir, &FreezeRules::with_ignores(ignore))
+        .await
+    {
         Ok(frozen) => {
             let files_changed = diff_manifests(base, &frozen.manifest).len();
             tracing::info!(
@@ -270,7 +275,7 @@ async fn episode_in_dir<M: ChatModel>(
             report.resets
         ));
     }
-    match freeze_dir(env, dir, &base, usage).await {
+    match freeze_dir(env, dir, &base, usage, &req.ignore).await {
         Ok((candidate, files_changed)) => EpisodeEnd::Outcome {
             outcome: ExecOutcome::Frozen {
                 candidate,

@@ -228,6 +228,7 @@ fn request(run_id: &str, base: &str) -> ExecRequest {
         episode_secs: 60,
         max_steps: 8,
         start_by_ms: None,
+        ignore: Vec::new(),
     }
 }
 

@@ -221,6 +221,7 @@ fn dispatch_exec(tx: &mut Tx, capability: Capability, task: String) {
         episode_secs: r.task.budget.executor_episode_secs,
         max_steps: r.task.budget.max_steps,
         start_by_ms,
+        ignore: r.task.ignore.clone(),
     };
     let msg_id = format!("{}:{}:{}:exec", r.id, r.generation, r.round);
     let base_snapshot = r.snapshot.clone();

@@ -36,6 +36,7 @@ pub fn request(run_id: &str, base: &str, profile: &str, episode_secs: u64) -> Ex
         episode_secs,
         max_steps: 8,
         start_by_ms: None,
+        ignore: Vec::new(),
     }
 }
 

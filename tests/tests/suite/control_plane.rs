@@ -380,3 +380,41 @@ async fn garbage_collection_keeps_what_live_runs_reference() -> anyhow::Result<(
         .await?;
     Ok(())
 }
+
+/// A task's ignore patterns keep build output out of every snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_ignore_patterns_keep_build_output_out_of_snapshots() -> anyhow::Result<()> {
+    let model = StandInModel::start(
+        Script::new()
+            .fallback("standin-manager", Reply::content("Next: cli\nTask: build and write hello.py"))
+            .replies(
+                "standin-executor",
+                [
+                    Reply::tool_call("shell", json!({"command": "mkdir -p build && head -c 4096 /dev/zero > build/out.bin"})),
+                    Reply::tool_call("write_file", json!({"path": "hello.py", "content": "print('hello, loopgate')\n"})),
+                    Reply::tool_call("finish", json!({"summary": "done"})),
+                ],
+            ),
+    )
+    .await?;
+    let stack = Stack::start(StackOptions::new(profiles(&model), 1)).await?;
+    let task = format!("ignore = [\"build/\"]\n{TASK}");
+    let id = stack.submit(&task, &[]).await?["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let done = stack.wait_terminal(&id, Duration::from_secs(60)).await?;
+    assert_eq!(done["state"], "completed", "{done}");
+    let manifest = stack
+        .get(&format!(
+            "/v1/snapshots/{}",
+            done["snapshot"].as_str().unwrap_or_default()
+        ))
+        .await?;
+    let paths: Vec<&str> = manifest["entries"]
+        .as_array()
+        .map(|es| es.iter().filter_map(|e| e["path"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(paths, vec!["hello.py"], "build/ is ignored");
+    Ok(())
+}
