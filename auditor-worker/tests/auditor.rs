@@ -373,3 +373,6 @@ async fn shutdown_hands_an_unfinished_audit_back() -> anyhow::Result<()> {
     worker.await?;
     Ok(())
 }
+
+#[path = "suite/mod.rs"]
+mod suite;

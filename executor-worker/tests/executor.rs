@@ -577,3 +577,8 @@ async fn bad_config_exits_with_code_2() -> anyhow::Result<()> {
     assert_eq!(status.status.code(), Some(2));
     Ok(())
 }
+
+mod support;
+
+#[path = "suite/mod.rs"]
+mod suite;

@@ -414,3 +414,6 @@ async fn reqwest_get_json(url: &str) -> Result<Value> {
     );
     Ok(serde_json::from_str(&response.text().await?)?)
 }
+
+#[path = "suite/mod.rs"]
+mod suite;

@@ -134,3 +134,6 @@ async fn many_servers_start_concurrently_on_distinct_ports() -> anyhow::Result<(
     assert!(pinged.load(std::sync::atomic::Ordering::SeqCst) >= 1);
     Ok(())
 }
+
+#[path = "suite/mod.rs"]
+mod suite;

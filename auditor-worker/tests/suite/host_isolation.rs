@@ -5,8 +5,7 @@
 //! network isolation.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
-mod support;
-
+use crate::support;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;

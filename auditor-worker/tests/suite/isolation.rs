@@ -4,8 +4,7 @@
 //! work, writing or deleting snapshots, creating consumers). A normal audit still succeeds.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
+use crate::support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

@@ -3,8 +3,7 @@
 //! the host allows it, and a required sandbox that is missing makes them inconclusive.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
-mod support;
-
+use crate::support;
 use std::collections::BTreeMap;
 
 use loopgate_auditor::sandbox::{probe, SandboxMode, SandboxSettings};

@@ -11,8 +11,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
-mod support;
-
+use crate::support;
 use std::collections::BTreeMap;
 use std::time::Instant;
 

@@ -2,8 +2,7 @@
 //! notice stops an in-flight audit (its checks killed, no report, no redelivery).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
+use crate::support;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 

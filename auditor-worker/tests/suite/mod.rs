@@ -1,0 +1,4 @@
+mod contract_checks;
+mod episodes;
+mod host_isolation;
+mod isolation;

@@ -1,0 +1,4 @@
+mod cli_agents;
+mod context_reset;
+mod episode_control;
+mod real_cli_agent;

@@ -1,0 +1,2 @@
+mod conformance;
+mod live_providers;
