@@ -8,9 +8,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
-use loopgate_common::wire::{decode, AuditRequest, Envelope, EpisodeRole, EpisodeStarted, Message};
-use loopgate_transport::{Bus, Subscriber};
+use loopgate_common::wire::{AuditRequest, Envelope, EpisodeRole, EpisodeStarted, Message};
+use loopgate_transport::Bus;
 use tokio_util::sync::CancellationToken;
 
 /// How long a cancelled generation is remembered.
@@ -141,34 +140,6 @@ pub async fn publish_started(bus: &Bus, worker: &str, req: &AuditRequest, attemp
     {
         tracing::warn!(error = %err, %subject, "publishing EpisodeStarted failed");
     }
-}
-
-/// Apply `CancelEpisodes` notices from `notices` until `stop` fires.
-pub async fn listen_for_cancels(
-    mut notices: Subscriber,
-    cancels: AuditCancels,
-    stop: CancellationToken,
-) {
-    loop {
-        let notice = tokio::select! {
-            () = stop.cancelled() => break,
-            notice = notices.next() => notice,
-        };
-        let Some(notice) = notice else {
-            tracing::warn!("control subscription ended");
-            break;
-        };
-        match decode(&notice.payload) {
-            Ok(Message::CancelEpisodes(notice)) => {
-                let stopped = cancels.cancel(&notice.run_id, notice.generation);
-                tracing::info!(run_id = %notice.run_id, generation = notice.generation,
-                    reason = %notice.reason, stopped, "cancel notice");
-            }
-            Ok(other) => tracing::debug!(kind = other.kind(), "ignoring control message"),
-            Err(err) => tracing::warn!(error = %err, "undecodable control message"),
-        }
-    }
-    let _ = notices.unsubscribe().await;
 }
 
 #[cfg(test)]

@@ -14,7 +14,8 @@ use tracing::Instrument;
 
 use crate::audit::{report_msg_id, Auditor};
 use crate::config::MAX_DELIVER;
-use crate::episode_control::{listen_for_cancels, publish_started, AuditCancels};
+use crate::episode_control::{publish_started, AuditCancels};
+use loopgate_transport::control_listener::listen_for_cancels;
 
 /// How long one pull waits before checking for shutdown again.
 const POLL: Duration = Duration::from_secs(5);
@@ -153,11 +154,14 @@ pub async fn run_worker(
     let stop_listening = cancel.child_token();
     let control = bus.subjects().control_all();
     let listener = match bus.subscribe_core(&control).await {
-        Ok(notices) => Some(tokio::spawn(listen_for_cancels(
-            notices,
-            cancels.clone(),
-            stop_listening.clone(),
-        ))),
+        Ok(notices) => {
+            let audits = cancels.clone();
+            Some(tokio::spawn(listen_for_cancels(
+                notices,
+                stop_listening.clone(),
+                move |n| audits.cancel(&n.run_id, n.generation),
+            )))
+        }
         Err(err) => {
             tracing::error!(error = %err, %control, "cannot subscribe to control notices; audits cannot be cancelled");
             None

@@ -5,12 +5,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use loopgate_transport::{
-    Bus, BusError, BusOptions, ConsumerOptions, SnapshotError, SnapshotStore, Subscriber,
+    Bus, BusError, BusOptions, ConsumerOptions, SnapshotError, SnapshotStore,
 };
 use tokio_util::sync::CancellationToken;
 
-use futures::StreamExt;
-use loopgate_common::wire::{decode, Message};
+use loopgate_transport::control_listener::listen_for_cancels;
 
 use crate::episode::EpisodeEnv;
 use crate::episode_cancels::EpisodeCancels;
@@ -95,53 +94,19 @@ pub async fn prepare(settings: &Settings) -> Result<Arc<WorkerContext>, StartupE
     }))
 }
 
-/// Listens on `control.>` for `CancelEpisodes` notices until `cancel` fires.
-async fn listen_for_cancels(
-    mut notices: Subscriber,
-    cancels: EpisodeCancels,
-    cancel: CancellationToken,
-) {
-    loop {
-        let notice = tokio::select! {
-            () = cancel.cancelled() => break,
-            notice = notices.next() => notice,
-        };
-        let Some(notice) = notice else {
-            tracing::warn!("control subscription ended");
-            break;
-        };
-        match decode(&notice.payload) {
-            Ok(Message::CancelEpisodes(notice)) => {
-                let stopped = cancels.cancel(&notice.run_id, notice.generation);
-                tracing::info!(
-                    run_id = %notice.run_id,
-                    generation = notice.generation,
-                    reason = %notice.reason,
-                    stopped,
-                    "cancel notice"
-                );
-            }
-            Ok(other) => tracing::debug!(kind = other.kind(), "ignoring control message"),
-            Err(err) => {
-                tracing::warn!(error = %err, subject = %notice.subject, "undecodable control message")
-            }
-        }
-    }
-    if let Err(err) = notices.unsubscribe().await {
-        tracing::debug!(error = %err, "unsubscribing from control notices failed");
-    }
-}
-
 /// Run one loop per capability until `cancel` fires and every loop has wound down. Control
 /// notices are subscribed to first, so none is missed once work is taken.
 pub async fn run_workers(ctx: Arc<WorkerContext>, settings: &Settings, cancel: CancellationToken) {
     let control = ctx.bus.subjects().control_all();
     let listener = match ctx.bus.subscribe_core(&control).await {
-        Ok(notices) => Some(tokio::spawn(listen_for_cancels(
-            notices,
-            ctx.cancels.clone(),
-            cancel.clone(),
-        ))),
+        Ok(notices) => {
+            let cancels = ctx.cancels.clone();
+            Some(tokio::spawn(listen_for_cancels(
+                notices,
+                cancel.clone(),
+                move |n| cancels.cancel(&n.run_id, n.generation),
+            )))
+        }
         Err(err) => {
             tracing::error!(error = %err, %control, "cannot subscribe to control notices; episodes cannot be cancelled");
             None

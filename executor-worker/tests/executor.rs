@@ -8,11 +8,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use loopgate_common::contract::Contract;
 use loopgate_common::subjects::Capability;
-use loopgate_common::wire::{
-    decode, encode, ExecOutcome, ExecRequest, ExecResult, Increment, Message,
-};
+use loopgate_common::wire::{decode, encode, ExecOutcome, ExecRequest, ExecResult, Message};
 use loopgate_executor::settings::{ExecutorFile, ExternalInputs};
 use loopgate_executor::startup::{prepare, run_workers};
 use loopgate_test_support::openai_standin::{last_message_content, Reply, Script, StandInModel};
@@ -204,32 +201,7 @@ impl Harness {
 }
 
 fn request(run_id: &str, base: &str) -> ExecRequest {
-    let mut contract = Contract {
-        goal: "write hello.txt".into(),
-        criteria: Vec::new(),
-        protected_paths: Vec::new(),
-        spec_hash: String::new(),
-    };
-    contract.spec_hash = contract.compute_hash();
-    ExecRequest {
-        run_id: run_id.into(),
-        generation: 1,
-        round: 1,
-        capability: Capability::Cli,
-        contract,
-        increment: Increment {
-            objective: "create hello.txt".into(),
-            instructions: String::new(),
-            acceptance_checks: Vec::new(),
-            write_scope: Vec::new(),
-        },
-        base_snapshot: base.into(),
-        executor_profile: "standin".into(),
-        episode_secs: 60,
-        max_steps: 8,
-        start_by_ms: None,
-        ignore: Vec::new(),
-    }
+    support::request(run_id, base, "standin", 60)
 }
 
 fn frozen(result: &ExecResult) -> (&str, &str, bool, u32, u32) {

@@ -4,6 +4,7 @@
 
 mod audit_queue;
 pub mod bus;
+pub mod control_listener;
 pub mod metrics;
 pub mod metrics_server;
 pub mod otel;
