@@ -1,25 +1,29 @@
 //! One audit of a frozen candidate: materialize it into a fresh scratch directory (every blob
 //! re-hashed), diff it against the base, run every contract check in its own scratch copy
 //! under the host's sandbox, derive the verdicts mechanically, optionally ask the judge model
-//! (which may only tighten them) and build the report. I/O stays here and in
-//! `audit_checks.rs`; the decisions are `audit_rules.rs` and `loopgate_common::verdict`.
+//! (which may only tighten them), score the contract's rubric (`rubric_judge.rs`) and build the
+//! report. I/O stays here, in `audit_checks.rs` and `rubric_judge.rs`; the decisions are
+//! `audit_rules.rs`, `rubric_verdict.rs` and `loopgate_common::{verdict, rubric}`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use loopgate_common::contract_proposal::{MAX_PROPOSAL_BYTES, PROPOSAL_FILE};
+use loopgate_common::rubric::RubricVerdict;
 use loopgate_common::snapshot::{diff_manifests, PathChange};
 use loopgate_common::usage::Usage;
 use loopgate_common::verdict::{
     mechanical_verdicts, merge_opinion, ContractVerdict, Evidence, Integrity, Verdicts,
 };
-use loopgate_common::wire::{AuditReport, AuditRequest};
+use loopgate_common::wire::{AuditPurpose, AuditReport, AuditRequest};
 use loopgate_models::ChatClient;
 use loopgate_transport::{SnapshotError, SnapshotStore};
 
 pub use crate::audit_rules::*;
 use crate::judge::judge;
 use crate::judge_prompt::JudgeInput;
+use crate::rubric_verdict::{rubric_evidence, unscored};
 use crate::sandbox::Sandbox;
 
 /// Errors that leave no report: the request should be retried (nak) on this or another worker.
@@ -62,6 +66,8 @@ struct Findings {
     changes: Vec<PathChange>,
     judgment: Option<String>,
     usage: Usage,
+    proposal: Option<String>,
+    rubric: Option<RubricVerdict>,
 }
 
 impl Auditor {
@@ -113,10 +119,15 @@ impl Auditor {
             judgment: findings.judgment,
             usage: findings.usage,
             duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            proposal: findings.proposal,
+            rubric: findings.rubric,
+            spec_hash: req.contract.spec_hash.clone(),
         })
     }
 
     async fn findings(&self, req: &AuditRequest, scratch: &Path) -> Result<Findings, AuditError> {
+        // The manager allows the whole audit this long; the model calls get what is left.
+        let deadline = Instant::now() + Duration::from_secs(req.episode_secs.max(1));
         let workspace = scratch.join("snapshot");
         let candidate = match self
             .store
@@ -127,12 +138,23 @@ impl Auditor {
             Err(err) if is_untrustworthy(&err) => {
                 tracing::warn!(run_id = %req.run_id, snapshot = %req.candidate_snapshot, error = %err,
                     "candidate snapshot failed verification");
-                let (verdicts, evidence, gaps) = integrity_failure(
+                let (verdicts, mut evidence, gaps) = integrity_failure(
                     &req.contract,
                     &req.candidate_snapshot,
                     &err.to_string(),
                     unix_millis(),
                 );
+                let rubric = req.contract.rubric.as_ref().map(|rubric| {
+                    let verdict = unscored(rubric, "the candidate snapshot failed verification");
+                    evidence.push(rubric_evidence(
+                        &verdict,
+                        &req.candidate_snapshot,
+                        unix_millis(),
+                        0,
+                        None,
+                    ));
+                    verdict
+                });
                 return Ok(Findings {
                     verdicts,
                     evidence,
@@ -140,6 +162,8 @@ impl Auditor {
                     changes: Vec::new(),
                     judgment: None,
                     usage: Usage::default(),
+                    proposal: None,
+                    rubric,
                 });
             }
             Err(err) => return Err(err.into()),
@@ -158,7 +182,10 @@ impl Auditor {
             Err(err) => return Err(err.into()),
         };
 
-        let evidence = self
+        if req.purpose == AuditPurpose::Plan {
+            return Ok(plan_findings(req, &workspace, changes, extra_gaps).await);
+        }
+        let mut evidence = self
             .run_checks(req, scratch, &workspace, &mut extra_gaps)
             .await?;
         let (mut verdicts, mut gaps) =
@@ -190,8 +217,8 @@ impl Auditor {
                         changes: &changes,
                         evidence: &evidence,
                     };
-                    let outcome =
-                        judge(client, &input, Duration::from_secs(req.episode_secs.max(1))).await;
+                    let budget = deadline.saturating_duration_since(Instant::now());
+                    let outcome = judge(client, &input, budget).await;
                     usage.add(outcome.usage);
                     gaps.extend(outcome.gaps);
                     judgment = outcome.judgment;
@@ -206,6 +233,24 @@ impl Auditor {
                 }
             }
         }
+        // Scored after the judge's opinion, which never sees the rubric's evidence.
+        let mut rubric = None;
+        if let Some(contract_rubric) = &req.contract.rubric {
+            let scored = self
+                .rubric_findings(
+                    req,
+                    contract_rubric,
+                    &workspace,
+                    &changes,
+                    &evidence,
+                    deadline,
+                )
+                .await;
+            usage.add(scored.usage);
+            gaps.extend(scored.gaps);
+            evidence.push(scored.evidence);
+            rubric = Some(scored.verdict);
+        }
         Ok(Findings {
             verdicts,
             evidence,
@@ -213,6 +258,60 @@ impl Auditor {
             changes,
             judgment,
             usage,
+            proposal: None,
+            rubric,
         })
+    }
+}
+
+/// A planning episode's audit: which paths changed and whether they stay in the write scope
+/// (strictly: anything outside it is a violation), and the proposal file as frozen in the
+/// snapshot. No checks run and no judge is asked: there is no contract to check yet.
+async fn plan_findings(
+    req: &AuditRequest,
+    workspace: &Path,
+    changes: Vec<PathChange>,
+    mut gaps: Vec<String>,
+) -> Findings {
+    let (mut verdicts, mut scope_gaps) =
+        mechanical_verdicts(&req.contract, &[], &changes, &req.write_scope);
+    gaps.append(&mut scope_gaps);
+    if let Some(gap) = strict_scope_violation(true, &changes, &req.write_scope) {
+        verdicts.integrity = Integrity::Violation;
+        gaps.push(gap);
+    }
+    let proposal = read_proposal(&workspace.join(PROPOSAL_FILE), &mut gaps).await;
+    Findings {
+        verdicts,
+        evidence: Vec::new(),
+        gaps,
+        changes,
+        judgment: None,
+        usage: Usage::default(),
+        proposal,
+        rubric: None,
+    }
+}
+
+/// The proposal file's text when it is a regular file; a larger one is cut just past the
+/// limit so the manager's parser refuses it with the size.
+async fn read_proposal(path: &Path, gaps: &mut Vec<String>) -> Option<String> {
+    match tokio::fs::symlink_metadata(path).await {
+        Ok(meta) if meta.is_file() => {}
+        Ok(_) => {
+            gaps.push(format!("{PROPOSAL_FILE} is not a regular file"));
+            return None;
+        }
+        Err(_) => return None,
+    }
+    match tokio::fs::read(path).await {
+        Ok(mut bytes) => {
+            bytes.truncate(MAX_PROPOSAL_BYTES + 1);
+            Some(String::from_utf8_lossy(&bytes).into_owned())
+        }
+        Err(err) => {
+            gaps.push(format!("{PROPOSAL_FILE} could not be read: {err}"));
+            None
+        }
     }
 }

@@ -105,7 +105,7 @@ impl Auditor {
     }
 
     /// Put a check's output into the evidence bucket; its digest, or None (with a gap).
-    async fn store_output(
+    pub(crate) async fn store_output(
         &self,
         check_id: &str,
         output: &[u8],

@@ -38,6 +38,7 @@ pub fn purpose_word(purpose: AuditPurpose) -> &'static str {
     match purpose {
         AuditPurpose::Round => "round",
         AuditPurpose::Final => "final",
+        AuditPurpose::Plan => "plan",
     }
 }
 
@@ -233,6 +234,7 @@ mod tests {
                 criterion("c", None),
             ],
             protected_paths: vec![],
+            rubric: None,
             spec_hash: String::new(),
         };
         c.spec_hash = c.compute_hash();
@@ -261,6 +263,9 @@ mod tests {
             judgment: None,
             usage: Usage::default(),
             duration_ms: 0,
+            proposal: None,
+            rubric: None,
+            spec_hash: String::new(),
         };
         assert_eq!(report_msg_id(&report), "r1:2:3:audit-report:final:4");
     }

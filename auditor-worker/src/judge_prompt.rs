@@ -39,7 +39,7 @@ pub fn verdict_word(verdict: CheckVerdict) -> &'static str {
     }
 }
 
-fn tail_chars(text: &str, max: usize) -> &str {
+pub(crate) fn tail_chars(text: &str, max: usize) -> &str {
     let count = text.chars().count();
     if count <= max {
         return text;
@@ -54,7 +54,12 @@ fn tail_chars(text: &str, max: usize) -> &str {
 
 pub fn judge_prompt(input: &JudgeInput<'_>) -> String {
     let mut p = String::new();
-    let _ = writeln!(p, "## Contract goal\n{}\n", input.contract.goal.trim());
+    let _ = writeln!(
+        p,
+        "## Contract goal (frozen contract, spec {})\n{}\n",
+        input.contract.short_hash(),
+        input.contract.goal.trim()
+    );
     let _ = writeln!(p, "## Acceptance criteria");
     for c in &input.contract.criteria {
         let blocking = if c.blocking {
@@ -172,6 +177,7 @@ mod tests {
                 criterion("style", None),
             ],
             protected_paths: vec!["tests/".into()],
+            rubric: None,
             spec_hash: String::new(),
         };
         contract.spec_hash = contract.compute_hash();

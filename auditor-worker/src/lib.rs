@@ -1,7 +1,7 @@
 //! loopgate-auditor: verifies a frozen candidate snapshot read-only (every blob re-hashed), runs
 //! the contract's acceptance checks in a scratch copy, optionally asks a judge model (which can
-//! only tighten the verdicts) and publishes a three-state audit report bound to the snapshot.
-//! It talks to NATS only; it never reaches Redis.
+//! only tighten the verdicts), scores the contract's rubric with that model and publishes a
+//! three-state audit report bound to the snapshot. It talks to NATS only; it never reaches Redis.
 
 pub mod audit;
 mod audit_checks;
@@ -13,6 +13,9 @@ pub mod episode_control;
 pub mod judge;
 pub mod judge_prompt;
 pub mod output_cap;
+pub mod rubric_judge;
+pub mod rubric_prompt;
+pub mod rubric_verdict;
 pub mod sandbox;
 pub mod scratch_copy;
 pub mod worker;

@@ -247,6 +247,39 @@ impl ApiClient {
         self.json_or_empty("POST /v1/runs/{id}/answer", req).await
     }
 
+    /// `GET /v1/runs/{id}/contract`: the contract (planning, proposed or frozen).
+    pub async fn run_contract(&self, run: &str) -> Result<Value, ApiError> {
+        let req = self
+            .request(
+                &self.http,
+                Method::GET,
+                self.url(&["v1", "runs", run, "contract"]),
+            )
+            .timeout(REQUEST_TIMEOUT);
+        self.json("GET /v1/runs/{id}/contract", req).await
+    }
+
+    /// `POST /v1/runs/{id}/approve`, with an edited contract file's text to replace the proposal.
+    pub async fn approve(
+        &self,
+        run: &str,
+        edited: Option<&str>,
+    ) -> Result<Option<Value>, ApiError> {
+        let body = match edited {
+            Some(text) => serde_json::json!({ "contract": text }),
+            None => serde_json::json!({}),
+        };
+        let req = self
+            .request(
+                &self.http,
+                Method::POST,
+                self.url(&["v1", "runs", run, "approve"]),
+            )
+            .timeout(REQUEST_TIMEOUT)
+            .json(&body);
+        self.json_or_empty("POST /v1/runs/{id}/approve", req).await
+    }
+
     /// Resume an ended run as a new generation; `budget` holds the `[budget]` keys to change.
     pub async fn resume(&self, run: &str, budget: &Value) -> Result<Option<Value>, ApiError> {
         let req = self

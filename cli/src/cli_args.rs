@@ -55,6 +55,12 @@ pub enum Command {
     Cancel(RunArg),
     /// Answer the question a run is waiting on.
     Answer(AnswerArgs),
+    /// Show a run's contract: still being planned, proposed (waiting for approval) or frozen,
+    /// with its spec hash, as a file `approve --edit` accepts.
+    Contract(RunJsonArgs),
+    /// Approve a planned run's proposed contract (task `require_approval = true`), or replace
+    /// it with an edited file. Refused once the contract is frozen.
+    Approve(ApproveArgs),
     /// Resume a blocked, budget_exhausted, cancelled or failed run as a new generation.
     ///
     /// Results still in flight from the old generation are recognised and dropped. Budget
@@ -148,6 +154,18 @@ pub struct AnswerArgs {
     pub run: String,
     /// The answer text.
     pub text: String,
+    /// Print the run JSON the manager returns.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ApproveArgs {
+    pub run: String,
+    /// A contract file (the TOML `loopgate contract RUN` prints, edited) that replaces the
+    /// proposal.
+    #[arg(long, value_name = "FILE")]
+    pub edit: Option<PathBuf>,
     /// Print the run JSON the manager returns.
     #[arg(long)]
     pub json: bool,

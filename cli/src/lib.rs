@@ -34,6 +34,8 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
         Command::Log(args) => commands::run_commands::log(&client, args).await,
         Command::Cancel(args) => commands::run_commands::cancel(&client, args).await,
         Command::Answer(args) => commands::run_commands::answer(&client, args).await,
+        Command::Contract(args) => commands::contract::contract(&client, args).await,
+        Command::Approve(args) => commands::contract::approve(&client, args).await,
         Command::Resume(args) => commands::run_commands::resume(&client, args).await,
         Command::Checkout(args) => {
             commands::checkout::checkout(&client, args).await?;

@@ -65,6 +65,14 @@ fn event_text(event: &LogEvent) -> String {
             base_snapshot,
             criteria,
             ..
+        } if *criteria == 0 => format!(
+            "submitted: goal only (the contract is planned first), base snapshot {}",
+            short_id(base_snapshot)
+        ),
+        LogEvent::Submitted {
+            base_snapshot,
+            criteria,
+            ..
         } => format!(
             "submitted: {criteria} acceptance criteria, base snapshot {}",
             short_id(base_snapshot)
@@ -194,6 +202,49 @@ fn event_text(event: &LogEvent) -> String {
             excerpt(reason, 200),
             short_id(snapshot)
         ),
+        LogEvent::SpecWritten { snapshot } => {
+            format!(
+                "planning: spec.md written (snapshot {})",
+                short_id(snapshot)
+            )
+        }
+        LogEvent::ContractProposed {
+            spec_hash,
+            criteria,
+            rubric,
+            awaiting_approval,
+        } => format!(
+            "planning: contract {} proposed ({criteria} criteria{}){}",
+            short_id(spec_hash),
+            if *rubric { ", rubric" } else { "" },
+            if *awaiting_approval {
+                ", waiting for approval"
+            } else {
+                ""
+            }
+        ),
+        LogEvent::ContractInvalid { error } => {
+            format!(
+                "planning: proposed contract refused: {}",
+                excerpt(error, 200)
+            )
+        }
+        LogEvent::ContractFrozen {
+            spec_hash,
+            criteria,
+            source,
+        } => format!(
+            "contract frozen: spec {} ({criteria} criteria, {})",
+            short_id(spec_hash),
+            wire_name(source)
+        ),
+        LogEvent::RubricScored { summary, .. } => excerpt(summary, 200),
+        LogEvent::Pivot { from, to, reason } => format!(
+            "PIVOT: snapshot {} rolled back to {} — {}",
+            short_id(from),
+            short_id(to),
+            excerpt(reason, 200)
+        ),
     }
 }
 
@@ -224,11 +275,13 @@ pub fn run_summary(view: &RunView) -> Vec<String> {
         let base = view.base_snapshot.as_deref().map(short_id).unwrap_or("?");
         lines.push(format!("snapshot: {snapshot} (base {base})"));
     }
-    if let Some(checks) = view.checks {
-        lines.push(format!(
+    match (&view.progress, view.checks) {
+        (Some(progress), _) => lines.push(format!("progress: {progress}")),
+        (None, Some(checks)) => lines.push(format!(
             "checks: {}/{} passing",
             checks.passing, checks.total
-        ));
+        )),
+        (None, None) => {}
     }
     if let Some(verdicts) = &view.verdicts {
         lines.push(format!("audit: {}", verdicts_text(verdicts)));
@@ -250,7 +303,14 @@ pub fn run_summary(view: &RunView) -> Vec<String> {
         if let Some(question) = &view.question {
             lines.push(format!("question: {question}"));
         }
-        lines.push(format!("answer with: loopgate answer {} \"TEXT\"", view.id));
+        if view.planning.as_deref() == Some("approval") {
+            lines.push(format!(
+                "review with: loopgate contract {id}; approve with: loopgate approve {id} [--edit FILE]",
+                id = view.id
+            ));
+        } else {
+            lines.push(format!("answer with: loopgate answer {} \"TEXT\"", view.id));
+        }
     }
     if let Some(reason) = &view.terminal_reason {
         lines.push(format!("reason: {reason}"));
@@ -285,6 +345,9 @@ pub fn final_report(view: &RunView) -> Vec<String> {
     let mut lines = vec![format!("run {} {}: {reason}", view.id, view.state.as_str())];
     if let Some(snapshot) = &view.snapshot {
         lines.push(format!("snapshot: {snapshot}"));
+    }
+    if let Some(progress) = &view.progress {
+        lines.push(format!("progress: {progress}"));
     }
     lines.extend(evidence_lines(view));
     if view.snapshot.is_some() {

@@ -42,6 +42,12 @@ pub struct RunView {
     pub question: Option<String>,
     #[serde(default)]
     pub task_state: Option<String>,
+    /// Progress as evidence (`acceptance 3/5 passing on snapshot abc123, rubric 7.9/8.5`).
+    #[serde(default)]
+    pub progress: Option<String>,
+    /// `spec`, `contract` or `approval` while a planned contract is being built.
+    #[serde(default)]
+    pub planning: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -111,6 +117,14 @@ impl LogRecord {
 
     pub fn is_terminal(&self) -> bool {
         self.type_name() == Some("terminal")
+    }
+
+    /// Entries after which progress may have changed (`loopgate watch` prints it again).
+    pub fn moves_progress(&self) -> bool {
+        matches!(
+            self.type_name(),
+            Some("gate" | "pivot" | "spec_written" | "contract_proposed" | "contract_frozen")
+        )
     }
 
     pub fn is_question(&self) -> bool {

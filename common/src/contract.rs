@@ -2,15 +2,19 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::rubric::Rubric;
 use crate::snapshot::sha256_hex;
-use crate::task::{Criterion, Task};
+use crate::task::{Criterion, Task, RUBRIC_EVIDENCE_ID};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Contract {
     pub goal: String,
     pub criteria: Vec<Criterion>,
     pub protected_paths: Vec<String>,
-    /// sha256 of the canonical JSON of the three fields above.
+    /// Scored dimensions and pass mark, judged by the auditor's model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rubric: Option<Rubric>,
+    /// sha256 of the canonical JSON of the fields above.
     pub spec_hash: String,
 }
 
@@ -19,6 +23,8 @@ struct HashedPart<'a> {
     goal: &'a str,
     criteria: &'a [Criterion],
     protected_paths: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rubric: Option<&'a Rubric>,
 }
 
 impl Contract {
@@ -27,6 +33,7 @@ impl Contract {
             goal: task.goal.clone(),
             criteria: task.acceptance.clone(),
             protected_paths: task.protected_paths.clone(),
+            rubric: task.rubric.clone(),
             spec_hash: String::new(),
         };
         contract.spec_hash = contract.compute_hash();
@@ -38,6 +45,7 @@ impl Contract {
             goal: &self.goal,
             criteria: &self.criteria,
             protected_paths: &self.protected_paths,
+            rubric: self.rubric.as_ref(),
         };
         sha256_hex(&serde_json::to_vec(&part).unwrap_or_default())
     }
@@ -49,6 +57,14 @@ impl Contract {
 
     pub fn blocking(&self) -> impl Iterator<Item = &Criterion> {
         self.criteria.iter().filter(|c| c.blocking)
+    }
+
+    /// Evidence ids the gate requires a `pass` for: every blocking criterion, and the rubric's
+    /// evidence when the contract has a rubric.
+    pub fn required_evidence(&self) -> impl Iterator<Item = &str> {
+        self.blocking()
+            .map(|c| c.id.as_str())
+            .chain(self.rubric.as_ref().map(|_| RUBRIC_EVIDENCE_ID))
     }
 
     pub fn short_hash(&self) -> &str {

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::contract::Contract;
+use crate::task::RUBRIC_EVIDENCE_ID;
 use crate::verdict::{AuditStatus, CheckVerdict, ContractVerdict, Evidence, Integrity, Verdicts};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,6 +78,16 @@ pub fn evaluate_gate(
             reasons.push(format!("blocking criterion '{}' {what}", criterion.id));
         }
     }
+    if let Some(rubric) = &contract.rubric {
+        match verdict_on_current(RUBRIC_EVIDENCE_ID) {
+            Some(CheckVerdict::Pass) => {}
+            Some(_) => reasons.push(format!(
+                "the rubric does not pass on the current snapshot (threshold {}, no PIVOT)",
+                rubric.threshold
+            )),
+            None => reasons.push("the rubric has no score on the current snapshot".to_string()),
+        }
+    }
     GateVerdict {
         passed: reasons.is_empty(),
         snapshot: current_snapshot.to_string(),
@@ -111,6 +122,7 @@ mod tests {
                 },
             ],
             protected_paths: vec![],
+            rubric: None,
             spec_hash: String::new(),
         };
         c.spec_hash = c.compute_hash();

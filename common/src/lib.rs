@@ -8,6 +8,7 @@ pub mod audit_parse;
 pub mod budget;
 pub mod config;
 pub mod contract;
+pub mod contract_proposal;
 pub mod decide;
 pub mod gate;
 pub mod next_step;

@@ -113,6 +113,10 @@ impl Rubric {
     }
 }
 
+// Validated rubrics hold finite numbers only, so equality is total on them.
+impl Eq for RubricDimension {}
+impl Eq for Rubric {}
+
 /// What the judge recommends next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -192,6 +196,69 @@ impl RubricOutcome {
         matches!(self, RubricOutcome::Pass)
     }
 }
+
+/// The auditor's rubric result on one snapshot, carried in its report. The gate counts it through
+/// the `rubric` evidence record; this is the detail behind it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RubricVerdict {
+    pub threshold: f64,
+    /// `None` when no usable score came back (no judge, the call failed, unparseable reply).
+    pub score: Option<RubricScore>,
+    pub outcome: Option<RubricOutcome>,
+    /// The judge's reason (capped), or why there is no score.
+    pub reason: String,
+}
+
+// Scores and thresholds are finite (parsed and validated), so equality is total.
+impl Eq for RubricVerdict {}
+
+impl RubricVerdict {
+    pub fn passed(&self) -> bool {
+        self.outcome.is_some_and(|o| o.is_pass())
+    }
+
+    pub fn average(&self) -> Option<f64> {
+        self.score.as_ref().map(|s| s.weighted_average)
+    }
+
+    pub fn strategy(&self) -> Option<Strategy> {
+        self.score.as_ref().and_then(|s| s.strategy)
+    }
+
+    /// One line for evidence excerpts, logs and the manager: `rubric 7.9/8.5 REFINE: below threshold`.
+    pub fn summary(&self) -> String {
+        match (&self.score, self.outcome) {
+            (Some(score), Some(outcome)) => {
+                let strategy = score.strategy.map(|s| format!(" {s}")).unwrap_or_default();
+                let what = match outcome {
+                    RubricOutcome::Pass => "pass".to_string(),
+                    RubricOutcome::BelowThreshold { .. } => "below threshold".to_string(),
+                    RubricOutcome::Pivot => "PIVOT: roll back and change approach".to_string(),
+                    RubricOutcome::FinishRefused { .. } => {
+                        "FINISH refused: below threshold".to_string()
+                    }
+                };
+                format!(
+                    "rubric {:.1}/{}{strategy}: {what}",
+                    score.weighted_average, self.threshold
+                )
+            }
+            _ => format!("rubric not scored: {}", self.reason),
+        }
+    }
+}
+
+/// Where the run's rubric stands on its current snapshot (for status, watch and the API).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RubricStanding {
+    pub snapshot: String,
+    pub average: Option<f64>,
+    pub threshold: f64,
+    pub strategy: Option<Strategy>,
+    pub passed: bool,
+}
+
+impl Eq for RubricStanding {}
 
 /// Pass when the average meets the threshold and the strategy is not PIVOT; PIVOT always wins.
 pub fn rubric_outcome(score: &RubricScore, rubric: &Rubric) -> RubricOutcome {

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::contract::Contract;
 use crate::gate::GateVerdict;
 use crate::next_step::Route;
+use crate::rubric::{RubricStanding, ScoreLayer, Strategy};
 use crate::snapshot::SnapshotId;
 use crate::subjects::Capability;
 use crate::task::Task;
@@ -64,6 +65,40 @@ impl RunState {
                 | RunState::Failed
         )
     }
+}
+
+/// Where planning stands while a `plan = true` run builds its contract (before round 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanningStage {
+    /// The planner episode writes `spec.md`.
+    Spec,
+    /// The proposer episode turns `spec.md` into `contract.toml`.
+    Contract,
+    /// The proposed contract waits for `loopgate approve`.
+    Approval,
+}
+
+impl PlanningStage {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlanningStage::Spec => "spec",
+            PlanningStage::Contract => "contract",
+            PlanningStage::Approval => "approval",
+        }
+    }
+}
+
+/// How the run's contract came to be frozen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContractSource {
+    /// Proposed by the planning phases and frozen without review.
+    Proposed,
+    /// Proposed, then approved by a person as is.
+    Approved,
+    /// Replaced by a person's edited contract at approval.
+    Edited,
 }
 
 /// What the run is waiting for right now.
@@ -218,6 +253,19 @@ pub struct RunRecord {
     /// `done` replies refused in a row (the gate was closed).
     #[serde(default)]
     pub done_refusals: u32,
+    /// While a `plan = true` run is still building its contract; `None` once it is frozen.
+    #[serde(default)]
+    pub planning: Option<PlanningStage>,
+    /// The proposed contract waiting for approval (`require_approval = true`).
+    #[serde(default)]
+    pub proposed_contract: Option<Contract>,
+    /// The last snapshot whose audit passed (complete, clean, aligned, every blocking check
+    /// passing): where a PIVOT rolls the artifact back to.
+    #[serde(default)]
+    pub last_good_snapshot: Option<SnapshotId>,
+    /// The rubric's latest score, when the contract has a rubric.
+    #[serde(default)]
+    pub rubric: Option<RubricStanding>,
 }
 
 impl RunRecord {
@@ -246,6 +294,49 @@ impl RunRecord {
                 .map(String::as_str)
                 .unwrap_or(&self.task.roles.executor),
         }
+    }
+
+    /// Progress as evidence, never as time spent: `acceptance 3/5 passing on snapshot abc123,
+    /// rubric 7.9/8.5`, or where planning stands.
+    pub fn progress(&self) -> String {
+        match self.planning {
+            Some(PlanningStage::Spec) => {
+                return "planning: the planner is writing spec.md (no contract yet)".to_string()
+            }
+            Some(PlanningStage::Contract) => {
+                return "planning: the proposer is turning spec.md into the contract".to_string()
+            }
+            Some(PlanningStage::Approval) => {
+                let (hash, n) = self
+                    .proposed_contract
+                    .as_ref()
+                    .map(|c| (c.short_hash().to_string(), c.criteria.len()))
+                    .unwrap_or_default();
+                return format!(
+                    "planning: contract {hash} ({n} criteria) proposed, waiting for approval"
+                );
+            }
+            None => {}
+        }
+        let (passing, checked) = self.checks_passing();
+        let snapshot = self.snapshot.get(..12).unwrap_or(&self.snapshot);
+        let audited = self
+            .last_gate
+            .as_ref()
+            .is_some_and(|g| g.snapshot == self.snapshot);
+        let mut line = format!("acceptance {passing}/{checked} passing on snapshot {snapshot}");
+        if !audited {
+            line.push_str(" (not audited yet)");
+        }
+        if let Some(rubric) = &self.contract.rubric {
+            match self.rubric.as_ref().filter(|r| r.snapshot == self.snapshot) {
+                Some(RubricStanding {
+                    average: Some(avg), ..
+                }) => line.push_str(&format!(", rubric {avg:.1}/{}", rubric.threshold)),
+                _ => line.push_str(&format!(", rubric not scored/{}", rubric.threshold)),
+            }
+        }
+        line
     }
 
     /// Rounds dispatched in this generation.
@@ -373,6 +464,44 @@ pub enum LogEvent {
         reason: String,
         snapshot: SnapshotId,
     },
+    /// The planner's `spec.md` passed its audit.
+    SpecWritten {
+        snapshot: SnapshotId,
+    },
+    /// The proposer's contract is valid (and waits for approval when `require_approval`).
+    ContractProposed {
+        spec_hash: String,
+        criteria: u32,
+        rubric: bool,
+        awaiting_approval: bool,
+    },
+    /// The proposer's contract could not be used; the proposer is asked again.
+    ContractInvalid {
+        error: String,
+    },
+    /// The contract is frozen by its hash for the rest of the run.
+    ContractFrozen {
+        spec_hash: String,
+        criteria: u32,
+        source: ContractSource,
+    },
+    /// The judge's rubric score on an audited snapshot.
+    RubricScored {
+        snapshot: SnapshotId,
+        average: Option<f64>,
+        threshold: f64,
+        strategy: Option<Strategy>,
+        layer: Option<ScoreLayer>,
+        passed: bool,
+        summary: String,
+    },
+    /// The judge said PIVOT: the artifact went back to `to` (the last passing snapshot or the
+    /// base).
+    Pivot {
+        from: SnapshotId,
+        to: SnapshotId,
+        reason: String,
+    },
 }
 
 impl LogEvent {
@@ -396,6 +525,12 @@ impl LogEvent {
             LogEvent::Resumed { .. } => "resumed",
             LogEvent::Escalated { .. } => "escalated",
             LogEvent::Terminal { .. } => "terminal",
+            LogEvent::SpecWritten { .. } => "spec_written",
+            LogEvent::ContractProposed { .. } => "contract_proposed",
+            LogEvent::ContractInvalid { .. } => "contract_invalid",
+            LogEvent::ContractFrozen { .. } => "contract_frozen",
+            LogEvent::RubricScored { .. } => "rubric_scored",
+            LogEvent::Pivot { .. } => "pivot",
         }
     }
 }

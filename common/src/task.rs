@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::budget::{Budget, BudgetFile};
+use crate::rubric::{Rubric, RubricDimension};
 
 /// The task file exactly as written (TOML or the same shape in JSON). Unknown keys are errors.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -28,6 +29,20 @@ pub struct TaskFile {
     /// of the defaults (`.git/`, `target/`, `node_modules/`, `__pycache__/`, ...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ignore: Vec<String>,
+    /// Start from the goal only: a planner episode writes `spec.md`, a proposer episode turns it
+    /// into the contract (`contract.toml`), which is validated and frozen before round 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<bool>,
+    /// With `plan = true`: pause in `waiting_for_input` until a person approves the proposed
+    /// contract (`loopgate approve RUN [--edit FILE]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_approval: Option<bool>,
+    /// Scored dimensions judged by the auditor's model (`[[rubric]] name, weight, description`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rubric: Vec<RubricDimension>,
+    /// The rubric's pass mark on 0..10 (default 8.0); `threshold` is accepted as an alias.
+    #[serde(default, alias = "threshold", skip_serializing_if = "Option::is_none")]
+    pub rubric_threshold: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -100,6 +115,15 @@ pub struct Task {
     pub complete_on_gate: bool,
     #[serde(default)]
     pub ignore: Vec<String>,
+    /// Plan the contract from the goal before round 1 (see [`TaskFile::plan`]).
+    #[serde(default)]
+    pub plan: bool,
+    /// Wait for a person to approve the planned contract.
+    #[serde(default)]
+    pub require_approval: bool,
+    /// The user's rubric, scored by the auditor's judge (needs `roles.auditor`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rubric: Option<Rubric>,
 }
 
 pub const DEFAULT_PROFILE: &str = "local";
@@ -107,10 +131,14 @@ pub const DEFAULT_CHECK_TIMEOUT_SECS: u64 = 120;
 pub const MAX_CHECK_TIMEOUT_SECS: u64 = 3600;
 pub const MAX_GOAL_CHARS: usize = 20_000;
 pub const MAX_CRITERIA: usize = 100;
+/// The rubric's pass mark when a task gives `[[rubric]]` without `rubric_threshold`.
+pub const DEFAULT_RUBRIC_THRESHOLD: f64 = 8.0;
+/// The evidence id under which the auditor records the rubric's pass or fail.
+pub const RUBRIC_EVIDENCE_ID: &str = "rubric";
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TaskError {
-    #[error("task file is not valid TOML: {0}")]
+    #[error("not valid TOML: {0}")]
     Syntax(String),
     #[error("task field `{field}`: {problem}")]
     Invalid { field: String, problem: String },
@@ -163,65 +191,14 @@ impl TaskFile {
                 format!("is longer than {MAX_GOAL_CHARS} characters"),
             ));
         }
-        if self.acceptance.is_empty() {
+        let plan = self.plan.unwrap_or(false);
+        if self.acceptance.is_empty() && !plan {
             return Err(TaskError::field(
                 "acceptance",
-                "at least one [[acceptance]] criterion is required",
+                "at least one [[acceptance]] criterion is required (or set plan = true to plan the contract from the goal)",
             ));
         }
-        if self.acceptance.len() > MAX_CRITERIA {
-            return Err(TaskError::field(
-                "acceptance",
-                format!("at most {MAX_CRITERIA} criteria"),
-            ));
-        }
-        let mut acceptance = Vec::with_capacity(self.acceptance.len());
-        for (i, a) in self.acceptance.iter().enumerate() {
-            let at = |f: &str| format!("acceptance[{i}].{f}");
-            let id = a.id.trim();
-            if !is_valid_id(id) {
-                return Err(TaskError::field(
-                    at("id"),
-                    "must be 1-64 chars of letters, digits, '-', '_', '.'",
-                ));
-            }
-            if acceptance.iter().any(|c: &Criterion| c.id == id) {
-                return Err(TaskError::field(at("id"), format!("duplicate id '{id}'")));
-            }
-            let check = a
-                .check
-                .as_deref()
-                .map(str::trim)
-                .filter(|c| !c.is_empty())
-                .map(str::to_string);
-            if a.check.is_some() && check.is_none() {
-                return Err(TaskError::field(
-                    at("check"),
-                    "must not be empty when given",
-                ));
-            }
-            let blocking = a.blocking.unwrap_or(true);
-            if blocking && check.is_none() {
-                return Err(TaskError::field(
-                    at("check"),
-                    "a blocking criterion needs a check command (set blocking = false for judged-only criteria)",
-                ));
-            }
-            let timeout_secs = a.timeout_secs.unwrap_or(DEFAULT_CHECK_TIMEOUT_SECS);
-            if timeout_secs == 0 || timeout_secs > MAX_CHECK_TIMEOUT_SECS {
-                return Err(TaskError::field(
-                    at("timeout_secs"),
-                    format!("must be between 1 and {MAX_CHECK_TIMEOUT_SECS}"),
-                ));
-            }
-            acceptance.push(Criterion {
-                id: id.to_string(),
-                description: a.description.trim().to_string(),
-                check,
-                blocking,
-                timeout_secs,
-            });
-        }
+        let acceptance = validate_criteria(&self.acceptance, "acceptance")?;
         let ladder: Vec<String> = match &self.roles.executor {
             None => vec![DEFAULT_PROFILE.to_string()],
             Some(ProfileChoice::One(name)) => vec![name.clone()],
@@ -260,17 +237,20 @@ impl TaskFile {
             .budget
             .validate()
             .map_err(|(field, problem)| TaskError::field(format!("budget.{field}"), problem))?;
-        let mut protected_paths = Vec::new();
-        for (i, p) in self.protected_paths.iter().enumerate() {
-            let p = p.trim();
-            let bare = p.trim_end_matches('/');
-            if crate::snapshot::validate_relative_path(bare).is_err() {
-                return Err(TaskError::field(
-                    format!("protected_paths[{i}]"),
-                    "must be a relative path inside the workspace",
-                ));
-            }
-            protected_paths.push(p.to_string());
+        let protected_paths = validate_protected_paths(&self.protected_paths, "protected_paths")?;
+        let rubric = validate_rubric(&self.rubric, self.rubric_threshold)?;
+        if rubric.is_some() && roles.auditor.is_none() {
+            return Err(TaskError::field(
+                "roles.auditor",
+                "a [[rubric]] is scored by the auditor's judge model: set roles.auditor to a model profile",
+            ));
+        }
+        let require_approval = self.require_approval.unwrap_or(false);
+        if require_approval && !plan {
+            return Err(TaskError::field(
+                "require_approval",
+                "applies to a planned contract: set plan = true too",
+            ));
         }
         let mut ignore = Vec::new();
         for (i, pattern) in self.ignore.iter().enumerate() {
@@ -296,8 +276,136 @@ impl TaskFile {
             budget,
             protected_paths,
             complete_on_gate: self.complete_on_gate.unwrap_or(true),
+            plan,
+            require_approval,
+            rubric,
         })
     }
+}
+
+/// Validate `[[acceptance]]` entries (task files and contract proposals); errors name
+/// `{field}[i].x`.
+pub(crate) fn validate_criteria(
+    items: &[AcceptanceFile],
+    field: &str,
+) -> Result<Vec<Criterion>, TaskError> {
+    if items.len() > MAX_CRITERIA {
+        return Err(TaskError::field(
+            field,
+            format!("at most {MAX_CRITERIA} criteria"),
+        ));
+    }
+    let mut acceptance: Vec<Criterion> = Vec::with_capacity(items.len());
+    for (i, a) in items.iter().enumerate() {
+        let at = |f: &str| format!("{field}[{i}].{f}");
+        let id = a.id.trim();
+        if !is_valid_id(id) {
+            return Err(TaskError::field(
+                at("id"),
+                "must be 1-64 chars of letters, digits, '-', '_', '.'",
+            ));
+        }
+        if id == RUBRIC_EVIDENCE_ID {
+            return Err(TaskError::field(
+                at("id"),
+                format!("'{RUBRIC_EVIDENCE_ID}' is reserved for the rubric's evidence"),
+            ));
+        }
+        if acceptance.iter().any(|c| c.id == id) {
+            return Err(TaskError::field(at("id"), format!("duplicate id '{id}'")));
+        }
+        let check = a
+            .check
+            .as_deref()
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(str::to_string);
+        if a.check.is_some() && check.is_none() {
+            return Err(TaskError::field(
+                at("check"),
+                "must not be empty when given",
+            ));
+        }
+        let blocking = a.blocking.unwrap_or(true);
+        if blocking && check.is_none() {
+            return Err(TaskError::field(
+                at("check"),
+                "a blocking criterion needs a check command (set blocking = false for judged-only criteria)",
+            ));
+        }
+        let timeout_secs = a.timeout_secs.unwrap_or(DEFAULT_CHECK_TIMEOUT_SECS);
+        if timeout_secs == 0 || timeout_secs > MAX_CHECK_TIMEOUT_SECS {
+            return Err(TaskError::field(
+                at("timeout_secs"),
+                format!("must be between 1 and {MAX_CHECK_TIMEOUT_SECS}"),
+            ));
+        }
+        acceptance.push(Criterion {
+            id: id.to_string(),
+            description: a.description.trim().to_string(),
+            check,
+            blocking,
+            timeout_secs,
+        });
+    }
+    Ok(acceptance)
+}
+
+/// Validate `protected_paths` entries; errors name `{field}[i]`.
+pub(crate) fn validate_protected_paths(
+    items: &[String],
+    field: &str,
+) -> Result<Vec<String>, TaskError> {
+    let mut protected_paths = Vec::new();
+    for (i, p) in items.iter().enumerate() {
+        let p = p.trim();
+        let bare = p.trim_end_matches('/');
+        if crate::snapshot::validate_relative_path(bare).is_err() {
+            return Err(TaskError::field(
+                format!("{field}[{i}]"),
+                "must be a relative path inside the workspace",
+            ));
+        }
+        if !protected_paths.iter().any(|q: &String| q == p) {
+            protected_paths.push(p.to_string());
+        }
+    }
+    Ok(protected_paths)
+}
+
+/// Validate `[[rubric]]` + `rubric_threshold` into a rubric (`None` when no dimension is given).
+pub(crate) fn validate_rubric(
+    dimensions: &[RubricDimension],
+    threshold: Option<f64>,
+) -> Result<Option<Rubric>, TaskError> {
+    if dimensions.is_empty() {
+        return match threshold {
+            Some(_) => Err(TaskError::field(
+                "rubric_threshold",
+                "is set but there is no [[rubric]] dimension",
+            )),
+            None => Ok(None),
+        };
+    }
+    let rubric = Rubric {
+        dimensions: dimensions
+            .iter()
+            .map(|d| RubricDimension {
+                name: d.name.trim().to_string(),
+                weight: d.weight,
+                description: d.description.trim().to_string(),
+            })
+            .collect(),
+        threshold: threshold.unwrap_or(DEFAULT_RUBRIC_THRESHOLD),
+    };
+    rubric.validate().map_err(|e| {
+        let field = match e {
+            crate::rubric::RubricError::InvalidThreshold { .. } => "rubric_threshold",
+            _ => "rubric",
+        };
+        TaskError::field(field, e.to_string())
+    })?;
+    Ok(Some(rubric))
 }
 
 /// Parse and validate a task file's TOML text.
@@ -411,6 +519,39 @@ max_rounds = 8
                     .is_some_and(|f| f.starts_with("roles.executor")),
                 "{bad}: {err}"
             );
+        }
+    }
+
+    #[test]
+    fn planning_and_rubric_fields() {
+        let t = parse_task_toml("goal = \"x\"\nplan = true\nrequire_approval = true").unwrap();
+        assert!(t.plan && t.require_approval && t.acceptance.is_empty());
+        let t = parse_task_toml(
+            "goal = \"x\"\nthreshold = 8.5\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[[rubric]]\nname = \"clarity\"\nweight = 2\n[roles]\nauditor = \"judge\"",
+        )
+        .unwrap();
+        let rubric = t.rubric.unwrap();
+        assert_eq!(rubric.threshold, 8.5);
+        assert_eq!(rubric.dimensions[0].weight, 2.0);
+        let defaulted = parse_task_toml(
+            "goal = \"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[[rubric]]\nname = \"c\"\n[roles]\nauditor = \"j\"",
+        )
+        .unwrap();
+        assert_eq!(
+            defaulted.rubric.unwrap().threshold,
+            DEFAULT_RUBRIC_THRESHOLD
+        );
+        let bad: &[(&str, &str)] = &[
+            ("goal = \"x\"\nrequire_approval = true\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"", "require_approval"),
+            ("goal = \"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[[rubric]]\nname = \"c\"", "roles.auditor"),
+            ("goal = \"x\"\nrubric_threshold = 11\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[[rubric]]\nname = \"c\"\n[roles]\nauditor = \"j\"", "rubric_threshold"),
+            ("goal = \"x\"\nrubric_threshold = 8\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"", "rubric_threshold"),
+            ("goal = \"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[[rubric]]\nname = \"c\"\n[[rubric]]\nname = \"C\"\n[roles]\nauditor = \"j\"", "rubric"),
+            ("goal = \"x\"\n[[acceptance]]\nid=\"rubric\"\ncheck=\"true\"", "acceptance[0].id"),
+        ];
+        for (text, field) in bad {
+            let err = parse_task_toml(text).unwrap_err();
+            assert_eq!(err.field_name(), Some(*field), "{text}: {err}");
         }
     }
 

@@ -183,6 +183,7 @@ mod tests {
             goal: "g".into(),
             criteria,
             protected_paths: protected.iter().map(|s| s.to_string()).collect(),
+            rubric: None,
             spec_hash: String::new(),
         };
         c.spec_hash = c.compute_hash();

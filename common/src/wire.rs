@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::contract::Contract;
+use crate::rubric::RubricVerdict;
 use crate::snapshot::SnapshotId;
 use crate::subjects::Capability;
 use crate::usage::Usage;
@@ -29,6 +30,19 @@ pub struct Increment {
     pub write_scope: Vec<String>,
 }
 
+/// What an executor episode is for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EpisodeKind {
+    /// A bounded step of the work (the normal case).
+    #[default]
+    Step,
+    /// Planning: write `spec.md` (product context and high-level design), no code or tests.
+    Plan,
+    /// Planning: turn `spec.md` into a proposed contract in `contract.toml`.
+    Propose,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecRequest {
     pub run_id: String,
@@ -49,6 +63,9 @@ pub struct ExecRequest {
     /// The task's extra ignore patterns: never frozen into the candidate.
     #[serde(default)]
     pub ignore: Vec<String>,
+    /// Planning episodes get their own instructions.
+    #[serde(default)]
+    pub episode: EpisodeKind,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,6 +105,9 @@ pub enum AuditPurpose {
     Round,
     /// Final audit before completion, after the manager said `done`.
     Final,
+    /// Audit of a planning episode (spec or contract proposal): changed paths and write scope
+    /// only, no checks or judge; the report carries `contract.toml` as found in the snapshot.
+    Plan,
 }
 
 /// What the auditor receives. It has no field for manager reasoning by construction.
@@ -129,6 +149,16 @@ pub struct AuditReport {
     pub judgment: Option<String>,
     pub usage: Usage,
     pub duration_ms: u64,
+    /// Plan audits: the text of `contract.toml` in the audited snapshot, if there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proposal: Option<String>,
+    /// The rubric's score on the snapshot, when the contract has a rubric.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rubric: Option<RubricVerdict>,
+    /// The spec hash of the contract the audit was made against (reports about any other
+    /// contract are refused).
+    #[serde(default)]
+    pub spec_hash: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

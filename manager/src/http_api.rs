@@ -48,6 +48,11 @@ pub fn router(state: Shared, max_body_bytes: usize) -> Router {
         .route("/v1/runs/{id}/events", get(events))
         .route("/v1/runs/{id}/cancel", post(cancel))
         .route("/v1/runs/{id}/answer", post(answer))
+        .route(
+            "/v1/runs/{id}/contract",
+            get(crate::http_contract::get_contract),
+        )
+        .route("/v1/runs/{id}/approve", post(crate::http_contract::approve))
         .route("/v1/snapshots/{id}", get(get_manifest))
         .route("/v1/blobs/{sha}", get(get_blob))
         .route("/v1/runs/{id}/rounds", get(crate::http_rounds::list_rounds))

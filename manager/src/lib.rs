@@ -8,6 +8,7 @@ pub mod engine;
 pub mod gauges;
 pub mod http_api;
 pub mod http_auth;
+pub mod http_contract;
 pub mod http_rounds;
 pub mod openapi;
 pub mod results_loop;

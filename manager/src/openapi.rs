@@ -36,7 +36,7 @@ pub fn document() -> Value {
             "responses": {"Error": ok("error with a stable code", json!({
                 "type": "object", "required": ["error"],
                 "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {
-                    "code": {"type": "string", "examples": ["invalid_task", "not_found", "unauthorized", "not_resumable"]},
+                    "code": {"type": "string", "examples": ["invalid_task", "not_found", "unauthorized", "not_resumable", "invalid_contract", "contract_frozen", "not_awaiting_approval"]},
                     "message": {"type": "string"}}}}}))},
             "schemas": {
                 "Run": {"type": "object", "required": ["id", "state", "round", "snapshot"], "properties": {
@@ -46,6 +46,9 @@ pub fn document() -> Value {
                     "generation": {"type": "integer"}, "round": {"type": "integer"}, "max_rounds": {"type": "integer"},
                     "snapshot": {"type": "string"}, "base_snapshot": {"type": "string"}, "spec_hash": {"type": "string"},
                     "goal": {"type": "string"},
+                    "progress": {"type": "string", "description": "progress as evidence, e.g. `acceptance 3/5 passing on snapshot abc123, rubric 7.9/8.5`"},
+                    "planning": {"enum": ["spec", "contract", "approval", null]},
+                    "rubric": {"type": ["object", "null"]},
                     "checks": {"type": "object", "properties": {"passing": {"type": "integer"}, "total": {"type": "integer"}}},
                     "gate": {"type": ["object", "null"]}, "verdicts": {"type": ["object", "null"]},
                     "evidence": {"type": "array", "items": {"$ref": "#/components/schemas/Evidence"}},
@@ -92,6 +95,11 @@ pub fn document() -> Value {
                 "responses": with_errors(json!({"200": ok("the run", run.clone())}))}},
             "/v1/runs/{id}/answer": {"post": {"summary": "answer the manager's question", "parameters": [id.clone()],
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}}}},
+                "responses": with_errors(json!({"200": ok("the run", run.clone())}))}},
+            "/v1/runs/{id}/contract": {"get": {"summary": "the run's contract: `planning`, `proposed` (waiting for approval) or `frozen`, with its spec hash and as a TOML file", "parameters": [id.clone()],
+                "responses": with_errors(json!({"200": ok("the contract", json!({"type": "object", "required": ["status", "spec_hash", "contract", "toml"]}))}))}},
+            "/v1/runs/{id}/approve": {"post": {"summary": "approve the proposed contract, or replace it with an edited one (`contract`: TOML text); refused (409) once the contract is frozen", "parameters": [id.clone()],
+                "requestBody": {"required": false, "content": {"application/json": {"schema": {"type": "object", "properties": {"contract": {"type": "string"}}}}}},
                 "responses": with_errors(json!({"200": ok("the run", run.clone())}))}},
             "/v1/runs/{id}/resume": {"post": {"summary": "resume an ended run as a new generation, optionally with budget changes", "parameters": [id.clone()],
                 "requestBody": {"required": false, "content": {"application/json": {"schema": {"type": "object", "properties": {"budget": {"type": "object"}}}}}},

@@ -1,6 +1,7 @@
 //! The public JSON view of a run (`GET /v1/runs/{id}`).
 
 use loopgate_common::gate::GateVerdict;
+use loopgate_common::rubric::RubricStanding;
 use loopgate_common::state::{Phase, RoleUsage, RunRecord};
 use loopgate_common::verdict::{Evidence, Verdicts};
 use serde::Serialize;
@@ -24,7 +25,13 @@ pub struct RunView {
     pub base_snapshot: String,
     pub spec_hash: String,
     pub goal: String,
+    /// Progress as evidence: `acceptance 3/5 passing on snapshot abc123, rubric 7.9/8.5`.
+    pub progress: String,
+    /// `spec`, `contract` or `approval` while a planned contract is being built.
+    pub planning: Option<&'static str>,
     pub checks: Checks,
+    /// The rubric's latest score, when the contract has a rubric.
+    pub rubric: Option<RubricStanding>,
     pub gate: Option<GateVerdict>,
     pub verdicts: Option<Verdicts>,
     /// Evidence on the current snapshot.
@@ -63,7 +70,10 @@ impl RunView {
             base_snapshot: r.base_snapshot.clone(),
             spec_hash: r.contract.spec_hash.clone(),
             goal: r.contract.goal.clone(),
+            progress: r.progress(),
+            planning: r.planning.map(|p| p.as_str()),
             checks: Checks { passing, total },
+            rubric: r.rubric.clone(),
             gate: r.last_gate.clone(),
             verdicts: r
                 .last_verdicts

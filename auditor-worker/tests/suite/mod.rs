@@ -2,3 +2,4 @@ mod contract_checks;
 mod episodes;
 mod host_isolation;
 mod isolation;
+mod rubric;

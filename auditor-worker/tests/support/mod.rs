@@ -15,7 +15,8 @@ use loopgate_auditor::{run_worker, Auditor, WorkerOptions};
 use loopgate_common::contract::Contract;
 use loopgate_common::task::Criterion;
 use loopgate_common::wire::{decode, encode, AuditPurpose, AuditReport, AuditRequest, Message};
-use loopgate_models::ChatClient;
+use loopgate_models::{ChatClient, ModelProfileConfig, Provider};
+use loopgate_test_support::openai_standin::StandInModel;
 use loopgate_test_support::NatsServer;
 use loopgate_transport::{
     Bus, BusOptions, ConsumerOptions, FreezeRules, SnapshotStore, Work, WorkConsumer,
@@ -150,10 +151,31 @@ pub fn contract_protecting(criteria: Vec<Criterion>, protected_paths: Vec<String
         goal: "Write hello.py that prints hello".into(),
         criteria,
         protected_paths,
+        rubric: None,
         spec_hash: String::new(),
     };
     contract.spec_hash = contract.compute_hash();
     contract
+}
+
+/// One judge client, profile `name`, asking `model` on the stand-in.
+pub fn standin_judges(
+    standin: &StandInModel,
+    name: &str,
+    model: &str,
+) -> anyhow::Result<BTreeMap<String, ChatClient>> {
+    let profile = ModelProfileConfig {
+        provider: Provider::OpenAi,
+        base_url: standin.base_url(),
+        model: model.into(),
+        timeout_secs: 20,
+        ..ModelProfileConfig::default()
+    }
+    .resolve(name, &|_| None)?;
+    Ok(BTreeMap::from([(
+        name.to_string(),
+        ChatClient::from_profile(&profile)?,
+    )]))
 }
 
 /// Freeze `files` (path, content) as a snapshot; returns its id.

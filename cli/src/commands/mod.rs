@@ -1,6 +1,7 @@
 //! One module per group of user commands.
 
 pub mod checkout;
+pub mod contract;
 pub mod diff;
 pub mod run_commands;
 pub mod submit;

@@ -159,6 +159,12 @@ async fn handle_event(
             }
             if record.is_terminal() {
                 state.saw_terminal = true;
+            } else if !state.json && record.moves_progress() {
+                if let Ok((view, _)) = fetch_view(client, &state.run).await {
+                    if let Some(progress) = &view.progress {
+                        output::line(format!("  progress: {progress}"))?;
+                    }
+                }
             }
             if record.is_question() {
                 let (view, _) = fetch_view(client, &state.run).await?;
@@ -194,10 +200,18 @@ fn finish(state: &WatchState, view: &RunView, raw: &Value) -> Result<ExitStatus,
 
 fn waiting(state: &WatchState, view: &RunView) -> Result<ExitStatus, CliError> {
     if !state.json {
-        output::line(format!(
-            "run {} is waiting for input; answer with: loopgate answer {} \"TEXT\"",
-            view.id, view.id
-        ))?;
+        if view.planning.as_deref() == Some("approval") {
+            output::line(format!(
+                "run {id} waits for contract approval; review with: loopgate contract {id}; \
+                 approve with: loopgate approve {id} [--edit FILE]",
+                id = view.id
+            ))?;
+        } else {
+            output::line(format!(
+                "run {} is waiting for input; answer with: loopgate answer {} \"TEXT\"",
+                view.id, view.id
+            ))?;
+        }
     }
     Ok(ExitStatus::WaitingForInput)
 }

@@ -5,7 +5,7 @@ use super::manager_turn::manager_miss;
 use super::tx::Tx;
 use super::{Decision, EPISODE_GRACE_SECS};
 use crate::budget::Budget;
-use crate::state::{DeadlineKind, LogEvent, Phase, RunRecord, RunState};
+use crate::state::{DeadlineKind, LogEvent, Phase, PlanningStage, RunRecord, RunState};
 use crate::wire::{EpisodeRole, EpisodeStarted};
 
 pub(super) fn on_cancel(record: &RunRecord, reason: &str, now: i64) -> Decision {
@@ -21,6 +21,11 @@ pub(super) fn on_answer(record: &RunRecord, text: &str, now: i64) -> Decision {
     if !matches!(record.phase, Phase::WaitingForAnswer { .. }) {
         return Decision::Ignore("the run is not waiting for input".to_string());
     }
+    if record.planning == Some(PlanningStage::Approval) {
+        return Decision::Ignore(
+            "the run waits for contract approval: use `loopgate approve` (or cancel)".to_string(),
+        );
+    }
     let mut tx = Tx::new(record, now);
     tx.record.state = RunState::Running;
     tx.record.failed_streak = 0;
@@ -28,7 +33,7 @@ pub(super) fn on_answer(record: &RunRecord, text: &str, now: i64) -> Decision {
         text: text.to_string(),
     });
     tx.feedback(format!("A human answered your question: {text}"));
-    tx.request_decision();
+    tx.continue_work();
     tx.finish()
 }
 
@@ -54,7 +59,7 @@ pub(super) fn on_resume(record: &RunRecord, budget: &Budget, now: i64) -> Decisi
         from_state.as_str(),
         record.terminal_reason.as_deref().unwrap_or("")
     ));
-    tx.request_decision();
+    tx.continue_work();
     tx.finish()
 }
 

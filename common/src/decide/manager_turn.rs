@@ -4,10 +4,10 @@ use super::tx::Tx;
 use super::{Decision, RAW_LOG_CHARS};
 use crate::gate::evaluate_gate;
 use crate::next_step::{parse_next_step, NextStepError, Route};
-use crate::state::{DeadlineKind, LogEvent, Phase, RunRecord, RunState, Target};
+use crate::state::{LogEvent, Phase, RunRecord, RunState};
 use crate::subjects::Capability;
 use crate::usage::Usage;
-use crate::wire::{AuditPurpose, ExecRequest, Increment, Message};
+use crate::wire::{AuditPurpose, EpisodeKind, Increment};
 
 fn expecting_decision(record: &RunRecord, generation: u32, seq: u32) -> Result<(), String> {
     if generation != record.generation {
@@ -198,46 +198,17 @@ pub(super) fn on_manager_reply(
 }
 
 fn dispatch_exec(tx: &mut Tx, capability: Capability, task: String) {
-    tx.record.round += 1;
-    let start_secs = tx.record.task.budget.start_secs;
-    tx.set_deadline(DeadlineKind::ExecStart, start_secs);
-    let start_by_ms = tx.record.deadline.map(|d| d.at_ms);
-    let r = &tx.record;
     let increment = Increment {
         objective: task.clone(),
         instructions: task,
-        acceptance_checks: r.contract.criteria.iter().map(|c| c.id.clone()).collect(),
+        acceptance_checks: tx
+            .record
+            .contract
+            .criteria
+            .iter()
+            .map(|c| c.id.clone())
+            .collect(),
         write_scope: Vec::new(),
     };
-    let request = ExecRequest {
-        run_id: r.id.clone(),
-        generation: r.generation,
-        round: r.round,
-        capability,
-        contract: r.contract.clone(),
-        increment: increment.clone(),
-        base_snapshot: r.snapshot.clone(),
-        executor_profile: r.executor_profile().to_string(),
-        episode_secs: r.task.budget.executor_episode_secs,
-        max_steps: r.task.budget.max_steps,
-        start_by_ms,
-        ignore: r.task.ignore.clone(),
-    };
-    let msg_id = format!("{}:{}:{}:exec", r.id, r.generation, r.round);
-    let base_snapshot = r.snapshot.clone();
-    tx.record.phase = Phase::Executing {
-        round: tx.record.round,
-        capability,
-        increment: increment.clone(),
-    };
-    tx.publish(
-        Target::Exec { capability },
-        msg_id,
-        Message::ExecRequest(request),
-    );
-    tx.log(LogEvent::ExecDispatched {
-        capability,
-        objective: increment.objective,
-        base_snapshot,
-    });
+    tx.dispatch_exec(capability, increment, EpisodeKind::Step);
 }

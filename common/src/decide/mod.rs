@@ -3,17 +3,19 @@
 
 mod lifecycle;
 mod manager_turn;
+mod planning;
 mod results;
 mod tx;
 
 use crate::budget::Budget;
 use crate::contract::Contract;
-use crate::state::{LogEvent, Outgoing, Phase, RunRecord, RunState};
+use crate::state::{LogEvent, Outgoing, Phase, PlanningStage, RunRecord, RunState};
 use crate::task::Task;
 use crate::usage::Usage;
 use crate::verdict::Evidence;
 use crate::wire::{AuditReport, EpisodeStarted, ExecResult};
 
+pub use planning::{approval_question, edited_contract};
 pub use results::guard_report;
 use tx::Tx;
 
@@ -29,6 +31,8 @@ pub const DECISION_SLACK_SECS: u64 = 120;
 /// Slack on top of a started episode's own budget (the worker enforces the budget itself).
 pub const EPISODE_GRACE_SECS: u64 = 60;
 
+// Events are built once and passed by reference; boxing the report would only add noise.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum RunEvent {
     ManagerReplied {
@@ -53,6 +57,11 @@ pub enum RunEvent {
     },
     Cancel {
         reason: String,
+    },
+    /// A person approves the proposed contract, or replaces it with an edited one (validated
+    /// against the task by the caller, see [`edited_contract`]).
+    Approve {
+        edited: Option<Contract>,
     },
     /// Start a new generation of an ended run, with its (validated) budget.
     Resume {
@@ -86,6 +95,7 @@ impl RunEvent {
                 )
             }
             RunEvent::Answer { .. } => "answer".to_string(),
+            RunEvent::Approve { .. } => "approve".to_string(),
             RunEvent::Cancel { .. } => "cancel".to_string(),
             RunEvent::Resume { .. } => "resume".to_string(),
             RunEvent::Tick => "tick".to_string(),
@@ -97,6 +107,7 @@ impl RunEvent {
         !matches!(
             self,
             RunEvent::Answer { .. }
+                | RunEvent::Approve { .. }
                 | RunEvent::Cancel { .. }
                 | RunEvent::Resume { .. }
                 | RunEvent::Tick
@@ -164,6 +175,10 @@ pub fn start_run(id: &str, task: Task, base_snapshot: &str, now: i64) -> Step {
         trace_parent: None,
         escalation_level: 0,
         done_refusals: 0,
+        planning: None,
+        proposed_contract: None,
+        last_good_snapshot: None,
+        rubric: None,
     };
     let mut tx = Tx::new(&record, now);
     tx.log(LogEvent::Submitted {
@@ -171,7 +186,11 @@ pub fn start_run(id: &str, task: Task, base_snapshot: &str, now: i64) -> Step {
         base_snapshot: base_snapshot.to_string(),
         criteria: record.contract.criteria.len() as u32,
     });
-    tx.request_decision();
+    if record.task.plan {
+        tx.record.state = RunState::Running;
+        tx.record.planning = Some(PlanningStage::Spec);
+    }
+    tx.continue_work();
     tx.into_step()
 }
 
@@ -210,6 +229,7 @@ pub fn decide(record: &RunRecord, event: &RunEvent, now: i64) -> Decision {
         RunEvent::ExecFinished(result) => results::on_exec(record, result, now),
         RunEvent::AuditFinished(report) => results::on_audit(record, report, now),
         RunEvent::Answer { text } => lifecycle::on_answer(record, text, now),
+        RunEvent::Approve { edited } => planning::on_approve(record, edited.as_ref(), now),
         RunEvent::Tick => lifecycle::on_tick(record, now),
     };
     match decision {
@@ -221,5 +241,7 @@ pub fn decide(record: &RunRecord, event: &RunEvent, now: i64) -> Decision {
     }
 }
 
+#[cfg(test)]
+mod planning_tests;
 #[cfg(test)]
 mod tests;

@@ -1,12 +1,41 @@
 //! Executor results and audit reports.
 
+use super::planning::on_plan_audit;
 use super::tx::Tx;
 use super::{Decision, HISTORY_KEEP};
 use crate::contract::Contract;
 use crate::gate::evaluate_gate;
+use crate::rubric::{RubricOutcome, RubricStanding, RubricVerdict};
 use crate::state::{LogEvent, Phase, RoundSummary, RunRecord, RunState};
 use crate::verdict::{AuditStatus, CheckVerdict, ContractVerdict, Evidence, Integrity, Verdicts};
 use crate::wire::{AuditPurpose, AuditReport, ExecOutcome, ExecResult};
+
+/// Keep the rubric's standing, log the score and tell the manager when it did not pass.
+fn record_rubric(tx: &mut Tx, round: u32, candidate: &str, r: &RubricVerdict) {
+    tx.record.rubric = Some(RubricStanding {
+        snapshot: candidate.to_string(),
+        average: r.average(),
+        threshold: r.threshold,
+        strategy: r.strategy(),
+        passed: r.passed(),
+    });
+    tx.log(LogEvent::RubricScored {
+        snapshot: candidate.to_string(),
+        average: r.average(),
+        threshold: r.threshold,
+        strategy: r.strategy(),
+        layer: r.score.as_ref().map(|s| s.layer),
+        passed: r.passed(),
+        summary: r.summary(),
+    });
+    if !r.passed() && r.outcome != Some(RubricOutcome::Pivot) {
+        tx.feedback(format!(
+            "Round {round}: {}. Judge: {}",
+            r.summary(),
+            r.reason
+        ));
+    }
+}
 
 fn push_history(tx: &mut Tx, summary: RoundSummary) {
     tx.record.history.push(summary);
@@ -75,9 +104,14 @@ pub(super) fn on_exec(record: &RunRecord, result: &ExecResult, now: i64) -> Deci
     if tx.check_spend_budget() {
         return tx.finish();
     }
+    let purpose = if tx.record.planning.is_some() {
+        AuditPurpose::Plan
+    } else {
+        AuditPurpose::Round
+    };
     match candidate {
         Some(candidate) => tx.dispatch_audit(
-            AuditPurpose::Round,
+            purpose,
             candidate,
             increment.objective,
             increment.write_scope,
@@ -133,9 +167,32 @@ pub(super) fn on_audit(record: &RunRecord, report: &AuditReport, now: i64) -> De
         }
         _ => return Decision::Ignore(format!("no audit of round {} is pending", report.round)),
     };
+    if !report.spec_hash.is_empty() && report.spec_hash != record.contract.spec_hash {
+        return Decision::Ignore(format!(
+            "the audit was made against contract {}, not the run's frozen contract {}",
+            report.spec_hash.get(..12).unwrap_or(&report.spec_hash),
+            record.contract.short_hash()
+        ));
+    }
     let mut tx = Tx::new(record, now);
     tx.episode_in_flight = false;
     tx.record.usage.auditor.add(report.usage);
+    if purpose == AuditPurpose::Plan {
+        tx.log(LogEvent::AuditReport {
+            purpose,
+            worker: report.worker.clone(),
+            snapshot: candidate.clone(),
+            verdicts: report.verdicts,
+            passing: 0,
+            checked: 0,
+            gaps: report.gaps.clone(),
+            downgraded: false,
+        });
+        if !tx.check_spend_budget() {
+            on_plan_audit(&mut tx, report);
+        }
+        return tx.finish();
+    }
     let (verdicts, downgraded) = guard_report(&record.contract, report);
     // Only evidence bound to the audited snapshot counts.
     let evidence: Vec<Evidence> = report
@@ -145,6 +202,11 @@ pub(super) fn on_audit(record: &RunRecord, report: &AuditReport, now: i64) -> De
         .cloned()
         .collect();
     tx.evidence = evidence.clone();
+    let rubric = record.contract.rubric.as_ref().and(report.rubric.as_ref());
+    let pivot = rubric.is_some_and(|r| r.outcome == Some(RubricOutcome::Pivot));
+    if let Some(r) = rubric {
+        record_rubric(&mut tx, report.round, &candidate, r);
+    }
     if verdicts.integrity == Integrity::Violation {
         let reason = format!("integrity violation: {}", report.gaps.join("; "));
         tx.log(LogEvent::CandidateRejected {
@@ -155,9 +217,38 @@ pub(super) fn on_audit(record: &RunRecord, report: &AuditReport, now: i64) -> De
             "Round {}: the candidate was rejected ({reason}); the workspace stays at the previous snapshot.",
             report.round
         ));
+    } else if pivot {
+        let to = tx
+            .record
+            .last_good_snapshot
+            .clone()
+            .unwrap_or_else(|| tx.record.base_snapshot.clone());
+        let reason = rubric.map(|r| r.reason.clone()).unwrap_or_default();
+        tx.log(LogEvent::Pivot {
+            from: candidate.clone(),
+            to: to.clone(),
+            reason: reason.clone(),
+        });
+        tx.feedback(format!(
+            "Round {}: the judge said PIVOT ({}); the artifact was rolled back to snapshot {} \
+             (the last one whose audit passed, or the starting workspace). Take a different \
+             approach. Judge: {}",
+            report.round,
+            rubric.map(|r| r.summary()).unwrap_or_default(),
+            to.get(..12).unwrap_or(&to),
+            reason
+        ));
+        tx.record.evidence = Vec::new();
+        tx.record.snapshot = to;
     } else {
         tx.record.snapshot = candidate.clone();
         tx.record.evidence = evidence.clone();
+        if verdicts.status == AuditStatus::Complete
+            && verdicts.integrity == Integrity::Clean
+            && verdicts.contract == ContractVerdict::Aligned
+        {
+            tx.record.last_good_snapshot = Some(candidate.clone());
+        }
     }
     tx.record.last_verdicts = Some((verdicts, candidate.clone()));
     let r = &tx.record;
@@ -210,6 +301,10 @@ pub(super) fn on_audit(record: &RunRecord, report: &AuditReport, now: i64) -> De
     if passed {
         tx.record.failed_streak = 0;
     }
+    if pivot {
+        tx.continue_after_failure("the judge said PIVOT");
+        return tx.finish();
+    }
     match (purpose, passed) {
         (AuditPurpose::Final, true) => tx.terminal(
             RunState::Completed,
@@ -225,6 +320,8 @@ pub(super) fn on_audit(record: &RunRecord, report: &AuditReport, now: i64) -> De
         }
         (AuditPurpose::Round, true) => tx.request_decision(),
         (AuditPurpose::Round, false) => tx.continue_after_failure(&reasons),
+        // Plan audits returned above.
+        (AuditPurpose::Plan, _) => {}
     }
     tx.finish()
 }

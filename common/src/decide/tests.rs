@@ -19,14 +19,14 @@ fn started() -> RunRecord {
     start_run("r1", parse_task_toml(TASK).unwrap(), "base", 0).record
 }
 
-fn apply(record: &RunRecord, event: RunEvent) -> Step {
+pub(super) fn apply(record: &RunRecord, event: RunEvent) -> Step {
     match decide(record, &event, 1) {
         Decision::Apply(step) => *step,
         other => panic!("expected Apply, got {other:?}"),
     }
 }
 
-fn reply(record: &RunRecord, raw: &str) -> Step {
+pub(super) fn reply(record: &RunRecord, raw: &str) -> Step {
     let seq = match record.phase {
         Phase::Deciding { seq } => seq,
         ref p => panic!("not deciding: {p:?}"),
@@ -47,7 +47,7 @@ fn reply(record: &RunRecord, raw: &str) -> Step {
     )
 }
 
-fn exec_done(record: &RunRecord, candidate: &str) -> Step {
+pub(super) fn exec_done(record: &RunRecord, candidate: &str) -> Step {
     apply(
         record,
         RunEvent::ExecFinished(ExecResult {
@@ -70,7 +70,7 @@ fn exec_done(record: &RunRecord, candidate: &str) -> Step {
     )
 }
 
-fn report(record: &RunRecord, pass: bool, integrity: Integrity) -> AuditReport {
+pub(super) fn report(record: &RunRecord, pass: bool, integrity: Integrity) -> AuditReport {
     let (purpose, candidate) = match &record.phase {
         Phase::Auditing {
             purpose, candidate, ..
@@ -114,17 +114,20 @@ fn report(record: &RunRecord, pass: bool, integrity: Integrity) -> AuditReport {
         judgment: None,
         usage: Usage::default(),
         duration_ms: 1,
+        proposal: None,
+        rubric: None,
+        spec_hash: record.contract.spec_hash.clone(),
     }
 }
 
-fn audit(record: &RunRecord, pass: bool, integrity: Integrity) -> Step {
+pub(super) fn audit(record: &RunRecord, pass: bool, integrity: Integrity) -> Step {
     apply(
         record,
         RunEvent::AuditFinished(report(record, pass, integrity)),
     )
 }
 
-fn kinds(step: &Step) -> Vec<&'static str> {
+pub(super) fn kinds(step: &Step) -> Vec<&'static str> {
     step.log.iter().map(|e| e.event.kind()).collect()
 }
 
@@ -365,14 +368,14 @@ fn tick(record: &RunRecord, now: i64) -> Decision {
     decide(record, &RunEvent::Tick, now)
 }
 
-fn tick_apply(record: &RunRecord, now: i64) -> Step {
+pub(super) fn tick_apply(record: &RunRecord, now: i64) -> Step {
     match tick(record, now) {
         Decision::Apply(s) => *s,
         other => panic!("expected Apply, got {other:?}"),
     }
 }
 
-fn deadline_at(record: &RunRecord) -> i64 {
+pub(super) fn deadline_at(record: &RunRecord) -> i64 {
     record.deadline.expect("a phase deadline").at_ms
 }
 

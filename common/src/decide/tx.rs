@@ -4,8 +4,12 @@ use super::{Decision, Step, DECISION_SLACK_SECS, FEEDBACK_KEEP};
 use crate::state::{
     Deadline, DeadlineKind, LogEntry, LogEvent, Outgoing, Phase, RunRecord, RunState, Target,
 };
+use crate::subjects::Capability;
 use crate::verdict::Evidence;
-use crate::wire::{AuditPurpose, AuditRequest, CancelEpisodes, DecideRequest, Message};
+use crate::wire::{
+    AuditPurpose, AuditRequest, CancelEpisodes, DecideRequest, EpisodeKind, ExecRequest, Increment,
+    Message,
+};
 
 pub(super) struct Tx {
     pub record: RunRecord,
@@ -87,15 +91,78 @@ impl Tx {
         self.maybe_escalate();
         let max = self.record.task.budget.max_failed_rounds;
         if self.record.failed_streak >= max {
+            let what = match self.record.planning {
+                Some(stage) => format!(
+                    "planning attempts ({}) in a row were rejected",
+                    stage.as_str()
+                ),
+                None => "rounds in a row did not pass the gate".to_string(),
+            };
             let question = format!(
-                "{} rounds in a row did not pass the gate (last: {why}). Answer with guidance to \
-                 continue (`loopgate answer`), or cancel the run.",
+                "{} {what} (last: {why}). Answer with guidance to continue (`loopgate answer`), \
+                 or cancel the run.",
                 self.record.failed_streak
             );
             self.ask(question);
         } else {
+            self.continue_work();
+        }
+    }
+
+    /// The next step after an interruption: the planning episode of the current stage while
+    /// the contract is being planned, else a manager decision.
+    pub fn continue_work(&mut self) {
+        if self.record.planning.is_some() {
+            self.dispatch_planning();
+        } else {
             self.request_decision();
         }
+    }
+
+    /// Dispatch one executor episode (a round) from the current snapshot.
+    pub fn dispatch_exec(
+        &mut self,
+        capability: Capability,
+        increment: Increment,
+        episode: EpisodeKind,
+    ) {
+        self.record.round += 1;
+        let start_secs = self.record.task.budget.start_secs;
+        self.set_deadline(DeadlineKind::ExecStart, start_secs);
+        let start_by_ms = self.record.deadline.map(|d| d.at_ms);
+        let r = &self.record;
+        let request = ExecRequest {
+            run_id: r.id.clone(),
+            generation: r.generation,
+            round: r.round,
+            capability,
+            contract: r.contract.clone(),
+            increment: increment.clone(),
+            base_snapshot: r.snapshot.clone(),
+            executor_profile: r.executor_profile().to_string(),
+            episode_secs: r.task.budget.executor_episode_secs,
+            max_steps: r.task.budget.max_steps,
+            start_by_ms,
+            ignore: r.task.ignore.clone(),
+            episode,
+        };
+        let msg_id = format!("{}:{}:{}:exec", r.id, r.generation, r.round);
+        let base_snapshot = r.snapshot.clone();
+        self.record.phase = Phase::Executing {
+            round: self.record.round,
+            capability,
+            increment: increment.clone(),
+        };
+        self.publish(
+            Target::Exec { capability },
+            msg_id,
+            Message::ExecRequest(request),
+        );
+        self.log(LogEvent::ExecDispatched {
+            capability,
+            objective: increment.objective,
+            base_snapshot,
+        });
     }
 
     /// Cost-aware escalation: every `escalate_after` failed rounds in a row, move the executor
@@ -192,11 +259,13 @@ impl Tx {
     ) {
         let r = &self.record;
         let base_snapshot = match purpose {
-            AuditPurpose::Round => r.snapshot.clone(),
+            AuditPurpose::Round | AuditPurpose::Plan => r.snapshot.clone(),
             AuditPurpose::Final => r.base_snapshot.clone(),
         };
         let msg_id = match purpose {
-            AuditPurpose::Round => format!("{}:{}:{}:audit", r.id, r.generation, r.round),
+            AuditPurpose::Round | AuditPurpose::Plan => {
+                format!("{}:{}:{}:audit", r.id, r.generation, r.round)
+            }
             AuditPurpose::Final => format!(
                 "{}:{}:{}:final:{}",
                 r.id, r.generation, r.round, r.decide_seq

@@ -1,6 +1,6 @@
 //! The executor's prompt: the contract and the increment, never the manager's reasoning.
 
-use crate::wire::ExecRequest;
+use crate::wire::{EpisodeKind, ExecRequest};
 
 pub const SYSTEM: &str = "You are a coding agent working inside a workspace directory. \
 Do exactly the step you are given, using the tools: write_file, read_file, edit_file, list_dir, \
@@ -12,7 +12,15 @@ and do not hard-code expected output.";
 pub fn task_prompt(req: &ExecRequest, files: &[String]) -> String {
     let mut s = String::new();
     s.push_str(&format!("Goal: {}\n\n", req.contract.goal));
-    s.push_str("Acceptance checks (run by an independent auditor after you finish):\n");
+    match req.episode {
+        EpisodeKind::Step => s.push_str(&format!(
+            "Acceptance checks of contract spec {} (frozen; run by an independent auditor after you finish):\n",
+            req.contract.short_hash()
+        )),
+        EpisodeKind::Plan | EpisodeKind::Propose => {
+            s.push_str("You are planning: there is no contract yet, and no code is written in this step.\n")
+        }
+    }
     for c in &req.contract.criteria {
         match &c.check {
             Some(check) => s.push_str(&format!(
@@ -40,6 +48,12 @@ pub fn task_prompt(req: &ExecRequest, files: &[String]) -> String {
         s.push('\n');
     }
     s.push_str(&format!("\nYour step: {}\n", req.increment.objective));
+    if !req.increment.write_scope.is_empty() {
+        s.push_str(&format!(
+            "You may only create or change: {}\n",
+            req.increment.write_scope.join(", ")
+        ));
+    }
     if !req.increment.instructions.is_empty()
         && req.increment.instructions != req.increment.objective
     {

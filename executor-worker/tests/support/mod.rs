@@ -16,6 +16,7 @@ pub fn request(run_id: &str, base: &str, profile: &str, episode_secs: u64) -> Ex
         goal: "write hello.txt".into(),
         criteria: Vec::new(),
         protected_paths: Vec::new(),
+        rubric: None,
         spec_hash: String::new(),
     };
     contract.spec_hash = contract.compute_hash();
@@ -37,6 +38,7 @@ pub fn request(run_id: &str, base: &str, profile: &str, episode_secs: u64) -> Ex
         max_steps: 8,
         start_by_ms: None,
         ignore: Vec::new(),
+        episode: Default::default(),
     }
 }
 

@@ -1,4 +1,6 @@
 mod control_plane;
 mod deploy;
 mod faults;
+mod planning;
+mod rubric;
 mod telemetry;

@@ -1,0 +1,249 @@
+//! Planning phases of a `plan = true` run, before round 1: a planner episode writes `spec.md`
+//! (write scope `spec.md` only, enforced by the audit), a proposer episode writes
+//! `contract.toml`, which is validated against the task, optionally approved by a person, and
+//! frozen by its spec hash. Failed attempts are retried with the reason, and after
+//! `max_failed_rounds` in a row a person is asked.
+
+use super::tx::Tx;
+use super::Decision;
+use crate::contract::Contract;
+use crate::contract_proposal::{contract_from_proposal, PROPOSAL_FILE, SPEC_FILE};
+use crate::state::{ContractSource, LogEvent, PlanningStage, RunRecord, RunState};
+use crate::subjects::Capability;
+use crate::verdict::Integrity;
+use crate::wire::{AuditReport, EpisodeKind, Increment};
+
+/// What a person sees when the proposed contract waits for approval.
+pub fn approval_question(run_id: &str, contract: &Contract) -> String {
+    format!(
+        "The proposed contract {} ({} criteria{}) needs approval: `loopgate contract {run_id}` \
+         shows it; `loopgate approve {run_id}` accepts it, `loopgate approve {run_id} --edit FILE` \
+         replaces it.",
+        contract.short_hash(),
+        contract.criteria.len(),
+        if contract.rubric.is_some() {
+            ", with a rubric"
+        } else {
+            ""
+        }
+    )
+}
+
+fn planner_increment(record: &RunRecord) -> Increment {
+    let mut instructions = format!(
+        "Write `{SPEC_FILE}` for this goal: the product context (who uses it, what it must do, \
+         inputs and outputs, edge cases) and a short high-level design (files, functions, \
+         commands). Do not write code or tests: `{SPEC_FILE}` is the only file you may create or \
+         change; any other change gets the attempt rejected. Then call finish."
+    );
+    append_feedback(&mut instructions, record);
+    Increment {
+        objective: format!("Plan: write {SPEC_FILE} (product context and high-level design only)"),
+        instructions,
+        acceptance_checks: Vec::new(),
+        write_scope: vec![SPEC_FILE.to_string()],
+    }
+}
+
+fn proposer_increment(record: &RunRecord) -> Increment {
+    let rubric_hint = if record.task.roles.auditor.is_some() && record.task.rubric.is_none() {
+        "\nFor qualities no command can check, you may add `[[rubric]]` dimensions \
+         (`name`, `weight`, `description`) and `rubric_threshold` (0-10); a judge scores them."
+    } else {
+        ""
+    };
+    let mut instructions = format!(
+        "Read `{SPEC_FILE}` and write the acceptance contract into `{PROPOSAL_FILE}` (TOML). \
+         Each criterion must be specific and testable:\n\
+         [[acceptance]]\n\
+         id = \"short-id\"\n\
+         description = \"what must be true\"\n\
+         check = \"shell command that exits 0 only when it is true, e.g. test \\\"$(python3 app.py)\\\" = 'expected'\"\n\
+         blocking = true\n\
+         Write a `check` wherever one can be written; a criterion without a check must say \
+         `blocking = false`. List files the work must not change (e.g. tests you write now) in \
+         `protected_paths = [\"tests/\"]` at the top. At least one blocking criterion is required. \
+         Change no file other than `{PROPOSAL_FILE}`. Then call finish.{rubric_hint}"
+    );
+    append_feedback(&mut instructions, record);
+    Increment {
+        objective: format!("Plan: write the acceptance contract {PROPOSAL_FILE} from {SPEC_FILE}"),
+        instructions,
+        acceptance_checks: Vec::new(),
+        write_scope: vec![PROPOSAL_FILE.to_string()],
+    }
+}
+
+fn append_feedback(instructions: &mut String, record: &RunRecord) {
+    if let Some(last) = record.feedback.last() {
+        instructions.push_str("\n\nThe previous attempt was not accepted: ");
+        instructions.push_str(last);
+    }
+}
+
+impl Tx {
+    /// Dispatch the planning episode for the current stage (`Spec` or `Contract`).
+    pub(super) fn dispatch_planning(&mut self) {
+        match self.record.planning {
+            Some(PlanningStage::Spec) => {
+                let increment = planner_increment(&self.record);
+                self.dispatch_exec(Capability::Cli, increment, EpisodeKind::Plan);
+            }
+            Some(PlanningStage::Contract) => {
+                let increment = proposer_increment(&self.record);
+                self.dispatch_exec(Capability::Cli, increment, EpisodeKind::Propose);
+            }
+            Some(PlanningStage::Approval) => {
+                let question = self
+                    .record
+                    .proposed_contract
+                    .as_ref()
+                    .map(|c| approval_question(&self.record.id, c))
+                    .unwrap_or_else(|| "The proposed contract needs approval.".to_string());
+                self.ask(question);
+            }
+            None => self.request_decision(),
+        }
+    }
+
+    /// Freeze `contract` by its hash and start the work: the manager takes round 1 next, and
+    /// `max_rounds` counts from here.
+    pub(super) fn freeze_contract(&mut self, contract: Contract, source: ContractSource) {
+        self.log(LogEvent::ContractFrozen {
+            spec_hash: contract.spec_hash.clone(),
+            criteria: contract.criteria.len() as u32,
+            source,
+        });
+        self.feedback(format!(
+            "The contract was planned and frozen as spec {} ({} criteria); it cannot change for \
+             the rest of the run.",
+            contract.short_hash(),
+            contract.criteria.len()
+        ));
+        let r = &mut self.record;
+        r.contract = contract;
+        r.planning = None;
+        r.proposed_contract = None;
+        r.failed_streak = 0;
+        r.generation_start_round = r.round;
+        if r.state == RunState::WaitingForInput {
+            r.state = RunState::Running;
+        }
+        self.request_decision();
+    }
+}
+
+/// A planning attempt that did not produce what its stage needs: record why and try again.
+fn reject(tx: &mut Tx, report: &AuditReport, reason: String) {
+    tx.log(LogEvent::CandidateRejected {
+        candidate: report.snapshot.clone(),
+        reason: reason.clone(),
+    });
+    tx.feedback(reason.clone());
+    tx.continue_after_failure(&reason);
+}
+
+/// The audit of a planning episode's candidate.
+pub(super) fn on_plan_audit(tx: &mut Tx, report: &AuditReport) {
+    let stage = tx.record.planning;
+    if report.verdicts.integrity != Integrity::Clean {
+        let reason = format!(
+            "the planning step changed files it may not change ({})",
+            report.gaps.join("; ")
+        );
+        return reject(tx, report, reason);
+    }
+    match stage {
+        Some(PlanningStage::Spec) => {
+            if !report.changed_paths.iter().any(|p| p == SPEC_FILE) {
+                return reject(tx, report, format!("{SPEC_FILE} was not written"));
+            }
+            tx.record.snapshot = report.snapshot.clone();
+            tx.record.failed_streak = 0;
+            tx.log(LogEvent::SpecWritten {
+                snapshot: report.snapshot.clone(),
+            });
+            tx.record.planning = Some(PlanningStage::Contract);
+            tx.dispatch_planning();
+        }
+        Some(PlanningStage::Contract) => {
+            let Some(text) = report.proposal.as_deref() else {
+                return reject(tx, report, format!("{PROPOSAL_FILE} was not written"));
+            };
+            let contract = match contract_from_proposal(text, &tx.record.task) {
+                Ok(contract) => contract,
+                Err(err) => {
+                    let error = format!("{PROPOSAL_FILE} is not a valid contract: {err}");
+                    tx.log(LogEvent::ContractInvalid {
+                        error: error.clone(),
+                    });
+                    return reject(tx, report, error);
+                }
+            };
+            tx.record.snapshot = report.snapshot.clone();
+            let awaiting_approval = tx.record.task.require_approval;
+            tx.log(LogEvent::ContractProposed {
+                spec_hash: contract.spec_hash.clone(),
+                criteria: contract.criteria.len() as u32,
+                rubric: contract.rubric.is_some(),
+                awaiting_approval,
+            });
+            if awaiting_approval {
+                tx.record.planning = Some(PlanningStage::Approval);
+                tx.record.proposed_contract = Some(contract);
+                tx.dispatch_planning();
+            } else {
+                tx.freeze_contract(contract, ContractSource::Proposed);
+            }
+        }
+        // A plan audit arriving outside planning was already filtered by phase matching.
+        Some(PlanningStage::Approval) | None => {}
+    }
+}
+
+/// `loopgate approve RUN [--edit FILE]`: freeze the proposed contract, or the person's edited
+/// one (already validated against the task). Refused unless a proposal waits for approval:
+/// the contract never changes once frozen.
+pub(super) fn on_approve(record: &RunRecord, edited: Option<&Contract>, now: i64) -> Decision {
+    if record.state.is_terminal() {
+        return Decision::Ignore(format!("run is {}", record.state.as_str()));
+    }
+    if record.planning != Some(PlanningStage::Approval) {
+        let why = match record.planning {
+            Some(stage) => format!(
+                "no contract waits for approval yet (planning stage: {})",
+                stage.as_str()
+            ),
+            None => format!(
+                "the contract is frozen (spec {}) and cannot change mid-run",
+                record.contract.short_hash()
+            ),
+        };
+        return Decision::Ignore(why);
+    }
+    let Some(proposed) = record.proposed_contract.clone() else {
+        return Decision::Ignore("no proposed contract is stored".to_string());
+    };
+    let mut tx = Tx::new(record, now);
+    let (contract, source) = match edited {
+        Some(contract) if *contract != proposed => (contract.clone(), ContractSource::Edited),
+        _ => (proposed, ContractSource::Approved),
+    };
+    tx.log(LogEvent::Answered {
+        text: format!(
+            "contract {} {}",
+            contract.short_hash(),
+            match source {
+                ContractSource::Edited => "replaced by an edited contract and approved",
+                _ => "approved",
+            }
+        ),
+    });
+    tx.freeze_contract(contract, source);
+    tx.finish()
+}
+
+/// The contract an edited file makes for this run (validated like a proposal).
+pub fn edited_contract(record: &RunRecord, text: &str) -> Result<Contract, crate::task::TaskError> {
+    contract_from_proposal(text, &record.task)
+}

@@ -1,0 +1,449 @@
+//! Planning phases, contract approval and freezing, the rubric in the gate, and PIVOT.
+
+use super::tests::{apply, exec_done, kinds, reply};
+use super::*;
+use crate::contract_proposal::{PROPOSAL_FILE, SPEC_FILE};
+use crate::rubric::{RubricOutcome, RubricScore, RubricVerdict, ScoreLayer, Strategy};
+use crate::state::{ContractSource, PlanningStage, Target};
+use crate::task::parse_task_toml;
+use crate::verdict::{AuditStatus, CheckVerdict, ContractVerdict, Integrity, Verdicts};
+use crate::wire::{AuditPurpose, EpisodeKind, Message};
+
+const PLANNED: &str = r#"
+goal = "Make a greeter CLI"
+plan = true
+[budget]
+max_rounds = 3
+max_failed_rounds = 3
+"#;
+
+const PROPOSAL: &str = r#"
+[[acceptance]]
+id = "prints"
+description = "greets"
+check = "python3 hello.py | grep -q hello"
+"#;
+
+fn planned(extra: &str) -> RunRecord {
+    let task = parse_task_toml(&PLANNED.replace("plan = true\n", &format!("plan = true\n{extra}")))
+        .unwrap();
+    start_run("r1", task, "base", 0).record
+}
+
+fn exec_request(record: &RunRecord) -> &crate::wire::ExecRequest {
+    match &record.outbox[..] {
+        [Outgoing {
+            message: Message::ExecRequest(req),
+            ..
+        }] => req,
+        other => panic!("expected one exec request, got {other:?}"),
+    }
+}
+
+/// A plan audit of the pending candidate.
+fn plan_audit(
+    record: &RunRecord,
+    integrity: Integrity,
+    changed: &[&str],
+    proposal: Option<&str>,
+) -> Step {
+    let candidate = match &record.phase {
+        Phase::Auditing {
+            purpose: AuditPurpose::Plan,
+            candidate,
+            ..
+        } => candidate.clone(),
+        p => panic!("not in a plan audit: {p:?}"),
+    };
+    apply(
+        record,
+        RunEvent::AuditFinished(AuditReport {
+            run_id: record.id.clone(),
+            generation: record.generation,
+            round: record.round,
+            purpose: AuditPurpose::Plan,
+            delivery_attempt: 1,
+            worker: "a".into(),
+            snapshot: candidate,
+            verdicts: Verdicts {
+                status: AuditStatus::Complete,
+                integrity,
+                contract: ContractVerdict::Aligned,
+            },
+            evidence: vec![],
+            gaps: vec![],
+            backcheck: vec![],
+            changed_paths: changed.iter().map(|p| p.to_string()).collect(),
+            judgment: None,
+            usage: Usage::default(),
+            duration_ms: 1,
+            proposal: proposal.map(str::to_string),
+            rubric: None,
+            spec_hash: record.contract.spec_hash.clone(),
+        }),
+    )
+}
+
+/// Planner and proposer both succeed; returns the record after the proposal's audit.
+fn through_planning(extra: &str) -> Step {
+    let r = planned(extra);
+    let r = exec_done(&r, "spec-snap").record;
+    let r = plan_audit(&r, Integrity::Clean, &[SPEC_FILE], None).record;
+    let r = exec_done(&r, "contract-snap").record;
+    plan_audit(&r, Integrity::Clean, &[PROPOSAL_FILE], Some(PROPOSAL))
+}
+
+#[test]
+fn a_planned_run_writes_the_spec_then_the_contract_then_freezes_it() {
+    let r = planned("");
+    assert_eq!(r.planning, Some(PlanningStage::Spec));
+    assert_eq!(r.state, RunState::Running);
+    let req = exec_request(&r);
+    assert_eq!(req.episode, EpisodeKind::Plan);
+    assert_eq!(req.increment.write_scope, vec![SPEC_FILE.to_string()]);
+    assert!(req.contract.criteria.is_empty());
+
+    let r = exec_done(&r, "spec-snap").record;
+    assert!(matches!(
+        r.phase,
+        Phase::Auditing {
+            purpose: AuditPurpose::Plan,
+            ..
+        }
+    ));
+    let step = plan_audit(&r, Integrity::Clean, &[SPEC_FILE], None);
+    assert!(kinds(&step).contains(&"spec_written"));
+    let r = step.record;
+    assert_eq!(r.planning, Some(PlanningStage::Contract));
+    assert_eq!(r.snapshot, "spec-snap");
+    assert_eq!(exec_request(&r).episode, EpisodeKind::Propose);
+    assert_eq!(
+        exec_request(&r).increment.write_scope,
+        vec![PROPOSAL_FILE.to_string()]
+    );
+
+    let r = exec_done(&r, "contract-snap").record;
+    let step = plan_audit(&r, Integrity::Clean, &[PROPOSAL_FILE], Some(PROPOSAL));
+    assert_eq!(
+        kinds(&step),
+        vec!["audit_report", "contract_proposed", "contract_frozen"]
+    );
+    let r = step.record;
+    assert_eq!(r.planning, None);
+    assert_eq!(r.contract.criteria.len(), 1);
+    assert!(r.contract.protected_paths.contains(&SPEC_FILE.to_string()));
+    assert!(r.contract.is_intact());
+    // Round 1 is the manager's: planning rounds do not count against max_rounds.
+    assert!(matches!(r.phase, Phase::Deciding { .. }));
+    assert_eq!(r.rounds_this_generation(), 0);
+    assert_eq!(r.outbox[0].target, Target::Decide);
+    // Every later executor request carries the frozen contract and names its hash.
+    let r = reply(&r, "Next: cli\nTask: write hello.py").record;
+    let req = exec_request(&r);
+    assert_eq!(req.contract.spec_hash, r.contract.spec_hash);
+    assert_eq!(req.episode, EpisodeKind::Step);
+}
+
+#[test]
+fn planning_attempts_that_break_the_rules_are_rejected_and_retried() {
+    struct Case {
+        name: &'static str,
+        integrity: Integrity,
+        changed: &'static [&'static str],
+    }
+    let cases = [
+        Case {
+            name: "planner wrote code",
+            integrity: Integrity::Suspect,
+            changed: &[SPEC_FILE, "hello.py"],
+        },
+        Case {
+            name: "planner touched a protected path",
+            integrity: Integrity::Violation,
+            changed: &[SPEC_FILE],
+        },
+        Case {
+            name: "planner wrote nothing",
+            integrity: Integrity::Clean,
+            changed: &[],
+        },
+    ];
+    for case in cases {
+        let r = exec_done(&planned(""), "bad").record;
+        let step = plan_audit(&r, case.integrity, case.changed, None);
+        assert!(
+            kinds(&step).contains(&"candidate_rejected"),
+            "{}",
+            case.name
+        );
+        let r = step.record;
+        assert_eq!(r.snapshot, "base", "{}", case.name);
+        assert_eq!(r.planning, Some(PlanningStage::Spec), "{}", case.name);
+        assert_eq!(exec_request(&r).episode, EpisodeKind::Plan, "{}", case.name);
+        assert!(
+            exec_request(&r)
+                .increment
+                .instructions
+                .contains("was not accepted"),
+            "{}: the retry says why",
+            case.name
+        );
+    }
+}
+
+#[test]
+fn an_invalid_proposal_is_refused_and_repeated_failures_ask_a_person() {
+    let r = planned("");
+    let r = exec_done(&r, "spec-snap").record;
+    let mut r = plan_audit(&r, Integrity::Clean, &[SPEC_FILE], None).record;
+    for attempt in 1..=3 {
+        r = exec_done(&r, &format!("c{attempt}")).record;
+        let step = plan_audit(
+            &r,
+            Integrity::Clean,
+            &[PROPOSAL_FILE],
+            Some("[[acceptance]]\nid = \"a\"\n"),
+        );
+        assert!(kinds(&step).contains(&"contract_invalid"));
+        r = step.record;
+    }
+    assert_eq!(r.state, RunState::WaitingForInput);
+    assert_eq!(r.planning, Some(PlanningStage::Contract));
+    // A person's answer sends the proposer back to work with the guidance.
+    let r = apply(
+        &r,
+        RunEvent::Answer {
+            text: "use a grep check".into(),
+        },
+    )
+    .record;
+    assert_eq!(r.state, RunState::Running);
+    assert_eq!(exec_request(&r).episode, EpisodeKind::Propose);
+}
+
+#[test]
+fn approval_waits_then_approve_or_edit_freezes_and_later_changes_are_refused() {
+    let step = through_planning("require_approval = true\n");
+    let r = step.record;
+    assert_eq!(r.state, RunState::WaitingForInput);
+    assert_eq!(r.planning, Some(PlanningStage::Approval));
+    let proposed = r.proposed_contract.clone().unwrap();
+    assert!(r.contract.criteria.is_empty(), "not frozen before approval");
+    assert!(r.progress().contains("waiting for approval"));
+    // `answer` is not approval.
+    assert!(matches!(
+        decide(&r, &RunEvent::Answer { text: "ok".into() }, 1),
+        Decision::Ignore(_)
+    ));
+
+    // Approve as is.
+    let approved = apply(&r, RunEvent::Approve { edited: None });
+    assert!(kinds(&approved).contains(&"contract_frozen"));
+    assert_eq!(approved.record.contract, proposed);
+    assert!(matches!(
+        approved.log.iter().find_map(|e| match &e.event {
+            LogEvent::ContractFrozen { source, .. } => Some(*source),
+            _ => None,
+        }),
+        Some(ContractSource::Approved)
+    ));
+    // Once frozen, no change is accepted.
+    let edited = edited_contract(
+        &approved.record,
+        "[[acceptance]]\nid = \"x\"\ncheck = \"true\"",
+    )
+    .unwrap();
+    assert!(matches!(
+        decide(
+            &approved.record,
+            &RunEvent::Approve {
+                edited: Some(edited.clone())
+            },
+            2
+        ),
+        Decision::Ignore(ref why) if why.contains("frozen")
+    ));
+
+    // Or replace it with an edited contract.
+    let replaced = apply(
+        &r,
+        RunEvent::Approve {
+            edited: Some(edited.clone()),
+        },
+    )
+    .record;
+    assert_eq!(replaced.contract, edited);
+    assert_eq!(replaced.state, RunState::Running);
+}
+
+#[test]
+fn approve_is_refused_on_a_run_that_was_never_planned() {
+    let r = start_run(
+        "r1",
+        parse_task_toml("goal = \"x\"\n[[acceptance]]\nid = \"a\"\ncheck = \"true\"").unwrap(),
+        "base",
+        0,
+    )
+    .record;
+    assert!(matches!(
+        decide(&r, &RunEvent::Approve { edited: None }, 1),
+        Decision::Ignore(_)
+    ));
+}
+
+// ------------------------------------------------------------------------------------------
+// The rubric in the gate, and PIVOT.
+
+const RUBRIC_TASK: &str = r#"
+goal = "Write a README"
+rubric_threshold = 8.5
+[[acceptance]]
+id = "prints"
+check = "true"
+[[rubric]]
+name = "clarity"
+[roles]
+auditor = "judge"
+[budget]
+max_rounds = 5
+max_failed_rounds = 5
+"#;
+
+fn rubric_run() -> RunRecord {
+    start_run("r1", parse_task_toml(RUBRIC_TASK).unwrap(), "base", 0).record
+}
+
+fn verdict(average: f64, strategy: Strategy, outcome: RubricOutcome) -> RubricVerdict {
+    RubricVerdict {
+        threshold: 8.5,
+        score: Some(RubricScore {
+            scores: [("clarity".to_string(), average)].into_iter().collect(),
+            weighted_average: average,
+            strategy: Some(strategy),
+            layer: ScoreLayer::Json,
+            notes: vec![],
+        }),
+        outcome: Some(outcome),
+        reason: "judge's reason".into(),
+    }
+}
+
+/// A round audit whose checks pass, with the rubric verdict and its evidence.
+fn rubric_audit(record: &RunRecord, v: RubricVerdict) -> Step {
+    let mut report = super::tests::report(record, true, Integrity::Clean);
+    report.evidence.push(Evidence {
+        artifact_version: report.snapshot.clone(),
+        check_id: crate::task::RUBRIC_EVIDENCE_ID.into(),
+        verdict: if v.passed() {
+            CheckVerdict::Pass
+        } else {
+            CheckVerdict::Fail
+        },
+        produced_at: 1,
+        log_digest: None,
+        exit_code: None,
+        duration_ms: 1,
+        output_excerpt: v.summary(),
+    });
+    report.rubric = Some(v);
+    apply(record, RunEvent::AuditFinished(report))
+}
+
+fn round(record: &RunRecord, candidate: &str) -> RunRecord {
+    let r = reply(record, "Next: cli\nTask: improve it").record;
+    exec_done(&r, candidate).record
+}
+
+#[test]
+fn the_rubric_joins_the_gate() {
+    struct Case {
+        name: &'static str,
+        verdict: RubricVerdict,
+        completed: bool,
+    }
+    let cases = [
+        Case {
+            name: "pass completes",
+            verdict: verdict(9.0, Strategy::Finish, RubricOutcome::Pass),
+            completed: true,
+        },
+        Case {
+            name: "below threshold keeps going",
+            verdict: verdict(
+                7.0,
+                Strategy::Refine,
+                RubricOutcome::BelowThreshold {
+                    average: 7.0,
+                    threshold: 8.5,
+                },
+            ),
+            completed: false,
+        },
+        Case {
+            name: "FINISH below threshold is refused",
+            verdict: verdict(
+                7.9,
+                Strategy::Finish,
+                RubricOutcome::FinishRefused {
+                    average: 7.9,
+                    threshold: 8.5,
+                },
+            ),
+            completed: false,
+        },
+    ];
+    for case in cases {
+        let r = round(&rubric_run(), "c1");
+        let step = rubric_audit(&r, case.verdict.clone());
+        let done = step.record.state == RunState::Completed;
+        assert_eq!(done, case.completed, "{}", case.name);
+        assert!(kinds(&step).contains(&"rubric_scored"), "{}", case.name);
+        let progress = step.record.progress();
+        let avg = case.verdict.average().unwrap();
+        assert!(
+            progress.contains(&format!("rubric {avg:.1}/8.5")),
+            "{}: {progress}",
+            case.name
+        );
+        assert!(
+            progress.starts_with("acceptance 1/1 passing on snapshot c1"),
+            "{progress}"
+        );
+        if !case.completed {
+            assert!(step
+                .record
+                .last_gate
+                .unwrap()
+                .reasons
+                .iter()
+                .any(|r| r.contains("rubric")));
+            assert!(step.record.feedback.iter().any(|f| f.contains("rubric")));
+        }
+    }
+}
+
+#[test]
+fn pivot_rolls_back_to_the_last_passing_snapshot_even_with_perfect_scores() {
+    // complete_on_gate = false keeps a fully passing snapshot from ending the run.
+    let task = parse_task_toml(&RUBRIC_TASK.replace(
+        "goal = \"Write a README\"",
+        "goal = \"Write a README\"\ncomplete_on_gate = false",
+    ))
+    .unwrap();
+    let r = start_run("r1", task, "base", 0).record;
+    // PIVOT with nothing good yet: back to the base.
+    let r = round(&r, "c1");
+    let step = rubric_audit(&r, verdict(10.0, Strategy::Pivot, RubricOutcome::Pivot));
+    assert!(kinds(&step).contains(&"pivot"));
+    assert_eq!(step.record.snapshot, "base");
+    assert!(step.record.feedback.iter().any(|f| f.contains("PIVOT")));
+    assert!(matches!(step.record.phase, Phase::Deciding { .. }));
+    // A good round, then a PIVOT: back to the good one.
+    let r = round(&step.record, "good");
+    let r = rubric_audit(&r, verdict(9.0, Strategy::Refine, RubricOutcome::Pass)).record;
+    assert_eq!(r.last_good_snapshot.as_deref(), Some("good"));
+    let r = round(&r, "worse");
+    let step = rubric_audit(&r, verdict(9.5, Strategy::Pivot, RubricOutcome::Pivot));
+    assert_eq!(step.record.snapshot, "good");
+    assert_eq!(step.record.last_good_snapshot.as_deref(), Some("good"));
+}
