@@ -11,13 +11,15 @@ export CARGO_TARGET_DIR
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 MODEL_SIZE ?= 0.5b
 
-.PHONY: help deps model-deps build build-debug test test-only demo lint fmt model-server model-server-stop clean check-toolchain
+.PHONY: help deps model-deps build build-debug test test-only demo bench lint fmt model-server model-server-stop clean check-toolchain
 
 help:
 	@echo "make deps          nats-server + redis-server into ~/.cache/loopgate/bin"
 	@echo "make model-deps    llama-server + Qwen2.5-Coder $(MODEL_SIZE) GGUF (for the real-model e2e test)"
 	@echo "make test          deps, model-deps (best effort), build bins, cargo test --workspace"
 	@echo "make demo          run examples/hello end to end against a local model (scripts/demo.sh)"
+	@echo "make bench         benchmarks -> docs/benchmarks.md + docs/bench/*.svg (scripts/bench.sh;"
+	@echo "                   BENCH_SKIP_ARMS=1 skips the real-model arms, BENCH_MODELS=\"1.5b 0.5b\")"
 	@echo "make lint          cargo fmt --check + clippy -D warnings"
 	@echo "make build         release binaries"
 	@echo "make model-server  start llama-server on 127.0.0.1:\$${LOOPGATE_MODEL_PORT:-8080} (model-server-stop)"
@@ -59,6 +61,10 @@ test-only: check-toolchain
 
 demo: check-toolchain
 	scripts/demo.sh
+
+# Harness cost, throughput, prompt size, snapshot cost and the real-model arms, then the report.
+bench: check-toolchain
+	scripts/bench.sh
 
 lint: check-toolchain
 	$(CARGO) fmt --all -- --check

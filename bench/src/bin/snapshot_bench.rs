@@ -10,7 +10,9 @@
 //! Then change another file and freeze from a cold process (no stat cache: every file
 //! re-hashed and looked up in the store; still only what changed is uploaded).
 //!
-//! `cargo run --release -p loopgate-bench --bin snapshot_bench [-- FILES TOTAL_MB]`
+//! `cargo run --release -p loopgate-bench --bin snapshot_bench [-- FILES TOTAL_MB] [--json PATH]`
+//!
+//! `--json PATH` also writes the numbers there (read by `bench-report`).
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -22,6 +24,7 @@ use anyhow::{bail, Context};
 use loopgate_bench::{dir_bytes, generate_tree, human_bytes, millis, Table};
 use loopgate_test_support::NatsServer;
 use loopgate_transport::{Bus, BusOptions, FreezeOutcome, FreezeRules, SnapshotStore, StatCache};
+use serde_json::json;
 
 const SEED: u64 = 0x05ee_d100_941e;
 
@@ -104,7 +107,17 @@ fn loopgate_row(label: &str, took: Duration, outcome: &FreezeOutcome) -> Vec<Str
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let mut args = std::env::args().skip(1);
+    let mut json_out: Option<std::path::PathBuf> = None;
+    let mut positional = Vec::new();
+    let mut raw = std::env::args().skip(1);
+    while let Some(arg) = raw.next() {
+        if arg == "--json" {
+            json_out = Some(raw.next().context("--json needs a path")?.into());
+        } else {
+            positional.push(arg);
+        }
+    }
+    let mut args = positional.into_iter();
     let files: usize = args
         .next()
         .map(|a| a.parse())
@@ -199,5 +212,38 @@ async fn main() -> anyhow::Result<()> {
         "objects in .git/objects".into(),
     ]);
     println!("{}", reference.render());
+    if let Some(path) = json_out {
+        let freeze = |label: &str, took: Duration, o: &FreezeOutcome| {
+            json!({"label": label, "ms": ms(took), "bytes": o.bytes_uploaded + o.manifest_bytes_uploaded,
+                "blobs_uploaded": o.blobs_uploaded, "manifest_bytes": o.manifest_bytes_uploaded,
+                "files_hashed": o.files_hashed})
+        };
+        let other = |label: &str, took: Duration, bytes: u64| json!({"label": label, "ms": ms(took), "bytes": bytes});
+        let doc = json!({
+            "bench": "snapshot",
+            "files": files,
+            "tree_bytes": tree_bytes,
+            "changed_bytes": b"let changed_by_the_benchmark = 1;\n".len(),
+            "second_snapshot": [
+                freeze("loopgate freeze (stat cache)", second_took, &second),
+                other("git add -A && git commit", git_took, git_bytes),
+                other("tar + upload whole tree", tar_took, tar_bytes),
+                freeze("loopgate freeze, cold process (next change)", cold_took, &cold),
+            ],
+            "first_snapshot": [
+                freeze("loopgate freeze", first_took, &first),
+                other("git add -A && git commit", git_first_took, git_first_bytes),
+            ],
+        });
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(&path, serde_json::to_string_pretty(&doc)? + "\n")?;
+        eprintln!("wrote {}", path.display());
+    }
     Ok(())
+}
+
+fn ms(took: Duration) -> f64 {
+    (took.as_secs_f64() * 1e6).round() / 1e3
 }

@@ -2,7 +2,9 @@
 //! model over the real stack (nats-server, redis-server, manager, executor and auditor as
 //! separate processes) and print a table of manager prompt sizes and per-round harness time.
 //!
-//! `cargo build --release --workspace --bins && cargo run --release -p loopgate-tests --bin manager-bench`
+//! `cargo build --release --workspace --bins && cargo run --release -p loopgate-tests --bin manager-bench [-- --json PATH]`
+//!
+//! `--json PATH` also writes the numbers there (read by `bench-report`).
 #![allow(
     clippy::print_stdout,
     clippy::print_stderr,
@@ -26,8 +28,29 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[idx.min(sorted.len() - 1)]
 }
 
+fn json_path() -> anyhow::Result<Option<std::path::PathBuf>> {
+    let mut args = std::env::args().skip(1);
+    let mut path = None;
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--json" => {
+                path = Some(
+                    args.next()
+                        .ok_or_else(|| anyhow::anyhow!("--json needs a path"))?
+                        .into(),
+                )
+            }
+            other => {
+                anyhow::bail!("unknown argument '{other}' (usage: manager-bench [--json PATH])")
+            }
+        }
+    }
+    Ok(path)
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let json_out = json_path()?;
     let executor = Reply::dynamic(|req: &Value| {
         let last_role = req["messages"]
             .as_array()
@@ -105,6 +128,7 @@ max_failed_rounds = 1000
     println!();
     println!("| round | manager prompt chars (system + user) |");
     println!("|------:|------------------------------------:|");
+    let mut prompt_rows = Vec::new();
     for round in [1usize, 5, 10, 25, 50, 100] {
         if let Some(req) = prompts.get(round - 1) {
             let chars: usize = req["messages"]
@@ -116,6 +140,7 @@ max_failed_rounds = 1000
                 })
                 .unwrap_or(0);
             println!("| {round:>5} | {chars:>35} |");
+            prompt_rows.push(json!({"round": round, "prompt_chars": chars}));
         }
     }
     println!();
@@ -132,5 +157,31 @@ max_failed_rounds = 1000
         per_round.last().copied().unwrap_or(f64::NAN),
         wall.as_secs_f64()
     );
+    if let Some(path) = json_out {
+        let doc = json!({
+            "bench": "manager",
+            "rounds": dispatch_at.len(),
+            "final_state": done["state"],
+            "prompt_chars": prompt_rows,
+            "prompt_chars_every_round": prompts.iter().map(|req| {
+                req["messages"].as_array().map(|ms| {
+                    ms.iter().map(|m| m["content"].as_str().unwrap_or("").chars().count()).sum::<usize>()
+                }).unwrap_or(0)
+            }).collect::<Vec<_>>(),
+            "per_round_ms": {
+                "n": per_round.len(),
+                "p50": percentile(&per_round, 0.50),
+                "p99": percentile(&per_round, 0.99),
+                "max": per_round.last().copied(),
+            },
+            "check": "seq 1 400; exit 1 (always fails, long output)",
+            "wall_s": wall.as_secs_f64(),
+        });
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(&path, serde_json::to_string_pretty(&doc)? + "\n")?;
+        eprintln!("wrote {}", path.display());
+    }
     Ok(())
 }

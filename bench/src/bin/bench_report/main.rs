@@ -1,0 +1,327 @@
+//! `bench-report`: read the JSON files the benchmarks wrote into the output directory
+//! (`target/bench` by default: harness.json, throughput.json, manager.json, snapshot.json,
+//! arms-<size>.json, and scripts/bench.sh's env.tsv, steps.tsv, models.tsv) and write
+//! `docs/benchmarks.md` plus SVG charts into `docs/bench/`. Missing inputs become "not run".
+//!
+//! `bench-report [--out target/bench] [--doc docs/benchmarks.md] [--svg-dir docs/bench]`
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod arms;
+mod headlines;
+mod sections;
+mod svg;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use loopgate_bench::Table;
+use serde_json::Value;
+
+/// A JSON number as f64 (NaN when absent or not a number).
+pub fn num(v: &Value) -> f64 {
+    v.as_f64().unwrap_or(f64::NAN)
+}
+
+/// `v` with `decimals` decimals, "n/a" when not finite.
+pub fn fmt_num(v: f64, decimals: usize) -> String {
+    if v.is_finite() {
+        format!("{v:.decimals$}")
+    } else {
+        "n/a".into()
+    }
+}
+
+fn read_json(path: &Path) -> anyhow::Result<Option<Value>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?,
+        )),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(err).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// Tab-separated lines, each split into its fields (absent file: no lines).
+fn read_tsv(path: &Path) -> Vec<Vec<String>> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.split('\t').map(str::to_string).collect())
+        .collect()
+}
+
+fn proc_field(file: &str, key: &str) -> Option<String> {
+    std::fs::read_to_string(file).ok()?.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (k.trim() == key).then(|| v.trim().to_string())
+    })
+}
+
+fn machine(env: &BTreeMap<String, String>) -> String {
+    let cores = std::fs::read_to_string("/proc/cpuinfo")
+        .map(|s| s.lines().filter(|l| l.starts_with("processor")).count())
+        .unwrap_or(0);
+    let cpu = proc_field("/proc/cpuinfo", "model name").unwrap_or_else(|| "unknown".into());
+    let mem = proc_field("/proc/meminfo", "MemTotal")
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .map(|kib| format!("{:.1} GiB", kib / 1024.0 / 1024.0))
+        .unwrap_or_else(|| "unknown".into());
+    let os = std::fs::read_to_string("/etc/os-release")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("PRETTY_NAME=")
+                    .map(|v| v.trim_matches('"').to_string())
+            })
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    let get = |k: &str| env.get(k).cloned().unwrap_or_else(|| "unknown".into());
+    let mut table = Table::new(&["", ""]);
+    for (k, v) in [
+        ("CPU", format!("{cpu} ({cores} logical cores)")),
+        ("memory", mem),
+        ("OS", format!("{os}, Linux {kernel}")),
+        ("git commit", get("git_commit")),
+        ("toolchain", get("rustc")),
+        ("nats-server", get("nats_server")),
+        ("redis-server", get("redis_server")),
+        (
+            "benchmark started / finished (UTC)",
+            format!("{} / {}", get("started_at"), get("finished_at")),
+        ),
+        (
+            "load average (1, 5, 15 min) before / after",
+            format!("{} / {}", get("load_start"), get("load_end")),
+        ),
+    ] {
+        table.row(vec![k.to_string(), v]);
+    }
+    let mut out = table.render();
+    match env.get("other_cpu").map(String::as_str) {
+        Some("none") => {
+            let _ = writeln!(
+                out,
+                "\nNo other process used 5% CPU or more in any sample taken during the benchmark \
+                 (1-second windows from `/proc/<pid>/stat`, every ~3 s); servers, daemons, stand-in model and \
+                 benchmark still share these {cores} cores."
+            );
+        }
+        Some(other) => {
+            let _ = writeln!(
+                out,
+                "\n**The machine was shared with other work during the benchmark.** Other processes \
+                 seen using 5% CPU or more (1-second windows from `/proc/<pid>/stat`, every ~3 s): {other}. Absolute \
+                 numbers are pessimistic and the tails noisier than on an idle machine."
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "\nOther load during the benchmark was not sampled; see the load averages above."
+            );
+        }
+    }
+    out
+}
+
+fn commands(steps: &[Vec<String>]) -> String {
+    if steps.is_empty() {
+        return "No step log (`steps.tsv`); the report was generated outside scripts/bench.sh.\n"
+            .into();
+    }
+    let mut table = Table::new(&["step", "status", "seconds", "command"]);
+    for s in steps {
+        let field = |i: usize| s.get(i).cloned().unwrap_or_default();
+        table.row(vec![
+            field(0),
+            field(1),
+            field(2),
+            format!("`{}`", field(3)),
+        ]);
+    }
+    table.render()
+}
+
+struct Args {
+    out: PathBuf,
+    doc: PathBuf,
+    svg_dir: PathBuf,
+}
+
+fn parse_args() -> anyhow::Result<Args> {
+    let mut args = Args {
+        out: PathBuf::from("target/bench"),
+        doc: PathBuf::from("docs/benchmarks.md"),
+        svg_dir: PathBuf::from("docs/bench"),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--out" => args.out = value()?.into(),
+            "--doc" => args.doc = value()?.into(),
+            "--svg-dir" => args.svg_dir = value()?.into(),
+            other => bail!("unknown argument '{other}' (bench-report [--out DIR] [--doc FILE] [--svg-dir DIR])"),
+        }
+    }
+    Ok(args)
+}
+
+/// The SVG directory as a link relative to the document's directory.
+fn relative_link(doc: &Path, svg_dir: &Path) -> String {
+    let doc_dir = doc.parent().unwrap_or(Path::new(""));
+    svg_dir
+        .strip_prefix(doc_dir)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| svg_dir.display().to_string())
+}
+
+fn not_run(what: &str, file: &str) -> String {
+    format!("Not run: no `{file}` in the output directory ({what}; see Commands above).\n\n")
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = parse_args()?;
+    std::fs::create_dir_all(&args.svg_dir)?;
+    if let Some(dir) = args.doc.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let svg_rel = relative_link(&args.doc, &args.svg_dir);
+    let env: BTreeMap<String, String> = read_tsv(&args.out.join("env.tsv"))
+        .into_iter()
+        .filter_map(|f| Some((f.first()?.clone(), f.get(1).cloned().unwrap_or_default())))
+        .collect();
+    let steps = read_tsv(&args.out.join("steps.tsv"));
+    let models = read_tsv(&args.out.join("models.tsv"));
+    let harness = read_json(&args.out.join("harness.json"))?;
+    let throughput = read_json(&args.out.join("throughput.json"))?;
+    let manager = read_json(&args.out.join("manager.json"))?;
+    let snapshot = read_json(&args.out.join("snapshot.json"))?;
+    let mut arms_files: Vec<PathBuf> = std::fs::read_dir(&args.out)
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("arms-") && n.ends_with(".json"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    arms_files.sort();
+
+    let mut doc = String::new();
+    doc.push_str("# loopgate benchmarks\n\n");
+    let _ =
+        writeln!(
+        doc,
+        "Generated by `make bench` (scripts/bench.sh, then `bench-report`) on {}. Do not edit by \
+         hand: rerun `make bench` (about how long: see the step times below). Numbers are from one \
+         machine and one run; they are measurements, never test assertions.\n",
+        env.get("finished_at").cloned().unwrap_or_else(|| "an unknown date".into())
+    );
+    let arms_docs: Vec<Value> = arms_files
+        .iter()
+        .filter_map(|p| read_json(p).transpose())
+        .collect::<anyhow::Result<_>>()?;
+    doc.push_str(&headlines::headlines(
+        harness.as_ref(),
+        throughput.as_ref(),
+        &arms_docs,
+    ));
+    doc.push_str("## Contents\n\n1. [Machine](#machine)\n2. [Commands](#commands)\n3. [Harness cost per round](#harness-cost-per-round)\n4. [Throughput and memory](#throughput-and-memory)\n5. [Manager prompt size](#manager-prompt-size)\n6. [Snapshot cost](#snapshot-cost)\n7. [Verified results: solve rate per arm](#verified-results-solve-rate-per-arm)\n\n");
+
+    doc.push_str("## Machine\n\n");
+    doc.push_str(&machine(&env));
+    doc.push_str("\nModels (sha256 of the GGUF files under `~/.cache/loopgate/models/`):\n\n");
+    if models.is_empty() {
+        doc.push_str("none recorded.\n");
+    } else {
+        let mut table = Table::new(&["size", "file", "sha256"]);
+        for m in &models {
+            let field = |i: usize| m.get(i).cloned().unwrap_or_default();
+            table.row(vec![
+                field(0),
+                format!("`{}`", field(1)),
+                format!("`{}`", field(2)),
+            ]);
+        }
+        doc.push_str(&table.render());
+    }
+
+    doc.push_str("\n## Commands\n\nRun from the repository root, in this order, by `scripts/bench.sh` (`make bench`). Binaries are release builds under `$CARGO_TARGET_DIR` (default `~/.cache/loopgate/target`).\n\n");
+    let knobs = env.get("knobs").map(String::as_str).unwrap_or("");
+    let _ = writeln!(
+        doc,
+        "Invoked as `{}make bench`.\n",
+        if knobs.is_empty() {
+            String::new()
+        } else {
+            format!("{knobs} ")
+        }
+    );
+    doc.push_str(&commands(&steps));
+    if let Some(total) = env.get("bench_wall_s") {
+        let _ = writeln!(
+            doc,
+            "\nWhole benchmark (deps, build, every step): {total} s."
+        );
+    }
+
+    doc.push_str("\n## Harness cost per round\n\nWhat loopgate itself costs, with the model taken out: an instant stand-in model (an in-process OpenAI-compatible server answering in well under a millisecond: the executor writes `notes.txt` then calls `finish`; the manager always says `Next: cli`) and one acceptance check, `true`. Real nats-server and redis-server on loopback; manager, executor and auditor are the release binaries as separate processes. Binary: `harness-bench`.\n\n");
+    match &harness {
+        Some(h) => doc.push_str(&sections::harness(h, &args.svg_dir, &svg_rel)?),
+        None => doc.push_str(&not_run("harness-bench", "harness.json")),
+    }
+    doc.push_str("\n## Throughput and memory\n\n");
+    match &throughput {
+        Some(t) => doc.push_str(&sections::throughput(
+            t,
+            harness.as_ref(),
+            &args.svg_dir,
+            &svg_rel,
+        )?),
+        None => doc.push_str(&not_run("harness-bench", "throughput.json")),
+    }
+    doc.push_str("\n## Manager prompt size\n\nBinary: `manager-bench`.\n\n");
+    match &manager {
+        Some(m) => doc.push_str(&sections::manager(m)),
+        None => doc.push_str(&not_run("manager-bench", "manager.json")),
+    }
+    doc.push_str("\n## Snapshot cost\n\nOne generated tree frozen into the snapshot store on a real nats-server, compared with git and with tar + upload of the whole tree. Binary: `snapshot_bench`.\n\n");
+    match &snapshot {
+        Some(s) => doc.push_str(&sections::snapshot(s)),
+        None => doc.push_str(&not_run("snapshot_bench", "snapshot.json")),
+    }
+    doc.push_str("\n## Verified results: solve rate per arm\n\nSmall real tasks (`examples/suite/`), each run by a real local model in two arms: `single_shot` (one executor episode, no loop, no audit) and `loopgate` (the full manager / executor / auditor loop). Binary: `arms-bench`.\n\n- **solve rate**: tasks whose checks pass on the final workspace (re-run independently after the run) / tasks.\n- **false-completion rate**: tasks the arm claimed done (single shot: the agent called `finish`; loopgate: the run ended `completed`) but whose checks fail / tasks (all tasks, not just the claimed ones).\n- **tokens per solved task**: every token the arm spent on all tasks / tasks solved.\n\n");
+    if arms_docs.is_empty() {
+        doc.push_str(&not_run(
+            "arms-bench was skipped (`BENCH_SKIP_ARMS=1`) or failed",
+            "arms-<size>.json",
+        ));
+    }
+    let arms_skipped = steps.iter().any(|s| {
+        s.first().is_some_and(|n| n.starts_with("arms"))
+            && s.get(1).is_some_and(|st| st == "skipped")
+    });
+    if arms_skipped && !arms_docs.is_empty() {
+        doc.push_str("`arms-bench` did not run in this `make bench`; the results below are from an earlier `arms-bench` run that left its file in the output directory (its own dates are given).\n\n");
+    }
+    for a in &arms_docs {
+        doc.push_str(&arms::section(a, &args.svg_dir, &svg_rel)?);
+    }
+    std::fs::write(&args.doc, &doc)?;
+    eprintln!(
+        "wrote {} and charts in {}",
+        args.doc.display(),
+        args.svg_dir.display()
+    );
+    Ok(())
+}

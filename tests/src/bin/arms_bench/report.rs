@@ -1,0 +1,181 @@
+//! `arms-<size>.json` (rewritten after every task, so a cut-short bench still leaves a file),
+//! the final table and the headline numbers per arm.
+
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+
+pub const ARMS: [&str; 2] = ["single_shot", "loopgate"];
+
+/// One task on one arm.
+#[derive(Debug, Clone)]
+pub struct ArmResult {
+    pub task: String,
+    pub kind: String,
+    pub arm: &'static str,
+    pub claimed_done: bool,
+    pub passes: bool,
+    pub tokens: u64,
+    pub wall_s: f64,
+    pub rounds: u32,
+    pub terminal_state: String,
+    pub note: String,
+    /// The run's id (in the note too; not a field of the file's schema).
+    pub run_id: String,
+    /// The snapshot the checks ran on (not a field of the file's schema).
+    pub snapshot: String,
+}
+
+impl ArmResult {
+    fn to_json(&self) -> Value {
+        json!({
+            "task": self.task,
+            "kind": self.kind,
+            "arm": self.arm,
+            "claimed_done": self.claimed_done,
+            "passes": self.passes,
+            "tokens": self.tokens,
+            "wall_s": (self.wall_s * 10.0).round() / 10.0,
+            "rounds": self.rounds,
+            "terminal_state": self.terminal_state,
+            "note": self.note,
+        })
+    }
+}
+
+pub struct Report {
+    pub path: PathBuf,
+    pub size: String,
+    pub model_file: String,
+    pub model_sha256: String,
+    pub token_budget: u64,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    pub notes: Vec<String>,
+    pub results: Vec<ArmResult>,
+}
+
+impl Report {
+    pub fn to_json(&self) -> Value {
+        json!({
+            "model": {"size": self.size, "file": self.model_file, "sha256": self.model_sha256},
+            "token_budget": self.token_budget,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "notes": self.notes,
+            "results": self.results.iter().map(ArmResult::to_json).collect::<Vec<_>>(),
+        })
+    }
+
+    /// Write the whole file (atomically: a reader never sees half of it).
+    pub fn save(&self) -> anyhow::Result<()> {
+        let tmp = self.path.with_extension("json.tmp");
+        std::fs::write(&tmp, serde_json::to_string_pretty(&self.to_json())? + "\n")?;
+        std::fs::rename(&tmp, &self.path)?;
+        Ok(())
+    }
+
+    pub fn table(&self) -> String {
+        let mut s = format!(
+            "{:<26} {:<12} {:>7} {:>6} {:>7} {:>7} {:>6}  {}\n",
+            "task", "arm", "claimed", "passes", "tokens", "wall_s", "rounds", "terminal_state"
+        );
+        for r in &self.results {
+            s.push_str(&format!(
+                "{:<26} {:<12} {:>7} {:>6} {:>7} {:>7.1} {:>6}  {}\n",
+                r.task,
+                r.arm,
+                yes_no(r.claimed_done),
+                yes_no(r.passes),
+                r.tokens,
+                r.wall_s,
+                r.rounds,
+                r.terminal_state
+            ));
+        }
+        s.push('\n');
+        for arm in ARMS {
+            s.push_str(&headline(arm, &self.results));
+            s.push('\n');
+        }
+        s
+    }
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+/// Solve rate, false-completion rate and tokens per solved task for one arm.
+pub fn headline(arm: &str, results: &[ArmResult]) -> String {
+    let rs: Vec<&ArmResult> = results.iter().filter(|r| r.arm == arm).collect();
+    let n = rs.len();
+    let solved = rs.iter().filter(|r| r.passes).count();
+    let claimed = rs.iter().filter(|r| r.claimed_done).count();
+    let false_claims = rs.iter().filter(|r| r.claimed_done && !r.passes).count();
+    let tokens: u64 = rs.iter().map(|r| r.tokens).sum();
+    let pct = |a: usize, b: usize| {
+        if b == 0 {
+            "n/a".to_string()
+        } else {
+            format!("{:.0}%", 100.0 * a as f64 / b as f64)
+        }
+    };
+    let per_solved = if solved == 0 {
+        "n/a (none solved)".to_string()
+    } else {
+        format!("{}", tokens / solved as u64)
+    };
+    format!(
+        "{arm:<12} solve rate {solved}/{n} ({}); false completions {false_claims} of {claimed} claims ({} of claims, {} of tasks); tokens per solved task {per_solved} ({tokens} tokens in all)",
+        pct(solved, n),
+        pct(false_claims, claimed),
+        pct(false_claims, n),
+    )
+}
+
+/// Now as RFC 3339 UTC with seconds (`2026-01-05T10:00:00Z`).
+pub fn now_rfc3339() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    rfc3339(secs)
+}
+
+fn rfc3339(unix_secs: u64) -> String {
+    let days = (unix_secs / 86_400) as i64;
+    let rem = unix_secs % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+/// sha256 of a (large) file, streamed by `sha256sum`.
+pub fn sha256_file(path: &Path) -> anyhow::Result<String> {
+    let out = std::process::Command::new("sha256sum").arg(path).output()?;
+    anyhow::ensure!(out.status.success(), "sha256sum {} failed", path.display());
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string())
+}
