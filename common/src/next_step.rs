@@ -60,6 +60,8 @@ pub struct NextStep {
 pub enum ParseLayer {
     Json,
     Lines,
+    /// `Next:` and `Task:` run together on one line (weak models do this often).
+    Inline,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
@@ -98,9 +100,55 @@ pub fn parse_next_step(raw: &str) -> Result<NextStep, NextStepError> {
     }
     match from_lines(text) {
         Ok(step) => Ok(step),
-        Err(NextStepError::NoRoute) => Err(first_error.unwrap_or(NextStepError::NoRoute)),
+        Err(e @ (NextStepError::NoRoute | NextStepError::MissingTask { .. })) => {
+            match (from_inline(text), e) {
+                (Some(Ok(step)), _) => Ok(step),
+                // An inline route is more specific than "no route at all".
+                (Some(Err(inline)), NextStepError::NoRoute) => Err(first_error.unwrap_or(inline)),
+                (None, NextStepError::NoRoute) => {
+                    Err(first_error.unwrap_or(NextStepError::NoRoute))
+                }
+                (_, other) => Err(other),
+            }
+        }
         Err(e) => Err(e),
     }
+}
+
+/// The last resort: `... Next: cli. Task: write it` on one line. The first `next:` followed by
+/// a route word is the route; the task is what follows the first `task:` (or `question:` /
+/// `reason:`) after it; the state is what follows `current task state:` up to the route.
+/// `None` when no `next:` marker names a route.
+fn from_inline(text: &str) -> Option<Result<NextStep, NextStepError>> {
+    // ASCII lowercasing keeps byte offsets, so positions found in `lower` index `text`.
+    let lower = text.to_ascii_lowercase();
+    let (route, after_route, next_at) = lower.match_indices("next:").find_map(|(at, m)| {
+        let rest = &text[at + m.len()..];
+        let word = rest.split_whitespace().next()?;
+        let route = Route::parse_word(word)?;
+        let word_end = at + m.len() + rest.find(word)? + word.len();
+        Some((route, word_end, at))
+    })?;
+    let task = ["task:", "question:", "reason:"]
+        .iter()
+        .filter_map(|marker| {
+            lower[after_route..]
+                .find(marker)
+                .map(|i| after_route + i + marker.len())
+        })
+        .min()
+        .map(|start| text[start..].trim().to_string())
+        .unwrap_or_default();
+    let state = lower.find("current task state:").and_then(|i| {
+        let start = i + "current task state:".len();
+        (start <= next_at).then(|| {
+            text[start..next_at]
+                .trim()
+                .trim_end_matches(['.', ',', ';'])
+                .to_string()
+        })
+    });
+    Some(finish(route, task, state, ParseLayer::Inline))
 }
 
 fn finish(
@@ -288,6 +336,10 @@ mod tests {
             ("{\"next_step\": \"invalid\", \"reason\": \"?\"}", Route::Invalid, "?", ParseLayer::Json),
             ("{\"other\": 1}\nNext: cli\nTask: t", Route::Cli, "t", ParseLayer::Lines),
             ("### Next: cli\n### Task: t {with braces}", Route::Cli, "t {with braces}", ParseLayer::Lines),
+            ("Current task state: nothing yet. Next: cli. Task: create hello.py", Route::Cli, "create hello.py", ParseLayer::Inline),
+            ("Next: cli Task: fix the bug\nin wordcount.py", Route::Cli, "fix the bug\nin wordcount.py", ParseLayer::Inline),
+            ("I will go on. next: ASK, question: which file?", Route::Ask, "which file?", ParseLayer::Inline),
+            ("Next: done", Route::Done, "", ParseLayer::Lines),
         ];
         for (raw, route, task, layer) in ok {
             let step = parse_next_step(raw).unwrap_or_else(|e| panic!("{raw:?}: {e}"));
@@ -309,6 +361,12 @@ mod tests {
                 matches!(e, NextStepError::UnknownRoute { .. })
             }),
             ("Next: cli", |e| {
+                matches!(e, NextStepError::MissingTask { .. })
+            }),
+            ("Current task state: next: maybe later", |e| {
+                matches!(e, NextStepError::NoRoute)
+            }),
+            ("The context: next: cli", |e| {
                 matches!(e, NextStepError::MissingTask { .. })
             }),
             ("Next: cli\nTask:   ", |e| {

@@ -238,7 +238,8 @@ async fn episode_in_dir<M: ChatModel>(
         episode: Duration::from_secs(req.episode_secs.max(1)),
         health: HealthPolicy::for_window(model.context_window()),
     };
-    let tools = EpisodeTools::new(workspace, env.tools.clone());
+    let tools = EpisodeTools::new(workspace, env.tools.clone())
+        .with_write_scope(req.increment.write_scope.clone());
     let handoff = HandoffFile::capture(dir);
     let report = run_tool_loop(model, &tools, prompt, limits).await;
     if let Err(err) = handoff.restore() {

@@ -1,6 +1,7 @@
 //! The executor's tool set as offered to the model, and the dispatch of one tool call to the
 //! workspace tools or the shell. Every failure becomes tool-result text for the model.
 
+use loopgate_common::snapshot::path_in_scope;
 use loopgate_models::{ToolCall, ToolSpec};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -171,11 +172,35 @@ pub fn tool_specs() -> Vec<ToolSpec> {
 pub struct EpisodeTools {
     workspace: Workspace,
     limits: ToolLimits,
+    /// The step's write scope (`dir/` prefixes or exact files); empty = the whole workspace.
+    /// `write_file` and `edit_file` refuse paths outside it at once, so the model can correct
+    /// itself; the audit still checks every change (the shell can write anywhere).
+    write_scope: Vec<String>,
 }
 
 impl EpisodeTools {
     pub fn new(workspace: Workspace, limits: ToolLimits) -> Self {
-        EpisodeTools { workspace, limits }
+        EpisodeTools {
+            workspace,
+            limits,
+            write_scope: Vec::new(),
+        }
+    }
+
+    pub fn with_write_scope(mut self, write_scope: Vec<String>) -> Self {
+        self.write_scope = write_scope;
+        self
+    }
+
+    fn check_scope(&self, path: &str) -> Result<(), ToolError> {
+        let clean = path.trim().trim_start_matches("./");
+        if self.write_scope.is_empty() || path_in_scope(clean, &self.write_scope) {
+            return Ok(());
+        }
+        Err(ToolError::OutsideWriteScope {
+            path: path.to_string(),
+            scope: self.write_scope.join(", "),
+        })
     }
 
     pub fn workspace(&self) -> &Workspace {
@@ -206,6 +231,7 @@ impl EpisodeTools {
         match name {
             "write_file" => {
                 let args: WriteArgs = parse_args(name, &call.arguments)?;
+                self.check_scope(&args.path)?;
                 self.blocking(move |ws| ws.write_file(&args.path, &args.content))
                     .await
             }
@@ -215,6 +241,7 @@ impl EpisodeTools {
             }
             "edit_file" => {
                 let args: EditArgs = parse_args(name, &call.arguments)?;
+                self.check_scope(&args.path)?;
                 self.blocking(move |ws| ws.edit_file(&args.path, &args.old, &args.new))
                     .await
             }
@@ -257,6 +284,58 @@ mod tests {
             name: name.into(),
             arguments,
         }
+    }
+
+    #[tokio::test]
+    async fn file_tools_refuse_paths_outside_the_write_scope() {
+        let dir = tempfile::tempdir().unwrap();
+        let tools = EpisodeTools::new(Workspace::new(dir.path()).unwrap(), ToolLimits::default())
+            .with_write_scope(vec!["contract.toml".into(), "docs/".into()]);
+        let cases: &[(&str, Value, bool)] = &[
+            (
+                "write_file",
+                json!({"path": "contract.toml", "content": "x"}),
+                true,
+            ),
+            (
+                "write_file",
+                json!({"path": "./contract.toml", "content": "x"}),
+                true,
+            ),
+            (
+                "write_file",
+                json!({"path": "docs/a.md", "content": "x"}),
+                true,
+            ),
+            (
+                "write_file",
+                json!({"path": "spec.md", "content": "x"}),
+                false,
+            ),
+            (
+                "write_file",
+                json!({"path": "src/greet.py", "content": "x"}),
+                false,
+            ),
+            (
+                "edit_file",
+                json!({"path": "spec.md", "old": "a", "new": "b"}),
+                false,
+            ),
+        ];
+        for (name, args, allowed) in cases {
+            match tools.call(&call(name, args.clone())).await {
+                ToolAction::Continue { result, ok } => {
+                    assert_eq!(ok, *allowed, "{name} {args}: {result}");
+                    if !allowed {
+                        assert!(result.contains("may only change"), "{result}");
+                    }
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(!dir.path().join("spec.md").exists());
+        assert!(!dir.path().join("src").exists());
     }
 
     #[test]

@@ -49,6 +49,8 @@ pub enum ToolError {
         #[source]
         source: std::io::Error,
     },
+    #[error("this step may only change {scope}; '{path}' is outside it")]
+    OutsideWriteScope { path: String, scope: String },
     #[error("shell: {0}")]
     Shell(String),
     #[error("internal error running the tool: {0}")]

@@ -377,6 +377,12 @@ impl Stack {
                 std::fs::create_dir_all(parent)?;
             }
             std::fs::write(&target, &bytes)?;
+            // Keep the executable bit, as `loopgate checkout` does.
+            if let Some(mode) = e["mode"].as_u64() {
+                use std::os::unix::fs::PermissionsExt;
+                let mode = u32::try_from(mode & 0o777).unwrap_or(0o644);
+                std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode))?;
+            }
             written.push(target);
         }
         Ok(written)

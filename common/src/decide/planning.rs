@@ -53,17 +53,20 @@ fn proposer_increment(record: &RunRecord) -> Increment {
         ""
     };
     let mut instructions = format!(
-        "Read `{SPEC_FILE}` and write the acceptance contract into `{PROPOSAL_FILE}` (TOML). \
-         Each criterion must be specific and testable:\n\
+        "Read `{SPEC_FILE}`, then write the acceptance contract for this goal into \
+         `{PROPOSAL_FILE}`. The file must be valid TOML and contain only entries like this \
+         example (write your own ids, descriptions and checks for this goal; put check commands \
+         in single quotes so they need no escaping):\n\n\
          [[acceptance]]\n\
-         id = \"short-id\"\n\
-         description = \"what must be true\"\n\
-         check = \"shell command that exits 0 only when it is true, e.g. test \\\"$(python3 app.py)\\\" = 'expected'\"\n\
-         blocking = true\n\
-         Write a `check` wherever one can be written; a criterion without a check must say \
-         `blocking = false`. List files the work must not change (e.g. tests you write now) in \
-         `protected_paths = [\"tests/\"]` at the top. At least one blocking criterion is required. \
-         Change no file other than `{PROPOSAL_FILE}`. Then call finish.{rubric_hint}"
+         id = \"greets-by-name\"\n\
+         description = \"greet.py prints a greeting with the name it is given\"\n\
+         check = 'test \"$(python3 greet.py Ann)\" = \"Hello, Ann\"'\n\
+         blocking = true\n\n\
+         Rules: one [[acceptance]] entry per testable requirement; `check` is a shell command \
+         that exits 0 only when the requirement holds; a requirement no command can check gets \
+         no `check` and `blocking = false`; at least one entry must be blocking. Files the \
+         work must not change (e.g. tests) go in a first line `protected_paths = [\"tests/\"]`. \
+         Change no file other than `{PROPOSAL_FILE}`, then call finish.{rubric_hint}"
     );
     append_feedback(&mut instructions, record);
     Increment {
