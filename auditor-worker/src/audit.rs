@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use loopgate_common::contract_proposal::{MAX_PROPOSAL_BYTES, PROPOSAL_FILE};
+use loopgate_common::contract_proposal::{proposal_criteria, MAX_PROPOSAL_BYTES, PROPOSAL_FILE};
 use loopgate_common::rubric::RubricVerdict;
 use loopgate_common::snapshot::{diff_manifests, PathChange};
 use loopgate_common::usage::Usage;
@@ -183,7 +183,21 @@ impl Auditor {
         };
 
         if req.purpose == AuditPurpose::Plan {
-            return Ok(plan_findings(req, &workspace, changes, extra_gaps).await);
+            let mut findings = plan_findings(req, &workspace, changes, extra_gaps).await;
+            // A proposed contract's checks run once before any work: a contract that already
+            // passes tests nothing (the manager refuses it).
+            if let Some(criteria) = findings
+                .proposal
+                .as_deref()
+                .and_then(|text| proposal_criteria(text).ok())
+            {
+                let mut pre = req.clone();
+                pre.contract.criteria = criteria;
+                findings.evidence = self
+                    .run_checks(&pre, scratch, &workspace, &mut findings.gaps)
+                    .await?;
+            }
+            return Ok(findings);
         }
         let mut evidence = self
             .run_checks(req, scratch, &workspace, &mut extra_gaps)

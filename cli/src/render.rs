@@ -250,9 +250,12 @@ fn event_text(event: &LogEvent) -> String {
 
 /// `loopgate status` in human form.
 pub fn run_summary(view: &RunView) -> Vec<String> {
-    let rounds = match view.max_rounds {
-        Some(max) => format!("{}/{max}", view.round),
-        None => view.round.to_string(),
+    let rounds = match (view.max_rounds, view.counted_rounds) {
+        (Some(max), Some(counted)) if counted != view.round => {
+            format!("{}, {counted}/{max} counted", view.round)
+        }
+        (Some(max), _) => format!("{}/{max}", view.round),
+        (None, _) => view.round.to_string(),
     };
     let name = view
         .name

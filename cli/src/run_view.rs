@@ -16,6 +16,9 @@ pub struct RunView {
     pub round: u32,
     #[serde(default)]
     pub max_rounds: Option<u32>,
+    /// Rounds counted against `max_rounds` (this generation's, after planning).
+    #[serde(default)]
+    pub counted_rounds: Option<u32>,
     #[serde(default)]
     pub total_tokens: Option<u64>,
     #[serde(default)]

@@ -61,6 +61,12 @@ pub fn parse_contract_file(text: &str) -> Result<ContractFile, TaskError> {
     }
 }
 
+/// The proposal's own criteria, validated (what the auditor runs once on the proposal snapshot,
+/// before any work, to show the contract is not already satisfied).
+pub fn proposal_criteria(text: &str) -> Result<Vec<crate::task::Criterion>, TaskError> {
+    validate_criteria(&parse_contract_file(text)?.acceptance, "acceptance")
+}
+
 /// The contract a proposal makes for `task`: the task's goal and criteria, then the proposal's
 /// criteria (an id the task already uses is skipped: the user's criterion wins), protected
 /// paths from both plus `spec.md` and `contract.toml` (the plan cannot be edited once frozen),

@@ -43,7 +43,7 @@ pub fn document() -> Value {
                     "id": {"type": "string"}, "name": {"type": ["string", "null"]},
                     "state": {"enum": ["queued", "running", "waiting_for_input", "completed", "blocked", "budget_exhausted", "cancelled", "failed"]},
                     "phase": {"enum": ["deciding", "executing", "auditing", "waiting_for_answer", "finished"]},
-                    "generation": {"type": "integer"}, "round": {"type": "integer"}, "max_rounds": {"type": "integer"},
+                    "generation": {"type": "integer"}, "round": {"type": "integer"}, "max_rounds": {"type": "integer"}, "counted_rounds": {"type": "integer", "description": "rounds counted against max_rounds (this generation, after planning)"},
                     "snapshot": {"type": "string"}, "base_snapshot": {"type": "string"}, "spec_hash": {"type": "string"},
                     "goal": {"type": "string"},
                     "progress": {"type": "string", "description": "progress as evidence, e.g. `acceptance 3/5 passing on snapshot abc123, rubric 7.9/8.5`"},

@@ -21,6 +21,8 @@ pub struct RunView {
     pub generation: u32,
     pub round: u32,
     pub max_rounds: u32,
+    /// Rounds that count against `max_rounds`: this generation's, after planning.
+    pub counted_rounds: u32,
     pub snapshot: String,
     pub base_snapshot: String,
     pub spec_hash: String,
@@ -66,6 +68,11 @@ impl RunView {
             generation: r.generation,
             round: r.round,
             max_rounds: r.task.budget.max_rounds,
+            counted_rounds: if r.planning.is_some() {
+                0
+            } else {
+                r.rounds_this_generation()
+            },
             snapshot: r.snapshot.clone(),
             base_snapshot: r.base_snapshot.clone(),
             spec_hash: r.contract.spec_hash.clone(),

@@ -10,7 +10,7 @@ use crate::contract::Contract;
 use crate::contract_proposal::{contract_from_proposal, PROPOSAL_FILE, SPEC_FILE};
 use crate::state::{ContractSource, LogEvent, PlanningStage, RunRecord, RunState};
 use crate::subjects::Capability;
-use crate::verdict::Integrity;
+use crate::verdict::{CheckVerdict, Integrity};
 use crate::wire::{AuditReport, EpisodeKind, Increment};
 
 /// What a person sees when the proposed contract waits for approval.
@@ -54,16 +54,16 @@ fn proposer_increment(record: &RunRecord) -> Increment {
     };
     let mut instructions = format!(
         "Read `{SPEC_FILE}`, then write the acceptance contract for this goal into \
-         `{PROPOSAL_FILE}`. The file must be valid TOML and contain only entries like this \
-         example (write your own ids, descriptions and checks for this goal; put check commands \
-         in single quotes so they need no escaping):\n\n\
+         `{PROPOSAL_FILE}`. The file must be valid TOML made of entries in this shape, with \
+         every <...> replaced by your own text for this goal:\n\n\
          [[acceptance]]\n\
-         id = \"greets-by-name\"\n\
-         description = \"greet.py prints a greeting with the name it is given\"\n\
-         check = 'test \"$(python3 greet.py Ann)\" = \"Hello, Ann\"'\n\
+         id = \"<short-id>\"\n\
+         description = \"<what must be true>\"\n\
+         check = '<one-line shell command that exits 0 only when it is true>'\n\
          blocking = true\n\n\
-         Rules: one [[acceptance]] entry per testable requirement; `check` is a shell command \
-         that exits 0 only when the requirement holds; a requirement no command can check gets \
+         Rules: one [[acceptance]] entry per testable requirement of the goal; a check usually \
+         runs the program and compares its output, e.g. with test \"$(...)\" = \"...\"; keep \
+         each check on one line inside single quotes; a requirement no command can check gets \
          no `check` and `blocking = false`; at least one entry must be blocking. Files the \
          work must not change (e.g. tests) go in a first line `protected_paths = [\"tests/\"]`. \
          Change no file other than `{PROPOSAL_FILE}`, then call finish.{rubric_hint}"
@@ -124,6 +124,10 @@ impl Tx {
             contract.criteria.len()
         ));
         let r = &mut self.record;
+        // Planning feedback (rejected attempts, a person's guidance to the proposer) is not
+        // about the work: the manager starts from the frozen contract alone.
+        r.feedback
+            .retain(|line| line.starts_with("The contract was planned and frozen"));
         r.contract = contract;
         r.planning = None;
         r.proposed_contract = None;
@@ -183,6 +187,10 @@ pub(super) fn on_plan_audit(tx: &mut Tx, report: &AuditReport) {
                     return reject(tx, report, error);
                 }
             };
+            if let Some(why) = already_satisfied(&contract, report) {
+                tx.log(LogEvent::ContractInvalid { error: why.clone() });
+                return reject(tx, report, why);
+            }
             tx.record.snapshot = report.snapshot.clone();
             let awaiting_approval = tx.record.task.require_approval;
             tx.log(LogEvent::ContractProposed {
@@ -202,6 +210,32 @@ pub(super) fn on_plan_audit(tx: &mut Tx, report: &AuditReport) {
         // A plan audit arriving outside planning was already filtered by phase matching.
         Some(PlanningStage::Approval) | None => {}
     }
+}
+
+/// A contract whose blocking checks all pass before any work is done tests nothing: the
+/// auditor ran the proposal's checks on the proposal snapshot (evidence in the plan report).
+/// `None` when at least one blocking check fails there (as it should), or none was run.
+fn already_satisfied(contract: &Contract, report: &AuditReport) -> Option<String> {
+    let blocking: Vec<&str> = contract
+        .blocking()
+        .map(|c| c.id.as_str())
+        .filter(|id| report.evidence.iter().any(|e| e.check_id == *id))
+        .collect();
+    let passes = |id: &str| {
+        report
+            .evidence
+            .iter()
+            .any(|e| e.check_id == id && e.verdict == CheckVerdict::Pass)
+    };
+    if blocking.is_empty() || !blocking.iter().all(|id| passes(id)) {
+        return None;
+    }
+    Some(format!(
+        "{PROPOSAL_FILE} is already satisfied before any work ({} pass on the planning \
+         snapshot): its checks must test the goal itself, so at least one blocking check has to \
+         fail until the work is done",
+        blocking.join(", ")
+    ))
 }
 
 /// `loopgate approve RUN [--edit FILE]`: freeze the proposed contract, or the person's edited

@@ -47,6 +47,17 @@ fn plan_audit(
     changed: &[&str],
     proposal: Option<&str>,
 ) -> Step {
+    plan_audit_with(record, integrity, changed, proposal, vec![])
+}
+
+/// A plan audit that also ran the proposal's checks on the proposal snapshot.
+fn plan_audit_with(
+    record: &RunRecord,
+    integrity: Integrity,
+    changed: &[&str],
+    proposal: Option<&str>,
+    pre_checks: Vec<(&str, CheckVerdict)>,
+) -> Step {
     let candidate = match &record.phase {
         Phase::Auditing {
             purpose: AuditPurpose::Plan,
@@ -64,13 +75,25 @@ fn plan_audit(
             purpose: AuditPurpose::Plan,
             delivery_attempt: 1,
             worker: "a".into(),
-            snapshot: candidate,
+            snapshot: candidate.clone(),
             verdicts: Verdicts {
                 status: AuditStatus::Complete,
                 integrity,
                 contract: ContractVerdict::Aligned,
             },
-            evidence: vec![],
+            evidence: pre_checks
+                .iter()
+                .map(|(id, verdict)| Evidence {
+                    artifact_version: candidate.clone(),
+                    check_id: id.to_string(),
+                    verdict: *verdict,
+                    produced_at: 1,
+                    log_digest: None,
+                    exit_code: Some(0),
+                    duration_ms: 1,
+                    output_excerpt: String::new(),
+                })
+                .collect(),
             gaps: vec![],
             backcheck: vec![],
             changed_paths: changed.iter().map(|p| p.to_string()).collect(),
@@ -219,6 +242,12 @@ fn an_invalid_proposal_is_refused_and_repeated_failures_ask_a_person() {
     .record;
     assert_eq!(r.state, RunState::Running);
     assert_eq!(exec_request(&r).episode, EpisodeKind::Propose);
+    // Once frozen, the manager hears nothing of the planning trouble, only the frozen contract.
+    let r = exec_done(&r, "c4").record;
+    let r = plan_audit(&r, Integrity::Clean, &[PROPOSAL_FILE], Some(PROPOSAL)).record;
+    assert_eq!(r.planning, None);
+    assert_eq!(r.feedback.len(), 1, "{:?}", r.feedback);
+    assert!(r.feedback[0].contains("frozen"));
 }
 
 #[test]
@@ -274,6 +303,40 @@ fn approval_waits_then_approve_or_edit_freezes_and_later_changes_are_refused() {
     .record;
     assert_eq!(replaced.contract, edited);
     assert_eq!(replaced.state, RunState::Running);
+}
+
+#[test]
+fn a_contract_already_satisfied_before_any_work_is_refused() {
+    let r = planned("");
+    let r = exec_done(&r, "spec-snap").record;
+    let r = plan_audit(&r, Integrity::Clean, &[SPEC_FILE], None).record;
+    let r = exec_done(&r, "c1").record;
+    // Every blocking check already passes on the planning snapshot: it tests nothing.
+    let step = plan_audit_with(
+        &r,
+        Integrity::Clean,
+        &[PROPOSAL_FILE],
+        Some(PROPOSAL),
+        vec![("prints", CheckVerdict::Pass)],
+    );
+    assert!(kinds(&step).contains(&"contract_invalid"));
+    assert_eq!(step.record.planning, Some(PlanningStage::Contract));
+    assert!(step
+        .record
+        .feedback
+        .last()
+        .unwrap()
+        .contains("already satisfied"));
+    // Failing before the work, as it should: frozen.
+    let r = exec_done(&step.record, "c2").record;
+    let step = plan_audit_with(
+        &r,
+        Integrity::Clean,
+        &[PROPOSAL_FILE],
+        Some(PROPOSAL),
+        vec![("prints", CheckVerdict::Fail)],
+    );
+    assert!(kinds(&step).contains(&"contract_frozen"));
 }
 
 #[test]

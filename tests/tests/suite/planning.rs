@@ -50,9 +50,14 @@ fn finish() -> Reply {
     Reply::tool_call("finish", json!({"summary": "done"}))
 }
 
+/// A contract that is satisfied before any work (it only checks the spec exists).
+const VACUOUS: &str = "[[acceptance]]\nid = \"has-spec\"\ncheck = \"test -f spec.md\"\n";
+
 /// An executor that plans, proposes and builds; its first planner attempt also writes code,
-/// which the plan audit must reject.
-fn executor(planner_attempts: Arc<AtomicUsize>, proposal: &'static str) -> Reply {
+/// which the plan audit must reject. Proposer attempt n writes `proposals[n]` (the last one
+/// from then on).
+fn executor(planner_attempts: Arc<AtomicUsize>, proposals: &'static [&'static str]) -> Reply {
+    let proposer_attempts = Arc::new(AtomicUsize::new(0));
     Reply::dynamic(move |req: &Value| {
         let prompt = first_user_message(req);
         let done = tool_results(req);
@@ -63,12 +68,21 @@ fn executor(planner_attempts: Arc<AtomicUsize>, proposal: &'static str) -> Reply
             let sneaky = planner_attempts.load(Ordering::SeqCst) == 1;
             match (done, sneaky) {
                 (0, _) => write("spec.md", "# Spec\nA script that greets.\n"),
+                // The file tools refuse paths outside the write scope...
                 (1, true) => write("hello.py", "print('hello, loopgate')\n"),
+                // ...so it sneaks the code in through the shell; the plan audit catches that.
+                (2, true) => Reply::tool_call(
+                    "shell",
+                    json!({"command": "echo \"print('hello, loopgate')\" > hello.py"}),
+                ),
                 _ => finish(),
             }
         } else if prompt.contains("Plan: write the acceptance contract") {
             match done {
-                0 => write("contract.toml", proposal),
+                0 => {
+                    let n = proposer_attempts.fetch_add(1, Ordering::SeqCst);
+                    write("contract.toml", proposals[n.min(proposals.len() - 1)])
+                }
                 _ => finish(),
             }
         } else {
@@ -103,7 +117,10 @@ async fn a_goal_only_task_is_planned_frozen_by_hash_and_completed() -> anyhow::R
     let model = StandInModel::start(
         Script::new()
             .fallback("standin-manager", manager())
-            .fallback("standin-executor", executor(attempts.clone(), PROPOSAL)),
+            .fallback(
+                "standin-executor",
+                executor(attempts.clone(), &[VACUOUS, PROPOSAL]),
+            ),
     )
     .await?;
     let stack = stack_with(&model).await?;
@@ -112,22 +129,40 @@ async fn a_goal_only_task_is_planned_frozen_by_hash_and_completed() -> anyhow::R
     let done = stack.wait_terminal(&id, WAIT).await?;
     assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
 
-    // The story: a rejected planner attempt (it wrote code), the spec, the proposal, the freeze,
-    // then ordinary rounds.
+    // The story: a rejected planner attempt (it wrote code), the spec, a proposal refused
+    // because its checks already pass before any work, the real proposal, the freeze, then
+    // ordinary rounds.
     let types = stack.log_types(&id).await?;
-    let pos = |t: &str| types.iter().position(|x| x == t);
     let order = [
         "candidate_rejected",
         "spec_written",
+        "contract_invalid",
+        "candidate_rejected",
         "contract_proposed",
         "contract_frozen",
         "decision",
         "terminal",
     ];
-    let found: Vec<Option<usize>> = order.iter().map(|t| pos(t)).collect();
-    assert!(found.iter().all(Option::is_some), "{types:?}");
-    assert!(found.windows(2).all(|w| w[0] < w[1]), "{types:?}");
+    // Each expected entry appears after the previous one.
+    let mut from = 0;
+    for kind in order {
+        let at = types[from..].iter().position(|t| t == kind);
+        assert!(at.is_some(), "{kind} missing after #{from}: {types:?}");
+        from += at.unwrap_or(0) + 1;
+    }
     assert_eq!(attempts.load(Ordering::SeqCst), 2);
+    // The refused write came back to the model as a tool error naming the scope.
+    let refused = model.requests("standin-executor").iter().any(|r| {
+        r["messages"].as_array().is_some_and(|m| {
+            m.iter().any(|m| {
+                m["role"] == "tool"
+                    && m["content"]
+                        .as_str()
+                        .is_some_and(|c| c.contains("may only change"))
+            })
+        })
+    });
+    assert!(refused);
 
     // The contract is frozen, hashed, and the run names that hash.
     let contract = stack.get(&format!("/v1/runs/{id}/contract")).await?;
@@ -204,7 +239,7 @@ async fn require_approval_waits_for_approve_and_an_edited_contract_replaces_the_
     let model = StandInModel::start(
         Script::new()
             .fallback("standin-manager", manager())
-            .fallback("standin-executor", executor(attempts, PROPOSAL)),
+            .fallback("standin-executor", executor(attempts, &[PROPOSAL])),
     )
     .await?;
     let stack = stack_with(&model).await?;
