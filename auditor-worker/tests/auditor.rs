@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use loopgate_auditor::WorkerOptions;
 use loopgate_common::snapshot::sha256_hex;
-use loopgate_common::subjects::SNAPSHOT_BUCKET;
 use loopgate_common::verdict::{AuditStatus, CheckVerdict, ContractVerdict, Integrity};
 use loopgate_models::{ChatClient, ModelProfileConfig, Provider};
 use loopgate_test_support::openai_standin::{Reply, Script, StandInModel};
@@ -103,18 +102,7 @@ async fn corrupted_blob_is_an_integrity_violation() -> anyhow::Result<()> {
     let mut env = env().await?;
     let (base, candidate) = freeze_hello(&env.store).await?;
     // Same length, different bytes, written over the stored blob.
-    let object_store = env
-        .bus
-        .jetstream()
-        .get_object_store(SNAPSHOT_BUCKET)
-        .await?;
-    let mut tampered: &[u8] = b"print('HELLO')\n";
-    object_store
-        .put(
-            format!("blob/{}", sha256_hex(HELLO)).as_str(),
-            &mut tampered,
-        )
-        .await?;
+    tamper_hello_blob(&env.bus).await?;
 
     let work_dir = tempfile::tempdir()?;
     let (cancel, worker) = spawn_worker(&env, work_dir.path(), BTreeMap::new());

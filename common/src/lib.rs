@@ -11,6 +11,7 @@ pub mod contract;
 pub mod contract_proposal;
 pub mod decide;
 pub mod gate;
+mod json_span;
 pub mod next_step;
 pub mod prompts;
 pub mod protected_paths;

@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::json_span::balanced_end;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Route {
@@ -199,46 +201,24 @@ fn from_json(value: &serde_json::Value) -> Option<Result<NextStep, NextStepError
     Some(finish(route, task, state, ParseLayer::Json))
 }
 
+/// Most `{` positions tried as the start of a JSON object (bounds the work on hostile text).
+const MAX_JSON_STARTS: usize = 64;
+
 /// Balanced `{...}` spans that parse as JSON, in order of appearance.
 fn json_objects(text: &str) -> Vec<serde_json::Value> {
-    let bytes = text.as_bytes();
     let mut out = Vec::new();
-    let mut start = 0;
-    while let Some(offset) = text[start..].find('{') {
-        let open = start + offset;
-        let mut depth = 0i32;
-        let mut in_string = false;
-        let mut escaped = false;
-        let mut end = None;
-        for (i, &b) in bytes.iter().enumerate().skip(open) {
-            if in_string {
-                match (escaped, b) {
-                    (true, _) => escaped = false,
-                    (false, b'\\') => escaped = true,
-                    (false, b'"') => in_string = false,
-                    _ => {}
-                }
-                continue;
-            }
-            match b {
-                b'"' => in_string = true,
-                b'{' => depth += 1,
-                b'}' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        end = Some(i);
-                        break;
-                    }
-                }
-                _ => {}
-            }
+    let mut covered_until = 0;
+    let starts = text.match_indices('{').map(|(i, _)| i);
+    for start in starts.take(MAX_JSON_STARTS) {
+        if start < covered_until {
+            continue;
         }
-        let Some(close) = end else { break };
-        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text[open..=close]) {
+        let Some(end) = balanced_end(text, start) else {
+            continue;
+        };
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text[start..end]) {
             out.push(v);
-            start = close + 1;
-        } else {
-            start = open + 1;
+            covered_until = end;
         }
     }
     out

@@ -11,8 +11,6 @@ use loopgate_common::contract::Contract;
 use loopgate_common::rubric::{
     Rubric, RubricDimension, RubricOutcome, RubricVerdict, ScoreLayer, Strategy,
 };
-use loopgate_common::snapshot::sha256_hex;
-use loopgate_common::subjects::SNAPSHOT_BUCKET;
 use loopgate_common::task::RUBRIC_EVIDENCE_ID;
 use loopgate_common::verdict::{AuditStatus, CheckVerdict, Evidence, Integrity};
 use loopgate_common::wire::AuditReport;
@@ -290,18 +288,7 @@ async fn no_score_at_all_is_inconclusive() -> anyhow::Result<()> {
 async fn an_untrustworthy_candidate_is_not_scored() -> anyhow::Result<()> {
     let mut env = env().await?;
     let (base, candidate) = freeze_hello(&env.store).await?;
-    let object_store = env
-        .bus
-        .jetstream()
-        .get_object_store(SNAPSHOT_BUCKET)
-        .await?;
-    let mut tampered: &[u8] = b"print('HELLO')\n";
-    object_store
-        .put(
-            format!("blob/{}", sha256_hex(HELLO)).as_str(),
-            &mut tampered,
-        )
-        .await?;
+    tamper_hello_blob(&env.bus).await?;
     let standin = StandInModel::start(Script::new()).await?;
     let work_dir = tempfile::tempdir()?;
     let (cancel, worker) = spawn_worker(

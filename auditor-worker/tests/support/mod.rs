@@ -196,6 +196,19 @@ pub async fn freeze_hello(store: &SnapshotStore) -> anyhow::Result<(String, Stri
     Ok((base.id, candidate))
 }
 
+/// Overwrite the stored `hello.py` blob with same-length, different bytes: every snapshot that
+/// holds it now fails verification.
+pub async fn tamper_hello_blob(bus: &Bus) -> anyhow::Result<()> {
+    let object_store = bus
+        .jetstream()
+        .get_object_store(loopgate_common::subjects::SNAPSHOT_BUCKET)
+        .await?;
+    let mut tampered: &[u8] = b"print('HELLO')\n";
+    let key = format!("blob/{}", loopgate_common::snapshot::sha256_hex(HELLO));
+    object_store.put(key.as_str(), &mut tampered).await?;
+    Ok(())
+}
+
 pub fn request(run_id: &str, contract: Contract, base: &str, candidate: &str) -> AuditRequest {
     AuditRequest {
         run_id: run_id.into(),

@@ -7,6 +7,7 @@ use super::score_text::{
     OVERALL_KEYS, SCORES_KEYS, STRATEGY_KEYS, VALUE_KEYS,
 };
 use super::{cut_chars, push_note, DimensionIndex, Findings};
+use crate::json_span::balanced_end;
 use crate::tool_call_parse::parse_json_lenient;
 
 /// At most this many JSON values are kept per text region, and four times as many `{`/`[`
@@ -95,38 +96,6 @@ fn bare_json_values(text: &str) -> Vec<Value> {
         }
     }
     values
-}
-
-/// The end (exclusive) of the bracketed span opening at `start`, strings respected.
-fn balanced_end(text: &str, start: usize) -> Option<usize> {
-    let mut stack: Vec<u8> = Vec::new();
-    let (mut in_string, mut escaped) = (false, false);
-    for (offset, b) in text.as_bytes().get(start..)?.iter().enumerate() {
-        if in_string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'{' => stack.push(b'}'),
-            b'[' => stack.push(b']'),
-            b'}' | b']' => {
-                if stack.pop() != Some(*b) {
-                    return None;
-                }
-                if stack.is_empty() {
-                    return Some(start + offset + 1);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
 }
 
 /// The first JSON value with per-dimension scores, else the first with a usable overall.
