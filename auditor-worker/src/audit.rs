@@ -18,7 +18,7 @@ use loopgate_common::verdict::{
 };
 use loopgate_common::wire::{AuditPurpose, AuditReport, AuditRequest};
 use loopgate_models::ChatClient;
-use loopgate_transport::{SnapshotError, SnapshotStore};
+use loopgate_snapshot::{SnapshotError, SnapshotStore};
 
 pub use crate::audit_rules::*;
 use crate::judge::judge;

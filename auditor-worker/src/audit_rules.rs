@@ -7,7 +7,7 @@ use loopgate_common::verdict::{
     AuditStatus, CheckVerdict, ContractVerdict, Evidence, Integrity, Verdicts,
 };
 use loopgate_common::wire::{AuditPurpose, AuditReport};
-use loopgate_transport::SnapshotError;
+use loopgate_snapshot::SnapshotError;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::checks::CheckRun;

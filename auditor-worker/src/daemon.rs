@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use crate::sandbox::{probe, SandboxError};
 use loopgate_models::{ChatClient, ModelError};
-use loopgate_transport::{Bus, BusError, BusOptions, SnapshotError, SnapshotStore};
+use loopgate_snapshot::{SnapshotError, SnapshotStore};
+use loopgate_transport::{Bus, BusError, BusOptions};
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::Auditor;

@@ -8,9 +8,9 @@ use loopgate_auditor::config::{load_config, HostFacts};
 use loopgate_auditor::run_daemon;
 use std::sync::Arc;
 
-use loopgate_transport::metrics::Metrics;
-use loopgate_transport::metrics_server::serve_metrics;
-use loopgate_transport::otel::{init_telemetry, Telemetry, TelemetrySettings};
+use loopgate_telemetry::metrics::Metrics;
+use loopgate_telemetry::metrics_server::serve_metrics;
+use loopgate_telemetry::otel::{init_telemetry, Telemetry, TelemetrySettings};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Parser)]
@@ -66,7 +66,7 @@ fn main() -> ExitCode {
         {
             Ok(t) => Arc::new(t),
             Err(err) => {
-                loopgate_transport::init_logging("loopgate-auditor", "info");
+                loopgate_telemetry::init_logging("loopgate-auditor", "info");
                 tracing::error!(error = %err, "invalid telemetry configuration");
                 return ExitCode::from(2);
             }

@@ -258,7 +258,7 @@ pub async fn handle_delivery(
         run_id = %request.run_id,
         generation = request.generation, round = request.round, attempt = delivery.attempt());
     // Join the run's trace: the manager put its span context on the request.
-    loopgate_transport::otel::set_remote_parent(&span, delivery.header(TRACEPARENT).as_deref());
+    loopgate_telemetry::otel::set_remote_parent(&span, delivery.header(TRACEPARENT).as_deref());
     audit_and_settle(bus, auditor, options, &delivery, &request, cancels, cancel)
         .instrument(span)
         .await;
@@ -307,7 +307,7 @@ async fn audit_and_settle(
         return settle(delivery.term().await, "term").await;
     }
     let traceparent = delivery.header(TRACEPARENT);
-    loopgate_transport::metrics::Metrics::new()
+    loopgate_telemetry::metrics::Metrics::new()
         .record_episode("auditor", started.elapsed().as_secs_f64());
     if let Some(Ok(report)) = &result {
         let span = tracing::Span::current();

@@ -8,6 +8,8 @@ pub const STREAM_AUDIT: &str = "LG_AUDIT";
 pub const STREAM_RESULTS: &str = "LG_RESULTS";
 pub const STREAM_EVENTS: &str = "LG_EVENTS";
 pub const SNAPSHOT_BUCKET: &str = "lg-snapshots";
+/// Full outputs of acceptance checks, content-addressed like snapshot blobs.
+pub const EVIDENCE_BUCKET: &str = "lg-evidence";
 
 /// Executor capabilities: which kind of step a worker can do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

@@ -11,7 +11,7 @@ use loopgate_common::snapshot::{diff_manifests, Manifest, SnapshotId};
 use loopgate_common::usage::Usage;
 use loopgate_common::wire::{ExecOutcome, ExecRequest};
 use loopgate_models::{ChatClient, ChatMessage, ModelProfile};
-use loopgate_transport::{FreezeRules, SnapshotError, SnapshotStore};
+use loopgate_snapshot::{FreezeRules, SnapshotError, SnapshotStore};
 
 use crate::agent_config::AgentProfile;
 use crate::agent_episode::run_agent_episode;
@@ -179,7 +179,7 @@ pub(crate) async fn freeze_dir(
                 bytes_uploaded = frozen.bytes_uploaded,
                 "workspace frozen"
             );
-            loopgate_transport::metrics::Metrics::new()
+            loopgate_telemetry::metrics::Metrics::new()
                 .snapshot_uploaded_bytes
                 .add(frozen.bytes_uploaded + frozen.manifest_bytes_uploaded, &[]);
             Ok((frozen.id, u32::try_from(files_changed).unwrap_or(u32::MAX)))

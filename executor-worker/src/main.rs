@@ -11,9 +11,9 @@ use loopgate_executor::settings::{ExecutorFile, ExternalInputs, Settings};
 use loopgate_executor::startup::{prepare, run_workers};
 use std::sync::Arc;
 
-use loopgate_transport::metrics::Metrics;
-use loopgate_transport::metrics_server::serve_metrics;
-use loopgate_transport::otel::{init_telemetry, TelemetrySettings};
+use loopgate_telemetry::metrics::Metrics;
+use loopgate_telemetry::metrics_server::serve_metrics;
+use loopgate_telemetry::otel::{init_telemetry, TelemetrySettings};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -102,7 +102,7 @@ async fn main() -> ExitCode {
         {
             Ok(t) => Arc::new(t),
             Err(err) => {
-                loopgate_transport::init_logging("loopgate-executor", "info");
+                loopgate_telemetry::init_logging("loopgate-executor", "info");
                 tracing::error!(error = %err, "invalid telemetry configuration");
                 return ExitCode::from(2);
             }

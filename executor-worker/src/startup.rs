@@ -4,9 +4,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use loopgate_transport::{
-    Bus, BusError, BusOptions, ConsumerOptions, SnapshotError, SnapshotStore,
-};
+use loopgate_snapshot::{SnapshotError, SnapshotStore};
+use loopgate_transport::{Bus, BusError, BusOptions, ConsumerOptions};
 use tokio_util::sync::CancellationToken;
 
 use loopgate_transport::control_listener::listen_for_cancels;

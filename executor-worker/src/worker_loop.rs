@@ -180,10 +180,10 @@ pub async fn handle_delivery(ctx: &WorkerContext, delivery: Delivery, cancel: &C
         profile = %req.executor_profile,
     );
     // Join the run's trace: the manager put its span context on the request.
-    loopgate_transport::otel::set_remote_parent(
+    loopgate_telemetry::otel::set_remote_parent(
         &span,
         delivery
-            .header(loopgate_transport::otel::TRACEPARENT)
+            .header(loopgate_telemetry::otel::TRACEPARENT)
             .as_deref(),
     );
     run_request(ctx, &delivery, req, cancel)
@@ -238,7 +238,7 @@ async fn run_request(
         }
         Some(EpisodeEnd::Outcome { outcome, usage }) => (outcome, usage),
     };
-    loopgate_transport::metrics::Metrics::new()
+    loopgate_telemetry::metrics::Metrics::new()
         .record_episode("executor", started.elapsed().as_secs_f64());
     let result = ExecResult {
         run_id: req.run_id.clone(),

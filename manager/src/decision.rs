@@ -10,7 +10,7 @@ use loopgate_common::state::{Phase, RunRecord};
 use loopgate_common::usage::Usage;
 use loopgate_common::wire::DecideRequest;
 use loopgate_models::{ChatClient, ChatMessage, ChatRequest};
-use loopgate_transport::otel::set_remote_parent;
+use loopgate_telemetry::otel::set_remote_parent;
 use tracing::Instrument;
 
 use crate::engine::{Applied, Engine, EngineError};

@@ -3,15 +3,16 @@
 
 use std::time::Duration;
 
+use crate::run_store::{CasOutcome, CasWrite, RunStore, StoreError};
 use loopgate_common::decide::{decide, start_run, Decision, RunEvent, Step};
 use loopgate_common::state::LogEvent;
 use loopgate_common::state::{Outgoing, RunRecord, Target};
 use loopgate_common::subjects::Subjects;
 use loopgate_common::task::Task;
 use loopgate_common::wire::Envelope;
-use loopgate_transport::metrics::Metrics;
-use loopgate_transport::otel::{current_traceparent, TRACEPARENT};
-use loopgate_transport::{Bus, BusError, CasOutcome, CasWrite, RunStore, StoreError};
+use loopgate_telemetry::metrics::Metrics;
+use loopgate_telemetry::otel::{current_traceparent, TRACEPARENT};
+use loopgate_transport::{Bus, BusError};
 use opentelemetry::KeyValue;
 
 /// CAS retries before giving up (the caller naks and the event is redelivered).
@@ -85,7 +86,7 @@ impl Engine {
     pub async fn full_log(
         &self,
         id: &str,
-    ) -> Result<Vec<loopgate_transport::LogRecord>, EngineError> {
+    ) -> Result<Vec<crate::run_store::LogRecord>, EngineError> {
         let mut records = Vec::new();
         let mut after: Option<String> = None;
         loop {

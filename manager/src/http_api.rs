@@ -18,7 +18,7 @@ use loopgate_common::snapshot::{is_sha256_hex, validate_relative_path};
 use loopgate_common::state::RunState;
 use loopgate_common::task::TaskFile;
 use loopgate_models::ChatClient;
-use loopgate_transport::{SnapshotError, SnapshotStore};
+use loopgate_snapshot::{SnapshotError, SnapshotStore};
 use serde::Deserialize;
 use tokio_stream::wrappers::ReceiverStream;
 
@@ -34,7 +34,7 @@ pub struct ApiState {
     pub models: Arc<BTreeMap<String, ChatClient>>,
     /// When set, every `/v1` route requires `Authorization: Bearer <token>`.
     pub token: Option<String>,
-    pub telemetry: Arc<loopgate_transport::otel::Telemetry>,
+    pub telemetry: Arc<loopgate_telemetry::otel::Telemetry>,
 }
 
 pub(crate) type Shared = Arc<ApiState>;

@@ -12,5 +12,6 @@ pub mod http_contract;
 pub mod http_rounds;
 pub mod openapi;
 pub mod results_loop;
+pub mod run_store;
 pub mod run_view;
 pub mod snapshot_gc_loop;

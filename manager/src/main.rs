@@ -14,11 +14,13 @@ use loopgate_manager::engine::Engine;
 use loopgate_manager::gauges::run_gauges;
 use loopgate_manager::http_api::{router, ApiState};
 use loopgate_manager::results_loop::ResultsLoop;
+use loopgate_manager::run_store::RunStore;
 use loopgate_manager::snapshot_gc_loop::SnapshotGc;
 use loopgate_models::{process_env, ChatClient};
-use loopgate_transport::metrics::Metrics;
-use loopgate_transport::otel::{init_telemetry, TelemetrySettings};
-use loopgate_transport::{Bus, BusOptions, ConsumerOptions, RunStore, SnapshotStore};
+use loopgate_snapshot::SnapshotStore;
+use loopgate_telemetry::metrics::Metrics;
+use loopgate_telemetry::otel::{init_telemetry, TelemetrySettings};
+use loopgate_transport::{Bus, BusOptions, ConsumerOptions};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Parser)]

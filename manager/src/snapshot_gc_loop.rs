@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use loopgate_common::state::{LogEntry, LogEvent};
-use loopgate_transport::snapshot_gc::GcRoots;
-use loopgate_transport::SnapshotStore;
+use loopgate_snapshot::GcRoots;
+use loopgate_snapshot::SnapshotStore;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::{Engine, EngineError};

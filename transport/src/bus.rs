@@ -1,15 +1,14 @@
-//! NATS JetStream bus: connection, topology (streams + snapshot bucket), publishing and plain
-//! subscriptions. Durable work consumers live in `work_consumer.rs`.
+//! NATS JetStream bus: connection, publishing and plain subscriptions. The streams, buckets
+//! and the `audit` durable are created in `topology.rs`; durable work consumers live in
+//! `work_consumer.rs`.
 
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
 use async_nats::header::{HeaderMap, HeaderName, HeaderValue};
-use async_nats::jetstream::{self, message::PublishMessage, stream};
-use loopgate_common::subjects::{
-    Subjects, SNAPSHOT_BUCKET, STREAM_AUDIT, STREAM_EVENTS, STREAM_EXEC, STREAM_RESULTS,
-};
+use async_nats::jetstream::{self, message::PublishMessage};
+use loopgate_common::subjects::Subjects;
 use serde::Serialize;
 
 /// Plain core-NATS subscription (events, control). A `futures::Stream` of `async_nats::Message`.
@@ -19,10 +18,6 @@ pub use async_nats::Subscriber;
 pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 /// How long run events are kept in `LG_EVENTS`.
 pub const EVENTS_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
-
-/// Concurrent `ensure_topology` calls from several processes may race on creation; retry a few
-/// times before giving up.
-const TOPOLOGY_ATTEMPTS: usize = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BusError {
@@ -76,15 +71,6 @@ fn parse_header_value(value: &str) -> Result<HeaderValue, BusError> {
             "invalid header value '{value}' (CR/LF not allowed)"
         ))
     })
-}
-
-/// Does the server's stream config carry every setting `wanted` specifies?
-fn stream_matches(actual: &stream::Config, wanted: &stream::Config) -> bool {
-    actual.subjects == wanted.subjects
-        && actual.retention == wanted.retention
-        && actual.storage == wanted.storage
-        && actual.max_age == wanted.max_age
-        && actual.duplicate_window == wanted.duplicate_window
 }
 
 /// Connection settings. At most one of `creds_file`, `user`/`password`, `token` may be set.
@@ -238,117 +224,6 @@ impl Bus {
 
     pub fn request_timeout(&self) -> Duration {
         self.request_timeout
-    }
-
-    /// The stream configurations this deployment uses, for the current prefix.
-    pub fn stream_configs(&self) -> Vec<stream::Config> {
-        let s = &self.subjects;
-        let work = |name: &str, subject: String| stream::Config {
-            name: name.to_string(),
-            subjects: vec![subject],
-            retention: stream::RetentionPolicy::WorkQueue,
-            storage: stream::StorageType::File,
-            duplicate_window: DUPLICATE_WINDOW,
-            ..Default::default()
-        };
-        vec![
-            work(STREAM_EXEC, s.exec_all()),
-            work(STREAM_AUDIT, s.audit_all()),
-            work(STREAM_RESULTS, s.results_all()),
-            stream::Config {
-                name: STREAM_EVENTS.to_string(),
-                subjects: vec![s.events_all()],
-                retention: stream::RetentionPolicy::Limits,
-                storage: stream::StorageType::File,
-                max_age: EVENTS_MAX_AGE,
-                duplicate_window: DUPLICATE_WINDOW,
-                ..Default::default()
-            },
-        ]
-    }
-
-    /// Create or update the streams, the snapshot and evidence buckets, and the `audit` durable
-    /// auditors bind to. Idempotent and safe to run from several processes at once.
-    pub async fn ensure_topology(&self) -> Result<(), BusError> {
-        for config in self.stream_configs() {
-            self.ensure_stream(config).await?;
-        }
-        self.ensure_snapshot_bucket().await?;
-        self.ensure_evidence_bucket().await?;
-        self.ensure_audit_consumer().await
-    }
-
-    async fn ensure_stream(&self, config: stream::Config) -> Result<(), BusError> {
-        // Look first: a stream that already has our settings needs no update, so processes
-        // with read-only rights on the topology (restricted per-role users) pass this step
-        // once the manager has created it.
-        if let Ok(Ok(mut existing)) =
-            tokio::time::timeout(self.request_timeout, self.js.get_stream(&config.name)).await
-        {
-            if stream_matches(&existing.cached_info().config, &config) {
-                return Ok(());
-            }
-            // Refresh once in case the cached info is older than a concurrent update.
-            if let Ok(Ok(info)) = tokio::time::timeout(self.request_timeout, existing.info()).await
-            {
-                if stream_matches(&info.config, &config) {
-                    return Ok(());
-                }
-            }
-        }
-        let mut last_error = String::new();
-        for attempt in 0..TOPOLOGY_ATTEMPTS {
-            let result = tokio::time::timeout(
-                self.request_timeout,
-                self.js.create_or_update_stream(config.clone()),
-            )
-            .await;
-            match result {
-                Ok(Ok(_)) => return Ok(()),
-                // Another process created it between our update and create: retry the update.
-                Ok(Err(err)) => last_error = err.to_string(),
-                Err(_) => last_error = format!("timed out after {:?}", self.request_timeout),
-            }
-            tracing::debug!(stream = %config.name, attempt, error = %last_error, "ensure stream retry");
-            tokio::time::sleep(Duration::from_millis(50 * (attempt as u64 + 1))).await;
-        }
-        Err(BusError::Nats {
-            op: "ensure stream",
-            reason: format!("{}: {last_error}", config.name),
-        })
-    }
-
-    async fn ensure_snapshot_bucket(&self) -> Result<(), BusError> {
-        let mut last_error = String::new();
-        for attempt in 0..TOPOLOGY_ATTEMPTS {
-            if let Ok(Ok(_)) = tokio::time::timeout(
-                self.request_timeout,
-                self.js.get_object_store(SNAPSHOT_BUCKET),
-            )
-            .await
-            {
-                return Ok(());
-            }
-            let config = jetstream::object_store::Config {
-                bucket: SNAPSHOT_BUCKET.to_string(),
-                description: Some("loopgate content-addressed snapshots".into()),
-                storage: stream::StorageType::File,
-                ..Default::default()
-            };
-            match tokio::time::timeout(self.request_timeout, self.js.create_object_store(config))
-                .await
-            {
-                Ok(Ok(_)) => return Ok(()),
-                Ok(Err(err)) => last_error = err.to_string(),
-                Err(_) => last_error = format!("timed out after {:?}", self.request_timeout),
-            }
-            tracing::debug!(attempt, error = %last_error, "ensure snapshot bucket retry");
-            tokio::time::sleep(Duration::from_millis(50 * (attempt as u64 + 1))).await;
-        }
-        Err(BusError::Nats {
-            op: "ensure snapshot bucket",
-            reason: last_error,
-        })
     }
 
     /// JetStream publish with `Nats-Msg-Id` (dedup within `DUPLICATE_WINDOW`); waits for the

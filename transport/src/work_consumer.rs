@@ -380,8 +380,6 @@ mod tests {
         assert_send_sync::<ProgressHandle>();
         assert_send_sync::<WorkConsumer>();
         assert_send_sync::<Bus>();
-        assert_send_sync::<crate::SnapshotStore>();
-        assert_send_sync::<crate::RunStore>();
     }
 
     #[test]

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use loopgate_common::verdict::{AuditStatus, CheckVerdict};
+use loopgate_snapshot::SnapshotStore;
 use loopgate_test_support::{wait_until, ChildGuard, RedisServer};
-use loopgate_transport::SnapshotStore;
 use support::*;
 
 const PASSWORD_ENV: &str = "LG_TEST_AUDITOR_PASSWORD";

@@ -14,8 +14,9 @@ use base64::Engine;
 use loopgate_common::snapshot::sha256_hex;
 use loopgate_common::subjects::SNAPSHOT_BUCKET;
 use loopgate_common::verdict::{AuditStatus, CheckVerdict, Integrity};
+use loopgate_snapshot::SnapshotStore;
 use loopgate_test_support::{wait_until, ChildGuard};
-use loopgate_transport::{inbox_prefix_for_user, SnapshotStore};
+use loopgate_transport::inbox_prefix_for_user;
 use support::*;
 
 /// A server refusal, as reported on the connection (`-ERR 'Permissions Violation ...'`).

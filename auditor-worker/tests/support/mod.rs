@@ -16,11 +16,10 @@ use loopgate_common::contract::Contract;
 use loopgate_common::task::Criterion;
 use loopgate_common::wire::{decode, encode, AuditPurpose, AuditReport, AuditRequest, Message};
 use loopgate_models::{ChatClient, ModelProfileConfig, Provider};
+use loopgate_snapshot::{FreezeRules, SnapshotStore};
 use loopgate_test_support::openai_standin::StandInModel;
 use loopgate_test_support::NatsServer;
-use loopgate_transport::{
-    Bus, BusOptions, ConsumerOptions, FreezeRules, SnapshotStore, Work, WorkConsumer,
-};
+use loopgate_transport::{Bus, BusOptions, ConsumerOptions, Work, WorkConsumer};
 use tokio_util::sync::CancellationToken;
 
 pub const REPORT_WAIT: Duration = Duration::from_secs(60);

@@ -22,8 +22,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use loopgate_bench::{dir_bytes, generate_tree, human_bytes, millis, Table};
+use loopgate_snapshot::{FreezeOutcome, FreezeRules, SnapshotStore, StatCache};
 use loopgate_test_support::NatsServer;
-use loopgate_transport::{Bus, BusOptions, FreezeOutcome, FreezeRules, SnapshotStore, StatCache};
+use loopgate_transport::{Bus, BusOptions};
 use serde_json::json;
 
 const SEED: u64 = 0x05ee_d100_941e;

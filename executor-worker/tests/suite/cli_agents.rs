@@ -13,8 +13,9 @@ use loopgate_common::usage::Usage;
 use loopgate_common::wire::ExecOutcome;
 use loopgate_executor::episode::{run_episode, EpisodeEnd, EpisodeEnv};
 use loopgate_executor::settings::ToolLimits;
+use loopgate_snapshot::SnapshotStore;
 use loopgate_test_support::NatsServer;
-use loopgate_transport::{Bus, BusOptions, SnapshotStore};
+use loopgate_transport::{Bus, BusOptions};
 use support::{agent_profile, request, script, transcript_digest};
 
 struct Harness {

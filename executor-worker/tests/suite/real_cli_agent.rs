@@ -19,8 +19,9 @@ use loopgate_common::wire::ExecOutcome;
 use loopgate_executor::agent_config::AgentProfileConfig;
 use loopgate_executor::episode::{run_episode, EpisodeEnd, EpisodeEnv};
 use loopgate_executor::settings::ToolLimits;
+use loopgate_snapshot::SnapshotStore;
 use loopgate_test_support::{cache_dir, NatsServer};
-use loopgate_transport::{Bus, BusOptions, SnapshotStore};
+use loopgate_transport::{Bus, BusOptions};
 use support::{request, transcript_digest};
 
 fn var(name: &str) -> Option<String> {

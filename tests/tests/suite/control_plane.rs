@@ -330,7 +330,8 @@ executor = "exec"
 /// Unreferenced blobs are collected; everything a live run references survives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_collection_keeps_what_live_runs_reference() -> anyhow::Result<()> {
-    use loopgate_transport::{Bus, BusOptions, SnapshotStore};
+    use loopgate_snapshot::SnapshotStore;
+    use loopgate_transport::{Bus, BusOptions};
     let model = StandInModel::start(
         Script::new()
             .fallback(

@@ -1,4 +1,1 @@
 mod bus;
-mod run_store;
-mod snapshot_scale;
-mod snapshots;

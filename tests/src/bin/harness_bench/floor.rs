@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use async_nats::jetstream::{self, consumer::pull, stream};
 use futures::StreamExt;
-use loopgate_transport::{
-    Bus, BusOptions, CasOutcome, CasWrite, FreezeRules, RunStore, SnapshotStore,
-};
+use loopgate_manager::run_store::{CasOutcome, CasWrite, RunStore};
+use loopgate_snapshot::{FreezeRules, SnapshotStore};
+use loopgate_transport::{Bus, BusOptions};
 use serde_json::{json, Value};
 
 use crate::stats::{ms_since, round3, Summary};

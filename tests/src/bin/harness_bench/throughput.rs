@@ -5,9 +5,9 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use loopgate_manager::run_store::RunStore;
 use loopgate_test_support::openai_standin::StandInModel;
 use loopgate_tests::Stack;
-use loopgate_transport::RunStore;
 use serde_json::{json, Value};
 
 use crate::scenario::{stack_options, task_toml, TERMINAL};

@@ -21,7 +21,8 @@ use futures::{StreamExt, TryStreamExt};
 use loopgate_common::snapshot::{sha256_hex, Manifest, ManifestEntry, SnapshotId};
 use serde::{Deserialize, Serialize};
 
-use crate::snapshot_store::{check_digest, manifest_object_name, SnapshotError, SnapshotStore};
+use crate::error::{check_digest, SnapshotError};
+use crate::store::{manifest_object_name, SnapshotStore};
 
 /// Manifests with more entries than this are stored paged.
 pub const PAGED_MIN_ENTRIES: usize = 1024;

@@ -16,7 +16,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use loopgate_common::snapshot::is_sha256_hex;
 
-use crate::snapshot_store::{blob_object_name, store_error, SnapshotError, SnapshotStore};
+use crate::error::{store_error, SnapshotError};
+use crate::store::{blob_object_name, SnapshotStore};
 
 /// A safe default grace period: a day.
 pub const DEFAULT_GC_GRACE: Duration = Duration::from_secs(24 * 3600);

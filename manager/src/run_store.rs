@@ -580,6 +580,12 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_store_moves_into_tasks() {
+        fn assert_send_sync<T: Send + Sync + 'static>() {}
+        assert_send_sync::<RunStore>();
+    }
+
+    #[test]
     fn name_checks() {
         let cases = [
             ("r1", true),

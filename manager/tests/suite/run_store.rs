@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use anyhow::Result;
+use loopgate_manager::run_store::{CasOutcome, CasWrite, StoreError};
 use loopgate_test_support::wait_until;
-use loopgate_transport::{CasOutcome, CasWrite, StoreError};
 
 use crate::{bounded, cas, redis_store};
 

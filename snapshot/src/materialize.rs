@@ -8,9 +8,10 @@ use loopgate_common::snapshot::{Manifest, ManifestEntry};
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
-use crate::snapshot_chunks::ChunkReader;
-use crate::snapshot_stat_cache::{wall_clock_ns, FileStamp, StatCache};
-use crate::snapshot_store::{blob_object_name, SnapshotError, SnapshotStore};
+use crate::chunks::ChunkReader;
+use crate::error::SnapshotError;
+use crate::stat_cache::{wall_clock_ns, FileStamp, StatCache};
+use crate::store::{blob_object_name, SnapshotStore};
 
 fn io_error(path: &Path, source: std::io::Error) -> SnapshotError {
     SnapshotError::Io {
@@ -180,7 +181,8 @@ impl SnapshotStore {
                 .map_err(|e| io_error(temp, e))?;
             let mut hasher = Sha256::new();
             let mut size: u64 = 0;
-            let mut reader = ChunkReader::new(self, &info);
+            let mut reader =
+                ChunkReader::new(self.stream(), self.bucket(), self.request_timeout(), &info);
             while let Some(chunk) = reader.next_chunk().await.map_err(|err| match err {
                 SnapshotError::Integrity { reason, .. } => integrity(reason),
                 other => other,

@@ -8,10 +8,15 @@ use async_nats::jetstream::object_store::ObjectInfo;
 use async_nats::jetstream::stream::DirectGetErrorKind;
 use bytes::Bytes;
 
-use crate::snapshot_store::{store_error, SnapshotError, SnapshotStore};
+use std::time::Duration;
+
+use async_nats::jetstream::stream::Stream;
+
+use crate::error::{store_error, SnapshotError};
 
 pub(crate) struct ChunkReader<'a> {
-    store: &'a SnapshotStore,
+    stream: &'a Stream,
+    timeout: Duration,
     name: String,
     subject: String,
     next_sequence: u64,
@@ -21,11 +26,19 @@ pub(crate) struct ChunkReader<'a> {
 }
 
 impl<'a> ChunkReader<'a> {
-    pub(crate) fn new(store: &'a SnapshotStore, info: &ObjectInfo) -> ChunkReader<'a> {
+    /// Reads object `info` of `bucket` from the bucket's stream, each request bounded by
+    /// `timeout`.
+    pub(crate) fn new(
+        stream: &'a Stream,
+        bucket: &str,
+        timeout: Duration,
+        info: &ObjectInfo,
+    ) -> ChunkReader<'a> {
         ChunkReader {
-            store,
+            stream,
+            timeout,
             name: info.name.clone(),
-            subject: format!("$O.{}.C.{}", store.bucket(), info.nuid),
+            subject: format!("$O.{bucket}.C.{}", info.nuid),
             next_sequence: 1,
             chunks_total: info.chunks,
             chunks_read: 0,
@@ -52,10 +65,9 @@ impl<'a> ChunkReader<'a> {
             }
             return Ok(None);
         }
-        let timeout = self.store.request_timeout();
+        let timeout = self.timeout;
         let request = self
-            .store
-            .stream()
+            .stream
             .direct_get_next_for_subject(self.subject.clone(), Some(self.next_sequence));
         let message = match tokio::time::timeout(timeout, request).await {
             Ok(Ok(message)) => message,

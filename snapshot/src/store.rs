@@ -4,56 +4,23 @@
 //! Objects are read with JetStream *direct gets* (`$JS.API.DIRECT.GET.OBJ_<bucket>`), one
 //! chunk per request, never through a consumer: a reader needs no right to create consumers,
 //! so read-only credentials stay read-only (see deploy/nats/). Every read is verified against
-//! the sha256 it is named by. Freezing lives in `snapshot_upload.rs`, manifests in
-//! `snapshot_manifests.rs`, materializing in `snapshot_materialize.rs`, garbage collection in
-//! `snapshot_gc.rs`.
+//! the sha256 it is named by. Freezing lives in `upload.rs`, manifests in
+//! `manifests.rs`, materializing in `materialize.rs`, garbage collection in
+//! `gc.rs`.
 
 use std::time::Duration;
 
 use async_nats::jetstream::{self, object_store};
-use loopgate_common::snapshot::{is_sha256_hex, sha256_hex, SnapshotId, SnapshotPathError};
+use loopgate_common::snapshot::{sha256_hex, SnapshotId};
 use loopgate_common::subjects::SNAPSHOT_BUCKET;
 
-use crate::bus::Bus;
-use crate::snapshot_chunks::ChunkReader;
-use crate::snapshot_freeze::Refusal;
+use loopgate_transport::Bus;
+
+use crate::chunks::ChunkReader;
+use crate::error::{bounded, check_digest, store_error, SnapshotError};
 
 /// Transfer time allowance on top of the per-request timeout: one second per this many bytes.
 const BYTES_PER_SECOND_ALLOWANCE: u64 = 8 * 1024 * 1024;
-
-#[derive(Debug, thiserror::Error)]
-pub enum SnapshotError {
-    /// Stored content does not match its digest, or a blob the manifest names is missing.
-    /// The auditor reports this as an integrity violation.
-    #[error("integrity violation at '{path}': {reason}")]
-    Integrity { path: String, reason: String },
-    #[error("snapshot '{id}' not found")]
-    ManifestNotFound { id: String },
-    #[error("blob '{sha256}' not found")]
-    BlobNotFound { sha256: String },
-    #[error("'{0}' is not a sha256 hex digest")]
-    InvalidDigest(String),
-    #[error("refusing to snapshot '{path}': {reason}")]
-    Refused { path: String, reason: Refusal },
-    #[error("workspace is over the {limit} byte snapshot limit")]
-    TotalTooLarge { limit: u64 },
-    #[error("invalid manifest: {0}")]
-    InvalidManifest(SnapshotPathError),
-    #[error("'{path}' changed while it was being frozen")]
-    ChangedDuringFreeze { path: String },
-    #[error("refusing to write '{path}': {reason}")]
-    UnsafeDestination { path: String, reason: String },
-    #[error("i/o on '{path}': {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("object store {op} failed: {reason}")]
-    Store { op: &'static str, reason: String },
-    #[error("object store {op} timed out after {after:?}")]
-    Timeout { op: &'static str, after: Duration },
-}
 
 /// What a freeze produced and what it cost.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,14 +65,6 @@ pub fn blob_object_name(sha256: &str) -> String {
 
 pub fn manifest_object_name(id: &str) -> String {
     format!("manifest/{id}")
-}
-
-pub(crate) fn check_digest(digest: &str) -> Result<(), SnapshotError> {
-    if is_sha256_hex(digest) {
-        Ok(())
-    } else {
-        Err(SnapshotError::InvalidDigest(digest.to_string()))
-    }
 }
 
 impl SnapshotStore {
@@ -200,7 +159,7 @@ impl SnapshotStore {
         };
         let after = self.transfer_timeout(info.size as u64);
         let read = async {
-            let mut reader = ChunkReader::new(self, &info);
+            let mut reader = ChunkReader::new(&self.stream, &self.bucket, self.timeout, &info);
             let mut bytes = Vec::with_capacity(info.size);
             while let Some(chunk) = reader.next_chunk().await? {
                 bytes.extend_from_slice(&chunk);
@@ -265,28 +224,15 @@ impl SnapshotStore {
     }
 }
 
-pub(crate) fn store_error(op: &'static str, err: impl std::fmt::Display) -> SnapshotError {
-    SnapshotError::Store {
-        op,
-        reason: err.to_string(),
-    }
-}
-
-pub(crate) async fn bounded<T, E: std::fmt::Display>(
-    op: &'static str,
-    after: Duration,
-    fut: impl std::future::Future<Output = Result<T, E>>,
-) -> Result<T, SnapshotError> {
-    match tokio::time::timeout(after, fut).await {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(err)) => Err(store_error(op, err)),
-        Err(_) => Err(SnapshotError::Timeout { op, after }),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_store_moves_into_tasks() {
+        fn assert_send_sync<T: Send + Sync + 'static>() {}
+        assert_send_sync::<SnapshotStore>();
+    }
 
     #[test]
     fn object_names() {

@@ -7,10 +7,9 @@ use std::time::Duration;
 use anyhow::Result;
 use loopgate_common::snapshot::sha256_hex;
 use loopgate_common::subjects::SNAPSHOT_BUCKET;
-use loopgate_transport::snapshot_manifests::PAGED_MIN_ENTRIES;
-use loopgate_transport::{
-    BusError, FreezeRules, GcRoots, SnapshotError, SnapshotStore, StatCache, Work,
-};
+use loopgate_snapshot::manifests::PAGED_MIN_ENTRIES;
+use loopgate_snapshot::{FreezeRules, GcRoots, SnapshotError, SnapshotStore, StatCache};
+use loopgate_transport::{BusError, Work};
 
 use crate::{bounded, nats_and_store, write};
 

@@ -6,11 +6,12 @@ use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use loopgate_common::snapshot::{validate_relative_path, ManifestEntry, SnapshotPathError};
+use loopgate_common::snapshot::{validate_relative_path, ManifestEntry};
 use sha2::{Digest, Sha256};
 
-use crate::snapshot_stat_cache::{wall_clock_ns, FileStamp, StatCache};
-use crate::snapshot_store::SnapshotError;
+pub use crate::error::Refusal;
+use crate::error::SnapshotError;
+use crate::stat_cache::{wall_clock_ns, FileStamp, StatCache};
 
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
 pub const DEFAULT_MAX_TOTAL_BYTES: u64 = 2 * 1024 * 1024 * 1024;
@@ -68,25 +69,6 @@ impl FreezeRules {
         }
         rules
     }
-}
-
-/// Why a path can't go into a snapshot.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
-    #[error("symlink points outside the workspace (to '{target}')")]
-    SymlinkOutside { target: String },
-    #[error("symlink is dangling (to '{target}')")]
-    DanglingSymlink { target: String },
-    #[error("symlink points to a directory; only file symlinks are stored")]
-    SymlinkToDirectory,
-    #[error("not a regular file (device, fifo or socket)")]
-    SpecialFile,
-    #[error("file is {size} bytes, over the {limit} byte limit")]
-    FileTooLarge { size: u64, limit: u64 },
-    #[error("name is not valid UTF-8")]
-    NonUtf8Name,
-    #[error("invalid path: {0}")]
-    InvalidPath(SnapshotPathError),
 }
 
 /// One file found by the walk: its manifest entry and where to read its bytes.

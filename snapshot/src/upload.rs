@@ -10,10 +10,11 @@ use loopgate_common::snapshot::{
     sha256_hex, validate_relative_path, Manifest, ManifestEntry, SnapshotPathError,
 };
 
-use crate::snapshot_freeze::{normalize_mode, walk_workspace_cached, FreezeRules, Refusal};
-use crate::snapshot_manifests::ManifestWrite;
-use crate::snapshot_stat_cache::StatCache;
-use crate::snapshot_store::{blob_object_name, FreezeOutcome, SnapshotError, SnapshotStore};
+use crate::error::{Refusal, SnapshotError};
+use crate::freeze::{normalize_mode, walk_workspace_cached, FreezeRules};
+use crate::manifests::ManifestWrite;
+use crate::stat_cache::StatCache;
+use crate::store::{blob_object_name, FreezeOutcome, SnapshotStore};
 
 /// Concurrent existence checks / uploads during one freeze.
 const UPLOAD_CONCURRENCY: usize = 16;

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Mechanical checks of the crate boundaries in docs/architecture.md. Run by `make lint` and
+# `make test`; exits non-zero on the first broken rule, naming it.
+#   - the auditor and the executor never link the Redis client (only the manager reaches Redis)
+#   - `common` holds types and pure logic: no async runtime, NATS, Redis or HTTP
+#   - binaries never depend on each other
+#   - no file-level import cycle in the daemons, transport, snapshot, telemetry, test-support
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+CARGO="${CARGO:-cargo}"
+fail=0
+
+deps_of() { # the normal (non-dev, non-build) dependency closure of a package, one name a line
+  "$CARGO" tree -e normal -p "$1" --prefix none --format '{p}' 2>/dev/null | awk '{print $1}' | sort -u
+}
+forbid() { # forbid PACKAGE DEP REASON
+  if deps_of "$1" | grep -qx "$2"; then
+    echo "architecture: $1 depends on $2 ($3)" >&2
+    "$CARGO" tree -e normal -p "$1" -i "$2" 2>/dev/null | head -n 8 >&2 || true
+    fail=1
+  fi
+}
+
+for worker in loopgate-auditor loopgate-executor; do
+  forbid "$worker" redis "workers must never reach Redis; the run store is the manager's"
+done
+for dep in tokio async-nats redis reqwest axum; do
+  forbid loopgate-common "$dep" "common holds types and pure decision logic only"
+done
+for bin in loopgate-manager loopgate-executor loopgate-auditor loopgate-cli; do
+  for other in loopgate-manager loopgate-executor loopgate-auditor loopgate-cli; do
+    [ "$bin" = "$other" ] || forbid "$bin" "$other" "binaries never depend on each other"
+  done
+done
+
+python3 scripts/import_cycles.py transport snapshot telemetry manager executor-worker \
+  auditor-worker test-support || fail=1
+
+if [ "$fail" = 0 ]; then echo "architecture: crate boundaries hold"; fi
+exit "$fail"

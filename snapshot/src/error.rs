@@ -1,0 +1,97 @@
+//! What can go wrong with snapshots: [`SnapshotError`] (the store's one error type), why a path
+//! is refused ([`Refusal`]), and the small helpers that map object-store failures onto it.
+
+use std::time::Duration;
+
+use loopgate_common::snapshot::{is_sha256_hex, SnapshotPathError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    /// Stored content does not match its digest, or a blob the manifest names is missing.
+    /// The auditor reports this as an integrity violation.
+    #[error("integrity violation at '{path}': {reason}")]
+    Integrity { path: String, reason: String },
+    #[error("snapshot '{id}' not found")]
+    ManifestNotFound { id: String },
+    #[error("blob '{sha256}' not found")]
+    BlobNotFound { sha256: String },
+    #[error("'{0}' is not a sha256 hex digest")]
+    InvalidDigest(String),
+    #[error("refusing to snapshot '{path}': {reason}")]
+    Refused { path: String, reason: Refusal },
+    #[error("workspace is over the {limit} byte snapshot limit")]
+    TotalTooLarge { limit: u64 },
+    #[error("invalid manifest: {0}")]
+    InvalidManifest(SnapshotPathError),
+    #[error("'{path}' changed while it was being frozen")]
+    ChangedDuringFreeze { path: String },
+    #[error("refusing to write '{path}': {reason}")]
+    UnsafeDestination { path: String, reason: String },
+    #[error("i/o on '{path}': {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("object store {op} failed: {reason}")]
+    Store { op: &'static str, reason: String },
+    #[error("object store {op} timed out after {after:?}")]
+    Timeout { op: &'static str, after: Duration },
+}
+
+impl SnapshotError {
+    /// Whether trying the same operation again may succeed: the store was unreachable or slow.
+    /// Content problems (integrity, refusals, missing objects) stay what they are.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            SnapshotError::Store { .. } | SnapshotError::Timeout { .. } | SnapshotError::Io { .. }
+        )
+    }
+}
+
+/// Why a path can't go into a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("symlink points outside the workspace (to '{target}')")]
+    SymlinkOutside { target: String },
+    #[error("symlink is dangling (to '{target}')")]
+    DanglingSymlink { target: String },
+    #[error("symlink points to a directory; only file symlinks are stored")]
+    SymlinkToDirectory,
+    #[error("not a regular file (device, fifo or socket)")]
+    SpecialFile,
+    #[error("file is {size} bytes, over the {limit} byte limit")]
+    FileTooLarge { size: u64, limit: u64 },
+    #[error("name is not valid UTF-8")]
+    NonUtf8Name,
+    #[error("invalid path: {0}")]
+    InvalidPath(SnapshotPathError),
+}
+
+pub(crate) fn check_digest(digest: &str) -> Result<(), SnapshotError> {
+    if is_sha256_hex(digest) {
+        Ok(())
+    } else {
+        Err(SnapshotError::InvalidDigest(digest.to_string()))
+    }
+}
+
+pub(crate) fn store_error(op: &'static str, err: impl std::fmt::Display) -> SnapshotError {
+    SnapshotError::Store {
+        op,
+        reason: err.to_string(),
+    }
+}
+
+pub(crate) async fn bounded<T, E: std::fmt::Display>(
+    op: &'static str,
+    after: Duration,
+    fut: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, SnapshotError> {
+    match tokio::time::timeout(after, fut).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(err)) => Err(store_error(op, err)),
+        Err(_) => Err(SnapshotError::Timeout { op, after }),
+    }
+}

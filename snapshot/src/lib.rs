@@ -1,0 +1,27 @@
+//! loopgate-snapshot: content-addressed snapshots on the JetStream object store. A workspace is
+//! frozen into blobs (one per distinct content) and a manifest whose sha256 is the snapshot id;
+//! readers materialize it again, re-hashing every blob. Also the evidence bucket (full check
+//! outputs), the stat cache that spares re-hashing unchanged files, and garbage collection.
+//!
+//! Modules: `error` (the one error type, no dependencies on the rest), `store` (the bucket
+//! handle and blob reads/writes), `chunks` (direct-get chunk reads), `freeze` (the blocking
+//! walk), `upload` (freeze + upload), `manifests` (flat and paged manifests), `materialize`,
+//! `stat_cache`, `gc`, `evidence`.
+
+mod chunks;
+mod error;
+mod evidence;
+pub mod freeze;
+pub mod gc;
+pub mod manifests;
+mod materialize;
+pub mod stat_cache;
+mod store;
+mod upload;
+
+pub use error::{Refusal, SnapshotError};
+pub use evidence::EVIDENCE_BUCKET;
+pub use freeze::{FreezeRules, DEFAULT_IGNORES, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_TOTAL_BYTES};
+pub use gc::{GcReport, GcRoots, DEFAULT_GC_GRACE};
+pub use stat_cache::StatCache;
+pub use store::{blob_object_name, manifest_object_name, FreezeOutcome, SnapshotStore};

@@ -1,0 +1,2 @@
+mod snapshot_scale;
+mod snapshots;

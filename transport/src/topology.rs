@@ -1,0 +1,204 @@
+//! The deployment's JetStream topology: the work and event streams, the snapshot and evidence
+//! buckets, and the `audit` durable. Whoever owns the topology (the manager; any process in
+//! development) creates it with `Bus::ensure_topology`; restricted per-role users only look it
+//! up, so every step looks before it creates.
+//!
+//! The durable `audit` consumer is part of the topology: restricted auditor credentials may
+//! only bind it (never create it: a consumer's deliver subject could push stream data into
+//! any subject), so whoever owns the topology — the manager, through `ensure_topology` —
+//! creates it with the auditor's default settings.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, stream};
+use loopgate_common::subjects::{
+    EVIDENCE_BUCKET, SNAPSHOT_BUCKET, STREAM_AUDIT, STREAM_EVENTS, STREAM_EXEC, STREAM_RESULTS,
+};
+
+use crate::bus::{with_timeout, Bus, BusError, DUPLICATE_WINDOW, EVENTS_MAX_AGE};
+use crate::work_consumer::{ConsumerOptions, Work};
+
+/// Concurrent `ensure_topology` calls from several processes may race on creation; retry a few
+/// times before giving up.
+const TOPOLOGY_ATTEMPTS: usize = 4;
+
+/// Does the server's stream config carry every setting `wanted` specifies?
+fn stream_matches(actual: &stream::Config, wanted: &stream::Config) -> bool {
+    actual.subjects == wanted.subjects
+        && actual.retention == wanted.retention
+        && actual.storage == wanted.storage
+        && actual.max_age == wanted.max_age
+        && actual.duplicate_window == wanted.duplicate_window
+}
+
+impl Bus {
+    /// The stream configurations this deployment uses, for the current prefix.
+    pub fn stream_configs(&self) -> Vec<stream::Config> {
+        let s = &self.subjects();
+        let work = |name: &str, subject: String| stream::Config {
+            name: name.to_string(),
+            subjects: vec![subject],
+            retention: stream::RetentionPolicy::WorkQueue,
+            storage: stream::StorageType::File,
+            duplicate_window: DUPLICATE_WINDOW,
+            ..Default::default()
+        };
+        vec![
+            work(STREAM_EXEC, s.exec_all()),
+            work(STREAM_AUDIT, s.audit_all()),
+            work(STREAM_RESULTS, s.results_all()),
+            stream::Config {
+                name: STREAM_EVENTS.to_string(),
+                subjects: vec![s.events_all()],
+                retention: stream::RetentionPolicy::Limits,
+                storage: stream::StorageType::File,
+                max_age: EVENTS_MAX_AGE,
+                duplicate_window: DUPLICATE_WINDOW,
+                ..Default::default()
+            },
+        ]
+    }
+
+    /// Create or update the streams, the snapshot and evidence buckets, and the `audit` durable
+    /// auditors bind to. Idempotent and safe to run from several processes at once.
+    pub async fn ensure_topology(&self) -> Result<(), BusError> {
+        for config in self.stream_configs() {
+            self.ensure_stream(config).await?;
+        }
+        self.ensure_snapshot_bucket().await?;
+        self.ensure_evidence_bucket().await?;
+        self.ensure_audit_consumer().await
+    }
+
+    async fn ensure_stream(&self, config: stream::Config) -> Result<(), BusError> {
+        // Look first: a stream that already has our settings needs no update, so processes
+        // with read-only rights on the topology (restricted per-role users) pass this step
+        // once the manager has created it.
+        if let Ok(Ok(mut existing)) = tokio::time::timeout(
+            self.request_timeout(),
+            self.jetstream().get_stream(&config.name),
+        )
+        .await
+        {
+            if stream_matches(&existing.cached_info().config, &config) {
+                return Ok(());
+            }
+            // Refresh once in case the cached info is older than a concurrent update.
+            if let Ok(Ok(info)) =
+                tokio::time::timeout(self.request_timeout(), existing.info()).await
+            {
+                if stream_matches(&info.config, &config) {
+                    return Ok(());
+                }
+            }
+        }
+        let mut last_error = String::new();
+        for attempt in 0..TOPOLOGY_ATTEMPTS {
+            let result = tokio::time::timeout(
+                self.request_timeout(),
+                self.jetstream().create_or_update_stream(config.clone()),
+            )
+            .await;
+            match result {
+                Ok(Ok(_)) => return Ok(()),
+                // Another process created it between our update and create: retry the update.
+                Ok(Err(err)) => last_error = err.to_string(),
+                Err(_) => last_error = format!("timed out after {:?}", self.request_timeout()),
+            }
+            tracing::debug!(stream = %config.name, attempt, error = %last_error, "ensure stream retry");
+            tokio::time::sleep(Duration::from_millis(50 * (attempt as u64 + 1))).await;
+        }
+        Err(BusError::Nats {
+            op: "ensure stream",
+            reason: format!("{}: {last_error}", config.name),
+        })
+    }
+
+    async fn ensure_snapshot_bucket(&self) -> Result<(), BusError> {
+        let mut last_error = String::new();
+        for attempt in 0..TOPOLOGY_ATTEMPTS {
+            if let Ok(Ok(_)) = tokio::time::timeout(
+                self.request_timeout(),
+                self.jetstream().get_object_store(SNAPSHOT_BUCKET),
+            )
+            .await
+            {
+                return Ok(());
+            }
+            let config = jetstream::object_store::Config {
+                bucket: SNAPSHOT_BUCKET.to_string(),
+                description: Some("loopgate content-addressed snapshots".into()),
+                storage: stream::StorageType::File,
+                ..Default::default()
+            };
+            match tokio::time::timeout(
+                self.request_timeout(),
+                self.jetstream().create_object_store(config),
+            )
+            .await
+            {
+                Ok(Ok(_)) => return Ok(()),
+                Ok(Err(err)) => last_error = err.to_string(),
+                Err(_) => last_error = format!("timed out after {:?}", self.request_timeout()),
+            }
+            tracing::debug!(attempt, error = %last_error, "ensure snapshot bucket retry");
+            tokio::time::sleep(Duration::from_millis(50 * (attempt as u64 + 1))).await;
+        }
+        Err(BusError::Nats {
+            op: "ensure snapshot bucket",
+            reason: last_error,
+        })
+    }
+
+    /// Create the evidence bucket if it does not exist. Idempotent; needs stream-creation
+    /// rights (the manager's credentials).
+    pub async fn ensure_evidence_bucket(&self) -> Result<(), BusError> {
+        let js = self.jetstream();
+        let timeout = self.request_timeout();
+        let mut last_error = String::new();
+        for attempt in 0..TOPOLOGY_ATTEMPTS {
+            if let Ok(Ok(_)) =
+                tokio::time::timeout(timeout, js.get_object_store(EVIDENCE_BUCKET)).await
+            {
+                return Ok(());
+            }
+            let config = jetstream::object_store::Config {
+                bucket: EVIDENCE_BUCKET.to_string(),
+                description: Some("loopgate acceptance-check outputs".into()),
+                storage: jetstream::stream::StorageType::File,
+                ..Default::default()
+            };
+            match tokio::time::timeout(timeout, js.create_object_store(config)).await {
+                Ok(Ok(_)) => return Ok(()),
+                Ok(Err(err)) => last_error = err.to_string(),
+                Err(_) => last_error = format!("timed out after {timeout:?}"),
+            }
+            tokio::time::sleep(Duration::from_millis(50 * (attempt as u64 + 1))).await;
+        }
+        Err(BusError::Nats {
+            op: "ensure evidence bucket",
+            reason: last_error,
+        })
+    }
+
+    /// Create the `audit` durable with default [`ConsumerOptions`] unless it exists. Looks
+    /// first, so callers with read-only rights pass once it is there; an existing durable's
+    /// settings are left alone.
+    pub async fn ensure_audit_consumer(&self) -> Result<(), BusError> {
+        let lookup = self
+            .jetstream()
+            .get_consumer_from_stream::<async_nats::jetstream::consumer::pull::Config, _, _>(
+                Work::Audit.durable_name(),
+                Work::Audit.stream_name(),
+            );
+        if with_timeout("audit consumer info", self.request_timeout(), lookup)
+            .await
+            .is_ok()
+        {
+            return Ok(());
+        }
+        self.work_consumer(Work::Audit, ConsumerOptions::default())
+            .await
+            .map(drop)
+    }
+}
