@@ -176,7 +176,10 @@ class Crate:
             paths = []
             for m in re.finditer(r"\buse\s+([^;]+);", code):
                 paths.extend(expand_use_tree(m.group(1)))
-            paths.extend(re.findall(r"\b(?:crate|super|self)(?:::" + IDENT + ")+", code))
+            # Whole paths only: `crate::a::{b, c}` is a group, expanded above.
+            paths.extend(
+                re.findall(r"\b(?:crate|super|self)(?:::" + IDENT + r")+(?![\w:])", code)
+            )
             for path in paths:
                 head = path.strip().split("::")[0]
                 if head not in ("crate", "super", "self") and (mod_path + (head,)) not in self.files:

@@ -30,12 +30,12 @@ use serde::Deserialize;
 use crate::sandbox::{SandboxMode, SandboxSettings};
 
 /// The auditor must never reach Redis; this env var being set means a mis-deployment.
-pub const REDIS_URL_ENV: &str = "LOOPGATE_REDIS_URL";
-pub const NATS_URL_ENV: &str = "LOOPGATE_NATS_URL";
-pub const DEFAULT_ACK_WAIT_SECS: u64 = 30;
-pub const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 20;
+pub(crate) const REDIS_URL_ENV: &str = "LOOPGATE_REDIS_URL";
+pub(crate) const NATS_URL_ENV: &str = "LOOPGATE_NATS_URL";
+pub(crate) const DEFAULT_ACK_WAIT_SECS: u64 = 30;
+pub(crate) const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 20;
 /// Total deliveries of one audit request before JetStream gives up on it.
-pub const MAX_DELIVER: i64 = 5;
+pub(crate) const MAX_DELIVER: i64 = 5;
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -2,25 +2,24 @@
 //! the contract's acceptance checks in a scratch copy, optionally asks a judge model (which can
 //! only tighten the verdicts), scores the contract's rubric with that model and publishes a
 //! three-state audit report bound to the snapshot. It talks to NATS only; it never reaches Redis.
+//!
+//! `worker/` (start-up and the consume loop), `audit/` (one audit: verify, check, judge,
+//! report), `checks/` (running one acceptance check) under `sandbox/` (the isolation the host
+//! gives it), `judge/` (the judge model's opinion), `rubric/` (the scored rubric), `config`.
 
-pub mod audit;
-mod audit_checks;
-pub mod audit_rules;
-pub mod checks;
-pub mod config;
-pub mod daemon;
-pub mod episode_control;
-pub mod judge;
-pub mod judge_prompt;
-pub mod output_cap;
-pub mod rubric_judge;
-pub mod rubric_prompt;
-pub mod rubric_verdict;
-pub mod sandbox;
-pub mod scratch_copy;
-pub mod worker;
+#![warn(unreachable_pub)]
+
+mod audit;
+mod checks;
+mod config;
+mod judge;
+mod rubric;
+mod sandbox;
+mod worker;
 
 pub use audit::{AuditError, Auditor};
-pub use config::{AuditorSettings, ConfigError, RawConfig};
-pub use daemon::{run_daemon, DaemonError};
-pub use worker::{run_worker, WorkerError, WorkerOptions};
+pub use checks::DEFAULT_CHECK_PATH;
+pub use config::{load_config, parse_config, AuditorSettings, ConfigError, HostFacts, RawConfig};
+pub use sandbox::{probe, Sandbox, SandboxError, SandboxMode, SandboxSettings};
+pub use worker::delivery::{run_worker, WorkerError, WorkerOptions};
+pub use worker::startup::{run_daemon, DaemonError};

@@ -4,14 +4,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use loopgate_auditor::config::{load_config, HostFacts};
 use loopgate_auditor::run_daemon;
+use loopgate_auditor::{load_config, HostFacts};
 use std::sync::Arc;
 
 use loopgate_telemetry::metrics::Metrics;
 use loopgate_telemetry::metrics_server::serve_metrics;
 use loopgate_telemetry::otel::{init_telemetry, Telemetry, TelemetrySettings};
-use tokio_util::sync::CancellationToken;
+use loopgate_transport::runtime::shutdown_on_signals;
 
 #[derive(Debug, Parser)]
 #[command(name = "loopgate-auditor", version, about = "loopgate auditor worker")]
@@ -19,21 +19,6 @@ struct Cli {
     /// Path to auditor.toml.
     #[arg(long)]
     config: PathBuf,
-}
-
-/// Cancel `token` on the first SIGTERM or SIGINT.
-fn cancel_on_signals(token: CancellationToken) -> std::io::Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-            _ = int.recv() => tracing::info!("SIGINT: shutting down"),
-        }
-        token.cancel();
-    });
-    Ok(())
 }
 
 async fn run(cli: Cli, telemetry: Arc<Telemetry>) -> anyhow::Result<()> {
@@ -44,8 +29,7 @@ async fn run(cli: Cli, telemetry: Arc<Telemetry>) -> anyhow::Result<()> {
     tracing::info!(worker = %settings.worker_id, nats = %settings.nats.url,
         work_dir = %settings.work_dir.display(), models = ?settings.models.keys().collect::<Vec<_>>(),
         "configuration loaded");
-    let cancel = CancellationToken::new();
-    cancel_on_signals(cancel.clone())?;
+    let cancel = shutdown_on_signals();
     Metrics::new().worker_up.record(
         1,
         &[opentelemetry::KeyValue::new("loopgate.role", "auditor")],

@@ -12,8 +12,8 @@ use loopgate_auditor::WorkerOptions;
 use loopgate_common::snapshot::sha256_hex;
 use loopgate_common::verdict::{AuditStatus, CheckVerdict, ContractVerdict, Integrity};
 use loopgate_models::{ChatClient, ModelProfileConfig, Provider};
-use loopgate_test_support::openai_standin::{Reply, Script, StandInModel};
 use loopgate_test_support::ChildGuard;
+use loopgate_test_support::{Reply, Script, StandInModel};
 use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

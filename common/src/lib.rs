@@ -13,6 +13,7 @@ pub mod decide;
 pub mod gate;
 mod json_span;
 pub mod next_step;
+pub mod output_cap;
 pub mod prompts;
 pub mod protected_paths;
 pub mod rubric;

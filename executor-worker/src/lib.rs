@@ -2,22 +2,25 @@
 //! materializes the base snapshot, runs an agent (the built-in LLM tool loop confined to the
 //! workspace, or an external CLI agent: Claude Code, Codex CLI, OpenCode), freezes the
 //! candidate snapshot and publishes the result.
+//!
+//! `worker/` (start-up and the consume loop), `episode/` (one step: materialize, run, freeze),
+//! `tool_loop/` (the model's tool-call loop and its context health), `tools/` (what the model
+//! can call), `agents/` (CLI agents), `config` (the resolved settings).
 
-pub mod agent_config;
-pub mod agent_episode;
-pub mod agent_run;
-pub mod agent_templates;
-pub mod agent_transcript;
-pub mod context_health;
-pub mod context_reset;
-pub mod episode;
-pub mod episode_cancels;
-pub mod output_cap;
-pub mod process_group;
-pub mod settings;
-pub mod shell_tool;
-pub mod startup;
-pub mod tool_dispatch;
-pub mod tool_loop;
-pub mod worker_loop;
-pub mod workspace_tools;
+#![warn(unreachable_pub)]
+
+mod agents;
+mod config;
+mod episode;
+mod tool_loop;
+mod tools;
+mod worker;
+
+pub use agents::config::{AgentProfile, AgentProfileConfig};
+pub use config::{ExecutorFile, ExternalInputs, Settings, SettingsError, ToolLimits};
+pub use episode::{run_episode, EpisodeEnd, EpisodeEnv};
+pub use tool_loop::context_health::HealthPolicy;
+pub use tool_loop::{run_tool_loop, LoopEnd, LoopLimits};
+pub use tools::dispatch::EpisodeTools;
+pub use tools::workspace::Workspace;
+pub use worker::startup::{prepare, run_workers};

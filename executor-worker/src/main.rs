@@ -7,14 +7,14 @@ use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
 use loopgate_common::subjects::Capability;
-use loopgate_executor::settings::{ExecutorFile, ExternalInputs, Settings};
-use loopgate_executor::startup::{prepare, run_workers};
+use loopgate_executor::{prepare, run_workers};
+use loopgate_executor::{ExecutorFile, ExternalInputs, Settings};
 use std::sync::Arc;
 
 use loopgate_telemetry::metrics::Metrics;
 use loopgate_telemetry::metrics_server::serve_metrics;
 use loopgate_telemetry::otel::{init_telemetry, TelemetrySettings};
-use tokio_util::sync::CancellationToken;
+use loopgate_transport::runtime::shutdown_on_signals;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum CapabilityFlag {
@@ -54,7 +54,7 @@ fn hostname(env: &BTreeMap<String, String>) -> Option<String> {
         .or_else(|| env.get("HOSTNAME").cloned())
 }
 
-fn load_settings(flags: Flags) -> Result<Settings, loopgate_executor::settings::SettingsError> {
+fn load_settings(flags: Flags) -> Result<Settings, loopgate_executor::SettingsError> {
     let file = match &flags.config {
         Some(path) => ExecutorFile::load(path)?,
         None => ExecutorFile::default(),
@@ -73,24 +73,6 @@ fn load_settings(flags: Flags) -> Result<Settings, loopgate_executor::settings::
         env,
     };
     file.resolve(&inputs)
-}
-
-async fn shutdown_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut sig) => {
-                sig.recv().await;
-            }
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
-        () = terminate => tracing::info!("SIGTERM received"),
-    }
 }
 
 #[tokio::main]
@@ -124,7 +106,7 @@ async fn main() -> ExitCode {
         "starting"
     );
 
-    let cancel = CancellationToken::new();
+    let cancel = shutdown_on_signals();
     Metrics::new().worker_up.record(
         1,
         &[opentelemetry::KeyValue::new("loopgate.role", "executor")],
@@ -138,23 +120,15 @@ async fn main() -> ExitCode {
             }
         }
     }
-    let signal_cancel = cancel.clone();
-    tokio::spawn(async move {
-        shutdown_signal().await;
-        signal_cancel.cancel();
-    });
-
-    let ctx = tokio::select! {
-        prepared = prepare(&settings) => match prepared {
-            Ok(ctx) => ctx,
-            Err(err) => {
-                tracing::error!(error = %err, "start-up failed");
-                return ExitCode::FAILURE;
-            }
-        },
-        () = cancel.cancelled() => {
+    let ctx = match prepare(&settings, &cancel).await {
+        Ok(Some(ctx)) => ctx,
+        Ok(None) => {
             tracing::info!("stopped during start-up");
             return ExitCode::SUCCESS;
+        }
+        Err(err) => {
+            tracing::error!(error = %err, "start-up failed");
+            return ExitCode::FAILURE;
         }
     };
     run_workers(ctx, &settings, cancel).await;

@@ -10,10 +10,10 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use loopgate_common::subjects::Capability;
 use loopgate_common::wire::{decode, encode, ExecOutcome, ExecRequest, ExecResult, Message};
-use loopgate_executor::settings::{ExecutorFile, ExternalInputs};
-use loopgate_executor::startup::{prepare, run_workers};
+use loopgate_executor::{prepare, run_workers};
+use loopgate_executor::{ExecutorFile, ExternalInputs};
 use loopgate_snapshot::SnapshotStore;
-use loopgate_test_support::openai_standin::{last_message_content, Reply, Script, StandInModel};
+use loopgate_test_support::{last_message_content, Reply, Script, StandInModel};
 use loopgate_test_support::{wait_until, ChildGuard, NatsServer};
 use loopgate_transport::{Bus, BusOptions, ConsumerOptions, Work, WorkConsumer};
 use serde_json::json;
@@ -106,8 +106,10 @@ impl Harness {
             temp_dir: std::env::temp_dir(),
             ..ExternalInputs::default()
         })?;
-        let ctx = prepare(&settings).await?;
         self.cancel = CancellationToken::new();
+        let ctx = prepare(&settings, &self.cancel)
+            .await?
+            .context("start-up was cancelled")?;
         let cancel = self.cancel.clone();
         self.workers = Some(tokio::spawn(async move {
             run_workers(ctx, &settings, cancel).await

@@ -14,13 +14,14 @@ use loopgate_manager::engine::Engine;
 use loopgate_manager::gauges::run_gauges;
 use loopgate_manager::http_api::{router, ApiState};
 use loopgate_manager::results_loop::ResultsLoop;
-use loopgate_manager::run_store::RunStore;
+use loopgate_manager::run_store::{RunStore, StoreError};
 use loopgate_manager::snapshot_gc_loop::SnapshotGc;
 use loopgate_models::{process_env, ChatClient};
 use loopgate_snapshot::SnapshotStore;
 use loopgate_telemetry::metrics::Metrics;
 use loopgate_telemetry::otel::{init_telemetry, TelemetrySettings};
-use loopgate_transport::{Bus, BusOptions, ConsumerOptions};
+use loopgate_transport::runtime::{retry_with_patience, shutdown_on_signals, CONNECT_PATIENCE};
+use loopgate_transport::{Bus, BusError, BusOptions, ConsumerOptions};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Parser)]
@@ -34,25 +35,21 @@ struct Args {
     http_addr: Option<String>,
 }
 
-const CONNECT_DEADLINE: Duration = Duration::from_secs(30);
-
-async fn connect_with_retry<T, F, Fut, E>(what: &str, mut f: F) -> anyhow::Result<T>
+/// Waits for `attempt` with the runtime's start-up patience; `None` when shut down first.
+async fn with_patience<T, E, F, Fut>(
+    what: &str,
+    cancel: &CancellationToken,
+    retryable: impl Fn(&E) -> bool,
+    attempt: F,
+) -> anyhow::Result<Option<T>>
 where
+    E: std::fmt::Display,
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, E>>,
-    E: std::fmt::Display,
 {
-    let deadline = tokio::time::Instant::now() + CONNECT_DEADLINE;
-    loop {
-        match f().await {
-            Ok(v) => return Ok(v),
-            Err(e) if tokio::time::Instant::now() < deadline => {
-                tracing::warn!(error = %e, "{what} not reachable yet; retrying");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-            Err(e) => anyhow::bail!("{what} unreachable after {CONNECT_DEADLINE:?}: {e}"),
-        }
-    }
+    retry_with_patience(what, CONNECT_PATIENCE, cancel, retryable, attempt)
+        .await
+        .map_err(|e| anyhow::anyhow!("{what} unreachable after {CONNECT_PATIENCE:?}: {e}"))
 }
 
 #[tokio::main]
@@ -93,26 +90,39 @@ async fn main() -> anyhow::Result<()> {
         password: settings.nats.password.clone(),
         ..BusOptions::default()
     };
-    let bus = connect_with_retry("NATS", || {
-        Bus::connect(
-            &settings.nats.url,
-            &settings.nats.prefix,
-            bus_options.clone(),
-        )
+    let cancel = shutdown_on_signals();
+    let nats = &settings.nats;
+    let Some(bus) = with_patience("NATS", &cancel, BusError::is_retryable, || {
+        Bus::connect(&nats.url, &nats.prefix, bus_options.clone())
     })
-    .await?;
-    connect_with_retry("JetStream topology", || bus.ensure_topology()).await?;
-    let store = connect_with_retry("Redis", || {
+    .await?
+    else {
+        return Ok(());
+    };
+    if with_patience(
+        "JetStream topology",
+        &cancel,
+        BusError::is_retryable,
+        || bus.ensure_topology(),
+    )
+    .await?
+    .is_none()
+    {
+        return Ok(());
+    }
+    let Some(store) = with_patience("Redis", &cancel, StoreError::is_retryable, || {
         RunStore::connect(&settings.redis_url, Duration::from_secs(5))
     })
-    .await?;
+    .await?
+    else {
+        return Ok(());
+    };
     let snapshots = SnapshotStore::new(&bus).await.context("snapshot store")?;
     let evidence = SnapshotStore::evidence(&bus)
         .await
         .context("evidence store")?;
     let engine = Engine::new(bus.clone(), store, settings.retention, metrics);
 
-    let cancel = CancellationToken::new();
     let results = ResultsLoop {
         engine: engine.clone(),
         models: models.clone(),
@@ -165,9 +175,8 @@ async fn main() -> anyhow::Result<()> {
             .await
     });
 
-    shutdown_signal().await;
+    cancel.cancelled().await;
     tracing::info!("shutting down: no new work, draining in-flight handlers");
-    cancel.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(15), results_task).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), sweeper_task).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), http_task).await;
@@ -177,26 +186,4 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!("stopped");
     telemetry.shutdown();
     Ok(())
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = ctrl_c => {},
-                    _ = term.recv() => {},
-                }
-            }
-            Err(_) => {
-                let _ = ctrl_c.await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
 }

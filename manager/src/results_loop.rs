@@ -1,6 +1,7 @@
-//! The owner loop of this replica's share of the results stream: executor results, audit
-//! reports and decision requests, each handled by a plain function and acked only after its
-//! effects are stored and published.
+//! The owner loop of this replica's share of the results stream, on the shared runtime
+//! (`run_consumer` pulls, keeps deliveries alive and settles): executor results, audit reports
+//! and decision requests, each handled by a plain function and acked only after its effects are
+//! stored and published.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -9,8 +10,8 @@ use std::time::Duration;
 use loopgate_common::decide::RunEvent;
 use loopgate_common::wire::{decode, Message};
 use loopgate_models::ChatClient;
+use loopgate_transport::runtime::{run_consumer, ConsumeOptions, Settle};
 use loopgate_transport::{ConsumerOptions, Delivery, Work};
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::decision::take_decision;
@@ -28,82 +29,43 @@ pub struct ResultsLoop {
 
 /// How long an in-flight handler may run after shutdown starts.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+/// How long one pull waits before the loop looks at the cancel token again.
+const POLL: Duration = Duration::from_secs(1);
+/// Redelivery delay when handling failed for a reason that may pass (Redis, NATS).
+const RETRY_DELAY: Duration = Duration::from_secs(1);
 
 impl ResultsLoop {
     pub async fn run(self, cancel: CancellationToken) -> Result<(), EngineError> {
-        let bus_consumer = self.engine_bus_consumer().await?;
-        let mut consumer = bus_consumer;
-        let limit = Arc::new(tokio::sync::Semaphore::new(self.concurrency));
-        let shared = Arc::new(self);
-        let mut tasks = JoinSet::new();
-        loop {
-            let permit = tokio::select! {
-                _ = cancel.cancelled() => break,
-                permit = limit.clone().acquire_owned() => match permit {
-                    Ok(p) => p,
-                    Err(_) => break,
-                },
-            };
-            let next = tokio::select! {
-                _ = cancel.cancelled() => break,
-                next = consumer.next(Duration::from_secs(1)) => next,
-            };
-            while tasks.try_join_next().is_some() {}
-            match next {
-                Ok(Some(delivery)) => {
-                    let me = shared.clone();
-                    tasks.spawn(async move {
-                        me.handle(delivery).await;
-                        drop(permit);
-                    });
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::warn!(error = %e, "results consumer error; retrying");
-                    tokio::select! {
-                        _ = cancel.cancelled() => break,
-                        _ = tokio::time::sleep(Duration::from_millis(500)) => {}
-                    }
-                }
-            }
-        }
-        // Stop taking work; give in-flight handlers a grace period (unacked ones are redelivered).
-        let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
-            while tasks.join_next().await.is_some() {}
-        })
-        .await;
-        tasks.abort_all();
-        Ok(())
-    }
-
-    async fn engine_bus_consumer(&self) -> Result<loopgate_transport::WorkConsumer, EngineError> {
-        Ok(self
+        let consumer = self
             .engine
             .bus()
             .work_consumer(Work::Results, self.consumer_options)
-            .await?)
+            .await?;
+        let options = ConsumeOptions {
+            concurrency: self.concurrency,
+            poll: POLL,
+            ack_wait: self.consumer_options.ack_wait,
+            drain: SHUTDOWN_GRACE,
+        };
+        let shared = Arc::new(self);
+        run_consumer(consumer, options, cancel, move |delivery, _lease| {
+            let me = shared.clone();
+            async move { me.handle(delivery).await }
+        })
+        .await;
+        Ok(())
     }
 
-    async fn handle(&self, delivery: Delivery) {
+    /// Decode, apply, settle: acked only after the effects are stored and published.
+    async fn handle(&self, delivery: Delivery) -> Settle {
         let message = match decode(delivery.payload()) {
             Ok(m) => m,
             Err(e) => {
                 tracing::error!(subject = delivery.subject(), error = %e, "undecodable message on the results stream; dropped");
-                let _ = delivery.term().await;
-                return;
+                return Settle::Term(format!("undecodable: {e}"));
             }
         };
         let run_id = message.run_id().to_string();
-        let progress = delivery.progress_handle();
-        let ticker = tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(PROGRESS_EVERY).await;
-                if progress.progress().await.is_err() {
-                    break;
-                }
-            }
-        });
         let outcome = match message {
             Message::ExecResult(result) => {
                 self.engine
@@ -135,23 +97,20 @@ impl ResultsLoop {
                 other.kind()
             ))),
         };
-        ticker.abort();
         match outcome {
             Ok(applied) => {
                 if let Applied::Ignored(reason) = &applied {
                     tracing::debug!(run_id, %reason, "message ignored");
                 }
-                if let Err(e) = delivery.ack().await {
-                    tracing::warn!(run_id, error = %e, "ack failed; the message will be redelivered");
-                }
+                Settle::Ack
             }
             Err(EngineError::NotFound(_)) | Err(EngineError::Corrupt { .. }) => {
                 tracing::error!(run_id, "result for a missing or unreadable run; dropped");
-                let _ = delivery.term().await;
+                Settle::Term("its run is missing or unreadable".into())
             }
             Err(e) => {
                 tracing::warn!(run_id, error = %e, "handling failed; will retry");
-                let _ = delivery.nak(Some(Duration::from_secs(1))).await;
+                Settle::Nak(Some(RETRY_DELAY))
             }
         }
     }

@@ -84,6 +84,27 @@ pub enum StoreError {
     Protocol { op: &'static str, detail: String },
 }
 
+impl StoreError {
+    /// Whether the same call may succeed later: Redis was unreachable, restarting or slow.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            StoreError::Redis { source, .. } => {
+                source.is_io_error()
+                    || source.is_connection_refusal()
+                    || source.is_connection_dropped()
+                    || source.is_timeout()
+                    || source.is_cluster_error()
+                    || matches!(
+                        source.kind(),
+                        redis::ErrorKind::Server(redis::ServerErrorKind::BusyLoading)
+                    )
+            }
+            StoreError::Timeout { .. } => true,
+            StoreError::InvalidName { .. } | StoreError::Protocol { .. } => false,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Versioned {
     pub version: u64,

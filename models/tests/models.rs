@@ -9,7 +9,7 @@ use loopgate_models::{
     ChatClient, ChatMessage, ChatRequest, ModelError, ModelErrorKind, ModelProfile,
     ModelProfileConfig, OpenAiClient, Provider, RetryPolicy, ToolSpec,
 };
-use loopgate_test_support::openai_standin::{last_message_content, Reply, Script, StandInModel};
+use loopgate_test_support::{last_message_content, Reply, Script, StandInModel};
 use serde_json::{json, Value};
 
 const EXECUTOR: &str = "standin-executor";

@@ -5,16 +5,15 @@
 //! Binaries are looked up in `LOOPGATE_<NAME>` env vars, then `~/.cache/loopgate/bin/`
 //! (installed by `scripts/install-deps.sh`), then `PATH`.
 
-pub mod anthropic_standin;
 mod binaries;
 mod child_guard;
 mod errors;
 mod http_probe;
 mod local_model;
 mod nats_server;
-pub mod openai_standin;
 mod readiness;
 mod redis_server;
+mod standin;
 
 pub use binaries::{cache_dir, find_binary, workspace_bin};
 pub use child_guard::ChildGuard;
@@ -24,3 +23,4 @@ pub use local_model::LocalModel;
 pub use nats_server::NatsServer;
 pub use readiness::{free_port, wait_until, WaitTimedOut};
 pub use redis_server::RedisServer;
+pub use standin::{last_message_content, last_tool_result, Fault, Reply, Script, StandInModel};

@@ -9,8 +9,8 @@
 
 use std::time::Duration;
 
-use loopgate_test_support::openai_standin::{Reply, Script, StandInModel};
 use loopgate_test_support::LocalModel;
+use loopgate_test_support::{Reply, Script, StandInModel};
 use loopgate_tests::{Profile, Stack, StackOptions};
 use serde_json::json;
 

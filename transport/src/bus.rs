@@ -38,6 +38,18 @@ pub enum BusError {
 }
 
 impl BusError {
+    /// Whether the same call may succeed later: the server was unreachable, slow or refused
+    /// for now. Bad options, encoding and protocol errors stay what they are.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            BusError::Connect { .. }
+                | BusError::Timeout { .. }
+                | BusError::Nats { .. }
+                | BusError::Publish { .. }
+        )
+    }
+
     pub(crate) fn nats(op: &'static str, err: impl std::fmt::Display) -> Self {
         BusError::Nats {
             op,

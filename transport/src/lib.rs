@@ -1,9 +1,10 @@
 //! loopgate-transport: the NATS JetStream bus every binary shares — connection, the deployment's
-//! topology, work consumers and control notices. Snapshots live in `loopgate-snapshot`,
+//! topology, work consumers and control notices — and the one worker runtime on top of it
+//! (`runtime`: connect, shutdown, consume/keep-alive/settle, episode cancels, child processes). Snapshots live in `loopgate-snapshot`,
 //! telemetry in `loopgate-telemetry`, and the Redis run store in the manager (its only user).
 
 pub mod bus;
-pub mod control_listener;
+pub mod runtime;
 mod topology;
 pub mod work_consumer;
 

@@ -98,16 +98,7 @@ impl Bus {
             max_ack_pending: options.max_ack_pending,
             ..Default::default()
         };
-        let mut consumer = WorkConsumer {
-            bus: self.clone(),
-            work,
-            config,
-            consumer: None,
-            failures: 0,
-            bind_only: false,
-        };
-        consumer.bind(self.request_timeout()).await?;
-        Ok(consumer)
+        WorkConsumer::bound(self, work, config, false).await
     }
 
     /// Bind to the EXISTING durable consumer for `work` without creating or updating it, for
@@ -119,16 +110,7 @@ impl Bus {
             filter_subject: work.filter_subject(self),
             ..Default::default()
         };
-        let mut consumer = WorkConsumer {
-            bus: self.clone(),
-            work,
-            config,
-            consumer: None,
-            failures: 0,
-            bind_only: true,
-        };
-        consumer.bind(self.request_timeout()).await?;
-        Ok(consumer)
+        WorkConsumer::bound(self, work, config, true).await
     }
 }
 
@@ -153,6 +135,25 @@ impl std::fmt::Debug for WorkConsumer {
 }
 
 impl WorkConsumer {
+    /// A handle on `work`'s durable, bound once before it is returned.
+    async fn bound(
+        bus: &Bus,
+        work: Work,
+        config: pull::Config,
+        bind_only: bool,
+    ) -> Result<WorkConsumer, BusError> {
+        let mut consumer = WorkConsumer {
+            bus: bus.clone(),
+            work,
+            config,
+            consumer: None,
+            failures: 0,
+            bind_only,
+        };
+        consumer.bind(bus.request_timeout()).await?;
+        Ok(consumer)
+    }
+
     pub fn work(&self) -> Work {
         self.work
     }

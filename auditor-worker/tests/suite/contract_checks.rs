@@ -6,7 +6,7 @@
 use crate::support;
 use std::collections::BTreeMap;
 
-use loopgate_auditor::sandbox::{probe, SandboxMode, SandboxSettings};
+use loopgate_auditor::{probe, SandboxMode, SandboxSettings};
 use loopgate_common::verdict::{AuditStatus, CheckVerdict, Integrity};
 use support::*;
 

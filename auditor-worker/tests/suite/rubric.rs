@@ -14,7 +14,7 @@ use loopgate_common::rubric::{
 use loopgate_common::task::RUBRIC_EVIDENCE_ID;
 use loopgate_common::verdict::{AuditStatus, CheckVerdict, Evidence, Integrity};
 use loopgate_common::wire::AuditReport;
-use loopgate_test_support::openai_standin::{last_message_content, Reply, Script, StandInModel};
+use loopgate_test_support::{last_message_content, Reply, Script, StandInModel};
 use serde_json::Value;
 use support::*;
 

@@ -10,15 +10,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
-use loopgate_auditor::sandbox::Sandbox;
+use loopgate_auditor::Sandbox;
 use loopgate_auditor::{run_worker, Auditor, WorkerOptions};
 use loopgate_common::contract::Contract;
 use loopgate_common::task::Criterion;
 use loopgate_common::wire::{decode, encode, AuditPurpose, AuditReport, AuditRequest, Message};
 use loopgate_models::{ChatClient, ModelProfileConfig, Provider};
 use loopgate_snapshot::{FreezeRules, SnapshotStore};
-use loopgate_test_support::openai_standin::StandInModel;
 use loopgate_test_support::NatsServer;
+use loopgate_test_support::StandInModel;
 use loopgate_transport::{Bus, BusOptions, ConsumerOptions, Work, WorkConsumer};
 use tokio_util::sync::CancellationToken;
 
@@ -282,7 +282,7 @@ pub fn auditor_on(env: &Env, work_dir: &Path, judges: BTreeMap<String, ChatClien
         evidence: Some(env.evidence.clone()),
         work_dir: work_dir.to_path_buf(),
         worker_id: "audit-in-process".into(),
-        check_path: loopgate_auditor::checks::DEFAULT_CHECK_PATH.into(),
+        check_path: loopgate_auditor::DEFAULT_CHECK_PATH.into(),
         sandbox: Sandbox::unisolated("in-process test"),
         strict_scope: false,
         judges,

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use loopgate_common::usage::Usage;
 use loopgate_common::wire::ExecOutcome;
-use loopgate_executor::episode::{run_episode, EpisodeEnd, EpisodeEnv};
-use loopgate_executor::settings::ToolLimits;
+use loopgate_executor::ToolLimits;
+use loopgate_executor::{run_episode, EpisodeEnd, EpisodeEnv};
 use loopgate_snapshot::SnapshotStore;
 use loopgate_test_support::NatsServer;
 use loopgate_transport::{Bus, BusOptions};

@@ -6,13 +6,13 @@
 
 use std::time::Duration;
 
-use loopgate_executor::context_health::HealthPolicy;
-use loopgate_executor::settings::ToolLimits;
-use loopgate_executor::tool_dispatch::EpisodeTools;
-use loopgate_executor::tool_loop::{run_tool_loop, LoopEnd, LoopLimits};
-use loopgate_executor::workspace_tools::Workspace;
+use loopgate_executor::EpisodeTools;
+use loopgate_executor::HealthPolicy;
+use loopgate_executor::ToolLimits;
+use loopgate_executor::Workspace;
+use loopgate_executor::{run_tool_loop, LoopEnd, LoopLimits};
 use loopgate_models::{ChatClient, ChatMessage, ModelProfileConfig, Provider, RetryPolicy};
-use loopgate_test_support::openai_standin::{Reply, Script, StandInModel};
+use loopgate_test_support::{Reply, Script, StandInModel};
 use serde_json::json;
 
 const MODEL: &str = "standin-inflating";

@@ -11,8 +11,8 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use loopgate_common::subjects::Capability;
 use loopgate_common::wire::{decode, CancelEpisodes, Envelope, EpisodeRole, ExecRequest, Message};
-use loopgate_executor::settings::{ExecutorFile, ExternalInputs};
-use loopgate_executor::startup::{prepare, run_workers};
+use loopgate_executor::{prepare, run_workers};
+use loopgate_executor::{ExecutorFile, ExternalInputs};
 use loopgate_snapshot::SnapshotStore;
 use loopgate_test_support::{wait_until, NatsServer};
 use loopgate_transport::{Bus, BusOptions, ConsumerOptions, Work, WorkConsumer};
@@ -78,8 +78,10 @@ impl Harness {
             temp_dir: std::env::temp_dir(),
             ..ExternalInputs::default()
         })?;
-        let ctx = prepare(&settings).await?;
         let cancel = CancellationToken::new();
+        let ctx = prepare(&settings, &cancel)
+            .await?
+            .context("start-up was cancelled")?;
         let worker_cancel = cancel.clone();
         let workers = tokio::spawn(async move { run_workers(ctx, &settings, worker_cancel).await });
         Ok(Harness {

@@ -16,9 +16,9 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use loopgate_common::wire::ExecOutcome;
-use loopgate_executor::agent_config::AgentProfileConfig;
-use loopgate_executor::episode::{run_episode, EpisodeEnd, EpisodeEnv};
-use loopgate_executor::settings::ToolLimits;
+use loopgate_executor::AgentProfileConfig;
+use loopgate_executor::ToolLimits;
+use loopgate_executor::{run_episode, EpisodeEnd, EpisodeEnv};
 use loopgate_snapshot::SnapshotStore;
 use loopgate_test_support::{cache_dir, NatsServer};
 use loopgate_transport::{Bus, BusOptions};

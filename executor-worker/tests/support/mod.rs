@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use loopgate_common::contract::Contract;
 use loopgate_common::subjects::Capability;
 use loopgate_common::wire::{ExecRequest, Increment};
-use loopgate_executor::agent_config::{AgentProfile, AgentProfileConfig};
+use loopgate_executor::{AgentProfile, AgentProfileConfig};
 
 pub fn request(run_id: &str, base: &str, profile: &str, episode_secs: u64) -> ExecRequest {
     let mut contract = Contract {

@@ -12,7 +12,7 @@ use loopgate_models::{
     ChatClient, ChatMessage, ChatRequest, ChatResponse, ModelError, ModelErrorKind,
     ModelProfileConfig, Provider, RetryPolicy, ToolSpec,
 };
-use loopgate_test_support::openai_standin::{Fault, Reply, Script, StandInModel};
+use loopgate_test_support::{Fault, Reply, Script, StandInModel};
 use serde_json::json;
 
 const MODEL: &str = "conformance-model";

@@ -14,7 +14,7 @@
 
 use std::time::{Duration, Instant};
 
-use loopgate_test_support::openai_standin::{last_message_content, Reply, Script, StandInModel};
+use loopgate_test_support::{last_message_content, Reply, Script, StandInModel};
 use loopgate_tests::{Profile, Stack, StackOptions};
 use serde_json::{json, Value};
 

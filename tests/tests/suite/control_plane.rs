@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use loopgate_test_support::openai_standin::{Reply, Script, StandInModel};
+use loopgate_test_support::{Reply, Script, StandInModel};
 use loopgate_tests::{Profile, Stack, StackOptions};
 use serde_json::json;
 

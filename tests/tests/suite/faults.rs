@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use loopgate_test_support::openai_standin::{last_message_content, Reply, Script, StandInModel};
+use loopgate_test_support::{last_message_content, Reply, Script, StandInModel};
 use loopgate_tests::{Profile, Stack, StackOptions};
 use serde_json::{json, Value};
 

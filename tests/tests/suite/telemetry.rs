@@ -6,8 +6,8 @@ use std::collections::{HashMap, HashSet};
 use std::process::Command;
 use std::time::Duration;
 
-use loopgate_test_support::openai_standin::{Reply, Script, StandInModel};
 use loopgate_test_support::{cache_dir, free_port, ChildGuard};
+use loopgate_test_support::{Reply, Script, StandInModel};
 use loopgate_tests::{Profile, Stack, StackOptions};
 use serde_json::{json, Value};
 

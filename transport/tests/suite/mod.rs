@@ -1,1 +1,2 @@
 mod bus;
+mod runtime;

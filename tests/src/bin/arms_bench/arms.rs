@@ -11,7 +11,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use loopgate_test_support::openai_standin::{Reply, StandInModel};
+use loopgate_test_support::{Reply, StandInModel};
 use loopgate_tests::Stack;
 use serde_json::{json, Value};
 

@@ -30,8 +30,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use loopgate_test_support::openai_standin::{Script, StandInModel};
 use loopgate_test_support::{cache_dir, LocalModel};
+use loopgate_test_support::{Script, StandInModel};
 use loopgate_tests::{Profile, Stack, StackOptions};
 
 use arms::{Caps, EXECUTOR_PROFILE, MANAGER_PROFILE, STANDIN_MANAGER_PROFILE, STANDIN_MODEL};

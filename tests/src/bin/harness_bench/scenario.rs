@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use loopgate_test_support::openai_standin::{Reply, Script, StandInModel};
+use loopgate_test_support::{Reply, Script, StandInModel};
 use loopgate_tests::{Profile, StackOptions};
 use serde_json::{json, Value};
 

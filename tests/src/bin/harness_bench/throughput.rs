@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use loopgate_manager::run_store::RunStore;
-use loopgate_test_support::openai_standin::StandInModel;
+use loopgate_test_support::StandInModel;
 use loopgate_tests::Stack;
 use serde_json::{json, Value};
 

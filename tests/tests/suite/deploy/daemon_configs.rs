@@ -108,7 +108,7 @@ fn daemons_get_configs_env_and_grace_their_binaries_accept() -> anyhow::Result<(
                     MANAGER_DRAIN_SECS
                 }
                 Role::Executor => {
-                    use loopgate_executor::settings::{ExecutorFile, ExternalInputs};
+                    use loopgate_executor::{ExecutorFile, ExternalInputs};
                     let file =
                         ExecutorFile::parse(&text, "executor.toml").with_context(|| at.clone())?;
                     let inputs = ExternalInputs {
@@ -126,7 +126,7 @@ fn daemons_get_configs_env_and_grace_their_binaries_accept() -> anyhow::Result<(
                     settings.shutdown_grace.as_secs()
                 }
                 Role::Auditor => {
-                    use loopgate_auditor::config::{parse_config, HostFacts};
+                    use loopgate_auditor::{parse_config, HostFacts};
                     let redis =
                         raw.get("redis").is_some() || env.contains_key("LOOPGATE_REDIS_URL");
                     ensure!(!redis, "{at}: the auditor must get no Redis settings");

@@ -1,0 +1,424 @@
+//! Pure rules of an audit: report identity, evidence records, backcheck lines, what an
+//! untrustworthy candidate yields, how scope and the judge's backcheck tighten verdicts.
+
+use loopgate_common::contract::Contract;
+use loopgate_common::snapshot::{path_in_scope, PathChange};
+use loopgate_common::verdict::{
+    AuditStatus, CheckVerdict, ContractVerdict, Evidence, Integrity, Verdicts,
+};
+use loopgate_common::wire::{AuditPurpose, AuditReport};
+use loopgate_snapshot::SnapshotError;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::checks::CheckRun;
+use crate::checks::EXCERPT_CHARS;
+use crate::judge::prompt::verdict_word;
+use loopgate_common::output_cap::output_excerpt;
+pub(crate) fn unix_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// Does this store error mean the snapshot itself cannot be trusted (as opposed to the store
+/// being unreachable)?
+pub(crate) fn is_untrustworthy(err: &SnapshotError) -> bool {
+    matches!(
+        err,
+        SnapshotError::Integrity { .. }
+            | SnapshotError::ManifestNotFound { .. }
+            | SnapshotError::BlobNotFound { .. }
+            | SnapshotError::InvalidDigest(_)
+            | SnapshotError::InvalidManifest(_)
+            | SnapshotError::UnsafeDestination { .. }
+    )
+}
+
+pub(crate) fn purpose_word(purpose: AuditPurpose) -> &'static str {
+    match purpose {
+        AuditPurpose::Round => "round",
+        AuditPurpose::Final => "final",
+        AuditPurpose::Plan => "plan",
+    }
+}
+
+/// `{run}:{generation}:{round}:audit-report:{round|final}:{attempt}`
+pub(crate) fn report_msg_id(report: &AuditReport) -> String {
+    format!(
+        "{}:{}:{}:audit-report:{}:{}",
+        report.run_id,
+        report.generation,
+        report.round,
+        purpose_word(report.purpose),
+        report.delivery_attempt
+    )
+}
+
+/// Evidence for one check run, bound to the candidate snapshot.
+pub(crate) fn evidence_from_run(
+    check_id: &str,
+    run: &CheckRun,
+    candidate: &str,
+    log_digest: Option<String>,
+    produced_at: i64,
+) -> Evidence {
+    Evidence {
+        artifact_version: candidate.to_string(),
+        check_id: check_id.to_string(),
+        verdict: run.verdict(),
+        produced_at,
+        log_digest,
+        exit_code: run.exit_code(),
+        duration_ms: u64::try_from(run.duration.as_millis()).unwrap_or(u64::MAX),
+        output_excerpt: output_excerpt(&run.output, EXCERPT_CHARS),
+    }
+}
+
+/// One line per criterion: `<id>: pass|fail|inconclusive|not checked`.
+pub(crate) fn backcheck_lines(contract: &Contract, evidence: &[Evidence]) -> Vec<String> {
+    contract
+        .criteria
+        .iter()
+        .map(|c| {
+            let word = evidence
+                .iter()
+                .find(|e| e.check_id == c.id)
+                .map(|e| verdict_word(e.verdict))
+                .unwrap_or("not checked");
+            format!("{}: {word}", c.id)
+        })
+        .collect()
+}
+
+/// The candidate failed verification: nothing was run, nothing is accepted.
+pub(crate) fn integrity_failure(
+    contract: &Contract,
+    candidate: &str,
+    reason: &str,
+    produced_at: i64,
+) -> (Verdicts, Vec<Evidence>, Vec<String>) {
+    let evidence = contract
+        .criteria
+        .iter()
+        .map(|c| Evidence {
+            artifact_version: candidate.to_string(),
+            check_id: c.id.clone(),
+            verdict: CheckVerdict::Inconclusive,
+            produced_at,
+            log_digest: None,
+            exit_code: None,
+            duration_ms: 0,
+            output_excerpt: "not run: the candidate snapshot failed verification".to_string(),
+        })
+        .collect();
+    let verdicts = Verdicts {
+        status: AuditStatus::Incomplete,
+        integrity: Integrity::Violation,
+        contract: ContractVerdict::Unknown,
+    };
+    (
+        verdicts,
+        evidence,
+        vec![format!("candidate snapshot failed verification: {reason}")],
+    )
+}
+
+/// A gap line describing how the judge tightened the mechanical verdicts, if it did.
+pub(crate) fn tightening_gap(mechanical: Verdicts, merged: Verdicts) -> Option<String> {
+    (mechanical != merged).then(|| {
+        format!(
+            "auditor model tightened the verdicts to status={}, integrity={}, contract={}",
+            wire_word(&merged.status),
+            wire_word(&merged.integrity),
+            wire_word(&merged.contract)
+        )
+    })
+}
+
+/// The snake_case wire name of a verdict enum value.
+fn wire_word<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(word)) => word,
+        _ => "?".to_string(),
+    }
+}
+
+/// In strict mode any change outside a non-empty write scope is a violation.
+pub(crate) fn strict_scope_violation(
+    strict: bool,
+    changes: &[PathChange],
+    write_scope: &[String],
+) -> Option<String> {
+    if !strict || write_scope.is_empty() {
+        return None;
+    }
+    let outside: Vec<&str> = changes
+        .iter()
+        .map(PathChange::path)
+        .filter(|path| !path_in_scope(path, write_scope))
+        .collect();
+    (!outside.is_empty()).then(|| {
+        format!(
+            "strict write scope: {} change(s) outside the increment's write_scope ({})",
+            outside.len(),
+            outside.join(", ")
+        )
+    })
+}
+
+/// The judge's own acceptance-constraint backcheck can tighten its verdicts: a `complete` that
+/// lists a blocking criterion as unmet becomes incomplete/unknown (the judge contradicting
+/// itself is not a pass). Returns the verdicts to merge and a gap line when it applied.
+pub(crate) fn apply_backcheck(
+    contract: &Contract,
+    opinion: Verdicts,
+    backcheck: &[String],
+) -> (Verdicts, Option<String>) {
+    if opinion.status != AuditStatus::Complete {
+        return (opinion, None);
+    }
+    let unmet: Vec<&str> = contract
+        .blocking()
+        .map(|c| c.id.as_str())
+        .filter(|id| {
+            backcheck.iter().any(|line| {
+                let line = line.trim().trim_start_matches(['-', '*', ' ']);
+                line.strip_prefix(id)
+                    .and_then(|rest| rest.trim_start().strip_prefix(':'))
+                    .and_then(|rest| rest.split_whitespace().next())
+                    .is_some_and(|word| {
+                        word.trim_matches(|c: char| !c.is_ascii_alphanumeric())
+                            .eq_ignore_ascii_case("unmet")
+                    })
+            })
+        })
+        .collect();
+    if unmet.is_empty() {
+        return (opinion, None);
+    }
+    let tightened = Verdicts {
+        status: AuditStatus::Incomplete,
+        contract: ContractVerdict::Unknown,
+        ..opinion
+    };
+    let gap = format!(
+        "auditor model said complete but its backcheck lists blocking criteria as unmet: {}",
+        unmet.join(", ")
+    );
+    (tightened, Some(gap))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::checks::CheckEnd;
+    use loopgate_common::task::Criterion;
+    use loopgate_common::usage::Usage;
+    use loopgate_common::verdict::merge_opinion;
+    use std::time::Duration;
+
+    fn contract() -> Contract {
+        let criterion = |id: &str, check: Option<&str>| Criterion {
+            id: id.into(),
+            description: String::new(),
+            check: check.map(str::to_string),
+            blocking: true,
+            timeout_secs: 5,
+        };
+        let mut c = Contract {
+            goal: "g".into(),
+            criteria: vec![
+                criterion("a", Some("true")),
+                criterion("b", Some("false")),
+                criterion("c", None),
+            ],
+            protected_paths: vec![],
+            rubric: None,
+            spec_hash: String::new(),
+        };
+        c.spec_hash = c.compute_hash();
+        c
+    }
+
+    #[test]
+    fn msg_id_names_run_round_purpose_and_attempt() {
+        let report = AuditReport {
+            run_id: "r1".into(),
+            generation: 2,
+            round: 3,
+            purpose: AuditPurpose::Final,
+            delivery_attempt: 4,
+            worker: "w".into(),
+            snapshot: "s".into(),
+            verdicts: Verdicts {
+                status: AuditStatus::Complete,
+                integrity: Integrity::Clean,
+                contract: ContractVerdict::Aligned,
+            },
+            evidence: vec![],
+            gaps: vec![],
+            backcheck: vec![],
+            changed_paths: vec![],
+            judgment: None,
+            usage: Usage::default(),
+            duration_ms: 0,
+            proposal: None,
+            rubric: None,
+            spec_hash: String::new(),
+        };
+        assert_eq!(report_msg_id(&report), "r1:2:3:audit-report:final:4");
+    }
+
+    #[test]
+    fn evidence_and_backcheck() {
+        let run = |end: CheckEnd| CheckRun {
+            end,
+            output: format!("{}END", "y".repeat(3000)).into_bytes(),
+            duration: Duration::from_millis(12),
+        };
+        let evidence = vec![
+            evidence_from_run(
+                "a",
+                &run(CheckEnd::Exited(Some(0))),
+                "snap",
+                Some("d".into()),
+                5,
+            ),
+            evidence_from_run("b", &run(CheckEnd::TimedOut), "snap", None, 6),
+        ];
+        assert_eq!(evidence[0].verdict, CheckVerdict::Pass);
+        assert_eq!(evidence[0].exit_code, Some(0));
+        assert_eq!(evidence[0].artifact_version, "snap");
+        assert_eq!(evidence[0].duration_ms, 12);
+        assert!(evidence[0].output_excerpt.ends_with("END"));
+        assert!(evidence[0].output_excerpt.chars().count() <= EXCERPT_CHARS + 1);
+        assert_eq!(evidence[1].verdict, CheckVerdict::Inconclusive);
+        assert_eq!(evidence[1].exit_code, None);
+        assert_eq!(
+            backcheck_lines(&contract(), &evidence),
+            vec!["a: pass", "b: inconclusive", "c: not checked"]
+        );
+    }
+
+    #[test]
+    fn integrity_failure_marks_everything_inconclusive() {
+        let (verdicts, evidence, gaps) =
+            integrity_failure(&contract(), "snap", "at 'hello.py': bad", 9);
+        assert_eq!(verdicts.integrity, Integrity::Violation);
+        assert_eq!(verdicts.status, AuditStatus::Incomplete);
+        assert_eq!(verdicts.contract, ContractVerdict::Unknown);
+        assert_eq!(evidence.len(), 3);
+        assert!(evidence
+            .iter()
+            .all(|e| e.verdict == CheckVerdict::Inconclusive && e.artifact_version == "snap"));
+        assert!(gaps[0].contains("hello.py"));
+    }
+
+    #[test]
+    fn untrustworthy_errors_table() {
+        let cases = [
+            (
+                SnapshotError::Integrity {
+                    path: "a".into(),
+                    reason: "r".into(),
+                },
+                true,
+            ),
+            (SnapshotError::ManifestNotFound { id: "x".into() }, true),
+            (SnapshotError::InvalidDigest("x".into()), true),
+            (
+                SnapshotError::Store {
+                    op: "get",
+                    reason: "down".into(),
+                },
+                false,
+            ),
+            (
+                SnapshotError::Timeout {
+                    op: "get",
+                    after: Duration::from_secs(1),
+                },
+                false,
+            ),
+        ];
+        for (err, want) in cases {
+            assert_eq!(is_untrustworthy(&err), want, "{err:?}");
+        }
+    }
+
+    #[test]
+    fn tightening_gap_only_when_changed() {
+        let good = Verdicts {
+            status: AuditStatus::Complete,
+            integrity: Integrity::Clean,
+            contract: ContractVerdict::Aligned,
+        };
+        assert_eq!(tightening_gap(good, good), None);
+        let worse = merge_opinion(
+            good,
+            Verdicts {
+                status: AuditStatus::Incomplete,
+                ..good
+            },
+        );
+        assert!(tightening_gap(good, worse)
+            .unwrap()
+            .contains("status=incomplete"));
+    }
+
+    #[test]
+    fn strict_scope_table() {
+        let changes = vec![
+            PathChange::Modified {
+                path: "src/a.rs".into(),
+            },
+            PathChange::Added {
+                path: "tests/t.rs".into(),
+            },
+        ];
+        let scope = vec!["src/".to_string()];
+        assert_eq!(strict_scope_violation(false, &changes, &scope), None);
+        assert_eq!(strict_scope_violation(true, &changes, &[]), None);
+        assert!(strict_scope_violation(true, &changes, &scope)
+            .unwrap()
+            .contains("tests/t.rs"));
+        assert_eq!(strict_scope_violation(true, &changes[..1], &scope), None);
+    }
+
+    #[test]
+    fn judge_backcheck_table() {
+        let good = Verdicts {
+            status: AuditStatus::Complete,
+            integrity: Integrity::Clean,
+            contract: ContractVerdict::Aligned,
+        };
+        let cases: &[(&[&str], bool)] = &[
+            (&["a: met - ok", "b: met"], false),
+            (&["a: unmet - prints the wrong thing"], true),
+            (&["- **a**: unmet"], false), // decorated id: not ours to guess
+            (&["* a: UNMET."], true),
+            (&["c: unmet - a blocking criterion without a check"], true),
+            (&["ab: unmet"], false),
+        ];
+        for (lines, tightened) in cases {
+            let lines: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+            let (verdicts, gap) = apply_backcheck(&contract(), good, &lines);
+            assert_eq!(
+                verdicts.status == AuditStatus::Incomplete,
+                *tightened,
+                "{lines:?}"
+            );
+            assert_eq!(gap.is_some(), *tightened, "{lines:?}");
+        }
+        let incomplete = Verdicts {
+            status: AuditStatus::Incomplete,
+            ..good
+        };
+        assert_eq!(
+            apply_backcheck(&contract(), incomplete, &["a: unmet".to_string()]).0,
+            incomplete
+        );
+    }
+}

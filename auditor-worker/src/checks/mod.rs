@@ -1,0 +1,345 @@
+//! Running one acceptance check: `sh -c <check>` in a scratch copy of the snapshot, under the
+//! host's sandbox (sandbox.rs: bubblewrap without network, an unprivileged user), in its own
+//! process group, with a scrubbed environment, a timeout that kills the whole group, and
+//! stdout + stderr captured into a bounded buffer.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use loopgate_common::output_cap::OutputCap;
+use loopgate_common::verdict::CheckVerdict;
+use loopgate_transport::runtime::{run_child, shared, with_sink, ChildEnd, ChildError};
+
+use crate::sandbox::launch::{launch_args, sandbox_started};
+use crate::sandbox::Sandbox;
+
+/// PATH given to checks when the worker has none.
+pub const DEFAULT_CHECK_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/// LANG given to checks.
+pub(crate) const CHECK_LANG: &str = "C.UTF-8";
+/// Bytes of output kept from the start of a check's output.
+pub(crate) const DEFAULT_HEAD_BYTES: usize = 16 * 1024;
+/// Bytes of output kept from the end (where test runners print their summary).
+pub(crate) const DEFAULT_TAIL_BYTES: usize = 48 * 1024;
+/// Characters of the output tail that go into `Evidence::output_excerpt`.
+pub(crate) const EXCERPT_CHARS: usize = 1500;
+
+/// What to run and where.
+#[derive(Debug, Clone)]
+pub(crate) struct CheckSpec<'a> {
+    pub command: &'a str,
+    /// Working directory: the materialized snapshot.
+    pub cwd: &'a Path,
+    /// `HOME` for the check: a scratch directory beside the snapshot.
+    pub home: &'a Path,
+    /// `PATH` for the check.
+    pub path_var: &'a str,
+    pub timeout: Duration,
+    pub sandbox: &'a Sandbox,
+    /// Where bubblewrap reports that it started the check (writable by the check user).
+    pub status_file: &'a Path,
+}
+
+/// How a check ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CheckEnd {
+    /// The shell exited; `None` when a signal ended it.
+    Exited(Option<i32>),
+    /// It ran past its timeout and its process group was killed.
+    TimedOut,
+    /// It could not be started or waited on.
+    SpawnFailed(String),
+    /// The sandbox could not be set up (or is required and unavailable): the check never ran.
+    SandboxFailed(String),
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct CheckRun {
+    pub end: CheckEnd,
+    /// Captured stdout + stderr (interleaved as they arrived), capped.
+    pub output: Vec<u8>,
+    pub duration: Duration,
+}
+
+impl CheckRun {
+    pub(crate) fn verdict(&self) -> CheckVerdict {
+        verdict_for(&self.end)
+    }
+
+    pub(crate) fn exit_code(&self) -> Option<i32> {
+        match self.end {
+            CheckEnd::Exited(code) => code,
+            _ => None,
+        }
+    }
+}
+
+/// Exit 0 passes; any other exit (a signal included) fails; a timeout or a check that could
+/// not run proves nothing either way.
+pub(crate) fn verdict_for(end: &CheckEnd) -> CheckVerdict {
+    match end {
+        CheckEnd::Exited(Some(0)) => CheckVerdict::Pass,
+        CheckEnd::Exited(_) => CheckVerdict::Fail,
+        CheckEnd::TimedOut | CheckEnd::SpawnFailed(_) | CheckEnd::SandboxFailed(_) => {
+            CheckVerdict::Inconclusive
+        }
+    }
+}
+
+/// Run one check to completion or timeout. Never fails: problems become `CheckEnd` values.
+pub(crate) async fn run_check(spec: &CheckSpec<'_>) -> CheckRun {
+    let started = Instant::now();
+    if let Some(reason) = spec.sandbox.refusal() {
+        return CheckRun {
+            end: CheckEnd::SandboxFailed(reason.clone()),
+            output: format!("[loopgate: check not run: {reason}]\n").into_bytes(),
+            duration: started.elapsed(),
+        };
+    }
+    let (program, args) = launch_args(
+        spec.sandbox,
+        spec.command,
+        spec.cwd,
+        spec.home,
+        spec.status_file,
+    );
+    let mut command = tokio::process::Command::new(program);
+    if let Some((uid, gid)) = spec.sandbox.run_as {
+        command.uid(uid).gid(gid);
+    }
+    command
+        .args(args)
+        .current_dir(spec.cwd)
+        .env_clear()
+        .env("PATH", spec.path_var)
+        .env("HOME", spec.home)
+        .env("LANG", CHECK_LANG);
+    let cap = shared(OutputCap::new(DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES));
+    let timeout = spec.timeout.max(Duration::from_millis(100));
+    let (end, duration) = match run_child(command, timeout, cap.clone(), cap.clone()).await {
+        Ok(run) => match run.end {
+            ChildEnd::Exited(code) => (CheckEnd::Exited(code), run.elapsed),
+            ChildEnd::TimedOut(_) => (CheckEnd::TimedOut, run.elapsed),
+        },
+        Err(ChildError::Spawn { source, .. }) => {
+            return CheckRun {
+                end: CheckEnd::SpawnFailed(source.to_string()),
+                output: Vec::new(),
+                duration: started.elapsed(),
+            }
+        }
+        Err(ChildError::Wait { source, .. }) => (
+            CheckEnd::SpawnFailed(format!("waiting for the check: {source}")),
+            started.elapsed(),
+        ),
+    };
+    let end = match end {
+        CheckEnd::Exited(code) if spec.sandbox.bwrap.is_some() => {
+            let status = std::fs::read_to_string(spec.status_file).unwrap_or_default();
+            if sandbox_started(&status) {
+                CheckEnd::Exited(code)
+            } else {
+                CheckEnd::SandboxFailed(format!(
+                    "bubblewrap did not start the check (exit {code:?})"
+                ))
+            }
+        }
+        other => other,
+    };
+    let mut bytes = with_sink(&cap, |cap| cap.to_bytes());
+    if end == CheckEnd::TimedOut {
+        bytes.extend_from_slice(
+            format!(
+                "\n[loopgate: check timed out after {}s; process group killed]\n",
+                timeout.as_secs()
+            )
+            .as_bytes(),
+        );
+    }
+    CheckRun {
+        end,
+        output: bytes,
+        duration,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn verdict_mapping_table() {
+        let cases = [
+            (CheckEnd::Exited(Some(0)), CheckVerdict::Pass),
+            (CheckEnd::Exited(Some(1)), CheckVerdict::Fail),
+            (CheckEnd::Exited(Some(127)), CheckVerdict::Fail),
+            (CheckEnd::Exited(None), CheckVerdict::Fail),
+            (CheckEnd::TimedOut, CheckVerdict::Inconclusive),
+            (
+                CheckEnd::SpawnFailed("no sh".into()),
+                CheckVerdict::Inconclusive,
+            ),
+            (
+                CheckEnd::SandboxFailed("no userns".into()),
+                CheckVerdict::Inconclusive,
+            ),
+        ];
+        for (end, want) in cases {
+            assert_eq!(verdict_for(&end), want, "{end:?}");
+        }
+    }
+
+    async fn run(command: &str, timeout: Duration) -> (CheckRun, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(ws.join("hello.py"), "print('hi')\n").unwrap();
+        let sandbox = Sandbox::unisolated("unit test");
+        let status = dir.path().join("status");
+        let spec = CheckSpec {
+            command,
+            cwd: &ws,
+            home: &home,
+            path_var: DEFAULT_CHECK_PATH,
+            timeout,
+            sandbox: &sandbox,
+            status_file: &status,
+        };
+        (run_check(&spec).await, dir)
+    }
+
+    #[tokio::test]
+    async fn exit_codes_and_output() {
+        let secs = Duration::from_secs(10);
+        let cases: &[(&str, CheckEnd, &str)] = &[
+            ("test -f hello.py", CheckEnd::Exited(Some(0)), ""),
+            ("false", CheckEnd::Exited(Some(1)), ""),
+            (
+                "echo out; echo err >&2; exit 3",
+                CheckEnd::Exited(Some(3)),
+                "out",
+            ),
+            ("kill -9 $$", CheckEnd::Exited(None), ""),
+        ];
+        for (command, end, contains) in cases {
+            let (run, _dir) = run(command, secs).await;
+            assert_eq!(&run.end, end, "{command}");
+            assert!(
+                String::from_utf8_lossy(&run.output).contains(contains),
+                "{command}"
+            );
+        }
+        let (run, _dir) = run("echo out; echo err >&2", secs).await;
+        let text = String::from_utf8_lossy(&run.output).into_owned();
+        assert!(text.contains("out") && text.contains("err"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn environment_is_scrubbed() {
+        let (run, dir) = run("env", Duration::from_secs(10)).await;
+        let text = String::from_utf8_lossy(&run.output).into_owned();
+        let mut names: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+            // The shell itself exports PWD, SHLVL and `_`.
+            .filter(|k| !matches!(*k, "PWD" | "SHLVL" | "_" | "OLDPWD"))
+            .collect();
+        names.sort_unstable();
+        assert_eq!(names, vec!["HOME", "LANG", "PATH"], "{text}");
+        assert!(text.contains(&format!("HOME={}", dir.path().join("home").display())));
+    }
+
+    #[tokio::test]
+    async fn output_is_capped() {
+        let (run, _dir) = run(
+            "head -c 1000000 /dev/zero | tr '\\0' x; echo END",
+            Duration::from_secs(20),
+        )
+        .await;
+        assert_eq!(run.end, CheckEnd::Exited(Some(0)));
+        assert!(run.output.len() < 70 * 1024, "{}", run.output.len());
+        assert!(String::from_utf8_lossy(&run.output)
+            .trim_end()
+            .ends_with("END"));
+    }
+
+    /// True while `pid` is a live (not zombie) process.
+    fn alive(pid: u32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat) => !stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+            Err(_) => false,
+        }
+    }
+
+    async fn wait_dead(pid: u32) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if !alive(pid) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_whole_group() {
+        let started = Instant::now();
+        let (run, dir) = run(
+            "sleep 30 & echo $! > bg.pid; sleep 30",
+            Duration::from_secs(1),
+        )
+        .await;
+        assert_eq!(run.end, CheckEnd::TimedOut);
+        assert_eq!(run.verdict(), CheckVerdict::Inconclusive);
+        // The background sleep held the pipes open; killing the group closed them promptly.
+        assert!(
+            started.elapsed() < Duration::from_secs(8),
+            "{:?}",
+            started.elapsed()
+        );
+        let pid: u32 = std::fs::read_to_string(dir.path().join("ws/bg.pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(
+            wait_dead(pid).await,
+            "background job {pid} survived the timeout"
+        );
+    }
+
+    #[tokio::test]
+    async fn background_jobs_do_not_outlive_a_finished_check() {
+        let started = Instant::now();
+        let (run, _dir) = run("sleep 30 & echo started", Duration::from_secs(20)).await;
+        assert_eq!(run.end, CheckEnd::Exited(Some(0)));
+        assert!(
+            started.elapsed() < Duration::from_secs(8),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    #[tokio::test]
+    async fn missing_directory_is_inconclusive() {
+        let sandbox = Sandbox::unisolated("unit test");
+        let spec = CheckSpec {
+            command: "true",
+            cwd: Path::new("/nonexistent/loopgate/dir"),
+            home: Path::new("/tmp"),
+            path_var: DEFAULT_CHECK_PATH,
+            timeout: Duration::from_secs(5),
+            sandbox: &sandbox,
+            status_file: Path::new("/nonexistent/status"),
+        };
+        let run = run_check(&spec).await;
+        assert!(matches!(run.end, CheckEnd::SpawnFailed(_)), "{:?}", run.end);
+        assert_eq!(run.verdict(), CheckVerdict::Inconclusive);
+    }
+}

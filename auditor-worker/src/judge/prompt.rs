@@ -1,0 +1,226 @@
+//! The auditor judge's prompt. It sees the contract (goal + criteria), the increment's
+//! objective, the changed paths and each check's verdict with an excerpt of its output — never
+//! anything else (the audit request carries no manager reasoning by construction). Pure.
+
+use std::fmt::Write as _;
+
+use loopgate_common::contract::Contract;
+use loopgate_common::snapshot::PathChange;
+use loopgate_common::verdict::{CheckVerdict, Evidence};
+
+/// Changed paths listed in the prompt; the rest are counted.
+pub(crate) const MAX_PROMPT_PATHS: usize = 100;
+/// Characters of each check's output excerpt shown to the judge.
+pub(crate) const PROMPT_EXCERPT_CHARS: usize = 800;
+
+pub(crate) const SYSTEM: &str =
+    "You are the auditor of a coding task. You verify a frozen snapshot of a \
+workspace against a fixed contract, using only the evidence given: the acceptance checks were \
+run mechanically on that exact snapshot, and their verdicts are facts. You cannot make a failing \
+or inconclusive check pass. Judge whether the work meets the contract's goal exactly as written \
+(exact names, paths and formats, no easier proxy), and whether anything looks like a shortcut \
+(editing tests, hard-coding expected output, touching files the step had no reason to touch). \
+Be brief and strict.";
+
+/// Everything the judge may see.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct JudgeInput<'a> {
+    pub contract: &'a Contract,
+    pub objective: &'a str,
+    /// base -> candidate, listed with their kind (added, removed, modified).
+    pub changes: &'a [PathChange],
+    pub evidence: &'a [Evidence],
+}
+
+pub(crate) fn verdict_word(verdict: CheckVerdict) -> &'static str {
+    match verdict {
+        CheckVerdict::Pass => "pass",
+        CheckVerdict::Fail => "fail",
+        CheckVerdict::Inconclusive => "inconclusive",
+    }
+}
+
+pub(crate) fn tail_chars(text: &str, max: usize) -> &str {
+    let count = text.chars().count();
+    if count <= max {
+        return text;
+    }
+    let start = text
+        .char_indices()
+        .nth(count - max)
+        .map(|(i, _)| i)
+        .unwrap_or(0);
+    &text[start..]
+}
+
+pub(crate) fn judge_prompt(input: &JudgeInput<'_>) -> String {
+    let mut p = String::new();
+    let _ = writeln!(
+        p,
+        "## Contract goal (frozen contract, spec {})\n{}\n",
+        input.contract.short_hash(),
+        input.contract.goal.trim()
+    );
+    let _ = writeln!(p, "## Acceptance criteria");
+    for c in &input.contract.criteria {
+        let blocking = if c.blocking {
+            "blocking"
+        } else {
+            "non-blocking"
+        };
+        let _ = writeln!(p, "- {} ({blocking}): {}", c.id, c.description.trim());
+        if let Some(check) = &c.check {
+            let _ = writeln!(p, "  verified by: `{}`", check.trim());
+        }
+    }
+    if !input.contract.protected_paths.is_empty() {
+        let _ = writeln!(
+            p,
+            "\nProtected paths (must not change): {}",
+            input.contract.protected_paths.join(", ")
+        );
+    }
+    let _ = writeln!(
+        p,
+        "\n## This round's objective\n{}\n",
+        input.objective.trim()
+    );
+    let count = |kind: fn(&PathChange) -> bool| input.changes.iter().filter(|c| kind(c)).count();
+    let _ = writeln!(
+        p,
+        "## Changed paths (base -> candidate): {} added, {} modified, {} removed",
+        count(|c| matches!(c, PathChange::Added { .. })),
+        count(|c| matches!(c, PathChange::Modified { .. })),
+        count(|c| matches!(c, PathChange::Removed { .. })),
+    );
+    if input.changes.is_empty() {
+        let _ = writeln!(p, "(none)");
+    }
+    for change in input.changes.iter().take(MAX_PROMPT_PATHS) {
+        let kind = match change {
+            PathChange::Added { .. } => "added",
+            PathChange::Modified { .. } => "modified",
+            PathChange::Removed { .. } => "removed",
+        };
+        let _ = writeln!(p, "- {} ({kind})", change.path());
+    }
+    if input.changes.len() > MAX_PROMPT_PATHS {
+        let _ = writeln!(
+            p,
+            "- ... and {} more",
+            input.changes.len() - MAX_PROMPT_PATHS
+        );
+    }
+    let _ = writeln!(p, "\n## Check results on the candidate snapshot");
+    for c in &input.contract.criteria {
+        match input.evidence.iter().find(|e| e.check_id == c.id) {
+            Some(e) => {
+                let exit = e
+                    .exit_code
+                    .map(|code| format!(", exit {code}"))
+                    .unwrap_or_default();
+                let _ = writeln!(p, "### {}: {}{exit}", c.id, verdict_word(e.verdict));
+                let excerpt = tail_chars(e.output_excerpt.trim(), PROMPT_EXCERPT_CHARS);
+                if !excerpt.is_empty() {
+                    let _ = writeln!(p, "```\n{excerpt}\n```");
+                }
+            }
+            None => {
+                let _ = writeln!(p, "### {}: not checked (no mechanical check)", c.id);
+            }
+        }
+    }
+    let _ = write!(
+        p,
+        "\n## Your answer\n\
+         Answer with exactly these three lines first, choosing one word each:\n\
+         Status: complete|incomplete|blocked\n\
+         Integrity: clean|suspect|violation\n\
+         Contract audit: aligned|unknown|needs_revision|invalid\n\
+         Then a section `Acceptance-constraint backcheck:` with one line per criterion, \
+         `<id>: met|unmet|unknown - <reason>`.\n\
+         `complete` only if every blocking criterion is met; a failing or inconclusive blocking \
+         check means `incomplete`.\n"
+    );
+    p
+}
+
+/// Asked once when the judge's answer could not be parsed.
+pub(crate) const REPAIR_PROMPT: &str =
+    "Your answer could not be read. Reply with exactly three lines and \
+nothing else, choosing one word on each line:\n\
+Status: complete|incomplete|blocked\n\
+Integrity: clean|suspect|violation\n\
+Contract audit: aligned|unknown|needs_revision|invalid";
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use loopgate_common::task::Criterion;
+
+    fn criterion(id: &str, check: Option<&str>) -> Criterion {
+        Criterion {
+            id: id.into(),
+            description: format!("{id} works"),
+            check: check.map(str::to_string),
+            blocking: true,
+            timeout_secs: 5,
+        }
+    }
+
+    #[test]
+    fn prompt_holds_the_facts_and_nothing_else() {
+        let mut contract = Contract {
+            goal: "Write hello.py printing hello".into(),
+            criteria: vec![
+                criterion("hello", Some("python3 hello.py")),
+                criterion("style", None),
+            ],
+            protected_paths: vec!["tests/".into()],
+            rubric: None,
+            spec_hash: String::new(),
+        };
+        contract.spec_hash = contract.compute_hash();
+        let evidence = vec![Evidence {
+            artifact_version: "snap".into(),
+            check_id: "hello".into(),
+            verdict: CheckVerdict::Fail,
+            produced_at: 1,
+            log_digest: None,
+            exit_code: Some(1),
+            duration_ms: 3,
+            output_excerpt: format!("{}TAIL-MARKER", "x".repeat(5000)),
+        }];
+        let paths: Vec<PathChange> = (0..150)
+            .map(|i| PathChange::Added {
+                path: format!("f{i}.py"),
+            })
+            .collect();
+        let prompt = judge_prompt(&JudgeInput {
+            contract: &contract,
+            objective: "create hello.py",
+            changes: &paths,
+            evidence: &evidence,
+        });
+        for needle in [
+            "Write hello.py printing hello",
+            "hello (blocking)",
+            "`python3 hello.py`",
+            "tests/",
+            "create hello.py",
+            "- f99.py (added)",
+            "150 added, 0 modified, 0 removed",
+            "... and 50 more",
+            "### hello: fail, exit 1",
+            "TAIL-MARKER",
+            "### style: not checked",
+            "Status: complete|incomplete|blocked",
+            "Acceptance-constraint backcheck",
+        ] {
+            assert!(prompt.contains(needle), "missing {needle}");
+        }
+        assert!(!prompt.contains("- f100.py"));
+        assert!(!prompt.contains(&"x".repeat(PROMPT_EXCERPT_CHARS + 1)));
+    }
+}

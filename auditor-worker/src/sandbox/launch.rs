@@ -1,0 +1,270 @@
+//! The isolation checks get, and how a check is launched under it: bubblewrap arguments,
+//! the started-status file, the unprivileged check user and the scratch-dir layout it may use.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Default unprivileged user for checks when the auditor runs as root.
+pub(crate) const DEFAULT_CHECK_USER: &str = "nobody";
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxMode {
+    /// Use bubblewrap where the host allows it, else run checks unisolated (said in reports).
+    #[default]
+    Auto,
+    /// No network sandbox, no check: checks become inconclusive.
+    Required,
+    /// Never use bubblewrap.
+    Off,
+}
+
+/// What the config asks for; `probe` turns it into a [`Sandbox`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SandboxSettings {
+    pub mode: SandboxMode,
+    /// User name or `uid:gid` for checks when the auditor runs as root.
+    pub check_user: Option<String>,
+    /// bubblewrap binary; default `bwrap` on PATH.
+    pub bwrap: Option<PathBuf>,
+}
+
+/// The isolation checks actually get.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sandbox {
+    /// bubblewrap, when checks run without network.
+    pub bwrap: Option<PathBuf>,
+    /// uid/gid checks run as; `None`: the auditor's own user.
+    pub run_as: Option<(u32, u32)>,
+    /// Checks that cannot get a network sandbox are not run (inconclusive).
+    pub required: bool,
+    /// What this host could not provide, one line each; copied into every report's gaps.
+    pub limitations: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("check user '{0}' not found in /etc/passwd (use a name or uid:gid)")]
+    UnknownUser(String),
+    #[error("preparing the sandbox probe under {path:?}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("no way to run acceptance checks here: {0}")]
+    Unusable(String),
+}
+
+impl Sandbox {
+    /// No bubblewrap, the auditor's own user (tests, and `sandbox = "off"` before probing).
+    pub fn unisolated(reason: &str) -> Sandbox {
+        Sandbox {
+            bwrap: None,
+            run_as: None,
+            required: false,
+            limitations: vec![format!(
+                "acceptance checks ran without network isolation: {reason}"
+            )],
+        }
+    }
+
+    /// Why a check may not run at all under this sandbox.
+    pub fn refusal(&self) -> Option<String> {
+        (self.required && self.bwrap.is_none()).then(|| {
+            format!(
+                "sandbox required but unavailable ({})",
+                self.limitations.join("; ")
+            )
+        })
+    }
+}
+
+/// Program and arguments that run `command` under `sandbox` in `cwd`. With bubblewrap the
+/// launcher shell opens `status_file` as fd 3 for `--json-status-fd`, so a sandbox that never
+/// started its child can be told apart from a failing check.
+pub(crate) fn launch_args(
+    sandbox: &Sandbox,
+    command: &str,
+    cwd: &Path,
+    home: &Path,
+    status_file: &Path,
+) -> (OsString, Vec<OsString>) {
+    let Some(bwrap) = &sandbox.bwrap else {
+        return ("sh".into(), vec!["-c".into(), command.into()]);
+    };
+    let mut args: Vec<OsString> = vec![
+        "-c".into(),
+        "exec 3>\"$1\" || exit 125; shift; exec \"$@\"".into(),
+        "loopgate-check".into(),
+        status_file.into(),
+        bwrap.into(),
+    ];
+    for flag in [
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-pid",
+        "--unshare-uts",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+    ] {
+        args.push(flag.into());
+    }
+    for dir in [cwd, home] {
+        args.extend(["--bind".into(), dir.into(), dir.into()]);
+    }
+    args.extend(["--chdir".into(), cwd.into()]);
+    args.extend(["--json-status-fd".into(), "3".into(), "--".into()]);
+    args.extend(["sh".into(), "-c".into(), command.into()]);
+    ("sh".into(), args)
+}
+
+/// Did bubblewrap start the check? (Its status fd reports the child's pid once it runs.)
+pub(crate) fn sandbox_started(status: &str) -> bool {
+    status.contains("\"child-pid\"")
+}
+
+/// Look `user` up: a name in `passwd` text or a literal `uid:gid`.
+pub(crate) fn resolve_user(user: &str, passwd: &str) -> Option<(u32, u32)> {
+    if let Some((uid, gid)) = user.split_once(':') {
+        if let (Ok(uid), Ok(gid)) = (uid.parse(), gid.parse()) {
+            return Some((uid, gid));
+        }
+    }
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        match fields.as_slice() {
+            [name, _, uid, gid, ..] if *name == user => {
+                Some((uid.parse().ok()?, gid.parse().ok()?))
+            }
+            _ => None,
+        }
+    })
+}
+
+pub(crate) fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+/// Make `path` (recursively) owned by `owner`, so a check running as that user can write it.
+pub(crate) fn chown_tree(path: &Path, owner: (u32, u32)) -> std::io::Result<()> {
+    let mut stack = vec![path.to_path_buf()];
+    while let Some(current) = stack.pop() {
+        let metadata = std::fs::symlink_metadata(&current)?;
+        if metadata.file_type().is_symlink() {
+            continue;
+        }
+        std::os::unix::fs::chown(&current, Some(owner.0), Some(owner.1))?;
+        if metadata.is_dir() {
+            for entry in std::fs::read_dir(&current)? {
+                stack.push(entry?.path());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Let a check running as `run_as` use `owned` (chowned to it) inside `parent`, which stays
+/// the auditor's and becomes traverse-only for others (0711): the check can reach its own
+/// copy but can neither list nor change its siblings (the pristine snapshot, other checks).
+pub(crate) fn prepare_check_dir(
+    parent: &Path,
+    owned: &[&Path],
+    run_as: Option<(u32, u32)>,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(owner) = run_as else {
+        return Ok(());
+    };
+    std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o711))?;
+    for path in owned {
+        chown_tree(path, owner)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn users_resolve_by_name_or_ids() {
+        let passwd =
+            "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/:/usr/sbin/nologin\n";
+        assert_eq!(resolve_user("nobody", passwd), Some((65534, 65534)));
+        assert_eq!(resolve_user("1000:1001", passwd), Some((1000, 1001)));
+        assert_eq!(resolve_user("ghost", passwd), None);
+        assert_eq!(resolve_user("12:x", passwd), None);
+    }
+
+    #[test]
+    fn bubblewrap_launch_isolates_network_and_binds_only_the_scratch() {
+        let sandbox = Sandbox {
+            bwrap: Some("/usr/bin/bwrap".into()),
+            run_as: Some((65534, 65534)),
+            required: false,
+            limitations: vec![],
+        };
+        let (program, args) = launch_args(
+            &sandbox,
+            "pytest -q",
+            Path::new("/w/ws"),
+            Path::new("/w/home"),
+            Path::new("/w/status"),
+        );
+        assert_eq!(program, "sh");
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let joined = args.join(" ");
+        for needle in [
+            "--unshare-net",
+            "--unshare-pid",
+            "--die-with-parent",
+            "--ro-bind / /",
+            "--bind /w/ws /w/ws",
+            "--bind /w/home /w/home",
+            "--chdir /w/ws",
+            "--json-status-fd 3 -- sh -c pytest -q",
+        ] {
+            assert!(joined.contains(needle), "missing {needle}: {joined}");
+        }
+        assert_eq!(args[3], "/w/status");
+        let (program, args) = launch_args(
+            &Sandbox::unisolated("test"),
+            "true",
+            Path::new("/w"),
+            Path::new("/h"),
+            Path::new("/s"),
+        );
+        assert_eq!(
+            (program, args),
+            ("sh".into(), vec!["-c".into(), "true".into()])
+        );
+    }
+
+    #[test]
+    fn status_and_refusal() {
+        assert!(sandbox_started("{ \"child-pid\": 12 }\n"));
+        assert!(!sandbox_started(""));
+        let mut required = Sandbox::unisolated("no bwrap");
+        assert_eq!(required.refusal(), None);
+        required.required = true;
+        assert!(required.refusal().unwrap().contains("no bwrap"));
+    }
+}

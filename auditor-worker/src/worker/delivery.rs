@@ -1,0 +1,332 @@
+//! The worker loop, on the shared runtime (`run_consumer` pulls one audit request at a time,
+//! keeps the delivery alive and settles it): decode, audit, publish the report, settle. On
+//! shutdown the in-flight audit gets a grace period, else its delivery is nak'ed for another
+//! worker.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use loopgate_common::wire::{
+    decode, AuditReport, AuditRequest, Envelope, EpisodeRole, EpisodeStarted, Message,
+};
+use loopgate_telemetry::otel::TRACEPARENT;
+use loopgate_transport::runtime::{
+    announce_started, run_consumer, ConsumeOptions, EpisodeCancels, Settle,
+};
+use loopgate_transport::{Bus, BusError, ConsumerOptions, Delivery, Work, WorkConsumer};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::audit::{report_msg_id, Auditor};
+use crate::config::MAX_DELIVER;
+
+/// How long one pull waits before checking for shutdown again.
+const POLL: Duration = Duration::from_secs(5);
+/// After this long without a durable to bind, try creating it again (it may have been lost).
+const CONSUMER_CREATE_RETRY: Duration = Duration::from_secs(60);
+/// Redelivery delay after a failed audit (store unreachable) or a failed publish.
+const RETRY_DELAY: Duration = Duration::from_secs(5);
+/// On shutdown the loop waits this much longer than the audit's grace before it gives up.
+const DRAIN_MARGIN: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, Copy)]
+pub struct WorkerOptions {
+    /// JetStream redelivers a request after this long without an ack or progress ack.
+    pub ack_wait: Duration,
+    /// How long an in-flight audit may run on after shutdown is requested.
+    pub shutdown_grace: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("creating the audit consumer: {0}")]
+    Consumer(#[source] BusError),
+    #[error("encoding the audit report: {0}")]
+    Encode(#[from] serde_json::Error),
+    #[error(transparent)]
+    Publish(BusError),
+}
+
+/// Publish a report as a versioned wire envelope on `result.audit.<run>`, deduplicated by
+/// `{run}:{generation}:{round}:audit-report:{purpose}:{attempt}`.
+pub(crate) async fn publish_report(
+    bus: &Bus,
+    report: &AuditReport,
+    traceparent: Option<&str>,
+) -> Result<(), WorkerError> {
+    let message = Message::AuditReport(report.clone());
+    let headers: Vec<(&str, &str)> = traceparent
+        .map(|tp| vec![(TRACEPARENT, tp)])
+        .unwrap_or_default();
+    bus.publish_json(
+        &bus.subjects().audit_result(&report.run_id),
+        &Envelope::new(&message),
+        &report_msg_id(report),
+        &headers,
+    )
+    .await
+    .map_err(WorkerError::Publish)
+}
+
+/// `{run}:{generation}:{round}:audit-started:{purpose}:{attempt}`
+pub(crate) fn started_msg_id(req: &AuditRequest, attempt: u64) -> String {
+    format!(
+        "{}:{}:{}:audit-started:{}:{attempt}",
+        req.run_id,
+        req.generation,
+        req.round,
+        crate::audit::rules::purpose_word(req.purpose)
+    )
+}
+
+/// Tell the manager the audit starts. Best effort: the report is what counts.
+pub(crate) async fn publish_started(bus: &Bus, worker: &str, req: &AuditRequest, attempt: u64) {
+    let started = EpisodeStarted {
+        run_id: req.run_id.clone(),
+        generation: req.generation,
+        round: req.round,
+        role: EpisodeRole::Auditor,
+        delivery_attempt: attempt,
+        worker: worker.to_string(),
+    };
+    announce_started(bus, started, &started_msg_id(req, attempt)).await;
+}
+
+/// Bind the `audit` durable, waiting (until cancelled) for it to exist. Restricted auditor
+/// credentials can only bind it; with broader ones a missing durable is created here.
+async fn consumer_with_retry(
+    bus: &Bus,
+    options: ConsumerOptions,
+    cancel: &CancellationToken,
+) -> Result<Option<WorkConsumer>, WorkerError> {
+    let started = Instant::now();
+    let mut delay = Duration::from_millis(200);
+    let mut tried_create = false;
+    loop {
+        match bus.bind_work_consumer(Work::Audit).await {
+            Ok(consumer) => return Ok(Some(consumer)),
+            Err(err) if !tried_create || started.elapsed() > CONSUMER_CREATE_RETRY => {
+                tried_create = true;
+                tracing::info!(error = %err, "no audit consumer to bind; trying to create it");
+                match bus.work_consumer(Work::Audit, options).await {
+                    Ok(consumer) => return Ok(Some(consumer)),
+                    Err(err) => tracing::warn!(error = %err,
+                        "cannot create the audit consumer (restricted credentials?); waiting for the manager to create it"),
+                }
+            }
+            Err(err) => tracing::debug!(error = %err, "audit consumer not there yet"),
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return Ok(None),
+            _ = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(3));
+    }
+}
+
+/// The `audit` durable's settings; whoever creates it (the manager, or an auditor with broad
+/// credentials) should use these.
+pub(crate) fn audit_consumer_options(ack_wait: Duration) -> ConsumerOptions {
+    ConsumerOptions {
+        ack_wait,
+        max_deliver: MAX_DELIVER,
+        ..ConsumerOptions::default()
+    }
+}
+
+/// The `ack_wait` of the `audit` durable on the server, when it can be looked up.
+async fn bound_ack_wait(bus: &Bus) -> Option<Duration> {
+    let lookup = bus
+        .jetstream()
+        .get_consumer_from_stream::<async_nats::jetstream::consumer::pull::Config, _, _>(
+            Work::Audit.durable_name(),
+            Work::Audit.stream_name(),
+        );
+    match tokio::time::timeout(bus.request_timeout(), lookup).await {
+        Ok(Ok(consumer)) => Some(consumer.cached_info().config.ack_wait),
+        _ => None,
+    }
+}
+
+/// Run until `cancel` fires.
+pub async fn run_worker(
+    bus: &Bus,
+    auditor: Arc<Auditor>,
+    options: WorkerOptions,
+    cancel: CancellationToken,
+) -> Result<(), WorkerError> {
+    let consumer_options = audit_consumer_options(options.ack_wait);
+    let Some(consumer) = consumer_with_retry(bus, consumer_options, &cancel).await? else {
+        return Ok(());
+    };
+    // The durable may have been created by the manager with another ack_wait: the progress
+    // heartbeat must follow the one the server enforces.
+    let mut options = options;
+    if let Some(ack_wait) = bound_ack_wait(bus).await {
+        if ack_wait != options.ack_wait {
+            tracing::info!(configured = ?options.ack_wait, server = ?ack_wait,
+                "using the audit consumer's ack_wait");
+            options.ack_wait = ack_wait;
+        }
+    }
+    // Control notices first, so none is missed once work is taken.
+    let cancels = EpisodeCancels::new();
+    let stop_listening = cancel.child_token();
+    let listener = match cancels.listen(bus, stop_listening.clone()).await {
+        Ok(listener) => Some(listener),
+        Err(err) => {
+            tracing::error!(error = %err, "cannot subscribe to control notices; audits cannot be cancelled");
+            None
+        }
+    };
+    tracing::info!(worker = %auditor.worker_id, "auditor ready");
+    let consume = ConsumeOptions {
+        concurrency: 1,
+        poll: POLL,
+        ack_wait: options.ack_wait,
+        drain: options.shutdown_grace + DRAIN_MARGIN,
+    };
+    let worker = Arc::new(AuditWorker {
+        bus: bus.clone(),
+        auditor: auditor.clone(),
+        options,
+        cancels,
+        cancel: cancel.clone(),
+    });
+    run_consumer(consumer, consume, cancel, move |delivery, _lease| {
+        let worker = worker.clone();
+        async move { worker.handle_delivery(delivery).await }
+    })
+    .await;
+    tracing::info!(worker = %auditor.worker_id, "auditor stopped taking work");
+    stop_listening.cancel();
+    if let Some(listener) = listener {
+        let _ = listener.await;
+    }
+    Ok(())
+}
+
+/// What every audit of this worker shares.
+struct AuditWorker {
+    bus: Bus,
+    auditor: Arc<Auditor>,
+    options: WorkerOptions,
+    cancels: EpisodeCancels,
+    /// The daemon's shutdown token.
+    cancel: CancellationToken,
+}
+
+impl AuditWorker {
+    /// Decode, audit, publish the report: the settle says how the delivery ended.
+    async fn handle_delivery(&self, delivery: Delivery) -> Settle {
+        let request = match decode(delivery.payload()) {
+            Ok(Message::AuditRequest(request)) => request,
+            Ok(other) => {
+                tracing::error!(
+                    kind = other.kind(),
+                    run_id = other.run_id(),
+                    subject = delivery.subject(),
+                    "not an audit request; terminating the message"
+                );
+                return Settle::Term(format!("not an audit request: {}", other.kind()));
+            }
+            Err(err) => {
+                tracing::error!(error = %err, subject = delivery.subject(),
+                    "undecodable audit request; terminating the message");
+                return Settle::Term(format!("undecodable: {err}"));
+            }
+        };
+        if self
+            .cancels
+            .is_cancelled(&request.run_id, request.generation)
+        {
+            tracing::info!(run_id = %request.run_id, generation = request.generation,
+                "audit request of a cancelled generation; terminating it");
+            return Settle::Term("its run generation was cancelled".into());
+        }
+        let span = tracing::info_span!("invoke_agent auditor",
+            "gen_ai.operation.name" = "invoke_agent", "gen_ai.agent.name" = "auditor",
+            "loopgate.run_id" = %request.run_id, "loopgate.generation" = request.generation,
+            "loopgate.round" = request.round, "loopgate.worker" = %self.auditor.worker_id,
+            "loopgate.snapshot" = %request.candidate_snapshot,
+            "loopgate.status" = tracing::field::Empty, "loopgate.integrity" = tracing::field::Empty,
+            "loopgate.contract" = tracing::field::Empty,
+            run_id = %request.run_id,
+            generation = request.generation, round = request.round, attempt = delivery.attempt());
+        // Join the run's trace: the manager put its span context on the request.
+        loopgate_telemetry::otel::set_remote_parent(&span, delivery.header(TRACEPARENT).as_deref());
+        self.audit_and_publish(&delivery, &request)
+            .instrument(span)
+            .await
+    }
+
+    async fn audit_and_publish(&self, delivery: &Delivery, request: &AuditRequest) -> Settle {
+        let auditor = &self.auditor;
+        tracing::info!(candidate = %request.candidate_snapshot, "audit started");
+        publish_started(&self.bus, &auditor.worker_id, request, delivery.attempt()).await;
+        let registration = self.cancels.register(&request.run_id, request.generation);
+        let aborted = registration.token().clone();
+        let started = std::time::Instant::now();
+        let mut audit = Box::pin(auditor.audit(request, delivery.attempt()));
+        let grace = self.options.shutdown_grace;
+        let result = tokio::select! {
+            result = &mut audit => Some(result),
+            () = aborted.cancelled() => None,
+            _ = self.cancel.cancelled() => {
+                tracing::info!(grace_secs = grace.as_secs(), "shutdown: finishing the in-flight audit");
+                tokio::select! {
+                    result = tokio::time::timeout(grace, &mut audit) => result.ok(),
+                    () = aborted.cancelled() => None,
+                }
+            }
+        };
+        // Dropping an unfinished audit kills its check processes and removes its scratch dir.
+        drop(audit);
+        drop(registration);
+        if aborted.is_cancelled() {
+            tracing::info!("audit cancelled by a control notice; terminating the request");
+            return Settle::Term("cancelled by a control notice".into());
+        }
+        let traceparent = delivery.header(TRACEPARENT);
+        loopgate_telemetry::metrics::Metrics::new()
+            .record_episode("auditor", started.elapsed().as_secs_f64());
+        if let Some(Ok(report)) = &result {
+            let span = tracing::Span::current();
+            span.record(
+                "loopgate.status",
+                format!("{:?}", report.verdicts.status).to_lowercase(),
+            );
+            span.record(
+                "loopgate.integrity",
+                format!("{:?}", report.verdicts.integrity).to_lowercase(),
+            );
+            span.record(
+                "loopgate.contract",
+                format!("{:?}", report.verdicts.contract).to_lowercase(),
+            );
+        }
+        match result {
+            None => {
+                tracing::warn!("shutdown grace over; handing the audit back");
+                Settle::Nak(None)
+            }
+            Some(Err(err)) => {
+                tracing::warn!(error = %err, "audit could not run; will be redelivered");
+                Settle::Nak(Some(RETRY_DELAY))
+            }
+            Some(Ok(report)) => {
+                match publish_report(&self.bus, &report, traceparent.as_deref()).await {
+                    Ok(()) => {
+                        tracing::info!(status = ?report.verdicts.status, integrity = ?report.verdicts.integrity,
+                            contract = ?report.verdicts.contract, duration_ms = report.duration_ms, "audit report published");
+                        Settle::Ack
+                    }
+                    Err(err) => {
+                        tracing::warn!(error = %err, "publishing the audit report failed; will be redelivered");
+                        Settle::Nak(Some(RETRY_DELAY))
+                    }
+                }
+            }
+        }
+    }
+}

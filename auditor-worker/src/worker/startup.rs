@@ -1,0 +1,146 @@
+//! Start-up and the life of the daemon: connect to NATS (retrying for a while), open the
+//! snapshot bucket (read only) and the evidence bucket, probe the check sandbox, build the
+//! judge clients, run the worker loop until cancelled, then drain.
+//!
+//! The auditor never creates or changes topology: with its restricted NATS user (see
+//! deploy/nats/) it may only look up the snapshot and evidence buckets and bind the `audit`
+//! durable the manager created. With an all-powerful user (tests, development) it creates
+//! the evidence bucket and the durable itself when they are missing.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::sandbox::{probe, SandboxError};
+use loopgate_models::{ChatClient, ModelError};
+use loopgate_snapshot::{SnapshotError, SnapshotStore};
+use loopgate_transport::runtime::{connect_bus, retry_with_patience};
+use loopgate_transport::{Bus, BusError, BusOptions};
+use tokio_util::sync::CancellationToken;
+
+use crate::audit::Auditor;
+use crate::config::AuditorSettings;
+use crate::worker::delivery::{run_worker, WorkerError, WorkerOptions};
+
+/// How long start-up keeps retrying to reach NATS.
+pub(crate) const CONNECT_BUDGET: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("NATS unreachable after {secs}s: {source}")]
+    Connect {
+        secs: u64,
+        #[source]
+        source: BusError,
+    },
+    #[error("opening the snapshot store: {0}")]
+    Store(#[from] SnapshotError),
+    #[error("acceptance check sandbox: {0}")]
+    Sandbox(#[from] SandboxError),
+    #[error("auditor model '{name}': {source}")]
+    Model {
+        name: String,
+        #[source]
+        source: ModelError,
+    },
+    #[error(transparent)]
+    Worker(#[from] WorkerError),
+}
+
+fn bus_options(settings: &AuditorSettings) -> BusOptions {
+    BusOptions {
+        name: Some(format!("loopgate-auditor/{}", settings.worker_id)),
+        user: settings.nats.user.clone(),
+        password: settings.nats.password.clone(),
+        ..BusOptions::default()
+    }
+}
+
+pub(crate) fn judge_clients(
+    settings: &AuditorSettings,
+) -> Result<BTreeMap<String, ChatClient>, DaemonError> {
+    settings
+        .models
+        .iter()
+        .map(|(name, profile)| {
+            ChatClient::from_profile(profile)
+                .map(|client| (name.clone(), client))
+                .map_err(|source| DaemonError::Model {
+                    name: name.clone(),
+                    source,
+                })
+        })
+        .collect()
+}
+
+/// The evidence bucket: opened, or created when these credentials may (development), else
+/// `None` and reports carry only output digests' absence and excerpts.
+async fn open_evidence(bus: &Bus) -> Option<SnapshotStore> {
+    if let Ok(store) = SnapshotStore::evidence(bus).await {
+        return Some(store);
+    }
+    if let Err(err) = bus.ensure_evidence_bucket().await {
+        tracing::warn!(error = %err, "no evidence bucket: check outputs will not be stored");
+        return None;
+    }
+    match SnapshotStore::evidence(bus).await {
+        Ok(store) => Some(store),
+        Err(err) => {
+            tracing::warn!(error = %err, "no evidence bucket: check outputs will not be stored");
+            None
+        }
+    }
+}
+
+/// Run the auditor until `cancel` fires.
+pub async fn run_daemon(
+    settings: AuditorSettings,
+    cancel: CancellationToken,
+) -> Result<(), DaemonError> {
+    let judges = judge_clients(&settings)?;
+    let sandbox = probe(&settings.sandbox, &settings.work_dir).await?;
+    tracing::info!(bubblewrap = ?sandbox.bwrap, run_as = ?sandbox.run_as, required = sandbox.required,
+        limitations = ?sandbox.limitations, "acceptance check sandbox");
+    let nats = &settings.nats;
+    let options = bus_options(&settings);
+    let connected = connect_bus(&nats.url, &nats.prefix, &options, CONNECT_BUDGET, &cancel).await;
+    let Some(bus) = connected.map_err(|source| DaemonError::Connect {
+        secs: CONNECT_BUDGET.as_secs(),
+        source,
+    })?
+    else {
+        return Ok(());
+    };
+    // The manager creates the bucket: wait for it.
+    let opened = retry_with_patience(
+        "snapshot bucket",
+        CONNECT_BUDGET,
+        &cancel,
+        |_| true,
+        || SnapshotStore::new(&bus),
+    )
+    .await?;
+    let Some(store) = opened else {
+        return Ok(());
+    };
+    let evidence = open_evidence(&bus).await;
+    let auditor = Arc::new(Auditor {
+        store,
+        evidence,
+        work_dir: settings.work_dir.clone(),
+        worker_id: settings.worker_id.clone(),
+        check_path: settings.check_path.clone(),
+        sandbox,
+        strict_scope: settings.strict_scope,
+        judges,
+    });
+    let options = WorkerOptions {
+        ack_wait: settings.ack_wait,
+        shutdown_grace: settings.shutdown_grace,
+    };
+    let result = run_worker(&bus, auditor, options, cancel).await;
+    if let Err(err) = bus.flush().await {
+        tracing::warn!(error = %err, "flushing NATS on shutdown");
+    }
+    Ok(result?)
+}

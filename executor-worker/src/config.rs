@@ -1,0 +1,454 @@
+//! `executor.toml` as written (raw, `deny_unknown_fields`) and its resolution, together with the
+//! environment and flags read once in `main`, into validated [`Settings`].
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use loopgate_common::config::{ConfigError, NatsSection, NatsSettings};
+use loopgate_common::subjects::Capability;
+use loopgate_models::{resolve_profiles, ModelConfigError, ModelProfile, ModelProfiles};
+use serde::Deserialize;
+
+use crate::agents::config::{AgentProfile, AgentProfileConfig};
+
+pub(crate) const DEFAULT_SHELL_TIMEOUT_SECS: u64 = 120;
+pub(crate) const DEFAULT_OUTPUT_CAP_BYTES: usize = 16 * 1024;
+pub(crate) const DEFAULT_ACK_WAIT_SECS: u64 = 30;
+pub(crate) const DEFAULT_MAX_DELIVER: i64 = 5;
+pub(crate) const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 20;
+/// Smallest output cap accepted: below this the model can't read a compiler error.
+pub(crate) const MIN_OUTPUT_CAP_BYTES: usize = 1024;
+const DEFAULT_SHELL_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+const DEFAULT_SHELL_LANG: &str = "C.UTF-8";
+
+/// The config file.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutorFile {
+    #[serde(default)]
+    pub nats: NatsSection,
+    #[serde(default)]
+    pub executor: ExecutorSection,
+    #[serde(default)]
+    pub models: ModelProfiles,
+    /// External CLI agents, by profile name (a task's `roles.executor` names one of these or a
+    /// model profile).
+    #[serde(default)]
+    pub agents: BTreeMap<String, AgentProfileConfig>,
+    /// `[metrics] addr`: Prometheus `/metrics` and `/healthz`.
+    #[serde(default)]
+    pub metrics: loopgate_common::config::MetricsSection,
+}
+
+/// `[executor]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutorSection {
+    /// Default `<hostname>-<pid>`.
+    pub worker_id: Option<String>,
+    /// Default `["cli"]`.
+    pub capabilities: Option<Vec<Capability>>,
+    /// Default: the system temp dir.
+    pub work_dir: Option<PathBuf>,
+    pub shell_timeout_secs: Option<u64>,
+    pub output_cap_bytes: Option<usize>,
+    pub ack_wait_secs: Option<u64>,
+    pub max_deliver: Option<i64>,
+    /// How long an in-flight episode may run on after SIGTERM before it is nak'd.
+    pub shutdown_grace_secs: Option<u64>,
+}
+
+/// Everything `main` reads from outside the file, read once.
+#[derive(Debug, Clone, Default)]
+pub struct ExternalInputs {
+    /// `--worker-id`.
+    pub worker_id_flag: Option<String>,
+    /// `--capability` (repeatable); empty = use the file.
+    pub capability_flags: Vec<Capability>,
+    /// Used for the default worker id.
+    pub hostname: Option<String>,
+    pub pid: u32,
+    /// The process environment, read once (LOOPGATE_NATS_URL, API key vars, PATH, LANG, ...).
+    pub env: BTreeMap<String, String>,
+    /// The system temp dir, for the default work dir.
+    pub temp_dir: PathBuf,
+}
+
+impl ExternalInputs {
+    fn env_var(&self, name: &str) -> Option<String> {
+        self.env.get(name).cloned()
+    }
+}
+
+/// What the `shell` tool's children get as their whole environment (besides `HOME`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShellEnv {
+    pub path: String,
+    pub lang: String,
+}
+
+impl Default for ShellEnv {
+    fn default() -> Self {
+        ShellEnv {
+            path: DEFAULT_SHELL_PATH.to_string(),
+            lang: DEFAULT_SHELL_LANG.to_string(),
+        }
+    }
+}
+
+/// Limits one episode's tools run under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolLimits {
+    pub shell_timeout: Duration,
+    pub output_cap_bytes: usize,
+    pub shell_env: ShellEnv,
+}
+
+impl Default for ToolLimits {
+    fn default() -> Self {
+        ToolLimits {
+            shell_timeout: Duration::from_secs(DEFAULT_SHELL_TIMEOUT_SECS),
+            output_cap_bytes: DEFAULT_OUTPUT_CAP_BYTES,
+            shell_env: ShellEnv::default(),
+        }
+    }
+}
+
+/// The validated configuration the worker runs with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub nats: NatsSettings,
+    pub worker_id: String,
+    pub capabilities: Vec<Capability>,
+    pub work_dir: PathBuf,
+    pub tools: ToolLimits,
+    pub ack_wait: Duration,
+    pub max_deliver: i64,
+    pub shutdown_grace: Duration,
+    /// Model profiles by name, API keys read.
+    pub models: BTreeMap<String, ModelProfile>,
+    /// CLI agent profiles by name, passed-through variables read.
+    pub agents: BTreeMap<String, AgentProfile>,
+    pub metrics_addr: Option<std::net::SocketAddr>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("reading config file {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {reason}")]
+    Parse { path: String, reason: String },
+    #[error(transparent)]
+    Invalid(#[from] ConfigError),
+    #[error(transparent)]
+    Model(#[from] ModelConfigError),
+}
+
+impl ExecutorFile {
+    pub fn parse(text: &str, path: &str) -> Result<ExecutorFile, SettingsError> {
+        toml::from_str(text).map_err(|err| SettingsError::Parse {
+            path: path.to_string(),
+            reason: err.to_string(),
+        })
+    }
+
+    pub fn load(path: &std::path::Path) -> Result<ExecutorFile, SettingsError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| SettingsError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        Self::parse(&text, &shown)
+    }
+
+    /// Precedence: flags > env > file > defaults.
+    pub fn resolve(&self, inputs: &ExternalInputs) -> Result<Settings, SettingsError> {
+        let env = |name: &str| inputs.env_var(name);
+        let nats = self
+            .nats
+            .resolve(inputs.env_var("LOOPGATE_NATS_URL"), &env)?;
+        let section = &self.executor;
+
+        let worker_id = inputs
+            .worker_id_flag
+            .clone()
+            .or_else(|| section.worker_id.clone())
+            .unwrap_or_else(|| {
+                let host = inputs.hostname.as_deref().map(str::trim).unwrap_or("");
+                let host = if host.is_empty() { "executor" } else { host };
+                format!("{host}-{}", inputs.pid)
+            });
+        if worker_id.is_empty() || worker_id.contains(|c: char| c.is_whitespace() || c.is_control())
+        {
+            return Err(ConfigError::invalid(
+                "executor.worker_id",
+                "must be non-empty without whitespace",
+            )
+            .into());
+        }
+
+        let mut capabilities = if inputs.capability_flags.is_empty() {
+            section
+                .capabilities
+                .clone()
+                .unwrap_or_else(|| vec![Capability::Cli])
+        } else {
+            inputs.capability_flags.clone()
+        };
+        let mut seen = Vec::new();
+        capabilities.retain(|c| {
+            let new = !seen.contains(c);
+            seen.push(*c);
+            new
+        });
+        if capabilities.is_empty() {
+            return Err(
+                ConfigError::invalid("executor.capabilities", "must name at least one").into(),
+            );
+        }
+
+        let work_dir = section
+            .work_dir
+            .clone()
+            .unwrap_or_else(|| inputs.temp_dir.join("loopgate-executor"));
+        if work_dir.as_os_str().is_empty() {
+            return Err(ConfigError::invalid("executor.work_dir", "must not be empty").into());
+        }
+
+        let shell_timeout_secs = section
+            .shell_timeout_secs
+            .unwrap_or(DEFAULT_SHELL_TIMEOUT_SECS);
+        if shell_timeout_secs == 0 {
+            return Err(
+                ConfigError::invalid("executor.shell_timeout_secs", "must be at least 1").into(),
+            );
+        }
+        let output_cap_bytes = section.output_cap_bytes.unwrap_or(DEFAULT_OUTPUT_CAP_BYTES);
+        if output_cap_bytes < MIN_OUTPUT_CAP_BYTES {
+            return Err(ConfigError::invalid(
+                "executor.output_cap_bytes",
+                format!("must be at least {MIN_OUTPUT_CAP_BYTES}"),
+            )
+            .into());
+        }
+        let ack_wait_secs = section.ack_wait_secs.unwrap_or(DEFAULT_ACK_WAIT_SECS);
+        if ack_wait_secs < 3 {
+            return Err(ConfigError::invalid(
+                "executor.ack_wait_secs",
+                "must be at least 3 (progress acks go out every third of it)",
+            )
+            .into());
+        }
+        let max_deliver = section.max_deliver.unwrap_or(DEFAULT_MAX_DELIVER);
+        if max_deliver < 1 {
+            return Err(ConfigError::invalid("executor.max_deliver", "must be at least 1").into());
+        }
+        let shutdown_grace_secs = section
+            .shutdown_grace_secs
+            .unwrap_or(DEFAULT_SHUTDOWN_GRACE_SECS);
+
+        let defaults = ShellEnv::default();
+        let shell_env = ShellEnv {
+            path: inputs
+                .env_var("PATH")
+                .filter(|p| !p.is_empty())
+                .unwrap_or(defaults.path),
+            lang: inputs
+                .env_var("LANG")
+                .filter(|l| !l.is_empty())
+                .unwrap_or(defaults.lang),
+        };
+
+        let models = resolve_profiles(&self.models, &env)?;
+        let mut agents = BTreeMap::new();
+        for (name, agent) in &self.agents {
+            if models.contains_key(name) {
+                return Err(ConfigError::invalid(
+                    format!("agents.{name}"),
+                    "a model profile has the same name; profile names must be unique",
+                )
+                .into());
+            }
+            agents.insert(name.clone(), agent.resolve(name, &env)?);
+        }
+
+        Ok(Settings {
+            nats,
+            worker_id,
+            capabilities,
+            work_dir,
+            tools: ToolLimits {
+                shell_timeout: Duration::from_secs(shell_timeout_secs),
+                output_cap_bytes,
+                shell_env,
+            },
+            ack_wait: Duration::from_secs(ack_wait_secs),
+            max_deliver,
+            shutdown_grace: Duration::from_secs(shutdown_grace_secs),
+            models,
+            agents,
+            metrics_addr: self.metrics.resolve()?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn inputs() -> ExternalInputs {
+        ExternalInputs {
+            hostname: Some("box".into()),
+            pid: 42,
+            temp_dir: PathBuf::from("/tmp"),
+            ..Default::default()
+        }
+    }
+
+    const FULL: &str = r#"
+[nats]
+url = "nats://127.0.0.1:14222"
+[executor]
+worker_id = "exec-1"
+capabilities = ["cli", "gui", "cli"]
+work_dir = ".loopgate/work"
+shell_timeout_secs = 60
+output_cap_bytes = 4096
+ack_wait_secs = 10
+max_deliver = 3
+[models.local]
+provider = "openai"
+base_url = "http://127.0.0.1:8080/v1"
+model = "qwen"
+api_key_env = "LOOPGATE_API_KEY"
+[agents.codex]
+kind = "codex"
+command = "/opt/bin/codex"
+model = "qwen2.5-coder"
+args = ["-c", "model_provider=\"local\""]
+env = ["CODEX_KEY", "UNSET_VAR"]
+"#;
+
+    #[test]
+    fn full_file_resolves() {
+        let mut inp = inputs();
+        inp.env.insert("LOOPGATE_API_KEY".into(), "sk-test".into());
+        inp.env.insert("CODEX_KEY".into(), "ck".into());
+        inp.env.insert("PATH".into(), "/bin".into());
+        let s = ExecutorFile::parse(FULL, "x")
+            .unwrap()
+            .resolve(&inp)
+            .unwrap();
+        assert_eq!(s.worker_id, "exec-1");
+        assert_eq!(s.capabilities, vec![Capability::Cli, Capability::Gui]);
+        assert_eq!(s.work_dir, PathBuf::from(".loopgate/work"));
+        assert_eq!(s.tools.shell_timeout, Duration::from_secs(60));
+        assert_eq!(s.tools.output_cap_bytes, 4096);
+        assert_eq!(s.tools.shell_env.path, "/bin");
+        assert_eq!(s.tools.shell_env.lang, DEFAULT_SHELL_LANG);
+        assert_eq!(s.ack_wait, Duration::from_secs(10));
+        assert_eq!(s.max_deliver, 3);
+        assert_eq!(
+            s.models["local"].api_key.as_ref().unwrap().expose(),
+            "sk-test"
+        );
+        assert_eq!(s.nats.url, "nats://127.0.0.1:14222");
+        let codex = &s.agents["codex"];
+        assert_eq!(codex.kind, crate::agents::config::AgentKind::Codex);
+        assert_eq!(codex.command, PathBuf::from("/opt/bin/codex"));
+        assert_eq!(codex.env, vec![("CODEX_KEY".to_string(), "ck".to_string())]);
+    }
+
+    #[test]
+    fn agent_and_model_names_must_differ() {
+        let text =
+            "[models.x]\nbase_url = \"http://h\"\nmodel = \"m\"\n[agents.x]\nkind = \"codex\"";
+        let file = ExecutorFile::parse(text, "x").unwrap();
+        assert!(matches!(
+            file.resolve(&inputs()),
+            Err(SettingsError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn defaults_and_overrides() {
+        let mut inp = inputs();
+        let s = ExecutorFile::parse("", "x").unwrap().resolve(&inp).unwrap();
+        assert_eq!(s.worker_id, "box-42");
+        assert_eq!(s.capabilities, vec![Capability::Cli]);
+        assert_eq!(s.work_dir, PathBuf::from("/tmp/loopgate-executor"));
+        assert_eq!(
+            s.tools.shell_timeout,
+            Duration::from_secs(DEFAULT_SHELL_TIMEOUT_SECS)
+        );
+        assert_eq!(s.tools.output_cap_bytes, DEFAULT_OUTPUT_CAP_BYTES);
+        assert_eq!(s.ack_wait, Duration::from_secs(DEFAULT_ACK_WAIT_SECS));
+        assert_eq!(s.max_deliver, DEFAULT_MAX_DELIVER);
+
+        inp.worker_id_flag = Some("flag-id".into());
+        inp.capability_flags = vec![Capability::Gui];
+        inp.env
+            .insert("LOOPGATE_NATS_URL".into(), "nats://env:1".into());
+        let s = ExecutorFile::parse(FULL, "x");
+        // FULL needs the API key; without it resolution fails with a model error.
+        assert!(matches!(
+            s.unwrap().resolve(&inp),
+            Err(SettingsError::Model(_))
+        ));
+        let s = ExecutorFile::parse("[executor]\nworker_id = \"file-id\"", "x")
+            .unwrap()
+            .resolve(&inp)
+            .unwrap();
+        assert_eq!(s.worker_id, "flag-id");
+        assert_eq!(s.capabilities, vec![Capability::Gui]);
+        assert_eq!(s.nats.url, "nats://env:1");
+    }
+
+    #[test]
+    fn parse_errors() {
+        let cases = [
+            "[executor]\nbogus = 1",
+            "[redis]\nurl = \"redis://x\"",
+            "[executor]\ncapabilities = [\"tpu\"]",
+            "[models.local]\nbase_url = \"http://x\"\nmodel = \"m\"\nextra = 1",
+            "[agents.a]\nkind = \"cursor\"",
+            "[agents.a]\nkind = \"codex\"\nextra = 1",
+        ];
+        for text in cases {
+            assert!(
+                matches!(
+                    ExecutorFile::parse(text, "x"),
+                    Err(SettingsError::Parse { .. })
+                ),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn invalid_values() {
+        let cases = [
+            "[executor]\nshell_timeout_secs = 0",
+            "[executor]\noutput_cap_bytes = 10",
+            "[executor]\nack_wait_secs = 1",
+            "[executor]\nmax_deliver = 0",
+            "[executor]\ncapabilities = []",
+            "[executor]\nworker_id = \"a b\"",
+            "[nats]\nurl = \"http://x\"",
+            "[agents.a]\nkind = \"codex\"\nenv = [\"HOME\"]",
+        ];
+        for text in cases {
+            let file = ExecutorFile::parse(text, "x").unwrap();
+            assert!(
+                matches!(file.resolve(&inputs()), Err(SettingsError::Invalid(_))),
+                "{text}"
+            );
+        }
+    }
+}

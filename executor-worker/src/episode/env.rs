@@ -1,0 +1,44 @@
+//! What an episode needs from the worker (`EpisodeEnv`) and how it ends (`EpisodeEnd`).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use loopgate_common::usage::Usage;
+use loopgate_common::wire::ExecOutcome;
+use loopgate_models::ModelProfile;
+use loopgate_snapshot::SnapshotStore;
+
+use crate::agents::config::AgentProfile;
+use crate::config::ToolLimits;
+
+/// What an episode needs from the worker besides the request.
+#[derive(Debug, Clone)]
+pub struct EpisodeEnv {
+    pub store: SnapshotStore,
+    pub work_dir: PathBuf,
+    pub tools: ToolLimits,
+    /// Model profiles (the built-in tool loop) by name.
+    pub models: BTreeMap<String, ModelProfile>,
+    /// CLI agent profiles by name.
+    pub agents: BTreeMap<String, AgentProfile>,
+}
+
+/// How an episode ended, from the worker loop's point of view.
+#[derive(Debug)]
+pub enum EpisodeEnd {
+    /// Publish this result.
+    Outcome { outcome: ExecOutcome, usage: Usage },
+    /// Infrastructure trouble (object store unreachable, local disk): let JetStream redeliver.
+    Retry { reason: String },
+}
+
+impl EpisodeEnd {
+    pub(crate) fn failed(error: impl Into<String>, usage: Usage) -> Self {
+        EpisodeEnd::Outcome {
+            outcome: ExecOutcome::Failed {
+                error: error.into(),
+            },
+            usage,
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! One episode: materialize the base snapshot into a fresh directory, run the agent the request
+//! names (the built-in tool loop with a model profile, or an external CLI agent profile), freeze
+//! the workspace, and turn it all into an `ExecOutcome`.
+
+pub(crate) mod agent_episode;
+pub(crate) mod env;
+pub(crate) mod model_episode;
+pub(crate) mod workspace_dir;
+
+use loopgate_common::usage::Usage;
+use loopgate_common::wire::ExecRequest;
+use loopgate_models::ChatClient;
+
+use self::agent_episode::run_agent_episode;
+pub use self::env::{EpisodeEnd, EpisodeEnv};
+pub(crate) use self::model_episode::run_episode_with;
+
+/// Run one episode with the agent or model named by the request's `executor_profile`.
+pub async fn run_episode(req: &ExecRequest, attempt: u64, env: &EpisodeEnv) -> EpisodeEnd {
+    if let Some(agent) = env.agents.get(&req.executor_profile) {
+        return run_agent_episode(req, attempt, env, agent).await;
+    }
+    let Some(profile) = env.models.get(&req.executor_profile) else {
+        let known: Vec<&str> = env
+            .models
+            .keys()
+            .chain(env.agents.keys())
+            .map(String::as_str)
+            .collect();
+        return EpisodeEnd::failed(
+            format!(
+                "unknown executor profile '{}'; this worker has: {}",
+                req.executor_profile,
+                if known.is_empty() {
+                    "(none)".to_string()
+                } else {
+                    known.join(", ")
+                }
+            ),
+            Usage::default(),
+        );
+    };
+    let client = match ChatClient::from_profile(profile) {
+        Ok(client) => client,
+        Err(err) => {
+            return EpisodeEnd::failed(
+                format!("model profile '{}': {err}", req.executor_profile),
+                Usage::default(),
+            )
+        }
+    };
+    run_episode_with(req, attempt, env, &client).await
+}

@@ -1,0 +1,267 @@
+//! An episode run by the built-in tool loop with a model profile.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use loopgate_common::prompts::executor;
+use loopgate_common::wire::{ExecOutcome, ExecRequest};
+use loopgate_models::ChatMessage;
+
+use crate::episode::env::{EpisodeEnd, EpisodeEnv};
+use crate::episode::workspace_dir::{
+    episode_dir, freeze_dir, materialize_base, remove_episode_dir,
+};
+use crate::tool_loop::context_health::HealthPolicy;
+use crate::tool_loop::context_reset::HANDOFF_FILE;
+use crate::tool_loop::{run_tool_loop, ChatModel, LoopEnd, LoopLimits, LoopReport};
+use crate::tools::dispatch::EpisodeTools;
+use crate::tools::workspace::Workspace;
+
+/// Same as [`crate::episode::run_episode`] with a given model (the built-in tool loop).
+pub(crate) async fn run_episode_with<M: ChatModel>(
+    req: &ExecRequest,
+    attempt: u64,
+    env: &EpisodeEnv,
+    model: &M,
+) -> EpisodeEnd {
+    let dir = match episode_dir(req, attempt, env) {
+        Ok(dir) => dir,
+        Err(end) => return end,
+    };
+    let end = episode_in_dir(req, env, model, dir.path()).await;
+    remove_episode_dir(dir);
+    end
+}
+
+async fn episode_in_dir<M: ChatModel>(
+    req: &ExecRequest,
+    env: &EpisodeEnv,
+    model: &M,
+    dir: &Path,
+) -> EpisodeEnd {
+    let base = match materialize_base(env, req, dir).await {
+        Ok(manifest) => manifest,
+        Err(end) => return end,
+    };
+    let workspace = match Workspace::new(dir) {
+        Ok(ws) => ws,
+        Err(err) => {
+            return EpisodeEnd::Retry {
+                reason: err.to_string(),
+            }
+        }
+    };
+    let files: Vec<String> = base.entries.iter().map(|e| e.path.clone()).collect();
+    let prompt = vec![
+        ChatMessage::system(executor::SYSTEM),
+        ChatMessage::user(executor::task_prompt(req, &files)),
+    ];
+    let limits = LoopLimits {
+        max_steps: req.max_steps,
+        episode: Duration::from_secs(req.episode_secs.max(1)),
+        health: HealthPolicy::for_window(model.context_window()),
+    };
+    let tools = EpisodeTools::new(workspace, env.tools.clone())
+        .with_write_scope(req.increment.write_scope.clone());
+    let handoff = HandoffFile::capture(dir);
+    let report = run_tool_loop(model, &tools, prompt, limits).await;
+    if let Err(err) = handoff.restore() {
+        return EpisodeEnd::Retry {
+            reason: format!("restoring {HANDOFF_FILE} before freezing: {err}"),
+        };
+    }
+    tracing::info!(
+        steps = report.steps,
+        tool_calls = report.tool_calls,
+        input_tokens = report.usage.input_tokens,
+        output_tokens = report.usage.output_tokens,
+        cost_micros = report.usage.cost_micros,
+        resets = report.resets,
+        compactions = report.compactions,
+        end = end_label(&report.end),
+        "tool loop ended"
+    );
+    let usage = report.usage;
+    let Some((mut summary, claimed_done)) = summarize(&report) else {
+        let error = match report.end {
+            LoopEnd::ModelFailed(err) => format!(
+                "model call failed after {} tool calls: {}: {err}",
+                report.tool_calls,
+                err.kind().describe()
+            ),
+            _ => "episode produced nothing".to_string(),
+        };
+        return EpisodeEnd::failed(error, usage);
+    };
+    if report.resets > 0 {
+        summary.push_str(&format!(
+            " (context resets: {}; handoffs via {HANDOFF_FILE})",
+            report.resets
+        ));
+    }
+    match freeze_dir(env, dir, &base, usage, &req.ignore).await {
+        Ok((candidate, files_changed)) => EpisodeEnd::Outcome {
+            outcome: ExecOutcome::Frozen {
+                candidate,
+                summary,
+                claimed_done,
+                steps: report.steps,
+                tool_calls: report.tool_calls,
+                files_changed,
+            },
+            usage,
+        },
+        Err(end) => end,
+    }
+}
+
+/// Keeps the handoff file out of the frozen snapshot: removed when the base had none, put
+/// back as it was when the base had one.
+struct HandoffFile {
+    path: PathBuf,
+    original: Option<Vec<u8>>,
+}
+
+impl HandoffFile {
+    fn capture(dir: &Path) -> Self {
+        let path = dir.join(HANDOFF_FILE);
+        let original = std::fs::read(&path).ok();
+        HandoffFile { path, original }
+    }
+
+    fn restore(self) -> std::io::Result<()> {
+        match &self.original {
+            Some(bytes) => std::fs::write(&self.path, bytes),
+            None => match std::fs::remove_file(&self.path) {
+                Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(err),
+                _ => Ok(()),
+            },
+        }
+    }
+}
+
+/// The summary and `claimed_done` to freeze with, or None when the round fails instead: the
+/// model failed before any tool ran, or with an error that ends the episode (auth, quota), so
+/// the manager sees the reason rather than a candidate to audit.
+pub(crate) fn summarize(report: &LoopReport) -> Option<(String, bool)> {
+    let or_default = |s: &str, default: &str| {
+        if s.is_empty() {
+            default.to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    match &report.end {
+        LoopEnd::Finished { summary } => Some((or_default(summary, "finished"), true)),
+        LoopEnd::Replied { summary } => Some((
+            or_default(summary, "the model ended without a summary"),
+            false,
+        )),
+        LoopEnd::StepCap => Some(("step cap reached".to_string(), false)),
+        LoopEnd::TimedOut(after) => Some((
+            format!(
+                "episode time limit of {}s reached; ended early",
+                after.as_secs()
+            ),
+            false,
+        )),
+        LoopEnd::ModelFailed(err) if report.tool_calls == 0 || err.ends_episode() => None,
+        LoopEnd::ModelFailed(err) => Some((
+            format!(
+                "episode ended early after {} tool calls: {}: {err}",
+                report.tool_calls,
+                err.kind().describe()
+            ),
+            false,
+        )),
+    }
+}
+
+fn end_label(end: &LoopEnd) -> &'static str {
+    match end {
+        LoopEnd::Finished { .. } => "finished",
+        LoopEnd::Replied { .. } => "replied",
+        LoopEnd::StepCap => "step_cap",
+        LoopEnd::TimedOut(_) => "timed_out",
+        LoopEnd::ModelFailed(_) => "model_failed",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use loopgate_common::usage::Usage;
+    use loopgate_models::ModelError;
+
+    fn report(end: LoopEnd, tool_calls: u32) -> LoopReport {
+        LoopReport {
+            end,
+            steps: 1,
+            tool_calls,
+            usage: Usage::default(),
+            resets: 0,
+            compactions: 0,
+        }
+    }
+
+    #[test]
+    fn summarize_table() {
+        let failed = || {
+            LoopEnd::ModelFailed(ModelError::Timeout {
+                timeout: Duration::from_secs(1),
+            })
+        };
+        let cases: Vec<(LoopReport, Option<(&str, bool)>)> = vec![
+            (
+                report(
+                    LoopEnd::Finished {
+                        summary: "did it".into(),
+                    },
+                    2,
+                ),
+                Some(("did it", true)),
+            ),
+            (
+                report(
+                    LoopEnd::Finished {
+                        summary: String::new(),
+                    },
+                    1,
+                ),
+                Some(("finished", true)),
+            ),
+            (
+                report(
+                    LoopEnd::Replied {
+                        summary: "hm".into(),
+                    },
+                    0,
+                ),
+                Some(("hm", false)),
+            ),
+            (
+                report(LoopEnd::StepCap, 9),
+                Some(("step cap reached", false)),
+            ),
+            (report(failed(), 0), None),
+        ];
+        for (r, expected) in cases {
+            let got = summarize(&r);
+            assert_eq!(
+                got.as_ref().map(|(s, d)| (s.as_str(), *d)),
+                expected,
+                "{r:?}"
+            );
+        }
+        let refused = LoopEnd::ModelFailed(ModelError::Status {
+            code: 401,
+            body: "bad key".into(),
+            retry_after: None,
+        });
+        assert!(summarize(&report(refused, 5)).is_none());
+        let (text, done) = summarize(&report(failed(), 3)).unwrap();
+        assert!(text.starts_with("episode ended early after 3 tool calls"));
+        assert!(!done);
+    }
+}

@@ -1,0 +1,125 @@
+//! The episode's directory: a fresh one under the work dir, the base snapshot materialized into
+//! it, and the workspace frozen into the candidate snapshot at the end. Store trouble that may
+//! pass becomes `EpisodeEnd::Retry` (JetStream redelivers), anything else a failed round.
+
+use std::path::Path;
+
+use loopgate_common::snapshot::{diff_manifests, Manifest, SnapshotId};
+use loopgate_common::usage::Usage;
+use loopgate_common::wire::ExecRequest;
+use loopgate_snapshot::FreezeRules;
+
+use crate::episode::env::{EpisodeEnd, EpisodeEnv};
+
+/// `<run>-r<round>-a<attempt>-`: the episode directory's prefix (a random suffix follows).
+pub(crate) fn episode_dir_prefix(req: &ExecRequest, attempt: u64) -> String {
+    let run: String = req
+        .run_id
+        .chars()
+        .take(64)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{run}-r{}-a{attempt}-", req.round)
+}
+
+/// A fresh directory for the episode under the work dir (removed when dropped).
+pub(crate) fn episode_dir(
+    req: &ExecRequest,
+    attempt: u64,
+    env: &EpisodeEnv,
+) -> Result<tempfile::TempDir, EpisodeEnd> {
+    tempfile::Builder::new()
+        .prefix(&episode_dir_prefix(req, attempt))
+        .tempdir_in(&env.work_dir)
+        .map_err(|err| EpisodeEnd::Retry {
+            reason: format!(
+                "creating an episode dir under {}: {err}",
+                env.work_dir.display()
+            ),
+        })
+}
+
+pub(crate) fn remove_episode_dir(dir: tempfile::TempDir) {
+    if let Err(err) = dir.close() {
+        tracing::warn!(error = %err, "removing the episode dir failed");
+    }
+}
+
+/// The base snapshot, materialized into `dir`.
+pub(crate) async fn materialize_base(
+    env: &EpisodeEnv,
+    req: &ExecRequest,
+    dir: &Path,
+) -> Result<Manifest, EpisodeEnd> {
+    match env.store.materialize(&req.base_snapshot, dir).await {
+        Ok(manifest) => Ok(manifest),
+        Err(err) if err.is_retryable() => Err(EpisodeEnd::Retry {
+            reason: format!("materializing base snapshot: {err}"),
+        }),
+        Err(err) => Err(EpisodeEnd::failed(
+            format!("base snapshot {}: {err}", req.base_snapshot),
+            Usage::default(),
+        )),
+    }
+}
+
+/// Freezes `dir`; the candidate and how many paths differ from `base`.
+pub(crate) async fn freeze_dir(
+    env: &EpisodeEnv,
+    dir: &Path,
+    base: &Manifest,
+    usage: Usage,
+    ignore: &[String],
+) -> Result<(SnapshotId, u32), EpisodeEnd> {
+    match env
+        .store
+        .freeze(dir, &FreezeRules::with_ignores(ignore))
+        .await
+    {
+        Ok(frozen) => {
+            let files_changed = diff_manifests(base, &frozen.manifest).len();
+            tracing::info!(
+                candidate = %frozen.id,
+                files = frozen.files,
+                files_changed,
+                bytes_uploaded = frozen.bytes_uploaded,
+                "workspace frozen"
+            );
+            loopgate_telemetry::metrics::Metrics::new()
+                .snapshot_uploaded_bytes
+                .add(frozen.bytes_uploaded + frozen.manifest_bytes_uploaded, &[]);
+            Ok((frozen.id, u32::try_from(files_changed).unwrap_or(u32::MAX)))
+        }
+        Err(err) if err.is_retryable() => Err(EpisodeEnd::Retry {
+            reason: format!("freezing the workspace: {err}"),
+        }),
+        Err(err) => Err(EpisodeEnd::failed(
+            format!("cannot freeze the workspace: {err}"),
+            usage,
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn dir_prefix_is_filename_safe() {
+        let req: ExecRequest = serde_json::from_value(serde_json::json!({
+            "run_id": "run/../x y", "generation": 1, "round": 4, "capability": "cli",
+            "contract": {"goal": "g", "criteria": [], "protected_paths": [], "spec_hash": "h"},
+            "increment": {"objective": "o"}, "base_snapshot": "b", "executor_profile": "p",
+            "episode_secs": 5, "max_steps": 3
+        }))
+        .unwrap();
+        assert_eq!(episode_dir_prefix(&req, 2), "run____x_y-r4-a2-");
+    }
+}

@@ -1,0 +1,353 @@
+//! The LLM tool loop of one episode: ask the model, run the tools it calls, feed the results
+//! back, until it calls `finish`, answers without tool calls, hits the step cap or the deadline,
+//! or the model call fails.
+//!
+//! Context health is tracked per agent (see `context_health`): at the warn level old tool
+//! output is compacted; when the score drops below the threshold the agent is asked to write
+//! `progress.md` and a fresh agent continues from it (at most `max_resets` times). A
+//! context-length error from the model also resets, with a handoff written by the harness.
+
+pub(crate) mod context_health;
+pub(crate) mod context_reset;
+
+use std::future::Future;
+use std::time::Duration;
+
+use loopgate_common::tool_call_parse::strip_tool_calls;
+use loopgate_common::usage::Usage;
+use loopgate_models::{
+    ChatClient, ChatMessage, ChatRequest, ChatResponse, ModelError, ModelErrorKind, ToolSpec,
+};
+use tracing::Instrument;
+
+use crate::tool_loop::context_health::{ContextHealth, HealthLevel, HealthPolicy};
+use crate::tool_loop::context_reset::{
+    compact_tool_results, fresh_prompt, mechanical_handoff, HANDOFF_FILE, HANDOFF_REQUEST,
+    KEEP_RECENT_TOOL_RESULTS, MAX_HANDOFF_CHARS,
+};
+use crate::tools::dispatch::{tool_specs, EpisodeTools, ToolAction};
+
+/// Longest summary kept from the model's own words.
+pub(crate) const MAX_SUMMARY_CHARS: usize = 2000;
+/// Model turns an agent gets to write its handoff.
+const HANDOFF_TURNS: u32 = 2;
+
+/// Anything that answers chat requests; `ChatClient` in production.
+pub trait ChatModel: Sync {
+    fn chat(
+        &self,
+        req: &ChatRequest,
+    ) -> impl Future<Output = Result<ChatResponse, ModelError>> + Send;
+
+    /// The model's context window in tokens, when known.
+    fn context_window(&self) -> Option<u32> {
+        None
+    }
+}
+
+impl ChatModel for ChatClient {
+    fn chat(
+        &self,
+        req: &ChatRequest,
+    ) -> impl Future<Output = Result<ChatResponse, ModelError>> + Send {
+        ChatClient::chat(self, req)
+    }
+
+    fn context_window(&self) -> Option<u32> {
+        self.profile().context_window
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LoopLimits {
+    /// Model calls at most (handoff turns included).
+    pub max_steps: u32,
+    /// Wall-clock bound on the whole loop.
+    pub episode: Duration,
+    /// Context-health scoring and resets.
+    pub health: HealthPolicy,
+}
+
+/// Why the loop stopped.
+#[derive(Debug)]
+pub enum LoopEnd {
+    /// The agent called `finish`.
+    Finished {
+        summary: String,
+    },
+    /// The model answered without tool calls; its text is the summary.
+    Replied {
+        summary: String,
+    },
+    StepCap,
+    TimedOut(Duration),
+    ModelFailed(ModelError),
+}
+
+#[derive(Debug)]
+pub struct LoopReport {
+    pub end: LoopEnd,
+    /// Model calls made.
+    pub steps: u32,
+    /// Tool calls carried out (`finish` included).
+    pub tool_calls: u32,
+    pub usage: Usage,
+    /// Fresh agents started from a handoff.
+    pub resets: u32,
+    /// Times old tool output was compacted.
+    pub compactions: u32,
+}
+
+#[derive(Debug, Default)]
+struct LoopState {
+    steps: u32,
+    tool_calls: u32,
+    usage: Usage,
+    resets: u32,
+    compactions: u32,
+}
+
+/// How one model turn ended.
+enum TurnEnd {
+    Continue,
+    Finished {
+        summary: String,
+    },
+    /// No tool calls; the raw text.
+    Replied {
+        text: String,
+    },
+}
+
+/// Run the loop from `prompt` (system + first user message).
+pub async fn run_tool_loop<M: ChatModel>(
+    model: &M,
+    tools: &EpisodeTools,
+    prompt: Vec<ChatMessage>,
+    limits: LoopLimits,
+) -> LoopReport {
+    let mut state = LoopState::default();
+    let driven = tokio::time::timeout(
+        limits.episode,
+        drive(model, tools, prompt, &limits, &mut state),
+    )
+    .await;
+    let end = driven.unwrap_or(LoopEnd::TimedOut(limits.episode));
+    LoopReport {
+        end,
+        steps: state.steps,
+        tool_calls: state.tool_calls,
+        usage: state.usage,
+        resets: state.resets,
+        compactions: state.compactions,
+    }
+}
+
+async fn drive<M: ChatModel>(
+    model: &M,
+    tools: &EpisodeTools,
+    prompt: Vec<ChatMessage>,
+    limits: &LoopLimits,
+    state: &mut LoopState,
+) -> LoopEnd {
+    let specs = tool_specs();
+    let max_steps = limits.max_steps.max(1);
+    let max_resets = limits.health.max_resets;
+    let task = prompt.clone();
+    let mut messages = prompt;
+    let mut health = ContextHealth::new(limits.health);
+    while state.steps < max_steps {
+        if health.needs_reset() && state.resets < max_resets {
+            let notes =
+                match write_handoff(model, tools, &mut messages, &specs, max_steps, state).await {
+                    Ok(notes) => notes,
+                    Err(end) => return end,
+                };
+            state.resets += 1;
+            tracing::info!(
+                reset = state.resets,
+                score = health.score(),
+                utilization = health.utilization(),
+                "context health below threshold: continuing with a fresh agent"
+            );
+            messages = fresh_prompt(&task, &notes, state.resets);
+            health = ContextHealth::new(limits.health);
+            continue;
+        }
+        if health.level() >= HealthLevel::Warn
+            && compact_tool_results(&mut messages, KEEP_RECENT_TOOL_RESULTS) > 0
+        {
+            health.note_compaction();
+            state.compactions += 1;
+            tracing::debug!(score = health.score(), "compacted old tool output");
+        }
+        let request = ChatRequest::new(messages.clone()).with_tools(specs.clone());
+        let response = match model.chat(&request).await {
+            Ok(response) => response,
+            Err(err)
+                if err.kind() == ModelErrorKind::ContextLength && state.resets < max_resets =>
+            {
+                state.resets += 1;
+                tracing::warn!(reset = state.resets, error = %err, "prompt no longer fits: continuing with a fresh agent");
+                let notes = read_handoff(tools).unwrap_or_else(|| mechanical_handoff(&messages));
+                messages = fresh_prompt(&task, &notes, state.resets);
+                health = ContextHealth::new(limits.health);
+                continue;
+            }
+            Err(err) => return LoopEnd::ModelFailed(err),
+        };
+        state.steps += 1;
+        state.usage.add(response.usage);
+        health.observe(response.usage.input_tokens, response.usage.output_tokens);
+        match run_turn(tools, &mut messages, response, state).await {
+            TurnEnd::Continue => {}
+            TurnEnd::Finished { summary } => return LoopEnd::Finished { summary },
+            TurnEnd::Replied { text } => {
+                return LoopEnd::Replied {
+                    summary: summary_from_text(&text),
+                }
+            }
+        }
+    }
+    LoopEnd::StepCap
+}
+
+/// Runs the tools of one reply and appends the turn to `messages`.
+async fn run_turn(
+    tools: &EpisodeTools,
+    messages: &mut Vec<ChatMessage>,
+    response: ChatResponse,
+    state: &mut LoopState,
+) -> TurnEnd {
+    tracing::debug!(
+        step = state.steps,
+        tool_calls = response.tool_calls.len(),
+        from_content = response.tool_calls_from_content,
+        "model replied"
+    );
+    if response.tool_calls.is_empty() {
+        return TurnEnd::Replied {
+            text: response.content.unwrap_or_default(),
+        };
+    }
+    let mut assistant = response.to_assistant_message();
+    give_call_ids(&mut assistant, state.tool_calls);
+    let calls = match &assistant {
+        ChatMessage::Assistant { tool_calls, .. } => tool_calls.clone(),
+        _ => Vec::new(),
+    };
+    messages.push(assistant);
+    for call in &calls {
+        state.tool_calls += 1;
+        let span = tracing::info_span!(
+            "execute_tool",
+            "otel.name" = %format!("execute_tool {}", call.name),
+            "gen_ai.operation.name" = "execute_tool",
+            "gen_ai.tool.name" = %call.name,
+            tool = %call.name,
+        );
+        match tools.call(call).instrument(span).await {
+            ToolAction::Finish { summary } => {
+                return TurnEnd::Finished {
+                    summary: summary_from_text(&summary),
+                }
+            }
+            ToolAction::Continue { result, ok } => {
+                tracing::debug!(tool = %call.name, ok, "tool ran");
+                messages.push(ChatMessage::tool_result(&call.id, &call.name, result));
+            }
+        }
+    }
+    TurnEnd::Continue
+}
+
+/// Asks the agent for its handoff (a couple of turns, counted as steps) and returns the notes:
+/// the `progress.md` it wrote, else what it answered, else a handoff written by the harness.
+/// `Err` when the agent called `finish` instead: the loop ends there.
+async fn write_handoff<M: ChatModel>(
+    model: &M,
+    tools: &EpisodeTools,
+    messages: &mut Vec<ChatMessage>,
+    specs: &[ToolSpec],
+    max_steps: u32,
+    state: &mut LoopState,
+) -> Result<String, LoopEnd> {
+    let before = read_handoff(tools);
+    messages.push(ChatMessage::user(HANDOFF_REQUEST));
+    for _ in 0..HANDOFF_TURNS {
+        if state.steps >= max_steps {
+            break;
+        }
+        let request = ChatRequest::new(messages.clone()).with_tools(specs.to_vec());
+        let response = match model.chat(&request).await {
+            Ok(response) => response,
+            Err(err) => {
+                tracing::warn!(error = %err, "the agent could not write its handoff");
+                break;
+            }
+        };
+        state.steps += 1;
+        state.usage.add(response.usage);
+        match run_turn(tools, messages, response, state).await {
+            TurnEnd::Finished { summary } => return Err(LoopEnd::Finished { summary }),
+            TurnEnd::Replied { text } => {
+                let text = strip_tool_calls(&text);
+                if let Some(notes) = new_handoff(tools, before.as_deref()) {
+                    return Ok(notes);
+                }
+                if !text.trim().is_empty() {
+                    return Ok(text);
+                }
+                break;
+            }
+            TurnEnd::Continue => {
+                if let Some(notes) = new_handoff(tools, before.as_deref()) {
+                    return Ok(notes);
+                }
+            }
+        }
+    }
+    Ok(new_handoff(tools, before.as_deref()).unwrap_or_else(|| mechanical_handoff(messages)))
+}
+
+/// The workspace's `progress.md` when it differs from `before` (was written just now).
+fn new_handoff(tools: &EpisodeTools, before: Option<&str>) -> Option<String> {
+    read_handoff(tools).filter(|now| Some(now.as_str()) != before)
+}
+
+/// The workspace's `progress.md`, when there is a non-empty one.
+fn read_handoff(tools: &EpisodeTools) -> Option<String> {
+    tools
+        .workspace()
+        .read_file(HANDOFF_FILE, MAX_HANDOFF_CHARS * 4)
+        .ok()
+        .filter(|text| !text.trim().is_empty())
+}
+
+/// Tool results must answer a call id; fallback-parsed calls may come without one.
+fn give_call_ids(message: &mut ChatMessage, seen: u32) {
+    if let ChatMessage::Assistant { tool_calls, .. } = message {
+        for (i, call) in tool_calls.iter_mut().enumerate() {
+            if call.id.trim().is_empty() {
+                call.id = format!("call_{}", seen as usize + i + 1);
+            }
+        }
+    }
+}
+
+/// The model's text as a summary: tool-call blocks removed, trimmed, bounded.
+pub(crate) fn summary_from_text(text: &str) -> String {
+    let text = strip_tool_calls(text);
+    let text = text.trim();
+    if text.is_empty() {
+        return String::new();
+    }
+    let mut summary: String = text.chars().take(MAX_SUMMARY_CHARS).collect();
+    if text.chars().count() > MAX_SUMMARY_CHARS {
+        summary.push('…');
+    }
+    summary
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,388 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Mutex;
+
+use loopgate_models::ToolCall;
+use serde_json::json;
+
+use super::*;
+use crate::config::ToolLimits;
+use crate::tools::workspace::Workspace;
+
+/// Replies from a fixed script (then keeps repeating the last reply), recording requests.
+struct ScriptedModel {
+    replies: Mutex<Vec<Result<ChatResponse, ModelError>>>,
+    last: ChatResponse,
+    seen: Mutex<Vec<ChatRequest>>,
+}
+
+impl ScriptedModel {
+    fn new(replies: Vec<Result<ChatResponse, ModelError>>, last: ChatResponse) -> Self {
+        let mut replies = replies;
+        replies.reverse();
+        ScriptedModel {
+            replies: Mutex::new(replies),
+            last,
+            seen: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl ChatModel for ScriptedModel {
+    fn chat(
+        &self,
+        req: &ChatRequest,
+    ) -> impl Future<Output = Result<ChatResponse, ModelError>> + Send {
+        self.seen.lock().unwrap().push(req.clone());
+        let next = self
+            .replies
+            .lock()
+            .unwrap()
+            .pop()
+            .unwrap_or_else(|| Ok(self.last.clone()));
+        async move { next }
+    }
+}
+
+fn reply(content: Option<&str>, calls: Vec<(&str, serde_json::Value)>) -> ChatResponse {
+    ChatResponse {
+        content: content.map(str::to_string),
+        tool_calls: calls
+            .into_iter()
+            .enumerate()
+            .map(|(i, (name, arguments))| ToolCall {
+                id: if i == 0 {
+                    String::new()
+                } else {
+                    format!("id{i}")
+                },
+                name: name.to_string(),
+                arguments,
+            })
+            .collect(),
+        tool_calls_from_content: false,
+        finish_reason: None,
+        usage: Usage::tokens(10, 2),
+        model: "scripted".into(),
+    }
+}
+
+fn limits(max_steps: u32) -> LoopLimits {
+    LoopLimits {
+        max_steps,
+        episode: Duration::from_secs(30),
+        health: HealthPolicy::default(),
+    }
+}
+
+fn prompt() -> Vec<ChatMessage> {
+    vec![ChatMessage::system("sys"), ChatMessage::user("do it")]
+}
+
+#[tokio::test]
+async fn loop_endings_table() {
+    let write = || ("write_file", json!({"path": "a.txt", "content": "A"}));
+    let timeout_err = || {
+        Err(ModelError::Timeout {
+            timeout: Duration::from_secs(1),
+        })
+    };
+    type Check = fn(&LoopReport) -> bool;
+    type Script = Vec<Result<ChatResponse, ModelError>>;
+    let cases: Vec<(&str, Script, u32, Check)> = vec![
+        (
+            "write then finish",
+            vec![
+                Ok(reply(None, vec![write()])),
+                Ok(reply(None, vec![("finish", json!({"summary": "wrote a"}))])),
+            ],
+            10,
+            |r| {
+                matches!(&r.end, LoopEnd::Finished { summary } if summary == "wrote a")
+                    && r.steps == 2
+                    && r.tool_calls == 2
+            },
+        ),
+        (
+            "plain reply ends it",
+            vec![Ok(reply(Some("  all done  "), vec![]))],
+            10,
+            |r| {
+                matches!(&r.end, LoopEnd::Replied { summary } if summary == "all done")
+                    && r.tool_calls == 0
+            },
+        ),
+        ("never stops: step cap", vec![], 3, |r| {
+            matches!(r.end, LoopEnd::StepCap) && r.steps == 3 && r.tool_calls == 3
+        }),
+        ("model fails first", vec![timeout_err()], 10, |r| {
+            matches!(r.end, LoopEnd::ModelFailed(_)) && r.steps == 0 && r.tool_calls == 0
+        }),
+        (
+            "model fails after a tool",
+            vec![Ok(reply(None, vec![write()])), timeout_err()],
+            10,
+            |r| matches!(r.end, LoopEnd::ModelFailed(_)) && r.steps == 1 && r.tool_calls == 1,
+        ),
+        (
+            "finish among several calls stops at finish",
+            vec![Ok(reply(
+                None,
+                vec![write(), ("finish", json!({})), write()],
+            ))],
+            10,
+            |r| matches!(&r.end, LoopEnd::Finished { .. }) && r.tool_calls == 2,
+        ),
+    ];
+    for (name, replies, max_steps, check) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let tools = EpisodeTools::new(Workspace::new(dir.path()).unwrap(), ToolLimits::default());
+        let model = ScriptedModel::new(replies, reply(None, vec![write()]));
+        let report = run_tool_loop(&model, &tools, prompt(), limits(max_steps)).await;
+        assert!(check(&report), "{name}: {report:?}");
+        assert_eq!(
+            report.usage.input_tokens,
+            10 * u64::from(report.steps),
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn tool_results_go_back_with_call_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = EpisodeTools::new(Workspace::new(dir.path()).unwrap(), ToolLimits::default());
+    let model = ScriptedModel::new(
+        vec![
+            Ok(reply(
+                None,
+                vec![("write_file", json!({"path": "../../etc/x", "content": "x"}))],
+            )),
+            Ok(reply(Some("gave up"), vec![])),
+        ],
+        reply(Some("x"), vec![]),
+    );
+    let report = run_tool_loop(&model, &tools, prompt(), limits(5)).await;
+    assert!(matches!(report.end, LoopEnd::Replied { .. }));
+    let seen = model.seen.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0].tools.len(), 6);
+    let second = &seen[1].messages;
+    let ChatMessage::Assistant { tool_calls, .. } = &second[2] else {
+        panic!("{second:?}")
+    };
+    assert_eq!(tool_calls[0].id, "call_1");
+    let ChatMessage::Tool {
+        tool_call_id,
+        content,
+        ..
+    } = &second[3]
+    else {
+        panic!("{second:?}")
+    };
+    assert_eq!(tool_call_id, "call_1");
+    assert!(content.starts_with("error: "), "{content}");
+}
+
+#[tokio::test]
+async fn deadline_ends_the_loop() {
+    struct Slow;
+    impl ChatModel for Slow {
+        async fn chat(&self, _req: &ChatRequest) -> Result<ChatResponse, ModelError> {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Err(ModelError::Timeout {
+                timeout: Duration::from_secs(60),
+            })
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tools = EpisodeTools::new(Workspace::new(dir.path()).unwrap(), ToolLimits::default());
+    let limits = LoopLimits {
+        max_steps: 5,
+        episode: Duration::from_millis(100),
+        health: HealthPolicy::default(),
+    };
+    let report = run_tool_loop(&Slow, &tools, prompt(), limits).await;
+    assert!(matches!(report.end, LoopEnd::TimedOut(_)));
+}
+
+#[test]
+fn summary_from_text_table() {
+    let long = "x".repeat(MAX_SUMMARY_CHARS + 10);
+    let cases = [
+        ("  done \n", "done".to_string()),
+        ("", String::new()),
+        (long.as_str(), format!("{}…", "x".repeat(MAX_SUMMARY_CHARS))),
+    ];
+    for (text, expected) in cases {
+        assert_eq!(summary_from_text(text), expected);
+    }
+}
+
+fn with_input(mut response: ChatResponse, input_tokens: u64) -> ChatResponse {
+    response.usage = Usage::tokens(input_tokens, 10);
+    response
+}
+
+fn small_window(max_resets: u32) -> LoopLimits {
+    LoopLimits {
+        max_steps: 20,
+        episode: Duration::from_secs(30),
+        health: HealthPolicy {
+            max_resets,
+            ..HealthPolicy::for_window(Some(1000))
+        },
+    }
+}
+
+fn user_text(req: &ChatRequest) -> String {
+    req.messages
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::User { content } => Some(content.clone()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn inflating_context_hands_off_to_a_fresh_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = EpisodeTools::new(Workspace::new(dir.path()).unwrap(), ToolLimits::default());
+    let write =
+        |path: &str, content: &str| ("write_file", json!({"path": path, "content": content}));
+    let model = ScriptedModel::new(
+        vec![
+            Ok(with_input(reply(None, vec![write("a.txt", "A")]), 300)),
+            // 850 of 1000 tokens: critical, below the reset threshold.
+            Ok(with_input(reply(None, vec![write("b.txt", "B")]), 850)),
+            Ok(with_input(
+                reply(
+                    None,
+                    vec![write(
+                        "progress.md",
+                        "## Done\na.txt, b.txt\n## Next steps\nc.txt",
+                    )],
+                ),
+                900,
+            )),
+            Ok(with_input(reply(None, vec![write("c.txt", "C")]), 200)),
+            Ok(reply(None, vec![("finish", json!({"summary": "a, b, c"}))])),
+        ],
+        reply(Some("unexpected"), vec![]),
+    );
+    let report = run_tool_loop(&model, &tools, prompt(), small_window(3)).await;
+    assert!(
+        matches!(&report.end, LoopEnd::Finished { summary } if summary == "a, b, c"),
+        "{report:?}"
+    );
+    assert_eq!((report.resets, report.steps, report.tool_calls), (1, 5, 5));
+    let seen = model.seen.lock().unwrap();
+    assert!(user_text(&seen[2]).contains("write the file progress.md"));
+    // The fresh agent starts from system + task-with-handoff only.
+    assert_eq!(seen[3].messages.len(), 2);
+    let fresh = user_text(&seen[3]);
+    assert!(fresh.starts_with("do it\n\nContext reset 1"), "{fresh}");
+    assert!(fresh.contains("a.txt, b.txt"), "{fresh}");
+    for file in ["a.txt", "b.txt", "c.txt", "progress.md"] {
+        assert!(dir.path().join(file).exists(), "{file}");
+    }
+}
+
+#[tokio::test]
+async fn resets_are_capped_per_episode() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = EpisodeTools::new(Workspace::new(dir.path()).unwrap(), ToolLimits::default());
+    // Every reply reports a nearly full window; the agent never writes a handoff.
+    let model = ScriptedModel::new(
+        vec![],
+        with_input(reply(None, vec![("list_dir", json!({}))]), 950),
+    );
+    let mut limits = small_window(3);
+    limits.max_steps = 12;
+    let report = run_tool_loop(&model, &tools, prompt(), limits).await;
+    assert!(matches!(report.end, LoopEnd::StepCap), "{report:?}");
+    assert_eq!(report.resets, 3);
+    let seen = model.seen.lock().unwrap();
+    assert_eq!(seen.len(), 12);
+    // A harness-written handoff stands in for the missing progress.md.
+    let last = user_text(seen.last().unwrap());
+    assert!(
+        last.contains("Context reset 3") && last.contains("- list_dir"),
+        "{last}"
+    );
+}
+
+#[tokio::test]
+async fn context_length_error_resets_with_a_mechanical_handoff() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = EpisodeTools::new(Workspace::new(dir.path()).unwrap(), ToolLimits::default());
+    let too_long = || {
+        Err(ModelError::Status {
+            code: 400,
+            body: "context_length_exceeded".into(),
+            retry_after: None,
+        })
+    };
+    let model = ScriptedModel::new(
+        vec![
+            Ok(reply(
+                None,
+                vec![("write_file", json!({"path": "a.txt", "content": "A"}))],
+            )),
+            too_long(),
+            Ok(reply(None, vec![("finish", json!({"summary": "done"}))])),
+        ],
+        reply(Some("x"), vec![]),
+    );
+    let report = run_tool_loop(&model, &tools, prompt(), small_window(1)).await;
+    assert!(matches!(report.end, LoopEnd::Finished { .. }), "{report:?}");
+    assert_eq!((report.resets, report.steps), (1, 2));
+    let fresh = user_text(&model.seen.lock().unwrap()[2]);
+    assert!(fresh.contains("- write_file a.txt"), "{fresh}");
+
+    // Out of resets: the error ends the loop.
+    let model = ScriptedModel::new(vec![too_long()], reply(Some("x"), vec![]));
+    let report = run_tool_loop(&model, &tools, prompt(), small_window(0)).await;
+    assert!(
+        matches!(&report.end, LoopEnd::ModelFailed(e) if e.kind() == ModelErrorKind::ContextLength)
+    );
+}
+
+#[tokio::test]
+async fn warn_level_compacts_old_tool_output() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("big.txt"), "y".repeat(1000)).unwrap();
+    let tools = EpisodeTools::new(Workspace::new(dir.path()).unwrap(), ToolLimits::default());
+    let read = || {
+        with_input(
+            reply(None, vec![("read_file", json!({"path": "big.txt"}))]),
+            650,
+        )
+    };
+    let model = ScriptedModel::new(
+        vec![
+            Ok(read()),
+            Ok(read()),
+            Ok(read()),
+            Ok(reply(None, vec![("finish", json!({"summary": "read"}))])),
+        ],
+        reply(Some("x"), vec![]),
+    );
+    let report = run_tool_loop(&model, &tools, prompt(), small_window(3)).await;
+    assert!(matches!(report.end, LoopEnd::Finished { .. }), "{report:?}");
+    assert_eq!((report.compactions, report.resets), (1, 0));
+    let seen = model.seen.lock().unwrap();
+    let results: Vec<&str> = seen[3]
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::Tool { content, .. } => Some(content.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 3);
+    assert!(results[0].contains("elided"), "{}", results[0]);
+    assert!(!results[1].contains("elided") && !results[2].contains("elided"));
+}

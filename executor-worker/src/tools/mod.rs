@@ -1,0 +1,7 @@
+//! The tools of the built-in tool loop, confined to the episode's workspace: `shell`, the file
+//! tools (`read_file`, `write_file`, `edit_file`, `list_dir`) and `finish`, dispatched by name
+//! (`dispatch`).
+
+pub(crate) mod dispatch;
+pub(crate) mod shell;
+pub(crate) mod workspace;

@@ -1,0 +1,275 @@
+//! The file tools (`read_file`, `write_file`, `edit_file`, `list_dir`) and the path confinement
+//! they all go through: every path is relative to the workspace root and must stay under it,
+//! through `..` and through symlinks. Errors are returned to the model as tool results.
+
+use std::fs;
+use std::io::ErrorKind;
+use std::path::{Component, Path, PathBuf};
+
+use loopgate_common::output_cap::cap_text;
+
+/// Most directory entries `list_dir` shows.
+pub(crate) const LIST_DIR_LIMIT: usize = 500;
+
+/// Why a tool call could not be carried out. The model reads the message and may try again.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    #[error("path is empty")]
+    EmptyPath,
+    #[error("path '{0}' is absolute; use a path relative to the workspace")]
+    AbsolutePath(String),
+    #[error("path '{0}' contains '..'; stay inside the workspace")]
+    ParentComponent(String),
+    #[error("path '{0}' leads outside the workspace through a symlink")]
+    EscapesWorkspace(String),
+    #[error("path '{0}' goes through a dangling symlink")]
+    DanglingSymlink(String),
+    #[error("'{0}' does not exist")]
+    NotFound(String),
+    #[error("'{0}' is a directory")]
+    IsDirectory(String),
+    #[error("'{0}' is not a directory")]
+    NotDirectory(String),
+    #[error("edit_file: `old` must not be empty")]
+    EmptyOld,
+    #[error("edit_file: `old` text was not found in '{0}'")]
+    OldNotFound(String),
+    #[error("edit_file: `old` text appears {count} times in '{path}'; include more context so it is unique")]
+    OldAmbiguous { path: String, count: usize },
+    #[error("'{0}' is not UTF-8 text")]
+    NotText(String),
+    #[error("bad arguments for {tool}: {reason}")]
+    BadArguments { tool: String, reason: String },
+    #[error("unknown tool '{name}'; available: {available}")]
+    UnknownTool { name: String, available: String },
+    #[error("{op} '{path}': {source}")]
+    Io {
+        op: &'static str,
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("this step may only change {scope}; '{path}' is outside it")]
+    OutsideWriteScope { path: String, scope: String },
+    #[error("shell: {0}")]
+    Shell(String),
+    #[error("internal error running the tool: {0}")]
+    Internal(String),
+}
+
+fn io_err<'a>(op: &'static str, path: &'a str) -> impl FnOnce(std::io::Error) -> ToolError + 'a {
+    move |source| match source.kind() {
+        ErrorKind::NotFound => ToolError::NotFound(path.to_string()),
+        _ => ToolError::Io {
+            op,
+            path: path.to_string(),
+            source,
+        },
+    }
+}
+
+/// A workspace directory; all tool paths resolve under its canonical root.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    root: PathBuf,
+}
+
+impl Workspace {
+    /// `root` must exist; it is canonicalized once so symlinks above it (e.g. `/tmp`) are fine.
+    pub fn new(root: &Path) -> Result<Workspace, ToolError> {
+        let shown = root.display().to_string();
+        let root = fs::canonicalize(root).map_err(io_err("open workspace", &shown))?;
+        Ok(Workspace { root })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Map a model-supplied relative path to a path under the root. `""` and `"."` are the root.
+    /// Refuses absolute paths, `..`, and any existing component that is a symlink resolving
+    /// outside the root (or nowhere). Components that don't exist yet are fine: the tools create
+    /// them as plain directories.
+    pub fn resolve(&self, rel: &str) -> Result<PathBuf, ToolError> {
+        if rel.contains('\0') {
+            return Err(ToolError::BadArguments {
+                tool: "path".into(),
+                reason: "contains a NUL byte".into(),
+            });
+        }
+        let mut clean = PathBuf::new();
+        for component in Path::new(rel).components() {
+            match component {
+                Component::Normal(part) => clean.push(part),
+                Component::CurDir => {}
+                Component::ParentDir => return Err(ToolError::ParentComponent(rel.to_string())),
+                Component::RootDir | Component::Prefix(_) => {
+                    return Err(ToolError::AbsolutePath(rel.to_string()))
+                }
+            }
+        }
+        let mut current = self.root.clone();
+        let parts: Vec<Component> = clean.components().collect();
+        for (i, part) in parts.iter().enumerate() {
+            current.push(part);
+            let is_last = i + 1 == parts.len();
+            let not_a_dir = || {
+                let shown: PathBuf = parts[..=i].iter().collect();
+                ToolError::NotDirectory(shown.display().to_string())
+            };
+            match fs::symlink_metadata(&current) {
+                Ok(meta) if meta.file_type().is_symlink() => match fs::canonicalize(&current) {
+                    Ok(target) if !target.starts_with(&self.root) => {
+                        return Err(ToolError::EscapesWorkspace(rel.to_string()))
+                    }
+                    Ok(target) if !is_last && !target.is_dir() => return Err(not_a_dir()),
+                    Ok(_) => {}
+                    Err(err) if err.kind() == ErrorKind::NotFound => {
+                        return Err(ToolError::DanglingSymlink(rel.to_string()))
+                    }
+                    Err(err) => return Err(io_err("resolve", rel)(err)),
+                },
+                Ok(meta) if !is_last && !meta.is_dir() => return Err(not_a_dir()),
+                Ok(_) => {}
+                // Nothing further down exists; what is created there is created by us.
+                Err(err) if err.kind() == ErrorKind::NotFound => break,
+                Err(err) => return Err(io_err("resolve", rel)(err)),
+            }
+        }
+        Ok(self.root.join(clean))
+    }
+
+    /// Whole file as text, capped at `cap` bytes (head + tail).
+    pub fn read_file(&self, rel: &str, cap: usize) -> Result<String, ToolError> {
+        let path = self.resolve(non_empty(rel)?)?;
+        if path.is_dir() {
+            return Err(ToolError::IsDirectory(rel.to_string()));
+        }
+        let bytes = fs::read(&path).map_err(io_err("read", rel))?;
+        let text = String::from_utf8(bytes).map_err(|_| ToolError::NotText(rel.to_string()))?;
+        Ok(cap_text(&text, cap))
+    }
+
+    /// Create or replace a file, creating parent directories.
+    pub fn write_file(&self, rel: &str, content: &str) -> Result<String, ToolError> {
+        let path = self.resolve(non_empty(rel)?)?;
+        if path.is_dir() {
+            return Err(ToolError::IsDirectory(rel.to_string()));
+        }
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).map_err(|source| match source.kind() {
+                ErrorKind::AlreadyExists | ErrorKind::NotADirectory => {
+                    ToolError::NotDirectory(parent_rel(rel))
+                }
+                _ => io_err("create directories for", rel)(source),
+            })?;
+        }
+        fs::write(&path, content).map_err(io_err("write", rel))?;
+        Ok(format!("wrote {} bytes to {rel}", content.len()))
+    }
+
+    /// Replace the single exact occurrence of `old` with `new`.
+    pub fn edit_file(&self, rel: &str, old: &str, new: &str) -> Result<String, ToolError> {
+        if old.is_empty() {
+            return Err(ToolError::EmptyOld);
+        }
+        let path = self.resolve(non_empty(rel)?)?;
+        if path.is_dir() {
+            return Err(ToolError::IsDirectory(rel.to_string()));
+        }
+        let bytes = fs::read(&path).map_err(io_err("read", rel))?;
+        let text = String::from_utf8(bytes).map_err(|_| ToolError::NotText(rel.to_string()))?;
+        let edited = replace_exactly_once(&text, old, new).map_err(|count| match count {
+            0 => ToolError::OldNotFound(rel.to_string()),
+            count => ToolError::OldAmbiguous {
+                path: rel.to_string(),
+                count,
+            },
+        })?;
+        fs::write(&path, edited).map_err(io_err("write", rel))?;
+        Ok(format!("edited {rel}"))
+    }
+
+    /// Sorted entries, directories with a trailing `/`, symlinks with a trailing `@`.
+    pub fn list_dir(&self, rel: &str) -> Result<String, ToolError> {
+        let path = self.resolve(rel)?;
+        let shown = if rel.is_empty() { "." } else { rel };
+        let meta = fs::metadata(&path).map_err(io_err("list", shown))?;
+        if !meta.is_dir() {
+            return Err(ToolError::NotDirectory(shown.to_string()));
+        }
+        let mut names = Vec::new();
+        for entry in fs::read_dir(&path).map_err(io_err("list", shown))? {
+            let entry = entry.map_err(io_err("list", shown))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let suffix = match entry.file_type() {
+                Ok(t) if t.is_symlink() => "@",
+                Ok(t) if t.is_dir() => "/",
+                _ => "",
+            };
+            names.push(format!("{name}{suffix}"));
+        }
+        names.sort();
+        if names.is_empty() {
+            return Ok(format!("{shown} is empty"));
+        }
+        let total = names.len();
+        names.truncate(LIST_DIR_LIMIT);
+        let mut out = names.join("\n");
+        if total > LIST_DIR_LIMIT {
+            out.push_str(&format!("\n... and {} more", total - LIST_DIR_LIMIT));
+        }
+        Ok(out)
+    }
+}
+
+fn non_empty(rel: &str) -> Result<&str, ToolError> {
+    if rel.trim().is_empty() {
+        Err(ToolError::EmptyPath)
+    } else {
+        Ok(rel)
+    }
+}
+
+fn parent_rel(rel: &str) -> String {
+    Path::new(rel)
+        .parent()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
+}
+
+/// `text` with its one occurrence of `old` replaced; `Err(count)` when there are 0 or several
+/// (overlapping occurrences count: `aa` is ambiguous in `aaa`).
+pub(crate) fn replace_exactly_once(text: &str, old: &str, new: &str) -> Result<String, usize> {
+    let hits = occurrences(text, old);
+    match hits.as_slice() {
+        [at] => {
+            let mut out = String::with_capacity(text.len() + new.len());
+            out.push_str(&text[..*at]);
+            out.push_str(new);
+            out.push_str(&text[at + old.len()..]);
+            Ok(out)
+        }
+        _ => Err(hits.len()),
+    }
+}
+
+/// Byte offsets of every (possibly overlapping) occurrence of a non-empty `needle`.
+fn occurrences(text: &str, needle: &str) -> Vec<usize> {
+    let mut hits = Vec::new();
+    let mut from = 0;
+    while let Some(found) = text.get(from..).and_then(|rest| rest.find(needle)) {
+        let at = from + found;
+        hits.push(at);
+        // Step one character past the start of this hit.
+        from = at + text[at..].chars().next().map_or(1, char::len_utf8);
+        if needle.is_empty() {
+            break;
+        }
+    }
+    hits
+}
+
+#[cfg(test)]
+#[path = "workspace_tests.rs"]
+mod tests;

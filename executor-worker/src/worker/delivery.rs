@@ -1,0 +1,324 @@
+//! One worker loop per capability, on the shared runtime (`run_consumer` pulls, keeps the
+//! delivery alive and settles): decode an exec request, drop it when stale (a first delivery
+//! past its `start_by_ms`) or cancelled, announce `EpisodeStarted`, run the episode, publish
+//! the result, settle. On shutdown it stops pulling; an
+//! in-flight episode gets a grace period, after which it is dropped and the request nak'd for
+//! redelivery. A `CancelEpisodes` notice for its run aborts the episode (process groups killed,
+//! workspace dropped) and terminates the request without a result.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use loopgate_common::subjects::Capability;
+use loopgate_common::wire::{
+    decode, Envelope, EpisodeRole, EpisodeStarted, ExecRequest, ExecResult, Message,
+};
+use loopgate_transport::runtime::{
+    announce_started, retry_with_patience, run_consumer, ConsumeOptions, EpisodeCancels, Settle,
+};
+use loopgate_transport::{Bus, BusError, ConsumerOptions, Delivery, Work, WorkConsumer};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::episode::{run_episode, EpisodeEnd, EpisodeEnv};
+
+/// How long one pull waits before the loop looks at the cancel token again.
+const POLL: Duration = Duration::from_secs(5);
+/// Redelivery delay after infrastructure trouble.
+const RETRY_DELAY: Duration = Duration::from_secs(5);
+const PUBLISH_ATTEMPTS: u32 = 3;
+/// On shutdown the loop waits this much longer than the episode's grace before it gives up.
+const DRAIN_MARGIN: Duration = Duration::from_secs(10);
+
+/// What every worker loop of this process shares.
+#[derive(Debug, Clone)]
+pub struct WorkerContext {
+    pub bus: Bus,
+    pub episode: EpisodeEnv,
+    pub worker_id: String,
+    pub consumer: ConsumerOptions,
+    pub shutdown_grace: Duration,
+    /// In-flight episodes, for `CancelEpisodes` notices.
+    pub cancels: EpisodeCancels,
+}
+
+/// `{run}:{generation}:{round}:exec-result:{attempt}`: JetStream drops a republished duplicate.
+pub(crate) fn result_msg_id(req: &ExecRequest, attempt: u64) -> String {
+    format!(
+        "{}:{}:{}:exec-result:{attempt}",
+        req.run_id, req.generation, req.round
+    )
+}
+
+/// `{run}:{generation}:{round}:exec-started:{attempt}`.
+pub(crate) fn started_msg_id(req: &ExecRequest, attempt: u64) -> String {
+    format!(
+        "{}:{}:{}:exec-started:{attempt}",
+        req.run_id, req.generation, req.round
+    )
+}
+
+/// A first delivery picked up after its `start_by_ms` is stale: the manager has given up on
+/// it. Redeliveries are always served (the first attempt may have started in time).
+pub(crate) fn is_stale(start_by_ms: Option<i64>, attempt: u64, now_ms: i64) -> bool {
+    attempt <= 1 && start_by_ms.is_some_and(|deadline| now_ms > deadline)
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Pull and run exec requests for `capability` until `cancel` fires.
+pub(crate) async fn run_worker_loop(
+    ctx: Arc<WorkerContext>,
+    capability: Capability,
+    cancel: CancellationToken,
+) {
+    let span = tracing::info_span!("worker_loop", capability = capability.as_str(), worker = %ctx.worker_id);
+    async {
+        let Some(consumer) = bind_consumer(&ctx, capability, &cancel).await else {
+            return;
+        };
+        tracing::info!("taking work");
+        let options = ConsumeOptions {
+            concurrency: 1,
+            poll: POLL,
+            ack_wait: ctx.consumer.ack_wait,
+            drain: ctx.shutdown_grace + DRAIN_MARGIN,
+        };
+        let (handler_ctx, handler_cancel) = (ctx.clone(), cancel.clone());
+        run_consumer(consumer, options, cancel, move |delivery, _lease| {
+            let (ctx, cancel) = (handler_ctx.clone(), handler_cancel.clone());
+            async move { handle_delivery(&ctx, delivery, &cancel).await }
+        })
+        .await;
+        tracing::info!("stopped taking work");
+    }
+    .instrument(span)
+    .await
+}
+
+/// Create-or-bind the capability's durable, retrying until `cancel` fires.
+async fn bind_consumer(
+    ctx: &WorkerContext,
+    capability: Capability,
+    cancel: &CancellationToken,
+) -> Option<WorkConsumer> {
+    let bound = retry_with_patience(
+        "exec consumer",
+        Duration::MAX,
+        cancel,
+        |_| true,
+        || ctx.bus.work_consumer(Work::Exec(capability), ctx.consumer),
+    )
+    .await;
+    bound.ok().flatten()
+}
+
+/// Decode and dispatch one delivery. Never panics; anything but an exec request is terminated.
+pub(crate) async fn handle_delivery(
+    ctx: &WorkerContext,
+    delivery: Delivery,
+    cancel: &CancellationToken,
+) -> Settle {
+    let req = match decode(delivery.payload()) {
+        Ok(Message::ExecRequest(req)) => req,
+        Ok(other) => {
+            tracing::error!(
+                kind = other.kind(),
+                run_id = other.run_id(),
+                "not an exec request; terminating it"
+            );
+            return Settle::Term(format!("not an exec request: {}", other.kind()));
+        }
+        Err(err) => {
+            tracing::error!(error = %err, subject = delivery.subject(), "undecodable message; terminating it");
+            return Settle::Term(format!("undecodable: {err}"));
+        }
+    };
+    let attempt = delivery.attempt();
+    if is_stale(req.start_by_ms, attempt, now_ms()) {
+        tracing::warn!(
+            run_id = %req.run_id,
+            round = req.round,
+            start_by_ms = req.start_by_ms,
+            "first delivery picked up after its start-by time; dropping it"
+        );
+        return Settle::Term("stale: picked up after its start-by time".into());
+    }
+    if ctx.cancels.is_cancelled(&req.run_id, req.generation) {
+        tracing::info!(run_id = %req.run_id, generation = req.generation, "request of a cancelled generation; dropping it");
+        return Settle::Term("its run generation was cancelled".into());
+    }
+    let span = tracing::info_span!(
+        "invoke_agent executor",
+        "gen_ai.operation.name" = "invoke_agent",
+        "gen_ai.agent.name" = "executor",
+        "loopgate.run_id" = %req.run_id,
+        "loopgate.generation" = req.generation,
+        "loopgate.round" = req.round,
+        "loopgate.worker" = %ctx.worker_id,
+        run_id = %req.run_id,
+        generation = req.generation,
+        round = req.round,
+        attempt = delivery.attempt(),
+        profile = %req.executor_profile,
+    );
+    // Join the run's trace: the manager put its span context on the request.
+    loopgate_telemetry::otel::set_remote_parent(
+        &span,
+        delivery
+            .header(loopgate_telemetry::otel::TRACEPARENT)
+            .as_deref(),
+    );
+    run_request(ctx, &delivery, req, cancel)
+        .instrument(span)
+        .await
+}
+
+/// Announce, run the episode, publish its result: the settle says how it ended.
+async fn run_request(
+    ctx: &WorkerContext,
+    delivery: &Delivery,
+    req: ExecRequest,
+    cancel: &CancellationToken,
+) -> Settle {
+    let attempt = delivery.attempt();
+    let registration = ctx.cancels.register(&req.run_id, req.generation);
+    let started = EpisodeStarted {
+        run_id: req.run_id.clone(),
+        generation: req.generation,
+        round: req.round,
+        role: EpisodeRole::Executor,
+        delivery_attempt: attempt,
+        worker: ctx.worker_id.clone(),
+    };
+    announce_started(&ctx.bus, started, &started_msg_id(&req, attempt)).await;
+    let started = Instant::now();
+    tracing::info!(objective = %req.increment.objective, "episode started");
+
+    let aborted = registration.token();
+    let mut episode = Box::pin(run_episode(&req, attempt, &ctx.episode));
+    let end = tokio::select! {
+        end = &mut episode => Some(end),
+        () = aborted.cancelled() => None,
+        () = cancel.cancelled() => {
+            tracing::info!(grace = ?ctx.shutdown_grace, "shutting down: giving the episode its grace period");
+            tokio::select! {
+                end = tokio::time::timeout(ctx.shutdown_grace, &mut episode) => end.ok(),
+                () = aborted.cancelled() => None,
+            }
+        }
+    };
+    // Dropping the episode removes its directory and kills any shell or agent it still runs.
+    drop(episode);
+    if aborted.is_cancelled() {
+        tracing::info!("episode cancelled by a control notice; terminating the request");
+        return Settle::Term("cancelled by a control notice".into());
+    }
+
+    let (outcome, usage) = match end {
+        None => {
+            tracing::warn!("episode did not finish within the grace period; nak for redelivery");
+            return Settle::Nak(None);
+        }
+        Some(EpisodeEnd::Retry { reason }) => {
+            tracing::warn!(%reason, "infrastructure trouble; nak for redelivery");
+            return Settle::Nak(Some(RETRY_DELAY));
+        }
+        Some(EpisodeEnd::Outcome { outcome, usage }) => (outcome, usage),
+    };
+    loopgate_telemetry::metrics::Metrics::new()
+        .record_episode("executor", started.elapsed().as_secs_f64());
+    let result = ExecResult {
+        run_id: req.run_id.clone(),
+        generation: req.generation,
+        round: req.round,
+        delivery_attempt: attempt,
+        worker: ctx.worker_id.clone(),
+        outcome,
+        usage,
+        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+    };
+    match publish_result(&ctx.bus, &req, attempt, result).await {
+        Ok(()) => Settle::Ack,
+        Err(err) => {
+            tracing::error!(error = %err, "publishing the result failed; nak for redelivery");
+            Settle::Nak(Some(RETRY_DELAY))
+        }
+    }
+}
+
+/// Publish the result (as the wire envelope) with its dedup id, retrying a few times.
+pub(crate) async fn publish_result(
+    bus: &Bus,
+    req: &ExecRequest,
+    attempt: u64,
+    result: ExecResult,
+) -> Result<(), BusError> {
+    let frozen = match &result.outcome {
+        loopgate_common::wire::ExecOutcome::Frozen { candidate, .. } => Some(candidate.clone()),
+        loopgate_common::wire::ExecOutcome::Failed { .. } => None,
+    };
+    let message = Message::ExecResult(result);
+    let envelope = Envelope::new(&message);
+    let subject = bus.subjects().exec_result(&req.run_id);
+    let msg_id = result_msg_id(req, attempt);
+    let mut last = None;
+    for try_no in 1..=PUBLISH_ATTEMPTS {
+        match bus.publish_json(&subject, &envelope, &msg_id, &[]).await {
+            Ok(()) => {
+                tracing::info!(%subject, %msg_id, candidate = ?frozen, "result published");
+                return Ok(());
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, try_no, "result publish failed");
+                last = Some(err);
+                if try_no < PUBLISH_ATTEMPTS {
+                    tokio::time::sleep(Duration::from_secs(u64::from(try_no))).await;
+                }
+            }
+        }
+    }
+    Err(last.unwrap_or_else(|| BusError::Protocol("no publish attempted".into())))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn msg_id_shape() {
+        let req: ExecRequest = serde_json::from_value(serde_json::json!({
+            "run_id": "run1", "generation": 2, "round": 3, "capability": "cli",
+            "contract": {"goal": "g", "criteria": [], "protected_paths": [], "spec_hash": "h"},
+            "increment": {"objective": "o"}, "base_snapshot": "b", "executor_profile": "p",
+            "episode_secs": 5, "max_steps": 3
+        }))
+        .unwrap();
+        assert_eq!(result_msg_id(&req, 4), "run1:2:3:exec-result:4");
+        assert_eq!(started_msg_id(&req, 1), "run1:2:3:exec-started:1");
+    }
+
+    #[test]
+    fn staleness_table() {
+        let cases = [
+            (None, 1, 1_000, false),
+            (Some(2_000), 1, 1_000, false),
+            (Some(2_000), 1, 2_000, false),
+            (Some(2_000), 1, 2_001, true),
+            (Some(2_000), 2, 9_999, false),
+            (Some(2_000), 0, 9_999, true),
+        ];
+        for (start_by, attempt, now, stale) in cases {
+            assert_eq!(
+                is_stale(start_by, attempt, now),
+                stale,
+                "{start_by:?} {attempt} {now}"
+            );
+        }
+    }
+}

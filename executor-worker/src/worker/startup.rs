@@ -1,0 +1,104 @@
+//! Process start-up: connect the bus (retrying while the server comes up, so `loopgate up` can
+//! start everything at once), create the topology, and build the worker context; then one
+//! worker loop per capability.
+
+use std::sync::Arc;
+
+use loopgate_snapshot::{SnapshotError, SnapshotStore};
+use loopgate_transport::runtime::{connect_bus, EpisodeCancels, CONNECT_PATIENCE};
+use loopgate_transport::{BusError, BusOptions, ConsumerOptions};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Settings;
+use crate::episode::EpisodeEnv;
+use crate::worker::delivery::{run_worker_loop, WorkerContext};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error(transparent)]
+    Bus(#[from] BusError),
+    #[error("opening the snapshot store: {0}")]
+    Snapshots(#[from] SnapshotError),
+    #[error("creating work dir {path}: {source}")]
+    WorkDir {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+pub(crate) fn bus_options(settings: &Settings) -> BusOptions {
+    BusOptions {
+        name: Some(format!("loopgate-executor {}", settings.worker_id)),
+        user: settings.nats.user.clone(),
+        password: settings.nats.password.clone(),
+        ..BusOptions::default()
+    }
+}
+
+/// Connect (retrying while NATS comes up), ensure the topology and the work dir, and build the
+/// shared worker context; `Ok(None)` when `cancel` fires first.
+pub async fn prepare(
+    settings: &Settings,
+    cancel: &CancellationToken,
+) -> Result<Option<Arc<WorkerContext>>, StartupError> {
+    std::fs::create_dir_all(&settings.work_dir).map_err(|source| StartupError::WorkDir {
+        path: settings.work_dir.display().to_string(),
+        source,
+    })?;
+    let nats = &settings.nats;
+    let options = bus_options(settings);
+    let Some(bus) =
+        connect_bus(&nats.url, &nats.prefix, &options, CONNECT_PATIENCE, cancel).await?
+    else {
+        return Ok(None);
+    };
+    bus.ensure_topology().await?;
+    let store = SnapshotStore::new(&bus).await?;
+    Ok(Some(Arc::new(WorkerContext {
+        bus,
+        episode: EpisodeEnv {
+            store,
+            work_dir: settings.work_dir.clone(),
+            tools: settings.tools.clone(),
+            models: settings.models.clone(),
+            agents: settings.agents.clone(),
+        },
+        worker_id: settings.worker_id.clone(),
+        consumer: ConsumerOptions {
+            ack_wait: settings.ack_wait,
+            max_deliver: settings.max_deliver,
+            ..ConsumerOptions::default()
+        },
+        shutdown_grace: settings.shutdown_grace,
+        cancels: EpisodeCancels::new(),
+    })))
+}
+
+/// Run one loop per capability until `cancel` fires and every loop has wound down. Control
+/// notices are subscribed to first, so none is missed once work is taken.
+pub async fn run_workers(ctx: Arc<WorkerContext>, settings: &Settings, cancel: CancellationToken) {
+    let listener = match ctx.cancels.listen(&ctx.bus, cancel.clone()).await {
+        Ok(listener) => Some(listener),
+        Err(err) => {
+            tracing::error!(error = %err, "cannot subscribe to control notices; episodes cannot be cancelled");
+            None
+        }
+    };
+    let loops: Vec<_> = settings
+        .capabilities
+        .iter()
+        .map(|&capability| tokio::spawn(run_worker_loop(ctx.clone(), capability, cancel.clone())))
+        .collect();
+    for handle in loops {
+        if let Err(err) = handle.await {
+            tracing::error!(error = %err, "worker loop ended abnormally");
+        }
+    }
+    if let Some(listener) = listener {
+        let _ = listener.await;
+    }
+    if let Err(err) = ctx.bus.flush().await {
+        tracing::warn!(error = %err, "final flush failed");
+    }
+}

@@ -1,0 +1,191 @@
+//! The worker runtime against a real nats-server: the consume loop settles each delivery as
+//! its handler says, keeps long handlers alive past ack_wait, drains on cancel, and the
+//! keep-alive reports a lost delivery when the server goes away.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use loopgate_common::subjects::Capability;
+use loopgate_test_support::{wait_until, NatsServer};
+use loopgate_transport::runtime::{run_consumer, ConsumeOptions, KeepAlive, Settle};
+use loopgate_transport::{Bus, ConsumerOptions, Work};
+use tokio_util::sync::CancellationToken;
+
+use crate::{bounded, bus_on};
+
+async fn publish(bus: &Bus, n: u32) -> Result<()> {
+    let body = serde_json::json!({"n": n});
+    bus.publish_json(
+        &bus.subjects().exec(Capability::Cli),
+        &body,
+        &format!("job-{n}"),
+        &[],
+    )
+    .await?;
+    Ok(())
+}
+
+fn options(ack_wait: Duration) -> ConsumeOptions {
+    ConsumeOptions {
+        concurrency: 2,
+        poll: Duration::from_millis(200),
+        ack_wait,
+        drain: Duration::from_secs(10),
+    }
+}
+
+/// Ack, term and nak(then ack) each end as they should: acked and termed messages never come
+/// back, the nak'ed one comes back once with attempt 2.
+#[tokio::test]
+async fn handlers_settle_their_deliveries() -> Result<()> {
+    bounded(async {
+        let server = NatsServer::start().await?;
+        let bus = bus_on(&server).await?;
+        let consumer_options = ConsumerOptions {
+            ack_wait: Duration::from_secs(5),
+            ..ConsumerOptions::default()
+        };
+        let consumer = bus
+            .work_consumer(Work::Exec(Capability::Cli), consumer_options)
+            .await?;
+        for n in 0..3 {
+            publish(&bus, n).await?;
+        }
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let record = seen.clone();
+        let cancel = CancellationToken::new();
+        let loop_task = tokio::spawn(run_consumer(
+            consumer,
+            options(consumer_options.ack_wait),
+            cancel.clone(),
+            move |delivery, _lease| {
+                let record = record.clone();
+                async move {
+                    let n = delivery
+                        .decode::<serde_json::Value>()
+                        .ok()
+                        .and_then(|v| v["n"].as_u64())
+                        .unwrap_or(99);
+                    let attempt = delivery.attempt();
+                    record.lock().unwrap().push((n, attempt));
+                    match (n, attempt) {
+                        (0, _) => Settle::Ack,
+                        (1, _) => Settle::Term("not wanted".into()),
+                        (_, 1) => Settle::Nak(Some(Duration::from_millis(100))),
+                        _ => Settle::Ack,
+                    }
+                }
+            },
+        ));
+        wait_until(Duration::from_secs(20), || {
+            let seen = seen.clone();
+            async move { seen.lock().unwrap().len() >= 4 }
+        })
+        .await?;
+        // Nothing else arrives: acked and termed messages stay settled.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        cancel.cancel();
+        loop_task.await?;
+        let mut seen = seen.lock().unwrap().clone();
+        seen.sort_unstable();
+        assert_eq!(seen, vec![(0, 1), (1, 1), (2, 1), (2, 2)]);
+        Ok(())
+    })
+    .await
+}
+
+/// A handler that runs for several ack_waits is not redelivered (progress acks keep it), and
+/// cancelling the loop lets it finish within the drain.
+#[tokio::test]
+async fn long_handlers_stay_owned_and_drain_on_cancel() -> Result<()> {
+    bounded(async {
+        let server = NatsServer::start().await?;
+        let bus = bus_on(&server).await?;
+        let ack_wait = Duration::from_secs(2);
+        let consumer_options = ConsumerOptions {
+            ack_wait,
+            ..ConsumerOptions::default()
+        };
+        let consumer = bus
+            .work_consumer(Work::Exec(Capability::Cli), consumer_options)
+            .await?;
+        publish(&bus, 7).await?;
+        let calls = Arc::new(AtomicU32::new(0));
+        let finished = Arc::new(AtomicU32::new(0));
+        let (counted, done) = (calls.clone(), finished.clone());
+        let cancel = CancellationToken::new();
+        let loop_task = tokio::spawn(run_consumer(
+            consumer,
+            options(ack_wait),
+            cancel.clone(),
+            move |_delivery, lease| {
+                let (counted, done) = (counted.clone(), done.clone());
+                async move {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_secs(7)).await;
+                    assert!(!lease.lost().is_cancelled());
+                    done.fetch_add(1, Ordering::SeqCst);
+                    Settle::Ack
+                }
+            },
+        ));
+        wait_until(Duration::from_secs(10), || {
+            let calls = calls.clone();
+            async move { calls.load(Ordering::SeqCst) == 1 }
+        })
+        .await?;
+        // Past several ack_waits: the only delivery is still the first one.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            1,
+            "redelivered while in progress"
+        );
+        cancel.cancel();
+        loop_task.await?;
+        assert_eq!(
+            finished.load(Ordering::SeqCst),
+            1,
+            "the handler was not drained"
+        );
+        Ok(())
+    })
+    .await
+}
+
+/// With the server gone, progress acks fail and the keep-alive reports the delivery lost
+/// after ack_wait.
+#[tokio::test]
+async fn keep_alive_reports_a_lost_delivery() -> Result<()> {
+    bounded(async {
+        let mut server = NatsServer::start().await?;
+        let bus = bus_on(&server).await?;
+        let ack_wait = Duration::from_secs(3);
+        let mut consumer = bus
+            .work_consumer(
+                Work::Exec(Capability::Cli),
+                ConsumerOptions {
+                    ack_wait,
+                    ..ConsumerOptions::default()
+                },
+            )
+            .await?;
+        publish(&bus, 1).await?;
+        let delivery = consumer
+            .next(Duration::from_secs(5))
+            .await?
+            .context("no delivery")?;
+        let keep_alive = KeepAlive::start(delivery.progress_handle(), ack_wait);
+        let lost = keep_alive.lost();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(!lost.is_cancelled());
+        server.kill();
+        tokio::time::timeout(Duration::from_secs(30), lost.cancelled())
+            .await
+            .context("lost never fired")?;
+        Ok(())
+    })
+    .await
+}
