@@ -3,7 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::record_groups::{Accounting, AuditStanding, Deadlines, Planning, Streaks};
-use super::{schema, Outgoing, Phase, PlanningStage, RoundSummary, RunState};
+use super::schema::{self, RecordError};
+use super::{Outgoing, Phase, PlanningStage, RoundSummary, RunState};
 use crate::contract::Contract;
 use crate::rubric::RubricStanding;
 use crate::snapshot::SnapshotId;
@@ -72,6 +73,14 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// Decode a stored record (`lg:run:<id>` field `record`) of any schema this code reads.
+    /// The schema is read first, so a newer record is reported as newer even when its other
+    /// keys would not decode.
+    pub fn from_json(json: &str) -> Result<RunRecord, RecordError> {
+        let schema = schema::probe(json)?;
+        serde_json::from_str(json).map_err(|source| RecordError::Invalid { schema, source })
+    }
+
     /// The earliest deadline that still matters, for the `lg:deadlines` index.
     pub fn next_deadline_ms(&self) -> Option<i64> {
         if self.state.is_terminal() {

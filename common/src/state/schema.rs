@@ -10,8 +10,6 @@
 
 use serde::{Deserialize, Deserializer};
 
-use super::RunRecord;
-
 /// The schema this code writes and the newest it reads.
 pub const RUN_RECORD_SCHEMA: u32 = 1;
 
@@ -61,11 +59,8 @@ struct Probe {
     schema: u32,
 }
 
-impl RunRecord {
-    /// Decode a stored record (`lg:run:<id>` field `record`), any schema this code reads.
-    pub fn from_json(json: &str) -> Result<RunRecord, RecordError> {
-        let probe: Probe = serde_json::from_str(json).map_err(RecordError::Unreadable)?;
-        let schema = check(probe.schema)?;
-        serde_json::from_str(json).map_err(|source| RecordError::Invalid { schema, source })
-    }
+/// The schema of a stored record, read before the rest of it.
+pub(super) fn probe(json: &str) -> Result<u32, RecordError> {
+    let probe: Probe = serde_json::from_str(json).map_err(RecordError::Unreadable)?;
+    check(probe.schema)
 }
