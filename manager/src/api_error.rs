@@ -60,6 +60,11 @@ impl From<EngineError> for ApiError {
                 "corrupt_record",
                 e.to_string(),
             ),
+            EngineError::Inconsistent { .. } => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "inconsistent_record",
+                e.to_string(),
+            ),
             EngineError::Store(_) | EngineError::Bus(_) => ApiError::unavailable(e.to_string()),
         }
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::run_store::{CasOutcome, CasWrite, RunStore, StoreError};
 use loopgate_common::decide::{decide, start_run, Decision, RunEvent, Step};
 use loopgate_common::state::LogEvent;
-use loopgate_common::state::{Outgoing, RunRecord, Target};
+use loopgate_common::state::{InconsistentRecord, Outgoing, RunRecord, Target};
 use loopgate_common::subjects::Subjects;
 use loopgate_common::task::Task;
 use loopgate_common::wire::Envelope;
@@ -26,6 +26,14 @@ pub enum EngineError {
     Bus(#[from] BusError),
     #[error("run record {id} is unreadable: {reason}")]
     Corrupt { id: String, reason: String },
+    /// A transition (or a new run) whose record would disagree with itself; nothing was
+    /// stored.
+    #[error("refused to store an inconsistent record: {source}")]
+    Inconsistent {
+        id: String,
+        #[source]
+        source: InconsistentRecord,
+    },
     #[error("run {0} does not exist")]
     NotFound(String),
     #[error("run {0} already exists")]
@@ -102,12 +110,7 @@ impl Engine {
         let Some(v) = self.store.load(id).await? else {
             return Ok(None);
         };
-        let record: RunRecord =
-            serde_json::from_str(&v.record).map_err(|e| EngineError::Corrupt {
-                id: id.to_string(),
-                reason: e.to_string(),
-            })?;
-        Ok(Some((v.version, record)))
+        Ok(Some((v.version, decode_record(id, &v.record)?)))
     }
 
     /// Store a new run and publish its first decision request.
@@ -120,6 +123,9 @@ impl Engine {
         let mut step = start_run(id, task, base_snapshot, now_ms());
         // The caller's span (`invoke_workflow loopgate`) is the run's root.
         step.record.trace_parent = current_traceparent();
+        step.record
+            .check_consistency()
+            .map_err(|source| refused(id, source))?;
         let record_json = to_json(&step.record);
         let first_log = step.log.first().map(to_json);
         let created = self
@@ -167,6 +173,7 @@ impl Engine {
                         .await?;
                     return Ok(Applied::Replayed);
                 }
+                Decision::Refused(source) => return Err(refused(id, source)),
                 Decision::Apply(step) => {
                     let write = self.cas_write(version, &step);
                     match self.store.compare_and_set(id, write).await? {
@@ -325,6 +332,70 @@ impl Engine {
     }
 }
 
+/// A stored record, any schema this build reads; anything else (a newer schema included) is
+/// [`EngineError::Corrupt`].
+fn decode_record(id: &str, json: &str) -> Result<RunRecord, EngineError> {
+    RunRecord::from_json(json).map_err(|e| EngineError::Corrupt {
+        id: id.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+/// Logged here, where it is refused: it is a bug in `decide` (or a stored record that already
+/// disagreed), never something to retry into the store.
+fn refused(id: &str, source: InconsistentRecord) -> EngineError {
+    tracing::error!(run_id = id, error = %source, "transition refused: the record would be inconsistent");
+    EngineError::Inconsistent {
+        id: id.to_string(),
+        source,
+    }
+}
+
 fn to_json<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OLD: &str =
+        include_str!("../../common/tests/fixtures/run_record/running_deciding_streaks.json");
+
+    #[test]
+    fn records_decode_or_are_corrupt() {
+        let newer = OLD.replacen('{', "{\"schema\": 2,", 1);
+        struct Case {
+            name: &'static str,
+            json: String,
+            corrupt: Option<&'static str>,
+        }
+        let cases = [
+            Case {
+                name: "a record stored before `schema` existed",
+                json: OLD.to_string(),
+                corrupt: None,
+            },
+            Case {
+                name: "a newer schema",
+                json: newer,
+                corrupt: Some("schema 2 is newer than this build reads"),
+            },
+            Case {
+                name: "not a record",
+                json: "{\"id\": 7}".to_string(),
+                corrupt: Some("is not valid"),
+            },
+        ];
+        for case in cases {
+            match (decode_record("r1", &case.json), case.corrupt) {
+                (Ok(record), None) => assert_eq!(record.schema, 1, "{}", case.name),
+                (Err(EngineError::Corrupt { id, reason }), Some(want)) => {
+                    assert_eq!(id, "r1");
+                    assert!(reason.contains(want), "{}: {reason}", case.name);
+                }
+                (other, _) => panic!("{}: {other:?}", case.name),
+            }
+        }
+    }
 }

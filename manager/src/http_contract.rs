@@ -29,7 +29,7 @@ pub struct ContractView {
 }
 
 pub fn contract_view(record: &RunRecord) -> ContractView {
-    let (status, contract) = match (record.planning, &record.proposed_contract) {
+    let (status, contract) = match (record.planning.stage, &record.planning.proposed_contract) {
         (Some(PlanningStage::Approval), Some(proposed)) => ("proposed", proposed.clone()),
         (Some(_), _) => ("planning", record.contract.clone()),
         (None, _) => ("frozen", record.contract.clone()),
@@ -37,7 +37,7 @@ pub fn contract_view(record: &RunRecord) -> ContractView {
     ContractView {
         run_id: record.id.clone(),
         status,
-        planning: record.planning.map(|p| p.as_str()),
+        planning: record.planning.stage.map(|p| p.as_str()),
         spec_hash: contract.spec_hash.clone(),
         toml: contract_to_toml(&contract),
         contract,
@@ -77,7 +77,7 @@ pub async fn approve(
     match s.engine.apply(&id, &RunEvent::Approve { edited }).await? {
         Applied::Changed(record) => Ok(Json(RunView::from_record(&record))),
         Applied::Ignored(reason) => {
-            let code = if record.planning.is_none() {
+            let code = if record.planning.stage.is_none() {
                 "contract_frozen"
             } else {
                 "not_awaiting_approval"

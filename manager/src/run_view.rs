@@ -68,7 +68,7 @@ impl RunView {
             generation: r.generation,
             round: r.round,
             max_rounds: r.task.budget.max_rounds,
-            counted_rounds: if r.planning.is_some() {
+            counted_rounds: if r.planning.stage.is_some() {
                 0
             } else {
                 r.rounds_this_generation()
@@ -78,24 +78,25 @@ impl RunView {
             spec_hash: r.contract.spec_hash.clone(),
             goal: r.contract.goal.clone(),
             progress: r.progress(),
-            planning: r.planning.map(|p| p.as_str()),
+            planning: r.planning.stage.map(|p| p.as_str()),
             checks: Checks { passing, total },
-            rubric: r.rubric.clone(),
-            gate: r.last_gate.clone(),
+            rubric: r.audit.rubric.clone(),
+            gate: r.audit.last_gate.clone(),
             verdicts: r
+                .audit
                 .last_verdicts
                 .as_ref()
                 .filter(|(_, s)| *s == r.snapshot)
                 .map(|(v, _)| *v),
-            evidence: r.evidence.clone(),
+            evidence: r.audit.evidence.clone(),
             terminal_reason: r.terminal_reason.clone(),
             question: match &r.phase {
                 Phase::WaitingForAnswer { question } => Some(question.clone()),
                 _ => None,
             },
             task_state: r.task_state.clone(),
-            usage: r.usage,
-            total_tokens: r.usage.total(),
+            usage: r.accounting.usage,
+            total_tokens: r.accounting.usage.total(),
             created_at: r.created_at,
             updated_at: r.updated_at,
         }

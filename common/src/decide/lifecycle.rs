@@ -21,14 +21,14 @@ pub(super) fn on_answer(record: &RunRecord, text: &str, now: i64) -> Decision {
     if !matches!(record.phase, Phase::WaitingForAnswer { .. }) {
         return Decision::Ignore("the run is not waiting for input".to_string());
     }
-    if record.planning == Some(PlanningStage::Approval) {
+    if record.planning.stage == Some(PlanningStage::Approval) {
         return Decision::Ignore(
             "the run waits for contract approval: use `loopgate approve` (or cancel)".to_string(),
         );
     }
     let mut tx = Tx::new(record, now);
     tx.record.state = RunState::Running;
-    tx.record.failed_streak = 0;
+    tx.record.streaks.failed_rounds = 0;
     tx.log(LogEvent::Answered {
         text: text.to_string(),
     });
@@ -46,13 +46,13 @@ pub(super) fn on_resume(record: &RunRecord, budget: &Budget, now: i64) -> Decisi
     let from_state = record.state;
     let r = &mut tx.record;
     r.generation += 1;
-    r.generation_start_round = r.round;
+    r.accounting.generation_start_round = r.round;
     r.task.budget = budget.clone();
     r.state = RunState::Running;
     r.terminal_reason = None;
-    r.invalid_streak = 0;
-    r.failed_streak = 0;
-    r.wall_deadline_ms = budget.max_wall_secs.map(|s| now + (s as i64) * 1000);
+    r.streaks.invalid_decisions = 0;
+    r.streaks.failed_rounds = 0;
+    r.deadlines.wall_ms = budget.max_wall_secs.map(|s| now + (s as i64) * 1000);
     tx.log(LogEvent::Resumed { from_state });
     tx.feedback(format!(
         "The run was resumed after it ended {}: {}",
@@ -98,7 +98,7 @@ pub(super) fn on_episode_started(
 
 /// The deadline sweep: act on the wall-clock deadline or the phase deadline if one has passed.
 pub(super) fn on_tick(record: &RunRecord, now: i64) -> Decision {
-    if let Some(wall) = record.wall_deadline_ms.filter(|w| now >= *w) {
+    if let Some(wall) = record.deadlines.wall_ms.filter(|w| now >= *w) {
         let mut tx = Tx::new(record, now);
         let secs = record.task.budget.max_wall_secs.unwrap_or(0);
         tx.log(LogEvent::DeadlineMissed {
@@ -111,7 +111,7 @@ pub(super) fn on_tick(record: &RunRecord, now: i64) -> Decision {
         );
         return tx.finish();
     }
-    let Some(deadline) = record.deadline.filter(|d| now >= d.at_ms) else {
+    let Some(deadline) = record.deadlines.phase.filter(|d| now >= d.at_ms) else {
         return Decision::Ignore("no deadline has passed".to_string());
     };
     let mut tx = Tx::new(record, now);

@@ -34,7 +34,7 @@ pub(super) fn on_manager_failed(
         return Decision::Ignore(why);
     }
     let mut tx = Tx::new(record, now);
-    tx.record.usage.manager.add(usage);
+    tx.record.accounting.usage.manager.add(usage);
     tx.log(LogEvent::ManagerError {
         seq,
         error: error.to_string(),
@@ -46,9 +46,9 @@ pub(super) fn on_manager_failed(
 /// A decision that produced nothing usable (model error, timeout): retry within the
 /// invalid-output budget, else the run fails with the last reason.
 pub(super) fn manager_miss(tx: &mut Tx, reason: String) {
-    tx.record.invalid_streak += 1;
-    if tx.record.invalid_streak > tx.record.task.budget.max_invalid_outputs {
-        let n = tx.record.invalid_streak;
+    tx.record.streaks.invalid_decisions += 1;
+    if tx.record.streaks.invalid_decisions > tx.record.task.budget.max_invalid_outputs {
+        let n = tx.record.streaks.invalid_decisions;
         tx.terminal(
             RunState::Failed,
             format!("no usable manager decision {n} times in a row; last: {reason}"),
@@ -71,7 +71,7 @@ pub(super) fn on_manager_reply(
         return Decision::Ignore(why);
     }
     let mut tx = Tx::new(record, now);
-    tx.record.usage.manager.add(usage);
+    tx.record.accounting.usage.manager.add(usage);
     if tx.record.state == RunState::Queued {
         tx.record.state = RunState::Running;
     }
@@ -90,18 +90,18 @@ pub(super) fn on_manager_reply(
     let step = match parsed {
         Ok(step) => step,
         Err(error) => {
-            tx.record.invalid_streak += 1;
+            tx.record.streaks.invalid_decisions += 1;
             tx.log(LogEvent::InvalidOutput {
                 seq,
                 error: error.to_string(),
                 raw: raw.chars().take(RAW_LOG_CHARS).collect(),
             });
-            if tx.record.invalid_streak > tx.record.task.budget.max_invalid_outputs {
+            if tx.record.streaks.invalid_decisions > tx.record.task.budget.max_invalid_outputs {
                 tx.terminal(
                     RunState::Blocked,
                     format!(
                         "the manager's reply could not be parsed {} times in a row; last error: {error}",
-                        tx.record.invalid_streak
+                        tx.record.streaks.invalid_decisions
                     ),
                 );
             } else {
@@ -114,9 +114,9 @@ pub(super) fn on_manager_reply(
             return tx.finish();
         }
     };
-    tx.record.invalid_streak = 0;
+    tx.record.streaks.invalid_decisions = 0;
     if step.route != Route::Done {
-        tx.record.done_refusals = 0;
+        tx.record.streaks.done_refusals = 0;
     }
     if step.task_state.is_some() {
         tx.record.task_state = step.task_state.clone();
@@ -146,8 +146,8 @@ pub(super) fn on_manager_reply(
         }
         Route::Done => {
             let r = &tx.record;
-            let verdicts = r.last_verdicts.as_ref().map(|(v, s)| (v, s.as_str()));
-            let gate = evaluate_gate(&r.contract, verdicts, &r.evidence, &r.snapshot);
+            let verdicts = r.audit.last_verdicts.as_ref().map(|(v, s)| (v, s.as_str()));
+            let gate = evaluate_gate(&r.contract, verdicts, &r.audit.evidence, &r.snapshot);
             if gate.passed {
                 let snapshot = r.snapshot.clone();
                 tx.dispatch_audit(
@@ -162,10 +162,10 @@ pub(super) fn on_manager_reply(
                 });
                 // A refused `done` is not progress: a manager that keeps claiming success cannot
                 // loop forever.
-                tx.record.done_refusals = record.done_refusals + 1;
+                tx.record.streaks.done_refusals = record.streaks.done_refusals + 1;
                 let max = tx.record.task.budget.max_done_refusals;
-                if tx.record.done_refusals > max {
-                    let n = tx.record.done_refusals;
+                if tx.record.streaks.done_refusals > max {
+                    let n = tx.record.streaks.done_refusals;
                     tx.terminal(
                         RunState::Blocked,
                         format!(

@@ -9,7 +9,10 @@ mod tx;
 
 use crate::budget::Budget;
 use crate::contract::Contract;
-use crate::state::{LogEvent, Outgoing, Phase, PlanningStage, RunRecord, RunState};
+use crate::state::{
+    Accounting, AuditStanding, Deadlines, InconsistentRecord, LogEvent, Outgoing, Phase, Planning,
+    PlanningStage, RunRecord, RunState, Streaks, RUN_RECORD_SCHEMA,
+};
 use crate::task::Task;
 use crate::usage::Usage;
 use crate::verdict::Evidence;
@@ -138,6 +141,10 @@ pub enum Decision {
     Replay(Vec<Outgoing>),
     /// Stale or irrelevant; acknowledge and drop.
     Ignore(String),
+    /// The transition would store a record whose state and phase disagree (a bug, or a stored
+    /// record that already disagreed): nothing may be stored. The driver logs it and treats
+    /// the event as failed; the stored record stays as it was.
+    Refused(InconsistentRecord),
 }
 
 /// Create the record of a new run and request its first decision.
@@ -145,6 +152,7 @@ pub fn start_run(id: &str, task: Task, base_snapshot: &str, now: i64) -> Step {
     let contract = Contract::from_task(&task);
     let wall_deadline_ms = task.budget.max_wall_secs.map(|s| now + (s as i64) * 1000);
     let record = RunRecord {
+        schema: RUN_RECORD_SCHEMA,
         id: id.to_string(),
         generation: 1,
         state: RunState::Queued,
@@ -157,28 +165,22 @@ pub fn start_run(id: &str, task: Task, base_snapshot: &str, now: i64) -> Step {
         task_state: None,
         history: Vec::new(),
         feedback: Vec::new(),
-        invalid_streak: 0,
+        streaks: Streaks::default(),
         decide_seq: 0,
-        usage: Default::default(),
+        accounting: Accounting::default(),
         created_at: now,
         updated_at: now,
         terminal_reason: None,
-        evidence: Vec::new(),
-        last_verdicts: None,
-        last_gate: None,
+        audit: AuditStanding::default(),
         outbox: Vec::new(),
         last_event: None,
-        deadline: None,
-        wall_deadline_ms,
-        failed_streak: 0,
-        generation_start_round: 0,
+        deadlines: Deadlines {
+            phase: None,
+            wall_ms: wall_deadline_ms,
+        },
         trace_parent: None,
         escalation_level: 0,
-        done_refusals: 0,
-        planning: None,
-        proposed_contract: None,
-        last_good_snapshot: None,
-        rubric: None,
+        planning: Planning::default(),
     };
     let mut tx = Tx::new(&record, now);
     tx.log(LogEvent::Submitted {
@@ -188,7 +190,7 @@ pub fn start_run(id: &str, task: Task, base_snapshot: &str, now: i64) -> Step {
     });
     if record.task.plan {
         tx.record.state = RunState::Running;
-        tx.record.planning = Some(PlanningStage::Spec);
+        tx.record.planning.stage = Some(PlanningStage::Spec);
     }
     tx.continue_work();
     tx.into_step()
@@ -235,12 +237,18 @@ pub fn decide(record: &RunRecord, event: &RunEvent, now: i64) -> Decision {
     match decision {
         Decision::Apply(mut step) => {
             step.record.last_event = event.replayable().then(|| event.key());
-            Decision::Apply(step)
+            // Every transition ends here: never hand back a record that may not be stored.
+            match step.record.check_consistency() {
+                Ok(()) => Decision::Apply(step),
+                Err(inconsistent) => Decision::Refused(inconsistent),
+            }
         }
         other => other,
     }
 }
 
+#[cfg(test)]
+mod consistency_tests;
 #[cfg(test)]
 mod planning_tests;
 #[cfg(test)]

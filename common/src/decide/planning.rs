@@ -87,7 +87,7 @@ fn append_feedback(instructions: &mut String, record: &RunRecord) {
 impl Tx {
     /// Dispatch the planning episode for the current stage (`Spec` or `Contract`).
     pub(super) fn dispatch_planning(&mut self) {
-        match self.record.planning {
+        match self.record.planning.stage {
             Some(PlanningStage::Spec) => {
                 let increment = planner_increment(&self.record);
                 self.dispatch_exec(Capability::Cli, increment, EpisodeKind::Plan);
@@ -99,6 +99,7 @@ impl Tx {
             Some(PlanningStage::Approval) => {
                 let question = self
                     .record
+                    .planning
                     .proposed_contract
                     .as_ref()
                     .map(|c| approval_question(&self.record.id, c))
@@ -129,10 +130,10 @@ impl Tx {
         r.feedback
             .retain(|line| line.starts_with("The contract was planned and frozen"));
         r.contract = contract;
-        r.planning = None;
-        r.proposed_contract = None;
-        r.failed_streak = 0;
-        r.generation_start_round = r.round;
+        r.planning.stage = None;
+        r.planning.proposed_contract = None;
+        r.streaks.failed_rounds = 0;
+        r.accounting.generation_start_round = r.round;
         if r.state == RunState::WaitingForInput {
             r.state = RunState::Running;
         }
@@ -152,7 +153,7 @@ fn reject(tx: &mut Tx, report: &AuditReport, reason: String) {
 
 /// The audit of a planning episode's candidate.
 pub(super) fn on_plan_audit(tx: &mut Tx, report: &AuditReport) {
-    let stage = tx.record.planning;
+    let stage = tx.record.planning.stage;
     if report.verdicts.integrity != Integrity::Clean {
         let reason = format!(
             "the planning step changed files it may not change ({})",
@@ -166,11 +167,11 @@ pub(super) fn on_plan_audit(tx: &mut Tx, report: &AuditReport) {
                 return reject(tx, report, format!("{SPEC_FILE} was not written"));
             }
             tx.record.snapshot = report.snapshot.clone();
-            tx.record.failed_streak = 0;
+            tx.record.streaks.failed_rounds = 0;
             tx.log(LogEvent::SpecWritten {
                 snapshot: report.snapshot.clone(),
             });
-            tx.record.planning = Some(PlanningStage::Contract);
+            tx.record.planning.stage = Some(PlanningStage::Contract);
             tx.dispatch_planning();
         }
         Some(PlanningStage::Contract) => {
@@ -200,8 +201,8 @@ pub(super) fn on_plan_audit(tx: &mut Tx, report: &AuditReport) {
                 awaiting_approval,
             });
             if awaiting_approval {
-                tx.record.planning = Some(PlanningStage::Approval);
-                tx.record.proposed_contract = Some(contract);
+                tx.record.planning.stage = Some(PlanningStage::Approval);
+                tx.record.planning.proposed_contract = Some(contract);
                 tx.dispatch_planning();
             } else {
                 tx.freeze_contract(contract, ContractSource::Proposed);
@@ -245,8 +246,8 @@ pub(super) fn on_approve(record: &RunRecord, edited: Option<&Contract>, now: i64
     if record.state.is_terminal() {
         return Decision::Ignore(format!("run is {}", record.state.as_str()));
     }
-    if record.planning != Some(PlanningStage::Approval) {
-        let why = match record.planning {
+    if record.planning.stage != Some(PlanningStage::Approval) {
+        let why = match record.planning.stage {
             Some(stage) => format!(
                 "no contract waits for approval yet (planning stage: {})",
                 stage.as_str()
@@ -258,7 +259,7 @@ pub(super) fn on_approve(record: &RunRecord, edited: Option<&Contract>, now: i64
         };
         return Decision::Ignore(why);
     }
-    let Some(proposed) = record.proposed_contract.clone() else {
+    let Some(proposed) = record.planning.proposed_contract.clone() else {
         return Decision::Ignore("no proposed contract is stored".to_string());
     };
     let mut tx = Tx::new(record, now);

@@ -119,7 +119,7 @@ fn through_planning(extra: &str) -> Step {
 #[test]
 fn a_planned_run_writes_the_spec_then_the_contract_then_freezes_it() {
     let r = planned("");
-    assert_eq!(r.planning, Some(PlanningStage::Spec));
+    assert_eq!(r.planning.stage, Some(PlanningStage::Spec));
     assert_eq!(r.state, RunState::Running);
     let req = exec_request(&r);
     assert_eq!(req.episode, EpisodeKind::Plan);
@@ -137,7 +137,7 @@ fn a_planned_run_writes_the_spec_then_the_contract_then_freezes_it() {
     let step = plan_audit(&r, Integrity::Clean, &[SPEC_FILE], None);
     assert!(kinds(&step).contains(&"spec_written"));
     let r = step.record;
-    assert_eq!(r.planning, Some(PlanningStage::Contract));
+    assert_eq!(r.planning.stage, Some(PlanningStage::Contract));
     assert_eq!(r.snapshot, "spec-snap");
     assert_eq!(exec_request(&r).episode, EpisodeKind::Propose);
     assert_eq!(
@@ -152,7 +152,7 @@ fn a_planned_run_writes_the_spec_then_the_contract_then_freezes_it() {
         vec!["audit_report", "contract_proposed", "contract_frozen"]
     );
     let r = step.record;
-    assert_eq!(r.planning, None);
+    assert_eq!(r.planning.stage, None);
     assert_eq!(r.contract.criteria.len(), 1);
     assert!(r.contract.protected_paths.contains(&SPEC_FILE.to_string()));
     assert!(r.contract.is_intact());
@@ -201,7 +201,7 @@ fn planning_attempts_that_break_the_rules_are_rejected_and_retried() {
         );
         let r = step.record;
         assert_eq!(r.snapshot, "base", "{}", case.name);
-        assert_eq!(r.planning, Some(PlanningStage::Spec), "{}", case.name);
+        assert_eq!(r.planning.stage, Some(PlanningStage::Spec), "{}", case.name);
         assert_eq!(exec_request(&r).episode, EpisodeKind::Plan, "{}", case.name);
         assert!(
             exec_request(&r)
@@ -231,7 +231,7 @@ fn an_invalid_proposal_is_refused_and_repeated_failures_ask_a_person() {
         r = step.record;
     }
     assert_eq!(r.state, RunState::WaitingForInput);
-    assert_eq!(r.planning, Some(PlanningStage::Contract));
+    assert_eq!(r.planning.stage, Some(PlanningStage::Contract));
     // A person's answer sends the proposer back to work with the guidance.
     let r = apply(
         &r,
@@ -245,7 +245,7 @@ fn an_invalid_proposal_is_refused_and_repeated_failures_ask_a_person() {
     // Once frozen, the manager hears nothing of the planning trouble, only the frozen contract.
     let r = exec_done(&r, "c4").record;
     let r = plan_audit(&r, Integrity::Clean, &[PROPOSAL_FILE], Some(PROPOSAL)).record;
-    assert_eq!(r.planning, None);
+    assert_eq!(r.planning.stage, None);
     assert_eq!(r.feedback.len(), 1, "{:?}", r.feedback);
     assert!(r.feedback[0].contains("frozen"));
 }
@@ -255,8 +255,8 @@ fn approval_waits_then_approve_or_edit_freezes_and_later_changes_are_refused() {
     let step = through_planning("require_approval = true\n");
     let r = step.record;
     assert_eq!(r.state, RunState::WaitingForInput);
-    assert_eq!(r.planning, Some(PlanningStage::Approval));
-    let proposed = r.proposed_contract.clone().unwrap();
+    assert_eq!(r.planning.stage, Some(PlanningStage::Approval));
+    let proposed = r.planning.proposed_contract.clone().unwrap();
     assert!(r.contract.criteria.is_empty(), "not frozen before approval");
     assert!(r.progress().contains("waiting for approval"));
     // `answer` is not approval.
@@ -320,7 +320,7 @@ fn a_contract_already_satisfied_before_any_work_is_refused() {
         vec![("prints", CheckVerdict::Pass)],
     );
     assert!(kinds(&step).contains(&"contract_invalid"));
-    assert_eq!(step.record.planning, Some(PlanningStage::Contract));
+    assert_eq!(step.record.planning.stage, Some(PlanningStage::Contract));
     assert!(step
         .record
         .feedback
@@ -475,6 +475,7 @@ fn the_rubric_joins_the_gate() {
         if !case.completed {
             assert!(step
                 .record
+                .audit
                 .last_gate
                 .unwrap()
                 .reasons
@@ -504,9 +505,12 @@ fn pivot_rolls_back_to_the_last_passing_snapshot_even_with_perfect_scores() {
     // A good round, then a PIVOT: back to the good one.
     let r = round(&step.record, "good");
     let r = rubric_audit(&r, verdict(9.0, Strategy::Refine, RubricOutcome::Pass)).record;
-    assert_eq!(r.last_good_snapshot.as_deref(), Some("good"));
+    assert_eq!(r.audit.last_good_snapshot.as_deref(), Some("good"));
     let r = round(&r, "worse");
     let step = rubric_audit(&r, verdict(9.5, Strategy::Pivot, RubricOutcome::Pivot));
     assert_eq!(step.record.snapshot, "good");
-    assert_eq!(step.record.last_good_snapshot.as_deref(), Some("good"));
+    assert_eq!(
+        step.record.audit.last_good_snapshot.as_deref(),
+        Some("good")
+    );
 }

@@ -12,7 +12,7 @@ use crate::wire::{AuditPurpose, AuditReport, ExecOutcome, ExecResult};
 
 /// Keep the rubric's standing, log the score and tell the manager when it did not pass.
 fn record_rubric(tx: &mut Tx, round: u32, candidate: &str, r: &RubricVerdict) {
-    tx.record.rubric = Some(RubricStanding {
+    tx.record.audit.rubric = Some(RubricStanding {
         snapshot: candidate.to_string(),
         average: r.average(),
         threshold: r.threshold,
@@ -60,7 +60,7 @@ pub(super) fn on_exec(record: &RunRecord, result: &ExecResult, now: i64) -> Deci
     };
     let mut tx = Tx::new(record, now);
     tx.episode_in_flight = false;
-    tx.record.usage.executor.add(result.usage);
+    tx.record.accounting.usage.executor.add(result.usage);
     let (candidate, summary, claimed_done, tool_calls, error) = match &result.outcome {
         ExecOutcome::Frozen {
             candidate,
@@ -104,7 +104,7 @@ pub(super) fn on_exec(record: &RunRecord, result: &ExecResult, now: i64) -> Deci
     if tx.check_spend_budget() {
         return tx.finish();
     }
-    let purpose = if tx.record.planning.is_some() {
+    let purpose = if tx.record.planning.stage.is_some() {
         AuditPurpose::Plan
     } else {
         AuditPurpose::Round
@@ -176,7 +176,7 @@ pub(super) fn on_audit(record: &RunRecord, report: &AuditReport, now: i64) -> De
     }
     let mut tx = Tx::new(record, now);
     tx.episode_in_flight = false;
-    tx.record.usage.auditor.add(report.usage);
+    tx.record.accounting.usage.auditor.add(report.usage);
     if purpose == AuditPurpose::Plan {
         tx.log(LogEvent::AuditReport {
             purpose,
@@ -220,6 +220,7 @@ pub(super) fn on_audit(record: &RunRecord, report: &AuditReport, now: i64) -> De
     } else if pivot {
         let to = tx
             .record
+            .audit
             .last_good_snapshot
             .clone()
             .unwrap_or_else(|| tx.record.base_snapshot.clone());
@@ -238,24 +239,24 @@ pub(super) fn on_audit(record: &RunRecord, report: &AuditReport, now: i64) -> De
             to.get(..12).unwrap_or(&to),
             reason
         ));
-        tx.record.evidence = Vec::new();
+        tx.record.audit.evidence = Vec::new();
         tx.record.snapshot = to;
     } else {
         tx.record.snapshot = candidate.clone();
-        tx.record.evidence = evidence.clone();
+        tx.record.audit.evidence = evidence.clone();
         if verdicts.status == AuditStatus::Complete
             && verdicts.integrity == Integrity::Clean
             && verdicts.contract == ContractVerdict::Aligned
         {
-            tx.record.last_good_snapshot = Some(candidate.clone());
+            tx.record.audit.last_good_snapshot = Some(candidate.clone());
         }
     }
-    tx.record.last_verdicts = Some((verdicts, candidate.clone()));
+    tx.record.audit.last_verdicts = Some((verdicts, candidate.clone()));
     let r = &tx.record;
     let gate = evaluate_gate(
         &r.contract,
-        r.last_verdicts.as_ref().map(|(v, s)| (v, s.as_str())),
-        &r.evidence,
+        r.audit.last_verdicts.as_ref().map(|(v, s)| (v, s.as_str())),
+        &r.audit.evidence,
         &r.snapshot,
     );
     tx.log(LogEvent::AuditReport {
@@ -294,12 +295,12 @@ pub(super) fn on_audit(record: &RunRecord, report: &AuditReport, now: i64) -> De
     }
     let passed = gate.passed;
     let reasons = gate.reasons.join("; ");
-    tx.record.last_gate = Some(gate);
+    tx.record.audit.last_gate = Some(gate);
     if tx.check_spend_budget() {
         return tx.finish();
     }
     if passed {
-        tx.record.failed_streak = 0;
+        tx.record.streaks.failed_rounds = 0;
     }
     if pivot {
         tx.continue_after_failure("the judge said PIVOT");

@@ -152,7 +152,10 @@ fn fail_then_pass_completes_through_the_gate() {
     let s = audit(&s.record, false, Integrity::Clean);
     assert_eq!(s.record.snapshot, "c1");
     assert!(matches!(s.record.phase, Phase::Deciding { .. }));
-    assert_eq!(s.record.last_gate.as_ref().map(|g| g.passed), Some(false));
+    assert_eq!(
+        s.record.audit.last_gate.as_ref().map(|g| g.passed),
+        Some(false)
+    );
     let s = reply(&s.record, "Next: cli\nTask: fix hello.py");
     assert_eq!(s.record.round, 2);
     let s = exec_done(&s.record, "c2");
@@ -214,7 +217,7 @@ fn invalid_output_is_reasked_then_blocks() {
     // a valid reply resets the streak
     let s = reply(&r, "junk");
     let s = reply(&s.record, "Next: cli\nTask: go");
-    assert_eq!(s.record.invalid_streak, 0);
+    assert_eq!(s.record.streaks.invalid_decisions, 0);
 }
 
 #[test]
@@ -250,7 +253,7 @@ fn guard_downgrades_complete_without_evidence() {
     rep.evidence.clear();
     let s = apply(&s.record, RunEvent::AuditFinished(rep));
     assert_ne!(s.record.state, RunState::Completed);
-    let (v, _) = s.record.last_verdicts.clone().unwrap();
+    let (v, _) = s.record.audit.last_verdicts.clone().unwrap();
     assert_eq!(v.status, AuditStatus::Incomplete);
     assert_eq!(v.contract, ContractVerdict::Unknown);
 }
@@ -376,7 +379,7 @@ pub(super) fn tick_apply(record: &RunRecord, now: i64) -> Step {
 }
 
 pub(super) fn deadline_at(record: &RunRecord) -> i64 {
-    record.deadline.expect("a phase deadline").at_ms
+    record.deadlines.phase.expect("a phase deadline").at_ms
 }
 
 #[test]
@@ -406,7 +409,7 @@ fn k_failed_rounds_ask_a_human_and_an_answer_resumes() {
         },
     );
     assert_eq!(s.record.state, RunState::Running);
-    assert_eq!(s.record.failed_streak, 0);
+    assert_eq!(s.record.streaks.failed_rounds, 0);
 }
 
 #[test]
@@ -448,7 +451,10 @@ fn a_started_episode_gets_its_own_deadline_and_is_cancelled_when_it_passes() {
         worker: "w1".into(),
     });
     let s = apply(&s.record, started_ev.clone());
-    assert_eq!(s.record.deadline.unwrap().kind, DeadlineKind::ExecEpisode);
+    assert_eq!(
+        s.record.deadlines.phase.unwrap().kind,
+        DeadlineKind::ExecEpisode
+    );
     let due = deadline_at(&s.record);
     assert!(due >= (1800 + EPISODE_GRACE_SECS as i64) * 1000);
     // a redelivered started notice is a replay, not a second transition
@@ -710,5 +716,5 @@ fn a_manager_that_keeps_saying_done_is_bounded() {
     r.task.budget.max_done_refusals = 1;
     r = reply(&r, "Next: done\nTask: finished").record;
     r = reply(&r, "Next: cli\nTask: write").record;
-    assert_eq!(r.done_refusals, 0);
+    assert_eq!(r.streaks.done_refusals, 0);
 }

@@ -65,7 +65,7 @@ impl Tx {
 
     pub fn set_deadline(&mut self, kind: DeadlineKind, secs: u64) {
         let at_ms = self.now.saturating_add((secs as i64).saturating_mul(1000));
-        self.record.deadline = Some(Deadline { at_ms, kind });
+        self.record.deadlines.phase = Some(Deadline { at_ms, kind });
     }
 
     pub fn request_decision(&mut self) {
@@ -87,11 +87,11 @@ impl Tx {
     /// After a round that did not pass: ask the manager again, or a human once
     /// `max_failed_rounds` rounds in a row have failed.
     pub fn continue_after_failure(&mut self, why: &str) {
-        self.record.failed_streak += 1;
+        self.record.streaks.failed_rounds += 1;
         self.maybe_escalate();
         let max = self.record.task.budget.max_failed_rounds;
-        if self.record.failed_streak >= max {
-            let what = match self.record.planning {
+        if self.record.streaks.failed_rounds >= max {
+            let what = match self.record.planning.stage {
                 Some(stage) => format!(
                     "planning attempts ({}) in a row were rejected",
                     stage.as_str()
@@ -101,7 +101,7 @@ impl Tx {
             let question = format!(
                 "{} {what} (last: {why}). Answer with guidance to continue (`loopgate answer`), \
                  or cancel the run.",
-                self.record.failed_streak
+                self.record.streaks.failed_rounds
             );
             self.ask(question);
         } else {
@@ -112,7 +112,7 @@ impl Tx {
     /// The next step after an interruption: the planning episode of the current stage while
     /// the contract is being planned, else a manager decision.
     pub fn continue_work(&mut self) {
-        if self.record.planning.is_some() {
+        if self.record.planning.stage.is_some() {
             self.dispatch_planning();
         } else {
             self.request_decision();
@@ -129,7 +129,7 @@ impl Tx {
         self.record.round += 1;
         let start_secs = self.record.task.budget.start_secs;
         self.set_deadline(DeadlineKind::ExecStart, start_secs);
-        let start_by_ms = self.record.deadline.map(|d| d.at_ms);
+        let start_by_ms = self.record.deadlines.phase.map(|d| d.at_ms);
         let r = &self.record;
         let request = ExecRequest {
             run_id: r.id.clone(),
@@ -171,10 +171,10 @@ impl Tx {
         let r = &self.record;
         let every = r.task.budget.escalate_after.max(1);
         let rungs = r.task.roles.executor_escalation.len() as u32;
-        if r.failed_streak.is_multiple_of(every) && r.escalation_level < rungs {
+        if r.streaks.failed_rounds.is_multiple_of(every) && r.escalation_level < rungs {
             self.record.escalation_level += 1;
             let profile = self.record.executor_profile().to_string();
-            let after_failed_rounds = self.record.failed_streak;
+            let after_failed_rounds = self.record.streaks.failed_rounds;
             self.feedback(format!(
                 "After {after_failed_rounds} failed rounds the executor was escalated to profile '{profile}'."
             ));
@@ -190,7 +190,7 @@ impl Tx {
         self.record.phase = Phase::WaitingForAnswer {
             question: question.clone(),
         };
-        self.record.deadline = None;
+        self.record.deadlines.phase = None;
         self.log(LogEvent::Question { question });
     }
 
@@ -213,7 +213,7 @@ impl Tx {
         }
         self.record.state = state;
         self.record.phase = Phase::Finished;
-        self.record.deadline = None;
+        self.record.deadlines.phase = None;
         self.record.terminal_reason = Some(reason.clone());
         let snapshot = self.record.snapshot.clone();
         self.log(LogEvent::Terminal {
@@ -226,7 +226,7 @@ impl Tx {
     /// Ends the run when the token or cost budget is spent. Returns true if it did.
     pub fn check_spend_budget(&mut self) -> bool {
         let budget = &self.record.task.budget;
-        let usage = &self.record.usage;
+        let usage = &self.record.accounting.usage;
         let used_tokens = usage.total();
         let used_micros =
             usage.manager.cost_micros + usage.executor.cost_micros + usage.auditor.cost_micros;

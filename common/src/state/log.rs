@@ -1,0 +1,185 @@
+//! The append-only run log (`lg:run:<id>:log`): one entry per thing that happened.
+
+use serde::{Deserialize, Serialize};
+
+use super::{ContractSource, DeadlineKind, RunState};
+use crate::next_step::Route;
+use crate::rubric::{ScoreLayer, Strategy};
+use crate::snapshot::SnapshotId;
+use crate::subjects::Capability;
+use crate::verdict::Verdicts;
+use crate::wire::AuditPurpose;
+
+/// One entry of the append-only run log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogEntry {
+    pub at: i64,
+    pub generation: u32,
+    pub round: u32,
+    #[serde(flatten)]
+    pub event: LogEvent,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum LogEvent {
+    Submitted {
+        spec_hash: String,
+        base_snapshot: SnapshotId,
+        criteria: u32,
+    },
+    Decision {
+        seq: u32,
+        route: Route,
+        task: String,
+        task_state: Option<String>,
+    },
+    InvalidOutput {
+        seq: u32,
+        error: String,
+        raw: String,
+    },
+    ManagerError {
+        seq: u32,
+        error: String,
+    },
+    ExecDispatched {
+        capability: Capability,
+        objective: String,
+        /// The snapshot the executor starts from.
+        #[serde(default)]
+        base_snapshot: SnapshotId,
+    },
+    ExecResult {
+        worker: String,
+        candidate: Option<SnapshotId>,
+        summary: String,
+        claimed_done: bool,
+        /// Tool calls the agent made in the episode.
+        #[serde(default)]
+        tool_calls: u32,
+        error: Option<String>,
+    },
+    AuditDispatched {
+        purpose: AuditPurpose,
+        candidate: SnapshotId,
+    },
+    AuditReport {
+        purpose: AuditPurpose,
+        worker: String,
+        snapshot: SnapshotId,
+        verdicts: Verdicts,
+        passing: u32,
+        checked: u32,
+        gaps: Vec<String>,
+        downgraded: bool,
+    },
+    Gate {
+        passed: bool,
+        snapshot: SnapshotId,
+        reasons: Vec<String>,
+    },
+    DoneRefused {
+        reasons: Vec<String>,
+    },
+    CandidateRejected {
+        candidate: SnapshotId,
+        reason: String,
+    },
+    Question {
+        question: String,
+    },
+    EpisodeStarted {
+        role: crate::wire::EpisodeRole,
+        worker: String,
+        attempt: u64,
+    },
+    DeadlineMissed {
+        kind: DeadlineKind,
+        detail: String,
+    },
+    Answered {
+        text: String,
+    },
+    Resumed {
+        from_state: RunState,
+    },
+    Escalated {
+        profile: String,
+        after_failed_rounds: u32,
+    },
+    Terminal {
+        state: RunState,
+        reason: String,
+        snapshot: SnapshotId,
+    },
+    /// The planner's `spec.md` passed its audit.
+    SpecWritten {
+        snapshot: SnapshotId,
+    },
+    /// The proposer's contract is valid (and waits for approval when `require_approval`).
+    ContractProposed {
+        spec_hash: String,
+        criteria: u32,
+        rubric: bool,
+        awaiting_approval: bool,
+    },
+    /// The proposer's contract could not be used; the proposer is asked again.
+    ContractInvalid {
+        error: String,
+    },
+    /// The contract is frozen by its hash for the rest of the run.
+    ContractFrozen {
+        spec_hash: String,
+        criteria: u32,
+        source: ContractSource,
+    },
+    /// The judge's rubric score on an audited snapshot.
+    RubricScored {
+        snapshot: SnapshotId,
+        average: Option<f64>,
+        threshold: f64,
+        strategy: Option<Strategy>,
+        layer: Option<ScoreLayer>,
+        passed: bool,
+        summary: String,
+    },
+    /// The judge said PIVOT: the artifact went back to `to` (the last passing snapshot or the
+    /// base).
+    Pivot {
+        from: SnapshotId,
+        to: SnapshotId,
+        reason: String,
+    },
+}
+
+impl LogEvent {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LogEvent::Submitted { .. } => "submitted",
+            LogEvent::Decision { .. } => "decision",
+            LogEvent::InvalidOutput { .. } => "invalid_output",
+            LogEvent::ManagerError { .. } => "manager_error",
+            LogEvent::ExecDispatched { .. } => "exec_dispatched",
+            LogEvent::ExecResult { .. } => "exec_result",
+            LogEvent::AuditDispatched { .. } => "audit_dispatched",
+            LogEvent::AuditReport { .. } => "audit_report",
+            LogEvent::Gate { .. } => "gate",
+            LogEvent::DoneRefused { .. } => "done_refused",
+            LogEvent::CandidateRejected { .. } => "candidate_rejected",
+            LogEvent::Question { .. } => "question",
+            LogEvent::EpisodeStarted { .. } => "episode_started",
+            LogEvent::DeadlineMissed { .. } => "deadline_missed",
+            LogEvent::Answered { .. } => "answered",
+            LogEvent::Resumed { .. } => "resumed",
+            LogEvent::Escalated { .. } => "escalated",
+            LogEvent::Terminal { .. } => "terminal",
+            LogEvent::SpecWritten { .. } => "spec_written",
+            LogEvent::ContractProposed { .. } => "contract_proposed",
+            LogEvent::ContractInvalid { .. } => "contract_invalid",
+            LogEvent::ContractFrozen { .. } => "contract_frozen",
+            LogEvent::RubricScored { .. } => "rubric_scored",
+            LogEvent::Pivot { .. } => "pivot",
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! The groups of related [`RunRecord`](super::RunRecord) fields.
+//!
+//! Every group is `#[serde(flatten)]`ed into the record, so the stored JSON keeps the flat keys
+//! it always had (written next to each field below when the Rust name differs): old records
+//! load, a replica that predates the groups reads new records, and tools that read the JSON
+//! keep working. Fields added after the first stored records carry `#[serde(default)]`, exactly
+//! as they did in the flat record.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Deadline, PlanningStage, RoleUsage};
+use crate::contract::Contract;
+use crate::gate::GateVerdict;
+use crate::rubric::RubricStanding;
+use crate::snapshot::SnapshotId;
+use crate::verdict::{Evidence, Verdicts};
+
+/// Things that went wrong in a row. Each counter is bounded by a budget in `task.budget` and
+/// resets when the run makes the kind of progress it counts against.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Streaks {
+    /// Manager decisions in a row that gave nothing usable: an unparseable reply, a model
+    /// error or a missed decision deadline (stored as `invalid_streak`). Bounded by
+    /// `max_invalid_outputs`; reset by a usable reply and on resume.
+    #[serde(rename = "invalid_streak")]
+    pub invalid_decisions: u32,
+    /// Rounds (and planning attempts) in a row that did not pass the gate or could not run
+    /// (stored as `failed_streak`). `max_failed_rounds` of them ask a person; every
+    /// `escalate_after` of them escalate the executor. Reset by a passing gate, an answer, a
+    /// resume, an accepted planning step and the contract's freeze.
+    #[serde(rename = "failed_streak", default)]
+    pub failed_rounds: u32,
+    /// `done` replies refused in a row because the gate was closed. Bounded by
+    /// `max_done_refusals`; reset by any other usable route.
+    #[serde(default)]
+    pub done_refusals: u32,
+}
+
+/// Where a `plan = true` run stands while it builds its contract; all `None` once the contract
+/// is frozen (and for a run that was never planned).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Planning {
+    /// The planning stage in progress (stored as `planning`).
+    #[serde(rename = "planning", default)]
+    pub stage: Option<PlanningStage>,
+    /// The proposed contract waiting for approval (`require_approval = true`).
+    #[serde(default)]
+    pub proposed_contract: Option<Contract>,
+}
+
+/// What the run has used of its budget (`task.budget`), besides the wall clock (see
+/// [`Deadlines::wall_ms`]) and the streaks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Accounting {
+    /// Model usage per role, against `max_total_tokens` and `max_cost_micros`.
+    pub usage: RoleUsage,
+    /// `round` when this generation started (or its contract was frozen): `max_rounds` counts
+    /// the rounds after it.
+    #[serde(default)]
+    pub generation_start_round: u32,
+}
+
+/// The deadlines every manager replica's sweeper enforces (the earliest is indexed in
+/// `lg:deadlines`, see [`RunRecord::next_deadline_ms`](super::RunRecord::next_deadline_ms)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deadlines {
+    /// The current phase's deadline (stored as `deadline`); `None` while nothing is awaited
+    /// from a worker or the manager.
+    #[serde(rename = "deadline", default)]
+    pub phase: Option<Deadline>,
+    /// The whole generation's wall-clock deadline, unix millis (stored as
+    /// `wall_deadline_ms`), from `max_wall_secs`.
+    #[serde(rename = "wall_deadline_ms", default)]
+    pub wall_ms: Option<i64>,
+}
+
+/// What the audits so far established about the run's artifact.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditStanding {
+    /// Evidence records on the current snapshot (the full history lives in the evidence hash).
+    pub evidence: Vec<Evidence>,
+    /// The latest audit verdicts and the snapshot they are about.
+    pub last_verdicts: Option<(Verdicts, SnapshotId)>,
+    /// The gate's latest verdict.
+    pub last_gate: Option<GateVerdict>,
+    /// The last snapshot whose audit passed (complete, clean, aligned, every blocking check
+    /// passing): where a PIVOT rolls the artifact back to.
+    #[serde(default)]
+    pub last_good_snapshot: Option<SnapshotId>,
+    /// The rubric's latest score, when the contract has a rubric.
+    #[serde(default)]
+    pub rubric: Option<RubricStanding>,
+}

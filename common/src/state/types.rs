@@ -1,0 +1,204 @@
+//! The small types the run record and the run log are made of.
+
+use serde::{Deserialize, Serialize};
+
+use crate::snapshot::SnapshotId;
+use crate::subjects::Capability;
+use crate::usage::Usage;
+use crate::verdict::Verdicts;
+use crate::wire::{AuditPurpose, Increment, Message};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    Queued,
+    Running,
+    WaitingForInput,
+    Completed,
+    Blocked,
+    BudgetExhausted,
+    Cancelled,
+    Failed,
+}
+
+impl RunState {
+    pub const ALL: [RunState; 8] = [
+        RunState::Queued,
+        RunState::Running,
+        RunState::WaitingForInput,
+        RunState::Completed,
+        RunState::Blocked,
+        RunState::BudgetExhausted,
+        RunState::Cancelled,
+        RunState::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Queued => "queued",
+            RunState::Running => "running",
+            RunState::WaitingForInput => "waiting_for_input",
+            RunState::Completed => "completed",
+            RunState::Blocked => "blocked",
+            RunState::BudgetExhausted => "budget_exhausted",
+            RunState::Cancelled => "cancelled",
+            RunState::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RunState> {
+        RunState::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            RunState::Completed
+                | RunState::Blocked
+                | RunState::BudgetExhausted
+                | RunState::Cancelled
+                | RunState::Failed
+        )
+    }
+}
+
+/// Where planning stands while a `plan = true` run builds its contract (before round 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanningStage {
+    /// The planner episode writes `spec.md`.
+    Spec,
+    /// The proposer episode turns `spec.md` into `contract.toml`.
+    Contract,
+    /// The proposed contract waits for `loopgate approve`.
+    Approval,
+}
+
+impl PlanningStage {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlanningStage::Spec => "spec",
+            PlanningStage::Contract => "contract",
+            PlanningStage::Approval => "approval",
+        }
+    }
+}
+
+/// How the run's contract came to be frozen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContractSource {
+    /// Proposed by the planning phases and frozen without review.
+    Proposed,
+    /// Proposed, then approved by a person as is.
+    Approved,
+    /// Replaced by a person's edited contract at approval.
+    Edited,
+}
+
+/// What the run is waiting for right now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Phase {
+    /// Waiting for a manager decision with this sequence number.
+    Deciding { seq: u32 },
+    /// Waiting for the executor's result of this round.
+    Executing {
+        round: u32,
+        capability: Capability,
+        increment: Increment,
+    },
+    /// Waiting for the auditor's report on `candidate`.
+    Auditing {
+        round: u32,
+        purpose: AuditPurpose,
+        candidate: SnapshotId,
+        objective: String,
+        write_scope: Vec<String>,
+    },
+    /// Waiting for a human answer to `question`.
+    WaitingForAnswer { question: String },
+    /// Terminal: nothing more will happen in this generation.
+    Finished,
+}
+
+impl Phase {
+    /// The phase's `type` tag, as stored (`deciding`, `executing`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Phase::Deciding { .. } => "deciding",
+            Phase::Executing { .. } => "executing",
+            Phase::Auditing { .. } => "auditing",
+            Phase::WaitingForAnswer { .. } => "waiting_for_answer",
+            Phase::Finished => "finished",
+        }
+    }
+}
+
+/// Where a message goes; the driver maps targets to subjects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Target {
+    Exec {
+        capability: Capability,
+    },
+    Audit,
+    Decide,
+    /// Core NATS `control.<run>`: not persisted, for in-flight episodes.
+    Control,
+}
+
+/// What a phase deadline guards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeadlineKind {
+    /// The manager's decision episode.
+    Decision,
+    /// A worker must pick the step up (an executor publishes `episode_started`).
+    ExecStart,
+    /// The executor episode, once started.
+    ExecEpisode,
+    /// The audit, from dispatch to report.
+    Audit,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deadline {
+    pub at_ms: i64,
+    pub kind: DeadlineKind,
+}
+
+/// A message the driver must publish after the state change is stored (with a dedup id).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outgoing {
+    pub target: Target,
+    pub msg_id: String,
+    pub message: Message,
+}
+
+/// One round, compacted for the manager's prompt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoundSummary {
+    pub round: u32,
+    pub objective: String,
+    pub exec_summary: String,
+    pub candidate: Option<SnapshotId>,
+    pub verdicts: Option<Verdicts>,
+    pub gaps: Vec<String>,
+    /// (check id, output excerpt) for each failing or inconclusive check.
+    pub failing: Vec<(String, String)>,
+    pub passing: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoleUsage {
+    pub manager: Usage,
+    pub executor: Usage,
+    pub auditor: Usage,
+}
+
+impl RoleUsage {
+    pub fn total(&self) -> u64 {
+        self.manager.total() + self.executor.total() + self.auditor.total()
+    }
+}
