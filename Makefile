@@ -20,7 +20,7 @@ help:
 	@echo "make demo          run examples/hello end to end against a local model (scripts/demo.sh)"
 	@echo "make bench         benchmarks -> docs/benchmarks.md + docs/bench/*.svg (scripts/bench.sh;"
 	@echo "                   BENCH_SKIP_ARMS=1 skips the real-model arms, BENCH_MODELS=\"1.5b 0.5b\")"
-	@echo "make lint          cargo fmt --check + clippy -D warnings"
+	@echo "make lint          cargo fmt --check + clippy -D warnings + crate boundaries (scripts/check-architecture.sh)"
 	@echo "make build         release binaries"
 	@echo "make model-server  start llama-server on 127.0.0.1:\$${LOOPGATE_MODEL_PORT:-8080} (model-server-stop)"
 
@@ -51,12 +51,14 @@ test: check-toolchain deps
 	echo "[make test] deps ready after $$((SECONDS - start)) s"
 	@start=$$SECONDS; $(CARGO) build --workspace --bins -j$(JOBS); \
 	echo "[make test] binaries built in $$((SECONDS - start)) s"
+	scripts/check-architecture.sh
 	@start=$$SECONDS; $(CARGO) test --workspace --no-fail-fast -j$(JOBS); \
 	echo "[make test] tests passed in $$((SECONDS - start)) s"
 
 # Tests only, assuming deps are installed (quick local loop).
 test-only: check-toolchain
 	$(CARGO) build --workspace --bins -j$(JOBS)
+	scripts/check-architecture.sh
 	$(CARGO) test --workspace --no-fail-fast -j$(JOBS)
 
 demo: check-toolchain
@@ -69,6 +71,7 @@ bench: check-toolchain
 lint: check-toolchain
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -j$(JOBS) -- -D warnings
+	scripts/check-architecture.sh
 
 fmt: check-toolchain
 	$(CARGO) fmt --all

@@ -128,11 +128,11 @@ done
 # The daemons and the harness benchmarks first; arms-bench on its own so that a failure to
 # build it costs only the arms.
 step build cargo build --release -j"$JOBS" -p loopgate-manager -p loopgate-executor \
-  -p loopgate-auditor -p loopgate-bench -p loopgate-tests --bin loopgate-manager \
+  -p loopgate-auditor -p loopgate-bench --bin loopgate-manager \
   --bin loopgate-executor --bin loopgate-auditor --bin snapshot_bench --bin bench-report \
   --bin harness-bench --bin manager-bench
 if [ "${BENCH_SKIP_ARMS:-0}" != 1 ]; then
-  step build-arms cargo build --release -j"$JOBS" -p loopgate-tests --bin arms-bench
+  step build-arms cargo build --release -j"$JOBS" -p loopgate-bench --bin arms-bench
 fi
 
 # shellcheck disable=SC2086 # the *_ARGS knobs are word-split on purpose

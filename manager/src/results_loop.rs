@@ -104,9 +104,12 @@ impl ResultsLoop {
                 }
                 Settle::Ack
             }
-            Err(EngineError::NotFound(_)) | Err(EngineError::Corrupt { .. }) => {
-                tracing::error!(run_id, "result for a missing or unreadable run; dropped");
-                Settle::Term("its run is missing or unreadable".into())
+            Err(EngineError::NotFound(_))
+            | Err(EngineError::Corrupt { .. })
+            | Err(EngineError::Inconsistent { .. }) => {
+                // Redelivery would decide the same again: drop it, loudly.
+                tracing::error!(run_id, "result for a missing or unreadable run, or one its transition would corrupt; dropped");
+                Settle::Term("its run is missing, unreadable or the transition was refused".into())
             }
             Err(e) => {
                 tracing::warn!(run_id, error = %e, "handling failed; will retry");
