@@ -250,6 +250,8 @@ pub fn decide(record: &RunRecord, event: &RunEvent, now: i64) -> Decision {
 #[cfg(test)]
 mod consistency_tests;
 #[cfg(test)]
+mod lifecycle_tests;
+#[cfg(test)]
 mod planning_tests;
 #[cfg(test)]
 mod tests;
