@@ -6,6 +6,8 @@ use super::tests::{exec_done, reply};
 use super::*;
 use crate::state::InconsistentRecord;
 use crate::task::parse_task_toml;
+use crate::usage::Usage;
+use crate::wire::ExecResult;
 use crate::wire::{EpisodeRole, ExecOutcome};
 
 const TASK: &str = r#"

@@ -2,8 +2,8 @@
 //! cancel, resume).
 
 use super::manager_turn::manager_miss;
+use super::transition::{Decision, EPISODE_GRACE_SECS};
 use super::tx::Tx;
-use super::{Decision, EPISODE_GRACE_SECS};
 use crate::budget::Budget;
 use crate::state::{DeadlineKind, LogEvent, Phase, PlanningStage, RunRecord, RunState};
 use crate::wire::{EpisodeRole, EpisodeStarted};

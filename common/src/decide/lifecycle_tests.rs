@@ -5,7 +5,9 @@ use super::*;
 use crate::state::{DeadlineKind, Target};
 use crate::subjects::Capability;
 use crate::task::parse_task_toml;
+use crate::usage::Usage;
 use crate::verdict::Integrity;
+use crate::wire::ExecResult;
 use crate::wire::{EpisodeRole, ExecOutcome, Message};
 
 fn tick(record: &RunRecord, now: i64) -> Decision {

@@ -1,7 +1,7 @@
 //! The manager's reply: parse defensively, then route (cli, gui, done, blocked, ask, invalid).
 
+use super::transition::{Decision, RAW_LOG_CHARS};
 use super::tx::Tx;
-use super::{Decision, RAW_LOG_CHARS};
 use crate::gate::evaluate_gate;
 use crate::next_step::{parse_next_step, NextStepError, Route};
 use crate::state::{LogEvent, Phase, RunRecord, RunState};

@@ -4,8 +4,8 @@
 //! frozen by its spec hash. Failed attempts are retried with the reason, and after
 //! `max_failed_rounds` in a row a person is asked.
 
+use super::transition::Decision;
 use super::tx::Tx;
-use super::Decision;
 use crate::contract::Contract;
 use crate::contract_proposal::{contract_from_proposal, PROPOSAL_FILE, SPEC_FILE};
 use crate::state::{ContractSource, LogEvent, PlanningStage, RunRecord, RunState};

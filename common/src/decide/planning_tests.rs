@@ -4,9 +4,13 @@ use super::tests::{apply, exec_done, kinds, reply};
 use super::*;
 use crate::contract_proposal::{PROPOSAL_FILE, SPEC_FILE};
 use crate::rubric::{RubricOutcome, RubricScore, RubricVerdict, ScoreLayer, Strategy};
+use crate::state::Outgoing;
 use crate::state::{ContractSource, PlanningStage, Target};
 use crate::task::parse_task_toml;
+use crate::usage::Usage;
+use crate::verdict::Evidence;
 use crate::verdict::{AuditStatus, CheckVerdict, ContractVerdict, Integrity, Verdicts};
+use crate::wire::AuditReport;
 use crate::wire::{AuditPurpose, EpisodeKind, Message};
 
 const PLANNED: &str = r#"

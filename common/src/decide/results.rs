@@ -1,8 +1,8 @@
 //! Executor results and audit reports.
 
 use super::planning::on_plan_audit;
+use super::transition::{Decision, HISTORY_KEEP};
 use super::tx::Tx;
-use super::{Decision, HISTORY_KEEP};
 use crate::contract::Contract;
 use crate::gate::evaluate_gate;
 use crate::rubric::{RubricOutcome, RubricStanding, RubricVerdict};

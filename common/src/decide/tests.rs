@@ -1,8 +1,11 @@
 use super::*;
 use crate::state::Target;
 use crate::task::parse_task_toml;
+use crate::usage::Usage;
+use crate::verdict::Evidence;
 use crate::verdict::{AuditStatus, CheckVerdict, ContractVerdict, Integrity, Verdicts};
 use crate::wire::{AuditPurpose, ExecOutcome, Message};
+use crate::wire::{AuditReport, ExecResult};
 
 pub(super) const TASK: &str = r#"
 goal = "Create hello.py"

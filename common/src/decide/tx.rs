@@ -1,6 +1,6 @@
 //! One transition in the making: the new record, its log entries, evidence and outbox.
 
-use super::{Decision, Step, DECISION_SLACK_SECS, FEEDBACK_KEEP};
+use super::transition::{Decision, Step, DECISION_SLACK_SECS, FEEDBACK_KEEP};
 use crate::state::{
     Deadline, DeadlineKind, LogEntry, LogEvent, Outgoing, Phase, RunRecord, RunState, Target,
 };
