@@ -2,11 +2,12 @@
 
 use serde_json::{Map, Value};
 
+use super::findings::{push_note, DimensionIndex, Findings};
+use super::keys::cut_chars;
 use super::score_text::{
     first_score, key_in, scaled_score, strategy_value, Scale, MAX_LABEL_CHARS, NAME_KEYS,
     OVERALL_KEYS, SCORES_KEYS, STRATEGY_KEYS, VALUE_KEYS,
 };
-use super::{cut_chars, push_note, DimensionIndex, Findings};
 use crate::json_span::balanced_end;
 use crate::tool_call_parse::parse_json_lenient;
 

@@ -1,11 +1,12 @@
 //! Layers 2 and 3: per-dimension score lines (`Correctness: 8/10`, `**Code quality** — 9`, markdown
 //! table rows) and an overall-score line (`Overall: 8.2/10`); also `Strategy: X` lines.
 
+use super::findings::{DimensionIndex, Findings};
 use super::score_text::{
     is_overall_label, key_in, label_key, strategy_value, strategy_words, value_score,
     MAX_LABEL_CHARS, STRATEGY_KEYS,
 };
-use super::{DimensionIndex, Findings, Strategy};
+use super::types::Strategy;
 
 /// A `Strategy: X` line, else the first standalone word in capitals, else in any case.
 pub(super) fn strategy_in_text(text: &str) -> Option<Strategy> {

@@ -1,18 +1,11 @@
 //! Reading the pieces of a judge's reply: normalised key names and their synonyms, scores written
 //! as numbers (`8`, `8/10`, `85/100`, `85%`, `8 out of 10`) and strategy words.
 
-use super::{cut_chars, Strategy, SCORE_SCALE};
+use super::keys::{cut_chars, normalize_key};
+use super::types::{Strategy, SCORE_SCALE};
 
 /// A line's label (before its separator) longer than this is prose, not a label.
 pub(super) const MAX_LABEL_CHARS: usize = 80;
-
-/// Lowercase letters and digits only: `Code_quality`, `code-quality`, `**Code Quality**` → `codequality`.
-pub(super) fn normalize_key(raw: &str) -> String {
-    raw.chars()
-        .filter(|c| c.is_alphanumeric())
-        .flat_map(char::to_lowercase)
-        .collect()
-}
 
 /// `raw` without parenthesised or bracketed parts: `Correctness (weight 2)` → `Correctness `.
 fn without_brackets(raw: &str) -> String {

@@ -1,5 +1,7 @@
 //! The judge-output corpus: malformed and adversarial replies with the parse they must give.
 
+use std::collections::BTreeMap;
+
 use super::*;
 
 fn dim(name: &str, weight: f64) -> RubricDimension {
