@@ -4,7 +4,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use super::StackError;
+use super::error::StackError;
 
 /// Daemon binaries, looked up next to the running `loopgate` (or in `$LOOPGATE_BIN_DIR`).
 pub const MANAGER_BIN: &str = "loopgate-manager";

@@ -3,6 +3,7 @@
 
 mod binaries;
 mod config_files;
+mod error;
 mod nats_users;
 mod readiness;
 mod supervisor;
@@ -17,8 +18,10 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 
 pub use binaries::{AUDITOR_BIN, EXECUTOR_BIN, MANAGER_BIN};
 pub use config_files::{LocalStack, ModelProfileToml};
+use error::io_err;
+pub use error::StackError;
 pub use nats_users::{NatsPasswords, Role};
-use supervisor::{ChildExit, Stage, Supervisor};
+use supervisor::{Stage, Supervisor};
 
 use crate::api_client::ApiClient;
 use crate::cli_args::UpArgs;
@@ -30,63 +33,6 @@ const MANAGER_READY_TIMEOUT: Duration = Duration::from_secs(90);
 /// The daemons finish in-flight work on SIGTERM (their own grace defaults to 20s).
 const DAEMON_STOP_GRACE: Duration = Duration::from_secs(25);
 const SERVER_STOP_GRACE: Duration = Duration::from_secs(10);
-
-#[derive(Debug, thiserror::Error)]
-pub enum StackError {
-    #[error("{name} not found (looked in {looked_in}); run scripts/install-deps.sh services")]
-    ServerNotFound { name: String, looked_in: String },
-    #[error("{name} not found in {dir} (build it with `cargo build --workspace`, or set LOOPGATE_BIN_DIR)")]
-    DaemonNotFound { name: String, dir: PathBuf },
-    #[error("{what} port {addr} is already in use (is another `loopgate up` running? pick another with --{flag})")]
-    PortInUse {
-        what: &'static str,
-        addr: SocketAddr,
-        flag: &'static str,
-    },
-    #[error("{context}: {source}")]
-    Io {
-        context: String,
-        source: std::io::Error,
-    },
-    #[error("cannot render the config files: {0}")]
-    Config(String),
-    #[error("cannot start {name} ({}): {source}", program.display())]
-    Spawn {
-        name: String,
-        program: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{name} was not ready within {}s; last lines of {}:\n{log_tail}", timeout.as_secs(), log_path.display())]
-    NotReady {
-        name: String,
-        timeout: Duration,
-        log_path: PathBuf,
-        log_tail: String,
-    },
-    #[error("{name} exited unexpectedly ({status}); last lines of {}:\n{log_tail}", log_path.display())]
-    ChildExited {
-        name: String,
-        status: String,
-        log_path: PathBuf,
-        log_tail: String,
-    },
-}
-
-impl From<ChildExit> for StackError {
-    fn from(exit: ChildExit) -> StackError {
-        StackError::ChildExited {
-            name: exit.name,
-            status: exit.status,
-            log_path: exit.log_path,
-            log_tail: exit.log_tail,
-        }
-    }
-}
-
-fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StackError {
-    let context = context.into();
-    move |source| StackError::Io { context, source }
-}
 
 /// Every program the stack runs, found before anything starts.
 struct Programs {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::process::{Child, Command};
 
-use super::StackError;
+use super::error::StackError;
 
 /// Env vars that would override the generated config files in the daemons.
 const OVERRIDING_ENV: &[&str] = &[
@@ -243,6 +243,17 @@ pub fn log_tail(path: &Path) -> String {
         Ok(lines[start..].join("\n"))
     };
     read().unwrap_or_default()
+}
+
+impl From<ChildExit> for StackError {
+    fn from(exit: ChildExit) -> StackError {
+        StackError::ChildExited {
+            name: exit.name,
+            status: exit.status,
+            log_path: exit.log_path,
+            log_tail: exit.log_tail,
+        }
+    }
 }
 
 #[cfg(test)]
