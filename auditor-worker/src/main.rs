@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use loopgate_telemetry::metrics::Metrics;
 use loopgate_telemetry::metrics_server::serve_metrics;
-use loopgate_telemetry::otel::{init_telemetry, Telemetry, TelemetrySettings};
+use loopgate_telemetry::otel::{start_from_env, Telemetry};
 use loopgate_transport::runtime::shutdown_on_signals;
 
 #[derive(Debug, Parser)]
@@ -44,17 +44,13 @@ async fn run(cli: Cli, telemetry: Arc<Telemetry>) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let telemetry =
-        match TelemetrySettings::from_env("loopgate-auditor", "info", &|k| std::env::var(k).ok())
-            .and_then(|s| init_telemetry(&s))
-        {
-            Ok(t) => Arc::new(t),
-            Err(err) => {
-                loopgate_telemetry::init_logging("loopgate-auditor", "info");
-                tracing::error!(error = %err, "invalid telemetry configuration");
-                return ExitCode::from(2);
-            }
-        };
+    let telemetry = match start_from_env("loopgate-auditor", &|k| std::env::var(k).ok()) {
+        Ok(t) => Arc::new(t),
+        Err(err) => {
+            tracing::error!(error = %err, "invalid telemetry configuration");
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

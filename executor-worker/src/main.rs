@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use loopgate_telemetry::metrics::Metrics;
 use loopgate_telemetry::metrics_server::serve_metrics;
-use loopgate_telemetry::otel::{init_telemetry, TelemetrySettings};
+use loopgate_telemetry::otel::start_from_env;
 use loopgate_transport::runtime::shutdown_on_signals;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -78,17 +78,13 @@ fn load_settings(flags: Flags) -> Result<Settings, loopgate_executor::SettingsEr
 #[tokio::main]
 async fn main() -> ExitCode {
     let flags = Flags::parse();
-    let telemetry =
-        match TelemetrySettings::from_env("loopgate-executor", "info", &|k| std::env::var(k).ok())
-            .and_then(|s| init_telemetry(&s))
-        {
-            Ok(t) => Arc::new(t),
-            Err(err) => {
-                loopgate_telemetry::init_logging("loopgate-executor", "info");
-                tracing::error!(error = %err, "invalid telemetry configuration");
-                return ExitCode::from(2);
-            }
-        };
+    let telemetry = match start_from_env("loopgate-executor", &|k| std::env::var(k).ok()) {
+        Ok(t) => Arc::new(t),
+        Err(err) => {
+            tracing::error!(error = %err, "invalid telemetry configuration");
+            return ExitCode::from(2);
+        }
+    };
     let settings = match load_settings(flags) {
         Ok(settings) => settings,
         Err(err) => {

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use loopgate_common::decide::RunEvent;
+use loopgate_transport::runtime::{run_periodically, FirstPass};
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::{now_ms, Applied, Engine, EngineError};
@@ -17,15 +18,15 @@ pub struct DeadlineSweeper {
 
 impl DeadlineSweeper {
     pub async fn run(self, cancel: CancellationToken) {
-        loop {
-            tokio::select! {
-                _ = cancel.cancelled() => return,
-                _ = tokio::time::sleep(self.interval) => {}
-            }
-            if let Err(e) = self.sweep_once().await {
-                tracing::warn!(error = %e, "deadline sweep failed; retrying next interval");
-            }
-        }
+        let period = self.interval;
+        run_periodically(
+            "deadline sweep",
+            period,
+            FirstPass::AfterPeriod,
+            cancel,
+            || self.sweep_once(),
+        )
+        .await
     }
 
     /// One pass; returns how many runs changed.

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use loopgate_common::state::RunState;
 use loopgate_common::subjects::{STREAM_AUDIT, STREAM_EXEC, STREAM_RESULTS};
+use loopgate_transport::runtime::{run_periodically, FirstPass};
 use opentelemetry::KeyValue;
 use tokio_util::sync::CancellationToken;
 
@@ -18,16 +19,11 @@ const CONSUMERS: [(&str, &str); 4] = [
 ];
 
 pub async fn run_gauges(engine: Engine, every: Duration, cancel: CancellationToken) {
-    loop {
-        refresh(&engine).await;
-        tokio::select! {
-            _ = cancel.cancelled() => return,
-            _ = tokio::time::sleep(every) => {}
-        }
-    }
+    run_periodically("gauges", every, FirstPass::Now, cancel, || refresh(&engine)).await
 }
 
-async fn refresh(engine: &Engine) {
+/// One refresh; a gauge that cannot be read now keeps its last value.
+async fn refresh(engine: &Engine) -> Result<(), std::convert::Infallible> {
     let metrics = engine.metrics();
     for state in RunState::ALL {
         if let Ok(n) = engine.store().count(state.as_str()).await {
@@ -54,4 +50,5 @@ async fn refresh(engine: &Engine) {
             );
         }
     }
+    Ok(())
 }

@@ -19,7 +19,7 @@ use loopgate_manager::snapshot_gc_loop::SnapshotGc;
 use loopgate_models::{process_env, ChatClient};
 use loopgate_snapshot::SnapshotStore;
 use loopgate_telemetry::metrics::Metrics;
-use loopgate_telemetry::otel::{init_telemetry, TelemetrySettings};
+use loopgate_telemetry::otel::start_from_env;
 use loopgate_transport::runtime::{retry_with_patience, shutdown_on_signals, CONNECT_PATIENCE};
 use loopgate_transport::{Bus, BusError, BusOptions, ConsumerOptions};
 use tokio_util::sync::CancellationToken;
@@ -64,11 +64,7 @@ async fn main() -> anyhow::Result<()> {
             .or_else(|| process_env("LOOPGATE_HTTP_ADDR")),
     };
     let settings = config::load(args.config.as_deref(), overrides, &process_env)?;
-    let telemetry = Arc::new(init_telemetry(&TelemetrySettings::from_env(
-        "loopgate-manager",
-        "info",
-        &process_env,
-    )?)?);
+    let telemetry = Arc::new(start_from_env("loopgate-manager", &process_env)?);
     let metrics = Metrics::new();
     metrics.worker_up.record(
         1,

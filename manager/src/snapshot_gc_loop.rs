@@ -8,6 +8,7 @@ use std::time::Duration;
 use loopgate_common::state::{LogEntry, LogEvent};
 use loopgate_snapshot::GcRoots;
 use loopgate_snapshot::SnapshotStore;
+use loopgate_transport::runtime::{run_periodically, FirstPass};
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::{Engine, EngineError};
@@ -22,15 +23,15 @@ pub struct SnapshotGc {
 
 impl SnapshotGc {
     pub async fn run(self, cancel: CancellationToken) {
-        loop {
-            tokio::select! {
-                _ = cancel.cancelled() => return,
-                _ = tokio::time::sleep(self.every) => {}
-            }
-            if let Err(e) = self.collect_once().await {
-                tracing::warn!(error = %e, "snapshot garbage collection skipped");
-            }
-        }
+        let period = self.every;
+        run_periodically(
+            "snapshot gc",
+            period,
+            FirstPass::AfterPeriod,
+            cancel,
+            || self.collect_once(),
+        )
+        .await
     }
 
     /// Every snapshot and blob a live run references.

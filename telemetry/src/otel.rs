@@ -151,6 +151,21 @@ fn exporter_error(
     }
 }
 
+/// A daemon's telemetry from its environment (`OTEL_*`, `LOOPGATE_LOG`, `RUST_LOG`, read once,
+/// here), installed. When the configuration is invalid, plain JSON logging is installed
+/// instead so that the caller can log the error before it exits.
+pub fn start_from_env(
+    service: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Telemetry, TelemetryError> {
+    let started =
+        TelemetrySettings::from_env(service, "info", env).and_then(|s| init_telemetry(&s));
+    if started.is_err() {
+        crate::init_logging(service, "info");
+    }
+    started
+}
+
 /// Install logging (JSON lines on stderr), tracing and metrics for this process.
 pub fn init_telemetry(settings: &TelemetrySettings) -> Result<Telemetry, TelemetryError> {
     let resource = Resource::builder()

@@ -1,6 +1,7 @@
 //! The one worker runtime every daemon uses: connect with patience, one shutdown token for
 //! SIGTERM/SIGINT, the consume loop with its delivery keep-alive and settle step, the episode
-//! cancel registry with its control-notice listener, and the child-process runner.
+//! cancel registry with its control-notice listener, periodic tasks, and the child-process
+//! runner.
 
 pub mod child_process;
 pub mod connect;
@@ -8,6 +9,7 @@ pub mod consume;
 pub mod episode_cancels;
 pub mod episode_started;
 pub mod keep_alive;
+pub mod periodic;
 pub mod shutdown;
 
 pub use child_process::{
@@ -18,4 +20,5 @@ pub use consume::{run_consumer, settle_delivery, ConsumeOptions, Lease, Settle};
 pub use episode_cancels::{EpisodeCancels, Registration, REMEMBER_CANCELLED};
 pub use episode_started::announce_started;
 pub use keep_alive::{progress_interval, KeepAlive};
+pub use periodic::{run_periodically, FirstPass};
 pub use shutdown::shutdown_on_signals;
