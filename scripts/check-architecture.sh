@@ -3,6 +3,7 @@
 # `make test`; exits non-zero on the first broken rule, naming it.
 #   - the auditor and the executor never link the Redis client (only the manager reaches Redis)
 #   - `common` holds types and pure logic: no async runtime, NATS, Redis or HTTP
+#   - `api` (the manager's HTTP API types) holds types only: no async runtime, NATS, Redis or HTTP
 #   - binaries never depend on each other
 #   - no file-level import cycle in the daemons, transport, snapshot, telemetry, test-support
 set -euo pipefail
@@ -26,6 +27,9 @@ for worker in loopgate-auditor loopgate-executor; do
 done
 for dep in tokio async-nats redis reqwest axum; do
   forbid loopgate-common "$dep" "common holds types and pure decision logic only"
+done
+for dep in tokio async-nats redis reqwest axum; do
+  forbid loopgate-api "$dep" "the API crate holds request and response types only, no I/O"
 done
 for bin in loopgate-manager loopgate-executor loopgate-auditor loopgate-cli; do
   for other in loopgate-manager loopgate-executor loopgate-auditor loopgate-cli; do

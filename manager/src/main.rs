@@ -12,7 +12,7 @@ use loopgate_manager::config::{self, EnvOverrides};
 use loopgate_manager::deadline_sweeper::DeadlineSweeper;
 use loopgate_manager::engine::Engine;
 use loopgate_manager::gauges::run_gauges;
-use loopgate_manager::http_api::{router, ApiState};
+use loopgate_manager::http::{router, ApiState};
 use loopgate_manager::results_loop::ResultsLoop;
 use loopgate_manager::run_store::RunStore;
 use loopgate_manager::snapshot_gc_loop::SnapshotGc;

@@ -11,6 +11,9 @@ use base64::Engine as _;
 use loopgate_test_support::{free_port, workspace_bin, ChildGuard, NatsServer, RedisServer};
 use serde_json::Value;
 
+mod control_plane;
+pub use control_plane::ControlPlane;
+
 /// One model profile as written into the daemons' configs.
 #[derive(Debug, Clone)]
 pub struct Profile {

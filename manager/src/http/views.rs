@@ -1,0 +1,94 @@
+//! The public views of stored records: a `RunRecord` as the API's [`RunView`].
+
+use loopgate_api::{Checks, EvidenceView, GateView, RunView};
+use loopgate_common::state::{Phase, RunRecord};
+
+/// The wire name of a phase (`RunView.phase`).
+pub(crate) fn phase_name(phase: &Phase) -> &'static str {
+    match phase {
+        Phase::Deciding { .. } => "deciding",
+        Phase::Executing { .. } => "executing",
+        Phase::Auditing { .. } => "auditing",
+        Phase::WaitingForAnswer { .. } => "waiting_for_answer",
+        Phase::Finished => "finished",
+    }
+}
+
+/// The view of a stored run (every field filled).
+pub(crate) fn run_view(r: &RunRecord) -> RunView {
+    let (passing, total) = r.checks_passing();
+    RunView {
+        id: r.id.clone(),
+        name: r.task.name.clone(),
+        state: r.state,
+        phase: phase_name(&r.phase).to_string(),
+        generation: r.generation,
+        round: r.round,
+        max_rounds: Some(r.task.budget.max_rounds),
+        counted_rounds: Some(if r.planning.is_some() {
+            0
+        } else {
+            r.rounds_this_generation()
+        }),
+        snapshot: Some(r.snapshot.clone()),
+        base_snapshot: Some(r.base_snapshot.clone()),
+        spec_hash: r.contract.spec_hash.clone(),
+        goal: Some(r.contract.goal.clone()),
+        progress: Some(r.progress()),
+        planning: r.planning.map(|p| p.as_str().to_string()),
+        checks: Some(Checks { passing, total }),
+        rubric: r.rubric.clone(),
+        gate: r.last_gate.as_ref().map(GateView::from),
+        verdicts: r
+            .last_verdicts
+            .as_ref()
+            .filter(|(_, s)| *s == r.snapshot)
+            .map(|(v, _)| *v),
+        evidence: r.evidence.iter().map(EvidenceView::from).collect(),
+        terminal_reason: r.terminal_reason.clone(),
+        question: match &r.phase {
+            Phase::WaitingForAnswer { question } => Some(question.clone()),
+            _ => None,
+        },
+        task_state: r.task_state.clone(),
+        usage: r.usage,
+        total_tokens: Some(r.usage.total()),
+        created_at: r.created_at,
+        updated_at: r.updated_at,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use loopgate_api::common_schemas::PhaseNameSchema;
+    use utoipa::PartialSchema;
+
+    /// The OpenAPI document lists exactly the phase names a view can carry.
+    #[test]
+    fn phase_names_are_documented() {
+        let schema = serde_json::to_value(PhaseNameSchema::schema()).unwrap();
+        let names = [
+            "deciding",
+            "executing",
+            "auditing",
+            "waiting_for_answer",
+            "finished",
+        ];
+        assert_eq!(schema["enum"], serde_json::json!(names));
+        let cases = [
+            (Phase::Deciding { seq: 1 }, "deciding"),
+            (
+                Phase::WaitingForAnswer {
+                    question: "q".into(),
+                },
+                "waiting_for_answer",
+            ),
+            (Phase::Finished, "finished"),
+        ];
+        for (phase, name) in cases {
+            assert_eq!(phase_name(&phase), name);
+        }
+    }
+}
