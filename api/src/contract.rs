@@ -21,7 +21,7 @@ pub enum ContractStatus {
 }
 
 /// The run's contract. Read leniently, like [`crate::runs::RunView`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ContractView {
     #[serde(default, deserialize_with = "lenient::or_default")]
     #[schema(required = true)]

@@ -14,6 +14,8 @@ use futures::StreamExt;
 use loopgate_common::snapshot::{is_sha256_hex, sha256_hex, Manifest, ManifestEntry};
 use serde_json::Value;
 
+use loopgate_api::{RoundList, RoundView};
+
 use crate::api_client::{ApiClient, ApiError};
 use crate::cli_args::CheckoutArgs;
 use crate::errors::CliError;
@@ -66,21 +68,7 @@ pub enum CheckoutError {
     },
 }
 
-/// One round's snapshots, from `GET /v1/runs/{id}/rounds`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
-pub struct RoundSnapshots {
-    pub round: u32,
-    pub base_snapshot: String,
-    #[serde(default)]
-    pub candidate: Option<String>,
-}
-
-#[derive(serde::Deserialize)]
-struct RoundList {
-    rounds: Vec<RoundSnapshots>,
-}
-
-pub fn parse_rounds(value: Value) -> Result<Vec<RoundSnapshots>, CheckoutError> {
+pub fn parse_rounds(value: Value) -> Result<Vec<RoundView>, CheckoutError> {
     serde_json::from_value::<RoundList>(value)
         .map(|list| list.rounds)
         .map_err(|e| CheckoutError::BadRounds(e.to_string()))
@@ -90,10 +78,10 @@ pub fn parse_rounds(value: Value) -> Result<Vec<RoundSnapshots>, CheckoutError> 
 /// must have one.
 pub fn pick_round<'a>(
     run: &str,
-    rounds: &'a [RoundSnapshots],
+    rounds: &'a [RoundView],
     wanted: Option<u32>,
     need_candidate: bool,
-) -> Result<&'a RoundSnapshots, CheckoutError> {
+) -> Result<&'a RoundView, CheckoutError> {
     let picked =
         match wanted {
             Some(round) => rounds.iter().find(|r| r.round == round).ok_or_else(|| {
@@ -118,7 +106,7 @@ pub fn pick_round<'a>(
     Ok(picked)
 }
 
-pub async fn run_rounds(client: &ApiClient, run: &str) -> Result<Vec<RoundSnapshots>, CliError> {
+pub async fn run_rounds(client: &ApiClient, run: &str) -> Result<Vec<RoundView>, CliError> {
     Ok(parse_rounds(client.run_rounds(run).await?)?)
 }
 
