@@ -11,7 +11,7 @@ use crate::engine::Applied;
 use crate::http::error::{ApiError, ChangeErrors, ReadErrors};
 use crate::http::extract::{ApiJson, ApiPath};
 use crate::http::state::{load_run, Shared};
-use crate::http::views::run_view;
+use crate::http::views::{run_view, with_sorted_keys};
 
 /// Rebuild the rounds from the run log (the log is the source of truth).
 pub(crate) fn rounds_from_log(entries: &[LogEntry]) -> Vec<RoundView> {
@@ -67,7 +67,7 @@ pub(crate) fn rounds_from_log(entries: &[LogEntry]) -> Vec<RoundView> {
 pub(crate) async fn list_rounds(
     State(s): State<Shared>,
     ApiPath(id): ApiPath<String>,
-) -> Result<Json<RoundList>, ApiError> {
+) -> Result<Json<serde_json::Value>, ApiError> {
     load_run(&s, &id).await?;
     let entries: Vec<LogEntry> = s
         .engine
@@ -76,7 +76,7 @@ pub(crate) async fn list_rounds(
         .iter()
         .filter_map(|r| serde_json::from_str::<LogEntry>(&r.entry).ok())
         .collect();
-    Ok(Json(RoundList {
+    Ok(with_sorted_keys(&RoundList {
         rounds: rounds_from_log(&entries),
     }))
 }

@@ -18,7 +18,7 @@ use crate::http::error::{
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::http::snapshots::snapshot_error;
 use crate::http::state::{load_run, Shared};
-use crate::http::views::run_view;
+use crate::http::views::{run_view, with_sorted_keys};
 
 /// Runs listed when `limit` is not given, and the most one page holds.
 const DEFAULT_LIMIT: usize = 50;
@@ -129,7 +129,7 @@ pub(crate) async fn get_run(
 pub(crate) async fn list_runs(
     State(s): State<Shared>,
     ApiQuery(q): ApiQuery<ListQuery>,
-) -> Result<Json<RunList>, ApiError> {
+) -> Result<Json<serde_json::Value>, ApiError> {
     if let Some(st) = &q.state {
         if RunState::parse(st).is_none() {
             return Err(ApiError::bad_request(
@@ -154,7 +154,7 @@ pub(crate) async fn list_runs(
             runs.push(run_view(&r));
         }
     }
-    Ok(Json(RunList {
+    Ok(with_sorted_keys(&RunList {
         limit,
         offset: q.offset,
         runs,

@@ -1,7 +1,15 @@
 //! The public views of stored records: a `RunRecord` as the API's [`RunView`].
 
+use axum::Json;
 use loopgate_api::{Checks, EvidenceView, GateView, RunView};
 use loopgate_common::state::{Phase, RunRecord};
+use serde::Serialize;
+
+/// `value` as JSON with every object's keys sorted: the list answers (`GET /v1/runs`,
+/// `.../rounds`) have always been built through a `serde_json::Value`, and keep those bytes.
+pub(crate) fn with_sorted_keys<T: Serialize>(value: &T) -> Json<serde_json::Value> {
+    Json(serde_json::to_value(value).unwrap_or_default())
+}
 
 /// The wire name of a phase (`RunView.phase`).
 pub(crate) fn phase_name(phase: &Phase) -> &'static str {
@@ -64,6 +72,28 @@ mod tests {
     use super::*;
     use loopgate_api::common_schemas::PhaseNameSchema;
     use utoipa::PartialSchema;
+
+    /// List answers keep the sorted keys they always had (a guard against serde_json's
+    /// `preserve_order` feature being switched on by some dependency).
+    #[test]
+    fn list_answers_have_sorted_keys() {
+        let rounds = loopgate_api::RoundList {
+            rounds: vec![loopgate_api::RoundView {
+                generation: 1,
+                round: 2,
+                objective: "o".into(),
+                base_snapshot: "b".into(),
+                candidate: None,
+                verdicts: None,
+                gate_passed: None,
+            }],
+        };
+        let text = serde_json::to_string(&with_sorted_keys(&rounds).0).unwrap();
+        assert_eq!(
+            text,
+            r#"{"rounds":[{"base_snapshot":"b","candidate":null,"gate_passed":null,"generation":1,"objective":"o","round":2,"verdicts":null}]}"#
+        );
+    }
 
     /// The OpenAPI document lists exactly the phase names a view can carry.
     #[test]
