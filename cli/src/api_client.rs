@@ -4,10 +4,11 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use loopgate_api::{AnswerRequest, ApproveRequest, ErrorBody, ResumeRequest, SubmitRequest};
+use loopgate_common::budget::BudgetFile;
 use loopgate_common::snapshot::Manifest;
 use loopgate_common::state::RunState;
 use reqwest::{Method, RequestBuilder, Response, Url};
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::exit_status::ExitStatus;
@@ -175,7 +176,7 @@ impl ApiClient {
         Ok(serde_json::from_slice(&bytes).ok())
     }
 
-    pub async fn create_run(&self, body: &impl Serialize) -> Result<Value, ApiError> {
+    pub async fn create_run(&self, body: &SubmitRequest) -> Result<Value, ApiError> {
         let req = self
             .request(&self.http, Method::POST, self.url(&["v1", "runs"]))
             .timeout(UPLOAD_TIMEOUT)
@@ -243,7 +244,9 @@ impl ApiClient {
                 self.url(&["v1", "runs", run, "answer"]),
             )
             .timeout(REQUEST_TIMEOUT)
-            .json(&serde_json::json!({ "text": text }));
+            .json(&AnswerRequest {
+                text: text.to_string(),
+            });
         self.json_or_empty("POST /v1/runs/{id}/answer", req).await
     }
 
@@ -265,9 +268,8 @@ impl ApiClient {
         run: &str,
         edited: Option<&str>,
     ) -> Result<Option<Value>, ApiError> {
-        let body = match edited {
-            Some(text) => serde_json::json!({ "contract": text }),
-            None => serde_json::json!({}),
+        let body = ApproveRequest {
+            contract: edited.map(str::to_string),
         };
         let req = self
             .request(
@@ -281,7 +283,7 @@ impl ApiClient {
     }
 
     /// Resume an ended run as a new generation; `budget` holds the `[budget]` keys to change.
-    pub async fn resume(&self, run: &str, budget: &Value) -> Result<Option<Value>, ApiError> {
+    pub async fn resume(&self, run: &str, budget: BudgetFile) -> Result<Option<Value>, ApiError> {
         let req = self
             .request(
                 &self.http,
@@ -289,7 +291,9 @@ impl ApiClient {
                 self.url(&["v1", "runs", run, "resume"]),
             )
             .timeout(REQUEST_TIMEOUT)
-            .json(&serde_json::json!({ "budget": budget }));
+            .json(&ResumeRequest {
+                budget: Some(budget),
+            });
         self.json_or_empty("POST /v1/runs/{id}/resume", req).await
     }
 
@@ -352,22 +356,13 @@ impl ApiClient {
 /// Turns an error answer into `ApiError::Server`, reading `{"error":{"code","message"}}` when
 /// the body has that shape.
 pub fn server_error(status: u16, body: &[u8]) -> ApiError {
-    let parsed: Option<Value> = serde_json::from_slice(body).ok();
-    let field = |name: &str| {
-        parsed
-            .as_ref()
-            .and_then(|v| v.get("error"))
-            .and_then(|e| e.get(name))
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    };
-    match field("code") {
-        Some(code) => ApiError::Server {
+    match serde_json::from_slice::<ErrorBody>(body) {
+        Ok(ErrorBody { error }) => ApiError::Server {
             status,
-            code,
-            message: field("message").unwrap_or_default(),
+            code: error.code,
+            message: error.message,
         },
-        None => {
+        Err(_) => {
             let text = String::from_utf8_lossy(body);
             let excerpt: String = text.trim().chars().take(300).collect();
             ApiError::Server {

@@ -1,102 +1,11 @@
-//! The manager's JSON shapes as the CLI reads them: `RunView` (lenient: fields the CLI does not
-//! show may be missing or change) and log records (`common::state::LogEntry` plus its stream id).
+//! The manager's JSON shapes as the CLI reads them: the API's `RunView` (shared with the
+//! manager in `loopgate-api`, read leniently: fields the CLI does not show may be missing or
+//! change) and log records (`common::state::LogEntry` plus its stream id).
 
-use loopgate_common::state::{LogEntry, RunState};
-use loopgate_common::verdict::Verdicts;
+pub use loopgate_api::{Checks, EvidenceView, GateView, RunView};
+use loopgate_common::state::LogEntry;
 use serde::Deserialize;
 use serde_json::Value;
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct RunView {
-    pub id: String,
-    pub state: RunState,
-    #[serde(default)]
-    pub name: Option<String>,
-    #[serde(default)]
-    pub round: u32,
-    #[serde(default)]
-    pub max_rounds: Option<u32>,
-    /// Rounds counted against `max_rounds` (this generation's, after planning).
-    #[serde(default)]
-    pub counted_rounds: Option<u32>,
-    #[serde(default)]
-    pub total_tokens: Option<u64>,
-    #[serde(default)]
-    pub generation: u32,
-    #[serde(default)]
-    pub phase: Option<Value>,
-    #[serde(default)]
-    pub snapshot: Option<String>,
-    #[serde(default)]
-    pub base_snapshot: Option<String>,
-    #[serde(default)]
-    pub goal: Option<String>,
-    #[serde(default)]
-    pub checks: Option<ChecksView>,
-    #[serde(default)]
-    pub gate: Option<GateView>,
-    #[serde(default)]
-    pub verdicts: Option<Verdicts>,
-    #[serde(default)]
-    pub evidence: Vec<EvidenceView>,
-    #[serde(default)]
-    pub terminal_reason: Option<String>,
-    #[serde(default)]
-    pub question: Option<String>,
-    #[serde(default)]
-    pub task_state: Option<String>,
-    /// Progress as evidence (`acceptance 3/5 passing on snapshot abc123, rubric 7.9/8.5`).
-    #[serde(default)]
-    pub progress: Option<String>,
-    /// `spec`, `contract` or `approval` while a planned contract is being built.
-    #[serde(default)]
-    pub planning: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-pub struct ChecksView {
-    #[serde(default)]
-    pub passing: u32,
-    #[serde(default)]
-    pub total: u32,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct GateView {
-    #[serde(default)]
-    pub passed: bool,
-    #[serde(default)]
-    pub reasons: Vec<String>,
-}
-
-/// One evidence record (`common::verdict::Evidence`), read leniently.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct EvidenceView {
-    pub check_id: String,
-    pub verdict: String,
-    #[serde(default)]
-    pub artifact_version: String,
-    #[serde(default)]
-    pub exit_code: Option<i32>,
-    #[serde(default)]
-    pub duration_ms: Option<u64>,
-    #[serde(default)]
-    pub output_excerpt: Option<String>,
-}
-
-impl RunView {
-    pub fn from_value(value: &Value) -> Result<RunView, serde_json::Error> {
-        RunView::deserialize(value)
-    }
-
-    /// The `type` of the phase object (`executing`, `auditing`, ...), if any.
-    pub fn phase_name(&self) -> Option<&str> {
-        self.phase
-            .as_ref()
-            .and_then(|p| p.get("type").or(Some(p)))
-            .and_then(Value::as_str)
-    }
-}
 
 /// A run log entry as served by `/log` and the event stream: the stream id plus the entry.
 #[derive(Debug, Clone, PartialEq)]

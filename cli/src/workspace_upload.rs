@@ -6,8 +6,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
+pub use loopgate_api::{UploadedFile, WorkspaceUpload};
 use loopgate_common::snapshot::validate_relative_path;
-use serde::Serialize;
 
 /// Directories never uploaded, at any depth (the same set the executor's freeze ignores).
 pub const SKIPPED_DIRS: &[&str] = &[
@@ -21,18 +21,6 @@ pub const SKIPPED_DIRS: &[&str] = &[
 
 /// Default cap on the total size of the uploaded files.
 pub const DEFAULT_MAX_TOTAL_BYTES: u64 = 256 * 1024 * 1024;
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct UploadFile {
-    pub path: String,
-    pub mode: u32,
-    pub content_b64: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct WorkspaceUpload {
-    pub files: Vec<UploadFile>,
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkspaceError {
@@ -149,7 +137,7 @@ pub fn collect_workspace(
             });
         }
         let content = fs::read(&source).map_err(io_error(&source))?;
-        files.push(UploadFile {
+        files.push(UploadedFile {
             path: rel.to_string(),
             mode: normalize_mode(metadata.permissions().mode()),
             content_b64: base64::engine::general_purpose::STANDARD.encode(&content),

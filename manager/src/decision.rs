@@ -16,12 +16,12 @@ use tracing::Instrument;
 use crate::engine::{Applied, Engine, EngineError};
 
 /// Is this decision request still the one the run waits for?
-pub fn is_current(record: &RunRecord, req: &DecideRequest) -> bool {
+pub(crate) fn is_current(record: &RunRecord, req: &DecideRequest) -> bool {
     record.generation == req.generation && record.phase == Phase::Deciding { seq: req.seq }
 }
 
 /// Ask the manager model for the next step and apply its reply.
-pub async fn take_decision(
+pub(crate) async fn take_decision(
     engine: &Engine,
     models: &BTreeMap<String, ChatClient>,
     char_budget: usize,

@@ -1,17 +1,24 @@
 //! loopgate-manager: the control plane. Stateless: every transition is load -> decide -> CAS.
+//!
+//! `http/` (the API), `engine` (load, pure decide, compare-and-set, publish the outbox),
+//! `results_loop` (results, reports and decision requests on the shared runtime), `decision`
+//! (the manager model's turn), `deadline_sweeper`, `snapshot_gc_loop`, `gauges`, `run_store`
+//! (Redis, this crate's alone), `config`.
+#![warn(unreachable_pub)]
 
-pub mod api_error;
 pub mod config;
-pub mod deadline_sweeper;
-pub mod decision;
-pub mod engine;
-pub mod gauges;
-pub mod http_api;
-pub mod http_auth;
-pub mod http_contract;
-pub mod http_rounds;
-pub mod openapi;
-pub mod results_loop;
+mod deadline_sweeper;
+mod decision;
+mod engine;
+mod gauges;
+mod http;
+mod results_loop;
 pub mod run_store;
-pub mod run_view;
-pub mod snapshot_gc_loop;
+mod snapshot_gc_loop;
+
+pub use deadline_sweeper::DeadlineSweeper;
+pub use engine::{Engine, EngineError};
+pub use gauges::run_gauges;
+pub use http::{openapi_document, router, ApiState};
+pub use results_loop::ResultsLoop;
+pub use snapshot_gc_loop::SnapshotGc;

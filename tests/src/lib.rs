@@ -3,39 +3,19 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use base64::Engine as _;
-use loopgate_test_support::{free_port, workspace_bin, ChildGuard, NatsServer, RedisServer};
+use loopgate_test_support::{free_port, ChildGuard, NatsServer, RedisServer};
 use serde_json::Value;
 
-/// One model profile as written into the daemons' configs.
-#[derive(Debug, Clone)]
-pub struct Profile {
-    pub name: String,
-    pub base_url: String,
-    pub model: String,
-    pub timeout_secs: u64,
-}
+mod control_plane;
+mod daemons;
 
-impl Profile {
-    pub fn new(name: &str, base_url: &str, model: &str) -> Self {
-        Profile {
-            name: name.into(),
-            base_url: base_url.into(),
-            model: model.into(),
-            timeout_secs: 120,
-        }
-    }
-    fn toml(&self) -> String {
-        format!(
-            "[models.{}]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"{}\"\ntimeout_secs = {}\n",
-            self.name, self.base_url, self.model, self.timeout_secs
-        )
-    }
-}
+pub use control_plane::ControlPlane;
+pub use daemons::Profile;
+use daemons::{spawn, wait_ready};
 
 pub struct StackOptions {
     pub profiles: Vec<Profile>,
@@ -88,22 +68,6 @@ pub struct Stack {
     env: Vec<(String, String)>,
     spawned_managers: usize,
     client: reqwest::Client,
-}
-
-fn spawn(
-    name: &str,
-    bin: &str,
-    config: &Path,
-    env: &[(String, String)],
-) -> anyhow::Result<ChildGuard> {
-    let mut cmd = Command::new(workspace_bin(bin)?);
-    cmd.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    cmd.arg("--config").arg(config);
-    cmd.env("LOOPGATE_LOG", "info");
-    cmd.env_remove("LOOPGATE_NATS_URL");
-    cmd.env_remove("LOOPGATE_REDIS_URL");
-    cmd.env_remove("LOOPGATE_HTTP_ADDR");
-    ChildGuard::spawn(name, cmd)
 }
 
 impl Stack {
@@ -386,29 +350,5 @@ impl Stack {
             written.push(target);
         }
         Ok(written)
-    }
-}
-
-async fn wait_ready(
-    client: &reqwest::Client,
-    http: &str,
-    child: &ChildGuard,
-    timeout: Duration,
-) -> anyhow::Result<()> {
-    let deadline = tokio::time::Instant::now() + timeout;
-    let url = format!("{http}/readyz");
-    loop {
-        if let Ok(r) = client.get(&url).send().await {
-            if r.status().is_success() {
-                return Ok(());
-            }
-        }
-        if tokio::time::Instant::now() > deadline {
-            bail!(
-                "manager not ready after {timeout:?}:\n{}",
-                child.log_tail(4000)
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -1,6 +1,8 @@
 //! `loopgate contract RUN` (show the run's contract: planning, proposed or frozen) and
 //! `loopgate approve RUN [--edit FILE]` (accept the proposed contract, or replace it).
 
+use loopgate_api::ContractView;
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::api_client::ApiClient;
@@ -15,8 +17,8 @@ pub async fn contract(client: &ApiClient, args: &RunJsonArgs) -> Result<ExitStat
         output::line(view.to_string())?;
         return Ok(ExitStatus::Ok);
     }
-    let text = |key: &str| view.get(key).and_then(Value::as_str).unwrap_or("");
-    let status = text("status");
+    let contract = ContractView::deserialize(&view).unwrap_or_default();
+    let status = contract.status.as_str();
     let hint = match status {
         "proposed" => format!(
             " — waiting for approval: loopgate approve {run} (or --edit FILE with an edited copy of this file)",
@@ -26,7 +28,13 @@ pub async fn contract(client: &ApiClient, args: &RunJsonArgs) -> Result<ExitStat
         _ => " — it cannot change for the rest of the run".to_string(),
     };
     output::line(format!("# contract {status}{hint}"))?;
-    output::block(&text("toml").lines().map(str::to_string).collect::<Vec<_>>())?;
+    output::block(
+        &contract
+            .toml
+            .lines()
+            .map(str::to_string)
+            .collect::<Vec<_>>(),
+    )?;
     Ok(ExitStatus::Ok)
 }
 

@@ -1,5 +1,6 @@
 //! `loopgate status`, `runs`, `log`, `cancel` and `answer`: one request each.
 
+use loopgate_common::budget::BudgetFile;
 use serde_json::Value;
 
 use crate::api_client::{ApiClient, ApiError};
@@ -110,20 +111,14 @@ pub async fn answer(client: &ApiClient, args: &AnswerArgs) -> Result<ExitStatus,
 }
 
 pub async fn resume(client: &ApiClient, args: &ResumeArgs) -> Result<ExitStatus, CliError> {
-    let mut budget = serde_json::Map::new();
-    if let Some(v) = args.max_rounds {
-        budget.insert("max_rounds".into(), v.into());
-    }
-    if let Some(v) = args.max_total_tokens {
-        budget.insert("max_total_tokens".into(), v.into());
-    }
-    if let Some(v) = args.max_cost_usd {
-        budget.insert("max_cost_usd".into(), v.into());
-    }
-    if let Some(v) = args.max_wall_secs {
-        budget.insert("max_wall_secs".into(), v.into());
-    }
-    let answer = client.resume(&args.run, &Value::Object(budget)).await?;
+    let budget = BudgetFile {
+        max_rounds: args.max_rounds,
+        max_total_tokens: args.max_total_tokens,
+        max_cost_usd: args.max_cost_usd,
+        max_wall_secs: args.max_wall_secs,
+        ..BudgetFile::default()
+    };
+    let answer = client.resume(&args.run, budget).await?;
     if args.json {
         output::line(answer.map(|v| v.to_string()).unwrap_or_default())?;
     } else {

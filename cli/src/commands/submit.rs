@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
+use loopgate_api::SubmitRequest;
 use loopgate_common::task::{parse_task_file_toml, TaskFile};
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::api_client::{ApiClient, ApiError};
@@ -12,15 +12,7 @@ use crate::commands::watch;
 use crate::errors::CliError;
 use crate::exit_status::ExitStatus;
 use crate::output;
-use crate::workspace_upload::{collect_workspace, WorkspaceUpload, DEFAULT_MAX_TOTAL_BYTES};
-
-/// The `POST /v1/runs` body.
-#[derive(Debug, Serialize)]
-pub struct SubmitBody<'a> {
-    pub task: &'a TaskFile,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub workspace: Option<WorkspaceUpload>,
-}
+use crate::workspace_upload::{collect_workspace, DEFAULT_MAX_TOTAL_BYTES};
 
 /// Reads, parses and validates a task file; errors name the file and the bad field.
 pub fn load_task(path: &Path) -> Result<TaskFile, CliError> {
@@ -43,10 +35,7 @@ pub async fn submit(client: &ApiClient, args: &SubmitArgs) -> Result<ExitStatus,
         Some(dir) => Some(collect_workspace(dir, DEFAULT_MAX_TOTAL_BYTES)?),
         None => None,
     };
-    let body = SubmitBody {
-        task: &task,
-        workspace,
-    };
+    let body = SubmitRequest { task, workspace };
     let created = client.create_run(&body).await?;
     let run_id = created
         .get("id")
@@ -111,16 +100,16 @@ mod tests {
             goal: "g".into(),
             ..TaskFile::default()
         };
-        let without = serde_json::to_value(SubmitBody {
-            task: &task,
+        let without = serde_json::to_value(SubmitRequest {
+            task: task.clone(),
             workspace: None,
         })
         .unwrap();
         assert_eq!(without["task"]["goal"], "g");
         assert!(without.get("workspace").is_none());
-        let with = serde_json::to_value(SubmitBody {
-            task: &task,
-            workspace: Some(WorkspaceUpload { files: vec![] }),
+        let with = serde_json::to_value(SubmitRequest {
+            task,
+            workspace: Some(loopgate_api::WorkspaceUpload { files: vec![] }),
         })
         .unwrap();
         assert_eq!(with["workspace"]["files"], serde_json::json!([]));

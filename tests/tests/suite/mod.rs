@@ -1,6 +1,7 @@
 mod control_plane;
 mod deploy;
 mod faults;
+mod openapi_conformance;
 mod planning;
 mod rubric;
 mod telemetry;

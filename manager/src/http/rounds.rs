@@ -1,31 +1,20 @@
 //! Per-round snapshots (for `checkout --round` and `diff`) and resuming an ended run.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use loopgate_common::budget::BudgetFile;
+use loopgate_api::{ResumeRequest, RoundList, RoundView, RunView};
 use loopgate_common::decide::RunEvent;
 use loopgate_common::state::{LogEntry, LogEvent};
-use serde::{Deserialize, Serialize};
 
-use crate::api_error::ApiError;
 use crate::engine::Applied;
-use crate::http_api::{load_view, Shared};
-use crate::run_view::RunView;
-
-#[derive(Debug, Serialize, PartialEq)]
-pub struct RoundView {
-    pub generation: u32,
-    pub round: u32,
-    pub objective: String,
-    pub base_snapshot: String,
-    pub candidate: Option<String>,
-    pub verdicts: Option<loopgate_common::verdict::Verdicts>,
-    pub gate_passed: Option<bool>,
-}
+use crate::http::error::{ApiError, ChangeErrors, ReadErrors};
+use crate::http::extract::{ApiJson, ApiPath};
+use crate::http::state::{load_run, Shared};
+use crate::http::views::{run_view, with_sorted_keys};
 
 /// Rebuild the rounds from the run log (the log is the source of truth).
-pub fn rounds_from_log(entries: &[LogEntry]) -> Vec<RoundView> {
+pub(crate) fn rounds_from_log(entries: &[LogEntry]) -> Vec<RoundView> {
     let mut rounds: Vec<RoundView> = Vec::new();
     for e in entries {
         let current = rounds
@@ -67,11 +56,19 @@ pub fn rounds_from_log(entries: &[LogEntry]) -> Vec<RoundView> {
     rounds
 }
 
-pub async fn list_rounds(
+/// Each round's base and candidate snapshots with the audit's verdicts, from the run log.
+#[utoipa::path(
+    get,
+    path = "/v1/runs/{id}/rounds",
+    tag = "runs",
+    params(("id" = String, Path, description = "the run id (a UUID)")),
+    responses((status = 200, description = "the rounds, oldest first", body = RoundList), ReadErrors)
+)]
+pub(crate) async fn list_rounds(
     State(s): State<Shared>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    load_view(&s, &id).await?;
+    load_run(&s, &id).await?;
     let entries: Vec<LogEntry> = s
         .engine
         .full_log(&id)
@@ -79,26 +76,28 @@ pub async fn list_rounds(
         .iter()
         .filter_map(|r| serde_json::from_str::<LogEntry>(&r.entry).ok())
         .collect();
-    Ok(Json(
-        serde_json::json!({ "rounds": rounds_from_log(&entries) }),
-    ))
+    Ok(with_sorted_keys(&RoundList {
+        rounds: rounds_from_log(&entries),
+    }))
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ResumeRequest {
-    /// Budget keys to change for the new generation (same keys as the task file's `[budget]`).
-    #[serde(default)]
-    pub budget: Option<BudgetFile>,
-}
-
-pub async fn resume(
+/// Resume an ended run as a new generation, optionally with budget changes. The body is
+/// optional.
+#[utoipa::path(
+    post,
+    path = "/v1/runs/{id}/resume",
+    tag = "runs",
+    params(("id" = String, Path, description = "the run id (a UUID)")),
+    request_body = Option<ResumeRequest>,
+    responses((status = 200, description = "the run, as its new generation", body = RunView), ChangeErrors)
+)]
+pub(crate) async fn resume(
     State(s): State<Shared>,
-    Path(id): Path<String>,
-    body: Option<Json<ResumeRequest>>,
+    ApiPath(id): ApiPath<String>,
+    body: Option<ApiJson<ResumeRequest>>,
 ) -> Result<(StatusCode, Json<RunView>), ApiError> {
-    let record = load_view(&s, &id).await?;
-    let req = body.map(|Json(b)| b).unwrap_or_default();
+    let record = load_run(&s, &id).await?;
+    let req = body.map(|ApiJson(b)| b).unwrap_or_default();
     let budget = req
         .budget
         .unwrap_or_default()
@@ -107,14 +106,11 @@ pub async fn resume(
             ApiError::bad_request("invalid_budget", format!("budget.{field}: {problem}"))
         })?;
     match s.engine.apply(&id, &RunEvent::Resume { budget }).await? {
-        Applied::Changed(record) => Ok((StatusCode::OK, Json(RunView::from_record(&record)))),
+        Applied::Changed(record) => Ok((StatusCode::OK, Json(run_view(&record)))),
         Applied::Ignored(reason) => {
             Err(ApiError::new(StatusCode::CONFLICT, "not_resumable", reason))
         }
-        Applied::Replayed => Ok((
-            StatusCode::OK,
-            Json(RunView::from_record(&load_view(&s, &id).await?)),
-        )),
+        Applied::Replayed => Ok((StatusCode::OK, Json(run_view(&load_run(&s, &id).await?)))),
     }
 }
 

@@ -5,15 +5,19 @@ use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::api_error::ApiError;
-use crate::http_api::Shared;
+use crate::http::error::ApiError;
+use crate::http::state::Shared;
 
 /// Constant-time comparison, so the token cannot be guessed byte by byte from timings.
 fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-pub async fn require_token(State(s): State<Shared>, request: Request, next: Next) -> Response {
+pub(crate) async fn require_token(
+    State(s): State<Shared>,
+    request: Request,
+    next: Next,
+) -> Response {
     let Some(expected) = &s.token else {
         return next.run(request).await;
     };

@@ -4,17 +4,22 @@
 //! `--snapshot` it takes the run's current snapshot; `--round N` takes round N's candidate.
 //! The round look-up and verified downloads here are shared with `loopgate diff`.
 
+mod error;
+
+pub use error::CheckoutError;
 use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use futures::StreamExt;
 use loopgate_common::snapshot::{is_sha256_hex, sha256_hex, Manifest, ManifestEntry};
 use serde_json::Value;
 
-use crate::api_client::{ApiClient, ApiError};
+use loopgate_api::{RoundList, RoundView};
+
+use crate::api_client::ApiClient;
 use crate::cli_args::CheckoutArgs;
 use crate::errors::CliError;
 use crate::output;
@@ -22,65 +27,7 @@ use crate::output;
 /// Blobs downloaded at once.
 const PARALLEL_DOWNLOADS: usize = 8;
 
-/// Errors of fetching snapshots (`checkout`, `diff`).
-#[derive(Debug, thiserror::Error)]
-pub enum CheckoutError {
-    #[error("run {run} has no round {round} (it has {count})")]
-    NoSuchRound {
-        run: String,
-        round: u32,
-        count: usize,
-    },
-    #[error("round {round} of run {run} produced no candidate snapshot")]
-    NoCandidate { run: String, round: u32 },
-    #[error("run {0} has no round with a candidate snapshot yet")]
-    NoRounds(String),
-    #[error("the server's round list is malformed: {0}")]
-    BadRounds(String),
-    #[error("{0} exists and is not empty (checkout needs an empty or new directory)")]
-    DirNotEmpty(PathBuf),
-    #[error("{0} exists and is not a directory")]
-    NotADirectory(PathBuf),
-    #[error("run {0} has no snapshot yet")]
-    NoSnapshot(String),
-    #[error("'{0}' is not a snapshot id (64 lowercase hex digits)")]
-    BadSnapshotId(String),
-    #[error("the manifest of snapshot {snapshot} is invalid: {problem}")]
-    InvalidManifest { snapshot: String, problem: String },
-    #[error("the manifest served for snapshot {snapshot} hashes to {actual}: refusing it")]
-    ManifestMismatch { snapshot: String, actual: String },
-    #[error("cannot download the content of '{path}': {source}")]
-    Blob { path: String, source: ApiError },
-    #[error("'{path}': content hashes to {actual}, manifest says {expected}: refusing it ({} is incomplete)", dir.display())]
-    BlobMismatch {
-        path: String,
-        expected: String,
-        actual: String,
-        dir: PathBuf,
-    },
-    #[error("cannot write '{path}': {source} ({} is incomplete)", dir.display())]
-    Write {
-        path: String,
-        dir: PathBuf,
-        source: std::io::Error,
-    },
-}
-
-/// One round's snapshots, from `GET /v1/runs/{id}/rounds`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
-pub struct RoundSnapshots {
-    pub round: u32,
-    pub base_snapshot: String,
-    #[serde(default)]
-    pub candidate: Option<String>,
-}
-
-#[derive(serde::Deserialize)]
-struct RoundList {
-    rounds: Vec<RoundSnapshots>,
-}
-
-pub fn parse_rounds(value: Value) -> Result<Vec<RoundSnapshots>, CheckoutError> {
+pub fn parse_rounds(value: Value) -> Result<Vec<RoundView>, CheckoutError> {
     serde_json::from_value::<RoundList>(value)
         .map(|list| list.rounds)
         .map_err(|e| CheckoutError::BadRounds(e.to_string()))
@@ -90,10 +37,10 @@ pub fn parse_rounds(value: Value) -> Result<Vec<RoundSnapshots>, CheckoutError> 
 /// must have one.
 pub fn pick_round<'a>(
     run: &str,
-    rounds: &'a [RoundSnapshots],
+    rounds: &'a [RoundView],
     wanted: Option<u32>,
     need_candidate: bool,
-) -> Result<&'a RoundSnapshots, CheckoutError> {
+) -> Result<&'a RoundView, CheckoutError> {
     let picked =
         match wanted {
             Some(round) => rounds.iter().find(|r| r.round == round).ok_or_else(|| {
@@ -118,7 +65,7 @@ pub fn pick_round<'a>(
     Ok(picked)
 }
 
-pub async fn run_rounds(client: &ApiClient, run: &str) -> Result<Vec<RoundSnapshots>, CliError> {
+pub async fn run_rounds(client: &ApiClient, run: &str) -> Result<Vec<RoundView>, CliError> {
     Ok(parse_rounds(client.run_rounds(run).await?)?)
 }
 

@@ -1,0 +1,20 @@
+//! loopgate-api: the manager's HTTP API as types, defined once and shared by the manager (which
+//! answers with them) and the CLI (which reads them). Serde both ways, OpenAPI schemas through
+//! `utoipa`; no I/O. The JSON of every type is the wire format: field names and order are
+//! part of the contract. Response types read leniently (see [`runs`]); request types refuse
+//! unknown keys, as the manager always has.
+
+pub mod common_schemas;
+pub mod contract;
+pub mod error;
+pub mod lenient;
+pub mod rounds;
+pub mod runs;
+
+pub use contract::{ApproveRequest, ContractView};
+pub use error::{ErrorBody, ErrorDetail};
+pub use rounds::{RoundList, RoundView};
+pub use runs::{
+    AnswerRequest, Checks, EvidenceList, EvidenceView, GateView, ListQuery, LogPage, ResumeRequest,
+    RunList, RunView, SubmitRequest, UploadedFile, WorkspaceUpload,
+};

@@ -1,0 +1,401 @@
+//! Runs: submitting one (`POST /v1/runs`), the run view every run route answers with, the run
+//! list, the log and evidence pages, and the answer and resume bodies.
+//!
+//! Response types read leniently (a client must keep working against an older or newer
+//! manager): every field but `id` and `state` has a default, and fields the CLI does not show
+//! read as their default when they have an unexpected shape. The manager fills every field.
+
+use loopgate_common::budget::BudgetFile;
+use loopgate_common::gate::GateVerdict;
+use loopgate_common::rubric::RubricStanding;
+use loopgate_common::state::{RoleUsage, RunState};
+use loopgate_common::task::TaskFile;
+use loopgate_common::verdict::{CheckVerdict, Evidence, Verdicts};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::common_schemas::{
+    BudgetFileSchema, CheckVerdictSchema, LogRecordSchema, PhaseNameSchema, PlanningStageSchema,
+    RoleUsageSchema, RubricStandingSchema, RunStateSchema, TaskFileSchema, VerdictsSchema,
+};
+use crate::lenient;
+
+/// The public view of a run (`GET /v1/runs/{id}` and every route that changes a run).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RunView {
+    pub id: String,
+    #[serde(default)]
+    #[schema(required = true)]
+    pub name: Option<String>,
+    #[schema(value_type = RunStateSchema)]
+    pub state: RunState,
+    /// `deciding`, `executing`, `auditing`, `waiting_for_answer` or `finished`.
+    #[serde(default, deserialize_with = "lenient::phase_name")]
+    #[schema(value_type = PhaseNameSchema, required = true)]
+    pub phase: String,
+    #[serde(default)]
+    #[schema(required = true)]
+    pub generation: u32,
+    #[serde(default)]
+    #[schema(required = true)]
+    pub round: u32,
+    #[serde(default)]
+    #[schema(value_type = u32, required = true)]
+    pub max_rounds: Option<u32>,
+    /// Rounds that count against `max_rounds`: this generation's, after planning.
+    #[serde(default)]
+    #[schema(value_type = u32, required = true)]
+    pub counted_rounds: Option<u32>,
+    #[serde(default)]
+    #[schema(value_type = String, required = true)]
+    pub snapshot: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = String, required = true)]
+    pub base_snapshot: Option<String>,
+    #[serde(default, deserialize_with = "lenient::or_default")]
+    #[schema(required = true)]
+    pub spec_hash: String,
+    #[serde(default)]
+    #[schema(value_type = String, required = true)]
+    pub goal: Option<String>,
+    /// Progress as evidence: `acceptance 3/5 passing on snapshot abc123, rubric 7.9/8.5`.
+    #[serde(default)]
+    #[schema(value_type = String, required = true)]
+    pub progress: Option<String>,
+    /// `spec`, `contract` or `approval` while a planned contract is being built.
+    #[serde(default)]
+    #[schema(value_type = Option<PlanningStageSchema>, required = true)]
+    pub planning: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Checks, required = true)]
+    pub checks: Option<Checks>,
+    /// The rubric's latest score, when the contract has a rubric.
+    #[serde(default, deserialize_with = "lenient::or_default")]
+    #[schema(value_type = Option<RubricStandingSchema>, required = true)]
+    pub rubric: Option<RubricStanding>,
+    #[serde(default)]
+    #[schema(required = true)]
+    pub gate: Option<GateView>,
+    /// The latest audit's verdicts, when that audit was of the current snapshot.
+    #[serde(default)]
+    #[schema(value_type = Option<VerdictsSchema>, required = true)]
+    pub verdicts: Option<Verdicts>,
+    /// Evidence on the current snapshot.
+    #[serde(default)]
+    #[schema(required = true)]
+    pub evidence: Vec<EvidenceView>,
+    #[serde(default)]
+    #[schema(required = true)]
+    pub terminal_reason: Option<String>,
+    /// The manager's question while the run waits for an answer.
+    #[serde(default)]
+    #[schema(required = true)]
+    pub question: Option<String>,
+    #[serde(default)]
+    #[schema(required = true)]
+    pub task_state: Option<String>,
+    #[serde(default, deserialize_with = "lenient::or_default")]
+    #[schema(value_type = RoleUsageSchema, required = true)]
+    pub usage: RoleUsage,
+    #[serde(default)]
+    #[schema(value_type = u64, required = true)]
+    pub total_tokens: Option<u64>,
+    /// Unix milliseconds.
+    #[serde(default, deserialize_with = "lenient::or_default")]
+    #[schema(required = true)]
+    pub created_at: i64,
+    /// Unix milliseconds.
+    #[serde(default, deserialize_with = "lenient::or_default")]
+    #[schema(required = true)]
+    pub updated_at: i64,
+}
+
+impl RunView {
+    pub fn from_value(value: &serde_json::Value) -> Result<RunView, serde_json::Error> {
+        RunView::deserialize(value)
+    }
+
+    /// The phase's name (`executing`, `auditing`, ...), if the manager sent one.
+    pub fn phase_name(&self) -> Option<&str> {
+        Some(self.phase.as_str()).filter(|p| !p.is_empty())
+    }
+}
+
+/// Blocking criteria with a check that pass on the current snapshot, of all with a check.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Checks {
+    #[serde(default)]
+    #[schema(required = true)]
+    pub passing: u32,
+    #[serde(default)]
+    #[schema(required = true)]
+    pub total: u32,
+}
+
+/// The completion gate's verdict on a snapshot.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct GateView {
+    #[serde(default)]
+    #[schema(required = true)]
+    pub passed: bool,
+    /// The snapshot the gate was evaluated against.
+    #[serde(default)]
+    #[schema(required = true)]
+    pub snapshot: String,
+    /// Criteria with a check that pass on `snapshot`.
+    #[serde(default)]
+    #[schema(required = true)]
+    pub passing: u32,
+    /// Criteria with a check.
+    #[serde(default)]
+    #[schema(required = true)]
+    pub checked: u32,
+    /// Why the gate is closed (empty when it passed).
+    #[serde(default)]
+    #[schema(required = true)]
+    pub reasons: Vec<String>,
+}
+
+impl From<&GateVerdict> for GateView {
+    fn from(g: &GateVerdict) -> Self {
+        GateView {
+            passed: g.passed,
+            snapshot: g.snapshot.clone(),
+            passing: g.passing,
+            checked: g.checked,
+            reasons: g.reasons.clone(),
+        }
+    }
+}
+
+/// One check's verdict bound to the snapshot it ran on.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct EvidenceView {
+    /// The snapshot id the check ran on.
+    #[serde(default)]
+    #[schema(required = true)]
+    pub artifact_version: String,
+    pub check_id: String,
+    /// `pass`, `fail` or `inconclusive`.
+    #[schema(value_type = CheckVerdictSchema)]
+    pub verdict: String,
+    /// Unix milliseconds.
+    #[serde(default, deserialize_with = "lenient::or_default")]
+    #[schema(required = true)]
+    pub produced_at: i64,
+    /// sha256 of the full check output (`GET /v1/blobs/{sha256}`).
+    #[serde(default, deserialize_with = "lenient::or_default")]
+    #[schema(required = true)]
+    pub log_digest: Option<String>,
+    #[serde(default)]
+    #[schema(required = true)]
+    pub exit_code: Option<i32>,
+    #[serde(default)]
+    #[schema(value_type = u64, required = true)]
+    pub duration_ms: Option<u64>,
+    /// The tail of the output, capped.
+    #[serde(default)]
+    #[schema(value_type = String, required = true)]
+    pub output_excerpt: Option<String>,
+}
+
+/// The wire name of a check verdict.
+pub fn check_verdict_name(verdict: CheckVerdict) -> &'static str {
+    match verdict {
+        CheckVerdict::Pass => "pass",
+        CheckVerdict::Fail => "fail",
+        CheckVerdict::Inconclusive => "inconclusive",
+    }
+}
+
+impl From<&Evidence> for EvidenceView {
+    fn from(e: &Evidence) -> Self {
+        EvidenceView {
+            artifact_version: e.artifact_version.clone(),
+            check_id: e.check_id.clone(),
+            verdict: check_verdict_name(e.verdict).to_string(),
+            produced_at: e.produced_at,
+            log_digest: e.log_digest.clone(),
+            exit_code: e.exit_code,
+            duration_ms: Some(e.duration_ms),
+            output_excerpt: Some(e.output_excerpt.clone()),
+        }
+    }
+}
+
+/// `POST /v1/runs`: a task file and, optionally, the starting workspace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitRequest {
+    #[schema(value_type = TaskFileSchema)]
+    pub task: TaskFile,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<WorkspaceUpload>,
+}
+
+/// The starting workspace: every file with its mode and base64 content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceUpload {
+    pub files: Vec<UploadedFile>,
+}
+
+/// One workspace file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UploadedFile {
+    /// Relative, normalized path inside the workspace.
+    pub path: String,
+    /// Unix permission bits (default 420 = 0o644).
+    #[serde(default = "default_mode")]
+    pub mode: u32,
+    /// The content, standard base64.
+    pub content_b64: String,
+}
+
+/// 0o644.
+pub fn default_mode() -> u32 {
+    0o644
+}
+
+/// `GET /v1/runs` query.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// Only runs in this state.
+    #[param(value_type = Option<RunStateSchema>)]
+    pub state: Option<String>,
+    /// Runs to skip, newest first.
+    #[serde(default)]
+    #[param(maximum = 18446744073709551615_usize)]
+    pub offset: usize,
+    /// Runs to answer (default 50, at most 500: larger values answer 500).
+    #[param(maximum = 18446744073709551615_usize)]
+    pub limit: Option<usize>,
+}
+
+/// `GET /v1/runs`: runs, newest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RunList {
+    pub limit: usize,
+    pub offset: usize,
+    pub runs: Vec<RunView>,
+}
+
+/// `GET /v1/runs/{id}/log`: the append-only run log, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct LogPage {
+    /// Each entry as stored (`LogEntry` in `loopgate-common`) plus its stream `id`.
+    #[schema(value_type = Vec<Option<LogRecordSchema>>)]
+    pub entries: Vec<serde_json::Value>,
+}
+
+/// `GET /v1/runs/{id}/evidence`: every evidence record of the run, each bound to a snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct EvidenceList {
+    /// Records as stored (`Evidence` in `loopgate-common`).
+    #[schema(value_type = Vec<EvidenceView>)]
+    pub evidence: Vec<serde_json::Value>,
+}
+
+/// One Server-Sent Event of `GET /v1/runs/{id}/events` (describes the stream; never built).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct RunStreamEvent {
+    event: RunStreamEventKind,
+    /// The log entry's stream id, on `log` events (send it back as `Last-Event-ID`).
+    id: Option<String>,
+    /// JSON: a log entry (as in [`LogPage`]) on `log`, the final [`RunView`] on `end`.
+    data: String,
+}
+
+/// `log` for each log entry, `end` once, with the final run view, when the run is terminal.
+#[derive(ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)]
+pub enum RunStreamEventKind {
+    Log,
+    End,
+}
+
+/// `POST /v1/runs/{id}/answer`: the answer to the manager's question.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerRequest {
+    /// Must not be blank.
+    pub text: String,
+}
+
+/// `POST /v1/runs/{id}/resume`: budget changes for the new generation (optional body).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeRequest {
+    /// Budget keys to change (the task file's `[budget]` keys).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<BudgetFileSchema>)]
+    pub budget: Option<BudgetFile>,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn run_view_tolerates_missing_and_odd_fields() {
+        let minimal = RunView::from_value(&json!({"id": "r1", "state": "running"})).unwrap();
+        assert_eq!((minimal.round, minimal.phase_name()), (0, None));
+        assert!(minimal.evidence.is_empty() && minimal.max_rounds.is_none());
+        let odd = RunView::from_value(&json!({
+            "id": "r1", "state": "completed", "phase": {"type": "finished"}, "usage": {},
+            "rubric": "?", "created_at": "yesterday",
+            "gate": {"passed": true, "reasons": []},
+            "evidence": [{"check_id": "c", "verdict": "pass", "exit_code": 0}]
+        }))
+        .unwrap();
+        assert_eq!(odd.phase_name(), Some("finished"));
+        assert_eq!((odd.rubric, odd.created_at), (None, 0));
+        assert_eq!(odd.evidence[0].duration_ms, None);
+        for bad in [
+            json!({"id": "r1", "state": "bogus"}),
+            json!({"state": "running"}),
+        ] {
+            assert!(RunView::from_value(&bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn request_bodies_keep_their_wire_shape() {
+        let cases = [
+            (
+                serde_json::to_value(ResumeRequest::default()).unwrap(),
+                json!({}),
+            ),
+            (
+                serde_json::to_value(ResumeRequest {
+                    budget: Some(BudgetFile {
+                        max_rounds: Some(3),
+                        ..BudgetFile::default()
+                    }),
+                })
+                .unwrap(),
+                json!({"budget": {"max_rounds": 3}}),
+            ),
+            (
+                serde_json::to_value(AnswerRequest { text: "yes".into() }).unwrap(),
+                json!({"text": "yes"}),
+            ),
+        ];
+        for (got, want) in cases {
+            assert_eq!(got, want);
+        }
+        let upload: UploadedFile =
+            serde_json::from_value(json!({"path": "a", "content_b64": ""})).unwrap();
+        assert_eq!(upload.mode, 0o644);
+        assert!(serde_json::from_value::<SubmitRequest>(
+            json!({"task": {"goal": "g"}, "extra": 1})
+        )
+        .is_err());
+    }
+}

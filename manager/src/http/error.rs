@@ -1,0 +1,175 @@
+//! JSON errors with a stable `code` (`{"error": {"code", "message"}}`, [`ErrorBody`]), and the
+//! error answers each kind of route documents.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use loopgate_api::ErrorBody;
+
+use crate::engine::EngineError;
+
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    pub(crate) status: StatusCode,
+    pub(crate) code: &'static str,
+    pub(crate) message: String,
+}
+
+impl ApiError {
+    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+    pub(crate) fn not_found(what: &str, id: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("{what} {id} not found"),
+        )
+    }
+    pub(crate) fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+    pub(crate) fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(ErrorBody::new(self.code, self.message))).into_response()
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::NotFound(id) => ApiError::not_found("run", &id),
+            EngineError::Exists(id) => ApiError::new(
+                StatusCode::CONFLICT,
+                "conflict",
+                format!("run {id} already exists"),
+            ),
+            EngineError::Contention { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "contention", e.to_string())
+            }
+            EngineError::Corrupt { .. } => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "corrupt_record",
+                e.to_string(),
+            ),
+            EngineError::Inconsistent { .. } => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "inconsistent_record",
+                e.to_string(),
+            ),
+            EngineError::Store(_) | EngineError::Bus(_) => ApiError::unavailable(e.to_string()),
+        }
+    }
+}
+
+/// The error answers of a route that reads one run (or a snapshot or blob) by id.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)]
+pub(crate) enum ReadErrors {
+    /// `invalid_request`: a path or query parameter could not be read.
+    #[response(status = 400)]
+    BadRequest(ErrorBody),
+    /// `not_found`: no such run (an id that is not a UUID is never found), snapshot or blob.
+    #[response(status = 404)]
+    NotFound(ErrorBody),
+    /// `corrupt_record` or `integrity`: a stored record or blob is damaged.
+    #[response(status = 500)]
+    Internal(ErrorBody),
+    /// `unavailable`: Redis or NATS cannot be reached.
+    #[response(status = 503)]
+    Unavailable(ErrorBody),
+}
+
+/// The error answers of a route that changes one run.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)]
+pub(crate) enum ChangeErrors {
+    /// `invalid_request` (the body or a parameter could not be read) or the route's own
+    /// validation code (`invalid_budget`, `invalid_contract`).
+    #[response(status = 400)]
+    BadRequest(ErrorBody),
+    /// `not_found`: no such run.
+    #[response(status = 404)]
+    NotFound(ErrorBody),
+    /// The run is not in a state this change applies to (`not_cancellable`,
+    /// `not_waiting_for_input`, `not_awaiting_approval`, `contract_frozen`, `not_resumable`),
+    /// or `contention` with concurrent changes.
+    #[response(status = 409)]
+    Conflict(ErrorBody),
+    /// `payload_too_large`: the body exceeds `[http] max_body_bytes`.
+    #[response(status = 413)]
+    TooLarge(ErrorBody),
+    /// `corrupt_record`: the stored run is damaged.
+    #[response(status = 500)]
+    Internal(ErrorBody),
+    /// `unavailable`: Redis or NATS cannot be reached.
+    #[response(status = 503)]
+    Unavailable(ErrorBody),
+}
+
+/// The error answers of `POST /v1/runs/{id}/cancel` (no body).
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)]
+pub(crate) enum CancelErrors {
+    /// `invalid_request`: the path could not be read.
+    #[response(status = 400)]
+    BadRequest(ErrorBody),
+    /// `not_found`: no such run.
+    #[response(status = 404)]
+    NotFound(ErrorBody),
+    /// `not_cancellable` (the run has ended) or `contention` with concurrent changes.
+    #[response(status = 409)]
+    Conflict(ErrorBody),
+    /// `corrupt_record`: the stored run is damaged.
+    #[response(status = 500)]
+    Internal(ErrorBody),
+    /// `unavailable`: Redis or NATS cannot be reached.
+    #[response(status = 503)]
+    Unavailable(ErrorBody),
+}
+
+/// The error answers of `POST /v1/runs`.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)]
+pub(crate) enum SubmitErrors {
+    /// `invalid_request` (not a submit body), `invalid_task` (the task fails validation or
+    /// names a model profile this manager lacks) or `invalid_workspace`.
+    #[response(status = 400)]
+    BadRequest(ErrorBody),
+    /// `conflict`: a run with the new id exists already.
+    #[response(status = 409)]
+    Conflict(ErrorBody),
+    /// `payload_too_large`: the body exceeds `[http] max_body_bytes`.
+    #[response(status = 413)]
+    TooLarge(ErrorBody),
+    /// `integrity`: a stored blob does not match its digest.
+    #[response(status = 500)]
+    Internal(ErrorBody),
+    /// `unavailable`: Redis, NATS or the object store cannot be reached.
+    #[response(status = 503)]
+    Unavailable(ErrorBody),
+}
+
+/// The error answers of `GET /v1/runs`.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)]
+pub(crate) enum ListErrors {
+    /// `invalid_state` (an unknown `state`) or `invalid_request` (a malformed parameter).
+    #[response(status = 400)]
+    BadRequest(ErrorBody),
+    /// `corrupt_record`: a stored run is damaged.
+    #[response(status = 500)]
+    Internal(ErrorBody),
+    /// `unavailable`: Redis cannot be reached.
+    #[response(status = 503)]
+    Unavailable(ErrorBody),
+}

@@ -1,0 +1,24 @@
+//! The manager's HTTP API: submit, inspect, stream, steer runs and read snapshots, with the
+//! OpenAPI document generated from the same routes. Request and response types live in
+//! `loopgate-api`; this module answers with them.
+//!
+//! `state` (the shared state and loading a run) and `error` (the JSON error) import no handler
+//! file; the handler files import them; `router` imports everything.
+
+mod auth;
+mod contract;
+mod error;
+mod extract;
+mod openapi;
+mod probes;
+mod rounds;
+mod router;
+mod run_log;
+mod runs;
+mod snapshots;
+mod state;
+mod strict_json;
+mod views;
+
+pub use router::{openapi_document, router};
+pub use state::ApiState;

@@ -1,0 +1,266 @@
+//! The live router against real NATS and Redis: every operation its OpenAPI document lists is
+//! routed (never the unknown-route 404 or a 405, and with ids that exist never a 404 at all),
+//! the document served is the one generated from the routes, and every rejection (unknown route,
+//! wrong method, unreadable body, missing token) answers in the JSON error format.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use loopgate_manager::config::{self, EnvOverrides};
+use loopgate_manager::run_store::RunStore;
+use loopgate_manager::Engine;
+use loopgate_manager::{openapi_document, router, ApiState};
+use loopgate_models::ChatClient;
+use loopgate_snapshot::SnapshotStore;
+use loopgate_telemetry::metrics::Metrics;
+use loopgate_telemetry::otel::{init_telemetry, TelemetrySettings};
+use loopgate_test_support::{NatsServer, RedisServer};
+use loopgate_transport::{Bus, BusOptions};
+use serde_json::{json, Value};
+
+const TOKEN: &str = "route-walk-token";
+const FILE: &[u8] = b"print('hi')\n";
+
+/// The manager's HTTP API on a free loopback port; the results loop does not run, so runs stay
+/// where the API puts them.
+async fn serve(nats: &NatsServer, redis: &RedisServer, token: Option<&str>) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("manager.toml");
+    let token_line = if token.is_some() {
+        "token_env = \"LG_ROUTE_WALK_TOKEN\"\n"
+    } else {
+        ""
+    };
+    std::fs::write(
+        &cfg,
+        format!(
+            "[nats]\nurl = \"{}\"\n[redis]\nurl = \"{}\"\n[http]\naddr = \"127.0.0.1:0\"\n{token_line}\n\
+             [models.mgr]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"none\"\n",
+            nats.url(),
+            redis.url()
+        ),
+    )
+    .unwrap();
+    let env = |key: &str| (key == "LG_ROUTE_WALK_TOKEN").then(|| TOKEN.to_string());
+    let settings = config::load(Some(&cfg), EnvOverrides::default(), &env).unwrap();
+    let telemetry =
+        init_telemetry(&TelemetrySettings::from_env("route-walk", "warn", &|_| None).unwrap())
+            .unwrap();
+    let bus = Bus::connect(&nats.url(), "loopgate", BusOptions::default())
+        .await
+        .unwrap();
+    bus.ensure_topology().await.unwrap();
+    let store = RunStore::connect(&redis.url(), Duration::from_secs(5))
+        .await
+        .unwrap();
+    let mut models = BTreeMap::new();
+    for (name, profile) in &settings.models {
+        models.insert(name.clone(), ChatClient::from_profile(profile).unwrap());
+    }
+    let state = ApiState {
+        snapshots: SnapshotStore::new(&bus).await.unwrap(),
+        evidence: SnapshotStore::evidence(&bus).await.unwrap(),
+        engine: Engine::new(bus, store, settings.retention, Metrics::new()),
+        models: Arc::new(models),
+        token: settings.token.clone(),
+        telemetry: Arc::new(telemetry),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = router(Arc::new(state), settings.max_body_bytes);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}")
+}
+
+struct Client {
+    base: String,
+    token: Option<&'static str>,
+    http: reqwest::Client,
+}
+
+impl Client {
+    async fn send(&self, method: &str, path: &str, body: Option<&Value>) -> reqwest::Response {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .timeout(Duration::from_secs(10));
+        if let Some(token) = self.token {
+            req = req.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            req = req.json(body);
+        }
+        req.send().await.unwrap()
+    }
+
+    /// Status, headers and the JSON body (Null when the body is not JSON).
+    async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        let r = self.send(method, path, body).await;
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+}
+
+fn error_code(body: &Value) -> Option<&str> {
+    body["error"]["code"].as_str()
+}
+
+async fn walk(nats: &NatsServer, redis: &RedisServer, token: Option<&'static str>) {
+    let client = Client {
+        base: serve(nats, redis, token).await,
+        token,
+        http: reqwest::Client::new(),
+    };
+    let (status, doc) = client.call("GET", "/openapi.json", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        doc,
+        serde_json::to_value(openapi_document(token.is_some())).unwrap()
+    );
+
+    let submit = json!({
+        "task": {"goal": "g", "acceptance": [{"id": "a", "check": "true"}], "roles": {"manager": "mgr"}},
+        "workspace": {"files": [{"path": "hello.py", "content_b64": base64::engine::general_purpose::STANDARD.encode(FILE)}]}
+    });
+    let (status, run) = client.call("POST", "/v1/runs", Some(&submit)).await;
+    assert_eq!(status, 201, "{run}");
+    let run_id = run["id"].as_str().unwrap().to_string();
+    let snapshot = run["base_snapshot"].as_str().unwrap().to_string();
+    let blob = loopgate_common::snapshot::sha256_hex(FILE);
+
+    let mut operations = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            operations.push((method.to_uppercase(), path.clone()));
+        }
+    }
+    // Cancel last, so the routes before it see a live run.
+    operations.sort_by_key(|(_, path)| path.ends_with("/cancel"));
+    assert_eq!(operations.len(), 18);
+    for (method, template) in &operations {
+        let path = if template.starts_with("/v1/snapshots/") {
+            template.replace("{id}", &snapshot)
+        } else {
+            template.replace("{id}", &run_id)
+        }
+        .replace("{sha256}", &blob);
+        let body = match (method.as_str(), template.as_str()) {
+            ("POST", "/v1/runs") => Some(submit.clone()),
+            ("POST", p) if p.ends_with("/answer") => Some(json!({"text": "yes"})),
+            ("POST", _) => Some(json!({})),
+            _ => None,
+        };
+        let r = client.send(method, &path, body.as_ref()).await;
+        let status = r.status().as_u16();
+        let json_error = r
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .is_some_and(|ct| ct == "application/json");
+        // Events answer a stream that does not end while the run lives: headers are enough.
+        let body: Value = if template.ends_with("/events") {
+            Value::Null
+        } else {
+            r.json().await.unwrap_or(Value::Null)
+        };
+        assert!(
+            ![404, 405].contains(&status),
+            "{method} {path}: {status} {body}"
+        );
+        if status >= 400 {
+            assert!(
+                json_error && error_code(&body).is_some(),
+                "{method} {path}: {status} {body}"
+            );
+        }
+    }
+
+    // Rejections the router itself makes answer in the JSON error format too.
+    let wrong_method = client.send("DELETE", "/v1/runs", None).await;
+    assert_eq!(wrong_method.status().as_u16(), 405);
+    assert!(wrong_method.headers().contains_key(reqwest::header::ALLOW));
+    let cases: Vec<(&str, String, Option<Value>, u16, &str)> = vec![
+        ("GET", "/v1/nothing-here".into(), None, 404, "unknown_route"),
+        (
+            "PUT",
+            format!("/v1/runs/{run_id}"),
+            None,
+            405,
+            "method_not_allowed",
+        ),
+        (
+            "POST",
+            format!("/v1/runs/{run_id}/answer"),
+            Some(json!({"text": 1})),
+            400,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            format!("/v1/runs/{run_id}/answer"),
+            None,
+            400,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            format!("/v1/runs/{run_id}/resume"),
+            Some(json!({"budget": [3]})),
+            400,
+            "invalid_request",
+        ),
+        (
+            "GET",
+            "/v1/runs?offset=-1".into(),
+            None,
+            400,
+            "invalid_request",
+        ),
+        (
+            "GET",
+            "/v1/runs?state=bogus".into(),
+            None,
+            400,
+            "invalid_state",
+        ),
+        ("GET", "/v1/runs/not-a-uuid".into(), None, 404, "not_found"),
+    ];
+    for (method, path, body, status, code) in cases {
+        let got = client.call(method, &path, body.as_ref()).await;
+        assert_eq!(
+            (got.0, error_code(&got.1)),
+            (status, Some(code)),
+            "{method} {path}"
+        );
+    }
+
+    if token.is_some() {
+        let anonymous = Client {
+            base: client.base.clone(),
+            token: None,
+            http: reqwest::Client::new(),
+        };
+        let got = anonymous
+            .call("GET", &format!("/v1/runs/{run_id}"), None)
+            .await;
+        assert_eq!((got.0, error_code(&got.1)), (401, Some("unauthorized")));
+        for public in ["/healthz", "/readyz", "/openapi.json", "/metrics"] {
+            assert_eq!(
+                anonymous.send("GET", public, None).await.status().as_u16(),
+                200,
+                "{public}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_documented_operation_is_routed_with_and_without_a_token() {
+    let nats = NatsServer::start().await.unwrap();
+    let redis = RedisServer::start().await.unwrap();
+    walk(&nats, &redis, None).await;
+    walk(&nats, &redis, Some(TOKEN)).await;
+}

@@ -1,0 +1,76 @@
+//! Starting one daemon for a test stack: the model profiles written into its config, the
+//! process spawned from the workspace binaries with a clean environment, and the wait for a
+//! manager's `/readyz`.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::bail;
+use loopgate_test_support::{workspace_bin, ChildGuard};
+
+/// One model profile as written into the daemons' configs.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub name: String,
+    pub base_url: String,
+    pub model: String,
+    pub timeout_secs: u64,
+}
+
+impl Profile {
+    pub fn new(name: &str, base_url: &str, model: &str) -> Self {
+        Profile {
+            name: name.into(),
+            base_url: base_url.into(),
+            model: model.into(),
+            timeout_secs: 120,
+        }
+    }
+    pub(crate) fn toml(&self) -> String {
+        format!(
+            "[models.{}]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"{}\"\ntimeout_secs = {}\n",
+            self.name, self.base_url, self.model, self.timeout_secs
+        )
+    }
+}
+
+pub(crate) fn spawn(
+    name: &str,
+    bin: &str,
+    config: &Path,
+    env: &[(String, String)],
+) -> anyhow::Result<ChildGuard> {
+    let mut cmd = Command::new(workspace_bin(bin)?);
+    cmd.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    cmd.arg("--config").arg(config);
+    cmd.env("LOOPGATE_LOG", "info");
+    cmd.env_remove("LOOPGATE_NATS_URL");
+    cmd.env_remove("LOOPGATE_REDIS_URL");
+    cmd.env_remove("LOOPGATE_HTTP_ADDR");
+    ChildGuard::spawn(name, cmd)
+}
+
+pub(crate) async fn wait_ready(
+    client: &reqwest::Client,
+    http: &str,
+    child: &ChildGuard,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let url = format!("{http}/readyz");
+    loop {
+        if let Ok(r) = client.get(&url).send().await {
+            if r.status().is_success() {
+                return Ok(());
+            }
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!(
+                "manager not ready after {timeout:?}:\n{}",
+                child.log_tail(4000)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
