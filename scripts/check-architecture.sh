@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Mechanical checks of the crate boundaries in docs/architecture.md. Run by `make lint` and
-# `make test`; exits non-zero on the first broken rule, naming it.
+# `make test`; names every broken rule and exits non-zero if there is one.
 #   - the auditor and the executor never link the Redis client (only the manager reaches Redis)
 #   - `common` holds types and pure logic: no async runtime, NATS, Redis or HTTP
 #   - `api` (the manager's HTTP API types) holds types only: no async runtime, NATS, Redis or HTTP

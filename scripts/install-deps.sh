@@ -85,7 +85,7 @@ install_redis() {
   log "redis-server: $("$BIN/redis-server" --version)"
 }
 
-# bubblewrap: the auditor runs acceptance checks without network in it (auditor-worker/src/sandbox.rs).
+# bubblewrap: the auditor runs acceptance checks without network in it (auditor-worker/src/sandbox/).
 install_sandbox() {
   if command -v bwrap >/dev/null 2>&1; then log "bubblewrap present: $(bwrap --version)"; return; fi
   log "installing bubblewrap from Debian"
