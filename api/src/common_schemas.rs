@@ -125,6 +125,8 @@ pub struct BudgetFileSchema {
     start_secs: Option<u64>,
     escalate_after: Option<u32>,
     max_done_refusals: Option<u32>,
+    /// Audited rounds in a row without progress before the harness escalates (0: never).
+    stagnation_rounds: Option<u32>,
 }
 
 /// One scored rubric dimension.
@@ -354,6 +356,7 @@ mod tests {
             start_secs: Some(1),
             escalate_after: Some(1),
             max_done_refusals: Some(1),
+            stagnation_rounds: Some(1),
         }
     }
 

@@ -245,6 +245,27 @@ fn event_text(event: &LogEvent) -> String {
             short_id(to),
             excerpt(reason, 200)
         ),
+        LogEvent::AuditReused {
+            snapshot,
+            from_round,
+        } => format!(
+            "snapshot {} is unchanged from round {from_round}: its audit is reused, not run again",
+            short_id(snapshot)
+        ),
+        LogEvent::Stagnation {
+            rounds,
+            escalated_to,
+        } => match escalated_to {
+            Some(profile) => format!(
+                "no progress for {rounds} rounds: escalated (executor profile '{profile}', fresh start from the attempt ledger)"
+            ),
+            None => format!(
+                "no progress for {rounds} rounds: the manager is told to change approach"
+            ),
+        },
+        LogEvent::StepSentBack { reason, .. } => {
+            format!("step sent back to the manager: {}", excerpt(reason, 200))
+        }
     }
 }
 

@@ -42,6 +42,10 @@ pub struct BudgetFile {
     /// Refused `done` replies in a row before the run ends `blocked`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_done_refusals: Option<u32>,
+    /// Audited rounds in a row without progress (no newly passing criterion, no new failure
+    /// output) before the harness escalates; 0 never escalates for stagnation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stagnation_rounds: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,10 +69,16 @@ pub struct Budget {
     pub escalate_after: u32,
     #[serde(default = "default_max_done_refusals")]
     pub max_done_refusals: u32,
+    #[serde(default = "default_stagnation_rounds")]
+    pub stagnation_rounds: u32,
 }
 
 fn default_max_done_refusals() -> u32 {
     10
+}
+
+fn default_stagnation_rounds() -> u32 {
+    2
 }
 
 fn default_escalate_after() -> u32 {
@@ -99,6 +109,7 @@ impl Default for Budget {
             start_secs: default_start_secs(),
             escalate_after: default_escalate_after(),
             max_done_refusals: default_max_done_refusals(),
+            stagnation_rounds: default_stagnation_rounds(),
         }
     }
 }
@@ -203,6 +214,12 @@ impl BudgetFile {
                 1,
                 1000,
             )? as u32,
+            stagnation_rounds: in_range(
+                "stagnation_rounds",
+                self.stagnation_rounds.unwrap_or(d.stagnation_rounds).into(),
+                0,
+                1000,
+            )? as u32,
         })
     }
 }
@@ -254,6 +271,27 @@ mod tests {
             },
         ] {
             assert!(bad.validate().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn stagnation_rounds_default_range_and_off() {
+        // (given, resolved or None when refused)
+        let cases = [
+            (None, Some(2)),
+            (Some(0), Some(0)),
+            (Some(5), Some(5)),
+            (Some(1001), None),
+        ];
+        for (given, want) in cases {
+            let got = BudgetFile {
+                stagnation_rounds: given,
+                ..Default::default()
+            }
+            .validate()
+            .ok()
+            .map(|b| b.stagnation_rounds);
+            assert_eq!(got, want, "{given:?}");
         }
     }
 }

@@ -188,6 +188,18 @@ pub struct RoundSummary {
     /// (check id, output excerpt) for each failing or inconclusive check.
     pub failing: Vec<(String, String)>,
     pub passing: Vec<String>,
+    /// The snapshot the round started from.
+    #[serde(default)]
+    pub base: Option<SnapshotId>,
+    /// Paths the round changed (base -> candidate), as the auditor saw them.
+    #[serde(default)]
+    pub changed_paths: Vec<String>,
+    /// Criteria with a check on the audited snapshot (`passing` of them passed).
+    #[serde(default)]
+    pub checked: u32,
+    /// The candidate was audited before (in this round): its report was reused, not redone.
+    #[serde(default)]
+    pub reused_from: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -31,6 +31,7 @@ pub fn request(run_id: &str, base: &str, profile: &str, episode_secs: u64) -> Ex
             instructions: String::new(),
             acceptance_checks: Vec::new(),
             write_scope: Vec::new(),
+            goal_clauses: Vec::new(),
         },
         base_snapshot: base.into(),
         executor_profile: profile.into(),
@@ -39,6 +40,7 @@ pub fn request(run_id: &str, base: &str, profile: &str, episode_secs: u64) -> Ex
         start_by_ms: None,
         ignore: Vec::new(),
         episode: Default::default(),
+        feedback: Default::default(),
     }
 }
 

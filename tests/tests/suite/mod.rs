@@ -1,5 +1,6 @@
 mod control_plane;
 mod deploy;
+mod effective_loop;
 mod faults;
 mod openapi_conformance;
 mod planning;
