@@ -67,6 +67,19 @@ fn episode_prompts(model: &StandInModel, name: &str) -> Vec<String> {
         .collect()
 }
 
+/// A one-executor stack on `model` runs `task` to its end, which must be `completed`.
+async fn run_to_completion(
+    model: &StandInModel,
+    task: &str,
+) -> anyhow::Result<(Stack, String, Value)> {
+    let stack = Stack::start(StackOptions::new(profiles(model), 1)).await?;
+    let run = stack.submit(task, &[]).await?;
+    let id = run["id"].as_str().unwrap_or_default().to_string();
+    let done = stack.wait_terminal(&id, WAIT).await?;
+    anyhow::ensure!(done["state"] == "completed", "{done}\n{}", stack.logs());
+    Ok((stack, id, done))
+}
+
 /// `(round, type)` of every run log entry, workers' `episode_started` left out.
 async fn log_entries(stack: &Stack, id: &str) -> anyhow::Result<Vec<(u64, String)>> {
     let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
@@ -111,11 +124,7 @@ async fn failure_output_reaches_the_next_executor_and_unchanged_work_is_not_reau
             ),
     )
     .await?;
-    let stack = Stack::start(StackOptions::new(profiles(&model), 1)).await?;
-    let run = stack.submit(&task("\"exec\""), &[]).await?;
-    let id = run["id"].as_str().unwrap_or_default().to_string();
-    let done = stack.wait_terminal(&id, WAIT).await?;
-    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    let (stack, id, done) = run_to_completion(&model, &task("\"exec\"")).await?;
     assert_eq!(done["round"], 3);
 
     let prompts = episode_prompts(&model, "standin-executor");
@@ -173,11 +182,7 @@ async fn a_step_that_renames_the_goals_file_goes_back_to_the_manager() -> anyhow
             ),
     )
     .await?;
-    let stack = Stack::start(StackOptions::new(profiles(&model), 1)).await?;
-    let run = stack.submit(&task("\"exec\""), &[]).await?;
-    let id = run["id"].as_str().unwrap_or_default().to_string();
-    let done = stack.wait_terminal(&id, WAIT).await?;
-    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    let (stack, id, done) = run_to_completion(&model, &task("\"exec\"")).await?;
     assert_eq!(done["round"], 1, "no round was spent on the renamed file");
     let types: Vec<String> = log_entries(&stack, &id)
         .await?
@@ -231,11 +236,7 @@ async fn a_run_without_progress_escalates_the_executor() -> anyhow::Result<()> {
             ),
     )
     .await?;
-    let stack = Stack::start(StackOptions::new(profiles(&model), 1)).await?;
-    let run = stack.submit(&task("[\"exec\", \"strong\"]"), &[]).await?;
-    let id = run["id"].as_str().unwrap_or_default().to_string();
-    let done = stack.wait_terminal(&id, WAIT).await?;
-    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    let (stack, id, done) = run_to_completion(&model, &task("[\"exec\", \"strong\"]")).await?;
     assert_eq!(done["round"], 4);
     let entries = log_entries(&stack, &id).await?;
     // Round 1's failure is new; rounds 2 and 3 change nothing: the second of them escalates.
