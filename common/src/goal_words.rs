@@ -227,10 +227,19 @@ pub fn altered_words(goal: &str, task: &str, allowed: &str) -> Vec<Alteration> {
     let allowed_words = exact_words(allowed);
     let mut out = Vec::new();
     for name in &task_words.names {
-        if goal_words.names.contains(name) || allowed_words.names.contains(name) {
+        if goal_words.names.contains(name)
+            || allowed_words.names.contains(name)
+            || is_test_file_name(name)
+        {
             continue;
         }
-        if let Some(goal_name) = goal_words.names.iter().find(|g| resembles(g, name)) {
+        // A rename replaces the goal's name; a step that names both means two files.
+        let renamed = goal_words
+            .names
+            .iter()
+            .filter(|g| !task_words.names.contains(g))
+            .find(|g| resembles(g, name));
+        if let Some(goal_name) = renamed {
             out.push(Alteration {
                 goal: goal_name.clone(),
                 step: name.clone(),
@@ -299,7 +308,25 @@ fn resembles(name: &str, candidate: &str) -> bool {
     if ext_a != ext_b || stem_a.chars().count() < 3 || stem_b.chars().count() < 3 {
         return false;
     }
-    stem_a.contains(&stem_b) || stem_b.contains(&stem_a) || edit_distance(&stem_a, &stem_b) <= 2
+    let shorter = stem_a.chars().count().min(stem_b.chars().count());
+    let distance = edit_distance(&stem_a, &stem_b);
+    stem_a.contains(&stem_b)
+        || stem_b.contains(&stem_a)
+        || (shorter >= 4 && distance <= 1)
+        || (shorter >= 7 && distance <= 2)
+}
+
+/// `test_hello.py`, `hello_test.go`, `tests/hello.py`: tests are named after what they test.
+fn is_test_file_name(name: &str) -> bool {
+    let base = name.rsplit('/').next().unwrap_or(name).to_lowercase();
+    let stem = base
+        .rsplit_once('.')
+        .map_or(base.as_str(), |(stem, _)| stem);
+    name.starts_with("tests/")
+        || name.contains("/tests/")
+        || stem.starts_with("test_")
+        || stem.ends_with("_test")
+        || stem.ends_with("_spec")
 }
 
 /// Levenshtein distance, for short names.
@@ -397,9 +424,20 @@ mod tests {
                 "{task}: {found:?}"
             );
         }
-        // Names the checks use are allowed; another file type is a different thing.
-        assert!(altered_words(goal, "Add test_hello.py", "pytest test_hello.py").is_empty());
-        assert!(altered_words(goal, "Add hello.sh too", "").is_empty());
+        // Names the checks use are allowed; tests are named after what they test; a step that
+        // keeps the goal's name and adds another file renames nothing; another file type is a
+        // different thing; a short name one letter off is not a typo of a longer one.
+        let faithful = [
+            ("Add check_hello.py", "pytest check_hello.py"),
+            ("Add test_hello.py", ""),
+            ("Write hello.py, then hello_cli.py that wraps hello.py", ""),
+            ("Add hello.sh too", ""),
+            ("Edit lib.rs", ""),
+        ];
+        for (task, allowed) in faithful {
+            assert!(altered_words(goal, task, allowed).is_empty(), "{task}");
+        }
+        assert!(altered_words("Fix src/lib.rs", "Fix src/bin.rs", "").is_empty());
         assert_eq!(
             altered_words("Keep the 3 newest logs", "Keep the 2 newest logs", "")[0].step,
             "2 newest"
