@@ -5,7 +5,9 @@ use serde::{Deserialize, Serialize};
 pub const DEFAULT_MAX_ROUNDS: u32 = 25;
 pub const HARD_CAP_ROUNDS: u32 = 1000;
 
+/// The task file's `[budget]` keys as written (also the body of a resume's budget changes).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct BudgetFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
