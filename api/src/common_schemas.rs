@@ -125,6 +125,7 @@ pub struct BudgetFileSchema {
     start_secs: Option<u64>,
     escalate_after: Option<u32>,
     max_done_refusals: Option<u32>,
+    self_checks: Option<u32>,
 }
 
 /// One scored rubric dimension.
@@ -354,6 +355,7 @@ mod tests {
             start_secs: Some(1),
             escalate_after: Some(1),
             max_done_refusals: Some(1),
+            self_checks: Some(1),
         }
     }
 

@@ -145,6 +145,7 @@ impl Tx {
             start_by_ms,
             ignore: r.task.ignore.clone(),
             episode,
+            self_checks: r.task.budget.self_checks,
         };
         let msg_id = format!("{}:{}:{}:exec", r.id, r.generation, r.round);
         let base_snapshot = r.snapshot.clone();
