@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Mechanical checks of the crate boundaries in docs/architecture.md. Run by `make lint` and
 # `make test`; names every broken rule and exits non-zero if there is one.
-#   - the auditor and the executor never link the Redis client (only the manager reaches Redis)
+#   - the auditor, the executor and the check runner they share never link the Redis client
+#     (only the manager reaches Redis)
 #   - `common` holds types and pure logic: no async runtime, NATS, Redis or HTTP (with every
 #     feature on, `openapi` included)
 #   - `api` (the manager's HTTP API types) holds types only: no async runtime, NATS, Redis or HTTP
+#   - `checks` (the check runner) is handed what it checks: no snapshot store, no model
 #   - binaries never depend on each other
 #   - no file-level import cycle in any workspace crate
 set -euo pipefail
@@ -27,7 +29,7 @@ forbid() { # forbid PACKAGE DEP REASON [TREE ARGS, e.g. --all-features]
   fi
 }
 
-for worker in loopgate-auditor loopgate-executor; do
+for worker in loopgate-auditor loopgate-executor loopgate-checks; do
   forbid "$worker" redis "workers must never reach Redis; the run store is the manager's"
 done
 # --all-features: also with `openapi` (the utoipa derives the API crate turns on).
@@ -36,6 +38,9 @@ for dep in tokio async-nats redis reqwest axum; do
 done
 for dep in tokio async-nats redis reqwest axum; do
   forbid loopgate-api "$dep" "the API crate holds request and response types only, no I/O"
+done
+for dep in loopgate-snapshot loopgate-models; do
+  forbid loopgate-checks "$dep" "the check runner runs checks on what it is handed, nothing more"
 done
 for bin in loopgate-manager loopgate-executor loopgate-auditor loopgate-cli; do
   for other in loopgate-manager loopgate-executor loopgate-auditor loopgate-cli; do

@@ -4,6 +4,10 @@ use serde::{Deserialize, Serialize};
 
 pub const DEFAULT_MAX_ROUNDS: u32 = 25;
 pub const HARD_CAP_ROUNDS: u32 = 1000;
+/// Self-checks an executor episode may run before `finish` is accepted unchecked.
+pub const DEFAULT_SELF_CHECKS: u32 = 2;
+/// At most this many self-checks per episode.
+pub const MAX_SELF_CHECKS: u32 = 20;
 
 /// The task file's `[budget]` keys as written (also the body of a resume's budget changes).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -48,6 +52,10 @@ pub struct BudgetFile {
     /// output) before the harness escalates; 0 never escalates for stagnation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stagnation_rounds: Option<u32>,
+    /// Times per executor episode its `finish` runs the step's blocking checks on the live
+    /// workspace (and is refused while one fails); 0 disables.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_checks: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,6 +81,20 @@ pub struct Budget {
     pub max_done_refusals: u32,
     #[serde(default = "default_stagnation_rounds")]
     pub stagnation_rounds: u32,
+    /// Stored only when it is not the default, so records keep the keys they had.
+    #[serde(
+        default = "default_self_checks",
+        skip_serializing_if = "is_default_self_checks"
+    )]
+    pub self_checks: u32,
+}
+
+pub(crate) fn default_self_checks() -> u32 {
+    DEFAULT_SELF_CHECKS
+}
+
+fn is_default_self_checks(value: &u32) -> bool {
+    *value == DEFAULT_SELF_CHECKS
 }
 
 fn default_max_done_refusals() -> u32 {
@@ -112,6 +134,7 @@ impl Default for Budget {
             escalate_after: default_escalate_after(),
             max_done_refusals: default_max_done_refusals(),
             stagnation_rounds: default_stagnation_rounds(),
+            self_checks: DEFAULT_SELF_CHECKS,
         }
     }
 }
@@ -222,6 +245,12 @@ impl BudgetFile {
                 0,
                 1000,
             )? as u32,
+            self_checks: in_range(
+                "self_checks",
+                self.self_checks.unwrap_or(d.self_checks).into(),
+                0,
+                MAX_SELF_CHECKS.into(),
+            )? as u32,
         })
     }
 }
@@ -295,5 +324,45 @@ mod tests {
             .map(|b| b.stagnation_rounds);
             assert_eq!(got, want, "{given:?}");
         }
+    }
+
+    #[test]
+    fn self_checks_default_bounds_and_zero_table() {
+        let with = |v: Option<u32>| BudgetFile {
+            self_checks: v,
+            ..Default::default()
+        };
+        let cases: Vec<(Option<u32>, Result<u32, &str>)> = vec![
+            (None, Ok(DEFAULT_SELF_CHECKS)),
+            (Some(0), Ok(0)),
+            (Some(1), Ok(1)),
+            (Some(MAX_SELF_CHECKS), Ok(MAX_SELF_CHECKS)),
+            (Some(MAX_SELF_CHECKS + 1), Err("self_checks")),
+        ];
+        for (given, want) in cases {
+            let got = with(given).validate().map(|b| b.self_checks);
+            assert_eq!(
+                got.map_err(|(key, _)| key),
+                want.map_err(String::from),
+                "{given:?}"
+            );
+        }
+        // A resumed run keeps its value unless the new budget names the key.
+        let base = with(Some(0)).validate().unwrap();
+        assert_eq!(
+            BudgetFile::default()
+                .validate_over(&base)
+                .unwrap()
+                .self_checks,
+            0
+        );
+        assert_eq!(with(Some(3)).validate_over(&base).unwrap().self_checks, 3);
+        // The default is not stored; a record without the key reads as the default.
+        let stored = serde_json::to_value(Budget::default()).unwrap();
+        assert!(stored.get("self_checks").is_none(), "{stored}");
+        let back: Budget = serde_json::from_value(stored).unwrap();
+        assert_eq!(back.self_checks, DEFAULT_SELF_CHECKS);
+        let zero = serde_json::to_value(&base).unwrap();
+        assert_eq!(zero["self_checks"], 0);
     }
 }

@@ -573,4 +573,27 @@ max_rounds = 8
         assert!(!t.acceptance[1].blocking);
         assert_eq!(t.roles.manager, "local");
     }
+
+    #[test]
+    fn self_checks_key_parses_and_is_validated() {
+        let task = |budget: &str| {
+            parse_task_toml(&format!(
+                "goal=\"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[budget]\n{budget}"
+            ))
+        };
+        let cases: &[(&str, Result<u32, Option<&str>>)] = &[
+            ("", Ok(crate::budget::DEFAULT_SELF_CHECKS)),
+            ("self_checks = 0", Ok(0)),
+            ("self_checks = 5", Ok(5)),
+            ("self_checks = 999", Err(Some("budget.self_checks"))),
+            ("self_checks = -1", Err(None)),
+            ("self_checks = \"two\"", Err(None)),
+        ];
+        for (budget, want) in cases {
+            let got = task(budget)
+                .map(|t| t.budget.self_checks)
+                .map_err(|e| e.field_name().map(str::to_string));
+            assert_eq!(got, want.map_err(|f| f.map(str::to_string)), "{budget}");
+        }
+    }
 }

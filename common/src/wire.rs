@@ -76,6 +76,10 @@ pub struct ExecRequest {
     /// What the last audit found on the base snapshot.
     #[serde(default, skip_serializing_if = "ExecFeedback::is_empty")]
     pub feedback: ExecFeedback,
+    /// Times the episode's `finish` runs the step's blocking checks on the live workspace
+    /// first (the task's `budget.self_checks`; 0: never). Feedback for the agent, never evidence.
+    #[serde(default = "crate::budget::default_self_checks")]
+    pub self_checks: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,6 +94,9 @@ pub enum ExecOutcome {
         steps: u32,
         tool_calls: u32,
         files_changed: u32,
+        /// Times a self-check refused the agent's `finish` (a failing blocking check).
+        #[serde(default)]
+        self_check_refusals: u32,
     },
     /// The episode could not produce a candidate (model unreachable, bad base snapshot, ...).
     Failed { error: String },

@@ -78,6 +78,13 @@ pub(super) fn on_exec(record: &RunRecord, result: &ExecResult, now: i64) -> Deci
         ),
         ExecOutcome::Failed { error } => (None, String::new(), false, 0, Some(error.clone())),
     };
+    let self_check_refusals = match &result.outcome {
+        ExecOutcome::Frozen {
+            self_check_refusals,
+            ..
+        } => *self_check_refusals,
+        ExecOutcome::Failed { .. } => 0,
+    };
     tx.log(LogEvent::ExecResult {
         worker: result.worker.clone(),
         candidate: candidate.clone(),
@@ -85,6 +92,7 @@ pub(super) fn on_exec(record: &RunRecord, result: &ExecResult, now: i64) -> Deci
         claimed_done,
         tool_calls,
         error: error.clone(),
+        self_check_refusals,
     });
     push_history(
         &mut tx,

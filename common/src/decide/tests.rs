@@ -65,6 +65,7 @@ pub(super) fn exec_done(record: &RunRecord, candidate: &str) -> Step {
                 steps: 2,
                 tool_calls: 2,
                 files_changed: 1,
+                self_check_refusals: 0,
             },
             usage: Usage::default(),
             duration_ms: 5,

@@ -147,6 +147,7 @@ impl Tx {
             ignore: r.task.ignore.clone(),
             episode,
             feedback,
+            self_checks: r.task.budget.self_checks,
         };
         let msg_id = format!("{}:{}:{}:exec", r.id, r.generation, r.round);
         let base_snapshot = r.snapshot.clone();

@@ -20,6 +20,10 @@ pub fn task_prompt(req: &ExecRequest, files: &[String]) -> String {
     let mut s = String::new();
     s.push_str(&format!("Goal: {}\n\n", req.contract.goal));
     match req.episode {
+        EpisodeKind::Step if req.self_checks > 0 => s.push_str(&format!(
+            "Acceptance checks of contract spec {} (frozen; run on a copy of your workspace when you call finish, then by an independent auditor):\n",
+            req.contract.short_hash()
+        )),
         EpisodeKind::Step => s.push_str(&format!(
             "Acceptance checks of contract spec {} (frozen; run by an independent auditor after you finish):\n",
             req.contract.short_hash()
@@ -183,6 +187,7 @@ mod tests {
             ignore: vec![],
             episode: EpisodeKind::Step,
             feedback,
+            self_checks: 2,
         }
     }
 

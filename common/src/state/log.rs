@@ -59,6 +59,9 @@ pub enum LogEvent {
         #[serde(default)]
         tool_calls: u32,
         error: Option<String>,
+        /// Times a self-check refused the agent's `finish` in the episode.
+        #[serde(default)]
+        self_check_refusals: u32,
     },
     AuditDispatched {
         purpose: AuditPurpose,

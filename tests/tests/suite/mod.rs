@@ -5,4 +5,5 @@ mod faults;
 mod openapi_conformance;
 mod planning;
 mod rubric;
+mod self_check;
 mod telemetry;

@@ -2,7 +2,8 @@
 //!
 //! - single-shot: exactly one executor episode. The run's manager is a stand-in that always
 //!   answers `Next: cli` with the goal as the task, and `max_rounds = 1`, so the executor runs
-//!   once; its own `claimed_done` (it called `finish`) is the claim.
+//!   once, with `self_checks = 0` (no self-check either); its own `claimed_done` (it called
+//!   `finish`) is the claim.
 //! - loopgate: the full loop (local-model manager, local-model executor, mechanical auditor);
 //!   the claim is the harness's: the run reached `completed`.
 //!
@@ -136,6 +137,7 @@ pub async fn single_shot(
             wall_secs: caps.single_wall_secs,
             episode_secs: caps.episode_secs,
             max_rounds: Some(1),
+            self_checks: Some(0),
         },
     )?;
     let started = Instant::now();
@@ -195,6 +197,7 @@ pub async fn loopgate(stack: &Stack, task: &SuiteTask, caps: Caps) -> anyhow::Re
             wall_secs: caps.loop_wall_secs,
             episode_secs: caps.episode_secs,
             max_rounds: None,
+            self_checks: None,
         },
     )?;
     let started = Instant::now();
