@@ -4,4 +4,5 @@ mod faults;
 mod openapi_conformance;
 mod planning;
 mod rubric;
+mod structured_output;
 mod telemetry;
