@@ -22,6 +22,15 @@ use crate::work_consumer::{ConsumerOptions, Work};
 /// times before giving up.
 const TOPOLOGY_ATTEMPTS: usize = 4;
 
+/// Whose view of the topology to check: each role looks up only what its NATS user may.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopologyRole {
+    /// Everything (the manager; any process with full rights).
+    Owner,
+    Executor,
+    Auditor,
+}
+
 /// Does the server's stream config carry every setting `wanted` specifies?
 fn stream_matches(actual: &stream::Config, wanted: &stream::Config) -> bool {
     actual.subjects == wanted.subjects
@@ -70,6 +79,61 @@ impl Bus {
         self.ensure_audit_consumer().await
     }
 
+    /// What of the topology `role` needs is not there yet, by name (`stream LG_EXEC`, `bucket
+    /// lg-snapshots`, `consumer audit`), looked up read-only with only the look-ups that role's
+    /// NATS user may make (deploy/nats/loopgate-users.conf). An existing stream whose settings
+    /// differ counts as present (its owner updates it).
+    pub async fn missing_topology(&self, role: TopologyRole) -> Vec<String> {
+        let timeout = self.request_timeout();
+        let js = self.jetstream();
+        let mut missing = Vec::new();
+        let (streams, buckets, audit_durable): (Vec<String>, &[&str], bool) = match role {
+            TopologyRole::Owner => (
+                self.stream_configs().into_iter().map(|c| c.name).collect(),
+                &[SNAPSHOT_BUCKET, EVIDENCE_BUCKET],
+                true,
+            ),
+            // Its work stream and every stream it publishes to, and the snapshots it writes.
+            TopologyRole::Executor => (
+                self.stream_configs().into_iter().map(|c| c.name).collect(),
+                &[SNAPSHOT_BUCKET],
+                false,
+            ),
+            // The durable it binds, the snapshots it reads and the evidence it writes.
+            TopologyRole::Auditor => (Vec::new(), &[SNAPSHOT_BUCKET, EVIDENCE_BUCKET], true),
+        };
+        for name in streams {
+            if !matches!(
+                tokio::time::timeout(timeout, js.get_stream(&name)).await,
+                Ok(Ok(_))
+            ) {
+                missing.push(format!("stream {name}"));
+            }
+        }
+        for bucket in buckets {
+            if !matches!(
+                tokio::time::timeout(timeout, js.get_object_store(*bucket)).await,
+                Ok(Ok(_))
+            ) {
+                missing.push(format!("bucket {bucket}"));
+            }
+        }
+        if audit_durable {
+            let lookup = js
+                .get_consumer_from_stream::<async_nats::jetstream::consumer::pull::Config, _, _>(
+                    Work::Audit.durable_name(),
+                    Work::Audit.stream_name(),
+                );
+            if with_timeout("audit consumer info", timeout, lookup)
+                .await
+                .is_err()
+            {
+                missing.push(format!("consumer {}", Work::Audit.durable_name()));
+            }
+        }
+        missing
+    }
+
     async fn ensure_stream(&self, config: stream::Config) -> Result<(), BusError> {
         // Look first: a stream that already has our settings needs no update, so processes
         // with read-only rights on the topology (restricted per-role users) pass this step
@@ -94,6 +158,20 @@ impl Bus {
         }
         let mut last_error = String::new();
         for attempt in 0..TOPOLOGY_ATTEMPTS {
+            // Someone with the rights may have created it meanwhile (the manager, while a
+            // restricted worker retries): look again before trying to create.
+            if attempt > 0
+                && matches!(
+                    tokio::time::timeout(
+                        self.request_timeout(),
+                        self.jetstream().get_stream(&config.name)
+                    )
+                    .await,
+                    Ok(Ok(_))
+                )
+            {
+                return Ok(());
+            }
             let result = tokio::time::timeout(
                 self.request_timeout(),
                 self.jetstream().create_or_update_stream(config.clone()),

@@ -14,8 +14,8 @@ use std::time::Duration;
 use loopgate_checks::{probe, SandboxError};
 use loopgate_models::{ChatClient, ModelError};
 use loopgate_snapshot::{SnapshotError, SnapshotStore};
-use loopgate_transport::runtime::{connect_bus, retry_with_patience};
-use loopgate_transport::{Bus, BusError, BusOptions};
+use loopgate_transport::runtime::{await_topology, connect_bus, TopologyWait};
+use loopgate_transport::{Bus, BusError, BusOptions, TopologyRole};
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::Auditor;
@@ -111,18 +111,13 @@ pub async fn run_daemon(
     else {
         return Ok(());
     };
-    // The manager creates the bucket: wait for it.
-    let opened = retry_with_patience(
-        "snapshot bucket",
-        CONNECT_BUDGET,
-        &cancel,
-        |_| true,
-        || SnapshotStore::new(&bus),
-    )
-    .await?;
-    let Some(store) = opened else {
+    // Any start order: the manager creates the buckets and the `audit` durable; wait for them
+    // (no deadline: in Kubernetes the manager may come up long after the auditors).
+    if await_topology(&bus, TopologyRole::Auditor, &cancel, |_| {}).await == TopologyWait::Cancelled
+    {
         return Ok(());
-    };
+    }
+    let store = SnapshotStore::new(&bus).await?;
     let evidence = open_evidence(&bus).await;
     let auditor = Arc::new(Auditor {
         store,

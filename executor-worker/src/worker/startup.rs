@@ -6,8 +6,10 @@ use std::sync::Arc;
 
 use loopgate_checks::{probe_for, SandboxError};
 use loopgate_snapshot::{SnapshotError, SnapshotStore};
-use loopgate_transport::runtime::{connect_bus, EpisodeCancels, CONNECT_PATIENCE};
-use loopgate_transport::{BusError, BusOptions, ConsumerOptions};
+use loopgate_transport::runtime::{
+    await_topology, connect_bus, EpisodeCancels, TopologyWait, CONNECT_PATIENCE,
+};
+use loopgate_transport::{BusError, BusOptions, ConsumerOptions, TopologyRole};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Settings;
@@ -60,7 +62,11 @@ pub async fn prepare(
     else {
         return Ok(None);
     };
-    bus.ensure_topology().await?;
+    // Any start order: with restricted credentials, wait for the manager to create the topology.
+    if await_topology(&bus, TopologyRole::Executor, cancel, |_| {}).await == TopologyWait::Cancelled
+    {
+        return Ok(None);
+    }
     let store = SnapshotStore::new(&bus).await?;
     Ok(Some(Arc::new(WorkerContext {
         bus,

@@ -3,3 +3,4 @@ mod context_reset;
 mod episode_control;
 mod real_cli_agent;
 mod self_check;
+mod start_order;

@@ -11,6 +11,7 @@ pub mod episode_started;
 pub mod keep_alive;
 pub mod periodic;
 pub mod shutdown;
+pub mod topology_wait;
 
 pub use child_process::{
     run_child, shared, with_sink, ChildEnd, ChildError, ChildRun, GroupKill, OutputSink, SharedSink,
@@ -22,3 +23,4 @@ pub use episode_started::announce_started;
 pub use keep_alive::{progress_interval, KeepAlive};
 pub use periodic::{run_periodically, FirstPass};
 pub use shutdown::shutdown_on_signals;
+pub use topology_wait::{await_topology, TopologyWait};

@@ -1,2 +1,3 @@
 mod bus;
 mod runtime;
+mod start_order;
