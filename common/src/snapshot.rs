@@ -44,6 +44,10 @@ pub enum SnapshotPathError {
     NotNormalized(String),
     #[error("path '{0}' appears twice in the manifest")]
     Duplicate(String),
+    /// A path is both a file and a directory above another path (`a` and `a/b`): such a tree
+    /// can never be written out.
+    #[error("'{file}' is a file, but '{nested}' puts it as a directory")]
+    FileAndDirectory { file: String, nested: String },
     #[error("manifest version {0} is not supported (expected {MANIFEST_VERSION})")]
     UnsupportedVersion(u32),
     #[error("entry '{path}' has malformed sha256 '{sha256}'")]
@@ -69,6 +73,23 @@ pub fn validate_relative_path(path: &str) -> Result<(), SnapshotPathError> {
         }
     }
     Ok(())
+}
+
+/// The first pair of paths where one is a file and also a directory above the other (`a` and
+/// `a/b`), or `None`. Paths are taken as given (validate each one first).
+pub fn file_and_directory_conflict<'a>(
+    paths: impl IntoIterator<Item = &'a str> + Clone,
+) -> Option<SnapshotPathError> {
+    let files: std::collections::HashSet<&str> = paths.clone().into_iter().collect();
+    paths.into_iter().find_map(|path| {
+        path.match_indices('/')
+            .map(|(at, _)| &path[..at])
+            .find(|parent| files.contains(parent))
+            .map(|parent| SnapshotPathError::FileAndDirectory {
+                file: parent.to_string(),
+                nested: path.to_string(),
+            })
+    })
 }
 
 pub fn is_sha256_hex(s: &str) -> bool {
@@ -119,7 +140,10 @@ impl Manifest {
             }
             previous = Some(entry.path.as_str());
         }
-        Ok(())
+        match file_and_directory_conflict(self.entries.iter().map(|e| e.path.as_str())) {
+            Some(conflict) => Err(conflict),
+            None => Ok(()),
+        }
     }
 
     /// Canonical bytes: compact JSON of the sorted manifest. The snapshot id hashes these.
@@ -274,6 +298,29 @@ mod tests {
             Manifest::new(vec![bad]),
             Err(SnapshotPathError::BadDigest { .. })
         ));
+    }
+
+    #[test]
+    fn a_path_cannot_be_a_file_and_a_directory() {
+        // (paths, the conflict found as (file, nested))
+        let cases: &[(&[&str], Option<(&str, &str)>)] = &[
+            (&["a", "b"], None),
+            (&["a", "a/b"], Some(("a", "a/b"))),
+            (&["a", "a-x", "a/b/c"], Some(("a", "a/b/c"))),
+            (&["a/b", "a/b/c"], Some(("a/b", "a/b/c"))),
+            (&["ab", "a/b"], None),
+            (&["a/b", "a/c", "a.txt"], None),
+        ];
+        for (paths, expected) in cases {
+            let found = file_and_directory_conflict(paths.iter().copied());
+            let expected = expected.map(|(file, nested)| SnapshotPathError::FileAndDirectory {
+                file: file.into(),
+                nested: nested.into(),
+            });
+            assert_eq!(found, expected, "{paths:?}");
+            let manifest = Manifest::new(paths.iter().map(|p| entry(p, b"x")).collect());
+            assert_eq!(manifest.err(), expected, "{paths:?}");
+        }
     }
 
     #[test]

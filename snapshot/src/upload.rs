@@ -7,7 +7,8 @@ use std::path::Path;
 
 use futures::{StreamExt, TryStreamExt};
 use loopgate_common::snapshot::{
-    sha256_hex, validate_relative_path, Manifest, ManifestEntry, SnapshotPathError,
+    file_and_directory_conflict, sha256_hex, validate_relative_path, Manifest, ManifestEntry,
+    SnapshotPathError,
 };
 
 use crate::error::{Refusal, SnapshotError};
@@ -148,6 +149,18 @@ impl SnapshotStore {
                 mode: normalize_mode(*mode),
                 size,
                 sha256: sha256_hex(content),
+            });
+        }
+        // Refused before anything is uploaded: `a` and `a/b` can never be written out.
+        if let Some(conflict) = file_and_directory_conflict(files.iter().map(|(p, ..)| p.as_str()))
+        {
+            let path = match &conflict {
+                SnapshotPathError::FileAndDirectory { nested, .. } => nested.clone(),
+                _ => String::new(),
+            };
+            return Err(SnapshotError::Refused {
+                path,
+                reason: Refusal::InvalidPath(conflict),
             });
         }
         let mut seen = HashSet::new();

@@ -56,7 +56,10 @@ async fn an_executor_started_before_the_manager_waits_for_the_topology() -> anyh
     };
     let manager = Bus::connect(&nats.url(), "loopgate", options).await?;
     manager.ensure_topology().await?;
-    assert!(manager.missing_topology(TopologyRole::Owner).await.is_empty());
+    assert!(manager
+        .missing_topology(TopologyRole::Owner)
+        .await
+        .is_empty());
 
     // Ready: it has bound its own work durable on the new stream.
     wait_until(WAIT, || {

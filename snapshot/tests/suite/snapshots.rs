@@ -212,6 +212,14 @@ async fn freeze_refuses_escaping_symlinks_and_bad_paths() -> Result<()> {
             store.freeze_files(dup).await,
             Err(SnapshotError::Refused { reason: Refusal::InvalidPath(SnapshotPathError::Duplicate(_)), .. })
         ));
+        // `a` as a file and as a directory: refused before any upload, naming both.
+        let both = vec![("a".to_string(), 0o644, b"1".to_vec()), ("a/b".to_string(), 0o644, b"2".to_vec())];
+        let err = store.freeze_files(both).await.unwrap_err();
+        assert!(
+            matches!(&err, SnapshotError::Refused { path, reason: Refusal::InvalidPath(SnapshotPathError::FileAndDirectory { file, .. }) } if path == "a/b" && file == "a"),
+            "{err:?}"
+        );
+        assert!(!err.is_retryable());
         Ok(())
     })
     .await
