@@ -143,6 +143,11 @@ async fn main() -> anyhow::Result<()> {
         Duration::from_secs(10),
         cancel.clone(),
     ));
+    if settings.gc_grace < loopgate_snapshot::MIN_SAFE_GC_GRACE {
+        tracing::warn!(grace_secs = settings.gc_grace.as_secs(),
+            safe_secs = loopgate_snapshot::MIN_SAFE_GC_GRACE.as_secs(),
+            "gc_grace_secs is below the safe minimum: a collection may sweep a blob that a freeze in progress reuses");
+    }
     let gc = SnapshotGc {
         engine: engine.clone(),
         snapshots: snapshots.clone(),

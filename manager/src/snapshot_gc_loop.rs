@@ -45,6 +45,7 @@ impl SnapshotGc {
                 break;
             }
             offset += ids.len();
+            roots.runs += ids.len();
             for id in ids {
                 let Some((_, record)) = self.engine.load(&id).await? else {
                     continue;

@@ -9,6 +9,11 @@
 //! exceed the longest episode (an executor uploads blobs before it writes the manifest that
 //! references them) and `snapshot_stat_cache::PRESENT_TTL`. An unreadable root manifest aborts
 //! the collection rather than guessing.
+//!
+//! Two guards against losing what a concurrent freeze relies on: a freeze that reuses an old
+//! blob writes it again (`BLOB_REFRESH_AFTER`), and the sweep re-reads each doomed object's
+//! age right before deleting it. A run store with no run while old snapshots exist (a wiped
+//! Redis) refuses the sweep (`GcRefusal`).
 
 use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
@@ -22,6 +27,16 @@ use crate::store::{blob_object_name, SnapshotStore};
 /// A safe default grace period: a day.
 pub const DEFAULT_GC_GRACE: Duration = Duration::from_secs(24 * 3600);
 
+/// A freeze that reuses a stored blob older than this writes it again, so it is young (and
+/// kept) while the freeze's manifest is not written yet. With the stat cache's `PRESENT_TTL`
+/// on top, a reused blob is at most 13 h old: a grace of at least
+/// [`MIN_SAFE_GC_GRACE`] means no collection can sweep a blob a freeze in progress relies on
+/// (the sweep also re-reads each object's age right before deleting it).
+pub const BLOB_REFRESH_AFTER: Duration = Duration::from_secs(12 * 3600);
+
+/// The shortest grace for which reuse and the sweep cannot race (see [`BLOB_REFRESH_AFTER`]).
+pub const MIN_SAFE_GC_GRACE: Duration = Duration::from_secs(14 * 3600);
+
 /// What must survive the collection.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GcRoots {
@@ -29,6 +44,9 @@ pub struct GcRoots {
     pub snapshots: BTreeSet<String>,
     /// Loose blobs referenced by live runs (e.g. check outputs).
     pub blobs: BTreeSet<String>,
+    /// How many runs the run store holds. None with old snapshots in the bucket looks like a
+    /// wiped run store, not like a quiet deployment: the sweep is refused.
+    pub runs: usize,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -41,6 +59,32 @@ pub struct GcReport {
     pub bytes_freed: u64,
     /// Root snapshots whose manifest no longer exists (nothing to keep for them).
     pub roots_missing: usize,
+    /// Doomed objects that were written again during the collection (a freeze reused them) and
+    /// were kept.
+    pub rewritten_kept: usize,
+    /// Why nothing was swept, when the collection refused to.
+    pub refused: Option<GcRefusal>,
+}
+
+/// Why a collection swept nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GcRefusal {
+    /// The run store holds no run while the bucket holds manifests older than the grace: after
+    /// a Redis wipe every snapshot would look unreferenced. Nothing is deleted until a run
+    /// exists again (or the objects are removed by hand).
+    NoRunsButOldSnapshots,
+}
+
+/// Whether the sweep must not run at all: pure, given the roots and the listing.
+pub fn sweep_refusal(
+    roots: &GcRoots,
+    objects: &[ListedObject],
+    grace: Duration,
+) -> Option<GcRefusal> {
+    let old_manifests = objects
+        .iter()
+        .any(|o| o.name.starts_with("manifest/") && o.age.is_some_and(|age| age >= grace));
+    (roots.runs == 0 && old_manifests).then_some(GcRefusal::NoRunsButOldSnapshots)
 }
 
 /// One object seen in the bucket listing.
@@ -121,6 +165,14 @@ impl SnapshotStore {
     ) -> Result<GcReport, SnapshotError> {
         let objects = self.list_objects().await?;
         let mut report = GcReport::default();
+        if let Some(refusal) = sweep_refusal(roots, &objects, grace) {
+            tracing::warn!(
+                ?refusal,
+                "snapshot gc refused to sweep: the run store holds no run"
+            );
+            report.refused = Some(refusal);
+            return Ok(report);
+        }
         let mut snapshots: BTreeSet<String> = roots.snapshots.clone();
         for object in &objects {
             if let Some(id) = object.name.strip_prefix("manifest/") {
@@ -158,6 +210,22 @@ impl SnapshotStore {
             .into_iter()
             .partition(|o| o.name.starts_with("manifest/"));
         for object in manifests.iter().chain(blobs.iter()) {
+            // A freeze may have written this object again since the listing (a reused blob
+            // refreshed, a manifest re-frozen): look once more, keep it if it is young now.
+            let fresh = self.object_info(&object.name).await?;
+            let now = time::OffsetDateTime::now_utc();
+            let young_now = fresh.as_ref().is_some_and(|info| {
+                info.modified
+                    .and_then(|at| Duration::try_from(now - at).ok())
+                    .is_none_or(|age| age < grace)
+            });
+            if fresh.is_none() {
+                continue;
+            }
+            if young_now {
+                report.rewritten_kept += 1;
+                continue;
+            }
             let timeout = self.request_timeout();
             match tokio::time::timeout(timeout, self.object_store().delete(&object.name)).await {
                 Ok(Ok(())) => {}
@@ -189,6 +257,35 @@ mod tests {
             name: name.to_string(),
             size: 10,
             age: age_secs.map(Duration::from_secs),
+        }
+    }
+
+    #[test]
+    fn an_empty_run_store_with_old_snapshots_refuses_the_sweep() {
+        let m = format!("manifest/{}", "a".repeat(64));
+        let grace = Duration::from_secs(3600);
+        let roots = |runs| GcRoots {
+            runs,
+            ..GcRoots::default()
+        };
+        // (runs, objects, refused)
+        let cases = [
+            (0, vec![object(&m, Some(7200))], true),
+            (0, vec![object(&m, Some(10))], false),
+            (0, vec![], false),
+            (1, vec![object(&m, Some(7200))], false),
+            (
+                0,
+                vec![object(&format!("blob/{}", "b".repeat(64)), Some(7200))],
+                false,
+            ),
+        ];
+        for (runs, objects, refused) in cases {
+            assert_eq!(
+                sweep_refusal(&roots(runs), &objects, grace).is_some(),
+                refused,
+                "{runs} {objects:?}"
+            );
         }
     }
 

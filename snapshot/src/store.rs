@@ -191,8 +191,17 @@ impl SnapshotStore {
         bytes: &[u8],
     ) -> Result<bool, SnapshotError> {
         let name = blob_object_name(sha256);
-        if self.object_size(&name).await? == Some(bytes.len() as u64) {
-            return Ok(false);
+        if let Some(info) = self.object_info(&name).await? {
+            let age = info.modified.and_then(|at| {
+                std::time::Duration::try_from(time::OffsetDateTime::now_utc() - at).ok()
+            });
+            // Reused as it is, unless it is old enough that the snapshot GC could sweep it
+            // before this freeze's manifest lands: then written again, which makes it young.
+            if info.size as u64 == bytes.len() as u64
+                && age.is_none_or(|age| age < crate::gc::BLOB_REFRESH_AFTER)
+            {
+                return Ok(false);
+            }
         }
         self.put_object(&name, bytes).await?;
         Ok(true)

@@ -8,7 +8,7 @@ use anyhow::Result;
 use loopgate_common::snapshot::sha256_hex;
 use loopgate_common::subjects::SNAPSHOT_BUCKET;
 use loopgate_snapshot::manifests::PAGED_MIN_ENTRIES;
-use loopgate_snapshot::{FreezeRules, GcRoots, SnapshotError, SnapshotStore, StatCache};
+use loopgate_snapshot::{FreezeRules, GcRefusal, GcRoots, SnapshotError, SnapshotStore, StatCache};
 use loopgate_transport::{BusError, Work};
 
 use crate::{bounded, nats_and_store, write};
@@ -127,13 +127,22 @@ async fn garbage_collection_keeps_what_live_runs_reference() -> Result<()> {
         let roots = GcRoots {
             snapshots: BTreeSet::from([live.id.clone()]),
             blobs: BTreeSet::from([log.clone()]),
+            runs: 1,
         };
         let report = store
             .collect_garbage(&roots, Duration::from_secs(3600))
             .await?;
         assert_eq!((report.manifests_deleted, report.blobs_deleted), (0, 0));
 
+        // A run store with no run (a wiped Redis) sweeps nothing, however old the objects.
+        let wiped = GcRoots::default();
+        let report = store.collect_garbage(&wiped, Duration::ZERO).await?;
+        assert_eq!(report.refused, Some(GcRefusal::NoRunsButOldSnapshots));
+        assert_eq!((report.manifests_deleted, report.blobs_deleted), (0, 0));
+        assert!(store.has_blob(&stray).await?);
+
         let report = store.collect_garbage(&roots, Duration::ZERO).await?;
+        assert_eq!(report.refused, None);
         assert_eq!(report.manifests_deleted, 1);
         assert_eq!(report.blobs_deleted, 2, "{report:?}");
         assert_eq!(
@@ -157,6 +166,7 @@ async fn garbage_collection_keeps_what_live_runs_reference() -> Result<()> {
         let gone = GcRoots {
             snapshots: BTreeSet::from([dead.id.clone(), live.id.clone()]),
             blobs: BTreeSet::new(),
+            runs: 2,
         };
         let report = store.collect_garbage(&gone, Duration::ZERO).await?;
         assert_eq!(report.roots_missing, 1);
