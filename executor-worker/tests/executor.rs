@@ -476,6 +476,55 @@ async fn shutdown_naks_an_unfinished_episode_for_redelivery() -> anyhow::Result<
     h.stop().await
 }
 
+/// NATS frozen (SIGSTOP) for longer than ack_wait while the model thinks: the keep-alive cannot
+/// reach the server, so the episode stops instead of running on beside a redelivery; the step
+/// is done once, by the next delivery, after NATS is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_delivery_stops_its_episode() -> anyhow::Result<()> {
+    let script = Script::new().replies(
+        MODEL,
+        [
+            Reply::delayed(
+                Duration::from_secs(8),
+                Reply::tool_call(
+                    "write_file",
+                    json!({"path": "late.txt", "content": "first"}),
+                ),
+            ),
+            Reply::tool_call(
+                "write_file",
+                json!({"path": "late.txt", "content": "second"}),
+            ),
+            Reply::tool_call("finish", json!({"summary": "done once"})),
+        ],
+    );
+    let mut h = Harness::start_with(script, true, 3).await?;
+    let base = h.base_snapshot(&[]).await?;
+    h.send(&request("run-lost", &base)).await?;
+    // The episode has asked the model (the delayed reply is pending).
+    wait_until(WAIT, || {
+        let n = h.model.requests(MODEL).len();
+        async move { n >= 1 }
+    })
+    .await?;
+    let pid = h.nats.process_mut().pid().to_string();
+    let signal = |sig: &str| Command::new("kill").args([sig, &pid]).status();
+    anyhow::ensure!(signal("-STOP")?.success(), "SIGSTOP failed");
+    // Longer than ack_wait (3 s) plus one progress ack's timeout, shorter than the model's 10 s.
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    anyhow::ensure!(signal("-CONT")?.success(), "SIGCONT failed");
+
+    let (_, result) = h.next_result().await?;
+    assert!(result.delivery_attempt >= 2, "{result:?}");
+    let (candidate, summary, ..) = frozen(&result);
+    assert_eq!(summary, "done once");
+    assert_eq!(
+        h.file_in(candidate, "late.txt").await?.as_deref(),
+        Some("second")
+    );
+    h.stop().await
+}
+
 #[tokio::test]
 async fn binary_runs_an_episode_and_exits_cleanly_on_sigterm() -> anyhow::Result<()> {
     let script = Script::new().replies(

@@ -331,9 +331,19 @@ impl Delivery {
         self.send(AckKind::Nak(delay), "nak").await
     }
 
-    /// Work in progress: restart the ack_wait timer.
+    /// Work in progress: restart the ack_wait timer, and wait for the server to confirm it
+    /// (a request on the ack subject, like `double_ack`): a flush only proves the bytes left
+    /// this process, which a frozen or partitioned server would never see.
     pub async fn progress(&self) -> Result<(), BusError> {
-        self.send(AckKind::Progress, "progress ack").await
+        let message = &self.inner.message;
+        let Some(reply) = message.reply.clone() else {
+            return Err(BusError::Protocol("delivery without an ack subject".into()));
+        };
+        let client = message.context.client();
+        let request = client.request(reply, "+WPI".into());
+        crate::bus::with_timeout("progress ack", self.inner.timeout, request)
+            .await
+            .map(drop)
     }
 
     /// Stop redelivering this message without marking it processed.

@@ -26,7 +26,10 @@ use crate::episode::{run_episode, EpisodeEnd, EpisodeEnv};
 const POLL: Duration = Duration::from_secs(5);
 /// Redelivery delay after infrastructure trouble.
 const RETRY_DELAY: Duration = Duration::from_secs(5);
-const PUBLISH_ATTEMPTS: u32 = 3;
+/// A finished episode's result is published again and again for this long (a NATS outage,
+/// a restart) before its work is handed back: the frozen snapshot is already stored, so only
+/// the publish is retried, never the work.
+const RESULT_PUBLISH_PATIENCE: Duration = Duration::from_secs(600);
 /// On shutdown the loop waits this much longer than the episode's grace before it gives up.
 const DRAIN_MARGIN: Duration = Duration::from_secs(10);
 
@@ -89,9 +92,10 @@ pub(crate) async fn run_worker_loop(
             drain: ctx.shutdown_grace + DRAIN_MARGIN,
         };
         let (handler_ctx, handler_cancel) = (ctx.clone(), cancel.clone());
-        run_consumer(consumer, options, cancel, move |delivery, _lease| {
+        run_consumer(consumer, options, cancel, move |delivery, lease| {
             let (ctx, cancel) = (handler_ctx.clone(), handler_cancel.clone());
-            async move { handle_delivery(&ctx, delivery, &cancel).await }
+            let lost = lease.lost().clone();
+            async move { handle_delivery(&ctx, delivery, &cancel, &lost).await }
         })
         .await;
         tracing::info!("stopped taking work");
@@ -118,10 +122,13 @@ async fn bind_consumer(
 }
 
 /// Decode and dispatch one delivery. Never panics; anything but an exec request is terminated.
+/// `lost` fires when the delivery's keep-alive has failed for a whole ack_wait: the episode
+/// stops, since the server may have given the step to another worker.
 pub(crate) async fn handle_delivery(
     ctx: &WorkerContext,
     delivery: Delivery,
     cancel: &CancellationToken,
+    lost: &CancellationToken,
 ) -> Settle {
     let req = match decode(delivery.payload()) {
         Ok(Message::ExecRequest(req)) => req,
@@ -173,7 +180,7 @@ pub(crate) async fn handle_delivery(
             .header(loopgate_telemetry::otel::TRACEPARENT)
             .as_deref(),
     );
-    run_request(ctx, &delivery, req, cancel)
+    run_request(ctx, &delivery, req, cancel, lost)
         .instrument(span)
         .await
 }
@@ -184,6 +191,7 @@ async fn run_request(
     delivery: &Delivery,
     req: ExecRequest,
     cancel: &CancellationToken,
+    lost: &CancellationToken,
 ) -> Settle {
     let attempt = delivery.attempt();
     let registration = ctx.cancels.register(&req.run_id, req.generation);
@@ -204,6 +212,11 @@ async fn run_request(
     let end = tokio::select! {
         end = &mut episode => Some(end),
         () = aborted.cancelled() => None,
+        () = lost.cancelled() => {
+            tracing::warn!("the delivery was lost (no keep-alive reached NATS for ack_wait): stopping the episode");
+            drop(episode);
+            return Settle::Nak(None);
+        }
         () = cancel.cancelled() => {
             tracing::info!(grace = ?ctx.shutdown_grace, "shutting down: giving the episode its grace period");
             tokio::select! {
@@ -251,7 +264,8 @@ async fn run_request(
     }
 }
 
-/// Publish the result (as the wire envelope) with its dedup id, retrying a few times.
+/// Publish the result (as the wire envelope) with its dedup id, retrying retryable failures
+/// for up to `RESULT_PUBLISH_PATIENCE` (the dedup id makes a repeated publish harmless).
 pub(crate) async fn publish_result(
     bus: &Bus,
     req: &ExecRequest,
@@ -266,23 +280,23 @@ pub(crate) async fn publish_result(
     let envelope = Envelope::new(&message);
     let subject = bus.subjects().exec_result(&req.run_id);
     let msg_id = result_msg_id(req, attempt);
-    let mut last = None;
-    for try_no in 1..=PUBLISH_ATTEMPTS {
-        match bus.publish_json(&subject, &envelope, &msg_id, &[]).await {
-            Ok(()) => {
-                tracing::info!(%subject, %msg_id, candidate = ?frozen, "result published");
-                return Ok(());
-            }
-            Err(err) => {
-                tracing::warn!(error = %err, try_no, "result publish failed");
-                last = Some(err);
-                if try_no < PUBLISH_ATTEMPTS {
-                    tokio::time::sleep(Duration::from_secs(u64::from(try_no))).await;
-                }
-            }
+    // Not the shutdown token: an episode finished within its shutdown grace still publishes
+    // (the consume loop's drain bounds how long).
+    let published = retry_with_patience(
+        "result publish",
+        RESULT_PUBLISH_PATIENCE,
+        &CancellationToken::new(),
+        BusError::is_retryable,
+        || bus.publish_json(&subject, &envelope, &msg_id, &[]),
+    )
+    .await?;
+    match published {
+        Some(()) => {
+            tracing::info!(%subject, %msg_id, candidate = ?frozen, "result published");
+            Ok(())
         }
+        None => Err(BusError::Protocol("result publish abandoned".into())),
     }
-    Err(last.unwrap_or_else(|| BusError::Protocol("no publish attempted".into())))
 }
 
 #[cfg(test)]

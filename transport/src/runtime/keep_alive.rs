@@ -64,14 +64,23 @@ where
     F: Fn() -> Fut,
     Fut: Future<Output = Result<(), BusError>>,
 {
-    let mut ticker = tokio::time::interval(progress_interval(ack_wait));
+    let every = progress_interval(ack_wait);
+    let mut ticker = tokio::time::interval(every);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticker.tick().await;
     // The delivery itself counts as the last sign of life.
     let mut last_ok = Instant::now();
     loop {
         ticker.tick().await;
-        match send().await {
+        // A confirmation that takes longer than the interval counts as a failure: a frozen
+        // or partitioned server must be noticed within ack_wait, whatever the bus timeout.
+        let sent = tokio::time::timeout(every, send())
+            .await
+            .unwrap_or(Err(BusError::Timeout {
+                op: "progress ack",
+                after: every,
+            }));
+        match sent {
             Ok(()) => last_ok = Instant::now(),
             Err(err) => {
                 let silent = last_ok.elapsed();
