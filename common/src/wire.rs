@@ -197,12 +197,18 @@ pub struct EpisodeStarted {
 }
 
 /// Control notice on `control.<run>` (core NATS): stop in-flight episodes of this run whose
-/// generation is at most `generation` (kill their process groups); their results are ignored.
+/// generation is at most `generation`, or only the one of `dispatch` (kill their process
+/// groups); their results are ignored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CancelEpisodes {
     pub run_id: String,
     pub generation: u32,
     pub reason: String,
+    /// Only the episode of this dispatched request (its `Nats-Msg-Id`, e.g.
+    /// `run:1:3:exec`): a missed deadline stops that step, and the run's later steps in the same
+    /// generation go on. Absent: every episode of the generation (cancel, terminal states).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch: Option<String>,
 }
 
 /// A request for any manager replica to take the run's next decision.

@@ -11,7 +11,7 @@ use loopgate_common::wire::{
 };
 use loopgate_telemetry::otel::TRACEPARENT;
 use loopgate_transport::runtime::{
-    announce_started, run_consumer, ConsumeOptions, EpisodeCancels, Settle,
+    announce_started, run_consumer, ConsumeOptions, EpisodeCancels, Settle, DISPATCH_ID_HEADER,
 };
 use loopgate_transport::{Bus, BusError, ConsumerOptions, Delivery, Work, WorkConsumer};
 use tokio_util::sync::CancellationToken;
@@ -236,10 +236,11 @@ impl AuditWorker {
                 return Settle::Term(format!("undecodable: {err}"));
             }
         };
-        if self
-            .cancels
-            .is_cancelled(&request.run_id, request.generation)
-        {
+        if self.cancels.is_dispatch_cancelled(
+            &request.run_id,
+            request.generation,
+            delivery.header(DISPATCH_ID_HEADER).as_deref(),
+        ) {
             tracing::info!(run_id = %request.run_id, generation = request.generation,
                 "audit request of a cancelled generation; terminating it");
             return Settle::Term("its run generation was cancelled".into());
@@ -264,7 +265,12 @@ impl AuditWorker {
         let auditor = &self.auditor;
         tracing::info!(candidate = %request.candidate_snapshot, "audit started");
         publish_started(&self.bus, &auditor.worker_id, request, delivery.attempt()).await;
-        let registration = self.cancels.register(&request.run_id, request.generation);
+        let dispatch = delivery.header(DISPATCH_ID_HEADER);
+        let registration = self.cancels.register_dispatch(
+            &request.run_id,
+            request.generation,
+            dispatch.as_deref(),
+        );
         let aborted = registration.token().clone();
         let started = std::time::Instant::now();
         let mut audit = Box::pin(auditor.audit(request, delivery.attempt()));

@@ -53,6 +53,7 @@ async fn audits_are_announced_and_a_cancel_notice_stops_them() -> anyhow::Result
         run_id: "run-cancel".into(),
         generation: 1,
         reason: "cancelled by the test".into(),
+        dispatch: None,
     });
     let stopped_at = Instant::now();
     env.bus

@@ -156,7 +156,7 @@ pub(super) fn on_tick(record: &RunRecord, now: i64) -> Decision {
             tx.continue_after_failure(&detail);
         }
         DeadlineKind::ExecEpisode | DeadlineKind::Audit => {
-            tx.cancel_episodes(&detail);
+            tx.cancel_step(&detail);
             tx.feedback(format!("{detail}; its result will be ignored."));
             tx.continue_after_failure(&detail);
         }

@@ -85,6 +85,7 @@ fn no_worker_picks_up_the_step_then_the_manager_is_asked_again() {
 fn a_started_episode_gets_its_own_deadline_and_is_cancelled_when_it_passes() {
     let r = started();
     let s = reply(&r, "Next: cli\nTask: write");
+    let exec_id = s.outgoing()[0].msg_id.clone();
     let started_ev = RunEvent::EpisodeStarted(crate::wire::EpisodeStarted {
         run_id: "r1".into(),
         generation: 1,
@@ -106,7 +107,20 @@ fn a_started_episode_gets_its_own_deadline_and_is_cancelled_when_it_passes() {
         Decision::Replay(_)
     ));
     let t = tick_apply(&s.record, due);
-    assert!(t.outgoing().iter().any(|o| o.target == Target::Control));
+    // The notice names the timed-out step's dispatch (the exec request's dedup id) only, so
+    // workers do not drop the run's later steps of this generation.
+    let notice = t
+        .outgoing()
+        .iter()
+        .find(|o| o.target == Target::Control)
+        .map(|o| o.message.clone());
+    match notice {
+        Some(Message::CancelEpisodes(n)) => {
+            assert_eq!(n.dispatch.as_deref(), Some(exec_id.as_str()));
+            assert_eq!(n.generation, 1);
+        }
+        other => panic!("{other:?}"),
+    }
     assert!(matches!(t.record.phase, Phase::Deciding { .. }));
     // the late result of the timed-out episode is ignored
     let late = RunEvent::ExecFinished(ExecResult {

@@ -149,7 +149,7 @@ impl Tx {
             feedback,
             self_checks: r.task.budget.self_checks,
         };
-        let msg_id = format!("{}:{}:{}:exec", r.id, r.generation, r.round);
+        let msg_id = exec_dispatch_id(r);
         let base_snapshot = r.snapshot.clone();
         self.record.phase = Phase::Executing {
             round: self.record.round,
@@ -206,6 +206,27 @@ impl Tx {
             run_id: r.id.clone(),
             generation: r.generation,
             reason: reason.to_string(),
+            dispatch: None,
+        });
+        self.publish(Target::Control, msg_id, message);
+    }
+
+    /// Tell the episode of the step in flight, and only it, to stop (its deadline passed):
+    /// the run's later steps in this generation are not touched.
+    pub fn cancel_step(&mut self, reason: &str) {
+        let dispatch = match &self.record.phase {
+            Phase::Executing { .. } => exec_dispatch_id(&self.record),
+            Phase::Auditing { purpose, .. } => audit_dispatch_id(&self.record, *purpose),
+            _ => return self.cancel_episodes(reason),
+        };
+        self.episode_in_flight = false;
+        let r = &self.record;
+        let msg_id = format!("{dispatch}:cancel");
+        let message = Message::CancelEpisodes(CancelEpisodes {
+            run_id: r.id.clone(),
+            generation: r.generation,
+            reason: reason.to_string(),
+            dispatch: Some(dispatch),
         });
         self.publish(Target::Control, msg_id, message);
     }
@@ -265,15 +286,7 @@ impl Tx {
             AuditPurpose::Round | AuditPurpose::Plan => r.snapshot.clone(),
             AuditPurpose::Final => r.base_snapshot.clone(),
         };
-        let msg_id = match purpose {
-            AuditPurpose::Round | AuditPurpose::Plan => {
-                format!("{}:{}:{}:audit", r.id, r.generation, r.round)
-            }
-            AuditPurpose::Final => format!(
-                "{}:{}:{}:final:{}",
-                r.id, r.generation, r.round, r.decide_seq
-            ),
-        };
+        let msg_id = audit_dispatch_id(r, purpose);
         let request = AuditRequest {
             run_id: r.id.clone(),
             generation: r.generation,
@@ -311,5 +324,25 @@ impl Tx {
 
     pub fn finish(self) -> Decision {
         Decision::Apply(Box::new(self.into_step()))
+    }
+}
+
+/// The dedup id (`Nats-Msg-Id`) of the current round's exec request: also what a notice
+/// scoped to that step names.
+fn exec_dispatch_id(r: &RunRecord) -> String {
+    format!("{}:{}:{}:exec", r.id, r.generation, r.round)
+}
+
+/// The dedup id of the current round's audit request of `purpose` (a final audit also names
+/// the decision it checks, so a retried `done` is a new request).
+fn audit_dispatch_id(r: &RunRecord, purpose: AuditPurpose) -> String {
+    match purpose {
+        AuditPurpose::Round | AuditPurpose::Plan => {
+            format!("{}:{}:{}:audit", r.id, r.generation, r.round)
+        }
+        AuditPurpose::Final => format!(
+            "{}:{}:{}:final:{}",
+            r.id, r.generation, r.round, r.decide_seq
+        ),
     }
 }

@@ -15,6 +15,7 @@ use loopgate_common::wire::{
 };
 use loopgate_transport::runtime::{
     announce_started, retry_with_patience, run_consumer, ConsumeOptions, EpisodeCancels, Settle,
+    DISPATCH_ID_HEADER,
 };
 use loopgate_transport::{Bus, BusError, ConsumerOptions, Delivery, Work, WorkConsumer};
 use tokio_util::sync::CancellationToken;
@@ -155,7 +156,11 @@ pub(crate) async fn handle_delivery(
         );
         return Settle::Term("stale: picked up after its start-by time".into());
     }
-    if ctx.cancels.is_cancelled(&req.run_id, req.generation) {
+    let dispatch = delivery.header(DISPATCH_ID_HEADER);
+    if ctx
+        .cancels
+        .is_dispatch_cancelled(&req.run_id, req.generation, dispatch.as_deref())
+    {
         tracing::info!(run_id = %req.run_id, generation = req.generation, "request of a cancelled generation; dropping it");
         return Settle::Term("its run generation was cancelled".into());
     }
@@ -194,7 +199,10 @@ async fn run_request(
     lost: &CancellationToken,
 ) -> Settle {
     let attempt = delivery.attempt();
-    let registration = ctx.cancels.register(&req.run_id, req.generation);
+    let dispatch = delivery.header(DISPATCH_ID_HEADER);
+    let registration =
+        ctx.cancels
+            .register_dispatch(&req.run_id, req.generation, dispatch.as_deref());
     let started = EpisodeStarted {
         run_id: req.run_id.clone(),
         generation: req.generation,

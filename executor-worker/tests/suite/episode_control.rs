@@ -211,6 +211,7 @@ async fn cancel_notice_aborts_the_running_episode() -> anyhow::Result<()> {
             run_id: run.into(),
             generation,
             reason: "test".into(),
+            dispatch: None,
         })
     };
     let subjects = h.bus.subjects().clone();

@@ -15,6 +15,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::bus::{Bus, BusError, Subscriber};
 
+/// The header naming a request's dispatch (its JetStream dedup id), which scoped notices name.
+pub const DISPATCH_ID_HEADER: &str = "Nats-Msg-Id";
+
 /// How long a cancellation is remembered.
 pub const REMEMBER_CANCELLED: Duration = Duration::from_secs(3600);
 
@@ -24,6 +27,8 @@ struct Inner {
     running: Vec<Running>,
     /// run -> (highest cancelled generation, when).
     cancelled: HashMap<String, (u32, Instant)>,
+    /// Dispatch ids (the request's `Nats-Msg-Id`) of single steps cancelled, and when.
+    cancelled_dispatches: HashMap<String, Instant>,
 }
 
 #[derive(Debug)]
@@ -31,6 +36,7 @@ struct Running {
     id: u64,
     run_id: String,
     generation: u32,
+    dispatch: Option<String>,
     token: CancellationToken,
 }
 
@@ -74,9 +80,20 @@ impl EpisodeCancels {
     /// Registers an episode. Its token is already cancelled when a remembered notice covers
     /// it.
     pub fn register(&self, run_id: &str, generation: u32) -> Registration {
+        self.register_dispatch(run_id, generation, None)
+    }
+
+    /// Registers an episode of one dispatched request (`dispatch`: its `Nats-Msg-Id`), so a
+    /// notice scoped to that dispatch stops it and nothing else.
+    pub fn register_dispatch(
+        &self,
+        run_id: &str,
+        generation: u32,
+        dispatch: Option<&str>,
+    ) -> Registration {
         let token = CancellationToken::new();
         let mut inner = self.lock();
-        if covered(&inner, run_id, generation, Instant::now()) {
+        if covered(&inner, run_id, generation, dispatch, Instant::now()) {
             token.cancel();
         }
         inner.next_id += 1;
@@ -85,6 +102,7 @@ impl EpisodeCancels {
             id,
             run_id: run_id.to_string(),
             generation,
+            dispatch: dispatch.map(str::to_string),
             token: token.clone(),
         });
         Registration {
@@ -120,9 +138,39 @@ impl EpisodeCancels {
         stopped
     }
 
+    /// A notice scoped to one dispatched step (a missed deadline): stops that step's episode
+    /// and remembers it, so its redelivery is dropped; later steps of the run go on. Returns
+    /// how many running episodes it stopped.
+    pub fn cancel_dispatch(&self, run_id: &str, dispatch: &str) -> usize {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        inner
+            .cancelled_dispatches
+            .retain(|_, at| now.saturating_duration_since(*at) < REMEMBER_CANCELLED);
+        inner.cancelled_dispatches.insert(dispatch.to_string(), now);
+        let mut stopped = 0;
+        for running in &inner.running {
+            if running.run_id == run_id && running.dispatch.as_deref() == Some(dispatch) {
+                running.token.cancel();
+                stopped += 1;
+            }
+        }
+        stopped
+    }
+
     /// True when a remembered notice covers this run and generation.
     pub fn is_cancelled(&self, run_id: &str, generation: u32) -> bool {
-        covered(&self.lock(), run_id, generation, Instant::now())
+        covered(&self.lock(), run_id, generation, None, Instant::now())
+    }
+
+    /// True when a remembered notice covers this run and generation, or this dispatch.
+    pub fn is_dispatch_cancelled(
+        &self,
+        run_id: &str,
+        generation: u32,
+        dispatch: Option<&str>,
+    ) -> bool {
+        covered(&self.lock(), run_id, generation, dispatch, Instant::now())
     }
 
     pub fn running(&self) -> usize {
@@ -143,15 +191,29 @@ impl EpisodeCancels {
         Ok(tokio::spawn(apply_notices(
             notices,
             stop,
-            move |run_id, generation| cancels.cancel(run_id, generation),
+            move |notice| match &notice.dispatch {
+                Some(dispatch) => cancels.cancel_dispatch(&notice.run_id, dispatch),
+                None => cancels.cancel(&notice.run_id, notice.generation),
+            },
         )))
     }
 }
 
-fn covered(inner: &Inner, run_id: &str, generation: u32, now: Instant) -> bool {
-    inner.cancelled.get(run_id).is_some_and(|(cancelled, at)| {
-        generation <= *cancelled && now.saturating_duration_since(*at) < REMEMBER_CANCELLED
-    })
+fn covered(
+    inner: &Inner,
+    run_id: &str,
+    generation: u32,
+    dispatch: Option<&str>,
+    now: Instant,
+) -> bool {
+    let fresh = |at: &Instant| now.saturating_duration_since(*at) < REMEMBER_CANCELLED;
+    let generation_cancelled = inner
+        .cancelled
+        .get(run_id)
+        .is_some_and(|(cancelled, at)| generation <= *cancelled && fresh(at));
+    let dispatch_cancelled =
+        dispatch.is_some_and(|d| inner.cancelled_dispatches.get(d).is_some_and(fresh));
+    generation_cancelled || dispatch_cancelled
 }
 
 /// Apply every `CancelEpisodes` notice from `notices` with `on_cancel` (which returns how many
@@ -159,7 +221,7 @@ fn covered(inner: &Inner, run_id: &str, generation: u32, now: Instant) -> bool {
 async fn apply_notices(
     mut notices: Subscriber,
     stop: CancellationToken,
-    on_cancel: impl Fn(&str, u32) -> usize,
+    on_cancel: impl Fn(&loopgate_common::wire::CancelEpisodes) -> usize,
 ) {
     loop {
         let notice = tokio::select! {
@@ -172,10 +234,11 @@ async fn apply_notices(
         };
         match decode(&notice.payload) {
             Ok(Message::CancelEpisodes(notice)) => {
-                let stopped = on_cancel(&notice.run_id, notice.generation);
+                let stopped = on_cancel(&notice);
                 tracing::info!(
                     run_id = %notice.run_id,
                     generation = notice.generation,
+                    dispatch = ?notice.dispatch,
                     reason = %notice.reason,
                     stopped,
                     "cancel notice"
@@ -210,6 +273,32 @@ mod tests {
         assert!(cancels.is_cancelled("run-a", 2));
         drop(old);
         assert_eq!(cancels.running(), 3);
+    }
+
+    #[test]
+    fn a_dispatch_notice_stops_that_step_only() {
+        let cancels = EpisodeCancels::new();
+        let late = cancels.register_dispatch("r1", 1, Some("r1:1:1:exec"));
+        let next = cancels.register_dispatch("r1", 1, Some("r1:1:2:exec"));
+        let other_run = cancels.register_dispatch("r2", 1, Some("r1:1:1:exec"));
+        assert_eq!(cancels.cancel_dispatch("r1", "r1:1:1:exec"), 1);
+        assert!(late.token().is_cancelled());
+        assert!(!next.token().is_cancelled() && !other_run.token().is_cancelled());
+        // Its redelivery is dropped; the run's later steps (same generation) are not.
+        assert!(cancels.is_dispatch_cancelled("r1", 1, Some("r1:1:1:exec")));
+        assert!(!cancels.is_dispatch_cancelled("r1", 1, Some("r1:1:3:exec")));
+        assert!(!cancels.is_cancelled("r1", 1));
+        assert!(cancels
+            .register_dispatch("r1", 1, Some("r1:1:1:exec"))
+            .token()
+            .is_cancelled());
+        assert!(!cancels
+            .register_dispatch("r1", 1, Some("r1:1:3:exec"))
+            .token()
+            .is_cancelled());
+        // A whole-generation notice still covers every step of it.
+        cancels.cancel("r1", 1);
+        assert!(next.token().is_cancelled());
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub use child_process::{
 };
 pub use connect::{connect_bus, retry_with_patience, CONNECT_PATIENCE};
 pub use consume::{run_consumer, settle_delivery, ConsumeOptions, Lease, Settle};
-pub use episode_cancels::{EpisodeCancels, Registration, REMEMBER_CANCELLED};
+pub use episode_cancels::{EpisodeCancels, Registration, DISPATCH_ID_HEADER, REMEMBER_CANCELLED};
 pub use episode_started::announce_started;
 pub use keep_alive::{progress_interval, KeepAlive};
 pub use periodic::{run_periodically, FirstPass};
