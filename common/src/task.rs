@@ -44,6 +44,10 @@ pub struct TaskFile {
     /// The rubric's pass mark on 0..10 (default 8.0); `threshold` is accepted as an alias.
     #[serde(default, alias = "threshold", skip_serializing_if = "Option::is_none")]
     pub rubric_threshold: Option<f64>,
+    /// Turn every goal clause no criterion covers into a judged criterion (`source = "goal"`)
+    /// of the frozen contract (default true; needs `roles.auditor`, the judge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derive_criteria: Option<bool>,
 }
 
 /// One `[[acceptance]]` criterion as written.
@@ -61,6 +65,32 @@ pub struct AcceptanceFile {
     pub blocking: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_secs: Option<u64>,
+    /// `"goal"` for a criterion derived from a goal clause (written by the proposer or by
+    /// loopgate), `"task"` (the default) for the author's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<CriterionSource>,
+    /// The goal clause this criterion covers, quoted from the goal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clause: Option<String>,
+}
+
+/// Where a criterion comes from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum CriterionSource {
+    /// The task author's (or the proposer's, for a requirement of the spec).
+    #[default]
+    Task,
+    /// A clause of the goal: judged by the auditor's model clause by clause, or checked by a
+    /// derived check.
+    Goal,
+}
+
+impl CriterionSource {
+    pub fn is_task(&self) -> bool {
+        *self == CriterionSource::Task
+    }
 }
 
 /// One profile name, or a cost-ordered ladder of them (`executor = ["cheap", "strong"]`).
@@ -97,6 +127,13 @@ pub struct Criterion {
     pub check: Option<String>,
     pub blocking: bool,
     pub timeout_secs: u64,
+    /// `goal` for a criterion derived from a goal clause (left out of the JSON, and so of the
+    /// spec hash, for the default `task`).
+    #[serde(default, skip_serializing_if = "CriterionSource::is_task")]
+    pub source: CriterionSource,
+    /// The goal clause this criterion covers, quoted from the goal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clause: Option<String>,
 }
 
 /// Model profile names per role; the profiles themselves live in the daemons' config.
@@ -133,6 +170,18 @@ pub struct Task {
     /// The user's rubric, scored by the auditor's judge (needs `roles.auditor`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rubric: Option<Rubric>,
+    /// Derive judged criteria from the goal's uncovered clauses (see
+    /// [`TaskFile::derive_criteria`]).
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub derive_criteria: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
 }
 
 pub const DEFAULT_PROFILE: &str = "local";
@@ -254,6 +303,19 @@ impl TaskFile {
                 "a [[rubric]] is scored by the auditor's judge model: set roles.auditor to a model profile",
             ));
         }
+        let derive_criteria = self.derive_criteria.unwrap_or(true);
+        if let Some(i) = acceptance
+            .iter()
+            .position(|c| c.blocking && c.check.is_none())
+        {
+            if roles.auditor.is_none() {
+                return Err(TaskError::field(
+                    format!("acceptance[{i}].check"),
+                    "a blocking goal clause without a check is judged by the auditor's model: \
+                     set roles.auditor, give it a check, or set blocking = false",
+                ));
+            }
+        }
         let require_approval = self.require_approval.unwrap_or(false);
         if require_approval && !plan {
             return Err(TaskError::field(
@@ -288,6 +350,7 @@ impl TaskFile {
             plan,
             require_approval,
             rubric,
+            derive_criteria,
         })
     }
 }
@@ -335,8 +398,22 @@ pub(crate) fn validate_criteria(
                 "must not be empty when given",
             ));
         }
+        let clause = a
+            .clause
+            .as_deref()
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(str::to_string);
+        let source = a.source.unwrap_or_default();
+        if source == CriterionSource::Goal && clause.is_none() {
+            return Err(TaskError::field(
+                at("clause"),
+                "a criterion with source = \"goal\" quotes the goal clause it covers",
+            ));
+        }
         let blocking = a.blocking.unwrap_or(true);
-        if blocking && check.is_none() {
+        // A goal clause without a check is judged by the auditor's model, clause by clause.
+        if blocking && check.is_none() && source != CriterionSource::Goal {
             return Err(TaskError::field(
                 at("check"),
                 "a blocking criterion needs a check command (set blocking = false for judged-only criteria)",
@@ -355,6 +432,8 @@ pub(crate) fn validate_criteria(
             check,
             blocking,
             timeout_secs,
+            source: a.source.unwrap_or_default(),
+            clause,
         });
     }
     Ok(acceptance)

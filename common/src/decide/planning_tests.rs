@@ -364,6 +364,7 @@ fn approve_is_refused_on_a_run_that_was_never_planned() {
 const RUBRIC_TASK: &str = r#"
 goal = "Write a README"
 rubric_threshold = 8.5
+derive_criteria = false
 [[acceptance]]
 id = "prints"
 check = "true"

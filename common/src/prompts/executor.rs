@@ -173,6 +173,8 @@ mod tests {
                     check: Some("test \"$(python3 hello.py)\" = 'hello, loopgate'".into()),
                     blocking: true,
                     timeout_secs: 120,
+                    source: Default::default(),
+                    clause: None,
                 }],
                 protected_paths: vec![],
                 spec_hash: "h".repeat(64),
