@@ -116,10 +116,18 @@ fn push_feedback(s: &mut String, feedback: &ExecFeedback) {
             .as_deref()
             .map(|c| format!(": `{c}`"))
             .unwrap_or_default();
-        s.push_str(&format!(
-            "- check `{}` failed ({exit}){check}\n",
-            f.criterion
-        ));
+        if f.check.is_some() {
+            s.push_str(&format!(
+                "- check `{}` failed ({exit}){check}\n",
+                f.criterion
+            ));
+        } else {
+            // A goal clause judged by the auditor: its evidence quotes the clause.
+            s.push_str(&format!(
+                "- criterion `{}` is not met ({exit})\n",
+                f.criterion
+            ));
+        }
         if !f.output_excerpt.trim().is_empty() {
             s.push_str("  output:\n");
             for line in f.output_excerpt.trim().lines() {
