@@ -30,17 +30,12 @@ struct HashedPart<'a> {
 }
 
 impl Contract {
-    /// The task's own contract; with [`crate::goal_criteria::derives`], each goal clause no
-    /// criterion quotes becomes a judged criterion (`source = "goal"`).
+    /// The task's own contract (a run's also holds its derived goal criteria:
+    /// [`crate::goal_criteria::contract_for`]).
     pub fn from_task(task: &Task) -> Contract {
-        let mut criteria = task.acceptance.clone();
-        if crate::goal_criteria::derives(task) {
-            let derived = crate::goal_criteria::derive_goal_criteria(&task.goal, &criteria);
-            criteria.extend(derived);
-        }
         let mut contract = Contract {
             goal: task.goal.clone(),
-            criteria,
+            criteria: task.acceptance.clone(),
             protected_paths: task.protected_paths.clone(),
             rubric: task.rubric.clone(),
             spec_hash: String::new(),
@@ -74,12 +69,6 @@ impl Contract {
         self.blocking()
             .map(|c| c.id.as_str())
             .chain(self.rubric.as_ref().map(|_| RUBRIC_EVIDENCE_ID))
-    }
-
-    /// Each goal clause with the criterion that covers it (`None`: only the judge's holistic
-    /// verdict does): what `loopgate contract RUN` lists.
-    pub fn clause_coverage(&self) -> Vec<crate::goal_criteria::ClauseCoverage> {
-        crate::goal_criteria::clause_coverage(&self.goal, &self.criteria)
     }
 
     pub fn short_hash(&self) -> &str {

@@ -154,7 +154,7 @@ pub fn contract_to_toml(contract: &Contract) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# spec {}", contract.spec_hash);
     let _ = writeln!(out, "# goal: {}", contract.goal.replace('\n', " "));
-    let coverage = contract.clause_coverage();
+    let coverage = crate::goal_criteria::clause_coverage(&contract.goal, &contract.criteria);
     if !coverage.is_empty() {
         let _ = writeln!(
             out,

@@ -5,6 +5,7 @@
 //! unknown`). Derived checks that break on their own (a shell syntax error, a command that does
 //! not exist) are *broken*: they stop deciding and their clause is judged instead. Pure.
 
+use crate::contract::Contract;
 use crate::goal_words::goal_clauses;
 use crate::task::{Criterion, CriterionSource, Task, DEFAULT_CHECK_TIMEOUT_SECS, MAX_CRITERIA};
 use crate::verdict::CheckVerdict;
@@ -35,6 +36,18 @@ fn normalize(text: &str) -> String {
 /// Does the task derive criteria from its goal? Only with a judge to answer the clauses.
 pub fn derives(task: &Task) -> bool {
     task.derive_criteria && task.roles.auditor.is_some()
+}
+
+/// The contract a run starts with: the task's own, and with [`derives`], a judged criterion
+/// (`source = "goal"`) for each goal clause no criterion quotes.
+pub fn contract_for(task: &Task) -> Contract {
+    let mut contract = Contract::from_task(task);
+    if derives(task) {
+        let derived = derive_goal_criteria(&task.goal, &contract.criteria);
+        contract.criteria.extend(derived);
+        contract.spec_hash = contract.compute_hash();
+    }
+    contract
 }
 
 /// One goal clause and the criterion that covers it (`None`: nothing does).
@@ -297,7 +310,6 @@ mod tests {
 
     #[test]
     fn the_frozen_contract_holds_the_clauses_unless_derivation_is_off() {
-        use crate::contract::Contract;
         use crate::contract_proposal::{contract_from_proposal, contract_to_toml};
         use crate::task::parse_task_toml;
         let task = |extra: &str| {
@@ -314,7 +326,7 @@ mod tests {
             ("derive_criteria = true", 3),
         ];
         for (extra, want) in cases {
-            let contract = Contract::from_task(&task(extra));
+            let contract = contract_for(&task(extra));
             assert_eq!(contract.criteria.len(), want, "{extra}");
             assert!(contract.is_intact());
         }
@@ -323,10 +335,11 @@ mod tests {
             "goal = \"{DEDUPE}\"\n[[acceptance]]\nid = \"a\"\ncheck = \"true\""
         ))
         .unwrap();
-        assert_eq!(Contract::from_task(&no_judge).criteria.len(), 1);
+        assert_eq!(contract_for(&no_judge).criteria.len(), 1);
         // Derivation changes the spec hash; the task's own contract hashes as it always did.
-        let off = Contract::from_task(&task("derive_criteria = false"));
-        let on = Contract::from_task(&task(""));
+        let off = contract_for(&task("derive_criteria = false"));
+        let on = contract_for(&task(""));
+        assert_eq!(off, Contract::from_task(&task("derive_criteria = false")));
         assert_ne!(off.spec_hash, on.spec_hash);
         // Shown and round-tripped by `loopgate contract RUN` / `approve --edit`.
         let text = contract_to_toml(&on);
@@ -399,7 +412,7 @@ mod tests {
             (ev("own", CheckVerdict::Fail, Some(2), broken), 0),
         ];
         for (e, want) in cases {
-            let got = broken_on_start(&[derived.clone(), own.clone()], &[e.clone()]);
+            let got = broken_on_start(&[derived.clone(), own.clone()], std::slice::from_ref(&e));
             assert_eq!(got.len(), want, "{e:?}");
         }
     }

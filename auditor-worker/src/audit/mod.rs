@@ -24,7 +24,6 @@ use loopgate_models::ChatClient;
 use loopgate_snapshot::{SnapshotError, SnapshotStore};
 
 pub(crate) use crate::audit::rules::*;
-use crate::judge::clauses::judge_clauses;
 use crate::judge::judge;
 use crate::judge::prompt::JudgeInput;
 use crate::rubric::verdict::{rubric_evidence, unscored};
@@ -207,19 +206,9 @@ impl Auditor {
             .run_checks(req, scratch, &workspace, &mut extra_gaps)
             .await?;
         // Goal clauses without a working check: one judged question each, as evidence.
-        let judge_client = req
-            .auditor_profile
-            .as_ref()
-            .and_then(|n| self.judges.get(n));
-        let (clause_gaps, clause_usage) = judge_clauses(
-            judge_client,
-            req,
-            &workspace,
-            &changes,
-            &mut evidence,
-            deadline,
-        )
-        .await;
+        let (clause_gaps, clause_usage) = self
+            .judge_clauses(req, &workspace, &changes, &mut evidence, deadline)
+            .await;
         extra_gaps.extend(clause_gaps);
         let (mut verdicts, mut gaps) =
             mechanical_verdicts(&req.contract, &evidence, &changes, &req.write_scope);

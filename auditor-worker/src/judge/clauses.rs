@@ -22,6 +22,7 @@ use loopgate_common::wire::AuditRequest;
 use loopgate_models::{ChatClient, ChatMessage, ChatRequest};
 
 use crate::audit::rules::unix_millis;
+use crate::audit::Auditor;
 use crate::judge::prompt::{tail_chars, verdict_word};
 use crate::rubric::judge::changed_file_excerpts;
 use crate::rubric::prompt::{FileExcerpt, FileView};
@@ -165,10 +166,28 @@ fn clause_paths(clause: &str, changes: &[PathChange]) -> Vec<PathChange> {
     paths
 }
 
-/// Ask about every clause question of the audit, in order, within `deadline`; returns the
-/// evidence that replaces or adds to the checks' for those criteria, the gap lines and the
-/// tokens. Without a client every question is `unknown` (nothing could judge it).
-pub(crate) async fn judge_clauses(
+impl Auditor {
+    /// Ask the request's judge about every clause question of the audit, in order, within
+    /// `deadline`: the answers replace or add to the checks' evidence for those criteria.
+    /// Returns the gap lines and the tokens. Without a judge model here every question is
+    /// `unknown` (nothing could judge it), which keeps the gate closed.
+    pub(crate) async fn judge_clauses(
+        &self,
+        req: &AuditRequest,
+        workspace: &Path,
+        changes: &[PathChange],
+        evidence: &mut Vec<Evidence>,
+        deadline: Instant,
+    ) -> (Vec<String>, Usage) {
+        let client = req
+            .auditor_profile
+            .as_ref()
+            .and_then(|n| self.judges.get(n));
+        judge_clauses(client, req, workspace, changes, evidence, deadline).await
+    }
+}
+
+async fn judge_clauses(
     client: Option<&ChatClient>,
     req: &AuditRequest,
     workspace: &Path,

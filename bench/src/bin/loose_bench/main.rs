@@ -28,6 +28,9 @@
 #[path = "../arms_bench/checks.rs"]
 #[allow(dead_code)]
 mod checks;
+#[path = "../arms_bench/report.rs"]
+#[allow(dead_code)]
+mod report;
 #[path = "../arms_bench/suite.rs"]
 #[allow(dead_code)]
 mod suite;
@@ -243,6 +246,17 @@ async fn one_run(stack: &Stack, task: &SuiteTask, arm: &str, args: &Args) -> any
         .ok()
         .and_then(|c| c["contract"]["criteria"].as_array().map(Vec::len))
         .unwrap_or(0);
+    let run_note = format!("run {id}");
+    let notes = [
+        done["terminal_reason"].as_str().unwrap_or(""),
+        note.as_str(),
+        run_note.as_str(),
+    ]
+    .iter()
+    .filter(|s| !s.is_empty())
+    .copied()
+    .collect::<Vec<_>>()
+    .join("; ");
     Ok(json!({
         "task": task.name,
         "kind": task.kind,
@@ -258,8 +272,7 @@ async fn one_run(stack: &Stack, task: &SuiteTask, arm: &str, args: &Args) -> any
         "wall_s": (wall_s * 10.0).round() / 10.0,
         "rounds": done["round"].as_u64().unwrap_or(0),
         "terminal_state": done["state"],
-        "note": [done["terminal_reason"].as_str().unwrap_or(""), note.as_str(), &format!("run {id}")]
-            .iter().filter(|s| !s.is_empty()).cloned().collect::<Vec<_>>().join("; "),
+        "note": notes,
     }))
 }
 
@@ -295,11 +308,7 @@ fn save(path: &Path, doc: &Value) -> anyhow::Result<()> {
 }
 
 fn now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    format!("unix {secs}")
+    report::now_rfc3339()
 }
 
 #[tokio::main]
