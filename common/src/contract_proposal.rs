@@ -162,7 +162,7 @@ pub fn contract_to_toml(contract: &Contract) -> String {
         );
         for cover in &coverage {
             let by = cover.criterion.as_deref().map_or(
-                "(no criterion: the judge's overall verdict only)".to_string(),
+                "(no criterion covers it)".to_string(),
                 |id| format!("-> {id}"),
             );
             let _ = writeln!(out, "#   \"{}\" {by}", cover.clause.replace('\n', " "));
