@@ -161,10 +161,12 @@ pub fn contract_to_toml(contract: &Contract) -> String {
             "# goal clauses (each checked or judged by the criterion named):"
         );
         for cover in &coverage {
-            let by = cover.criterion.as_deref().map_or(
-                "(no criterion covers it)".to_string(),
-                |id| format!("-> {id}"),
-            );
+            let by = cover
+                .criterion
+                .as_deref()
+                .map_or("(no criterion covers it)".to_string(), |id| {
+                    format!("-> {id}")
+                });
             let _ = writeln!(out, "#   \"{}\" {by}", cover.clause.replace('\n', " "));
         }
     }
