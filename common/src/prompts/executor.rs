@@ -212,13 +212,23 @@ mod tests {
         };
         let feedback = ExecFeedback {
             audited_snapshot: Some("3cc0b541aaaabbbbcccc".into()),
-            failing: vec![FailingCheck {
-                criterion: "prints".into(),
-                check: Some("python3 hello.py".into()),
-                verdict: CheckVerdict::Fail,
-                exit_code: Some(2),
-                output_excerpt: "python3: can't open file 'hello.py'".into(),
-            }],
+            failing: vec![
+                FailingCheck {
+                    criterion: "prints".into(),
+                    check: Some("python3 hello.py".into()),
+                    verdict: CheckVerdict::Fail,
+                    exit_code: Some(2),
+                    output_excerpt: "python3: can't open file 'hello.py'".into(),
+                },
+                FailingCheck {
+                    criterion: "goal-1".into(),
+                    check: None,
+                    verdict: CheckVerdict::Fail,
+                    exit_code: None,
+                    output_excerpt: "goal clause \"prints exactly\" judged unmet: it prints Hello"
+                        .into(),
+                },
+            ],
             gate_reasons: vec!["`prints` has no passing evidence".into()],
             changed_paths: vec!["workspace/hello.py".into()],
             rejected: None,
@@ -238,6 +248,9 @@ mod tests {
         assert!(audit < step && step < note, "{prompt}");
         for needle in [
             "- check `prints` failed (exit 2): `python3 hello.py`",
+            // A judged goal clause: no check command, the clause and the reason.
+            "- criterion `goal-1` is not met (fail)",
+            "    goal clause \"prints exactly\" judged unmet: it prints Hello",
             "    python3: can't open file 'hello.py'",
             "the completion gate is closed",
             "the last round changed: workspace/hello.py",
