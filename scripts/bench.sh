@@ -9,6 +9,8 @@
 #   BENCH_HARNESS_ARGS   extra arguments for harness-bench (e.g. "--runs 2 --rounds 200")
 #   BENCH_SNAPSHOT_ARGS  arguments for snapshot_bench (default "10000 100": files, total MB)
 #   BENCH_ARMS_ARGS      extra arguments for arms-bench
+#   BENCH_LOOSE_ARGS     extra arguments for loose-bench (loose checks, hidden strict checks)
+#   BENCH_SKIP_LOOSE=1   skip loose-bench (it also needs the real model)
 # A failing step is recorded (and shown in the report) and the rest still run; the exit code is
 # non-zero if any step failed.
 set -uo pipefail
@@ -132,7 +134,8 @@ step build cargo build --release -j"$JOBS" -p loopgate-manager -p loopgate-execu
   --bin loopgate-executor --bin loopgate-auditor --bin snapshot_bench --bin bench-report \
   --bin harness-bench --bin manager-bench
 if [ "${BENCH_SKIP_ARMS:-0}" != 1 ]; then
-  step build-arms cargo build --release -j"$JOBS" -p loopgate-bench --bin arms-bench
+  step build-arms cargo build --release -j"$JOBS" -p loopgate-bench --bin arms-bench \
+    --bin loose-bench
 fi
 
 # shellcheck disable=SC2086 # the *_ARGS knobs are word-split on purpose
@@ -149,6 +152,19 @@ else
   for size in $MODELS; do
     # shellcheck disable=SC2086
     step "arms-bench-$size" "$BIN/arms-bench" --model "$size" --out "$OUT" ${BENCH_ARMS_ARGS:-}
+  done
+fi
+
+# Issue 14's arm: tasks whose public checks are looser than their goals (examples/loose/), each
+# with a hidden strict check; derive_criteria on vs off, the local model as every role.
+if [ "${BENCH_SKIP_ARMS:-0}" = 1 ] || [ "${BENCH_SKIP_LOOSE:-0}" = 1 ]; then
+  skip loose-bench "BENCH_SKIP_ARMS=1 or BENCH_SKIP_LOOSE=1"
+elif [ ! -x "$BIN/loose-bench" ]; then
+  fail loose-bench "not run: $BIN/loose-bench was not built"
+else
+  for size in $MODELS; do
+    # shellcheck disable=SC2086
+    step "loose-bench-$size" "$BIN/loose-bench" --model "$size" --out "$OUT" ${BENCH_LOOSE_ARGS:-}
   done
 fi
 

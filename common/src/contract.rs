@@ -30,6 +30,8 @@ struct HashedPart<'a> {
 }
 
 impl Contract {
+    /// The task's own contract (a run's also holds its derived goal criteria:
+    /// [`crate::goal_criteria::contract_for`]).
     pub fn from_task(task: &Task) -> Contract {
         let mut contract = Contract {
             goal: task.goal.clone(),

@@ -76,12 +76,30 @@ pub fn contract_from_proposal(text: &str, task: &Task) -> Result<Contract, TaskE
     let file = parse_contract_file(text)?;
     let proposed = validate_criteria(&file.acceptance, "acceptance")?;
     let mut criteria = task.acceptance.clone();
-    for c in proposed {
+    for mut c in proposed {
+        // The proposer's criterion for a goal clause is a derived one (its check may be found
+        // broken later; its clause is then judged).
+        if c.clause.is_some() && task.derive_criteria {
+            c.source = crate::task::CriterionSource::Goal;
+        }
         if !criteria.iter().any(|k| k.id == c.id) {
             criteria.push(c);
         }
     }
-    if !criteria.iter().any(|c| c.blocking) {
+    if crate::goal_criteria::derives(task) {
+        let derived = crate::goal_criteria::derive_goal_criteria(&task.goal, &criteria);
+        criteria.extend(derived);
+    } else if let Some(c) = criteria.iter().find(|c| c.blocking && c.check.is_none()) {
+        return Err(TaskError::Invalid {
+            field: "acceptance".to_string(),
+            problem: format!(
+                "criterion '{}' is blocking without a check, and this task has no judge model \
+                 (roles.auditor) to judge its clause: give it a check or set blocking = false",
+                c.id
+            ),
+        });
+    }
+    if !criteria.iter().any(|c| c.blocking && c.check.is_some()) {
         return Err(TaskError::Invalid {
             field: "acceptance".to_string(),
             problem: "the contract needs at least one blocking criterion with a check command"
@@ -136,6 +154,22 @@ pub fn contract_to_toml(contract: &Contract) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# spec {}", contract.spec_hash);
     let _ = writeln!(out, "# goal: {}", contract.goal.replace('\n', " "));
+    let coverage = crate::goal_criteria::clause_coverage(&contract.goal, &contract.criteria);
+    if !coverage.is_empty() {
+        let _ = writeln!(
+            out,
+            "# goal clauses (each checked or judged by the criterion named):"
+        );
+        for cover in &coverage {
+            let by = cover
+                .criterion
+                .as_deref()
+                .map_or("(no criterion covers it)".to_string(), |id| {
+                    format!("-> {id}")
+                });
+            let _ = writeln!(out, "#   \"{}\" {by}", cover.clause.replace('\n', " "));
+        }
+    }
     let paths: Vec<String> = contract.protected_paths.iter().map(|p| q(p)).collect();
     let _ = writeln!(out, "protected_paths = [{}]", paths.join(", "));
     if let Some(r) = &contract.rubric {
@@ -149,6 +183,12 @@ pub fn contract_to_toml(contract: &Contract) -> String {
         }
         let _ = writeln!(out, "blocking = {}", c.blocking);
         let _ = writeln!(out, "timeout_secs = {}", c.timeout_secs);
+        if c.source == crate::task::CriterionSource::Goal {
+            let _ = writeln!(out, "source = \"goal\"");
+        }
+        if let Some(clause) = &c.clause {
+            let _ = writeln!(out, "clause = {}", q(clause));
+        }
     }
     if let Some(r) = &contract.rubric {
         for d in &r.dimensions {
@@ -217,7 +257,7 @@ blocking = false
     #[test]
     fn the_tasks_own_criteria_and_rubric_win() {
         let task = planned_task(
-            "[[acceptance]]\nid = \"prints\"\ncheck = \"true\"\n[roles]\nauditor = \"judge\"\n[[rubric]]\nname = \"clarity\"\n",
+            "derive_criteria = false\n[[acceptance]]\nid = \"prints\"\ncheck = \"true\"\n[roles]\nauditor = \"judge\"\n[[rubric]]\nname = \"clarity\"\n",
         );
         let c = contract_from_proposal(&format!("{GOOD}\n[[rubric]]\nname = \"other\"\n"), &task)
             .unwrap();

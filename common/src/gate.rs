@@ -112,6 +112,8 @@ mod tests {
                     check: Some("true".into()),
                     blocking: true,
                     timeout_secs: 5,
+                    source: Default::default(),
+                    clause: None,
                 },
                 Criterion {
                     id: "b".into(),
@@ -119,6 +121,8 @@ mod tests {
                     check: Some("true".into()),
                     blocking: false,
                     timeout_secs: 5,
+                    source: Default::default(),
+                    clause: None,
                 },
             ],
             protected_paths: vec![],

@@ -193,6 +193,8 @@ mod tests {
             check: Some(command.into()),
             blocking: true,
             timeout_secs: 10,
+            source: Default::default(),
+            clause: None,
         }
     }
 

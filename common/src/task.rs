@@ -44,6 +44,10 @@ pub struct TaskFile {
     /// The rubric's pass mark on 0..10 (default 8.0); `threshold` is accepted as an alias.
     #[serde(default, alias = "threshold", skip_serializing_if = "Option::is_none")]
     pub rubric_threshold: Option<f64>,
+    /// Turn every goal clause no criterion covers into a judged criterion (`source = "goal"`)
+    /// of the frozen contract (default true; needs `roles.auditor`, the judge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derive_criteria: Option<bool>,
 }
 
 /// One `[[acceptance]]` criterion as written.
@@ -61,6 +65,32 @@ pub struct AcceptanceFile {
     pub blocking: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_secs: Option<u64>,
+    /// `"goal"` for a criterion derived from a goal clause (written by the proposer or by
+    /// loopgate), `"task"` (the default) for the author's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<CriterionSource>,
+    /// The goal clause this criterion covers, quoted from the goal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clause: Option<String>,
+}
+
+/// Where a criterion comes from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum CriterionSource {
+    /// The task author's (or the proposer's, for a requirement of the spec).
+    #[default]
+    Task,
+    /// A clause of the goal: judged by the auditor's model clause by clause, or checked by a
+    /// derived check.
+    Goal,
+}
+
+impl CriterionSource {
+    pub fn is_task(&self) -> bool {
+        *self == CriterionSource::Task
+    }
 }
 
 /// One profile name, or a cost-ordered ladder of them (`executor = ["cheap", "strong"]`).
@@ -97,6 +127,13 @@ pub struct Criterion {
     pub check: Option<String>,
     pub blocking: bool,
     pub timeout_secs: u64,
+    /// `goal` for a criterion derived from a goal clause (left out of the JSON, and so of the
+    /// spec hash, for the default `task`).
+    #[serde(default, skip_serializing_if = "CriterionSource::is_task")]
+    pub source: CriterionSource,
+    /// The goal clause this criterion covers, quoted from the goal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clause: Option<String>,
 }
 
 /// Model profile names per role; the profiles themselves live in the daemons' config.
@@ -133,6 +170,18 @@ pub struct Task {
     /// The user's rubric, scored by the auditor's judge (needs `roles.auditor`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rubric: Option<Rubric>,
+    /// Derive judged criteria from the goal's uncovered clauses (see
+    /// [`TaskFile::derive_criteria`]).
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub derive_criteria: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
 }
 
 pub const DEFAULT_PROFILE: &str = "local";
@@ -254,6 +303,19 @@ impl TaskFile {
                 "a [[rubric]] is scored by the auditor's judge model: set roles.auditor to a model profile",
             ));
         }
+        let derive_criteria = self.derive_criteria.unwrap_or(true);
+        if let Some(i) = acceptance
+            .iter()
+            .position(|c| c.blocking && c.check.is_none())
+        {
+            if roles.auditor.is_none() {
+                return Err(TaskError::field(
+                    format!("acceptance[{i}].check"),
+                    "a blocking goal clause without a check is judged by the auditor's model: \
+                     set roles.auditor, give it a check, or set blocking = false",
+                ));
+            }
+        }
         let require_approval = self.require_approval.unwrap_or(false);
         if require_approval && !plan {
             return Err(TaskError::field(
@@ -288,6 +350,7 @@ impl TaskFile {
             plan,
             require_approval,
             rubric,
+            derive_criteria,
         })
     }
 }
@@ -335,8 +398,22 @@ pub(crate) fn validate_criteria(
                 "must not be empty when given",
             ));
         }
+        let clause = a
+            .clause
+            .as_deref()
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(str::to_string);
+        let source = a.source.unwrap_or_default();
+        if source == CriterionSource::Goal && clause.is_none() {
+            return Err(TaskError::field(
+                at("clause"),
+                "a criterion with source = \"goal\" quotes the goal clause it covers",
+            ));
+        }
         let blocking = a.blocking.unwrap_or(true);
-        if blocking && check.is_none() {
+        // A goal clause without a check is judged by the auditor's model, clause by clause.
+        if blocking && check.is_none() && source != CriterionSource::Goal {
             return Err(TaskError::field(
                 at("check"),
                 "a blocking criterion needs a check command (set blocking = false for judged-only criteria)",
@@ -355,6 +432,8 @@ pub(crate) fn validate_criteria(
             check,
             blocking,
             timeout_secs,
+            source: a.source.unwrap_or_default(),
+            clause,
         });
     }
     Ok(acceptance)
@@ -429,171 +508,5 @@ pub fn parse_task_file_toml(text: &str) -> Result<TaskFile, TaskError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const HELLO: &str = r#"
-goal = "Create hello.py that prints exactly: hello, loopgate"
-[[acceptance]]
-id = "prints-greeting"
-description = "python3 hello.py prints the greeting"
-check = "test \"$(python3 hello.py)\" = 'hello, loopgate'"
-blocking = true
-[roles]
-manager = "local"
-executor = "local"
-auditor = "local"
-[budget]
-max_rounds = 8
-"#;
-
-    #[test]
-    fn hello_task_parses() {
-        let task = parse_task_toml(HELLO).unwrap();
-        assert_eq!(task.acceptance.len(), 1);
-        assert_eq!(task.budget.max_rounds, 8);
-        assert_eq!(task.roles.auditor.as_deref(), Some("local"));
-        assert!(task.complete_on_gate);
-    }
-
-    #[test]
-    fn bad_task_files_name_the_field() {
-        let cases: &[(&str, Option<&str>)] = &[
-            ("goal = \"\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"", Some("goal")),
-            ("goal = \"x\"", Some("acceptance")),
-            ("goal = \"x\"\n[[acceptance]]\nid=\"a b\"\ncheck=\"true\"", Some("acceptance[0].id")),
-            (
-                "goal = \"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"",
-                Some("acceptance[1].id"),
-            ),
-            ("goal = \"x\"\n[[acceptance]]\nid=\"a\"", Some("acceptance[0].check")),
-            ("goal = \"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"  \"", Some("acceptance[0].check")),
-            (
-                "goal = \"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[budget]\nmax_rounds = 0",
-                Some("budget.max_rounds"),
-            ),
-            (
-                "goal = \"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[budget]\nmax_rounds = 5000",
-                Some("budget.max_rounds"),
-            ),
-            (
-                "goal = \"x\"\nprotected_paths = [\"../etc\"]\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"",
-                Some("protected_paths[0]"),
-            ),
-            ("goal = \"x\"\nbogus = 1", None),
-            ("goal = ", None),
-        ];
-        for (text, field) in cases {
-            let err = parse_task_toml(text).unwrap_err();
-            assert_eq!(err.field_name(), *field, "{text}: {err}");
-        }
-    }
-
-    #[test]
-    fn unknown_key_is_reported_by_name() {
-        let err = parse_task_toml("goal = \"x\"\nbogus = 1").unwrap_err();
-        assert!(matches!(err, TaskError::Syntax(ref m) if m.contains("bogus")));
-    }
-
-    #[test]
-    fn ignore_patterns() {
-        let t = parse_task_toml(
-            "goal=\"x\"\nignore=[\"build/\", \"*.log\"]\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"",
-        )
-        .unwrap();
-        assert_eq!(t.ignore, vec!["build/".to_string(), "*.log".to_string()]);
-        for bad in ["\"\"", "\"/etc\"", "\"a/../b\""] {
-            let text =
-                format!("goal=\"x\"\nignore=[{bad}]\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"");
-            assert_eq!(
-                parse_task_toml(&text).unwrap_err().field_name(),
-                Some("ignore[0]"),
-                "{bad}"
-            );
-        }
-    }
-
-    #[test]
-    fn executor_ladder() {
-        let t = parse_task_toml("goal=\"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[roles]\nexecutor=[\"cheap\",\"strong\"]").unwrap();
-        assert_eq!(t.roles.executor, "cheap");
-        assert_eq!(t.roles.executor_escalation, vec!["strong".to_string()]);
-        for bad in ["[]", "[\"a\",\"a\"]", "[\"a b\"]"] {
-            let text = format!(
-                "goal=\"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[roles]\nexecutor={bad}"
-            );
-            let err = parse_task_toml(&text).unwrap_err();
-            assert!(
-                err.field_name()
-                    .is_some_and(|f| f.starts_with("roles.executor")),
-                "{bad}: {err}"
-            );
-        }
-    }
-
-    #[test]
-    fn planning_and_rubric_fields() {
-        let t = parse_task_toml("goal = \"x\"\nplan = true\nrequire_approval = true").unwrap();
-        assert!(t.plan && t.require_approval && t.acceptance.is_empty());
-        let t = parse_task_toml(
-            "goal = \"x\"\nthreshold = 8.5\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[[rubric]]\nname = \"clarity\"\nweight = 2\n[roles]\nauditor = \"judge\"",
-        )
-        .unwrap();
-        let rubric = t.rubric.unwrap();
-        assert_eq!(rubric.threshold, 8.5);
-        assert_eq!(rubric.dimensions[0].weight, 2.0);
-        let defaulted = parse_task_toml(
-            "goal = \"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[[rubric]]\nname = \"c\"\n[roles]\nauditor = \"j\"",
-        )
-        .unwrap();
-        assert_eq!(
-            defaulted.rubric.unwrap().threshold,
-            DEFAULT_RUBRIC_THRESHOLD
-        );
-        let bad: &[(&str, &str)] = &[
-            ("goal = \"x\"\nrequire_approval = true\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"", "require_approval"),
-            ("goal = \"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[[rubric]]\nname = \"c\"", "roles.auditor"),
-            ("goal = \"x\"\nrubric_threshold = 11\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[[rubric]]\nname = \"c\"\n[roles]\nauditor = \"j\"", "rubric_threshold"),
-            ("goal = \"x\"\nrubric_threshold = 8\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"", "rubric_threshold"),
-            ("goal = \"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[[rubric]]\nname = \"c\"\n[[rubric]]\nname = \"C\"\n[roles]\nauditor = \"j\"", "rubric"),
-            ("goal = \"x\"\n[[acceptance]]\nid=\"rubric\"\ncheck=\"true\"", "acceptance[0].id"),
-        ];
-        for (text, field) in bad {
-            let err = parse_task_toml(text).unwrap_err();
-            assert_eq!(err.field_name(), Some(*field), "{text}: {err}");
-        }
-    }
-
-    #[test]
-    fn non_blocking_criterion_may_omit_check() {
-        let t = parse_task_toml(
-            "goal=\"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[[acceptance]]\nid=\"b\"\nblocking=false",
-        )
-        .unwrap();
-        assert!(!t.acceptance[1].blocking);
-        assert_eq!(t.roles.manager, "local");
-    }
-
-    #[test]
-    fn self_checks_key_parses_and_is_validated() {
-        let task = |budget: &str| {
-            parse_task_toml(&format!(
-                "goal=\"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[budget]\n{budget}"
-            ))
-        };
-        let cases: &[(&str, Result<u32, Option<&str>>)] = &[
-            ("", Ok(crate::budget::DEFAULT_SELF_CHECKS)),
-            ("self_checks = 0", Ok(0)),
-            ("self_checks = 5", Ok(5)),
-            ("self_checks = 999", Err(Some("budget.self_checks"))),
-            ("self_checks = -1", Err(None)),
-            ("self_checks = \"two\"", Err(None)),
-        ];
-        for (budget, want) in cases {
-            let got = task(budget)
-                .map(|t| t.budget.self_checks)
-                .map_err(|e| e.field_name().map(str::to_string));
-            assert_eq!(got, want.map_err(|f| f.map(str::to_string)), "{budget}");
-        }
-    }
-}
+#[path = "task_tests.rs"]
+mod tests;

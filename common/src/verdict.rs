@@ -175,6 +175,8 @@ mod tests {
                 check: Some("true".into()),
                 blocking: true,
                 timeout_secs: 5,
+                source: Default::default(),
+                clause: None,
             },
             Criterion {
                 id: "b".into(),
@@ -182,6 +184,8 @@ mod tests {
                 check: Some("true".into()),
                 blocking: false,
                 timeout_secs: 5,
+                source: Default::default(),
+                clause: None,
             },
         ];
         let mut c = Contract {

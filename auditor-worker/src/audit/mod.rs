@@ -205,6 +205,11 @@ impl Auditor {
         let mut evidence = self
             .run_checks(req, scratch, &workspace, &mut extra_gaps)
             .await?;
+        // Goal clauses without a working check: one judged question each, as evidence.
+        let (clause_gaps, clause_usage) = self
+            .judge_clauses(req, &workspace, &changes, &mut evidence, deadline)
+            .await;
+        extra_gaps.extend(clause_gaps);
         let (mut verdicts, mut gaps) =
             mechanical_verdicts(&req.contract, &evidence, &changes, &req.write_scope);
         gaps.append(&mut extra_gaps);
@@ -221,7 +226,7 @@ impl Auditor {
         }
 
         let mut judgment = None;
-        let mut usage = Usage::default();
+        let mut usage = clause_usage;
         if let Some(name) = &req.auditor_profile {
             match self.judges.get(name) {
                 None => gaps.push(format!(

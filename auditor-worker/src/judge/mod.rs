@@ -1,6 +1,7 @@
 //! The optional LLM judgment: one call, one repair call when the answer cannot be parsed, the
 //! whole thing bounded by the request's episode time. Its opinion can only tighten verdicts.
 
+pub(crate) mod clauses;
 pub(crate) mod prompt;
 
 use std::time::{Duration, Instant};

@@ -166,6 +166,8 @@ mod tests {
             check: check.map(str::to_string),
             blocking: true,
             timeout_secs: 5,
+            source: Default::default(),
+            clause: None,
         }
     }
 

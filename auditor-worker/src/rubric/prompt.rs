@@ -248,6 +248,8 @@ mod tests {
                     check: Some("python3 hello.py".into()),
                     blocking: true,
                     timeout_secs: 5,
+                    source: Default::default(),
+                    clause: None,
                 },
                 Criterion {
                     id: "style".into(),
@@ -255,6 +257,8 @@ mod tests {
                     check: None,
                     blocking: false,
                     timeout_secs: 5,
+                    source: Default::default(),
+                    clause: None,
                 },
             ],
             protected_paths: vec![],

@@ -138,6 +138,8 @@ pub fn criterion(id: &str, check: &str, timeout_secs: u64) -> Criterion {
         check: Some(check.into()),
         blocking: true,
         timeout_secs,
+        source: Default::default(),
+        clause: None,
     }
 }
 

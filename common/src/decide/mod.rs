@@ -9,7 +9,6 @@ mod results;
 mod transition;
 mod tx;
 
-use crate::contract::Contract;
 use crate::state::{
     Accounting, AuditStanding, Deadlines, LogEvent, Phase, Planning, PlanningStage, RunRecord,
     RunState, Streaks, RUN_RECORD_SCHEMA,
@@ -27,7 +26,7 @@ use tx::Tx;
 
 /// Create the record of a new run and request its first decision.
 pub fn start_run(id: &str, task: Task, base_snapshot: &str, now: i64) -> Step {
-    let contract = Contract::from_task(&task);
+    let contract = crate::goal_criteria::contract_for(&task);
     let wall_deadline_ms = task.budget.max_wall_secs.map(|s| now + (s as i64) * 1000);
     let record = RunRecord {
         schema: RUN_RECORD_SCHEMA,

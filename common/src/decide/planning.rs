@@ -69,6 +69,7 @@ fn proposer_increment(record: &RunRecord) -> Increment {
          work must not change (e.g. tests) go in a first line `protected_paths = [\"tests/\"]`. \
          Change no file other than `{PROPOSAL_FILE}`, then call finish.{rubric_hint}"
     );
+    instructions.push_str(&clause_hint(record));
     append_feedback(&mut instructions, record);
     Increment {
         objective: format!("Plan: write the acceptance contract {PROPOSAL_FILE} from {SPEC_FILE}"),
@@ -77,6 +78,30 @@ fn proposer_increment(record: &RunRecord) -> Increment {
         write_scope: vec![PROPOSAL_FILE.to_string()],
         goal_clauses: Vec::new(),
     }
+}
+
+/// With derivation on, the proposer is shown the goal's clauses: an entry that quotes one
+/// (`clause = "..."`) covers it, and a clause no entry covers is judged by the auditor's model.
+fn clause_hint(record: &RunRecord) -> String {
+    use std::fmt::Write as _;
+    if !crate::goal_criteria::derives(&record.task) {
+        return String::new();
+    }
+    let clauses = crate::goal_words::goal_clauses(&record.task.goal);
+    if clauses.is_empty() {
+        return String::new();
+    }
+    let mut hint = String::from("\n\nThe goal's clauses, each a requirement the work must meet:\n");
+    for (i, clause) in clauses.iter().enumerate() {
+        let _ = writeln!(hint, "{}. \"{clause}\"", i + 1);
+    }
+    hint.push_str(
+        "For each clause you can check with a command, add `clause = \"<the clause, copied \
+         exactly>\"` to the [[acceptance]] entry that checks it. A check must run cleanly on \
+         the workspace as it is now (fail there, never error on its own syntax). Clauses no \
+         entry quotes are judged by the auditor, one by one.",
+    );
+    hint
 }
 
 fn append_feedback(instructions: &mut String, record: &RunRecord) {
@@ -201,6 +226,18 @@ pub(super) fn on_plan_audit(tx: &mut Tx, report: &AuditReport) {
                 }
             };
             if let Some(why) = already_satisfied(&contract, report) {
+                tx.log(LogEvent::ContractInvalid { error: why.clone() });
+                return reject(tx, report, why);
+            }
+            let broken =
+                crate::goal_criteria::broken_on_start(&contract.criteria, &report.evidence);
+            if !broken.is_empty() {
+                let why = format!(
+                    "{PROPOSAL_FILE} has derived checks that error out on their own before any \
+                     work ({}): a check must run cleanly on the starting workspace, failing \
+                     until the work is done",
+                    broken.join("; ")
+                );
                 tx.log(LogEvent::ContractInvalid { error: why.clone() });
                 return reject(tx, report, why);
             }

@@ -62,6 +62,21 @@ fn plan_audit_with(
     proposal: Option<&str>,
     pre_checks: Vec<(&str, CheckVerdict)>,
 ) -> Step {
+    let pre_checks = pre_checks
+        .into_iter()
+        .map(|(id, verdict)| (id, verdict, Some(0), ""))
+        .collect();
+    plan_audit_full(record, integrity, changed, proposal, pre_checks)
+}
+
+/// A plan audit whose pre-run checks have these exit codes and outputs.
+fn plan_audit_full(
+    record: &RunRecord,
+    integrity: Integrity,
+    changed: &[&str],
+    proposal: Option<&str>,
+    pre_checks: Vec<(&str, CheckVerdict, Option<i32>, &str)>,
+) -> Step {
     let candidate = match &record.phase {
         Phase::Auditing {
             purpose: AuditPurpose::Plan,
@@ -87,15 +102,15 @@ fn plan_audit_with(
             },
             evidence: pre_checks
                 .iter()
-                .map(|(id, verdict)| Evidence {
+                .map(|(id, verdict, exit_code, output)| Evidence {
                     artifact_version: candidate.clone(),
                     check_id: id.to_string(),
                     verdict: *verdict,
                     produced_at: 1,
                     log_digest: None,
-                    exit_code: Some(0),
+                    exit_code: *exit_code,
                     duration_ms: 1,
-                    output_excerpt: String::new(),
+                    output_excerpt: output.to_string(),
                 })
                 .collect(),
             gaps: vec![],
@@ -364,6 +379,7 @@ fn approve_is_refused_on_a_run_that_was_never_planned() {
 const RUBRIC_TASK: &str = r#"
 goal = "Write a README"
 rubric_threshold = 8.5
+derive_criteria = false
 [[acceptance]]
 id = "prints"
 check = "true"
@@ -521,4 +537,60 @@ fn pivot_rolls_back_to_the_last_passing_snapshot_even_with_perfect_scores() {
         step.record.audit.last_good_snapshot.as_deref(),
         Some("good")
     );
+}
+
+// ------------------------------------------------------------------------------------------
+// Goal clauses in the planned contract (issue 14).
+
+#[test]
+fn the_proposer_sees_the_clauses_and_a_derived_check_broken_before_work_is_refused() {
+    let judged = "[roles]\nauditor = \"judge\"\n";
+    let r = planned(judged);
+    let r = exec_done(&r, "spec-snap").record;
+    let r = plan_audit(&r, Integrity::Clean, &[SPEC_FILE], None).record;
+    let prompt = &exec_request(&r).increment.instructions;
+    assert!(prompt.contains("1. \"Make a greeter CLI\""), "{prompt}");
+    assert!(prompt.contains("clause = "), "{prompt}");
+    let proposal = format!(
+        "{PROPOSAL}\n[[acceptance]]\nid = \"cli\"\nclause = \"Make a greeter CLI\"\ncheck = \"test \\\"$(python3 hello.py)\\\" = 'x\"\n"
+    );
+    let r = exec_done(&r, "contract-snap").record;
+    // (pre-run evidence of the derived check, refused?)
+    let cases = [
+        (
+            CheckVerdict::Fail,
+            Some(2),
+            "sh: 1: Syntax error: Unterminated quoted string",
+            true,
+        ),
+        (
+            CheckVerdict::Fail,
+            Some(2),
+            "python3: can't open file 'hello.py'",
+            false,
+        ),
+    ];
+    for (verdict, exit, output, refused) in cases {
+        let step = plan_audit_full(
+            &r,
+            Integrity::Clean,
+            &[PROPOSAL_FILE],
+            Some(&proposal),
+            vec![
+                ("prints", CheckVerdict::Fail, Some(1), ""),
+                ("cli", verdict, exit, output),
+            ],
+        );
+        let frozen = step.record.planning.stage.is_none();
+        assert_eq!(frozen, !refused, "{output}");
+        if refused {
+            let last = step.record.feedback.last().unwrap();
+            assert!(last.contains("cli: the shell cannot parse"), "{last}");
+        } else {
+            // The clause is covered by the proposer's derived criterion: nothing else is added.
+            let c = &step.record.contract;
+            assert_eq!(c.criteria.len(), 2, "{:?}", c.criteria);
+            assert_eq!(c.criteria[1].source, crate::task::CriterionSource::Goal);
+        }
+    }
 }

@@ -116,10 +116,18 @@ fn push_feedback(s: &mut String, feedback: &ExecFeedback) {
             .as_deref()
             .map(|c| format!(": `{c}`"))
             .unwrap_or_default();
-        s.push_str(&format!(
-            "- check `{}` failed ({exit}){check}\n",
-            f.criterion
-        ));
+        if f.check.is_some() {
+            s.push_str(&format!(
+                "- check `{}` failed ({exit}){check}\n",
+                f.criterion
+            ));
+        } else {
+            // A goal clause judged by the auditor: its evidence quotes the clause.
+            s.push_str(&format!(
+                "- criterion `{}` is not met ({exit})\n",
+                f.criterion
+            ));
+        }
         if !f.output_excerpt.trim().is_empty() {
             s.push_str("  output:\n");
             for line in f.output_excerpt.trim().lines() {
@@ -173,6 +181,8 @@ mod tests {
                     check: Some("test \"$(python3 hello.py)\" = 'hello, loopgate'".into()),
                     blocking: true,
                     timeout_secs: 120,
+                    source: Default::default(),
+                    clause: None,
                 }],
                 protected_paths: vec![],
                 spec_hash: "h".repeat(64),
@@ -202,13 +212,23 @@ mod tests {
         };
         let feedback = ExecFeedback {
             audited_snapshot: Some("3cc0b541aaaabbbbcccc".into()),
-            failing: vec![FailingCheck {
-                criterion: "prints".into(),
-                check: Some("python3 hello.py".into()),
-                verdict: CheckVerdict::Fail,
-                exit_code: Some(2),
-                output_excerpt: "python3: can't open file 'hello.py'".into(),
-            }],
+            failing: vec![
+                FailingCheck {
+                    criterion: "prints".into(),
+                    check: Some("python3 hello.py".into()),
+                    verdict: CheckVerdict::Fail,
+                    exit_code: Some(2),
+                    output_excerpt: "python3: can't open file 'hello.py'".into(),
+                },
+                FailingCheck {
+                    criterion: "goal-1".into(),
+                    check: None,
+                    verdict: CheckVerdict::Fail,
+                    exit_code: None,
+                    output_excerpt: "goal clause \"prints exactly\" judged unmet: it prints Hello"
+                        .into(),
+                },
+            ],
             gate_reasons: vec!["`prints` has no passing evidence".into()],
             changed_paths: vec!["workspace/hello.py".into()],
             rejected: None,
@@ -228,6 +248,9 @@ mod tests {
         assert!(audit < step && step < note, "{prompt}");
         for needle in [
             "- check `prints` failed (exit 2): `python3 hello.py`",
+            // A judged goal clause: no check command, the clause and the reason.
+            "- criterion `goal-1` is not met (fail)",
+            "    goal clause \"prints exactly\" judged unmet: it prints Hello",
             "    python3: can't open file 'hello.py'",
             "the completion gate is closed",
             "the last round changed: workspace/hello.py",

@@ -51,6 +51,8 @@ mod tests {
             check: check.map(str::to_string),
             blocking,
             timeout_secs: 7,
+            source: Default::default(),
+            clause: None,
         }
     }
 

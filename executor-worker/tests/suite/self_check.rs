@@ -121,6 +121,8 @@ fn criterion(id: &str, check: &str) -> Criterion {
         check: Some(check.into()),
         blocking: true,
         timeout_secs: 30,
+        source: Default::default(),
+        clause: None,
     }
 }
 

@@ -70,6 +70,10 @@ async fn pivot_rolls_back_then_a_passing_rubric_completes_the_run() -> anyhow::R
     let judge = {
         let scored = scored.clone();
         Reply::dynamic(move |req: &Value| {
+            // The goal's clause, judged on its own (issue 14).
+            if user_text(req).contains("## Requirement (quoted from the goal)") {
+                return Reply::content("met - NOTES.md explains the project");
+            }
             if !user_text(req).contains("## Rubric") {
                 return Reply::content(
                     "Status: complete\nIntegrity: clean\nContract audit: aligned\n\

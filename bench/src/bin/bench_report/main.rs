@@ -9,6 +9,7 @@
 
 mod arms;
 mod headlines;
+mod loose;
 mod sections;
 mod svg;
 
@@ -216,6 +217,18 @@ fn main() -> anyhow::Result<()> {
         })
         .unwrap_or_default();
     arms_files.sort();
+    let mut loose_files: Vec<PathBuf> = std::fs::read_dir(&args.out)
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("loose-") && n.ends_with(".json"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    loose_files.sort();
 
     let mut doc = String::new();
     doc.push_str("# loopgate benchmarks\n\n");
@@ -236,7 +249,7 @@ fn main() -> anyhow::Result<()> {
         throughput.as_ref(),
         &arms_docs,
     ));
-    doc.push_str("## Contents\n\n1. [Machine](#machine)\n2. [Commands](#commands)\n3. [Harness cost per round](#harness-cost-per-round)\n4. [Throughput and memory](#throughput-and-memory)\n5. [Manager prompt size](#manager-prompt-size)\n6. [Snapshot cost](#snapshot-cost)\n7. [Verified results: solve rate per arm](#verified-results-solve-rate-per-arm)\n\n");
+    doc.push_str("## Contents\n\n1. [Machine](#machine)\n2. [Commands](#commands)\n3. [Harness cost per round](#harness-cost-per-round)\n4. [Throughput and memory](#throughput-and-memory)\n5. [Manager prompt size](#manager-prompt-size)\n6. [Snapshot cost](#snapshot-cost)\n7. [Verified results: solve rate per arm](#verified-results-solve-rate-per-arm)\n8. [Loose checks: false completions](#loose-checks-false-completions)\n\n");
 
     doc.push_str("## Machine\n\n");
     doc.push_str(&machine(&env));
@@ -316,6 +329,18 @@ fn main() -> anyhow::Result<()> {
     }
     for a in &arms_docs {
         doc.push_str(&arms::section(a, &args.svg_dir, &svg_rel)?);
+    }
+    doc.push_str("\n## Loose checks: false completions\n\nTasks whose public checks are deliberately looser than their goals (`examples/loose/`), each with a stricter hidden check written from the goal and never shown to any role; the bench runs it on the final snapshot. Arms: `derived` (each goal clause no check covers becomes a criterion judged clause by clause, the default) and `no_derive` (`derive_criteria = false`, the behaviour before). The local model plays every role, the auditor's judge included. Binary: `loose-bench`.\n\n- **false completion**: the run ended `completed` but the hidden check fails.\n- **solved**: the hidden check passes on the final snapshot.\n- **a judgment caught the gap**: some audit of the run judged a goal clause `unmet` or `unknown` (or found a derived check broken).\n\n");
+    if loose_files.is_empty() {
+        doc.push_str(&not_run(
+            "loose-bench was skipped or failed",
+            "loose-<size>.json",
+        ));
+    }
+    for path in &loose_files {
+        if let Some(l) = read_json(path)? {
+            doc.push_str(&loose::section(&l));
+        }
     }
     std::fs::write(&args.doc, &doc)?;
     eprintln!(

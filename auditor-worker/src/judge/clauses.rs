@@ -1,0 +1,378 @@
+//! Clause-by-clause judgment: one short question per goal clause the contract has no working
+//! check for (a `source = "goal"` criterion without a check, or one whose derived check is
+//! broken), answered `met | unmet | unknown` with a one-line reason. Small models are far more
+//! reliable at one question at a time than at one holistic verdict. Each answer becomes the
+//! criterion's evidence on the candidate (`met` passes, `unmet` fails, `unknown` is
+//! inconclusive), so the gate stays closed on anything but `met` and the next executor sees the
+//! clause in its failing evidence.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use loopgate_common::goal_criteria::{
+    broken_check, clause_excerpt, judged_clauses, parse_clause_answer, ClauseVerdict,
+};
+use loopgate_common::goal_words::exact_words;
+use loopgate_common::snapshot::PathChange;
+use loopgate_common::task::{Criterion, CriterionSource};
+use loopgate_common::usage::Usage;
+use loopgate_common::verdict::{CheckVerdict, Evidence};
+use loopgate_common::wire::AuditRequest;
+use loopgate_models::{ChatClient, ChatMessage, ChatRequest};
+
+use crate::audit::rules::unix_millis;
+use crate::audit::Auditor;
+use crate::judge::prompt::{tail_chars, verdict_word};
+use crate::rubric::judge::changed_file_excerpts;
+use crate::rubric::prompt::{FileExcerpt, FileView};
+
+/// Characters of each check's output shown with a clause.
+const CLAUSE_EXCERPT_CHARS: usize = 300;
+
+pub(crate) const CLAUSE_SYSTEM: &str = "You check ONE requirement of a coding task against \
+the files of a frozen snapshot of the workspace. Read the requirement word by word (order, \
+exact names, formats, what must not happen) and the files. Answer with a single line: \
+`met - <reason>` when the files clearly satisfy the requirement exactly as worded, `unmet - \
+<reason>` when they break it, `unknown - <reason>` when you cannot tell from what you see.";
+
+const CLAUSE_REPAIR: &str =
+    "Your answer could not be read. Reply with one line only: met|unmet|unknown - <reason>";
+
+/// A clause to judge: its criterion, and why its own check does not decide (broken), if it has
+/// one.
+#[derive(Debug, Clone)]
+pub(crate) struct ClauseQuestion<'a> {
+    pub criterion: &'a Criterion,
+    pub clause: &'a str,
+    pub broken: Option<String>,
+}
+
+/// The clauses of `req`'s contract to ask about, given the checks' evidence on the candidate:
+/// blocking goal criteria without a check, and derived checks found broken.
+pub(crate) fn clause_questions<'a>(
+    req: &'a AuditRequest,
+    evidence: &[Evidence],
+) -> Vec<ClauseQuestion<'a>> {
+    let mut out: Vec<ClauseQuestion<'a>> = judged_clauses(&req.contract.criteria)
+        .filter_map(|c| {
+            Some(ClauseQuestion {
+                criterion: c,
+                clause: c.clause.as_deref()?,
+                broken: None,
+            })
+        })
+        .collect();
+    for c in &req.contract.criteria {
+        if c.source != CriterionSource::Goal || c.check.is_none() {
+            continue;
+        }
+        let (Some(clause), Some(e)) = (
+            c.clause.as_deref(),
+            evidence.iter().find(|e| e.check_id == c.id),
+        ) else {
+            continue;
+        };
+        if e.verdict == CheckVerdict::Pass {
+            continue;
+        }
+        if let Some(why) = broken_check(e.exit_code, &e.output_excerpt) {
+            out.push(ClauseQuestion {
+                criterion: c,
+                clause,
+                broken: Some(why),
+            });
+        }
+    }
+    out
+}
+
+/// The user prompt for one clause: the quoted clause, the goal, the files it concerns (those it
+/// names, and the changed ones) and the other checks' results.
+pub(crate) fn clause_prompt(
+    goal: &str,
+    question: &ClauseQuestion<'_>,
+    files: &[FileExcerpt],
+    evidence: &[Evidence],
+) -> String {
+    let mut p = String::new();
+    let _ = writeln!(
+        p,
+        "## Requirement (quoted from the goal)\n\"{}\"\n",
+        question.clause.trim()
+    );
+    let _ = writeln!(p, "## The whole goal, for context\n{}\n", goal.trim());
+    let _ = writeln!(p, "## Files");
+    let mut shown = 0;
+    for f in files {
+        if let FileView::Text { text, truncated } = &f.view {
+            shown += 1;
+            let cut = if *truncated { " (cut)" } else { "" };
+            let _ = writeln!(p, "### {}{cut}\n```\n{}\n```", f.path, text.trim_end());
+        }
+    }
+    if shown == 0 {
+        let _ = writeln!(p, "(no file it names exists, and no text file changed)");
+    }
+    let checks: Vec<&Evidence> = evidence
+        .iter()
+        .filter(|e| e.check_id != question.criterion.id)
+        .collect();
+    if !checks.is_empty() {
+        let _ = writeln!(p, "\n## Check results on this snapshot");
+        for e in checks {
+            let exit = e
+                .exit_code
+                .map(|c| format!(", exit {c}"))
+                .unwrap_or_default();
+            let excerpt = tail_chars(e.output_excerpt.trim(), CLAUSE_EXCERPT_CHARS);
+            let _ = writeln!(
+                p,
+                "- {}: {}{exit}{}",
+                e.check_id,
+                verdict_word(e.verdict),
+                if excerpt.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", excerpt.replace('\n', " | "))
+                }
+            );
+        }
+    }
+    let _ = write!(
+        p,
+        "\n## Your answer\nDoes the snapshot meet the requirement above, exactly as worded? One \
+         line: met|unmet|unknown - <one-line reason>\n"
+    );
+    p
+}
+
+/// The files a clause concerns: those it names that exist, then the changed ones.
+fn clause_paths(clause: &str, changes: &[PathChange]) -> Vec<PathChange> {
+    let mut paths: Vec<PathChange> = exact_words(clause)
+        .names
+        .into_iter()
+        .filter(|n| !n.ends_with('/'))
+        .map(|path| PathChange::Modified { path })
+        .collect();
+    for change in changes {
+        if matches!(change, PathChange::Removed { .. })
+            || paths.iter().any(|p| p.path() == change.path())
+        {
+            continue;
+        }
+        paths.push(change.clone());
+    }
+    paths
+}
+
+impl Auditor {
+    /// Ask the request's judge about every clause question of the audit, in order, within
+    /// `deadline`: the answers replace or add to the checks' evidence for those criteria.
+    /// Returns the gap lines and the tokens. Without a judge model here every question is
+    /// `unknown` (nothing could judge it), which keeps the gate closed.
+    pub(crate) async fn judge_clauses(
+        &self,
+        req: &AuditRequest,
+        workspace: &Path,
+        changes: &[PathChange],
+        evidence: &mut Vec<Evidence>,
+        deadline: Instant,
+    ) -> (Vec<String>, Usage) {
+        let client = req
+            .auditor_profile
+            .as_ref()
+            .and_then(|n| self.judges.get(n));
+        judge_clauses(client, req, workspace, changes, evidence, deadline).await
+    }
+}
+
+async fn judge_clauses(
+    client: Option<&ChatClient>,
+    req: &AuditRequest,
+    workspace: &Path,
+    changes: &[PathChange],
+    evidence: &mut Vec<Evidence>,
+    deadline: Instant,
+) -> (Vec<String>, Usage) {
+    let questions: Vec<ClauseQuestion<'_>> = clause_questions(req, evidence);
+    let mut gaps = Vec::new();
+    let mut usage = Usage::default();
+    let mut judged: Vec<Evidence> = Vec::new();
+    for q in &questions {
+        let started = Instant::now();
+        let (verdict, reason) = match client {
+            None => (
+                ClauseVerdict::Unknown,
+                "no judge model is configured on this auditor".to_string(),
+            ),
+            Some(client) => {
+                let files =
+                    changed_file_excerpts(workspace, &clause_paths(q.clause, changes)).await;
+                let prompt = clause_prompt(&req.contract.goal, q, &files, evidence);
+                let (answer, used) = ask(client, prompt, deadline).await;
+                usage.add(used);
+                answer
+            }
+        };
+        let mut excerpt = clause_excerpt(q.clause, verdict, &reason);
+        if let Some(why) = &q.broken {
+            gaps.push(format!(
+                "derived check '{}' is broken ({why}): it does not decide; its clause was judged \
+                 instead ({})",
+                q.criterion.id,
+                verdict.as_str()
+            ));
+            excerpt = format!("derived check broken: {why}; {excerpt}");
+        }
+        if verdict != ClauseVerdict::Met {
+            gaps.push(format!(
+                "goal clause '{}' judged {}: {reason}",
+                q.criterion.id,
+                verdict.as_str()
+            ));
+        }
+        judged.push(Evidence {
+            artifact_version: req.candidate_snapshot.clone(),
+            check_id: q.criterion.id.clone(),
+            verdict: verdict.check_verdict(),
+            produced_at: unix_millis(),
+            log_digest: None,
+            exit_code: None,
+            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            output_excerpt: excerpt,
+        });
+    }
+    for j in judged {
+        evidence.retain(|e| e.check_id != j.check_id);
+        evidence.push(j);
+    }
+    (gaps, usage)
+}
+
+/// One question, one repair when the answer cannot be read; `unknown` when the model fails,
+/// runs out of time or still cannot be read.
+async fn ask(
+    client: &ChatClient,
+    prompt: String,
+    deadline: Instant,
+) -> ((ClauseVerdict, String), Usage) {
+    let mut usage = Usage::default();
+    let mut messages = vec![
+        ChatMessage::system(CLAUSE_SYSTEM),
+        ChatMessage::user(prompt),
+    ];
+    for _ in 0..2 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left < Duration::from_millis(50) {
+            return (
+                (
+                    ClauseVerdict::Unknown,
+                    "the judge ran out of time".to_string(),
+                ),
+                usage,
+            );
+        }
+        let request = ChatRequest::new(messages.clone());
+        let reply = match tokio::time::timeout(left, client.chat(&request)).await {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(err)) => {
+                let why = format!("the judge's call failed ({:?})", err.kind());
+                return ((ClauseVerdict::Unknown, why), usage);
+            }
+            Err(_) => {
+                let why = "the judge did not answer in time".to_string();
+                return ((ClauseVerdict::Unknown, why), usage);
+            }
+        };
+        usage.add(reply.usage);
+        let text = reply.content.unwrap_or_default();
+        if let Some(answer) = parse_clause_answer(&text) {
+            return (answer, usage);
+        }
+        messages.push(ChatMessage::assistant_text(text));
+        messages.push(ChatMessage::user(CLAUSE_REPAIR));
+    }
+    (
+        (
+            ClauseVerdict::Unknown,
+            "the judge's answer could not be read".to_string(),
+        ),
+        usage,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn ev(id: &str, verdict: CheckVerdict, exit: Option<i32>, out: &str) -> Evidence {
+        Evidence {
+            artifact_version: "s".into(),
+            check_id: id.into(),
+            verdict,
+            produced_at: 0,
+            log_digest: None,
+            exit_code: exit,
+            duration_ms: 0,
+            output_excerpt: out.into(),
+        }
+    }
+
+    #[test]
+    fn the_prompt_quotes_the_clause_and_shows_files_and_checks() {
+        let c = Criterion {
+            id: "goal-1".into(),
+            description: String::new(),
+            check: None,
+            blocking: true,
+            timeout_secs: 5,
+            source: CriterionSource::Goal,
+            clause: Some("keeping the order of first occurrence".into()),
+        };
+        let q = ClauseQuestion {
+            criterion: &c,
+            clause: "keeping the order of first occurrence",
+            broken: None,
+        };
+        let files = vec![FileExcerpt {
+            path: "dedupe.py".into(),
+            view: FileView::Text {
+                text: "print(sorted(set(lines)))".into(),
+                truncated: false,
+            },
+        }];
+        let p = clause_prompt(
+            "Write dedupe.py",
+            &q,
+            &files,
+            &[ev("two-lines", CheckVerdict::Pass, Some(0), "ok")],
+        );
+        for needle in [
+            "\"keeping the order of first occurrence\"",
+            "### dedupe.py",
+            "sorted(set(lines))",
+            "- two-lines: pass, exit 0: ok",
+            "met|unmet|unknown",
+        ] {
+            assert!(p.contains(needle), "missing {needle}\n{p}");
+        }
+        let paths = clause_paths(
+            "Write dedupe.py into out/",
+            &[
+                PathChange::Added {
+                    path: "dedupe.py".into(),
+                },
+                PathChange::Removed {
+                    path: "old.py".into(),
+                },
+                PathChange::Added {
+                    path: "notes.md".into(),
+                },
+            ],
+        );
+        let names: Vec<&str> = paths.iter().map(PathChange::path).collect();
+        assert_eq!(names, vec!["dedupe.py", "notes.md"]);
+    }
+}

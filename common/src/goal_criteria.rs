@@ -1,0 +1,498 @@
+//! The goal's clauses as criteria of the contract. Every clause of the goal (see
+//! [`goal_clauses`]) is either covered by a criterion that quotes it (`clause = "..."`, written
+//! by the task's author or the proposer) or becomes a criterion of its own with
+//! `source = "goal"`, judged by the auditor's model one clause at a time (`met | unmet |
+//! unknown`). Derived checks that break on their own (a shell syntax error, a command that does
+//! not exist) are *broken*: they stop deciding and their clause is judged instead. Pure.
+
+use crate::contract::Contract;
+use crate::goal_words::goal_clauses;
+use crate::task::{Criterion, CriterionSource, Task, DEFAULT_CHECK_TIMEOUT_SECS, MAX_CRITERIA};
+use crate::verdict::CheckVerdict;
+
+/// At most this many clauses become criteria (the rest are covered by the judge's holistic
+/// verdict, as before).
+pub const MAX_DERIVED: usize = 12;
+/// Characters of a judged clause's reason kept in its evidence.
+pub const MAX_REASON_CHARS: usize = 300;
+
+/// Clauses compare equal when they read the same, ignoring case, spacing and the final stop.
+pub fn same_clause(a: &str, b: &str) -> bool {
+    normalize(a) == normalize(b)
+}
+
+fn normalize(text: &str) -> String {
+    let words: Vec<String> = text
+        .split_whitespace()
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>();
+    words
+        .join(" ")
+        .trim_end_matches(['.', '!', '?', ';', ','])
+        .trim()
+        .to_string()
+}
+
+/// Does the task derive criteria from its goal? Only with a judge to answer the clauses.
+pub fn derives(task: &Task) -> bool {
+    task.derive_criteria && task.roles.auditor.is_some()
+}
+
+/// The contract a run starts with: the task's own, and with [`derives`], a judged criterion
+/// (`source = "goal"`) for each goal clause no criterion quotes.
+pub fn contract_for(task: &Task) -> Contract {
+    let mut contract = Contract::from_task(task);
+    if derives(task) {
+        let derived = derive_goal_criteria(&task.goal, &contract.criteria);
+        contract.criteria.extend(derived);
+        contract.spec_hash = contract.compute_hash();
+    }
+    contract
+}
+
+/// One goal clause and the criterion that covers it (`None`: nothing does).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClauseCoverage {
+    pub clause: String,
+    pub criterion: Option<String>,
+}
+
+/// Each clause of `goal` with the criterion quoting it, in the goal's order.
+pub fn clause_coverage(goal: &str, criteria: &[Criterion]) -> Vec<ClauseCoverage> {
+    goal_clauses(goal)
+        .into_iter()
+        .map(|clause| {
+            let criterion = criteria
+                .iter()
+                .find(|c| c.clause.as_deref().is_some_and(|q| same_clause(q, &clause)))
+                .map(|c| c.id.clone());
+            ClauseCoverage { clause, criterion }
+        })
+        .collect()
+}
+
+/// The criteria to add for the clauses of `goal` that no criterion in `existing` covers:
+/// `goal-1`, `goal-2`, ... (numbered by the clause's place in the goal), blocking, without a
+/// check, judged by the auditor's model.
+pub fn derive_goal_criteria(goal: &str, existing: &[Criterion]) -> Vec<Criterion> {
+    let room = MAX_CRITERIA.saturating_sub(existing.len());
+    let mut derived: Vec<Criterion> = Vec::new();
+    for (i, cover) in clause_coverage(goal, existing).into_iter().enumerate() {
+        if cover.criterion.is_some() || derived.len() >= room.min(MAX_DERIVED) {
+            continue;
+        }
+        let mut id = format!("goal-{}", i + 1);
+        while existing.iter().chain(&derived).any(|c| c.id == id) {
+            id.push('x');
+        }
+        derived.push(Criterion {
+            id,
+            description: format!("the goal's clause holds: {}", cover.clause),
+            check: None,
+            blocking: true,
+            timeout_secs: DEFAULT_CHECK_TIMEOUT_SECS,
+            source: CriterionSource::Goal,
+            clause: Some(cover.clause),
+        });
+    }
+    derived
+}
+
+/// The criteria the auditor's judge answers one by one on a candidate: every blocking goal
+/// criterion without a check.
+pub fn judged_clauses(criteria: &[Criterion]) -> impl Iterator<Item = &Criterion> {
+    criteria
+        .iter()
+        .filter(|c| c.source == CriterionSource::Goal && c.blocking && c.check.is_none())
+}
+
+/// The judge's answer to one clause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClauseVerdict {
+    Met,
+    Unmet,
+    Unknown,
+}
+
+impl ClauseVerdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClauseVerdict::Met => "met",
+            ClauseVerdict::Unmet => "unmet",
+            ClauseVerdict::Unknown => "unknown",
+        }
+    }
+    /// As evidence: `met` passes, `unmet` fails, `unknown` is inconclusive (and so blocks).
+    pub fn check_verdict(self) -> CheckVerdict {
+        match self {
+            ClauseVerdict::Met => CheckVerdict::Pass,
+            ClauseVerdict::Unmet => CheckVerdict::Fail,
+            ClauseVerdict::Unknown => CheckVerdict::Inconclusive,
+        }
+    }
+}
+
+/// Read `met|unmet|unknown - <reason>` from a judge's reply: the first line that starts with
+/// one of the words (after list marks, quotes, `**`, `Answer:`). `None`: no such line.
+pub fn parse_clause_answer(text: &str) -> Option<(ClauseVerdict, String)> {
+    for raw in text.lines() {
+        let mut line = raw
+            .trim()
+            .trim_start_matches(['-', '*', '>', '#', ' ', '`', '"']);
+        for prefix in ["answer:", "verdict:"] {
+            if line.to_lowercase().starts_with(prefix) {
+                line = line[prefix.len()..].trim_start_matches(['*', ' ', '`', '"']);
+            }
+        }
+        let word: String = line.chars().take_while(|c| c.is_alphabetic()).collect();
+        let verdict = match word.to_lowercase().as_str() {
+            "met" => ClauseVerdict::Met,
+            "unmet" => ClauseVerdict::Unmet,
+            "unknown" => ClauseVerdict::Unknown,
+            _ => continue,
+        };
+        let rest = line[word.len()..]
+            .trim_start_matches(|c: char| c == '*' || c == '`' || c == '"' || c.is_whitespace())
+            .trim_start_matches(['-', ':', '–', '—', ','])
+            .trim();
+        let reason = match rest.char_indices().nth(MAX_REASON_CHARS) {
+            Some((cut, _)) => format!("{}…", &rest[..cut]),
+            None => rest.to_string(),
+        };
+        return Some((verdict, reason));
+    }
+    None
+}
+
+/// The evidence text of a judged clause: the quoted clause, the answer and its reason, so an
+/// executor reading its failing evidence sees which words of the goal its work breaks.
+pub fn clause_excerpt(clause: &str, verdict: ClauseVerdict, reason: &str) -> String {
+    let reason = if reason.is_empty() {
+        "(no reason given)"
+    } else {
+        reason
+    };
+    format!(
+        "goal clause \"{clause}\" judged {}: {reason}",
+        verdict.as_str()
+    )
+}
+
+/// Why a check run is *broken*, if it is: it failed on its own, whatever the work: the shell
+/// could not parse it (exit 2 with a syntax error), or it calls a command that does not exist
+/// (exit 127, `not found`, for a bare command name: a missing workspace file like `./run.sh`
+/// or `python3 x.py` is the work's failure, not the check's). Only derived checks (the
+/// proposer's, `source = "goal"`) are ever treated as broken; the author's checks decide as
+/// written.
+pub fn broken_check(exit_code: Option<i32>, output: &str) -> Option<String> {
+    let lower = output.to_lowercase();
+    let first = |needle: &str| {
+        output
+            .lines()
+            .find(|l| l.to_lowercase().contains(needle))
+            .map(|l| l.trim().to_string())
+            .unwrap_or_default()
+    };
+    match exit_code {
+        Some(2) | Some(1)
+            if [
+                "syntax error",
+                "unexpected eof",
+                "unterminated quoted string",
+                "bad substitution",
+                "unexpected end of file",
+            ]
+            .iter()
+            .any(|n| lower.contains(n)) =>
+        {
+            let line = first("syntax error");
+            let line = if line.is_empty() {
+                first("unexpected")
+            } else {
+                line
+            };
+            Some(format!("the shell cannot parse the check ({line})"))
+        }
+        Some(127) => {
+            let line = output
+                .lines()
+                .find(|l| l.contains("not found") || l.contains("command not found"))?;
+            // `sh: 1: jq: not found` / `bash: line 1: jq: command not found`
+            let name = line
+                .split(':')
+                .rev()
+                .nth(1)
+                .map(str::trim)
+                .unwrap_or_default();
+            (!name.is_empty() && !name.contains('/') && !name.contains('.')).then(|| {
+                format!(
+                    "the check calls `{name}`, which does not exist here ({})",
+                    line.trim()
+                )
+            })
+        }
+        _ => None,
+    }
+}
+
+/// A derived check's evidence on the planning snapshot: a proposal is refused when one of its
+/// derived checks is broken before any work (it must fail there, never error on its own).
+/// Returns one line per broken check.
+pub fn broken_on_start(
+    criteria: &[Criterion],
+    evidence: &[crate::verdict::Evidence],
+) -> Vec<String> {
+    criteria
+        .iter()
+        .filter(|c| c.source == CriterionSource::Goal && c.check.is_some())
+        .filter_map(|c| {
+            let e = evidence.iter().find(|e| e.check_id == c.id)?;
+            if e.verdict == CheckVerdict::Pass {
+                return None;
+            }
+            broken_check(e.exit_code, &e.output_excerpt).map(|why| format!("{}: {why}", c.id))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn criterion(id: &str, clause: Option<&str>) -> Criterion {
+        Criterion {
+            id: id.into(),
+            description: String::new(),
+            check: Some("true".into()),
+            blocking: true,
+            timeout_secs: 5,
+            source: CriterionSource::Task,
+            clause: clause.map(str::to_string),
+        }
+    }
+
+    const DEDUPE: &str = "Write dedupe.py that reads lines from stdin and prints them without \
+        duplicates, keeping the order of first occurrence. Do not print empty lines.";
+
+    #[test]
+    fn uncovered_clauses_become_judged_criteria() {
+        // (existing criteria, derived ids, derived clauses' first words)
+        let cases: Vec<(Vec<Criterion>, Vec<&str>)> = vec![
+            // The loose check covers nothing: both clauses are judged.
+            (vec![criterion("two-lines", None)], vec!["goal-1", "goal-2"]),
+            // A criterion quoting a clause (case and final stop aside) covers it.
+            (
+                vec![criterion("no-empty", Some("do not print EMPTY lines"))],
+                vec!["goal-1"],
+            ),
+            // An id already taken is not reused.
+            (vec![criterion("goal-1", None)], vec!["goal-1x", "goal-2"]),
+        ];
+        for (existing, want) in cases {
+            let derived = derive_goal_criteria(DEDUPE, &existing);
+            let ids: Vec<&str> = derived.iter().map(|c| c.id.as_str()).collect();
+            assert_eq!(ids, want, "{existing:?}");
+            for c in &derived {
+                assert_eq!(c.source, CriterionSource::Goal);
+                assert!(c.blocking && c.check.is_none());
+                assert!(DEDUPE.contains(c.clause.as_deref().unwrap().trim_end_matches('.')));
+            }
+        }
+        assert!(derive_goal_criteria("", &[]).is_empty());
+        let coverage = clause_coverage(
+            DEDUPE,
+            &[criterion("no-empty", Some("Do not print empty lines."))],
+        );
+        assert_eq!(coverage.len(), 2);
+        assert_eq!(coverage[0].criterion, None);
+        assert_eq!(coverage[1].criterion.as_deref(), Some("no-empty"));
+    }
+
+    #[test]
+    fn the_frozen_contract_holds_the_clauses_unless_derivation_is_off() {
+        use crate::contract_proposal::{contract_from_proposal, contract_to_toml};
+        use crate::task::parse_task_toml;
+        let task = |extra: &str| {
+            parse_task_toml(&format!(
+                "goal = \"{DEDUPE}\"\n{extra}\n[[acceptance]]\nid = \"two-lines\"\n\
+                 check = \"true\"\n[roles]\nauditor = \"judge\"\n"
+            ))
+            .unwrap()
+        };
+        // (task extra, criteria in the frozen contract)
+        let cases = [
+            ("", 3),
+            ("derive_criteria = false", 1),
+            ("derive_criteria = true", 3),
+        ];
+        for (extra, want) in cases {
+            let contract = contract_for(&task(extra));
+            assert_eq!(contract.criteria.len(), want, "{extra}");
+            assert!(contract.is_intact());
+        }
+        // No judge, nothing to judge clauses with: the task's criteria only, as before.
+        let no_judge = parse_task_toml(&format!(
+            "goal = \"{DEDUPE}\"\n[[acceptance]]\nid = \"a\"\ncheck = \"true\""
+        ))
+        .unwrap();
+        assert_eq!(contract_for(&no_judge).criteria.len(), 1);
+        // Derivation changes the spec hash; the task's own contract hashes as it always did.
+        let off = contract_for(&task("derive_criteria = false"));
+        let on = contract_for(&task(""));
+        assert_eq!(off, Contract::from_task(&task("derive_criteria = false")));
+        assert_ne!(off.spec_hash, on.spec_hash);
+        // Shown and round-tripped by `loopgate contract RUN` / `approve --edit`.
+        let text = contract_to_toml(&on);
+        assert!(text.contains("source = \"goal\""), "{text}");
+        assert!(text.contains("-> goal-1"), "{text}");
+        assert!(
+            text.contains("clause = \"Do not print empty lines.\""),
+            "{text}"
+        );
+        let planned = parse_task_toml(&format!(
+            "goal = \"{DEDUPE}\"\nplan = true\n[roles]\nauditor = \"judge\"\n"
+        ))
+        .unwrap();
+        let again = contract_from_proposal(&text, &planned).unwrap();
+        assert_eq!(again.criteria, on.criteria);
+        // A person opts a clause out with blocking = false: it is not judged, not re-derived.
+        let opted = text.replacen(
+            "blocking = true\ntimeout_secs = 120\nsource",
+            "blocking = false\ntimeout_secs = 120\nsource",
+            1,
+        );
+        let opted = contract_from_proposal(&opted, &planned).unwrap();
+        assert_eq!(opted.criteria.len(), 3);
+        assert_eq!(judged_clauses(&opted.criteria).count(), 1);
+    }
+
+    #[test]
+    fn judged_clauses_need_a_judge() {
+        use crate::task::parse_task_toml;
+        let base = "goal = \"x\"\n[[acceptance]]\nid = \"a\"\ncheck = \"true\"\n\
+                    [[acceptance]]\nid = \"g\"\nsource = \"goal\"\n";
+        let cases: &[(&str, Result<(), &str>)] = &[
+            ("clause = \"x\"\n[roles]\nauditor = \"j\"", Ok(())),
+            ("clause = \"x\"", Err("acceptance[1].check")),
+            ("clause = \"x\"\nblocking = false", Ok(())),
+            ("[roles]\nauditor = \"j\"", Err("acceptance[1].clause")),
+        ];
+        for (extra, want) in cases {
+            let got = parse_task_toml(&format!("{base}{extra}")).map(|_| ());
+            assert_eq!(
+                got.map_err(|e| e.field_name().unwrap_or("?").to_string()),
+                want.map_err(str::to_string),
+                "{extra}"
+            );
+        }
+    }
+
+    #[test]
+    fn derived_checks_broken_before_any_work_are_named() {
+        use crate::verdict::Evidence;
+        let mut derived = criterion("goal-1", Some("keep order"));
+        derived.source = CriterionSource::Goal;
+        let own = criterion("own", None);
+        let ev = |id: &str, verdict, code, out: &str| Evidence {
+            artifact_version: "s".into(),
+            check_id: id.into(),
+            verdict,
+            produced_at: 0,
+            log_digest: None,
+            exit_code: code,
+            duration_ms: 0,
+            output_excerpt: out.into(),
+        };
+        let broken = "sh: 1: Syntax error: Unterminated quoted string";
+        let cases = [
+            (ev("goal-1", CheckVerdict::Fail, Some(2), broken), 1),
+            (ev("goal-1", CheckVerdict::Fail, Some(1), "not sorted"), 0),
+            (ev("goal-1", CheckVerdict::Pass, Some(0), ""), 0),
+            // The author's own checks are never second-guessed.
+            (ev("own", CheckVerdict::Fail, Some(2), broken), 0),
+        ];
+        for (e, want) in cases {
+            let got = broken_on_start(&[derived.clone(), own.clone()], std::slice::from_ref(&e));
+            assert_eq!(got.len(), want, "{e:?}");
+        }
+    }
+
+    #[test]
+    fn many_clauses_are_capped() {
+        let goal: String = (0..30)
+            .map(|i| format!("Rule number {i} holds. "))
+            .collect();
+        assert_eq!(derive_goal_criteria(&goal, &[]).len(), MAX_DERIVED);
+    }
+
+    #[test]
+    fn clause_answers_parse() {
+        use ClauseVerdict::*;
+        let cases: &[(&str, Option<(ClauseVerdict, &str)>)] = &[
+            ("met - the order is kept", Some((Met, "the order is kept"))),
+            (
+                "UNMET: the lines are sorted",
+                Some((Unmet, "the lines are sorted")),
+            ),
+            ("**unmet** — sorted()", Some((Unmet, "sorted()"))),
+            (
+                "Answer: unknown - cannot tell",
+                Some((Unknown, "cannot tell")),
+            ),
+            ("Let me look.\n- met", Some((Met, ""))),
+            ("meticulous work", None),
+            ("Status: complete", None),
+            ("", None),
+        ];
+        for (text, want) in cases {
+            let got = parse_clause_answer(text);
+            assert_eq!(
+                got.as_ref().map(|(v, r)| (*v, r.as_str())),
+                *want,
+                "{text:?}"
+            );
+        }
+        let long = format!("unmet - {}", "x".repeat(1000));
+        assert!(parse_clause_answer(&long).unwrap().1.chars().count() <= MAX_REASON_CHARS + 1);
+        assert_eq!(Unknown.check_verdict(), CheckVerdict::Inconclusive);
+        assert!(
+            clause_excerpt("keep order", Unmet, "sorted").contains("\"keep order\" judged unmet")
+        );
+    }
+
+    #[test]
+    fn broken_checks_are_the_checks_own_failures() {
+        let cases: &[(Option<i32>, &str, bool)] = &[
+            (
+                Some(2),
+                "sh: 1: Syntax error: Unterminated quoted string",
+                true,
+            ),
+            (Some(2), "sh: 1: Syntax error: \"(\" unexpected", true),
+            (
+                Some(1),
+                "bash: -c: line 1: syntax error near unexpected token `)'",
+                true,
+            ),
+            (Some(127), "sh: 1: jq: not found", true),
+            (Some(127), "bash: line 1: jq: command not found", true),
+            // The work's failures, not the check's.
+            (Some(127), "sh: 1: ./dedupe.sh: not found", false),
+            (
+                Some(2),
+                "python3: can't open file '/w/dedupe.py': [Errno 2]",
+                false,
+            ),
+            (Some(1), "AssertionError: b != a", false),
+            (Some(1), "", false),
+            (None, "timed out", false),
+        ];
+        for (code, output, broken) in cases {
+            assert_eq!(
+                broken_check(*code, output).is_some(),
+                *broken,
+                "{code:?} {output}"
+            );
+        }
+    }
+}

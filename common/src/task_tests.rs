@@ -1,0 +1,166 @@
+//! Task file parsing and validation.
+use super::*;
+
+const HELLO: &str = r#"
+goal = "Create hello.py that prints exactly: hello, loopgate"
+[[acceptance]]
+id = "prints-greeting"
+description = "python3 hello.py prints the greeting"
+check = "test \"$(python3 hello.py)\" = 'hello, loopgate'"
+blocking = true
+[roles]
+manager = "local"
+executor = "local"
+auditor = "local"
+[budget]
+max_rounds = 8
+"#;
+
+#[test]
+fn hello_task_parses() {
+    let task = parse_task_toml(HELLO).unwrap();
+    assert_eq!(task.acceptance.len(), 1);
+    assert_eq!(task.budget.max_rounds, 8);
+    assert_eq!(task.roles.auditor.as_deref(), Some("local"));
+    assert!(task.complete_on_gate);
+}
+
+#[test]
+fn bad_task_files_name_the_field() {
+    let cases: &[(&str, Option<&str>)] = &[
+        ("goal = \"\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"", Some("goal")),
+        ("goal = \"x\"", Some("acceptance")),
+        ("goal = \"x\"\n[[acceptance]]\nid=\"a b\"\ncheck=\"true\"", Some("acceptance[0].id")),
+        (
+            "goal = \"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"",
+            Some("acceptance[1].id"),
+        ),
+        ("goal = \"x\"\n[[acceptance]]\nid=\"a\"", Some("acceptance[0].check")),
+        ("goal = \"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"  \"", Some("acceptance[0].check")),
+        (
+            "goal = \"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[budget]\nmax_rounds = 0",
+            Some("budget.max_rounds"),
+        ),
+        (
+            "goal = \"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[budget]\nmax_rounds = 5000",
+            Some("budget.max_rounds"),
+        ),
+        (
+            "goal = \"x\"\nprotected_paths = [\"../etc\"]\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"",
+            Some("protected_paths[0]"),
+        ),
+        ("goal = \"x\"\nbogus = 1", None),
+        ("goal = ", None),
+    ];
+    for (text, field) in cases {
+        let err = parse_task_toml(text).unwrap_err();
+        assert_eq!(err.field_name(), *field, "{text}: {err}");
+    }
+}
+
+#[test]
+fn unknown_key_is_reported_by_name() {
+    let err = parse_task_toml("goal = \"x\"\nbogus = 1").unwrap_err();
+    assert!(matches!(err, TaskError::Syntax(ref m) if m.contains("bogus")));
+}
+
+#[test]
+fn ignore_patterns() {
+    let t = parse_task_toml(
+        "goal=\"x\"\nignore=[\"build/\", \"*.log\"]\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"",
+    )
+    .unwrap();
+    assert_eq!(t.ignore, vec!["build/".to_string(), "*.log".to_string()]);
+    for bad in ["\"\"", "\"/etc\"", "\"a/../b\""] {
+        let text = format!("goal=\"x\"\nignore=[{bad}]\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"");
+        assert_eq!(
+            parse_task_toml(&text).unwrap_err().field_name(),
+            Some("ignore[0]"),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn executor_ladder() {
+    let t = parse_task_toml("goal=\"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[roles]\nexecutor=[\"cheap\",\"strong\"]").unwrap();
+    assert_eq!(t.roles.executor, "cheap");
+    assert_eq!(t.roles.executor_escalation, vec!["strong".to_string()]);
+    for bad in ["[]", "[\"a\",\"a\"]", "[\"a b\"]"] {
+        let text = format!(
+            "goal=\"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[roles]\nexecutor={bad}"
+        );
+        let err = parse_task_toml(&text).unwrap_err();
+        assert!(
+            err.field_name()
+                .is_some_and(|f| f.starts_with("roles.executor")),
+            "{bad}: {err}"
+        );
+    }
+}
+
+#[test]
+fn planning_and_rubric_fields() {
+    let t = parse_task_toml("goal = \"x\"\nplan = true\nrequire_approval = true").unwrap();
+    assert!(t.plan && t.require_approval && t.acceptance.is_empty());
+    let t = parse_task_toml(
+        "goal = \"x\"\nthreshold = 8.5\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[[rubric]]\nname = \"clarity\"\nweight = 2\n[roles]\nauditor = \"judge\"",
+    )
+    .unwrap();
+    let rubric = t.rubric.unwrap();
+    assert_eq!(rubric.threshold, 8.5);
+    assert_eq!(rubric.dimensions[0].weight, 2.0);
+    let defaulted = parse_task_toml(
+        "goal = \"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[[rubric]]\nname = \"c\"\n[roles]\nauditor = \"j\"",
+    )
+    .unwrap();
+    assert_eq!(
+        defaulted.rubric.unwrap().threshold,
+        DEFAULT_RUBRIC_THRESHOLD
+    );
+    let bad: &[(&str, &str)] = &[
+        ("goal = \"x\"\nrequire_approval = true\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"", "require_approval"),
+        ("goal = \"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[[rubric]]\nname = \"c\"", "roles.auditor"),
+        ("goal = \"x\"\nrubric_threshold = 11\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[[rubric]]\nname = \"c\"\n[roles]\nauditor = \"j\"", "rubric_threshold"),
+        ("goal = \"x\"\nrubric_threshold = 8\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"", "rubric_threshold"),
+        ("goal = \"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[[rubric]]\nname = \"c\"\n[[rubric]]\nname = \"C\"\n[roles]\nauditor = \"j\"", "rubric"),
+        ("goal = \"x\"\n[[acceptance]]\nid=\"rubric\"\ncheck=\"true\"", "acceptance[0].id"),
+    ];
+    for (text, field) in bad {
+        let err = parse_task_toml(text).unwrap_err();
+        assert_eq!(err.field_name(), Some(*field), "{text}: {err}");
+    }
+}
+
+#[test]
+fn non_blocking_criterion_may_omit_check() {
+    let t = parse_task_toml(
+        "goal=\"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[[acceptance]]\nid=\"b\"\nblocking=false",
+    )
+    .unwrap();
+    assert!(!t.acceptance[1].blocking);
+    assert_eq!(t.roles.manager, "local");
+}
+
+#[test]
+fn self_checks_key_parses_and_is_validated() {
+    let task = |budget: &str| {
+        parse_task_toml(&format!(
+            "goal=\"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[budget]\n{budget}"
+        ))
+    };
+    let cases: &[(&str, Result<u32, Option<&str>>)] = &[
+        ("", Ok(crate::budget::DEFAULT_SELF_CHECKS)),
+        ("self_checks = 0", Ok(0)),
+        ("self_checks = 5", Ok(5)),
+        ("self_checks = 999", Err(Some("budget.self_checks"))),
+        ("self_checks = -1", Err(None)),
+        ("self_checks = \"two\"", Err(None)),
+    ];
+    for (budget, want) in cases {
+        let got = task(budget)
+            .map(|t| t.budget.self_checks)
+            .map_err(|e| e.field_name().map(str::to_string));
+        assert_eq!(got, want.map_err(|f| f.map(str::to_string)), "{budget}");
+    }
+}

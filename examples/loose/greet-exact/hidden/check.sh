@@ -1,0 +1,1 @@
+test "$(python3 greet.py Ann)" = "Hello, Ann!" && test "$(python3 greet.py Bo)" = "Hello, Bo!"

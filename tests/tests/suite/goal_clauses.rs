@@ -1,0 +1,240 @@
+//! The contract covers the goal, end to end on the real stack: a goal clause no check covers
+//! becomes a judged criterion of the frozen contract; an artifact that passes the loose check
+//! but breaks the clause does not complete (the judge's `unmet` is failing evidence, the gate
+//! stays closed, and the next executor reads the clause); a derived check that is broken on its
+//! own does not decide (its clause is judged instead, and the audit says so);
+//! `derive_criteria = false` is today's behaviour.
+
+use std::time::Duration;
+
+use loopgate_test_support::{last_message_content, Reply, Script, StandInModel};
+use loopgate_tests::{Profile, Stack, StackOptions};
+use serde_json::{json, Value};
+
+const WAIT: Duration = Duration::from_secs(120);
+
+/// The issue's example: the only check counts lines, the goal also asks for the order.
+const TASK: &str = r#"
+goal = "Write dedupe.py that reads lines from stdin and prints them without duplicates, keeping the order of first occurrence"
+EXTRA
+[[acceptance]]
+id = "two-lines"
+description = "b a b in, two lines out"
+check = "test \"$(printf 'b\\na\\nb\\n' | python3 dedupe.py | wc -l)\" -eq 2"
+MORE
+[roles]
+manager = "mgr"
+executor = "exec"
+auditor = "judge"
+[budget]
+max_rounds = 4
+max_failed_rounds = 4
+self_checks = 0
+"#;
+
+const SORTS: &str = "import sys\nfor line in sorted(set(sys.stdin)):\n    print(line, end='')\n";
+const KEEPS_ORDER: &str = "import sys\nseen = set()\nfor line in sys.stdin:\n    if line not in seen:\n        seen.add(line)\n        print(line, end='')\n";
+
+fn task(extra: &str, more: &str) -> String {
+    TASK.replace("EXTRA", extra).replace("MORE", more)
+}
+
+fn user_text(req: &Value) -> String {
+    req["messages"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .filter(|m| m["role"] == "user")
+                .filter_map(|m| m["content"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+const CLAUSE_QUESTION: &str = "## Requirement (quoted from the goal)";
+
+/// A judge that is complacent overall (the issue's `complete / clean / aligned`) but reads a
+/// single clause carefully: a `sorted(` in the files breaks "keeping the order".
+fn judge() -> Reply {
+    Reply::dynamic(|req: &Value| {
+        let text = user_text(req);
+        if !text.contains(CLAUSE_QUESTION) {
+            return Reply::content("Status: complete\nIntegrity: clean\nContract audit: aligned");
+        }
+        if text.contains("sorted(") {
+            Reply::content("unmet - the lines are printed sorted, not in first-occurrence order")
+        } else {
+            Reply::content("met - the first occurrence of each line is printed, in order")
+        }
+    })
+}
+
+fn write(content: &str) -> Reply {
+    Reply::tool_call(
+        "write_file",
+        json!({"path": "dedupe.py", "content": content}),
+    )
+}
+
+fn finish() -> Reply {
+    Reply::tool_call("finish", json!({"summary": "done"}))
+}
+
+async fn start(executor: Vec<Reply>) -> anyhow::Result<(StandInModel, Stack)> {
+    let model = StandInModel::start(
+        Script::new()
+            .fallback(
+                "standin-manager",
+                Reply::content(
+                    "Current task state: dedupe needed\nNext: cli\nTask: write dedupe.py",
+                ),
+            )
+            .replies("standin-executor", executor)
+            .fallback("standin-judge", judge()),
+    )
+    .await?;
+    let stack = Stack::start(StackOptions::new(
+        vec![
+            Profile::new("mgr", &model.base_url(), "standin-manager"),
+            Profile::new("exec", &model.base_url(), "standin-executor"),
+            Profile::new("judge", &model.base_url(), "standin-judge"),
+        ],
+        1,
+    ))
+    .await?;
+    Ok((model, stack))
+}
+
+async fn run(stack: &Stack, task: &str) -> anyhow::Result<(String, Value)> {
+    let run = stack.submit(task, &[]).await?;
+    let id = run["id"].as_str().unwrap_or_default().to_string();
+    let done = stack.wait_terminal(&id, WAIT).await?;
+    Ok((id, done))
+}
+
+/// The first user message of each executor episode, in order.
+fn episode_prompts(model: &StandInModel) -> Vec<String> {
+    model
+        .requests("standin-executor")
+        .iter()
+        .filter(|r| r["messages"].as_array().is_some_and(|m| m.len() == 2))
+        .filter_map(|r| last_message_content(r, "user"))
+        .collect()
+}
+
+fn clause_questions(model: &StandInModel) -> usize {
+    model
+        .requests("standin-judge")
+        .iter()
+        .filter(|r| user_text(r).contains(CLAUSE_QUESTION))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unmet_goal_clause_keeps_the_gate_closed_and_reaches_the_executor() -> anyhow::Result<()>
+{
+    let (model, stack) = start(vec![write(SORTS), finish(), write(KEEPS_ORDER), finish()]).await?;
+    let (id, done) = run(&stack, &task("", "")).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    // Round 1 passed the loose check and the complacent overall verdict, not the clause.
+    assert_eq!(done["round"], 2, "{done}");
+
+    // The clause is a criterion of the frozen contract, shown by `loopgate contract RUN`.
+    let contract = stack.get(&format!("/v1/runs/{id}/contract")).await?;
+    assert_eq!(contract["status"], "frozen");
+    let toml = contract["toml"].as_str().unwrap_or_default();
+    for needle in [
+        "id = \"goal-1\"",
+        "source = \"goal\"",
+        "keeping the order of first occurrence",
+        "-> goal-1",
+    ] {
+        assert!(toml.contains(needle), "missing {needle}:\n{toml}");
+    }
+    assert_eq!(
+        contract["contract"]["criteria"].as_array().map(Vec::len),
+        Some(2)
+    );
+
+    // The next executor read the unmet clause as failing evidence.
+    let prompts = episode_prompts(&model);
+    assert_eq!(prompts.len(), 2, "{prompts:#?}");
+    for needle in [
+        "criterion `goal-1` is not met",
+        "judged unmet: the lines are printed sorted",
+    ] {
+        assert!(
+            prompts[1].contains(needle),
+            "missing {needle}:\n{}",
+            prompts[1]
+        );
+    }
+    // The judged clause passed on the final snapshot, as evidence bound to it.
+    let evidence = done["evidence"].as_array().cloned().unwrap_or_default();
+    let clause = evidence
+        .iter()
+        .find(|e| e["check_id"] == "goal-1" && e["artifact_version"] == done["snapshot"])
+        .expect("the clause's evidence on the final snapshot");
+    assert_eq!(clause["verdict"], "pass", "{clause}");
+    assert!(clause_questions(&model) >= 2);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_derivation_the_loose_check_completes_as_before() -> anyhow::Result<()> {
+    let (model, stack) = start(vec![write(SORTS), finish()]).await?;
+    let (id, done) = run(&stack, &task("derive_criteria = false", "")).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    assert_eq!(
+        done["round"], 1,
+        "today's behaviour: the loose check decides"
+    );
+    let contract = stack.get(&format!("/v1/runs/{id}/contract")).await?;
+    assert_eq!(
+        contract["contract"]["criteria"].as_array().map(Vec::len),
+        Some(1)
+    );
+    assert_eq!(clause_questions(&model), 0);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_derived_check_is_reported_and_its_clause_judged_instead() -> anyhow::Result<()> {
+    // A derived check with an unterminated quote: the shell fails on it whatever the work.
+    let broken = "[[acceptance]]\nid = \"order\"\nsource = \"goal\"\n\
+                  clause = \"Write dedupe.py that reads lines from stdin and prints them without duplicates, keeping the order of first occurrence\"\n\
+                  check = \"test \\\"$(printf 'b\\\\na\\\\nb\\\\n' | python3 dedupe.py | head -1)\\\" = 'b\"";
+    let (model, stack) = start(vec![write(KEEPS_ORDER), finish()]).await?;
+    let (id, done) = run(&stack, &task("", broken)).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    assert_eq!(done["round"], 1, "the broken check did not block");
+    let evidence = done["evidence"].as_array().cloned().unwrap_or_default();
+    let order = evidence
+        .iter()
+        .find(|e| e["check_id"] == "order" && e["artifact_version"] == done["snapshot"])
+        .expect("the derived criterion's evidence");
+    assert_eq!(order["verdict"], "pass", "{order}");
+    let excerpt = order["output_excerpt"].as_str().unwrap_or_default();
+    assert!(excerpt.contains("derived check broken"), "{excerpt}");
+    assert!(excerpt.contains("judged met"), "{excerpt}");
+    // The audit says so.
+    let reports = stack.log_entries(&id, "audit_report").await?;
+    let said = reports.iter().any(|r| {
+        r["gaps"].as_array().is_some_and(|g| {
+            g.iter().any(|l| {
+                l.as_str()
+                    .is_some_and(|l| l.contains("derived check 'order' is broken"))
+            })
+        })
+    });
+    assert!(said, "{reports:#?}");
+    // The clause is covered by the derived criterion: no other one was added for it.
+    let contract = stack.get(&format!("/v1/runs/{id}/contract")).await?;
+    assert_eq!(
+        contract["contract"]["criteria"].as_array().map(Vec::len),
+        Some(2)
+    );
+    assert!(clause_questions(&model) >= 1);
+    Ok(())
+}
