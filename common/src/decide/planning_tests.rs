@@ -107,6 +107,8 @@ fn plan_audit_with(
             proposal: proposal.map(str::to_string),
             rubric: None,
             spec_hash: record.contract.spec_hash.clone(),
+            key_id: String::new(),
+            signature: String::new(),
         }),
     )
 }

@@ -7,3 +7,4 @@ mod planning;
 mod rubric;
 mod self_check;
 mod telemetry;
+mod trust;
