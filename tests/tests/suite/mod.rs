@@ -6,5 +6,6 @@ mod openapi_conformance;
 mod planning;
 mod rubric;
 mod self_check;
+mod structured_output;
 mod telemetry;
 mod trust;
