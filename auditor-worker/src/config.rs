@@ -378,14 +378,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("auditor.key");
         std::fs::write(&file, format!("{SEED_HEX}\n")).unwrap();
-        let text = format!("[auditor]\nsigning_key_file = {:?}\n", file.display().to_string());
+        let text = format!(
+            "[auditor]\nsigning_key_file = {:?}\n",
+            file.display().to_string()
+        );
         let from_file = parse_config(&text)
             .unwrap()
             .resolve(&env_of(&[]), &host())
             .unwrap();
         assert_eq!(from_file.signing_key.unwrap().key_id(), key.key_id());
 
-        let none = parse_config("").unwrap().resolve(&env_of(&[]), &host()).unwrap();
+        let none = parse_config("")
+            .unwrap()
+            .resolve(&env_of(&[]), &host())
+            .unwrap();
         assert!(none.signing_key.is_none());
 
         let bad: Vec<(String, EnvPairs, &str)> = vec![

@@ -280,7 +280,15 @@ mod tests {
             &["loopgate", "answer", "r1"],
             &["loopgate", "verify"],
             &["loopgate", "verify", "--offline", "cert.json"],
-            &["loopgate", "verify", "r1", "--offline", "c", "--snapshot", "d"],
+            &[
+                "loopgate",
+                "verify",
+                "r1",
+                "--offline",
+                "c",
+                "--snapshot",
+                "d",
+            ],
             &["loopgate", "verify", "r1", "--snapshot", "d"],
             &["loopgate", "keygen"],
         ];
@@ -293,7 +301,14 @@ mod tests {
             Command::Runs(args) => assert_eq!(args.run_state(), Some(RunState::WaitingForInput)),
             other => panic!("{other:?}"),
         }
-        let offline = ["loopgate", "verify", "--offline", "c.json", "--snapshot", "d"];
+        let offline = [
+            "loopgate",
+            "verify",
+            "--offline",
+            "c.json",
+            "--snapshot",
+            "d",
+        ];
         match Cli::try_parse_from(offline).unwrap().command {
             Command::Verify(args) => {
                 assert!(args.run.is_none());
@@ -301,7 +316,9 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let online = ["loopgate", "verify", "r1", "--key", "a.pub", "--key", "b.pub"];
+        let online = [
+            "loopgate", "verify", "r1", "--key", "a.pub", "--key", "b.pub",
+        ];
         match Cli::try_parse_from(online).unwrap().command {
             Command::Verify(args) => assert_eq!(args.key.len(), 2),
             other => panic!("{other:?}"),

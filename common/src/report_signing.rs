@@ -38,7 +38,9 @@ pub enum KeyError {
 pub enum SignatureError {
     #[error("the report is not signed, and this manager requires signed reports")]
     Unsigned,
-    #[error("the report is signed with key {key_id}, which is not among the trusted keys ({trusted})")]
+    #[error(
+        "the report is signed with key {key_id}, which is not among the trusted keys ({trusted})"
+    )]
     UnknownKey { key_id: String, trusted: String },
     #[error("the signature is malformed: {detail}")]
     Malformed { detail: String },
@@ -212,7 +214,10 @@ impl TrustedKeys {
         let mut keys = Vec::new();
         for line in text.lines() {
             let line = line.split('#').next().unwrap_or("");
-            for item in line.split([',', ' ', '\t']).filter(|i| !i.trim().is_empty()) {
+            for item in line
+                .split([',', ' ', '\t'])
+                .filter(|i| !i.trim().is_empty())
+            {
                 keys.push(AuditorPublicKey::parse(item)?);
             }
         }
@@ -322,7 +327,10 @@ mod tests {
             Err("unsigned")
         );
         key.sign(&mut report);
-        assert_eq!(trusted.verify_report(&report).unwrap().key_id(), key.key_id());
+        assert_eq!(
+            trusted.verify_report(&report).unwrap().key_id(),
+            key.key_id()
+        );
 
         // Anything the claims cover, changed after signing.
         let tamperings: Vec<fn(&mut AuditReport)> = vec![
@@ -393,13 +401,14 @@ mod tests {
         let public = AuditorPublicKey::parse(&format!("  {PUBLIC_HEX}\n")).unwrap();
         assert_eq!(&public, key.public_key());
         let cases: Vec<(String, fn(&KeyError) -> bool)> = vec![
-            ("abc".into(), |e| matches!(e, KeyError::WrongLength { got: 3, .. })),
+            ("abc".into(), |e| {
+                matches!(e, KeyError::WrongLength { got: 3, .. })
+            }),
             ("zz".repeat(32), |e| matches!(e, KeyError::NotHex { .. })),
             // The identity point: small order.
-            (
-                format!("01{}", "00".repeat(31)),
-                |e| matches!(e, KeyError::Unusable { .. }),
-            ),
+            (format!("01{}", "00".repeat(31)), |e| {
+                matches!(e, KeyError::Unusable { .. })
+            }),
         ];
         for (text, check) in cases {
             let err = AuditorPublicKey::parse(&text).unwrap_err();
@@ -412,10 +421,7 @@ mod tests {
         .unwrap();
         assert_eq!(list.keys().len(), 2);
         assert!(list.get(KEY_ID).is_some());
-        assert_eq!(
-            TrustedKeys::parse_list("# nothing\n"),
-            Err(KeyError::Empty)
-        );
+        assert_eq!(TrustedKeys::parse_list("# nothing\n"), Err(KeyError::Empty));
         assert!(TrustedKeys::parse_list("nope").is_err());
     }
 }

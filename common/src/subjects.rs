@@ -209,17 +209,17 @@ mod tests {
             );
         }
         let refused = [
-            "loopgate.result.started.r1",      // the pre-role subject
-            "loopgate.result.started.gui.r1",  // no such role
-            "loopgate.result.exec",            // no run
-            "loopgate.result.exec.",           // empty run
-            "loopgate.result.exec.r1.extra",   // two tokens
-            "loopgate.result.exec.*",          // wildcard
-            "loopgate.result.audit.>",         // wildcard
-            "loopgate.result.verdict.r1",      // unknown channel
-            "loopgate.exec.cli",               // not a results subject
-            "other.result.exec.r1",            // another prefix
-            "loopgateX.result.exec.r1",        // a longer prefix
+            "loopgate.result.started.r1",     // the pre-role subject
+            "loopgate.result.started.gui.r1", // no such role
+            "loopgate.result.exec",           // no run
+            "loopgate.result.exec.",          // empty run
+            "loopgate.result.exec.r1.extra",  // two tokens
+            "loopgate.result.exec.*",         // wildcard
+            "loopgate.result.audit.>",        // wildcard
+            "loopgate.result.verdict.r1",     // unknown channel
+            "loopgate.exec.cli",              // not a results subject
+            "other.result.exec.r1",           // another prefix
+            "loopgateX.result.exec.r1",       // a longer prefix
             "loopgate.resultexec.r1",
         ];
         for subject in refused {

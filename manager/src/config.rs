@@ -258,9 +258,8 @@ fn resolve_auditor_keys(
                 format!("env var {var} is unset or empty"),
             )
         })?;
-        let listed = TrustedKeys::parse_list(&text).map_err(|e| {
-            ConfigError::invalid("manager.auditor_keys_env", format!("{var}: {e}"))
-        })?;
+        let listed = TrustedKeys::parse_list(&text)
+            .map_err(|e| ConfigError::invalid("manager.auditor_keys_env", format!("{var}: {e}")))?;
         keys.extend(listed.keys().iter().cloned());
     }
     Ok(TrustedKeys::new(keys))
@@ -325,11 +324,14 @@ mod tests {
     #[test]
     fn auditor_keys_from_the_file_and_the_environment() {
         let (a, b) = (public_hex(7), public_hex(9));
-        let text =
-            format!("[manager]\nauditor_keys = [\"{a}\"]\nauditor_keys_env = \"LG_KEYS\"");
+        let text = format!("[manager]\nauditor_keys = [\"{a}\"]\nauditor_keys_env = \"LG_KEYS\"");
         let env = |k: &str| (k == "LG_KEYS").then(|| format!("# pool 2\n{b}\n{a}\n"));
-        let s = resolve(parse_file(&text, "x").unwrap_or_default(), EnvOverrides::default(), &env)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let s = resolve(
+            parse_file(&text, "x").unwrap_or_default(),
+            EnvOverrides::default(),
+            &env,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         let listed: Vec<String> = s.auditor_keys.keys().iter().map(|k| k.to_hex()).collect();
         assert_eq!(listed, vec![a.clone(), b.clone()]);
 

@@ -161,6 +161,17 @@ impl Stack {
             Some(p) => NatsServer::start_with_config(&p.server_conf()).await?,
             None => NatsServer::start().await?,
         };
+        if let Some(p) = &passwords {
+            // Workers may not create streams: the topology is the manager's, set up before
+            // any worker starts (as `loopgate up` starts the manager first).
+            let options = loopgate_transport::BusOptions {
+                user: Some("manager".into()),
+                password: Some(p.manager.clone()),
+                ..Default::default()
+            };
+            let bus = loopgate_transport::Bus::connect(&nats.url(), "loopgate", options).await?;
+            bus.ensure_topology().await?;
+        }
         let redis = RedisServer::start().await?;
         let dir = tempfile::tempdir()?;
         let signing_key = opts.signed.then(|| {

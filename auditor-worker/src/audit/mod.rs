@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use loopgate_common::report_signing::ReportSigningKey;
 use loopgate_common::contract_proposal::{proposal_criteria, MAX_PROPOSAL_BYTES, PROPOSAL_FILE};
+use loopgate_common::report_signing::ReportSigningKey;
 use loopgate_common::rubric::RubricVerdict;
 use loopgate_common::snapshot::{diff_manifests, PathChange};
 use loopgate_common::usage::Usage;

@@ -93,7 +93,10 @@ mod tests {
         let public = std::fs::read_to_string(public_key_path(&file)).unwrap();
         let trusted = TrustedKeys::parse_list(&public).unwrap();
         assert_eq!(trusted.keys(), std::slice::from_ref(key.public_key()));
-        assert!(keygen(&args).is_err(), "an existing key is never overwritten");
+        assert!(
+            keygen(&args).is_err(),
+            "an existing key is never overwritten"
+        );
         assert_ne!(
             generate_signing_key().unwrap().key_id(),
             generate_signing_key().unwrap().key_id()

@@ -16,7 +16,11 @@ use crate::commands::keygen::generate_signing_key;
 pub fn start_key(keys_file: &Path) -> Result<(ReportSigningKey, Vec<String>), StackError> {
     let key = generate_signing_key().map_err(io_err("generating the auditor signing key"))?;
     let mut trusted = match std::fs::read_to_string(keys_file) {
-        Ok(text) if text.lines().any(|l| !l.split('#').next().unwrap_or("").trim().is_empty()) => {
+        Ok(text)
+            if text
+                .lines()
+                .any(|l| !l.split('#').next().unwrap_or("").trim().is_empty()) =>
+        {
             TrustedKeys::parse_list(&text)
                 .map_err(|e| StackError::Config(format!("{}: {e}", keys_file.display())))?
                 .keys()

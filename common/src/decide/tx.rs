@@ -7,8 +7,8 @@ use crate::state::{
 use crate::subjects::Capability;
 use crate::verdict::Evidence;
 use crate::wire::{
-    AuditPurpose, AuditReport, AuditRequest, CancelEpisodes, DecideRequest, EpisodeKind, ExecFeedback,
-    ExecRequest, Increment, Message,
+    AuditPurpose, AuditReport, AuditRequest, CancelEpisodes, DecideRequest, EpisodeKind,
+    ExecFeedback, ExecRequest, Increment, Message,
 };
 
 pub(super) struct Tx {

@@ -7,9 +7,8 @@ use redis::streams::{StreamId, StreamRangeReply, StreamReadReply};
 use redis::AsyncCommands;
 
 use super::{
-    bounded, check_name, check_state, evidence_key, log_key, reports_key, run_key,
-    state_index_key, LogRecord, RunStore, StoreError, ALL_RUNS_KEY, BLOCK_GRACE, DEADLINES_KEY,
-    LIST_PRUNE_ROUNDS,
+    bounded, check_name, check_state, evidence_key, log_key, reports_key, run_key, state_index_key,
+    LogRecord, RunStore, StoreError, ALL_RUNS_KEY, BLOCK_GRACE, DEADLINES_KEY, LIST_PRUNE_ROUNDS,
 };
 
 fn to_log_record(op: &'static str, item: StreamId) -> Result<LogRecord, StoreError> {
@@ -140,12 +139,7 @@ impl RunStore {
     pub async fn report(&self, id: &str, snapshot: &str) -> Result<Option<String>, StoreError> {
         check_name("run id", id)?;
         let mut conn = self.conn.clone();
-        bounded(
-            "report",
-            self.timeout,
-            conn.hget(reports_key(id), snapshot),
-        )
-        .await
+        bounded("report", self.timeout, conn.hget(reports_key(id), snapshot)).await
     }
 
     /// Run ids, newest first; all runs or those in `state`. Ids of runs whose keys expired are

@@ -24,9 +24,7 @@ use loopgate_common::usage::Usage;
 use loopgate_common::verdict::{
     AuditStatus, CheckVerdict, ContractVerdict, Evidence, Integrity, Verdicts,
 };
-use loopgate_common::wire::{
-    decode, AuditReport, AuditRequest, DecideRequest, Envelope, Message,
-};
+use loopgate_common::wire::{decode, AuditReport, AuditRequest, DecideRequest, Envelope, Message};
 use loopgate_test_support::{Reply, Script, StandInModel};
 use loopgate_tests::{Profile, Stack, StackOptions};
 use loopgate_transport::{Bus, BusOptions};
@@ -181,7 +179,10 @@ async fn refusals(stack: &Stack) -> anyhow::Result<BTreeMap<(String, String), f6
     Ok(out)
 }
 
-async fn wait_refusals(stack: &Stack, total: f64) -> anyhow::Result<BTreeMap<(String, String), f64>> {
+async fn wait_refusals(
+    stack: &Stack,
+    total: f64,
+) -> anyhow::Result<BTreeMap<(String, String), f64>> {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let counted = refusals(stack).await?;
@@ -189,7 +190,10 @@ async fn wait_refusals(stack: &Stack, total: f64) -> anyhow::Result<BTreeMap<(St
             return Ok(counted);
         }
         if tokio::time::Instant::now() > deadline {
-            bail!("{counted:?} refusals after {WAIT:?}, not {total}\n{}", stack.logs());
+            bail!(
+                "{counted:?} refusals after {WAIT:?}, not {total}\n{}",
+                stack.logs()
+            );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -309,7 +313,10 @@ async fn forged_verdicts_are_refused_and_the_run_does_not_complete() -> anyhow::
     let (status, body) = stack
         .get_status(&format!("/v1/runs/{id}/certificate"))
         .await?;
-    assert_eq!((status, body["error"]["code"].clone()), (409, json!("not_completed")));
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (409, json!("not_completed"))
+    );
 
     // The control: the very same report, signed with the pool's key, is accepted. What kept
     // the forgeries out was the subject binding and the signature, nothing else.
@@ -326,7 +333,12 @@ async fn forged_verdicts_are_refused_and_the_run_does_not_complete() -> anyhow::
     )
     .await?;
     let deadline = tokio::time::Instant::now() + WAIT;
-    while !stack.log_types(&id).await?.iter().any(|t| t == "audit_report") {
+    while !stack
+        .log_types(&id)
+        .await?
+        .iter()
+        .any(|t| t == "audit_report")
+    {
         if tokio::time::Instant::now() > deadline {
             bail!("the signed report was not accepted\n{}", stack.logs());
         }
@@ -361,7 +373,10 @@ async fn a_completed_run_verifies_and_tampering_does_not() -> anyhow::Result<()>
     assert_eq!(v["verified"], true, "{v}");
     assert_eq!(v["trust_root"], "pinned", "{v}");
     assert_eq!(v["snapshot"], done["snapshot"], "{v}");
-    assert_eq!(v["criteria"], json!([{"id": "prints-greeting", "passed": true}]));
+    assert_eq!(
+        v["criteria"],
+        json!([{"id": "prints-greeting", "passed": true}])
+    );
     // Without --key the server's key list is the trust root; the human form says so.
     let out = cli(&stack, &["verify", &id]).await?;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
@@ -410,11 +425,20 @@ async fn a_completed_run_verifies_and_tampering_does_not() -> anyhow::Result<()>
     let stranger = work.path().join("stranger.pub");
     std::fs::write(
         &stranger,
-        format!("{}\n", ReportSigningKey::from_seed(&[0x5a; 32]).public_key()),
+        format!(
+            "{}\n",
+            ReportSigningKey::from_seed(&[0x5a; 32]).public_key()
+        ),
     )?;
     let out = cli(
         &stack,
-        &["verify", &id, "--key", stranger.to_str().context("path")?, "--json"],
+        &[
+            "verify",
+            &id,
+            "--key",
+            stranger.to_str().context("path")?,
+            "--json",
+        ],
     )
     .await?;
     assert_eq!(out.status.code(), Some(NOT_VERIFIED), "{}", text(&out));

@@ -59,7 +59,11 @@ pub fn check_certificate(cert: &Certificate, trusted: &TrustedKeys) -> Certifica
     if cert.state != RunState::Completed {
         problems.push(Problem::new(
             "not_completed",
-            format!("run {} is {}, not completed", cert.run_id, cert.state.as_str()),
+            format!(
+                "run {} is {}, not completed",
+                cert.run_id,
+                cert.state.as_str()
+            ),
         ));
     }
     let contract = &cert.contract;
@@ -268,7 +272,9 @@ pub(crate) mod tests {
             }),
             ("binding", |c| c.run_id = "r2".into()),
             ("signature", |c| c.report.round += 1),
-            ("signature", |c| c.report.verdicts.status = AuditStatus::Incomplete),
+            ("signature", |c| {
+                c.report.verdicts.status = AuditStatus::Incomplete
+            }),
             ("signature", |c| c.signature = String::new()),
             ("manifest", |c| c.manifest.entries[0].size += 1),
         ];
@@ -280,12 +286,13 @@ pub(crate) mod tests {
             assert!(checks.contains(&want), "{want}: {:?}", found.problems);
         }
         // Signed correctly, but by a key nobody pinned.
-        let stranger = TrustedKeys::new([ReportSigningKey::from_seed(&[6u8; 32])
-            .public_key()
-            .clone()]);
+        let stranger =
+            TrustedKeys::new([ReportSigningKey::from_seed(&[6u8; 32]).public_key().clone()]);
         let found = check_certificate(&certificate(), &stranger);
         assert_eq!(found.problems.len(), 1, "{:?}", found.problems);
         assert_eq!(found.problems[0].check, "signature");
-        assert!(found.problems[0].detail.contains("not among the trusted keys"));
+        assert!(found.problems[0]
+            .detail
+            .contains("not among the trusted keys"));
     }
 }

@@ -265,7 +265,9 @@ async fn rehash_blobs(
                 ..
             })) => problems.push(Problem::new(
                 "blob",
-                format!("'{path}' hashes to {actual}, the certified snapshot has {expected}: tampered"),
+                format!(
+                    "'{path}' hashes to {actual}, the certified snapshot has {expected}: tampered"
+                ),
             )),
             Err(e) => return Err(e),
         }

@@ -107,7 +107,11 @@ fn daemons_get_configs_env_and_grace_their_binaries_accept() -> anyhow::Result<(
                         "{at}: the manager must trust auditor keys (and refuse unsigned reports)"
                     );
                     trusted_ids.extend(
-                        settings.auditor_keys.keys().iter().map(|k| k.key_id().to_string()),
+                        settings
+                            .auditor_keys
+                            .keys()
+                            .iter()
+                            .map(|k| k.key_id().to_string()),
                     );
                     let port = Some(u64::from(settings.http_addr.port()));
                     ensure!(
@@ -147,7 +151,8 @@ fn daemons_get_configs_env_and_grace_their_binaries_accept() -> anyhow::Result<(
                     };
                     let settings = file.resolve(&get, &host).with_context(|| at.clone())?;
                     let key = settings.signing_key.as_ref();
-                    let key = key.with_context(|| format!("{at}: the auditor must sign reports"))?;
+                    let key =
+                        key.with_context(|| format!("{at}: the auditor must sign reports"))?;
                     signing_ids.push((at.clone(), key.key_id().to_string()));
                     ensure!(
                         writable_mount(d.container, &settings.work_dir),
