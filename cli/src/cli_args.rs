@@ -240,7 +240,7 @@ pub struct VerifyArgs {
     #[arg(long, value_name = "FILE", requires = "snapshot")]
     pub offline: Option<PathBuf>,
     /// With --offline: the checked-out tree of the run's final snapshot.
-    #[arg(long, value_name = "DIR", requires = "offline")]
+    #[arg(long, value_name = "DIR", requires = "offline", conflicts_with = "run")]
     pub snapshot: Option<PathBuf>,
     /// Trusted auditor public keys (64 hex digits each, one per line, `#` comments); only
     /// these are trusted. Repeatable.

@@ -275,7 +275,7 @@ impl TrustedKeys {
                 detail: format!("expected 128 hex digits ({e})"),
             }
         })?;
-        key.verify(&claims, &Signature::from_bytes(&bytes))?;
+        key.verify(claims, &Signature::from_bytes(&bytes))?;
         Ok(key)
     }
 

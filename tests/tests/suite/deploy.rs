@@ -235,6 +235,9 @@ fn env_of(r: &Render, container: &Value) -> anyhow::Result<BTreeMap<String, Stri
                         "{name}: the Secret lacks key {}",
                         s(secret, "/key")
                     );
+                    // kustomize wraps long values over lines (Kubernetes, like Go's decoder,
+                    // ignores the line breaks).
+                    let data: String = data.split_whitespace().collect();
                     String::from_utf8(base64::engine::general_purpose::STANDARD.decode(data)?)?
                 }
                 Err(_) if name.ends_with("_URL") => "redis://:placeholder@redis:6379/0".into(),

@@ -55,7 +55,7 @@ fn profiles(model: &StandInModel) -> Vec<Profile> {
 }
 
 async fn model(greeting: &str) -> anyhow::Result<StandInModel> {
-    Ok(StandInModel::start(
+    StandInModel::start(
         Script::new()
             .replies(
                 "standin-manager",
@@ -72,7 +72,7 @@ async fn model(greeting: &str) -> anyhow::Result<StandInModel> {
                 ],
             ),
     )
-    .await?)
+    .await
 }
 
 async fn connect_as(stack: &Stack, user: &str) -> anyhow::Result<Bus> {
