@@ -19,7 +19,7 @@ use crate::wire::AuditReport;
 /// Hex digits of a key id.
 const KEY_ID_HEX: usize = 16;
 
-/// A key that could not be read.
+/// A key that could not be read (a configuration error: never retryable).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KeyError {
     #[error("an Ed25519 {what} must be 64 hex digits (32 bytes), got {got} characters")]
@@ -51,6 +51,11 @@ pub enum SignatureError {
 }
 
 impl SignatureError {
+    /// Never: a signature that does not verify never will.
+    pub fn is_retryable(&self) -> bool {
+        false
+    }
+
     /// `unsigned`, `unknown_key`, `malformed_signature`, `bad_signature`, `unsupported_format`.
     pub fn reason(&self) -> &'static str {
         match self {

@@ -42,6 +42,11 @@ pub enum BindingError {
 }
 
 impl BindingError {
+    /// Never: a message on the wrong subject stays on the wrong subject.
+    pub fn is_retryable(&self) -> bool {
+        false
+    }
+
     /// The stable name of the refusal: `unknown_subject`, `wrong_subject`, `run_mismatch`,
     /// `role_mismatch`, `missing_spec_hash`.
     pub fn reason(&self) -> &'static str {
