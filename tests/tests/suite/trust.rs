@@ -10,8 +10,9 @@
 //!   own subject. The same report signed with the trusted key is accepted: the refusals were
 //!   the fences, not a malformed forgery.
 //! - `loopgate verify` passes on a completed run (online, and offline from the exported
-//!   certificate and a checked-out tree), fails on a tampered blob, on a tampered certificate
-//!   and on a run that did not complete.
+//!   certificate and a checked-out tree), fails on a tampered blob (in the tree, or
+//!   overwritten in the snapshot bucket with the executor's credentials), on a tampered
+//!   certificate, on an untrusted key and on a run that did not complete.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -443,5 +444,26 @@ async fn a_completed_run_verifies_and_tampering_does_not() -> anyhow::Result<()>
     .await?;
     assert_eq!(out.status.code(), Some(NOT_VERIFIED), "{}", text(&out));
     assert_eq!(problem_checks(&verification(&out)?), ["signature"]);
+
+    // A blob overwritten in the snapshot bucket (executors may write it): the online check
+    // re-hashes what the server now holds.
+    let sha = doc["manifest"]["entries"][0]["sha256"]
+        .as_str()
+        .context("a manifest entry")?
+        .to_string();
+    let executor = connect_as(&stack, "executor").await?;
+    let bucket = executor
+        .jetstream()
+        .get_object_store(loopgate_common::subjects::SNAPSHOT_BUCKET)
+        .await?;
+    let mut tampered: &[u8] = b"print('hello, l00pgate')\n";
+    // The new chunks and the object's new metadata land; purging the old chunks then fails
+    // (the executor may not purge streams), which changes nothing for the tampering.
+    let _ = bucket
+        .put(format!("blob/{sha}").as_str(), &mut tampered)
+        .await;
+    let out = cli(&stack, &["verify", &id, "--key", keys, "--json"]).await?;
+    assert_eq!(out.status.code(), Some(NOT_VERIFIED), "{}", text(&out));
+    assert_eq!(problem_checks(&verification(&out)?), ["blob"]);
     Ok(())
 }

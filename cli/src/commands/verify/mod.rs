@@ -269,6 +269,15 @@ async fn rehash_blobs(
                     "'{path}' hashes to {actual}, the certified snapshot has {expected}: tampered"
                 ),
             )),
+            // The server refused to serve it: it no longer hashes to its name there, or it is
+            // gone. Either way the certified snapshot cannot be produced.
+            Err(CliError::Checkout(CheckoutError::Blob {
+                path,
+                source: ApiError::Server { code, message, .. },
+            })) if code == "integrity" || code == "not_found" => problems.push(Problem::new(
+                "blob",
+                format!("'{path}' cannot be fetched intact ({code}): {message}"),
+            )),
             Err(e) => return Err(e),
         }
     }
