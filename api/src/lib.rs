@@ -2,8 +2,10 @@
 //! answers with them) and the CLI (which reads them). Serde both ways, OpenAPI schemas through
 //! `utoipa`; no I/O. The JSON of every type is the wire format: field names and order are
 //! part of the contract. Response types read leniently (see [`runs`]); request types refuse
-//! unknown keys, as the manager always has.
+//! unknown keys, as the manager always has; the certificate is read strictly
+//! (see [`certificate`]).
 
+pub mod certificate;
 pub mod common_schemas;
 pub mod contract;
 pub mod error;
@@ -11,6 +13,7 @@ pub mod lenient;
 pub mod rounds;
 pub mod runs;
 
+pub use certificate::{Certificate, TrustedKey, CERTIFICATE_FORMAT};
 pub use contract::{ApproveRequest, ContractView};
 pub use error::{ErrorBody, ErrorDetail};
 pub use rounds::{RoundList, RoundView};

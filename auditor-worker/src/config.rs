@@ -13,6 +13,8 @@
 //! check_user = "nobody"          # optional: user (or uid:gid) for checks when run as root
 //! bwrap = "/usr/bin/bwrap"       # optional: bubblewrap binary (default: bwrap on PATH)
 //! strict_scope = false           # optional: a change outside write_scope is a violation
+//! signing_key_env = "LOOPGATE_AUDITOR_SIGNING_KEY"  # optional: the pool's Ed25519 key
+//! # signing_key_file = "/path/key" # or from a file (64 hex digits); not both
 //! [models.local]                 # optional: LLM judgment when a request names it
 //! provider = "openai"
 //! base_url = "http://127.0.0.1:8080/v1"
@@ -21,9 +23,11 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use loopgate_common::config::{NatsSection, NatsSettings};
+use loopgate_common::report_signing::ReportSigningKey;
 use loopgate_models::{ModelConfigError, ModelProfile, ModelProfiles};
 use serde::Deserialize;
 
@@ -62,6 +66,11 @@ pub struct AuditorSection {
     pub check_user: Option<String>,
     pub bwrap: Option<PathBuf>,
     pub strict_scope: Option<bool>,
+    /// File holding the pool's Ed25519 signing key (64 hex digits, its seed).
+    pub signing_key_file: Option<PathBuf>,
+    /// Env var holding the pool's Ed25519 signing key (preferred: a check cannot read another
+    /// process's environment from the sandbox, while files of the host stay readable there).
+    pub signing_key_env: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -103,6 +112,9 @@ pub struct AuditorSettings {
     /// A change outside the increment's write_scope is a violation, not just suspect.
     pub strict_scope: bool,
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// The key every report is signed with; `None`: reports go out unsigned (a manager that
+    /// trusts any auditor key refuses them).
+    pub signing_key: Option<Arc<ReportSigningKey>>,
 }
 
 pub fn parse_config(text: &str) -> Result<RawConfig, ConfigError> {
@@ -209,7 +221,48 @@ impl RawConfig {
             sandbox,
             strict_scope: self.auditor.strict_scope.unwrap_or(false),
             metrics_addr: self.metrics.resolve()?,
+            signing_key: self.signing_key(env)?.map(Arc::new),
         })
+    }
+
+    /// The signing key from `signing_key_env` or `signing_key_file` (never both), read once.
+    /// Errors name the key and the problem, never the key's text.
+    fn signing_key(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<ReportSigningKey>, ConfigError> {
+        let a = &self.auditor;
+        let (text, key) = match (&a.signing_key_env, &a.signing_key_file) {
+            (None, None) => return Ok(None),
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::Invalid {
+                    key: "auditor.signing_key_env",
+                    problem: "set signing_key_env or signing_key_file, not both".into(),
+                })
+            }
+            (Some(var), None) => {
+                let text = env(var).filter(|t| !t.trim().is_empty()).ok_or_else(|| {
+                    ConfigError::Invalid {
+                        key: "auditor.signing_key_env",
+                        problem: format!("env var {var} is unset or empty"),
+                    }
+                })?;
+                (text, "auditor.signing_key_env")
+            }
+            (None, Some(path)) => {
+                let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Invalid {
+                    key: "auditor.signing_key_file",
+                    problem: format!("cannot read {}: {e}", path.display()),
+                })?;
+                (text, "auditor.signing_key_file")
+            }
+        };
+        ReportSigningKey::parse(&text)
+            .map(Some)
+            .map_err(|e| ConfigError::Invalid {
+                key,
+                problem: e.to_string(),
+            })
     }
 }
 
@@ -305,6 +358,75 @@ mod tests {
             .resolve(&env_of(&[(NATS_URL_ENV, "nats://env:1")]), &host())
             .unwrap();
         assert_eq!(env_url.nats.url, "nats://env:1");
+    }
+
+    const SEED_HEX: &str = "0707070707070707070707070707070707070707070707070707070707070707";
+
+    #[test]
+    fn signing_key_from_env_or_file() {
+        let from_env = parse_config("[auditor]\nsigning_key_env = \"LG_SIGN\"\n")
+            .unwrap()
+            .resolve(&env_of(&[("LG_SIGN", SEED_HEX)]), &host())
+            .unwrap();
+        let key = from_env.signing_key.clone().expect("a key");
+        assert_eq!(
+            key.key_id(),
+            ReportSigningKey::from_seed(&[7u8; 32]).key_id()
+        );
+        assert!(!format!("{from_env:?}").contains(SEED_HEX));
+
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("auditor.key");
+        std::fs::write(&file, format!("{SEED_HEX}\n")).unwrap();
+        let text = format!(
+            "[auditor]\nsigning_key_file = {:?}\n",
+            file.display().to_string()
+        );
+        let from_file = parse_config(&text)
+            .unwrap()
+            .resolve(&env_of(&[]), &host())
+            .unwrap();
+        assert_eq!(from_file.signing_key.unwrap().key_id(), key.key_id());
+
+        let none = parse_config("")
+            .unwrap()
+            .resolve(&env_of(&[]), &host())
+            .unwrap();
+        assert!(none.signing_key.is_none());
+
+        let bad: Vec<(String, EnvPairs, &str)> = vec![
+            (
+                "[auditor]\nsigning_key_env = \"LG_SIGN\"\n".into(),
+                &[],
+                "auditor.signing_key_env",
+            ),
+            (
+                "[auditor]\nsigning_key_env = \"LG_SIGN\"\n".into(),
+                &[("LG_SIGN", "0707")],
+                "auditor.signing_key_env",
+            ),
+            (
+                format!("{text}signing_key_env = \"LG_SIGN\"\n"),
+                &[("LG_SIGN", SEED_HEX)],
+                "auditor.signing_key_env",
+            ),
+            (
+                "[auditor]\nsigning_key_file = \"/nonexistent/key\"\n".into(),
+                &[],
+                "auditor.signing_key_file",
+            ),
+        ];
+        for (text, env, want) in bad {
+            let err = parse_config(&text)
+                .unwrap()
+                .resolve(&env_of(env), &host())
+                .unwrap_err();
+            assert!(
+                matches!(&err, ConfigError::Invalid { key, .. } if *key == want),
+                "{text}: {err:?}"
+            );
+            assert!(!err.to_string().contains(SEED_HEX), "{err}");
+        }
     }
 
     type EnvPairs = &'static [(&'static str, &'static str)];

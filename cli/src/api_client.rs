@@ -297,6 +297,18 @@ impl ApiClient {
         self.json_or_empty("POST /v1/runs/{id}/resume", req).await
     }
 
+    /// `GET /v1/runs/{id}/certificate`: a completed run's certificate, as the server sent it.
+    pub async fn run_certificate(&self, run: &str) -> Result<Value, ApiError> {
+        let req = self
+            .request(
+                &self.http,
+                Method::GET,
+                self.url(&["v1", "runs", run, "certificate"]),
+            )
+            .timeout(REQUEST_TIMEOUT);
+        self.json("GET /v1/runs/{id}/certificate", req).await
+    }
+
     pub async fn snapshot_manifest(&self, snapshot: &str) -> Result<Manifest, ApiError> {
         let what = "GET /v1/snapshots/{id}";
         let req = self

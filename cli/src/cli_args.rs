@@ -72,6 +72,20 @@ pub enum Command {
     Checkout(CheckoutArgs),
     /// Show what a round changed: a unified diff from its base to its candidate snapshot.
     Diff(DiffArgs),
+    /// Prove a run completed: check its certificate's signed final report against trusted
+    /// auditor keys, re-hash every blob of the final snapshot, and check every blocking
+    /// criterion has pass evidence on it under the frozen contract. Exits 0 only if all hold.
+    ///
+    /// Trust root: without --key, the keys the certificate lists (the server's own list): that
+    /// proves nothing was altered since a key the server names signed it. With --key FILE, only
+    /// those keys (the auditor pool's public key, obtained out of band; `loopgate up` keeps its
+    /// keys in DIR/auditor-keys.pub). --offline FILE --snapshot DIR needs no server: FILE is a
+    /// certificate (`--export FILE`, or GET /v1/runs/{id}/certificate) and DIR the checked-out
+    /// final snapshot (`loopgate checkout RUN DIR`), which must hold exactly its files.
+    Verify(VerifyArgs),
+    /// Generate an Ed25519 auditor signing key: FILE (secret, mode 0600) and FILE.pub (the
+    /// public key for [manager] auditor_keys and `loopgate verify --key`).
+    Keygen(KeygenArgs),
 }
 
 #[derive(Debug, Args)]
@@ -217,6 +231,35 @@ pub struct DiffArgs {
     pub name_status: bool,
 }
 
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The run to verify (not with --offline).
+    #[arg(required_unless_present = "offline", conflicts_with = "offline")]
+    pub run: Option<String>,
+    /// Verify an exported certificate file instead, with no server.
+    #[arg(long, value_name = "FILE", requires = "snapshot")]
+    pub offline: Option<PathBuf>,
+    /// With --offline: the checked-out tree of the run's final snapshot.
+    #[arg(long, value_name = "DIR", requires = "offline", conflicts_with = "run")]
+    pub snapshot: Option<PathBuf>,
+    /// Trusted auditor public keys (64 hex digits each, one per line, `#` comments); only
+    /// these are trusted. Repeatable.
+    #[arg(long, value_name = "FILE")]
+    pub key: Vec<PathBuf>,
+    /// Also write the server's certificate to FILE (for `--offline` later).
+    #[arg(long, value_name = "FILE", conflicts_with = "offline")]
+    pub export: Option<PathBuf>,
+    /// Print the verification as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct KeygenArgs {
+    /// Where the secret key goes (must not exist); the public key goes to FILE.pub.
+    pub file: PathBuf,
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -235,6 +278,19 @@ mod tests {
             &["loopgate", "runs", "--state", "sleeping"],
             &["loopgate", "up", "--executors", "0"],
             &["loopgate", "answer", "r1"],
+            &["loopgate", "verify"],
+            &["loopgate", "verify", "--offline", "cert.json"],
+            &[
+                "loopgate",
+                "verify",
+                "r1",
+                "--offline",
+                "c",
+                "--snapshot",
+                "d",
+            ],
+            &["loopgate", "verify", "r1", "--snapshot", "d"],
+            &["loopgate", "keygen"],
         ];
         for args in bad {
             let err = Cli::try_parse_from(*args).unwrap_err();
@@ -243,6 +299,28 @@ mod tests {
         let ok = Cli::try_parse_from(["loopgate", "runs", "--state", "waiting_for_input"]).unwrap();
         match ok.command {
             Command::Runs(args) => assert_eq!(args.run_state(), Some(RunState::WaitingForInput)),
+            other => panic!("{other:?}"),
+        }
+        let offline = [
+            "loopgate",
+            "verify",
+            "--offline",
+            "c.json",
+            "--snapshot",
+            "d",
+        ];
+        match Cli::try_parse_from(offline).unwrap().command {
+            Command::Verify(args) => {
+                assert!(args.run.is_none());
+                assert_eq!(args.snapshot.as_deref(), Some(std::path::Path::new("d")));
+            }
+            other => panic!("{other:?}"),
+        }
+        let online = [
+            "loopgate", "verify", "r1", "--key", "a.pub", "--key", "b.pub",
+        ];
+        match Cli::try_parse_from(online).unwrap().command {
+            Command::Verify(args) => assert_eq!(args.key.len(), 2),
             other => panic!("{other:?}"),
         }
     }

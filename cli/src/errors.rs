@@ -21,6 +21,13 @@ pub enum CliError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("{path}: {problem}")]
+    InvalidFile { path: PathBuf, problem: String },
+    #[error("cannot write {path}: {source}")]
+    WriteOutput {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Workspace(#[from] WorkspaceError),
     #[error(transparent)]
@@ -44,6 +51,8 @@ impl CliError {
             CliError::Usage(_) => ExitStatus::Usage,
             CliError::InvalidTask { .. }
             | CliError::ReadInput { .. }
+            | CliError::InvalidFile { .. }
+            | CliError::WriteOutput { .. }
             | CliError::Workspace(_)
             | CliError::Checkout(_)
             | CliError::Stack(_)

@@ -17,6 +17,9 @@ pub enum ExitStatus {
     WaitingForInput,
     /// The manager could not be reached.
     Unreachable,
+    /// `loopgate verify`: the run's completion is not proven (not completed, unsigned or
+    /// badly signed report, untrusted key, tampered blob, missing evidence).
+    NotVerified,
 }
 
 impl ExitStatus {
@@ -28,6 +31,7 @@ impl ExitStatus {
             ExitStatus::RunNotCompleted => 3,
             ExitStatus::WaitingForInput => 4,
             ExitStatus::Unreachable => 5,
+            ExitStatus::NotVerified => 6,
         }
     }
 
@@ -52,7 +56,9 @@ Exit codes:
   2  usage error (bad command line)
   3  the run ended blocked, budget_exhausted, cancelled or failed
   4  the run is waiting for input (answer it with `loopgate answer RUN TEXT`)
-  5  the manager is unreachable (is it running? `loopgate up`)";
+  5  the manager is unreachable (is it running? `loopgate up`)
+  6  verify: the completion is not proven (not completed, bad or untrusted signature,
+     tampered blob, missing evidence)";
 
 #[cfg(test)]
 mod tests {
@@ -84,6 +90,7 @@ mod tests {
             ExitStatus::RunNotCompleted,
             ExitStatus::WaitingForInput,
             ExitStatus::Unreachable,
+            ExitStatus::NotVerified,
         ] {
             let needle = format!("\n  {}  ", status.code());
             assert!(EXIT_CODES_HELP.contains(&needle), "{status:?}");

@@ -24,9 +24,12 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
         local_stack::up(args).await?;
         return Ok(ExitStatus::Ok);
     }
+    if let Command::Keygen(args) = &cli.command {
+        commands::keygen::keygen(args)?;
+        return Ok(ExitStatus::Ok);
+    }
     let client = ApiClient::new(&cli.server, cli.token.clone())?;
     match &cli.command {
-        Command::Up(_) => Ok(ExitStatus::Ok),
         Command::Submit(args) => commands::submit::submit(&client, args).await,
         Command::Watch(args) => commands::watch::watch(&client, &args.run, args.json).await,
         Command::Status(args) => commands::run_commands::status(&client, args).await,
@@ -42,5 +45,7 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
             Ok(ExitStatus::Ok)
         }
         Command::Diff(args) => commands::diff::diff(&client, args).await,
+        Command::Verify(args) => commands::verify::verify(&client, args).await,
+        Command::Up(_) | Command::Keygen(_) => Ok(ExitStatus::Ok),
     }
 }

@@ -28,6 +28,42 @@ impl Capability {
     }
 }
 
+/// One channel of the results stream (`loopgate.result.<channel>.<run>`); who may publish on
+/// it is fixed by the NATS users (`deploy/nats/loopgate-users.conf`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ResultChannel {
+    /// `result.exec.<run>`: executors' results.
+    Exec,
+    /// `result.audit.<run>`: auditors' reports.
+    Audit,
+    /// `result.decide.<run>`: decision requests, published by managers only.
+    Decide,
+    /// `result.started.exec.<run>`: an executor picked a step up.
+    ExecStarted,
+    /// `result.started.audit.<run>`: an auditor picked an audit up.
+    AuditStarted,
+}
+
+impl ResultChannel {
+    /// The subject pattern, for messages and logs.
+    pub fn pattern(self) -> &'static str {
+        match self {
+            ResultChannel::Exec => "result.exec.<run>",
+            ResultChannel::Audit => "result.audit.<run>",
+            ResultChannel::Decide => "result.decide.<run>",
+            ResultChannel::ExecStarted => "result.started.exec.<run>",
+            ResultChannel::AuditStarted => "result.started.audit.<run>",
+        }
+    }
+}
+
+/// A parsed results subject: its channel and the run it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResultSubject<'a> {
+    pub channel: ResultChannel,
+    pub run_id: &'a str,
+}
+
 /// Subject names under one prefix.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Subjects {
@@ -78,9 +114,45 @@ impl Subjects {
     pub fn results_all(&self) -> String {
         format!("{}.result.>", self.prefix)
     }
-    /// `loopgate.result.started.<run>`: a worker tells the manager it picked an episode up.
-    pub fn started(&self, run_id: &str) -> String {
-        format!("{}.result.started.{}", self.prefix, run_id)
+    /// `loopgate.result.started.exec.<run>`: an executor tells the manager it picked a step up.
+    /// The subject fixes the role: executors may publish here and nowhere under `started.audit`.
+    pub fn exec_started(&self, run_id: &str) -> String {
+        format!("{}.result.started.exec.{}", self.prefix, run_id)
+    }
+    /// `loopgate.result.started.audit.<run>`: an auditor tells the manager it picked an audit up.
+    pub fn audit_started(&self, run_id: &str) -> String {
+        format!("{}.result.started.audit.{}", self.prefix, run_id)
+    }
+    /// The results subject `subject` names (the inverse of the builders above), or `None` for
+    /// anything else: another prefix, an unknown channel, the pre-role `result.started.<run>`,
+    /// a run id that is empty or holds a wildcard. The run id is borrowed from `subject`.
+    pub fn parse_result<'a>(&self, subject: &'a str) -> Option<ResultSubject<'a>> {
+        let rest = subject
+            .strip_prefix(self.prefix.as_str())?
+            .strip_prefix(".result.")?;
+        let (channel, run_id) = if let Some(started) = rest.strip_prefix("started.") {
+            let (role, run_id) = started.split_once('.')?;
+            let channel = match role {
+                "exec" => ResultChannel::ExecStarted,
+                "audit" => ResultChannel::AuditStarted,
+                _ => return None,
+            };
+            (channel, run_id)
+        } else {
+            let (name, run_id) = rest.split_once('.')?;
+            let channel = match name {
+                "exec" => ResultChannel::Exec,
+                "audit" => ResultChannel::Audit,
+                "decide" => ResultChannel::Decide,
+                _ => return None,
+            };
+            (channel, run_id)
+        };
+        let token_ok = !run_id.is_empty()
+            && !run_id
+                .chars()
+                .any(|c| matches!(c, '.' | '*' | '>') || c.is_whitespace());
+        token_ok.then_some(ResultSubject { channel, run_id })
     }
     /// `loopgate.control.<run>`: core NATS (not persisted) control notices for in-flight
     /// episodes, e.g. cancel.
@@ -111,5 +183,54 @@ mod tests {
         assert_eq!(s.exec_result("r1"), "lg.result.exec.r1");
         assert_eq!(s.decide("r1"), "lg.result.decide.r1");
         assert_eq!(Subjects::default().events("r"), "loopgate.events.r");
+        assert_eq!(s.exec_started("r1"), "lg.result.started.exec.r1");
+        assert_eq!(s.audit_started("r1"), "lg.result.started.audit.r1");
+    }
+
+    #[test]
+    fn results_subjects_parse_back_and_nothing_else_does() {
+        let s = Subjects::default();
+        let run = "0190a3c2-7b1e-7c4d-9f00-123456789abc";
+        let built = [
+            (s.exec_result(run), ResultChannel::Exec),
+            (s.audit_result(run), ResultChannel::Audit),
+            (s.decide(run), ResultChannel::Decide),
+            (s.exec_started(run), ResultChannel::ExecStarted),
+            (s.audit_started(run), ResultChannel::AuditStarted),
+        ];
+        for (subject, channel) in built {
+            assert_eq!(
+                s.parse_result(&subject),
+                Some(ResultSubject {
+                    channel,
+                    run_id: run
+                }),
+                "{subject}"
+            );
+        }
+        let refused = [
+            "loopgate.result.started.r1",     // the pre-role subject
+            "loopgate.result.started.gui.r1", // no such role
+            "loopgate.result.exec",           // no run
+            "loopgate.result.exec.",          // empty run
+            "loopgate.result.exec.r1.extra",  // two tokens
+            "loopgate.result.exec.*",         // wildcard
+            "loopgate.result.audit.>",        // wildcard
+            "loopgate.result.verdict.r1",     // unknown channel
+            "loopgate.exec.cli",              // not a results subject
+            "other.result.exec.r1",           // another prefix
+            "loopgateX.result.exec.r1",       // a longer prefix
+            "loopgate.resultexec.r1",
+        ];
+        for subject in refused {
+            assert_eq!(s.parse_result(subject), None, "{subject}");
+        }
+        assert_eq!(
+            Subjects::new("lg").parse_result("lg.result.audit.r9"),
+            Some(ResultSubject {
+                channel: ResultChannel::Audit,
+                run_id: "r9"
+            })
+        );
     }
 }

@@ -116,6 +116,7 @@ pub struct ExecResult {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AuditPurpose {
     /// Audit of a round's candidate.
@@ -173,9 +174,17 @@ pub struct AuditReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rubric: Option<RubricVerdict>,
     /// The spec hash of the contract the audit was made against (reports about any other
-    /// contract are refused).
+    /// contract, or about none, are refused).
     #[serde(default)]
     pub spec_hash: String,
+    /// Id of the auditor pool key that signed the report (`report_signing::key_id`); empty
+    /// when unsigned.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub key_id: String,
+    /// Ed25519 signature (128 hex digits) of the report's canonical claims
+    /// (`report_claims::ReportClaims`); empty when unsigned.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub signature: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -185,7 +194,8 @@ pub enum EpisodeRole {
     Auditor,
 }
 
-/// A worker picked an episode up (published before it starts working, on `result.started.<run>`).
+/// A worker picked an episode up (published before it starts working, on
+/// `result.started.exec.<run>` or `result.started.audit.<run>`, as its role).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EpisodeStarted {
     pub run_id: String,

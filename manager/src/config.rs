@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use loopgate_common::config::{ConfigError, NatsSection, NatsSettings};
+use loopgate_common::report_signing::{AuditorPublicKey, TrustedKeys};
 use loopgate_models::{resolve_profiles, ModelConfigError, ModelProfile, ModelProfiles};
 use serde::Deserialize;
 
@@ -63,6 +64,11 @@ pub struct ManagerSection {
     /// Executor capabilities this deployment runs (default `["cli", "gui"]`); the manager model
     /// is never offered a route no worker serves.
     pub capabilities: Option<Vec<String>>,
+    /// Trusted auditor public keys (64 hex digits each). When any are configured (here or
+    /// through `auditor_keys_env`), unsigned or badly signed audit reports are refused.
+    pub auditor_keys: Option<Vec<String>>,
+    /// Env var holding more trusted auditor public keys (one per line or comma-separated).
+    pub auditor_keys_env: Option<String>,
 }
 
 /// Values read from the environment once in `main`.
@@ -91,6 +97,9 @@ pub struct Settings {
     /// Bearer token the API requires (always when bound to a non-loopback address).
     pub token: Option<String>,
     pub models: BTreeMap<String, ModelProfile>,
+    /// Auditor keys whose signatures on audit reports are accepted; empty: reports are not
+    /// authenticated (accepted unsigned, as before signing existed).
+    pub auditor_keys: TrustedKeys,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -206,6 +215,7 @@ pub fn resolve(
         )
         .into());
     }
+    let auditor_keys = resolve_auditor_keys(&m, env)?;
     Ok(Settings {
         nats,
         redis_url,
@@ -224,7 +234,35 @@ pub fn resolve(
         gui_offered,
         token,
         models: resolve_profiles(&file.models, env)?,
+        auditor_keys,
     })
+}
+
+/// `[manager] auditor_keys` plus the keys in the variable `auditor_keys_env` names (which
+/// must then be set and hold at least one key).
+fn resolve_auditor_keys(
+    m: &ManagerSection,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<TrustedKeys, ManagerConfigError> {
+    let mut keys = Vec::new();
+    for (i, text) in m.auditor_keys.iter().flatten().enumerate() {
+        let key = AuditorPublicKey::parse(text).map_err(|e| {
+            ConfigError::invalid("manager.auditor_keys", format!("key #{}: {e}", i + 1))
+        })?;
+        keys.push(key);
+    }
+    if let Some(var) = &m.auditor_keys_env {
+        let text = env(var).filter(|t| !t.trim().is_empty()).ok_or_else(|| {
+            ConfigError::invalid(
+                "manager.auditor_keys_env",
+                format!("env var {var} is unset or empty"),
+            )
+        })?;
+        let listed = TrustedKeys::parse_list(&text)
+            .map_err(|e| ConfigError::invalid("manager.auditor_keys_env", format!("{var}: {e}")))?;
+        keys.extend(listed.keys().iter().cloned());
+    }
+    Ok(TrustedKeys::new(keys))
 }
 
 #[cfg(test)]
@@ -274,6 +312,55 @@ mod tests {
         let s =
             resolve(with_token, EnvOverrides::default(), &env).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(s.token.as_deref(), Some("secret"));
+        assert!(s.auditor_keys.is_empty());
+    }
+
+    fn public_hex(seed: u8) -> String {
+        loopgate_common::report_signing::ReportSigningKey::from_seed(&[seed; 32])
+            .public_key()
+            .to_hex()
+    }
+
+    #[test]
+    fn auditor_keys_from_the_file_and_the_environment() {
+        let (a, b) = (public_hex(7), public_hex(9));
+        let text = format!("[manager]\nauditor_keys = [\"{a}\"]\nauditor_keys_env = \"LG_KEYS\"");
+        let env = |k: &str| (k == "LG_KEYS").then(|| format!("# pool 2\n{b}\n{a}\n"));
+        let s = resolve(
+            parse_file(&text, "x").unwrap_or_default(),
+            EnvOverrides::default(),
+            &env,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let listed: Vec<String> = s.auditor_keys.keys().iter().map(|k| k.to_hex()).collect();
+        assert_eq!(listed, vec![a.clone(), b.clone()]);
+
+        let cases: Vec<(String, &str)> = vec![
+            (
+                "[manager]\nauditor_keys = [\"abc\"]".into(),
+                "manager.auditor_keys",
+            ),
+            (
+                "[manager]\nauditor_keys_env = \"UNSET\"".into(),
+                "manager.auditor_keys_env",
+            ),
+            (
+                "[manager]\nauditor_keys_env = \"LG_BAD\"".into(),
+                "manager.auditor_keys_env",
+            ),
+        ];
+        let env = |k: &str| (k == "LG_BAD").then(|| "not-a-key".to_string());
+        for (text, key) in cases {
+            let file = parse_file(&text, "x").unwrap_or_default();
+            let err = resolve(file, EnvOverrides::default(), &env)
+                .err()
+                .unwrap_or_else(|| panic!("{text} resolved"));
+            assert!(err.to_string().contains(key), "{text}: {err}");
+        }
+        assert!(matches!(
+            parse_file("[manager]\nauditor_key = []", "x"),
+            Err(ManagerConfigError::Parse { .. })
+        ));
     }
 
     #[test]

@@ -227,6 +227,11 @@ impl Engine {
                 .iter()
                 .map(|e| (format!("{}:{}", e.artifact_version, e.check_id), to_json(e)))
                 .collect(),
+            reports: step
+                .audit_report
+                .iter()
+                .map(|r| (r.snapshot.clone(), to_json(r)))
+                .collect(),
             state_change,
             expire_after: step.record.state.is_terminal().then_some(self.retention),
             deadline_ms: step.record.next_deadline_ms(),

@@ -1,11 +1,13 @@
 //! loopgate-manager: the control plane. Stateless: every transition is load -> decide -> CAS.
 //!
 //! `http/` (the API), `engine` (load, pure decide, compare-and-set, publish the outbox),
-//! `results_loop` (results, reports and decision requests on the shared runtime), `decision`
+//! `results_loop` (results, reports and decision requests on the shared runtime), `admission`
+//! (each message on its own subject, reports signed by a trusted auditor key), `decision`
 //! (the manager model's turn), `deadline_sweeper`, `snapshot_gc_loop`, `gauges`, `run_store`
 //! (Redis, this crate's alone), `config`.
 #![warn(unreachable_pub)]
 
+mod admission;
 pub mod config;
 mod deadline_sweeper;
 mod decision;
@@ -16,6 +18,7 @@ mod results_loop;
 pub mod run_store;
 mod snapshot_gc_loop;
 
+pub use admission::log_report_trust;
 pub use deadline_sweeper::DeadlineSweeper;
 pub use engine::{Engine, EngineError};
 pub use gauges::run_gauges;

@@ -9,12 +9,12 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use loopgate_manager::config::{self, EnvOverrides};
-use loopgate_manager::run_gauges;
 use loopgate_manager::run_store::{RunStore, StoreError};
 use loopgate_manager::DeadlineSweeper;
 use loopgate_manager::Engine;
 use loopgate_manager::ResultsLoop;
 use loopgate_manager::SnapshotGc;
+use loopgate_manager::{log_report_trust, run_gauges};
 use loopgate_manager::{router, ApiState};
 use loopgate_models::{process_env, ChatClient};
 use loopgate_snapshot::SnapshotStore;
@@ -119,6 +119,7 @@ async fn main() -> anyhow::Result<()> {
         .context("evidence store")?;
     let engine = Engine::new(bus.clone(), store, settings.retention, metrics);
 
+    log_report_trust(&settings.auditor_keys);
     let results = ResultsLoop {
         engine: engine.clone(),
         models: models.clone(),
@@ -130,6 +131,7 @@ async fn main() -> anyhow::Result<()> {
             max_deliver: settings.max_deliver,
             max_ack_pending: (settings.concurrency as i64) * 4,
         },
+        auditor_keys: settings.auditor_keys.clone(),
     };
     let results_task = tokio::spawn(results.run(cancel.clone()));
     let sweeper = DeadlineSweeper {
@@ -164,6 +166,7 @@ async fn main() -> anyhow::Result<()> {
         models,
         token: settings.token.clone(),
         telemetry: telemetry.clone(),
+        auditor_keys: settings.auditor_keys.clone(),
     });
     let listener = tokio::net::TcpListener::bind(settings.http_addr)
         .await

@@ -1,19 +1,22 @@
 //! The owner loop of this replica's share of the results stream, on the shared runtime
 //! (`run_consumer` pulls, keeps deliveries alive and settles): executor results, audit reports
-//! and decision requests, each handled by a plain function and acked only after its effects are
-//! stored and published.
+//! and decision requests, each admitted first (on its own subject, reports signed: see
+//! `admission`), then handled by a plain function and acked only after its effects are stored
+//! and published.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use loopgate_common::decide::RunEvent;
+use loopgate_common::report_signing::TrustedKeys;
 use loopgate_common::wire::{decode, Message};
 use loopgate_models::ChatClient;
 use loopgate_transport::runtime::{run_consumer, ConsumeOptions, Settle};
 use loopgate_transport::{ConsumerOptions, Delivery, Work};
 use tokio_util::sync::CancellationToken;
 
+use crate::admission::{admit, record_refusal};
 use crate::decision::take_decision;
 use crate::engine::{Applied, Engine, EngineError};
 
@@ -25,6 +28,8 @@ pub struct ResultsLoop {
     pub gui_offered: bool,
     pub concurrency: usize,
     pub consumer_options: ConsumerOptions,
+    /// Auditor keys a report must be signed by; empty: reports are accepted unsigned.
+    pub auditor_keys: TrustedKeys,
 }
 
 /// How long an in-flight handler may run after shutdown starts.
@@ -65,6 +70,15 @@ impl ResultsLoop {
                 return Settle::Term(format!("undecodable: {e}"));
             }
         };
+        if let Err(why) = admit(
+            self.engine.bus().subjects(),
+            &self.auditor_keys,
+            delivery.subject(),
+            &message,
+        ) {
+            record_refusal(self.engine.metrics(), delivery.subject(), &message, &why);
+            return Settle::Term(format!("refused: {}: {why}", why.reason()));
+        }
         let run_id = message.run_id().to_string();
         let outcome = match message {
             Message::ExecResult(result) => {

@@ -67,6 +67,7 @@ async fn serve(nats: &NatsServer, redis: &RedisServer, token: Option<&str>) -> S
         models: Arc::new(models),
         token: settings.token.clone(),
         telemetry: Arc::new(telemetry),
+        auditor_keys: settings.auditor_keys.clone(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -140,7 +141,7 @@ async fn walk(nats: &NatsServer, redis: &RedisServer, token: Option<&'static str
     }
     // Cancel last, so the routes before it see a live run.
     operations.sort_by_key(|(_, path)| path.ends_with("/cancel"));
-    assert_eq!(operations.len(), 18);
+    assert_eq!(operations.len(), 19);
     for (method, template) in &operations {
         let path = if template.starts_with("/v1/snapshots/") {
             template.replace("{id}", &snapshot)

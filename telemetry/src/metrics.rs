@@ -8,7 +8,8 @@
 //! Prometheus names: `loopgate_runs`, `loopgate_rounds_total`, `loopgate_audit_verdicts_total`,
 //! `loopgate_gate_total`, `loopgate_episode_duration_seconds`,
 //! `loopgate_snapshot_uploaded_bytes_total`, `loopgate_queue_pending_messages`,
-//! `loopgate_worker_up`, `loopgate_executor_self_check_refusals_total`.
+//! `loopgate_worker_up`, `loopgate_executor_self_check_refusals_total`,
+//! `loopgate_security_refused_messages_total`.
 
 use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter};
 use opentelemetry::KeyValue;
@@ -29,6 +30,10 @@ pub struct Metrics {
     pub queue_pending: Gauge<u64>,
     pub worker_up: Gauge<u64>,
     pub self_check_refusals: Counter<u64>,
+    /// Results-stream messages the manager refused as a security event (a kind on the wrong
+    /// subject, a run or role that disagrees with the subject, an unsigned or badly signed
+    /// report); attributes `kind` and `reason`.
+    pub refused_messages: Counter<u64>,
 }
 
 impl Metrics {
@@ -79,6 +84,13 @@ impl Metrics {
                 .with_description(
                     "Executor `finish` calls refused because a blocking check still failed on \
                      the live workspace",
+                )
+                .build(),
+            refused_messages: meter
+                .u64_counter("loopgate.security.refused_messages")
+                .with_description(
+                    "Results-stream messages refused before they reached the run: wrong \
+                     subject, run or role mismatch, missing spec hash, unsigned or badly signed",
                 )
                 .build(),
         }

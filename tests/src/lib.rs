@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use base64::Engine as _;
+use loopgate_common::report_signing::ReportSigningKey;
 use loopgate_test_support::{free_port, ChildGuard, NatsServer, RedisServer};
 use serde_json::Value;
 
@@ -30,6 +31,12 @@ pub struct StackOptions {
     pub env: Vec<(String, String)>,
     /// Give every worker a `[metrics] addr` (see `Stack::worker_metrics`).
     pub worker_metrics: bool,
+    /// Run nats-server with the project's per-role users (deploy/nats/loopgate-users.conf,
+    /// random passwords): every daemon connects as its own role (see `Stack::passwords`).
+    pub secured: bool,
+    /// Give the auditor a fresh Ed25519 signing key and the managers its public key in
+    /// `[manager] auditor_keys` (see `Stack::auditor_keys_file`).
+    pub signed: bool,
 }
 
 impl StackOptions {
@@ -42,8 +49,77 @@ impl StackOptions {
             executor_extra: String::new(),
             env: Vec::new(),
             worker_metrics: false,
+            secured: false,
+            signed: false,
         }
     }
+
+    /// Per-role NATS users and signed audit reports, as `loopgate up` and the prod overlay run.
+    pub fn hardened(mut self) -> Self {
+        self.secured = true;
+        self.signed = true;
+        self
+    }
+}
+
+/// The per-role users and their permissions: the one source, shared with `loopgate up`.
+pub const USERS_CONF: &str = include_str!("../../deploy/nats/loopgate-users.conf");
+
+/// Passwords of the three NATS users when the stack runs with per-role users.
+#[derive(Debug, Clone)]
+pub struct RolePasswords {
+    pub manager: String,
+    pub executor: String,
+    pub auditor: String,
+}
+
+impl RolePasswords {
+    fn random() -> RolePasswords {
+        RolePasswords {
+            manager: random_hex(16),
+            executor: random_hex(16),
+            auditor: random_hex(16),
+        }
+    }
+
+    /// The password of `user` (`manager`, `executor` or `auditor`).
+    pub fn of(&self, user: &str) -> &str {
+        match user {
+            "manager" => &self.manager,
+            "executor" => &self.executor,
+            _ => &self.auditor,
+        }
+    }
+
+    /// deploy/nats/loopgate-users.conf with its password variables defined.
+    fn server_conf(&self) -> String {
+        format!(
+            "LOOPGATE_NATS_MANAGER_PASSWORD: \"{}\"\nLOOPGATE_NATS_EXECUTOR_PASSWORD: \"{}\"\n\
+             LOOPGATE_NATS_AUDITOR_PASSWORD: \"{}\"\n{USERS_CONF}",
+            self.manager, self.executor, self.auditor
+        )
+    }
+}
+
+/// `bytes` random bytes (from /dev/urandom) as hex digits.
+fn random_hex(bytes: usize) -> String {
+    use std::io::Read;
+    let mut buf = vec![0u8; bytes];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut buf))
+        .expect("/dev/urandom");
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The env var the daemons of a secured stack read their NATS password from.
+const NATS_PASSWORD_ENV: &str = "LG_TEST_NATS_PASSWORD";
+/// The env var the auditor of a signed stack reads its signing key from.
+const SIGNING_KEY_ENV: &str = "LG_TEST_AUDITOR_SIGNING_KEY";
+
+/// What one daemon's config and environment get for NATS (and, for the auditor, signing).
+struct Identity {
+    nats_toml: String,
+    env: Vec<(String, String)>,
 }
 
 /// One manager replica.
@@ -63,7 +139,15 @@ pub struct Stack {
     /// The first manager's base URL (tests that use one manager).
     pub http: String,
     pub dir: tempfile::TempDir,
+    /// The NATS users' passwords (secured stacks only).
+    pub passwords: Option<RolePasswords>,
+    /// `DIR/auditor-keys.pub`, the trusted public key (signed stacks only), for
+    /// `loopgate verify --key`.
+    pub auditor_keys_file: Option<PathBuf>,
+    signing_seed: Option<String>,
     models: String,
+    /// The managers' `[nats]` table.
+    manager_nats: String,
     manager_extra: String,
     env: Vec<(String, String)>,
     spawned_managers: usize,
@@ -72,9 +156,52 @@ pub struct Stack {
 
 impl Stack {
     pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
-        let nats = NatsServer::start().await?;
+        let passwords = opts.secured.then(RolePasswords::random);
+        let nats = match &passwords {
+            Some(p) => NatsServer::start_with_config(&p.server_conf()).await?,
+            None => NatsServer::start().await?,
+        };
+        if let Some(p) = &passwords {
+            // Workers may not create streams: the topology is the manager's, set up before
+            // any worker starts (as `loopgate up` starts the manager first).
+            let options = loopgate_transport::BusOptions {
+                user: Some("manager".into()),
+                password: Some(p.manager.clone()),
+                ..Default::default()
+            };
+            let bus = loopgate_transport::Bus::connect(&nats.url(), "loopgate", options).await?;
+            bus.ensure_topology().await?;
+        }
         let redis = RedisServer::start().await?;
         let dir = tempfile::tempdir()?;
+        let signing_key = opts.signed.then(|| {
+            let seed = random_hex(32);
+            let key = ReportSigningKey::parse(&seed).expect("a fresh seed");
+            (seed, key)
+        });
+        let auditor_keys_file = match &signing_key {
+            Some((_, key)) => {
+                let path = dir.path().join("auditor-keys.pub");
+                std::fs::write(&path, format!("{}\n", key.public_key()))?;
+                Some(path)
+            }
+            None => None,
+        };
+        let identity = |role: &str| -> Identity {
+            let mut env = Vec::new();
+            let mut nats_toml = format!("[nats]\nurl = \"{}\"\n", nats.url());
+            if let Some(p) = &passwords {
+                nats_toml.push_str(&format!(
+                    "user = \"{role}\"\npassword_env = \"{NATS_PASSWORD_ENV}\"\n"
+                ));
+                env.push((NATS_PASSWORD_ENV.to_string(), p.of(role).to_string()));
+            }
+            if let (Some((seed, _)), "auditor") = (&signing_key, role) {
+                env.push((SIGNING_KEY_ENV.to_string(), seed.clone()));
+            }
+            env.extend(opts.env.iter().cloned());
+            Identity { nats_toml, env }
+        };
         let models: String = opts
             .profiles
             .iter()
@@ -91,14 +218,15 @@ impl Stack {
             Ok(format!("[metrics]\naddr = \"127.0.0.1:{port}\"\n"))
         };
         let mut executors = Vec::new();
+        let executor = identity("executor");
         for i in 1..=opts.executors {
             let cfg = dir.path().join(format!("executor-{i}.toml"));
             let work = dir.path().join(format!("work-exec-{i}"));
             std::fs::write(
                 &cfg,
                 format!(
-                    "[nats]\nurl = \"{}\"\n{}[executor]\nworker_id = \"exec-{i}\"\ncapabilities = [\"cli\"]\nwork_dir = \"{}\"\n{}\n\n{models}",
-                    nats.url(),
+                    "{}{}[executor]\nworker_id = \"exec-{i}\"\ncapabilities = [\"cli\"]\nwork_dir = \"{}\"\n{}\n\n{models}",
+                    executor.nats_toml,
                     metrics_table()?,
                     work.display(),
                     opts.executor_extra
@@ -108,20 +236,36 @@ impl Stack {
                 &format!("exec-{i}"),
                 "loopgate-executor",
                 &cfg,
-                &opts.env,
+                &executor.env,
             )?);
         }
+        let auditor_identity = identity("auditor");
+        let signing = if signing_key.is_some() {
+            format!("signing_key_env = \"{SIGNING_KEY_ENV}\"\n")
+        } else {
+            String::new()
+        };
         let audit_cfg = dir.path().join("auditor.toml");
         std::fs::write(
             &audit_cfg,
             format!(
-                "[nats]\nurl = \"{}\"\n{}[auditor]\nworker_id = \"audit-1\"\nwork_dir = \"{}\"\n\n{models}",
-                nats.url(),
+                "{}{}[auditor]\nworker_id = \"audit-1\"\nwork_dir = \"{}\"\n{signing}\n{models}",
+                auditor_identity.nats_toml,
                 metrics_table()?,
                 dir.path().join("work-audit").display()
             ),
         )?;
-        let auditor = spawn("auditor", "loopgate-auditor", &audit_cfg, &opts.env)?;
+        let auditor = spawn(
+            "auditor",
+            "loopgate-auditor",
+            &audit_cfg,
+            &auditor_identity.env,
+        )?;
+        let manager = identity("manager");
+        let mut manager_extra = opts.manager_extra;
+        if let Some((_, key)) = &signing_key {
+            manager_extra.push_str(&format!("\nauditor_keys = [\"{}\"]\n", key.public_key()));
+        }
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
             .build()?;
@@ -134,9 +278,13 @@ impl Stack {
             worker_metrics,
             http: String::new(),
             dir,
+            passwords,
+            auditor_keys_file,
+            signing_seed: signing_key.map(|(seed, _)| seed),
             models,
-            manager_extra: opts.manager_extra,
-            env: opts.env,
+            manager_nats: manager.nats_toml,
+            manager_extra,
+            env: manager.env,
             spawned_managers: 0,
             client,
         };
@@ -156,8 +304,8 @@ impl Stack {
         std::fs::write(
             &cfg,
             format!(
-                "[nats]\nurl = \"{}\"\n[redis]\nurl = \"{}\"\n[http]\naddr = \"127.0.0.1:{port}\"\n[manager]\n{}\n\n{}",
-                self.nats.url(),
+                "{}[redis]\nurl = \"{}\"\n[http]\naddr = \"127.0.0.1:{port}\"\n[manager]\n{}\n\n{}",
+                self.manager_nats,
                 self.redis.url(),
                 self.manager_extra,
                 self.models
@@ -274,6 +422,24 @@ impl Stack {
             bail!("GET {path}: {status} {v}");
         }
         Ok(v)
+    }
+
+    /// GET `path`: the status and the JSON body, whatever the status.
+    pub async fn get_status(&self, path: &str) -> anyhow::Result<(u16, Value)> {
+        let r = self
+            .client
+            .get(format!("{}{path}", self.any_http()))
+            .send()
+            .await?;
+        let status = r.status().as_u16();
+        Ok((status, r.json().await.unwrap_or(Value::Null)))
+    }
+
+    /// The auditor's signing key (signed stacks only), to sign reports as the pool would.
+    pub fn auditor_signing_key(&self) -> Option<ReportSigningKey> {
+        self.signing_seed
+            .as_deref()
+            .and_then(|seed| ReportSigningKey::parse(seed).ok())
     }
 
     pub async fn run(&self, id: &str) -> anyhow::Result<Value> {

@@ -2,7 +2,7 @@
 //! re-hashed), diff it against the base, run every contract check in its own scratch copy
 //! under the host's sandbox, derive the verdicts mechanically, optionally ask the judge model
 //! (which may only tighten them), score the contract's rubric (`rubric_judge.rs`) and build the
-//! report. I/O stays here, in `audit_checks.rs` and `rubric_judge.rs`; the decisions are
+//! report, signed with the pool's key when one is configured. I/O stays here, in `audit_checks.rs` and `rubric_judge.rs`; the decisions are
 //! `audit_rules.rs`, `rubric_verdict.rs` and `loopgate_common::{verdict, rubric}`.
 
 pub(crate) mod rules;
@@ -10,9 +10,11 @@ mod run_checks;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use loopgate_common::contract_proposal::{proposal_criteria, MAX_PROPOSAL_BYTES, PROPOSAL_FILE};
+use loopgate_common::report_signing::ReportSigningKey;
 use loopgate_common::rubric::RubricVerdict;
 use loopgate_common::snapshot::{diff_manifests, PathChange};
 use loopgate_common::usage::Usage;
@@ -59,6 +61,8 @@ pub struct Auditor {
     pub strict_scope: bool,
     /// Judge clients by model profile name.
     pub judges: BTreeMap<String, ChatClient>,
+    /// The pool's key: every report is signed with it (`None`: reports go out unsigned).
+    pub signing_key: Option<Arc<ReportSigningKey>>,
 }
 
 /// Pieces of a report, assembled by `Auditor::audit`.
@@ -102,7 +106,7 @@ impl Auditor {
             }
         }
         let findings = findings?;
-        Ok(AuditReport {
+        let mut report = AuditReport {
             run_id: req.run_id.clone(),
             generation: req.generation,
             round: req.round,
@@ -125,7 +129,13 @@ impl Auditor {
             proposal: findings.proposal,
             rubric: findings.rubric,
             spec_hash: req.contract.spec_hash.clone(),
-        })
+            key_id: String::new(),
+            signature: String::new(),
+        };
+        if let Some(key) = &self.signing_key {
+            key.sign(&mut report);
+        }
+        Ok(report)
     }
 
     async fn findings(&self, req: &AuditRequest, scratch: &Path) -> Result<Findings, AuditError> {

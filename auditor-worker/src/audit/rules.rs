@@ -268,6 +268,8 @@ mod tests {
             proposal: None,
             rubric: None,
             spec_hash: String::new(),
+            key_id: String::new(),
+            signature: String::new(),
         };
         assert_eq!(report_msg_id(&report), "r1:2:3:audit-report:final:4");
     }

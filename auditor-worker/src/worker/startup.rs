@@ -119,6 +119,14 @@ pub async fn run_daemon(
     }
     let store = SnapshotStore::new(&bus).await?;
     let evidence = open_evidence(&bus).await;
+    match &settings.signing_key {
+        Some(key) => tracing::info!(key_id = key.key_id(), public_key = %key.public_key(),
+            "audit reports are signed with this key (managers list it in [manager] auditor_keys)"),
+        None => tracing::warn!(
+            "no [auditor] signing_key_env / signing_key_file: audit reports go out unsigned, \
+             and managers that trust auditor keys refuse them"
+        ),
+    }
     let auditor = Arc::new(Auditor {
         store,
         evidence,
@@ -128,6 +136,7 @@ pub async fn run_daemon(
         sandbox,
         strict_scope: settings.strict_scope,
         judges,
+        signing_key: settings.signing_key.clone(),
     });
     let options = WorkerOptions {
         ack_wait: settings.ack_wait,

@@ -288,6 +288,7 @@ pub fn auditor_on(env: &Env, work_dir: &Path, judges: BTreeMap<String, ChatClien
         sandbox: Sandbox::unisolated("in-process test"),
         strict_scope: false,
         judges,
+        signing_key: None,
     }
 }
 

@@ -3,6 +3,8 @@
 pub mod checkout;
 pub mod contract;
 pub mod diff;
+pub mod keygen;
 pub mod run_commands;
 pub mod submit;
+pub mod verify;
 pub mod watch;

@@ -1,6 +1,7 @@
 //! `loopgate up`: a foreground local stack (nats-server, redis-server, one manager, N executors,
 //! one auditor) with data, configs and logs under one directory.
 
+mod auditor_key;
 mod binaries;
 mod config_files;
 mod error;
@@ -14,10 +15,11 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use loopgate_common::report_signing::ReportSigningKey;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 pub use binaries::{AUDITOR_BIN, EXECUTOR_BIN, MANAGER_BIN};
-pub use config_files::{LocalStack, ModelProfileToml};
+pub use config_files::{LocalStack, ModelProfileToml, SIGNING_KEY_ENV};
 use error::io_err;
 pub use error::StackError;
 pub use nats_users::{NatsPasswords, Role};
@@ -97,11 +99,11 @@ pub async fn up(args: &UpArgs) -> Result<(), CliError> {
             return Err(StackError::PortInUse { what, addr, flag }.into());
         }
     }
-    let stack = prepare_dir(args)?;
+    let (stack, signing_key) = prepare_dir(args)?;
     let passwords = NatsPasswords::generate().map_err(io_err("generating the NATS passwords"))?;
     let mut supervisor = Supervisor::new();
     let started = tokio::select! {
-        result = start(&stack, &programs, &passwords, &mut supervisor) => Some(result),
+        result = start(&stack, &programs, &passwords, &signing_key, &mut supervisor) => Some(result),
         _ = signals.recv() => None,
     };
     let outcome = match started {
@@ -130,20 +132,23 @@ pub async fn up(args: &UpArgs) -> Result<(), CliError> {
     outcome.map_err(CliError::from)
 }
 
-/// Creates the directory layout and writes the config files.
-fn prepare_dir(args: &UpArgs) -> Result<LocalStack, StackError> {
+/// Creates the directory layout, this start's audit-report key and the config files.
+fn prepare_dir(args: &UpArgs) -> Result<(LocalStack, ReportSigningKey), StackError> {
     std::fs::create_dir_all(&args.dir)
         .map_err(io_err(format!("creating {}", args.dir.display())))?;
     let dir = std::fs::canonicalize(&args.dir)
         .map_err(io_err(format!("resolving {}", args.dir.display())))?;
-    let stack = LocalStack {
+    let mut stack = LocalStack {
         dir,
         nats_port: args.nats_port,
         redis_port: args.redis_port,
         http_addr: args.http_addr,
         executors: args.executors,
         model: ModelProfileToml::from_env(&process_env),
+        auditor_keys: Vec::new(),
     };
+    let (signing_key, trusted) = auditor_key::start_key(&stack.auditor_keys_path())?;
+    stack.auditor_keys = trusted;
     let mut dirs = vec![
         stack.dir.join("nats"),
         stack.dir.join("redis"),
@@ -161,7 +166,7 @@ fn prepare_dir(args: &UpArgs) -> Result<LocalStack, StackError> {
         std::fs::write(&file.path, file.text)
             .map_err(io_err(format!("writing {}", file.path.display())))?;
     }
-    Ok(stack)
+    Ok((stack, signing_key))
 }
 
 fn os_args(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Vec<OsString> {
@@ -175,6 +180,7 @@ async fn start(
     stack: &LocalStack,
     programs: &Programs,
     passwords: &NatsPasswords,
+    signing_key: &ReportSigningKey,
     sup: &mut Supervisor,
 ) -> Result<(), StackError> {
     let role_env = |role: Role| {
@@ -278,13 +284,15 @@ async fn start(
             &role_env(Role::Executor),
         )?;
     }
+    let mut auditor_env = role_env(Role::Auditor).to_vec();
+    auditor_env.push((SIGNING_KEY_ENV, signing_key.to_secret_hex()));
     sup.spawn_with_env(
         "auditor",
         Stage::Daemons,
         &programs.auditor,
         &config(stack.auditor_config_path()),
         &log("auditor"),
-        &role_env(Role::Auditor),
+        &auditor_env,
     )?;
     output::note(format!(
         "started {} executor(s) and the auditor",
@@ -337,6 +345,10 @@ fn announce(stack: &LocalStack) -> Result<(), CliError> {
         format!("loopgate is up: {url}"),
         format!("  logs:    {}/", stack.logs_dir().display()),
         format!("  configs: {}/*.toml", stack.dir.display()),
+        format!(
+            "  reports: signed; verify a run with: loopgate verify RUN --key {}",
+            stack.auditor_keys_path().display()
+        ),
         format!(
             "  model:   {} at {}, {} (change with LOOPGATE_MODEL / LOOPGATE_MODEL_URL / LOOPGATE_API_KEY)",
             stack.model.model,

@@ -122,6 +122,8 @@ fn plan_audit_full(
             proposal: proposal.map(str::to_string),
             rubric: None,
             spec_hash: record.contract.spec_hash.clone(),
+            key_id: String::new(),
+            signature: String::new(),
         }),
     )
 }

@@ -210,7 +210,12 @@ pub(super) fn on_audit(record: &RunRecord, report: &AuditReport, now: i64) -> De
         }
         _ => return Decision::Ignore(format!("no audit of round {} is pending", report.round)),
     };
-    if !report.spec_hash.is_empty() && report.spec_hash != record.contract.spec_hash {
+    if report.spec_hash.is_empty() {
+        // A report that names no contract cannot be checked against the run's (the results
+        // loop already refuses it as a security event; this is the state machine's own guard).
+        return Decision::Ignore("the audit report names no spec hash".to_string());
+    }
+    if report.spec_hash != record.contract.spec_hash {
         return Decision::Ignore(format!(
             "the audit was made against contract {}, not the run's frozen contract {}",
             report.spec_hash.get(..12).unwrap_or(&report.spec_hash),
@@ -236,6 +241,7 @@ pub(super) fn on_audit(record: &RunRecord, report: &AuditReport, now: i64) -> De
         }
         return tx.finish();
     }
+    tx.audit_report = Some(report.clone());
     let (verdicts, downgraded) = guard_report(&record.contract, report);
     // Only evidence bound to the audited snapshot counts.
     let evidence: Vec<Evidence> = report

@@ -120,6 +120,8 @@ pub(super) fn report(record: &RunRecord, pass: bool, integrity: Integrity) -> Au
         proposal: None,
         rubric: None,
         spec_hash: record.contract.spec_hash.clone(),
+        key_id: String::new(),
+        signature: String::new(),
     }
 }
 

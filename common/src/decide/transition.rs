@@ -112,6 +112,10 @@ pub struct Step {
     pub log: Vec<LogEntry>,
     /// New evidence records for the run's evidence history.
     pub evidence: Vec<Evidence>,
+    /// The (signed) audit report this transition accepted: a round or final audit, not a
+    /// planning one and not a reused one. Stored beside the record by its snapshot id; the
+    /// report stored for a completed run's final snapshot is its certificate.
+    pub audit_report: Option<AuditReport>,
     pub previous_state: RunState,
 }
 

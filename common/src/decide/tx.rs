@@ -7,14 +7,16 @@ use crate::state::{
 use crate::subjects::Capability;
 use crate::verdict::Evidence;
 use crate::wire::{
-    AuditPurpose, AuditRequest, CancelEpisodes, DecideRequest, EpisodeKind, ExecFeedback,
-    ExecRequest, Increment, Message,
+    AuditPurpose, AuditReport, AuditRequest, CancelEpisodes, DecideRequest, EpisodeKind,
+    ExecFeedback, ExecRequest, Increment, Message,
 };
 
 pub(super) struct Tx {
     pub record: RunRecord,
     pub log: Vec<LogEntry>,
     pub evidence: Vec<Evidence>,
+    /// The audit report accepted by this transition (see [`Step::audit_report`]).
+    pub audit_report: Option<AuditReport>,
     pub previous_state: RunState,
     pub now: i64,
     /// Whether an executor or auditor episode is still running for this run; cleared by the
@@ -36,6 +38,7 @@ impl Tx {
             record,
             log: Vec::new(),
             evidence: Vec::new(),
+            audit_report: None,
             now,
         }
     }
@@ -318,6 +321,7 @@ impl Tx {
             record: self.record,
             log: self.log,
             evidence: self.evidence,
+            audit_report: self.audit_report,
             previous_state: self.previous_state,
         }
     }

@@ -89,6 +89,28 @@ pub(crate) enum ReadErrors {
     Unavailable(ErrorBody),
 }
 
+/// The error answers of `GET /v1/runs/{id}/certificate`.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)]
+pub(crate) enum CertificateErrors {
+    /// `invalid_request`: the path could not be read.
+    #[response(status = 400)]
+    BadRequest(ErrorBody),
+    /// `not_found`: no such run, or a completed run without a stored final report (completed
+    /// before reports were kept).
+    #[response(status = 404)]
+    NotFound(ErrorBody),
+    /// `not_completed`: the run has not completed (yet), so nothing is certified.
+    #[response(status = 409)]
+    Conflict(ErrorBody),
+    /// `corrupt_record` or `integrity`: a stored record, report or manifest is damaged.
+    #[response(status = 500)]
+    Internal(ErrorBody),
+    /// `unavailable`: Redis or NATS cannot be reached.
+    #[response(status = 503)]
+    Unavailable(ErrorBody),
+}
+
 /// The error answers of a route that changes one run.
 #[derive(utoipa::IntoResponses)]
 #[allow(dead_code)]

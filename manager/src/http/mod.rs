@@ -6,6 +6,7 @@
 //! file; the handler files import them; `router` imports everything.
 
 mod auth;
+mod certificate;
 mod contract;
 mod error;
 mod extract;

@@ -10,6 +10,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::http::auth;
+use crate::http::certificate;
 use crate::http::contract;
 use crate::http::error::ApiError;
 use crate::http::openapi::{self, OpenApiJson};
@@ -37,6 +38,7 @@ fn routes() -> (OpenApiRouter<Shared>, OpenApiRouter<Shared>) {
         .routes(routes!(runs::answer))
         .routes(routes!(contract::get_contract))
         .routes(routes!(contract::approve))
+        .routes(routes!(certificate::get_certificate))
         .routes(routes!(snapshots::get_manifest))
         .routes(routes!(snapshots::get_blob))
         .routes(routes!(rounds::list_rounds))
@@ -120,6 +122,7 @@ mod tests {
         "POST /v1/runs/{id}/answer",
         "GET /v1/runs/{id}/contract",
         "POST /v1/runs/{id}/approve",
+        "GET /v1/runs/{id}/certificate",
         "GET /v1/snapshots/{id}",
         "GET /v1/blobs/{sha256}",
         "GET /v1/runs/{id}/rounds",

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use loopgate_common::report_signing::TrustedKeys;
 use loopgate_common::state::RunRecord;
 use loopgate_models::ChatClient;
 use loopgate_snapshot::SnapshotStore;
@@ -20,6 +21,8 @@ pub struct ApiState {
     /// When set, every `/v1` route requires `Authorization: Bearer <token>`.
     pub token: Option<String>,
     pub telemetry: Arc<loopgate_telemetry::otel::Telemetry>,
+    /// The auditor keys reports must be signed by (listed in certificates).
+    pub auditor_keys: TrustedKeys,
 }
 
 pub(crate) type Shared = Arc<ApiState>;

@@ -2,7 +2,9 @@
 //! record, its version, the log, the evidence and the indexes change together or not at all.
 //!
 //! Keys: `lg:run:<id>` HASH {version, record}; `lg:run:<id>:log` STREAM (field `entry`);
-//! `lg:run:<id>:evidence` HASH; `lg:runs:<state>` SET; `lg:runs:all` ZSET by created-at millis;
+//! `lg:run:<id>:evidence` HASH; `lg:run:<id>:reports` HASH (accepted audit reports as received,
+//! signature included, by snapshot id: a completed run's certificate is the one of its final
+//! snapshot); `lg:runs:<state>` SET; `lg:runs:all` ZSET by created-at millis;
 //! `lg:deadlines` ZSET of run ids scored by their next deadline (unix millis), written in the
 //! same script as the record so the two never disagree.
 
@@ -72,6 +74,8 @@ pub struct CasWrite {
     pub log_entries: Vec<String>,
     /// `(field, json)` pairs set in `lg:run:<id>:evidence`.
     pub evidence: Vec<(String, String)>,
+    /// `(snapshot id, report json)` pairs set in `lg:run:<id>:reports`.
+    pub reports: Vec<(String, String)>,
     /// Move the id from `lg:runs:<from>` to `lg:runs:<to>`.
     pub state_change: Option<(String, String)>,
     /// Expire all the run's keys after this long (terminal runs).
@@ -106,6 +110,9 @@ pub fn log_key(id: &str) -> String {
 }
 pub fn evidence_key(id: &str) -> String {
     format!("lg:run:{id}:evidence")
+}
+pub fn reports_key(id: &str) -> String {
+    format!("lg:run:{id}:reports")
 }
 pub fn state_index_key(state: &str) -> String {
     format!("lg:runs:{state}")
@@ -277,7 +284,8 @@ impl RunStore {
             .key(run_key(id))
             .key(log_key(id))
             .key(evidence_key(id))
-            .key(DEADLINES_KEY);
+            .key(DEADLINES_KEY)
+            .key(reports_key(id));
         if let Some((from, to)) = &write.state_change {
             check_state(from)?;
             check_state(to)?;
@@ -296,12 +304,16 @@ impl RunStore {
             .arg(expire_ms)
             .arg(write.log_entries.len())
             .arg(write.evidence.len())
-            .arg(write.deadline_ms.unwrap_or(-1));
+            .arg(write.deadline_ms.unwrap_or(-1))
+            .arg(write.reports.len());
         for entry in &write.log_entries {
             invocation.arg(entry);
         }
         for (field, value) in &write.evidence {
             invocation.arg(field).arg(value);
+        }
+        for (snapshot, value) in &write.reports {
+            invocation.arg(snapshot).arg(value);
         }
         let mut conn = self.conn.clone();
         let (applied, version): (i64, u64) = bounded(
@@ -354,6 +366,7 @@ mod tests {
         assert_eq!(run_key("r"), "lg:run:r");
         assert_eq!(log_key("r"), "lg:run:r:log");
         assert_eq!(evidence_key("r"), "lg:run:r:evidence");
+        assert_eq!(reports_key("r"), "lg:run:r:reports");
         assert_eq!(state_index_key("running"), "lg:runs:running");
     }
 }

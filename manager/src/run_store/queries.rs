@@ -1,5 +1,5 @@
 //! Reads of the run store: the log (optionally blocking for new entries), due deadlines,
-//! counts, evidence and the run listings (pruning index entries of expired runs).
+//! counts, evidence, accepted reports and the run listings (pruning index entries of expired runs).
 
 use std::time::Duration;
 
@@ -7,8 +7,8 @@ use redis::streams::{StreamId, StreamRangeReply, StreamReadReply};
 use redis::AsyncCommands;
 
 use super::{
-    bounded, check_name, check_state, evidence_key, log_key, run_key, state_index_key, LogRecord,
-    RunStore, StoreError, ALL_RUNS_KEY, BLOCK_GRACE, DEADLINES_KEY, LIST_PRUNE_ROUNDS,
+    bounded, check_name, check_state, evidence_key, log_key, reports_key, run_key, state_index_key,
+    LogRecord, RunStore, StoreError, ALL_RUNS_KEY, BLOCK_GRACE, DEADLINES_KEY, LIST_PRUNE_ROUNDS,
 };
 
 fn to_log_record(op: &'static str, item: StreamId) -> Result<LogRecord, StoreError> {
@@ -133,6 +133,13 @@ impl RunStore {
             bounded("evidence", self.timeout, conn.hgetall(evidence_key(id))).await?;
         pairs.sort();
         Ok(pairs)
+    }
+
+    /// The accepted audit report stored for `snapshot` (its JSON as received), if any.
+    pub async fn report(&self, id: &str, snapshot: &str) -> Result<Option<String>, StoreError> {
+        check_name("run id", id)?;
+        let mut conn = self.conn.clone();
+        bounded("report", self.timeout, conn.hget(reports_key(id), snapshot)).await
     }
 
     /// Run ids, newest first; all runs or those in `state`. Ids of runs whose keys expired are

@@ -9,3 +9,4 @@ mod rubric;
 mod self_check;
 mod structured_output;
 mod telemetry;
+mod trust;

@@ -80,6 +80,8 @@ fn daemons_get_configs_env_and_grace_their_binaries_accept() -> anyhow::Result<(
             "{}",
             r.name
         );
+        let mut trusted_ids = BTreeSet::new();
+        let mut signing_ids = Vec::new();
         for d in daemons(r)? {
             let at = &d.at;
             let text = config_of(r, &d).with_context(|| at.clone())?;
@@ -99,6 +101,17 @@ fn daemons_get_configs_env_and_grace_their_binaries_accept() -> anyhow::Result<(
                     ensure!(
                         settings.token.is_some(),
                         "{at}: the API must require a bearer token"
+                    );
+                    ensure!(
+                        !settings.auditor_keys.is_empty(),
+                        "{at}: the manager must trust auditor keys (and refuse unsigned reports)"
+                    );
+                    trusted_ids.extend(
+                        settings
+                            .auditor_keys
+                            .keys()
+                            .iter()
+                            .map(|k| k.key_id().to_string()),
                     );
                     let port = Some(u64::from(settings.http_addr.port()));
                     ensure!(
@@ -137,6 +150,10 @@ fn daemons_get_configs_env_and_grace_their_binaries_accept() -> anyhow::Result<(
                         temp_dir: "/tmp".into(),
                     };
                     let settings = file.resolve(&get, &host).with_context(|| at.clone())?;
+                    let key = settings.signing_key.as_ref();
+                    let key =
+                        key.with_context(|| format!("{at}: the auditor must sign reports"))?;
+                    signing_ids.push((at.clone(), key.key_id().to_string()));
                     ensure!(
                         writable_mount(d.container, &settings.work_dir),
                         "{at}: work_dir read-only"
@@ -204,6 +221,13 @@ fn daemons_get_configs_env_and_grace_their_binaries_accept() -> anyhow::Result<(
             ensure!(
                 mine.is_some() && mine == secret_of(nats_env, &var),
                 "{at}: password differs from {var}"
+            );
+        }
+        // Every auditor signs with a key every manager trusts.
+        for (at, id) in &signing_ids {
+            ensure!(
+                trusted_ids.contains(id),
+                "{at}: signs with key {id}, which the managers do not trust ({trusted_ids:?})"
             );
         }
         // Where the Secret is rendered (dev), the manager's Redis URL carries Redis's password.

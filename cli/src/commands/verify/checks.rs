@@ -1,0 +1,298 @@
+//! What `loopgate verify` checks in a certificate, pure: the format and state, the contract's
+//! hash, the report bound to this run, snapshot and contract, its signature by a trusted key,
+//! its verdicts, passing evidence for every criterion the gate requires, and the manifest
+//! against the snapshot id. The blobs are re-hashed by the caller (online: downloaded;
+//! offline: read from the checked-out tree).
+
+use loopgate_api::{Certificate, CERTIFICATE_FORMAT};
+use loopgate_common::report_signing::TrustedKeys;
+use loopgate_common::state::RunState;
+use serde::Serialize;
+
+use crate::commands::checkout::verify_manifest;
+
+/// One thing that does not hold. `check` is a stable name (`--json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    pub check: &'static str,
+    pub detail: String,
+}
+
+impl Problem {
+    pub fn new(check: &'static str, detail: impl Into<String>) -> Problem {
+        Problem {
+            check,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// A criterion the gate requires, and whether the signed report has `pass` evidence for it
+/// on the certified snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CriterionCheck {
+    pub id: String,
+    pub passed: bool,
+}
+
+/// What the certificate itself shows (before the blobs are re-hashed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertificateFindings {
+    pub problems: Vec<Problem>,
+    pub criteria: Vec<CriterionCheck>,
+    /// The trusted key that signed the report, when the signature verified.
+    pub signed_by: Option<String>,
+}
+
+/// Check everything `cert` claims against itself and against `trusted`.
+pub fn check_certificate(cert: &Certificate, trusted: &TrustedKeys) -> CertificateFindings {
+    let mut problems = Vec::new();
+    if cert.format != CERTIFICATE_FORMAT {
+        problems.push(Problem::new(
+            "format",
+            format!(
+                "certificate format {:?}; this build reads {CERTIFICATE_FORMAT}",
+                cert.format
+            ),
+        ));
+    }
+    if cert.state != RunState::Completed {
+        problems.push(Problem::new(
+            "not_completed",
+            format!(
+                "run {} is {}, not completed",
+                cert.run_id,
+                cert.state.as_str()
+            ),
+        ));
+    }
+    let contract = &cert.contract;
+    if !contract.is_intact() {
+        problems.push(Problem::new(
+            "contract",
+            format!(
+                "the contract hashes to {}, not to its spec hash {}: it was edited",
+                contract.compute_hash(),
+                contract.spec_hash
+            ),
+        ));
+    }
+    let report = &cert.report;
+    let bindings = [
+        ("run", &report.run_id, &cert.run_id),
+        ("snapshot", &report.snapshot, &cert.snapshot),
+        ("spec hash", &report.spec_hash, &contract.spec_hash),
+    ];
+    for (what, signed, certified) in bindings {
+        if signed != certified {
+            problems.push(Problem::new(
+                "binding",
+                format!("the signed report names {what} {signed}, the certificate {certified}"),
+            ));
+        }
+    }
+    let signed_by = match trusted.verify_claims(report, &cert.signature) {
+        Ok(key) => Some(key.key_id().to_string()),
+        Err(e) => {
+            problems.push(Problem::new("signature", e.to_string()));
+            None
+        }
+    };
+    if !report.verdicts.all_pass() {
+        problems.push(Problem::new(
+            "verdicts",
+            format!(
+                "the signed verdicts are {:?}/{:?}/{:?}, not complete/clean/aligned",
+                report.verdicts.status, report.verdicts.integrity, report.verdicts.contract
+            )
+            .to_lowercase(),
+        ));
+    }
+    let criteria: Vec<CriterionCheck> = contract
+        .required_evidence()
+        .map(|id| CriterionCheck {
+            id: id.to_string(),
+            passed: report.passes_on_snapshot(id),
+        })
+        .collect();
+    for c in criteria.iter().filter(|c| !c.passed) {
+        problems.push(Problem::new(
+            "evidence",
+            format!(
+                "blocking criterion '{}' has no pass evidence on snapshot {} in the signed report",
+                c.id, report.snapshot
+            ),
+        ));
+    }
+    if criteria.is_empty() {
+        problems.push(Problem::new(
+            "evidence",
+            "the contract has no blocking criterion: nothing was proven",
+        ));
+    }
+    if let Err(e) = verify_manifest(&cert.snapshot, &cert.manifest) {
+        problems.push(Problem::new("manifest", e.to_string()));
+    }
+    CertificateFindings {
+        problems,
+        criteria,
+        signed_by,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use loopgate_api::TrustedKey;
+    use loopgate_common::contract::Contract;
+    use loopgate_common::report_claims::ReportClaims;
+    use loopgate_common::report_signing::ReportSigningKey;
+    use loopgate_common::snapshot::{sha256_hex, Manifest, ManifestEntry};
+    use loopgate_common::task::Criterion;
+    use loopgate_common::usage::Usage;
+    use loopgate_common::verdict::{
+        AuditStatus, CheckVerdict, ContractVerdict, Evidence, Integrity, Verdicts,
+    };
+    use loopgate_common::wire::{AuditPurpose, AuditReport};
+
+    pub(crate) const FILE: &[u8] = b"print('hello, loopgate')\n";
+
+    pub(crate) fn pool_key() -> ReportSigningKey {
+        ReportSigningKey::from_seed(&[5u8; 32])
+    }
+
+    /// A valid certificate for one file `hello.py` and one blocking criterion, signed by
+    /// `pool_key()`.
+    pub(crate) fn certificate() -> Certificate {
+        let manifest = Manifest::new(vec![ManifestEntry {
+            path: "hello.py".into(),
+            mode: 0o644,
+            size: FILE.len() as u64,
+            sha256: sha256_hex(FILE),
+        }])
+        .unwrap();
+        let snapshot = manifest.id();
+        let mut contract = Contract {
+            goal: "g".into(),
+            criteria: vec![Criterion {
+                id: "prints".into(),
+                description: String::new(),
+                check: Some("true".into()),
+                blocking: true,
+                timeout_secs: 5,
+            }],
+            protected_paths: Vec::new(),
+            rubric: None,
+            spec_hash: String::new(),
+        };
+        contract.spec_hash = contract.compute_hash();
+        let mut report = AuditReport {
+            run_id: "r1".into(),
+            generation: 1,
+            round: 1,
+            purpose: AuditPurpose::Final,
+            delivery_attempt: 1,
+            worker: "a".into(),
+            snapshot: snapshot.clone(),
+            verdicts: Verdicts {
+                status: AuditStatus::Complete,
+                integrity: Integrity::Clean,
+                contract: ContractVerdict::Aligned,
+            },
+            evidence: vec![Evidence {
+                artifact_version: snapshot.clone(),
+                check_id: "prints".into(),
+                verdict: CheckVerdict::Pass,
+                produced_at: 1,
+                log_digest: None,
+                exit_code: Some(0),
+                duration_ms: 1,
+                output_excerpt: String::new(),
+            }],
+            gaps: Vec::new(),
+            backcheck: Vec::new(),
+            changed_paths: Vec::new(),
+            judgment: None,
+            usage: Usage::default(),
+            duration_ms: 1,
+            proposal: None,
+            rubric: None,
+            spec_hash: contract.spec_hash.clone(),
+            key_id: String::new(),
+            signature: String::new(),
+        };
+        let key = pool_key();
+        key.sign(&mut report);
+        Certificate {
+            format: CERTIFICATE_FORMAT.into(),
+            run_id: "r1".into(),
+            state: RunState::Completed,
+            snapshot,
+            contract,
+            report: ReportClaims::of(&report),
+            signature: report.signature.clone(),
+            manifest,
+            trusted_keys: vec![TrustedKey {
+                key_id: key.key_id().into(),
+                public_key: key.public_key().to_hex(),
+            }],
+        }
+    }
+
+    fn trusted() -> TrustedKeys {
+        TrustedKeys::new([pool_key().public_key().clone()])
+    }
+
+    #[test]
+    fn a_valid_certificate_holds() {
+        let found = check_certificate(&certificate(), &trusted());
+        assert_eq!(found.problems, vec![]);
+        assert_eq!(found.signed_by.as_deref(), Some(pool_key().key_id()));
+        assert_eq!(
+            found.criteria,
+            vec![CriterionCheck {
+                id: "prints".into(),
+                passed: true
+            }]
+        );
+    }
+
+    #[test]
+    fn each_broken_claim_is_named() {
+        type Breakage = (&'static str, fn(&mut Certificate));
+        let cases: Vec<Breakage> = vec![
+            ("not_completed", |c| c.state = RunState::Running),
+            ("format", |c| c.format = "loopgate.certificate.v0".into()),
+            ("contract", |c| c.contract.goal.push('!')),
+            // Another criterion in the contract (hash recomputed): no evidence, no binding.
+            ("evidence", |c| {
+                c.contract.criteria[0].id = "other".into();
+                c.contract.spec_hash = c.contract.compute_hash();
+            }),
+            ("binding", |c| c.run_id = "r2".into()),
+            ("signature", |c| c.report.round += 1),
+            ("signature", |c| {
+                c.report.verdicts.status = AuditStatus::Incomplete
+            }),
+            ("signature", |c| c.signature = String::new()),
+            ("manifest", |c| c.manifest.entries[0].size += 1),
+        ];
+        for (want, breakage) in cases {
+            let mut cert = certificate();
+            breakage(&mut cert);
+            let found = check_certificate(&cert, &trusted());
+            let checks: Vec<&str> = found.problems.iter().map(|p| p.check).collect();
+            assert!(checks.contains(&want), "{want}: {:?}", found.problems);
+        }
+        // Signed correctly, but by a key nobody pinned.
+        let stranger =
+            TrustedKeys::new([ReportSigningKey::from_seed(&[6u8; 32]).public_key().clone()]);
+        let found = check_certificate(&certificate(), &stranger);
+        assert_eq!(found.problems.len(), 1, "{:?}", found.problems);
+        assert_eq!(found.problems[0].check, "signature");
+        assert!(found.problems[0]
+            .detail
+            .contains("not among the trusted keys"));
+    }
+}

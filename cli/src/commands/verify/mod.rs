@@ -1,0 +1,337 @@
+//! `loopgate verify RUN [--key FILE]... [--json] [--export FILE]` and
+//! `loopgate verify --offline FILE --snapshot DIR [--key FILE]...`: prove that a run completed.
+//! The certificate (`GET /v1/runs/{id}/certificate`, or an exported one) is checked in
+//! `checks.rs`; every blob of the final snapshot is re-hashed: downloaded through
+//! `loopgate checkout`'s verified fetch, or read from a checked-out tree (`tree.rs`).
+//!
+//! The trust root is the set of auditor public keys the signature is checked against. With
+//! `--key FILE` it is exactly the keys in those files, obtained out of band: the proof then
+//! does not depend on the server. Without, it is the key list the certificate carries, i.e.
+//! what the same server (or whoever wrote the file) says it trusts: that proves the report
+//! was signed by a key the server names and that nothing was altered since, not who made it.
+
+mod checks;
+mod tree;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use futures::StreamExt;
+use loopgate_api::Certificate;
+use loopgate_common::report_signing::{AuditorPublicKey, TrustedKeys};
+use loopgate_common::snapshot::ManifestEntry;
+use serde::Serialize;
+use serde_json::Value;
+
+pub use checks::{check_certificate, CertificateFindings, CriterionCheck, Problem};
+pub use tree::check_tree;
+
+use crate::api_client::{ApiClient, ApiError};
+use crate::cli_args::VerifyArgs;
+use crate::commands::checkout::{fetch_content, CheckoutError};
+use crate::errors::CliError;
+use crate::exit_status::ExitStatus;
+use crate::output;
+
+/// Blobs downloaded at once.
+const PARALLEL_DOWNLOADS: usize = 8;
+
+/// Where the trusted keys came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TrustRoot {
+    /// `--key FILE`: keys the user holds.
+    Pinned,
+    /// The key list of the server's certificate answer.
+    Server,
+    /// The key list inside an exported certificate file.
+    Certificate,
+}
+
+impl TrustRoot {
+    fn describe(self) -> &'static str {
+        match self {
+            TrustRoot::Pinned => "pinned with --key",
+            TrustRoot::Server => {
+                "the server's own key list; pin the auditor pool's key with --key FILE for a \
+                 proof that does not trust the server"
+            }
+            TrustRoot::Certificate => {
+                "the certificate's own key list, which anyone can write; pin the auditor \
+                 pool's key with --key FILE"
+            }
+        }
+    }
+}
+
+/// The outcome, as `--json` prints it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verification {
+    pub verified: bool,
+    pub run_id: String,
+    pub snapshot: String,
+    pub spec_hash: String,
+    /// The trusted key that signed the final report.
+    pub signed_by: Option<String>,
+    pub trust_root: TrustRoot,
+    /// Files of the final snapshot re-hashed.
+    pub files: usize,
+    pub criteria: Vec<CriterionCheck>,
+    pub problems: Vec<Problem>,
+}
+
+pub async fn verify(client: &ApiClient, args: &VerifyArgs) -> Result<ExitStatus, CliError> {
+    let pinned = pinned_keys(&args.key)?;
+    let verification = match (&args.offline, &args.run) {
+        (Some(file), _) => {
+            let dir = args.snapshot.as_deref().ok_or_else(|| {
+                CliError::Usage("--offline FILE needs --snapshot DIR (the checked-out tree)".into())
+            })?;
+            verify_offline(file, dir, pinned)?
+        }
+        (None, Some(run)) => match verify_online(client, run, pinned, args).await? {
+            Some(v) => v,
+            None => return Ok(ExitStatus::NotVerified),
+        },
+        (None, None) => {
+            return Err(CliError::Usage(
+                "give a RUN, or --offline FILE --snapshot DIR".into(),
+            ))
+        }
+    };
+    report(&verification, args.json)?;
+    Ok(if verification.verified {
+        ExitStatus::Ok
+    } else {
+        ExitStatus::NotVerified
+    })
+}
+
+fn pinned_keys(files: &[PathBuf]) -> Result<Option<TrustedKeys>, CliError> {
+    if files.is_empty() {
+        return Ok(None);
+    }
+    let mut keys = Vec::new();
+    for path in files {
+        let text = std::fs::read_to_string(path).map_err(|source| CliError::ReadInput {
+            path: path.clone(),
+            source,
+        })?;
+        let listed = TrustedKeys::parse_list(&text).map_err(|e| CliError::InvalidFile {
+            path: path.clone(),
+            problem: e.to_string(),
+        })?;
+        keys.extend(listed.keys().iter().cloned());
+    }
+    Ok(Some(TrustedKeys::new(keys)))
+}
+
+/// The keys a certificate lists; a listed id that is not its key's is a problem.
+fn listed_keys(cert: &Certificate, problems: &mut Vec<Problem>) -> TrustedKeys {
+    let mut keys = Vec::new();
+    for listed in &cert.trusted_keys {
+        match AuditorPublicKey::parse(&listed.public_key) {
+            Ok(key) if key.key_id() == listed.key_id => keys.push(key),
+            Ok(key) => problems.push(Problem::new(
+                "trusted_keys",
+                format!("key {} is listed with id {}", key.key_id(), listed.key_id),
+            )),
+            Err(e) => problems.push(Problem::new("trusted_keys", e.to_string())),
+        }
+    }
+    TrustedKeys::new(keys)
+}
+
+/// The certificate's checks with the trust root chosen.
+fn verify_certificate(
+    cert: &Certificate,
+    pinned: Option<TrustedKeys>,
+    unpinned: TrustRoot,
+) -> Verification {
+    let mut problems = Vec::new();
+    let (trusted, trust_root) = match pinned {
+        Some(keys) => (keys, TrustRoot::Pinned),
+        None => (listed_keys(cert, &mut problems), unpinned),
+    };
+    let CertificateFindings {
+        problems: found,
+        criteria,
+        signed_by,
+    } = check_certificate(cert, &trusted);
+    problems.extend(found);
+    Verification {
+        verified: problems.is_empty(),
+        run_id: cert.run_id.clone(),
+        snapshot: cert.snapshot.clone(),
+        spec_hash: cert.contract.spec_hash.clone(),
+        signed_by,
+        trust_root,
+        files: cert.manifest.entries.len(),
+        criteria,
+        problems,
+    }
+}
+
+fn add_problems(v: &mut Verification, more: Vec<Problem>) {
+    v.problems.extend(more);
+    v.verified = v.problems.is_empty();
+}
+
+fn verify_offline(
+    file: &Path,
+    dir: &Path,
+    pinned: Option<TrustedKeys>,
+) -> Result<Verification, CliError> {
+    let text = std::fs::read_to_string(file).map_err(|source| CliError::ReadInput {
+        path: file.to_path_buf(),
+        source,
+    })?;
+    let cert: Certificate = serde_json::from_str(&text).map_err(|e| CliError::InvalidFile {
+        path: file.to_path_buf(),
+        problem: format!("not a loopgate certificate: {e}"),
+    })?;
+    let mut verification = verify_certificate(&cert, pinned, TrustRoot::Certificate);
+    let tree = check_tree(&cert.manifest, dir).map_err(|source| CliError::ReadInput {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    add_problems(&mut verification, tree);
+    Ok(verification)
+}
+
+/// `None`: the run has no certificate because it did not complete (already reported).
+async fn verify_online(
+    client: &ApiClient,
+    run: &str,
+    pinned: Option<TrustedKeys>,
+    args: &VerifyArgs,
+) -> Result<Option<Verification>, CliError> {
+    let value = match client.run_certificate(run).await {
+        Ok(value) => value,
+        Err(ApiError::Server { code, message, .. }) if code == "not_completed" => {
+            let problem = Problem::new("not_completed", message);
+            not_completed(run, problem, args.json)?;
+            return Ok(None);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if let Some(path) = &args.export {
+        export(path, &value)?;
+    }
+    let cert: Certificate = serde_json::from_value(value).map_err(|e| ApiError::BadResponse {
+        what: "GET /v1/runs/{id}/certificate".into(),
+        detail: format!("not a loopgate certificate: {e}"),
+    })?;
+    let mut verification = verify_certificate(&cert, pinned, TrustRoot::Server);
+    if !verification.problems.iter().any(|p| p.check == "manifest") {
+        let blobs = rehash_blobs(client, &cert.manifest.entries).await?;
+        add_problems(&mut verification, blobs);
+    }
+    Ok(Some(verification))
+}
+
+fn export(path: &Path, value: &Value) -> Result<(), CliError> {
+    let text = serde_json::to_string_pretty(value).unwrap_or_default();
+    std::fs::write(path, format!("{text}\n")).map_err(|source| CliError::WriteOutput {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Download every distinct blob through checkout's verified fetch; a blob that does not hash
+/// to its digest is a problem, an unreachable server an error.
+async fn rehash_blobs(
+    client: &ApiClient,
+    entries: &[ManifestEntry],
+) -> Result<Vec<Problem>, CliError> {
+    let mut by_digest: BTreeMap<&str, &ManifestEntry> = BTreeMap::new();
+    for entry in entries {
+        by_digest.entry(entry.sha256.as_str()).or_insert(entry);
+    }
+    let mut downloads = futures::stream::iter(
+        by_digest
+            .into_values()
+            .map(|entry| async move { fetch_content(client, entry).await }),
+    )
+    .buffer_unordered(PARALLEL_DOWNLOADS);
+    let mut problems = Vec::new();
+    while let Some(result) = downloads.next().await {
+        match result {
+            Ok(_) => {}
+            Err(CliError::Checkout(CheckoutError::BlobMismatch {
+                path,
+                expected,
+                actual,
+                ..
+            })) => problems.push(Problem::new(
+                "blob",
+                format!(
+                    "'{path}' hashes to {actual}, the certified snapshot has {expected}: tampered"
+                ),
+            )),
+            // The server refused to serve it: it no longer hashes to its name there, or it is
+            // gone. Either way the certified snapshot cannot be produced.
+            Err(CliError::Checkout(CheckoutError::Blob {
+                path,
+                source: ApiError::Server { code, message, .. },
+            })) if code == "integrity" || code == "not_found" => problems.push(Problem::new(
+                "blob",
+                format!("'{path}' cannot be fetched intact ({code}): {message}"),
+            )),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(problems)
+}
+
+fn not_completed(run: &str, problem: Problem, json: bool) -> Result<(), CliError> {
+    if json {
+        let v = serde_json::json!({
+            "verified": false, "run_id": run, "problems": [problem],
+        });
+        return output::line(v);
+    }
+    output::block(&[
+        format!("NOT verified: run {run}"),
+        format!("  {}: {}", problem.check, problem.detail),
+    ])
+}
+
+fn short(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
+}
+
+fn report(v: &Verification, json: bool) -> Result<(), CliError> {
+    if json {
+        return output::line(serde_json::to_string(v).unwrap_or_default());
+    }
+    if !v.verified {
+        let mut lines = vec![format!("NOT verified: run {}", v.run_id)];
+        lines.extend(
+            v.problems
+                .iter()
+                .map(|p| format!("  {}: {}", p.check, p.detail)),
+        );
+        lines.push(format!("  trust root: {}", v.trust_root.describe()));
+        return output::block(&lines);
+    }
+    output::block(&[
+        format!(
+            "verified: run {} completed on snapshot {} under contract {}",
+            v.run_id,
+            short(&v.snapshot),
+            short(&v.spec_hash)
+        ),
+        format!(
+            "  {} file(s) re-hashed; {}/{} required criteria pass on that snapshot",
+            v.files,
+            v.criteria.iter().filter(|c| c.passed).count(),
+            v.criteria.len()
+        ),
+        format!(
+            "  signed by auditor key {} (trust root: {})",
+            v.signed_by.as_deref().unwrap_or("?"),
+            v.trust_root.describe()
+        ),
+    ])
+}

@@ -1,0 +1,174 @@
+//! The results loop's first step after decoding: a message is admitted only on its own subject
+//! (`loopgate_common::subject_binding`) and, when this manager trusts auditor keys, an audit
+//! report only with a valid signature by one of them (`loopgate_common::report_signing`).
+//! A refusal is a security event: a warning under the log target [`SECURITY_TARGET`] with the
+//! field `security_event = "message_refused"`, a count in
+//! `loopgate.security.refused_messages{kind, reason}`, and the message terminated, so it never
+//! reaches `decide`.
+
+use loopgate_common::report_signing::{SignatureError, TrustedKeys};
+use loopgate_common::subject_binding::{check_binding, BindingError};
+use loopgate_common::subjects::Subjects;
+use loopgate_common::wire::Message;
+use loopgate_telemetry::metrics::Metrics;
+use opentelemetry::KeyValue;
+
+/// The `tracing` target of security events.
+pub(crate) const SECURITY_TARGET: &str = "loopgate::security";
+
+/// Why a message was refused.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Refusal {
+    #[error(transparent)]
+    Binding(#[from] BindingError),
+    #[error(transparent)]
+    Signature(#[from] SignatureError),
+}
+
+impl Refusal {
+    /// The stable name (log field and metric attribute).
+    pub(crate) fn reason(&self) -> &'static str {
+        match self {
+            Refusal::Binding(e) => e.reason(),
+            Refusal::Signature(e) => e.reason(),
+        }
+    }
+}
+
+/// Pure: is `message`, received on `subject`, admitted? With no trusted keys, reports are
+/// accepted unsigned (and signatures are not looked at).
+pub(crate) fn admit(
+    subjects: &Subjects,
+    keys: &TrustedKeys,
+    subject: &str,
+    message: &Message,
+) -> Result<(), Refusal> {
+    check_binding(subjects, subject, message)?;
+    if let Message::AuditReport(report) = message {
+        if !keys.is_empty() {
+            keys.verify_report(report)?;
+        }
+    }
+    Ok(())
+}
+
+/// Log and count a refusal; the caller terminates the message.
+pub(crate) fn record_refusal(metrics: &Metrics, subject: &str, message: &Message, why: &Refusal) {
+    let kind = message.kind();
+    let reason = why.reason();
+    tracing::warn!(
+        target: SECURITY_TARGET,
+        security_event = "message_refused",
+        kind,
+        reason,
+        subject,
+        run_id = message.run_id(),
+        error = %why,
+        "refused a results message: it never reaches the run"
+    );
+    metrics.refused_messages.add(
+        1,
+        &[KeyValue::new("kind", kind), KeyValue::new("reason", reason)],
+    );
+}
+
+/// Say once, at start-up, whether audit reports are authenticated.
+pub fn log_report_trust(keys: &TrustedKeys) {
+    if keys.is_empty() {
+        tracing::warn!(
+            target: SECURITY_TARGET,
+            security_event = "reports_not_authenticated",
+            "no [manager] auditor_keys configured: audit reports are NOT authenticated (accepted unsigned); \
+             configure the auditor pools' public keys to refuse forged reports"
+        );
+    } else {
+        tracing::info!(
+            target: SECURITY_TARGET,
+            key_ids = %keys.ids(),
+            "audit reports must be signed by a trusted auditor key"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use loopgate_common::report_signing::ReportSigningKey;
+    use loopgate_common::usage::Usage;
+    use loopgate_common::verdict::{AuditStatus, ContractVerdict, Integrity, Verdicts};
+    use loopgate_common::wire::{AuditPurpose, AuditReport};
+
+    fn report() -> AuditReport {
+        AuditReport {
+            run_id: "r1".into(),
+            generation: 1,
+            round: 1,
+            purpose: AuditPurpose::Round,
+            delivery_attempt: 1,
+            worker: "a".into(),
+            snapshot: "s".into(),
+            verdicts: Verdicts {
+                status: AuditStatus::Complete,
+                integrity: Integrity::Clean,
+                contract: ContractVerdict::Aligned,
+            },
+            evidence: Vec::new(),
+            gaps: Vec::new(),
+            backcheck: Vec::new(),
+            changed_paths: Vec::new(),
+            judgment: None,
+            usage: Usage::default(),
+            duration_ms: 1,
+            proposal: None,
+            rubric: None,
+            spec_hash: "h".into(),
+            key_id: String::new(),
+            signature: String::new(),
+        }
+    }
+
+    #[test]
+    fn reports_are_bound_then_authenticated_when_keys_are_configured() {
+        let subjects = Subjects::default();
+        let pool = ReportSigningKey::from_seed(&[3u8; 32]);
+        let stranger = ReportSigningKey::from_seed(&[4u8; 32]);
+        let trusted = TrustedKeys::new([pool.public_key().clone()]);
+        let on_audit = subjects.audit_result("r1");
+        let on_exec = subjects.exec_result("r1");
+        let none = TrustedKeys::default();
+        let unsigned = Message::AuditReport(report());
+        let mut signed = report();
+        pool.sign(&mut signed);
+        let mut foreign = report();
+        stranger.sign(&mut foreign);
+        let cases: Vec<(&TrustedKeys, &str, Message, Result<(), &str>)> = vec![
+            (&none, &on_audit, unsigned.clone(), Ok(())),
+            (&trusted, &on_audit, unsigned.clone(), Err("unsigned")),
+            (
+                &trusted,
+                &on_audit,
+                Message::AuditReport(signed.clone()),
+                Ok(()),
+            ),
+            (
+                &trusted,
+                &on_audit,
+                Message::AuditReport(foreign),
+                Err("unknown_key"),
+            ),
+            // The binding comes first: a signed report on the executors' subject is refused.
+            (
+                &trusted,
+                &on_exec,
+                Message::AuditReport(signed),
+                Err("wrong_subject"),
+            ),
+        ];
+        for (keys, subject, message, want) in cases {
+            let got = admit(&subjects, keys, subject, &message);
+            let reason = got.as_ref().map(|_| ()).map_err(|e| e.reason());
+            assert_eq!(reason, want, "{subject} {got:?}");
+        }
+    }
+}
