@@ -333,6 +333,7 @@ mod tests {
                     run_id: RUN.into(),
                     generation: 1,
                     reason: "x".into(),
+                    dispatch: None,
                 }),
                 s.decide(RUN),
                 Err("wrong_subject"),

@@ -181,6 +181,8 @@ pub(crate) mod tests {
                 check: Some("true".into()),
                 blocking: true,
                 timeout_secs: 5,
+                source: Default::default(),
+                clause: None,
             }],
             protected_paths: Vec::new(),
             rubric: None,
