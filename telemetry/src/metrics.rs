@@ -8,6 +8,7 @@
 //! Prometheus names: `loopgate_runs`, `loopgate_rounds_total`, `loopgate_audit_verdicts_total`,
 //! `loopgate_gate_total`, `loopgate_episode_duration_seconds`,
 //! `loopgate_snapshot_uploaded_bytes_total`, `loopgate_queue_pending_messages`,
+//! `loopgate_queue_outstanding_messages`, `loopgate_queue_oldest_age_seconds`,
 //! `loopgate_worker_up`, `loopgate_executor_self_check_refusals_total`.
 
 use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter};
@@ -27,6 +28,10 @@ pub struct Metrics {
     pub episode_duration: Histogram<f64>,
     pub snapshot_uploaded_bytes: Counter<u64>,
     pub queue_pending: Gauge<u64>,
+    /// Waiting plus delivered-but-unacked (in flight): what KEDA's nats-jetstream scaler counts.
+    pub queue_outstanding: Gauge<u64>,
+    /// Age of the oldest message still in a work-queue stream (0 when empty).
+    pub queue_oldest_age: Gauge<f64>,
     pub worker_up: Gauge<u64>,
     pub self_check_refusals: Counter<u64>,
 }
@@ -69,6 +74,18 @@ impl Metrics {
             queue_pending: meter
                 .u64_gauge("loopgate.queue.pending_messages")
                 .with_description("Messages waiting in a work queue consumer")
+                .build(),
+            queue_outstanding: meter
+                .u64_gauge("loopgate.queue.outstanding_messages")
+                .with_description(
+                    "Messages waiting in a work queue consumer plus those delivered and not yet \
+                     acked (in flight): the autoscalers' metric",
+                )
+                .build(),
+            queue_oldest_age: meter
+                .f64_gauge("loopgate.queue.oldest_age")
+                .with_unit("s")
+                .with_description("Age of the oldest message still held by a work-queue stream")
                 .build(),
             worker_up: meter
                 .u64_gauge("loopgate.worker.up")

@@ -6,10 +6,12 @@
 //! `scripts/check-deploy.sh --manifests-only` (run by the first test) adds
 //! `kubernetes-validate --strict` and the KEDA schema. Without kubectl: a SKIP line.
 //! The per-container checks are in `deploy/daemon_configs.rs`, the cluster-wide policies
-//! (security contexts, network policies, autoscaling) in `deploy/cluster_policies.rs`.
+//! (security contexts, network policies) in `deploy/cluster_policies.rs`, autoscaling and the
+//! never-below-busy-pods replica table in `deploy/scaling.rs`.
 
 mod cluster_policies;
 mod daemon_configs;
+mod scaling;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

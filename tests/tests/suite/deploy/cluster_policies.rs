@@ -1,11 +1,9 @@
 //! Cluster-wide policies in every render: locked-down pods, network policies that keep
-//! auditors on NATS, executor autoscaling on the exec queue.
+//! auditors on NATS (autoscaling: `deploy/scaling.rs`).
 
 use std::collections::BTreeSet;
 
 use anyhow::{bail, ensure, Context};
-use loopgate_common::subjects::Capability;
-use loopgate_transport::Work;
 use serde_json::{json, Value};
 
 use super::{arr, find, kind_of, name_of, pod_templates, renders, s, Render, NAMESPACE};
@@ -225,95 +223,6 @@ fn auditors_reach_only_nats_and_dns_from_their_own_pool() -> anyhow::Result<()> 
             ensure!(
                 on_pool == auditor && tolerates == auditor,
                 "{}: {workload} vs the auditor pool",
-                r.name
-            );
-        }
-    }
-    Ok(())
-}
-
-#[test]
-fn executor_autoscaling_follows_the_exec_queue() -> anyhow::Result<()> {
-    let Some(renders) = renders()? else {
-        return Ok(());
-    };
-    let stream = Work::Exec(Capability::Cli).stream_name();
-    let consumer = Work::Exec(Capability::Cli).durable_name();
-    for r in renders {
-        let executor = find(r, "Deployment", "loopgate-executor")?;
-        ensure!(
-            executor.pointer("/spec/replicas").is_none(),
-            "{}: replicas would fight the autoscaler",
-            r.name
-        );
-        let scaled: Vec<&Value> = kind_of(r, "ScaledObject").collect();
-        let hpas: Vec<&Value> = kind_of(r, "HorizontalPodAutoscaler").collect();
-        ensure!(
-            scaled.len() + hpas.len() == 1,
-            "{}: want exactly one executor autoscaler",
-            r.name
-        );
-        for hpa in hpas {
-            ensure!(
-                s(hpa, "/spec/scaleTargetRef/name") == "loopgate-executor",
-                "{}: HPA target",
-                r.name
-            );
-            let selector =
-                &hpa["spec"]["metrics"][0]["external"]["metric"]["selector"]["matchLabels"];
-            ensure!(
-                selector["stream"] == stream && selector["consumer"] == consumer.as_str(),
-                "{}",
-                r.name
-            );
-        }
-        for so in scaled {
-            ensure!(
-                s(so, "/spec/scaleTargetRef/name") == "loopgate-executor",
-                "{}: target",
-                r.name
-            );
-            let min = so.pointer("/spec/minReplicaCount").and_then(Value::as_u64);
-            ensure!(
-                min >= Some(1),
-                "{}: executors create {consumer}; at 0 KEDA never sees a backlog",
-                r.name
-            );
-            let trigger = &so["spec"]["triggers"][0];
-            let meta = trigger["metadata"]
-                .as_object()
-                .context("trigger metadata")?;
-            ensure!(
-                s(trigger, "/type") == "nats-jetstream",
-                "{}: trigger type",
-                r.name
-            );
-            ensure!(
-                meta.values().all(Value::is_string),
-                "{}: KEDA metadata values are strings",
-                r.name
-            );
-            ensure!(
-                meta["stream"] == stream && meta["consumer"] == consumer.as_str(),
-                "{}: queue",
-                r.name
-            );
-            ensure!(
-                meta["account"] == "$G",
-                "{}: users without accounts live in $G",
-                r.name
-            );
-            let service = find(r, "Service", "nats")?;
-            let monitor = arr(service, "/spec/ports")
-                .iter()
-                .find(|p| s(p, "/name") == "monitor");
-            let port = monitor
-                .and_then(|p| p.get("port")?.as_u64())
-                .context("nats monitor port")?;
-            let endpoint = format!("nats.{NAMESPACE}.svc.cluster.local:{port}");
-            ensure!(
-                meta["natsServerMonitoringEndpoint"] == endpoint.as_str(),
-                "{}: endpoint",
                 r.name
             );
         }
