@@ -226,6 +226,11 @@ impl Bus {
         &self.subjects
     }
 
+    /// Whether the client holds a live connection now (it reconnects on its own otherwise).
+    pub fn is_connected(&self) -> bool {
+        self.client.connection_state() == async_nats::connection::State::Connected
+    }
+
     pub fn client(&self) -> &async_nats::Client {
         &self.client
     }

@@ -23,6 +23,8 @@ use base64::Engine as _;
 use serde_json::Value;
 
 const NAMESPACE: &str = "loopgate";
+/// The auditors' own namespace (deploy/k8s/audit).
+const AUDIT_NAMESPACE: &str = "loopgate-audit";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Role {
@@ -39,6 +41,7 @@ struct Render {
 struct Daemon<'a> {
     role: Role,
     at: String,
+    workload: &'a Value,
     pod: &'a Value,
     container: &'a Value,
 }
@@ -78,7 +81,7 @@ fn render_prod_optional(kubectl: &str) -> anyhow::Result<Vec<Value>> {
         k8s.strip_prefix("/")?.display()
     );
     let text = format!(
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: {NAMESPACE}\n\
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
          resources: [{rel}/overlays/prod]\n\
          components: [{rel}/components/executor-hpa, {rel}/components/otel]\n"
     );
@@ -151,17 +154,22 @@ fn kind_of<'a>(r: &'a Render, kind: &'a str) -> impl Iterator<Item = &'a Value> 
 
 /// (workload, pod template) of every Deployment and StatefulSet.
 fn pod_templates(r: &Render) -> impl Iterator<Item = (String, &Value)> {
+    workloads(r).map(|(name, _, pod)| (name, pod))
+}
+
+/// (name, workload, pod template) of every Deployment and StatefulSet.
+fn workloads(r: &Render) -> impl Iterator<Item = (String, &Value, &Value)> {
     let workloads = r
         .objects
         .iter()
         .filter(|o| matches!(s(o, "/kind"), "Deployment" | "StatefulSet"));
-    workloads.filter_map(|o| Some((name_of(o), o.pointer("/spec/template")?)))
+    workloads.filter_map(|o| Some((name_of(o), o, o.pointer("/spec/template")?)))
 }
 
 /// The loopgate containers (by the binary they run); every role must be present.
 fn daemons(r: &Render) -> anyhow::Result<Vec<Daemon<'_>>> {
     let mut out = Vec::new();
-    for (workload, pod) in pod_templates(r) {
+    for (name, workload, pod) in workloads(r) {
         for container in arr(pod, "/spec/containers") {
             let role = match s(container, "/command/0").rsplit('/').next().unwrap_or("") {
                 "loopgate-manager" => Role::Manager,
@@ -171,7 +179,8 @@ fn daemons(r: &Render) -> anyhow::Result<Vec<Daemon<'_>>> {
             };
             out.push(Daemon {
                 role,
-                at: format!("{} {workload}", r.name),
+                at: format!("{} {name}", r.name),
+                workload,
                 pod,
                 container,
             });
