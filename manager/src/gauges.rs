@@ -33,6 +33,7 @@ async fn refresh(engine: &Engine) -> Result<(), std::convert::Infallible> {
         }
     }
     let js = engine.bus().jetstream();
+    let mut held = std::collections::BTreeMap::new();
     for stream in [STREAM_EXEC, STREAM_AUDIT, STREAM_RESULTS] {
         let oldest = tokio::time::timeout(Duration::from_secs(5), async {
             let mut s = js.get_stream(stream).await.ok()?;
@@ -46,8 +47,12 @@ async fn refresh(engine: &Engine) -> Result<(), std::convert::Infallible> {
                 oldest_age_secs(messages, first, now),
                 &[KeyValue::new("stream", stream)],
             );
+            held.insert(stream, messages);
         }
     }
+    // Per stream: what its consumers still deliver or hold; None once one cannot be read.
+    let mut outstanding_by_stream: std::collections::BTreeMap<&str, Option<u64>> =
+        std::collections::BTreeMap::new();
     for (stream, consumer) in CONSUMERS {
         let info = tokio::time::timeout(Duration::from_secs(5), async {
             let mut s = js.get_stream(stream).await.ok()?;
@@ -58,15 +63,26 @@ async fn refresh(engine: &Engine) -> Result<(), std::convert::Infallible> {
                 .map(|c| (c.num_pending, c.num_ack_pending))
         })
         .await;
+        let entry = outstanding_by_stream.entry(stream).or_insert(Some(0));
         if let Ok(Some((pending, ack_pending))) = info {
             let labels = [
                 KeyValue::new("stream", stream),
                 KeyValue::new("consumer", consumer),
             ];
+            let sum = outstanding(pending, ack_pending);
             metrics.queue_pending.record(pending, &labels);
-            metrics
-                .queue_outstanding
-                .record(outstanding(pending, ack_pending), &labels);
+            metrics.queue_outstanding.record(sum, &labels);
+            *entry = entry.map(|total| total.saturating_add(sum));
+        } else {
+            *entry = None;
+        }
+    }
+    for (stream, total) in outstanding_by_stream {
+        if let (Some(messages), Some(total)) = (held.get(stream), total) {
+            metrics.queue_dead_letters.record(
+                dead_letters(*messages, total),
+                &[KeyValue::new("stream", stream)],
+            );
         }
     }
     Ok(())
@@ -76,6 +92,13 @@ async fn refresh(engine: &Engine) -> Result<(), std::convert::Infallible> {
 /// scales on (`num_pending + num_ack_pending`), so the HPA alternative sees the same one.
 pub(crate) fn outstanding(num_pending: u64, num_ack_pending: usize) -> u64 {
     num_pending.saturating_add(u64::try_from(num_ack_pending).unwrap_or(u64::MAX))
+}
+
+/// Messages a work-queue stream still holds that none of its consumers will deliver again
+/// (deliveries exhausted at max_deliver, or terminated): the stream's count minus what its
+/// consumers have waiting or in flight.
+pub(crate) fn dead_letters(stream_messages: u64, consumers_outstanding: u64) -> u64 {
+    stream_messages.saturating_sub(consumers_outstanding)
 }
 
 /// Seconds since the oldest message a stream still holds was stored; 0 for an empty stream.
@@ -98,6 +121,13 @@ mod tests {
     fn outstanding_counts_waiting_and_in_flight() {
         for (pending, ack_pending, want) in [(0, 0, 0), (3, 0, 3), (0, 4, 4), (2, 5, 7)] {
             assert_eq!(outstanding(pending, ack_pending), want);
+        }
+    }
+
+    #[test]
+    fn dead_letters_are_what_no_consumer_still_delivers() {
+        for (messages, outstanding, want) in [(0, 0, 0), (5, 5, 0), (7, 4, 3), (2, 3, 0)] {
+            assert_eq!(dead_letters(messages, outstanding), want);
         }
     }
 

@@ -9,6 +9,7 @@
 //! `loopgate_gate_total`, `loopgate_episode_duration_seconds`,
 //! `loopgate_snapshot_uploaded_bytes_total`, `loopgate_queue_pending_messages`,
 //! `loopgate_queue_outstanding_messages`, `loopgate_queue_oldest_age_seconds`,
+//! `loopgate_queue_dead_letters`,
 //! `loopgate_worker_up`, `loopgate_executor_self_check_refusals_total`.
 
 use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter};
@@ -32,6 +33,8 @@ pub struct Metrics {
     pub queue_outstanding: Gauge<u64>,
     /// Age of the oldest message still in a work-queue stream (0 when empty).
     pub queue_oldest_age: Gauge<f64>,
+    /// Messages a work-queue stream holds that no consumer will deliver again.
+    pub queue_dead_letters: Gauge<u64>,
     pub worker_up: Gauge<u64>,
     pub self_check_refusals: Counter<u64>,
 }
@@ -86,6 +89,13 @@ impl Metrics {
                 .f64_gauge("loopgate.queue.oldest_age")
                 .with_unit("s")
                 .with_description("Age of the oldest message still held by a work-queue stream")
+                .build(),
+            queue_dead_letters: meter
+                .u64_gauge("loopgate.queue.dead_letters")
+                .with_description(
+                    "Messages a work-queue stream still holds that no consumer will deliver \
+                     again (max_deliver exhausted or terminated)",
+                )
                 .build(),
             worker_up: meter
                 .u64_gauge("loopgate.worker.up")

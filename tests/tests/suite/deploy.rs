@@ -83,7 +83,7 @@ fn render_prod_optional(kubectl: &str) -> anyhow::Result<Vec<Value>> {
     let text = format!(
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
          resources: [{rel}/overlays/prod]\n\
-         components: [{rel}/components/executor-hpa, {rel}/components/otel]\n"
+         components: [{rel}/components/executor-hpa, {rel}/components/otel, {rel}/components/monitoring]\n"
     );
     std::fs::write(dir.join("kustomization.yaml"), text)?;
     render_dir(kubectl, &dir)
@@ -357,5 +357,151 @@ fn dashboard_metric_list_matches_its_queries() -> anyhow::Result<()> {
         queried == listed,
         "dashboard queries {queried:?}\nmetrics.txt lists {listed:?}"
     );
+    Ok(())
+}
+
+/// The metric names loopgate exports, from the list in telemetry/src/metrics.rs (histograms
+/// also as `_bucket`, `_sum`, `_count`).
+fn exported_metrics() -> anyhow::Result<BTreeSet<String>> {
+    let text = std::fs::read_to_string(repo().join("telemetry/src/metrics.rs"))?;
+    let doc: String = text
+        .lines()
+        .take_while(|l| l.starts_with("//!"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut names = BTreeSet::new();
+    for name in doc.split('`').skip(1).step_by(2) {
+        let name = name.split('{').next().unwrap_or(name);
+        if name.starts_with("loopgate_") {
+            names.insert(name.to_string());
+            if name.ends_with("_seconds") {
+                for suffix in ["_bucket", "_sum", "_count"] {
+                    names.insert(format!("{name}{suffix}"));
+                }
+            }
+        }
+    }
+    ensure!(
+        names.contains("loopgate_queue_dead_letters"),
+        "metric list not found"
+    );
+    Ok(names)
+}
+
+/// components/monitoring: the PodMonitors cover both namespaces and the alert rules (queue
+/// age, dead letters, failed rounds, audit latency) query only metrics loopgate exports.
+#[test]
+fn alert_rules_query_exported_metrics_and_cover_the_issue() -> anyhow::Result<()> {
+    let Some(renders) = renders()? else {
+        return Ok(());
+    };
+    let exported = exported_metrics()?;
+    let r = renders
+        .iter()
+        .find(|r| r.name == "prod+optional")
+        .context("prod+optional render")?;
+    let monitored: BTreeSet<&str> = kind_of(r, "PodMonitor")
+        .map(|m| s(m, "/metadata/namespace"))
+        .collect();
+    ensure!(
+        monitored == BTreeSet::from([NAMESPACE, AUDIT_NAMESPACE]),
+        "PodMonitors in {monitored:?}"
+    );
+    let mut alerts = BTreeSet::new();
+    for rule_set in kind_of(r, "PrometheusRule") {
+        for group in arr(rule_set, "/spec/groups") {
+            for rule in arr(group, "/rules") {
+                let alert = s(rule, "/alert");
+                let mut used = BTreeSet::new();
+                collect_exprs(rule, &mut used);
+                ensure!(!used.is_empty(), "{alert}: queries no loopgate metric");
+                for metric in &used {
+                    ensure!(
+                        exported.contains(metric),
+                        "{alert}: {metric} is not exported"
+                    );
+                }
+                ensure!(
+                    !s(rule, "/labels/severity").is_empty()
+                        && !s(rule, "/annotations/summary").is_empty(),
+                    "{alert}: severity and summary"
+                );
+                alerts.insert(alert.to_string());
+            }
+        }
+    }
+    for wanted in [
+        "LoopgateQueueStale",
+        "LoopgateDeadLetters",
+        "LoopgateRoundsFailing",
+        "LoopgateAuditLatencyHigh",
+    ] {
+        ensure!(alerts.contains(wanted), "no alert {wanted}");
+    }
+    Ok(())
+}
+
+fn copy_dir(from: &Path, to: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), target)?;
+        }
+    }
+    Ok(())
+}
+
+/// Namespaces are kustomize parameters (components/namespaces): renaming the two literals of
+/// an overlay moves every object and every reference (KEDA's endpoint, the auditors' NATS URL,
+/// the cross-namespace policy peers); nothing is left in, or points at, the defaults.
+#[test]
+fn renamed_namespaces_reach_every_object_and_reference() -> anyhow::Result<()> {
+    if renders()?.is_none() {
+        return Ok(());
+    }
+    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    for overlay in ["dev", "prod"] {
+        let tmp = tempfile::tempdir()?;
+        let k8s = tmp.path().join("k8s");
+        copy_dir(&repo().join("deploy/k8s"), &k8s)?;
+        let file = k8s.join(format!("overlays/{overlay}/kustomization.yaml"));
+        let text = std::fs::read_to_string(&file)?;
+        let renamed = text
+            .replace("      - app=loopgate\n", "      - app=team-a\n")
+            .replace(
+                "      - audit=loopgate-audit\n",
+                "      - audit=team-a-audit\n",
+            );
+        ensure!(renamed != text, "{overlay}: no namespace parameters");
+        std::fs::write(&file, renamed)?;
+        let objects = render_dir(&kubectl, &k8s.join(format!("overlays/{overlay}")))?;
+        for o in &objects {
+            let at = format!("{overlay}: {}", name_of(o));
+            let ns = if s(o, "/kind") == "Namespace" {
+                s(o, "/metadata/name")
+            } else {
+                s(o, "/metadata/namespace")
+            };
+            ensure!(ns == "team-a" || ns == "team-a-audit", "{at} in {ns:?}");
+            // References to the defaults, outside config file text (the auditor's TOML keeps
+            // its default URL; the LOOPGATE_NATS_URL env var overrides it).
+            let mut spec = o.clone();
+            if s(o, "/kind") == "ConfigMap" {
+                spec["data"] = Value::Null;
+            }
+            let text = serde_json::to_string(&spec)?;
+            for stale in [
+                "\"kubernetes.io/metadata.name\":\"loopgate\"",
+                "\"kubernetes.io/metadata.name\":\"loopgate-audit\"",
+                ".loopgate.svc",
+            ] {
+                ensure!(!text.contains(stale), "{at} still names {stale}");
+            }
+        }
+    }
     Ok(())
 }
