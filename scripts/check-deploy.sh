@@ -70,7 +70,7 @@ trap cleanup EXIT
 NATS_BIN="$CACHE/bin/nats-server"
 if [ -x "$NATS_BIN" ]; then
   mkdir -p "$WORK/nats" && cp "$K8S"/base/nats/* "$WORK/nats/"
-  (cd "$WORK/nats" && LOOPGATE_NATS_MANAGER_PASSWORD=x LOOPGATE_NATS_EXECUTOR_PASSWORD=x \
+  (cd "$WORK/nats" && SERVER_NAME=nats-0 LOOPGATE_NATS_MANAGER_PASSWORD=x LOOPGATE_NATS_EXECUTOR_PASSWORD=x \
     LOOPGATE_NATS_AUDITOR_PASSWORD=x "$NATS_BIN" -t -c nats-server.conf >/dev/null 2>&1) \
     || fail "nats-server -t rejects deploy/k8s/base/nats/nats-server.conf"
   log "ok: nats-server accepts base/nats/nats-server.conf with the users file"

@@ -11,4 +11,5 @@ pub mod work_consumer;
 pub use bus::{
     inbox_prefix_for_user, Bus, BusError, BusOptions, Subscriber, DUPLICATE_WINDOW, EVENTS_MAX_AGE,
 };
+pub use topology::TopologyOptions;
 pub use work_consumer::{ConsumerOptions, Delivery, ProgressHandle, Work, WorkConsumer};

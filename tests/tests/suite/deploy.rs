@@ -479,7 +479,7 @@ fn renamed_namespaces_reach_every_object_and_reference() -> anyhow::Result<()> {
         ensure!(renamed != text, "{overlay}: no namespace parameters");
         std::fs::write(&file, renamed)?;
         let objects = render_dir(&kubectl, &k8s.join(format!("overlays/{overlay}")))?;
-        for o in &objects {
+        for o in objects.iter().filter(|o| s(o, "/kind") != "PriorityClass") {
             let at = format!("{overlay}: {}", name_of(o));
             let ns = if s(o, "/kind") == "Namespace" {
                 s(o, "/metadata/name")
@@ -502,6 +502,135 @@ fn renamed_namespaces_reach_every_object_and_reference() -> anyhow::Result<()> {
                 ensure!(!text.contains(stale), "{at} still names {stale}");
             }
         }
+    }
+    Ok(())
+}
+
+/// NATS and Redis survive a node: a 3-node JetStream StatefulSet with a quorum-keeping PDB,
+/// GOMEMLIMIT, the exporter and a patient startup probe; the manager asks for replicas the
+/// cluster can hold; Redis refuses writes (maxmemory, noeviction) before its memory limit.
+#[test]
+fn nats_is_a_cluster_and_redis_refuses_writes_before_its_limit() -> anyhow::Result<()> {
+    let Some(renders) = renders()? else {
+        return Ok(());
+    };
+    fn bytes(quantity: &str) -> Option<u64> {
+        let units = [
+            ("Gi", 1u64 << 30),
+            ("Mi", 1 << 20),
+            ("gb", 1 << 30),
+            ("mb", 1 << 20),
+        ];
+        let (n, unit) = units
+            .iter()
+            .find_map(|(u, m)| Some((quantity.strip_suffix(u)?, *m)))?;
+        n.parse::<u64>().ok().map(|n| n * unit)
+    }
+    for r in renders {
+        let nats = find(r, "StatefulSet", "nats")?;
+        let nodes = nats.pointer("/spec/replicas").and_then(Value::as_u64);
+        ensure!(nodes == Some(3), "{}: NATS has {nodes:?} nodes", r.name);
+        let pdb = find(r, "PodDisruptionBudget", "nats")?;
+        ensure!(
+            pdb.pointer("/spec/maxUnavailable") == Some(&Value::from(1)),
+            "{}: the NATS PDB must keep a quorum",
+            r.name
+        );
+        let pod = &nats["spec"]["template"]["spec"];
+        let server = arr(pod, "/containers")
+            .iter()
+            .find(|c| s(c, "/name") == "nats")
+            .context("nats container")?;
+        ensure!(
+            s(server, "/image").starts_with("nats:2.15"),
+            "{}: NATS image {} (the tests use 2.15)",
+            r.name,
+            s(server, "/image")
+        );
+        let env: BTreeSet<&str> = arr(server, "/env").iter().map(|e| s(e, "/name")).collect();
+        ensure!(
+            env.contains("GOMEMLIMIT") && env.contains("SERVER_NAME"),
+            "{}: NATS env",
+            r.name
+        );
+        let patience = server
+            .pointer("/startupProbe/failureThreshold")
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+            * server
+                .pointer("/startupProbe/periodSeconds")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+        ensure!(
+            patience >= 600,
+            "{}: NATS startup probe {patience} s",
+            r.name
+        );
+        ensure!(
+            arr(pod, "/containers")
+                .iter()
+                .any(|c| s(c, "/image").contains("prometheus-nats-exporter")),
+            "{}: no NATS exporter",
+            r.name
+        );
+        // The manager's [jetstream] replicas fit the cluster.
+        let manager = find(r, "Deployment", "loopgate-manager")?;
+        let cm = arr(manager, "/spec/template/spec/volumes")
+            .iter()
+            .find_map(|v| v.pointer("/configMap/name").and_then(Value::as_str))
+            .context("manager config volume")?;
+        let text = s(find(r, "ConfigMap", cm)?, "/data/manager.toml");
+        let raw: toml::Value = toml::from_str(text)?;
+        let replicas = raw
+            .get("jetstream")
+            .and_then(|j| j.get("replicas"))
+            .and_then(toml::Value::as_integer)
+            .unwrap_or(1);
+        ensure!(
+            u64::try_from(replicas).is_ok_and(|n| n <= 3),
+            "{}: {replicas} replicas on 3 nodes",
+            r.name
+        );
+        // Redis: maxmemory (noeviction) below the container's limit, leaving room for the AOF
+        // rewrite's fork and buffers.
+        let redis = find(r, "StatefulSet", "redis")?;
+        let container = &redis["spec"]["template"]["spec"]["containers"][0];
+        let limit = bytes(s(container, "/resources/limits/memory")).context("redis limit")?;
+        let conf = s(
+            find(
+                r,
+                "ConfigMap",
+                s(
+                    &redis["spec"]["template"]["spec"]["volumes"][0],
+                    "/configMap/name",
+                ),
+            )?,
+            "/data/redis.conf",
+        );
+        let setting = |key: &str| {
+            conf.lines()
+                .find_map(|l| l.strip_prefix(&format!("{key} ")))
+                .map(str::trim)
+        };
+        // An argument (`--maxmemory 192mb`, an overlay's) wins over the file.
+        let args: Vec<&str> = arr(container, "/args")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let from_args = args
+            .windows(2)
+            .rev()
+            .find(|w| w[0] == "--maxmemory")
+            .map(|w| w[1]);
+        let maxmemory = from_args
+            .or_else(|| setting("maxmemory"))
+            .and_then(bytes)
+            .context("redis maxmemory")?;
+        ensure!(
+            setting("maxmemory-policy") == Some("noeviction") && maxmemory * 4 <= limit * 3,
+            "{}: Redis maxmemory {maxmemory} vs limit {limit}",
+            r.name
+        );
     }
     Ok(())
 }

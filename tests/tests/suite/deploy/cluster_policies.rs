@@ -33,7 +33,8 @@ fn pods_run_locked_down_with_resources_in_the_namespace() -> anyhow::Result<()> 
         return Ok(());
     };
     for r in renders {
-        for o in r.objects.iter().filter(|o| s(o, "/kind") != "Namespace") {
+        let cluster_scoped = |o: &&Value| matches!(s(o, "/kind"), "Namespace" | "PriorityClass");
+        for o in r.objects.iter().filter(|o| !cluster_scoped(o)) {
             let ns = s(o, "/metadata/namespace");
             ensure!(
                 ns == NAMESPACE || ns == AUDIT_NAMESPACE,

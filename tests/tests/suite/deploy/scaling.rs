@@ -137,7 +137,7 @@ fn scaler_of(r: &Render, deployment: &str) -> anyhow::Result<(Scaler, String, St
             let trigger = &so["spec"]["triggers"][0];
             ensure!(s(trigger, "/type") == "nats-jetstream", "trigger type");
             let meta = &trigger["metadata"];
-            let monitor = format!("nats.{NAMESPACE}.svc.cluster.local:8222");
+            let monitor = format!("nats-headless.{NAMESPACE}.svc.cluster.local:8222");
             ensure!(
                 s(meta, "/natsServerMonitoringEndpoint") == monitor && s(meta, "/account") == "$G",
                 "KEDA must read {monitor}, account $G"
