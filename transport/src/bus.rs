@@ -187,7 +187,7 @@ pub struct Bus {
     js: jetstream::Context,
     subjects: Subjects,
     request_timeout: Duration,
-    topology: crate::topology::TopologyOptions,
+    topology: crate::sizing::TopologyOptions,
 }
 
 impl Bus {
@@ -220,18 +220,18 @@ impl Bus {
             js,
             subjects: Subjects::new(prefix),
             request_timeout: opts.request_timeout,
-            topology: crate::topology::TopologyOptions::default(),
+            topology: crate::sizing::TopologyOptions::default(),
         })
     }
 
     /// The sizing [`Bus::ensure_topology`] creates streams and buckets with and keeps streams
     /// at (the manager's `[jetstream]` keys). The default enforces nothing.
-    pub fn with_topology(mut self, topology: crate::topology::TopologyOptions) -> Bus {
+    pub fn with_topology(mut self, topology: crate::sizing::TopologyOptions) -> Bus {
         self.topology = topology;
         self
     }
 
-    pub fn topology(&self) -> crate::topology::TopologyOptions {
+    pub fn topology(&self) -> crate::sizing::TopologyOptions {
         self.topology
     }
 

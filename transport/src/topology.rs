@@ -16,27 +16,12 @@ use loopgate_common::subjects::{
 };
 
 use crate::bus::{with_timeout, Bus, BusError, DUPLICATE_WINDOW, EVENTS_MAX_AGE};
+use crate::sizing::TopologyOptions;
 use crate::work_consumer::{ConsumerOptions, Work};
 
 /// Concurrent `ensure_topology` calls from several processes may race on creation; retry a few
 /// times before giving up.
 const TOPOLOGY_ATTEMPTS: usize = 4;
-
-/// Replicas and byte caps of the topology, applied by the process that owns it (the manager,
-/// from its `[jetstream]` keys). `None` leaves a setting to the server (1 replica, no cap) and
-/// never asks for an update, so restricted workers, which only look the topology up, pass.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TopologyOptions {
-    /// Replicas of every stream and bucket (1, 3 or 5; R3 survives a node).
-    pub replicas: Option<usize>,
-    /// Byte cap of each stream (`LG_EXEC`, `LG_AUDIT`, `LG_RESULTS`, `LG_EVENTS`): a full
-    /// stream refuses publishes instead of filling the volume.
-    pub stream_max_bytes: Option<i64>,
-    /// Byte cap of the snapshot bucket (`OBJ_` stream of the object store).
-    pub snapshot_max_bytes: Option<i64>,
-    /// Byte cap of the evidence bucket.
-    pub evidence_max_bytes: Option<i64>,
-}
 
 /// Does the server's stream config carry every setting `wanted` specifies? Replicas and the
 /// byte cap count only where `topology` asks for them.
