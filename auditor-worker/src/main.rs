@@ -8,10 +8,12 @@ use loopgate_auditor::run_daemon;
 use loopgate_auditor::{load_config, HostFacts};
 use std::sync::Arc;
 
+use loopgate_telemetry::health::Health;
 use loopgate_telemetry::metrics::Metrics;
 use loopgate_telemetry::metrics_server::serve_metrics;
 use loopgate_telemetry::otel::{start_from_env, Telemetry};
 use loopgate_transport::runtime::shutdown_on_signals;
+use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Parser)]
 #[command(name = "loopgate-auditor", version, about = "loopgate auditor worker")]
@@ -34,11 +36,16 @@ async fn run(cli: Cli, telemetry: Arc<Telemetry>) -> anyhow::Result<()> {
         1,
         &[opentelemetry::KeyValue::new("loopgate.role", "auditor")],
     );
+    // /healthz and /readyz: ready while NATS is connected and the work loop runs; not ready
+    // from SIGTERM on. The endpoint itself outlives the shutdown token (metrics during drain).
+    let health = Health::default();
+    health.stop_on(&cancel);
     if let Some(addr) = settings.metrics_addr {
-        let bound = serve_metrics(addr, telemetry, cancel.clone()).await?;
+        let bound =
+            serve_metrics(addr, telemetry, health.clone(), CancellationToken::new()).await?;
         tracing::info!(%bound, "metrics endpoint listening");
     }
-    run_daemon(settings, cancel).await?;
+    run_daemon(settings, cancel, health).await?;
     Ok(())
 }
 

@@ -11,10 +11,12 @@ use loopgate_executor::{prepare, run_workers};
 use loopgate_executor::{ExecutorFile, ExternalInputs, Settings};
 use std::sync::Arc;
 
+use loopgate_telemetry::health::Health;
 use loopgate_telemetry::metrics::Metrics;
 use loopgate_telemetry::metrics_server::serve_metrics;
 use loopgate_telemetry::otel::start_from_env;
 use loopgate_transport::runtime::shutdown_on_signals;
+use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum CapabilityFlag {
@@ -107,8 +109,19 @@ async fn main() -> ExitCode {
         1,
         &[opentelemetry::KeyValue::new("loopgate.role", "executor")],
     );
+    // /healthz and /readyz: ready while NATS is connected and the work loops run; not ready
+    // from SIGTERM on. The endpoint itself outlives the shutdown token (metrics during drain).
+    let health = Health::default();
+    health.stop_on(&cancel);
     if let Some(addr) = settings.metrics_addr {
-        match serve_metrics(addr, telemetry.clone(), cancel.clone()).await {
+        match serve_metrics(
+            addr,
+            telemetry.clone(),
+            health.clone(),
+            CancellationToken::new(),
+        )
+        .await
+        {
             Ok(bound) => tracing::info!(%bound, "metrics endpoint listening"),
             Err(err) => {
                 tracing::error!(error = %err, %addr, "cannot bind the metrics endpoint");
@@ -127,7 +140,14 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let bus = ctx.bus.clone();
+    health.add_ready_check("nats connection", move || bus.is_connected());
+    health.add_ready_check("work loops", || true);
+    let stopped = cancel.clone();
     run_workers(ctx, &settings, cancel).await;
+    if !stopped.is_cancelled() {
+        health.fail("the work loops ended");
+    }
     tracing::info!("stopped");
     telemetry.shutdown();
     ExitCode::SUCCESS

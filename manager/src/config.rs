@@ -8,6 +8,7 @@ use std::time::Duration;
 use loopgate_common::config::{ConfigError, NatsSection, NatsSettings};
 use loopgate_common::report_signing::{AuditorPublicKey, TrustedKeys};
 use loopgate_models::{resolve_profiles, ModelConfigError, ModelProfile, ModelProfiles};
+use loopgate_transport::TopologyOptions;
 use serde::Deserialize;
 
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
@@ -25,8 +26,59 @@ pub struct ConfigFile {
     #[serde(default)]
     pub manager: ManagerSection,
     #[serde(default)]
+    pub jetstream: JetStreamSection,
+    #[serde(default)]
     pub models: ModelProfiles,
 }
+
+/// `[jetstream]`: how the manager sizes the streams and buckets it creates. Unset keys leave
+/// the server's defaults (1 replica, no byte cap) and never update what exists.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JetStreamSection {
+    /// Replicas of every stream and bucket: 1, 3 or 5 (3 survives one node of a cluster).
+    pub replicas: Option<usize>,
+    /// Byte cap of each `LG_*` stream.
+    pub stream_max_bytes: Option<i64>,
+    /// Byte cap of the snapshot bucket.
+    pub snapshot_max_bytes: Option<i64>,
+    /// Byte cap of the evidence bucket.
+    pub evidence_max_bytes: Option<i64>,
+}
+
+impl JetStreamSection {
+    pub fn resolve(&self) -> Result<TopologyOptions, ConfigError> {
+        if let Some(r) = self.replicas {
+            if ![1, 3, 5].contains(&r) {
+                return Err(ConfigError::invalid(
+                    "jetstream.replicas",
+                    format!("{r}: must be 1, 3 or 5"),
+                ));
+            }
+        }
+        for (key, value) in [
+            ("jetstream.stream_max_bytes", self.stream_max_bytes),
+            ("jetstream.snapshot_max_bytes", self.snapshot_max_bytes),
+            ("jetstream.evidence_max_bytes", self.evidence_max_bytes),
+        ] {
+            if value.is_some_and(|v| v < MIN_MAX_BYTES) {
+                return Err(ConfigError::invalid(
+                    key,
+                    format!("must be at least {MIN_MAX_BYTES} bytes"),
+                ));
+            }
+        }
+        Ok(TopologyOptions {
+            replicas: self.replicas,
+            stream_max_bytes: self.stream_max_bytes,
+            snapshot_max_bytes: self.snapshot_max_bytes,
+            evidence_max_bytes: self.evidence_max_bytes,
+        })
+    }
+}
+
+/// Smallest byte cap accepted (1 MiB): below it a single snapshot chunk would not fit.
+const MIN_MAX_BYTES: i64 = 1 << 20;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -100,6 +152,8 @@ pub struct Settings {
     /// Auditor keys whose signatures on audit reports are accepted; empty: reports are not
     /// authenticated (accepted unsigned, as before signing existed).
     pub auditor_keys: TrustedKeys,
+    /// `[jetstream]`: replicas and byte caps of the streams and buckets.
+    pub topology: TopologyOptions,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -149,6 +203,7 @@ pub fn resolve(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Settings, ManagerConfigError> {
     let nats = file.nats.resolve(overrides.nats_url, env)?;
+    let topology = file.jetstream.resolve()?;
     let redis_url = overrides
         .redis_url
         .or(file.redis.url)
@@ -217,6 +272,7 @@ pub fn resolve(
     }
     let auditor_keys = resolve_auditor_keys(&m, env)?;
     Ok(Settings {
+        topology,
         nats,
         redis_url,
         http_addr,
@@ -267,6 +323,34 @@ fn resolve_auditor_keys(
 
 #[cfg(test)]
 mod tests {
+    use super::JetStreamSection;
+
+    #[test]
+    fn jetstream_keys_are_checked() {
+        let ok = |replicas, bytes| JetStreamSection {
+            replicas,
+            stream_max_bytes: bytes,
+            ..Default::default()
+        };
+        // (replicas, stream_max_bytes) -> accepted
+        for (replicas, bytes, accepted) in [
+            (None, None, true),
+            (Some(1), None, true),
+            (Some(3), Some(10 << 30), true),
+            (Some(5), Some(1 << 20), true),
+            (Some(2), None, false),
+            (Some(0), None, false),
+            (Some(3), Some(1024), false),
+            (None, Some(-1), false),
+        ] {
+            let got = ok(replicas, bytes).resolve();
+            assert_eq!(got.is_ok(), accepted, "{replicas:?} {bytes:?}: {got:?}");
+        }
+        let topology = ok(Some(3), Some(1 << 30)).resolve();
+        assert_eq!(topology.as_ref().map(|t| t.replicas), Ok(Some(3)));
+        assert_eq!(topology.map(|t| t.stream_max_bytes), Ok(Some(1 << 30)));
+    }
+
     use super::*;
 
     fn no_env(_: &str) -> Option<String> {

@@ -95,6 +95,8 @@ async fn main() -> anyhow::Result<()> {
     else {
         return Ok(());
     };
+    // [jetstream]: replicas and byte caps of what ensure_topology creates and keeps.
+    let bus = bus.with_topology(settings.topology);
     if with_patience(
         "JetStream topology",
         &cancel,

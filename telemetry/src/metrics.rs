@@ -8,6 +8,8 @@
 //! Prometheus names: `loopgate_runs`, `loopgate_rounds_total`, `loopgate_audit_verdicts_total`,
 //! `loopgate_gate_total`, `loopgate_episode_duration_seconds`,
 //! `loopgate_snapshot_uploaded_bytes_total`, `loopgate_queue_pending_messages`,
+//! `loopgate_queue_outstanding_messages`, `loopgate_queue_oldest_age_seconds`,
+//! `loopgate_queue_dead_letters`,
 //! `loopgate_worker_up`, `loopgate_executor_self_check_refusals_total`,
 //! `loopgate_security_refused_messages_total`.
 
@@ -28,6 +30,12 @@ pub struct Metrics {
     pub episode_duration: Histogram<f64>,
     pub snapshot_uploaded_bytes: Counter<u64>,
     pub queue_pending: Gauge<u64>,
+    /// Waiting plus delivered-but-unacked (in flight): what KEDA's nats-jetstream scaler counts.
+    pub queue_outstanding: Gauge<u64>,
+    /// Age of the oldest message still in a work-queue stream (0 when empty).
+    pub queue_oldest_age: Gauge<f64>,
+    /// Messages a work-queue stream holds that no consumer will deliver again.
+    pub queue_dead_letters: Gauge<u64>,
     pub worker_up: Gauge<u64>,
     pub self_check_refusals: Counter<u64>,
     /// Results-stream messages the manager refused as a security event (a kind on the wrong
@@ -74,6 +82,25 @@ impl Metrics {
             queue_pending: meter
                 .u64_gauge("loopgate.queue.pending_messages")
                 .with_description("Messages waiting in a work queue consumer")
+                .build(),
+            queue_outstanding: meter
+                .u64_gauge("loopgate.queue.outstanding_messages")
+                .with_description(
+                    "Messages waiting in a work queue consumer plus those delivered and not yet \
+                     acked (in flight): the autoscalers' metric",
+                )
+                .build(),
+            queue_oldest_age: meter
+                .f64_gauge("loopgate.queue.oldest_age")
+                .with_unit("s")
+                .with_description("Age of the oldest message still held by a work-queue stream")
+                .build(),
+            queue_dead_letters: meter
+                .u64_gauge("loopgate.queue.dead_letters")
+                .with_description(
+                    "Messages a work-queue stream still holds that no consumer will deliver \
+                     again (max_deliver exhausted or terminated)",
+                )
                 .build(),
             worker_up: meter
                 .u64_gauge("loopgate.worker.up")

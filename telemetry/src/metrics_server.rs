@@ -1,5 +1,6 @@
-//! A minimal HTTP endpoint for workers: `GET /metrics` (Prometheus text) and `GET /healthz`.
-//! The manager serves the same routes from its API server.
+//! A minimal HTTP endpoint for workers: `GET /metrics` (Prometheus text), `GET /healthz`
+//! (liveness) and `GET /readyz` (readiness), both from a [`Health`]: 200 `ok`, or 503 with the
+//! reason. The manager serves the same routes from its API server.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -9,12 +10,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::health::Health;
 use crate::otel::Telemetry;
 
 /// Bind `addr` and serve until `cancel`. Returns the bound address (port 0 picks one).
 pub async fn serve_metrics(
     addr: SocketAddr,
     telemetry: Arc<Telemetry>,
+    health: Health,
     cancel: CancellationToken,
 ) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind(addr).await?;
@@ -26,17 +29,28 @@ pub async fn serve_metrics(
                 accepted = listener.accept() => accepted,
             };
             let Ok((stream, _)) = accepted else { continue };
-            let telemetry = telemetry.clone();
+            let (telemetry, health) = (telemetry.clone(), health.clone());
             tokio::spawn(async move {
-                let _ = tokio::time::timeout(Duration::from_secs(10), respond(stream, &telemetry))
-                    .await;
+                let answer = respond(stream, &telemetry, &health);
+                let _ = tokio::time::timeout(Duration::from_secs(10), answer).await;
             });
         }
     });
     Ok(bound)
 }
 
-async fn respond(mut stream: tokio::net::TcpStream, telemetry: &Telemetry) -> std::io::Result<()> {
+fn probe(result: Result<(), String>) -> (&'static str, &'static str, String) {
+    match result {
+        Ok(()) => ("200 OK", "text/plain", "ok".to_string()),
+        Err(why) => ("503 Service Unavailable", "text/plain", why),
+    }
+}
+
+async fn respond(
+    mut stream: tokio::net::TcpStream,
+    telemetry: &Telemetry,
+    health: &Health,
+) -> std::io::Result<()> {
     let mut buf = vec![0u8; 4096];
     let n = stream.read(&mut buf).await?;
     let request = String::from_utf8_lossy(&buf[..n]);
@@ -47,7 +61,8 @@ async fn respond(mut stream: tokio::net::TcpStream, telemetry: &Telemetry) -> st
             "text/plain; version=0.0.4",
             telemetry.prometheus_text(),
         ),
-        "/healthz" => ("200 OK", "text/plain", "ok".to_string()),
+        "/healthz" => probe(health.live()),
+        "/readyz" => probe(health.ready()),
         _ => ("404 Not Found", "text/plain", "not found".to_string()),
     };
     let head = format!(
@@ -57,4 +72,24 @@ async fn respond(mut stream: tokio::net::TcpStream, telemetry: &Telemetry) -> st
     stream.write_all(head.as_bytes()).await?;
     stream.write_all(body.as_bytes()).await?;
     stream.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probes_answer_200_or_503_with_the_reason() {
+        for (result, status, body) in [
+            (Ok(()), "200 OK", "ok"),
+            (
+                Err("nats connection: not ready".to_string()),
+                "503 Service Unavailable",
+                "nats connection: not ready",
+            ),
+        ] {
+            let (got_status, _, got_body) = probe(result);
+            assert_eq!((got_status, got_body.as_str()), (status, body));
+        }
+    }
 }

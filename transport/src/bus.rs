@@ -187,6 +187,7 @@ pub struct Bus {
     js: jetstream::Context,
     subjects: Subjects,
     request_timeout: Duration,
+    topology: crate::sizing::TopologyOptions,
 }
 
 impl Bus {
@@ -219,11 +220,28 @@ impl Bus {
             js,
             subjects: Subjects::new(prefix),
             request_timeout: opts.request_timeout,
+            topology: crate::sizing::TopologyOptions::default(),
         })
+    }
+
+    /// The sizing [`Bus::ensure_topology`] creates streams and buckets with and keeps streams
+    /// at (the manager's `[jetstream]` keys). The default enforces nothing.
+    pub fn with_topology(mut self, topology: crate::sizing::TopologyOptions) -> Bus {
+        self.topology = topology;
+        self
+    }
+
+    pub fn topology(&self) -> crate::sizing::TopologyOptions {
+        self.topology
     }
 
     pub fn subjects(&self) -> &Subjects {
         &self.subjects
+    }
+
+    /// Whether the client holds a live connection now (it reconnects on its own otherwise).
+    pub fn is_connected(&self) -> bool {
+        self.client.connection_state() == async_nats::connection::State::Connected
     }
 
     pub fn client(&self) -> &async_nats::Client {

@@ -5,6 +5,7 @@
 
 pub mod bus;
 pub mod runtime;
+mod sizing;
 mod topology;
 pub mod work_consumer;
 
@@ -12,4 +13,5 @@ pub use bus::{
     inbox_prefix_for_user, Bus, BusError, BusOptions, Subscriber, DUPLICATE_WINDOW, EVENTS_MAX_AGE,
 };
 pub use topology::TopologyRole;
+pub use sizing::TopologyOptions;
 pub use work_consumer::{ConsumerOptions, Delivery, ProgressHandle, Work, WorkConsumer};

@@ -16,6 +16,7 @@ use loopgate_common::subjects::{
 };
 
 use crate::bus::{with_timeout, Bus, BusError, DUPLICATE_WINDOW, EVENTS_MAX_AGE};
+use crate::sizing::TopologyOptions;
 use crate::work_consumer::{ConsumerOptions, Work};
 
 /// Concurrent `ensure_topology` calls from several processes may race on creation; retry a few
@@ -31,25 +32,41 @@ pub enum TopologyRole {
     Auditor,
 }
 
-/// Does the server's stream config carry every setting `wanted` specifies?
-fn stream_matches(actual: &stream::Config, wanted: &stream::Config) -> bool {
+/// Does the server's stream config carry every setting `wanted` specifies? Replicas and the
+/// byte cap count only where `topology` asks for them.
+fn stream_matches(
+    actual: &stream::Config,
+    wanted: &stream::Config,
+    topology: TopologyOptions,
+) -> bool {
     actual.subjects == wanted.subjects
         && actual.retention == wanted.retention
         && actual.storage == wanted.storage
         && actual.max_age == wanted.max_age
         && actual.duplicate_window == wanted.duplicate_window
+        && topology
+            .replicas
+            .is_none_or(|r| actual.num_replicas.max(1) == r)
+        && topology
+            .stream_max_bytes
+            .is_none_or(|b| actual.max_bytes == b)
 }
 
 impl Bus {
     /// The stream configurations this deployment uses, for the current prefix.
     pub fn stream_configs(&self) -> Vec<stream::Config> {
         let s = &self.subjects();
+        let sizing = self.topology();
+        let replicas = sizing.replicas.unwrap_or(1);
+        let max_bytes = sizing.stream_max_bytes.unwrap_or(-1);
         let work = |name: &str, subject: String| stream::Config {
             name: name.to_string(),
             subjects: vec![subject],
             retention: stream::RetentionPolicy::WorkQueue,
             storage: stream::StorageType::File,
             duplicate_window: DUPLICATE_WINDOW,
+            num_replicas: replicas,
+            max_bytes,
             ..Default::default()
         };
         vec![
@@ -63,6 +80,8 @@ impl Bus {
                 storage: stream::StorageType::File,
                 max_age: EVENTS_MAX_AGE,
                 duplicate_window: DUPLICATE_WINDOW,
+                num_replicas: replicas,
+                max_bytes,
                 ..Default::default()
             },
         ]
@@ -144,14 +163,14 @@ impl Bus {
         )
         .await
         {
-            if stream_matches(&existing.cached_info().config, &config) {
+            if stream_matches(&existing.cached_info().config, &config, self.topology()) {
                 return Ok(());
             }
             // Refresh once in case the cached info is older than a concurrent update.
             if let Ok(Ok(info)) =
                 tokio::time::timeout(self.request_timeout(), existing.info()).await
             {
-                if stream_matches(&info.config, &config) {
+                if stream_matches(&info.config, &config, self.topology()) {
                     return Ok(());
                 }
             }
@@ -207,6 +226,8 @@ impl Bus {
                 bucket: SNAPSHOT_BUCKET.to_string(),
                 description: Some("loopgate content-addressed snapshots".into()),
                 storage: stream::StorageType::File,
+                num_replicas: self.topology().replicas.unwrap_or(1),
+                max_bytes: self.topology().snapshot_max_bytes.unwrap_or(-1),
                 ..Default::default()
             };
             match tokio::time::timeout(
@@ -244,6 +265,8 @@ impl Bus {
                 bucket: EVIDENCE_BUCKET.to_string(),
                 description: Some("loopgate acceptance-check outputs".into()),
                 storage: jetstream::stream::StorageType::File,
+                num_replicas: self.topology().replicas.unwrap_or(1),
+                max_bytes: self.topology().evidence_max_bytes.unwrap_or(-1),
                 ..Default::default()
             };
             match tokio::time::timeout(timeout, js.create_object_store(config)).await {

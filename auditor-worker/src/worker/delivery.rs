@@ -12,6 +12,7 @@ use loopgate_common::wire::{
 use loopgate_telemetry::otel::TRACEPARENT;
 use loopgate_transport::runtime::{
     announce_started, run_consumer, ConsumeOptions, EpisodeCancels, Settle, DISPATCH_ID_HEADER,
+    EPISODES_PER_LOOP,
 };
 use loopgate_transport::{Bus, BusError, ConsumerOptions, Delivery, Work, WorkConsumer};
 use tokio_util::sync::CancellationToken;
@@ -181,7 +182,7 @@ pub async fn run_worker(
     };
     tracing::info!(worker = %auditor.worker_id, "auditor ready");
     let consume = ConsumeOptions {
-        concurrency: 1,
+        concurrency: EPISODES_PER_LOOP,
         poll: POLL,
         ack_wait: options.ack_wait,
         drain: options.shutdown_grace + DRAIN_MARGIN,

@@ -14,6 +14,7 @@ use std::time::Duration;
 use loopgate_checks::{probe, SandboxError};
 use loopgate_models::{ChatClient, ModelError};
 use loopgate_snapshot::{SnapshotError, SnapshotStore};
+use loopgate_telemetry::health::Health;
 use loopgate_transport::runtime::{await_topology, connect_bus, TopologyWait};
 use loopgate_transport::{Bus, BusError, BusOptions, TopologyRole};
 use tokio_util::sync::CancellationToken;
@@ -93,9 +94,12 @@ async fn open_evidence(bus: &Bus) -> Option<SnapshotStore> {
 }
 
 /// Run the auditor until `cancel` fires.
+/// `health` turns ready once NATS is connected and the work loop runs; it fails liveness if
+/// the loop ends before `cancel`.
 pub async fn run_daemon(
     settings: AuditorSettings,
     cancel: CancellationToken,
+    health: Health,
 ) -> Result<(), DaemonError> {
     let judges = judge_clients(&settings)?;
     let sandbox = probe(&settings.sandbox, &settings.work_dir).await?;
@@ -142,7 +146,14 @@ pub async fn run_daemon(
         ack_wait: settings.ack_wait,
         shutdown_grace: settings.shutdown_grace,
     };
+    let connection = bus.clone();
+    health.add_ready_check("nats connection", move || connection.is_connected());
+    health.add_ready_check("work loop", || true);
+    let stopped = cancel.clone();
     let result = run_worker(&bus, auditor, options, cancel).await;
+    if !stopped.is_cancelled() {
+        health.fail("the work loop ended");
+    }
     if let Err(err) = bus.flush().await {
         tracing::warn!(error = %err, "flushing NATS on shutdown");
     }

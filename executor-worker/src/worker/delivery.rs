@@ -15,7 +15,7 @@ use loopgate_common::wire::{
 };
 use loopgate_transport::runtime::{
     announce_started, retry_with_patience, run_consumer, ConsumeOptions, EpisodeCancels, Settle,
-    DISPATCH_ID_HEADER,
+    DISPATCH_ID_HEADER, EPISODES_PER_LOOP,
 };
 use loopgate_transport::{Bus, BusError, ConsumerOptions, Delivery, Work, WorkConsumer};
 use tokio_util::sync::CancellationToken;
@@ -87,7 +87,7 @@ pub(crate) async fn run_worker_loop(
         };
         tracing::info!("taking work");
         let options = ConsumeOptions {
-            concurrency: 1,
+            concurrency: EPISODES_PER_LOOP,
             poll: POLL,
             ack_wait: ctx.consumer.ack_wait,
             drain: ctx.shutdown_grace + DRAIN_MARGIN,

@@ -6,10 +6,12 @@
 //! `scripts/check-deploy.sh --manifests-only` (run by the first test) adds
 //! `kubernetes-validate --strict` and the KEDA schema. Without kubectl: a SKIP line.
 //! The per-container checks are in `deploy/daemon_configs.rs`, the cluster-wide policies
-//! (security contexts, network policies, autoscaling) in `deploy/cluster_policies.rs`.
+//! (security contexts, network policies) in `deploy/cluster_policies.rs`, autoscaling and the
+//! never-below-busy-pods replica table in `deploy/scaling.rs`.
 
 mod cluster_policies;
 mod daemon_configs;
+mod scaling;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -23,6 +25,8 @@ use serde_json::Value;
 const NAMESPACE: &str = "loopgate";
 /// The auditor signing key that stands in for a Secret the render does not hold.
 const PLACEHOLDER_SEED: &str = "1111111111111111111111111111111111111111111111111111111111111111";
+/// The auditors' own namespace (deploy/k8s/audit).
+const AUDIT_NAMESPACE: &str = "loopgate-audit";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Role {
@@ -39,6 +43,7 @@ struct Render {
 struct Daemon<'a> {
     role: Role,
     at: String,
+    workload: &'a Value,
     pod: &'a Value,
     container: &'a Value,
 }
@@ -78,9 +83,9 @@ fn render_prod_optional(kubectl: &str) -> anyhow::Result<Vec<Value>> {
         k8s.strip_prefix("/")?.display()
     );
     let text = format!(
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: {NAMESPACE}\n\
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
          resources: [{rel}/overlays/prod]\n\
-         components: [{rel}/components/executor-hpa, {rel}/components/otel]\n"
+         components: [{rel}/components/executor-hpa, {rel}/components/otel, {rel}/components/monitoring]\n"
     );
     std::fs::write(dir.join("kustomization.yaml"), text)?;
     render_dir(kubectl, &dir)
@@ -151,17 +156,22 @@ fn kind_of<'a>(r: &'a Render, kind: &'a str) -> impl Iterator<Item = &'a Value> 
 
 /// (workload, pod template) of every Deployment and StatefulSet.
 fn pod_templates(r: &Render) -> impl Iterator<Item = (String, &Value)> {
+    workloads(r).map(|(name, _, pod)| (name, pod))
+}
+
+/// (name, workload, pod template) of every Deployment and StatefulSet.
+fn workloads(r: &Render) -> impl Iterator<Item = (String, &Value, &Value)> {
     let workloads = r
         .objects
         .iter()
         .filter(|o| matches!(s(o, "/kind"), "Deployment" | "StatefulSet"));
-    workloads.filter_map(|o| Some((name_of(o), o.pointer("/spec/template")?)))
+    workloads.filter_map(|o| Some((name_of(o), o, o.pointer("/spec/template")?)))
 }
 
 /// The loopgate containers (by the binary they run); every role must be present.
 fn daemons(r: &Render) -> anyhow::Result<Vec<Daemon<'_>>> {
     let mut out = Vec::new();
-    for (workload, pod) in pod_templates(r) {
+    for (name, workload, pod) in workloads(r) {
         for container in arr(pod, "/spec/containers") {
             let role = match s(container, "/command/0").rsplit('/').next().unwrap_or("") {
                 "loopgate-manager" => Role::Manager,
@@ -171,7 +181,8 @@ fn daemons(r: &Render) -> anyhow::Result<Vec<Daemon<'_>>> {
             };
             out.push(Daemon {
                 role,
-                at: format!("{} {workload}", r.name),
+                at: format!("{} {name}", r.name),
+                workload,
                 pod,
                 container,
             });
@@ -359,5 +370,280 @@ fn dashboard_metric_list_matches_its_queries() -> anyhow::Result<()> {
         queried == listed,
         "dashboard queries {queried:?}\nmetrics.txt lists {listed:?}"
     );
+    Ok(())
+}
+
+/// The metric names loopgate exports, from the list in telemetry/src/metrics.rs (histograms
+/// also as `_bucket`, `_sum`, `_count`).
+fn exported_metrics() -> anyhow::Result<BTreeSet<String>> {
+    let text = std::fs::read_to_string(repo().join("telemetry/src/metrics.rs"))?;
+    let doc: String = text
+        .lines()
+        .take_while(|l| l.starts_with("//!"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut names = BTreeSet::new();
+    for name in doc.split('`').skip(1).step_by(2) {
+        let name = name.split('{').next().unwrap_or(name);
+        if name.starts_with("loopgate_") {
+            names.insert(name.to_string());
+            if name.ends_with("_seconds") {
+                for suffix in ["_bucket", "_sum", "_count"] {
+                    names.insert(format!("{name}{suffix}"));
+                }
+            }
+        }
+    }
+    ensure!(
+        names.contains("loopgate_queue_dead_letters"),
+        "metric list not found"
+    );
+    Ok(names)
+}
+
+/// components/monitoring: the PodMonitors cover both namespaces and the alert rules (queue
+/// age, dead letters, failed rounds, audit latency) query only metrics loopgate exports.
+#[test]
+fn alert_rules_query_exported_metrics_and_cover_the_issue() -> anyhow::Result<()> {
+    let Some(renders) = renders()? else {
+        return Ok(());
+    };
+    let exported = exported_metrics()?;
+    let r = renders
+        .iter()
+        .find(|r| r.name == "prod+optional")
+        .context("prod+optional render")?;
+    let monitored: BTreeSet<&str> = kind_of(r, "PodMonitor")
+        .map(|m| s(m, "/metadata/namespace"))
+        .collect();
+    ensure!(
+        monitored == BTreeSet::from([NAMESPACE, AUDIT_NAMESPACE]),
+        "PodMonitors in {monitored:?}"
+    );
+    let mut alerts = BTreeSet::new();
+    for rule_set in kind_of(r, "PrometheusRule") {
+        for group in arr(rule_set, "/spec/groups") {
+            for rule in arr(group, "/rules") {
+                let alert = s(rule, "/alert");
+                let mut used = BTreeSet::new();
+                collect_exprs(rule, &mut used);
+                ensure!(!used.is_empty(), "{alert}: queries no loopgate metric");
+                for metric in &used {
+                    ensure!(
+                        exported.contains(metric),
+                        "{alert}: {metric} is not exported"
+                    );
+                }
+                ensure!(
+                    !s(rule, "/labels/severity").is_empty()
+                        && !s(rule, "/annotations/summary").is_empty(),
+                    "{alert}: severity and summary"
+                );
+                alerts.insert(alert.to_string());
+            }
+        }
+    }
+    for wanted in [
+        "LoopgateQueueStale",
+        "LoopgateDeadLetters",
+        "LoopgateRoundsFailing",
+        "LoopgateAuditLatencyHigh",
+    ] {
+        ensure!(alerts.contains(wanted), "no alert {wanted}");
+    }
+    Ok(())
+}
+
+fn copy_dir(from: &Path, to: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), target)?;
+        }
+    }
+    Ok(())
+}
+
+/// Namespaces are kustomize parameters (components/namespaces): renaming the two literals of
+/// an overlay moves every object and every reference (KEDA's endpoint, the auditors' NATS URL,
+/// the cross-namespace policy peers); nothing is left in, or points at, the defaults.
+#[test]
+fn renamed_namespaces_reach_every_object_and_reference() -> anyhow::Result<()> {
+    if renders()?.is_none() {
+        return Ok(());
+    }
+    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    for overlay in ["dev", "prod"] {
+        let tmp = tempfile::tempdir()?;
+        let k8s = tmp.path().join("k8s");
+        copy_dir(&repo().join("deploy/k8s"), &k8s)?;
+        let file = k8s.join(format!("overlays/{overlay}/kustomization.yaml"));
+        let text = std::fs::read_to_string(&file)?;
+        let renamed = text
+            .replace("      - app=loopgate\n", "      - app=team-a\n")
+            .replace(
+                "      - audit=loopgate-audit\n",
+                "      - audit=team-a-audit\n",
+            );
+        ensure!(renamed != text, "{overlay}: no namespace parameters");
+        std::fs::write(&file, renamed)?;
+        let objects = render_dir(&kubectl, &k8s.join(format!("overlays/{overlay}")))?;
+        for o in objects.iter().filter(|o| s(o, "/kind") != "PriorityClass") {
+            let at = format!("{overlay}: {}", name_of(o));
+            let ns = if s(o, "/kind") == "Namespace" {
+                s(o, "/metadata/name")
+            } else {
+                s(o, "/metadata/namespace")
+            };
+            ensure!(ns == "team-a" || ns == "team-a-audit", "{at} in {ns:?}");
+            // References to the defaults, outside config file text (the auditor's TOML keeps
+            // its default URL; the LOOPGATE_NATS_URL env var overrides it).
+            let mut spec = o.clone();
+            if s(o, "/kind") == "ConfigMap" {
+                spec["data"] = Value::Null;
+            }
+            let text = serde_json::to_string(&spec)?;
+            for stale in [
+                "\"kubernetes.io/metadata.name\":\"loopgate\"",
+                "\"kubernetes.io/metadata.name\":\"loopgate-audit\"",
+                ".loopgate.svc",
+            ] {
+                ensure!(!text.contains(stale), "{at} still names {stale}");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// NATS and Redis survive a node: a 3-node JetStream StatefulSet with a quorum-keeping PDB,
+/// GOMEMLIMIT, the exporter and a patient startup probe; the manager asks for replicas the
+/// cluster can hold; Redis refuses writes (maxmemory, noeviction) before its memory limit.
+#[test]
+fn nats_is_a_cluster_and_redis_refuses_writes_before_its_limit() -> anyhow::Result<()> {
+    let Some(renders) = renders()? else {
+        return Ok(());
+    };
+    fn bytes(quantity: &str) -> Option<u64> {
+        let units = [
+            ("Gi", 1u64 << 30),
+            ("Mi", 1 << 20),
+            ("gb", 1 << 30),
+            ("mb", 1 << 20),
+        ];
+        let (n, unit) = units
+            .iter()
+            .find_map(|(u, m)| Some((quantity.strip_suffix(u)?, *m)))?;
+        n.parse::<u64>().ok().map(|n| n * unit)
+    }
+    for r in renders {
+        let nats = find(r, "StatefulSet", "nats")?;
+        let nodes = nats.pointer("/spec/replicas").and_then(Value::as_u64);
+        ensure!(nodes == Some(3), "{}: NATS has {nodes:?} nodes", r.name);
+        let pdb = find(r, "PodDisruptionBudget", "nats")?;
+        ensure!(
+            pdb.pointer("/spec/maxUnavailable") == Some(&Value::from(1)),
+            "{}: the NATS PDB must keep a quorum",
+            r.name
+        );
+        let pod = &nats["spec"]["template"]["spec"];
+        let server = arr(pod, "/containers")
+            .iter()
+            .find(|c| s(c, "/name") == "nats")
+            .context("nats container")?;
+        ensure!(
+            s(server, "/image").starts_with("nats:2.15"),
+            "{}: NATS image {} (the tests use 2.15)",
+            r.name,
+            s(server, "/image")
+        );
+        let env: BTreeSet<&str> = arr(server, "/env").iter().map(|e| s(e, "/name")).collect();
+        ensure!(
+            env.contains("GOMEMLIMIT") && env.contains("SERVER_NAME"),
+            "{}: NATS env",
+            r.name
+        );
+        let patience = server
+            .pointer("/startupProbe/failureThreshold")
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+            * server
+                .pointer("/startupProbe/periodSeconds")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+        ensure!(
+            patience >= 600,
+            "{}: NATS startup probe {patience} s",
+            r.name
+        );
+        ensure!(
+            arr(pod, "/containers")
+                .iter()
+                .any(|c| s(c, "/image").contains("prometheus-nats-exporter")),
+            "{}: no NATS exporter",
+            r.name
+        );
+        // The manager's [jetstream] replicas fit the cluster.
+        let manager = find(r, "Deployment", "loopgate-manager")?;
+        let cm = arr(manager, "/spec/template/spec/volumes")
+            .iter()
+            .find_map(|v| v.pointer("/configMap/name").and_then(Value::as_str))
+            .context("manager config volume")?;
+        let text = s(find(r, "ConfigMap", cm)?, "/data/manager.toml");
+        let raw: toml::Value = toml::from_str(text)?;
+        let replicas = raw
+            .get("jetstream")
+            .and_then(|j| j.get("replicas"))
+            .and_then(toml::Value::as_integer)
+            .unwrap_or(1);
+        ensure!(
+            u64::try_from(replicas).is_ok_and(|n| n <= 3),
+            "{}: {replicas} replicas on 3 nodes",
+            r.name
+        );
+        // Redis: maxmemory (noeviction) below the container's limit, leaving room for the AOF
+        // rewrite's fork and buffers.
+        let redis = find(r, "StatefulSet", "redis")?;
+        let container = &redis["spec"]["template"]["spec"]["containers"][0];
+        let limit = bytes(s(container, "/resources/limits/memory")).context("redis limit")?;
+        let conf = s(
+            find(
+                r,
+                "ConfigMap",
+                s(
+                    &redis["spec"]["template"]["spec"]["volumes"][0],
+                    "/configMap/name",
+                ),
+            )?,
+            "/data/redis.conf",
+        );
+        let setting = |key: &str| {
+            conf.lines()
+                .find_map(|l| l.strip_prefix(&format!("{key} ")))
+                .map(str::trim)
+        };
+        // An argument (`--maxmemory 192mb`, an overlay's) wins over the file.
+        let args: Vec<&str> = arr(container, "/args")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let from_args = args
+            .windows(2)
+            .rev()
+            .find(|w| w[0] == "--maxmemory")
+            .map(|w| w[1]);
+        let maxmemory = from_args
+            .or_else(|| setting("maxmemory"))
+            .and_then(bytes)
+            .context("redis maxmemory")?;
+        ensure!(
+            setting("maxmemory-policy") == Some("noeviction") && maxmemory * 4 <= limit * 3,
+            "{}: Redis maxmemory {maxmemory} vs limit {limit}",
+            r.name
+        );
+    }
     Ok(())
 }

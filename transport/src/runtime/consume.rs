@@ -3,7 +3,9 @@
 //! `(Delivery, Lease) -> Settle`; it decodes, runs, publishes its result and returns how the
 //! delivery ends. Up to `concurrency` handlers run at once. When `cancel` fires the loop stops
 //! pulling and gives in-flight handlers `drain` to finish; what is still running then is dropped
-//! unsettled, and the server redelivers it after `ack_wait`.
+//! unsettled, and the server redelivers it after `ack_wait`. A worker never holds a message it
+//! has not started: each pull asks for one, and a pull still waiting when `cancel` fires is
+//! dropped with its subscription, so the server gives a later message to another worker.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -17,6 +19,11 @@ use tracing::Instrument;
 use crate::bus::BusError;
 use crate::runtime::keep_alive::KeepAlive;
 use crate::work_consumer::{Delivery, WorkConsumer};
+
+/// Episodes one worker loop runs at once (its `concurrency`). An autoscaler's per-pod target on
+/// a work queue (KEDA's `lagThreshold`, the HPA's `averageValue`) must equal it, so that
+/// waiting plus in-flight messages never ask for fewer pods than are busy.
+pub const EPISODES_PER_LOOP: usize = 1;
 
 /// How a handler's delivery ends.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -17,7 +17,9 @@ pub use child_process::{
     run_child, shared, with_sink, ChildEnd, ChildError, ChildRun, GroupKill, OutputSink, SharedSink,
 };
 pub use connect::{connect_bus, retry_with_patience, CONNECT_PATIENCE};
-pub use consume::{run_consumer, settle_delivery, ConsumeOptions, Lease, Settle};
+pub use consume::{
+    run_consumer, settle_delivery, ConsumeOptions, Lease, Settle, EPISODES_PER_LOOP,
+};
 pub use episode_cancels::{EpisodeCancels, Registration, DISPATCH_ID_HEADER, REMEMBER_CANCELLED};
 pub use episode_started::announce_started;
 pub use keep_alive::{progress_interval, KeepAlive};

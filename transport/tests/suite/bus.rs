@@ -226,3 +226,36 @@ async fn consumer_and_publisher_survive_a_server_restart() -> Result<()> {
     })
     .await
 }
+
+/// `[jetstream]` sizing: the owner's replicas and byte caps are applied to existing streams
+/// (buckets get theirs when created), and a process with the default sizing (a worker)
+/// passes ensure_topology without touching them.
+#[tokio::test]
+async fn topology_sizing_is_applied_and_kept() -> Result<()> {
+    bounded(async {
+        let server = NatsServer::start().await?;
+        // First without caps (as an older deployment would have created them).
+        let plain = bus_on(&server).await?;
+        let sized = plain
+            .clone()
+            .with_topology(loopgate_transport::TopologyOptions {
+                replicas: Some(1),
+                stream_max_bytes: Some(64 << 20),
+                snapshot_max_bytes: Some(128 << 20),
+                evidence_max_bytes: Some(32 << 20),
+            });
+        sized.ensure_topology().await?;
+        for config in sized.stream_configs() {
+            let mut stream = sized.jetstream().get_stream(&config.name).await?;
+            let info = stream.info().await?;
+            assert_eq!(info.config.max_bytes, 64 << 20, "{}", config.name);
+            assert_eq!(info.config.num_replicas, 1, "{}", config.name);
+        }
+        // Default sizing asks for nothing: it passes and leaves the caps alone.
+        plain.ensure_topology().await?;
+        let mut exec = plain.jetstream().get_stream("LG_EXEC").await?;
+        assert_eq!(exec.info().await?.config.max_bytes, 64 << 20);
+        Ok(())
+    })
+    .await
+}

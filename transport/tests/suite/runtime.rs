@@ -155,6 +155,77 @@ async fn long_handlers_stay_owned_and_drain_on_cancel() -> Result<()> {
     .await
 }
 
+/// SIGTERM while a pull is outstanding: the stopping worker starts nothing more, and a message
+/// published after the signal goes to another worker at once, not after ack_wait.
+#[tokio::test]
+async fn a_stopping_worker_leaves_later_messages_to_others() -> Result<()> {
+    bounded(async {
+        let server = NatsServer::start().await?;
+        let bus = bus_on(&server).await?;
+        // Far longer than the test: only a nak can free the message in time.
+        let consumer_options = ConsumerOptions {
+            ack_wait: Duration::from_secs(120),
+            ..ConsumerOptions::default()
+        };
+        let work = Work::Exec(Capability::Cli);
+        let consumer = bus.work_consumer(work, consumer_options).await?;
+        let started = Arc::new(AtomicU32::new(0));
+        let counted = started.clone();
+        let cancel = CancellationToken::new();
+        let loop_options = ConsumeOptions {
+            concurrency: 1,
+            poll: Duration::from_secs(3),
+            ack_wait: consumer_options.ack_wait,
+            drain: Duration::from_secs(5),
+        };
+        let loop_task = tokio::spawn(run_consumer(
+            consumer,
+            loop_options,
+            cancel.clone(),
+            move |_delivery, _lease| {
+                let counted = counted.clone();
+                async move {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    Settle::Ack
+                }
+            },
+        ));
+        let info = |bus: Bus| async move {
+            let stream = bus.jetstream().get_stream(work.stream_name()).await?;
+            let info = stream.consumer_info(work.durable_name()).await?;
+            anyhow::Ok((info.num_waiting, info.num_ack_pending, info.num_pending))
+        };
+        // The loop's pull is waiting on the server; then the signal, then a message.
+        wait_until(Duration::from_secs(10), || {
+            let bus = bus.clone();
+            async move { info(bus).await.is_ok_and(|(waiting, _, _)| waiting >= 1) }
+        })
+        .await?;
+        cancel.cancel();
+        publish(&bus, 1).await?;
+        loop_task.await?;
+        assert_eq!(
+            started.load(Ordering::SeqCst),
+            0,
+            "started after the signal"
+        );
+        assert_eq!(
+            started.load(Ordering::SeqCst),
+            0,
+            "started after the signal"
+        );
+        // Well inside ack_wait another worker gets it.
+        let mut next_worker = bus.work_consumer(work, consumer_options).await?;
+        let handed_back = next_worker.next(Duration::from_secs(10)).await?;
+        assert!(
+            handed_back.is_some(),
+            "the message is still held by the stopped worker"
+        );
+        Ok(())
+    })
+    .await
+}
+
 /// With the server gone, progress acks fail and the keep-alive reports the delivery lost
 /// after ack_wait.
 #[tokio::test]

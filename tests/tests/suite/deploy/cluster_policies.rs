@@ -1,14 +1,31 @@
 //! Cluster-wide policies in every render: locked-down pods, network policies that keep
-//! auditors on NATS, executor autoscaling on the exec queue.
+//! auditors on NATS (autoscaling: `deploy/scaling.rs`).
 
 use std::collections::BTreeSet;
 
 use anyhow::{bail, ensure, Context};
-use loopgate_common::subjects::Capability;
-use loopgate_transport::Work;
 use serde_json::{json, Value};
 
-use super::{arr, find, kind_of, name_of, pod_templates, renders, s, Render, NAMESPACE};
+use super::{
+    arr, find, kind_of, name_of, pod_templates, renders, s, Render, AUDIT_NAMESPACE, NAMESPACE,
+};
+
+/// The only seccomp profile a container may set instead of the pod's RuntimeDefault
+/// (components/auditor-sandbox/seccomp/bwrap.json, installed on the auditor nodes).
+const BWRAP_PROFILE: &str = "loopgate/bwrap.json";
+
+/// The namespace an object belongs in: the auditors' tree in its own, the rest in the app's.
+fn home_namespace(o: &Value) -> &'static str {
+    if s(o, "/metadata/labels/app.kubernetes.io~1component") == "auditor"
+        || s(o, "/metadata/name") == "loopgate-auditor-config"
+        || s(o, "/metadata/name").starts_with("loopgate-auditor-config-")
+        || s(o, "/metadata/name") == "loopgate-auditor"
+    {
+        AUDIT_NAMESPACE
+    } else {
+        NAMESPACE
+    }
+}
 
 #[test]
 fn pods_run_locked_down_with_resources_in_the_namespace() -> anyhow::Result<()> {
@@ -16,14 +33,35 @@ fn pods_run_locked_down_with_resources_in_the_namespace() -> anyhow::Result<()> 
         return Ok(());
     };
     for r in renders {
-        for o in r.objects.iter().filter(|o| s(o, "/kind") != "Namespace") {
+        let cluster_scoped = |o: &&Value| matches!(s(o, "/kind"), "Namespace" | "PriorityClass");
+        for o in r.objects.iter().filter(|o| !cluster_scoped(o)) {
+            let ns = s(o, "/metadata/namespace");
             ensure!(
-                s(o, "/metadata/namespace") == NAMESPACE,
-                "{}: {} not in {NAMESPACE}",
+                ns == NAMESPACE || ns == AUDIT_NAMESPACE,
+                "{}: {} in {ns:?}",
                 r.name,
                 name_of(o)
             );
+            // Auditor objects only in the audit namespace; the audit namespace holds nothing
+            // else but its policies and the auditor's one Secret.
+            let audit_only = matches!(s(o, "/kind"), "NetworkPolicy" | "Secret");
+            ensure!(
+                ns == home_namespace(o) || (audit_only && ns == AUDIT_NAMESPACE),
+                "{}: {} belongs in {}",
+                r.name,
+                name_of(o),
+                home_namespace(o)
+            );
         }
+        // The app namespace (executors run agent code) always enforces "restricted"; only the
+        // auditors' namespace may be relaxed for bubblewrap.
+        let app = find(r, "Namespace", NAMESPACE)?;
+        ensure!(
+            s(app, "/metadata/labels/pod-security.kubernetes.io~1enforce") == "restricted",
+            "{}: {NAMESPACE} must enforce restricted",
+            r.name
+        );
+        find(r, "Namespace", AUDIT_NAMESPACE)?;
         for (workload, pod) in pod_templates(r) {
             let at = format!("{} {workload}", r.name);
             let spec = pod.get("spec").context("pod spec")?;
@@ -66,13 +104,20 @@ fn pods_run_locked_down_with_resources_in_the_namespace() -> anyhow::Result<()> 
                     sc.pointer("/capabilities/add").is_none(),
                     "{at}: capabilities added"
                 );
-                // The one relaxation: components/auditor-sandbox, inside a user namespace.
+                // The one relaxation: components/auditor-sandbox, inside a user namespace, with
+                // the Localhost bubblewrap profile (never Unconfined).
                 if sc.get("seccompProfile").is_some() || sc.get("procMount").is_some() {
                     let sandboxed =
                         workload == "Deployment/loopgate-auditor" && spec.get("hostUsers") == no;
                     ensure!(
                         sandboxed,
                         "{at}: seccomp/procMount relaxed outside the auditor's user namespace"
+                    );
+                    let profile = sc.get("seccompProfile");
+                    ensure!(
+                        profile.is_none_or(|p| s(p, "/type") == "Localhost"
+                            && s(p, "/localhostProfile") == BWRAP_PROFILE),
+                        "{at}: seccomp {profile:?}, want Localhost {BWRAP_PROFILE}"
                     );
                 }
                 for res in [
@@ -124,6 +169,23 @@ fn ports(rule: &Value) -> BTreeSet<u64> {
         .collect()
 }
 
+/// Whether a NetworkPolicy peer (in a policy of namespace `policy_ns`) admits pods with
+/// `labels` in namespace `pod_ns`.
+fn peer_selects(peer: &Value, policy_ns: &str, pod_ns: &str, labels: &Value) -> bool {
+    let in_namespace = match peer.get("namespaceSelector") {
+        None => pod_ns == policy_ns,
+        Some(ns) => {
+            let named = s(ns, "/matchLabels/kubernetes.io~1metadata.name");
+            named == pod_ns || (ns == &json!({}))
+        }
+    };
+    peer.get("ipBlock").is_none()
+        && in_namespace
+        && peer
+            .get("podSelector")
+            .is_none_or(|sel| selects(sel, labels))
+}
+
 #[test]
 fn auditors_reach_only_nats_and_dns_from_their_own_pool() -> anyhow::Result<()> {
     let Some(renders) = renders()? else {
@@ -131,13 +193,16 @@ fn auditors_reach_only_nats_and_dns_from_their_own_pool() -> anyhow::Result<()> 
     };
     for r in renders {
         let policies: Vec<&Value> = kind_of(r, "NetworkPolicy").collect();
-        let default_deny = policies.iter().any(|p| {
-            p["spec"]["podSelector"] == json!({})
-                && arr(p, "/spec/policyTypes").len() == 2
-                && p.pointer("/spec/ingress").is_none()
-                && p.pointer("/spec/egress").is_none()
-        });
-        ensure!(default_deny, "{}: no default-deny policy", r.name);
+        for ns in [NAMESPACE, AUDIT_NAMESPACE] {
+            let default_deny = policies.iter().any(|p| {
+                s(p, "/metadata/namespace") == ns
+                    && p["spec"]["podSelector"] == json!({})
+                    && arr(p, "/spec/policyTypes").len() == 2
+                    && p.pointer("/spec/ingress").is_none()
+                    && p.pointer("/spec/egress").is_none()
+            });
+            ensure!(default_deny, "{}: no default-deny policy in {ns}", r.name);
+        }
         let auditor = pod_labels(r, "Deployment", "loopgate-auditor")?;
         let nats = pod_labels(r, "StatefulSet", "nats")?;
         let namespace_is = |peer: &Value, ns: &str| {
@@ -146,10 +211,14 @@ fn auditors_reach_only_nats_and_dns_from_their_own_pool() -> anyhow::Result<()> 
                 "/namespaceSelector/matchLabels/kubernetes.io~1metadata.name",
             ) == ns
         };
-        for p in policies
-            .iter()
-            .filter(|p| selects(&p["spec"]["podSelector"], auditor))
-        {
+        let guarding = |target: &'_ Value, ns: &'_ str| {
+            let target = target.clone();
+            let ns = ns.to_string();
+            policies.iter().copied().filter(move |p| {
+                s(p, "/metadata/namespace") == ns && selects(&p["spec"]["podSelector"], &target)
+            })
+        };
+        for p in guarding(auditor, AUDIT_NAMESPACE) {
             for rule in arr(p, "/spec/egress") {
                 let to = arr(rule, "/to");
                 ensure!(
@@ -159,9 +228,7 @@ fn auditors_reach_only_nats_and_dns_from_their_own_pool() -> anyhow::Result<()> 
                     name_of(p)
                 );
                 for peer in to {
-                    let same_namespace =
-                        peer.get("namespaceSelector").is_none() && peer.get("ipBlock").is_none();
-                    let to_nats = same_namespace
+                    let to_nats = namespace_is(peer, NAMESPACE)
                         && peer
                             .get("podSelector")
                             .is_some_and(|sel| selects(sel, nats));
@@ -185,33 +252,31 @@ fn auditors_reach_only_nats_and_dns_from_their_own_pool() -> anyhow::Result<()> 
                 }
             }
         }
-        // NATS lets auditors in; Redis lets in the manager and not the auditors.
+        // NATS lets auditors in (from their namespace); Redis lets in the manager only.
         let manager = pod_labels(r, "Deployment", "loopgate-manager")?;
         let redis = pod_labels(r, "StatefulSet", "redis")?;
-        let admits = |target: &Value, client: &Value, port: u64| {
-            let guarding = policies
-                .iter()
-                .filter(|p| selects(&p["spec"]["podSelector"], target));
-            guarding.flat_map(|p| arr(p, "/spec/ingress")).any(|rule| {
-                let from = arr(rule, "/from");
-                ports(rule).contains(&port)
-                    && from
-                        .iter()
-                        .any(|f| f.get("podSelector").is_some_and(|sel| selects(sel, client)))
-            })
+        let admits = |target: &Value, client: &Value, client_ns: &str, port: u64| {
+            guarding(target, NAMESPACE)
+                .flat_map(|p| arr(p, "/spec/ingress"))
+                .any(|rule| {
+                    ports(rule).contains(&port)
+                        && arr(rule, "/from")
+                            .iter()
+                            .any(|f| peer_selects(f, NAMESPACE, client_ns, client))
+                })
         };
         ensure!(
-            admits(nats, auditor, 4222),
+            admits(nats, auditor, AUDIT_NAMESPACE, 4222),
             "{}: auditors cannot reach NATS",
             r.name
         );
         ensure!(
-            !admits(redis, auditor, 6379),
+            !admits(redis, auditor, AUDIT_NAMESPACE, 6379),
             "{}: auditors can reach Redis",
             r.name
         );
         ensure!(
-            admits(redis, manager, 6379),
+            admits(redis, manager, NAMESPACE, 6379),
             "{}: the manager cannot reach Redis",
             r.name
         );
@@ -232,91 +297,60 @@ fn auditors_reach_only_nats_and_dns_from_their_own_pool() -> anyhow::Result<()> 
     Ok(())
 }
 
+/// The Localhost profile that replaces `Unconfined` for bubblewrap: deny by default, the
+/// runtime's usual allow-list plus the sandbox's own syscalls, and the dangerous ones still
+/// refused.
 #[test]
-fn executor_autoscaling_follows_the_exec_queue() -> anyhow::Result<()> {
-    let Some(renders) = renders()? else {
-        return Ok(());
-    };
-    let stream = Work::Exec(Capability::Cli).stream_name();
-    let consumer = Work::Exec(Capability::Cli).durable_name();
-    for r in renders {
-        let executor = find(r, "Deployment", "loopgate-executor")?;
+fn the_bwrap_seccomp_profile_allows_the_sandbox_and_refuses_the_dangerous() -> anyhow::Result<()> {
+    let path = super::repo().join("deploy/k8s/components/auditor-sandbox/seccomp/bwrap.json");
+    let profile: Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+    ensure!(
+        s(&profile, "/defaultAction") == "SCMP_ACT_ERRNO",
+        "deny by default"
+    );
+    let mut allowed = BTreeSet::new();
+    for rule in arr(&profile, "/syscalls") {
         ensure!(
-            executor.pointer("/spec/replicas").is_none(),
-            "{}: replicas would fight the autoscaler",
-            r.name
+            s(rule, "/action") == "SCMP_ACT_ALLOW" && rule.get("args").is_none(),
+            "only plain allow rules: {rule}"
         );
-        let scaled: Vec<&Value> = kind_of(r, "ScaledObject").collect();
-        let hpas: Vec<&Value> = kind_of(r, "HorizontalPodAutoscaler").collect();
+        allowed.extend(arr(rule, "/names").iter().filter_map(Value::as_str));
+    }
+    for (syscall, want) in [
+        // bubblewrap: user/mount/pid namespaces, bind mounts, a fresh /proc, the new root.
+        ("unshare", true),
+        ("clone", true),
+        ("clone3", true),
+        ("mount", true),
+        ("umount2", true),
+        ("pivot_root", true),
+        ("setns", true),
+        ("sethostname", true),
+        // what checks need anyway
+        ("execve", true),
+        ("openat", true),
+        ("socket", true),
+        // still refused: kernel attack surface a sandbox never needs
+        ("bpf", false),
+        ("keyctl", false),
+        ("add_key", false),
+        ("ptrace", false),
+        ("perf_event_open", false),
+        ("init_module", false),
+        ("finit_module", false),
+        ("kexec_load", false),
+        ("open_by_handle_at", false),
+        ("userfaultfd", false),
+        ("fsopen", false),
+        ("move_mount", false),
+        ("reboot", false),
+        ("swapon", false),
+    ] {
         ensure!(
-            scaled.len() + hpas.len() == 1,
-            "{}: want exactly one executor autoscaler",
-            r.name
+            allowed.contains(syscall) == want,
+            "{syscall}: allowed {} (want {want})",
+            !want
         );
-        for hpa in hpas {
-            ensure!(
-                s(hpa, "/spec/scaleTargetRef/name") == "loopgate-executor",
-                "{}: HPA target",
-                r.name
-            );
-            let selector =
-                &hpa["spec"]["metrics"][0]["external"]["metric"]["selector"]["matchLabels"];
-            ensure!(
-                selector["stream"] == stream && selector["consumer"] == consumer.as_str(),
-                "{}",
-                r.name
-            );
-        }
-        for so in scaled {
-            ensure!(
-                s(so, "/spec/scaleTargetRef/name") == "loopgate-executor",
-                "{}: target",
-                r.name
-            );
-            let min = so.pointer("/spec/minReplicaCount").and_then(Value::as_u64);
-            ensure!(
-                min >= Some(1),
-                "{}: executors create {consumer}; at 0 KEDA never sees a backlog",
-                r.name
-            );
-            let trigger = &so["spec"]["triggers"][0];
-            let meta = trigger["metadata"]
-                .as_object()
-                .context("trigger metadata")?;
-            ensure!(
-                s(trigger, "/type") == "nats-jetstream",
-                "{}: trigger type",
-                r.name
-            );
-            ensure!(
-                meta.values().all(Value::is_string),
-                "{}: KEDA metadata values are strings",
-                r.name
-            );
-            ensure!(
-                meta["stream"] == stream && meta["consumer"] == consumer.as_str(),
-                "{}: queue",
-                r.name
-            );
-            ensure!(
-                meta["account"] == "$G",
-                "{}: users without accounts live in $G",
-                r.name
-            );
-            let service = find(r, "Service", "nats")?;
-            let monitor = arr(service, "/spec/ports")
-                .iter()
-                .find(|p| s(p, "/name") == "monitor");
-            let port = monitor
-                .and_then(|p| p.get("port")?.as_u64())
-                .context("nats monitor port")?;
-            let endpoint = format!("nats.{NAMESPACE}.svc.cluster.local:{port}");
-            ensure!(
-                meta["natsServerMonitoringEndpoint"] == endpoint.as_str(),
-                "{}: endpoint",
-                r.name
-            );
-        }
     }
     Ok(())
 }
