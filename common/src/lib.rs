@@ -17,6 +17,7 @@ pub mod next_step;
 pub mod output_cap;
 pub mod prompts;
 pub mod protected_paths;
+pub mod redact;
 pub mod rubric;
 pub mod snapshot;
 pub mod state;

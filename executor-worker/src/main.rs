@@ -70,6 +70,7 @@ fn load_settings(flags: Flags) -> Result<Settings, loopgate_executor::SettingsEr
         hostname: hostname(&env),
         pid: std::process::id(),
         temp_dir: std::env::temp_dir(),
+        config_path: flags.config.clone(),
         env,
     };
     file.resolve(&inputs)

@@ -96,6 +96,7 @@ fn plan_audit_with(
                     exit_code: Some(0),
                     duration_ms: 1,
                     output_excerpt: String::new(),
+                    isolated: None,
                 })
                 .collect(),
             gaps: vec![],
@@ -411,6 +412,7 @@ fn rubric_audit(record: &RunRecord, v: RubricVerdict) -> Step {
         exit_code: None,
         duration_ms: 1,
         output_excerpt: v.summary(),
+        isolated: None,
     });
     report.rubric = Some(v);
     apply(record, RunEvent::AuditFinished(report))

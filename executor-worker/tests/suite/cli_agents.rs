@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use loopgate_common::usage::Usage;
 use loopgate_common::wire::ExecOutcome;
 use loopgate_executor::ToolLimits;
-use loopgate_executor::{run_episode, EpisodeEnd, EpisodeEnv, SelfCheckEnv};
+use loopgate_executor::{run_episode, AgentIsolationEnv, EpisodeEnd, EpisodeEnv, SelfCheckEnv};
 use loopgate_snapshot::SnapshotStore;
 use loopgate_test_support::NatsServer;
 use loopgate_transport::{Bus, BusOptions};
@@ -42,6 +42,7 @@ impl Harness {
             models: BTreeMap::new(),
             agents: BTreeMap::new(),
             self_check: SelfCheckEnv::unisolated("test"),
+            agent: AgentIsolationEnv::unsandboxed("test"),
         };
         Ok(Harness {
             _nats: nats,
