@@ -6,4 +6,5 @@ mod openapi_conformance;
 mod planning;
 mod rubric;
 mod self_check;
+mod structured_output;
 mod telemetry;
