@@ -221,10 +221,15 @@ fn agent_sandbox_keys() {
             defaults.agent_hidden
         );
     }
-    let text =
+    let keys = tempfile::tempdir().unwrap();
+    let key_file = keys.path().join("m");
+    std::fs::write(&key_file, "sk-file").unwrap();
+    let text = format!(
         "[executor]\nagent_network = \"on\"\nagent_hidden_paths = [\"/srv/creds\", \"rel/dir\"]\n\
-        [models.m]\nbase_url = \"http://h\"\nmodel = \"m\"\napi_key_file = \"/keys/m\"";
-    let set = ExecutorFile::parse(text, "x")
+        [models.m]\nbase_url = \"http://h\"\nmodel = \"m\"\napi_key_file = \"{}\"",
+        key_file.display()
+    );
+    let set = ExecutorFile::parse(&text, "x")
         .unwrap()
         .resolve(&inp)
         .unwrap();
@@ -235,8 +240,12 @@ fn agent_sandbox_keys() {
             cli_agents: true
         }
     );
-    for want in ["/srv/creds", "rel/dir", "/keys/m"] {
-        assert!(set.agent_hidden.contains(&PathBuf::from(want)), "{want}");
+    for want in [
+        PathBuf::from("/srv/creds"),
+        PathBuf::from("rel/dir"),
+        key_file,
+    ] {
+        assert!(set.agent_hidden.contains(&want), "{want:?}");
     }
     let off = ExecutorFile::parse("[executor]\nagent_network = \"off\"", "x")
         .unwrap()

@@ -1,6 +1,7 @@
 //! `loopgate-executor`: flags, config and env resolved once, then the worker loops until
 //! SIGTERM/SIGINT.
 
+use loopgate_common::redact::redact_url;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -97,7 +98,7 @@ async fn main() -> ExitCode {
         worker_id = %settings.worker_id,
         capabilities = ?settings.capabilities,
         work_dir = %settings.work_dir.display(),
-        nats = %settings.nats.url,
+        nats = %redact_url(&settings.nats.url),
         models = ?settings.models.keys().collect::<Vec<_>>(),
         agents = ?settings.agents.keys().collect::<Vec<_>>(),
         "starting"

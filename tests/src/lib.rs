@@ -12,10 +12,12 @@ use serde_json::Value;
 
 mod control_plane;
 mod daemons;
+mod secrets;
 
 pub use control_plane::ControlPlane;
 pub use daemons::Profile;
 use daemons::{spawn, wait_ready};
+pub use secrets::{StackSecrets, MODEL_KEY_ENV};
 
 pub struct StackOptions {
     pub profiles: Vec<Profile>,
@@ -30,6 +32,8 @@ pub struct StackOptions {
     pub env: Vec<(String, String)>,
     /// Give every worker a `[metrics] addr` (see `Stack::worker_metrics`).
     pub worker_metrics: bool,
+    /// Per-role NATS users, a Redis password and a model API key, all with these values.
+    pub secrets: Option<StackSecrets>,
 }
 
 impl StackOptions {
@@ -42,6 +46,7 @@ impl StackOptions {
             executor_extra: String::new(),
             env: Vec::new(),
             worker_metrics: false,
+            secrets: None,
         }
     }
 }
@@ -66,21 +71,44 @@ pub struct Stack {
     models: String,
     manager_extra: String,
     env: Vec<(String, String)>,
+    secrets: Option<StackSecrets>,
     spawned_managers: usize,
     client: reqwest::Client,
 }
 
 impl Stack {
     pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
-        let nats = NatsServer::start().await?;
-        let redis = RedisServer::start().await?;
+        let (nats, redis) = match &opts.secrets {
+            Some(secrets) => (
+                NatsServer::start_with_config(&secrets.nats_conf()).await?,
+                RedisServer::start_with_password(&secrets.redis).await?,
+            ),
+            None => (NatsServer::start().await?, RedisServer::start().await?),
+        };
+        if let Some(secrets) = &opts.secrets {
+            secrets.create_topology(&nats.url()).await?;
+        }
         let dir = tempfile::tempdir()?;
+        let key_env = opts.secrets.as_ref().map(|_| MODEL_KEY_ENV);
         let models: String = opts
             .profiles
             .iter()
-            .map(Profile::toml)
+            .map(|p| p.toml(key_env))
             .collect::<Vec<_>>()
             .join("\n");
+        let nats_keys = |role: &str| {
+            opts.secrets
+                .as_ref()
+                .map(|_| StackSecrets::nats_keys(role))
+                .unwrap_or_default()
+        };
+        let env_for = |role: &str| {
+            let mut env = opts.env.clone();
+            if let Some(secrets) = &opts.secrets {
+                env.extend(secrets.env_for(role));
+            }
+            env
+        };
         let mut worker_metrics = Vec::new();
         let mut metrics_table = || -> anyhow::Result<String> {
             if !opts.worker_metrics {
@@ -97,8 +125,9 @@ impl Stack {
             std::fs::write(
                 &cfg,
                 format!(
-                    "[nats]\nurl = \"{}\"\n{}[executor]\nworker_id = \"exec-{i}\"\ncapabilities = [\"cli\"]\nwork_dir = \"{}\"\n{}\n\n{models}",
+                    "[nats]\nurl = \"{}\"\n{}{}[executor]\nworker_id = \"exec-{i}\"\ncapabilities = [\"cli\"]\nwork_dir = \"{}\"\n{}\n\n{models}",
                     nats.url(),
+                    nats_keys("executor"),
                     metrics_table()?,
                     work.display(),
                     opts.executor_extra
@@ -108,20 +137,26 @@ impl Stack {
                 &format!("exec-{i}"),
                 "loopgate-executor",
                 &cfg,
-                &opts.env,
+                &env_for("executor"),
             )?);
         }
         let audit_cfg = dir.path().join("auditor.toml");
         std::fs::write(
             &audit_cfg,
             format!(
-                "[nats]\nurl = \"{}\"\n{}[auditor]\nworker_id = \"audit-1\"\nwork_dir = \"{}\"\n\n{models}",
+                "[nats]\nurl = \"{}\"\n{}{}[auditor]\nworker_id = \"audit-1\"\nwork_dir = \"{}\"\n\n{models}",
                 nats.url(),
+                nats_keys("auditor"),
                 metrics_table()?,
                 dir.path().join("work-audit").display()
             ),
         )?;
-        let auditor = spawn("auditor", "loopgate-auditor", &audit_cfg, &opts.env)?;
+        let auditor = spawn(
+            "auditor",
+            "loopgate-auditor",
+            &audit_cfg,
+            &env_for("auditor"),
+        )?;
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
             .build()?;
@@ -137,6 +172,7 @@ impl Stack {
             models,
             manager_extra: opts.manager_extra,
             env: opts.env,
+            secrets: opts.secrets,
             spawned_managers: 0,
             client,
         };
@@ -156,14 +192,22 @@ impl Stack {
         std::fs::write(
             &cfg,
             format!(
-                "[nats]\nurl = \"{}\"\n[redis]\nurl = \"{}\"\n[http]\naddr = \"127.0.0.1:{port}\"\n[manager]\n{}\n\n{}",
+                "[nats]\nurl = \"{}\"\n{}[redis]\nurl = \"{}\"\n[http]\naddr = \"127.0.0.1:{port}\"\n[manager]\n{}\n\n{}",
                 self.nats.url(),
+                self.secrets
+                    .as_ref()
+                    .map(|_| StackSecrets::nats_keys("manager"))
+                    .unwrap_or_default(),
                 self.redis.url(),
                 self.manager_extra,
                 self.models
             ),
         )?;
-        let child = spawn(&format!("manager-{n}"), "loopgate-manager", &cfg, &self.env)?;
+        let mut env = self.env.clone();
+        if let Some(secrets) = &self.secrets {
+            env.extend(secrets.env_for("manager"));
+        }
+        let child = spawn(&format!("manager-{n}"), "loopgate-manager", &cfg, &env)?;
         let http = format!("http://127.0.0.1:{port}");
         wait_ready(&self.client, &http, &child, Duration::from_secs(60)).await?;
         self.managers.push(ManagerProc { child, http });

@@ -5,6 +5,7 @@ mod faults;
 mod openapi_conformance;
 mod planning;
 mod rubric;
+mod secrets;
 mod self_check;
 mod structured_output;
 mod telemetry;
