@@ -49,7 +49,7 @@ pub struct AgentSandbox {
     pub run_as: Option<(u32, u32)>,
     /// What the agent must not see (absolute, existing, none inside another).
     pub hidden: Vec<HiddenPath>,
-    /// An empty read-only file bound over hidden files.
+    /// What is bound (read-only) over hidden files: `/dev/null`.
     pub empty_file: PathBuf,
     /// What this host could not provide, one line each (logged at start-up; the first one is
     /// the note on every episode's record when unsandboxed).

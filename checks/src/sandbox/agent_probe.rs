@@ -18,8 +18,9 @@ use crate::sandbox::launch::{SandboxError, SandboxMode, SandboxSettings};
 use crate::sandbox::probe::{bwrap_binary, unprivileged_ids};
 
 const PROBE_TIMEOUT: Duration = Duration::from_secs(15);
-/// The empty file bound over hidden files, inside the (hidden) work dir.
-const EMPTY_FILE_NAME: &str = ".agent-sandbox-empty";
+/// What is bound over hidden files: reads as empty, writes go nowhere, and nothing is left
+/// behind in the work dir.
+const EMPTY_FILE: &str = "/dev/null";
 
 /// `candidates` as the sandbox hides them: made absolute (`relative_to`) and canonical,
 /// missing ones dropped, duplicates and paths inside another hidden directory dropped, `/`
@@ -77,8 +78,7 @@ pub async fn probe_agent_sandbox(
                 .to_string(),
         ));
     };
-    let empty_file = work_dir.join(EMPTY_FILE_NAME);
-    std::fs::write(&empty_file, b"").map_err(io(&empty_file))?;
+    let empty_file = PathBuf::from(EMPTY_FILE);
     let mut all_hidden = hidden;
     all_hidden.push(HiddenPath::Dir(work_dir.clone()));
     let all_hidden = normalize(all_hidden);
