@@ -133,6 +133,7 @@ mod tests {
     /// Every test runs in both modes: unsandboxed (`sandbox = "off"`) and in the bubblewrap
     /// sandbox the worker probes at start-up (as the check user when the tests run as root).
     /// The work dir the probe hides must be traversable by that user, as a real work dir is.
+    #[allow(clippy::print_stderr)] // the SKIP line
     async fn isolations() -> (Vec<AgentIsolationEnv>, tempfile::TempDir) {
         use std::os::unix::fs::PermissionsExt;
         let work = tempfile::tempdir().unwrap();

@@ -293,6 +293,7 @@ echo '{"type":"result","subtype":"success","is_error":false,"result":"snooped","
 /// under /proc, is exactly PATH, LANG, its HOME and the profile's variables; a hidden file
 /// reads as empty; the worker's other directories are out of sight.
 #[tokio::test]
+#[allow(clippy::print_stderr)] // the SKIP line
 async fn sandboxed_cli_agent_sees_only_its_own_environment() -> anyhow::Result<()> {
     use loopgate_checks::{hidden_paths, probe_agent_sandbox, SandboxSettings};
     use loopgate_executor::AgentNetworkPolicy;
