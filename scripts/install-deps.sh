@@ -85,7 +85,8 @@ install_redis() {
   log "redis-server: $("$BIN/redis-server" --version)"
 }
 
-# bubblewrap: the auditor runs acceptance checks without network in it (auditor-worker/src/sandbox/).
+# bubblewrap: the auditor runs acceptance checks in it, the executor its agents (checks/src/sandbox/);
+# the executor refuses to start without it unless `sandbox = "off"`.
 install_sandbox() {
   if command -v bwrap >/dev/null 2>&1; then log "bubblewrap present: $(bwrap --version)"; return; fi
   log "installing bubblewrap from Debian"
@@ -221,7 +222,8 @@ case "${1:-all}" in
   redis) with_lock redis install_redis ;;
   llama) with_lock llama install_llama ;;
   model) with_lock "model-${2:-0.5b}" install_model "${2:-0.5b}" ;;
-  all) with_lock nats install_nats; with_lock redis install_redis; with_lock llama install_llama
+  all) with_lock nats install_nats; with_lock redis install_redis; with_lock sandbox install_sandbox
+       with_lock llama install_llama
        with_lock model-0.5b install_model 0.5b ;;
   *) log "usage: $0 services|nats|redis|schemathesis|validators|lint|llama|model [0.5b|1.5b]|all"; exit 2 ;;
 esac

@@ -193,6 +193,10 @@ pub struct EvidenceView {
     #[serde(default)]
     #[schema(value_type = String, required = true)]
     pub output_excerpt: Option<String>,
+    /// Whether the check ran isolated (under the auditor's bubblewrap sandbox); absent when no
+    /// check ran for it (a rubric score) or an older auditor wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolated: Option<bool>,
 }
 
 /// The wire name of a check verdict.
@@ -215,6 +219,7 @@ impl From<&Evidence> for EvidenceView {
             exit_code: e.exit_code,
             duration_ms: Some(e.duration_ms),
             output_excerpt: Some(e.output_excerpt.clone()),
+            isolated: e.isolated,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! `loopgate-auditor --config auditor.toml`: the auditor worker daemon.
 
+use loopgate_common::redact::redact_url;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -28,7 +29,7 @@ async fn run(cli: Cli, telemetry: Arc<Telemetry>) -> anyhow::Result<()> {
     // The environment is read once, here.
     let env: std::collections::HashMap<String, String> = std::env::vars().collect();
     let settings = raw.resolve(&|name| env.get(name).cloned(), &HostFacts::current())?;
-    tracing::info!(worker = %settings.worker_id, nats = %settings.nats.url,
+    tracing::info!(worker = %settings.worker_id, nats = %redact_url(&settings.nats.url),
         work_dir = %settings.work_dir.display(), models = ?settings.models.keys().collect::<Vec<_>>(),
         "configuration loaded");
     let cancel = shutdown_on_signals();

@@ -3,7 +3,9 @@
 //! `finish` is accepted): the host's sandbox, probed once at start-up (`sandbox/`: bubblewrap
 //! launch arguments, the start-up probe, the unprivileged check user), one check run as a
 //! child process group with a scrubbed environment, a timeout and a bounded output
-//! (`run_check`), each check in its own scratch copy (`scratch_copy`, `scratch_check`).
+//! (`run_check`), each check in its own scratch copy (`scratch_copy`, `scratch_check`); and
+//! the sandbox the executor's agents run in (`sandbox/agent_launch.rs`, probed at start-up by
+//! `sandbox/agent_probe.rs`): the same bubblewrap isolation, the worker's secrets out of sight.
 //!
 //! Processes run through the shared `loopgate_transport::runtime::run_child`. No Redis, no
 //! snapshot store, no model: what a check runs on is handed in as a directory or a file list.
@@ -20,7 +22,8 @@ pub use run_check::{
     EXCERPT_CHARS,
 };
 pub use sandbox::{
-    is_valid_check_user, probe, probe_for, Sandbox, SandboxError, SandboxMode, SandboxSettings,
+    hidden_paths, is_valid_check_user, probe, probe_agent_sandbox, probe_for, AgentLaunch,
+    AgentSandbox, HiddenPath, LaunchPlan, Sandbox, SandboxError, SandboxMode, SandboxSettings,
 };
 pub use scratch_check::{run_in_scratch_copy, CopySource, ScratchCheck, ScratchCopyError};
 pub use scratch_copy::{copy_files, copy_tree, CopyFile};

@@ -105,6 +105,7 @@ fn event_text(event: &LogEvent) -> String {
             tool_calls,
             error,
             self_check_refusals,
+            agent_isolation,
         } => {
             let mut text = match (candidate, error) {
                 (_, Some(error)) => format!("executor {worker} failed: {}", excerpt(error, 200)),
@@ -125,6 +126,9 @@ fn event_text(event: &LogEvent) -> String {
                 text.push_str(&format!(
                     " [finish refused {self_check_refusals}x by self-check]"
                 ));
+            }
+            if let Some(warning) = agent_isolation.as_ref().and_then(|i| i.warning()) {
+                text.push_str(&format!(" [{warning}]"));
             }
             if *claimed_done {
                 text.push_str(" (claims done)");

@@ -143,6 +143,7 @@ mod tests {
             exit_code: Some(0),
             duration_ms: 1,
             output_excerpt: String::new(),
+            isolated: None,
         }
     }
 

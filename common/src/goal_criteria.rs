@@ -402,6 +402,7 @@ mod tests {
             exit_code: code,
             duration_ms: 0,
             output_excerpt: out.into(),
+            isolated: None,
         };
         let broken = "sh: 1: Syntax error: Unterminated quoted string";
         let cases = [

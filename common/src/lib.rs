@@ -18,6 +18,7 @@ pub mod next_step;
 pub mod output_cap;
 pub mod prompts;
 pub mod protected_paths;
+pub mod redact;
 pub mod report_claims;
 pub mod report_signing;
 pub mod rubric;

@@ -49,6 +49,10 @@ pub struct EvidenceClaim {
     pub check_id: String,
     pub duration_ms: u64,
     pub exit_code: Option<i32>,
+    /// Whether the check ran in the sandbox (absent when the auditor did not say: older
+    /// auditors, and then left out of the signed form, which stays byte-identical).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolated: Option<bool>,
     /// sha256 of the full check output (a blob in the evidence bucket).
     pub log_digest: Option<String>,
     pub output_excerpt: String,
@@ -72,6 +76,7 @@ impl From<&Evidence> for EvidenceClaim {
             check_id: e.check_id.clone(),
             duration_ms: e.duration_ms,
             exit_code: e.exit_code,
+            isolated: e.isolated,
             log_digest: e.log_digest.clone(),
             output_excerpt: e.output_excerpt.clone(),
             produced_at: e.produced_at,
@@ -160,6 +165,7 @@ pub(crate) mod tests {
                 exit_code: Some(0),
                 duration_ms: 12,
                 output_excerpt: "hello, \"loopgate\"\n\u{1}é".into(),
+                isolated: None,
             }],
             gaps: vec!["not signed".into()],
             backcheck: Vec::new(),

@@ -161,6 +161,7 @@ mod tests {
             outcome: ExecOutcome::Failed { error: "e".into() },
             usage: Usage::default(),
             duration_ms: 1,
+            agent_isolation: None,
         })
     }
 

@@ -56,6 +56,13 @@ pub struct Evidence {
     pub duration_ms: u64,
     /// The tail of the output, capped, for prompts and people.
     pub output_excerpt: String,
+    /// Whether the check ran isolated: `Some(true)` under the auditor's bubblewrap sandbox (no
+    /// network, private namespaces, read-only host); `Some(false)` without it (the report's
+    /// gaps say why; with `sandbox = "required"` such a check is not run and is
+    /// inconclusive); `None` when no check ran for it (a rubric score, a candidate that failed
+    /// verification) or an older auditor wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolated: Option<bool>,
 }
 
 /// The three verdicts of an audit.
@@ -209,6 +216,7 @@ mod tests {
             exit_code: None,
             duration_ms: 0,
             output_excerpt: String::new(),
+            isolated: None,
         }
     }
 

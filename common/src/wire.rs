@@ -2,10 +2,12 @@
 //! envelope `{"v": 1, "kind": "...", ...}`; unknown versions are rejected with a clear error.
 //! Large content (workspaces, logs, transcripts) never rides in a message: messages carry digests.
 
+mod agent_isolation;
 mod exec_feedback;
 
 use serde::{Deserialize, Serialize};
 
+pub use self::agent_isolation::AgentIsolation;
 pub use self::exec_feedback::{ExecFeedback, FailingCheck, FEEDBACK_EXCERPT_BYTES};
 use crate::contract::Contract;
 use crate::rubric::RubricVerdict;
@@ -113,6 +115,9 @@ pub struct ExecResult {
     pub outcome: ExecOutcome,
     pub usage: Usage,
     pub duration_ms: u64,
+    /// How the episode's agent was isolated from the executor (absent from older executors).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_isolation: Option<AgentIsolation>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -93,6 +93,7 @@ fn refusals_are_logged_with_the_exec_result() {
             outcome: outcome.clone(),
             usage: Usage::default(),
             duration_ms: 1,
+            agent_isolation: None,
         };
         let next = apply(&step, RunEvent::ExecFinished(result));
         let logged = next

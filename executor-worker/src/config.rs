@@ -3,6 +3,9 @@
 //!
 //! `[executor]` takes the auditor's check keys (`sandbox`, `check_user`, `bwrap`; same
 //! meaning, same defaults): self-checks run under the sandbox they describe, probed at start-up.
+//! The same keys put the agent (`shell` commands, CLI agents) in bubblewrap, with
+//! `agent_network` and `agent_hidden_paths` (see `isolation.rs`); without bubblewrap the worker
+//! refuses to start unless `sandbox = "off"`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -15,6 +18,7 @@ use loopgate_models::{resolve_profiles, ModelConfigError, ModelProfile, ModelPro
 use serde::Deserialize;
 
 use crate::agents::config::{AgentProfile, AgentProfileConfig};
+use crate::isolation::{hidden_candidates, AgentNetwork, AgentNetworkPolicy};
 
 pub(crate) const DEFAULT_SHELL_TIMEOUT_SECS: u64 = 120;
 pub(crate) const DEFAULT_OUTPUT_CAP_BYTES: usize = 16 * 1024;
@@ -61,12 +65,21 @@ pub struct ExecutorSection {
     pub max_deliver: Option<i64>,
     /// How long an in-flight episode may run on after SIGTERM before it is nak'd.
     pub shutdown_grace_secs: Option<u64>,
-    /// Self-check isolation, as the auditor's: `auto` (default) | `required` | `off`.
+    /// Self-check isolation, as the auditor's: `auto` (default) | `required` | `off`. Agents
+    /// run in bubblewrap unless `off` (then every episode's record says they did not); without
+    /// a working bubblewrap the worker refuses to start.
     pub sandbox: Option<SandboxMode>,
     /// User (or `uid:gid`) self-checks run as when the executor runs as root; default `nobody`.
     pub check_user: Option<String>,
     /// The bubblewrap binary; default `bwrap` on PATH.
     pub bwrap: Option<PathBuf>,
+    /// Network for the agent: `on` | `off`. Unset: CLI agents get it (their model API), the
+    /// built-in `shell` does not.
+    pub agent_network: Option<AgentNetwork>,
+    /// More host paths (files or directories) agents must not see, besides the defaults (the
+    /// config file, `/run/secrets`, credentials under the worker's home, key files, the work
+    /// dir).
+    pub agent_hidden_paths: Option<Vec<PathBuf>>,
 }
 
 /// Everything `main` reads from outside the file, read once.
@@ -83,6 +96,8 @@ pub struct ExternalInputs {
     pub env: BTreeMap<String, String>,
     /// The system temp dir, for the default work dir.
     pub temp_dir: PathBuf,
+    /// `--config`: hidden from agents.
+    pub config_path: Option<PathBuf>,
 }
 
 impl ExternalInputs {
@@ -145,6 +160,10 @@ pub struct Settings {
     pub sandbox: SandboxSettings,
     /// `PATH` handed to self-checks (as the auditor gives its checks).
     pub check_path: String,
+    /// Who among the agents gets the network (`agent_network`).
+    pub agent_network: AgentNetworkPolicy,
+    /// Host paths agents must not see, before start-up checks which exist.
+    pub agent_hidden: Vec<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -293,6 +312,26 @@ impl ExecutorFile {
             bwrap: section.bwrap.clone(),
         };
 
+        let extra_hidden = section.agent_hidden_paths.clone().unwrap_or_default();
+        if extra_hidden.iter().any(|p| p.as_os_str().is_empty()) {
+            return Err(ConfigError::invalid(
+                "executor.agent_hidden_paths",
+                "paths must not be empty",
+            )
+            .into());
+        }
+        let key_files: Vec<PathBuf> = self
+            .models
+            .values()
+            .filter_map(|m| m.api_key_file.clone())
+            .collect();
+        let agent_hidden = hidden_candidates(
+            inputs.config_path.as_deref(),
+            inputs.env_var("HOME").as_deref(),
+            &key_files,
+            &extra_hidden,
+        );
+
         let models = resolve_profiles(&self.models, &env)?;
         let mut agents = BTreeMap::new();
         for (name, agent) in &self.agents {
@@ -324,208 +363,12 @@ impl ExecutorFile {
             metrics_addr: self.metrics.resolve()?,
             sandbox,
             check_path: loopgate_checks::check_path(inputs.env_var("PATH")),
+            agent_network: AgentNetworkPolicy::from_setting(section.agent_network),
+            agent_hidden,
         })
     }
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-    use super::*;
-
-    fn inputs() -> ExternalInputs {
-        ExternalInputs {
-            hostname: Some("box".into()),
-            pid: 42,
-            temp_dir: PathBuf::from("/tmp"),
-            ..Default::default()
-        }
-    }
-
-    const FULL: &str = r#"
-[nats]
-url = "nats://127.0.0.1:14222"
-[executor]
-worker_id = "exec-1"
-capabilities = ["cli", "gui", "cli"]
-work_dir = ".loopgate/work"
-shell_timeout_secs = 60
-output_cap_bytes = 4096
-ack_wait_secs = 10
-max_deliver = 3
-[models.local]
-provider = "openai"
-base_url = "http://127.0.0.1:8080/v1"
-model = "qwen"
-api_key_env = "LOOPGATE_API_KEY"
-[agents.codex]
-kind = "codex"
-command = "/opt/bin/codex"
-model = "qwen2.5-coder"
-args = ["-c", "model_provider=\"local\""]
-env = ["CODEX_KEY", "UNSET_VAR"]
-"#;
-
-    #[test]
-    fn full_file_resolves() {
-        let mut inp = inputs();
-        inp.env.insert("LOOPGATE_API_KEY".into(), "sk-test".into());
-        inp.env.insert("CODEX_KEY".into(), "ck".into());
-        inp.env.insert("PATH".into(), "/bin".into());
-        let s = ExecutorFile::parse(FULL, "x")
-            .unwrap()
-            .resolve(&inp)
-            .unwrap();
-        assert_eq!(s.worker_id, "exec-1");
-        assert_eq!(s.capabilities, vec![Capability::Cli, Capability::Gui]);
-        assert_eq!(s.work_dir, PathBuf::from(".loopgate/work"));
-        assert_eq!(s.tools.shell_timeout, Duration::from_secs(60));
-        assert_eq!(s.tools.output_cap_bytes, 4096);
-        assert_eq!(s.tools.shell_env.path, "/bin");
-        assert_eq!(s.tools.shell_env.lang, DEFAULT_SHELL_LANG);
-        assert_eq!(s.ack_wait, Duration::from_secs(10));
-        assert_eq!(s.max_deliver, 3);
-        assert_eq!(
-            s.models["local"].api_key.as_ref().unwrap().expose(),
-            "sk-test"
-        );
-        assert_eq!(s.nats.url, "nats://127.0.0.1:14222");
-        let codex = &s.agents["codex"];
-        assert_eq!(codex.kind, crate::agents::config::AgentKind::Codex);
-        assert_eq!(codex.command, PathBuf::from("/opt/bin/codex"));
-        assert_eq!(codex.env, vec![("CODEX_KEY".to_string(), "ck".to_string())]);
-    }
-
-    #[test]
-    fn agent_and_model_names_must_differ() {
-        let text =
-            "[models.x]\nbase_url = \"http://h\"\nmodel = \"m\"\n[agents.x]\nkind = \"codex\"";
-        let file = ExecutorFile::parse(text, "x").unwrap();
-        assert!(matches!(
-            file.resolve(&inputs()),
-            Err(SettingsError::Invalid(_))
-        ));
-    }
-
-    #[test]
-    fn defaults_and_overrides() {
-        let mut inp = inputs();
-        let s = ExecutorFile::parse("", "x").unwrap().resolve(&inp).unwrap();
-        assert_eq!(s.worker_id, "box-42");
-        assert_eq!(s.capabilities, vec![Capability::Cli]);
-        assert_eq!(s.work_dir, PathBuf::from("/tmp/loopgate-executor"));
-        assert_eq!(
-            s.tools.shell_timeout,
-            Duration::from_secs(DEFAULT_SHELL_TIMEOUT_SECS)
-        );
-        assert_eq!(s.tools.output_cap_bytes, DEFAULT_OUTPUT_CAP_BYTES);
-        assert_eq!(s.ack_wait, Duration::from_secs(DEFAULT_ACK_WAIT_SECS));
-        assert_eq!(s.max_deliver, DEFAULT_MAX_DELIVER);
-
-        inp.worker_id_flag = Some("flag-id".into());
-        inp.capability_flags = vec![Capability::Gui];
-        inp.env
-            .insert("LOOPGATE_NATS_URL".into(), "nats://env:1".into());
-        let s = ExecutorFile::parse(FULL, "x");
-        // FULL needs the API key; without it resolution fails with a model error.
-        assert!(matches!(
-            s.unwrap().resolve(&inp),
-            Err(SettingsError::Model(_))
-        ));
-        let s = ExecutorFile::parse("[executor]\nworker_id = \"file-id\"", "x")
-            .unwrap()
-            .resolve(&inp)
-            .unwrap();
-        assert_eq!(s.worker_id, "flag-id");
-        assert_eq!(s.capabilities, vec![Capability::Gui]);
-        assert_eq!(s.nats.url, "nats://env:1");
-    }
-
-    #[test]
-    fn parse_errors() {
-        let cases = [
-            "[executor]\nbogus = 1",
-            "[redis]\nurl = \"redis://x\"",
-            "[executor]\ncapabilities = [\"tpu\"]",
-            "[models.local]\nbase_url = \"http://x\"\nmodel = \"m\"\nextra = 1",
-            "[agents.a]\nkind = \"cursor\"",
-            "[agents.a]\nkind = \"codex\"\nextra = 1",
-        ];
-        for text in cases {
-            assert!(
-                matches!(
-                    ExecutorFile::parse(text, "x"),
-                    Err(SettingsError::Parse { .. })
-                ),
-                "{text}"
-            );
-        }
-    }
-
-    #[test]
-    fn invalid_values() {
-        let cases = [
-            "[executor]\nshell_timeout_secs = 0",
-            "[executor]\noutput_cap_bytes = 10",
-            "[executor]\nack_wait_secs = 1",
-            "[executor]\nmax_deliver = 0",
-            "[executor]\ncapabilities = []",
-            "[executor]\nworker_id = \"a b\"",
-            "[nats]\nurl = \"http://x\"",
-            "[agents.a]\nkind = \"codex\"\nenv = [\"HOME\"]",
-        ];
-        for text in cases {
-            let file = ExecutorFile::parse(text, "x").unwrap();
-            assert!(
-                matches!(file.resolve(&inputs()), Err(SettingsError::Invalid(_))),
-                "{text}"
-            );
-        }
-    }
-
-    #[test]
-    fn check_keys_are_the_auditors() {
-        let defaults = ExecutorFile::parse("", "x")
-            .unwrap()
-            .resolve(&inputs())
-            .unwrap();
-        assert_eq!(defaults.sandbox, SandboxSettings::default());
-        assert_eq!(defaults.check_path, loopgate_checks::DEFAULT_CHECK_PATH);
-        let mut inp = inputs();
-        inp.env.insert("PATH".into(), "/opt/bin:/bin".into());
-        let set = ExecutorFile::parse(
-            "[executor]\nsandbox = \"required\"\ncheck_user = \"65534:65534\"\nbwrap = \"/opt/bwrap\"",
-            "x",
-        )
-        .unwrap()
-        .resolve(&inp)
-        .unwrap();
-        assert_eq!(
-            set.sandbox,
-            SandboxSettings {
-                mode: SandboxMode::Required,
-                check_user: Some("65534:65534".into()),
-                bwrap: Some(PathBuf::from("/opt/bwrap")),
-            }
-        );
-        assert_eq!(set.check_path, "/opt/bin:/bin");
-        for (text, parses) in [
-            ("[executor]\nsandbox = \"maybe\"", false),
-            ("[executor]\ncheck_user = \"a b\"", true),
-            ("[executor]\ncheck_user = \"\"", true),
-        ] {
-            match ExecutorFile::parse(text, "x") {
-                Err(SettingsError::Parse { .. }) => assert!(!parses, "{text}"),
-                Ok(file) => {
-                    assert!(parses, "{text}");
-                    let err = file.resolve(&inputs()).unwrap_err();
-                    assert!(
-                        matches!(&err, SettingsError::Invalid(ConfigError::Invalid { key, .. }) if key == "executor.check_user"),
-                        "{text}: {err:?}"
-                    );
-                }
-                Err(other) => panic!("{text}: {other:?}"),
-            }
-        }
-    }
-}
+#[path = "config_tests.rs"]
+mod tests;

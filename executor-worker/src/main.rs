@@ -1,6 +1,7 @@
 //! `loopgate-executor`: flags, config and env resolved once, then the worker loops until
 //! SIGTERM/SIGINT.
 
+use loopgate_common::redact::redact_url;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -72,6 +73,7 @@ fn load_settings(flags: Flags) -> Result<Settings, loopgate_executor::SettingsEr
         hostname: hostname(&env),
         pid: std::process::id(),
         temp_dir: std::env::temp_dir(),
+        config_path: flags.config.clone(),
         env,
     };
     file.resolve(&inputs)
@@ -98,7 +100,7 @@ async fn main() -> ExitCode {
         worker_id = %settings.worker_id,
         capabilities = ?settings.capabilities,
         work_dir = %settings.work_dir.display(),
-        nats = %settings.nats.url,
+        nats = %redact_url(&settings.nats.url),
         models = ?settings.models.keys().collect::<Vec<_>>(),
         agents = ?settings.agents.keys().collect::<Vec<_>>(),
         "starting"

@@ -211,7 +211,10 @@ pub fn resolve(
     if !(redis_url.starts_with("redis://") || redis_url.starts_with("rediss://")) {
         return Err(ConfigError::invalid(
             "redis.url",
-            format!("'{redis_url}' is not a redis:// URL"),
+            format!(
+                "'{}' is not a redis:// URL",
+                loopgate_common::redact::redact_url(&redis_url)
+            ),
         )
         .into());
     }

@@ -1,6 +1,7 @@
 //! `loopgate-manager`: parse config, start logging, connect, spawn the HTTP API and the results
 //! loop, shut down on SIGTERM/SIGINT.
 
+use loopgate_common::redact::redact_url;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -70,7 +71,7 @@ async fn main() -> anyhow::Result<()> {
         1,
         &[opentelemetry::KeyValue::new("loopgate.role", "manager")],
     );
-    tracing::info!(nats = %settings.nats.url, redis = %settings.redis_url, http = %settings.http_addr, "starting");
+    tracing::info!(nats = %redact_url(&settings.nats.url), redis = %redact_url(&settings.redis_url), http = %settings.http_addr, "starting");
 
     let mut models = BTreeMap::new();
     for (name, profile) in &settings.models {

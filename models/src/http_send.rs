@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use loopgate_common::redact::redact_text;
 use reqwest::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
 
 use crate::model_error::ModelError;
@@ -93,6 +94,7 @@ pub(crate) async fn post_json(
     body: &str,
     timeout: Duration,
 ) -> Result<Reply, ModelError> {
+    let secrets = sensitive_values(&headers);
     let response = http
         .post(endpoint)
         .headers(headers)
@@ -110,11 +112,24 @@ pub(crate) async fn post_json(
         .text()
         .await
         .map_err(|e| transport_error(e, timeout))?;
+    // Providers echo the key they refused ("Incorrect API key provided: sk-..."): the error
+    // reaches logs, the run log and the API, so the key never rides along.
+    let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
     Err(ModelError::status_after(
         status.as_u16(),
-        &text,
+        &redact_text(&text, &secrets),
         retry_after,
     ))
+}
+
+/// The secret values among `headers` (those marked sensitive, without a `Bearer ` prefix).
+fn sensitive_values(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .values()
+        .filter(|v| v.is_sensitive())
+        .filter_map(|v| v.to_str().ok())
+        .map(|v| v.strip_prefix("Bearer ").unwrap_or(v).to_string())
+        .collect()
 }
 
 /// A header value holding a secret (marked sensitive so it is never logged).
@@ -124,4 +139,29 @@ pub(crate) fn secret_header(value: &str) -> Result<HeaderValue, ModelError> {
     })?;
     value.set_sensitive(true);
     Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn sensitive_header_values_are_the_secrets() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "authorization",
+            secret_header("Bearer sk-abcdef123").unwrap(),
+        );
+        headers.insert("x-api-key", secret_header("anthropic-key-42").unwrap());
+        headers.insert("anthropic-version", HeaderValue::from_static("2023-06-01"));
+        let mut secrets = sensitive_values(&headers);
+        secrets.sort();
+        assert_eq!(secrets, vec!["anthropic-key-42", "sk-abcdef123"]);
+        let refs: Vec<&str> = secrets.iter().map(String::as_str).collect();
+        assert_eq!(
+            redact_text("Incorrect API key provided: sk-abcdef123.", &refs),
+            "Incorrect API key provided: ***."
+        );
+    }
 }

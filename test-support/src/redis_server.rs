@@ -25,12 +25,24 @@ pub struct RedisServer {
     binary: PathBuf,
     args: Vec<OsString>,
     port: u16,
+    /// `--requirepass`, when started with one.
+    password: Option<String>,
     dir: TempDir,
 }
 
 impl RedisServer {
     /// Starts redis-server and waits until it answers PING with PONG.
     pub async fn start() -> anyhow::Result<RedisServer> {
+        Self::launch(None).await
+    }
+
+    /// Like [`RedisServer::start`] but every client must `AUTH` with `password` first
+    /// (`--requirepass`); [`RedisServer::url`] carries it, as a Kubernetes Secret's URL does.
+    pub async fn start_with_password(password: &str) -> anyhow::Result<RedisServer> {
+        Self::launch(Some(password.to_string())).await
+    }
+
+    async fn launch(password: Option<String>) -> anyhow::Result<RedisServer> {
         let binary = find_binary("redis-server", "LOOPGATE_REDIS_SERVER", INSTALL_HINT)?;
         let mut dir = tempfile::Builder::new()
             .prefix("loopgate-redis-")
@@ -41,7 +53,7 @@ impl RedisServer {
         loop {
             attempt += 1;
             let port = free_port()?;
-            let args: Vec<OsString> = vec![
+            let mut args: Vec<OsString> = vec![
                 "--port".into(),
                 port.to_string().into(),
                 "--bind".into(),
@@ -55,12 +67,16 @@ impl RedisServer {
                 "--dir".into(),
                 dir.path().as_os_str().to_owned(),
             ];
+            if let Some(password) = &password {
+                args.extend(["--requirepass".into(), password.into()]);
+            }
             let process = spawn(&binary, &args, &log_path)?;
             let mut server = RedisServer {
                 process,
                 binary: binary.clone(),
                 args,
                 port,
+                password: password.clone(),
                 dir,
             };
             match server.wait_ready().await {
@@ -78,9 +94,12 @@ impl RedisServer {
         }
     }
 
-    /// `redis://127.0.0.1:PORT`
+    /// `redis://127.0.0.1:PORT`, or `redis://:PASSWORD@127.0.0.1:PORT` with a password.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        match &self.password {
+            Some(password) => format!("redis://:{password}@127.0.0.1:{}", self.port),
+            None => format!("redis://127.0.0.1:{}", self.port),
+        }
     }
 
     pub fn port(&self) -> u16 {
@@ -111,9 +130,11 @@ impl RedisServer {
 
     async fn wait_ready(&mut self) -> anyhow::Result<()> {
         let port = self.port;
+        let password = self.password.clone();
         self.process
-            .wait_ready(READY_TIMEOUT, || async move {
-                redis_ping(port, Duration::from_secs(2)).await
+            .wait_ready(READY_TIMEOUT, || {
+                let password = password.clone();
+                async move { redis_ping(port, password.as_deref(), Duration::from_secs(2)).await }
             })
             .await
     }
@@ -138,12 +159,21 @@ fn spawn(binary: &PathBuf, args: &[OsString], log_path: &Path) -> anyhow::Result
     ChildGuard::spawn_with_log("redis-server", command, log_path)
 }
 
-/// True iff a RESP `PING` to 127.0.0.1:`port` answers `+PONG` within `timeout`.
-pub(crate) async fn redis_ping(port: u16, timeout: Duration) -> bool {
+/// True iff a RESP `PING` to 127.0.0.1:`port` (after `AUTH password`, when given) answers
+/// `+PONG` within `timeout`.
+pub(crate) async fn redis_ping(port: u16, password: Option<&str>, timeout: Duration) -> bool {
     let exchange = async {
         let mut stream = TcpStream::connect(("127.0.0.1", port)).await?;
-        stream.write_all(b"*1\r\n$4\r\nPING\r\n").await?;
         let mut buf = [0u8; 64];
+        if let Some(password) = password {
+            let auth = format!("*2\r\n$4\r\nAUTH\r\n${}\r\n{password}\r\n", password.len());
+            stream.write_all(auth.as_bytes()).await?;
+            let n = stream.read(&mut buf).await?;
+            if !buf[..n].starts_with(b"+OK") {
+                return Ok(false);
+            }
+        }
+        stream.write_all(b"*1\r\n$4\r\nPING\r\n").await?;
         let n = stream.read(&mut buf).await?;
         Ok::<bool, std::io::Error>(buf[..n].starts_with(b"+PONG"))
     };

@@ -34,7 +34,7 @@ impl ControlPlane {
             Some(_) => format!("token_env = \"{TOKEN_ENV}\"\n"),
             None => String::new(),
         };
-        let models: Vec<String> = profiles.iter().map(Profile::toml).collect();
+        let models: Vec<String> = profiles.iter().map(|p| p.toml(None)).collect();
         let cfg = dir.path().join("manager.toml");
         std::fs::write(
             &cfg,

@@ -34,14 +34,18 @@ impl Profile {
         self.structured_output = Some(value.into());
         self
     }
-    pub(crate) fn toml(&self) -> String {
+    /// The profile's table; `api_key_env` names the env var holding its API key.
+    pub(crate) fn toml(&self, api_key_env: Option<&str>) -> String {
+        let key = api_key_env
+            .map(|var| format!("api_key_env = \"{var}\"\n"))
+            .unwrap_or_default();
         let structured = self
             .structured_output
             .as_ref()
             .map(|v| format!("structured_output = \"{v}\"\n"))
             .unwrap_or_default();
         format!(
-            "[models.{}]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"{}\"\ntimeout_secs = {}\n{structured}",
+            "[models.{}]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"{}\"\ntimeout_secs = {}\n{key}{structured}",
             self.name, self.base_url, self.model, self.timeout_secs
         )
     }

@@ -13,10 +13,12 @@ use serde_json::Value;
 
 mod control_plane;
 mod daemons;
+mod secrets;
 
 pub use control_plane::ControlPlane;
 pub use daemons::Profile;
 use daemons::{spawn, wait_ready};
+pub use secrets::{StackSecrets, MODEL_KEY_ENV};
 
 pub struct StackOptions {
     pub profiles: Vec<Profile>,
@@ -37,6 +39,9 @@ pub struct StackOptions {
     /// Give the auditor a fresh Ed25519 signing key and the managers its public key in
     /// `[manager] auditor_keys` (see `Stack::auditor_keys_file`).
     pub signed: bool,
+    /// Per-role NATS users, a Redis password and a model API key, all with these values
+    /// (implies `secured`, with these passwords).
+    pub secrets: Option<StackSecrets>,
 }
 
 impl StackOptions {
@@ -51,6 +56,7 @@ impl StackOptions {
             worker_metrics: false,
             secured: false,
             signed: false,
+            secrets: None,
         }
     }
 
@@ -156,7 +162,14 @@ pub struct Stack {
 
 impl Stack {
     pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
-        let passwords = opts.secured.then(RolePasswords::random);
+        let passwords = match &opts.secrets {
+            Some(s) => Some(RolePasswords {
+                manager: s.nats_manager.clone(),
+                executor: s.nats_executor.clone(),
+                auditor: s.nats_auditor.clone(),
+            }),
+            None => opts.secured.then(RolePasswords::random),
+        };
         let nats = match &passwords {
             Some(p) => NatsServer::start_with_config(&p.server_conf()).await?,
             None => NatsServer::start().await?,
@@ -172,7 +185,11 @@ impl Stack {
             let bus = loopgate_transport::Bus::connect(&nats.url(), "loopgate", options).await?;
             bus.ensure_topology().await?;
         }
-        let redis = RedisServer::start().await?;
+        let redis = match &opts.secrets {
+            Some(s) => RedisServer::start_with_password(&s.redis).await?,
+            None => RedisServer::start().await?,
+        };
+
         let dir = tempfile::tempdir()?;
         let signing_key = opts.signed.then(|| {
             let seed = random_hex(32);
@@ -199,13 +216,16 @@ impl Stack {
             if let (Some((seed, _)), "auditor") = (&signing_key, role) {
                 env.push((SIGNING_KEY_ENV.to_string(), seed.clone()));
             }
+            if let Some(secrets) = &opts.secrets {
+                env.push((MODEL_KEY_ENV.to_string(), secrets.model_key.clone()));
+            }
             env.extend(opts.env.iter().cloned());
             Identity { nats_toml, env }
         };
         let models: String = opts
             .profiles
             .iter()
-            .map(Profile::toml)
+            .map(|p| p.toml(opts.secrets.as_ref().map(|_| MODEL_KEY_ENV)))
             .collect::<Vec<_>>()
             .join("\n");
         let mut worker_metrics = Vec::new();

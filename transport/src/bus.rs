@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use async_nats::header::{HeaderMap, HeaderName, HeaderValue};
 use async_nats::jetstream::{self, message::PublishMessage};
+use loopgate_common::redact::{redact_url, redact_urls_in};
 use loopgate_common::subjects::Subjects;
 use serde::Serialize;
 
@@ -21,6 +22,7 @@ pub const EVENTS_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
 
 #[derive(Debug, thiserror::Error)]
 pub enum BusError {
+    /// `url` without its credentials (`loopgate_common::redact`).
     #[error("connecting to NATS at {url}: {reason}")]
     Connect { url: String, reason: String },
     #[error("invalid bus options: {0}")]
@@ -201,13 +203,13 @@ impl Bus {
             Ok(Ok(client)) => client,
             Ok(Err(err)) => {
                 return Err(BusError::Connect {
-                    url: url.to_string(),
-                    reason: err.to_string(),
+                    url: redact_url(url),
+                    reason: redact_urls_in(&err.to_string()),
                 })
             }
             Err(_) => {
                 return Err(BusError::Connect {
-                    url: url.to_string(),
+                    url: redact_url(url),
                     reason: format!("timed out after {bound:?}"),
                 })
             }

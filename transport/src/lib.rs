@@ -12,6 +12,6 @@ pub mod work_consumer;
 pub use bus::{
     inbox_prefix_for_user, Bus, BusError, BusOptions, Subscriber, DUPLICATE_WINDOW, EVENTS_MAX_AGE,
 };
-pub use topology::TopologyRole;
 pub use sizing::TopologyOptions;
+pub use topology::TopologyRole;
 pub use work_consumer::{ConsumerOptions, Delivery, ProgressHandle, Work, WorkConsumer};

@@ -54,13 +54,15 @@ pub(crate) fn report_msg_id(report: &AuditReport) -> String {
     )
 }
 
-/// Evidence for one check run, bound to the candidate snapshot.
+/// Evidence for one check run, bound to the candidate snapshot; `isolated`: whether it ran
+/// under the sandbox (see `Evidence::isolated`).
 pub(crate) fn evidence_from_run(
     check_id: &str,
     run: &CheckRun,
     candidate: &str,
     log_digest: Option<String>,
     produced_at: i64,
+    isolated: bool,
 ) -> Evidence {
     Evidence {
         artifact_version: candidate.to_string(),
@@ -71,6 +73,7 @@ pub(crate) fn evidence_from_run(
         exit_code: run.exit_code(),
         duration_ms: u64::try_from(run.duration.as_millis()).unwrap_or(u64::MAX),
         output_excerpt: output_excerpt(&run.output, EXCERPT_CHARS),
+        isolated: Some(isolated),
     }
 }
 
@@ -109,6 +112,7 @@ pub(crate) fn integrity_failure(
             exit_code: None,
             duration_ms: 0,
             output_excerpt: "not run: the candidate snapshot failed verification".to_string(),
+            isolated: None,
         })
         .collect();
     let verdicts = Verdicts {
@@ -288,9 +292,12 @@ mod tests {
                 "snap",
                 Some("d".into()),
                 5,
+                true,
             ),
-            evidence_from_run("b", &run(CheckEnd::TimedOut), "snap", None, 6),
+            evidence_from_run("b", &run(CheckEnd::TimedOut), "snap", None, 6, false),
         ];
+        assert_eq!(evidence[0].isolated, Some(true));
+        assert_eq!(evidence[1].isolated, Some(false));
         assert_eq!(evidence[0].verdict, CheckVerdict::Pass);
         assert_eq!(evidence[0].exit_code, Some(0));
         assert_eq!(evidence[0].artifact_version, "snap");

@@ -52,6 +52,7 @@ impl Auditor {
                 &req.candidate_snapshot,
                 log_digest,
                 unix_millis(),
+                self.sandbox.isolates(),
             ));
         }
         if !evidence.is_empty() {

@@ -241,6 +241,8 @@ async fn judge_clauses(
             exit_code: None,
             duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             output_excerpt: excerpt,
+            // A judgment, not a command: nothing ran in or out of the sandbox.
+            isolated: None,
         });
     }
     for j in judged {
@@ -317,6 +319,7 @@ mod tests {
             exit_code: exit,
             duration_ms: 0,
             output_excerpt: out.into(),
+            isolated: None,
         }
     }
 

@@ -193,6 +193,7 @@ mod tests {
             exit_code: Some(1),
             duration_ms: 3,
             output_excerpt: format!("{}TAIL-MARKER", "x".repeat(5000)),
+            isolated: None,
         }];
         let paths: Vec<PathChange> = (0..150)
             .map(|i| PathChange::Added {

@@ -329,6 +329,7 @@ mod tests {
             exit_code: Some(1),
             duration_ms: 3,
             output_excerpt: format!("{}TAIL-MARKER", "x".repeat(5000)),
+            isolated: None,
         }];
         let changes = vec![
             PathChange::Added {

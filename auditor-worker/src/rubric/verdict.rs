@@ -91,6 +91,7 @@ pub(crate) fn rubric_evidence(
         exit_code: None,
         duration_ms,
         output_excerpt: cap_chars(&evidence_excerpt(verdict), EXCERPT_CHARS),
+        isolated: None,
     }
 }
 

@@ -105,6 +105,11 @@ pub async fn run_daemon(
     let sandbox = probe(&settings.sandbox, &settings.work_dir).await?;
     tracing::info!(bubblewrap = ?sandbox.bwrap, run_as = ?sandbox.run_as, required = sandbox.required,
         limitations = ?sandbox.limitations, "acceptance check sandbox");
+    if !sandbox.isolates() {
+        // Never silent: every evidence item says `isolated: false` and every report's gaps say why.
+        tracing::warn!(limitations = ?sandbox.limitations, required = sandbox.required,
+            "acceptance checks will run WITHOUT the bubblewrap sandbox");
+    }
     let nats = &settings.nats;
     let options = bus_options(&settings);
     let connected = connect_bus(&nats.url, &nats.prefix, &options, CONNECT_BUDGET, &cancel).await;

@@ -76,6 +76,12 @@ impl Sandbox {
         }
     }
 
+    /// Whether checks run isolated here (under bubblewrap: no network, private namespaces, a
+    /// read-only host); recorded on every evidence item.
+    pub fn isolates(&self) -> bool {
+        self.bwrap.is_some()
+    }
+
     /// Why a check may not run at all under this sandbox.
     pub fn refusal(&self) -> Option<String> {
         (self.required && self.bwrap.is_none()).then(|| {
@@ -85,6 +91,35 @@ impl Sandbox {
             )
         })
     }
+}
+
+/// The bubblewrap flags every sandboxed process starts with (checks and agents alike): it dies
+/// with its parent and runs in a session of its own, in private ipc, pid and uts namespaces —
+/// and a private network namespace (only a loopback of its own) unless `network` — with the
+/// host filesystem read-only and fresh `/dev`, `/proc` (only the sandbox's own processes) and
+/// `/tmp`. With `--unshare-pid` bubblewrap is pid 1 of the namespace: when the sandboxed
+/// command ends or bubblewrap is killed, the kernel kills everything left inside, processes
+/// that called `setsid` included.
+pub(crate) fn isolation_flags(network: bool) -> Vec<OsString> {
+    let mut flags: Vec<&str> = vec!["--die-with-parent", "--new-session"];
+    if !network {
+        flags.push("--unshare-net");
+    }
+    flags.extend([
+        "--unshare-ipc",
+        "--unshare-pid",
+        "--unshare-uts",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+    ]);
+    flags.into_iter().map(OsString::from).collect()
 }
 
 /// Program and arguments that run `command` under `sandbox` in `cwd`. With bubblewrap the
@@ -107,25 +142,7 @@ pub(crate) fn launch_args(
         status_file.into(),
         bwrap.into(),
     ];
-    for flag in [
-        "--die-with-parent",
-        "--new-session",
-        "--unshare-net",
-        "--unshare-ipc",
-        "--unshare-pid",
-        "--unshare-uts",
-        "--ro-bind",
-        "/",
-        "/",
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-        "--tmpfs",
-        "/tmp",
-    ] {
-        args.push(flag.into());
-    }
+    args.extend(isolation_flags(false));
     for dir in [cwd, home] {
         args.extend(["--bind".into(), dir.into(), dir.into()]);
     }
@@ -167,13 +184,16 @@ pub(crate) fn find_on_path(name: &str) -> Option<PathBuf> {
 
 /// Make `path` (recursively) owned by `owner`, so a check running as that user can write it.
 pub(crate) fn chown_tree(path: &Path, owner: (u32, u32)) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
     let mut stack = vec![path.to_path_buf()];
     while let Some(current) = stack.pop() {
         let metadata = std::fs::symlink_metadata(&current)?;
         if metadata.file_type().is_symlink() {
             continue;
         }
-        std::os::unix::fs::chown(&current, Some(owner.0), Some(owner.1))?;
+        if (metadata.uid(), metadata.gid()) != owner {
+            std::os::unix::fs::chown(&current, Some(owner.0), Some(owner.1))?;
+        }
         if metadata.is_dir() {
             for entry in std::fs::read_dir(&current)? {
                 stack.push(entry?.path());

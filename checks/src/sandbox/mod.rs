@@ -12,9 +12,17 @@
 //! gaps. `sandbox = "required"` turns a missing network sandbox into `inconclusive` checks
 //! instead; `sandbox = "off"` skips bubblewrap. Timeouts, output caps, process-group kills and
 //! the scrubbed environment (`run_check`) apply in every mode.
+//!
+//! The executor's agents (its `shell` tool, CLI agents) run in the same isolation with a few
+//! differences of their own (`agent_launch`, probed by `agent_probe`): network as configured,
+//! the worker's secrets hidden, no fallback to running unsandboxed unless `sandbox = "off"`.
 
+pub(crate) mod agent_launch;
+pub(crate) mod agent_probe;
 pub(crate) mod launch;
 pub(crate) mod probe;
 
+pub use agent_launch::{AgentLaunch, AgentSandbox, HiddenPath, LaunchPlan};
+pub use agent_probe::{hidden_paths, probe_agent_sandbox};
 pub use launch::{is_valid_check_user, Sandbox, SandboxError, SandboxMode, SandboxSettings};
 pub use probe::{probe, probe_for};

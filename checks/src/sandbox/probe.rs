@@ -15,6 +15,29 @@ use crate::sandbox::launch::{
 const NOBODY_ID: u32 = 65534;
 const PROBE_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// The uid/gid sandboxed processes drop to when the worker runs as root (`is_root`): the
+/// check user (`nobody` by default, 65534 where /etc/passwd has no `nobody`); `None` otherwise.
+pub(crate) fn unprivileged_ids(
+    settings: &SandboxSettings,
+    is_root: bool,
+) -> Result<Option<(u32, u32)>, SandboxError> {
+    if !is_root {
+        return Ok(None);
+    }
+    let name = settings.check_user.as_deref().unwrap_or(DEFAULT_CHECK_USER);
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    match resolve_user(name, &passwd) {
+        Some(ids) => Ok(Some(ids)),
+        None if settings.check_user.is_none() => Ok(Some((NOBODY_ID, NOBODY_ID))),
+        None => Err(SandboxError::UnknownUser(name.to_string())),
+    }
+}
+
+/// The bubblewrap binary the settings name, else `bwrap` on PATH.
+pub(crate) fn bwrap_binary(settings: &SandboxSettings) -> Option<PathBuf> {
+    settings.bwrap.clone().or_else(|| find_on_path("bwrap"))
+}
+
 struct Candidate {
     bwrap: Option<PathBuf>,
     run_as: Option<(u32, u32)>,
@@ -80,20 +103,10 @@ pub async fn probe_for(
         source,
     })?;
     let is_root = rustix::process::geteuid().is_root();
-    let run_as = if is_root {
-        let name = settings.check_user.as_deref().unwrap_or(DEFAULT_CHECK_USER);
-        let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
-        match resolve_user(name, &passwd) {
-            Some(ids) => Some(ids),
-            None if settings.check_user.is_none() => Some((NOBODY_ID, NOBODY_ID)),
-            None => return Err(SandboxError::UnknownUser(name.to_string())),
-        }
-    } else {
-        None
-    };
+    let run_as = unprivileged_ids(settings, is_root)?;
     let bwrap = match settings.mode {
         SandboxMode::Off => None,
-        _ => settings.bwrap.clone().or_else(|| find_on_path("bwrap")),
+        _ => bwrap_binary(settings),
     };
     let mut candidates = Vec::new();
     if bwrap.is_some() {

@@ -80,6 +80,7 @@ fn a_transition_to_an_inconsistent_record_is_refused() {
         },
         usage: Usage::default(),
         duration_ms: 1,
+        agent_isolation: None,
     });
     // (event, the phase the refused record would have had)
     for (event, phase) in [(started, "executing"), (frozen, "auditing")] {

@@ -132,6 +132,7 @@ fn a_started_episode_gets_its_own_deadline_and_is_cancelled_when_it_passes() {
         outcome: ExecOutcome::Failed { error: "x".into() },
         usage: Usage::default(),
         duration_ms: 0,
+        agent_isolation: None,
     });
     assert!(matches!(
         decide(&t.record, &late, due + 1),
@@ -215,6 +216,7 @@ fn resume_starts_a_new_generation_and_drops_old_results() {
         },
         usage: Usage::default(),
         duration_ms: 0,
+        agent_isolation: None,
     });
     assert!(matches!(
         decide(&resumed.record, &old, 9),

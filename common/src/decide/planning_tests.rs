@@ -111,6 +111,7 @@ fn plan_audit_full(
                     exit_code: *exit_code,
                     duration_ms: 1,
                     output_excerpt: output.to_string(),
+                    isolated: None,
                 })
                 .collect(),
             gaps: vec![],
@@ -429,6 +430,7 @@ fn rubric_audit(record: &RunRecord, v: RubricVerdict) -> Step {
         exit_code: None,
         duration_ms: 1,
         output_excerpt: v.summary(),
+        isolated: None,
     });
     report.rubric = Some(v);
     apply(record, RunEvent::AuditFinished(report))

@@ -93,6 +93,7 @@ pub(super) fn on_exec(record: &RunRecord, result: &ExecResult, now: i64) -> Deci
         tool_calls,
         error: error.clone(),
         self_check_refusals,
+        agent_isolation: result.agent_isolation.clone(),
     });
     push_history(
         &mut tx,

@@ -69,6 +69,7 @@ pub(super) fn exec_done(record: &RunRecord, candidate: &str) -> Step {
             },
             usage: Usage::default(),
             duration_ms: 5,
+            agent_isolation: None,
         }),
     )
 }
@@ -110,6 +111,7 @@ pub(super) fn report(record: &RunRecord, pass: bool, integrity: Integrity) -> Au
             exit_code: Some(if pass { 0 } else { 1 }),
             duration_ms: 1,
             output_excerpt: "out".into(),
+            isolated: None,
         }],
         gaps: vec![],
         backcheck: vec![],
@@ -299,6 +301,7 @@ fn stale_and_duplicate_events() {
         outcome: ExecOutcome::Failed { error: "x".into() },
         usage: Usage::default(),
         duration_ms: 0,
+        agent_isolation: None,
     });
     assert!(matches!(decide(&stale, &res, 2), Decision::Ignore(_)));
 }
@@ -340,6 +343,7 @@ fn cancel_is_terminal_and_late_results_are_ignored() {
         outcome: ExecOutcome::Failed { error: "x".into() },
         usage: Usage::default(),
         duration_ms: 0,
+        agent_isolation: None,
     });
     assert!(matches!(decide(&c.record, &ev, 3), Decision::Ignore(_)));
 }

@@ -8,7 +8,7 @@ use crate::rubric::{ScoreLayer, Strategy};
 use crate::snapshot::SnapshotId;
 use crate::subjects::Capability;
 use crate::verdict::Verdicts;
-use crate::wire::AuditPurpose;
+use crate::wire::{AgentIsolation, AuditPurpose};
 
 /// One entry of the append-only run log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -62,6 +62,9 @@ pub enum LogEvent {
         /// Times a self-check refused the agent's `finish` in the episode.
         #[serde(default)]
         self_check_refusals: u32,
+        /// How the executor isolated the episode's agent (absent from older executors).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent_isolation: Option<AgentIsolation>,
     },
     AuditDispatched {
         purpose: AuditPurpose,

@@ -1,16 +1,20 @@
-//! Running one CLI agent: spawned in the workspace in its own process group with a scrubbed
-//! environment (PATH, LANG, a HOME of its own, and the profile's variables), its JSON-lines
-//! stdout read as it streams, and the whole group killed when the time budget runs out (or
-//! when the run is dropped: cancelled episodes leave no processes behind).
+//! Running one CLI agent: spawned in the workspace inside the agent sandbox (bubblewrap: its
+//! own pid namespace, the host read-only without the worker's secrets, only the workspace and
+//! its own home writable, network as `agent_network` says; see `loopgate_checks::AgentSandbox`)
+//! in its own process group, with an environment of exactly PATH, LANG, a HOME of its own and
+//! the profile's variables, its JSON-lines stdout read as it streams, and everything it started
+//! killed when the time budget runs out (or when the run is dropped: cancelled episodes leave
+//! no processes behind).
 
-use std::path::Path;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use loopgate_checks::{AgentLaunch, AgentSandbox};
 use loopgate_common::output_cap::OutputCap;
 use loopgate_transport::runtime::{run_child, shared, with_sink, ChildEnd, ChildError, OutputSink};
 use serde_json::json;
-use tokio::process::Command;
 
 use crate::agents::config::AgentProfile;
 use crate::agents::templates::agent_args;
@@ -31,6 +35,10 @@ pub(crate) struct AgentLimits {
     pub shell_env: ShellEnv,
     /// Bytes of stdout kept for the stored transcript (the parse sees all of it).
     pub transcript_cap_bytes: usize,
+    /// The worker's agent sandbox.
+    pub sandbox: Arc<AgentSandbox>,
+    /// Whether the agent may reach the network.
+    pub network: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,6 +113,43 @@ impl OutputSink for StdoutCapture {
     }
 }
 
+/// The agent's whole environment: PATH, HOME (its own), LANG, then the profile's variables
+/// (`env` passed through from the worker, `set_env`) and nothing else.
+pub(crate) fn agent_env(
+    profile: &AgentProfile,
+    home: &Path,
+    limits: &AgentLimits,
+) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("PATH".to_string(), limits.shell_env.path.clone()),
+        ("HOME".to_string(), home.display().to_string()),
+        ("LANG".to_string(), limits.shell_env.lang.clone()),
+    ];
+    env.extend(profile.env.iter().cloned());
+    env
+}
+
+/// The agent's executable as an absolute, canonical path: `command` itself when it names a
+/// path (relative to the worker's directory), else the first match in `path_var`. Resolved
+/// before the launch so a sandbox can make it visible and a missing one fails as "cannot
+/// start" rather than as a sandbox error.
+pub(crate) fn resolve_command(command: &Path, path_var: &str) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let is_executable = |path: &Path| {
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let not_found =
+        || std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory");
+    let found = if command.components().count() > 1 || command.is_absolute() {
+        Some(command.to_path_buf()).filter(|p| is_executable(p))
+    } else {
+        std::env::split_paths(path_var)
+            .map(|dir| dir.join(command))
+            .find(|candidate| is_executable(candidate))
+    };
+    found.ok_or_else(not_found)?.canonicalize()
+}
+
 /// Runs the agent with `prompt` in `workspace` (HOME = `home`) within `limits.budget`.
 pub(crate) async fn run_agent(
     profile: &AgentProfile,
@@ -114,14 +159,39 @@ pub(crate) async fn run_agent(
     limits: &AgentLimits,
 ) -> Result<AgentRun, AgentError> {
     let command = profile.command.display().to_string();
-    let mut cmd = Command::new(&profile.command);
-    cmd.args(agent_args(profile, prompt))
-        .current_dir(workspace)
-        .env_clear()
-        .env("PATH", &limits.shell_env.path)
-        .env("HOME", home)
-        .env("LANG", &limits.shell_env.lang)
-        .envs(profile.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let spawn_error = |source| AgentError::Spawn {
+        command: command.clone(),
+        source,
+    };
+    let program = resolve_command(&profile.command, &limits.shell_env.path).map_err(spawn_error)?;
+    let sandbox = limits.sandbox.clone();
+    let (ws, own_home) = (workspace.to_path_buf(), home.to_path_buf());
+    tokio::task::spawn_blocking(move || sandbox.grant(&[&ws, &own_home]))
+        .await
+        .map_err(|err| spawn_error(std::io::Error::other(err.to_string())))?
+        .map_err(spawn_error)?;
+    let env = agent_env(profile, home, limits);
+    let args: Vec<OsString> = agent_args(profile, prompt)
+        .into_iter()
+        .map(OsString::from)
+        .collect();
+    let read_only: Vec<PathBuf> = if limits.sandbox.hides(&program) {
+        vec![program.clone()]
+    } else {
+        Vec::new()
+    };
+    let cmd = limits
+        .sandbox
+        .plan(&AgentLaunch {
+            program: &program,
+            args: &args,
+            workspace,
+            home,
+            env: &env,
+            network: limits.network,
+            read_only: &read_only,
+        })
+        .command();
     let capture = shared(StdoutCapture {
         reader: TranscriptReader::new(profile.kind),
         line: Vec::new(),

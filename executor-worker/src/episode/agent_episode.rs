@@ -125,6 +125,8 @@ async fn agent_in_dir(
         budget: Duration::from_secs(req.episode_secs.max(1)),
         shell_env: env.tools.shell_env.clone(),
         transcript_cap_bytes: DEFAULT_TRANSCRIPT_CAP_BYTES,
+        sandbox: env.agent.sandbox.clone(),
+        network: env.agent.network.cli_agents,
     };
     let run = match run_agent(agent, &agent_prompt(req, &files), dir, home, &limits).await {
         Ok(run) => run,

@@ -4,12 +4,13 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use loopgate_common::usage::Usage;
-use loopgate_common::wire::ExecOutcome;
+use loopgate_common::wire::{AgentIsolation, ExecOutcome};
 use loopgate_models::ModelProfile;
 use loopgate_snapshot::SnapshotStore;
 
 use crate::agents::config::AgentProfile;
 use crate::config::ToolLimits;
+use crate::isolation::AgentIsolationEnv;
 use crate::self_check::runner::SelfCheckEnv;
 
 /// What an episode needs from the worker besides the request.
@@ -24,6 +25,20 @@ pub struct EpisodeEnv {
     pub agents: BTreeMap<String, AgentProfile>,
     /// How the built-in tool loop's self-checks run here (the auditor's sandbox).
     pub self_check: SelfCheckEnv,
+    /// The sandbox the agent runs in (`shell` commands, CLI agents), probed at start-up.
+    pub agent: AgentIsolationEnv,
+}
+
+impl EpisodeEnv {
+    /// What the episode for `profile` records about its agent's isolation: a CLI agent's
+    /// network setting when `profile` names one, else the built-in `shell`'s.
+    pub fn agent_isolation_for(&self, profile: &str) -> AgentIsolation {
+        if self.agents.contains_key(profile) {
+            self.agent.cli_agent_record()
+        } else {
+            self.agent.shell_record()
+        }
+    }
 }
 
 /// How an episode ended, from the worker loop's point of view.

@@ -63,6 +63,7 @@ async fn episode_in_dir<M: ChatModel>(
         health: HealthPolicy::for_window(model.context_window()),
     };
     let tools = EpisodeTools::new(workspace, env.tools.clone())
+        .with_isolation(env.agent.clone())
         .with_write_scope(req.increment.write_scope.clone())
         .with_self_check(SelfCheck::for_request(req, &env.self_check, &env.work_dir));
     let handoff = HandoffFile::capture(dir);

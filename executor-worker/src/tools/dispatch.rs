@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::config::ToolLimits;
+use crate::isolation::AgentIsolationEnv;
 use crate::self_check::finish_rules::{finish_effect, FinishEffect, SelfCheckBudget};
 use crate::self_check::runner::SelfCheck;
 use crate::tools::shell::run_shell;
@@ -180,16 +181,27 @@ pub struct EpisodeTools {
     write_scope: Vec<String>,
     /// The step's checks, run on a copy of the workspace before `finish` is accepted.
     self_check: Option<SelfCheck>,
+    /// Where `shell` commands run: the worker's agent sandbox.
+    isolation: AgentIsolationEnv,
 }
 
 impl EpisodeTools {
+    /// Tools for `workspace`; `shell` runs unsandboxed until [`EpisodeTools::with_isolation`]
+    /// gives it the worker's sandbox (episodes always do).
     pub fn new(workspace: Workspace, limits: ToolLimits) -> Self {
         EpisodeTools {
             workspace,
             limits,
             write_scope: Vec::new(),
             self_check: None,
+            isolation: AgentIsolationEnv::unsandboxed("no sandbox given to these tools"),
         }
+    }
+
+    /// Run `shell` commands as `isolation` says (the sandbox probed at start-up).
+    pub fn with_isolation(mut self, isolation: AgentIsolationEnv) -> Self {
+        self.isolation = isolation;
+        self
     }
 
     pub(crate) fn with_self_check(mut self, self_check: Option<SelfCheck>) -> Self {
@@ -286,7 +298,13 @@ impl EpisodeTools {
             }
             "shell" => {
                 let args: ShellArgs = parse_args(name, &call.arguments)?;
-                let outcome = run_shell(self.workspace.root(), &args.command, &self.limits).await?;
+                let outcome = run_shell(
+                    self.workspace.root(),
+                    &args.command,
+                    &self.limits,
+                    &self.isolation,
+                )
+                .await?;
                 Ok(outcome.to_tool_text())
             }
             other => Err(ToolError::UnknownTool {

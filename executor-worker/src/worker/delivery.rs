@@ -262,6 +262,7 @@ async fn run_request(
         outcome,
         usage,
         duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        agent_isolation: Some(ctx.episode.agent_isolation_for(&req.executor_profile)),
     };
     match publish_result(&ctx.bus, &req, attempt, result).await {
         Ok(()) => Settle::Ack,

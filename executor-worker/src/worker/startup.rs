@@ -1,10 +1,12 @@
-//! Process start-up: probe the self-check sandbox (as the auditor probes its own), connect the
+//! Process start-up: probe the self-check sandbox (as the auditor probes its own) and the
+//! agent sandbox (bubblewrap is required for agents unless `sandbox = "off"`), connect the
 //! bus (retrying while the server comes up, so `loopgate up` can start everything at once),
 //! create the topology, and build the worker context; then one worker loop per capability.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use loopgate_checks::{probe_for, SandboxError};
+use loopgate_checks::{hidden_paths, probe_agent_sandbox, probe_for, AgentSandbox, SandboxError};
 use loopgate_snapshot::{SnapshotError, SnapshotStore};
 use loopgate_transport::runtime::{
     await_topology, connect_bus, EpisodeCancels, TopologyWait, CONNECT_PATIENCE,
@@ -14,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Settings;
 use crate::episode::EpisodeEnv;
+use crate::isolation::AgentIsolationEnv;
 use crate::self_check::runner::SelfCheckEnv;
 use crate::worker::delivery::{run_worker_loop, WorkerContext};
 
@@ -31,6 +34,8 @@ pub enum StartupError {
     },
     #[error("self-check sandbox: {0}")]
     Sandbox(#[from] SandboxError),
+    #[error("agent sandbox: {0}")]
+    AgentSandbox(SandboxError),
 }
 
 pub(crate) fn bus_options(settings: &Settings) -> BusOptions {
@@ -48,13 +53,17 @@ pub async fn prepare(
     settings: &Settings,
     cancel: &CancellationToken,
 ) -> Result<Option<Arc<WorkerContext>>, StartupError> {
-    std::fs::create_dir_all(&settings.work_dir).map_err(|source| StartupError::WorkDir {
+    let work_dir_error = |source| StartupError::WorkDir {
         path: settings.work_dir.display().to_string(),
         source,
-    })?;
-    let sandbox = probe_for(&settings.sandbox, &settings.work_dir, "executor").await?;
+    };
+    std::fs::create_dir_all(&settings.work_dir).map_err(work_dir_error)?;
+    // Absolute from here on: the agent sandbox binds episode dirs by path.
+    let work_dir = settings.work_dir.canonicalize().map_err(work_dir_error)?;
+    let sandbox = probe_for(&settings.sandbox, &work_dir, "executor").await?;
     tracing::info!(bubblewrap = ?sandbox.bwrap, run_as = ?sandbox.run_as, required = sandbox.required,
         limitations = ?sandbox.limitations, "self-check sandbox");
+    let agent = agent_sandbox(settings, &work_dir).await?;
     let nats = &settings.nats;
     let options = bus_options(settings);
     let Some(bus) =
@@ -72,13 +81,17 @@ pub async fn prepare(
         bus,
         episode: EpisodeEnv {
             store,
-            work_dir: settings.work_dir.clone(),
+            work_dir,
             tools: settings.tools.clone(),
             models: settings.models.clone(),
             agents: settings.agents.clone(),
             self_check: SelfCheckEnv {
                 sandbox,
                 check_path: settings.check_path.clone(),
+            },
+            agent: AgentIsolationEnv {
+                sandbox: Arc::new(agent),
+                network: settings.agent_network,
             },
         },
         worker_id: settings.worker_id.clone(),
@@ -90,6 +103,27 @@ pub async fn prepare(
         shutdown_grace: settings.shutdown_grace,
         cancels: EpisodeCancels::new(),
     })))
+}
+
+/// Probe the agent sandbox; `sandbox = "off"` is logged as a warning (every episode's record
+/// says so too), a missing or broken bubblewrap otherwise stops start-up.
+async fn agent_sandbox(settings: &Settings, work_dir: &Path) -> Result<AgentSandbox, StartupError> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let hidden = hidden_paths(&settings.agent_hidden, &cwd);
+    let agent = probe_agent_sandbox(&settings.sandbox, work_dir, hidden)
+        .await
+        .map_err(StartupError::AgentSandbox)?;
+    if agent.is_sandboxed() {
+        tracing::info!(bubblewrap = ?agent.bwrap, run_as = ?agent.run_as,
+            shell_network = settings.agent_network.shell,
+            cli_agent_network = settings.agent_network.cli_agents,
+            hidden = ?agent.hidden.iter().map(|h| h.path().display().to_string()).collect::<Vec<_>>(),
+            limitations = ?agent.limitations, "agent sandbox");
+    } else {
+        tracing::warn!(limitations = ?agent.limitations,
+            "agents run WITHOUT a sandbox: they can read this worker's environment and files");
+    }
+    Ok(agent)
 }
 
 /// Run one loop per capability until `cancel` fires and every loop has wound down. Control

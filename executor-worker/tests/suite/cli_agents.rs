@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use loopgate_common::usage::Usage;
 use loopgate_common::wire::ExecOutcome;
 use loopgate_executor::ToolLimits;
-use loopgate_executor::{run_episode, EpisodeEnd, EpisodeEnv, SelfCheckEnv};
+use loopgate_executor::{run_episode, AgentIsolationEnv, EpisodeEnd, EpisodeEnv, SelfCheckEnv};
 use loopgate_snapshot::SnapshotStore;
 use loopgate_test_support::NatsServer;
 use loopgate_transport::{Bus, BusOptions};
@@ -42,6 +42,7 @@ impl Harness {
             models: BTreeMap::new(),
             agents: BTreeMap::new(),
             self_check: SelfCheckEnv::unisolated("test"),
+            agent: AgentIsolationEnv::unsandboxed("test"),
         };
         Ok(Harness {
             _nats: nats,
@@ -276,5 +277,102 @@ async fn missing_agent_command_fails_cleanly() -> anyhow::Result<()> {
     };
     assert!(error.starts_with("cannot start agent"), "{error}");
     assert!(h.work_dir_is_empty());
+    Ok(())
+}
+
+/// A stand-in agent that records every environment it can read and tries a hidden file.
+const ENV_SNOOP: &str = r#"
+env | cut -d= -f1 | sort > env-names.txt
+for f in /proc/[0-9]*/environ; do tr '\0' '\n' < "$f" | cut -d= -f1; done | sort -u > proc-env-names.txt
+cat "$SECRET_FILE" > secret-copy.txt 2>/dev/null
+ls "$REPORT_DIR" > report-listing.txt 2>&1
+echo '{"type":"result","subtype":"success","is_error":false,"result":"snooped","num_turns":1,"total_cost_usd":0,"usage":{"input_tokens":1,"output_tokens":1}}'
+"#;
+
+/// In the agent sandbox a CLI agent's whole environment, and every environment it can read
+/// under /proc, is exactly PATH, LANG, its HOME and the profile's variables; a hidden file
+/// reads as empty; the worker's other directories are out of sight.
+#[tokio::test]
+#[allow(clippy::print_stderr)] // the SKIP line
+async fn sandboxed_cli_agent_sees_only_its_own_environment() -> anyhow::Result<()> {
+    use loopgate_checks::{hidden_paths, probe_agent_sandbox, SandboxSettings};
+    use loopgate_executor::AgentNetworkPolicy;
+    use std::os::unix::fs::PermissionsExt;
+    use std::sync::Arc;
+
+    let mut h = Harness::start().await?;
+    // The check user (when the tests run as root) must be able to reach the work dir.
+    std::fs::set_permissions(h.scratch.path(), std::fs::Permissions::from_mode(0o711))?;
+    let secret = h.path("report/worker-secret.txt");
+    std::fs::write(&secret, "worker-secret-value-123")?;
+    let hidden = hidden_paths(std::slice::from_ref(&secret), h.scratch.path());
+    let sandbox =
+        match probe_agent_sandbox(&SandboxSettings::default(), &h.env.work_dir, hidden).await {
+            Ok(sandbox) => sandbox,
+            Err(err) => {
+                eprintln!("SKIP sandboxed CLI agent test: {err}");
+                return Ok(());
+            }
+        };
+    h.env.agent = AgentIsolationEnv {
+        sandbox: Arc::new(sandbox),
+        network: AgentNetworkPolicy::default(),
+    };
+    let command = script(&h.path("bin"), "snoop", ENV_SNOOP)?;
+    let set_env = [
+        ("REPORT_DIR", h.path("report").display().to_string()),
+        ("SECRET_FILE", secret.display().to_string()),
+    ];
+    let profile = agent_profile("snoop", "claude_code", &command, &set_env)?;
+    h.env.agents.insert("snoop".to_string(), profile);
+    let base = h.base().await?;
+    let end = run_episode(&request("run-snoop", &base, "snoop", 30), 1, &h.env).await;
+    let EpisodeEnd::Outcome {
+        outcome: ExecOutcome::Frozen { candidate, .. },
+        ..
+    } = end
+    else {
+        panic!("{end:?}")
+    };
+    let allowed = [
+        "HOME",
+        "LANG",
+        "PATH",
+        "PWD",
+        "OLDPWD",
+        "SHLVL",
+        "_",
+        "PASSED_THROUGH",
+        "REPORT_DIR",
+        "SECRET_FILE",
+    ];
+    for file in ["env-names.txt", "proc-env-names.txt"] {
+        let names = h.file_in(&candidate, file).await?.unwrap_or_default();
+        assert!(names.contains("PATH"), "{file}: {names}");
+        for name in names.lines().filter(|l| !l.is_empty()) {
+            assert!(
+                allowed.contains(&name),
+                "{file}: unexpected variable {name}"
+            );
+        }
+    }
+    assert_eq!(
+        h.file_in(&candidate, "secret-copy.txt").await?.as_deref(),
+        Some("")
+    );
+    // The hidden file's directory is visible (it is not hidden), the file itself is empty.
+    let listing = h
+        .file_in(&candidate, "report-listing.txt")
+        .await?
+        .unwrap_or_default();
+    assert!(listing.contains("worker-secret.txt"), "{listing}");
+    assert_eq!(
+        h.env.agent_isolation_for("snoop"),
+        loopgate_common::wire::AgentIsolation {
+            sandboxed: true,
+            network: true,
+            note: String::new(),
+        }
+    );
     Ok(())
 }

@@ -18,7 +18,7 @@ use std::time::Instant;
 use loopgate_common::wire::ExecOutcome;
 use loopgate_executor::AgentProfileConfig;
 use loopgate_executor::ToolLimits;
-use loopgate_executor::{run_episode, EpisodeEnd, EpisodeEnv, SelfCheckEnv};
+use loopgate_executor::{run_episode, AgentIsolationEnv, EpisodeEnd, EpisodeEnv, SelfCheckEnv};
 use loopgate_snapshot::SnapshotStore;
 use loopgate_test_support::{cache_dir, NatsServer};
 use loopgate_transport::{Bus, BusOptions};
@@ -99,6 +99,7 @@ async fn real_cli_agent_episode() -> anyhow::Result<()> {
         models: BTreeMap::new(),
         agents: BTreeMap::from([("real".to_string(), profile)]),
         self_check: SelfCheckEnv::unisolated("test"),
+        agent: AgentIsolationEnv::unsandboxed("test"),
     };
     let base = store
         .freeze_files(vec![(

@@ -156,6 +156,7 @@ mod tests {
                     tool_calls: 1,
                     error: None,
                     self_check_refusals: 0,
+                    agent_isolation: None,
                 },
             ),
             entry(

@@ -6,6 +6,7 @@ mod goal_clauses;
 mod openapi_conformance;
 mod planning;
 mod rubric;
+mod secrets;
 mod self_check;
 mod structured_output;
 mod telemetry;

@@ -122,6 +122,7 @@ fn all_pass_report(req: &AuditRequest) -> AuditReport {
             exit_code: Some(0),
             duration_ms: 1,
             output_excerpt: String::new(),
+            isolated: Some(true),
         })
         .collect();
     AuditReport {

@@ -211,6 +211,7 @@ pub(crate) mod tests {
                 exit_code: Some(0),
                 duration_ms: 1,
                 output_excerpt: String::new(),
+                isolated: Some(true),
             }],
             gaps: Vec::new(),
             backcheck: Vec::new(),

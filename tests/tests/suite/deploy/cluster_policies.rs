@@ -104,14 +104,19 @@ fn pods_run_locked_down_with_resources_in_the_namespace() -> anyhow::Result<()> 
                     sc.pointer("/capabilities/add").is_none(),
                     "{at}: capabilities added"
                 );
-                // The one relaxation: components/auditor-sandbox, inside a user namespace, with
-                // the Localhost bubblewrap profile (never Unconfined).
+                // The one relaxation: components/auditor-sandbox and components/executor-sandbox
+                // (bubblewrap), each inside a user namespace, with the Localhost bubblewrap
+                // profile (never Unconfined).
                 if sc.get("seccompProfile").is_some() || sc.get("procMount").is_some() {
-                    let sandboxed =
-                        workload == "Deployment/loopgate-auditor" && spec.get("hostUsers") == no;
+                    let sandboxed = [
+                        "Deployment/loopgate-auditor",
+                        "Deployment/loopgate-executor",
+                    ]
+                    .contains(&workload.as_str())
+                        && spec.get("hostUsers") == no;
                     ensure!(
                         sandboxed,
-                        "{at}: seccomp/procMount relaxed outside the auditor's user namespace"
+                        "{at}: seccomp/procMount relaxed outside a sandboxed worker's user namespace"
                     );
                     let profile = sc.get("seccompProfile");
                     ensure!(

@@ -148,6 +148,15 @@ fn daemons_get_configs_env_and_grace_their_binaries_accept() -> anyhow::Result<(
                         writable_mount(d.container, &settings.work_dir),
                         "{at}: work_dir read-only"
                     );
+                    // Prod sandboxes the agent (components/executor-sandbox); elsewhere the
+                    // executor says so explicitly, since without bubblewrap it refuses to start.
+                    let mode = format!("{:?}", settings.sandbox.mode);
+                    let want = if r.name.starts_with("prod") {
+                        "Required"
+                    } else {
+                        "Off"
+                    };
+                    ensure!(mode == want, "{at}: executor sandbox {mode}, want {want}");
                     settings.shutdown_grace.as_secs()
                 }
                 Role::Auditor => {
