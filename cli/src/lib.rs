@@ -24,9 +24,12 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
         local_stack::up(args).await?;
         return Ok(ExitStatus::Ok);
     }
+    if let Command::Browse(args) = &cli.command {
+        return commands::browse::browse(args).await;
+    }
     let client = ApiClient::new(&cli.server, cli.token.clone())?;
     match &cli.command {
-        Command::Up(_) => Ok(ExitStatus::Ok),
+        Command::Up(_) | Command::Browse(_) => Ok(ExitStatus::Ok),
         Command::Submit(args) => commands::submit::submit(&client, args).await,
         Command::Watch(args) => commands::watch::watch(&client, &args.run, args.json).await,
         Command::Status(args) => commands::run_commands::status(&client, args).await,
