@@ -91,6 +91,10 @@ pub struct UpArgs {
     /// Number of executor workers.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub executors: u32,
+    /// Also start a gui executor (headless Chromium, the browser_* tools); the manager offers
+    /// the `gui` route while it runs.
+    #[arg(long)]
+    pub gui: bool,
     #[arg(long, default_value_t = 14222)]
     pub nats_port: u16,
     #[arg(long, default_value_t = 16379)]

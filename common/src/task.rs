@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::budget::{Budget, BudgetFile};
+use crate::gui::{GuiFile, GuiSpec};
 use crate::rubric::{Rubric, RubricDimension};
 
 /// The task file exactly as written (TOML or the same shape in JSON). Unknown keys are errors.
@@ -44,6 +45,9 @@ pub struct TaskFile {
     /// The rubric's pass mark on 0..10 (default 8.0); `threshold` is accepted as an alias.
     #[serde(default, alias = "threshold", skip_serializing_if = "Option::is_none")]
     pub rubric_threshold: Option<f64>,
+    /// `[gui] serve, url`: what serves the artifact for gui episodes and browser checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gui: Option<GuiFile>,
 }
 
 /// One `[[acceptance]]` criterion as written.
@@ -133,6 +137,8 @@ pub struct Task {
     /// The user's rubric, scored by the auditor's judge (needs `roles.auditor`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rubric: Option<Rubric>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gui: Option<GuiSpec>,
 }
 
 pub const DEFAULT_PROFILE: &str = "local";
@@ -288,6 +294,7 @@ impl TaskFile {
             plan,
             require_approval,
             rubric,
+            gui: self.gui.as_ref().map(GuiFile::validate).transpose()?,
         })
     }
 }

@@ -30,6 +30,8 @@ pub struct StackOptions {
     pub env: Vec<(String, String)>,
     /// Give every worker a `[metrics] addr` (see `Stack::worker_metrics`).
     pub worker_metrics: bool,
+    /// The executors' `capabilities` (default `["cli"]`).
+    pub capabilities: Vec<&'static str>,
 }
 
 impl StackOptions {
@@ -42,6 +44,7 @@ impl StackOptions {
             executor_extra: String::new(),
             env: Vec::new(),
             worker_metrics: false,
+            capabilities: vec!["cli"],
         }
     }
 }
@@ -97,9 +100,10 @@ impl Stack {
             std::fs::write(
                 &cfg,
                 format!(
-                    "[nats]\nurl = \"{}\"\n{}[executor]\nworker_id = \"exec-{i}\"\ncapabilities = [\"cli\"]\nwork_dir = \"{}\"\n{}\n\n{models}",
+                    "[nats]\nurl = \"{}\"\n{}[executor]\nworker_id = \"exec-{i}\"\ncapabilities = {}\nwork_dir = \"{}\"\n{}\n\n{models}",
                     nats.url(),
                     metrics_table()?,
+                    serde_json::to_string(&opts.capabilities)?,
                     work.display(),
                     opts.executor_extra
                 ),

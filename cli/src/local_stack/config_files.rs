@@ -77,6 +77,8 @@ pub struct LocalStack {
     pub redis_port: u16,
     pub http_addr: SocketAddr,
     pub executors: u32,
+    /// Add one gui executor (`loopgate up --gui`): the browser tools, headless Chromium.
+    pub gui: bool,
     pub model: ModelProfileToml,
 }
 
@@ -102,7 +104,8 @@ struct HttpTable {
 #[derive(Serialize)]
 struct ManagerTable {
     prompt_char_budget: u32,
-    /// The local stack runs cli executors only: the manager never offers `gui`.
+    /// `["cli"]`, or `["cli", "gui"]` with `--gui` (gui is offered only while the gui
+    /// executor's heartbeat is live).
     capabilities: Vec<&'static str>,
 }
 
@@ -160,6 +163,11 @@ impl LocalStack {
 
     pub fn logs_dir(&self) -> PathBuf {
         self.dir.join("logs")
+    }
+
+    /// The cli executors, plus the gui one with `--gui` (numbered last).
+    pub fn all_executors(&self) -> u32 {
+        self.executors + u32::from(self.gui)
     }
 
     pub fn executor_id(n: u32) -> String {
@@ -222,19 +230,23 @@ impl LocalStack {
                 },
                 manager: ManagerTable {
                     prompt_char_budget: PROMPT_CHAR_BUDGET,
-                    capabilities: vec!["cli"],
+                    capabilities: if self.gui {
+                        vec!["cli", "gui"]
+                    } else {
+                        vec!["cli"]
+                    },
                 },
                 models: Self::models(&self.model),
             })?,
         });
-        for n in 1..=self.executors {
+        for n in 1..=self.all_executors() {
             files.push(ConfigFile {
                 path: self.executor_config_path(n),
                 text: toml::to_string(&ExecutorToml {
                     nats: self.nats(Role::Executor),
                     executor: ExecutorTable {
                         worker_id: Self::executor_id(n),
-                        capabilities: vec!["cli".into()],
+                        capabilities: vec![if n > self.executors { "gui" } else { "cli" }.into()],
                         work_dir: path_text(&self.executor_work_dir(n)),
                     },
                     models: Self::models(&worker_model),
@@ -272,6 +284,7 @@ mod tests {
             redis_port: 16379,
             http_addr: "127.0.0.1:7600".parse().unwrap(),
             executors: 2,
+            gui: false,
             model: ModelProfileToml::from_env(&|_| None),
         }
     }

@@ -148,6 +148,7 @@ impl Tx {
             episode,
             feedback,
             self_checks: r.task.budget.self_checks,
+            gui: r.task.gui.clone(),
         };
         let msg_id = format!("{}:{}:{}:exec", r.id, r.generation, r.round);
         let base_snapshot = r.snapshot.clone();
@@ -286,6 +287,7 @@ impl Tx {
             candidate_snapshot: candidate.clone(),
             auditor_profile: r.task.roles.auditor.clone(),
             episode_secs: r.task.budget.auditor_episode_secs,
+            gui: r.task.gui.clone(),
         };
         let secs = r.task.budget.start_secs + r.task.budget.auditor_episode_secs;
         self.record.phase = Phase::Auditing {

@@ -188,6 +188,7 @@ mod tests {
             episode: EpisodeKind::Step,
             feedback,
             self_checks: 2,
+            gui: None,
         }
     }
 

@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use crate::config::ToolLimits;
 use crate::self_check::finish_rules::{finish_effect, FinishEffect, SelfCheckBudget};
 use crate::self_check::runner::SelfCheck;
+use crate::tools::browser::GuiTools;
 use crate::tools::shell::run_shell;
 use crate::tools::workspace::{ToolError, Workspace};
 
@@ -180,6 +181,8 @@ pub struct EpisodeTools {
     write_scope: Vec<String>,
     /// The step's checks, run on a copy of the workspace before `finish` is accepted.
     self_check: Option<SelfCheck>,
+    /// The browser tools (gui episodes only).
+    gui: Option<std::sync::Arc<GuiTools>>,
 }
 
 impl EpisodeTools {
@@ -189,7 +192,24 @@ impl EpisodeTools {
             limits,
             write_scope: Vec::new(),
             self_check: None,
+            gui: None,
         }
+    }
+
+    /// Add the browser tools (a gui episode).
+    pub(crate) fn with_gui(mut self, gui: Option<GuiTools>) -> Self {
+        self.gui = gui.map(std::sync::Arc::new);
+        self
+    }
+
+    /// The tools offered to the model: the six text tools, plus the browser tools in gui
+    /// episodes.
+    pub(crate) fn specs(&self) -> Vec<ToolSpec> {
+        let mut specs = tool_specs();
+        if self.gui.is_some() {
+            specs.extend(GuiTools::specs());
+        }
+        specs
     }
 
     pub(crate) fn with_self_check(mut self, self_check: Option<SelfCheck>) -> Self {
@@ -249,6 +269,21 @@ impl EpisodeTools {
                 .and_then(|a| a.summary)
                 .unwrap_or_default();
             return ToolAction::Finish { summary };
+        }
+        if let Some(gui) = self
+            .gui
+            .as_ref()
+            .filter(|_| call.name.starts_with("browser_"))
+        {
+            let scope = |path: &str| self.check_scope(path);
+            let parse = |tool: &str, args: &Value| parse_args::<Value>(tool, args);
+            return match gui.call(call, &self.workspace, scope, parse).await {
+                Ok(result) => ToolAction::Continue { result, ok: true },
+                Err(err) => ToolAction::Continue {
+                    result: format!("error: {err}"),
+                    ok: false,
+                },
+            };
         }
         match self.run(call).await {
             Ok(result) => ToolAction::Continue { result, ok: true },

@@ -2,6 +2,7 @@ mod control_plane;
 mod deploy;
 mod effective_loop;
 mod faults;
+mod gui;
 mod openapi_conformance;
 mod planning;
 mod rubric;
