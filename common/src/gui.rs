@@ -3,8 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::task::TaskError;
-
 /// Longest `serve` command accepted.
 pub const MAX_SERVE_CHARS: usize = 2_000;
 
@@ -34,12 +32,10 @@ pub struct GuiSpec {
 }
 
 impl GuiFile {
-    /// Validate: `url` is an http URL on loopback; `serve` needs `url`.
-    pub fn validate(&self) -> Result<GuiSpec, TaskError> {
-        let field = |name: &str, problem: &str| TaskError::Invalid {
-            field: format!("gui.{name}"),
-            problem: problem.to_string(),
-        };
+    /// Validate: `url` is an http URL on loopback; `serve` needs `url`. Errors name the field
+    /// (`gui.url`) and the problem.
+    pub fn validate(&self) -> Result<GuiSpec, (String, String)> {
+        let field = |name: &str, problem: &str| (format!("gui.{name}"), problem.to_string());
         let serve = self
             .serve
             .as_deref()
@@ -124,7 +120,7 @@ mod tests {
             match want {
                 Ok(()) => assert!(got.is_ok(), "{file:?}: {got:?}"),
                 Err(f) => assert_eq!(
-                    got.err().as_ref().and_then(TaskError::field_name),
+                    got.err().map(|(field, _)| field).as_deref(),
                     Some(*f),
                     "{file:?}"
                 ),

@@ -294,7 +294,12 @@ impl TaskFile {
             plan,
             require_approval,
             rubric,
-            gui: self.gui.as_ref().map(GuiFile::validate).transpose()?,
+            gui: self
+                .gui
+                .as_ref()
+                .map(GuiFile::validate)
+                .transpose()
+                .map_err(|(field, problem)| TaskError::field(field, problem))?,
         })
     }
 }
