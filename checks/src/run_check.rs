@@ -31,6 +31,21 @@ pub fn check_path(worker_path: Option<String>) -> String {
         .unwrap_or_else(|| DEFAULT_CHECK_PATH.to_string())
 }
 
+/// The check PATH with this process's own directory first when `loopgate` is installed
+/// beside it (the daemons ship together), so browser checks can call `loopgate browse`.
+pub fn with_loopgate_dir(check_path: &str) -> String {
+    let own = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(Path::to_path_buf))
+        .filter(|dir| dir.join("loopgate").is_file());
+    match own {
+        Some(dir) if !check_path.split(':').any(|p| Path::new(p) == dir) => {
+            format!("{}:{check_path}", dir.display())
+        }
+        _ => check_path.to_string(),
+    }
+}
+
 /// What to run and where.
 #[derive(Debug, Clone)]
 pub struct CheckSpec<'a> {
@@ -45,6 +60,9 @@ pub struct CheckSpec<'a> {
     pub sandbox: &'a Sandbox,
     /// Where bubblewrap reports that it started the check (writable by the check user).
     pub status_file: &'a Path,
+    /// Variables added to the scrubbed environment (the task's `[gui]` as
+    /// `LOOPGATE_GUI_URL` / `LOOPGATE_GUI_SERVE`); usually empty.
+    pub extra_env: &'a [(String, String)],
 }
 
 /// How a check ended.
@@ -120,7 +138,8 @@ pub async fn run_check(spec: &CheckSpec<'_>) -> CheckRun {
         .env_clear()
         .env("PATH", spec.path_var)
         .env("HOME", spec.home)
-        .env("LANG", CHECK_LANG);
+        .env("LANG", CHECK_LANG)
+        .envs(spec.extra_env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     let cap = shared(OutputCap::new(DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES));
     let timeout = spec.timeout.max(Duration::from_millis(100));
     let (end, duration) = match run_child(command, timeout, cap.clone(), cap.clone()).await {
@@ -214,6 +233,7 @@ mod tests {
             timeout,
             sandbox: &sandbox,
             status_file: &status,
+            extra_env: &[],
         };
         (run_check(&spec).await, dir)
     }
@@ -344,6 +364,7 @@ mod tests {
             timeout: Duration::from_secs(5),
             sandbox: &sandbox,
             status_file: Path::new("/nonexistent/status"),
+            extra_env: &[],
         };
         let run = run_check(&spec).await;
         assert!(matches!(run.end, CheckEnd::SpawnFailed(_)), "{:?}", run.end);

@@ -33,6 +33,8 @@ pub struct ScratchCheck<'a> {
     /// `PATH` for the check.
     pub path_var: &'a str,
     pub sandbox: &'a Sandbox,
+    /// Variables added to the check's scrubbed environment.
+    pub extra_env: &'a [(String, String)],
 }
 
 /// The check's copy could not be made: the check never ran.
@@ -104,6 +106,7 @@ pub async fn run_in_scratch_copy(
         timeout: check.timeout,
         sandbox: check.sandbox,
         status_file: &dirs.status,
+        extra_env: check.extra_env,
     })
     .await;
     let root = dirs.root.clone();
@@ -146,6 +149,7 @@ mod tests {
                 timeout: Duration::from_secs(10),
                 path_var: DEFAULT_CHECK_PATH,
                 sandbox: &sandbox,
+                extra_env: &[],
             };
             let run = run_in_scratch_copy(&check, source).await.unwrap();
             assert_eq!(run.end, CheckEnd::Exited(Some(4)), "{source:?}");
@@ -161,6 +165,7 @@ mod tests {
             timeout: Duration::from_secs(5),
             path_var: DEFAULT_CHECK_PATH,
             sandbox: &sandbox,
+            extra_env: &[],
         };
         let err = run_in_scratch_copy(&check, &missing).await.unwrap_err();
         assert_eq!(err.path, scratch);

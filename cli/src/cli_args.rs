@@ -70,6 +70,15 @@ pub enum Command {
     Resume(ResumeArgs),
     /// Download a run's snapshot into a directory, verifying every file's sha256.
     Checkout(CheckoutArgs),
+    /// Drive headless Chromium as an acceptance check: open a page, fill fields and click
+    /// controls by label, expect text, save a screenshot. Exit 0 when every step passed.
+    ///
+    /// Steps run in this order: --url, every --fill, every --click, every --expect-text (each
+    /// waited for up to --timeout-secs); the --screenshot is written last, also on failure.
+    /// --url is a path relative to the current directory (opened as a file), a path starting
+    /// with / joined to --base-url when one is set, or an http URL on loopback. Chromium comes
+    /// from $LOOPGATE_CHROMIUM, else /usr/lib/chromium/chromium, else PATH.
+    Browse(BrowseArgs),
     /// Show what a round changed: a unified diff from its base to its candidate snapshot.
     Diff(DiffArgs),
     /// Prove a run completed: check its certificate's signed final report against trusted
@@ -96,6 +105,10 @@ pub struct UpArgs {
     /// Number of executor workers.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub executors: u32,
+    /// Also start a gui executor (headless Chromium, the browser_* tools); the manager offers
+    /// the `gui` route while it runs.
+    #[arg(long)]
+    pub gui: bool,
     #[arg(long, default_value_t = 14222)]
     pub nats_port: u16,
     #[arg(long, default_value_t = 16379)]
@@ -324,4 +337,36 @@ mod tests {
             other => panic!("{other:?}"),
         }
     }
+}
+
+#[derive(Debug, Args)]
+pub struct BrowseArgs {
+    /// The page: a workspace-relative path, `/path` (joined to --base-url), or a loopback http URL.
+    #[arg(long)]
+    pub url: String,
+    /// Type VALUE into the field labelled LABEL (`--fill "New item=milk"`); repeatable.
+    #[arg(long, value_name = "LABEL=VALUE")]
+    pub fill: Vec<String>,
+    /// Click the control labelled LABEL (button, link, checkbox, ...); repeatable.
+    #[arg(long, value_name = "LABEL")]
+    pub click: Vec<String>,
+    /// Text that must appear on the page; repeatable.
+    #[arg(long, value_name = "TEXT")]
+    pub expect_text: Vec<String>,
+    /// Write a PNG of the page here at the end (also when a step failed).
+    #[arg(long, value_name = "PATH")]
+    pub screenshot: Option<PathBuf>,
+    /// Limit for loading the page and for each expected text to appear.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub timeout_secs: u64,
+    /// Base for --url values starting with / (the task's `[gui] url`; the auditor sets it).
+    #[arg(long, env = "LOOPGATE_GUI_URL")]
+    pub base_url: Option<String>,
+    /// A command serving the page (the task's `[gui] serve`), started in the current directory
+    /// before browsing and stopped after; needs --base-url.
+    #[arg(long, env = "LOOPGATE_GUI_SERVE")]
+    pub serve: Option<String>,
+    /// Allow http URLs off loopback.
+    #[arg(long)]
+    pub allow_network: bool,
 }

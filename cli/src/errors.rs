@@ -36,6 +36,8 @@ pub enum CliError {
     Stack(#[from] StackError),
     #[error("{0}")]
     Usage(String),
+    #[error(transparent)]
+    Browser(#[from] loopgate_browser::BrowserError),
     /// stdout was closed (e.g. `loopgate log RUN | head`): stop quietly.
     #[error("stdout was closed")]
     StdoutClosed,
@@ -56,6 +58,7 @@ impl CliError {
             | CliError::Workspace(_)
             | CliError::Checkout(_)
             | CliError::Stack(_)
+            | CliError::Browser(_)
             | CliError::StdoutClosed
             | CliError::Stdout(_) => ExitStatus::Error,
         }

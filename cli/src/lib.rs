@@ -28,6 +28,9 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
         commands::keygen::keygen(args)?;
         return Ok(ExitStatus::Ok);
     }
+    if let Command::Browse(args) = &cli.command {
+        return commands::browse::browse(args).await;
+    }
     let client = ApiClient::new(&cli.server, cli.token.clone())?;
     match &cli.command {
         Command::Submit(args) => commands::submit::submit(&client, args).await,
@@ -46,6 +49,6 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
         }
         Command::Diff(args) => commands::diff::diff(&client, args).await,
         Command::Verify(args) => commands::verify::verify(&client, args).await,
-        Command::Up(_) | Command::Keygen(_) => Ok(ExitStatus::Ok),
+        Command::Up(_) | Command::Keygen(_) | Command::Browse(_) => Ok(ExitStatus::Ok),
     }
 }

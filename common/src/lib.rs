@@ -6,6 +6,7 @@
 
 pub mod audit_parse;
 pub mod budget;
+pub mod capabilities;
 pub mod config;
 pub mod contract;
 pub mod contract_proposal;
@@ -13,6 +14,7 @@ pub mod decide;
 pub mod gate;
 pub mod goal_criteria;
 pub mod goal_words;
+pub mod gui;
 mod json_span;
 pub mod next_step;
 pub mod output_cap;

@@ -243,6 +243,7 @@ mod tests {
             episode: Default::default(),
             feedback: Default::default(),
             self_checks: 0,
+            gui: None,
         })
     }
 

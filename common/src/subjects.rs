@@ -89,6 +89,11 @@ impl Subjects {
     pub fn exec(&self, capability: Capability) -> String {
         format!("{}.exec.{}", self.prefix, capability.as_str())
     }
+    /// `loopgate.heartbeat.capabilities`: executor workers -> managers (core NATS), each
+    /// worker's capabilities with a TTL.
+    pub fn capability_heartbeat(&self) -> String {
+        format!("{}.heartbeat.capabilities", self.prefix)
+    }
     pub fn exec_all(&self) -> String {
         format!("{}.exec.>", self.prefix)
     }

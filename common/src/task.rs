@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::budget::{Budget, BudgetFile};
+use crate::gui::{GuiFile, GuiSpec};
 use crate::rubric::{Rubric, RubricDimension};
 
 /// The task file exactly as written (TOML or the same shape in JSON). Unknown keys are errors.
@@ -48,6 +49,9 @@ pub struct TaskFile {
     /// of the frozen contract (default true; needs `roles.auditor`, the judge).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub derive_criteria: Option<bool>,
+    /// `[gui] serve, url`: what serves the artifact for gui episodes and browser checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gui: Option<GuiFile>,
 }
 
 /// One `[[acceptance]]` criterion as written.
@@ -174,6 +178,8 @@ pub struct Task {
     /// [`TaskFile::derive_criteria`]).
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub derive_criteria: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gui: Option<GuiSpec>,
 }
 
 fn yes() -> bool {
@@ -351,6 +357,12 @@ impl TaskFile {
             require_approval,
             rubric,
             derive_criteria,
+            gui: self
+                .gui
+                .as_ref()
+                .map(GuiFile::validate)
+                .transpose()
+                .map_err(|(field, problem)| TaskError::field(field, problem))?,
         })
     }
 }

@@ -82,6 +82,9 @@ pub struct ExecRequest {
     /// first (the task's `budget.self_checks`; 0: never). Feedback for the agent, never evidence.
     #[serde(default = "crate::budget::default_self_checks")]
     pub self_checks: u32,
+    /// The task's `[gui]`: gui episodes start its `serve` command and open its `url`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gui: Option<crate::gui::GuiSpec>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -149,6 +152,9 @@ pub struct AuditRequest {
     pub candidate_snapshot: SnapshotId,
     pub auditor_profile: Option<String>,
     pub episode_secs: u64,
+    /// The task's `[gui]`: browser checks get `LOOPGATE_GUI_URL` / `LOOPGATE_GUI_SERVE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gui: Option<crate::gui::GuiSpec>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

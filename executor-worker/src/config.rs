@@ -80,6 +80,9 @@ pub struct ExecutorSection {
     /// config file, `/run/secrets`, credentials under the worker's home, key files, the work
     /// dir).
     pub agent_hidden_paths: Option<Vec<PathBuf>>,
+    /// How long this worker's capability announcement holds (heartbeat every third of it);
+    /// default 15. The manager offers `gui` only while a live worker announces it.
+    pub capability_ttl_secs: Option<u64>,
 }
 
 /// Everything `main` reads from outside the file, read once.
@@ -151,6 +154,8 @@ pub struct Settings {
     pub ack_wait: Duration,
     pub max_deliver: i64,
     pub shutdown_grace: Duration,
+    /// The TTL of this worker's capability heartbeats.
+    pub capability_ttl: Duration,
     /// Model profiles by name, API keys read.
     pub models: BTreeMap<String, ModelProfile>,
     /// CLI agent profiles by name, passed-through variables read.
@@ -284,6 +289,19 @@ impl ExecutorFile {
         let shutdown_grace_secs = section
             .shutdown_grace_secs
             .unwrap_or(DEFAULT_SHUTDOWN_GRACE_SECS);
+        use loopgate_common::capabilities::{
+            DEFAULT_CAPABILITY_TTL_SECS, MAX_CAPABILITY_TTL_SECS, MIN_CAPABILITY_TTL_SECS,
+        };
+        let capability_ttl_secs = section
+            .capability_ttl_secs
+            .unwrap_or(DEFAULT_CAPABILITY_TTL_SECS);
+        if !(MIN_CAPABILITY_TTL_SECS..=MAX_CAPABILITY_TTL_SECS).contains(&capability_ttl_secs) {
+            return Err(ConfigError::invalid(
+                "executor.capability_ttl_secs",
+                format!("must be {MIN_CAPABILITY_TTL_SECS}..={MAX_CAPABILITY_TTL_SECS}"),
+            )
+            .into());
+        }
 
         let defaults = ShellEnv::default();
         let shell_env = ShellEnv {
@@ -358,6 +376,7 @@ impl ExecutorFile {
             ack_wait: Duration::from_secs(ack_wait_secs),
             max_deliver,
             shutdown_grace: Duration::from_secs(shutdown_grace_secs),
+            capability_ttl: Duration::from_secs(capability_ttl_secs),
             models,
             agents,
             metrics_addr: self.metrics.resolve()?,

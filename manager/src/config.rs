@@ -113,8 +113,8 @@ pub struct ManagerSection {
     pub gc_interval_secs: Option<u64>,
     /// Objects younger than this are never collected (default 86400 s).
     pub gc_grace_secs: Option<u64>,
-    /// Executor capabilities this deployment runs (default `["cli", "gui"]`); the manager model
-    /// is never offered a route no worker serves.
+    /// The routes this deployment may offer (default `["cli", "gui"]`): an upper bound. `gui`
+    /// is offered only while a live executor announces it (capability heartbeats with a TTL).
     pub capabilities: Option<Vec<String>>,
     /// Trusted auditor public keys (64 hex digits each). When any are configured (here or
     /// through `auditor_keys_env`), unsigned or badly signed audit reports are refused.

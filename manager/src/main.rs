@@ -121,13 +121,17 @@ async fn main() -> anyhow::Result<()> {
         .await
         .context("evidence store")?;
     let engine = Engine::new(bus.clone(), store, settings.retention, metrics);
+    let capabilities = loopgate_transport::runtime::CapabilityBoard::listen(&bus, cancel.clone())
+        .await
+        .context("capability heartbeats")?;
 
     log_report_trust(&settings.auditor_keys);
     let results = ResultsLoop {
         engine: engine.clone(),
         models: models.clone(),
         char_budget: settings.prompt_char_budget,
-        gui_offered: settings.gui_offered,
+        gui_configured: settings.gui_offered,
+        capabilities,
         concurrency: settings.concurrency,
         consumer_options: ConsumerOptions {
             ack_wait: settings.ack_wait,

@@ -24,8 +24,10 @@ pub struct ResultsLoop {
     pub engine: Engine,
     pub models: Arc<BTreeMap<String, ChatClient>>,
     pub char_budget: usize,
-    /// Whether any executor serves the `gui` route in this deployment.
-    pub gui_offered: bool,
+    /// Whether `[manager] capabilities` allows the `gui` route (the upper bound).
+    pub gui_configured: bool,
+    /// The capabilities live executors announce: `gui` is offered only while one serves it.
+    pub capabilities: loopgate_transport::runtime::CapabilityBoard,
     pub concurrency: usize,
     pub consumer_options: ConsumerOptions,
     /// Auditor keys a report must be signed by; empty: reports are accepted unsigned.
@@ -96,7 +98,10 @@ impl ResultsLoop {
                     &self.engine,
                     &self.models,
                     self.char_budget,
-                    self.gui_offered,
+                    self.capabilities.offers(
+                        loopgate_common::subjects::Capability::Gui,
+                        self.gui_configured,
+                    ),
                     &req,
                 )
                 .await

@@ -42,6 +42,8 @@ pub struct StackOptions {
     /// Per-role NATS users, a Redis password and a model API key, all with these values
     /// (implies `secured`, with these passwords).
     pub secrets: Option<StackSecrets>,
+    /// The executors' `capabilities` (default `["cli"]`).
+    pub capabilities: Vec<&'static str>,
 }
 
 impl StackOptions {
@@ -57,6 +59,7 @@ impl StackOptions {
             secured: false,
             signed: false,
             secrets: None,
+            capabilities: vec!["cli"],
         }
     }
 
@@ -245,9 +248,10 @@ impl Stack {
             std::fs::write(
                 &cfg,
                 format!(
-                    "{}{}[executor]\nworker_id = \"exec-{i}\"\ncapabilities = [\"cli\"]\nwork_dir = \"{}\"\n{}\n\n{models}",
+                    "{}{}[executor]\nworker_id = \"exec-{i}\"\ncapabilities = {}\nwork_dir = \"{}\"\n{}\n\n{models}",
                     executor.nats_toml,
                     metrics_table()?,
+                    serde_json::to_string(&opts.capabilities)?,
                     work.display(),
                     opts.executor_extra
                 ),

@@ -24,6 +24,7 @@ impl Auditor {
     ) -> Result<Vec<Evidence>, AuditError> {
         let mut evidence = Vec::new();
         let source = CopySource::Tree(pristine.to_path_buf());
+        let extra_env = gui_env(req);
         for (index, criterion) in req.contract.criteria.iter().enumerate() {
             let Some(command) = &criterion.check else {
                 continue;
@@ -35,6 +36,7 @@ impl Auditor {
                 timeout: Duration::from_secs(criterion.timeout_secs.max(1)),
                 path_var: &self.check_path,
                 sandbox: &self.sandbox,
+                extra_env: &extra_env,
             };
             let run =
                 run_in_scratch_copy(&check, &source)
@@ -83,4 +85,21 @@ impl Auditor {
             }
         }
     }
+}
+
+/// The task's `[gui]` for `loopgate browse` in the checks: it joins `--url /path` to
+/// `LOOPGATE_GUI_URL` and starts `LOOPGATE_GUI_SERVE` in the check's copy (inside the check's
+/// sandbox), stopping it when the check ends.
+fn gui_env(req: &AuditRequest) -> Vec<(String, String)> {
+    let Some(gui) = &req.gui else {
+        return Vec::new();
+    };
+    let mut env = Vec::new();
+    if let Some(url) = &gui.url {
+        env.push(("LOOPGATE_GUI_URL".to_string(), url.clone()));
+    }
+    if let Some(serve) = &gui.serve {
+        env.push(("LOOPGATE_GUI_SERVE".to_string(), serve.clone()));
+    }
+    env
 }

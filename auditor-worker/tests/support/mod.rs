@@ -223,6 +223,7 @@ pub fn request(run_id: &str, contract: Contract, base: &str, candidate: &str) ->
         candidate_snapshot: candidate.into(),
         auditor_profile: None,
         episode_secs: 60,
+        gui: None,
     }
 }
 

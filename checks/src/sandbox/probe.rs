@@ -73,6 +73,7 @@ async fn try_candidate(candidate: &Candidate, work_dir: &Path) -> Result<(), Str
         timeout: PROBE_TIMEOUT,
         sandbox: &sandbox,
         status_file: &status,
+        extra_env: &[],
     })
     .await;
     match run.end {

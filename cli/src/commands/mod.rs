@@ -1,5 +1,6 @@
 //! One module per group of user commands.
 
+pub mod browse;
 pub mod checkout;
 pub mod contract;
 pub mod diff;

@@ -81,6 +81,8 @@ pub struct LocalStack {
     pub redis_port: u16,
     pub http_addr: SocketAddr,
     pub executors: u32,
+    /// Add one gui executor (`loopgate up --gui`): the browser tools, headless Chromium.
+    pub gui: bool,
     pub model: ModelProfileToml,
     /// Public keys (hex) the manager trusts: every key this stack's auditor has signed with
     /// (`DIR/auditor-keys.pub`), the current one last.
@@ -109,7 +111,8 @@ struct HttpTable {
 #[derive(Serialize)]
 struct ManagerTable {
     prompt_char_budget: u32,
-    /// The local stack runs cli executors only: the manager never offers `gui`.
+    /// `["cli"]`, or `["cli", "gui"]` with `--gui` (gui is offered only while the gui
+    /// executor's heartbeat is live).
     capabilities: Vec<&'static str>,
     /// Reports must be signed by one of these (the auditor's key of this and earlier starts).
     auditor_keys: Vec<String>,
@@ -171,6 +174,11 @@ impl LocalStack {
 
     pub fn logs_dir(&self) -> PathBuf {
         self.dir.join("logs")
+    }
+
+    /// The cli executors, plus the gui one with `--gui` (numbered last).
+    pub fn all_executors(&self) -> u32 {
+        self.executors + u32::from(self.gui)
     }
 
     pub fn executor_id(n: u32) -> String {
@@ -238,20 +246,24 @@ impl LocalStack {
                 },
                 manager: ManagerTable {
                     prompt_char_budget: PROMPT_CHAR_BUDGET,
-                    capabilities: vec!["cli"],
+                    capabilities: if self.gui {
+                        vec!["cli", "gui"]
+                    } else {
+                        vec!["cli"]
+                    },
                     auditor_keys: self.auditor_keys.clone(),
                 },
                 models: Self::models(&self.model),
             })?,
         });
-        for n in 1..=self.executors {
+        for n in 1..=self.all_executors() {
             files.push(ConfigFile {
                 path: self.executor_config_path(n),
                 text: toml::to_string(&ExecutorToml {
                     nats: self.nats(Role::Executor),
                     executor: ExecutorTable {
                         worker_id: Self::executor_id(n),
-                        capabilities: vec!["cli".into()],
+                        capabilities: vec![if n > self.executors { "gui" } else { "cli" }.into()],
                         work_dir: path_text(&self.executor_work_dir(n)),
                     },
                     models: Self::models(&worker_model),
@@ -290,6 +302,7 @@ mod tests {
             redis_port: 16379,
             http_addr: "127.0.0.1:7600".parse().unwrap(),
             executors: 2,
+            gui: false,
             model: ModelProfileToml::from_env(&|_| None),
             auditor_keys: vec!["ab".repeat(32), "cd".repeat(32)],
         }

@@ -144,6 +144,7 @@ fn prepare_dir(args: &UpArgs) -> Result<(LocalStack, ReportSigningKey), StackErr
         redis_port: args.redis_port,
         http_addr: args.http_addr,
         executors: args.executors,
+        gui: args.gui,
         model: ModelProfileToml::from_env(&process_env),
         auditor_keys: Vec::new(),
     };
@@ -155,7 +156,7 @@ fn prepare_dir(args: &UpArgs) -> Result<(LocalStack, ReportSigningKey), StackErr
         stack.logs_dir(),
         stack.auditor_work_dir(),
     ];
-    dirs.extend((1..=stack.executors).map(|n| stack.executor_work_dir(n)));
+    dirs.extend((1..=stack.all_executors()).map(|n| stack.executor_work_dir(n)));
     for dir in &dirs {
         std::fs::create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
     }
@@ -273,7 +274,7 @@ async fn start(
     )
     .await?;
 
-    for n in 1..=stack.executors {
+    for n in 1..=stack.all_executors() {
         let name = LocalStack::executor_id(n);
         sup.spawn_with_env(
             &name,
@@ -295,8 +296,13 @@ async fn start(
         &auditor_env,
     )?;
     output::note(format!(
-        "started {} executor(s) and the auditor",
-        stack.executors
+        "started {} executor(s){} and the auditor",
+        stack.executors,
+        if stack.gui {
+            " plus a gui executor"
+        } else {
+            ""
+        }
     ));
     Ok(())
 }

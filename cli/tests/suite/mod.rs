@@ -1,3 +1,4 @@
+mod browse;
 mod checkout_submit;
 mod diff_rounds;
 mod standin;

@@ -151,6 +151,7 @@ impl Tx {
             episode,
             feedback,
             self_checks: r.task.budget.self_checks,
+            gui: r.task.gui.clone(),
         };
         let msg_id = exec_dispatch_id(r);
         let base_snapshot = r.snapshot.clone();
@@ -302,6 +303,7 @@ impl Tx {
             candidate_snapshot: candidate.clone(),
             auditor_profile: r.task.roles.auditor.clone(),
             episode_secs: r.task.budget.auditor_episode_secs,
+            gui: r.task.gui.clone(),
         };
         let secs = r.task.budget.start_secs + r.task.budget.auditor_episode_secs;
         self.record.phase = Phase::Auditing {

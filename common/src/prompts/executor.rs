@@ -198,6 +198,7 @@ mod tests {
             episode: EpisodeKind::Step,
             feedback,
             self_checks: 2,
+            gui: None,
         }
     }
 

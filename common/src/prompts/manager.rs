@@ -11,7 +11,7 @@ pub const DEFAULT_CHAR_BUDGET: usize = 24_000;
 /// otherwise pick them).
 pub fn system_prompt(gui_offered: bool) -> String {
     let gui = if gui_offered {
-        "- gui: the same, for steps that need a graphical session\n"
+        "- gui: the same, plus a headless browser to open, click and screenshot the app's pages (for steps that need to look at or drive a web page)\n"
     } else {
         ""
     };

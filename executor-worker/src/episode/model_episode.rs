@@ -15,6 +15,7 @@ use crate::self_check::runner::SelfCheck;
 use crate::tool_loop::context_health::HealthPolicy;
 use crate::tool_loop::context_reset::HANDOFF_FILE;
 use crate::tool_loop::{run_tool_loop, ChatModel, LoopEnd, LoopLimits, LoopReport};
+use crate::tools::browser::{GuiTools, GUI_NOTE};
 use crate::tools::dispatch::EpisodeTools;
 use crate::tools::workspace::Workspace;
 
@@ -53,8 +54,24 @@ async fn episode_in_dir<M: ChatModel>(
         }
     };
     let files: Vec<String> = base.entries.iter().map(|e| e.path.clone()).collect();
+    let gui = req.capability == loopgate_common::subjects::Capability::Gui;
+    let gui_tools = if gui {
+        match GuiTools::start(dir, req.gui.as_ref(), false).await {
+            Ok(tools) => Some(tools),
+            Err(err) => {
+                return EpisodeEnd::failed(format!("gui episode: {err}"), Default::default())
+            }
+        }
+    } else {
+        None
+    };
+    let system = if gui {
+        format!("{}{GUI_NOTE}", executor::SYSTEM)
+    } else {
+        executor::SYSTEM.to_string()
+    };
     let prompt = vec![
-        ChatMessage::system(executor::SYSTEM),
+        ChatMessage::system(system),
         ChatMessage::user(executor::task_prompt(req, &files)),
     ];
     let limits = LoopLimits {
@@ -65,7 +82,8 @@ async fn episode_in_dir<M: ChatModel>(
     let tools = EpisodeTools::new(workspace, env.tools.clone())
         .with_isolation(env.agent.clone())
         .with_write_scope(req.increment.write_scope.clone())
-        .with_self_check(SelfCheck::for_request(req, &env.self_check, &env.work_dir));
+        .with_self_check(SelfCheck::for_request(req, &env.self_check, &env.work_dir))
+        .with_gui(gui_tools);
     let handoff = HandoffFile::capture(dir);
     let report = run_tool_loop(model, &tools, prompt, limits).await;
     if let Err(err) = handoff.restore() {

@@ -127,6 +127,7 @@ impl SelfCheck {
                 timeout: target.timeout,
                 path_var: &self.env.check_path,
                 sandbox: &self.env.sandbox,
+                extra_env: &[],
             };
             let run = run_in_scratch_copy(&check, &source).await?;
             tracing::info!(check = %target.id, verdict = ?run.verdict(), end = ?run.end,

@@ -32,7 +32,7 @@ use crate::tool_loop::context_reset::{
     compact_tool_results, fresh_prompt, mechanical_handoff, HANDOFF_FILE, HANDOFF_REQUEST,
     KEEP_RECENT_TOOL_RESULTS, MAX_HANDOFF_CHARS,
 };
-use crate::tools::dispatch::{tool_specs, EpisodeTools, ToolAction};
+use crate::tools::dispatch::{EpisodeTools, ToolAction};
 
 /// Longest summary kept from the model's own words.
 pub(crate) const MAX_SUMMARY_CHARS: usize = 2000;
@@ -165,7 +165,7 @@ async fn drive<M: ChatModel>(
     limits: &LoopLimits,
     state: &mut LoopState,
 ) -> LoopEnd {
-    let specs = tool_specs();
+    let specs = tools.specs();
     let max_steps = limits.max_steps.max(1);
     let max_resets = limits.health.max_resets;
     let task = prompt.clone();

@@ -11,6 +11,7 @@ use crate::config::ToolLimits;
 use crate::isolation::AgentIsolationEnv;
 use crate::self_check::finish_rules::{finish_effect, FinishEffect, SelfCheckBudget};
 use crate::self_check::runner::SelfCheck;
+use crate::tools::browser::GuiTools;
 use crate::tools::shell::run_shell;
 use crate::tools::workspace::{ToolError, Workspace};
 
@@ -183,6 +184,8 @@ pub struct EpisodeTools {
     self_check: Option<SelfCheck>,
     /// Where `shell` commands run: the worker's agent sandbox.
     isolation: AgentIsolationEnv,
+    /// The browser tools (gui episodes only).
+    gui: Option<std::sync::Arc<GuiTools>>,
 }
 
 impl EpisodeTools {
@@ -195,6 +198,7 @@ impl EpisodeTools {
             write_scope: Vec::new(),
             self_check: None,
             isolation: AgentIsolationEnv::unsandboxed("no sandbox given to these tools"),
+            gui: None,
         }
     }
 
@@ -202,6 +206,22 @@ impl EpisodeTools {
     pub fn with_isolation(mut self, isolation: AgentIsolationEnv) -> Self {
         self.isolation = isolation;
         self
+    }
+
+    /// Add the browser tools (a gui episode).
+    pub(crate) fn with_gui(mut self, gui: Option<GuiTools>) -> Self {
+        self.gui = gui.map(std::sync::Arc::new);
+        self
+    }
+
+    /// The tools offered to the model: the six text tools, plus the browser tools in gui
+    /// episodes.
+    pub(crate) fn specs(&self) -> Vec<ToolSpec> {
+        let mut specs = tool_specs();
+        if self.gui.is_some() {
+            specs.extend(GuiTools::specs());
+        }
+        specs
     }
 
     pub(crate) fn with_self_check(mut self, self_check: Option<SelfCheck>) -> Self {
@@ -261,6 +281,21 @@ impl EpisodeTools {
                 .and_then(|a| a.summary)
                 .unwrap_or_default();
             return ToolAction::Finish { summary };
+        }
+        if let Some(gui) = self
+            .gui
+            .as_ref()
+            .filter(|_| call.name.starts_with("browser_"))
+        {
+            let scope = |path: &str| self.check_scope(path);
+            let parse = |tool: &str, args: &Value| parse_args::<Value>(tool, args);
+            return match gui.call(call, &self.workspace, scope, parse).await {
+                Ok(result) => ToolAction::Continue { result, ok: true },
+                Err(err) => ToolAction::Continue {
+                    result: format!("error: {err}"),
+                    ok: false,
+                },
+            };
         }
         match self.run(call).await {
             Ok(result) => ToolAction::Continue { result, ok: true },

@@ -1,7 +1,8 @@
 //! The tools of the built-in tool loop, confined to the episode's workspace: `shell`, the file
 //! tools (`read_file`, `write_file`, `edit_file`, `list_dir`) and `finish`, dispatched by name
-//! (`dispatch`).
+//! (`dispatch`), and in gui episodes the browser tools (`browser`).
 
+pub(crate) mod browser;
 pub(crate) mod dispatch;
 pub(crate) mod shell;
 pub(crate) mod workspace;

@@ -87,7 +87,7 @@ pub async fn prepare(
             agents: settings.agents.clone(),
             self_check: SelfCheckEnv {
                 sandbox,
-                check_path: settings.check_path.clone(),
+                check_path: loopgate_checks::with_loopgate_dir(&settings.check_path),
             },
             agent: AgentIsolationEnv {
                 sandbox: Arc::new(agent),
@@ -136,6 +136,13 @@ pub async fn run_workers(ctx: Arc<WorkerContext>, settings: &Settings, cancel: C
             None
         }
     };
+    let announcer = tokio::spawn(loopgate_transport::runtime::announce_capabilities(
+        ctx.bus.clone(),
+        settings.worker_id.clone(),
+        settings.capabilities.clone(),
+        settings.capability_ttl,
+        cancel.clone(),
+    ));
     let loops: Vec<_> = settings
         .capabilities
         .iter()
@@ -149,6 +156,7 @@ pub async fn run_workers(ctx: Arc<WorkerContext>, settings: &Settings, cancel: C
     if let Some(listener) = listener {
         let _ = listener.await;
     }
+    let _ = announcer.await;
     if let Err(err) = ctx.bus.flush().await {
         tracing::warn!(error = %err, "final flush failed");
     }

@@ -362,6 +362,7 @@ async fn a_self_check_runs_in_exactly_the_auditors_sandbox() -> anyhow::Result<(
             timeout: Duration::from_secs(30),
             path_var: &h.settings.check_path,
             sandbox: &as_auditor,
+            extra_env: &[],
         },
         &CopySource::Tree(tree),
     )

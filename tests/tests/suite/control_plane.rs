@@ -120,21 +120,22 @@ async fn gui_step_with_no_gui_worker_is_replanned_not_hung() -> anyhow::Result<(
         .to_string();
     let done = stack.wait_terminal(&id, Duration::from_secs(60)).await?;
     assert_eq!(done["state"], "completed", "{done}");
+    // No live worker announces `gui`, so the route is not offered: the reply is refused at once
+    // (nothing is dispatched to a queue nobody serves) and the manager is asked again.
     let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
-    let missed = log["entries"]
+    let refused = log["entries"]
         .as_array()
         .unwrap_or(&Vec::new())
         .iter()
-        .find(|e| e["type"] == "deadline_missed")
+        .find(|e| e["type"] == "invalid_output")
         .cloned()
         .unwrap_or_default();
     assert!(
-        missed["detail"].as_str().unwrap_or("").contains("`gui`"),
+        refused["error"].as_str().unwrap_or("").contains("`gui`"),
         "{log}"
     );
-    assert!(model.requests("standin-manager")[1]
-        .to_string()
-        .contains("capability `gui`"));
+    let second = model.requests("standin-manager")[1].to_string();
+    assert!(!second.contains("cli|gui|done"), "gui offered: {second}");
     Ok(())
 }
 

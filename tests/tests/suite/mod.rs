@@ -3,6 +3,7 @@ mod deploy;
 mod effective_loop;
 mod faults;
 mod goal_clauses;
+mod gui;
 mod openapi_conformance;
 mod planning;
 mod rubric;

@@ -1,8 +1,9 @@
 //! The one worker runtime every daemon uses: connect with patience, one shutdown token for
 //! SIGTERM/SIGINT, the consume loop with its delivery keep-alive and settle step, the episode
-//! cancel registry with its control-notice listener, periodic tasks, and the child-process
-//! runner.
+//! cancel registry with its control-notice listener, periodic tasks, capability heartbeats,
+//! and the child-process runner.
 
+pub mod capabilities;
 pub mod child_process;
 pub mod connect;
 pub mod consume;
@@ -13,6 +14,7 @@ pub mod periodic;
 pub mod shutdown;
 pub mod topology_wait;
 
+pub use capabilities::{announce_capabilities, CapabilityBoard};
 pub use child_process::{
     run_child, shared, with_sink, ChildEnd, ChildError, ChildRun, GroupKill, OutputSink, SharedSink,
 };

@@ -1,0 +1,227 @@
+//! `loopgate browse`: open a page, fill fields and click controls by their label, expect text,
+//! save a screenshot. Each step is reported; the first failing step ends the script.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::error::BrowserError;
+use crate::session::Session;
+use crate::snapshot::RenderedNode;
+
+/// One browse script, in the order its steps run: navigate, every fill, every click, every
+/// expected text, then the screenshot (taken even when a step failed, as evidence).
+#[derive(Debug, Clone, Default)]
+pub struct BrowseScript {
+    /// Where to go.
+    pub url: String,
+    /// `Label=value` pairs to type into fields.
+    pub fills: Vec<(String, String)>,
+    /// Labels of controls to click.
+    pub clicks: Vec<String>,
+    /// Text that must appear on the page (each waited for up to `wait`).
+    pub expect_texts: Vec<String>,
+    /// Where to write a PNG of the page at the end.
+    pub screenshot: Option<PathBuf>,
+    /// How long each expected text may take to appear.
+    pub wait: Duration,
+}
+
+/// One step's report line.
+#[derive(Debug, Clone)]
+pub struct StepReport {
+    /// What was done.
+    pub step: String,
+    /// `Ok(detail)` or the error.
+    pub outcome: Result<String, String>,
+}
+
+/// The whole run's report.
+#[derive(Debug, Default)]
+pub struct BrowseReport {
+    /// Steps in order.
+    pub steps: Vec<StepReport>,
+    /// The snapshot at the point of failure (to say why).
+    pub failure_snapshot: Option<String>,
+    /// Whether every step passed.
+    pub passed: bool,
+    /// The failing step's error (its kind is what callers branch on).
+    pub error: Option<BrowserError>,
+}
+
+const FIELD_ROLES: &[&str] = &["textbox", "searchbox", "combobox", "spinbutton"];
+const CLICK_ROLES: &[&str] = &[
+    "button", "link", "checkbox", "radio", "menuitem", "tab", "option", "switch",
+];
+
+/// Pick the element a label names: exact name on a preferred role, then exact on any role,
+/// then case-insensitive, then a unique case-insensitive substring.
+pub fn find_by_label<'a>(
+    nodes: &'a [RenderedNode],
+    label: &str,
+    roles: &[&str],
+) -> Option<&'a RenderedNode> {
+    let label = label.trim();
+    let lower = label.to_lowercase();
+    let preferred = |n: &&RenderedNode| roles.contains(&n.role.as_str());
+    nodes
+        .iter()
+        .filter(preferred)
+        .find(|n| n.name == label)
+        .or_else(|| {
+            nodes
+                .iter()
+                .filter(preferred)
+                .find(|n| n.name.to_lowercase() == lower)
+        })
+        .or_else(|| {
+            let mut hits = nodes
+                .iter()
+                .filter(preferred)
+                .filter(|n| n.name.to_lowercase().contains(&lower));
+            match (hits.next(), hits.next()) {
+                (Some(one), None) => Some(one),
+                _ => None,
+            }
+        })
+        .or_else(|| nodes.iter().find(|n| n.name == label))
+}
+
+/// Run a script on a session.
+pub async fn run_script(session: &mut Session, script: &BrowseScript) -> BrowseReport {
+    let mut report = BrowseReport::default();
+    let result = steps(session, script, &mut report).await;
+    if let Err(e) = result {
+        report.failure_snapshot = session.snapshot_raw().await.ok().map(|r| r.text);
+        report.error = Some(e);
+    } else {
+        report.passed = true;
+    }
+    if let Some(path) = &script.screenshot {
+        let outcome = match session.screenshot_png().await {
+            Ok(png) => match write_png(path, &png) {
+                Ok(()) => Ok(format!("{} bytes", png.len())),
+                Err(e) => Err(e.to_string()),
+            },
+            Err(e) => Err(e.to_string()),
+        };
+        if outcome.is_err() && report.passed {
+            report.passed = false;
+        }
+        report.steps.push(StepReport {
+            step: format!("screenshot {}", path.display()),
+            outcome,
+        });
+    }
+    report
+}
+
+fn write_png(path: &std::path::Path, png: &[u8]) -> Result<(), BrowserError> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| BrowserError::io(format!("creating {}", parent.display()), e))?;
+    }
+    std::fs::write(path, png)
+        .map_err(|e| BrowserError::io(format!("writing {}", path.display()), e))
+}
+
+async fn steps(
+    session: &mut Session,
+    script: &BrowseScript,
+    report: &mut BrowseReport,
+) -> Result<(), BrowserError> {
+    let mut step = |name: String, outcome: &Result<String, BrowserError>| {
+        report.steps.push(StepReport {
+            step: name,
+            outcome: match outcome {
+                Ok(detail) => Ok(detail.clone()),
+                Err(e) => Err(e.to_string()),
+            },
+        });
+    };
+    let nav = session.navigate(&script.url).await;
+    step(format!("navigate {}", script.url), &nav);
+    nav?;
+    for (label, value) in &script.fills {
+        let r = fill(session, label, value).await;
+        step(format!("fill {label:?} = {value:?}"), &r);
+        r?;
+    }
+    for label in &script.clicks {
+        let r = click(session, label).await;
+        step(format!("click {label:?}"), &r);
+        r?;
+    }
+    for text in &script.expect_texts {
+        let r = session
+            .wait_for_text(text, script.wait)
+            .await
+            .map(|()| "found".to_string());
+        step(format!("expect text {text:?}"), &r);
+        r?;
+    }
+    Ok(())
+}
+
+async fn fill(session: &mut Session, label: &str, value: &str) -> Result<String, BrowserError> {
+    let rendered = session.snapshot_raw().await?;
+    let node = find_by_label(&rendered.nodes, label, FIELD_ROLES).ok_or_else(|| {
+        BrowserError::NoSuchLabel {
+            what: "field",
+            label: label.to_string(),
+        }
+    })?;
+    let described = format!("{} {:?} [ref={}]", node.role, node.name, node.reference);
+    session.type_text(&node.reference, value, false).await?;
+    Ok(described)
+}
+
+async fn click(session: &mut Session, label: &str) -> Result<String, BrowserError> {
+    let rendered = session.snapshot_raw().await?;
+    let node = find_by_label(&rendered.nodes, label, CLICK_ROLES).ok_or_else(|| {
+        BrowserError::NoSuchLabel {
+            what: "control",
+            label: label.to_string(),
+        }
+    })?;
+    let described = format!("{} {:?} [ref={}]", node.role, node.name, node.reference);
+    session.click(&node.reference).await?;
+    Ok(described)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(r: &str, role: &str, name: &str) -> RenderedNode {
+        RenderedNode {
+            reference: r.into(),
+            role: role.into(),
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn label_matching() {
+        let nodes = vec![
+            n("e1", "heading", "Add"),
+            n("e2", "textbox", "New item"),
+            n("e3", "button", "Add"),
+            n("e4", "button", "Add all"),
+            n("e5", "link", "Help me"),
+        ];
+        let cases: &[(&str, &[&str], Option<&str>)] = &[
+            ("Add", CLICK_ROLES, Some("e3")),
+            ("add", CLICK_ROLES, Some("e3")),
+            ("New item", FIELD_ROLES, Some("e2")),
+            ("new", FIELD_ROLES, Some("e2")),
+            ("help", CLICK_ROLES, Some("e5")),
+            ("Ad", CLICK_ROLES, None),
+            ("Missing", CLICK_ROLES, None),
+            ("Add", FIELD_ROLES, Some("e1")),
+        ];
+        for (label, roles, want) in cases {
+            let got = find_by_label(&nodes, label, roles).map(|n| n.reference.as_str());
+            assert_eq!(got, *want, "{label}");
+        }
+    }
+}

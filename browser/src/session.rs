@@ -1,0 +1,453 @@
+//! One browser with one page: navigate, snapshot, act on refs, wait, screenshot. The agent's
+//! tools and `loopgate browse` both drive this.
+
+use std::time::Duration;
+
+use chromiumoxide::cdp::browser_protocol::accessibility::{AxNode, GetFullAxTreeParams};
+use chromiumoxide::cdp::browser_protocol::dom::{
+    BackendNodeId, FocusParams, GetBoxModelParams, ResolveNodeParams, ScrollIntoViewIfNeededParams,
+};
+use chromiumoxide::cdp::browser_protocol::input::{
+    DispatchKeyEventParams, DispatchKeyEventType, InsertTextParams,
+};
+use chromiumoxide::cdp::browser_protocol::page::{CaptureScreenshotFormat, StopLoadingParams};
+use chromiumoxide::cdp::js_protocol::runtime::CallFunctionOnParams;
+use chromiumoxide::error::CdpError;
+use chromiumoxide::layout::Point;
+use chromiumoxide::page::ScreenshotParams;
+use chromiumoxide::Page;
+
+use crate::error::BrowserError;
+use crate::launch::{launch, LaunchSettings, Running};
+use crate::snapshot::{frame_snapshot, render, AxItem, RefTable, Rendered, DEFAULT_SNAPSHOT_CAP};
+use crate::target::{resolve_target, TargetPolicy};
+
+/// How long a navigation may take by default.
+pub const DEFAULT_LOAD_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A browser session: started lazily, restarted after a crash.
+pub struct Session {
+    launch: LaunchSettings,
+    policy: TargetPolicy,
+    load_timeout: Duration,
+    snapshot_cap: usize,
+    running: Option<(Running, Page)>,
+    refs: RefTable,
+    last_snapshot: Option<String>,
+    restarted: bool,
+}
+
+impl Session {
+    /// A session that starts Chromium on first use.
+    pub fn new(launch: LaunchSettings, policy: TargetPolicy) -> Self {
+        Session {
+            launch,
+            policy,
+            load_timeout: DEFAULT_LOAD_TIMEOUT,
+            snapshot_cap: DEFAULT_SNAPSHOT_CAP,
+            running: None,
+            refs: RefTable::default(),
+            last_snapshot: None,
+            restarted: false,
+        }
+    }
+
+    /// Change the navigation time limit.
+    pub fn with_load_timeout(mut self, timeout: Duration) -> Self {
+        self.load_timeout = timeout;
+        self
+    }
+
+    /// Change the snapshot size cap (bytes).
+    pub fn with_snapshot_cap(mut self, cap: usize) -> Self {
+        self.snapshot_cap = cap.max(256);
+        self
+    }
+
+    /// The browser's process id, when one runs.
+    pub fn browser_pid(&self) -> Option<u32> {
+        self.running.as_ref().and_then(|(r, _)| r.pid())
+    }
+
+    /// Stop the browser (the whole process group) now.
+    pub fn close(&mut self) {
+        self.running = None;
+        self.refs.clear();
+        self.last_snapshot = None;
+    }
+
+    /// Whether the last call had to start a new browser after the old one died; cleared by
+    /// reading it.
+    pub fn take_restarted(&mut self) -> bool {
+        std::mem::take(&mut self.restarted)
+    }
+
+    async fn page(&mut self) -> Result<Page, BrowserError> {
+        if let Some((running, page)) = &self.running {
+            if running.is_alive() {
+                return Ok(page.clone());
+            }
+            self.running = None;
+            self.refs.clear();
+            self.last_snapshot = None;
+            self.restarted = true;
+        }
+        let running = launch(&self.launch).await?;
+        let page = running
+            .browser
+            .new_page("about:blank")
+            .await
+            .map_err(|e| protocol("Target.createTarget", e))?;
+        self.running = Some((running, page.clone()));
+        Ok(page)
+    }
+
+    /// The running page, or `Crashed` if the browser died since the last call.
+    async fn live_page(&mut self) -> Result<Page, BrowserError> {
+        match &self.running {
+            Some((running, page)) if running.is_alive() => Ok(page.clone()),
+            Some(_) => {
+                self.running = None;
+                self.refs.clear();
+                self.last_snapshot = None;
+                Err(BrowserError::Crashed)
+            }
+            None => self.page().await,
+        }
+    }
+
+    fn check_crash(&mut self, e: CdpError, command: &'static str) -> BrowserError {
+        let dead = self.running.as_ref().is_some_and(|(r, _)| !r.is_alive());
+        if dead || matches!(e, CdpError::Ws(_) | CdpError::ChannelSendError(_)) {
+            self.running = None;
+            self.refs.clear();
+            self.last_snapshot = None;
+            return BrowserError::Crashed;
+        }
+        protocol(command, e)
+    }
+
+    /// Open a URL (after the navigation policy); refs from the previous page are dropped.
+    pub async fn navigate(&mut self, raw: &str) -> Result<String, BrowserError> {
+        let url = resolve_target(&self.policy, raw)?;
+        let page = self.page().await?;
+        self.refs.clear();
+        self.last_snapshot = None;
+        match tokio::time::timeout(self.load_timeout, page.goto(url.as_str())).await {
+            Ok(Ok(_)) => Ok(url),
+            Ok(Err(e)) => Err(self.check_crash(e, "Page.navigate")),
+            Err(_) => {
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(2),
+                    page.execute(StopLoadingParams::default()),
+                )
+                .await;
+                // A navigation left hanging confuses the page's frame tracking: start the
+                // next call on a fresh tab.
+                self.replace_page(page).await;
+                Err(BrowserError::LoadTimeout {
+                    url,
+                    timeout: self.load_timeout,
+                })
+            }
+        }
+    }
+
+    async fn replace_page(&mut self, old: Page) {
+        let Some((running, _)) = &self.running else {
+            return;
+        };
+        match tokio::time::timeout(
+            self.launch.command_timeout,
+            running.browser.new_page("about:blank"),
+        )
+        .await
+        {
+            Ok(Ok(fresh)) => {
+                if let Some((_, page)) = self.running.as_mut() {
+                    *page = fresh;
+                }
+                let _ = tokio::time::timeout(Duration::from_secs(2), old.close()).await;
+            }
+            _ => self.close(),
+        }
+    }
+
+    /// The page's URL and title.
+    pub async fn location(&mut self) -> Result<(String, String), BrowserError> {
+        let page = self.live_page().await?;
+        let url = page
+            .url()
+            .await
+            .map_err(|e| self.check_crash(e, "Target.getTargetInfo"))?;
+        let title = page
+            .get_title()
+            .await
+            .map_err(|e| self.check_crash(e, "Runtime.evaluate"))?;
+        Ok((url.unwrap_or_default(), title.unwrap_or_default()))
+    }
+
+    /// The accessibility tree, rendered (refs allocated), without framing.
+    pub async fn snapshot_raw(&mut self) -> Result<Rendered, BrowserError> {
+        let page = self.live_page().await?;
+        let tree = page
+            .execute(GetFullAxTreeParams::default())
+            .await
+            .map_err(|e| self.check_crash(e, "Accessibility.getFullAXTree"))?;
+        let items: Vec<AxItem> = tree.result.nodes.iter().map(ax_item).collect();
+        Ok(render(&items, &mut self.refs))
+    }
+
+    /// What `browser_snapshot` returns: page line, then the tree (or a delta against the
+    /// previous snapshot of this document when that is smaller), capped.
+    pub async fn snapshot(&mut self) -> Result<String, BrowserError> {
+        let rendered = self.snapshot_raw().await?;
+        let (url, title) = self.location().await?;
+        let body = frame_snapshot(
+            self.last_snapshot.as_deref(),
+            &rendered.text,
+            self.snapshot_cap,
+        );
+        self.last_snapshot = Some(rendered.text);
+        Ok(format!("Page URL: {url}\nPage title: {title}\n{body}"))
+    }
+
+    fn backend_for(&self, reference: &str) -> Result<BackendNodeId, BrowserError> {
+        self.refs
+            .lookup(reference)
+            .map(BackendNodeId::new)
+            .ok_or_else(|| BrowserError::UnknownRef(reference.to_string()))
+    }
+
+    /// Click the element a ref names (real mouse events at its centre).
+    pub async fn click(&mut self, reference: &str) -> Result<(), BrowserError> {
+        let backend = self.backend_for(reference)?;
+        let page = self.live_page().await?;
+        let stale = |reason: String| BrowserError::StaleRef {
+            reference: reference.to_string(),
+            reason,
+        };
+        page.execute(
+            ScrollIntoViewIfNeededParams::builder()
+                .backend_node_id(backend)
+                .build(),
+        )
+        .await
+        .map_err(|e| stale(format!("cannot scroll to it ({e})")))?;
+        let model = page
+            .execute(
+                GetBoxModelParams::builder()
+                    .backend_node_id(backend)
+                    .build(),
+            )
+            .await
+            .map_err(|e| stale(format!("it has no box on the page ({e})")))?;
+        let quad = model.result.model.content.inner().clone();
+        if quad.len() < 8 {
+            return Err(stale("it has no box on the page".into()));
+        }
+        let x = (quad[0] + quad[2] + quad[4] + quad[6]) / 4.0;
+        let y = (quad[1] + quad[3] + quad[5] + quad[7]) / 4.0;
+        page.click(Point { x, y })
+            .await
+            .map_err(|e| self.check_crash(e, "Input.dispatchMouseEvent"))?;
+        Ok(())
+    }
+
+    /// Replace a field's text (focus, clear, insert), then press Enter if `submit`.
+    pub async fn type_text(
+        &mut self,
+        reference: &str,
+        text: &str,
+        submit: bool,
+    ) -> Result<(), BrowserError> {
+        let backend = self.backend_for(reference)?;
+        let page = self.live_page().await?;
+        let stale = |reason: String| BrowserError::StaleRef {
+            reference: reference.to_string(),
+            reason,
+        };
+        page.execute(FocusParams::builder().backend_node_id(backend).build())
+            .await
+            .map_err(|e| stale(format!("it cannot take focus ({e})")))?;
+        let object = page
+            .execute(
+                ResolveNodeParams::builder()
+                    .backend_node_id(backend)
+                    .build(),
+            )
+            .await
+            .map_err(|e| stale(format!("it is gone ({e})")))?;
+        if let Some(object_id) = object.result.object.object_id.clone() {
+            let clear = CallFunctionOnParams::builder()
+                .object_id(object_id)
+                .function_declaration(
+                    "function(){ if ('value' in this) { this.value=''; this.dispatchEvent(new Event('input',{bubbles:true})); } else if (this.isContentEditable) { this.textContent=''; } }",
+                )
+                .build()
+                .map_err(|e| BrowserError::Protocol {
+                    command: "Runtime.callFunctionOn",
+                    reason: e,
+                })?;
+            page.execute(clear)
+                .await
+                .map_err(|e| self.check_crash(e, "Runtime.callFunctionOn"))?;
+        }
+        let insert = InsertTextParams::builder()
+            .text(text)
+            .build()
+            .map_err(|e| BrowserError::Protocol {
+                command: "Input.insertText",
+                reason: e,
+            })?;
+        page.execute(insert)
+            .await
+            .map_err(|e| self.check_crash(e, "Input.insertText"))?;
+        if submit {
+            self.press_key("Enter").await?;
+        }
+        Ok(())
+    }
+
+    /// Press one key (`Enter`, `Tab`, `Escape`, `ArrowDown`, `a`, ...) on the focused element.
+    pub async fn press_key(&mut self, key: &str) -> Result<(), BrowserError> {
+        let def = chromiumoxide::keys::get_key_definition(key.trim())
+            .ok_or_else(|| BrowserError::UnknownKey(key.to_string()))?;
+        let page = self.live_page().await?;
+        let mut builder = DispatchKeyEventParams::builder()
+            .key(def.key)
+            .code(def.code)
+            .windows_virtual_key_code(def.key_code)
+            .native_virtual_key_code(def.key_code);
+        let text = def
+            .text
+            .or_else(|| (def.key.chars().count() == 1).then_some(def.key));
+        let down_type = if let Some(t) = text {
+            builder = builder.text(t);
+            DispatchKeyEventType::KeyDown
+        } else {
+            DispatchKeyEventType::RawKeyDown
+        };
+        for kind in [down_type, DispatchKeyEventType::KeyUp] {
+            let event =
+                builder
+                    .clone()
+                    .r#type(kind)
+                    .build()
+                    .map_err(|e| BrowserError::Protocol {
+                        command: "Input.dispatchKeyEvent",
+                        reason: e,
+                    })?;
+            page.execute(event)
+                .await
+                .map_err(|e| self.check_crash(e, "Input.dispatchKeyEvent"))?;
+        }
+        Ok(())
+    }
+
+    /// The page's visible text (`document.body.innerText`).
+    pub async fn page_text(&mut self) -> Result<String, BrowserError> {
+        let page = self.live_page().await?;
+        let result = page
+            .evaluate("document.body ? document.body.innerText : ''")
+            .await
+            .map_err(|e| self.check_crash(e, "Runtime.evaluate"))?;
+        Ok(result.into_value::<String>().unwrap_or_default())
+    }
+
+    /// Wait until `text` is in the page's visible text (polled every 100 ms).
+    pub async fn wait_for_text(
+        &mut self,
+        text: &str,
+        timeout: Duration,
+    ) -> Result<(), BrowserError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if self.page_text().await?.contains(text) {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(BrowserError::TextNotFound {
+                    text: text.to_string(),
+                    timeout,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// A PNG of the viewport.
+    pub async fn screenshot_png(&mut self) -> Result<Vec<u8>, BrowserError> {
+        let page = self.live_page().await?;
+        page.screenshot(
+            ScreenshotParams::builder()
+                .format(CaptureScreenshotFormat::Png)
+                .build(),
+        )
+        .await
+        .map_err(|e| self.check_crash(e, "Page.captureScreenshot"))
+    }
+}
+
+fn protocol(command: &'static str, e: CdpError) -> BrowserError {
+    BrowserError::Protocol {
+        command,
+        reason: e.to_string(),
+    }
+}
+
+fn ax_text(v: &Option<chromiumoxide::cdp::browser_protocol::accessibility::AxValue>) -> String {
+    match v.as_ref().and_then(|v| v.value.as_ref()) {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(serde_json::Value::Null) | None => String::new(),
+        Some(other) => other.to_string(),
+    }
+}
+
+const SHOWN_FLAGS: &[&str] = &[
+    "checked", "disabled", "expanded", "selected", "pressed", "required", "invalid", "level",
+];
+
+fn ax_item(node: &AxNode) -> AxItem {
+    let mut flags = Vec::new();
+    for prop in node.properties.iter().flatten() {
+        let name = prop.name.as_ref();
+        if !SHOWN_FLAGS.contains(&name) {
+            continue;
+        }
+        match prop.value.value.as_ref() {
+            Some(serde_json::Value::Bool(true)) => flags.push(name.to_string()),
+            Some(serde_json::Value::String(s)) if s == "true" || s == "mixed" => {
+                flags.push(if s == "true" {
+                    name.to_string()
+                } else {
+                    format!("{name}=mixed")
+                })
+            }
+            Some(serde_json::Value::Number(n)) => flags.push(format!("{name}={n}")),
+            _ => {}
+        }
+    }
+    let role = ax_text(&node.role);
+    let value = ax_text(&node.value);
+    AxItem {
+        id: node.node_id.inner().clone(),
+        children: node
+            .child_ids
+            .iter()
+            .flatten()
+            .map(|c| c.inner().clone())
+            .collect(),
+        ignored: node.ignored,
+        value: (!value.is_empty()
+            && matches!(
+                role.as_str(),
+                "textbox" | "searchbox" | "combobox" | "spinbutton" | "slider"
+            ))
+        .then_some(value),
+        role,
+        name: ax_text(&node.name),
+        flags,
+        backend_id: node.backend_dom_node_id.map(|b| *b.inner()),
+    }
+}

@@ -1,0 +1,130 @@
+//! The task's optional `[gui]` table: a command that serves the artifact (started in the
+//! workspace for gui episodes and for browser checks) and the URL it serves. Pure.
+
+use serde::{Deserialize, Serialize};
+
+/// Longest `serve` command accepted.
+pub const MAX_SERVE_CHARS: usize = 2_000;
+
+/// `[gui]` as written.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct GuiFile {
+    /// Command started with `sh -c` in the workspace (e.g. `python3 -m http.server 8000`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve: Option<String>,
+    /// The URL the command serves (`http://127.0.0.1:8000/`); paths starting with `/` in the
+    /// browser tools and `loopgate browse --url` are joined to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+/// A validated `[gui]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuiSpec {
+    /// The serve command, if the artifact needs one (a static page opens as a file without).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve: Option<String>,
+    /// The served URL (required with `serve`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+impl GuiFile {
+    /// Validate: `url` is an http URL on loopback; `serve` needs `url`. Errors name the field
+    /// (`gui.url`) and the problem.
+    pub fn validate(&self) -> Result<GuiSpec, (String, String)> {
+        let field = |name: &str, problem: &str| (format!("gui.{name}"), problem.to_string());
+        let serve = self
+            .serve
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty());
+        if serve.is_some_and(|s| s.chars().count() > MAX_SERVE_CHARS || s.contains('\0')) {
+            return Err(field(
+                "serve",
+                "must be one shell command line under 2000 characters",
+            ));
+        }
+        let url = self.url.as_deref().map(str::trim).filter(|u| !u.is_empty());
+        if let Some(url) = url {
+            if !is_loopback_http(url) {
+                return Err(field(
+                    "url",
+                    "must be an http URL on loopback (http://127.0.0.1:PORT/ or http://localhost:PORT/)",
+                ));
+            }
+        }
+        if serve.is_some() && url.is_none() {
+            return Err(field(
+                "url",
+                "is required with gui.serve: the URL the command serves",
+            ));
+        }
+        Ok(GuiSpec {
+            serve: serve.map(str::to_string),
+            url: url.map(str::to_string),
+        })
+    }
+}
+
+/// An `http://` URL whose host is `localhost`, `127.x.x.x` or `[::1]`.
+pub fn is_loopback_http(url: &str) -> bool {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.contains('@') {
+        return false;
+    }
+    let host = if let Some(v6) = authority.strip_prefix('[') {
+        v6.split(']').next().unwrap_or_default()
+    } else {
+        authority.split(':').next().unwrap_or_default()
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host == "::1"
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gui_tables() {
+        let cases: &[(Option<&str>, Option<&str>, Result<(), &str>)] = &[
+            (None, None, Ok(())),
+            (None, Some("http://127.0.0.1:8000/"), Ok(())),
+            (
+                Some("python3 -m http.server 8000"),
+                Some("http://localhost:8000/"),
+                Ok(()),
+            ),
+            (Some("python3 -m http.server 8000"), None, Err("gui.url")),
+            (None, Some("https://127.0.0.1/"), Err("gui.url")),
+            (None, Some("http://example.com/"), Err("gui.url")),
+            (None, Some("http://u@127.0.0.1/"), Err("gui.url")),
+            (None, Some("http://[::1]:9/"), Ok(())),
+            (Some("   "), None, Ok(())),
+        ];
+        for (serve, url, want) in cases {
+            let file = GuiFile {
+                serve: serve.map(str::to_string),
+                url: url.map(str::to_string),
+            };
+            let got = file.validate();
+            match want {
+                Ok(()) => assert!(got.is_ok(), "{file:?}: {got:?}"),
+                Err(f) => assert_eq!(
+                    got.err().map(|(field, _)| field).as_deref(),
+                    Some(*f),
+                    "{file:?}"
+                ),
+            }
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! The gui route end to end over the real stack and real headless Chromium: the manager sends
+//! a `gui` step; a stand-in executor opens the workspace page, reads the snapshot, clicks the
+//! button by its ref (a bad ref first gets a clear tool error), saves a screenshot and
+//! finishes; the auditor's `loopgate browse` check passes only by clicking the same button, and
+//! a file check sees the screenshot frozen into the snapshot.
+
+use std::time::Duration;
+
+use loopgate_test_support::{last_message_content, Reply, Script, StandInModel};
+use loopgate_tests::{Profile, Stack, StackOptions};
+use serde_json::{json, Value};
+
+const PAGE: &str = r#"<!doctype html><html><head><title>Greeter</title></head><body>
+<h1>Greeter</h1>
+<button onclick="document.getElementById('out').textContent='Hello, loopgate!'">Greet</button>
+<p id="out"></p>
+</body></html>"#;
+
+const TASK: &str = r#"
+name = "greeter"
+goal = "Check the greeter page greets when its button is clicked, and keep a screenshot"
+
+[[acceptance]]
+id = "greets-on-click"
+description = "clicking Greet shows the greeting"
+check = "loopgate browse --url index.html --click Greet --expect-text 'Hello, loopgate!' --screenshot shots/audit.png"
+blocking = true
+
+[[acceptance]]
+id = "screenshot-kept"
+description = "the executor saved a screenshot"
+check = "test -s shots/greet.png"
+blocking = true
+
+[gui]
+
+[roles]
+manager = "mgr"
+executor = "exec"
+
+[budget]
+max_rounds = 3
+max_steps = 10
+self_checks = 0
+"#;
+
+/// The ref on the snapshot line that contains `needle`.
+fn ref_on_line(snapshot: &str, needle: &str) -> Option<String> {
+    let line = snapshot.lines().find(|l| l.contains(needle))?;
+    let start = line.find("[ref=")? + 5;
+    let end = line[start..].find(']')? + start;
+    Some(line[start..end].to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gui_step_clicks_by_ref_and_the_browse_check_passes() -> anyhow::Result<()> {
+    let executor = Reply::dynamic(|req: &Value| {
+        let turns = req["messages"]
+            .as_array()
+            .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
+        let last = last_message_content(req, "tool").unwrap_or_default();
+        match turns {
+            0 => Reply::tool_call("browser_navigate", json!({"url": "index.html"})),
+            1 => Reply::tool_call("browser_snapshot", json!({})),
+            2 => Reply::tool_call("browser_click", json!({"ref": "e999"})),
+            3 => {
+                // The snapshot is two results back; the bad-ref error is the last one.
+                let snapshot = req["messages"]
+                    .as_array()
+                    .and_then(|m| {
+                        m.iter()
+                            .filter(|m| m["role"] == "tool")
+                            .filter_map(|m| m["content"].as_str())
+                            .find(|c| c.contains("[ref="))
+                            .map(str::to_string)
+                    })
+                    .unwrap_or_default();
+                match ref_on_line(&snapshot, "button \"Greet\"") {
+                    Some(r) => Reply::tool_call("browser_click", json!({"ref": r})),
+                    None => Reply::tool_call(
+                        "finish",
+                        json!({"summary": format!("no Greet ref in: {snapshot}")}),
+                    ),
+                }
+            }
+            4 => Reply::tool_call("browser_snapshot", json!({})),
+            5 => Reply::tool_call("browser_screenshot", json!({"path": "shots/greet.png"})),
+            _ => Reply::tool_call(
+                "finish",
+                json!({"summary": format!("clicked Greet; last: {}", last.lines().next().unwrap_or_default())}),
+            ),
+        }
+    });
+    let manager =
+        manager_reply("Next: gui\nTask: open index.html, click Greet, save shots/greet.png");
+    let script = Script::new()
+        .fallback("standin-manager", manager)
+        .fallback("standin-executor", executor);
+    let model = StandInModel::start(script).await?;
+    let mut opts = StackOptions::new(
+        vec![
+            Profile::new("mgr", &model.base_url(), "standin-manager"),
+            Profile::new("exec", &model.base_url(), "standin-executor"),
+        ],
+        1,
+    );
+    opts.capabilities = vec!["cli", "gui"];
+    opts.executor_extra = "capability_ttl_secs = 3".into();
+    let stack = Stack::start(opts).await?;
+    wait_until_gui_offered(&stack, &model).await?;
+    let id = stack.submit(TASK, &[("index.html", PAGE)]).await?["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let done = stack.wait_terminal(&id, Duration::from_secs(120)).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+
+    let requests = model.requests("standin-executor");
+    assert!(requests.len() >= 7, "{} executor turns", requests.len());
+    // The gui episode offers the browser tools beside the text tools.
+    let tools: Vec<String> = requests[0]["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    for name in [
+        "browser_navigate",
+        "browser_snapshot",
+        "browser_click",
+        "shell",
+        "write_file",
+    ] {
+        assert!(
+            tools.iter().any(|t| t == name),
+            "{name} missing from {tools:?}"
+        );
+    }
+    let result = |i: usize| last_message_content(&requests[i], "tool").unwrap_or_default();
+    assert!(
+        result(2).contains("button \"Greet\" [ref="),
+        "snapshot: {}",
+        result(2)
+    );
+    assert!(
+        result(3).starts_with("error: unknown ref \"e999\""),
+        "bad ref: {}",
+        result(3)
+    );
+    assert!(result(4).starts_with("clicked "), "click: {}", result(4));
+    assert!(
+        result(5).contains("Hello, loopgate!"),
+        "after the click: {}",
+        result(5)
+    );
+    assert!(result(6).contains("PNG"), "screenshot: {}", result(6));
+
+    let execs = stack.log_entries(&id, "exec_result").await?;
+    assert_eq!(execs.len(), 1, "{execs:?}");
+    let history = stack.get(&format!("/v1/runs/{id}/evidence")).await?;
+    let evidence = history["evidence"].as_array().cloned().unwrap_or_default();
+    for criterion in ["greets-on-click", "screenshot-kept"] {
+        assert!(
+            evidence
+                .iter()
+                .any(|e| e["check_id"] == criterion && e["verdict"] == "pass"),
+            "{criterion}: {history}"
+        );
+    }
+    Ok(())
+}
+
+/// The manager: the probe runs (`ASK_TASK`) get a question, so they stop at their first
+/// decision; every other run gets `step`.
+fn manager_reply(step: &'static str) -> Reply {
+    Reply::dynamic(move |req: &Value| {
+        let user = last_message_content(req, "user").unwrap_or_default();
+        if user.contains(ASK_GOAL) {
+            Reply::content("Current task state: nothing yet\nNext: ask\nTask: which greeting?")
+        } else {
+            Reply::content(step)
+        }
+    })
+}
+
+/// Probe runs until a decision offers `gui` (the gui worker's heartbeat has reached the
+/// manager).
+async fn wait_until_gui_offered(stack: &Stack, model: &StandInModel) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !next_decision_offers_gui(stack, model).await? {
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "gui never offered\n{}",
+            stack.logs()
+        );
+    }
+    Ok(())
+}
+
+const ASK_GOAL: &str = "Say hello to the probe";
+
+const ASK_TASK: &str = r#"
+goal = "Say hello to the probe"
+
+[[acceptance]]
+id = "hello"
+check = "true"
+blocking = true
+
+[roles]
+manager = "mgr"
+executor = "exec"
+"#;
+
+/// Submit a run (its one manager decision asks a question, so the run stops there) and say
+/// whether that decision offered `gui`.
+async fn next_decision_offers_gui(stack: &Stack, model: &StandInModel) -> anyhow::Result<bool> {
+    let before = model.request_count("standin-manager");
+    stack.submit(ASK_TASK, &[]).await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while model.request_count("standin-manager") == before {
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "no manager decision\n{}",
+            stack.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let requests = model.requests("standin-manager");
+    let system = requests
+        .last()
+        .and_then(|r| last_message_content(r, "system"))
+        .unwrap_or_default();
+    anyhow::ensure!(
+        system.contains("Next: <"),
+        "not a decision prompt: {system}"
+    );
+    Ok(system.contains("cli|gui|done"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gui_is_offered_only_while_a_gui_worker_is_live() -> anyhow::Result<()> {
+    const TTL_SECS: u64 = 2;
+    let script = Script::new().fallback("standin-manager", manager_reply("Next: cli\nTask: x"));
+    let model = StandInModel::start(script).await?;
+    let mut opts = StackOptions::new(
+        vec![
+            Profile::new("mgr", &model.base_url(), "standin-manager"),
+            Profile::new("exec", &model.base_url(), "standin-executor"),
+        ],
+        1,
+    );
+    opts.capabilities = vec!["cli", "gui"];
+    opts.executor_extra = format!("capability_ttl_secs = {TTL_SECS}");
+    let mut stack = Stack::start(opts).await?;
+
+    // Offered once the gui worker's first heartbeat is in.
+    wait_until_gui_offered(&stack, &model).await?;
+
+    // The last gui worker dies without withdrawing (SIGKILL): within the TTL (plus the
+    // heartbeat's delivery), the manager stops offering gui.
+    stack.executors[0].kill();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(TTL_SECS + 3);
+    while next_decision_offers_gui(&stack, &model).await? {
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "gui still offered {}s after the last gui worker died",
+            TTL_SECS + 3
+        );
+    }
+    Ok(())
+}
