@@ -2,7 +2,8 @@
 //!
 //! - single-shot: exactly one executor episode. The run's manager is a stand-in that always
 //!   answers `Next: cli` with the goal as the task, and `max_rounds = 1`, so the executor runs
-//!   once; its own `claimed_done` (it called `finish`) is the claim.
+//!   once; its own `claimed_done` (it called `finish`) is the claim. Where the daemons know the
+//!   `self_checks` budget key it is 0 (no acceptance check inside the episode).
 //! - loopgate: the full loop (local-model manager, local-model executor, mechanical auditor);
 //!   the claim is the harness's: the run reached `completed`.
 //!
@@ -11,6 +12,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use loopgate_bench::task_toml::single_shot_budget;
 use loopgate_test_support::{Reply, StandInModel};
 use loopgate_tests::Stack;
 use serde_json::{json, Value};
@@ -138,6 +140,7 @@ pub async fn single_shot(
             max_rounds: Some(1),
         },
     )?;
+    let (toml, _) = single_shot_budget(&toml)?;
     let started = Instant::now();
     let id = stack.submit(&toml, &files_of(task)).await?["id"]
         .as_str()
@@ -248,6 +251,8 @@ pub async fn dump_run(stack: &Stack, dir: &std::path::Path, label: &str, r: &Arm
     if id.is_empty() {
         return;
     }
+    // Task names such as `HumanEval/12` become one file name.
+    let label = label.replace('/', "-");
     if !r.snapshot.is_empty() {
         let _ = stack
             .checkout(&r.snapshot, &dir.join(format!("{label}.tree")))
