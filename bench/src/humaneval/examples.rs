@@ -3,19 +3,13 @@
 //! `f(1) should return 2`. The prose ones are turned into a doctest file of `call == expected`
 //! lines, so that those problems get an example check too.
 
+use super::doctests::doctest_count;
+
 /// `call == expected`, both Python expressions as the docstring wrote them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListedExample {
     pub call: String,
     pub expected: String,
-}
-
-/// Lines of the prompt that start a doctest example (`>>> `).
-pub fn doctest_count(prompt: &str) -> usize {
-    prompt
-        .lines()
-        .filter(|l| l.trim_start().starts_with(">>>"))
-        .count()
 }
 
 /// What separates a call from its result in prose examples, longest first (so `==>` is not read
@@ -133,18 +127,12 @@ fn python_literals(expected: &str) -> String {
     }
 }
 
-/// A doctest file (run with `python3 -m doctest FILE`) holding each example as
-/// `>>> (call) == (expected)` answered by `True`.
-pub fn examples_doctest_file(entry_point: &str, examples: &[ListedExample]) -> String {
-    let mut out = format!(
-        "The examples listed in the docstring of `{entry_point}` in solution.py, as doctests.\n\
-         Run: python3 -m doctest test_examples.txt (each line must print True).\n\n\
-         >>> from solution import *\n"
-    );
-    for e in examples {
-        out.push_str(&format!(">>> ({}) == ({})\nTrue\n", e.call, e.expected));
-    }
-    out
+/// The prose examples as doctest text: `>>> (call) == (expected)` answered by `True`.
+pub fn listed_as_doctests(examples: &[ListedExample]) -> Vec<String> {
+    examples
+        .iter()
+        .map(|e| format!(">>> ({}) == ({})\nTrue", e.call, e.expected))
+        .collect()
 }
 
 #[cfg(test)]
@@ -281,9 +269,13 @@ mod tests {
     }
 
     #[test]
-    fn doctest_file_compares_each_call() {
-        let file = examples_doctest_file("f", &[ex("f(3)", "4"), ex("f('a')", "'b'")]);
-        assert!(file.contains(">>> from solution import *\n"));
-        assert!(file.ends_with(">>> (f(3)) == (4)\nTrue\n>>> (f('a')) == ('b')\nTrue\n"));
+    fn listed_examples_become_comparisons() {
+        assert_eq!(
+            listed_as_doctests(&[ex("f(3)", "4"), ex("f('a')", "'b'")]),
+            vec![
+                ">>> (f(3)) == (4)\nTrue".to_string(),
+                ">>> (f('a')) == ('b')\nTrue".into()
+            ]
+        );
     }
 }

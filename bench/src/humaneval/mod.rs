@@ -3,14 +3,16 @@
 //! vendored), draw the fixed seeded subset, and turn each problem into a task with public
 //! example checks and a hidden `check()`. Pure: no processes, no network.
 
+mod doctests;
 mod error;
 mod examples;
 mod record;
 mod subset;
 mod task;
 
+pub use doctests::{docstring_examples, doctest_count, doctest_file};
 pub use error::HumanEvalError;
-pub use examples::{doctest_count, examples_doctest_file, listed_examples, ListedExample};
+pub use examples::{listed_as_doctests, listed_examples, ListedExample};
 pub use record::{parse_jsonl, HumanEvalRecord};
 pub use subset::{draw_subset, DEFAULT_SUBSET_SIZE, SUBSET_SEED};
 pub use task::{

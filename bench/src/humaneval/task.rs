@@ -5,13 +5,15 @@
 use loopgate_common::budget::BudgetFile;
 use loopgate_common::task::{AcceptanceFile, RolesFile, TaskFile};
 
+use super::doctests::{docstring_examples, doctest_count, doctest_file};
 use super::error::HumanEvalError;
-use super::examples::{doctest_count, examples_doctest_file, ListedExample};
+use super::examples::{listed_as_doctests, ListedExample};
 use super::record::HumanEvalRecord;
 
 /// The workspace file the model completes.
 pub const SOLUTION_FILE: &str = "solution.py";
-/// The doctest file of prose examples (a test file by name, so loopgate protects it).
+/// The doctest file of the docstring's examples (a test file by name, and listed in
+/// `protected_paths`, so the executor cannot change it).
 pub const EXAMPLES_FILE: &str = "test_examples.txt";
 /// What the hidden program is called in the bench's scratch copy of the final snapshot.
 pub const HIDDEN_FILE: &str = "_humaneval_hidden_check.py";
@@ -21,7 +23,7 @@ pub const PUBLIC_CHECK_SECS: u64 = 30;
 /// Which public example check a problem got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PublicCheckKind {
-    /// The docstring has `>>>` examples: `python3 -m doctest solution.py`.
+    /// The docstring has `>>>` examples: they run as doctests, copied into `test_examples.txt`.
     Doctests,
     /// Prose examples (`f(1) ==> 2`) as a doctest file.
     ListedExamples,
@@ -90,28 +92,34 @@ pub fn build_task(
     }];
     let mut files = vec![(SOLUTION_FILE.to_string(), record.prompt.clone())];
     let mut protected_paths = Vec::new();
-    match kind {
-        PublicCheckKind::Doctests => acceptance.push(AcceptanceFile {
-            id: "docstring-examples".into(),
-            description: format!("the examples in the docstring of `{entry}` pass as doctests"),
-            check: Some(format!("python3 -m doctest {SOLUTION_FILE}")),
+    let examples = match kind {
+        PublicCheckKind::Doctests => Some((
+            "docstring-examples",
+            format!("the doctest examples of the docstring of `{entry}` pass ({EXAMPLES_FILE})"),
+            format!("The doctest examples of the docstrings in {SOLUTION_FILE}, copied here."),
+            docstring_examples(&record.prompt),
+        )),
+        PublicCheckKind::ListedExamples => Some((
+            "listed-examples",
+            format!("the examples listed in the docstring of `{entry}` hold ({EXAMPLES_FILE})"),
+            format!(
+                "The examples listed in the docstring of `{entry}` in {SOLUTION_FILE}, as \
+                 doctests (each line must print True)."
+            ),
+            listed_as_doctests(listed),
+        )),
+        PublicCheckKind::SignatureOnly => None,
+    };
+    if let Some((id, description, heading, doctests)) = examples {
+        acceptance.push(AcceptanceFile {
+            id: id.into(),
+            description,
+            check: Some(format!("python3 -m doctest {EXAMPLES_FILE}")),
             blocking: Some(true),
             timeout_secs: Some(PUBLIC_CHECK_SECS),
-        }),
-        PublicCheckKind::ListedExamples => {
-            acceptance.push(AcceptanceFile {
-                id: "listed-examples".into(),
-                description: format!(
-                    "the examples listed in the docstring of `{entry}` hold ({EXAMPLES_FILE})"
-                ),
-                check: Some(format!("python3 -m doctest {EXAMPLES_FILE}")),
-                blocking: Some(true),
-                timeout_secs: Some(PUBLIC_CHECK_SECS),
-            });
-            files.push((EXAMPLES_FILE.into(), examples_doctest_file(entry, listed)));
-            protected_paths.push(EXAMPLES_FILE.to_string());
-        }
-        PublicCheckKind::SignatureOnly => {}
+        });
+        files.push((EXAMPLES_FILE.into(), doctest_file(&heading, &doctests)));
+        protected_paths.push(EXAMPLES_FILE.to_string());
     }
     let file = TaskFile {
         name: Some(format!("humaneval-{}", record.number)),
@@ -201,13 +209,21 @@ mod tests {
             call: "f(0)".into(),
             expected: "1".into(),
         }];
-        let cases: &[(&str, &[ListedExample], PublicCheckKind, &[&str], &[&str])] = &[
+        // prompt, prose examples kept, then the kind, criterion ids and workspace files.
+        type Case<'a> = (
+            &'a str,
+            &'a [ListedExample],
+            PublicCheckKind,
+            &'a [&'a str],
+            &'a [&'a str],
+        );
+        let cases: &[Case] = &[
             (
                 doctested,
                 &[],
                 PublicCheckKind::Doctests,
                 &["implemented", "docstring-examples"],
-                &[SOLUTION_FILE],
+                &[SOLUTION_FILE, EXAMPLES_FILE],
             ),
             (
                 prose,

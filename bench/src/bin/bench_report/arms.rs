@@ -306,6 +306,9 @@ mod tests {
 
     /// (arm, passes, claimed done, tokens, wall s) per result.
     type Row = (&'static str, bool, bool, f64, f64);
+    /// Rows; then for arm "a": [tasks, solved, claimed, false completions], tokens per solved
+    /// task, median wall s.
+    type Case = (&'static [Row], [usize; 4], Option<f64>, f64);
 
     fn results(rows: &[Row]) -> Vec<Value> {
         rows.iter()
@@ -318,9 +321,7 @@ mod tests {
 
     #[test]
     fn arm_stats_add_up_per_arm() {
-        // rows; then for arm "a": [tasks, solved, claimed, false completions], tokens per
-        // solved task, median wall s.
-        let cases: &[(&[Row], [usize; 4], Option<f64>, f64)] = &[
+        let cases: &[Case] = &[
             (
                 &[
                     ("a", true, true, 100.0, 10.0),
