@@ -66,9 +66,13 @@ fn model_of(doc: &Value) -> String {
 pub fn headline(doc: &Value) -> String {
     let s = summarize(doc);
     format!(
-        "- **`make demo`, {} runs in a row, model {}**: {} of {} completed; median {} s per run \
+        "- **`make demo`, {} in a row, model {}**: {} of {} completed; median {} s per run \
          (the whole scripts/demo.sh){}.\n",
-        s.asked,
+        if s.asked == 1 {
+            "1 run".to_string()
+        } else {
+            format!("{} runs", s.asked)
+        },
         model_of(doc),
         s.completed,
         s.runs,

@@ -19,8 +19,9 @@ fn subset_paragraph(subset: &Value) -> String {
         .unwrap_or_default();
     format!(
         "Subset: {} of the {} problems, seed {} ({}). Public checks the roles see: {} with the \
-         docstring's doctests, {} with its prose examples turned into a doctest file, {} with \
-         only the import-and-body check; every problem also has that import-and-body check. \
+         docstring's own doctest examples (copied into a protected `test_examples.txt`), {} with \
+         its prose examples (`f(1) ==> 2`) as `f(1) == 2` doctests there, {} with only the \
+         import-and-body check, which every problem has. \
          Dataset `{}` sha256 `{}` from {}. Problems, in run order: {}.\n\n",
         subset["size"],
         subset["drawn_from"],
@@ -36,6 +37,32 @@ fn subset_paragraph(subset: &Value) -> String {
     )
 }
 
+/// Issue 13's goals read off the results: loopgate's lead in hidden pass rate (goal at least
+/// 15 points), its tokens per solved task over single-shot's (goal at most 1.5x) and its false
+/// completions (goal 0). Measurements, not assertions.
+pub fn goals_line(results: &[Value]) -> String {
+    let arms = arm_stats(results);
+    let (Some(single), Some(looped)) = (arms.get("single_shot"), arms.get("loopgate")) else {
+        return String::new();
+    };
+    let points = 100.0 * (looped.fraction(looped.solved) - single.fraction(single.solved));
+    let tokens = match (looped.tokens_per_solved(), single.tokens_per_solved()) {
+        (Some(l), Some(s)) if s > 0.0 => format!("{:.2}x", l / s),
+        _ => "n/a (an arm solved nothing)".into(),
+    };
+    format!(
+        "Against the goals: loopgate minus single_shot hidden pass rate {} points (goal: at least \
+         +15); loopgate tokens per solved task over single_shot's {tokens} (goal: at most 1.5x); \
+         loopgate false completions {} (goal: 0).\n\n",
+        if points.is_finite() {
+            format!("{points:+.0}")
+        } else {
+            "n/a".into()
+        },
+        looped.false_done
+    )
+}
+
 /// The section for one model (`doc` is one humaneval-<size>.json); writes its chart.
 pub fn section(doc: &Value, svg_dir: &Path, svg_rel: &str) -> anyhow::Result<String> {
     let size = doc["model"]["size"].as_str().unwrap_or("?");
@@ -43,6 +70,8 @@ pub fn section(doc: &Value, svg_dir: &Path, svg_rel: &str) -> anyhow::Result<Str
     if let Some(anchor) = doc["anchor"].as_str() {
         let _ = writeln!(preamble, "Anchor: {anchor}\n");
     }
+    let results = doc["results"].as_array().cloned().unwrap_or_default();
+    preamble.push_str(&goals_line(&results));
     let labels = ArmsLabels::new(
         ["hidden pass rate", "false completions"],
         "public check",
@@ -147,6 +176,37 @@ mod tests {
         let partial = section(&doc(vec![], None), svg.path(), "bench").unwrap();
         assert!(partial.contains("Partial results"));
         assert!(partial.contains("No results in the file."));
+    }
+
+    #[test]
+    fn goals_line_compares_the_arms() {
+        let cases: &[(Vec<Value>, &str)] = &[
+            (
+                vec![
+                    result("single_shot", true, true, 100, 1.0),
+                    result("single_shot", false, true, 100, 1.0),
+                    result("loopgate", true, true, 150, 1.0),
+                    result("loopgate", true, true, 150, 1.0),
+                ],
+                "hidden pass rate +50 points (goal: at least +15); loopgate tokens per solved task \
+                 over single_shot's 0.75x (goal: at most 1.5x); loopgate false completions 0",
+            ),
+            (
+                vec![
+                    result("single_shot", false, true, 100, 1.0),
+                    result("loopgate", false, true, 100, 1.0),
+                ],
+                "rate +0 points (goal: at least +15); loopgate tokens per solved task over \
+                 single_shot's n/a (an arm solved nothing) (goal: at most 1.5x); loopgate false \
+                 completions 1",
+            ),
+            (vec![result("loopgate", true, true, 1, 1.0)], ""),
+        ];
+        for (results, want) in cases {
+            let line = goals_line(results);
+            assert!(line.contains(want), "{line}");
+            assert_eq!(line.is_empty(), want.is_empty());
+        }
     }
 
     #[test]
