@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Mechanical checks of the crate boundaries in docs/architecture.md. Run by `make lint` and
 # `make test`; names every broken rule and exits non-zero if there is one.
-#   - the auditor and the executor never link the Redis client (only the manager reaches Redis)
-#   - `common` holds types and pure logic: no async runtime, NATS, Redis or HTTP
+#   - the auditor, the executor and the check runner they share never link the Redis client
+#     (only the manager reaches Redis)
+#   - `common` holds types and pure logic: no async runtime, NATS, Redis or HTTP (with every
+#     feature on, `openapi` included)
 #   - `api` (the manager's HTTP API types) holds types only: no async runtime, NATS, Redis or HTTP
+#   - `checks` (the check runner) is handed what it checks: no snapshot store, no model
 #   - binaries never depend on each other
 #   - no file-level import cycle in any workspace crate
 set -euo pipefail
@@ -11,25 +14,33 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 CARGO="${CARGO:-cargo}"
 fail=0
 
-deps_of() { # the normal (non-dev, non-build) dependency closure of a package, one name a line
-  "$CARGO" tree -e normal -p "$1" --prefix none --format '{p}' 2>/dev/null | awk '{print $1}' | sort -u
+deps_of() { # deps_of PACKAGE [TREE ARGS]: the normal (non-dev, non-build) dependency closure of a package, one name a line
+  local pkg="$1"
+  shift
+  "$CARGO" tree -e normal -p "$pkg" "$@" --prefix none --format '{p}' 2>/dev/null | awk '{print $1}' | sort -u
 }
-forbid() { # forbid PACKAGE DEP REASON
-  if deps_of "$1" | grep -qx "$2"; then
-    echo "architecture: $1 depends on $2 ($3)" >&2
-    "$CARGO" tree -e normal -p "$1" -i "$2" 2>/dev/null | head -n 8 >&2 || true
+forbid() { # forbid PACKAGE DEP REASON [TREE ARGS, e.g. --all-features]
+  local pkg="$1" dep="$2" reason="$3"
+  shift 3
+  if deps_of "$pkg" "$@" | grep -qx "$dep"; then
+    echo "architecture: $pkg depends on $dep ($reason)${*:+ with $*}" >&2
+    "$CARGO" tree -e normal -p "$pkg" "$@" -i "$dep" 2>/dev/null | head -n 8 >&2 || true
     fail=1
   fi
 }
 
-for worker in loopgate-auditor loopgate-executor; do
+for worker in loopgate-auditor loopgate-executor loopgate-checks; do
   forbid "$worker" redis "workers must never reach Redis; the run store is the manager's"
 done
+# --all-features: also with `openapi` (the utoipa derives the API crate turns on).
 for dep in tokio async-nats redis reqwest axum; do
-  forbid loopgate-common "$dep" "common holds types and pure decision logic only"
+  forbid loopgate-common "$dep" "common holds types and pure decision logic only" --all-features
 done
 for dep in tokio async-nats redis reqwest axum; do
   forbid loopgate-api "$dep" "the API crate holds request and response types only, no I/O"
+done
+for dep in loopgate-snapshot loopgate-models; do
+  forbid loopgate-checks "$dep" "the check runner runs checks on what it is handed, nothing more"
 done
 for bin in loopgate-manager loopgate-executor loopgate-auditor loopgate-cli; do
   for other in loopgate-manager loopgate-executor loopgate-auditor loopgate-cli; do

@@ -2,10 +2,10 @@
 //! (`POST /v1/runs/{id}/approve`).
 
 use loopgate_common::contract::Contract;
+use loopgate_common::state::PlanningStage;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::common_schemas::{ContractSchema, PlanningStageSchema};
 use crate::lenient;
 
 /// Whether the contract can still change.
@@ -31,14 +31,14 @@ pub struct ContractView {
     #[schema(value_type = ContractStatus, required = true)]
     pub status: String,
     #[serde(default, deserialize_with = "lenient::or_default")]
-    #[schema(value_type = Option<PlanningStageSchema>, required = true)]
+    #[schema(value_type = Option<PlanningStage>, required = true)]
     pub planning: Option<String>,
     #[serde(default, deserialize_with = "lenient::or_default")]
     #[schema(required = true)]
     pub spec_hash: String,
     /// The proposed contract while it waits for approval, else the run's contract.
     #[serde(default, deserialize_with = "lenient::or_default")]
-    #[schema(value_type = ContractSchema, required = true)]
+    #[schema(value_type = Contract, required = true)]
     pub contract: Option<Contract>,
     /// The same contract as a file for `loopgate approve RUN --edit FILE`.
     #[serde(default, deserialize_with = "lenient::or_default")]

@@ -4,7 +4,6 @@ use loopgate_common::verdict::Verdicts;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::common_schemas::VerdictsSchema;
 use crate::lenient;
 
 /// One round, rebuilt from the run log.
@@ -25,7 +24,7 @@ pub struct RoundView {
     pub candidate: Option<String>,
     /// The audit of `candidate`, once there is one.
     #[serde(default, deserialize_with = "lenient::or_default")]
-    #[schema(value_type = Option<VerdictsSchema>, required = true)]
+    #[schema(required = true)]
     pub verdicts: Option<Verdicts>,
     #[serde(default, deserialize_with = "lenient::or_default")]
     #[schema(required = true)]

@@ -8,16 +8,13 @@
 use loopgate_common::budget::BudgetFile;
 use loopgate_common::gate::GateVerdict;
 use loopgate_common::rubric::RubricStanding;
-use loopgate_common::state::{RoleUsage, RunState};
+use loopgate_common::state::{PlanningStage, RoleUsage, RunState};
 use loopgate_common::task::TaskFile;
 use loopgate_common::verdict::{CheckVerdict, Evidence, Verdicts};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::common_schemas::{
-    BudgetFileSchema, CheckVerdictSchema, LogRecordSchema, PhaseNameSchema, PlanningStageSchema,
-    RoleUsageSchema, RubricStandingSchema, RunStateSchema, TaskFileSchema, VerdictsSchema,
-};
+use crate::common_schemas::{LogRecord, PhaseName};
 use crate::lenient;
 
 /// The public view of a run (`GET /v1/runs/{id}` and every route that changes a run).
@@ -27,11 +24,10 @@ pub struct RunView {
     #[serde(default)]
     #[schema(required = true)]
     pub name: Option<String>,
-    #[schema(value_type = RunStateSchema)]
     pub state: RunState,
     /// `deciding`, `executing`, `auditing`, `waiting_for_answer` or `finished`.
     #[serde(default, deserialize_with = "lenient::phase_name")]
-    #[schema(value_type = PhaseNameSchema, required = true)]
+    #[schema(value_type = PhaseName, required = true)]
     pub phase: String,
     #[serde(default)]
     #[schema(required = true)]
@@ -64,21 +60,21 @@ pub struct RunView {
     pub progress: Option<String>,
     /// `spec`, `contract` or `approval` while a planned contract is being built.
     #[serde(default)]
-    #[schema(value_type = Option<PlanningStageSchema>, required = true)]
+    #[schema(value_type = Option<PlanningStage>, required = true)]
     pub planning: Option<String>,
     #[serde(default)]
     #[schema(value_type = Checks, required = true)]
     pub checks: Option<Checks>,
     /// The rubric's latest score, when the contract has a rubric.
     #[serde(default, deserialize_with = "lenient::or_default")]
-    #[schema(value_type = Option<RubricStandingSchema>, required = true)]
+    #[schema(required = true)]
     pub rubric: Option<RubricStanding>,
     #[serde(default)]
     #[schema(required = true)]
     pub gate: Option<GateView>,
     /// The latest audit's verdicts, when that audit was of the current snapshot.
     #[serde(default)]
-    #[schema(value_type = Option<VerdictsSchema>, required = true)]
+    #[schema(required = true)]
     pub verdicts: Option<Verdicts>,
     /// Evidence on the current snapshot.
     #[serde(default)]
@@ -95,7 +91,7 @@ pub struct RunView {
     #[schema(required = true)]
     pub task_state: Option<String>,
     #[serde(default, deserialize_with = "lenient::or_default")]
-    #[schema(value_type = RoleUsageSchema, required = true)]
+    #[schema(required = true)]
     pub usage: RoleUsage,
     #[serde(default)]
     #[schema(value_type = u64, required = true)]
@@ -177,7 +173,7 @@ pub struct EvidenceView {
     pub artifact_version: String,
     pub check_id: String,
     /// `pass`, `fail` or `inconclusive`.
-    #[schema(value_type = CheckVerdictSchema)]
+    #[schema(value_type = CheckVerdict)]
     pub verdict: String,
     /// Unix milliseconds.
     #[serde(default, deserialize_with = "lenient::or_default")]
@@ -227,7 +223,6 @@ impl From<&Evidence> for EvidenceView {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitRequest {
-    #[schema(value_type = TaskFileSchema)]
     pub task: TaskFile,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<WorkspaceUpload>,
@@ -263,7 +258,7 @@ pub fn default_mode() -> u32 {
 #[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// Only runs in this state.
-    #[param(value_type = Option<RunStateSchema>)]
+    #[param(value_type = Option<RunState>)]
     pub state: Option<String>,
     /// Runs to skip, newest first.
     #[serde(default)]
@@ -286,7 +281,7 @@ pub struct RunList {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct LogPage {
     /// Each entry as stored (`LogEntry` in `loopgate-common`) plus its stream `id`.
-    #[schema(value_type = Vec<Option<LogRecordSchema>>)]
+    #[schema(value_type = Vec<Option<LogRecord>>)]
     pub entries: Vec<serde_json::Value>,
 }
 
@@ -332,7 +327,6 @@ pub struct AnswerRequest {
 pub struct ResumeRequest {
     /// Budget keys to change (the task file's `[budget]` keys).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<BudgetFileSchema>)]
     pub budget: Option<BudgetFile>,
 }
 

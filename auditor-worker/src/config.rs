@@ -9,7 +9,7 @@
 //! work_dir = ".loopgate/audit"   # optional, default <system temp>/loopgate-audit
 //! ack_wait_secs = 30             # optional
 //! shutdown_grace_secs = 20       # optional
-//! sandbox = "auto"               # optional: auto | required | off (see sandbox.rs)
+//! sandbox = "auto"               # optional: auto | required | off (see loopgate_checks)
 //! check_user = "nobody"          # optional: user (or uid:gid) for checks when run as root
 //! bwrap = "/usr/bin/bwrap"       # optional: bubblewrap binary (default: bwrap on PATH)
 //! strict_scope = false           # optional: a change outside write_scope is a violation
@@ -27,7 +27,7 @@ use loopgate_common::config::{NatsSection, NatsSettings};
 use loopgate_models::{ModelConfigError, ModelProfile, ModelProfiles};
 use serde::Deserialize;
 
-use crate::sandbox::{SandboxMode, SandboxSettings};
+use loopgate_checks::{SandboxMode, SandboxSettings};
 
 /// The auditor must never reach Redis; this env var being set means a mis-deployment.
 pub(crate) const REDIS_URL_ENV: &str = "LOOPGATE_REDIS_URL";
@@ -184,11 +184,9 @@ impl RawConfig {
             });
         }
         let models = loopgate_models::resolve_profiles(&self.models, env)?;
-        let check_path = env("PATH")
-            .filter(|p| !p.trim().is_empty())
-            .unwrap_or_else(|| crate::checks::DEFAULT_CHECK_PATH.to_string());
+        let check_path = loopgate_checks::check_path(env("PATH"));
         if let Some(user) = &self.auditor.check_user {
-            if user.trim().is_empty() || user.contains(char::is_whitespace) {
+            if !loopgate_checks::is_valid_check_user(user) {
                 return Err(ConfigError::Invalid {
                     key: "auditor.check_user",
                     problem: "must be a user name or uid:gid".into(),
@@ -300,7 +298,7 @@ mod tests {
             defaults.ack_wait,
             Duration::from_secs(DEFAULT_ACK_WAIT_SECS)
         );
-        assert_eq!(defaults.check_path, crate::checks::DEFAULT_CHECK_PATH);
+        assert_eq!(defaults.check_path, loopgate_checks::DEFAULT_CHECK_PATH);
 
         let env_url = parse_config(full)
             .unwrap()

@@ -4,22 +4,22 @@
 //! three-state audit report bound to the snapshot. It talks to NATS only; it never reaches Redis.
 //!
 //! `worker/` (start-up and the consume loop), `audit/` (one audit: verify, check, judge,
-//! report), `checks/` (running one acceptance check) under `sandbox/` (the isolation the host
-//! gives it), `judge/` (the judge model's opinion), `rubric/` (the scored rubric), `config`.
+//! report), `judge/` (the judge model's opinion), `rubric/` (the scored rubric), `config`.
+//! Running one acceptance check under the host's sandbox, in its own scratch copy, is
+//! `loopgate_checks` (shared with the executor's self-checks).
 
 #![warn(unreachable_pub)]
 
 mod audit;
-mod checks;
 mod config;
 mod judge;
 mod rubric;
-mod sandbox;
 mod worker;
 
 pub use audit::{AuditError, Auditor};
-pub use checks::DEFAULT_CHECK_PATH;
 pub use config::{load_config, parse_config, AuditorSettings, ConfigError, HostFacts, RawConfig};
-pub use sandbox::{probe, Sandbox, SandboxError, SandboxMode, SandboxSettings};
+pub use loopgate_checks::{
+    probe, Sandbox, SandboxError, SandboxMode, SandboxSettings, DEFAULT_CHECK_PATH,
+};
 pub use worker::delivery::{run_worker, WorkerError, WorkerOptions};
 pub use worker::startup::{run_daemon, DaemonError};

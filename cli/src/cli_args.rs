@@ -39,7 +39,9 @@ pub enum Command {
     /// (install them with scripts/install-deps.sh services). The daemons are found next to
     /// this executable (or in $LOOPGATE_BIN_DIR). Every role uses the model profile `local`:
     /// $LOOPGATE_MODEL_URL (default http://127.0.0.1:8080/v1), $LOOPGATE_MODEL (default
-    /// qwen2.5-coder), key from $LOOPGATE_API_KEY when set. Ctrl-C or SIGTERM stops everything.
+    /// qwen2.5-coder), key from $LOOPGATE_API_KEY when set; the manager's copy asks for
+    /// structured replies ($LOOPGATE_STRUCTURED_OUTPUT: json_schema, the default, or off).
+    /// Ctrl-C or SIGTERM stops everything.
     Up(UpArgs),
     /// Validate a task file, upload the workspace and start a run; prints the run id.
     Submit(SubmitArgs),

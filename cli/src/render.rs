@@ -104,6 +104,7 @@ fn event_text(event: &LogEvent) -> String {
             claimed_done,
             tool_calls,
             error,
+            self_check_refusals,
         } => {
             let mut text = match (candidate, error) {
                 (_, Some(error)) => format!("executor {worker} failed: {}", excerpt(error, 200)),
@@ -119,6 +120,11 @@ fn event_text(event: &LogEvent) -> String {
             };
             if *tool_calls > 0 {
                 text.push_str(&format!(" [{tool_calls} tool calls]"));
+            }
+            if *self_check_refusals > 0 {
+                text.push_str(&format!(
+                    " [finish refused {self_check_refusals}x by self-check]"
+                ));
             }
             if *claimed_done {
                 text.push_str(" (claims done)");
@@ -245,6 +251,27 @@ fn event_text(event: &LogEvent) -> String {
             short_id(to),
             excerpt(reason, 200)
         ),
+        LogEvent::AuditReused {
+            snapshot,
+            from_round,
+        } => format!(
+            "snapshot {} is unchanged from round {from_round}: its audit is reused, not run again",
+            short_id(snapshot)
+        ),
+        LogEvent::Stagnation {
+            rounds,
+            escalated_to,
+        } => match escalated_to {
+            Some(profile) => format!(
+                "no progress for {rounds} rounds: escalated (executor profile '{profile}', fresh start from the attempt ledger)"
+            ),
+            None => format!(
+                "no progress for {rounds} rounds: the manager is told to change approach"
+            ),
+        },
+        LogEvent::StepSentBack { reason, .. } => {
+            format!("step sent back to the manager: {}", excerpt(reason, 200))
+        }
     }
 }
 
@@ -420,6 +447,12 @@ mod tests {
                 json!({"at":1,"generation":1,"round":2,"type":"exec_result","worker":"exec-1","candidate":snap,
                        "summary":"wrote hello.py","claimed_done":true,"tool_calls":3,"error":null}),
                 "[round 2] executor exec-1: snapshot aaaaaaaaaaaa — wrote hello.py [3 tool calls] (claims done)",
+            ),
+            (
+                json!({"at":1,"generation":1,"round":2,"type":"exec_result","worker":"exec-1","candidate":snap,
+                       "summary":"fixed hello.py","claimed_done":true,"tool_calls":5,"error":null,
+                       "self_check_refusals":2}),
+                "[round 2] executor exec-1: snapshot aaaaaaaaaaaa — fixed hello.py [5 tool calls] [finish refused 2x by self-check] (claims done)",
             ),
             (
                 json!({"at":1,"generation":1,"round":3,"type":"terminal","state":"budget_exhausted",

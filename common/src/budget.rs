@@ -4,8 +4,14 @@ use serde::{Deserialize, Serialize};
 
 pub const DEFAULT_MAX_ROUNDS: u32 = 25;
 pub const HARD_CAP_ROUNDS: u32 = 1000;
+/// Self-checks an executor episode may run before `finish` is accepted unchecked.
+pub const DEFAULT_SELF_CHECKS: u32 = 2;
+/// At most this many self-checks per episode.
+pub const MAX_SELF_CHECKS: u32 = 20;
 
+/// The task file's `[budget]` keys as written (also the body of a resume's budget changes).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct BudgetFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -42,6 +48,14 @@ pub struct BudgetFile {
     /// Refused `done` replies in a row before the run ends `blocked`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_done_refusals: Option<u32>,
+    /// Audited rounds in a row without progress (no newly passing criterion, no new failure
+    /// output) before the harness escalates; 0 never escalates for stagnation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stagnation_rounds: Option<u32>,
+    /// Times per executor episode its `finish` runs the step's blocking checks on the live
+    /// workspace (and is refused while one fails); 0 disables.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_checks: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,10 +79,30 @@ pub struct Budget {
     pub escalate_after: u32,
     #[serde(default = "default_max_done_refusals")]
     pub max_done_refusals: u32,
+    #[serde(default = "default_stagnation_rounds")]
+    pub stagnation_rounds: u32,
+    /// Stored only when it is not the default, so records keep the keys they had.
+    #[serde(
+        default = "default_self_checks",
+        skip_serializing_if = "is_default_self_checks"
+    )]
+    pub self_checks: u32,
+}
+
+pub(crate) fn default_self_checks() -> u32 {
+    DEFAULT_SELF_CHECKS
+}
+
+fn is_default_self_checks(value: &u32) -> bool {
+    *value == DEFAULT_SELF_CHECKS
 }
 
 fn default_max_done_refusals() -> u32 {
     10
+}
+
+fn default_stagnation_rounds() -> u32 {
+    2
 }
 
 fn default_escalate_after() -> u32 {
@@ -99,6 +133,8 @@ impl Default for Budget {
             start_secs: default_start_secs(),
             escalate_after: default_escalate_after(),
             max_done_refusals: default_max_done_refusals(),
+            stagnation_rounds: default_stagnation_rounds(),
+            self_checks: DEFAULT_SELF_CHECKS,
         }
     }
 }
@@ -203,6 +239,18 @@ impl BudgetFile {
                 1,
                 1000,
             )? as u32,
+            stagnation_rounds: in_range(
+                "stagnation_rounds",
+                self.stagnation_rounds.unwrap_or(d.stagnation_rounds).into(),
+                0,
+                1000,
+            )? as u32,
+            self_checks: in_range(
+                "self_checks",
+                self.self_checks.unwrap_or(d.self_checks).into(),
+                0,
+                MAX_SELF_CHECKS.into(),
+            )? as u32,
         })
     }
 }
@@ -255,5 +303,66 @@ mod tests {
         ] {
             assert!(bad.validate().is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn stagnation_rounds_default_range_and_off() {
+        // (given, resolved or None when refused)
+        let cases = [
+            (None, Some(2)),
+            (Some(0), Some(0)),
+            (Some(5), Some(5)),
+            (Some(1001), None),
+        ];
+        for (given, want) in cases {
+            let got = BudgetFile {
+                stagnation_rounds: given,
+                ..Default::default()
+            }
+            .validate()
+            .ok()
+            .map(|b| b.stagnation_rounds);
+            assert_eq!(got, want, "{given:?}");
+        }
+    }
+
+    #[test]
+    fn self_checks_default_bounds_and_zero_table() {
+        let with = |v: Option<u32>| BudgetFile {
+            self_checks: v,
+            ..Default::default()
+        };
+        let cases: Vec<(Option<u32>, Result<u32, &str>)> = vec![
+            (None, Ok(DEFAULT_SELF_CHECKS)),
+            (Some(0), Ok(0)),
+            (Some(1), Ok(1)),
+            (Some(MAX_SELF_CHECKS), Ok(MAX_SELF_CHECKS)),
+            (Some(MAX_SELF_CHECKS + 1), Err("self_checks")),
+        ];
+        for (given, want) in cases {
+            let got = with(given).validate().map(|b| b.self_checks);
+            assert_eq!(
+                got.map_err(|(key, _)| key),
+                want.map_err(String::from),
+                "{given:?}"
+            );
+        }
+        // A resumed run keeps its value unless the new budget names the key.
+        let base = with(Some(0)).validate().unwrap();
+        assert_eq!(
+            BudgetFile::default()
+                .validate_over(&base)
+                .unwrap()
+                .self_checks,
+            0
+        );
+        assert_eq!(with(Some(3)).validate_over(&base).unwrap().self_checks, 3);
+        // The default is not stored; a record without the key reads as the default.
+        let stored = serde_json::to_value(Budget::default()).unwrap();
+        assert!(stored.get("self_checks").is_none(), "{stored}");
+        let back: Budget = serde_json::from_value(stored).unwrap();
+        assert_eq!(back.self_checks, DEFAULT_SELF_CHECKS);
+        let zero = serde_json::to_value(&base).unwrap();
+        assert_eq!(zero["self_checks"], 0);
     }
 }

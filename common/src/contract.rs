@@ -6,7 +6,9 @@ use crate::rubric::Rubric;
 use crate::snapshot::sha256_hex;
 use crate::task::{Criterion, Task, RUBRIC_EVIDENCE_ID};
 
+/// The contract: goal, acceptance criteria and protected paths, frozen by `spec_hash`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Contract {
     pub goal: String,
     pub criteria: Vec<Criterion>,

@@ -11,6 +11,7 @@ pub mod contract;
 pub mod contract_proposal;
 pub mod decide;
 pub mod gate;
+pub mod goal_words;
 mod json_span;
 pub mod next_step;
 pub mod output_cap;

@@ -1,6 +1,7 @@
 //! Parsing the manager's reply into the 6-way next step, defensively: a JSON object first
 //! (fenced or bare), then LongHorizon-style control lines, else an error the manager is re-asked
-//! with.
+//! with. [`next_step_schema`] is the JSON schema of that first, JSON layer, for servers that
+//! constrain a reply to a schema (a model profile's `structured_output = "json_schema"`).
 
 use serde::{Deserialize, Serialize};
 
@@ -18,6 +19,26 @@ pub enum Route {
 }
 
 impl Route {
+    /// Every route, in the order the manager's prompt lists them (`invalid` last).
+    pub const ALL: [Route; 6] = [
+        Route::Cli,
+        Route::Gui,
+        Route::Done,
+        Route::Blocked,
+        Route::Ask,
+        Route::Invalid,
+    ];
+
+    /// Whether the manager may choose this route: `gui` only when a worker serves it, `invalid`
+    /// never (the harness treats it as an unusable reply and asks again).
+    pub fn offered(self, gui_offered: bool) -> bool {
+        match self {
+            Route::Cli | Route::Done | Route::Blocked | Route::Ask => true,
+            Route::Gui => gui_offered,
+            Route::Invalid => false,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Route::Cli => "cli",
@@ -297,6 +318,58 @@ fn from_lines(text: &str) -> Result<NextStep, NextStepError> {
     finish(route, task.unwrap_or_default(), state, ParseLayer::Lines)
 }
 
+/// The keys of a structured reply: each is the first of the names the JSON layer reads for it.
+const SCHEMA_STATE_KEY: &str = STATE_KEYS[0];
+const SCHEMA_ROUTE_KEY: &str = ROUTE_KEYS[0];
+const SCHEMA_TASK_KEY: &str = TASK_KEYS[0];
+
+/// The name [`next_step_schema`] is sent under (OpenAI's `response_format.json_schema.name`).
+pub const NEXT_STEP_SCHEMA_NAME: &str = "next_step";
+
+/// The JSON schema of the manager's reply as [`parse_next_step`] reads it first:
+/// `{"current_task_state": string, "next": route, "task": string}`, every key required, no
+/// other key (OpenAI's strict mode wants both). The route enum holds the routes the manager may
+/// choose ([`Route::offered`]): no `invalid`, and `gui` only when `gui_offered`. The schema
+/// cannot say that `cli`, `gui` and `ask` need a non-empty task; the parser still refuses an
+/// empty one, and a reply that is malformed anyway goes through the defensive layers as usual.
+pub fn next_step_schema(gui_offered: bool) -> serde_json::Value {
+    let routes: Vec<&str> = Route::ALL
+        .into_iter()
+        .filter(|route| route.offered(gui_offered))
+        .map(Route::as_str)
+        .collect();
+    let mut properties = serde_json::Map::new();
+    properties.insert(
+        SCHEMA_STATE_KEY.to_string(),
+        serde_json::json!({
+            "type": "string",
+            "description": "One sentence on what is true now, from the audit evidence."
+        }),
+    );
+    properties.insert(
+        SCHEMA_ROUTE_KEY.to_string(),
+        serde_json::json!({
+            "type": "string",
+            "enum": routes,
+            "description": "The next step."
+        }),
+    );
+    properties.insert(
+        SCHEMA_TASK_KEY.to_string(),
+        serde_json::json!({
+            "type": "string",
+            "description": "cli/gui: one concrete instruction for the executor, naming files \
+                            and exact content; ask: the question; done/blocked: the reason."
+        }),
+    );
+    serde_json::json!({
+        "type": "object",
+        "properties": properties,
+        "required": [SCHEMA_STATE_KEY, SCHEMA_ROUTE_KEY, SCHEMA_TASK_KEY],
+        "additionalProperties": false
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -371,5 +444,158 @@ mod tests {
         let s = parse_next_step("Current task state: hello.py missing\nNext: cli\nTask: create it")
             .unwrap();
         assert_eq!(s.task_state.as_deref(), Some("hello.py missing"));
+    }
+
+    /// Whether `value` conforms to `schema`, for the subset of JSON Schema [`next_step_schema`]
+    /// uses (`type` object/string, `properties`, `enum`, `required`, `additionalProperties`).
+    fn conforms(schema: &serde_json::Value, value: &serde_json::Value) -> bool {
+        match schema["type"].as_str() {
+            Some("object") => {
+                let Some(obj) = value.as_object() else {
+                    return false;
+                };
+                let props = schema["properties"]
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default();
+                let required = schema["required"].as_array().cloned().unwrap_or_default();
+                let closed = schema["additionalProperties"] == serde_json::json!(false);
+                required
+                    .iter()
+                    .all(|k| k.as_str().is_some_and(|k| obj.contains_key(k)))
+                    && obj.iter().all(|(k, v)| match props.get(k) {
+                        Some(sub) => conforms(sub, v),
+                        None => !closed,
+                    })
+            }
+            Some("string") => {
+                value.is_string()
+                    && schema["enum"]
+                        .as_array()
+                        .is_none_or(|allowed| allowed.contains(value))
+            }
+            _ => false,
+        }
+    }
+
+    fn schema_routes(schema: &serde_json::Value) -> Vec<String> {
+        schema["properties"]["next"]["enum"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn schema_routes_are_the_offered_routes() {
+        let cases: &[(bool, &[&str])] = &[
+            (true, &["cli", "gui", "done", "blocked", "ask"]),
+            (false, &["cli", "done", "blocked", "ask"]),
+        ];
+        for (gui_offered, want) in cases {
+            let routes = schema_routes(&next_step_schema(*gui_offered));
+            assert_eq!(routes, *want, "gui_offered={gui_offered}");
+            // Every enum word is a route the parser knows, spelled as the route type spells it,
+            // and every route the type has is either offered or deliberately left out.
+            for word in &routes {
+                let route = Route::parse_word(word).unwrap();
+                assert_eq!(route.as_str(), word);
+            }
+            for route in Route::ALL {
+                assert_eq!(
+                    routes.iter().any(|w| w == route.as_str()),
+                    route.offered(*gui_offered),
+                    "{route:?}"
+                );
+            }
+        }
+        assert!(!Route::Invalid.offered(true));
+    }
+
+    #[test]
+    fn schema_keys_are_read_by_the_json_layer_in_line_order() {
+        let schema = next_step_schema(false);
+        let keys: Vec<&str> = schema["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        // The order the grammar-constrained server writes them: as the three lines.
+        assert_eq!(keys, ["current_task_state", "next", "task"]);
+        assert!(STATE_KEYS.contains(&keys[0]));
+        assert!(ROUTE_KEYS.contains(&keys[1]));
+        assert!(TASK_KEYS.contains(&keys[2]));
+        assert_eq!(schema["required"], serde_json::json!(keys));
+        assert_eq!(schema["additionalProperties"], serde_json::json!(false));
+    }
+
+    #[test]
+    fn conforming_replies_parse_through_the_json_layer() {
+        for gui_offered in [false, true] {
+            let schema = next_step_schema(gui_offered);
+            for word in schema_routes(&schema) {
+                let reply = serde_json::json!({
+                    "current_task_state": "hello.py is missing",
+                    "next": word,
+                    "task": "create hello.py that prints exactly: hello, loopgate",
+                });
+                assert!(conforms(&schema, &reply), "{reply}");
+                // Compact or pretty, as servers write it.
+                for raw in [
+                    reply.to_string(),
+                    serde_json::to_string_pretty(&reply).unwrap(),
+                ] {
+                    let step = parse_next_step(&raw).unwrap_or_else(|e| panic!("{raw}: {e}"));
+                    assert_eq!(step.route.as_str(), word);
+                    assert_eq!(step.parsed_from, ParseLayer::Json);
+                    assert_eq!(
+                        step.task,
+                        "create hello.py that prints exactly: hello, loopgate"
+                    );
+                    assert_eq!(step.task_state.as_deref(), Some("hello.py is missing"));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn schema_conformance_table() {
+        let schema = next_step_schema(false);
+        let cases: &[(&str, bool)] = &[
+            (
+                r#"{"current_task_state": "s", "next": "done", "task": ""}"#,
+                true,
+            ),
+            (
+                r#"{"current_task_state": "s", "next": "gui", "task": "t"}"#,
+                false,
+            ),
+            (
+                r#"{"current_task_state": "s", "next": "invalid", "task": "t"}"#,
+                false,
+            ),
+            (r#"{"current_task_state": "s", "next": "cli"}"#, false),
+            (
+                r#"{"current_task_state": "s", "next": "cli", "task": "t", "x": 1}"#,
+                false,
+            ),
+            (
+                r#"{"current_task_state": 1, "next": "cli", "task": "t"}"#,
+                false,
+            ),
+        ];
+        for (raw, want) in cases {
+            let value: serde_json::Value = serde_json::from_str(raw).unwrap();
+            assert_eq!(conforms(&schema, &value), *want, "{raw}");
+        }
+        // What the schema cannot express the parser still refuses.
+        let empty_ask = r#"{"current_task_state": "s", "next": "ask", "task": ""}"#;
+        assert!(conforms(&schema, &serde_json::from_str(empty_ask).unwrap()));
+        assert!(matches!(
+            parse_next_step(empty_ask),
+            Err(NextStepError::MissingTask { .. })
+        ));
     }
 }

@@ -13,16 +13,20 @@ pub type SnapshotId = String;
 /// Manifest format version; bump when the canonical form changes.
 pub const MANIFEST_VERSION: u32 = 1;
 
+/// One file of a snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ManifestEntry {
     pub path: String,
-    /// Unix permission bits (0o644, 0o755). Only regular files are stored.
+    /// Unix permission bits (0o644 = 420, 0o755 = 493). Only regular files are stored.
     pub mode: u32,
     pub size: u64,
     pub sha256: String,
 }
 
+/// A snapshot's manifest; the snapshot id is the sha256 of its canonical JSON.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Manifest {
     pub v: u32,
     pub entries: Vec<ManifestEntry>,

@@ -15,7 +15,10 @@ mod types;
 
 pub use consistency::{phases_allowed, state_agrees_with_phase, InconsistentRecord};
 pub use log::{LogEntry, LogEvent};
-pub use record_groups::{Accounting, AuditStanding, Deadlines, Planning, Streaks};
+pub use record_groups::{
+    Accounting, AuditStanding, AuditedSnapshot, Deadlines, Planning, Streaks, AUDITS_REMEMBERED,
+    FAILURES_REMEMBERED,
+};
 pub use run_record::RunRecord;
 pub use schema::{RecordError, RUN_RECORD_SCHEMA};
 pub use types::{

@@ -8,6 +8,7 @@ use crate::rubric::{Rubric, RubricDimension};
 
 /// The task file exactly as written (TOML or the same shape in JSON). Unknown keys are errors.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TaskFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -45,12 +46,15 @@ pub struct TaskFile {
     pub rubric_threshold: Option<f64>,
 }
 
+/// One `[[acceptance]]` criterion as written.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AcceptanceFile {
     pub id: String,
     #[serde(default)]
     pub description: String,
+    /// Shell command run by the auditor; exit 0 = pass.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -61,13 +65,16 @@ pub struct AcceptanceFile {
 
 /// One profile name, or a cost-ordered ladder of them (`executor = ["cheap", "strong"]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(untagged)]
 pub enum ProfileChoice {
     One(String),
     Ladder(Vec<String>),
 }
 
+/// Model profile names per role, as written.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RolesFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -81,10 +88,12 @@ pub struct RolesFile {
 
 /// One acceptance criterion of the contract.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Criterion {
     pub id: String,
     pub description: String,
     /// Shell command run by the auditor in a scratch copy of the snapshot; exit 0 = pass.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub check: Option<String>,
     pub blocking: bool,
     pub timeout_secs: u64,
@@ -563,5 +572,28 @@ max_rounds = 8
         .unwrap();
         assert!(!t.acceptance[1].blocking);
         assert_eq!(t.roles.manager, "local");
+    }
+
+    #[test]
+    fn self_checks_key_parses_and_is_validated() {
+        let task = |budget: &str| {
+            parse_task_toml(&format!(
+                "goal=\"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n[budget]\n{budget}"
+            ))
+        };
+        let cases: &[(&str, Result<u32, Option<&str>>)] = &[
+            ("", Ok(crate::budget::DEFAULT_SELF_CHECKS)),
+            ("self_checks = 0", Ok(0)),
+            ("self_checks = 5", Ok(5)),
+            ("self_checks = 999", Err(Some("budget.self_checks"))),
+            ("self_checks = -1", Err(None)),
+            ("self_checks = \"two\"", Err(None)),
+        ];
+        for (budget, want) in cases {
+            let got = task(budget)
+                .map(|t| t.budget.self_checks)
+                .map_err(|e| e.field_name().map(str::to_string));
+            assert_eq!(got, want.map_err(|f| f.map(str::to_string)), "{budget}");
+        }
     }
 }

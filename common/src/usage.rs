@@ -2,13 +2,16 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Tokens and cost (micro-dollars) one role used.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
     /// Cost in micro-dollars (1e-6 USD), from the model profile's price table or the agent's
     /// own report; 0 when unknown.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub cost_micros: u64,
 }
 

@@ -6,6 +6,7 @@ use crate::contract::Contract;
 use crate::snapshot::{path_in_scope, PathChange};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AuditStatus {
     Complete,
@@ -14,6 +15,7 @@ pub enum AuditStatus {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Integrity {
     Clean,
@@ -22,6 +24,7 @@ pub enum Integrity {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ContractVerdict {
     Aligned,
@@ -31,6 +34,7 @@ pub enum ContractVerdict {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum CheckVerdict {
     Pass,
@@ -56,6 +60,7 @@ pub struct Evidence {
 
 /// The three verdicts of an audit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Verdicts {
     pub status: AuditStatus,
     pub integrity: Integrity,

@@ -2,8 +2,11 @@
 //! envelope `{"v": 1, "kind": "...", ...}`; unknown versions are rejected with a clear error.
 //! Large content (workspaces, logs, transcripts) never rides in a message: messages carry digests.
 
+mod exec_feedback;
+
 use serde::{Deserialize, Serialize};
 
+pub use self::exec_feedback::{ExecFeedback, FailingCheck, FEEDBACK_EXCERPT_BYTES};
 use crate::contract::Contract;
 use crate::rubric::RubricVerdict;
 use crate::snapshot::SnapshotId;
@@ -28,6 +31,10 @@ pub struct Increment {
     /// Paths the step may change (`dir/` prefixes or exact files); empty = whole workspace.
     #[serde(default)]
     pub write_scope: Vec<String>,
+    /// The goal's own words this step serves, verbatim (the executor reads them above the
+    /// manager's wording).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub goal_clauses: Vec<String>,
 }
 
 /// What an executor episode is for.
@@ -66,6 +73,13 @@ pub struct ExecRequest {
     /// Planning episodes get their own instructions.
     #[serde(default)]
     pub episode: EpisodeKind,
+    /// What the last audit found on the base snapshot.
+    #[serde(default, skip_serializing_if = "ExecFeedback::is_empty")]
+    pub feedback: ExecFeedback,
+    /// Times the episode's `finish` runs the step's blocking checks on the live workspace
+    /// first (the task's `budget.self_checks`; 0: never). Feedback for the agent, never evidence.
+    #[serde(default = "crate::budget::default_self_checks")]
+    pub self_checks: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,6 +94,9 @@ pub enum ExecOutcome {
         steps: u32,
         tool_calls: u32,
         files_changed: u32,
+        /// Times a self-check refused the agent's `finish` (a failing blocking check).
+        #[serde(default)]
+        self_check_refusals: u32,
     },
     /// The episode could not produce a candidate (model unreachable, bad base snapshot, ...).
     Failed { error: String },

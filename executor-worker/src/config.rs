@@ -1,10 +1,14 @@
 //! `executor.toml` as written (raw, `deny_unknown_fields`) and its resolution, together with the
 //! environment and flags read once in `main`, into validated [`Settings`].
+//!
+//! `[executor]` takes the auditor's check keys (`sandbox`, `check_user`, `bwrap`; same
+//! meaning, same defaults): self-checks run under the sandbox they describe, probed at start-up.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use loopgate_checks::{is_valid_check_user, SandboxMode, SandboxSettings};
 use loopgate_common::config::{ConfigError, NatsSection, NatsSettings};
 use loopgate_common::subjects::Capability;
 use loopgate_models::{resolve_profiles, ModelConfigError, ModelProfile, ModelProfiles};
@@ -57,6 +61,12 @@ pub struct ExecutorSection {
     pub max_deliver: Option<i64>,
     /// How long an in-flight episode may run on after SIGTERM before it is nak'd.
     pub shutdown_grace_secs: Option<u64>,
+    /// Self-check isolation, as the auditor's: `auto` (default) | `required` | `off`.
+    pub sandbox: Option<SandboxMode>,
+    /// User (or `uid:gid`) self-checks run as when the executor runs as root; default `nobody`.
+    pub check_user: Option<String>,
+    /// The bubblewrap binary; default `bwrap` on PATH.
+    pub bwrap: Option<PathBuf>,
 }
 
 /// Everything `main` reads from outside the file, read once.
@@ -131,6 +141,10 @@ pub struct Settings {
     /// CLI agent profiles by name, passed-through variables read.
     pub agents: BTreeMap<String, AgentProfile>,
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// How self-checks should be isolated (probed at start-up, as the auditor's checks).
+    pub sandbox: SandboxSettings,
+    /// `PATH` handed to self-checks (as the auditor gives its checks).
+    pub check_path: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -264,6 +278,21 @@ impl ExecutorFile {
                 .unwrap_or(defaults.lang),
         };
 
+        if let Some(user) = &section.check_user {
+            if !is_valid_check_user(user) {
+                return Err(ConfigError::invalid(
+                    "executor.check_user",
+                    "must be a user name or uid:gid",
+                )
+                .into());
+            }
+        }
+        let sandbox = SandboxSettings {
+            mode: section.sandbox.unwrap_or_default(),
+            check_user: section.check_user.clone(),
+            bwrap: section.bwrap.clone(),
+        };
+
         let models = resolve_profiles(&self.models, &env)?;
         let mut agents = BTreeMap::new();
         for (name, agent) in &self.agents {
@@ -293,6 +322,8 @@ impl ExecutorFile {
             models,
             agents,
             metrics_addr: self.metrics.resolve()?,
+            sandbox,
+            check_path: loopgate_checks::check_path(inputs.env_var("PATH")),
         })
     }
 }
@@ -449,6 +480,52 @@ env = ["CODEX_KEY", "UNSET_VAR"]
                 matches!(file.resolve(&inputs()), Err(SettingsError::Invalid(_))),
                 "{text}"
             );
+        }
+    }
+
+    #[test]
+    fn check_keys_are_the_auditors() {
+        let defaults = ExecutorFile::parse("", "x")
+            .unwrap()
+            .resolve(&inputs())
+            .unwrap();
+        assert_eq!(defaults.sandbox, SandboxSettings::default());
+        assert_eq!(defaults.check_path, loopgate_checks::DEFAULT_CHECK_PATH);
+        let mut inp = inputs();
+        inp.env.insert("PATH".into(), "/opt/bin:/bin".into());
+        let set = ExecutorFile::parse(
+            "[executor]\nsandbox = \"required\"\ncheck_user = \"65534:65534\"\nbwrap = \"/opt/bwrap\"",
+            "x",
+        )
+        .unwrap()
+        .resolve(&inp)
+        .unwrap();
+        assert_eq!(
+            set.sandbox,
+            SandboxSettings {
+                mode: SandboxMode::Required,
+                check_user: Some("65534:65534".into()),
+                bwrap: Some(PathBuf::from("/opt/bwrap")),
+            }
+        );
+        assert_eq!(set.check_path, "/opt/bin:/bin");
+        for (text, parses) in [
+            ("[executor]\nsandbox = \"maybe\"", false),
+            ("[executor]\ncheck_user = \"a b\"", true),
+            ("[executor]\ncheck_user = \"\"", true),
+        ] {
+            match ExecutorFile::parse(text, "x") {
+                Err(SettingsError::Parse { .. }) => assert!(!parses, "{text}"),
+                Ok(file) => {
+                    assert!(parses, "{text}");
+                    let err = file.resolve(&inputs()).unwrap_err();
+                    assert!(
+                        matches!(&err, SettingsError::Invalid(ConfigError::Invalid { key, .. }) if key == "executor.check_user"),
+                        "{text}: {err:?}"
+                    );
+                }
+                Err(other) => panic!("{text}: {other:?}"),
+            }
         }
     }
 }

@@ -5,13 +5,15 @@
 //!
 //! `worker/` (start-up and the consume loop), `episode/` (one step: materialize, run, freeze),
 //! `tool_loop/` (the model's tool-call loop and its context health), `tools/` (what the model
-//! can call), `agents/` (CLI agents), `config` (the resolved settings).
+//! can call), `self_check/` (the step's checks before `finish` is accepted), `agents/` (CLI
+//! agents), `config` (the resolved settings).
 
 #![warn(unreachable_pub)]
 
 mod agents;
 mod config;
 mod episode;
+mod self_check;
 mod tool_loop;
 mod tools;
 mod worker;
@@ -19,6 +21,7 @@ mod worker;
 pub use agents::config::{AgentProfile, AgentProfileConfig};
 pub use config::{ExecutorFile, ExternalInputs, Settings, SettingsError, ToolLimits};
 pub use episode::{run_episode, EpisodeEnd, EpisodeEnv};
+pub use self_check::runner::SelfCheckEnv;
 pub use tool_loop::context_health::HealthPolicy;
 pub use tool_loop::{run_tool_loop, LoopEnd, LoopLimits};
 pub use tools::dispatch::EpisodeTools;

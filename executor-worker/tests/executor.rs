@@ -137,11 +137,7 @@ impl Harness {
     }
 
     async fn base_snapshot(&self, files: &[(&str, &str)]) -> anyhow::Result<String> {
-        let files = files
-            .iter()
-            .map(|(p, c)| (p.to_string(), 0o644, c.as_bytes().to_vec()))
-            .collect();
-        Ok(self.store.freeze_files(files).await?.id)
+        support::freeze_text_files(&self.store, files).await
     }
 
     async fn send(&self, req: &ExecRequest) -> anyhow::Result<()> {
@@ -178,13 +174,7 @@ impl Harness {
 
     /// Content of `path` in snapshot `id`, read back through the store (hash-checked).
     async fn file_in(&self, id: &str, path: &str) -> anyhow::Result<Option<String>> {
-        let manifest = self.store.manifest(id).await?;
-        let Some(entry) = manifest.get(path) else {
-            return Ok(None);
-        };
-        Ok(Some(String::from_utf8(
-            self.store.blob(&entry.sha256).await?,
-        )?))
+        support::file_in(&self.store, id, path).await
     }
 
     async fn exec_stream_empty(&self) -> bool {

@@ -275,4 +275,41 @@ mod tests {
             resolve(with_token, EnvOverrides::default(), &env).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(s.token.as_deref(), Some("secret"));
     }
+
+    #[test]
+    fn structured_output_key() {
+        let profile = |provider: &str, value: &str| {
+            format!(
+                "[models.mgr]\nprovider = \"{provider}\"\nbase_url = \"http://127.0.0.1:8080/v1\"\n\
+                 model = \"m\"\nstructured_output = {value}\n"
+            )
+        };
+        let settings = |text: &str| {
+            parse_file(text, "manager.toml")
+                .and_then(|file| resolve(file, EnvOverrides::default(), &no_env))
+        };
+        let on = settings(&profile("openai", "\"json_schema\"")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            on.models["mgr"].structured_output,
+            loopgate_models::StructuredOutput::JsonSchema
+        );
+        let absent =
+            settings("[models.mgr]\nbase_url = \"http://127.0.0.1:8080/v1\"\nmodel = \"m\"\n")
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            absent.models["mgr"].structured_output,
+            loopgate_models::StructuredOutput::Off
+        );
+        // Unknown values and Anthropic profiles are refused with an error naming the key.
+        for text in [
+            profile("openai", "\"json\""),
+            profile("openai", "true"),
+            profile("anthropic", "\"json_schema\""),
+        ] {
+            match settings(&text) {
+                Err(e) => assert!(e.to_string().contains("structured_output"), "{text}: {e}"),
+                Ok(_) => panic!("accepted: {text}"),
+            }
+        }
+    }
 }

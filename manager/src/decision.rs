@@ -1,15 +1,19 @@
 //! The manager's own episode: build the bounded prompt, call the manager model, and feed the
-//! raw reply (parsed purely in `decide`) back into the engine.
+//! raw reply (parsed purely in `decide`) back into the engine. The request declares the reply's
+//! JSON schema (`next_step_schema`, with only the routes offered); the adapter sends it when the
+//! manager's profile says `structured_output = "json_schema"`, and the reply is parsed
+//! defensively either way.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use loopgate_common::decide::RunEvent;
+use loopgate_common::next_step::{next_step_schema, NEXT_STEP_SCHEMA_NAME};
 use loopgate_common::prompts::manager;
 use loopgate_common::state::{Phase, RunRecord};
 use loopgate_common::usage::Usage;
 use loopgate_common::wire::DecideRequest;
-use loopgate_models::{ChatClient, ChatMessage, ChatRequest};
+use loopgate_models::{ChatClient, ChatMessage, ChatRequest, StructuredOutput};
 use loopgate_telemetry::otel::set_remote_parent;
 use tracing::Instrument;
 
@@ -79,11 +83,8 @@ async fn decide_with_model(
             usage: Usage::default(),
         },
         Some(client) => {
-            let prompt = manager::user_prompt(record, char_budget);
-            let request = ChatRequest::new(vec![
-                ChatMessage::system(manager::system_prompt(gui_offered)),
-                ChatMessage::user(prompt),
-            ]);
+            let structured = client.profile().structured_output == StructuredOutput::JsonSchema;
+            let request = decision_request(record, char_budget, gui_offered);
             let limit = Duration::from_secs(record.task.budget.manager_episode_secs);
             let started = std::time::Instant::now();
             let outcome = tokio::time::timeout(limit, client.chat(&request)).await;
@@ -91,6 +92,7 @@ async fn decide_with_model(
                 run_id = %req.run_id,
                 seq = req.seq,
                 elapsed_ms = started.elapsed().as_millis() as u64,
+                structured,
                 "manager model replied"
             );
             match outcome {
@@ -114,6 +116,68 @@ async fn decide_with_model(
                     usage: Usage::default(),
                 },
             }
+        }
+    }
+}
+
+/// The decision request: the system prompt, the bounded user prompt, and the reply's schema
+/// (the prompt is the same whether or not the schema is sent: a server that enforces it turns
+/// the three parts into the schema's three keys).
+fn decision_request(record: &RunRecord, char_budget: usize, gui_offered: bool) -> ChatRequest {
+    ChatRequest::new(vec![
+        ChatMessage::system(manager::system_prompt(gui_offered)),
+        ChatMessage::user(manager::user_prompt(record, char_budget)),
+    ])
+    .with_reply_schema(NEXT_STEP_SCHEMA_NAME, next_step_schema(gui_offered))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use loopgate_common::decide::start_run;
+    use loopgate_common::task::parse_task_toml;
+
+    use super::*;
+
+    fn system_text(request: &ChatRequest) -> &str {
+        match &request.messages[0] {
+            ChatMessage::System { content } => content,
+            other => panic!("not a system message: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn decision_request_table() {
+        let task = parse_task_toml(
+            "goal = \"Create hello.py\"\n[[acceptance]]\nid = \"prints\"\ncheck = \"python3 hello.py\"\n",
+        )
+        .unwrap();
+        let record = start_run("r1", task, "base", 0).record;
+        // gui offered -> routes in the declared schema
+        let cases: &[(bool, &[&str])] = &[
+            (false, &["cli", "done", "blocked", "ask"]),
+            (true, &["cli", "gui", "done", "blocked", "ask"]),
+        ];
+        for (gui_offered, routes) in cases {
+            let request = decision_request(&record, 24_000, *gui_offered);
+            let label = format!("gui_offered={gui_offered}");
+            // The schema is always declared; the profile decides whether it is sent.
+            let reply = request.reply_schema.as_ref().expect("declared");
+            assert_eq!(reply.name, NEXT_STEP_SCHEMA_NAME, "{label}");
+            assert_eq!(reply.schema, next_step_schema(*gui_offered), "{label}");
+            assert_eq!(
+                reply.schema["properties"]["next"]["enum"],
+                serde_json::json!(routes),
+                "{label}"
+            );
+            // The prompt is the manager's, unchanged.
+            assert_eq!(
+                system_text(&request),
+                manager::system_prompt(*gui_offered),
+                "{label}"
+            );
+            assert_eq!(request.messages.len(), 2, "{label}");
+            assert_eq!(request.tools, Vec::new(), "{label}");
         }
     }
 }

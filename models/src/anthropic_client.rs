@@ -10,7 +10,7 @@ use crate::call_policy::{chat_span, finish_call, wait_before_retry};
 use crate::chat_types::{ChatRequest, ChatResponse};
 use crate::http_send::{http_client, post_json, secret_header};
 use crate::model_error::ModelError;
-use crate::profile_config::{ModelConfigError, ModelProfile, Provider};
+use crate::profile_config::{structured_output_refused, ModelConfigError, ModelProfile, Provider};
 use crate::retry::RetryPolicy;
 
 #[derive(Debug, Clone)]
@@ -29,6 +29,12 @@ impl AnthropicClient {
                 profile: profile.name.clone(),
                 provider: profile.provider,
             }));
+        }
+        // A profile resolved from config never gets here with it; one built by hand might.
+        if let Some(error) =
+            structured_output_refused(&profile.name, profile.provider, profile.structured_output)
+        {
+            return Err(ModelError::Config(error));
         }
         Ok(AnthropicClient {
             endpoint: format!("{}/messages", profile.base_url.trim_end_matches('/')),

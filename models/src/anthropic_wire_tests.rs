@@ -7,7 +7,7 @@ use serde_json::json;
 use super::*;
 use crate::chat_types::ToolSpec;
 use crate::model_error::ModelErrorKind;
-use crate::profile_config::Provider;
+use crate::profile_config::{Provider, StructuredOutput};
 
 fn profile(max_tokens: Option<u32>, stream: bool) -> ModelProfile {
     ModelProfile {
@@ -22,6 +22,7 @@ fn profile(max_tokens: Option<u32>, stream: bool) -> ModelProfile {
         context_window: None,
         stream,
         price: None,
+        structured_output: StructuredOutput::Off,
     }
 }
 

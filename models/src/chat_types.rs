@@ -78,6 +78,15 @@ pub struct ToolSpec {
     pub parameters: Value,
 }
 
+/// The JSON schema a request's reply should conform to. Sent to the server only when the
+/// profile says `structured_output = "json_schema"`; the caller parses the reply either way.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplySchema {
+    /// A short identifier (OpenAI: `response_format.json_schema.name`, `[a-zA-Z0-9_-]{1,64}`).
+    pub name: String,
+    pub schema: Value,
+}
+
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct ChatRequest {
     pub messages: Vec<ChatMessage>,
@@ -89,6 +98,9 @@ pub struct ChatRequest {
     /// Overrides the profile's `temperature`.
     #[serde(default)]
     pub temperature: Option<f32>,
+    /// The reply's schema, if the caller has one (see [`ReplySchema`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_schema: Option<ReplySchema>,
 }
 
 impl ChatRequest {
@@ -100,6 +112,13 @@ impl ChatRequest {
     }
     pub fn with_tools(mut self, tools: Vec<ToolSpec>) -> Self {
         self.tools = tools;
+        self
+    }
+    pub fn with_reply_schema(mut self, name: impl Into<String>, schema: Value) -> Self {
+        self.reply_schema = Some(ReplySchema {
+            name: name.into(),
+            schema,
+        });
         self
     }
 }

@@ -23,12 +23,12 @@ pub mod retry;
 
 pub use anthropic_client::AnthropicClient;
 pub use chat_client::ChatClient;
-pub use chat_types::{ChatMessage, ChatRequest, ChatResponse, ToolCall, ToolSpec};
+pub use chat_types::{ChatMessage, ChatRequest, ChatResponse, ReplySchema, ToolCall, ToolSpec};
 pub use model_error::{ModelError, ModelErrorKind};
 pub use openai_client::OpenAiClient;
 pub use pricing::Price;
 pub use profile_config::{
     process_env, resolve_profile, resolve_profiles, ApiKey, ModelConfigError, ModelProfile,
-    ModelProfileConfig, ModelProfiles, Provider,
+    ModelProfileConfig, ModelProfiles, Provider, StructuredOutput,
 };
 pub use retry::RetryPolicy;

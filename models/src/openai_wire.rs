@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::chat_types::{ChatMessage, ChatRequest, ChatResponse, ToolCall, ToolSpec};
 use crate::model_error::ModelError;
-use crate::profile_config::ModelProfile;
+use crate::profile_config::{ModelProfile, StructuredOutput};
 pub use crate::response_draft::FALLBACK_CALL_ID_PREFIX;
 use crate::response_draft::{DraftCall, ResponseDraft};
 
@@ -25,6 +25,25 @@ pub(crate) struct WireRequest<'a> {
     /// With `stream`: ask for the usage chunk at the end (OpenAI, vLLM, llama.cpp honour it).
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
+    /// Only when the profile has `structured_output = "json_schema"` and the request declares
+    /// a reply schema.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<ResponseFormat<'a>>,
+}
+
+/// `{"type": "json_schema", "json_schema": {"name", "strict": true, "schema"}}`.
+#[derive(Debug, Serialize)]
+struct ResponseFormat<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    json_schema: JsonSchemaFormat<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct JsonSchemaFormat<'a> {
+    name: &'a str,
+    strict: bool,
+    schema: &'a Value,
 }
 
 #[derive(Debug, Serialize)]
@@ -83,7 +102,8 @@ struct WireToolFunction<'a> {
 }
 
 /// The request body for `POST {base_url}/chat/completions`. The request's `max_tokens` /
-/// `temperature` override the profile's.
+/// `temperature` override the profile's; its reply schema goes out as `response_format` when
+/// the profile asks for structured output.
 pub(crate) fn wire_request<'a>(profile: &'a ModelProfile, req: &'a ChatRequest) -> WireRequest<'a> {
     WireRequest {
         model: &profile.model,
@@ -95,6 +115,17 @@ pub(crate) fn wire_request<'a>(profile: &'a ModelProfile, req: &'a ChatRequest) 
         stream_options: profile.stream.then_some(StreamOptions {
             include_usage: true,
         }),
+        response_format: match (profile.structured_output, &req.reply_schema) {
+            (StructuredOutput::JsonSchema, Some(reply)) => Some(ResponseFormat {
+                kind: "json_schema",
+                json_schema: JsonSchemaFormat {
+                    name: &reply.name,
+                    strict: true,
+                    schema: &reply.schema,
+                },
+            }),
+            (StructuredOutput::JsonSchema | StructuredOutput::Off, _) => None,
+        },
     }
 }
 

@@ -37,6 +37,51 @@ impl fmt::Display for Provider {
     }
 }
 
+/// Whether a request that declares a reply schema asks the server to constrain its reply to it
+/// (`structured_output` in a profile). Only the manager's decision request declares one today.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StructuredOutput {
+    /// Nothing is sent; the reply is parsed defensively as always.
+    #[default]
+    Off,
+    /// OpenAI-compatible `response_format: {"type": "json_schema", ...}` (OpenAI, vLLM,
+    /// llama.cpp's llama-server); only for `provider = "openai"`.
+    JsonSchema,
+}
+
+impl StructuredOutput {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StructuredOutput::Off => "off",
+            StructuredOutput::JsonSchema => "json_schema",
+        }
+    }
+}
+
+/// By hand, so that every error (an unknown word, a value that is not a string) names the key.
+impl<'de> Deserialize<'de> for StructuredOutput {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Word;
+        impl serde::de::Visitor<'_> for Word {
+            type Value = StructuredOutput;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(r#"`structured_output` = "json_schema" or "off""#)
+            }
+            fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<Self::Value, E> {
+                match value {
+                    "off" => Ok(StructuredOutput::Off),
+                    "json_schema" => Ok(StructuredOutput::JsonSchema),
+                    other => Err(E::custom(format_args!(
+                        r#"unknown `structured_output` value `{other}`: expected "json_schema" or "off""#
+                    ))),
+                }
+            }
+        }
+        deserializer.deserialize_str(Word)
+    }
+}
+
 pub const DEFAULT_TIMEOUT_SECS: u64 = 300;
 
 fn default_timeout_secs() -> u64 {
@@ -79,6 +124,9 @@ pub struct ModelProfileConfig {
     /// Price of a million output tokens in USD.
     #[serde(default)]
     pub output_usd_per_mtok: Option<f64>,
+    /// Constrain replies to the schema a request declares (`"json_schema"`), or not (`"off"`).
+    #[serde(default)]
+    pub structured_output: StructuredOutput,
 }
 
 impl Default for ModelProfileConfig {
@@ -96,6 +144,7 @@ impl Default for ModelProfileConfig {
             stream: false,
             input_usd_per_mtok: None,
             output_usd_per_mtok: None,
+            structured_output: StructuredOutput::Off,
         }
     }
 }
@@ -139,6 +188,8 @@ pub struct ModelProfile {
     pub stream: bool,
     /// `None` when the config names no price: costs are then reported as 0.
     pub price: Option<Price>,
+    /// Whether a request's reply schema is sent to the server (never for Anthropic).
+    pub structured_output: StructuredOutput,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -222,6 +273,10 @@ impl ModelProfileConfig {
                 return Err(invalid(field, "must be a finite number >= 0"));
             }
         }
+        if let Some(error) = structured_output_refused(name, self.provider, self.structured_output)
+        {
+            return Err(error);
+        }
         let price =
             (self.input_usd_per_mtok.is_some() || self.output_usd_per_mtok.is_some()).then(|| {
                 Price {
@@ -242,6 +297,7 @@ impl ModelProfileConfig {
             context_window: self.context_window,
             stream: self.stream,
             price,
+            structured_output: self.structured_output,
         })
     }
 
@@ -281,6 +337,25 @@ impl ModelProfileConfig {
             (None, None) => Ok(None),
         }
     }
+}
+
+/// Structured output is implemented for the OpenAI-compatible API only: an Anthropic profile
+/// that asks for it is refused (at config load, and by the Anthropic client).
+pub(crate) fn structured_output_refused(
+    profile: &str,
+    provider: Provider,
+    structured_output: StructuredOutput,
+) -> Option<ModelConfigError> {
+    (provider != Provider::OpenAi && structured_output != StructuredOutput::Off).then(|| {
+        ModelConfigError::InvalidField {
+            profile: profile.to_string(),
+            field: "structured_output",
+            reason: format!(
+                "`{}` is only supported for provider = \"openai\" (this profile is `{provider}`)",
+                structured_output.as_str()
+            ),
+        }
+    })
 }
 
 /// Resolves every profile in the map; the first error wins.

@@ -8,7 +8,7 @@
 //! Prometheus names: `loopgate_runs`, `loopgate_rounds_total`, `loopgate_audit_verdicts_total`,
 //! `loopgate_gate_total`, `loopgate_episode_duration_seconds`,
 //! `loopgate_snapshot_uploaded_bytes_total`, `loopgate_queue_pending_messages`,
-//! `loopgate_worker_up`.
+//! `loopgate_worker_up`, `loopgate_executor_self_check_refusals_total`.
 
 use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter};
 use opentelemetry::KeyValue;
@@ -28,6 +28,7 @@ pub struct Metrics {
     pub snapshot_uploaded_bytes: Counter<u64>,
     pub queue_pending: Gauge<u64>,
     pub worker_up: Gauge<u64>,
+    pub self_check_refusals: Counter<u64>,
 }
 
 impl Metrics {
@@ -72,6 +73,13 @@ impl Metrics {
             worker_up: meter
                 .u64_gauge("loopgate.worker.up")
                 .with_description("1 while this process serves its role")
+                .build(),
+            self_check_refusals: meter
+                .u64_counter("loopgate.executor.self_check.refusals")
+                .with_description(
+                    "Executor `finish` calls refused because a blocking check still failed on \
+                     the live workspace",
+                )
                 .build(),
         }
     }

@@ -16,6 +16,8 @@ pub struct Profile {
     pub base_url: String,
     pub model: String,
     pub timeout_secs: u64,
+    /// `structured_output = "..."` when set (e.g. `json_schema`).
+    pub structured_output: Option<String>,
 }
 
 impl Profile {
@@ -25,11 +27,21 @@ impl Profile {
             base_url: base_url.into(),
             model: model.into(),
             timeout_secs: 120,
+            structured_output: None,
         }
     }
+    pub fn with_structured_output(mut self, value: &str) -> Self {
+        self.structured_output = Some(value.into());
+        self
+    }
     pub(crate) fn toml(&self) -> String {
+        let structured = self
+            .structured_output
+            .as_ref()
+            .map(|v| format!("structured_output = \"{v}\"\n"))
+            .unwrap_or_default();
         format!(
-            "[models.{}]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"{}\"\ntimeout_secs = {}\n",
+            "[models.{}]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"{}\"\ntimeout_secs = {}\n{structured}",
             self.name, self.base_url, self.model, self.timeout_secs
         )
     }

@@ -291,6 +291,13 @@ impl Stack {
             .collect())
     }
 
+    /// The run's log entries of one `type` (e.g. `exec_result`), in order.
+    pub async fn log_entries(&self, id: &str, kind: &str) -> anyhow::Result<Vec<Value>> {
+        let log = self.get(&format!("/v1/runs/{id}/log")).await?;
+        let entries = log["entries"].as_array().cloned().unwrap_or_default();
+        Ok(entries.into_iter().filter(|e| e["type"] == kind).collect())
+    }
+
     /// Poll until the run is terminal.
     pub async fn wait_terminal(&self, id: &str, timeout: Duration) -> anyhow::Result<Value> {
         let deadline = tokio::time::Instant::now() + timeout;

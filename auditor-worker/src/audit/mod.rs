@@ -7,7 +7,6 @@
 
 pub(crate) mod rules;
 mod run_checks;
-pub(crate) mod scratch_copy;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -28,7 +27,7 @@ pub(crate) use crate::audit::rules::*;
 use crate::judge::judge;
 use crate::judge::prompt::JudgeInput;
 use crate::rubric::verdict::{rubric_evidence, unscored};
-use crate::sandbox::Sandbox;
+use loopgate_checks::Sandbox;
 
 /// Errors that leave no report: the request should be retried (nak) on this or another worker.
 #[derive(Debug, thiserror::Error)]

@@ -10,9 +10,8 @@ use loopgate_common::wire::{AuditPurpose, AuditReport};
 use loopgate_snapshot::SnapshotError;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::checks::CheckRun;
-use crate::checks::EXCERPT_CHARS;
 use crate::judge::prompt::verdict_word;
+use loopgate_checks::{CheckRun, EXCERPT_CHARS};
 use loopgate_common::output_cap::output_excerpt;
 pub(crate) fn unix_millis() -> i64 {
     SystemTime::now()
@@ -213,7 +212,7 @@ pub(crate) fn apply_backcheck(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::checks::CheckEnd;
+    use loopgate_checks::CheckEnd;
     use loopgate_common::task::Criterion;
     use loopgate_common::usage::Usage;
     use loopgate_common::verdict::merge_opinion;

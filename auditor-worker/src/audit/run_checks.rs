@@ -3,46 +3,15 @@
 //! the full output stored in the evidence bucket and only its digest and an excerpt in the
 //! report.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
+use loopgate_checks::{run_in_scratch_copy, CopySource, ScratchCheck};
 use loopgate_common::verdict::Evidence;
 use loopgate_common::wire::AuditRequest;
 
 use crate::audit::rules::{evidence_from_run, unix_millis};
-use crate::audit::scratch_copy::copy_tree;
 use crate::audit::{AuditError, Auditor};
-use crate::checks::{run_check, CheckSpec};
-use crate::sandbox::launch::prepare_check_dir;
-
-/// Where one check runs: its copy of the snapshot, its HOME and bubblewrap's status file.
-struct CheckDirs {
-    root: PathBuf,
-    workspace: PathBuf,
-    home: PathBuf,
-    status: PathBuf,
-}
-
-fn prepare(
-    scratch: &Path,
-    index: usize,
-    pristine: &Path,
-    run_as: Option<(u32, u32)>,
-) -> std::io::Result<CheckDirs> {
-    let root = scratch.join(format!("check-{index}"));
-    std::fs::create_dir(&root)?;
-    let dirs = CheckDirs {
-        workspace: root.join("ws"),
-        home: root.join("home"),
-        status: root.join("status"),
-        root,
-    };
-    copy_tree(pristine, &dirs.workspace)?;
-    std::fs::create_dir(&dirs.home)?;
-    std::fs::write(&dirs.status, b"")?;
-    prepare_check_dir(scratch, &[&dirs.root], run_as)?;
-    Ok(dirs)
-}
 
 impl Auditor {
     /// Run every check of the contract; gaps collects what could not be recorded.
@@ -54,41 +23,28 @@ impl Auditor {
         gaps: &mut Vec<String>,
     ) -> Result<Vec<Evidence>, AuditError> {
         let mut evidence = Vec::new();
+        let source = CopySource::Tree(pristine.to_path_buf());
         for (index, criterion) in req.contract.criteria.iter().enumerate() {
             let Some(command) = &criterion.check else {
                 continue;
             };
-            let (scratch_dir, source_dir) = (scratch.to_path_buf(), pristine.to_path_buf());
-            let run_as = self.sandbox.run_as;
-            let dirs = tokio::task::spawn_blocking(move || {
-                prepare(&scratch_dir, index, &source_dir, run_as)
-            })
-            .await
-            .map_err(|err| AuditError::Scratch {
-                path: scratch.to_path_buf(),
-                source: std::io::Error::other(err.to_string()),
-            })?
-            .map_err(|source| AuditError::Scratch {
-                path: scratch.to_path_buf(),
-                source,
-            })?;
-            let run = run_check(&CheckSpec {
+            let check = ScratchCheck {
+                scratch,
+                index,
                 command,
-                cwd: &dirs.workspace,
-                home: &dirs.home,
-                path_var: &self.check_path,
                 timeout: Duration::from_secs(criterion.timeout_secs.max(1)),
+                path_var: &self.check_path,
                 sandbox: &self.sandbox,
-                status_file: &dirs.status,
-            })
-            .await;
+            };
+            let run =
+                run_in_scratch_copy(&check, &source)
+                    .await
+                    .map_err(|err| AuditError::Scratch {
+                        path: err.path,
+                        source: err.source,
+                    })?;
             tracing::info!(run_id = %req.run_id, check = %criterion.id, verdict = ?run.verdict(),
                 end = ?run.end, duration_ms = run.duration.as_millis() as u64, "check finished");
-            let root = dirs.root.clone();
-            let removed = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&root)).await;
-            if !matches!(removed, Ok(Ok(()))) {
-                tracing::warn!(path = %dirs.root.display(), "removing a check's scratch copy failed");
-            }
             let log_digest = self.store_output(&criterion.id, &run.output, gaps).await;
             evidence.push(evidence_from_run(
                 &criterion.id,

@@ -10,7 +10,7 @@ use loopgate_common::task::RUBRIC_EVIDENCE_ID;
 use loopgate_common::verdict::{CheckVerdict, Evidence};
 use serde_json::Value;
 
-use crate::checks::EXCERPT_CHARS;
+use loopgate_checks::EXCERPT_CHARS;
 
 /// Characters of the judge's reason kept in the verdict.
 pub(crate) const MAX_REASON_CHARS: usize = 500;

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::sandbox::{probe, SandboxError};
+use loopgate_checks::{probe, SandboxError};
 use loopgate_models::{ChatClient, ModelError};
 use loopgate_snapshot::{SnapshotError, SnapshotStore};
 use loopgate_transport::runtime::{connect_bus, retry_with_patience};

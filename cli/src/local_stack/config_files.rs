@@ -14,6 +14,10 @@ pub const LOCAL_PROFILE: &str = "local";
 pub const DEFAULT_MODEL_URL: &str = "http://127.0.0.1:8080/v1";
 pub const DEFAULT_MODEL: &str = "qwen2.5-coder";
 pub const API_KEY_ENV: &str = "LOOPGATE_API_KEY";
+/// `structured_output` of the manager's profile (`json_schema` unless this says `off`).
+pub const STRUCTURED_OUTPUT_ENV: &str = "LOOPGATE_STRUCTURED_OUTPUT";
+/// llama-server, vLLM and OpenAI constrain the manager's reply to its JSON schema.
+pub const DEFAULT_STRUCTURED_OUTPUT: &str = "json_schema";
 pub const PROMPT_CHAR_BUDGET: u32 = 24_000;
 /// Large enough for the biggest workspace `loopgate submit` uploads (256 MiB, base64 in JSON).
 pub const MAX_BODY_BYTES: u64 = 384 * 1024 * 1024;
@@ -27,11 +31,16 @@ pub struct ModelProfileToml {
     /// variable is unset, and a local llama-server needs no key.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
+    /// Written into the manager's copy of the profile only (the one role whose requests
+    /// declare a reply schema); the manager validates the value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structured_output: Option<String>,
 }
 
 impl ModelProfileToml {
     /// `LOOPGATE_MODEL_URL` / `LOOPGATE_MODEL`, with local llama-server defaults; the key comes
-    /// from `LOOPGATE_API_KEY` when that is set.
+    /// from `LOOPGATE_API_KEY` when that is set; structured output from
+    /// `LOOPGATE_STRUCTURED_OUTPUT` (default `json_schema`).
     pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> ModelProfileToml {
         let pick = |key: &str, default: &str| {
             env(key)
@@ -46,6 +55,15 @@ impl ModelProfileToml {
             api_key_env: env(API_KEY_ENV)
                 .filter(|k| !k.trim().is_empty())
                 .map(|_| API_KEY_ENV.to_string()),
+            structured_output: Some(pick(STRUCTURED_OUTPUT_ENV, DEFAULT_STRUCTURED_OUTPUT)),
+        }
+    }
+
+    /// The profile as the executors and the auditor get it: without `structured_output`.
+    fn for_workers(&self) -> ModelProfileToml {
+        ModelProfileToml {
+            structured_output: None,
+            ..self.clone()
         }
     }
 }
@@ -168,8 +186,8 @@ impl LocalStack {
         self.dir.join("auditor.toml")
     }
 
-    fn models(&self) -> BTreeMap<&str, &ModelProfileToml> {
-        BTreeMap::from([(LOCAL_PROFILE, &self.model)])
+    fn models(model: &ModelProfileToml) -> BTreeMap<&str, &ModelProfileToml> {
+        BTreeMap::from([(LOCAL_PROFILE, model)])
     }
 
     pub fn nats_config_path(&self) -> PathBuf {
@@ -190,6 +208,7 @@ impl LocalStack {
             path: self.nats_config_path(),
             text: super::nats_users::nats_conf_text(),
         }];
+        let worker_model = self.model.for_workers();
         files.push(ConfigFile {
             path: self.manager_config_path(),
             text: toml::to_string(&ManagerToml {
@@ -205,7 +224,7 @@ impl LocalStack {
                     prompt_char_budget: PROMPT_CHAR_BUDGET,
                     capabilities: vec!["cli"],
                 },
-                models: self.models(),
+                models: Self::models(&self.model),
             })?,
         });
         for n in 1..=self.executors {
@@ -218,7 +237,7 @@ impl LocalStack {
                         capabilities: vec!["cli".into()],
                         work_dir: path_text(&self.executor_work_dir(n)),
                     },
-                    models: self.models(),
+                    models: Self::models(&worker_model),
                 })?,
             });
         }
@@ -230,7 +249,7 @@ impl LocalStack {
                     worker_id: "audit-1".into(),
                     work_dir: path_text(&self.auditor_work_dir()),
                 },
-                models: self.models(),
+                models: Self::models(&worker_model),
             })?,
         });
         Ok(files)
@@ -349,5 +368,28 @@ mod tests {
             text.contains("api_key_env = \"LOOPGATE_API_KEY\""),
             "{text}"
         );
+    }
+
+    #[test]
+    fn structured_output_is_set_for_the_manager_only() {
+        let files = stack().config_files().unwrap();
+        let manager = table(&files[1].text);
+        assert_eq!(
+            get(&manager, "models.local.structured_output").as_str(),
+            Some("json_schema")
+        );
+        for worker in &files[2..] {
+            let worker = table(&worker.text);
+            assert!(
+                worker["models"]["local"].get("structured_output").is_none(),
+                "{worker}"
+            );
+        }
+        let env = |k: &str| (k == STRUCTURED_OUTPUT_ENV).then(|| " off ".to_string());
+        let off = ModelProfileToml::from_env(&env);
+        assert_eq!(off.structured_output.as_deref(), Some("off"));
+        assert!(toml::to_string(&off)
+            .unwrap()
+            .contains("structured_output = \"off\""));
     }
 }

@@ -347,6 +347,10 @@ fn announce(stack: &LocalStack) -> Result<(), CliError> {
                 "no API key"
             }
         ),
+        format!(
+            "  manager: structured_output = {} (change with LOOPGATE_STRUCTURED_OUTPUT=json_schema|off)",
+            stack.model.structured_output.as_deref().unwrap_or("off")
+        ),
     ];
     if url != crate::cli_args::DEFAULT_SERVER {
         lines.push(format!("  use it:  export LOOPGATE_SERVER={url}"));

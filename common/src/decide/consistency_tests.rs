@@ -76,6 +76,7 @@ fn a_transition_to_an_inconsistent_record_is_refused() {
             steps: 1,
             tool_calls: 1,
             files_changed: 1,
+            self_check_refusals: 0,
         },
         usage: Usage::default(),
         duration_ms: 1,

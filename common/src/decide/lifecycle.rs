@@ -29,6 +29,8 @@ pub(super) fn on_answer(record: &RunRecord, text: &str, now: i64) -> Decision {
     let mut tx = Tx::new(record, now);
     tx.record.state = RunState::Running;
     tx.record.streaks.failed_rounds = 0;
+    tx.record.streaks.stagnant_rounds = 0;
+    tx.record.streaks.steps_sent_back = 0;
     tx.log(LogEvent::Answered {
         text: text.to_string(),
     });
@@ -52,6 +54,11 @@ pub(super) fn on_resume(record: &RunRecord, budget: &Budget, now: i64) -> Decisi
     r.terminal_reason = None;
     r.streaks.invalid_decisions = 0;
     r.streaks.failed_rounds = 0;
+    r.streaks.stagnant_rounds = 0;
+    r.streaks.steps_sent_back = 0;
+    // Progress is counted per generation; remembered audits stay valid (same contract).
+    r.audit.passing_ever.clear();
+    r.audit.failures_seen.clear();
     r.deadlines.wall_ms = budget.max_wall_secs.map(|s| now + (s as i64) * 1000);
     tx.log(LogEvent::Resumed { from_state });
     tx.feedback(format!(

@@ -240,7 +240,7 @@ fn every_exit_path_is_terminal_with_a_reason() {
         ("rounds exhausted", RunState::BudgetExhausted, || {
             let mut r = started();
             for i in 0..3 {
-                let s = reply(&r, "Next: cli\nTask: t");
+                let s = reply(&r, &format!("Next: cli\nTask: t {i}"));
                 let s = exec_done(&s.record, &format!("c{i}"));
                 r = audit(&s.record, false, Integrity::Clean).record;
             }
@@ -305,10 +305,12 @@ fn executor_escalates_up_its_ladder_after_failed_rounds() {
     task.budget.max_rounds = 20;
     task.budget.max_failed_rounds = 100;
     task.budget.escalate_after = 2;
+    // Only the failed-rounds ladder here (stagnation escalates on its own, tested apart).
+    task.budget.stagnation_rounds = 0;
     let mut r = start_run("r1", task, "base", 0).record;
     let mut profiles = Vec::new();
     for i in 0..7 {
-        let s = reply(&r, "Next: cli\nTask: try");
+        let s = reply(&r, &format!("Next: cli\nTask: try {i}"));
         match &s.outgoing()[0].message {
             Message::ExecRequest(req) => profiles.push(req.executor_profile.clone()),
             m => panic!("{m:?}"),

@@ -1,12 +1,15 @@
 //! The manager's reply: parse defensively, then route (cli, gui, done, blocked, ask, invalid).
 
+use super::progress::{exec_feedback, ledger_lines};
 use super::transition::{Decision, RAW_LOG_CHARS};
 use super::tx::Tx;
 use crate::gate::evaluate_gate;
+use crate::goal_words::{altered_words, clauses_for_step};
 use crate::next_step::{parse_next_step, NextStepError, Route};
 use crate::state::{LogEvent, Phase, RunRecord, RunState};
 use crate::subjects::Capability;
 use crate::usage::Usage;
+use crate::verdict::{AuditStatus, ContractVerdict, Integrity};
 use crate::wire::{AuditPurpose, EpisodeKind, Increment};
 
 fn expecting_decision(record: &RunRecord, generation: u32, seq: u32) -> Result<(), String> {
@@ -142,6 +145,11 @@ pub(super) fn on_manager_reply(
             } else {
                 Capability::Cli
             };
+            if let Some(reason) = step_to_send_back(&tx.record, &step.task) {
+                send_back(&mut tx, seq, reason);
+                return tx.finish();
+            }
+            tx.record.streaks.steps_sent_back = 0;
             dispatch_exec(&mut tx, capability, step.task);
         }
         Route::Done => {
@@ -197,7 +205,71 @@ pub(super) fn on_manager_reply(
     tx.finish()
 }
 
+/// Why the manager's step goes back to it before any executor runs, if it does: it alters the
+/// goal's exact names, paths, strings or counts (while sends-back stay within
+/// `max_invalid_outputs` in a row; past that the step goes through, the executor reads the
+/// goal's own words above it anyway), or it repeats verbatim the instruction of the round that
+/// just failed (sent back once).
+fn step_to_send_back(record: &RunRecord, task: &str) -> Option<String> {
+    let sent_back = record.streaks.steps_sent_back;
+    let checks: Vec<&str> = record
+        .contract
+        .criteria
+        .iter()
+        .filter_map(|c| c.check.as_deref())
+        .collect();
+    let altered = altered_words(&record.contract.goal, task, &checks.join("\n"));
+    if !altered.is_empty() && sent_back < record.task.budget.max_invalid_outputs {
+        let list: Vec<String> = altered.iter().map(ToString::to_string).collect();
+        return Some(format!(
+            "Your step changes the goal's exact words ({}). Use the goal's exact names, paths \
+             and strings in the Task.",
+            list.join("; ")
+        ));
+    }
+    let normalize = |s: &str| {
+        s.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_lowercase()
+    };
+    let last = record.history.last()?;
+    let passed = last.failing.is_empty()
+        && last.verdicts.is_some_and(|v| {
+            v.status == AuditStatus::Complete
+                && v.integrity == Integrity::Clean
+                && v.contract == ContractVerdict::Aligned
+        });
+    if sent_back == 0 && !passed && normalize(&last.objective) == normalize(task) {
+        let failure = last
+            .failing
+            .first()
+            .map(|(id, excerpt)| format!("`{id}` failed: {}", excerpt.trim()))
+            .unwrap_or_else(|| last.exec_summary.clone());
+        return Some(format!(
+            "Your step repeats round {}'s instruction word for word, and that round failed ({failure}). \
+             Attempts so far:\n{}\nGive a different instruction that addresses the failure.",
+            last.round,
+            ledger_lines(record).join("\n")
+        ));
+    }
+    None
+}
+
+/// The step goes back to the manager with the reason; the decision is asked again.
+fn send_back(tx: &mut Tx, seq: u32, reason: String) {
+    tx.record.streaks.steps_sent_back += 1;
+    tx.log(LogEvent::StepSentBack {
+        seq,
+        reason: reason.clone(),
+    });
+    tx.feedback(reason);
+    tx.request_decision();
+}
+
 fn dispatch_exec(tx: &mut Tx, capability: Capability, task: String) {
+    let goal_clauses = clauses_for_step(&tx.record.contract.goal, &task);
+    let feedback = exec_feedback(&tx.record);
     let increment = Increment {
         objective: task.clone(),
         instructions: task,
@@ -209,6 +281,7 @@ fn dispatch_exec(tx: &mut Tx, capability: Capability, task: String) {
             .map(|c| c.id.clone())
             .collect(),
         write_scope: Vec::new(),
+        goal_clauses,
     };
-    tx.dispatch_exec(capability, increment, EpisodeKind::Step);
+    tx.dispatch_exec(capability, increment, EpisodeKind::Step, feedback);
 }

@@ -4,6 +4,7 @@
 mod lifecycle;
 mod manager_turn;
 mod planning;
+mod progress;
 mod results;
 mod transition;
 mod tx;
@@ -16,6 +17,7 @@ use crate::state::{
 use crate::task::Task;
 
 pub use planning::{approval_question, edited_contract};
+pub use progress::ledger_lines;
 pub use results::guard_report;
 pub use transition::{
     Decision, RunEvent, Step, DECISION_SLACK_SECS, EPISODE_GRACE_SECS, FEEDBACK_KEEP, HISTORY_KEEP,
@@ -129,5 +131,7 @@ mod consistency_tests;
 mod lifecycle_tests;
 #[cfg(test)]
 mod planning_tests;
+#[cfg(test)]
+mod progress_tests;
 #[cfg(test)]
 mod tests;

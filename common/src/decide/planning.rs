@@ -11,7 +11,7 @@ use crate::contract_proposal::{contract_from_proposal, PROPOSAL_FILE, SPEC_FILE}
 use crate::state::{ContractSource, LogEvent, PlanningStage, RunRecord, RunState};
 use crate::subjects::Capability;
 use crate::verdict::{CheckVerdict, Integrity};
-use crate::wire::{AuditReport, EpisodeKind, Increment};
+use crate::wire::{AuditReport, EpisodeKind, ExecFeedback, Increment};
 
 /// What a person sees when the proposed contract waits for approval.
 pub fn approval_question(run_id: &str, contract: &Contract) -> String {
@@ -42,6 +42,7 @@ fn planner_increment(record: &RunRecord) -> Increment {
         instructions,
         acceptance_checks: Vec::new(),
         write_scope: vec![SPEC_FILE.to_string()],
+        goal_clauses: Vec::new(),
     }
 }
 
@@ -74,6 +75,7 @@ fn proposer_increment(record: &RunRecord) -> Increment {
         instructions,
         acceptance_checks: Vec::new(),
         write_scope: vec![PROPOSAL_FILE.to_string()],
+        goal_clauses: Vec::new(),
     }
 }
 
@@ -90,11 +92,21 @@ impl Tx {
         match self.record.planning.stage {
             Some(PlanningStage::Spec) => {
                 let increment = planner_increment(&self.record);
-                self.dispatch_exec(Capability::Cli, increment, EpisodeKind::Plan);
+                self.dispatch_exec(
+                    Capability::Cli,
+                    increment,
+                    EpisodeKind::Plan,
+                    ExecFeedback::default(),
+                );
             }
             Some(PlanningStage::Contract) => {
                 let increment = proposer_increment(&self.record);
-                self.dispatch_exec(Capability::Cli, increment, EpisodeKind::Propose);
+                self.dispatch_exec(
+                    Capability::Cli,
+                    increment,
+                    EpisodeKind::Propose,
+                    ExecFeedback::default(),
+                );
             }
             Some(PlanningStage::Approval) => {
                 let question = self

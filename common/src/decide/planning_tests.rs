@@ -417,7 +417,11 @@ fn rubric_audit(record: &RunRecord, v: RubricVerdict) -> Step {
 }
 
 fn round(record: &RunRecord, candidate: &str) -> RunRecord {
-    let r = reply(record, "Next: cli\nTask: improve it").record;
+    let r = reply(
+        record,
+        &format!("Next: cli\nTask: improve it into {candidate}"),
+    )
+    .record;
     exec_done(&r, candidate).record
 }
 

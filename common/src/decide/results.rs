@@ -1,12 +1,13 @@
 //! Executor results and audit reports.
 
 use super::planning::on_plan_audit;
+use super::progress::{escalate_when_stagnant, note_progress, remember_audit, remembered_audit};
 use super::transition::{Decision, HISTORY_KEEP};
 use super::tx::Tx;
 use crate::contract::Contract;
 use crate::gate::evaluate_gate;
 use crate::rubric::{RubricOutcome, RubricStanding, RubricVerdict};
-use crate::state::{LogEvent, Phase, RoundSummary, RunRecord, RunState};
+use crate::state::{AuditedSnapshot, LogEvent, Phase, RoundSummary, RunRecord, RunState};
 use crate::verdict::{AuditStatus, CheckVerdict, ContractVerdict, Evidence, Integrity, Verdicts};
 use crate::wire::{AuditPurpose, AuditReport, ExecOutcome, ExecResult};
 
@@ -77,6 +78,13 @@ pub(super) fn on_exec(record: &RunRecord, result: &ExecResult, now: i64) -> Deci
         ),
         ExecOutcome::Failed { error } => (None, String::new(), false, 0, Some(error.clone())),
     };
+    let self_check_refusals = match &result.outcome {
+        ExecOutcome::Frozen {
+            self_check_refusals,
+            ..
+        } => *self_check_refusals,
+        ExecOutcome::Failed { .. } => 0,
+    };
     tx.log(LogEvent::ExecResult {
         worker: result.worker.clone(),
         candidate: candidate.clone(),
@@ -84,6 +92,7 @@ pub(super) fn on_exec(record: &RunRecord, result: &ExecResult, now: i64) -> Deci
         claimed_done,
         tool_calls,
         error: error.clone(),
+        self_check_refusals,
     });
     push_history(
         &mut tx,
@@ -99,6 +108,10 @@ pub(super) fn on_exec(record: &RunRecord, result: &ExecResult, now: i64) -> Deci
             gaps: Vec::new(),
             failing: Vec::new(),
             passing: Vec::new(),
+            base: Some(record.snapshot.clone()),
+            changed_paths: Vec::new(),
+            checked: 0,
+            reused_from: None,
         },
     );
     if tx.check_spend_budget() {
@@ -109,6 +122,36 @@ pub(super) fn on_exec(record: &RunRecord, result: &ExecResult, now: i64) -> Deci
     } else {
         AuditPurpose::Round
     };
+    // An identical candidate is not audited again: the earlier report is bound to this very
+    // snapshot id under the same contract.
+    let reusable = candidate
+        .as_deref()
+        .filter(|_| purpose == AuditPurpose::Round)
+        .and_then(|c| remembered_audit(record, c))
+        .cloned();
+    if let Some(earlier) = reusable {
+        tx.log(LogEvent::AuditReused {
+            snapshot: earlier.snapshot.clone(),
+            from_round: earlier.round,
+        });
+        if let Some(last) = tx.record.history.last_mut() {
+            last.reused_from = Some(earlier.round);
+        }
+        let outcome = AuditOutcome {
+            round: result.round,
+            purpose,
+            candidate: earlier.snapshot.clone(),
+            verdicts: earlier.verdicts,
+            downgraded: earlier.downgraded,
+            evidence: earlier.evidence.clone(),
+            gaps: earlier.gaps.clone(),
+            changed_paths: earlier.changed_paths.clone(),
+            rubric: earlier.rubric.clone(),
+            worker: format!("reused from round {}", earlier.round),
+            reused: true,
+        };
+        return apply_audit(tx, outcome);
+    }
     match candidate {
         Some(candidate) => tx.dispatch_audit(
             purpose,
@@ -201,21 +244,92 @@ pub(super) fn on_audit(record: &RunRecord, report: &AuditReport, now: i64) -> De
         .filter(|e| e.artifact_version == candidate)
         .cloned()
         .collect();
-    tx.evidence = evidence.clone();
-    let rubric = record.contract.rubric.as_ref().and(report.rubric.as_ref());
+    let outcome = AuditOutcome {
+        round: report.round,
+        purpose,
+        candidate,
+        verdicts,
+        downgraded,
+        evidence,
+        gaps: report.gaps.clone(),
+        changed_paths: report.changed_paths.clone(),
+        rubric: record
+            .contract
+            .rubric
+            .as_ref()
+            .and(report.rubric.as_ref())
+            .cloned(),
+        worker: report.worker.clone(),
+        reused: false,
+    };
+    apply_audit(tx, outcome)
+}
+
+/// An audit's outcome as the gate reads it: from a report, or reused from an earlier audit of
+/// the same snapshot.
+struct AuditOutcome {
+    round: u32,
+    purpose: AuditPurpose,
+    candidate: String,
+    /// After the acceptance-constraint guard.
+    verdicts: Verdicts,
+    downgraded: bool,
+    /// Bound to `candidate`.
+    evidence: Vec<Evidence>,
+    gaps: Vec<String>,
+    changed_paths: Vec<String>,
+    rubric: Option<RubricVerdict>,
+    worker: String,
+    reused: bool,
+}
+
+/// What an audited round does to the run: the artifact moves (or the candidate is rejected or
+/// rolled back), the gate is evaluated, progress is noted, and the run completes or goes on.
+fn apply_audit(mut tx: Tx, outcome: AuditOutcome) -> Decision {
+    let AuditOutcome {
+        round,
+        purpose,
+        candidate,
+        verdicts,
+        downgraded,
+        evidence,
+        gaps,
+        changed_paths,
+        rubric,
+        worker,
+        reused,
+    } = outcome;
+    tx.evidence = if reused { Vec::new() } else { evidence.clone() };
+    if !reused {
+        let spec_hash = tx.record.contract.spec_hash.clone();
+        remember_audit(
+            &mut tx,
+            AuditedSnapshot {
+                snapshot: candidate.clone(),
+                spec_hash,
+                round,
+                verdicts,
+                downgraded,
+                evidence: evidence.clone(),
+                gaps: gaps.clone(),
+                changed_paths: changed_paths.clone(),
+                rubric: rubric.clone(),
+            },
+        );
+    }
+    let rubric = rubric.as_ref();
     let pivot = rubric.is_some_and(|r| r.outcome == Some(RubricOutcome::Pivot));
     if let Some(r) = rubric {
-        record_rubric(&mut tx, report.round, &candidate, r);
+        record_rubric(&mut tx, round, &candidate, r);
     }
     if verdicts.integrity == Integrity::Violation {
-        let reason = format!("integrity violation: {}", report.gaps.join("; "));
+        let reason = format!("integrity violation: {}", gaps.join("; "));
         tx.log(LogEvent::CandidateRejected {
             candidate: candidate.clone(),
             reason: reason.clone(),
         });
         tx.feedback(format!(
-            "Round {}: the candidate was rejected ({reason}); the workspace stays at the previous snapshot.",
-            report.round
+            "Round {round}: the candidate was rejected ({reason}); the workspace stays at the previous snapshot."
         ));
     } else if pivot {
         let to = tx
@@ -234,7 +348,7 @@ pub(super) fn on_audit(record: &RunRecord, report: &AuditReport, now: i64) -> De
             "Round {}: the judge said PIVOT ({}); the artifact was rolled back to snapshot {} \
              (the last one whose audit passed, or the starting workspace). Take a different \
              approach. Judge: {}",
-            report.round,
+            round,
             rubric.map(|r| r.summary()).unwrap_or_default(),
             to.get(..12).unwrap_or(&to),
             reason
@@ -261,12 +375,12 @@ pub(super) fn on_audit(record: &RunRecord, report: &AuditReport, now: i64) -> De
     );
     tx.log(LogEvent::AuditReport {
         purpose,
-        worker: report.worker.clone(),
+        worker,
         snapshot: candidate.clone(),
         verdicts,
         passing: gate.passing,
         checked: gate.checked,
-        gaps: report.gaps.clone(),
+        gaps: gaps.clone(),
         downgraded,
     });
     tx.log(LogEvent::Gate {
@@ -274,14 +388,11 @@ pub(super) fn on_audit(record: &RunRecord, report: &AuditReport, now: i64) -> De
         snapshot: gate.snapshot.clone(),
         reasons: gate.reasons.clone(),
     });
-    if let Some(last) = tx
-        .record
-        .history
-        .last_mut()
-        .filter(|h| h.round == report.round)
-    {
+    if let Some(last) = tx.record.history.last_mut().filter(|h| h.round == round) {
         last.verdicts = Some(verdicts);
-        last.gaps = report.gaps.clone();
+        last.gaps = gaps.clone();
+        last.changed_paths = changed_paths;
+        last.checked = gate.checked;
         last.failing = evidence
             .iter()
             .filter(|e| e.verdict != CheckVerdict::Pass)
@@ -296,6 +407,9 @@ pub(super) fn on_audit(record: &RunRecord, report: &AuditReport, now: i64) -> De
     let passed = gate.passed;
     let reasons = gate.reasons.join("; ");
     tx.record.audit.last_gate = Some(gate);
+    if purpose == AuditPurpose::Round {
+        note_progress(&mut tx, &evidence);
+    }
     if tx.check_spend_budget() {
         return tx.finish();
     }
@@ -320,7 +434,12 @@ pub(super) fn on_audit(record: &RunRecord, report: &AuditReport, now: i64) -> De
             tx.continue_after_failure(&reasons);
         }
         (AuditPurpose::Round, true) => tx.request_decision(),
-        (AuditPurpose::Round, false) => tx.continue_after_failure(&reasons),
+        (AuditPurpose::Round, false) => {
+            let level = tx.record.escalation_level;
+            tx.continue_after_failure(&reasons);
+            let ladder_stepped = tx.record.escalation_level != level;
+            escalate_when_stagnant(&mut tx, ladder_stepped);
+        }
         // Plan audits returned above.
         (AuditPurpose::Plan, _) => {}
     }

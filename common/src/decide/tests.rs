@@ -65,6 +65,7 @@ pub(super) fn exec_done(record: &RunRecord, candidate: &str) -> Step {
                 steps: 2,
                 tool_calls: 2,
                 files_changed: 1,
+                self_check_refusals: 0,
             },
             usage: Usage::default(),
             duration_ms: 5,
@@ -226,7 +227,7 @@ fn invalid_output_is_reasked_then_blocks() {
 fn max_rounds_exhausts_the_budget() {
     let mut r = started();
     for round in 1..=3 {
-        let s = reply(&r, "Next: cli\nTask: try");
+        let s = reply(&r, &format!("Next: cli\nTask: try {round}"));
         let s = exec_done(&s.record, &format!("c{round}"));
         r = audit(&s.record, false, Integrity::Clean).record;
     }
@@ -349,7 +350,7 @@ fn manager_prompt_stays_within_budget() {
         let s = reply(
             &r,
             &format!(
-                "Current task state: {}\nNext: cli\nTask: {}",
+                "Current task state: {}\nNext: cli\nTask: {round} {}",
                 "x".repeat(3000),
                 "y".repeat(3000)
             ),

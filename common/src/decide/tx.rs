@@ -7,8 +7,8 @@ use crate::state::{
 use crate::subjects::Capability;
 use crate::verdict::Evidence;
 use crate::wire::{
-    AuditPurpose, AuditRequest, CancelEpisodes, DecideRequest, EpisodeKind, ExecRequest, Increment,
-    Message,
+    AuditPurpose, AuditRequest, CancelEpisodes, DecideRequest, EpisodeKind, ExecFeedback,
+    ExecRequest, Increment, Message,
 };
 
 pub(super) struct Tx {
@@ -125,6 +125,7 @@ impl Tx {
         capability: Capability,
         increment: Increment,
         episode: EpisodeKind,
+        feedback: ExecFeedback,
     ) {
         self.record.round += 1;
         let start_secs = self.record.task.budget.start_secs;
@@ -145,6 +146,8 @@ impl Tx {
             start_by_ms,
             ignore: r.task.ignore.clone(),
             episode,
+            feedback,
+            self_checks: r.task.budget.self_checks,
         };
         let msg_id = format!("{}:{}:{}:exec", r.id, r.generation, r.round);
         let base_snapshot = r.snapshot.clone();

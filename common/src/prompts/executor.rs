@@ -1,18 +1,29 @@
-//! The executor's prompt: the contract and the increment, never the manager's reasoning.
+//! The executor's prompt: the contract, the goal's own words for the step, what the last audit
+//! found on the workspace, and the increment. Never the manager's reasoning.
 
-use crate::wire::{EpisodeKind, ExecRequest};
+use crate::wire::{EpisodeKind, ExecFeedback, ExecRequest};
 
 pub const SYSTEM: &str = "You are a coding agent working inside a workspace directory. \
 Do exactly the step you are given, using the tools: write_file, read_file, edit_file, list_dir, \
-shell, finish. Paths are relative to the workspace. Write complete file contents. \
+shell, finish. Paths are relative to the workspace root: write `hello.py`, never \
+`workspace/hello.py` or an absolute path. Write complete file contents. \
 When the step is done, call finish with a one-line summary. Do not edit acceptance tests \
 and do not hard-code expected output.";
+
+/// Workspace paths listed in the prompt.
+const FILES_SHOWN: usize = 60;
+/// Changed paths listed in the prompt.
+const CHANGED_SHOWN: usize = 20;
 
 /// The first user message of an episode. `files` lists the workspace's paths.
 pub fn task_prompt(req: &ExecRequest, files: &[String]) -> String {
     let mut s = String::new();
     s.push_str(&format!("Goal: {}\n\n", req.contract.goal));
     match req.episode {
+        EpisodeKind::Step if req.self_checks > 0 => s.push_str(&format!(
+            "Acceptance checks of contract spec {} (frozen; run on a copy of your workspace when you call finish, then by an independent auditor):\n",
+            req.contract.short_hash()
+        )),
         EpisodeKind::Step => s.push_str(&format!(
             "Acceptance checks of contract spec {} (frozen; run by an independent auditor after you finish):\n",
             req.contract.short_hash()
@@ -36,18 +47,21 @@ pub fn task_prompt(req: &ExecRequest, files: &[String]) -> String {
             req.contract.protected_paths.join(", ")
         ));
     }
-    s.push_str("\nWorkspace files: ");
-    if files.is_empty() {
-        s.push_str("(empty)\n");
+    push_files(&mut s, files);
+    push_feedback(&mut s, &req.feedback);
+    let clauses = &req.increment.goal_clauses;
+    if clauses.is_empty() {
+        s.push_str(&format!("\nYour step: {}\n", req.increment.objective));
     } else {
-        let shown: Vec<&str> = files.iter().take(60).map(String::as_str).collect();
-        s.push_str(&shown.join(", "));
-        if files.len() > shown.len() {
-            s.push_str(&format!(" … and {} more", files.len() - shown.len()));
-        }
-        s.push('\n');
+        // The goal's own words are the step: small models follow them where a paraphrase
+        // loses exact names and formats.
+        s.push_str(&format!("\nYour step: {}\n", clauses.join(" ")));
+        s.push_str(&format!(
+            "The manager's note on how to go about it (where it differs from the goal's words \
+             above, the goal's words win): {}\n",
+            req.increment.objective
+        ));
     }
-    s.push_str(&format!("\nYour step: {}\n", req.increment.objective));
     if !req.increment.write_scope.is_empty() {
         s.push_str(&format!(
             "You may only create or change: {}\n",
@@ -60,4 +74,181 @@ pub fn task_prompt(req: &ExecRequest, files: &[String]) -> String {
         s.push_str(&format!("{}\n", req.increment.instructions));
     }
     s
+}
+
+fn push_files(s: &mut String, files: &[String]) {
+    if files.is_empty() {
+        s.push_str("\nWorkspace files: (empty)\n");
+        return;
+    }
+    s.push_str(
+        "\nWorkspace files (exact paths, relative to the workspace root; use them as written):\n",
+    );
+    for f in files.iter().take(FILES_SHOWN) {
+        s.push_str(&format!("- {f}\n"));
+    }
+    if files.len() > FILES_SHOWN {
+        s.push_str(&format!("… and {} more\n", files.len() - FILES_SHOWN));
+    }
+}
+
+/// What the last audit found on the workspace, under its own heading.
+fn push_feedback(s: &mut String, feedback: &ExecFeedback) {
+    if feedback.is_empty() {
+        return;
+    }
+    let snapshot = feedback
+        .audited_snapshot
+        .as_deref()
+        .map(|id| format!(" (snapshot {})", id.get(..12).unwrap_or(id)))
+        .unwrap_or_default();
+    s.push_str(&format!("\nWhat the last audit found{snapshot}:\n"));
+    if let Some(rejected) = &feedback.rejected {
+        s.push_str(&format!("- {rejected}\n"));
+    }
+    for f in &feedback.failing {
+        let exit = f
+            .exit_code
+            .map(|c| format!("exit {c}"))
+            .unwrap_or_else(|| format!("{:?}", f.verdict).to_lowercase());
+        let check = f
+            .check
+            .as_deref()
+            .map(|c| format!(": `{c}`"))
+            .unwrap_or_default();
+        s.push_str(&format!(
+            "- check `{}` failed ({exit}){check}\n",
+            f.criterion
+        ));
+        if !f.output_excerpt.trim().is_empty() {
+            s.push_str("  output:\n");
+            for line in f.output_excerpt.trim().lines() {
+                s.push_str(&format!("    {line}\n"));
+            }
+        }
+    }
+    if !feedback.gate_reasons.is_empty() {
+        s.push_str(&format!(
+            "- the completion gate is closed: {}\n",
+            feedback.gate_reasons.join("; ")
+        ));
+    }
+    if !feedback.changed_paths.is_empty() {
+        let shown: Vec<&str> = feedback
+            .changed_paths
+            .iter()
+            .take(CHANGED_SHOWN)
+            .map(String::as_str)
+            .collect();
+        s.push_str(&format!("- the last round changed: {}\n", shown.join(", ")));
+    }
+    if !feedback.attempts.is_empty() {
+        s.push_str("Earlier attempts that did not work; take a different approach:\n");
+        for a in &feedback.attempts {
+            s.push_str(&format!("- {a}\n"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::Contract;
+    use crate::subjects::Capability;
+    use crate::task::Criterion;
+    use crate::verdict::CheckVerdict;
+    use crate::wire::{FailingCheck, Increment};
+
+    fn request(increment: Increment, feedback: ExecFeedback) -> ExecRequest {
+        ExecRequest {
+            run_id: "r".into(),
+            generation: 1,
+            round: 2,
+            capability: Capability::Cli,
+            contract: Contract {
+                goal: "Create hello.py that prints exactly: hello, loopgate".into(),
+                criteria: vec![Criterion {
+                    id: "prints".into(),
+                    description: "prints the greeting".into(),
+                    check: Some("test \"$(python3 hello.py)\" = 'hello, loopgate'".into()),
+                    blocking: true,
+                    timeout_secs: 120,
+                }],
+                protected_paths: vec![],
+                spec_hash: "h".repeat(64),
+                rubric: None,
+            },
+            increment,
+            base_snapshot: "b".into(),
+            executor_profile: "p".into(),
+            episode_secs: 60,
+            max_steps: 8,
+            start_by_ms: None,
+            ignore: vec![],
+            episode: EpisodeKind::Step,
+            feedback,
+            self_checks: 2,
+        }
+    }
+
+    #[test]
+    fn the_goal_words_are_the_step_and_the_audit_comes_with_its_output() {
+        let increment = Increment {
+            objective: "Create hello.py with the content 'hello, loopgate'".into(),
+            instructions: String::new(),
+            acceptance_checks: vec!["prints".into()],
+            write_scope: vec![],
+            goal_clauses: vec!["Create hello.py that prints exactly: hello, loopgate".into()],
+        };
+        let feedback = ExecFeedback {
+            audited_snapshot: Some("3cc0b541aaaabbbbcccc".into()),
+            failing: vec![FailingCheck {
+                criterion: "prints".into(),
+                check: Some("python3 hello.py".into()),
+                verdict: CheckVerdict::Fail,
+                exit_code: Some(2),
+                output_excerpt: "python3: can't open file 'hello.py'".into(),
+            }],
+            gate_reasons: vec!["`prints` has no passing evidence".into()],
+            changed_paths: vec!["workspace/hello.py".into()],
+            rejected: None,
+            attempts: vec![],
+        };
+        let prompt = task_prompt(
+            &request(increment, feedback),
+            &["workspace/hello.py".into()],
+        );
+        let step = prompt
+            .find("Your step: Create hello.py that prints exactly: hello, loopgate")
+            .expect("the goal's words are the step");
+        let note = prompt.find("The manager's note").unwrap();
+        let audit = prompt
+            .find("What the last audit found (snapshot 3cc0b541aaaa)")
+            .unwrap();
+        assert!(audit < step && step < note, "{prompt}");
+        for needle in [
+            "- check `prints` failed (exit 2): `python3 hello.py`",
+            "    python3: can't open file 'hello.py'",
+            "the completion gate is closed",
+            "the last round changed: workspace/hello.py",
+            "- workspace/hello.py\n",
+        ] {
+            assert!(prompt.contains(needle), "missing {needle}:\n{prompt}");
+        }
+    }
+
+    #[test]
+    fn without_goal_clauses_or_feedback_the_step_is_the_objective() {
+        let increment = Increment {
+            objective: "write hello.py".into(),
+            instructions: String::new(),
+            acceptance_checks: vec![],
+            write_scope: vec![],
+            goal_clauses: vec![],
+        };
+        let prompt = task_prompt(&request(increment, ExecFeedback::default()), &[]);
+        assert!(prompt.contains("\nYour step: write hello.py\n"), "{prompt}");
+        assert!(!prompt.contains("What the last audit found"), "{prompt}");
+        assert!(prompt.contains("Workspace files: (empty)"), "{prompt}");
+    }
 }

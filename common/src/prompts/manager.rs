@@ -1,6 +1,7 @@
 //! The manager's prompt: goal, frozen contract, task state, recent audits, feedback and budget,
 //! bounded by a character budget however many rounds have run.
 
+use crate::decide::ledger_lines;
 use crate::state::RunRecord;
 use crate::verdict::Verdicts;
 
@@ -85,6 +86,13 @@ pub fn user_prompt(record: &RunRecord, char_budget: usize) -> String {
         "\n# Budget\nRound {} of at most {}; checks passing on the current snapshot: {}/{}.\n",
         record.round, b.max_rounds, passing, checked
     ));
+    let ledger = ledger_lines(record);
+    if !ledger.is_empty() {
+        must.push_str("\n# Attempts so far (oldest first)\n");
+        for line in &ledger {
+            must.push_str(&format!("- {line}\n"));
+        }
+    }
     if let Some(state) = &record.task_state {
         must.push_str(&format!(
             "\n# Your task state from last turn\n{}\n",

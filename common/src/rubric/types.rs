@@ -21,6 +21,7 @@ fn default_weight() -> f64 {
 
 /// One scored dimension of the rubric.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RubricDimension {
     pub name: String,
@@ -32,6 +33,7 @@ pub struct RubricDimension {
 
 /// The contract's rubric: weighted dimensions and the pass threshold on the 0..10 scale.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Rubric {
     pub dimensions: Vec<RubricDimension>,
@@ -95,6 +97,7 @@ impl Eq for Rubric {}
 
 /// What the judge recommends next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
     Finish,
@@ -226,10 +229,13 @@ impl RubricVerdict {
 
 /// Where the run's rubric stands on its current snapshot (for status, watch and the API).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RubricStanding {
     pub snapshot: String,
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub average: Option<f64>,
     pub threshold: f64,
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub strategy: Option<Strategy>,
     pub passed: bool,
 }

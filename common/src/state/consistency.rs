@@ -86,6 +86,7 @@ mod tests {
                     instructions: "i".into(),
                     acceptance_checks: vec![],
                     write_scope: vec![],
+                    goal_clauses: vec![],
                 },
             },
             Phase::Auditing {

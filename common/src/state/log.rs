@@ -59,6 +59,9 @@ pub enum LogEvent {
         #[serde(default)]
         tool_calls: u32,
         error: Option<String>,
+        /// Times a self-check refused the agent's `finish` in the episode.
+        #[serde(default)]
+        self_check_refusals: u32,
     },
     AuditDispatched {
         purpose: AuditPurpose,
@@ -151,6 +154,24 @@ pub enum LogEvent {
         to: SnapshotId,
         reason: String,
     },
+    /// The candidate was audited before (under the same contract): that audit's report, bound
+    /// to this very snapshot, is reused instead of running the checks again.
+    AuditReused {
+        snapshot: SnapshotId,
+        from_round: u32,
+    },
+    /// `rounds` audited rounds in a row made no progress: the harness escalated.
+    Stagnation {
+        rounds: u32,
+        /// The executor profile it moved to, when the ladder had another rung.
+        escalated_to: Option<String>,
+    },
+    /// The manager's step was sent back before any executor ran (a verbatim repeat of an
+    /// instruction that just failed, or a step that altered the goal's exact names).
+    StepSentBack {
+        seq: u32,
+        reason: String,
+    },
 }
 
 impl LogEvent {
@@ -180,6 +201,9 @@ impl LogEvent {
             LogEvent::ContractFrozen { .. } => "contract_frozen",
             LogEvent::RubricScored { .. } => "rubric_scored",
             LogEvent::Pivot { .. } => "pivot",
+            LogEvent::AuditReused { .. } => "audit_reused",
+            LogEvent::Stagnation { .. } => "stagnation",
+            LogEvent::StepSentBack { .. } => "step_sent_back",
         }
     }
 }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::{Deadline, PlanningStage, RoleUsage};
 use crate::contract::Contract;
 use crate::gate::GateVerdict;
-use crate::rubric::RubricStanding;
+use crate::rubric::{RubricStanding, RubricVerdict};
 use crate::snapshot::SnapshotId;
 use crate::verdict::{Evidence, Verdicts};
 
@@ -34,6 +34,15 @@ pub struct Streaks {
     /// `max_done_refusals`; reset by any other usable route.
     #[serde(default)]
     pub done_refusals: u32,
+    /// Audited rounds in a row that made no progress: no criterion passed that never passed
+    /// before, and no failure output appeared that was not seen before. `stagnation_rounds` of
+    /// them escalate; reset by progress and by the escalation itself.
+    #[serde(default)]
+    pub stagnant_rounds: u32,
+    /// Manager steps sent back in a row (a verbatim repeat of an instruction that just failed,
+    /// or one that altered the goal's exact names). Reset by a step that is dispatched.
+    #[serde(default)]
+    pub steps_sent_back: u32,
 }
 
 /// Where a `plan = true` run stands while it builds its contract; all `None` once the contract
@@ -90,4 +99,41 @@ pub struct AuditStanding {
     /// The rubric's latest score, when the contract has a rubric.
     #[serde(default)]
     pub rubric: Option<RubricStanding>,
+    /// The most recent audits, by snapshot: an identical candidate is not audited again, its
+    /// earlier report (bound to that very snapshot id) is reused. At most [`AUDITS_REMEMBERED`].
+    #[serde(default)]
+    pub audited: Vec<AuditedSnapshot>,
+    /// Criteria that have passed on some audited snapshot of this generation (progress is a
+    /// criterion passing that never passed before).
+    #[serde(default)]
+    pub passing_ever: Vec<String>,
+    /// Digests of the failure outputs seen so far (`criterion:sha256-prefix`), at most
+    /// [`FAILURES_REMEMBERED`]; a failure output not among them is progress too.
+    #[serde(default)]
+    pub failures_seen: Vec<String>,
+}
+
+/// Audits remembered for reuse.
+pub const AUDITS_REMEMBERED: usize = 8;
+/// Failure digests remembered.
+pub const FAILURES_REMEMBERED: usize = 64;
+
+/// One audit's outcome, kept so that an identical candidate reuses it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditedSnapshot {
+    pub snapshot: SnapshotId,
+    /// The contract it was audited against.
+    pub spec_hash: String,
+    /// The round whose audit this was.
+    pub round: u32,
+    /// The verdicts after the acceptance-constraint guard.
+    pub verdicts: Verdicts,
+    pub downgraded: bool,
+    /// Evidence bound to `snapshot`.
+    pub evidence: Vec<Evidence>,
+    pub gaps: Vec<String>,
+    #[serde(default)]
+    pub changed_paths: Vec<String>,
+    #[serde(default)]
+    pub rubric: Option<RubricVerdict>,
 }

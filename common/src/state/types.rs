@@ -8,7 +8,9 @@ use crate::usage::Usage;
 use crate::verdict::Verdicts;
 use crate::wire::{AuditPurpose, Increment, Message};
 
+/// A run's state (`lg:runs:<state>` indexes the same names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RunState {
     Queued,
@@ -64,6 +66,7 @@ impl RunState {
 
 /// Where planning stands while a `plan = true` run builds its contract (before round 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum PlanningStage {
     /// The planner episode writes `spec.md`.
@@ -188,9 +191,23 @@ pub struct RoundSummary {
     /// (check id, output excerpt) for each failing or inconclusive check.
     pub failing: Vec<(String, String)>,
     pub passing: Vec<String>,
+    /// The snapshot the round started from.
+    #[serde(default)]
+    pub base: Option<SnapshotId>,
+    /// Paths the round changed (base -> candidate), as the auditor saw them.
+    #[serde(default)]
+    pub changed_paths: Vec<String>,
+    /// Criteria with a check on the audited snapshot (`passing` of them passed).
+    #[serde(default)]
+    pub checked: u32,
+    /// The candidate was audited before (in this round): its report was reused, not redone.
+    #[serde(default)]
+    pub reused_from: Option<u32>,
 }
 
+/// Usage per role.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RoleUsage {
     pub manager: Usage,
     pub executor: Usage,

@@ -170,6 +170,8 @@ async fn agent_in_dir(
                 steps: run.report.turns,
                 tool_calls: run.report.tool_calls,
                 files_changed,
+                // CLI agents run their own loop and never call loopgate's `finish`.
+                self_check_refusals: 0,
             },
             usage,
         },

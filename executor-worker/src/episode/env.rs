@@ -10,6 +10,7 @@ use loopgate_snapshot::SnapshotStore;
 
 use crate::agents::config::AgentProfile;
 use crate::config::ToolLimits;
+use crate::self_check::runner::SelfCheckEnv;
 
 /// What an episode needs from the worker besides the request.
 #[derive(Debug, Clone)]
@@ -21,6 +22,8 @@ pub struct EpisodeEnv {
     pub models: BTreeMap<String, ModelProfile>,
     /// CLI agent profiles by name.
     pub agents: BTreeMap<String, AgentProfile>,
+    /// How the built-in tool loop's self-checks run here (the auditor's sandbox).
+    pub self_check: SelfCheckEnv,
 }
 
 /// How an episode ended, from the worker loop's point of view.

@@ -11,6 +11,7 @@ use crate::episode::env::{EpisodeEnd, EpisodeEnv};
 use crate::episode::workspace_dir::{
     episode_dir, freeze_dir, materialize_base, remove_episode_dir,
 };
+use crate::self_check::runner::SelfCheck;
 use crate::tool_loop::context_health::HealthPolicy;
 use crate::tool_loop::context_reset::HANDOFF_FILE;
 use crate::tool_loop::{run_tool_loop, ChatModel, LoopEnd, LoopLimits, LoopReport};
@@ -62,7 +63,8 @@ async fn episode_in_dir<M: ChatModel>(
         health: HealthPolicy::for_window(model.context_window()),
     };
     let tools = EpisodeTools::new(workspace, env.tools.clone())
-        .with_write_scope(req.increment.write_scope.clone());
+        .with_write_scope(req.increment.write_scope.clone())
+        .with_self_check(SelfCheck::for_request(req, &env.self_check, &env.work_dir));
     let handoff = HandoffFile::capture(dir);
     let report = run_tool_loop(model, &tools, prompt, limits).await;
     if let Err(err) = handoff.restore() {
@@ -78,9 +80,15 @@ async fn episode_in_dir<M: ChatModel>(
         cost_micros = report.usage.cost_micros,
         resets = report.resets,
         compactions = report.compactions,
+        self_check_refusals = report.self_check_refusals,
         end = end_label(&report.end),
         "tool loop ended"
     );
+    if report.self_check_refusals > 0 {
+        loopgate_telemetry::metrics::Metrics::new()
+            .self_check_refusals
+            .add(u64::from(report.self_check_refusals), &[]);
+    }
     let usage = report.usage;
     let Some((mut summary, claimed_done)) = summarize(&report) else {
         let error = match report.end {
@@ -93,6 +101,12 @@ async fn episode_in_dir<M: ChatModel>(
         };
         return EpisodeEnd::failed(error, usage);
     };
+    if report.self_check_refusals > 0 {
+        summary.push_str(&format!(
+            " (self-check refused finish {}x)",
+            report.self_check_refusals
+        ));
+    }
     if report.resets > 0 {
         summary.push_str(&format!(
             " (context resets: {}; handoffs via {HANDOFF_FILE})",
@@ -108,6 +122,7 @@ async fn episode_in_dir<M: ChatModel>(
                 steps: report.steps,
                 tool_calls: report.tool_calls,
                 files_changed,
+                self_check_refusals: report.self_check_refusals,
             },
             usage,
         },
@@ -202,6 +217,7 @@ mod tests {
             usage: Usage::default(),
             resets: 0,
             compactions: 0,
+            self_check_refusals: 0,
         }
     }
 

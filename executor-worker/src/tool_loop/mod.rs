@@ -2,6 +2,12 @@
 //! back, until it calls `finish`, answers without tool calls, hits the step cap or the deadline,
 //! or the model call fails.
 //!
+//! With a self-check (`crate::self_check`), `finish` first runs the step's blocking checks on
+//! a copy of the workspace; while one fails, `finish` is answered with a `finish refused:` tool
+//! result and the loop goes on (at most `self_checks` times). At the step cap one more
+//! self-check runs when one is left; if it fails, the agent gets one last turn with the
+//! refusal (so an episode makes at most `max_steps + 1` model calls), then the loop ends.
+//!
 //! Context health is tracked per agent (see `context_health`): at the warn level old tool
 //! output is compacted; when the score drops below the threshold the agent is asked to write
 //! `progress.md` and a fresh agent continues from it (at most `max_resets` times). A
@@ -20,6 +26,7 @@ use loopgate_models::{
 };
 use tracing::Instrument;
 
+use crate::self_check::finish_rules::{step_cap_message, FinishEffect, SelfCheckBudget};
 use crate::tool_loop::context_health::{ContextHealth, HealthLevel, HealthPolicy};
 use crate::tool_loop::context_reset::{
     compact_tool_results, fresh_prompt, mechanical_handoff, HANDOFF_FILE, HANDOFF_REQUEST,
@@ -96,6 +103,8 @@ pub struct LoopReport {
     pub resets: u32,
     /// Times old tool output was compacted.
     pub compactions: u32,
+    /// Times a self-check refused `finish` (the step-cap check included).
+    pub self_check_refusals: u32,
 }
 
 #[derive(Debug, Default)]
@@ -105,6 +114,8 @@ struct LoopState {
     usage: Usage,
     resets: u32,
     compactions: u32,
+    self_checks: SelfCheckBudget,
+    self_check_refusals: u32,
 }
 
 /// How one model turn ended.
@@ -126,7 +137,10 @@ pub async fn run_tool_loop<M: ChatModel>(
     prompt: Vec<ChatMessage>,
     limits: LoopLimits,
 ) -> LoopReport {
-    let mut state = LoopState::default();
+    let mut state = LoopState {
+        self_checks: SelfCheckBudget::new(tools.self_checks_allowed()),
+        ..LoopState::default()
+    };
     let driven = tokio::time::timeout(
         limits.episode,
         drive(model, tools, prompt, &limits, &mut state),
@@ -140,6 +154,7 @@ pub async fn run_tool_loop<M: ChatModel>(
         usage: state.usage,
         resets: state.resets,
         compactions: state.compactions,
+        self_check_refusals: state.self_check_refusals,
     }
 }
 
@@ -209,7 +224,59 @@ async fn drive<M: ChatModel>(
             }
         }
     }
-    LoopEnd::StepCap
+    after_step_cap(model, tools, &mut messages, &specs, state).await
+}
+
+/// At the step cap: one more self-check when one is left. When it fails, the agent gets one
+/// last turn with the refusal (no self-check after it), then the loop ends.
+async fn after_step_cap<M: ChatModel>(
+    model: &M,
+    tools: &EpisodeTools,
+    messages: &mut Vec<ChatMessage>,
+    specs: &[ToolSpec],
+    state: &mut LoopState,
+) -> LoopEnd {
+    let refusal = match self_check_before_finish(tools, state).await {
+        FinishEffect::Accept => return LoopEnd::StepCap,
+        FinishEffect::Refuse { text, .. } => text,
+    };
+    state.self_checks.close();
+    messages.push(ChatMessage::user(step_cap_message(&refusal)));
+    let request = ChatRequest::new(messages.clone()).with_tools(specs.to_vec());
+    let response = match model.chat(&request).await {
+        Ok(response) => response,
+        Err(err) => {
+            tracing::warn!(error = %err, "the last turn after the step cap failed");
+            return LoopEnd::StepCap;
+        }
+    };
+    state.steps += 1;
+    state.usage.add(response.usage);
+    match run_turn(tools, messages, response, state).await {
+        TurnEnd::Finished { summary } => LoopEnd::Finished { summary },
+        TurnEnd::Replied { text } => LoopEnd::Replied {
+            summary: summary_from_text(&text),
+        },
+        TurnEnd::Continue => LoopEnd::StepCap,
+    }
+}
+
+/// The self-check `finish` gets (see `EpisodeTools::check_before_finish`), counting refusals.
+async fn self_check_before_finish(tools: &EpisodeTools, state: &mut LoopState) -> FinishEffect {
+    let effect = tools
+        .check_before_finish(&mut state.self_checks)
+        .instrument(tracing::info_span!("self_check"))
+        .await;
+    if let FinishEffect::Refuse { failing, .. } = &effect {
+        state.self_check_refusals += 1;
+        tracing::info!(
+            failing,
+            refusals = state.self_check_refusals,
+            self_checks_used = state.self_checks.used(),
+            "finish refused: blocking checks still fail on the workspace"
+        );
+    }
+    effect
 }
 
 /// Runs the tools of one reply and appends the turn to `messages`.
@@ -247,11 +314,16 @@ async fn run_turn(
             tool = %call.name,
         );
         match tools.call(call).instrument(span).await {
-            ToolAction::Finish { summary } => {
-                return TurnEnd::Finished {
-                    summary: summary_from_text(&summary),
+            ToolAction::Finish { summary } => match self_check_before_finish(tools, state).await {
+                FinishEffect::Accept => {
+                    return TurnEnd::Finished {
+                        summary: summary_from_text(&summary),
+                    }
                 }
-            }
+                FinishEffect::Refuse { text, .. } => {
+                    messages.push(ChatMessage::tool_result(&call.id, &call.name, text));
+                }
+            },
             ToolAction::Continue { result, ok } => {
                 tracing::debug!(tool = %call.name, ok, "tool ran");
                 messages.push(ChatMessage::tool_result(&call.id, &call.name, result));

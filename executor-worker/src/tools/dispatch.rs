@@ -8,6 +8,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::config::ToolLimits;
+use crate::self_check::finish_rules::{finish_effect, FinishEffect, SelfCheckBudget};
+use crate::self_check::runner::SelfCheck;
 use crate::tools::shell::run_shell;
 use crate::tools::workspace::{ToolError, Workspace};
 
@@ -176,6 +178,8 @@ pub struct EpisodeTools {
     /// `write_file` and `edit_file` refuse paths outside it at once, so the model can correct
     /// itself; the audit still checks every change (the shell can write anywhere).
     write_scope: Vec<String>,
+    /// The step's checks, run on a copy of the workspace before `finish` is accepted.
+    self_check: Option<SelfCheck>,
 }
 
 impl EpisodeTools {
@@ -184,6 +188,36 @@ impl EpisodeTools {
             workspace,
             limits,
             write_scope: Vec::new(),
+            self_check: None,
+        }
+    }
+
+    pub(crate) fn with_self_check(mut self, self_check: Option<SelfCheck>) -> Self {
+        self.self_check = self_check;
+        self
+    }
+
+    /// Self-checks the episode may run (0 without a self-check).
+    pub(crate) fn self_checks_allowed(&self) -> u32 {
+        self.self_check.as_ref().map_or(0, SelfCheck::allowed)
+    }
+
+    /// Before `finish` ends the episode: run the step's self-check when one is due (`budget`
+    /// has one left) and say what `finish` does. Never fails: a self-check that cannot run
+    /// accepts `finish` (the audit decides either way).
+    pub(crate) async fn check_before_finish(&self, budget: &mut SelfCheckBudget) -> FinishEffect {
+        let Some(self_check) = &self.self_check else {
+            return FinishEffect::Accept;
+        };
+        if !budget.take() {
+            return FinishEffect::Accept;
+        }
+        match self_check.run(self.workspace.root()).await {
+            Ok(findings) => finish_effect(&findings),
+            Err(err) => {
+                tracing::warn!(error = %err, "self-check could not run; finish accepted");
+                FinishEffect::Accept
+            }
         }
     }
 

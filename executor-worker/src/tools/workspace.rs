@@ -156,6 +156,8 @@ impl Workspace {
         if path.is_dir() {
             return Err(ToolError::IsDirectory(rel.to_string()));
         }
+        let written = self.shown(&path);
+        let stray_prefix = stray_workspace_prefix(&self.root, &written);
         if let Some(parent) = path.parent() {
             fs::create_dir_all(parent).map_err(|source| match source.kind() {
                 ErrorKind::AlreadyExists | ErrorKind::NotADirectory => {
@@ -165,7 +167,22 @@ impl Workspace {
             })?;
         }
         fs::write(&path, content).map_err(io_err("write", rel))?;
-        Ok(format!("wrote {} bytes to {rel}", content.len()))
+        let mut result = format!("wrote {} bytes to {written}", content.len());
+        if let Some(meant) = stray_prefix {
+            result.push_str(&format!(
+                " (note: this created a directory `workspace/` inside the workspace: paths are \
+                 relative to the workspace root, so the file you probably meant is `{meant}`)"
+            ));
+        }
+        Ok(result)
+    }
+
+    /// `path` relative to the root, as the file tools and the snapshot name it.
+    fn shown(&self, path: &Path) -> String {
+        path.strip_prefix(&self.root)
+            .unwrap_or(path)
+            .display()
+            .to_string()
     }
 
     /// Replace the single exact occurrence of `old` with `new`.
@@ -268,6 +285,13 @@ fn occurrences(text: &str, needle: &str) -> Vec<usize> {
         }
     }
     hits
+}
+
+/// A path that starts with a `workspace/` directory the workspace does not have yet: small
+/// models prefix paths with the workspace's name. Returns the path without the prefix.
+fn stray_workspace_prefix(root: &Path, written: &str) -> Option<String> {
+    let rest = written.strip_prefix("workspace/")?;
+    (!rest.is_empty() && !root.join("workspace").exists()).then(|| rest.to_string())
 }
 
 #[cfg(test)]

@@ -206,3 +206,29 @@ fn list_and_read_errors() {
         .unwrap()
         .contains("bytes omitted"));
 }
+
+#[test]
+fn write_results_name_the_path_written() {
+    let (_dir, ws) = workspace();
+    // (path given, path named in the result, note about a stray `workspace/` prefix)
+    let cases = [
+        ("hello.py", "hello.py", false),
+        ("./src//lib.rs", "src/lib.rs", false),
+        ("workspace/hello.py", "workspace/hello.py", true),
+    ];
+    for (given, named, note) in cases {
+        let result = ws.write_file(given, "x").unwrap();
+        assert!(
+            result.starts_with(&format!("wrote 1 bytes to {named}")),
+            "{given}: {result}"
+        );
+        assert_eq!(
+            result.contains("you probably meant is `hello.py`"),
+            note,
+            "{result}"
+        );
+    }
+    // Once `workspace/` exists (the task has one), it is an ordinary directory.
+    let result = ws.write_file("workspace/other.py", "x").unwrap();
+    assert!(!result.contains("note"), "{result}");
+}

@@ -1,9 +1,10 @@
-//! Process start-up: connect the bus (retrying while the server comes up, so `loopgate up` can
-//! start everything at once), create the topology, and build the worker context; then one
-//! worker loop per capability.
+//! Process start-up: probe the self-check sandbox (as the auditor probes its own), connect the
+//! bus (retrying while the server comes up, so `loopgate up` can start everything at once),
+//! create the topology, and build the worker context; then one worker loop per capability.
 
 use std::sync::Arc;
 
+use loopgate_checks::{probe_for, SandboxError};
 use loopgate_snapshot::{SnapshotError, SnapshotStore};
 use loopgate_transport::runtime::{connect_bus, EpisodeCancels, CONNECT_PATIENCE};
 use loopgate_transport::{BusError, BusOptions, ConsumerOptions};
@@ -11,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Settings;
 use crate::episode::EpisodeEnv;
+use crate::self_check::runner::SelfCheckEnv;
 use crate::worker::delivery::{run_worker_loop, WorkerContext};
 
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +27,8 @@ pub enum StartupError {
         #[source]
         source: std::io::Error,
     },
+    #[error("self-check sandbox: {0}")]
+    Sandbox(#[from] SandboxError),
 }
 
 pub(crate) fn bus_options(settings: &Settings) -> BusOptions {
@@ -46,6 +50,9 @@ pub async fn prepare(
         path: settings.work_dir.display().to_string(),
         source,
     })?;
+    let sandbox = probe_for(&settings.sandbox, &settings.work_dir, "executor").await?;
+    tracing::info!(bubblewrap = ?sandbox.bwrap, run_as = ?sandbox.run_as, required = sandbox.required,
+        limitations = ?sandbox.limitations, "self-check sandbox");
     let nats = &settings.nats;
     let options = bus_options(settings);
     let Some(bus) =
@@ -63,6 +70,10 @@ pub async fn prepare(
             tools: settings.tools.clone(),
             models: settings.models.clone(),
             agents: settings.agents.clone(),
+            self_check: SelfCheckEnv {
+                sandbox,
+                check_path: settings.check_path.clone(),
+            },
         },
         worker_id: settings.worker_id.clone(),
         consumer: ConsumerOptions {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use loopgate_common::usage::Usage;
 use loopgate_common::wire::ExecOutcome;
 use loopgate_executor::ToolLimits;
-use loopgate_executor::{run_episode, EpisodeEnd, EpisodeEnv};
+use loopgate_executor::{run_episode, EpisodeEnd, EpisodeEnv, SelfCheckEnv};
 use loopgate_snapshot::SnapshotStore;
 use loopgate_test_support::NatsServer;
 use loopgate_transport::{Bus, BusOptions};
@@ -41,6 +41,7 @@ impl Harness {
             tools: ToolLimits::default(),
             models: BTreeMap::new(),
             agents: BTreeMap::new(),
+            self_check: SelfCheckEnv::unisolated("test"),
         };
         Ok(Harness {
             _nats: nats,
@@ -109,11 +110,14 @@ async fn claude_code_success_is_frozen_with_usage_cost_and_transcript() -> anyho
         steps,
         tool_calls,
         files_changed,
+        self_check_refusals,
     } = outcome
     else {
         panic!("{outcome:?}")
     };
     assert!(claimed_done);
+    // CLI agents run their own loop: no self-check, and the result says so.
+    assert_eq!(self_check_refusals, 0);
     assert!(
         summary.starts_with("Created hello.txt [transcript sha256:"),
         "{summary}"

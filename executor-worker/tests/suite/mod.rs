@@ -2,3 +2,4 @@ mod cli_agents;
 mod context_reset;
 mod episode_control;
 mod real_cli_agent;
+mod self_check;

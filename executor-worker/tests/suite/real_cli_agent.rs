@@ -18,7 +18,7 @@ use std::time::Instant;
 use loopgate_common::wire::ExecOutcome;
 use loopgate_executor::AgentProfileConfig;
 use loopgate_executor::ToolLimits;
-use loopgate_executor::{run_episode, EpisodeEnd, EpisodeEnv};
+use loopgate_executor::{run_episode, EpisodeEnd, EpisodeEnv, SelfCheckEnv};
 use loopgate_snapshot::SnapshotStore;
 use loopgate_test_support::{cache_dir, NatsServer};
 use loopgate_transport::{Bus, BusOptions};
@@ -98,6 +98,7 @@ async fn real_cli_agent_episode() -> anyhow::Result<()> {
         tools: ToolLimits::default(),
         models: BTreeMap::new(),
         agents: BTreeMap::from([("real".to_string(), profile)]),
+        self_check: SelfCheckEnv::unisolated("test"),
     };
     let base = store
         .freeze_files(vec![(
@@ -129,6 +130,7 @@ async fn real_cli_agent_episode() -> anyhow::Result<()> {
             steps,
             tool_calls,
             files_changed,
+            ..
         } => {
             eprintln!(
                 "frozen {candidate}: claimed_done={claimed_done} steps={steps} tool_calls={tool_calls} \

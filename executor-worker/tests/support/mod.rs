@@ -10,6 +10,7 @@ use loopgate_common::contract::Contract;
 use loopgate_common::subjects::Capability;
 use loopgate_common::wire::{ExecRequest, Increment};
 use loopgate_executor::{AgentProfile, AgentProfileConfig};
+use loopgate_snapshot::SnapshotStore;
 
 pub fn request(run_id: &str, base: &str, profile: &str, episode_secs: u64) -> ExecRequest {
     let mut contract = Contract {
@@ -31,6 +32,7 @@ pub fn request(run_id: &str, base: &str, profile: &str, episode_secs: u64) -> Ex
             instructions: String::new(),
             acceptance_checks: Vec::new(),
             write_scope: Vec::new(),
+            goal_clauses: Vec::new(),
         },
         base_snapshot: base.into(),
         executor_profile: profile.into(),
@@ -39,7 +41,34 @@ pub fn request(run_id: &str, base: &str, profile: &str, episode_secs: u64) -> Ex
         start_by_ms: None,
         ignore: Vec::new(),
         episode: Default::default(),
+        feedback: Default::default(),
+        self_checks: loopgate_common::budget::DEFAULT_SELF_CHECKS,
     }
+}
+
+/// A snapshot of these text files (mode 0644); its id.
+pub async fn freeze_text_files(
+    store: &SnapshotStore,
+    files: &[(&str, &str)],
+) -> anyhow::Result<String> {
+    let files = files
+        .iter()
+        .map(|(p, c)| (p.to_string(), 0o644, c.as_bytes().to_vec()))
+        .collect();
+    Ok(store.freeze_files(files).await?.id)
+}
+
+/// Content of `path` in snapshot `id`, read back through the store (hash-checked).
+pub async fn file_in(
+    store: &SnapshotStore,
+    id: &str,
+    path: &str,
+) -> anyhow::Result<Option<String>> {
+    let manifest = store.manifest(id).await?;
+    let Some(entry) = manifest.get(path) else {
+        return Ok(None);
+    };
+    Ok(Some(String::from_utf8(store.blob(&entry.sha256).await?)?))
 }
 
 /// Writes an executable `/bin/sh` script `name` into `dir`.

@@ -155,6 +155,7 @@ mod tests {
                     claimed_done: true,
                     tool_calls: 1,
                     error: None,
+                    self_check_refusals: 0,
                 },
             ),
             entry(

@@ -177,6 +177,39 @@ mod tests {
         }
     }
 
+    fn refs<'a>(value: &'a Value, out: &mut BTreeSet<&'a str>) {
+        match value {
+            Value::Object(map) => {
+                if let Some(Value::String(r)) = map.get("$ref") {
+                    out.insert(r);
+                }
+                map.values().for_each(|v| refs(v, out));
+            }
+            Value::Array(items) => items.iter().for_each(|v| refs(v, out)),
+            _ => {}
+        }
+    }
+
+    /// Every `$ref` (from the routes, and from the schemas of `loopgate-api` and the
+    /// `loopgate-common` types they carry) names a schema the document holds.
+    #[test]
+    fn every_schema_reference_resolves() {
+        for token in [false, true] {
+            let doc = serde_json::to_value(openapi_document(token)).unwrap();
+            let mut found = BTreeSet::new();
+            refs(&doc, &mut found);
+            let schemas = doc["components"]["schemas"].as_object().unwrap();
+            for r in &found {
+                let name = r.strip_prefix("#/components/schemas/").unwrap_or(r);
+                assert!(schemas.contains_key(name), "dangling {r} (token: {token})");
+            }
+            for name in ["RunView", "TaskFile", "BudgetFile", "Contract", "Manifest"] {
+                let r = format!("#/components/schemas/{name}");
+                assert!(found.contains(r.as_str()), "{name} is never referenced");
+            }
+        }
+    }
+
     /// An optional body is documented as not required, and never as `null`.
     #[test]
     fn optional_bodies_are_not_required_and_not_null() {

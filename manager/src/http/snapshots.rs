@@ -5,8 +5,8 @@ use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use loopgate_api::common_schemas::ManifestSchema;
 use loopgate_common::snapshot::is_sha256_hex;
+use loopgate_common::snapshot::Manifest;
 use loopgate_snapshot::SnapshotError;
 
 use crate::http::error::{ApiError, ReadErrors};
@@ -41,7 +41,7 @@ pub(crate) fn snapshot_error(e: SnapshotError) -> ApiError {
     path = "/v1/snapshots/{id}",
     tag = "snapshots",
     params(("id" = String, Path, description = "the snapshot id (64 lowercase hex digits; anything else is not found)")),
-    responses((status = 200, description = "the manifest", body = ManifestSchema), ReadErrors)
+    responses((status = 200, description = "the manifest", body = Manifest), ReadErrors)
 )]
 pub(crate) async fn get_manifest(
     State(s): State<Shared>,

@@ -60,7 +60,7 @@ pub(crate) fn run_view(r: &RunRecord) -> RunView {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use loopgate_api::common_schemas::PhaseNameSchema;
+    use loopgate_api::common_schemas::PhaseName;
     use utoipa::PartialSchema;
 
     /// List answers keep the sorted keys they always had (a guard against serde_json's
@@ -88,7 +88,7 @@ mod tests {
     /// The OpenAPI document lists exactly the phase names a view can carry.
     #[test]
     fn phase_names_are_documented() {
-        let schema = serde_json::to_value(PhaseNameSchema::schema()).unwrap();
+        let schema = serde_json::to_value(PhaseName::schema()).unwrap();
         let names = [
             "deciding",
             "executing",

@@ -5,8 +5,9 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::*;
+use crate::chat_types::ReplySchema;
 use crate::model_error::ModelErrorKind;
-use crate::profile_config::{ApiKey, Provider};
+use crate::profile_config::{ApiKey, Provider, StructuredOutput};
 
 fn profile(max_tokens: Option<u32>, temperature: Option<f32>) -> ModelProfile {
     ModelProfile {
@@ -21,6 +22,7 @@ fn profile(max_tokens: Option<u32>, temperature: Option<f32>) -> ModelProfile {
         context_window: None,
         stream: false,
         price: None,
+        structured_output: StructuredOutput::Off,
     }
 }
 
@@ -72,6 +74,7 @@ fn request_mapping_table() {
                 tools: vec![],
                 max_tokens: Some(64),
                 temperature: Some(0.0),
+                reply_schema: None,
             },
             json!({
                 "model": "qwen2.5-coder-1.5b",
@@ -146,6 +149,61 @@ fn request_mapping_table() {
     ];
     for (label, profile, req, expected) in cases {
         assert_eq!(encode(&profile, &req), expected, "case: {label}");
+    }
+}
+
+#[test]
+fn response_format_table() {
+    let schema = json!({"type": "object", "properties": {"next": {"type": "string"}},
+                        "required": ["next"], "additionalProperties": false});
+    let with_schema = ChatRequest::new(vec![ChatMessage::user("hi")])
+        .with_reply_schema("next_step", schema.clone());
+    let without_schema = ChatRequest::new(vec![ChatMessage::user("hi")]);
+    let off = profile(None, None);
+    let structured = ModelProfile {
+        structured_output: StructuredOutput::JsonSchema,
+        ..off.clone()
+    };
+    let expected = json!({"type": "json_schema",
+                          "json_schema": {"name": "next_step", "strict": true, "schema": schema}});
+    let cases: Vec<(&str, &ModelProfile, &ChatRequest, Option<Value>)> = vec![
+        (
+            "json_schema + schema",
+            &structured,
+            &with_schema,
+            Some(expected),
+        ),
+        ("json_schema, no schema", &structured, &without_schema, None),
+        ("off + schema", &off, &with_schema, None),
+        ("off, no schema", &off, &without_schema, None),
+    ];
+    for (label, profile, req, want) in cases {
+        let body = encode(profile, req);
+        assert_eq!(body.get("response_format").cloned(), want, "case: {label}");
+        // Nothing else changes.
+        let mut rest = body.clone();
+        if let Some(map) = rest.as_object_mut() {
+            map.remove("response_format");
+        }
+        assert_eq!(
+            rest,
+            encode(&profile_off(profile), &without_schema),
+            "case: {label}"
+        );
+    }
+    assert_eq!(
+        with_schema.reply_schema,
+        Some(ReplySchema {
+            name: "next_step".into(),
+            schema
+        })
+    );
+}
+
+fn profile_off(profile: &ModelProfile) -> ModelProfile {
+    ModelProfile {
+        structured_output: StructuredOutput::Off,
+        ..profile.clone()
     }
 }
 

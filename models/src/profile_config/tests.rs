@@ -30,6 +30,39 @@ fn deserialize_defaults_and_unknown_fields() {
 }
 
 #[test]
+fn structured_output_values() {
+    let with = |value: &str| {
+        parse(&format!(
+            r#"{{"base_url": "http://x", "model": "m", "structured_output": {value}}}"#
+        ))
+    };
+    let cases: &[(&str, Option<StructuredOutput>)] = &[
+        (r#""json_schema""#, Some(StructuredOutput::JsonSchema)),
+        (r#""off""#, Some(StructuredOutput::Off)),
+        (r#""json""#, None),
+        (r#""JSON_SCHEMA""#, None),
+        ("true", None),
+    ];
+    for (value, want) in cases {
+        match (with(value), want) {
+            (Ok(config), Some(want)) => assert_eq!(config.structured_output, *want, "{value}"),
+            (Err(error), None) => assert!(
+                error.to_string().contains("structured_output"),
+                "{value}: the error names the key: {error}"
+            ),
+            (got, want) => panic!("{value}: got {got:?}, want {want:?}"),
+        }
+    }
+    // Absent means off: configs without the key behave as before.
+    let config = parse(r#"{"base_url": "http://x", "model": "m"}"#).unwrap();
+    assert_eq!(config.structured_output, StructuredOutput::Off);
+    assert_eq!(
+        serde_json::to_value(StructuredOutput::JsonSchema).unwrap(),
+        "json_schema"
+    );
+}
+
+#[test]
 fn resolve_table() {
     let base = ModelProfileConfig {
         provider: Provider::OpenAi,
@@ -190,6 +223,42 @@ fn resolve_table() {
                     })
                 )
             },
+        ),
+        (
+            "structured output on an openai profile",
+            ModelProfileConfig {
+                structured_output: StructuredOutput::JsonSchema,
+                ..base.clone()
+            },
+            |r| matches!(r, Ok(p) if p.structured_output == StructuredOutput::JsonSchema),
+        ),
+        (
+            "structured output off by default",
+            base.clone(),
+            |r| matches!(r, Ok(p) if p.structured_output == StructuredOutput::Off),
+        ),
+        (
+            "structured output refused for anthropic",
+            ModelProfileConfig {
+                provider: Provider::Anthropic,
+                structured_output: StructuredOutput::JsonSchema,
+                ..base.clone()
+            },
+            |r| {
+                matches!(r, Err(e @ ModelConfigError::InvalidField {
+                    field: "structured_output",
+                    ..
+                }) if e.to_string().contains("only supported for provider = \"openai\""))
+            },
+        ),
+        (
+            "structured output off is fine for anthropic",
+            ModelProfileConfig {
+                provider: Provider::Anthropic,
+                structured_output: StructuredOutput::Off,
+                ..base.clone()
+            },
+            |r| matches!(r, Ok(p) if p.structured_output == StructuredOutput::Off),
         ),
         (
             "negative temperature",

@@ -1,2 +1,3 @@
 mod conformance;
 mod live_providers;
+mod structured_output;

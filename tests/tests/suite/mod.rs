@@ -1,7 +1,10 @@
 mod control_plane;
 mod deploy;
+mod effective_loop;
 mod faults;
 mod openapi_conformance;
 mod planning;
 mod rubric;
+mod self_check;
+mod structured_output;
 mod telemetry;

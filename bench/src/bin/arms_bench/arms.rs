@@ -2,8 +2,8 @@
 //!
 //! - single-shot: exactly one executor episode. The run's manager is a stand-in that always
 //!   answers `Next: cli` with the goal as the task, and `max_rounds = 1`, so the executor runs
-//!   once; its own `claimed_done` (it called `finish`) is the claim. Where the daemons know the
-//!   `self_checks` budget key it is 0 (no acceptance check inside the episode).
+//!   once, with `self_checks = 0` (no self-check either); its own `claimed_done` (it called
+//!   `finish`) is the claim.
 //! - loopgate: the full loop (local-model manager, local-model executor, mechanical auditor);
 //!   the claim is the harness's: the run reached `completed`.
 //!
@@ -12,7 +12,6 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use loopgate_bench::task_toml::single_shot_budget;
 use loopgate_test_support::{Reply, StandInModel};
 use loopgate_tests::Stack;
 use serde_json::{json, Value};
@@ -138,9 +137,9 @@ pub async fn single_shot(
             wall_secs: caps.single_wall_secs,
             episode_secs: caps.episode_secs,
             max_rounds: Some(1),
+            self_checks: Some(0),
         },
     )?;
-    let (toml, _) = single_shot_budget(&toml)?;
     let started = Instant::now();
     let id = stack.submit(&toml, &files_of(task)).await?["id"]
         .as_str()
@@ -198,6 +197,7 @@ pub async fn loopgate(stack: &Stack, task: &SuiteTask, caps: Caps) -> anyhow::Re
             wall_secs: caps.loop_wall_secs,
             episode_secs: caps.episode_secs,
             max_rounds: None,
+            self_checks: None,
         },
     )?;
     let started = Instant::now();

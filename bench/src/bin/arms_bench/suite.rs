@@ -47,6 +47,8 @@ pub struct ArmBudget {
     pub episode_secs: u64,
     /// `Some(1)` for the single-shot arm; None keeps the task's own `max_rounds`.
     pub max_rounds: Option<u32>,
+    /// `Some(0)` for the single-shot arm (one episode, no self-check); None keeps the task's.
+    pub self_checks: Option<u32>,
 }
 
 pub fn suite_dir() -> PathBuf {
@@ -131,6 +133,9 @@ impl SuiteTask {
         file.budget.executor_episode_secs = Some(b.episode_secs);
         if let Some(rounds) = b.max_rounds {
             file.budget.max_rounds = Some(rounds);
+        }
+        if let Some(self_checks) = b.self_checks {
+            file.budget.self_checks = Some(self_checks);
         }
         file.validate()
             .with_context(|| format!("task {} after the bench's overrides", self.name))?;

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::checks::{run_check, CheckEnd, CheckSpec, DEFAULT_CHECK_PATH};
+use crate::run_check::{run_check, CheckEnd, CheckSpec, DEFAULT_CHECK_PATH};
 use crate::sandbox::launch::{
     find_on_path, prepare_check_dir, resolve_user, Sandbox, SandboxError, SandboxMode,
     SandboxSettings, DEFAULT_CHECK_USER,
@@ -62,8 +62,19 @@ async fn try_candidate(candidate: &Candidate, work_dir: &Path) -> Result<(), Str
     }
 }
 
-/// Decide how checks run here (see the module docs). Fails only when no way works at all.
+/// Decide how the auditor's checks run here (see the module docs). Fails only when no way
+/// works at all.
 pub async fn probe(settings: &SandboxSettings, work_dir: &Path) -> Result<Sandbox, SandboxError> {
+    probe_for(settings, work_dir, "auditor").await
+}
+
+/// [`probe`] for the worker named `role` (`auditor`, `executor`): the role only changes how
+/// the limitations it finds are worded.
+pub async fn probe_for(
+    settings: &SandboxSettings,
+    work_dir: &Path,
+    role: &str,
+) -> Result<Sandbox, SandboxError> {
     std::fs::create_dir_all(work_dir).map_err(|source| SandboxError::Io {
         path: work_dir.to_path_buf(),
         source,
@@ -113,6 +124,7 @@ pub async fn probe(settings: &SandboxSettings, work_dir: &Path) -> Result<Sandbo
             Ok(()) => {
                 return Ok(describe(
                     settings,
+                    role,
                     is_root,
                     bwrap.is_some(),
                     candidate,
@@ -122,7 +134,7 @@ pub async fn probe(settings: &SandboxSettings, work_dir: &Path) -> Result<Sandbo
             Err(reason) => {
                 let how = match (&candidate.bwrap, candidate.run_as) {
                     (Some(_), Some((uid, _))) => format!("bubblewrap as uid {uid}"),
-                    (Some(_), None) => "bubblewrap as the auditor's user".to_string(),
+                    (Some(_), None) => format!("bubblewrap as the {role}'s user"),
                     (None, Some((uid, _))) => format!("plain shell as uid {uid}"),
                     (None, None) => "plain shell".to_string(),
                 };
@@ -136,6 +148,7 @@ pub async fn probe(settings: &SandboxSettings, work_dir: &Path) -> Result<Sandbo
 
 fn describe(
     settings: &SandboxSettings,
+    role: &str,
     is_root: bool,
     bwrap_found: bool,
     chosen: &Candidate,
@@ -149,7 +162,7 @@ fn describe(
     };
     if chosen.bwrap.is_none() {
         let why = match settings.mode {
-            SandboxMode::Off => "sandbox = \"off\" in the auditor config".to_string(),
+            SandboxMode::Off => format!("sandbox = \"off\" in the {role} config"),
             _ if !bwrap_found => "bubblewrap (bwrap) is not installed".to_string(),
             _ => format!("bubblewrap cannot run on this host{failed}"),
         };

@@ -1,7 +1,7 @@
-//! Running one acceptance check: `sh -c <check>` in a scratch copy of the snapshot, under the
-//! host's sandbox (sandbox.rs: bubblewrap without network, an unprivileged user), in its own
-//! process group, with a scrubbed environment, a timeout that kills the whole group, and
-//! stdout + stderr captured into a bounded buffer.
+//! Running one acceptance check: `sh -c <check>` in a scratch directory, under the host's
+//! sandbox (`sandbox/`: bubblewrap without network, an unprivileged user), in its own process
+//! group (`loopgate_transport::runtime::run_child`), with a scrubbed environment, a timeout
+//! that kills the whole group, and stdout + stderr captured into a bounded buffer.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -22,15 +22,22 @@ pub(crate) const DEFAULT_HEAD_BYTES: usize = 16 * 1024;
 /// Bytes of output kept from the end (where test runners print their summary).
 pub(crate) const DEFAULT_TAIL_BYTES: usize = 48 * 1024;
 /// Characters of the output tail that go into `Evidence::output_excerpt`.
-pub(crate) const EXCERPT_CHARS: usize = 1500;
+pub const EXCERPT_CHARS: usize = 1500;
+
+/// `PATH` for checks: the worker's own when it has a non-blank one, else [`DEFAULT_CHECK_PATH`].
+pub fn check_path(worker_path: Option<String>) -> String {
+    worker_path
+        .filter(|p| !p.trim().is_empty())
+        .unwrap_or_else(|| DEFAULT_CHECK_PATH.to_string())
+}
 
 /// What to run and where.
 #[derive(Debug, Clone)]
-pub(crate) struct CheckSpec<'a> {
+pub struct CheckSpec<'a> {
     pub command: &'a str,
-    /// Working directory: the materialized snapshot.
+    /// Working directory: the check's scratch copy.
     pub cwd: &'a Path,
-    /// `HOME` for the check: a scratch directory beside the snapshot.
+    /// `HOME` for the check: a scratch directory beside the copy.
     pub home: &'a Path,
     /// `PATH` for the check.
     pub path_var: &'a str,
@@ -42,7 +49,7 @@ pub(crate) struct CheckSpec<'a> {
 
 /// How a check ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum CheckEnd {
+pub enum CheckEnd {
     /// The shell exited; `None` when a signal ended it.
     Exited(Option<i32>),
     /// It ran past its timeout and its process group was killed.
@@ -54,7 +61,7 @@ pub(crate) enum CheckEnd {
 }
 
 #[derive(Debug, Clone)]
-pub(crate) struct CheckRun {
+pub struct CheckRun {
     pub end: CheckEnd,
     /// Captured stdout + stderr (interleaved as they arrived), capped.
     pub output: Vec<u8>,
@@ -62,11 +69,11 @@ pub(crate) struct CheckRun {
 }
 
 impl CheckRun {
-    pub(crate) fn verdict(&self) -> CheckVerdict {
+    pub fn verdict(&self) -> CheckVerdict {
         verdict_for(&self.end)
     }
 
-    pub(crate) fn exit_code(&self) -> Option<i32> {
+    pub fn exit_code(&self) -> Option<i32> {
         match self.end {
             CheckEnd::Exited(code) => code,
             _ => None,
@@ -76,7 +83,7 @@ impl CheckRun {
 
 /// Exit 0 passes; any other exit (a signal included) fails; a timeout or a check that could
 /// not run proves nothing either way.
-pub(crate) fn verdict_for(end: &CheckEnd) -> CheckVerdict {
+pub fn verdict_for(end: &CheckEnd) -> CheckVerdict {
     match end {
         CheckEnd::Exited(Some(0)) => CheckVerdict::Pass,
         CheckEnd::Exited(_) => CheckVerdict::Fail,
@@ -87,7 +94,7 @@ pub(crate) fn verdict_for(end: &CheckEnd) -> CheckVerdict {
 }
 
 /// Run one check to completion or timeout. Never fails: problems become `CheckEnd` values.
-pub(crate) async fn run_check(spec: &CheckSpec<'_>) -> CheckRun {
+pub async fn run_check(spec: &CheckSpec<'_>) -> CheckRun {
     let started = Instant::now();
     if let Some(reason) = spec.sandbox.refusal() {
         return CheckRun {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-/// Default unprivileged user for checks when the auditor runs as root.
+/// Default unprivileged user for checks when the worker runs as root.
 pub(crate) const DEFAULT_CHECK_USER: &str = "nobody";
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -24,10 +24,16 @@ pub enum SandboxMode {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SandboxSettings {
     pub mode: SandboxMode,
-    /// User name or `uid:gid` for checks when the auditor runs as root.
+    /// User name or `uid:gid` for checks when the worker runs as root.
     pub check_user: Option<String>,
     /// bubblewrap binary; default `bwrap` on PATH.
     pub bwrap: Option<PathBuf>,
+}
+
+/// Is `user` usable as `check_user`: a name or `uid:gid`, one word? (Whether it exists is
+/// found out by the probe.)
+pub fn is_valid_check_user(user: &str) -> bool {
+    !user.trim().is_empty() && !user.contains(char::is_whitespace)
 }
 
 /// The isolation checks actually get.
@@ -35,7 +41,7 @@ pub struct SandboxSettings {
 pub struct Sandbox {
     /// bubblewrap, when checks run without network.
     pub bwrap: Option<PathBuf>,
-    /// uid/gid checks run as; `None`: the auditor's own user.
+    /// uid/gid checks run as; `None`: the worker's own user.
     pub run_as: Option<(u32, u32)>,
     /// Checks that cannot get a network sandbox are not run (inconclusive).
     pub required: bool,
@@ -58,7 +64,7 @@ pub enum SandboxError {
 }
 
 impl Sandbox {
-    /// No bubblewrap, the auditor's own user (tests, and `sandbox = "off"` before probing).
+    /// No bubblewrap, the worker's own user (tests, and `sandbox = "off"` before probing).
     pub fn unisolated(reason: &str) -> Sandbox {
         Sandbox {
             bwrap: None,
@@ -178,7 +184,7 @@ pub(crate) fn chown_tree(path: &Path, owner: (u32, u32)) -> std::io::Result<()> 
 }
 
 /// Let a check running as `run_as` use `owned` (chowned to it) inside `parent`, which stays
-/// the auditor's and becomes traverse-only for others (0711): the check can reach its own
+/// the worker's and becomes traverse-only for others (0711): the check can reach its own
 /// copy but can neither list nor change its siblings (the pristine snapshot, other checks).
 pub(crate) fn prepare_check_dir(
     parent: &Path,

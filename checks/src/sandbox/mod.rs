@@ -1,18 +1,20 @@
-//! How acceptance checks are isolated on this host, decided once at start-up by probing.
+//! How acceptance checks are isolated on this host, decided once at start-up by probing (the
+//! auditor before it audits, the executor before it runs self-checks: the same probe, the same
+//! launch, so a self-check runs exactly as the audit's check will).
 //!
 //! Preferred: bubblewrap (`bwrap`, Debian package `bubblewrap`) with no network
 //! (`--unshare-net`: only a private loopback), private pid/ipc/uts namespaces, a read-only view
 //! of the host filesystem, a fresh `/tmp`, `/dev` and `/proc`, and only the check's scratch copy
 //! and home writable; run as an unprivileged user (`check_user`, default `nobody`) when the
-//! auditor runs as root. Whatever the host cannot provide is dropped in this order — the
+//! worker runs as root. Whatever the host cannot provide is dropped in this order — the
 //! privilege drop (bwrap as root still has no network), then bubblewrap itself (e.g. user
-//! namespaces unavailable to an unprivileged auditor) — and every report then says so in its
+//! namespaces unavailable to an unprivileged worker) — and every report then says so in its
 //! gaps. `sandbox = "required"` turns a missing network sandbox into `inconclusive` checks
 //! instead; `sandbox = "off"` skips bubblewrap. Timeouts, output caps, process-group kills and
-//! the scrubbed environment (`checks`) apply in every mode.
+//! the scrubbed environment (`run_check`) apply in every mode.
 
 pub(crate) mod launch;
 pub(crate) mod probe;
 
-pub use launch::{Sandbox, SandboxError, SandboxMode, SandboxSettings};
-pub use probe::probe;
+pub use launch::{is_valid_check_user, Sandbox, SandboxError, SandboxMode, SandboxSettings};
+pub use probe::{probe, probe_for};

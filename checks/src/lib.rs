@@ -1,0 +1,26 @@
+//! loopgate-checks: the one way acceptance checks run, shared by the auditor (a contract's
+//! checks on a frozen candidate) and the executor (self-checks on its live workspace before
+//! `finish` is accepted): the host's sandbox, probed once at start-up (`sandbox/`: bubblewrap
+//! launch arguments, the start-up probe, the unprivileged check user), one check run as a
+//! child process group with a scrubbed environment, a timeout and a bounded output
+//! (`run_check`), each check in its own scratch copy (`scratch_copy`, `scratch_check`).
+//!
+//! Processes run through the shared `loopgate_transport::runtime::run_child`. No Redis, no
+//! snapshot store, no model: what a check runs on is handed in as a directory or a file list.
+
+#![warn(unreachable_pub)]
+
+mod run_check;
+mod sandbox;
+mod scratch_check;
+mod scratch_copy;
+
+pub use run_check::{
+    check_path, run_check, verdict_for, CheckEnd, CheckRun, CheckSpec, DEFAULT_CHECK_PATH,
+    EXCERPT_CHARS,
+};
+pub use sandbox::{
+    is_valid_check_user, probe, probe_for, Sandbox, SandboxError, SandboxMode, SandboxSettings,
+};
+pub use scratch_check::{run_in_scratch_copy, CopySource, ScratchCheck, ScratchCopyError};
+pub use scratch_copy::{copy_files, copy_tree, CopyFile};

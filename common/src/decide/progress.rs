@@ -1,0 +1,259 @@
+//! Acting on what the run already knows: the audits remembered by snapshot (an identical
+//! candidate is not audited again), progress and stagnation (no newly passing criterion and no
+//! new failure output), the attempt ledger the manager and a stagnating executor read, and the
+//! feedback an executor gets about the snapshot it starts from.
+
+use sha2::{Digest, Sha256};
+
+use super::tx::Tx;
+use crate::output_cap::cap_text;
+use crate::state::{
+    AuditedSnapshot, LogEvent, RoundSummary, RunRecord, AUDITS_REMEMBERED, FAILURES_REMEMBERED,
+};
+use crate::verdict::{CheckVerdict, Evidence, Integrity};
+use crate::wire::{ExecFeedback, FailingCheck, FEEDBACK_EXCERPT_BYTES};
+
+/// Characters of a step and of a failure excerpt in one ledger line.
+const LEDGER_STEP_CHARS: usize = 140;
+const LEDGER_EXCERPT_CHARS: usize = 160;
+/// Changed paths shown to an executor.
+const CHANGED_PATHS_SHOWN: usize = 40;
+
+/// The earlier audit of `candidate` under the run's frozen contract, if one is remembered.
+pub(super) fn remembered_audit<'a>(
+    record: &'a RunRecord,
+    candidate: &str,
+) -> Option<&'a AuditedSnapshot> {
+    record
+        .audit
+        .audited
+        .iter()
+        .rev()
+        .find(|a| a.snapshot == candidate && a.spec_hash == record.contract.spec_hash)
+}
+
+/// Keep `audit` for reuse (replacing an older one of the same snapshot), bounded.
+pub(super) fn remember_audit(tx: &mut Tx, audit: AuditedSnapshot) {
+    let audited = &mut tx.record.audit.audited;
+    audited.retain(|a| a.snapshot != audit.snapshot);
+    audited.push(audit);
+    let excess = audited.len().saturating_sub(AUDITS_REMEMBERED);
+    audited.drain(..excess);
+}
+
+fn failure_digest(e: &Evidence) -> String {
+    let digest = Sha256::digest(e.output_excerpt.trim().as_bytes());
+    format!("{}:{}", e.check_id, hex::encode(&digest[..8]))
+}
+
+/// Record what an audited round established and whether it moved: a criterion passing that
+/// never passed before, or a failure output not seen before. Returns whether it did.
+pub(super) fn note_progress(tx: &mut Tx, evidence: &[Evidence]) -> bool {
+    let audit = &mut tx.record.audit;
+    let mut moved = false;
+    for e in evidence {
+        if e.verdict == CheckVerdict::Pass {
+            if !audit.passing_ever.contains(&e.check_id) {
+                audit.passing_ever.push(e.check_id.clone());
+                moved = true;
+            }
+        } else {
+            let digest = failure_digest(e);
+            if !audit.failures_seen.contains(&digest) {
+                audit.failures_seen.push(digest);
+                moved = true;
+            }
+        }
+    }
+    let excess = audit
+        .failures_seen
+        .len()
+        .saturating_sub(FAILURES_REMEMBERED);
+    audit.failures_seen.drain(..excess);
+    if moved {
+        tx.record.streaks.stagnant_rounds = 0;
+    } else {
+        tx.record.streaks.stagnant_rounds += 1;
+    }
+    moved
+}
+
+/// After a round that did not move: every `stagnation_rounds` such rounds in a row, escalate
+/// (the executor ladder's next rung when there is one and the failed-rounds escalation did not
+/// just climb it, `ladder_stepped`), tell the manager its approach did not work, and let the
+/// next episode start from the attempt ledger.
+pub(super) fn escalate_when_stagnant(tx: &mut Tx, ladder_stepped: bool) {
+    let every = tx.record.task.budget.stagnation_rounds;
+    let stagnant = tx.record.streaks.stagnant_rounds;
+    if every == 0 || stagnant == 0 || !stagnant.is_multiple_of(every) {
+        return;
+    }
+    let rungs = tx.record.task.roles.executor_escalation.len() as u32;
+    let escalated_to = if ladder_stepped {
+        Some(tx.record.executor_profile().to_string())
+    } else {
+        (tx.record.escalation_level < rungs).then(|| {
+            tx.record.escalation_level += 1;
+            tx.record.executor_profile().to_string()
+        })
+    };
+    let ledger = ledger_lines(&tx.record).join("\n");
+    tx.feedback(format!(
+        "The last {stagnant} audited rounds made no progress (no check newly passing, no new \
+         failure output): your approach did not work. Choose a different one{}. Attempts so \
+         far:\n{ledger}",
+        escalated_to
+            .as_deref()
+            .map(|p| format!("; the executor now runs profile '{p}'"))
+            .unwrap_or_default()
+    ));
+    tx.log(LogEvent::Stagnation {
+        rounds: stagnant,
+        escalated_to,
+    });
+}
+
+fn excerpt_line(text: &str, max: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max {
+        return flat;
+    }
+    let tail: String = {
+        let chars: Vec<char> = flat.chars().collect();
+        chars[chars.len() - max..].iter().collect()
+    };
+    format!("…{tail}")
+}
+
+fn short(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
+}
+
+/// One line per recent round, oldest first: the step, what it produced, how many checks
+/// passed, the first failure, and whether the round changed nothing or repeated a failure.
+pub fn ledger_lines(record: &RunRecord) -> Vec<String> {
+    let history = &record.history;
+    history
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let step = excerpt_line(&h.objective, LEDGER_STEP_CHARS);
+            let mut line = format!("Round {}: step \"{step}\"", h.round);
+            match &h.candidate {
+                None => line.push_str(&format!(
+                    " -> no candidate ({})",
+                    excerpt_line(&h.exec_summary, LEDGER_EXCERPT_CHARS)
+                )),
+                Some(c) => {
+                    line.push_str(&format!(" -> snapshot {}", short(c)));
+                    if h.base.as_ref() == Some(c) {
+                        line.push_str(" (changed nothing)");
+                    } else if let Some(from) = h.reused_from {
+                        line.push_str(&format!(" (identical to round {from}'s)"));
+                    }
+                }
+            }
+            if h.verdicts.is_some() {
+                line.push_str(&format!(" -> {}/{} passing", h.passing.len(), h.checked));
+            }
+            if let Some((id, excerpt)) = h.failing.first() {
+                line.push_str(&format!(
+                    " -> `{id}` failed: {}",
+                    excerpt_line(excerpt, LEDGER_EXCERPT_CHARS)
+                ));
+                if let Some(earlier) = same_failure_before(&history[..i], id, excerpt) {
+                    line.push_str(&format!(" (the same failure as round {earlier})"));
+                }
+            }
+            line
+        })
+        .collect()
+}
+
+fn same_failure_before(earlier: &[RoundSummary], id: &str, excerpt: &str) -> Option<u32> {
+    earlier
+        .iter()
+        .rev()
+        .find(|h| {
+            h.failing
+                .iter()
+                .any(|(i, e)| i == id && e.trim() == excerpt.trim())
+        })
+        .map(|h| h.round)
+}
+
+/// What the executor of the next step is told about its base snapshot: the last audit's
+/// failing and inconclusive checks, the gate's reasons, the paths the last round changed, a
+/// rejected candidate's reason, and the attempt ledger when the run stagnates.
+pub(super) fn exec_feedback(record: &RunRecord) -> ExecFeedback {
+    let Some(last) = record
+        .history
+        .iter()
+        .rev()
+        .find(|h| h.verdicts.is_some() && h.candidate.is_some())
+    else {
+        return ExecFeedback::default();
+    };
+    let audited = last.candidate.clone();
+    let evidence: &[Evidence] = audited
+        .as_deref()
+        .and_then(|c| remembered_audit(record, c))
+        .map(|a| a.evidence.as_slice())
+        .unwrap_or(&[]);
+    let failing = evidence
+        .iter()
+        .filter(|e| e.verdict != CheckVerdict::Pass)
+        .map(|e| FailingCheck {
+            criterion: e.check_id.clone(),
+            check: record
+                .contract
+                .criteria
+                .iter()
+                .find(|c| c.id == e.check_id)
+                .and_then(|c| c.check.clone()),
+            verdict: e.verdict,
+            exit_code: e.exit_code,
+            output_excerpt: cap_text(e.output_excerpt.trim(), FEEDBACK_EXCERPT_BYTES),
+        })
+        .collect();
+    let rejected = audited
+        .as_deref()
+        .filter(|c| *c != record.snapshot)
+        .map(|c| match last.verdicts {
+            Some(v) if v.integrity == Integrity::Violation => format!(
+                "the last candidate {} was rejected (integrity violation: {}); this step starts \
+                 from the snapshot before it",
+                short(c),
+                last.gaps.join("; ")
+            ),
+            _ => format!(
+                "the last candidate {} was rolled back; this step starts from an earlier snapshot",
+                short(c)
+            ),
+        });
+    let stagnating = record.task.budget.stagnation_rounds > 0
+        && record.streaks.stagnant_rounds >= record.task.budget.stagnation_rounds;
+    ExecFeedback {
+        audited_snapshot: audited,
+        failing,
+        gate_reasons: record
+            .audit
+            .last_gate
+            .as_ref()
+            .filter(|g| !g.passed)
+            .map(|g| g.reasons.clone())
+            .unwrap_or_default(),
+        changed_paths: last
+            .changed_paths
+            .iter()
+            .take(CHANGED_PATHS_SHOWN)
+            .cloned()
+            .collect(),
+        rejected,
+        attempts: if stagnating {
+            ledger_lines(record)
+        } else {
+            Vec::new()
+        },
+    }
+}

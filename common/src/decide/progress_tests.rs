@@ -1,0 +1,184 @@
+//! The loop acts on what it knows: evidence reaches the executor, identical candidates are not
+//! re-audited, stagnation escalates, and steps that alter the goal's words or repeat a failed
+//! instruction go back to the manager.
+
+use super::tests::{apply, exec_done, kinds, reply, report, started, TASK};
+use super::*;
+use crate::task::parse_task_toml;
+use crate::verdict::Integrity;
+use crate::wire::{AuditReport, ExecRequest, Message};
+
+fn exec_request(step: &Step) -> &ExecRequest {
+    step.outgoing()
+        .iter()
+        .find_map(|o| match &o.message {
+            Message::ExecRequest(req) => Some(req),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no exec request in {:?}", kinds(step)))
+}
+
+/// An audit of the pending candidate whose only check fails with `output`.
+fn failing_audit(record: &RunRecord, output: &str) -> Step {
+    let mut rep: AuditReport = report(record, false, Integrity::Clean);
+    rep.evidence[0].output_excerpt = output.into();
+    apply(record, RunEvent::AuditFinished(rep))
+}
+
+#[test]
+fn the_next_executor_sees_the_failing_check_output() {
+    let r = started();
+    let s = reply(&r, "Next: cli\nTask: write hello.py");
+    // Round 1 has nothing audited yet.
+    assert!(exec_request(&s).feedback.is_empty());
+    let s = exec_done(&s.record, "c1");
+    let s = failing_audit(&s.record, "python3: can't open file 'hello.py'");
+    let s = reply(
+        &s.record,
+        "Next: cli\nTask: create hello.py in the workspace root",
+    );
+    let req = exec_request(&s);
+    let fb = &req.feedback;
+    assert_eq!(fb.audited_snapshot.as_deref(), Some("c1"));
+    assert_eq!(fb.failing.len(), 1);
+    assert_eq!(fb.failing[0].criterion, "prints");
+    assert_eq!(fb.failing[0].exit_code, Some(1));
+    assert_eq!(fb.failing[0].check.as_deref(), Some("python3 hello.py"));
+    assert!(fb.failing[0].output_excerpt.contains("can't open file"));
+    assert_eq!(fb.changed_paths, vec!["hello.py".to_string()]);
+    assert!(!fb.gate_reasons.is_empty());
+    // The step carries the goal's own words.
+    assert_eq!(
+        req.increment.goal_clauses,
+        vec!["Create hello.py".to_string()]
+    );
+    let prompt = crate::prompts::executor::task_prompt(req, &[]);
+    assert!(prompt.contains("can't open file 'hello.py'"), "{prompt}");
+}
+
+#[test]
+fn an_identical_candidate_is_not_audited_again() {
+    let r = started();
+    let s = reply(&r, "Next: cli\nTask: write hello.py");
+    let s = exec_done(&s.record, "c1");
+    let s = failing_audit(&s.record, "wrong output");
+    let s = reply(&s.record, "Next: cli\nTask: fix the output of hello.py");
+    // The executor changed nothing: the candidate is the snapshot audited in round 1.
+    let s = exec_done(&s.record, "c1");
+    let kinds = kinds(&s);
+    assert!(kinds.contains(&"audit_reused"), "{kinds:?}");
+    assert!(!kinds.contains(&"audit_dispatched"), "{kinds:?}");
+    assert!(
+        s.outgoing()
+            .iter()
+            .all(|o| !matches!(o.message, Message::AuditRequest(_))),
+        "no audit request"
+    );
+    // The round counts, its evidence is round 1's, and the manager is asked again.
+    assert_eq!(s.record.round, 2);
+    assert!(matches!(s.record.phase, Phase::Deciding { .. }));
+    let last = s.record.history.last().unwrap();
+    assert_eq!(last.reused_from, Some(1));
+    assert_eq!(last.failing[0].1, "wrong output");
+    let ledger = ledger_lines(&s.record);
+    assert!(ledger[1].contains("changed nothing"), "{ledger:?}");
+    assert!(
+        ledger[1].contains("the same failure as round 1"),
+        "{ledger:?}"
+    );
+}
+
+#[test]
+fn rounds_without_progress_escalate() {
+    let text = TASK.replace(
+        "[budget]",
+        "[roles]\nexecutor = [\"cheap\", \"strong\"]\n[budget]\nstagnation_rounds = 2\nescalate_after = 100",
+    );
+    let mut task = parse_task_toml(&text).unwrap();
+    task.budget.max_rounds = 10;
+    task.budget.max_failed_rounds = 100;
+    let mut r = start_run("r1", task, "base", 0).record;
+    let mut stagnated = Vec::new();
+    for i in 1..=3 {
+        let s = reply(&r, &format!("Next: cli\nTask: attempt {i}"));
+        let s = exec_done(&s.record, &format!("c{i}"));
+        // Every round fails the same way: no new output, nothing newly passing.
+        let s = failing_audit(&s.record, "same failure");
+        if kinds(&s).contains(&"stagnation") {
+            stagnated.push(i);
+        }
+        r = s.record;
+    }
+    // Round 1's failure is new; rounds 2 and 3 repeat it: the second of them escalates.
+    assert_eq!(stagnated, vec![3]);
+    assert_eq!(r.executor_profile(), "strong");
+    assert!(
+        r.feedback
+            .iter()
+            .any(|f| f.contains("your approach did not work")),
+        "{:?}",
+        r.feedback
+    );
+    // The next episode starts from the ledger.
+    let s = reply(&r, "Next: cli\nTask: attempt 4");
+    let req = exec_request(&s);
+    assert_eq!(req.executor_profile, "strong");
+    assert_eq!(
+        req.feedback.attempts.len(),
+        3,
+        "{:?}",
+        req.feedback.attempts
+    );
+    // A round that moves resets the count.
+    let s = exec_done(&s.record, "c4");
+    let s = failing_audit(&s.record, "a new failure");
+    assert_eq!(s.record.streaks.stagnant_rounds, 0);
+}
+
+#[test]
+fn a_step_that_renames_the_goals_file_is_sent_back() {
+    let r = started();
+    let s = reply(&r, "Next: cli\nTask: create print-hello.py");
+    assert_eq!(kinds(&s), vec!["decision", "step_sent_back"]);
+    assert!(matches!(s.record.phase, Phase::Deciding { seq: 2 }));
+    assert_eq!(s.record.round, 0, "no executor ran");
+    let why = s.record.feedback.last().unwrap();
+    assert!(
+        why.contains("hello.py") && why.contains("print-hello.py"),
+        "{why}"
+    );
+    // Bounded like invalid replies: after max_invalid_outputs (2) the step goes through.
+    let s = reply(&s.record, "Next: cli\nTask: create print-hello.py");
+    assert!(kinds(&s).contains(&"step_sent_back"));
+    let s = reply(&s.record, "Next: cli\nTask: create print-hello.py");
+    assert_eq!(
+        exec_request(&s).increment.objective,
+        "create print-hello.py"
+    );
+    assert_eq!(s.record.streaks.steps_sent_back, 0);
+    // A faithful step goes through at once.
+    let s = reply(&started(), "Next: cli\nTask: create hello.py");
+    assert!(kinds(&s).contains(&"exec_dispatched"));
+}
+
+#[test]
+fn a_verbatim_repeat_of_a_failed_step_is_sent_back_once() {
+    let r = started();
+    let s = reply(&r, "Next: cli\nTask: write hello.py");
+    let s = exec_done(&s.record, "c1");
+    let s = failing_audit(&s.record, "SyntaxError");
+    let s = reply(&s.record, "Next: cli\nTask: Write  hello.py");
+    assert!(kinds(&s).contains(&"step_sent_back"), "{:?}", kinds(&s));
+    let why = s.record.feedback.last().unwrap();
+    assert!(
+        why.contains("word for word") && why.contains("SyntaxError"),
+        "{why}"
+    );
+    assert!(
+        why.contains("Round 1: step"),
+        "the ledger comes with it: {why}"
+    );
+    // Asked once more: the same step now goes through.
+    let s = reply(&s.record, "Next: cli\nTask: write hello.py");
+    assert!(kinds(&s).contains(&"exec_dispatched"), "{:?}", kinds(&s));
+}

@@ -1,0 +1,60 @@
+//! What an executor is told about the snapshot it starts from: the last audit's failing and
+//! inconclusive evidence, why the gate stayed closed, what the last round changed, and, when the
+//! run stagnates, the attempts that did not work. Audit facts only: the manager's reasoning
+//! never reaches an executor.
+
+use serde::{Deserialize, Serialize};
+
+use crate::verdict::CheckVerdict;
+
+/// Bytes of check output an executor is shown per criterion.
+pub const FEEDBACK_EXCERPT_BYTES: usize = 2048;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecFeedback {
+    /// The snapshot these facts are about (the last audited candidate).
+    #[serde(default)]
+    pub audited_snapshot: Option<String>,
+    /// Failing and inconclusive acceptance checks of that audit.
+    #[serde(default)]
+    pub failing: Vec<FailingCheck>,
+    /// Why the completion gate stayed closed.
+    #[serde(default)]
+    pub gate_reasons: Vec<String>,
+    /// Paths the last round changed (its base -> its candidate).
+    #[serde(default)]
+    pub changed_paths: Vec<String>,
+    /// The last candidate was not kept (an integrity violation, a rollback): why. The step starts
+    /// from the snapshot before it.
+    #[serde(default)]
+    pub rejected: Option<String>,
+    /// When the run stagnates: the recent attempts that did not work, oldest first, one line
+    /// each. The episode should take a different approach.
+    #[serde(default)]
+    pub attempts: Vec<String>,
+}
+
+impl ExecFeedback {
+    pub fn is_empty(&self) -> bool {
+        self.failing.is_empty()
+            && self.gate_reasons.is_empty()
+            && self.changed_paths.is_empty()
+            && self.rejected.is_none()
+            && self.attempts.is_empty()
+    }
+}
+
+/// One acceptance check that did not pass, as the auditor saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailingCheck {
+    pub criterion: String,
+    /// The check command, from the contract.
+    #[serde(default)]
+    pub check: Option<String>,
+    pub verdict: CheckVerdict,
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    /// The tail of its output, at most [`FEEDBACK_EXCERPT_BYTES`].
+    #[serde(default)]
+    pub output_excerpt: String,
+}

@@ -1,0 +1,195 @@
+//! Running a step's self-checks: list the files the live workspace would freeze to (the
+//! freeze's own walk and ignore rules, so the copy is the tree the auditor will materialize),
+//! then run each targeted check in its own scratch copy under the executor's work dir through
+//! `loopgate_checks`, exactly as the auditor runs its checks. The live workspace is only read.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use loopgate_checks::{
+    run_in_scratch_copy, CopyFile, CopySource, Sandbox, ScratchCheck, ScratchCopyError,
+    DEFAULT_CHECK_PATH,
+};
+use loopgate_common::wire::{EpisodeKind, ExecRequest};
+use loopgate_snapshot::freeze::walk_workspace;
+use loopgate_snapshot::{FreezeRules, SnapshotError};
+
+use crate::self_check::finish_rules::CheckFinding;
+use crate::self_check::targets::{targeted_checks, TargetCheck};
+
+/// How this host runs checks, for every episode's self-checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelfCheckEnv {
+    /// The isolation checks get (probed at start-up, as the auditor does).
+    pub sandbox: Sandbox,
+    /// `PATH` for checks.
+    pub check_path: String,
+}
+
+impl SelfCheckEnv {
+    /// Checks without isolation and with the default `PATH` (tests).
+    pub fn unisolated(reason: &str) -> Self {
+        SelfCheckEnv {
+            sandbox: Sandbox::unisolated(reason),
+            check_path: DEFAULT_CHECK_PATH.to_string(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SelfCheckError {
+    #[error("self-check scratch dir under {path:?}: {source}")]
+    Scratch {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("listing the workspace: {0}")]
+    Workspace(#[from] SnapshotError),
+    #[error("listing the workspace: {0}")]
+    Interrupted(String),
+    #[error(transparent)]
+    Copy(#[from] ScratchCopyError),
+}
+
+/// One episode's self-check: what it runs, how often, where.
+#[derive(Debug, Clone)]
+pub(crate) struct SelfCheck {
+    targets: Vec<TargetCheck>,
+    /// Self-checks the episode may run (`budget.self_checks`).
+    allowed: u32,
+    env: Arc<SelfCheckEnv>,
+    /// Scratch copies are made under this directory (the executor's work dir).
+    scratch_parent: PathBuf,
+    /// The task's freeze ignores: what the candidate (and so the audit) will not contain.
+    ignore: Vec<String>,
+}
+
+impl SelfCheck {
+    /// The request's self-check, when it has one: a work step (planning episodes have no
+    /// contract to check yet) with `self_checks` > 0 that targets at least one check.
+    pub(crate) fn for_request(
+        req: &ExecRequest,
+        env: &SelfCheckEnv,
+        scratch_parent: &Path,
+    ) -> Option<SelfCheck> {
+        if req.episode != EpisodeKind::Step || req.self_checks == 0 {
+            return None;
+        }
+        let targets = targeted_checks(&req.contract, &req.increment);
+        (!targets.is_empty()).then(|| SelfCheck {
+            targets,
+            allowed: req.self_checks,
+            env: Arc::new(env.clone()),
+            scratch_parent: scratch_parent.to_path_buf(),
+            ignore: req.ignore.clone(),
+        })
+    }
+
+    pub(crate) fn allowed(&self) -> u32 {
+        self.allowed
+    }
+
+    /// Run every targeted check on a copy of `workspace`; one finding per check, in order.
+    pub(crate) async fn run(&self, workspace: &Path) -> Result<Vec<CheckFinding>, SelfCheckError> {
+        let started = Instant::now();
+        let scratch = tempfile::Builder::new()
+            .prefix("self-check-")
+            .tempdir_in(&self.scratch_parent)
+            .map_err(|source| SelfCheckError::Scratch {
+                path: self.scratch_parent.clone(),
+                source,
+            })?;
+        let (root, rules) = (
+            workspace.to_path_buf(),
+            FreezeRules::with_ignores(&self.ignore),
+        );
+        let files = tokio::task::spawn_blocking(move || walk_workspace(&root, &rules))
+            .await
+            .map_err(|err| SelfCheckError::Interrupted(err.to_string()))??;
+        let files: Vec<CopyFile> = files
+            .into_iter()
+            .map(|file| CopyFile {
+                path: file.entry.path,
+                source: file.source,
+                mode: file.entry.mode,
+            })
+            .collect();
+        let file_count = files.len();
+        let source = CopySource::Files(Arc::new(files));
+        let mut findings = Vec::with_capacity(self.targets.len());
+        for (index, target) in self.targets.iter().enumerate() {
+            let check = ScratchCheck {
+                scratch: scratch.path(),
+                index,
+                command: &target.command,
+                timeout: target.timeout,
+                path_var: &self.env.check_path,
+                sandbox: &self.env.sandbox,
+            };
+            let run = run_in_scratch_copy(&check, &source).await?;
+            tracing::info!(check = %target.id, verdict = ?run.verdict(), end = ?run.end,
+                duration_ms = run.duration.as_millis() as u64, "self-check ran");
+            findings.push(CheckFinding::new(
+                &target.id,
+                run.verdict(),
+                run.exit_code(),
+                &run.output,
+            ));
+        }
+        let path = scratch.path().to_path_buf();
+        if !matches!(
+            tokio::task::spawn_blocking(move || scratch.close()).await,
+            Ok(Ok(()))
+        ) {
+            tracing::warn!(path = %path.display(), "removing the self-check scratch dir failed");
+        }
+        tracing::info!(
+            checks = findings.len(),
+            files = file_count,
+            duration_ms = started.elapsed().as_millis() as u64,
+            "self-check finished"
+        );
+        Ok(findings)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use serde_json::json;
+
+    fn request(episode: &str, self_checks: u32, criteria: serde_json::Value) -> ExecRequest {
+        serde_json::from_value(json!({
+            "run_id": "r", "generation": 1, "round": 1, "capability": "cli",
+            "contract": {"goal": "g", "criteria": criteria, "protected_paths": [], "spec_hash": "h"},
+            "increment": {"objective": "o"}, "base_snapshot": "b", "executor_profile": "p",
+            "episode_secs": 5, "max_steps": 3, "episode": episode, "self_checks": self_checks
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn which_requests_self_check_table() {
+        let check = json!([{"id": "a", "description": "", "check": "true", "blocking": true, "timeout_secs": 5}]);
+        let soft = json!([{"id": "a", "description": "", "check": "true", "blocking": false, "timeout_secs": 5}]);
+        // (episode, self_checks, criteria, allowed self-checks or none)
+        let cases = [
+            ("step", 2, check.clone(), Some(2)),
+            ("step", 1, check.clone(), Some(1)),
+            ("step", 0, check.clone(), None),
+            ("step", 2, soft, None),
+            ("step", 2, json!([]), None),
+            ("plan", 2, check.clone(), None),
+            ("propose", 2, check, None),
+        ];
+        let env = SelfCheckEnv::unisolated("test");
+        for (episode, self_checks, criteria, want) in cases {
+            let req = request(episode, self_checks, criteria.clone());
+            let got = SelfCheck::for_request(&req, &env, Path::new("/tmp")).map(|s| s.allowed());
+            assert_eq!(got, want, "{episode} {self_checks} {criteria}");
+        }
+    }
+}

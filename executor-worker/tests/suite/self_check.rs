@@ -1,0 +1,387 @@
+//! Self-check inside the episode, through the executor's real start-up (the sandbox probe) and
+//! the real OpenAI adapter against a stand-in model: `finish` runs the step's blocking checks
+//! on a scratch copy of the live workspace; a failing one answers `finish refused: ...`, at most
+//! `self_checks` times; at the step cap the agent gets one last turn with the refusal; the
+//! copy's side effects never reach the workspace or the candidate; and a self-check runs under
+//! exactly the sandbox the auditor's checks get.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::support;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use loopgate_checks::{probe, probe_for, run_in_scratch_copy, CopySource, ScratchCheck};
+use loopgate_common::task::Criterion;
+use loopgate_common::wire::{ExecOutcome, ExecRequest};
+use loopgate_executor::{prepare, run_episode, EpisodeEnd, EpisodeEnv};
+use loopgate_executor::{ExecutorFile, ExternalInputs, Settings};
+use loopgate_snapshot::SnapshotStore;
+use loopgate_test_support::{last_message_content, NatsServer, Reply, Script, StandInModel};
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+const MODEL: &str = "standin-selfcheck";
+const REFUSED: &str = "finish refused:";
+
+struct Harness {
+    _nats: NatsServer,
+    model: StandInModel,
+    store: SnapshotStore,
+    env: EpisodeEnv,
+    settings: Settings,
+    scratch: tempfile::TempDir,
+}
+
+impl Harness {
+    /// NATS, the stand-in model and the episode environment `prepare` builds (sandbox probed).
+    async fn start(script: Script) -> anyhow::Result<Harness> {
+        let nats = NatsServer::start().await?;
+        let model = StandInModel::start(script).await?;
+        let scratch = tempfile::tempdir()?;
+        let text = format!(
+            "[nats]\nurl = \"{}\"\n[executor]\nwork_dir = \"{}\"\n\
+             [models.standin]\nbase_url = \"{}\"\nmodel = \"{MODEL}\"\ntimeout_secs = 10\n",
+            nats.url(),
+            scratch.path().join("work").display(),
+            model.base_url()
+        );
+        let settings = ExecutorFile::parse(&text, "test")?.resolve(&ExternalInputs {
+            pid: 1,
+            temp_dir: std::env::temp_dir(),
+            ..ExternalInputs::default()
+        })?;
+        let ctx = prepare(&settings, &CancellationToken::new())
+            .await?
+            .context("start-up was cancelled")?;
+        Ok(Harness {
+            _nats: nats,
+            model,
+            store: ctx.episode.store.clone(),
+            env: ctx.episode.clone(),
+            settings,
+            scratch,
+        })
+    }
+
+    fn work_dir(&self) -> PathBuf {
+        self.scratch.path().join("work")
+    }
+
+    async fn base(&self, files: &[(&str, &str)]) -> anyhow::Result<String> {
+        support::freeze_text_files(&self.store, files).await
+    }
+
+    async fn file_in(&self, snapshot: &str, path: &str) -> anyhow::Result<Option<String>> {
+        support::file_in(&self.store, snapshot, path).await
+    }
+
+    /// The episode's frozen outcome: (candidate, claimed_done, steps, self_check_refusals).
+    async fn run(&self, req: &ExecRequest) -> anyhow::Result<(String, bool, u32, u32)> {
+        let end = run_episode(req, 1, &self.env).await;
+        let EpisodeEnd::Outcome { outcome, .. } = end else {
+            anyhow::bail!("no outcome: {end:?}");
+        };
+        match outcome {
+            ExecOutcome::Frozen {
+                candidate,
+                claimed_done,
+                steps,
+                self_check_refusals,
+                ..
+            } => Ok((candidate, claimed_done, steps, self_check_refusals)),
+            ExecOutcome::Failed { error } => anyhow::bail!("episode failed: {error}"),
+        }
+    }
+
+    /// The refusals in the conversation as the model last saw it (tool results and the
+    /// step-cap message).
+    fn refusals_seen(&self) -> Vec<String> {
+        let requests = self.model.requests(MODEL);
+        let Some(last) = requests.last() else {
+            return Vec::new();
+        };
+        last["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|m| m["content"].as_str())
+            .filter(|text| text.starts_with(REFUSED))
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+fn criterion(id: &str, check: &str) -> Criterion {
+    Criterion {
+        id: id.into(),
+        description: String::new(),
+        check: Some(check.into()),
+        blocking: true,
+        timeout_secs: 30,
+    }
+}
+
+/// A step whose contract has `criteria`, with `self_checks` and `max_steps`.
+fn request(base: &str, criteria: Vec<Criterion>, self_checks: u32, max_steps: u32) -> ExecRequest {
+    let mut req = support::request("run-self-check", base, "standin", 60);
+    req.contract.criteria = criteria;
+    req.contract.spec_hash = req.contract.compute_hash();
+    req.self_checks = self_checks;
+    req.max_steps = max_steps;
+    req
+}
+
+fn write(path: &str, content: &str) -> Reply {
+    Reply::tool_call("write_file", json!({"path": path, "content": content}))
+}
+
+fn finish() -> Reply {
+    Reply::tool_call("finish", json!({"summary": "done"}))
+}
+
+const SAYS_HELLO: &str = "grep -qx hello hello.txt";
+
+#[tokio::test]
+async fn a_wrong_file_is_refused_at_finish_and_the_fix_is_accepted() -> anyhow::Result<()> {
+    let script = Script::new().replies(
+        MODEL,
+        [
+            write("hello.txt", "hullo\n"),
+            finish(),
+            write("hello.txt", "hello\n"),
+            finish(),
+        ],
+    );
+    let h = Harness::start(script).await?;
+    let base = h.base(&[]).await?;
+    let req = request(&base, vec![criterion("says-hello", SAYS_HELLO)], 2, 8);
+    let (candidate, claimed_done, steps, refusals) = h.run(&req).await?;
+    assert_eq!((claimed_done, steps, refusals), (true, 4, 1));
+    assert_eq!(
+        h.file_in(&candidate, "hello.txt").await?.as_deref(),
+        Some("hello\n")
+    );
+    // The refusal answered the first `finish`: the third request ends with it.
+    let requests = h.model.requests(MODEL);
+    assert_eq!(requests.len(), 4);
+    let answer = last_message_content(&requests[2], "tool").unwrap_or_default();
+    assert!(answer.starts_with(REFUSED), "{answer}");
+    let lines: Vec<&str> = answer.lines().collect();
+    assert_eq!(
+        lines[0],
+        "finish refused: 1 blocking check(s) still fail on your workspace"
+    );
+    assert!(lines[1].starts_with("- says-hello (exit 1)"), "{answer}");
+    // The accepted `finish` got no tool result: the episode ended there.
+    assert_eq!(h.refusals_seen().len(), 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn self_checks_bound_the_refusals_and_zero_disables_them() -> anyhow::Result<()> {
+    // (self_checks, refusals, model requests): the agent never fixes the file.
+    let cases = [(0, 0, 2), (1, 1, 3), (2, 2, 4), (3, 3, 5)];
+    for (self_checks, want_refusals, want_requests) in cases {
+        let script = Script::new()
+            .reply(MODEL, write("hello.txt", "hullo\n"))
+            .fallback(MODEL, finish());
+        let h = Harness::start(script).await?;
+        let base = h.base(&[]).await?;
+        let req = request(
+            &base,
+            vec![criterion("says-hello", SAYS_HELLO)],
+            self_checks,
+            10,
+        );
+        let (_, claimed_done, steps, refusals) = h.run(&req).await?;
+        assert_eq!(
+            (claimed_done, refusals, h.model.request_count(MODEL)),
+            (true, want_refusals, want_requests),
+            "self_checks = {self_checks}"
+        );
+        assert_eq!(steps as usize, want_requests, "self_checks = {self_checks}");
+        assert_eq!(h.refusals_seen().len(), want_refusals as usize);
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_step_cap_gets_one_last_turn_with_the_refusal() -> anyhow::Result<()> {
+    // (self_checks, what the agent writes before the cap, steps, refusals, claimed_done,
+    //  hello.txt in the candidate)
+    let cases = [
+        (2, "hullo\n", 3, 1, true, "hello\n"),
+        (0, "hullo\n", 2, 0, false, "hullo\n"),
+        (2, "hello\n", 2, 0, false, "hello\n"),
+    ];
+    for (self_checks, first, want_steps, want_refusals, want_done, want_file) in cases {
+        let written = first.to_string();
+        // Writes until the step cap; told it is refused there, fixes the file and finishes.
+        let agent = Reply::dynamic(move |req: &Value| {
+            let last = req["messages"].as_array().and_then(|m| m.last()).cloned();
+            let refused = last.is_some_and(|m| {
+                m["role"] == "user" && m["content"].as_str().unwrap_or("").starts_with(REFUSED)
+            });
+            if refused {
+                Reply::ToolCalls(vec![
+                    (
+                        "write_file".into(),
+                        json!({"path": "hello.txt", "content": "hello\n"}),
+                    ),
+                    ("finish".into(), json!({"summary": "fixed"})),
+                ])
+            } else {
+                write("hello.txt", &written)
+            }
+        });
+        let h = Harness::start(Script::new().fallback(MODEL, agent)).await?;
+        let base = h.base(&[]).await?;
+        let req = request(
+            &base,
+            vec![criterion("says-hello", SAYS_HELLO)],
+            self_checks,
+            2,
+        );
+        let (candidate, claimed_done, steps, refusals) = h.run(&req).await?;
+        let case = format!("self_checks = {self_checks}, first = {first:?}");
+        assert_eq!(
+            (steps, refusals, claimed_done),
+            (want_steps, want_refusals, want_done),
+            "{case}"
+        );
+        assert_eq!(
+            h.file_in(&candidate, "hello.txt").await?.as_deref(),
+            Some(want_file),
+            "{case}"
+        );
+        assert_eq!(h.model.request_count(MODEL), want_steps as usize, "{case}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_scratch_copy_leaves_the_workspace_and_the_candidate_untouched() -> anyhow::Result<()> {
+    // The check writes a cache file and appends to hello.txt in its copy, and shows whether an
+    // ignored path (not frozen, so not audited) was copied: exit 5 = it was not.
+    let check = "echo cache > cache.txt; mkdir -p .pytest_cache; echo x >> hello.txt; \
+                 if test -e build/out.txt; then exit 6; fi; exit 5";
+    let script = Script::new().replies(
+        MODEL,
+        [
+            write("hello.txt", "hello\n"),
+            write("build/out.txt", "built\n"),
+            finish(),
+            Reply::tool_call("read_file", json!({"path": "hello.txt"})),
+            Reply::tool_call("list_dir", json!({})),
+            finish(),
+        ],
+    );
+    let h = Harness::start(script).await?;
+    let base = h.base(&[("README.md", "readme\n")]).await?;
+    let mut req = request(&base, vec![criterion("side-effects", check)], 1, 10);
+    req.ignore = vec!["build/".into()];
+    let (candidate, claimed_done, _, refusals) = h.run(&req).await?;
+    assert_eq!((claimed_done, refusals), (true, 1));
+    let refusal = &h.refusals_seen()[0];
+    assert!(
+        refusal
+            .lines()
+            .any(|l| l.starts_with("- side-effects (exit 5)")),
+        "{refusal}"
+    );
+    // The live workspace, as the agent saw it after the refusal.
+    let requests = h.model.requests(MODEL);
+    assert_eq!(
+        last_message_content(&requests[4], "tool").as_deref(),
+        Some("hello\n")
+    );
+    let listing = last_message_content(&requests[5], "tool").unwrap_or_default();
+    assert!(
+        !listing.contains("cache.txt") && !listing.contains(".pytest_cache"),
+        "{listing}"
+    );
+    // The candidate: the agent's files, none of the check's.
+    let manifest = h.store.manifest(&candidate).await?;
+    let paths: Vec<&str> = manifest.entries.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(paths, ["README.md", "hello.txt"]);
+    assert_eq!(
+        h.file_in(&candidate, "hello.txt").await?.as_deref(),
+        Some("hello\n")
+    );
+    // Nothing is left behind in the work dir (episode dir and self-check scratch removed).
+    assert_eq!(std::fs::read_dir(h.work_dir())?.count(), 0);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_self_check_runs_in_exactly_the_auditors_sandbox() -> anyhow::Result<()> {
+    // Who runs the check, which network it sees, what environment it gets.
+    let report = "echo \"uid=$(id -u) net=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ,) \
+                  env=$(env | cut -d= -f1 | grep -v '^_$' | sort | tr '\\n' ,)\"; exit 3";
+    let script = Script::new()
+        .reply(MODEL, finish())
+        .fallback(MODEL, finish());
+    let h = Harness::start(script).await?;
+    // The executor probed the auditor's sandbox: the same probe, the same outcome.
+    let work_dir = h.work_dir();
+    let as_auditor = probe(&h.settings.sandbox, &work_dir).await?;
+    let as_executor = probe_for(&h.settings.sandbox, &work_dir, "executor").await?;
+    assert_eq!(h.env.self_check.sandbox, as_executor);
+    assert_eq!(
+        (&as_executor.bwrap, as_executor.run_as, as_executor.required),
+        (&as_auditor.bwrap, as_auditor.run_as, as_auditor.required)
+    );
+    assert_eq!(h.env.self_check.check_path, h.settings.check_path);
+
+    let base = h.base(&[]).await?;
+    let (_, _, _, refusals) = h
+        .run(&request(&base, vec![criterion("probe", report)], 1, 4))
+        .await?;
+    assert_eq!(refusals, 1);
+    let refusal = h.refusals_seen().remove(0);
+    let from_executor = refusal
+        .lines()
+        .find_map(|l| l.strip_prefix("- probe (exit 3): "))
+        .context("the probe's line")?
+        .to_string();
+
+    // The same check as the auditor runs it: loopgate_checks, its probed sandbox, a copy.
+    let scratch = tempfile::tempdir_in(&work_dir)?;
+    let tree = scratch.path().join("tree");
+    std::fs::create_dir(&tree)?;
+    let run = run_in_scratch_copy(
+        &ScratchCheck {
+            scratch: scratch.path(),
+            index: 0,
+            command: report,
+            timeout: Duration::from_secs(30),
+            path_var: &h.settings.check_path,
+            sandbox: &as_auditor,
+        },
+        &CopySource::Tree(tree),
+    )
+    .await?;
+    let from_auditor = String::from_utf8_lossy(&run.output).trim().to_string();
+    assert_eq!(from_executor, from_auditor);
+    if as_auditor.bwrap.is_some() {
+        assert!(from_executor.contains("net=lo,"), "{from_executor}");
+    }
+    if let Some((uid, _)) = as_auditor.run_as {
+        assert!(
+            from_executor.starts_with(&format!("uid={uid} ")),
+            "{from_executor}"
+        );
+    }
+    // The scrubbed environment: HOME, LANG and PATH (besides what the shell sets itself).
+    let names: Vec<&str> = from_executor
+        .split_once("env=")
+        .map_or("", |(_, names)| names)
+        .split(',')
+        .filter(|n| !n.is_empty() && !matches!(*n, "PWD" | "SHLVL" | "OLDPWD"))
+        .collect();
+    assert_eq!(names, ["HOME", "LANG", "PATH"], "{from_executor}");
+    Ok(())
+}

@@ -1,0 +1,261 @@
+//! The loop turns what it knows into progress, end to end on the real stack: the next executor
+//! reads the failing check's output, an unchanged candidate is not audited again, a step that
+//! renames the goal's file goes back to the manager before any executor runs, and a run that
+//! stops making progress escalates.
+
+use std::time::Duration;
+
+use loopgate_test_support::{last_message_content, Reply, Script, StandInModel};
+use loopgate_tests::{Profile, Stack, StackOptions};
+use serde_json::{json, Value};
+
+const WAIT: Duration = Duration::from_secs(120);
+
+/// The check prints what hello.py printed, so a failure has output to show.
+const TASK: &str = r#"
+goal = "Create hello.py that prints exactly: hello, loopgate"
+[[acceptance]]
+id = "prints-greeting"
+description = "python3 hello.py prints the greeting"
+check = "out=$(python3 hello.py 2>&1); echo \"hello.py printed: $out\"; test \"$out\" = 'hello, loopgate'"
+[roles]
+manager = "mgr"
+executor = EXECUTOR
+[budget]
+max_rounds = 6
+max_failed_rounds = 10
+stagnation_rounds = 2
+escalate_after = 100
+# The scripted executors here call `finish` on wrong work on purpose (self-check is tested in
+# self_check.rs).
+self_checks = 0
+"#;
+
+fn task(executor: &str) -> String {
+    TASK.replace("EXECUTOR", executor)
+}
+
+fn profiles(model: &StandInModel) -> Vec<Profile> {
+    vec![
+        Profile::new("mgr", &model.base_url(), "standin-manager"),
+        Profile::new("exec", &model.base_url(), "standin-executor"),
+        Profile::new("strong", &model.base_url(), "standin-executor-strong"),
+    ]
+}
+
+fn manager(task: &str) -> Reply {
+    Reply::content(format!(
+        "Current task state: working on it\nNext: cli\nTask: {task}"
+    ))
+}
+
+fn write_hello(content: &str) -> Reply {
+    Reply::tool_call(
+        "write_file",
+        json!({"path": "hello.py", "content": content}),
+    )
+}
+
+fn finish() -> Reply {
+    Reply::tool_call("finish", json!({"summary": "done"}))
+}
+
+/// The first user message of each executor episode (the task prompt), in order.
+fn episode_prompts(model: &StandInModel, name: &str) -> Vec<String> {
+    model
+        .requests(name)
+        .iter()
+        .filter(|r| r["messages"].as_array().is_some_and(|m| m.len() == 2))
+        .filter_map(|r| last_message_content(r, "user"))
+        .collect()
+}
+
+/// A one-executor stack on `model` runs `task` to its end, which must be `completed`.
+async fn run_to_completion(
+    model: &StandInModel,
+    task: &str,
+) -> anyhow::Result<(Stack, String, Value)> {
+    let stack = Stack::start(StackOptions::new(profiles(model), 1)).await?;
+    let run = stack.submit(task, &[]).await?;
+    let id = run["id"].as_str().unwrap_or_default().to_string();
+    let done = stack.wait_terminal(&id, WAIT).await?;
+    anyhow::ensure!(done["state"] == "completed", "{done}\n{}", stack.logs());
+    Ok((stack, id, done))
+}
+
+/// `(round, type)` of every run log entry, workers' `episode_started` left out.
+async fn log_entries(stack: &Stack, id: &str) -> anyhow::Result<Vec<(u64, String)>> {
+    let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
+    Ok(log["entries"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|e: &Value| {
+            (
+                e["round"].as_u64().unwrap_or(0),
+                e["type"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .filter(|(_, t)| t != "episode_started")
+        .collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failure_output_reaches_the_next_executor_and_unchanged_work_is_not_reaudited(
+) -> anyhow::Result<()> {
+    let model = StandInModel::start(
+        Script::new()
+            .replies(
+                "standin-manager",
+                [
+                    manager("create hello.py that prints exactly: hello, loopgate"),
+                    manager("make hello.py print exactly: hello, loopgate"),
+                    manager("fix hello.py so it prints exactly: hello, loopgate"),
+                ],
+            )
+            .replies(
+                "standin-executor",
+                [
+                    // Round 1: the wrong greeting. Round 2: nothing changed. Round 3: fixed.
+                    write_hello("print('hello')\n"),
+                    finish(),
+                    finish(),
+                    write_hello("print('hello, loopgate')\n"),
+                    finish(),
+                ],
+            ),
+    )
+    .await?;
+    let (stack, id, done) = run_to_completion(&model, &task("\"exec\"")).await?;
+    assert_eq!(done["round"], 3);
+
+    let prompts = episode_prompts(&model, "standin-executor");
+    assert_eq!(prompts.len(), 3, "{prompts:#?}");
+    assert!(
+        !prompts[0].contains("What the last audit found"),
+        "{}",
+        prompts[0]
+    );
+    // Round 2 reads round 1's failing check with its output, and the goal's words as its step.
+    for needle in [
+        "What the last audit found",
+        "check `prints-greeting` failed (exit 1)",
+        "hello.py printed: hello",
+        "Your step: Create hello.py that prints exactly: hello, loopgate",
+    ] {
+        assert!(
+            prompts[1].contains(needle),
+            "missing {needle}:\n{}",
+            prompts[1]
+        );
+    }
+
+    let entries = log_entries(&stack, &id).await?;
+    let round_2: Vec<&str> = entries
+        .iter()
+        .filter(|(r, _)| *r == 2)
+        .map(|(_, t)| t.as_str())
+        .collect();
+    assert!(round_2.contains(&"audit_reused"), "{round_2:?}");
+    assert!(!round_2.contains(&"audit_dispatched"), "{round_2:?}");
+    // Only rounds 1 and 3 ran an audit (and the final audit before completion).
+    let audits = entries
+        .iter()
+        .filter(|(_, t)| t == "audit_dispatched")
+        .count();
+    assert_eq!(audits, 2, "{entries:?}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_that_renames_the_goals_file_goes_back_to_the_manager() -> anyhow::Result<()> {
+    let model = StandInModel::start(
+        Script::new()
+            .replies(
+                "standin-manager",
+                [
+                    manager("create print-hello.py that prints hello, loopgate"),
+                    manager("create hello.py that prints exactly: hello, loopgate"),
+                ],
+            )
+            .replies(
+                "standin-executor",
+                [write_hello("print('hello, loopgate')\n"), finish()],
+            ),
+    )
+    .await?;
+    let (stack, id, done) = run_to_completion(&model, &task("\"exec\"")).await?;
+    assert_eq!(done["round"], 1, "no round was spent on the renamed file");
+    let types: Vec<String> = log_entries(&stack, &id)
+        .await?
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
+    let sent_back = types.iter().position(|t| t == "step_sent_back");
+    let dispatched = types.iter().position(|t| t == "exec_dispatched");
+    assert!(
+        matches!((sent_back, dispatched), (Some(s), Some(d)) if s < d),
+        "{types:?}"
+    );
+    // The manager was told what it changed.
+    let asked_again = model.requests("standin-manager");
+    let prompt = last_message_content(&asked_again[1], "user").unwrap_or_default();
+    assert!(
+        prompt.contains("the goal says `hello.py`, the step says `print-hello.py`"),
+        "{prompt}"
+    );
+    // The executor never saw the renamed file.
+    let prompts = episode_prompts(&model, "standin-executor");
+    assert!(
+        prompts.iter().all(|p| !p.contains("print-hello.py")),
+        "{prompts:#?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_without_progress_escalates_the_executor() -> anyhow::Result<()> {
+    let wrong = || [write_hello("print('hello')\n"), finish()];
+    let model = StandInModel::start(
+        Script::new()
+            .replies(
+                "standin-manager",
+                [
+                    manager("create hello.py that prints exactly: hello, loopgate"),
+                    manager("change hello.py to print exactly: hello, loopgate"),
+                    manager("rewrite hello.py; it must print exactly: hello, loopgate"),
+                    manager("make hello.py print exactly: hello, loopgate, nothing else"),
+                ],
+            )
+            // The cheap executor keeps writing the same wrong file.
+            .replies(
+                "standin-executor",
+                wrong().into_iter().chain(wrong()).chain(wrong()),
+            )
+            .replies(
+                "standin-executor-strong",
+                [write_hello("print('hello, loopgate')\n"), finish()],
+            ),
+    )
+    .await?;
+    let (stack, id, done) = run_to_completion(&model, &task("[\"exec\", \"strong\"]")).await?;
+    assert_eq!(done["round"], 4);
+    let entries = log_entries(&stack, &id).await?;
+    // Round 1's failure is new; rounds 2 and 3 change nothing: the second of them escalates.
+    let stagnation: Vec<u64> = entries
+        .iter()
+        .filter(|(_, t)| t == "stagnation")
+        .map(|(r, _)| *r)
+        .collect();
+    assert_eq!(stagnation, vec![3], "{entries:?}");
+    // The strong executor starts from the attempt ledger.
+    let strong = episode_prompts(&model, "standin-executor-strong");
+    assert_eq!(strong.len(), 1, "{strong:#?}");
+    assert!(
+        strong[0].contains("Earlier attempts that did not work"),
+        "{}",
+        strong[0]
+    );
+    Ok(())
+}
