@@ -233,9 +233,12 @@ fn base_notes(args: &Args) -> Vec<String> {
                 args.humaneval_limits.max_rounds, args.humaneval_limits.max_steps
             ),
         },
-        "Wall times were measured on a shared 2-core machine (llama-server on 2 threads) while other \
-         compiles ran: they are inflated and noisy."
-            .into(),
+        format!(
+            "Wall times are from {} core(s) with llama-server on {} thread(s) \
+             (LOOPGATE_LLAMA_THREADS); other work on the machine inflates them and makes them noisy.",
+            std::thread::available_parallelism().map_or(0, usize::from),
+            std::env::var("LOOPGATE_LLAMA_THREADS").unwrap_or_else(|_| "2".into())
+        ),
     ]
 }
 

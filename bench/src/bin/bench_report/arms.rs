@@ -114,13 +114,22 @@ pub fn per_task_details(results: &[Value], kind: &str) -> String {
             fmt_num(num(&r["rounds"]), 0),
             fmt_num(num(&r["wall_s"]), 1),
             r["terminal_state"].as_str().unwrap_or("").into(),
-            r["note"].as_str().unwrap_or("").replace('|', "\\|"),
+            table_cell(r["note"].as_str().unwrap_or("")),
         ]);
     }
     let mut out = String::from("<details><summary>Per task</summary>\n\n");
     out.push_str(&per_task.render());
     out.push_str("\n</details>\n\n");
     out
+}
+
+/// `text` fit for one Markdown table cell: line breaks folded into spaces, `|` escaped (a
+/// model's reply quoted in a note can hold both).
+pub fn table_cell(text: &str) -> String {
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace('|', "\\|")
 }
 
 /// The run's own notes as a list (nothing when it has none).
@@ -303,6 +312,19 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn table_cells_hold_one_line() {
+        let cases: &[(&str, &str)] = &[
+            ("plain", "plain"),
+            ("a\n  \"b\": 1\n}", "a \"b\": 1 }"),
+            ("x | y", "x \\| y"),
+            ("", ""),
+        ];
+        for (input, want) in cases {
+            assert_eq!(table_cell(input), *want, "{input:?}");
+        }
+    }
 
     /// (arm, passes, claimed done, tokens, wall s) per result.
     type Row = (&'static str, bool, bool, f64, f64);
