@@ -61,6 +61,9 @@ struct Args {
     humaneval_limits: TaskLimits,
     caps: Caps,
     stop_after: Option<Duration>,
+    /// `structured_output` of the loopgate arm's manager profile: `json_schema` (what `loopgate
+    /// up` and `make demo` ship) or `off`.
+    structured_output: String,
     /// Print the tasks (and for HumanEval the subset with its sanity checks) and stop.
     list: bool,
 }
@@ -68,7 +71,7 @@ struct Args {
 const USAGE: &str =
     "usage: arms-bench --model 1.5b|0.5b --out DIR [--suite examples|humaneval] [--tasks a,b] \
 [--humaneval-n N] [--humaneval-data FILE] [--max-rounds N] [--max-steps N] [--token-budget N] \
-[--episode-secs S] [--single-wall-secs S] [--loop-wall-secs S] [--stop-after-mins M]
+[--episode-secs S] [--single-wall-secs S] [--loop-wall-secs S] [--stop-after-mins M] [--structured-output json_schema|off]
        arms-bench --list [--suite examples|humaneval] [--humaneval-n N]   (the tasks, no runs)";
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -90,6 +93,7 @@ fn parse_args() -> anyhow::Result<Args> {
             loop_wall_secs: 340,
         },
         stop_after: None,
+        structured_output: "json_schema".into(),
         list: false,
     };
     let mut it = std::env::args().skip(1);
@@ -136,6 +140,12 @@ fn parse_args() -> anyhow::Result<Args> {
             "--single-wall-secs" => args.caps.single_wall_secs = num()?,
             "--loop-wall-secs" => args.caps.loop_wall_secs = num()?,
             "--stop-after-mins" => args.stop_after = Some(Duration::from_secs(num()? * 60)),
+            "--structured-output" => {
+                if !["json_schema", "off"].contains(&value.as_str()) {
+                    bail!("--structured-output must be json_schema or off\n{USAGE}");
+                }
+                args.structured_output = value.clone();
+            }
             _ => bail!("unknown flag {flag}\n{USAGE}"),
         }
     }
@@ -164,8 +174,9 @@ fn gguf_path(size: &str) -> PathBuf {
     }
 }
 
-fn profiles(llm: &LocalModel, standin: &StandInModel) -> Vec<Profile> {
-    let mut mgr = Profile::new(MANAGER_PROFILE, &llm.base_url(), llm.model_name());
+fn profiles(llm: &LocalModel, standin: &StandInModel, structured_output: &str) -> Vec<Profile> {
+    let mut mgr = Profile::new(MANAGER_PROFILE, &llm.base_url(), llm.model_name())
+        .with_structured_output(structured_output);
     mgr.timeout_secs = 300;
     let mut exec = Profile::new(EXECUTOR_PROFILE, &llm.base_url(), llm.model_name());
     exec.timeout_secs = 300;
@@ -211,9 +222,10 @@ fn base_notes(args: &Args) -> Vec<String> {
         ),
         format!(
             "loopgate: full loop (local-model manager and executor, mechanical auditor, task's own max_rounds \
-             and max_steps); claimed_done = the run reached completed; tokens = run total; \
-             wall cap {} s per run (max_wall_secs), episode cap {} s.",
-            c.loop_wall_secs, c.episode_secs
+             and max_steps; the manager's profile has structured_output = \"{}\"); claimed_done = \
+             the run reached completed; tokens = run total; wall cap {} s per run (max_wall_secs), \
+             episode cap {} s.",
+            args.structured_output, c.loop_wall_secs, c.episode_secs
         ),
         "rounds: single_shot = executor episodes that reported (1, or 0 if the episode never \
          reported); loopgate = the run's round counter (executor episodes dispatched, including one cut \
@@ -330,7 +342,11 @@ async fn main() -> anyhow::Result<()> {
             task.kind,
             now_rfc3339()
         );
-        let stack = Stack::start(StackOptions::new(profiles(&llm, &standin), 1)).await?;
+        let stack = Stack::start(StackOptions::new(
+            profiles(&llm, &standin, &args.structured_output),
+            1,
+        ))
+        .await?;
         let single = arms::single_shot(&stack, &standin, task, args.caps)
             .await
             .unwrap_or_else(|e| bench_error(task, "single_shot", &e));
