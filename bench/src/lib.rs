@@ -1,9 +1,13 @@
 //! loopgate-bench: benchmarks that print tables (they are not tests). Shared pieces: a
-//! deterministic generated source tree, and a plain-text table.
+//! deterministic generated source tree, a plain-text table, the HumanEval tasks (`humaneval`)
+//! and the budget keys added only where the daemons know them (`task_toml`).
 
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
+
+pub mod humaneval;
+pub mod task_toml;
 
 /// A deterministic pseudo-random generator (xorshift64*), so every run builds the same tree.
 #[derive(Debug, Clone)]

@@ -251,6 +251,8 @@ pub async fn dump_run(stack: &Stack, dir: &std::path::Path, label: &str, r: &Arm
     if id.is_empty() {
         return;
     }
+    // Task names such as `HumanEval/12` become one file name.
+    let label = label.replace('/', "-");
     if !r.snapshot.is_empty() {
         let _ = stack
             .checkout(&r.snapshot, &dir.join(format!("{label}.tree")))

