@@ -27,14 +27,7 @@ use crate::store::{blob_object_name, SnapshotStore};
 /// A safe default grace period: a day.
 pub const DEFAULT_GC_GRACE: Duration = Duration::from_secs(24 * 3600);
 
-/// A freeze that reuses a stored blob older than this writes it again, so it is young (and
-/// kept) while the freeze's manifest is not written yet. With the stat cache's `PRESENT_TTL`
-/// on top, a reused blob is at most 13 h old: a grace of at least
-/// [`MIN_SAFE_GC_GRACE`] means no collection can sweep a blob a freeze in progress relies on
-/// (the sweep also re-reads each object's age right before deleting it).
-pub const BLOB_REFRESH_AFTER: Duration = Duration::from_secs(12 * 3600);
-
-/// The shortest grace for which reuse and the sweep cannot race (see [`BLOB_REFRESH_AFTER`]).
+/// The shortest grace for which reuse and the sweep cannot race (see `store::BLOB_REFRESH_AFTER`).
 pub const MIN_SAFE_GC_GRACE: Duration = Duration::from_secs(14 * 3600);
 
 /// What must survive the collection.

@@ -22,8 +22,8 @@ mod upload;
 pub use error::{Refusal, SnapshotError};
 pub use evidence::EVIDENCE_BUCKET;
 pub use freeze::{FreezeRules, DEFAULT_IGNORES, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_TOTAL_BYTES};
-pub use gc::{
-    GcRefusal, GcReport, GcRoots, BLOB_REFRESH_AFTER, DEFAULT_GC_GRACE, MIN_SAFE_GC_GRACE,
-};
+pub use gc::{GcRefusal, GcReport, GcRoots, DEFAULT_GC_GRACE, MIN_SAFE_GC_GRACE};
 pub use stat_cache::StatCache;
-pub use store::{blob_object_name, manifest_object_name, FreezeOutcome, SnapshotStore};
+pub use store::{
+    blob_object_name, manifest_object_name, FreezeOutcome, SnapshotStore, BLOB_REFRESH_AFTER,
+};

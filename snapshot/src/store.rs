@@ -19,6 +19,13 @@ use loopgate_transport::Bus;
 use crate::chunks::ChunkReader;
 use crate::error::{bounded, check_digest, store_error, SnapshotError};
 
+/// A freeze that reuses a stored blob older than this writes it again, so it is young (and
+/// kept) while the freeze's manifest is not written yet. With the stat cache's `PRESENT_TTL`
+/// on top, a reused blob is at most 13 h old: a grace of at least
+/// `gc::MIN_SAFE_GC_GRACE` means no collection can sweep a blob a freeze in progress relies on
+/// (the sweep also re-reads each object's age right before deleting it).
+pub const BLOB_REFRESH_AFTER: std::time::Duration = std::time::Duration::from_secs(12 * 3600);
+
 /// Transfer time allowance on top of the per-request timeout: one second per this many bytes.
 const BYTES_PER_SECOND_ALLOWANCE: u64 = 8 * 1024 * 1024;
 
@@ -198,7 +205,7 @@ impl SnapshotStore {
             // Reused as it is, unless it is old enough that the snapshot GC could sweep it
             // before this freeze's manifest lands: then written again, which makes it young.
             if info.size as u64 == bytes.len() as u64
-                && age.is_none_or(|age| age < crate::gc::BLOB_REFRESH_AFTER)
+                && age.is_none_or(|age| age < BLOB_REFRESH_AFTER)
             {
                 return Ok(false);
             }
