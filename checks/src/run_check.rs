@@ -33,17 +33,60 @@ pub fn check_path(worker_path: Option<String>) -> String {
 
 /// The check PATH with this process's own directory first when `loopgate` is installed
 /// beside it (the daemons ship together), so browser checks can call `loopgate browse`.
-pub fn with_loopgate_dir(check_path: &str) -> String {
+/// Checks may run as another user (`check_user`): when that directory is not reachable by
+/// other users (e.g. under root's home), the binary is exposed read-only (a hard link, or a
+/// copy) in `work_dir/.loopgate-bin`, which is.
+pub fn with_loopgate_dir(check_path: &str, work_dir: &Path) -> String {
     let own = std::env::current_exe()
         .ok()
         .and_then(|exe| exe.parent().map(Path::to_path_buf))
         .filter(|dir| dir.join("loopgate").is_file());
-    match own {
-        Some(dir) if !check_path.split(':').any(|p| Path::new(p) == dir) => {
-            format!("{}:{check_path}", dir.display())
+    let Some(dir) = own else {
+        return check_path.to_string();
+    };
+    let dir = if reachable_by_others(&dir) {
+        dir
+    } else {
+        match expose_binary(&dir.join("loopgate"), work_dir) {
+            Ok(exposed) => exposed,
+            Err(err) => {
+                tracing::warn!(error = %err, dir = %dir.display(),
+                    "cannot expose `loopgate` to checks run as another user");
+                dir
+            }
         }
-        _ => check_path.to_string(),
+    };
+    if check_path.split(':').any(|p| Path::new(p) == dir) {
+        check_path.to_string()
+    } else {
+        format!("{}:{check_path}", dir.display())
     }
+}
+
+/// Can any user reach `dir` (every directory from `/` down to it searchable by others)?
+fn reachable_by_others(dir: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    dir.ancestors()
+        .all(|d| std::fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0))
+}
+
+/// `work_dir/.loopgate-bin/loopgate`: the binary, hard-linked (or copied) with mode 0755.
+fn expose_binary(binary: &Path, work_dir: &Path) -> std::io::Result<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = work_dir.join(".loopgate-bin");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
+    let target = dir.join("loopgate");
+    match std::fs::remove_file(&target) {
+        Ok(()) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+        Err(err) => return Err(err),
+    }
+    if std::fs::hard_link(binary, &target).is_err() {
+        std::fs::copy(binary, &target)?;
+    }
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755))?;
+    Ok(dir)
 }
 
 /// What to run and where.
