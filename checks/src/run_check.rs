@@ -34,9 +34,10 @@ pub fn check_path(worker_path: Option<String>) -> String {
 /// The check PATH with this process's own directory first when `loopgate` is installed
 /// beside it (the daemons ship together), so browser checks can call `loopgate browse`.
 /// Checks may run as another user (`check_user`): when that directory is not reachable by
-/// other users (e.g. under root's home), the binary is exposed read-only (a hard link, or a
-/// copy) in `work_dir/.loopgate-bin`, which is.
-pub fn with_loopgate_dir(check_path: &str, work_dir: &Path) -> String {
+/// other users (e.g. binaries under root's home), the binary is exposed read-only through a
+/// hard link (or a copy) in a world-reachable `/var/tmp/loopgate-bin-<device>-<inode>`, shared
+/// by every daemon of the same binary.
+pub fn with_loopgate_dir(check_path: &str) -> String {
     let own = std::env::current_exe()
         .ok()
         .and_then(|exe| exe.parent().map(Path::to_path_buf))
@@ -47,7 +48,7 @@ pub fn with_loopgate_dir(check_path: &str, work_dir: &Path) -> String {
     let dir = if reachable_by_others(&dir) {
         dir
     } else {
-        match expose_binary(&dir.join("loopgate"), work_dir) {
+        match expose_binary(&dir.join("loopgate"), Path::new("/var/tmp")) {
             Ok(exposed) => exposed,
             Err(err) => {
                 tracing::warn!(error = %err, dir = %dir.display(),
@@ -70,22 +71,32 @@ fn reachable_by_others(dir: &Path) -> bool {
         .all(|d| std::fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0))
 }
 
-/// `work_dir/.loopgate-bin/loopgate`: the binary, hard-linked (or copied) with mode 0755.
-fn expose_binary(binary: &Path, work_dir: &Path) -> std::io::Result<std::path::PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = work_dir.join(".loopgate-bin");
-    std::fs::create_dir_all(&dir)?;
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
+/// `<under>/loopgate-bin-<dev>-<ino>/loopgate`: the binary, hard-linked (or copied) with mode
+/// 0755 into a directory of mode 0755; an existing one for the same binary is reused.
+fn expose_binary(binary: &Path, under: &Path) -> std::io::Result<std::path::PathBuf> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let meta = std::fs::metadata(binary)?;
+    let dir = under.join(format!("loopgate-bin-{}-{}", meta.dev(), meta.ino()));
     let target = dir.join("loopgate");
-    match std::fs::remove_file(&target) {
+    if std::fs::metadata(&target).is_ok_and(|m| m.len() == meta.len()) {
+        return Ok(dir);
+    }
+    match std::fs::create_dir(&dir) {
         Ok(()) => {}
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(err) => return Err(err),
     }
-    if std::fs::hard_link(binary, &target).is_err() {
-        std::fs::copy(binary, &target)?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
+    match std::fs::hard_link(binary, &target) {
+        Ok(()) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => return Ok(dir),
+        Err(_) => {
+            let partial = dir.join(format!(".loopgate.{}", std::process::id()));
+            std::fs::copy(binary, &partial)?;
+            std::fs::set_permissions(&partial, std::fs::Permissions::from_mode(0o755))?;
+            std::fs::rename(&partial, &target)?;
+        }
     }
-    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755))?;
     Ok(dir)
 }
 

@@ -141,7 +141,7 @@ pub async fn run_daemon(
         evidence,
         work_dir: settings.work_dir.clone(),
         worker_id: settings.worker_id.clone(),
-        check_path: loopgate_checks::with_loopgate_dir(&settings.check_path, &settings.work_dir),
+        check_path: loopgate_checks::with_loopgate_dir(&settings.check_path),
         sandbox,
         strict_scope: settings.strict_scope,
         judges,

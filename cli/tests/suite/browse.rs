@@ -117,7 +117,14 @@ fn browse_starts_the_serve_command_and_stops_it() -> anyhow::Result<()> {
         stdout.contains(&format!("navigate /index.html: {base}/index.html")),
         "{stdout}"
     );
-    // Stopped after: the port is free again.
-    assert!(std::net::TcpListener::bind(("127.0.0.1", port)).is_ok());
+    // Stopped after: the port is free again (the killed server's exit may take a moment).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpListener::bind(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the serve command still holds port {port}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     Ok(())
 }

@@ -87,10 +87,7 @@ pub async fn prepare(
             agents: settings.agents.clone(),
             self_check: SelfCheckEnv {
                 sandbox,
-                check_path: loopgate_checks::with_loopgate_dir(
-                    &settings.check_path,
-                    &settings.work_dir,
-                ),
+                check_path: loopgate_checks::with_loopgate_dir(&settings.check_path),
             },
             agent: AgentIsolationEnv {
                 sandbox: Arc::new(agent),
