@@ -59,10 +59,16 @@ impl RunStore {
                 .collect();
         };
         let block_ms = u64::try_from(block.as_millis()).unwrap_or(u64::MAX).max(1);
+        // The client's default response timeout (500 ms) is far below `block`: without its
+        // own, every blocking read would time out, warn and reconnect about once a second.
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.timeout))
+            .set_response_timeout(Some(block + self.timeout + BLOCK_GRACE));
         let mut conn = bounded(
             "connect",
             self.timeout,
-            self.client.get_multiplexed_async_connection(),
+            self.client
+                .get_multiplexed_async_connection_with_config(&config),
         )
         .await?;
         let reply: Option<StreamReadReply> = bounded(

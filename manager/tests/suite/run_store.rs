@@ -123,6 +123,17 @@ async fn log_order_evidence_and_state_indexes() -> Result<()> {
             )
             .await?;
         assert!(empty.is_empty());
+        // A blocking read longer than the client's default response timeout (500 ms) that
+        // sees nothing ends empty, not with a timeout error.
+        let quiet = store
+            .read_log(
+                "r2",
+                Some(&woke[0].id),
+                10,
+                Some(Duration::from_millis(1500)),
+            )
+            .await?;
+        assert!(quiet.is_empty());
 
         assert_eq!(
             store.evidence("r2").await?,
