@@ -122,10 +122,7 @@ impl Bus {
             TopologyRole::Auditor => (Vec::new(), &[SNAPSHOT_BUCKET, EVIDENCE_BUCKET], true),
         };
         for name in streams {
-            if !matches!(
-                tokio::time::timeout(timeout, js.get_stream(&name)).await,
-                Ok(Ok(_))
-            ) {
+            if !self.stream_exists(&name).await {
                 missing.push(format!("stream {name}"));
             }
         }
@@ -151,6 +148,14 @@ impl Bus {
             }
         }
         missing
+    }
+
+    /// Whether stream `name` exists (a read-only look-up within the request timeout).
+    async fn stream_exists(&self, name: &str) -> bool {
+        matches!(
+            tokio::time::timeout(self.request_timeout(), self.jetstream().get_stream(name)).await,
+            Ok(Ok(_))
+        )
     }
 
     async fn ensure_stream(&self, config: stream::Config) -> Result<(), BusError> {
@@ -179,16 +184,7 @@ impl Bus {
         for attempt in 0..TOPOLOGY_ATTEMPTS {
             // Someone with the rights may have created it meanwhile (the manager, while a
             // restricted worker retries): look again before trying to create.
-            if attempt > 0
-                && matches!(
-                    tokio::time::timeout(
-                        self.request_timeout(),
-                        self.jetstream().get_stream(&config.name)
-                    )
-                    .await,
-                    Ok(Ok(_))
-                )
-            {
+            if attempt > 0 && self.stream_exists(&config.name).await {
                 return Ok(());
             }
             let result = tokio::time::timeout(

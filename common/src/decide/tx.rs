@@ -203,16 +203,9 @@ impl Tx {
 
     /// Tell in-flight episodes of this run (this generation or older) to stop.
     pub fn cancel_episodes(&mut self, reason: &str) {
-        self.episode_in_flight = false;
         let r = &self.record;
         let msg_id = format!("{}:{}:cancel:{}", r.id, r.generation, r.round);
-        let message = Message::CancelEpisodes(CancelEpisodes {
-            run_id: r.id.clone(),
-            generation: r.generation,
-            reason: reason.to_string(),
-            dispatch: None,
-        });
-        self.publish(Target::Control, msg_id, message);
+        self.publish_cancel(msg_id, reason, None);
     }
 
     /// Tell the episode of the step in flight, and only it, to stop (its deadline passed):
@@ -223,14 +216,16 @@ impl Tx {
             Phase::Auditing { purpose, .. } => audit_dispatch_id(&self.record, *purpose),
             _ => return self.cancel_episodes(reason),
         };
+        self.publish_cancel(format!("{dispatch}:cancel"), reason, Some(dispatch));
+    }
+
+    fn publish_cancel(&mut self, msg_id: String, reason: &str, dispatch: Option<String>) {
         self.episode_in_flight = false;
-        let r = &self.record;
-        let msg_id = format!("{dispatch}:cancel");
         let message = Message::CancelEpisodes(CancelEpisodes {
-            run_id: r.id.clone(),
-            generation: r.generation,
+            run_id: self.record.id.clone(),
+            generation: self.record.generation,
             reason: reason.to_string(),
-            dispatch: Some(dispatch),
+            dispatch,
         });
         self.publish(Target::Control, msg_id, message);
     }
