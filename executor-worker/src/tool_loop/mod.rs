@@ -15,6 +15,7 @@
 
 pub(crate) mod context_health;
 pub(crate) mod context_reset;
+pub(crate) mod plain_reply;
 
 use std::future::Future;
 use std::time::Duration;
@@ -32,6 +33,7 @@ use crate::tool_loop::context_reset::{
     compact_tool_results, fresh_prompt, mechanical_handoff, HANDOFF_FILE, HANDOFF_REQUEST,
     KEEP_RECENT_TOOL_RESULTS, MAX_HANDOFF_CHARS,
 };
+use crate::tool_loop::plain_reply::{echoed_tool_result, no_tool_nudge, MAX_NO_TOOL_NUDGES};
 use crate::tools::dispatch::{EpisodeTools, ToolAction};
 
 /// Longest summary kept from the model's own words.
@@ -116,6 +118,8 @@ struct LoopState {
     compactions: u32,
     self_checks: SelfCheckBudget,
     self_check_refusals: u32,
+    /// Plain replies answered with a nudge to use the tools.
+    nudges: u32,
 }
 
 /// How one model turn ended.
@@ -218,9 +222,12 @@ async fn drive<M: ChatModel>(
             TurnEnd::Continue => {}
             TurnEnd::Finished { summary } => return LoopEnd::Finished { summary },
             TurnEnd::Replied { text } => {
+                if goes_on_after_plain_reply(tools, &mut messages, &specs, &text, state).await {
+                    continue;
+                }
                 return LoopEnd::Replied {
                     summary: summary_from_text(&text),
-                }
+                };
             }
         }
     }
@@ -258,6 +265,38 @@ async fn after_step_cap<M: ChatModel>(
             summary: summary_from_text(&text),
         },
         TurnEnd::Continue => LoopEnd::StepCap,
+    }
+}
+
+/// A reply without tool calls ends the episode unless the loop can still help: the first
+/// such reply before any tool ran gets a nudge to use the tools (a tool call written as plain
+/// text calls nothing), and a plain reply after tools ran counts as `finish`, so the self-check
+/// runs and may refuse it. True when the loop goes on.
+async fn goes_on_after_plain_reply(
+    tools: &EpisodeTools,
+    messages: &mut Vec<ChatMessage>,
+    specs: &[ToolSpec],
+    text: &str,
+    state: &mut LoopState,
+) -> bool {
+    if state.tool_calls == 0 {
+        if state.nudges >= MAX_NO_TOOL_NUDGES {
+            return false;
+        }
+        state.nudges += 1;
+        let names: Vec<String> = specs.iter().map(|spec| spec.name.clone()).collect();
+        messages.push(ChatMessage::assistant_text(text));
+        messages.push(ChatMessage::user(no_tool_nudge(text, &names)));
+        tracing::info!("the model replied without calling a tool: nudged to use the tools");
+        return true;
+    }
+    match self_check_before_finish(tools, state).await {
+        FinishEffect::Accept => false,
+        FinishEffect::Refuse { text: refusal, .. } => {
+            messages.push(ChatMessage::assistant_text(text));
+            messages.push(ChatMessage::user(refusal));
+            true
+        }
     }
 }
 
@@ -306,6 +345,11 @@ async fn run_turn(
     messages.push(assistant);
     for call in &calls {
         state.tool_calls += 1;
+        if let Some(refusal) = echoed_tool_result(messages, call) {
+            tracing::info!(tool = %call.name, "refused a write of an earlier tool result's text");
+            messages.push(ChatMessage::tool_result(&call.id, &call.name, refusal));
+            continue;
+        }
         let span = tracing::info_span!(
             "execute_tool",
             "otel.name" = %format!("execute_tool {}", call.name),

@@ -104,12 +104,38 @@ async fn loop_endings_table() {
             },
         ),
         (
-            "plain reply ends it",
-            vec![Ok(reply(Some("  all done  "), vec![]))],
+            "a second plain reply before any tool ends it (the first is nudged)",
+            vec![
+                Ok(reply(Some("  all done  "), vec![])),
+                Ok(reply(Some("  all done  "), vec![])),
+            ],
             10,
             |r| {
                 matches!(&r.end, LoopEnd::Replied { summary } if summary == "all done")
                     && r.tool_calls == 0
+                    && r.steps == 2
+            },
+        ),
+        (
+            "a nudged plain reply, then tools",
+            vec![
+                Ok(reply(Some(r#"{"name": "Create a.txt"}"#), vec![])),
+                Ok(reply(None, vec![write()])),
+                Ok(reply(None, vec![("finish", json!({"summary": "ok"}))])),
+            ],
+            10,
+            |r| matches!(&r.end, LoopEnd::Finished { .. }) && r.steps == 3 && r.tool_calls == 2,
+        ),
+        (
+            "a plain reply after a tool ends it",
+            vec![
+                Ok(reply(None, vec![write()])),
+                Ok(reply(Some("wrote it"), vec![])),
+            ],
+            10,
+            |r| {
+                matches!(&r.end, LoopEnd::Replied { summary } if summary == "wrote it")
+                    && r.steps == 2
             },
         ),
         ("never stops: step cap", vec![], 3, |r| {
@@ -146,6 +172,55 @@ async fn loop_endings_table() {
             "{name}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_plain_reply_is_nudged_and_an_echoed_tool_result_is_not_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = EpisodeTools::new(Workspace::new(dir.path()).unwrap(), ToolLimits::default());
+    let model = ScriptedModel::new(
+        vec![
+            Ok(reply(
+                Some(r#"{"name": "Create hello.py", "arguments": {"path": "."}}"#),
+                vec![],
+            )),
+            Ok(reply(
+                None,
+                vec![(
+                    "write_file",
+                    json!({"path": "hello.py", "content": "print(1)"}),
+                )],
+            )),
+            Ok(reply(
+                None,
+                vec![(
+                    "write_file",
+                    json!({"path": "hello.py", "content": "wrote 8 bytes to hello.py"}),
+                )],
+            )),
+            Ok(reply(None, vec![("finish", json!({}))])),
+        ],
+        reply(Some("x"), vec![]),
+    );
+    let report = run_tool_loop(&model, &tools, prompt(), limits(10)).await;
+    assert!(matches!(report.end, LoopEnd::Finished { .. }), "{report:?}");
+    let seen = model.seen.lock().unwrap();
+    let nudge = user_text(&seen[1]);
+    assert!(nudge.contains("written as plain text"), "{nudge}");
+    assert!(nudge.contains("write_file"), "{nudge}");
+    let last = seen[3].messages.last().unwrap();
+    let ChatMessage::Tool { content, .. } = last else {
+        panic!("{last:?}")
+    };
+    assert!(
+        content.starts_with("error: write_file refused"),
+        "{content}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("hello.py")).unwrap(),
+        "print(1)",
+        "the echoed text never reached the file"
+    );
 }
 
 #[tokio::test]
