@@ -166,6 +166,15 @@ impl Workspace {
                 _ => io_err("create directories for", rel)(source),
             })?;
         }
+        if fs::read(&path).is_ok_and(|before| before == content.as_bytes()) {
+            // Small models repeat the same write for every step they have left; say plainly
+            // that it changed nothing, so the next move is `finish` or a different change.
+            return Ok(format!(
+                "{written} already holds exactly this content ({} bytes): nothing changed. If \
+                 the step is done, call finish; otherwise change something else.",
+                content.len()
+            ));
+        }
         fs::write(&path, content).map_err(io_err("write", rel))?;
         let mut result = format!("wrote {} bytes to {written}", content.len());
         if let Some(meant) = stray_prefix {

@@ -232,3 +232,16 @@ fn write_results_name_the_path_written() {
     let result = ws.write_file("workspace/other.py", "x").unwrap();
     assert!(!result.contains("note"), "{result}");
 }
+
+#[test]
+fn a_write_that_changes_nothing_says_so() {
+    let (_dir, ws) = workspace();
+    let first = ws.write_file("hello.py", "print(1)").unwrap();
+    assert!(first.starts_with("wrote 8 bytes to hello.py"), "{first}");
+    let again = ws.write_file("hello.py", "print(1)").unwrap();
+    assert!(again.contains("nothing changed"), "{again}");
+    assert!(again.contains("call finish"), "{again}");
+    let changed = ws.write_file("hello.py", "print(2)").unwrap();
+    assert!(changed.starts_with("wrote 8 bytes"), "{changed}");
+    assert_eq!(ws.read_file("hello.py", 100).unwrap(), "print(2)");
+}
