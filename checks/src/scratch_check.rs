@@ -109,6 +109,10 @@ pub async fn run_in_scratch_copy(
         extra_env: check.extra_env,
     })
     .await;
+    let run = CheckRun {
+        output: workspace_relative(&run.output, &dirs.workspace),
+        ..run
+    };
     let root = dirs.root.clone();
     let removed = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&root)).await;
     if !matches!(removed, Ok(Ok(()))) {
@@ -117,11 +121,78 @@ pub async fn run_in_scratch_copy(
     Ok(run)
 }
 
+/// The check's output with its copy's absolute path taken out (`<copy>/hello.py` becomes
+/// `hello.py`, the copy itself `.`): the path is a scratch directory that is gone once the
+/// check ends, and agents that read it in evidence write their files there
+/// (`check-0/ws/hello.py`).
+fn workspace_relative(output: &[u8], copy: &Path) -> Vec<u8> {
+    let mut out = output.to_vec();
+    let shown = copy.display().to_string();
+    let canonical = std::fs::canonicalize(copy)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| shown.clone());
+    for path in [canonical, shown] {
+        if path.len() < 2 {
+            continue;
+        }
+        out = replace_path(&out, format!("{path}/").as_bytes(), b"");
+        out = replace_path(&out, path.as_bytes(), b".");
+    }
+    out
+}
+
+/// `haystack` with each `needle` that is a whole path (not the start of a longer name, as
+/// `/ws` is of `/wsx`) replaced by `with`.
+fn replace_path(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
+    if needle.is_empty() || haystack.len() < needle.len() {
+        return haystack.to_vec();
+    }
+    let name_byte = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.');
+    let ends_name = needle.last().is_some_and(|&b| name_byte(b));
+    let mut out = Vec::with_capacity(haystack.len());
+    let mut i = 0;
+    while i < haystack.len() {
+        let whole = |end: usize| !ends_name || haystack.get(end).is_none_or(|&b| !name_byte(b));
+        if haystack[i..].starts_with(needle) && whole(i + needle.len()) {
+            out.extend_from_slice(with);
+            i += needle.len();
+        } else {
+            out.push(haystack[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use crate::run_check::{CheckEnd, DEFAULT_CHECK_PATH};
+
+    #[test]
+    fn check_output_names_workspace_paths_relative_to_the_copy() {
+        let copy = Path::new("/no/such/audit-x/check-0/ws");
+        // (output, shown)
+        let cases = [
+            (
+                "python3: can't open file '/no/such/audit-x/check-0/ws/hello.py': [Errno 2]",
+                "python3: can't open file 'hello.py': [Errno 2]",
+            ),
+            ("cwd is /no/such/audit-x/check-0/ws\n", "cwd is .\n"),
+            (
+                "/no/such/audit-x/check-0/wsx stays",
+                "/no/such/audit-x/check-0/wsx stays",
+            ),
+            ("in /no/such/audit-x/check-0/ws: ok", "in .: ok"),
+            ("nothing to change", "nothing to change"),
+            ("", ""),
+        ];
+        for (output, shown) in cases {
+            let got = workspace_relative(output.as_bytes(), copy);
+            assert_eq!(String::from_utf8(got).unwrap(), shown, "{output}");
+        }
+    }
 
     #[tokio::test]
     async fn a_check_writes_only_into_its_own_copy_which_is_removed() {

@@ -276,6 +276,11 @@ fn event_text(event: &LogEvent) -> String {
         LogEvent::StepSentBack { reason, .. } => {
             format!("step sent back to the manager: {}", excerpt(reason, 200))
         }
+        LogEvent::StepReplaced { dropped, step, .. } => format!(
+            "the manager's step kept changing the goal's exact words (`{}`): the executor gets the goal's own words instead: {}",
+            excerpt(dropped, 80),
+            excerpt(step, 120)
+        ),
     }
 }
 

@@ -150,7 +150,18 @@ pub(super) fn on_manager_reply(
                 return tx.finish();
             }
             tx.record.streaks.steps_sent_back = 0;
-            dispatch_exec(&mut tx, capability, step.task);
+            let task = match goal_words_step(&tx.record, &step.task) {
+                Some(words) => {
+                    tx.log(LogEvent::StepReplaced {
+                        seq,
+                        dropped: step.task.clone(),
+                        step: words.clone(),
+                    });
+                    words
+                }
+                None => step.task,
+            };
+            dispatch_exec(&mut tx, capability, task);
         }
         Route::Done => {
             let r = &tx.record;
@@ -205,20 +216,38 @@ pub(super) fn on_manager_reply(
     tx.finish()
 }
 
-/// Why the manager's step goes back to it before any executor runs, if it does: it alters the
-/// goal's exact names, paths, strings or counts (while sends-back stay within
-/// `max_invalid_outputs` in a row; past that the step goes through, the executor reads the
-/// goal's own words above it anyway), or it repeats verbatim the instruction of the round that
-/// just failed (sent back once).
-fn step_to_send_back(record: &RunRecord, task: &str) -> Option<String> {
-    let sent_back = record.streaks.steps_sent_back;
+/// The goal's exact names, paths, strings and counts that `task` alters (the criteria's check
+/// commands may name more).
+fn goal_word_alterations(record: &RunRecord, task: &str) -> Vec<crate::goal_words::Alteration> {
     let checks: Vec<&str> = record
         .contract
         .criteria
         .iter()
         .filter_map(|c| c.check.as_deref())
         .collect();
-    let altered = altered_words(&record.contract.goal, task, &checks.join("\n"));
+    altered_words(&record.contract.goal, task, &checks.join("\n"))
+}
+
+/// The step the executor gets instead of `task` when `task` still alters the goal's exact
+/// words once the sends-back are spent: the goal's own clauses for the step. A paraphrase
+/// that renames the goal's file poisons a small executor even below the goal's words (it
+/// writes the renamed file, or the name as content); the goal's words alone do not.
+fn goal_words_step(record: &RunRecord, task: &str) -> Option<String> {
+    if goal_word_alterations(record, task).is_empty() {
+        return None;
+    }
+    let clauses = clauses_for_step(&record.contract.goal, task);
+    (!clauses.is_empty()).then(|| clauses.join(" "))
+}
+
+/// Why the manager's step goes back to it before any executor runs, if it does: it alters the
+/// goal's exact names, paths, strings or counts (while sends-back stay within
+/// `max_invalid_outputs` in a row; past that the executor gets the goal's own words as its
+/// step, see [`goal_words_step`]), or it repeats verbatim the instruction of the round that
+/// just failed (sent back once).
+fn step_to_send_back(record: &RunRecord, task: &str) -> Option<String> {
+    let sent_back = record.streaks.steps_sent_back;
+    let altered = goal_word_alterations(record, task);
     if !altered.is_empty() && sent_back < record.task.budget.max_invalid_outputs {
         let list: Vec<String> = altered.iter().map(ToString::to_string).collect();
         return Some(format!(

@@ -147,13 +147,26 @@ fn a_step_that_renames_the_goals_file_is_sent_back() {
         why.contains("hello.py") && why.contains("print-hello.py"),
         "{why}"
     );
-    // Bounded like invalid replies: after max_invalid_outputs (2) the step goes through.
+    // Bounded like invalid replies: after max_invalid_outputs (2) an executor runs, on the
+    // goal's own words, never the renamed file.
     let s = reply(&s.record, "Next: cli\nTask: create print-hello.py");
     assert!(kinds(&s).contains(&"step_sent_back"));
     let s = reply(&s.record, "Next: cli\nTask: create print-hello.py");
-    assert_eq!(
-        exec_request(&s).increment.objective,
-        "create print-hello.py"
+    assert!(kinds(&s).contains(&"step_replaced"), "{:?}", kinds(&s));
+    let increment = exec_request(&s).increment.clone();
+    let goal = s.record.contract.goal.clone();
+    assert_eq!(increment.objective, increment.goal_clauses.join(" "));
+    assert!(
+        goal.contains(increment.objective.as_str()),
+        "{goal} / {increment:?}"
+    );
+    assert!(
+        !increment.objective.contains("print-hello.py"),
+        "{increment:?}"
+    );
+    assert!(
+        !increment.instructions.contains("print-hello.py"),
+        "{increment:?}"
     );
     assert_eq!(s.record.streaks.steps_sent_back, 0);
     // A faithful step goes through at once.

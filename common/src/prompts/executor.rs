@@ -3,12 +3,12 @@
 
 use crate::wire::{EpisodeKind, ExecFeedback, ExecRequest};
 
-pub const SYSTEM: &str = "You are a coding agent working inside a workspace directory. \
-Do exactly the step you are given, using the tools: write_file, read_file, edit_file, list_dir, \
-shell, finish. Paths are relative to the workspace root: write `hello.py`, never \
-`workspace/hello.py` or an absolute path. Write complete file contents. \
-When the step is done, call finish with a one-line summary. Do not edit acceptance tests \
-and do not hard-code expected output.";
+pub const SYSTEM: &str = "You are a coding agent. Your current directory is the project's \
+root. Do exactly the step you are given, using the tools: write_file, read_file, edit_file, \
+list_dir, shell, finish. A path is relative to the current directory: a top-level file is \
+just its name, such as `app.py`; a nested one is like `src/app.py`. Write complete file \
+contents. When the step is done, call finish with a one-line summary. Do not edit acceptance \
+tests and do not hard-code expected output.";
 
 /// Workspace paths listed in the prompt.
 const FILES_SHOWN: usize = 60;
@@ -55,12 +55,15 @@ pub fn task_prompt(req: &ExecRequest, files: &[String]) -> String {
     } else {
         // The goal's own words are the step: small models follow them where a paraphrase
         // loses exact names and formats.
-        s.push_str(&format!("\nYour step: {}\n", clauses.join(" ")));
-        s.push_str(&format!(
-            "The manager's note on how to go about it (where it differs from the goal's words \
-             above, the goal's words win): {}\n",
-            req.increment.objective
-        ));
+        let step = clauses.join(" ");
+        s.push_str(&format!("\nYour step: {step}\n"));
+        if req.increment.objective.trim() != step.trim() {
+            s.push_str(&format!(
+                "The manager's note on how to go about it (where it differs from the goal's \
+                 words above, the goal's words win): {}\n",
+                req.increment.objective
+            ));
+        }
     }
     if !req.increment.write_scope.is_empty() {
         s.push_str(&format!(

@@ -175,6 +175,16 @@ pub enum LogEvent {
         seq: u32,
         reason: String,
     },
+    /// The manager's step still altered the goal's exact words after it was sent back as often
+    /// as `max_invalid_outputs` allows: the executor gets the goal's own words as its step and
+    /// not the manager's wording.
+    StepReplaced {
+        seq: u32,
+        /// The manager's wording that was dropped.
+        dropped: String,
+        /// The step the executor got instead.
+        step: String,
+    },
 }
 
 impl LogEvent {
@@ -207,6 +217,7 @@ impl LogEvent {
             LogEvent::AuditReused { .. } => "audit_reused",
             LogEvent::Stagnation { .. } => "stagnation",
             LogEvent::StepSentBack { .. } => "step_sent_back",
+            LogEvent::StepReplaced { .. } => "step_replaced",
         }
     }
 }

@@ -30,6 +30,8 @@ pub enum ToolError {
     IsDirectory(String),
     #[error("'{0}' is not a directory")]
     NotDirectory(String),
+    #[error("'{0}' names the workspace root itself, not a file: give the file's path relative to the root, e.g. `main.py` or `src/main.py`")]
+    WorkspaceRoot(String),
     #[error("edit_file: `old` must not be empty")]
     EmptyOld,
     #[error("edit_file: `old` text was not found in '{0}'")]
@@ -141,6 +143,8 @@ impl Workspace {
 
     /// Whole file as text, capped at `cap` bytes (head + tail).
     pub fn read_file(&self, rel: &str, cap: usize) -> Result<String, ToolError> {
+        let (rel, _) = self.without_root_prefix(rel)?;
+        let rel = rel.as_str();
         let path = self.resolve(non_empty(rel)?)?;
         if path.is_dir() {
             return Err(ToolError::IsDirectory(rel.to_string()));
@@ -152,12 +156,13 @@ impl Workspace {
 
     /// Create or replace a file, creating parent directories.
     pub fn write_file(&self, rel: &str, content: &str) -> Result<String, ToolError> {
+        let (rel, dropped_prefix) = self.without_root_prefix(rel)?;
+        let rel = rel.as_str();
         let path = self.resolve(non_empty(rel)?)?;
         if path.is_dir() {
             return Err(ToolError::IsDirectory(rel.to_string()));
         }
         let written = self.shown(&path);
-        let stray_prefix = stray_workspace_prefix(&self.root, &written);
         if let Some(parent) = path.parent() {
             fs::create_dir_all(parent).map_err(|source| match source.kind() {
                 ErrorKind::AlreadyExists | ErrorKind::NotADirectory => {
@@ -177,11 +182,11 @@ impl Workspace {
         }
         fs::write(&path, content).map_err(io_err("write", rel))?;
         let mut result = format!("wrote {} bytes to {written}", content.len());
-        if let Some(meant) = stray_prefix {
-            result.push_str(&format!(
-                " (note: this created a directory `workspace/` inside the workspace: paths are \
-                 relative to the workspace root, so the file you probably meant is `{meant}`)"
-            ));
+        if dropped_prefix {
+            result.push_str(
+                " (paths are relative to the workspace root, so the `workspace/` prefix was \
+                 dropped)",
+            );
         }
         Ok(result)
     }
@@ -199,6 +204,8 @@ impl Workspace {
         if old.is_empty() {
             return Err(ToolError::EmptyOld);
         }
+        let (rel, _) = self.without_root_prefix(rel)?;
+        let rel = rel.as_str();
         let path = self.resolve(non_empty(rel)?)?;
         if path.is_dir() {
             return Err(ToolError::IsDirectory(rel.to_string()));
@@ -298,9 +305,26 @@ fn occurrences(text: &str, needle: &str) -> Vec<usize> {
 
 /// A path that starts with a `workspace/` directory the workspace does not have yet: small
 /// models prefix paths with the workspace's name. Returns the path without the prefix.
-fn stray_workspace_prefix(root: &Path, written: &str) -> Option<String> {
-    let rest = written.strip_prefix("workspace/")?;
-    (!rest.is_empty() && !root.join("workspace").exists()).then(|| rest.to_string())
+impl Workspace {
+    /// Models often name the root itself (`workspace/hello.py`, or a file called `workspace`).
+    /// While the workspace has no `workspace` entry of its own, a leading `workspace/` is the
+    /// root (true: it was dropped), and `workspace` alone is refused as a file path.
+    fn without_root_prefix(&self, rel: &str) -> Result<(String, bool), ToolError> {
+        let trimmed = rel.trim();
+        let clean = trimmed.trim_start_matches("./");
+        if self.root.join("workspace").symlink_metadata().is_ok() {
+            return Ok((trimmed.to_string(), false));
+        }
+        if clean.trim_end_matches('/') == "workspace" {
+            return Err(ToolError::WorkspaceRoot(rel.to_string()));
+        }
+        match clean.strip_prefix("workspace/") {
+            Some(rest) if !rest.trim_start_matches('/').is_empty() => {
+                Ok((rest.trim_start_matches('/').to_string(), true))
+            }
+            _ => Ok((trimmed.to_string(), false)),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -210,27 +210,37 @@ fn list_and_read_errors() {
 #[test]
 fn write_results_name_the_path_written() {
     let (_dir, ws) = workspace();
-    // (path given, path named in the result, note about a stray `workspace/` prefix)
+    // (path given, path named in the result, the `workspace/` prefix dropped)
     let cases = [
         ("hello.py", "hello.py", false),
         ("./src//lib.rs", "src/lib.rs", false),
-        ("workspace/hello.py", "workspace/hello.py", true),
+        ("workspace/app.py", "app.py", true),
+        ("./workspace/src/x.py", "src/x.py", true),
     ];
-    for (given, named, note) in cases {
+    for (given, named, dropped) in cases {
         let result = ws.write_file(given, "x").unwrap();
         assert!(
             result.starts_with(&format!("wrote 1 bytes to {named}")),
             "{given}: {result}"
         );
-        assert_eq!(
-            result.contains("you probably meant is `hello.py`"),
-            note,
-            "{result}"
+        assert_eq!(result.contains("prefix was dropped"), dropped, "{result}");
+        assert!(ws.root().join(named).is_file(), "{given}");
+    }
+    assert!(!ws.root().join("workspace").exists());
+    assert_eq!(ws.read_file("workspace/app.py", 100).unwrap(), "x");
+    // `workspace` alone names the root, not a file.
+    for given in ["workspace", "./workspace/", " workspace"] {
+        let err = ws.write_file(given, "x").unwrap_err();
+        assert!(
+            matches!(err, ToolError::WorkspaceRoot(_)),
+            "{given}: {err:?}"
         );
     }
     // Once `workspace/` exists (the task has one), it is an ordinary directory.
+    std::fs::create_dir(ws.root().join("workspace")).unwrap();
     let result = ws.write_file("workspace/other.py", "x").unwrap();
-    assert!(!result.contains("note"), "{result}");
+    assert!(!result.contains("prefix"), "{result}");
+    assert!(ws.root().join("workspace/other.py").is_file());
 }
 
 #[test]
