@@ -18,7 +18,13 @@ pub struct Profile {
     pub timeout_secs: u64,
     /// `structured_output = "..."` when set (e.g. `json_schema`).
     pub structured_output: Option<String>,
+    /// `max_tokens = N` when set: the reply cap (a local model in a repetition loop otherwise
+    /// generates until its context is full, holding the server's only slot).
+    pub max_tokens: Option<u32>,
 }
+
+/// The reply cap the benches give a local model's profiles.
+pub const LOCAL_MAX_TOKENS: u32 = 2048;
 
 impl Profile {
     pub fn new(name: &str, base_url: &str, model: &str) -> Self {
@@ -28,7 +34,12 @@ impl Profile {
             model: model.into(),
             timeout_secs: 120,
             structured_output: None,
+            max_tokens: None,
         }
+    }
+    pub fn with_max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = Some(max_tokens);
+        self
     }
     pub fn with_structured_output(mut self, value: &str) -> Self {
         self.structured_output = Some(value.into());
@@ -44,8 +55,12 @@ impl Profile {
             .as_ref()
             .map(|v| format!("structured_output = \"{v}\"\n"))
             .unwrap_or_default();
+        let max_tokens = self
+            .max_tokens
+            .map(|n| format!("max_tokens = {n}\n"))
+            .unwrap_or_default();
         format!(
-            "[models.{}]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"{}\"\ntimeout_secs = {}\n{key}{structured}",
+            "[models.{}]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"{}\"\ntimeout_secs = {}\n{key}{structured}{max_tokens}",
             self.name, self.base_url, self.model, self.timeout_secs
         )
     }

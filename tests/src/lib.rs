@@ -16,8 +16,8 @@ mod daemons;
 mod secrets;
 
 pub use control_plane::ControlPlane;
-pub use daemons::Profile;
 use daemons::{spawn, wait_ready};
+pub use daemons::{Profile, LOCAL_MAX_TOKENS};
 pub use secrets::{StackSecrets, MODEL_KEY_ENV};
 
 pub struct StackOptions {

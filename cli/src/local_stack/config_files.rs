@@ -19,6 +19,11 @@ pub const STRUCTURED_OUTPUT_ENV: &str = "LOOPGATE_STRUCTURED_OUTPUT";
 /// llama-server, vLLM and OpenAI constrain the manager's reply to its JSON schema.
 pub const DEFAULT_STRUCTURED_OUTPUT: &str = "json_schema";
 pub const PROMPT_CHAR_BUDGET: u32 = 24_000;
+/// `max_tokens` of the local profile: a small model caught in a repetition loop otherwise
+/// generates until its context is full (minutes on a CPU), holding llama-server's only slot
+/// while every other role's request waits and times out. `LOOPGATE_MAX_TOKENS` overrides it.
+pub const MAX_TOKENS_ENV: &str = "LOOPGATE_MAX_TOKENS";
+pub const DEFAULT_MAX_TOKENS: u32 = 2048;
 /// The variable the auditor reads its signing key from: generated per `loopgate up` and only
 /// ever passed in the auditor's environment (a check can read the host's files from the
 /// sandbox, not another process's environment).
@@ -39,6 +44,8 @@ pub struct ModelProfileToml {
     /// declare a reply schema); the manager validates the value.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub structured_output: Option<String>,
+    /// The reply cap (`LOOPGATE_MAX_TOKENS`, default 2048).
+    pub max_tokens: u32,
 }
 
 impl ModelProfileToml {
@@ -60,6 +67,10 @@ impl ModelProfileToml {
                 .filter(|k| !k.trim().is_empty())
                 .map(|_| API_KEY_ENV.to_string()),
             structured_output: Some(pick(STRUCTURED_OUTPUT_ENV, DEFAULT_STRUCTURED_OUTPUT)),
+            max_tokens: env(MAX_TOKENS_ENV)
+                .and_then(|v| v.trim().parse::<u32>().ok())
+                .filter(|n| *n > 0)
+                .unwrap_or(DEFAULT_MAX_TOKENS),
         }
     }
 
