@@ -272,9 +272,11 @@ async fn real_local_model_reaches_a_terminal_state() -> anyhow::Result<()> {
         );
         return Ok(());
     };
-    let mut mgr = Profile::new("mgr", &llm.base_url(), llm.model_name());
+    let mut mgr = Profile::new("mgr", &llm.base_url(), llm.model_name())
+        .with_max_tokens(loopgate_tests::LOCAL_MAX_TOKENS);
     mgr.timeout_secs = 300;
-    let mut exec = Profile::new("exec", &llm.base_url(), llm.model_name());
+    let mut exec = Profile::new("exec", &llm.base_url(), llm.model_name())
+        .with_max_tokens(loopgate_tests::LOCAL_MAX_TOKENS);
     exec.timeout_secs = 300;
     let stack = Stack::start(StackOptions::new(vec![mgr, exec], 1)).await?;
     // Generous reply budgets: a 0.5B manager often needs several tries to produce `Next: cli`.
