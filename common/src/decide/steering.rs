@@ -79,12 +79,10 @@ pub(super) fn on_pause(record: &RunRecord, now: i64) -> Decision {
     match record.state {
         RunState::Queued | RunState::Running => {}
         RunState::Paused => return Decision::Ignore("the run is already paused".to_string()),
-        RunState::WaitingForInput => {
-            return Decision::Ignore(
-                "the run is waiting for input and takes no step until answered: answer it (or cancel)"
-                    .to_string(),
-            )
-        }
+        RunState::WaitingForInput => return Decision::Ignore(
+            "the run is waiting for input and takes no step until answered: answer it (or cancel)"
+                .to_string(),
+        ),
         ended => {
             return Decision::Ignore(format!(
                 "the run is {}: only a queued or running run can be paused",
@@ -109,10 +107,7 @@ pub(super) fn on_pause(record: &RunRecord, now: i64) -> Decision {
 
 pub(super) fn on_unpause(record: &RunRecord, now: i64) -> Decision {
     if record.state != RunState::Paused {
-        return Decision::Ignore(format!(
-            "the run is {}, not paused",
-            record.state.as_str()
-        ));
+        return Decision::Ignore(format!("the run is {}, not paused", record.state.as_str()));
     }
     let hold = record.steering.pause.unwrap_or(PauseHold {
         since_ms: now,

@@ -28,13 +28,7 @@ fn completed() -> RunRecord {
 }
 
 fn cancelled() -> RunRecord {
-    apply(
-        &started(),
-        RunEvent::Cancel {
-            reason: "x".into(),
-        },
-    )
-    .record
+    apply(&started(), RunEvent::Cancel { reason: "x".into() }).record
 }
 
 fn waiting() -> RunRecord {
@@ -266,7 +260,10 @@ fn a_queued_run_paused_before_its_first_decision_goes_back_to_queued() {
     let u = apply(&p.record, RunEvent::Unpause);
     assert_eq!(u.record.state, RunState::Queued);
     assert_eq!(u.record.phase, r.phase);
-    assert!(u.outgoing().is_empty(), "the decision in flight is still awaited");
+    assert!(
+        u.outgoing().is_empty(),
+        "the decision in flight is still awaited"
+    );
 }
 
 #[test]

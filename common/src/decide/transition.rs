@@ -4,8 +4,8 @@
 
 use crate::budget::Budget;
 use crate::contract::Contract;
-use crate::task::Task;
 use crate::state::{InconsistentRecord, LogEntry, Outgoing, RunRecord, RunState};
+use crate::task::Task;
 use crate::usage::Usage;
 use crate::verdict::Evidence;
 use crate::wire::{AuditReport, EpisodeStarted, ExecResult};
