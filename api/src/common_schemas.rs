@@ -15,6 +15,8 @@ pub enum PhaseName {
     Executing,
     Auditing,
     WaitingForAnswer,
+    /// A paused run whose step in flight has finished: its next step waits for unpause.
+    Paused,
     Finished,
 }
 

@@ -18,6 +18,7 @@ pub use contract::{ApproveRequest, ContractView};
 pub use error::{ErrorBody, ErrorDetail};
 pub use rounds::{RoundList, RoundView};
 pub use runs::{
-    AnswerRequest, Checks, EvidenceList, EvidenceView, GateView, ListQuery, LogPage, ResumeRequest,
-    RunList, RunView, SubmitRequest, UploadedFile, WorkspaceUpload,
+    AnswerRequest, Checks, ContinueRequest, EvidenceList, EvidenceView, GateView, InstructRequest,
+    ListQuery, LogPage, ResumeRequest, RunList, RunView, SubmitRequest, UploadedFile,
+    WorkspaceUpload,
 };

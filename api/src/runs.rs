@@ -1,5 +1,6 @@
 //! Runs: submitting one (`POST /v1/runs`), the run view every run route answers with, the run
-//! list, the log and evidence pages, and the answer and resume bodies.
+//! list, the log and evidence pages, and the bodies of the routes that change a run (answer,
+//! resume, instructions, continue).
 //!
 //! Response types read leniently (a client must keep working against an older or newer
 //! manager): every field but `id` and `state` has a default, and fields the CLI does not show
@@ -8,7 +9,7 @@
 use loopgate_common::budget::BudgetFile;
 use loopgate_common::gate::GateVerdict;
 use loopgate_common::rubric::RubricStanding;
-use loopgate_common::state::{PlanningStage, RoleUsage, RunState};
+use loopgate_common::state::{Instruction, PlanningStage, RoleUsage, RunState};
 use loopgate_common::task::TaskFile;
 use loopgate_common::verdict::{CheckVerdict, Evidence, Verdicts};
 use serde::{Deserialize, Serialize};
@@ -25,7 +26,8 @@ pub struct RunView {
     #[schema(required = true)]
     pub name: Option<String>,
     pub state: RunState,
-    /// `deciding`, `executing`, `auditing`, `waiting_for_answer` or `finished`.
+    /// `deciding`, `executing`, `auditing`, `waiting_for_answer`, `paused` (a paused run whose
+    /// step in flight has finished) or `finished`.
     #[serde(default, deserialize_with = "lenient::phase_name")]
     #[schema(value_type = PhaseName, required = true)]
     pub phase: String,
@@ -104,6 +106,15 @@ pub struct RunView {
     #[serde(default, deserialize_with = "lenient::or_default")]
     #[schema(required = true)]
     pub updated_at: i64,
+    /// The operator instructions the manager's prompts carry, oldest first (`POST
+    /// /v1/runs/{id}/instructions`; older ones are in the log).
+    #[serde(default, deserialize_with = "lenient::or_default")]
+    #[schema(required = true)]
+    pub instructions: Vec<Instruction>,
+    /// Unix milliseconds when the run was paused, while it is `paused`.
+    #[serde(default, deserialize_with = "lenient::or_default")]
+    #[schema(required = true)]
+    pub paused_at: Option<i64>,
 }
 
 impl RunView {
@@ -324,6 +335,31 @@ pub enum RunStreamEventKind {
 pub struct AnswerRequest {
     /// Must not be blank.
     pub text: String,
+}
+
+/// `POST /v1/runs/{id}/instructions`: an operator instruction for the manager's next prompts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InstructRequest {
+    /// Must not be blank; at most 4000 characters (after trimming).
+    pub text: String,
+}
+
+/// `POST /v1/runs/{id}/continue`: the new goal and contract of a completed run's next
+/// generation. At least one of `goal` and `task`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContinueRequest {
+    /// The new goal. Alone, it keeps the run's task otherwise (acceptance checks, roles,
+    /// budget); with `task`, it replaces the task file's goal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goal: Option<String>,
+    /// A whole new task file (goal, acceptance, roles, budget, ...), validated as at submit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskFile>,
+    /// Budget keys to change over the new task's budget (the task file's `[budget]` keys).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetFile>,
 }
 
 /// `POST /v1/runs/{id}/resume`: budget changes for the new generation (optional body).

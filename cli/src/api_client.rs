@@ -4,7 +4,10 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use loopgate_api::{AnswerRequest, ApproveRequest, ErrorBody, ResumeRequest, SubmitRequest};
+use loopgate_api::{
+    AnswerRequest, ApproveRequest, ContinueRequest, ErrorBody, InstructRequest, ResumeRequest,
+    SubmitRequest,
+};
 use loopgate_common::budget::BudgetFile;
 use loopgate_common::snapshot::Manifest;
 use loopgate_common::state::RunState;
@@ -248,6 +251,60 @@ impl ApiClient {
                 text: text.to_string(),
             });
         self.json_or_empty("POST /v1/runs/{id}/answer", req).await
+    }
+
+    /// `POST /v1/runs/{id}/instructions`.
+    pub async fn instruct(&self, run: &str, text: &str) -> Result<Option<Value>, ApiError> {
+        let req = self
+            .request(
+                &self.http,
+                Method::POST,
+                self.url(&["v1", "runs", run, "instructions"]),
+            )
+            .timeout(REQUEST_TIMEOUT)
+            .json(&InstructRequest {
+                text: text.to_string(),
+            });
+        self.json_or_empty("POST /v1/runs/{id}/instructions", req)
+            .await
+    }
+
+    /// `POST /v1/runs/{id}/pause` or `.../unpause` (`action`).
+    pub async fn pause_or_unpause(
+        &self,
+        run: &str,
+        action: &'static str,
+    ) -> Result<Option<Value>, ApiError> {
+        let req = self
+            .request(
+                &self.http,
+                Method::POST,
+                self.url(&["v1", "runs", run, action]),
+            )
+            .timeout(REQUEST_TIMEOUT);
+        let what = if action == "pause" {
+            "POST /v1/runs/{id}/pause"
+        } else {
+            "POST /v1/runs/{id}/unpause"
+        };
+        self.json_or_empty(what, req).await
+    }
+
+    /// `POST /v1/runs/{id}/continue`.
+    pub async fn continue_run(
+        &self,
+        run: &str,
+        body: &ContinueRequest,
+    ) -> Result<Option<Value>, ApiError> {
+        let req = self
+            .request(
+                &self.http,
+                Method::POST,
+                self.url(&["v1", "runs", run, "continue"]),
+            )
+            .timeout(REQUEST_TIMEOUT)
+            .json(body);
+        self.json_or_empty("POST /v1/runs/{id}/continue", req).await
     }
 
     /// `GET /v1/runs/{id}/contract`: the contract (planning, proposed or frozen).

@@ -69,6 +69,21 @@ pub enum Command {
     /// Results still in flight from the old generation are recognised and dropped. Budget
     /// flags change the new generation's budget; `max_rounds` counts rounds per generation.
     Resume(ResumeArgs),
+    /// Give a run an instruction without stopping it: it goes into the manager's next prompts
+    /// (never to executors or auditors directly) until newer instructions push it out.
+    Instruct(InstructArgs),
+    /// Pause a queued or running run: the step in flight finishes and is recorded, no new
+    /// step is taken, and the wall-clock budget stops running until `unpause`.
+    Pause(RunArg),
+    /// Unpause a paused run: it takes the step it held back and goes on.
+    Unpause(RunArg),
+    /// Continue a completed run with a new goal (and contract) as a new generation, from its
+    /// completed snapshot; its earlier rounds and evidence stay in its history.
+    ///
+    /// --goal alone keeps the run's task otherwise (acceptance checks, roles, budget); --task
+    /// FILE replaces the task (its goal, unless --goal is given too). Budget flags change the
+    /// new generation's budget, as with `resume`.
+    Continue(ContinueArgs),
     /// Download a run's snapshot into a directory, verifying every file's sha256.
     Checkout(CheckoutArgs),
     /// Drive headless Chromium as an acceptance check: open a page, fill fields and click
@@ -190,6 +205,43 @@ pub struct AnswerArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct InstructArgs {
+    pub run: String,
+    /// The instruction (at most 4000 characters).
+    pub text: String,
+    /// Print the run JSON the manager returns.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("new_task").required(true).multiple(true).args(["goal", "task"])))]
+pub struct ContinueArgs {
+    pub run: String,
+    /// The new goal.
+    #[arg(long)]
+    pub goal: Option<String>,
+    /// A task file (TOML) for the new generation: goal, acceptance, roles, budget, ...
+    #[arg(long, value_name = "FILE")]
+    pub task: Option<PathBuf>,
+    /// Rounds allowed in the new generation.
+    #[arg(long)]
+    pub max_rounds: Option<u32>,
+    /// Total token budget for the run.
+    #[arg(long)]
+    pub max_total_tokens: Option<u64>,
+    /// Total cost budget for the run, in US dollars.
+    #[arg(long)]
+    pub max_cost_usd: Option<f64>,
+    /// Wall-clock budget for the new generation, in seconds.
+    #[arg(long)]
+    pub max_wall_secs: Option<u64>,
+    /// Print the run JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct ApproveArgs {
     pub run: String,
     /// A contract file (the TOML `loopgate contract RUN` prints, edited) that replaces the
@@ -305,6 +357,9 @@ mod tests {
             ],
             &["loopgate", "verify", "r1", "--snapshot", "d"],
             &["loopgate", "keygen"],
+            &["loopgate", "instruct", "r1"],
+            &["loopgate", "pause"],
+            &["loopgate", "continue", "r1"],
         ];
         for args in bad {
             let err = Cli::try_parse_from(*args).unwrap_err();
@@ -313,6 +368,13 @@ mod tests {
         let ok = Cli::try_parse_from(["loopgate", "runs", "--state", "waiting_for_input"]).unwrap();
         match ok.command {
             Command::Runs(args) => assert_eq!(args.run_state(), Some(RunState::WaitingForInput)),
+            other => panic!("{other:?}"),
+        }
+        match Cli::try_parse_from(["loopgate", "continue", "r1", "--goal", "g"])
+            .unwrap()
+            .command
+        {
+            Command::Continue(args) => assert_eq!(args.goal.as_deref(), Some("g")),
             other => panic!("{other:?}"),
         }
         let offline = [

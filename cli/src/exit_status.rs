@@ -38,7 +38,9 @@ impl ExitStatus {
     /// What a run in `state` means for the exit code of `watch` and `status`.
     pub fn for_run_state(state: RunState) -> ExitStatus {
         match state {
-            RunState::Completed | RunState::Queued | RunState::Running => ExitStatus::Ok,
+            RunState::Completed | RunState::Queued | RunState::Running | RunState::Paused => {
+                ExitStatus::Ok
+            }
             RunState::WaitingForInput => ExitStatus::WaitingForInput,
             RunState::Blocked
             | RunState::BudgetExhausted
@@ -69,6 +71,7 @@ mod tests {
         let cases = [
             (RunState::Queued, 0),
             (RunState::Running, 0),
+            (RunState::Paused, 0),
             (RunState::Completed, 0),
             (RunState::Blocked, 3),
             (RunState::BudgetExhausted, 3),

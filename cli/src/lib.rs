@@ -43,6 +43,10 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
         Command::Contract(args) => commands::contract::contract(&client, args).await,
         Command::Approve(args) => commands::contract::approve(&client, args).await,
         Command::Resume(args) => commands::run_commands::resume(&client, args).await,
+        Command::Instruct(args) => commands::steering::instruct(&client, args).await,
+        Command::Pause(args) => commands::steering::pause(&client, args).await,
+        Command::Unpause(args) => commands::steering::unpause(&client, args).await,
+        Command::Continue(args) => commands::steering::continue_run(&client, args).await,
         Command::Checkout(args) => {
             commands::checkout::checkout(&client, args).await?;
             Ok(ExitStatus::Ok)

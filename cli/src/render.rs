@@ -196,6 +196,28 @@ fn event_text(event: &LogEvent) -> String {
         }
         LogEvent::Answered { text } => format!("answered: {}", excerpt(text, 200)),
         LogEvent::Resumed { from_state } => format!("resumed after {}", from_state.as_str()),
+        LogEvent::Instructed { text } => format!("instruction: {}", excerpt(text, 200)),
+        LogEvent::Paused { phase } => match phase.as_str() {
+            "deciding" | "executing" | "auditing" => {
+                format!("paused (the {phase} step in flight finishes first)")
+            }
+            _ => "paused".to_string(),
+        },
+        LogEvent::Held { step } => format!("held: the next step ({step}) waits for unpause"),
+        LogEvent::Unpaused { paused_ms } => {
+            format!("unpaused after {:.1} s", *paused_ms as f64 / 1000.0)
+        }
+        LogEvent::Continued {
+            goal,
+            spec_hash,
+            criteria,
+            base_snapshot,
+        } => format!(
+            "continued as a new generation from snapshot {}: contract {} ({criteria} criteria), goal: {}",
+            short_id(base_snapshot),
+            short_id(spec_hash),
+            excerpt(goal, 200)
+        ),
         LogEvent::Escalated {
             profile,
             after_failed_rounds,
@@ -351,6 +373,15 @@ pub fn run_summary(view: &RunView) -> Vec<String> {
             lines.push(format!("answer with: loopgate answer {} \"TEXT\"", view.id));
         }
     }
+    if view.state == RunState::Paused {
+        lines.push(format!("unpause with: loopgate unpause {}", view.id));
+    }
+    if !view.instructions.is_empty() {
+        lines.push("operator instructions (newest last):".to_string());
+        for i in &view.instructions {
+            lines.push(format!("  - (round {}) {}", i.round, excerpt(&i.text, 200)));
+        }
+    }
     if let Some(reason) = &view.terminal_reason {
         lines.push(format!("reason: {reason}"));
     }
@@ -467,6 +498,27 @@ mod tests {
                 json!({"at":1,"generation":1,"round":3,"type":"terminal","state":"budget_exhausted",
                        "reason":"max_rounds reached","snapshot":snap}),
                 "[round 3] budget_exhausted: max_rounds reached (snapshot aaaaaaaaaaaa)",
+            ),
+            (
+                json!({"at":1,"generation":1,"round":2,"type":"instructed","text":"use pytest\nnot unittest"}),
+                "[round 2] instruction: use pytest not unittest",
+            ),
+            (
+                json!({"at":1,"generation":1,"round":2,"type":"paused","phase":"executing"}),
+                "[round 2] paused (the executing step in flight finishes first)",
+            ),
+            (
+                json!({"at":1,"generation":1,"round":2,"type":"held","step":"decide"}),
+                "[round 2] held: the next step (decide) waits for unpause",
+            ),
+            (
+                json!({"at":1,"generation":1,"round":2,"type":"unpaused","paused_ms":1500}),
+                "[round 2] unpaused after 1.5 s",
+            ),
+            (
+                json!({"at":1,"generation":2,"round":2,"type":"continued","goal":"Add bye.py",
+                       "spec_hash":snap,"criteria":2,"base_snapshot":snap}),
+                "[round 2] continued as a new generation from snapshot aaaaaaaaaaaa: contract aaaaaaaaaaaa (2 criteria), goal: Add bye.py",
             ),
             (
                 json!({"at":1,"generation":1,"round":4,"type":"something_new","x":1}),

@@ -16,12 +16,12 @@ mod types;
 pub use consistency::{phases_allowed, state_agrees_with_phase, InconsistentRecord};
 pub use log::{LogEntry, LogEvent};
 pub use record_groups::{
-    Accounting, AuditStanding, AuditedSnapshot, Deadlines, Planning, Streaks, AUDITS_REMEMBERED,
-    FAILURES_REMEMBERED,
+    Accounting, AuditStanding, AuditedSnapshot, Deadlines, PauseHold, Planning, Steering, Streaks,
+    AUDITS_REMEMBERED, FAILURES_REMEMBERED,
 };
 pub use run_record::RunRecord;
 pub use schema::{RecordError, RUN_RECORD_SCHEMA};
 pub use types::{
-    ContractSource, Deadline, DeadlineKind, Outgoing, Phase, PlanningStage, RoleUsage,
-    RoundSummary, RunState, Target,
+    ContractSource, Deadline, DeadlineKind, HeldStep, Instruction, Outgoing, Phase, PlanningStage,
+    RoleUsage, RoundSummary, RunState, Target,
 };

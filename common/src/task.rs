@@ -243,18 +243,36 @@ fn clean_profile(field: &str, value: &Option<String>) -> Result<Option<String>, 
     }
 }
 
+/// A goal as kept (trimmed), or why it is refused.
+fn validate_goal(goal: &str) -> Result<&str, TaskError> {
+    let goal = goal.trim();
+    if goal.is_empty() {
+        return Err(TaskError::field("goal", "must not be empty"));
+    }
+    if goal.chars().count() > MAX_GOAL_CHARS {
+        return Err(TaskError::field(
+            "goal",
+            format!("is longer than {MAX_GOAL_CHARS} characters"),
+        ));
+    }
+    Ok(goal)
+}
+
+impl Task {
+    /// The same task with another goal (validated as a task file's goal is): what a completed
+    /// run continues with when only the goal is given.
+    pub fn with_goal(&self, goal: &str) -> Result<Task, TaskError> {
+        let goal = validate_goal(goal)?;
+        Ok(Task {
+            goal: goal.to_string(),
+            ..self.clone()
+        })
+    }
+}
+
 impl TaskFile {
     pub fn validate(&self) -> Result<Task, TaskError> {
-        let goal = self.goal.trim();
-        if goal.is_empty() {
-            return Err(TaskError::field("goal", "must not be empty"));
-        }
-        if goal.chars().count() > MAX_GOAL_CHARS {
-            return Err(TaskError::field(
-                "goal",
-                format!("is longer than {MAX_GOAL_CHARS} characters"),
-            ));
-        }
+        let goal = validate_goal(&self.goal)?;
         let plan = self.plan.unwrap_or(false);
         if self.acceptance.is_empty() && !plan {
             return Err(TaskError::field(

@@ -164,3 +164,21 @@ fn self_checks_key_parses_and_is_validated() {
         assert_eq!(got, want.map_err(|f| f.map(str::to_string)), "{budget}");
     }
 }
+
+#[test]
+fn with_goal_validates_the_goal_and_keeps_the_rest() {
+    let task =
+        parse_task_toml("goal = \"a\"\n[[acceptance]]\nid = \"x\"\ncheck = \"true\"\n").unwrap();
+    let long = "g".repeat(MAX_GOAL_CHARS + 1);
+    let cases: [(&str, Option<&str>); 3] = [(" b ", Some("b")), ("  ", None), (&long, None)];
+    for (goal, want) in cases {
+        match (task.with_goal(goal), want) {
+            (Ok(t), Some(want)) => {
+                assert_eq!(t.goal, want);
+                assert_eq!(t.acceptance, task.acceptance);
+            }
+            (Err(e), None) => assert!(e.to_string().contains("goal"), "{e}"),
+            (got, want) => panic!("{goal:?}: {got:?} / {want:?}"),
+        }
+    }
+}

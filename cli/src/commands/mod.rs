@@ -6,6 +6,7 @@ pub mod contract;
 pub mod diff;
 pub mod keygen;
 pub mod run_commands;
+pub mod steering;
 pub mod submit;
 pub mod verify;
 pub mod watch;

@@ -70,7 +70,8 @@ pub async fn log(client: &ApiClient, args: &RunJsonArgs) -> Result<ExitStatus, C
     Ok(ExitStatus::Ok)
 }
 
-fn state_suffix(answer: &Option<Value>) -> String {
+/// ` (run is STATE)` from a changed run's JSON, when it has a state.
+pub(crate) fn state_suffix(answer: &Option<Value>) -> String {
     answer
         .as_ref()
         .and_then(|v| v.get("state"))

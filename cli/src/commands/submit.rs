@@ -16,6 +16,11 @@ use crate::workspace_upload::{collect_workspace, DEFAULT_MAX_TOTAL_BYTES};
 
 /// Reads, parses and validates a task file; errors name the file and the bad field.
 pub fn load_task(path: &Path) -> Result<TaskFile, CliError> {
+    load_task_with_goal(path, None)
+}
+
+/// As [`load_task`], with the file's goal replaced by `goal` when one is given.
+pub fn load_task_with_goal(path: &Path, goal: Option<&str>) -> Result<TaskFile, CliError> {
     let text = std::fs::read_to_string(path).map_err(|source| CliError::ReadInput {
         path: path.to_path_buf(),
         source,
@@ -24,7 +29,10 @@ pub fn load_task(path: &Path) -> Result<TaskFile, CliError> {
         path: path.to_path_buf(),
         source,
     };
-    let task = parse_task_file_toml(&text).map_err(invalid)?;
+    let mut task = parse_task_file_toml(&text).map_err(invalid)?;
+    if let Some(goal) = goal {
+        task.goal = goal.to_string();
+    }
     task.validate().map_err(invalid)?;
     Ok(task)
 }

@@ -6,18 +6,23 @@ mod manager_turn;
 mod planning;
 mod progress;
 mod results;
+mod steering;
 mod transition;
 mod tx;
 
 use crate::state::{
     Accounting, AuditStanding, Deadlines, LogEvent, Phase, Planning, PlanningStage, RunRecord,
-    RunState, Streaks, RUN_RECORD_SCHEMA,
+    RunState, Steering, Streaks, RUN_RECORD_SCHEMA,
 };
 use crate::task::Task;
 
 pub use planning::{approval_question, edited_contract};
 pub use progress::ledger_lines;
 pub use results::guard_report;
+pub use steering::{
+    validate_instruction, InstructionError, INSTRUCTIONS_KEEP, INSTRUCTIONS_PROMPT_CHARS,
+    INSTRUCTION_MAX_CHARS,
+};
 pub use transition::{
     Decision, RunEvent, Step, DECISION_SLACK_SECS, EPISODE_GRACE_SECS, FEEDBACK_KEEP, HISTORY_KEEP,
     RAW_LOG_CHARS,
@@ -58,6 +63,7 @@ pub fn start_run(id: &str, task: Task, base_snapshot: &str, now: i64) -> Step {
         trace_parent: None,
         escalation_level: 0,
         planning: Planning::default(),
+        steering: Steering::default(),
     };
     let mut tx = Tx::new(&record, now);
     tx.log(LogEvent::Submitted {
@@ -80,6 +86,10 @@ pub fn decide(record: &RunRecord, event: &RunEvent, now: i64) -> Decision {
     let decision = match event {
         RunEvent::Cancel { reason } => lifecycle::on_cancel(record, reason, now),
         RunEvent::Resume { budget } => lifecycle::on_resume(record, budget, now),
+        RunEvent::Continue { task } => steering::on_continue(record, task, now),
+        RunEvent::Instruct { text } => steering::on_instruct(record, text, now),
+        RunEvent::Pause => steering::on_pause(record, now),
+        RunEvent::Unpause => steering::on_unpause(record, now),
         _ if record.state.is_terminal() => {
             Decision::Ignore(format!("run is {}", record.state.as_str()))
         }
@@ -132,5 +142,7 @@ mod lifecycle_tests;
 mod planning_tests;
 #[cfg(test)]
 mod progress_tests;
+#[cfg(test)]
+mod steering_tests;
 #[cfg(test)]
 mod tests;

@@ -5,6 +5,7 @@
 use crate::budget::Budget;
 use crate::contract::Contract;
 use crate::state::{InconsistentRecord, LogEntry, Outgoing, RunRecord, RunState};
+use crate::task::Task;
 use crate::usage::Usage;
 use crate::verdict::Evidence;
 use crate::wire::{AuditReport, EpisodeStarted, ExecResult};
@@ -57,6 +58,20 @@ pub enum RunEvent {
     Resume {
         budget: Budget,
     },
+    /// An operator instruction for the manager's next prompts (validated by the caller, see
+    /// [`validate_instruction`](super::validate_instruction)).
+    Instruct {
+        text: String,
+    },
+    /// Hold the run: the step in flight finishes, no new one is taken.
+    Pause,
+    /// Take the held step and let the run go on.
+    Unpause,
+    /// Continue a completed run as a new generation with this (validated) task: a new goal and
+    /// contract, from the completed snapshot.
+    Continue {
+        task: Box<Task>,
+    },
     /// A deadline sweep: act on whatever deadline has passed at `now`.
     Tick,
 }
@@ -88,6 +103,10 @@ impl RunEvent {
             RunEvent::Approve { .. } => "approve".to_string(),
             RunEvent::Cancel { .. } => "cancel".to_string(),
             RunEvent::Resume { .. } => "resume".to_string(),
+            RunEvent::Instruct { .. } => "instruct".to_string(),
+            RunEvent::Pause => "pause".to_string(),
+            RunEvent::Unpause => "unpause".to_string(),
+            RunEvent::Continue { .. } => "continue".to_string(),
             RunEvent::Tick => "tick".to_string(),
         }
     }
@@ -100,6 +119,10 @@ impl RunEvent {
                 | RunEvent::Approve { .. }
                 | RunEvent::Cancel { .. }
                 | RunEvent::Resume { .. }
+                | RunEvent::Instruct { .. }
+                | RunEvent::Pause
+                | RunEvent::Unpause
+                | RunEvent::Continue { .. }
                 | RunEvent::Tick
         )
     }

@@ -2,7 +2,8 @@
 
 use super::transition::{Decision, Step, DECISION_SLACK_SECS, FEEDBACK_KEEP};
 use crate::state::{
-    Deadline, DeadlineKind, LogEntry, LogEvent, Outgoing, Phase, RunRecord, RunState, Target,
+    Deadline, DeadlineKind, HeldStep, LogEntry, LogEvent, Outgoing, Phase, RunRecord, RunState,
+    Target,
 };
 use crate::subjects::Capability;
 use crate::verdict::Evidence;
@@ -71,7 +72,51 @@ impl Tx {
         self.record.deadlines.phase = Some(Deadline { at_ms, kind });
     }
 
+    /// A paused run takes no new step: `step` waits in phase `paused` until unpause.
+    fn hold(&mut self, step: HeldStep) -> bool {
+        if self.record.state != RunState::Paused {
+            return false;
+        }
+        self.record.deadlines.phase = None;
+        self.log(LogEvent::Held {
+            step: step.name().to_string(),
+        });
+        self.record.phase = Phase::Paused { held: step };
+        true
+    }
+
+    /// Take the step a paused run held back (the run is no longer paused).
+    pub fn take_held(&mut self, step: HeldStep) {
+        match step {
+            HeldStep::Decide => self.request_decision(),
+            HeldStep::Exec {
+                capability,
+                increment,
+                episode,
+                feedback,
+            } => self.dispatch_exec(capability, increment, episode, feedback),
+            HeldStep::Audit {
+                purpose,
+                candidate,
+                objective,
+                write_scope,
+            } => self.dispatch_audit(purpose, candidate, objective, write_scope),
+        }
+    }
+
+    /// A pause ends without unpause (the run asks a question or ends): the wall clock runs again.
+    fn lift_pause(&mut self) {
+        if let Some(hold) = self.record.steering.pause.take() {
+            if let Some(left) = hold.wall_left_ms {
+                self.record.deadlines.wall_ms = Some(self.now.saturating_add(left));
+            }
+        }
+    }
+
     pub fn request_decision(&mut self) {
+        if self.hold(HeldStep::Decide) {
+            return;
+        }
         self.record.decide_seq += 1;
         let seq = self.record.decide_seq;
         self.record.phase = Phase::Deciding { seq };
@@ -130,6 +175,15 @@ impl Tx {
         episode: EpisodeKind,
         feedback: ExecFeedback,
     ) {
+        if self.record.state == RunState::Paused {
+            self.hold(HeldStep::Exec {
+                capability,
+                increment,
+                episode,
+                feedback,
+            });
+            return;
+        }
         self.record.round += 1;
         let start_secs = self.record.task.budget.start_secs;
         self.set_deadline(DeadlineKind::ExecStart, start_secs);
@@ -193,6 +247,7 @@ impl Tx {
     }
 
     pub fn ask(&mut self, question: String) {
+        self.lift_pause();
         self.record.state = RunState::WaitingForInput;
         self.record.phase = Phase::WaitingForAnswer {
             question: question.clone(),
@@ -234,6 +289,7 @@ impl Tx {
         if self.episode_in_flight {
             self.cancel_episodes(&reason);
         }
+        self.lift_pause();
         self.record.state = state;
         self.record.phase = Phase::Finished;
         self.record.deadlines.phase = None;
@@ -280,6 +336,16 @@ impl Tx {
         objective: String,
         write_scope: Vec<String>,
     ) {
+        // A round's own audit finishes with its round; a final audit is a new step.
+        if purpose == AuditPurpose::Final && self.record.state == RunState::Paused {
+            self.hold(HeldStep::Audit {
+                purpose,
+                candidate,
+                objective,
+                write_scope,
+            });
+            return;
+        }
         let r = &self.record;
         let base_snapshot = match purpose {
             AuditPurpose::Round | AuditPurpose::Plan => r.snapshot.clone(),

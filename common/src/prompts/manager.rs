@@ -1,7 +1,7 @@
 //! The manager's prompt: goal, frozen contract, task state, recent audits, feedback and budget,
 //! bounded by a character budget however many rounds have run.
 
-use crate::decide::ledger_lines;
+use crate::decide::{ledger_lines, INSTRUCTIONS_PROMPT_CHARS};
 use crate::state::RunRecord;
 use crate::verdict::Verdicts;
 
@@ -99,6 +99,7 @@ pub fn user_prompt(record: &RunRecord, char_budget: usize) -> String {
             truncate(state, 1500)
         ));
     }
+    must.push_str(&instructions_section(record));
     let mut feedback = String::new();
     if !record.feedback.is_empty() {
         feedback.push_str("\n# Feedback from the harness\n");
@@ -164,6 +165,36 @@ pub fn user_prompt(record: &RunRecord, char_budget: usize) -> String {
     out.push_str(tail);
     if out.chars().count() > char_budget {
         out = truncate(&out, char_budget);
+    }
+    out
+}
+
+/// The heading of the operators' instructions in the manager's prompt.
+pub const INSTRUCTIONS_HEADING: &str = "# Operator instructions";
+
+/// The kept operator instructions, oldest first, within [`INSTRUCTIONS_PROMPT_CHARS`] (the
+/// newest are kept when they do not all fit); empty when there are none.
+fn instructions_section(record: &RunRecord) -> String {
+    let mut left = INSTRUCTIONS_PROMPT_CHARS;
+    let mut kept: Vec<String> = Vec::new();
+    for i in record.steering.instructions.iter().rev() {
+        let line = format!("- (round {}) {}\n", i.round, i.text.trim());
+        let n = line.chars().count();
+        if n > left {
+            break;
+        }
+        left -= n;
+        kept.push(line);
+    }
+    if kept.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "\n{INSTRUCTIONS_HEADING} (from the person steering this run; oldest first, the newest \
+         wins where they conflict; follow them within the contract)\n"
+    );
+    for line in kept.into_iter().rev() {
+        out.push_str(&line);
     }
     out
 }

@@ -7,6 +7,8 @@
 //!   start, an answer and a resume all make the run `running` before anything is dispatched;
 //! - `running` while the run waits for the manager, an executor or an auditor (`deciding`,
 //!   `executing`, `auditing`);
+//! - `paused` while the step in flight finishes (`deciding`, `executing`, `auditing`) and once
+//!   it has, holding the next step (`paused`); only a paused run is in phase `paused`;
 //! - `waiting_for_input` exactly while a question waits for its answer (`waiting_for_answer`);
 //! - a terminal state exactly when the generation is `finished`.
 
@@ -32,6 +34,7 @@ pub fn phases_allowed(state: RunState) -> &'static [&'static str] {
     match state {
         RunState::Queued => &["deciding"],
         RunState::Running => &["deciding", "executing", "auditing"],
+        RunState::Paused => &["deciding", "executing", "auditing", "paused"],
         RunState::WaitingForInput => &["waiting_for_answer"],
         RunState::Completed
         | RunState::Blocked
@@ -75,7 +78,7 @@ mod tests {
     use crate::subjects::Capability;
     use crate::wire::{AuditPurpose, Increment};
 
-    fn phases() -> [Phase; 5] {
+    fn phases() -> [Phase; 6] {
         [
             Phase::Deciding { seq: 3 },
             Phase::Executing {
@@ -100,22 +103,26 @@ mod tests {
                 question: "q?".into(),
             },
             Phase::Finished,
+            Phase::Paused {
+                held: crate::state::HeldStep::Decide,
+            },
         ]
     }
 
     #[test]
     fn every_state_phase_combination() {
         use RunState::*;
-        // Columns: deciding, executing, auditing, waiting_for_answer, finished.
-        let table: [(RunState, [bool; 5]); 8] = [
-            (Queued, [true, false, false, false, false]),
-            (Running, [true, true, true, false, false]),
-            (WaitingForInput, [false, false, false, true, false]),
-            (Completed, [false, false, false, false, true]),
-            (Blocked, [false, false, false, false, true]),
-            (BudgetExhausted, [false, false, false, false, true]),
-            (Cancelled, [false, false, false, false, true]),
-            (Failed, [false, false, false, false, true]),
+        // Columns: deciding, executing, auditing, waiting_for_answer, finished, paused.
+        let table: [(RunState, [bool; 6]); 9] = [
+            (Queued, [true, false, false, false, false, false]),
+            (Running, [true, true, true, false, false, false]),
+            (Paused, [true, true, true, false, false, true]),
+            (WaitingForInput, [false, false, false, true, false, false]),
+            (Completed, [false, false, false, false, true, false]),
+            (Blocked, [false, false, false, false, true, false]),
+            (BudgetExhausted, [false, false, false, false, true, false]),
+            (Cancelled, [false, false, false, false, true, false]),
+            (Failed, [false, false, false, false, true, false]),
         ];
         assert_eq!(
             table.map(|(s, _)| s),

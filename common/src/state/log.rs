@@ -169,6 +169,32 @@ pub enum LogEvent {
         /// The executor profile it moved to, when the ladder had another rung.
         escalated_to: Option<String>,
     },
+    /// An operator instruction (`loopgate instruct`): it goes into the manager's next prompts.
+    Instructed {
+        text: String,
+    },
+    /// An operator paused the run (`loopgate pause`).
+    Paused {
+        /// The phase the run was in: the step in flight (if any) still finishes.
+        phase: String,
+    },
+    /// A paused run's step in flight finished: `step` (`decide`, `exec`, `audit`) waits for
+    /// `unpause`.
+    Held {
+        step: String,
+    },
+    /// An operator unpaused the run (`loopgate unpause`); `paused_ms` is how long it was held.
+    Unpaused {
+        paused_ms: i64,
+    },
+    /// A completed run continues with a new goal and contract (`loopgate continue`) as a new
+    /// generation, from its completed snapshot.
+    Continued {
+        goal: String,
+        spec_hash: String,
+        criteria: u32,
+        base_snapshot: SnapshotId,
+    },
     /// The manager's step was sent back before any executor ran (a verbatim repeat of an
     /// instruction that just failed, or a step that altered the goal's exact names).
     StepSentBack {
@@ -218,6 +244,11 @@ impl LogEvent {
             LogEvent::Stagnation { .. } => "stagnation",
             LogEvent::StepSentBack { .. } => "step_sent_back",
             LogEvent::StepReplaced { .. } => "step_replaced",
+            LogEvent::Instructed { .. } => "instructed",
+            LogEvent::Paused { .. } => "paused",
+            LogEvent::Held { .. } => "held",
+            LogEvent::Unpaused { .. } => "unpaused",
+            LogEvent::Continued { .. } => "continued",
         }
     }
 }

@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Deadline, PlanningStage, RoleUsage};
+use super::{Deadline, Instruction, PlanningStage, RoleUsage, RunState};
 use crate::contract::Contract;
 use crate::gate::GateVerdict;
 use crate::rubric::{RubricStanding, RubricVerdict};
@@ -81,6 +81,32 @@ pub struct Deadlines {
     /// `wall_deadline_ms`), from `max_wall_secs`.
     #[serde(rename = "wall_deadline_ms", default)]
     pub wall_ms: Option<i64>,
+}
+
+/// What operators steer the run with (`loopgate instruct`, `pause`). Both keys are left out of
+/// the stored JSON while empty, so a record never steered keeps the keys it always had.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Steering {
+    /// The newest operator instructions, oldest first, at most
+    /// [`INSTRUCTIONS_KEEP`](crate::decide::INSTRUCTIONS_KEEP) (every one is in the run log).
+    /// Each goes into every later manager prompt until newer ones push it out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instructions: Vec<Instruction>,
+    /// Set while the run is `paused` (stored as `paused`).
+    #[serde(rename = "paused", default, skip_serializing_if = "Option::is_none")]
+    pub pause: Option<PauseHold>,
+}
+
+/// A pause in effect: what unpausing restores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PauseHold {
+    /// Unix millis when the run was paused.
+    pub since_ms: i64,
+    /// The state it was paused from (`queued` or `running`).
+    pub from: RunState,
+    /// What was left of the wall-clock budget when paused (the wall deadline is lifted while
+    /// paused, and set again from this on unpause).
+    pub wall_left_ms: Option<i64>,
 }
 
 /// What the audits so far established about the run's artifact.

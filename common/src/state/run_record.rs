@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::record_groups::{Accounting, AuditStanding, Deadlines, Planning, Streaks};
+use super::record_groups::{Accounting, AuditStanding, Deadlines, Planning, Steering, Streaks};
 use super::schema::{self, RecordError};
 use super::{Outgoing, Phase, PlanningStage, RoundSummary, RunState};
 use crate::contract::Contract;
@@ -70,6 +70,9 @@ pub struct RunRecord {
     /// Contract planning of a `plan = true` run (`planning`, `proposed_contract`).
     #[serde(flatten)]
     pub planning: Planning,
+    /// Operator steering (`instructions`, `paused`).
+    #[serde(flatten)]
+    pub steering: Steering,
 }
 
 impl RunRecord {

@@ -6,7 +6,7 @@ use crate::snapshot::SnapshotId;
 use crate::subjects::Capability;
 use crate::usage::Usage;
 use crate::verdict::Verdicts;
-use crate::wire::{AuditPurpose, Increment, Message};
+use crate::wire::{AuditPurpose, EpisodeKind, ExecFeedback, Increment, Message};
 
 /// A run's state (`lg:runs:<state>` indexes the same names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -15,6 +15,9 @@ use crate::wire::{AuditPurpose, Increment, Message};
 pub enum RunState {
     Queued,
     Running,
+    /// Held by an operator (`loopgate pause`): the step in flight finishes and is recorded,
+    /// no new step is taken, and the wall-clock budget does not run until `unpause`.
+    Paused,
     WaitingForInput,
     Completed,
     Blocked,
@@ -24,9 +27,10 @@ pub enum RunState {
 }
 
 impl RunState {
-    pub const ALL: [RunState; 8] = [
+    pub const ALL: [RunState; 9] = [
         RunState::Queued,
         RunState::Running,
+        RunState::Paused,
         RunState::WaitingForInput,
         RunState::Completed,
         RunState::Blocked,
@@ -39,6 +43,7 @@ impl RunState {
         match self {
             RunState::Queued => "queued",
             RunState::Running => "running",
+            RunState::Paused => "paused",
             RunState::WaitingForInput => "waiting_for_input",
             RunState::Completed => "completed",
             RunState::Blocked => "blocked",
@@ -121,6 +126,9 @@ pub enum Phase {
     },
     /// Waiting for a human answer to `question`.
     WaitingForAnswer { question: String },
+    /// A paused run whose step in flight has finished: `held` is the step it would have taken
+    /// next, taken when the run is unpaused.
+    Paused { held: HeldStep },
     /// Terminal: nothing more will happen in this generation.
     Finished,
 }
@@ -133,9 +141,55 @@ impl Phase {
             Phase::Executing { .. } => "executing",
             Phase::Auditing { .. } => "auditing",
             Phase::WaitingForAnswer { .. } => "waiting_for_answer",
+            Phase::Paused { .. } => "paused",
             Phase::Finished => "finished",
         }
     }
+}
+
+/// The step a paused run holds back (see [`Phase::Paused`]); deadlines are set, and the request
+/// built, only when it is taken.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum HeldStep {
+    /// Ask the manager for the next decision.
+    Decide,
+    /// Dispatch this executor episode (a round, or a planning episode).
+    Exec {
+        capability: Capability,
+        increment: Increment,
+        episode: EpisodeKind,
+        feedback: ExecFeedback,
+    },
+    /// Dispatch this audit (a final audit: a round's own audit finishes with its round).
+    Audit {
+        purpose: AuditPurpose,
+        candidate: SnapshotId,
+        objective: String,
+        write_scope: Vec<String>,
+    },
+}
+
+impl HeldStep {
+    pub fn name(&self) -> &'static str {
+        match self {
+            HeldStep::Decide => "decide",
+            HeldStep::Exec { .. } => "exec",
+            HeldStep::Audit { .. } => "audit",
+        }
+    }
+}
+
+/// One operator instruction (`loopgate instruct`), kept for the manager's prompts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Instruction {
+    /// Unix millis when it was given.
+    pub at: i64,
+    /// The generation and round the run was at.
+    pub generation: u32,
+    pub round: u32,
+    pub text: String,
 }
 
 /// Where a message goes; the driver maps targets to subjects.

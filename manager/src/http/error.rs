@@ -116,20 +116,44 @@ pub(crate) enum CertificateErrors {
 #[allow(dead_code)]
 pub(crate) enum ChangeErrors {
     /// `invalid_request` (the body or a parameter could not be read) or the route's own
-    /// validation code (`invalid_budget`, `invalid_contract`).
+    /// validation code (`invalid_budget`, `invalid_contract`, `invalid_instruction`,
+    /// `invalid_task`).
     #[response(status = 400)]
     BadRequest(ErrorBody),
     /// `not_found`: no such run.
     #[response(status = 404)]
     NotFound(ErrorBody),
     /// The run is not in a state this change applies to (`not_cancellable`,
-    /// `not_waiting_for_input`, `not_awaiting_approval`, `contract_frozen`, `not_resumable`),
-    /// or `contention` with concurrent changes.
+    /// `not_waiting_for_input`, `not_awaiting_approval`, `contract_frozen`, `not_resumable`,
+    /// `not_instructable`, `not_pausable`, `not_paused`, `not_continuable`), or `contention`
+    /// with concurrent changes.
     #[response(status = 409)]
     Conflict(ErrorBody),
     /// `payload_too_large`: the body exceeds `[http] max_body_bytes`.
     #[response(status = 413)]
     TooLarge(ErrorBody),
+    /// `corrupt_record`: the stored run is damaged.
+    #[response(status = 500)]
+    Internal(ErrorBody),
+    /// `unavailable`: Redis or NATS cannot be reached.
+    #[response(status = 503)]
+    Unavailable(ErrorBody),
+}
+
+/// The error answers of `POST /v1/runs/{id}/pause` and `.../unpause` (no body).
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)]
+pub(crate) enum PauseErrors {
+    /// `invalid_request`: the path could not be read.
+    #[response(status = 400)]
+    BadRequest(ErrorBody),
+    /// `not_found`: no such run.
+    #[response(status = 404)]
+    NotFound(ErrorBody),
+    /// `not_pausable` (the run has ended, is waiting for input, or is paused already),
+    /// `not_paused` (unpause of a run that is not paused) or `contention`.
+    #[response(status = 409)]
+    Conflict(ErrorBody),
     /// `corrupt_record`: the stored run is damaged.
     #[response(status = 500)]
     Internal(ErrorBody),

@@ -18,6 +18,7 @@ mod run_log;
 mod runs;
 mod snapshots;
 mod state;
+mod steering;
 mod strict_json;
 mod views;
 

@@ -20,6 +20,7 @@ use crate::http::run_log;
 use crate::http::runs;
 use crate::http::snapshots;
 use crate::http::state::Shared;
+use crate::http::steering;
 
 /// The public routes (never behind the token) and the `/v1` API.
 fn routes() -> (OpenApiRouter<Shared>, OpenApiRouter<Shared>) {
@@ -42,7 +43,11 @@ fn routes() -> (OpenApiRouter<Shared>, OpenApiRouter<Shared>) {
         .routes(routes!(snapshots::get_manifest))
         .routes(routes!(snapshots::get_blob))
         .routes(routes!(rounds::list_rounds))
-        .routes(routes!(rounds::resume));
+        .routes(routes!(rounds::resume))
+        .routes(routes!(steering::instruct))
+        .routes(routes!(steering::pause))
+        .routes(routes!(steering::unpause))
+        .routes(routes!(steering::continue_run));
     (public, v1)
 }
 
@@ -127,6 +132,10 @@ mod tests {
         "GET /v1/blobs/{sha256}",
         "GET /v1/runs/{id}/rounds",
         "POST /v1/runs/{id}/resume",
+        "POST /v1/runs/{id}/instructions",
+        "POST /v1/runs/{id}/pause",
+        "POST /v1/runs/{id}/unpause",
+        "POST /v1/runs/{id}/continue",
     ];
 
     fn operations(doc: &Value) -> Vec<(String, &Value)> {
@@ -221,6 +230,8 @@ mod tests {
             ("/v1/runs/{id}/approve", false, "ApproveRequest"),
             ("/v1/runs/{id}/resume", false, "ResumeRequest"),
             ("/v1/runs/{id}/answer", true, "AnswerRequest"),
+            ("/v1/runs/{id}/instructions", true, "InstructRequest"),
+            ("/v1/runs/{id}/continue", true, "ContinueRequest"),
             ("/v1/runs", true, "SubmitRequest"),
         ];
         for (path, required, schema) in cases {

@@ -10,6 +10,7 @@ use loopgate_common::decide::RunEvent;
 use loopgate_common::protected_paths::default_protected_paths;
 use loopgate_common::snapshot::validate_relative_path;
 use loopgate_common::state::RunState;
+use loopgate_common::task::Task;
 
 use crate::engine::Applied;
 use crate::http::error::{
@@ -23,6 +24,21 @@ use crate::http::views::{run_view, with_sorted_keys};
 /// Runs listed when `limit` is not given, and the most one page holds.
 const DEFAULT_LIMIT: usize = 50;
 const MAX_LIMIT: usize = 500;
+
+/// A task's manager profile must be one this manager has (`invalid_task`).
+pub(crate) fn check_manager_profile(s: &Shared, task: &Task) -> Result<(), ApiError> {
+    if s.models.contains_key(&task.roles.manager) {
+        return Ok(());
+    }
+    Err(ApiError::bad_request(
+        "invalid_task",
+        format!(
+            "task field `roles.manager`: no model profile named '{}' on this manager (configured: {})",
+            task.roles.manager,
+            s.models.keys().cloned().collect::<Vec<_>>().join(", ")
+        ),
+    ))
+}
 
 /// Submit a task (and optionally its starting workspace): the run starts `queued`.
 #[utoipa::path(
@@ -40,16 +56,7 @@ pub(crate) async fn submit(
         .task
         .validate()
         .map_err(|e| ApiError::bad_request("invalid_task", e.to_string()))?;
-    if !s.models.contains_key(&task.roles.manager) {
-        return Err(ApiError::bad_request(
-            "invalid_task",
-            format!(
-                "task field `roles.manager`: no model profile named '{}' on this manager (configured: {})",
-                task.roles.manager,
-                s.models.keys().cloned().collect::<Vec<_>>().join(", ")
-            ),
-        ));
-    }
+    check_manager_profile(&s, &task)?;
     let outcome = match req.workspace {
         None => s.snapshots.freeze_empty().await,
         Some(upload) => {

@@ -53,6 +53,8 @@ pub(crate) fn run_view(r: &RunRecord) -> RunView {
         total_tokens: Some(r.accounting.usage.total()),
         created_at: r.created_at,
         updated_at: r.updated_at,
+        instructions: r.steering.instructions.clone(),
+        paused_at: r.steering.pause.map(|p| p.since_ms),
     }
 }
 
@@ -94,6 +96,7 @@ mod tests {
             "executing",
             "auditing",
             "waiting_for_answer",
+            "paused",
             "finished",
         ];
         assert_eq!(schema["enum"], serde_json::json!(names));
@@ -106,6 +109,12 @@ mod tests {
                 "waiting_for_answer",
             ),
             (Phase::Finished, "finished"),
+            (
+                Phase::Paused {
+                    held: loopgate_common::state::HeldStep::Decide,
+                },
+                "paused",
+            ),
         ];
         for (phase, name) in cases {
             assert_eq!(phase.name(), name);

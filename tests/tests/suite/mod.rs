@@ -9,6 +9,7 @@ mod planning;
 mod rubric;
 mod secrets;
 mod self_check;
+mod steering;
 mod structured_output;
 mod telemetry;
 mod trust;

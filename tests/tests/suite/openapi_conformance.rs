@@ -62,9 +62,11 @@ parameters = {{ "path.sha256" = "{blob}" }}
 # A body can match the schema and still be refused by what no JSON Schema expresses: a task
 # that names a model profile this manager lacks or breaks a cross-field rule (`invalid_task`),
 # a blank answer, an edited contract that is not a valid contract file (`invalid_contract`), a
-# budget out of range (`invalid_budget`). The document lists those 400s; they are expected here.
+# budget out of range (`invalid_budget`), an instruction over its length (`invalid_instruction`),
+# a continue body with neither `goal` nor `task`. The document lists those 400s, and the 409s of
+# a run in a state the change does not apply to (pause, unpause, continue); they are expected.
 [[operations]]
-include-name = ["POST /v1/runs", "POST /v1/runs/{{id}}/answer", "POST /v1/runs/{{id}}/approve", "POST /v1/runs/{{id}}/resume"]
+include-name = ["POST /v1/runs", "POST /v1/runs/{{id}}/answer", "POST /v1/runs/{{id}}/approve", "POST /v1/runs/{{id}}/resume", "POST /v1/runs/{{id}}/instructions", "POST /v1/runs/{{id}}/pause", "POST /v1/runs/{{id}}/unpause", "POST /v1/runs/{{id}}/continue"]
 checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "404", "409"]
 "#
     )
