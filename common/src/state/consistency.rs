@@ -3,8 +3,9 @@
 //! `Decision::Refused`).
 //!
 //! The rules, from every transition in `decide`:
-//! - `queued` only while the first decision is pending (`deciding`): a manager reply, a planned
-//!   start, an answer and a resume all make the run `running` before anything is dispatched;
+//! - `queued` only while the run waits for an admission slot (`admission`) or its first
+//!   decision is pending (`deciding`): a manager reply, a planned start, an answer and a resume
+//!   all make the run `running` before anything is dispatched;
 //! - `running` while the run waits for the manager, an executor or an auditor (`deciding`,
 //!   `executing`, `auditing`);
 //! - `waiting_for_input` exactly while a question waits for its answer (`waiting_for_answer`);
@@ -30,7 +31,7 @@ pub struct InconsistentRecord {
 /// The phases (by [`Phase::name`]) a run in `state` may be in.
 pub fn phases_allowed(state: RunState) -> &'static [&'static str] {
     match state {
-        RunState::Queued => &["deciding"],
+        RunState::Queued => &["deciding", "admission"],
         RunState::Running => &["deciding", "executing", "auditing"],
         RunState::WaitingForInput => &["waiting_for_answer"],
         RunState::Completed
@@ -75,7 +76,7 @@ mod tests {
     use crate::subjects::Capability;
     use crate::wire::{AuditPurpose, Increment};
 
-    fn phases() -> [Phase; 5] {
+    fn phases() -> [Phase; 6] {
         [
             Phase::Deciding { seq: 3 },
             Phase::Executing {
@@ -100,22 +101,23 @@ mod tests {
                 question: "q?".into(),
             },
             Phase::Finished,
+            Phase::Admission,
         ]
     }
 
     #[test]
     fn every_state_phase_combination() {
         use RunState::*;
-        // Columns: deciding, executing, auditing, waiting_for_answer, finished.
-        let table: [(RunState, [bool; 5]); 8] = [
-            (Queued, [true, false, false, false, false]),
-            (Running, [true, true, true, false, false]),
-            (WaitingForInput, [false, false, false, true, false]),
-            (Completed, [false, false, false, false, true]),
-            (Blocked, [false, false, false, false, true]),
-            (BudgetExhausted, [false, false, false, false, true]),
-            (Cancelled, [false, false, false, false, true]),
-            (Failed, [false, false, false, false, true]),
+        // Columns: deciding, executing, auditing, waiting_for_answer, finished, admission.
+        let table: [(RunState, [bool; 6]); 8] = [
+            (Queued, [true, false, false, false, false, true]),
+            (Running, [true, true, true, false, false, false]),
+            (WaitingForInput, [false, false, false, true, false, false]),
+            (Completed, [false, false, false, false, true, false]),
+            (Blocked, [false, false, false, false, true, false]),
+            (BudgetExhausted, [false, false, false, false, true, false]),
+            (Cancelled, [false, false, false, false, true, false]),
+            (Failed, [false, false, false, false, true, false]),
         ];
         assert_eq!(
             table.map(|(s, _)| s),

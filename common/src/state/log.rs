@@ -175,6 +175,20 @@ pub enum LogEvent {
         seq: u32,
         reason: String,
     },
+    /// The run waits in `queued` for a slot (`[manager] max_active_runs`); nothing is
+    /// dispatched until it is admitted.
+    AdmissionQueued,
+    /// The run got a slot after waiting `waited_ms` in the admission queue.
+    Admitted {
+        waited_ms: i64,
+    },
+    /// A message of this run exhausted its deliveries and went to the dead-letter stream: an
+    /// infrastructure failure, not the agent's.
+    DeadLetter {
+        /// The message kind (`exec_result`, `exec_request`, ...).
+        kind: String,
+        reason: String,
+    },
 }
 
 impl LogEvent {
@@ -207,6 +221,9 @@ impl LogEvent {
             LogEvent::AuditReused { .. } => "audit_reused",
             LogEvent::Stagnation { .. } => "stagnation",
             LogEvent::StepSentBack { .. } => "step_sent_back",
+            LogEvent::AdmissionQueued => "admission_queued",
+            LogEvent::Admitted { .. } => "admitted",
+            LogEvent::DeadLetter { .. } => "dead_letter",
         }
     }
 }

@@ -121,6 +121,8 @@ pub enum Phase {
     },
     /// Waiting for a human answer to `question`.
     WaitingForAnswer { question: String },
+    /// A new run waiting (state `queued`) for a slot under `[manager] max_active_runs`.
+    Admission,
     /// Terminal: nothing more will happen in this generation.
     Finished,
 }
@@ -133,6 +135,7 @@ impl Phase {
             Phase::Executing { .. } => "executing",
             Phase::Auditing { .. } => "auditing",
             Phase::WaitingForAnswer { .. } => "waiting_for_answer",
+            Phase::Admission => "admission",
             Phase::Finished => "finished",
         }
     }
