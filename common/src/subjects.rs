@@ -7,6 +7,8 @@ pub const STREAM_EXEC: &str = "LG_EXEC";
 pub const STREAM_AUDIT: &str = "LG_AUDIT";
 pub const STREAM_RESULTS: &str = "LG_RESULTS";
 pub const STREAM_EVENTS: &str = "LG_EVENTS";
+/// Messages that exhausted their deliveries, kept for inspection with the reason (headers).
+pub const STREAM_DEAD: &str = "LG_DEAD";
 pub const SNAPSHOT_BUCKET: &str = "lg-snapshots";
 /// Full outputs of acceptance checks, content-addressed like snapshot blobs.
 pub const EVIDENCE_BUCKET: &str = "lg-evidence";
@@ -173,6 +175,14 @@ impl Subjects {
     }
     pub fn events_all(&self) -> String {
         format!("{}.events.>", self.prefix)
+    }
+    /// `loopgate.dead.<kind>.<run>`: a message of `kind` (`exec_result`, ...) that exhausted
+    /// its deliveries (stream `LG_DEAD`).
+    pub fn dead(&self, kind: &str, run_id: &str) -> String {
+        format!("{}.dead.{}.{}", self.prefix, kind, run_id)
+    }
+    pub fn dead_all(&self) -> String {
+        format!("{}.dead.>", self.prefix)
     }
 }
 

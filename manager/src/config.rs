@@ -13,6 +13,8 @@ use serde::Deserialize;
 
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:7600";
+/// `[manager] run_log_max_entries` when unset.
+pub const DEFAULT_RUN_LOG_MAX_ENTRIES: u64 = 10_000;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -121,6 +123,15 @@ pub struct ManagerSection {
     pub auditor_keys: Option<Vec<String>>,
     /// Env var holding more trusted auditor public keys (one per line or comma-separated).
     pub auditor_keys_env: Option<String>,
+    /// Cap on each run's log, in entries (default 10000; trimmed approximately on append).
+    /// Live runs also drop entries older than `retention_days`.
+    pub run_log_max_entries: Option<u64>,
+    /// Effects of a transition still unpublished after this long are published again by any
+    /// replica's outbox relay (default 3000 ms).
+    pub outbox_republish_after_ms: Option<u64>,
+    /// Runs allowed to be active (admitted and not terminal) at once; further new runs wait
+    /// in `queued`, admitted first come first served as runs end (default: no limit).
+    pub max_active_runs: Option<u64>,
 }
 
 /// Values read from the environment once in `main`.
@@ -154,6 +165,10 @@ pub struct Settings {
     pub auditor_keys: TrustedKeys,
     /// `[jetstream]`: replicas and byte caps of the streams and buckets.
     pub topology: TopologyOptions,
+    pub run_log_max_entries: u64,
+    pub outbox_republish_after: Duration,
+    /// None: no admission limit.
+    pub max_active_runs: Option<u64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -274,7 +289,22 @@ pub fn resolve(
         .into());
     }
     let auditor_keys = resolve_auditor_keys(&m, env)?;
+    let run_log_max_entries = m.run_log_max_entries.unwrap_or(DEFAULT_RUN_LOG_MAX_ENTRIES);
+    if run_log_max_entries < 100 {
+        return Err(
+            ConfigError::invalid("manager.run_log_max_entries", "must be at least 100").into(),
+        );
+    }
+    if m.max_active_runs == Some(0) {
+        return Err(ConfigError::invalid("manager.max_active_runs", "must be positive").into());
+    }
     Ok(Settings {
+        run_log_max_entries,
+        outbox_republish_after: m
+            .outbox_republish_after_ms
+            .map(|ms| Duration::from_millis(ms.clamp(200, 600_000)))
+            .unwrap_or(crate::outbox::REPUBLISH_AFTER),
+        max_active_runs: m.max_active_runs,
         topology,
         nats,
         redis_url,

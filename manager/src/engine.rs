@@ -1,10 +1,13 @@
-//! The run engine: load -> pure `decide` -> compare-and-set in Redis -> publish the outbox.
-//! Holds no run state in memory, so any replica can apply any event.
+//! The run engine: load -> pure `decide` -> compare-and-set in Redis (the record and its
+//! effects, the outbox) -> publish the effects -> mark them published. Holds no run state in
+//! memory, so any replica can apply any event; effects left unpublished (a failed publish, a
+//! replica that stopped) are published by any replica's `OutboxRelay`.
 
 use std::time::Duration;
 
+use crate::effects::stored_effects;
 use crate::run_store::{CasOutcome, CasWrite, RunStore, StoreError};
-use loopgate_common::decide::{decide, start_run, Decision, RunEvent, Step};
+use loopgate_common::decide::{decide, start_run_with, Decision, RunEvent, Step};
 use loopgate_common::state::LogEvent;
 use loopgate_common::state::{InconsistentRecord, Outgoing, RunRecord, Target};
 use loopgate_common::subjects::Subjects;
@@ -57,6 +60,8 @@ pub struct Engine {
     subjects: Subjects,
     retention: Duration,
     metrics: Metrics,
+    /// New runs wait for admission (`[manager] max_active_runs` is set).
+    admission: bool,
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -75,7 +80,14 @@ impl Engine {
             subjects,
             retention,
             metrics,
+            admission: false,
         }
+    }
+
+    /// New runs wait in `queued` until `RunAdmission` admits them.
+    pub fn with_admission(mut self, admission: bool) -> Engine {
+        self.admission = admission;
+        self
     }
 
     pub fn metrics(&self) -> &Metrics {
@@ -120,7 +132,7 @@ impl Engine {
         task: Task,
         base_snapshot: &str,
     ) -> Result<RunRecord, EngineError> {
-        let mut step = start_run(id, task, base_snapshot, now_ms());
+        let mut step = start_run_with(id, task, base_snapshot, now_ms(), self.admission);
         // The caller's span (`invoke_workflow loopgate`) is the run's root.
         step.record.trace_parent = current_traceparent();
         step.record
@@ -128,26 +140,28 @@ impl Engine {
             .map_err(|source| refused(id, source))?;
         let record_json = to_json(&step.record);
         let first_log = step.log.first().map(to_json);
+        let effects = stored_effects(step.outgoing(), step.record.trace_parent.as_deref());
         let created = self
             .store
-            .create(
+            .create_with_effects(
                 id,
                 &record_json,
                 step.record.state.as_str(),
                 step.record.created_at.max(0) as u64,
                 step.record.next_deadline_ms(),
                 first_log.as_deref(),
+                &effects,
             )
             .await?;
         if !created {
             return Err(EngineError::Exists(id.to_string()));
         }
-        self.publish_all(
+        self.publish_effects(
             &step.record.id,
             step.record.trace_parent.as_deref(),
             step.outgoing(),
         )
-        .await?;
+        .await;
         self.publish_events(&step).await;
         Ok(step.record)
     }
@@ -169,8 +183,16 @@ impl Engine {
                         messages = outbox.len(),
                         "event redelivered; republishing outbox"
                     );
-                    self.publish_all(id, record.trace_parent.as_deref(), &outbox)
-                        .await?;
+                    let published = self
+                        .publish_effects(id, record.trace_parent.as_deref(), &outbox)
+                        .await;
+                    if published.len() < outbox.len() {
+                        // Still stored as pending unless published before: the relay has them.
+                        return Err(EngineError::Bus(BusError::Publish {
+                            subject: self.subjects.results_all(),
+                            reason: "a replayed effect could not be published".to_string(),
+                        }));
+                    }
                     return Ok(Applied::Replayed);
                 }
                 Decision::Refused(source) => return Err(refused(id, source)),
@@ -178,12 +200,14 @@ impl Engine {
                     let write = self.cas_write(version, &step);
                     match self.store.compare_and_set(id, write).await? {
                         CasOutcome::Applied { .. } => {
-                            self.publish_all(
+                            // Stored with the record: a failed publish stays pending and the
+                            // relay publishes it, so the transition itself has succeeded.
+                            self.publish_effects(
                                 id,
                                 step.record.trace_parent.as_deref(),
                                 step.outgoing(),
                             )
-                            .await?;
+                            .await;
                             self.publish_events(&step).await;
                             self.count(&step);
                             if step.previous_state != step.record.state {
@@ -235,6 +259,8 @@ impl Engine {
             state_change,
             expire_after: step.record.state.is_terminal().then_some(self.retention),
             deadline_ms: step.record.next_deadline_ms(),
+            effects: stored_effects(step.outgoing(), step.record.trace_parent.as_deref()),
+            now_ms: step.record.updated_at,
         }
     }
 
@@ -283,47 +309,72 @@ impl Engine {
         }
     }
 
-    async fn publish_all(
+    /// Publish `outgoing` (effects stored as pending) and mark each one published once it is;
+    /// returns the dedup ids published. What fails stays pending for the outbox relay.
+    pub(crate) async fn publish_effects(
         &self,
         run_id: &str,
         run_trace: Option<&str>,
         outgoing: &[Outgoing],
-    ) -> Result<(), EngineError> {
+    ) -> Vec<String> {
         // Workers' spans join the current span when there is one, else the run's root.
         let traceparent = current_traceparent().or_else(|| run_trace.map(str::to_string));
         let headers: Vec<(&str, &str)> = traceparent
             .as_deref()
             .map(|tp| vec![(TRACEPARENT, tp)])
             .unwrap_or_default();
+        let mut published = Vec::new();
         for out in outgoing {
-            let subject = match out.target {
-                Target::Exec { capability } => self.subjects.exec(capability),
-                Target::Audit => self.subjects.audit_request(),
-                Target::Decide => self.subjects.decide(run_id),
-                Target::Control => {
-                    // Not persisted: only episodes running right now need to hear it; their
-                    // late results are ignored by generation and phase anyway.
-                    let subject = self.subjects.control(run_id);
-                    if let Err(e) = self
-                        .bus
-                        .publish_core_json(&subject, &Envelope::new(&out.message))
+            let result = match out.target {
+                Target::Exec { capability } => {
+                    self.publish_durable(&self.subjects.exec(capability), out, &headers)
                         .await
-                    {
-                        tracing::warn!(run_id, error = %e, "control notice not sent");
-                    }
-                    continue;
+                }
+                Target::Audit => {
+                    self.publish_durable(&self.subjects.audit_request(), out, &headers)
+                        .await
+                }
+                Target::Decide => {
+                    self.publish_durable(&self.subjects.decide(run_id), out, &headers)
+                        .await
+                }
+                // Core NATS: only episodes running right now need to hear it; their late
+                // results are ignored by generation and phase anyway.
+                Target::Control => {
+                    self.bus
+                        .publish_core_json(
+                            &self.subjects.control(run_id),
+                            &Envelope::new(&out.message),
+                        )
+                        .await
                 }
             };
-            self.bus
-                .publish_json(
-                    &subject,
-                    &Envelope::new(&out.message),
-                    &out.msg_id,
-                    &headers,
-                )
-                .await?;
+            match result {
+                Ok(()) => published.push(out.msg_id.clone()),
+                Err(e) => tracing::warn!(
+                    run_id,
+                    effect = out.msg_id,
+                    error = %e,
+                    "effect not published; left pending for the outbox relay"
+                ),
+            }
         }
-        Ok(())
+        if let Err(e) = self.store.mark_published(run_id, &published).await {
+            // Published but still marked pending: the relay publishes them again (deduped).
+            tracing::warn!(run_id, error = %e, "published effects not marked done");
+        }
+        published
+    }
+
+    async fn publish_durable(
+        &self,
+        subject: &str,
+        out: &Outgoing,
+        headers: &[(&str, &str)],
+    ) -> Result<(), BusError> {
+        self.bus
+            .publish_json(subject, &Envelope::new(&out.message), &out.msg_id, headers)
+            .await
     }
 
     /// Best-effort: watchers on NATS get each log entry; the Redis log is the source of truth.

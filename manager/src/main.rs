@@ -11,12 +11,13 @@ use anyhow::Context;
 use clap::Parser;
 use loopgate_manager::config::{self, EnvOverrides};
 use loopgate_manager::run_store::{RunStore, StoreError};
-use loopgate_manager::DeadlineSweeper;
 use loopgate_manager::Engine;
 use loopgate_manager::ResultsLoop;
 use loopgate_manager::SnapshotGc;
 use loopgate_manager::{log_report_trust, run_gauges};
 use loopgate_manager::{router, ApiState};
+use loopgate_manager::{DeadLetterLoop, DeadlineSweeper};
+use loopgate_manager::{OutboxRelay, RunAdmission, RELAY_EVERY};
 use loopgate_models::{process_env, ChatClient};
 use loopgate_snapshot::SnapshotStore;
 use loopgate_telemetry::metrics::Metrics;
@@ -116,11 +117,13 @@ async fn main() -> anyhow::Result<()> {
     else {
         return Ok(());
     };
+    let store = store.with_log_limits(settings.run_log_max_entries, Some(settings.retention));
     let snapshots = SnapshotStore::new(&bus).await.context("snapshot store")?;
     let evidence = SnapshotStore::evidence(&bus)
         .await
         .context("evidence store")?;
-    let engine = Engine::new(bus.clone(), store, settings.retention, metrics);
+    let engine = Engine::new(bus.clone(), store, settings.retention, metrics)
+        .with_admission(settings.max_active_runs.is_some());
     let capabilities = loopgate_transport::runtime::CapabilityBoard::listen(&bus, cancel.clone())
         .await
         .context("capability heartbeats")?;
@@ -141,12 +144,31 @@ async fn main() -> anyhow::Result<()> {
         auditor_keys: settings.auditor_keys.clone(),
     };
     let results_task = tokio::spawn(results.run(cancel.clone()));
+    let dead_letters = DeadLetterLoop {
+        engine: engine.clone(),
+        ack_wait: settings.ack_wait,
+    };
+    let dead_task = tokio::spawn(dead_letters.run(cancel.clone()));
     let sweeper = DeadlineSweeper {
         engine: engine.clone(),
         interval: settings.sweep_interval,
         batch: 100,
     };
     let sweeper_task = tokio::spawn(sweeper.run(cancel.clone()));
+    let relay = OutboxRelay {
+        engine: engine.clone(),
+        every: RELAY_EVERY.min(settings.outbox_republish_after),
+        after: settings.outbox_republish_after,
+    };
+    let relay_task = tokio::spawn(relay.run(cancel.clone()));
+    let admission_task = settings.max_active_runs.map(|max_active| {
+        let admission = RunAdmission {
+            engine: engine.clone(),
+            max_active,
+            every: settings.sweep_interval,
+        };
+        tokio::spawn(admission.run(cancel.clone()))
+    });
     let gauges_task = tokio::spawn(run_gauges(
         engine.clone(),
         Duration::from_secs(10),
@@ -189,7 +211,12 @@ async fn main() -> anyhow::Result<()> {
     cancel.cancelled().await;
     tracing::info!("shutting down: no new work, draining in-flight handlers");
     let _ = tokio::time::timeout(Duration::from_secs(15), results_task).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), dead_task).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), sweeper_task).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), relay_task).await;
+    if let Some(task) = admission_task {
+        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+    }
     let _ = tokio::time::timeout(Duration::from_secs(5), http_task).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), gauges_task).await;
     gc_task.abort();

@@ -17,6 +17,7 @@ use loopgate_transport::{ConsumerOptions, Delivery, Work};
 use tokio_util::sync::CancellationToken;
 
 use crate::admission::{admit, record_refusal};
+use crate::dead_letters::{dead_letter, is_last_delivery, reason_class, retry_delay};
 use crate::decision::take_decision;
 use crate::engine::{Applied, Engine, EngineError};
 
@@ -38,8 +39,6 @@ pub struct ResultsLoop {
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// How long one pull waits before the loop looks at the cancel token again.
 const POLL: Duration = Duration::from_secs(1);
-/// Redelivery delay when handling failed for a reason that may pass (Redis, NATS).
-const RETRY_DELAY: Duration = Duration::from_secs(1);
 
 impl ResultsLoop {
     pub async fn run(self, cancel: CancellationToken) -> Result<(), EngineError> {
@@ -82,6 +81,7 @@ impl ResultsLoop {
             return Settle::Term(format!("refused: {}: {why}", why.reason()));
         }
         let run_id = message.run_id().to_string();
+        let kind = message.kind();
         let outcome = match message {
             Message::ExecResult(result) => {
                 self.engine
@@ -131,8 +131,29 @@ impl ResultsLoop {
                 Settle::Term("its run is missing, unreadable or the transition was refused".into())
             }
             Err(e) => {
-                tracing::warn!(run_id, error = %e, "handling failed; will retry");
-                Settle::Nak(Some(RETRY_DELAY))
+                let attempt = delivery.attempt();
+                if !is_last_delivery(attempt, self.consumer_options.max_deliver) {
+                    tracing::warn!(run_id, attempt, error = %e, "handling failed; will retry");
+                    return Settle::Nak(Some(retry_delay(attempt)));
+                }
+                let reason = format!("{attempt} deliveries failed; last: {e}");
+                match dead_letter(
+                    &self.engine,
+                    &delivery,
+                    kind,
+                    &run_id,
+                    reason_class(&e),
+                    &reason,
+                )
+                .await
+                {
+                    Ok(()) => Settle::Term(format!("dead-lettered: {reason}")),
+                    Err(publish) => {
+                        tracing::error!(run_id, kind, error = %e, dead_letter_error = %publish,
+                            "message exhausted its deliveries and could not be dead-lettered");
+                        Settle::Term(format!("deliveries exhausted: {reason}"))
+                    }
+                }
             }
         }
     }

@@ -11,7 +11,9 @@
 //! `loopgate_queue_outstanding_messages`, `loopgate_queue_oldest_age_seconds`,
 //! `loopgate_queue_dead_letters`,
 //! `loopgate_worker_up`, `loopgate_executor_self_check_refusals_total`,
-//! `loopgate_security_refused_messages_total`.
+//! `loopgate_security_refused_messages_total`, `loopgate_dead_letters_total`,
+//! `loopgate_outbox_republished_total`, `loopgate_outbox_pending_runs`,
+//! `loopgate_admission_waiting_runs`, `loopgate_admission_oldest_wait_seconds`.
 
 use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter};
 use opentelemetry::KeyValue;
@@ -42,6 +44,18 @@ pub struct Metrics {
     /// subject, a run or role that disagrees with the subject, an unsigned or badly signed
     /// report); attributes `kind` and `reason`.
     pub refused_messages: Counter<u64>,
+    /// Results and work that exhausted their deliveries and went to the dead-letter stream;
+    /// attributes `kind` (the message kind) and `reason`.
+    pub dead_letters: Counter<u64>,
+    /// Transition effects another pass of the outbox relay published (their first publish
+    /// failed, or the replica that stored them stopped before publishing).
+    pub outbox_republished: Counter<u64>,
+    /// Runs with effects stored but not yet published.
+    pub outbox_pending: Gauge<u64>,
+    /// Runs waiting in `queued` for a slot (`[manager] max_active_runs`).
+    pub admission_waiting: Gauge<u64>,
+    /// How long the oldest run waiting for a slot has waited.
+    pub admission_oldest_wait: Gauge<f64>,
 }
 
 impl Metrics {
@@ -119,6 +133,33 @@ impl Metrics {
                     "Results-stream messages refused before they reached the run: wrong \
                      subject, run or role mismatch, missing spec hash, unsigned or badly signed",
                 )
+                .build(),
+            dead_letters: meter
+                .u64_counter("loopgate.dead_letters")
+                .with_description(
+                    "Results and work that exhausted their deliveries (max_deliver), moved to \
+                     the dead-letter stream",
+                )
+                .build(),
+            outbox_republished: meter
+                .u64_counter("loopgate.outbox.republished")
+                .with_description(
+                    "Transition effects published by the outbox relay after the first publish \
+                     failed or its replica stopped",
+                )
+                .build(),
+            outbox_pending: meter
+                .u64_gauge("loopgate.outbox.pending_runs")
+                .with_description("Runs with transition effects stored but not yet published")
+                .build(),
+            admission_waiting: meter
+                .u64_gauge("loopgate.admission.waiting_runs")
+                .with_description("Runs waiting in `queued` for a slot under max_active_runs")
+                .build(),
+            admission_oldest_wait: meter
+                .f64_gauge("loopgate.admission.oldest_wait")
+                .with_unit("s")
+                .with_description("How long the oldest run waiting for a slot has waited")
                 .build(),
         }
     }

@@ -268,6 +268,17 @@ impl Bus {
         headers: &[(&str, &str)],
     ) -> Result<(), BusError> {
         let payload = serde_json::to_vec(value)?;
+        self.publish_bytes(subject, payload, msg_id, headers).await
+    }
+
+    /// [`Bus::publish_json`] of bytes as they are (e.g. a dead letter's original payload).
+    pub async fn publish_bytes(
+        &self,
+        subject: &str,
+        payload: Vec<u8>,
+        msg_id: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<(), BusError> {
         let mut header_map = HeaderMap::new();
         header_map.insert(
             async_nats::header::NATS_MESSAGE_ID,

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, stream};
 use loopgate_common::subjects::{
-    EVIDENCE_BUCKET, SNAPSHOT_BUCKET, STREAM_AUDIT, STREAM_EVENTS, STREAM_EXEC, STREAM_RESULTS,
+    EVIDENCE_BUCKET, SNAPSHOT_BUCKET, STREAM_AUDIT, STREAM_DEAD, STREAM_EVENTS, STREAM_EXEC,
+    STREAM_RESULTS,
 };
 
 use crate::bus::{with_timeout, Bus, BusError, DUPLICATE_WINDOW, EVENTS_MAX_AGE};
@@ -84,6 +85,19 @@ impl Bus {
                 max_bytes,
                 ..Default::default()
             },
+            // Dead letters: kept (not a work queue) for inspection; the manager's `dead`
+            // durable turns each into its run's infrastructure-failure event.
+            stream::Config {
+                name: STREAM_DEAD.to_string(),
+                subjects: vec![s.dead_all()],
+                retention: stream::RetentionPolicy::Limits,
+                storage: stream::StorageType::File,
+                max_age: EVENTS_MAX_AGE,
+                duplicate_window: DUPLICATE_WINDOW,
+                num_replicas: replicas,
+                max_bytes,
+                ..Default::default()
+            },
         ]
     }
 
@@ -113,8 +127,13 @@ impl Bus {
                 true,
             ),
             // Its work stream and every stream it publishes to, and the snapshots it writes.
+            // (Not the dead letters: only the manager writes and reads them.)
             TopologyRole::Executor => (
-                self.stream_configs().into_iter().map(|c| c.name).collect(),
+                self.stream_configs()
+                    .into_iter()
+                    .map(|c| c.name)
+                    .filter(|name| name != STREAM_DEAD)
+                    .collect(),
                 &[SNAPSHOT_BUCKET],
                 false,
             ),

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, consumer::pull, AckKind};
 use futures::StreamExt;
-use loopgate_common::subjects::{Capability, STREAM_AUDIT, STREAM_EXEC, STREAM_RESULTS};
+use loopgate_common::subjects::{
+    Capability, STREAM_AUDIT, STREAM_DEAD, STREAM_EXEC, STREAM_RESULTS,
+};
 use serde::de::DeserializeOwned;
 
 use crate::bus::{Bus, BusError};
@@ -33,6 +35,9 @@ pub enum Work {
     Audit,
     /// `<prefix>.result.>` on `LG_RESULTS`, durable `manager`.
     Results,
+    /// `<prefix>.dead.>` on `LG_DEAD`, durable `manager-dead`: dead letters, turned into their
+    /// runs' infrastructure-failure events.
+    Dead,
 }
 
 impl Work {
@@ -41,6 +46,7 @@ impl Work {
             Work::Exec(_) => STREAM_EXEC,
             Work::Audit => STREAM_AUDIT,
             Work::Results => STREAM_RESULTS,
+            Work::Dead => STREAM_DEAD,
         }
     }
 
@@ -49,6 +55,7 @@ impl Work {
             Work::Exec(capability) => format!("exec-{}", capability.as_str()),
             Work::Audit => "audit".to_string(),
             Work::Results => "manager".to_string(),
+            Work::Dead => "manager-dead".to_string(),
         }
     }
 
@@ -58,6 +65,7 @@ impl Work {
             Work::Exec(capability) => subjects.exec(capability),
             Work::Audit => subjects.audit_request(),
             Work::Results => subjects.results_all(),
+            Work::Dead => subjects.dead_all(),
         }
     }
 }
@@ -419,6 +427,7 @@ mod tests {
             (Work::Exec(Capability::Gui), "exec-gui", STREAM_EXEC),
             (Work::Audit, "audit", STREAM_AUDIT),
             (Work::Results, "manager", STREAM_RESULTS),
+            (Work::Dead, "manager-dead", STREAM_DEAD),
         ];
         for (work, durable, stream) in cases {
             assert_eq!(work.durable_name(), durable);

@@ -163,3 +163,46 @@ pub(super) fn on_tick(record: &RunRecord, now: i64) -> Decision {
     }
     tx.finish()
 }
+
+/// A message of this run exhausted its deliveries. Always logged; when it belongs to the step
+/// in flight the run moves on now (that step failed) instead of waiting for its deadline.
+pub(super) fn on_dead_letter(
+    record: &RunRecord,
+    kind: &str,
+    generation: u32,
+    step: u32,
+    reason: &str,
+    now: i64,
+) -> Decision {
+    if generation != record.generation {
+        return Decision::Ignore(format!("stale generation {generation}"));
+    }
+    let current = match (&record.phase, kind) {
+        (Phase::Executing { round, .. }, "exec_request" | "exec_result" | "episode_started") => {
+            *round == step
+        }
+        (Phase::Auditing { round, .. }, "audit_request" | "audit_report" | "episode_started") => {
+            *round == step
+        }
+        (Phase::Deciding { seq }, "decide_request") => *seq == step,
+        _ => false,
+    };
+    let mut tx = Tx::new(record, now);
+    tx.log(LogEvent::DeadLetter {
+        kind: kind.to_string(),
+        reason: reason.to_string(),
+    });
+    if !current {
+        return tx.finish();
+    }
+    let detail = format!("a {kind} message could not be delivered ({reason})");
+    match record.phase {
+        Phase::Deciding { .. } => manager_miss(&mut tx, detail),
+        _ => {
+            tx.cancel_step(&detail);
+            tx.feedback(format!("{detail}; the step is abandoned."));
+            tx.continue_after_failure(&detail);
+        }
+    }
+    tx.finish()
+}

@@ -31,6 +31,18 @@ use tx::Tx;
 
 /// Create the record of a new run and request its first decision.
 pub fn start_run(id: &str, task: Task, base_snapshot: &str, now: i64) -> Step {
+    start_run_with(id, task, base_snapshot, now, false)
+}
+
+/// [`start_run`], or with `wait_for_slot` a run that waits in `queued` (phase `admission`)
+/// until a [`RunEvent::Admit`] starts it.
+pub fn start_run_with(
+    id: &str,
+    task: Task,
+    base_snapshot: &str,
+    now: i64,
+    wait_for_slot: bool,
+) -> Step {
     let contract = crate::goal_criteria::contract_for(&task);
     let wall_deadline_ms = task.budget.max_wall_secs.map(|s| now + (s as i64) * 1000);
     let record = RunRecord {
@@ -71,12 +83,34 @@ pub fn start_run(id: &str, task: Task, base_snapshot: &str, now: i64) -> Step {
         base_snapshot: base_snapshot.to_string(),
         criteria: record.contract.criteria.len() as u32,
     });
-    if record.task.plan {
+    if wait_for_slot {
+        tx.record.phase = Phase::Admission;
+        tx.log(LogEvent::AdmissionQueued);
+    } else {
+        begin(&mut tx);
+    }
+    tx.into_step()
+}
+
+/// A run's first step: planning when the task asks for it, else its first decision.
+fn begin(tx: &mut Tx) {
+    if tx.record.task.plan {
         tx.record.state = RunState::Running;
         tx.record.planning.stage = Some(PlanningStage::Spec);
     }
     tx.continue_work();
-    tx.into_step()
+}
+
+fn on_admit(record: &RunRecord, now: i64) -> Decision {
+    if record.phase != Phase::Admission {
+        return Decision::Ignore("the run is not waiting for a slot".to_string());
+    }
+    let mut tx = Tx::new(record, now);
+    tx.log(LogEvent::Admitted {
+        waited_ms: now.saturating_sub(record.created_at).max(0),
+    });
+    begin(&mut tx);
+    tx.finish()
 }
 
 pub fn decide(record: &RunRecord, event: &RunEvent, now: i64) -> Decision {
@@ -120,6 +154,13 @@ pub fn decide(record: &RunRecord, event: &RunEvent, now: i64) -> Decision {
         RunEvent::Answer { text } => lifecycle::on_answer(record, text, now),
         RunEvent::Approve { edited } => planning::on_approve(record, edited.as_ref(), now),
         RunEvent::Tick => lifecycle::on_tick(record, now),
+        RunEvent::Admit => on_admit(record, now),
+        RunEvent::DeadLettered {
+            kind,
+            generation,
+            step,
+            reason,
+        } => lifecycle::on_dead_letter(record, kind, *generation, *step, reason, now),
     };
     match decision {
         Decision::Apply(mut step) => {
@@ -134,6 +175,8 @@ pub fn decide(record: &RunRecord, event: &RunEvent, now: i64) -> Decision {
     }
 }
 
+#[cfg(test)]
+mod admission_tests;
 #[cfg(test)]
 mod consistency_tests;
 #[cfg(test)]

@@ -76,6 +76,13 @@ pub(super) fn on_instruct(record: &RunRecord, text: &str, now: i64) -> Decision 
 }
 
 pub(super) fn on_pause(record: &RunRecord, now: i64) -> Decision {
+    if record.phase == Phase::Admission {
+        return Decision::Ignore(
+            "the run is waiting for an admission slot ([manager] max_active_runs) and has taken \
+             no step yet: there is nothing to pause (cancel it instead)"
+                .to_string(),
+        );
+    }
     match record.state {
         RunState::Queued | RunState::Running => {}
         RunState::Paused => return Decision::Ignore("the run is already paused".to_string()),

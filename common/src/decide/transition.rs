@@ -74,6 +74,18 @@ pub enum RunEvent {
     },
     /// A deadline sweep: act on whatever deadline has passed at `now`.
     Tick,
+    /// A slot is free (`[manager] max_active_runs`): a run waiting in the admission queue
+    /// starts.
+    Admit,
+    /// A message of this run exhausted its deliveries (see `LogEvent::DeadLetter`): `kind`
+    /// is the message kind, `generation` and `step` the step it belonged to (the round of an
+    /// exec or audit message, the sequence number of a decision request).
+    DeadLettered {
+        kind: String,
+        generation: u32,
+        step: u32,
+        reason: String,
+    },
 }
 
 impl RunEvent {
@@ -108,6 +120,13 @@ impl RunEvent {
             RunEvent::Unpause => "unpause".to_string(),
             RunEvent::Continue { .. } => "continue".to_string(),
             RunEvent::Tick => "tick".to_string(),
+            RunEvent::Admit => "admit".to_string(),
+            RunEvent::DeadLettered {
+                kind,
+                generation,
+                step,
+                ..
+            } => format!("dead:{kind}:{generation}:{step}"),
         }
     }
 
@@ -124,6 +143,7 @@ impl RunEvent {
                 | RunEvent::Unpause
                 | RunEvent::Continue { .. }
                 | RunEvent::Tick
+                | RunEvent::Admit
         )
     }
 }
@@ -159,4 +179,27 @@ pub enum Decision {
     /// record that already disagreed): nothing may be stored. The driver logs it and treats
     /// the event as failed; the stored record stays as it was.
     Refused(InconsistentRecord),
+}
+
+impl RunEvent {
+    /// The infrastructure-failure event for `message`, which exhausted its deliveries for
+    /// `reason`; None for a message that belongs to no step (a cancel notice).
+    pub fn dead_lettered(message: &crate::wire::Message, reason: &str) -> Option<RunEvent> {
+        use crate::wire::Message;
+        let (generation, step) = match message {
+            Message::ExecRequest(m) => (m.generation, m.round),
+            Message::ExecResult(m) => (m.generation, m.round),
+            Message::AuditRequest(m) => (m.generation, m.round),
+            Message::AuditReport(m) => (m.generation, m.round),
+            Message::DecideRequest(m) => (m.generation, m.seq),
+            Message::EpisodeStarted(m) => (m.generation, m.round),
+            Message::CancelEpisodes(_) => return None,
+        };
+        Some(RunEvent::DeadLettered {
+            kind: message.kind().to_string(),
+            generation,
+            step,
+            reason: reason.to_string(),
+        })
+    }
 }

@@ -3,8 +3,9 @@
 //! `Decision::Refused`).
 //!
 //! The rules, from every transition in `decide`:
-//! - `queued` only while the first decision is pending (`deciding`): a manager reply, a planned
-//!   start, an answer and a resume all make the run `running` before anything is dispatched;
+//! - `queued` only while the run waits for an admission slot (`admission`) or its first
+//!   decision is pending (`deciding`): a manager reply, a planned start, an answer and a resume
+//!   all make the run `running` before anything is dispatched;
 //! - `running` while the run waits for the manager, an executor or an auditor (`deciding`,
 //!   `executing`, `auditing`);
 //! - `paused` while the step in flight finishes (`deciding`, `executing`, `auditing`) and once
@@ -32,7 +33,7 @@ pub struct InconsistentRecord {
 /// The phases (by [`Phase::name`]) a run in `state` may be in.
 pub fn phases_allowed(state: RunState) -> &'static [&'static str] {
     match state {
-        RunState::Queued => &["deciding"],
+        RunState::Queued => &["deciding", "admission"],
         RunState::Running => &["deciding", "executing", "auditing"],
         RunState::Paused => &["deciding", "executing", "auditing", "paused"],
         RunState::WaitingForInput => &["waiting_for_answer"],
@@ -106,23 +107,25 @@ mod tests {
             Phase::Paused {
                 held: crate::state::HeldStep::Decide,
             },
+            Phase::Admission,
         ]
     }
 
     #[test]
     fn every_state_phase_combination() {
         use RunState::*;
-        // Columns: deciding, executing, auditing, waiting_for_answer, finished, paused.
-        let table: [(RunState, [bool; 6]); 9] = [
-            (Queued, [true, false, false, false, false, false]),
-            (Running, [true, true, true, false, false, false]),
-            (Paused, [true, true, true, false, false, true]),
-            (WaitingForInput, [false, false, false, true, false, false]),
-            (Completed, [false, false, false, false, true, false]),
-            (Blocked, [false, false, false, false, true, false]),
-            (BudgetExhausted, [false, false, false, false, true, false]),
-            (Cancelled, [false, false, false, false, true, false]),
-            (Failed, [false, false, false, false, true, false]),
+        // Columns: deciding, executing, auditing, waiting_for_answer, finished, paused,
+        // admission.
+        let table: [(RunState, [bool; 7]); 9] = [
+            (Queued, [true, false, false, false, false, false, true]),
+            (Running, [true, true, true, false, false, false, false]),
+            (Paused, [true, true, true, false, false, true, false]),
+            (WaitingForInput, [false, false, false, true, false, false, false]),
+            (Completed, [false, false, false, false, true, false, false]),
+            (Blocked, [false, false, false, false, true, false, false]),
+            (BudgetExhausted, [false, false, false, false, true, false, false]),
+            (Cancelled, [false, false, false, false, true, false, false]),
+            (Failed, [false, false, false, false, true, false, false]),
         ];
         assert_eq!(
             table.map(|(s, _)| s),

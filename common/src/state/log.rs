@@ -210,6 +210,19 @@ pub enum LogEvent {
         dropped: String,
         /// The step the executor got instead.
         step: String,
+    /// The run waits in `queued` for a slot (`[manager] max_active_runs`); nothing is
+    /// dispatched until it is admitted.
+    AdmissionQueued,
+    /// The run got a slot after waiting `waited_ms` in the admission queue.
+    Admitted {
+        waited_ms: i64,
+    },
+    /// A message of this run exhausted its deliveries and went to the dead-letter stream: an
+    /// infrastructure failure, not the agent's.
+    DeadLetter {
+        /// The message kind (`exec_result`, `exec_request`, ...).
+        kind: String,
+        reason: String,
     },
 }
 
@@ -249,6 +262,9 @@ impl LogEvent {
             LogEvent::Held { .. } => "held",
             LogEvent::Unpaused { .. } => "unpaused",
             LogEvent::Continued { .. } => "continued",
+            LogEvent::AdmissionQueued => "admission_queued",
+            LogEvent::Admitted { .. } => "admitted",
+            LogEvent::DeadLetter { .. } => "dead_letter",
         }
     }
 }

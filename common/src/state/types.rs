@@ -129,6 +129,8 @@ pub enum Phase {
     /// A paused run whose step in flight has finished: `held` is the step it would have taken
     /// next, taken when the run is unpaused.
     Paused { held: HeldStep },
+    /// A new run waiting (state `queued`) for a slot under `[manager] max_active_runs`.
+    Admission,
     /// Terminal: nothing more will happen in this generation.
     Finished,
 }
@@ -142,6 +144,7 @@ impl Phase {
             Phase::Auditing { .. } => "auditing",
             Phase::WaitingForAnswer { .. } => "waiting_for_answer",
             Phase::Paused { .. } => "paused",
+            Phase::Admission => "admission",
             Phase::Finished => "finished",
         }
     }

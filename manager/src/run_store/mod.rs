@@ -6,8 +6,15 @@
 //! signature included, by snapshot id: a completed run's certificate is the one of its final
 //! snapshot); `lg:runs:<state>` SET; `lg:runs:all` ZSET by created-at millis;
 //! `lg:deadlines` ZSET of run ids scored by their next deadline (unix millis), written in the
-//! same script as the record so the two never disagree.
+//! same script as the record so the two never disagree; `lg:run:<id>:outbox` HASH of the
+//! transition effects not yet published (dedup id -> stored effect) and `lg:outbox` ZSET of
+//! run ids with pending effects, scored by when the oldest was stored (or last claimed): the
+//! transactional outbox (see `crate::outbox`).
+//!
+//! The log is bounded: each append trims it to about `log_max_entries`, and (on live runs)
+//! drops entries older than the retention; a terminal run's keys expire after the retention.
 
+mod outbox;
 mod queries;
 mod scripts;
 
@@ -15,12 +22,14 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use self::scripts::{CAS_SCRIPT, CREATE_SCRIPT};
+use self::scripts::{CAS_SCRIPT, CLAIM_SCRIPT, CREATE_SCRIPT, PUBLISHED_SCRIPT};
 
 /// Refill rounds when listing prunes ids of expired runs.
 const LIST_PRUNE_ROUNDS: usize = 8;
 /// Extra time allowed past a blocking read's `block` before giving up.
 const BLOCK_GRACE: Duration = Duration::from_secs(2);
+/// Default cap on a run's log (entries; trimmed approximately, on append).
+pub const DEFAULT_LOG_MAX_ENTRIES: u64 = 10_000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -82,6 +91,12 @@ pub struct CasWrite {
     pub expire_after: Option<Duration>,
     /// The run's next deadline (unix millis) in `lg:deadlines`; None removes it.
     pub deadline_ms: Option<i64>,
+    /// `(dedup id, stored effect json)` pairs added to the run's pending effects (the
+    /// outbox), published after the write and marked done with [`RunStore::mark_published`].
+    pub effects: Vec<(String, String)>,
+    /// When the transition was decided (unix millis): the pending effects' age, and the
+    /// retention cut-off of the log.
+    pub now_ms: i64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,7 +132,14 @@ pub fn reports_key(id: &str) -> String {
 pub fn state_index_key(state: &str) -> String {
     format!("lg:runs:{state}")
 }
+pub fn outbox_key(id: &str) -> String {
+    format!("lg:run:{id}:outbox")
+}
 pub const ALL_RUNS_KEY: &str = "lg:runs:all";
+/// Run ids with unpublished effects, scored by the age of the oldest (unix millis).
+pub const OUTBOX_KEY: &str = "lg:outbox";
+/// Held (with a TTL) by the replica running an admission pass.
+pub const ADMISSION_LEASE_KEY: &str = "lg:admission:lease";
 /// Run ids scored by their next deadline (unix millis).
 pub const DEADLINES_KEY: &str = "lg:deadlines";
 
@@ -152,6 +174,11 @@ pub struct RunStore {
     timeout: Duration,
     create_script: redis::Script,
     cas_script: redis::Script,
+    published_script: redis::Script,
+    claim_script: redis::Script,
+    log_max_entries: u64,
+    /// Live runs' log entries older than this are trimmed (None: only the entry cap).
+    log_retention: Option<Duration>,
 }
 
 impl std::fmt::Debug for RunStore {
@@ -196,7 +223,19 @@ impl RunStore {
             timeout,
             create_script: redis::Script::new(CREATE_SCRIPT),
             cas_script: redis::Script::new(CAS_SCRIPT),
+            published_script: redis::Script::new(PUBLISHED_SCRIPT),
+            claim_script: redis::Script::new(CLAIM_SCRIPT),
+            log_max_entries: DEFAULT_LOG_MAX_ENTRIES,
+            log_retention: None,
         })
+    }
+
+    /// Bound every run's log: about `max_entries` entries (at least 1), and on live runs none
+    /// older than `retention` (the age after which terminal runs expire).
+    pub fn with_log_limits(mut self, max_entries: u64, retention: Option<Duration>) -> RunStore {
+        self.log_max_entries = max_entries.max(1);
+        self.log_retention = retention;
+        self
     }
 
     pub async fn ping(&self) -> Result<(), StoreError> {
@@ -227,6 +266,30 @@ impl RunStore {
         deadline_ms: Option<i64>,
         first_log: Option<&str>,
     ) -> Result<bool, StoreError> {
+        self.create_with_effects(
+            id,
+            record_json,
+            state,
+            created_ms,
+            deadline_ms,
+            first_log,
+            &[],
+        )
+        .await
+    }
+
+    /// [`RunStore::create`] that also stores the first transition's pending effects.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn create_with_effects(
+        &self,
+        id: &str,
+        record_json: &str,
+        state: &str,
+        created_ms: u64,
+        deadline_ms: Option<i64>,
+        first_log: Option<&str>,
+        effects: &[(String, String)],
+    ) -> Result<bool, StoreError> {
         check_name("run id", id)?;
         check_state(state)?;
         let mut invocation = self.create_script.prepare_invoke();
@@ -236,10 +299,17 @@ impl RunStore {
             .key(state_index_key(state))
             .key(ALL_RUNS_KEY)
             .key(DEADLINES_KEY)
+            .key(outbox_key(id))
+            .key(OUTBOX_KEY)
             .arg(id)
             .arg(record_json)
             .arg(created_ms)
-            .arg(deadline_ms.unwrap_or(-1));
+            .arg(deadline_ms.unwrap_or(-1))
+            .arg(self.log_max_entries)
+            .arg(effects.len());
+        for (effect_id, effect) in effects {
+            invocation.arg(effect_id).arg(effect);
+        }
         if let Some(entry) = first_log {
             invocation.arg(entry);
         }
@@ -285,7 +355,9 @@ impl RunStore {
             .key(log_key(id))
             .key(evidence_key(id))
             .key(DEADLINES_KEY)
-            .key(reports_key(id));
+            .key(reports_key(id))
+            .key(outbox_key(id))
+            .key(OUTBOX_KEY);
         if let Some((from, to)) = &write.state_change {
             check_state(from)?;
             check_state(to)?;
@@ -305,7 +377,11 @@ impl RunStore {
             .arg(write.log_entries.len())
             .arg(write.evidence.len())
             .arg(write.deadline_ms.unwrap_or(-1))
-            .arg(write.reports.len());
+            .arg(write.reports.len())
+            .arg(write.now_ms)
+            .arg(self.log_min_ms(write.now_ms))
+            .arg(self.log_max_entries)
+            .arg(write.effects.len());
         for entry in &write.log_entries {
             invocation.arg(entry);
         }
@@ -314,6 +390,9 @@ impl RunStore {
         }
         for (snapshot, value) in &write.reports {
             invocation.arg(snapshot).arg(value);
+        }
+        for (effect_id, effect) in &write.effects {
+            invocation.arg(effect_id).arg(effect);
         }
         let mut conn = self.conn.clone();
         let (applied, version): (i64, u64) = bounded(
@@ -368,5 +447,6 @@ mod tests {
         assert_eq!(evidence_key("r"), "lg:run:r:evidence");
         assert_eq!(reports_key("r"), "lg:run:r:reports");
         assert_eq!(state_index_key("running"), "lg:runs:running");
+        assert_eq!(outbox_key("r"), "lg:run:r:outbox");
     }
 }

@@ -1,1 +1,2 @@
+mod outbox;
 mod run_store;

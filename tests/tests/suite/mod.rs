@@ -5,6 +5,7 @@ mod faults;
 mod goal_clauses;
 mod gui;
 mod openapi_conformance;
+mod outbox;
 mod planning;
 mod rubric;
 mod secrets;

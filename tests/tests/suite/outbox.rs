@@ -1,0 +1,248 @@
+//! Nothing lost between the store and the bus (issue 16 items 1, 3 and 4): a dispatch stored
+//! by a manager that dies before publishing it is published by another replica; a result that
+//! cannot be applied through its last delivery is dead-lettered and its round fails at once;
+//! with `max_active_runs` new runs wait `queued` and start first come, first served.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use loopgate_test_support::{last_message_content, Reply, Script, StandInModel};
+use loopgate_tests::{Profile, Stack, StackOptions};
+use serde_json::{json, Value};
+
+const TASK: &str = r#"
+goal = "Create hello.py that prints exactly: hello, loopgate"
+[[acceptance]]
+id = "prints-greeting"
+check = "test \"$(python3 hello.py)\" = 'hello, loopgate'"
+[roles]
+manager = "mgr"
+executor = "exec"
+[budget]
+max_rounds = 4
+"#;
+
+/// The executor writes the right file, then finishes; `first_delay` slows its first call.
+fn executor(first_delay: Duration) -> Reply {
+    let first = Arc::new(AtomicBool::new(true));
+    Reply::dynamic(move |req: &Value| {
+        let last_role = req["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .and_then(|m| m["role"].as_str())
+            .unwrap_or("")
+            .to_string();
+        if last_role == "tool" {
+            return Reply::tool_call("finish", json!({"summary": "wrote hello.py"}));
+        }
+        let write = Reply::tool_call(
+            "write_file",
+            json!({"path": "hello.py", "content": "print('hello, loopgate')\n"}),
+        );
+        if first.swap(false, Ordering::SeqCst) {
+            Reply::delayed(first_delay, write)
+        } else {
+            write
+        }
+    })
+}
+
+fn profiles(model: &StandInModel) -> Vec<Profile> {
+    vec![
+        Profile::new("mgr", &model.base_url(), "standin-manager"),
+        Profile::new("exec", &model.base_url(), "standin-executor"),
+    ]
+}
+
+async fn wait_for<F, Fut>(what: &str, timeout: Duration, mut check: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    while !check().await {
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "{what} not seen within {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dispatch_stored_by_a_manager_killed_before_publishing_is_published_by_another(
+) -> anyhow::Result<()> {
+    // The manager's first decision is slow: NATS is killed while the model thinks, so the
+    // decision is stored but its exec request cannot leave; then that manager is killed too
+    // (whatever its client buffered dies with it).
+    let asked = Arc::new(AtomicBool::new(false));
+    let flag = asked.clone();
+    let manager = Reply::dynamic(move |_req: &Value| {
+        let first = !flag.swap(true, Ordering::SeqCst);
+        let reply = Reply::content("Next: cli\nTask: write hello.py");
+        if first {
+            Reply::delayed(Duration::from_secs(2), reply)
+        } else {
+            reply
+        }
+    });
+    let model = StandInModel::start(
+        Script::new()
+            .fallback("standin-manager", manager)
+            .fallback("standin-executor", executor(Duration::ZERO)),
+    )
+    .await?;
+    let mut opts = StackOptions::new(profiles(&model), 1);
+    opts.manager_extra = "ack_wait_secs = 3\nsweep_interval_ms = 200".into();
+    let mut stack = Stack::start(opts).await?;
+    let id = stack.submit(TASK, &[]).await?["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let seen = asked.clone();
+    wait_for("the first decision call", Duration::from_secs(60), || {
+        let seen = seen.clone();
+        async move { seen.load(Ordering::SeqCst) }
+    })
+    .await?;
+    stack.nats.kill();
+    // The decision is stored (the API reads Redis) while nothing can be published.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !stack
+        .log_types(&id)
+        .await?
+        .contains(&"exec_dispatched".to_string())
+    {
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the decision was never stored\n{}",
+            stack.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stack.kill_manager(0);
+    stack.nats.restart().await?;
+    stack.spawn_manager().await?;
+    // Well inside the 120 s start deadline that recovered such a run before the outbox.
+    let done = stack.wait_terminal(&id, Duration::from_secs(90)).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    let types = stack.log_types(&id).await?;
+    assert!(
+        !types.contains(&"deadline_missed".to_string()),
+        "no round may fail for the lost publish: {types:?}"
+    );
+    let dispatched = types.iter().filter(|t| *t == "exec_dispatched").count();
+    assert_eq!(dispatched, 1, "{types:?}");
+    assert!(
+        stack
+            .manager_log()
+            .contains("pending effects published by the outbox relay"),
+        "the new replica's relay published it\n{}",
+        stack.logs()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_that_exhausts_its_deliveries_is_dead_lettered_and_its_round_fails_now(
+) -> anyhow::Result<()> {
+    let model = StandInModel::start(
+        Script::new()
+            .fallback(
+                "standin-manager",
+                Reply::content("Next: cli\nTask: write hello.py"),
+            )
+            .fallback("standin-executor", executor(Duration::from_secs(2))),
+    )
+    .await?;
+    let mut opts = StackOptions::new(profiles(&model), 1);
+    opts.manager_extra = "ack_wait_secs = 3\nmax_deliver = 2\nsweep_interval_ms = 200".into();
+    let mut stack = Stack::start(opts).await?;
+    let id = stack.submit(TASK, &[]).await?["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while stack.log_entries(&id, "episode_started").await?.is_empty() {
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "no episode started\n{}",
+            stack.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Redis freezes while the executor works: its result cannot be applied, twice.
+    stack.redis.process_mut().signal("STOP");
+    let frozen = wait_for("the dead letter", Duration::from_secs(90), || {
+        let log = stack.manager_log();
+        async move { log.contains("dead-lettered") }
+    })
+    .await;
+    stack.redis.process_mut().signal("CONT");
+    frozen.map_err(|e| anyhow::anyhow!("{e}\n{}", stack.logs()))?;
+    let done = stack.wait_terminal(&id, Duration::from_secs(90)).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    let dead = stack.log_entries(&id, "dead_letter").await?;
+    assert!(
+        dead.iter().any(|e| e["kind"] == "exec_result"),
+        "the run log names the dead letter: {dead:?}"
+    );
+    let types = stack.log_types(&id).await?;
+    assert!(
+        !types.contains(&"deadline_missed".to_string()),
+        "the round failed at once, not at a deadline: {types:?}"
+    );
+    assert!(
+        types.iter().filter(|t| *t == "exec_dispatched").count() >= 2,
+        "the failed round was followed by another: {types:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_max_active_runs_new_runs_wait_queued_and_start_in_order() -> anyhow::Result<()> {
+    let model = StandInModel::start(
+        Script::new()
+            .fallback(
+                "standin-manager",
+                Reply::dynamic(|req: &Value| {
+                    let _ = last_message_content(req, "user");
+                    Reply::content("Next: cli\nTask: write hello.py")
+                }),
+            )
+            .fallback("standin-executor", executor(Duration::ZERO)),
+    )
+    .await?;
+    let mut opts = StackOptions::new(profiles(&model), 2);
+    opts.manager_extra = "max_active_runs = 1\nsweep_interval_ms = 200".into();
+    let stack = Stack::start(opts).await?;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let run = stack.submit(TASK, &[]).await?;
+        assert_eq!(run["state"], "queued", "{run}");
+        ids.push(run["id"].as_str().unwrap_or_default().to_string());
+    }
+    // The last one waits for a slot while the first holds it.
+    let last = stack.run(&ids[2]).await?;
+    assert_eq!(
+        (last["state"].as_str(), last["phase"].as_str()),
+        (Some("queued"), Some("admission")),
+        "{last}"
+    );
+    let mut previous_end: Option<i64> = None;
+    for id in &ids {
+        let done = stack.wait_terminal(id, Duration::from_secs(120)).await?;
+        assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+        let admitted = stack.log_entries(id, "admitted").await?;
+        assert_eq!(admitted.len(), 1, "{id}: {admitted:?}");
+        let at = admitted[0]["at"].as_i64().unwrap_or_default();
+        if let Some(end) = previous_end {
+            assert!(at >= end, "{id} started before the run ahead of it ended");
+        }
+        let terminal = stack.log_entries(id, "terminal").await?;
+        previous_end = terminal.first().and_then(|e| e["at"].as_i64());
+    }
+    Ok(())
+}
