@@ -18,6 +18,8 @@ pub struct Profile {
     pub timeout_secs: u64,
     /// `structured_output = "..."` when set (e.g. `json_schema`).
     pub structured_output: Option<String>,
+    /// `vision = true`: tool results' screenshots go to the model as image parts.
+    pub vision: bool,
 }
 
 impl Profile {
@@ -28,7 +30,12 @@ impl Profile {
             model: model.into(),
             timeout_secs: 120,
             structured_output: None,
+            vision: false,
         }
+    }
+    pub fn with_vision(mut self) -> Self {
+        self.vision = true;
+        self
     }
     pub fn with_structured_output(mut self, value: &str) -> Self {
         self.structured_output = Some(value.into());
@@ -44,8 +51,9 @@ impl Profile {
             .as_ref()
             .map(|v| format!("structured_output = \"{v}\"\n"))
             .unwrap_or_default();
+        let vision = if self.vision { "vision = true\n" } else { "" };
         format!(
-            "[models.{}]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"{}\"\ntimeout_secs = {}\n{key}{structured}",
+            "[models.{}]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"{}\"\ntimeout_secs = {}\n{key}{structured}{vision}",
             self.name, self.base_url, self.model, self.timeout_secs
         )
     }
