@@ -19,5 +19,5 @@ pub use error::{ErrorBody, ErrorDetail};
 pub use rounds::{RoundList, RoundView};
 pub use runs::{
     AnswerRequest, Checks, EvidenceList, EvidenceView, GateView, ListQuery, LogPage, ResumeRequest,
-    RunList, RunView, SubmitRequest, UploadedFile, WorkspaceUpload,
+    RunList, RunView, ScreenshotView, SubmitRequest, UploadedFile, WorkspaceUpload,
 };
