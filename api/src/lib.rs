@@ -19,6 +19,6 @@ pub use error::{ErrorBody, ErrorDetail};
 pub use rounds::{RoundList, RoundView};
 pub use runs::{
     AnswerRequest, Checks, ContinueRequest, EvidenceList, EvidenceView, GateView, InstructRequest,
-    ListQuery, LogPage, ResumeRequest, RunList, RunView, SubmitRequest, UploadedFile,
-    WorkspaceUpload,
+    ListQuery, LogPage, ResumeRequest, RunList, RunView, ScreenshotView, SubmitRequest,
+    UploadedFile, WorkspaceUpload,
 };

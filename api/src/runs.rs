@@ -208,6 +208,22 @@ pub struct EvidenceView {
     /// check ran for it (a rubric score) or an older auditor wrote it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolated: Option<bool>,
+    /// The check's own screenshots (a browser check's `loopgate browse --screenshot`), each by
+    /// digest: `GET /v1/blobs/{digest}` gives the PNG.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub screenshots: Vec<ScreenshotView>,
+}
+
+/// One screenshot a check took, stored in the evidence bucket.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ScreenshotView {
+    /// sha256 of the PNG (`GET /v1/blobs/{sha256}`).
+    pub digest: String,
+    /// `image/png`.
+    pub media_type: String,
+    /// Where the check wrote it, relative to its copy of the workspace.
+    pub path: String,
+    pub size_bytes: u64,
 }
 
 /// The wire name of a check verdict.
@@ -231,6 +247,16 @@ impl From<&Evidence> for EvidenceView {
             duration_ms: Some(e.duration_ms),
             output_excerpt: Some(e.output_excerpt.clone()),
             isolated: e.isolated,
+            screenshots: e
+                .screenshots
+                .iter()
+                .map(|s| ScreenshotView {
+                    digest: s.digest.clone(),
+                    media_type: s.media_type.clone(),
+                    path: s.path.clone(),
+                    size_bytes: s.size_bytes,
+                })
+                .collect(),
         }
     }
 }

@@ -46,6 +46,8 @@ pub struct BrowseReport {
     pub passed: bool,
     /// The failing step's error (its kind is what callers branch on).
     pub error: Option<BrowserError>,
+    /// The screenshot this run wrote (`BrowseScript::screenshot`, when writing it worked).
+    pub screenshot_written: Option<PathBuf>,
 }
 
 const FIELD_ROLES: &[&str] = &["textbox", "searchbox", "combobox", "spinbutton"];
@@ -99,7 +101,10 @@ pub async fn run_script(session: &mut Session, script: &BrowseScript) -> BrowseR
     if let Some(path) = &script.screenshot {
         let outcome = match session.screenshot_png().await {
             Ok(png) => match write_png(path, &png) {
-                Ok(()) => Ok(format!("{} bytes", png.len())),
+                Ok(()) => {
+                    report.screenshot_written = Some(path.clone());
+                    Ok(format!("{} bytes", png.len()))
+                }
                 Err(e) => Err(e.to_string()),
             },
             Err(e) => Err(e.to_string()),

@@ -3,7 +3,8 @@
 //! `finish` is accepted): the host's sandbox, probed once at start-up (`sandbox/`: bubblewrap
 //! launch arguments, the start-up probe, the unprivileged check user), one check run as a
 //! child process group with a scrubbed environment, a timeout and a bounded output
-//! (`run_check`), each check in its own scratch copy (`scratch_copy`, `scratch_check`); and
+//! (`run_check`), each check in its own scratch copy (`scratch_copy`, `scratch_check`) with the
+//! screenshots `loopgate browse` took in it collected as evidence (`screenshots`); and
 //! the sandbox the executor's agents run in (`sandbox/agent_launch.rs`, probed at start-up by
 //! `sandbox/agent_probe.rs`): the same bubblewrap isolation, the worker's secrets out of sight.
 //!
@@ -16,6 +17,7 @@ mod run_check;
 mod sandbox;
 mod scratch_check;
 mod scratch_copy;
+mod screenshots;
 
 pub use run_check::{
     check_path, run_check, verdict_for, with_loopgate_dir, CheckEnd, CheckRun, CheckSpec,
@@ -27,3 +29,4 @@ pub use sandbox::{
 };
 pub use scratch_check::{run_in_scratch_copy, CopySource, ScratchCheck, ScratchCopyError};
 pub use scratch_copy::{copy_files, copy_tree, CopyFile};
+pub use screenshots::{CheckScreenshot, MAX_SCREENSHOTS, MAX_SCREENSHOT_BYTES};

@@ -12,6 +12,7 @@ use loopgate_transport::runtime::{run_child, shared, with_sink, ChildEnd, ChildE
 
 use crate::sandbox::launch::{launch_args, sandbox_started};
 use crate::sandbox::Sandbox;
+use crate::screenshots::CheckScreenshot;
 
 /// PATH given to checks when the worker has none.
 pub const DEFAULT_CHECK_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -138,6 +139,8 @@ pub struct CheckRun {
     /// Captured stdout + stderr (interleaved as they arrived), capped.
     pub output: Vec<u8>,
     pub duration: Duration,
+    /// The screenshots `loopgate browse` took in the check (filled by `run_in_scratch_copy`).
+    pub screenshots: Vec<CheckScreenshot>,
 }
 
 impl CheckRun {
@@ -173,6 +176,7 @@ pub async fn run_check(spec: &CheckSpec<'_>) -> CheckRun {
             end: CheckEnd::SandboxFailed(reason.clone()),
             output: format!("[loopgate: check not run: {reason}]\n").into_bytes(),
             duration: started.elapsed(),
+            screenshots: Vec::new(),
         };
     }
     let (program, args) = launch_args(
@@ -206,6 +210,7 @@ pub async fn run_check(spec: &CheckSpec<'_>) -> CheckRun {
                 end: CheckEnd::SpawnFailed(source.to_string()),
                 output: Vec::new(),
                 duration: started.elapsed(),
+                screenshots: Vec::new(),
             }
         }
         Err(ChildError::Wait { source, .. }) => (
@@ -240,6 +245,7 @@ pub async fn run_check(spec: &CheckSpec<'_>) -> CheckRun {
         end,
         output: bytes,
         duration,
+        screenshots: Vec::new(),
     }
 }
 

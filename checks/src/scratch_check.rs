@@ -1,16 +1,20 @@
 //! One acceptance check in its own scratch copy, the way every check runs (the auditor's
 //! contract checks and the executor's self-checks): `<scratch>/check-<n>/` holds the copy
 //! (`ws/`), the check's `HOME` (`home/`) and bubblewrap's status file; it is made usable by the
-//! check user, the check runs under the sandbox in the copy, and the directory is removed.
+//! check user, the check runs under the sandbox in the copy (`LOOPGATE_BROWSE_RECORD` pointing
+//! into its HOME), the screenshots it recorded are read, and the directory is removed.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use loopgate_common::gui::BROWSE_RECORD_ENV;
+
 use crate::run_check::{run_check, CheckRun, CheckSpec};
 use crate::sandbox::launch::prepare_check_dir;
 use crate::sandbox::Sandbox;
 use crate::scratch_copy::{copy_files, copy_tree, CopyFile};
+use crate::screenshots::{collect, RECORD_FILE};
 
 /// What a check's copy is made from.
 #[derive(Debug, Clone)]
@@ -98,6 +102,12 @@ pub async fn run_in_scratch_copy(
         .await
         .map_err(|err| scratch_err(std::io::Error::other(err.to_string())))?
         .map_err(scratch_err)?;
+    let record = dirs.home.join(RECORD_FILE);
+    let mut extra_env = check.extra_env.to_vec();
+    extra_env.push((
+        BROWSE_RECORD_ENV.to_string(),
+        record.to_string_lossy().into_owned(),
+    ));
     let run = run_check(&CheckSpec {
         command: check.command,
         cwd: &dirs.workspace,
@@ -106,13 +116,17 @@ pub async fn run_in_scratch_copy(
         timeout: check.timeout,
         sandbox: check.sandbox,
         status_file: &dirs.status,
-        extra_env: check.extra_env,
+        extra_env: &extra_env,
     })
     .await;
-    let run = CheckRun {
+    let mut run = CheckRun {
         output: workspace_relative(&run.output, &dirs.workspace),
         ..run
     };
+    let workspace = dirs.workspace.clone();
+    run.screenshots = tokio::task::spawn_blocking(move || collect(&record, &workspace))
+        .await
+        .unwrap_or_default();
     let root = dirs.root.clone();
     let removed = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&root)).await;
     if !matches!(removed, Ok(Ok(()))) {

@@ -144,6 +144,7 @@ mod tests {
             duration_ms: 1,
             output_excerpt: String::new(),
             isolated: None,
+            screenshots: Vec::new(),
         }
     }
 

@@ -403,6 +403,7 @@ mod tests {
             duration_ms: 0,
             output_excerpt: out.into(),
             isolated: None,
+            screenshots: Vec::new(),
         };
         let broken = "sh: 1: Syntax error: Unterminated quoted string";
         let cases = [

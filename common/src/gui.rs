@@ -3,6 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Set by the auditor for every check: the file `loopgate browse` appends the path of each
+/// screenshot it wrote to (one a line), so the check's own screenshots become its evidence.
+pub const BROWSE_RECORD_ENV: &str = "LOOPGATE_BROWSE_RECORD";
+
 /// Longest `serve` command accepted.
 pub const MAX_SERVE_CHARS: usize = 2_000;
 

@@ -2,7 +2,8 @@
 //! certificate carries. Defined once, here.
 //!
 //! The claims are the report's run, generation, round, purpose, audited snapshot, spec hash,
-//! verdicts and every evidence record (with its log digest), plus the id of the signing key.
+//! verdicts and every evidence record (with its log digest and its screenshots' digests), plus
+//! the id of the signing key.
 //! Their canonical bytes are the compact JSON of [`ReportClaims`] with every object's keys in
 //! lexicographic order and integers only, which is the RFC 8785 (JCS) form of that object:
 //! another implementation can rebuild the bytes from the JSON alone. The `format` field
@@ -14,7 +15,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::verdict::{AuditStatus, CheckVerdict, ContractVerdict, Evidence, Integrity, Verdicts};
+use crate::verdict::{
+    AuditStatus, CheckVerdict, ContractVerdict, Evidence, EvidenceScreenshot, Integrity, Verdicts,
+};
 use crate::wire::{AuditPurpose, AuditReport};
 
 /// The version of the canonical form, inside the signed bytes.
@@ -57,6 +60,10 @@ pub struct EvidenceClaim {
     pub log_digest: Option<String>,
     pub output_excerpt: String,
     pub produced_at: i64,
+    /// The check's own screenshots by digest (absent when none: the signed form of every
+    /// other check stays byte-identical).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub screenshots: Vec<EvidenceScreenshot>,
     pub verdict: CheckVerdict,
 }
 
@@ -80,6 +87,7 @@ impl From<&Evidence> for EvidenceClaim {
             log_digest: e.log_digest.clone(),
             output_excerpt: e.output_excerpt.clone(),
             produced_at: e.produced_at,
+            screenshots: e.screenshots.clone(),
             verdict: e.verdict,
         }
     }
@@ -166,6 +174,7 @@ pub(crate) mod tests {
                 duration_ms: 12,
                 output_excerpt: "hello, \"loopgate\"\n\u{1}é".into(),
                 isolated: None,
+                screenshots: Vec::new(),
             }],
             gaps: vec!["not signed".into()],
             backcheck: Vec::new(),

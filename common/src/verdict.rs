@@ -63,6 +63,25 @@ pub struct Evidence {
     /// verification) or an older auditor wrote it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolated: Option<bool>,
+    /// The screenshots the check itself took (`loopgate browse --screenshot`), each a blob in
+    /// the evidence bucket: what a person sees of a browser check. Never the executor's: only
+    /// files `loopgate browse` wrote during this check are collected. Empty for other checks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub screenshots: Vec<EvidenceScreenshot>,
+}
+
+/// One screenshot of a check, by digest. Fields in lexicographic order: it is signed as is
+/// (see `report_claims`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct EvidenceScreenshot {
+    /// sha256 of the PNG, a blob in the evidence bucket (`GET /v1/blobs/<digest>`).
+    pub digest: String,
+    /// `image/png`.
+    pub media_type: String,
+    /// Where the check wrote it, relative to the check's copy of the workspace.
+    pub path: String,
+    pub size_bytes: u64,
 }
 
 /// The three verdicts of an audit.
@@ -217,6 +236,7 @@ mod tests {
             duration_ms: 0,
             output_excerpt: String::new(),
             isolated: None,
+            screenshots: Vec::new(),
         }
     }
 

@@ -78,6 +78,9 @@ impl SnapshotGc {
                         if let Some(d) = e.log_digest {
                             roots.blobs.insert(d);
                         }
+                        roots
+                            .blobs
+                            .extend(e.screenshots.into_iter().map(|s| s.digest));
                     }
                 }
             }

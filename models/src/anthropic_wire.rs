@@ -2,14 +2,15 @@
 //! (lenient) response decoding. Pure; the HTTP side lives in `anthropic_client`.
 //!
 //! Mapping: system messages join into `system`; tool calls become `tool_use` blocks of the
-//! assistant turn; tool results become `tool_result` blocks of a user turn; consecutive turns
+//! assistant turn; tool results become `tool_result` blocks of a user turn (with `image`
+//! blocks beside their text for a vision profile); consecutive turns
 //! of one role merge (the API wants them alternating).
 
 use loopgate_common::usage::Usage;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use crate::chat_types::{ChatMessage, ChatRequest, ChatResponse, ToolCall};
+use crate::chat_types::{ChatMessage, ChatRequest, ChatResponse, ImagePart, ToolCall};
 use crate::model_error::ModelError;
 use crate::profile_config::ModelProfile;
 use crate::response_draft::{stream_error, DraftCall, ResponseDraft};
@@ -46,13 +47,23 @@ pub(crate) fn wire_request(profile: &ModelProfile, req: &ChatRequest) -> Value {
             ChatMessage::Tool {
                 tool_call_id,
                 content,
+                images,
                 ..
-            } => (
-                "user",
-                vec![
-                    json!({"type": "tool_result", "tool_use_id": tool_call_id, "content": content}),
-                ],
-            ),
+            } => {
+                let content = if profile.vision && !images.is_empty() {
+                    let mut blocks = vec![text_block(content)];
+                    blocks.extend(images.iter().map(image_block));
+                    Value::Array(blocks)
+                } else {
+                    Value::String(content.clone())
+                };
+                (
+                    "user",
+                    vec![
+                        json!({"type": "tool_result", "tool_use_id": tool_call_id, "content": content}),
+                    ],
+                )
+            }
         };
         if blocks.is_empty() {
             continue;
@@ -96,6 +107,14 @@ pub(crate) fn wire_request(profile: &ModelProfile, req: &ChatRequest) -> Value {
 
 fn text_block(text: &str) -> Value {
     json!({"type": "text", "text": text})
+}
+
+/// `{"type": "image", "source": {"type": "base64", "media_type", "data"}}`.
+fn image_block(image: &ImagePart) -> Value {
+    json!({
+        "type": "image",
+        "source": {"type": "base64", "media_type": image.media_type, "data": image.data_base64},
+    })
 }
 
 fn tool_use_block(call: &ToolCall) -> Value {

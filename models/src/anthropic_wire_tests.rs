@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::*;
-use crate::chat_types::ToolSpec;
+use crate::chat_types::{ImagePart, ToolSpec};
 use crate::model_error::ModelErrorKind;
 use crate::profile_config::{Provider, StructuredOutput};
 
@@ -23,6 +23,7 @@ fn profile(max_tokens: Option<u32>, stream: bool) -> ModelProfile {
         stream,
         price: None,
         structured_output: StructuredOutput::Off,
+        vision: false,
     }
 }
 
@@ -232,4 +233,46 @@ fn streamed_message_assembles() {
         json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
     );
     assert_eq!(run(&overloaded).unwrap_err().kind(), ModelErrorKind::Server);
+}
+
+#[test]
+fn tool_result_images_become_image_blocks_for_vision_profiles_only() {
+    let image = ImagePart {
+        media_type: "image/png".into(),
+        data_base64: "iVBORw0KGgo=".into(),
+    };
+    let req = ChatRequest::new(vec![
+        ChatMessage::user("look"),
+        ChatMessage::Assistant {
+            content: None,
+            tool_calls: vec![call("t1", "browser_screenshot", json!({"path": "a.png"}))],
+        },
+        ChatMessage::tool_result_with_images("t1", "browser_screenshot", "saved", vec![image]),
+    ]);
+    let text = profile(None, false);
+    let vision = ModelProfile {
+        vision: true,
+        ..text.clone()
+    };
+    let cases = [
+        ("text-only", &text, json!("saved")),
+        (
+            "vision",
+            &vision,
+            json!([
+                {"type": "text", "text": "saved"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+            ]),
+        ),
+    ];
+    for (name, profile, content) in cases {
+        let body = wire_request(profile, &req);
+        assert_eq!(
+            body["messages"][2],
+            json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": content}
+            ]}),
+            "{name}: {body}"
+        );
+    }
 }

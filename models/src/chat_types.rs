@@ -21,12 +21,50 @@ pub enum ChatMessage {
         #[serde(default)]
         tool_calls: Vec<ToolCall>,
     },
-    /// The result of one tool call, answering the call with id `tool_call_id`.
+    /// The result of one tool call, answering the call with id `tool_call_id`. `images` (a
+    /// browser screenshot) reach the model only when its profile has `vision = true`.
     Tool {
         tool_call_id: String,
         name: String,
         content: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<ImagePart>,
     },
+}
+
+/// An image that goes with a tool result, base64-encoded.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImagePart {
+    /// e.g. `image/png`.
+    pub media_type: String,
+    /// Standard base64 (with padding) of the image bytes.
+    pub data_base64: String,
+}
+
+impl ImagePart {
+    /// A PNG image from its bytes.
+    pub fn png(bytes: &[u8]) -> Self {
+        use base64::Engine;
+        ImagePart {
+            media_type: "image/png".to_string(),
+            data_base64: base64::engine::general_purpose::STANDARD.encode(bytes),
+        }
+    }
+
+    /// `data:<media_type>;base64,<data>` (OpenAI's `image_url.url`).
+    pub fn data_url(&self) -> String {
+        format!("data:{};base64,{}", self.media_type, self.data_base64)
+    }
+}
+
+/// Without the data: a screenshot is tens of kilobytes of base64.
+impl std::fmt::Debug for ImagePart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ImagePart")
+            .field("media_type", &self.media_type)
+            .field("base64_len", &self.data_base64.len())
+            .finish()
+    }
 }
 
 impl ChatMessage {
@@ -55,6 +93,21 @@ impl ChatMessage {
             tool_call_id: tool_call_id.into(),
             name: name.into(),
             content: content.into(),
+            images: Vec::new(),
+        }
+    }
+    /// A tool result with images (sent only to vision profiles; the text always).
+    pub fn tool_result_with_images(
+        tool_call_id: impl Into<String>,
+        name: impl Into<String>,
+        content: impl Into<String>,
+        images: Vec<ImagePart>,
+    ) -> Self {
+        ChatMessage::Tool {
+            tool_call_id: tool_call_id.into(),
+            name: name.into(),
+            content: content.into(),
+            images,
         }
     }
 }

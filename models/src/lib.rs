@@ -23,7 +23,9 @@ pub mod retry;
 
 pub use anthropic_client::AnthropicClient;
 pub use chat_client::ChatClient;
-pub use chat_types::{ChatMessage, ChatRequest, ChatResponse, ReplySchema, ToolCall, ToolSpec};
+pub use chat_types::{
+    ChatMessage, ChatRequest, ChatResponse, ImagePart, ReplySchema, ToolCall, ToolSpec,
+};
 pub use model_error::{ModelError, ModelErrorKind};
 pub use openai_client::OpenAiClient;
 pub use pricing::Price;

@@ -60,6 +60,12 @@ enum WireMessageOut<'a> {
     User {
         content: &'a str,
     },
+    /// A user turn of content parts: the images of the tool results just before it (tool
+    /// messages carry text only in chat completions).
+    #[serde(rename = "user")]
+    UserParts {
+        content: Vec<WirePart>,
+    },
     Assistant {
         /// `null` only when there are tool calls (servers reject an empty assistant turn).
         content: Option<&'a str>,
@@ -70,6 +76,19 @@ enum WireMessageOut<'a> {
         tool_call_id: &'a str,
         content: &'a str,
     },
+}
+
+/// `{"type": "text", "text"}` or `{"type": "image_url", "image_url": {"url": "data:..."}}`.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WirePart {
+    Text { text: String },
+    ImageUrl { image_url: WireImageUrl },
+}
+
+#[derive(Debug, Serialize)]
+struct WireImageUrl {
+    url: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -107,7 +126,7 @@ struct WireToolFunction<'a> {
 pub(crate) fn wire_request<'a>(profile: &'a ModelProfile, req: &'a ChatRequest) -> WireRequest<'a> {
     WireRequest {
         model: &profile.model,
-        messages: req.messages.iter().map(wire_message).collect(),
+        messages: wire_messages(&req.messages, profile.vision),
         tools: req.tools.iter().map(wire_tool).collect(),
         max_tokens: req.max_tokens.or(profile.max_tokens),
         temperature: req.temperature.or(profile.temperature),
@@ -127,6 +146,48 @@ pub(crate) fn wire_request<'a>(profile: &'a ModelProfile, req: &'a ChatRequest) 
             (StructuredOutput::JsonSchema | StructuredOutput::Off, _) => None,
         },
     }
+}
+
+/// The messages in wire form. For a vision profile, the images of a run of tool results follow
+/// it as one user turn of `image_url` parts (each after a line naming its call); otherwise
+/// images are left out and the model works from the text.
+fn wire_messages(messages: &[ChatMessage], vision: bool) -> Vec<WireMessageOut<'_>> {
+    let mut out = Vec::with_capacity(messages.len());
+    let mut images: Vec<WirePart> = Vec::new();
+    for message in messages {
+        let is_tool = matches!(message, ChatMessage::Tool { .. });
+        if !is_tool && !images.is_empty() {
+            out.push(WireMessageOut::UserParts {
+                content: std::mem::take(&mut images),
+            });
+        }
+        if let (
+            true,
+            ChatMessage::Tool {
+                tool_call_id,
+                name,
+                images: attached,
+                ..
+            },
+        ) = (vision, message)
+        {
+            for image in attached {
+                images.push(WirePart::Text {
+                    text: format!("The image from {name} (call {tool_call_id}):"),
+                });
+                images.push(WirePart::ImageUrl {
+                    image_url: WireImageUrl {
+                        url: image.data_url(),
+                    },
+                });
+            }
+        }
+        out.push(wire_message(message));
+    }
+    if !images.is_empty() {
+        out.push(WireMessageOut::UserParts { content: images });
+    }
+    out
 }
 
 fn wire_message(message: &ChatMessage) -> WireMessageOut<'_> {

@@ -127,6 +127,10 @@ pub struct ModelProfileConfig {
     /// Constrain replies to the schema a request declares (`"json_schema"`), or not (`"off"`).
     #[serde(default)]
     pub structured_output: StructuredOutput,
+    /// The model reads images: tool results that come with one (a `browser_screenshot`) carry
+    /// it as an image part (OpenAI `image_url` data URL, Anthropic `image` block). Off: text only.
+    #[serde(default)]
+    pub vision: bool,
 }
 
 impl Default for ModelProfileConfig {
@@ -145,6 +149,7 @@ impl Default for ModelProfileConfig {
             input_usd_per_mtok: None,
             output_usd_per_mtok: None,
             structured_output: StructuredOutput::Off,
+            vision: false,
         }
     }
 }
@@ -190,6 +195,8 @@ pub struct ModelProfile {
     pub price: Option<Price>,
     /// Whether a request's reply schema is sent to the server (never for Anthropic).
     pub structured_output: StructuredOutput,
+    /// Whether images attached to tool results are sent (else only their text).
+    pub vision: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -298,6 +305,7 @@ impl ModelProfileConfig {
             stream: self.stream,
             price,
             structured_output: self.structured_output,
+            vision: self.vision,
         })
     }
 

@@ -23,4 +23,6 @@ pub use local_model::LocalModel;
 pub use nats_server::NatsServer;
 pub use readiness::{free_port, wait_until, WaitTimedOut};
 pub use redis_server::RedisServer;
-pub use standin::{last_message_content, last_tool_result, Fault, Reply, Script, StandInModel};
+pub use standin::{
+    last_message_content, last_tool_result, Fault, RecordedImage, Reply, Script, StandInModel,
+};

@@ -21,6 +21,8 @@ pub struct Profile {
     /// `max_tokens = N` when set: the reply cap (a local model in a repetition loop otherwise
     /// generates until its context is full, holding the server's only slot).
     pub max_tokens: Option<u32>,
+    /// `vision = true`: tool results' screenshots go to the model as image parts.
+    pub vision: bool,
 }
 
 /// The reply cap the benches give a local model's profiles.
@@ -35,7 +37,12 @@ impl Profile {
             timeout_secs: 120,
             structured_output: None,
             max_tokens: None,
+            vision: false,
         }
+    }
+    pub fn with_vision(mut self) -> Self {
+        self.vision = true;
+        self
     }
     pub fn with_max_tokens(mut self, max_tokens: u32) -> Self {
         self.max_tokens = Some(max_tokens);
@@ -59,8 +66,9 @@ impl Profile {
             .max_tokens
             .map(|n| format!("max_tokens = {n}\n"))
             .unwrap_or_default();
+        let vision = if self.vision { "vision = true\n" } else { "" };
         format!(
-            "[models.{}]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"{}\"\ntimeout_secs = {}\n{key}{structured}{max_tokens}",
+            "[models.{}]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"{}\"\ntimeout_secs = {}\n{key}{structured}{max_tokens}{vision}",
             self.name, self.base_url, self.model, self.timeout_secs
         )
     }

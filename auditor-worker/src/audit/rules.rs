@@ -74,6 +74,7 @@ pub(crate) fn evidence_from_run(
         duration_ms: u64::try_from(run.duration.as_millis()).unwrap_or(u64::MAX),
         output_excerpt: output_excerpt(&run.output, EXCERPT_CHARS),
         isolated: Some(isolated),
+        screenshots: Vec::new(),
     }
 }
 
@@ -113,6 +114,7 @@ pub(crate) fn integrity_failure(
             duration_ms: 0,
             output_excerpt: "not run: the candidate snapshot failed verification".to_string(),
             isolated: None,
+            screenshots: Vec::new(),
         })
         .collect();
     let verdicts = Verdicts {
@@ -284,6 +286,7 @@ mod tests {
             end,
             output: format!("{}END", "y".repeat(3000)).into_bytes(),
             duration: Duration::from_millis(12),
+            screenshots: Vec::new(),
         };
         let evidence = vec![
             evidence_from_run(

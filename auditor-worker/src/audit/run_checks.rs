@@ -1,13 +1,14 @@
 //! Running a contract's checks for one audit: each in its own copy of the pristine
 //! materialized snapshot (so checks cannot affect each other), under the host's sandbox, with
 //! the full output stored in the evidence bucket and only its digest and an excerpt in the
-//! report.
+//! report; the screenshots a browser check took (`loopgate browse --screenshot`) are stored
+//! the same way and named by digest in its evidence record (signed with it).
 
 use std::path::Path;
 use std::time::Duration;
 
 use loopgate_checks::{run_in_scratch_copy, CopySource, ScratchCheck};
-use loopgate_common::verdict::Evidence;
+use loopgate_common::verdict::{Evidence, EvidenceScreenshot};
 use loopgate_common::wire::AuditRequest;
 
 use crate::audit::rules::{evidence_from_run, unix_millis};
@@ -48,14 +49,26 @@ impl Auditor {
             tracing::info!(run_id = %req.run_id, check = %criterion.id, verdict = ?run.verdict(),
                 end = ?run.end, duration_ms = run.duration.as_millis() as u64, "check finished");
             let log_digest = self.store_output(&criterion.id, &run.output, gaps).await;
-            evidence.push(evidence_from_run(
+            let mut record = evidence_from_run(
                 &criterion.id,
                 &run,
                 &req.candidate_snapshot,
                 log_digest,
                 unix_millis(),
                 self.sandbox.isolates(),
-            ));
+            );
+            for shot in &run.screenshots {
+                let what = format!("{} screenshot {}", criterion.id, shot.path);
+                if let Some(digest) = self.store_output(&what, &shot.png, gaps).await {
+                    record.screenshots.push(EvidenceScreenshot {
+                        digest,
+                        media_type: "image/png".to_string(),
+                        path: shot.path.clone(),
+                        size_bytes: shot.png.len() as u64,
+                    });
+                }
+            }
+            evidence.push(record);
         }
         if !evidence.is_empty() {
             gaps.extend(self.sandbox.limitations.iter().cloned());

@@ -243,6 +243,7 @@ async fn judge_clauses(
             output_excerpt: excerpt,
             // A judgment, not a command: nothing ran in or out of the sandbox.
             isolated: None,
+            screenshots: Vec::new(),
         });
     }
     for j in judged {
@@ -320,6 +321,7 @@ mod tests {
             duration_ms: 0,
             output_excerpt: out.into(),
             isolated: None,
+            screenshots: Vec::new(),
         }
     }
 

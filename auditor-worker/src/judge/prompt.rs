@@ -194,6 +194,7 @@ mod tests {
             duration_ms: 3,
             output_excerpt: format!("{}TAIL-MARKER", "x".repeat(5000)),
             isolated: None,
+            screenshots: Vec::new(),
         }];
         let paths: Vec<PathChange> = (0..150)
             .map(|i| PathChange::Added {

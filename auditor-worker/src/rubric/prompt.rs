@@ -330,6 +330,7 @@ mod tests {
             duration_ms: 3,
             output_excerpt: format!("{}TAIL-MARKER", "x".repeat(5000)),
             isolated: None,
+            screenshots: Vec::new(),
         }];
         let changes = vec![
             PathChange::Added {

@@ -92,6 +92,7 @@ pub(crate) fn rubric_evidence(
         duration_ms,
         output_excerpt: cap_chars(&evidence_excerpt(verdict), EXCERPT_CHARS),
         isolated: None,
+        screenshots: Vec::new(),
     }
 }
 

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use loopgate_browser::{run_script, BrowseScript, LaunchSettings, Served, Session, TargetPolicy};
+use loopgate_common::gui::BROWSE_RECORD_ENV;
 
 use crate::cli_args::BrowseArgs;
 use crate::errors::CliError;
@@ -65,6 +66,13 @@ pub async fn browse(args: &BrowseArgs) -> Result<ExitStatus, CliError> {
     };
     let report = run_script(&mut session, &script).await;
     session.close();
+    if let Some(written) = &report.screenshot_written {
+        // The check's verdict is the page's; a record that cannot be written costs only the
+        // evidence's picture.
+        if let Err(e) = record_screenshot(&cwd.join(written)) {
+            output::line(format!("warning: screenshot not recorded as evidence: {e}"))?;
+        }
+    }
     for step in &report.steps {
         match &step.outcome {
             Ok(detail) => output::line(format!("ok    {}: {detail}", step.step))?,
@@ -90,6 +98,26 @@ pub async fn browse(args: &BrowseArgs) -> Result<ExitStatus, CliError> {
     }
     output::line("browse: FAILED")?;
     Ok(ExitStatus::Error)
+}
+
+/// Append the screenshot's path to the auditor's record (`$LOOPGATE_BROWSE_RECORD`), so the
+/// check's evidence carries it. Nothing to do outside a check.
+fn record_screenshot(path: &std::path::Path) -> Result<(), CliError> {
+    use std::io::Write;
+    let Some(record) = std::env::var_os(BROWSE_RECORD_ENV).filter(|v| !v.is_empty()) else {
+        return Ok(());
+    };
+    let record = std::path::PathBuf::from(record);
+    let io_err = |source| CliError::WriteOutput {
+        path: record.clone(),
+        source,
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&record)
+        .map_err(io_err)?;
+    writeln!(file, "{}", path.display()).map_err(io_err)
 }
 
 #[cfg(test)]

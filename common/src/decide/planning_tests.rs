@@ -112,6 +112,7 @@ fn plan_audit_full(
                     duration_ms: 1,
                     output_excerpt: output.to_string(),
                     isolated: None,
+                    screenshots: Vec::new(),
                 })
                 .collect(),
             gaps: vec![],
@@ -431,6 +432,7 @@ fn rubric_audit(record: &RunRecord, v: RubricVerdict) -> Step {
         duration_ms: 1,
         output_excerpt: v.summary(),
         isolated: None,
+        screenshots: Vec::new(),
     });
     report.rubric = Some(v);
     apply(record, RunEvent::AuditFinished(report))

@@ -112,6 +112,7 @@ pub(super) fn report(record: &RunRecord, pass: bool, integrity: Integrity) -> Au
             duration_ms: 1,
             output_excerpt: "out".into(),
             isolated: None,
+            screenshots: Vec::new(),
         }],
         gaps: vec![],
         backcheck: vec![],

@@ -52,6 +52,12 @@ pub trait ChatModel: Sync {
     fn context_window(&self) -> Option<u32> {
         None
     }
+
+    /// Whether the model reads images (its profile's `vision`): screenshots then go with
+    /// their tool results.
+    fn vision(&self) -> bool {
+        false
+    }
 }
 
 impl ChatModel for ChatClient {
@@ -64,6 +70,10 @@ impl ChatModel for ChatClient {
 
     fn context_window(&self) -> Option<u32> {
         self.profile().context_window
+    }
+
+    fn vision(&self) -> bool {
+        self.profile().vision
     }
 }
 
@@ -120,6 +130,8 @@ struct LoopState {
     self_check_refusals: u32,
     /// Plain replies answered with a nudge to use the tools.
     nudges: u32,
+    /// The model reads images (screenshots are attached to their tool results).
+    vision: bool,
 }
 
 /// How one model turn ended.
@@ -143,6 +155,7 @@ pub async fn run_tool_loop<M: ChatModel>(
 ) -> LoopReport {
     let mut state = LoopState {
         self_checks: SelfCheckBudget::new(tools.self_checks_allowed()),
+        vision: model.vision(),
         ..LoopState::default()
     };
     let driven = tokio::time::timeout(
@@ -368,9 +381,16 @@ async fn run_turn(
                     messages.push(ChatMessage::tool_result(&call.id, &call.name, text));
                 }
             },
-            ToolAction::Continue { result, ok } => {
-                tracing::debug!(tool = %call.name, ok, "tool ran");
-                messages.push(ChatMessage::tool_result(&call.id, &call.name, result));
+            ToolAction::Continue { result, ok, images } => {
+                tracing::debug!(tool = %call.name, ok, images = images.len(), "tool ran");
+                if state.vision && !images.is_empty() {
+                    keep_recent_images(messages, MAX_IMAGES_KEPT - 1);
+                    messages.push(ChatMessage::tool_result_with_images(
+                        &call.id, &call.name, result, images,
+                    ));
+                } else {
+                    messages.push(ChatMessage::tool_result(&call.id, &call.name, result));
+                }
             }
         }
     }
@@ -438,6 +458,26 @@ fn read_handoff(tools: &EpisodeTools) -> Option<String> {
         .read_file(HANDOFF_FILE, MAX_HANDOFF_CHARS * 4)
         .ok()
         .filter(|text| !text.trim().is_empty())
+}
+
+/// Screenshots a vision model is sent at most (each resent with every request): older tool
+/// results keep their text only.
+pub(crate) const MAX_IMAGES_KEPT: usize = 2;
+
+/// Drops the images of all but the `keep` most recent tool results that have some.
+pub(crate) fn keep_recent_images(messages: &mut [ChatMessage], keep: usize) {
+    let mut seen = 0;
+    for message in messages.iter_mut().rev() {
+        if let ChatMessage::Tool { images, .. } = message {
+            if images.is_empty() {
+                continue;
+            }
+            seen += 1;
+            if seen > keep {
+                images.clear();
+            }
+        }
+    }
 }
 
 /// Tool results must answer a call id; fallback-parsed calls may come without one.

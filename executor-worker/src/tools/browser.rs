@@ -91,6 +91,14 @@ struct ShotArgs {
     path: String,
 }
 
+/// What a browser tool gives back: text for every model, and the PNG of a screenshot (sent as
+/// an image part to models whose profile has `vision = true`).
+#[derive(Debug)]
+pub(crate) struct BrowserOutput {
+    pub(crate) text: String,
+    pub(crate) png: Option<Vec<u8>>,
+}
+
 /// One episode's browser, with the served artifact.
 pub(crate) struct GuiTools {
     session: Mutex<Session>,
@@ -202,7 +210,7 @@ impl GuiTools {
         workspace: &Workspace,
         check_write: impl Fn(&str) -> Result<(), ToolError>,
         parse: impl Fn(&str, &Value) -> Result<Value, ToolError>,
-    ) -> Result<String, GuiToolError> {
+    ) -> Result<BrowserOutput, GuiToolError> {
         let name = call.name.as_str();
         let args = parse(name, &call.arguments)?;
         let bad = |e: serde_json::Error| {
@@ -212,6 +220,7 @@ impl GuiTools {
             })
         };
         let mut session = self.session.lock().await;
+        let mut png_out = None;
         let result = match name {
             "browser_navigate" => {
                 let a: NavigateArgs = serde_json::from_value(args).map_err(bad)?;
@@ -279,7 +288,9 @@ impl GuiTools {
                     path: a.path.clone(),
                     source,
                 })?;
-                format!("saved a {}-byte PNG to {}", png.len(), a.path.trim())
+                let text = format!("saved a {}-byte PNG to {}", png.len(), a.path.trim());
+                png_out = Some(png);
+                text
             }
             other => {
                 return Err(GuiToolError::Tool(ToolError::UnknownTool {
@@ -288,11 +299,11 @@ impl GuiTools {
                 }))
             }
         };
-        if session.take_restarted() {
-            return Ok(format!(
-                "(the browser had crashed and was restarted; earlier refs are gone)\n{result}"
-            ));
-        }
-        Ok(result)
+        let text = if session.take_restarted() {
+            format!("(the browser had crashed and was restarted; earlier refs are gone)\n{result}")
+        } else {
+            result
+        };
+        Ok(BrowserOutput { text, png: png_out })
     }
 }

@@ -2,7 +2,7 @@
 //! workspace tools or the shell. Every failure becomes tool-result text for the model.
 
 use loopgate_common::snapshot::path_in_scope;
-use loopgate_models::{ToolCall, ToolSpec};
+use loopgate_models::{ImagePart, ToolCall, ToolSpec};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -27,8 +27,13 @@ pub(crate) const TOOL_NAMES: [&str; 6] = [
 /// What the loop does after a tool call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolAction {
-    /// Give this text back to the model as the tool result and go on.
-    Continue { result: String, ok: bool },
+    /// Give this text back to the model as the tool result and go on; `images` (a
+    /// `browser_screenshot`'s PNG) go with it to vision models.
+    Continue {
+        result: String,
+        ok: bool,
+        images: Vec<ImagePart>,
+    },
     /// The agent called `finish`.
     Finish { summary: String },
 }
@@ -290,18 +295,28 @@ impl EpisodeTools {
             let scope = |path: &str| self.check_scope(path);
             let parse = |tool: &str, args: &Value| parse_args::<Value>(tool, args);
             return match gui.call(call, &self.workspace, scope, parse).await {
-                Ok(result) => ToolAction::Continue { result, ok: true },
+                Ok(output) => ToolAction::Continue {
+                    result: output.text,
+                    ok: true,
+                    images: output.png.iter().map(|png| ImagePart::png(png)).collect(),
+                },
                 Err(err) => ToolAction::Continue {
                     result: format!("error: {err}"),
                     ok: false,
+                    images: Vec::new(),
                 },
             };
         }
         match self.run(call).await {
-            Ok(result) => ToolAction::Continue { result, ok: true },
+            Ok(result) => ToolAction::Continue {
+                result,
+                ok: true,
+                images: Vec::new(),
+            },
             Err(err) => ToolAction::Continue {
                 result: format!("error: {err}"),
                 ok: false,
+                images: Vec::new(),
             },
         }
     }
@@ -412,7 +427,7 @@ mod tests {
         ];
         for (name, args, allowed) in cases {
             match tools.call(&call(name, args.clone())).await {
-                ToolAction::Continue { result, ok } => {
+                ToolAction::Continue { result, ok, .. } => {
                     assert_eq!(ok, *allowed, "{name} {args}: {result}");
                     if !allowed {
                         assert!(result.contains("may only change"), "{result}");
@@ -497,7 +512,9 @@ mod tests {
         ];
         for (c, ok, needle) in cases {
             match tools.call(&c).await {
-                ToolAction::Continue { result, ok: got_ok } => {
+                ToolAction::Continue {
+                    result, ok: got_ok, ..
+                } => {
                     assert_eq!(got_ok, ok, "{c:?}: {result}");
                     assert!(result.contains(needle), "{c:?}: {result}");
                 }

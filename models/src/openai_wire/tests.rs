@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::*;
-use crate::chat_types::ReplySchema;
+use crate::chat_types::{ImagePart, ReplySchema};
 use crate::model_error::ModelErrorKind;
 use crate::profile_config::{ApiKey, Provider, StructuredOutput};
 
@@ -23,6 +23,7 @@ fn profile(max_tokens: Option<u32>, temperature: Option<f32>) -> ModelProfile {
         stream: false,
         price: None,
         structured_output: StructuredOutput::Off,
+        vision: false,
     }
 }
 
@@ -374,5 +375,67 @@ fn assistant_message_strips_recovered_calls() {
             content: Some("Checking.".into()),
             tool_calls: vec![call("call_fallback_0", "list_dir", json!({}))],
         }
+    );
+}
+
+#[test]
+fn tool_result_images_follow_as_a_user_turn_for_vision_profiles_only() {
+    let image = ImagePart {
+        media_type: "image/png".into(),
+        data_base64: "iVBORw0KGgo=".into(),
+    };
+    let req = ChatRequest::new(vec![
+        ChatMessage::user("look"),
+        ChatMessage::Assistant {
+            content: None,
+            tool_calls: vec![
+                ToolCall {
+                    id: "c1".into(),
+                    name: "browser_screenshot".into(),
+                    arguments: json!({"path": "a.png"}),
+                },
+                ToolCall {
+                    id: "c2".into(),
+                    name: "browser_snapshot".into(),
+                    arguments: json!({}),
+                },
+            ],
+        },
+        ChatMessage::tool_result_with_images("c1", "browser_screenshot", "saved", vec![image]),
+        ChatMessage::tool_result("c2", "browser_snapshot", "- button \"Go\" [ref=e1]"),
+    ]);
+    let tool_turns = json!([
+        {"role": "tool", "tool_call_id": "c1", "content": "saved"},
+        {"role": "tool", "tool_call_id": "c2", "content": "- button \"Go\" [ref=e1]"}
+    ]);
+    let image_turn = json!({"role": "user", "content": [
+        {"type": "text", "text": "The image from browser_screenshot (call c1):"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+    ]});
+    let text = profile(None, None);
+    let vision = ModelProfile {
+        vision: true,
+        ..text.clone()
+    };
+    let cases: [(&str, &ModelProfile, usize, Option<&Value>); 2] = [
+        ("text-only", &text, 4, None),
+        ("vision", &vision, 5, Some(&image_turn)),
+    ];
+    for (name, profile, count, last) in cases {
+        let body = encode(profile, &req);
+        let messages = body["messages"].as_array().unwrap();
+        assert_eq!(messages.len(), count, "{name}: {body}");
+        assert_eq!(messages[2], tool_turns[0], "{name}");
+        assert_eq!(messages[3], tool_turns[1], "{name}");
+        assert_eq!(messages.get(4), last, "{name}");
+    }
+    // Images after the last tool result are flushed before the next non-tool turn.
+    let mut later = req.clone();
+    later.messages.push(ChatMessage::user("next"));
+    let body = encode(&vision, &later);
+    assert_eq!(body["messages"][4], image_turn);
+    assert_eq!(
+        body["messages"][5],
+        json!({"role": "user", "content": "next"})
     );
 }

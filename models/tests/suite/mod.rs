@@ -1,3 +1,4 @@
 mod conformance;
 mod live_providers;
 mod structured_output;
+mod vision;

@@ -14,7 +14,8 @@ use serde_json::{json, Value};
 
 use crate::standin::script::{Fault, Reply};
 use crate::standin::wire::{
-    anthropic_error_body, chars_div4, json_response, pieces, sse_response, wire_calls, Turn,
+    anthropic_error_body, chars_div4, content_text, json_response, pieces, sse_response,
+    wire_calls, Turn,
 };
 
 /// The content of the last `tool_result` block in an Anthropic request (for
@@ -28,9 +29,8 @@ pub fn last_tool_result(request: &Value) -> Option<String> {
         .filter_map(|m| m.get("content")?.as_array())
         .flat_map(|blocks| blocks.iter().rev())
         .find(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))?
-        .get("content")?
-        .as_str()
-        .map(str::to_string)
+        .get("content")
+        .and_then(content_text)
 }
 
 pub(crate) fn render(reply: Reply, turn: &Turn) -> Response {

@@ -9,14 +9,18 @@
 //! `standin-executor`, `standin-auditor`): each model has a FIFO queue of [`Reply`]s and an
 //! optional fallback repeated once the queue is empty; with neither, the server answers HTTP
 //! 500 with an OpenAI-style error body. Every request is recorded for inspection. Usage numbers
-//! are chars/4 (rounded up) of the request body and of the reply. The server stops on drop.
+//! are chars/4 (rounded up) of the request body and of the reply. Image parts (OpenAI
+//! `image_url` data URLs, Anthropic `image` blocks) are checked as the providers check them and
+//! recorded decoded (`StandInModel::images`). The server stops on drop.
 
 mod anthropic;
+mod images;
 mod openai;
 mod script;
 mod server;
 mod wire;
 
 pub use anthropic::last_tool_result;
+pub use images::RecordedImage;
 pub use script::{Fault, Reply, Script};
 pub use server::{last_message_content, StandInModel};

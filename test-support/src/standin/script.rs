@@ -146,5 +146,6 @@ pub(crate) struct ModelScript {
 #[derive(Debug, Clone)]
 pub(crate) struct RecordedRequest {
     pub(crate) body: Value,
+    pub(crate) images: Vec<crate::standin::images::RecordedImage>,
     pub(crate) authorization: Option<String>,
 }

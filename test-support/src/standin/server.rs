@@ -20,8 +20,11 @@ use serde_json::{json, Value};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
+use crate::standin::images::{request_images, RecordedImage};
 use crate::standin::script::{ModelScript, RecordedRequest, Reply, Script};
-use crate::standin::wire::{chars_div4, error_response, json_response, Dialect, Turn};
+use crate::standin::wire::{
+    chars_div4, content_text, error_response, json_response, Dialect, Turn,
+};
 use crate::standin::{anthropic, openai};
 
 /// How many `Dynamic` / `Delayed` layers one reply may unwrap through.
@@ -136,6 +139,15 @@ impl StandInModel {
             .unwrap_or_default()
     }
 
+    /// The images each request for `model` carried (decoded), oldest request first.
+    pub fn images(&self, model: &str) -> Vec<Vec<RecordedImage>> {
+        self.shared
+            .models()
+            .get(model)
+            .map(|m| m.requests.iter().map(|r| r.images.clone()).collect())
+            .unwrap_or_default()
+    }
+
     pub fn request_count(&self, model: &str) -> usize {
         self.shared
             .models()
@@ -197,7 +209,8 @@ impl Drop for StandInModel {
     }
 }
 
-/// The content of the last message with `role` (`"tool"`, `"user"`, ...) in a chat request:
+/// The text of the last message with `role` (`"tool"`, `"user"`, ...) in a chat request (a content
+/// array's text parts joined by newlines):
 /// a helper for [`Reply::Dynamic`] closures.
 pub fn last_message_content(request: &Value, role: &str) -> Option<String> {
     request
@@ -206,9 +219,8 @@ pub fn last_message_content(request: &Value, role: &str) -> Option<String> {
         .iter()
         .rev()
         .find(|m| m.get("role").and_then(Value::as_str) == Some(role))?
-        .get("content")?
-        .as_str()
-        .map(str::to_string)
+        .get("content")
+        .and_then(content_text)
 }
 
 async fn chat_completions(
@@ -234,6 +246,13 @@ async fn handle(
             return error_response(dialect, 400, "invalid_request_error", &message);
         }
     };
+    let images = match request_images(&request, dialect) {
+        Ok(images) => images,
+        Err(problem) => {
+            let message = format!("invalid image part: {problem}");
+            return error_response(dialect, 400, "invalid_request_error", &message);
+        }
+    };
     let model = request
         .get("model")
         .and_then(Value::as_str)
@@ -249,6 +268,7 @@ async fn handle(
         let script = models.entry(model.clone()).or_default();
         script.requests.push(RecordedRequest {
             body: request.clone(),
+            images,
             authorization,
         });
         script.queue.pop_front().or_else(|| script.fallback.clone())

@@ -97,3 +97,19 @@ pub(crate) fn json_response(status: StatusCode, body: String) -> Response {
 pub(crate) fn chars_div4(chars: usize) -> u64 {
     (chars as u64).div_ceil(4)
 }
+
+/// A string content, or the text parts of a content array joined.
+pub(crate) fn content_text(content: &Value) -> Option<String> {
+    match content {
+        Value::String(text) => Some(text.clone()),
+        Value::Array(parts) => Some(
+            parts
+                .iter()
+                .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+        _ => None,
+    }
+}

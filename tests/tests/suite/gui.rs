@@ -2,7 +2,10 @@
 //! a `gui` step; a stand-in executor opens the workspace page, reads the snapshot, clicks the
 //! button by its ref (a bad ref first gets a clear tool error), saves a screenshot and
 //! finishes; the auditor's `loopgate browse` check passes only by clicking the same button, and
-//! a file check sees the screenshot frozen into the snapshot.
+//! a file check sees the screenshot frozen into the snapshot. The executor's profile has
+//! `vision = true`: the screenshot reaches the model as an `image_url` part (checked and
+//! decoded by the stand-in) on the turn after it, and on no earlier turn. The browse check's
+//! own screenshot is its evidence: stored as a blob and named by digest in its record.
 
 use std::time::Duration;
 
@@ -100,7 +103,7 @@ async fn a_gui_step_clicks_by_ref_and_the_browse_check_passes() -> anyhow::Resul
     let mut opts = StackOptions::new(
         vec![
             Profile::new("mgr", &model.base_url(), "standin-manager"),
-            Profile::new("exec", &model.base_url(), "standin-executor"),
+            Profile::new("exec", &model.base_url(), "standin-executor").with_vision(),
         ],
         1,
     );
@@ -156,6 +159,19 @@ async fn a_gui_step_clicks_by_ref_and_the_browse_check_passes() -> anyhow::Resul
         result(5)
     );
     assert!(result(6).contains("PNG"), "screenshot: {}", result(6));
+    // Vision: the screenshot goes with its tool result as an image part, from then on.
+    let images = model.images("standin-executor");
+    assert!(
+        images[..6].iter().all(Vec::is_empty),
+        "images before the screenshot: {:?}",
+        &images[..6]
+    );
+    assert_eq!(images[6].len(), 1, "{:?}", images[6]);
+    assert_eq!(images[6][0].media_type, "image/png");
+    assert_eq!(images[6][0].role, "user");
+    assert!(images[6][0].bytes.starts_with(b"\x89PNG\r\n\x1a\n"));
+    // The manager's profile is text-only and never sees one.
+    assert!(model.images("standin-manager").iter().all(Vec::is_empty));
 
     let execs = stack.log_entries(&id, "exec_result").await?;
     assert_eq!(execs.len(), 1, "{execs:?}");
@@ -169,6 +185,34 @@ async fn a_gui_step_clicks_by_ref_and_the_browse_check_passes() -> anyhow::Resul
             "{criterion}: {history}"
         );
     }
+    // The browse check's own screenshot is its evidence (the file check has none).
+    let browse = evidence
+        .iter()
+        .find(|e| e["check_id"] == "greets-on-click" && e["verdict"] == "pass")
+        .cloned()
+        .unwrap_or_default();
+    let shots = browse["screenshots"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(shots.len(), 1, "{browse}");
+    assert_eq!(shots[0]["path"], "shots/audit.png", "{browse}");
+    assert_eq!(shots[0]["media_type"], "image/png", "{browse}");
+    let digest = shots[0]["digest"].as_str().unwrap_or_default();
+    let png = reqwest::get(format!("{}/v1/blobs/{digest}", stack.any_http()))
+        .await?
+        .error_for_status()?
+        .bytes()
+        .await?;
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "blob {digest}");
+    assert_eq!(Some(png.len() as u64), shots[0]["size_bytes"].as_u64());
+    assert!(
+        evidence
+            .iter()
+            .filter(|e| e["check_id"] == "screenshot-kept")
+            .all(|e| e.get("screenshots").is_none()),
+        "{history}"
+    );
     Ok(())
 }
 

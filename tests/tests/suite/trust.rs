@@ -123,6 +123,7 @@ fn all_pass_report(req: &AuditRequest) -> AuditReport {
             duration_ms: 1,
             output_excerpt: String::new(),
             isolated: Some(true),
+            screenshots: Vec::new(),
         })
         .collect();
     AuditReport {

@@ -212,6 +212,7 @@ pub(crate) mod tests {
                 duration_ms: 1,
                 output_excerpt: String::new(),
                 isolated: Some(true),
+                screenshots: Vec::new(),
             }],
             gaps: Vec::new(),
             backcheck: Vec::new(),

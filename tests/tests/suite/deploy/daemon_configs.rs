@@ -279,3 +279,50 @@ fn daemons_get_configs_env_and_grace_their_binaries_accept() -> anyhow::Result<(
     }
     Ok(())
 }
+
+/// The manager offers a route only while a live executor serves it, with its `capabilities`
+/// as the upper bound: in every render that bound is exactly what the executors deployed
+/// there serve (no route nobody could serve, none served but never offered), and `gui` is
+/// among them: the gui executor is deployed.
+#[test]
+fn manager_capabilities_are_what_the_deployed_executors_serve() -> anyhow::Result<()> {
+    let Some(renders) = renders()? else {
+        return Ok(());
+    };
+    let list = |v: &toml::Value, table: &str| -> BTreeSet<String> {
+        v.get(table)
+            .and_then(|t| t.get("capabilities"))
+            .and_then(toml::Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|c| c.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for r in renders {
+        let mut served = BTreeSet::new();
+        let mut offered: Vec<(String, BTreeSet<String>)> = Vec::new();
+        for d in daemons(r)? {
+            let config: toml::Value =
+                toml::from_str(&config_of(r, &d)?).with_context(|| format!("{}: config", d.at))?;
+            match d.role {
+                Role::Executor => served.extend(list(&config, "executor")),
+                Role::Manager => offered.push((d.at.clone(), list(&config, "manager"))),
+                Role::Auditor => {}
+            }
+        }
+        ensure!(
+            served.contains("gui"),
+            "{}: no gui executor: {served:?}",
+            r.name
+        );
+        for (at, capabilities) in offered {
+            ensure!(
+                capabilities == served,
+                "{at}: manager capabilities {capabilities:?}, executors serve {served:?}"
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,111 @@
+//! A check's own screenshots: `loopgate browse` appends the path of each PNG it wrote to the
+//! record file named by `LOOPGATE_BROWSE_RECORD` (in the check's HOME); after the check, the
+//! listed files that are PNGs inside the check's copy are read, bounded, before the copy is
+//! removed. A path outside the copy, a link out of it, a file that is not a PNG or is too large
+//! is skipped (the check is hostile code's neighbour: the candidate's serve command runs in it).
+
+use std::path::Path;
+
+/// At most this many screenshots are kept per check.
+pub const MAX_SCREENSHOTS: usize = 8;
+/// A screenshot larger than this is skipped.
+pub const MAX_SCREENSHOT_BYTES: u64 = 8 * 1024 * 1024;
+/// Only this much of the record file is read.
+const MAX_RECORD_BYTES: u64 = 64 * 1024;
+const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
+
+/// The record's name in the check's HOME.
+pub(crate) const RECORD_FILE: &str = ".loopgate-browse-record";
+
+/// One screenshot a check took.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CheckScreenshot {
+    /// Relative to the check's copy of the workspace.
+    pub path: String,
+    pub png: Vec<u8>,
+}
+
+impl std::fmt::Debug for CheckScreenshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckScreenshot")
+            .field("path", &self.path)
+            .field("bytes", &self.png.len())
+            .finish()
+    }
+}
+
+/// The screenshots `record` lists that are PNGs inside `workspace`, in order, each once.
+pub(crate) fn collect(record: &Path, workspace: &Path) -> Vec<CheckScreenshot> {
+    use std::io::Read;
+    let mut text = String::new();
+    let read = std::fs::File::open(record)
+        .and_then(|f| f.take(MAX_RECORD_BYTES).read_to_string(&mut text));
+    if read.is_err() {
+        return Vec::new();
+    }
+    let Ok(root) = workspace.canonicalize() else {
+        return Vec::new();
+    };
+    let mut shots: Vec<CheckScreenshot> = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if shots.len() >= MAX_SCREENSHOTS {
+            break;
+        }
+        let Some(shot) = one(&root, line) else {
+            tracing::debug!(path = line, "a recorded screenshot was skipped");
+            continue;
+        };
+        if !shots.iter().any(|s| s.path == shot.path) {
+            shots.push(shot);
+        }
+    }
+    shots
+}
+
+fn one(root: &Path, line: &str) -> Option<CheckScreenshot> {
+    let real = root.join(line).canonicalize().ok()?;
+    let relative = real.strip_prefix(root).ok()?.to_str()?.to_string();
+    let meta = std::fs::metadata(&real).ok()?;
+    if !meta.is_file() || meta.len() > MAX_SCREENSHOT_BYTES || relative.is_empty() {
+        return None;
+    }
+    let png = std::fs::read(&real).ok()?;
+    png.starts_with(PNG_MAGIC).then_some(CheckScreenshot {
+        path: relative,
+        png,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn only_pngs_inside_the_copy_are_collected() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join("shots")).unwrap();
+        let png = [PNG_MAGIC, b"rest"].concat();
+        std::fs::write(ws.join("shots/a.png"), &png).unwrap();
+        std::fs::write(ws.join("notpng.png"), b"<html>").unwrap();
+        std::fs::write(dir.path().join("outside.png"), &png).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("outside.png"), ws.join("link.png")).unwrap();
+        let record = dir.path().join("record");
+        let abs = ws.join("shots/a.png");
+        std::fs::write(
+            &record,
+            format!(
+                "shots/a.png\n{}\nnotpng.png\n../outside.png\nlink.png\nmissing.png\n\n",
+                abs.display()
+            ),
+        )
+        .unwrap();
+        let shots = collect(&record, &ws);
+        assert_eq!(shots.len(), 1, "{shots:?}");
+        assert_eq!(shots[0].path, "shots/a.png");
+        assert_eq!(shots[0].png, png);
+        // No record: nothing.
+        assert!(collect(&dir.path().join("none"), &ws).is_empty());
+    }
+}
