@@ -56,15 +56,29 @@ include-path = "/v1/snapshots/{{id}}"
 parameters = {{ "path.id" = "{snapshot}" }}
 
 [[operations]]
+include-path = "/v1/snapshots/{{id}}/integrity"
+parameters = {{ "path.id" = "{snapshot}" }}
+
+[[operations]]
+include-path = "/v1/snapshots/{{from}}/diff/{{to}}"
+parameters = {{ "path.from" = "{snapshot}", "path.to" = "{snapshot}" }}
+
+# The console's one script asset the document describes as JavaScript.
+[[operations]]
+include-path = "/ui/{{file}}"
+parameters = {{ "path.file" = "app.js" }}
+
+[[operations]]
 include-path = "/v1/blobs/{{sha256}}"
 parameters = {{ "path.sha256" = "{blob}" }}
 
 # A body can match the schema and still be refused by what no JSON Schema expresses: a task
 # that names a model profile this manager lacks or breaks a cross-field rule (`invalid_task`),
 # a blank answer, an edited contract that is not a valid contract file (`invalid_contract`), a
-# budget out of range (`invalid_budget`). The document lists those 400s; they are expected here.
+# budget out of range (`invalid_budget`), a task file that is not TOML (`invalid_task`). The
+# document lists those 400s; they are expected here.
 [[operations]]
-include-name = ["POST /v1/runs", "POST /v1/runs/{{id}}/answer", "POST /v1/runs/{{id}}/approve", "POST /v1/runs/{{id}}/resume"]
+include-name = ["POST /v1/runs", "POST /v1/tasks/parse", "POST /v1/runs/{{id}}/answer", "POST /v1/runs/{{id}}/approve", "POST /v1/runs/{{id}}/resume"]
 checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "404", "409"]
 "#
     )
