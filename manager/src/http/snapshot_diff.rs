@@ -66,10 +66,13 @@ pub(crate) async fn diff(
 ) -> Result<Json<SnapshotDiff>, ApiError> {
     let (old, new) = (manifest(&s, &from).await?, manifest(&s, &to).await?);
     let changes = diff_manifests(&old, &new);
+    let (old, new) = (std::sync::Arc::new(old), std::sync::Arc::new(new));
+    // Owned items: a stream over borrowed ones is not `Send` enough for the handler.
     let files: Vec<Result<FileChange, ApiError>> =
-        futures::stream::iter(changes.iter().enumerate().map(|(i, change)| {
-            let (s, old, new) = (&s, &old, &new);
+        futures::stream::iter(changes.into_iter().enumerate().map(|(i, change)| {
+            let (s, old, new) = (s.clone(), old.clone(), new.clone());
             async move {
+                let (s, change) = (&s, &change);
                 let path = change.path();
                 let (a, b) = (old.get(path), new.get(path));
                 let too_big = [a, b].iter().flatten().any(|e| e.size > MAX_DIFFED_BYTES);
@@ -113,8 +116,8 @@ pub(crate) async fn integrity(
 ) -> Result<Json<IntegrityReport>, ApiError> {
     let m = manifest(&s, &id).await?;
     let results: Vec<Result<Option<IntegrityViolation>, ApiError>> =
-        futures::stream::iter(m.entries.iter().map(|e| {
-            let s = &s;
+        futures::stream::iter(m.entries.clone().into_iter().map(|e| {
+            let s = s.clone();
             async move {
                 let violation = |kind: &str, detail: String| IntegrityViolation {
                     path: e.path.clone(),
