@@ -7,6 +7,7 @@
 
 pub mod certificate;
 pub mod common_schemas;
+pub mod console;
 pub mod contract;
 pub mod error;
 pub mod lenient;
@@ -14,6 +15,10 @@ pub mod rounds;
 pub mod runs;
 
 pub use certificate::{Certificate, TrustedKey, CERTIFICATE_FORMAT};
+pub use console::{
+    BudgetLine, BudgetView, FileChange, IntegrityReport, IntegrityViolation, ModelInfo, ModelList,
+    ParseTaskRequest, ParsedTask, RunCounts, SnapshotDiff,
+};
 pub use contract::{ApproveRequest, ContractView};
 pub use error::{ErrorBody, ErrorDetail};
 pub use rounds::{RoundList, RoundView};

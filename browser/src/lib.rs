@@ -6,6 +6,7 @@
 //! - `session`: one page; navigate, snapshot, click / type / press by ref, wait, screenshot.
 //! - `snapshot`: the accessibility tree as Playwright MCP-style lines with stable refs, and
 //!   the size cap and delta (pure).
+//! - `page_errors`: exceptions, `console.error` and error log entries a page reports.
 //! - `target`: where the browser may go (workspace files, loopback http) (pure).
 //! - `serve`: the task's `[gui] serve` command, started and waited on.
 //! - `script`: `loopgate browse`'s steps.
@@ -14,6 +15,7 @@
 
 mod error;
 mod launch;
+mod page_errors;
 mod script;
 mod serve;
 mod session;

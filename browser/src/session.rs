@@ -19,6 +19,7 @@ use chromiumoxide::Page;
 
 use crate::error::BrowserError;
 use crate::launch::{launch, LaunchSettings, Running};
+use crate::page_errors::PageErrors;
 use crate::snapshot::{frame_snapshot, render, AxItem, RefTable, Rendered, DEFAULT_SNAPSHOT_CAP};
 use crate::target::{resolve_target, TargetPolicy};
 
@@ -35,6 +36,7 @@ pub struct Session {
     refs: RefTable,
     last_snapshot: Option<String>,
     restarted: bool,
+    errors: PageErrors,
 }
 
 impl Session {
@@ -49,6 +51,7 @@ impl Session {
             refs: RefTable::default(),
             last_snapshot: None,
             restarted: false,
+            errors: PageErrors::default(),
         }
     }
 
@@ -98,6 +101,7 @@ impl Session {
             .new_page("about:blank")
             .await
             .map_err(|e| protocol("Target.createTarget", e))?;
+        self.errors.watch(&page).await;
         self.running = Some((running, page.clone()));
         Ok(page)
     }
@@ -374,6 +378,61 @@ impl Session {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// Evaluate a JavaScript expression on the page (a promise is awaited) and return its
+    /// value as JSON (`null` for `undefined` and values JSON cannot hold).
+    pub async fn evaluate(&mut self, expression: &str) -> Result<serde_json::Value, BrowserError> {
+        let page = self.live_page().await?;
+        let result = page
+            .evaluate(expression)
+            .await
+            .map_err(|e| self.check_crash(e, "Runtime.evaluate"))?;
+        Ok(result.value().cloned().unwrap_or(serde_json::Value::Null))
+    }
+
+    /// Every uncaught exception, `console.error` call and error log entry the pages of this
+    /// session reported so far, oldest first.
+    pub fn page_errors(&self) -> Vec<String> {
+        self.errors.snapshot()
+    }
+
+    /// Change the viewport (CSS pixels), e.g. to a phone's width.
+    pub async fn set_viewport(
+        &mut self,
+        width: u32,
+        height: u32,
+        mobile: bool,
+    ) -> Result<(), BrowserError> {
+        use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams;
+        let page = self.live_page().await?;
+        let params = SetDeviceMetricsOverrideParams::builder()
+            .width(i64::from(width))
+            .height(i64::from(height))
+            .device_scale_factor(1.0)
+            .mobile(mobile)
+            .build()
+            .map_err(|e| BrowserError::Protocol {
+                command: "Emulation.setDeviceMetricsOverride",
+                reason: e,
+            })?;
+        page.execute(params)
+            .await
+            .map_err(|e| self.check_crash(e, "Emulation.setDeviceMetricsOverride"))?;
+        Ok(())
+    }
+
+    /// A PNG of the whole page (beyond the viewport).
+    pub async fn screenshot_full_png(&mut self) -> Result<Vec<u8>, BrowserError> {
+        let page = self.live_page().await?;
+        page.screenshot(
+            ScreenshotParams::builder()
+                .format(CaptureScreenshotFormat::Png)
+                .full_page(true)
+                .build(),
+        )
+        .await
+        .map_err(|e| self.check_crash(e, "Page.captureScreenshot"))
     }
 
     /// A PNG of the viewport.

@@ -12,6 +12,7 @@ pub mod contract;
 pub mod contract_proposal;
 pub mod decide;
 pub mod gate;
+pub mod git_diff;
 pub mod goal_criteria;
 pub mod goal_words;
 pub mod gui;

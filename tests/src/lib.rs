@@ -44,6 +44,9 @@ pub struct StackOptions {
     pub secrets: Option<StackSecrets>,
     /// The executors' `capabilities` (default `["cli"]`).
     pub capabilities: Vec<&'static str>,
+    /// A bearer token the managers' API requires (`[http] token_env`); the stack's own
+    /// requests send it (see `Stack::token`).
+    pub token: Option<String>,
 }
 
 impl StackOptions {
@@ -60,6 +63,7 @@ impl StackOptions {
             signed: false,
             secrets: None,
             capabilities: vec!["cli"],
+            token: None,
         }
     }
 
@@ -122,6 +126,8 @@ fn random_hex(bytes: usize) -> String {
 
 /// The env var the daemons of a secured stack read their NATS password from.
 const NATS_PASSWORD_ENV: &str = "LG_TEST_NATS_PASSWORD";
+/// The env var the managers read their API token from (stacks with `StackOptions::token`).
+const API_TOKEN_ENV: &str = "LG_TEST_API_TOKEN";
 /// The env var the auditor of a signed stack reads its signing key from.
 const SIGNING_KEY_ENV: &str = "LG_TEST_AUDITOR_SIGNING_KEY";
 
@@ -154,6 +160,8 @@ pub struct Stack {
     /// `loopgate verify --key`.
     pub auditor_keys_file: Option<PathBuf>,
     signing_seed: Option<String>,
+    /// The bearer token the managers require, if any.
+    pub token: Option<String>,
     models: String,
     /// The managers' `[nats]` table.
     manager_nats: String,
@@ -290,8 +298,18 @@ impl Stack {
         if let Some((_, key)) = &signing_key {
             manager_extra.push_str(&format!("\nauditor_keys = [\"{}\"]\n", key.public_key()));
         }
+        let mut headers = reqwest::header::HeaderMap::new();
+        let mut env = manager.env;
+        if let Some(token) = &opts.token {
+            headers.insert(
+                reqwest::header::AUTHORIZATION,
+                reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))?,
+            );
+            env.push((API_TOKEN_ENV.to_string(), token.clone()));
+        }
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
+            .default_headers(headers)
             .build()?;
         let mut stack = Stack {
             nats,
@@ -305,10 +323,11 @@ impl Stack {
             passwords,
             auditor_keys_file,
             signing_seed: signing_key.map(|(seed, _)| seed),
+            token: opts.token.clone(),
             models,
             manager_nats: manager.nats_toml,
             manager_extra,
-            env: manager.env,
+            env,
             spawned_managers: 0,
             client,
         };
@@ -328,9 +347,14 @@ impl Stack {
         std::fs::write(
             &cfg,
             format!(
-                "{}[redis]\nurl = \"{}\"\n[http]\naddr = \"127.0.0.1:{port}\"\n[manager]\n{}\n\n{}",
+                "{}[redis]\nurl = \"{}\"\n[http]\naddr = \"127.0.0.1:{port}\"\n{}[manager]\n{}\n\n{}",
                 self.manager_nats,
                 self.redis.url(),
+                if self.token.is_some() {
+                    format!("token_env = \"{API_TOKEN_ENV}\"\n")
+                } else {
+                    String::new()
+                },
                 self.manager_extra,
                 self.models
             ),

@@ -6,7 +6,9 @@
 //! file; the handler files import them; `router` imports everything.
 
 mod auth;
+mod catalog;
 mod certificate;
+mod console;
 mod contract;
 mod error;
 mod extract;
@@ -16,6 +18,7 @@ mod rounds;
 mod router;
 mod run_log;
 mod runs;
+mod snapshot_diff;
 mod snapshots;
 mod state;
 mod steering;

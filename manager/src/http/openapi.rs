@@ -27,6 +27,7 @@ pub(crate) const BEARER: &str = "bearer";
     tags(
         (name = "runs", description = "runs: submit, read, steer"),
         (name = "snapshots", description = "frozen workspaces and check outputs"),
+        (name = "console", description = "the operator console's page and assets (no data; never need a token)"),
         (name = "service", description = "probes, metrics and this document (never need a token)"),
     ),
     components(schemas(loopgate_api::ErrorBody))

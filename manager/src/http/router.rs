@@ -10,7 +10,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::http::auth;
+use crate::http::catalog;
 use crate::http::certificate;
+use crate::http::console;
 use crate::http::contract;
 use crate::http::error::ApiError;
 use crate::http::openapi::{self, OpenApiJson};
@@ -18,6 +20,7 @@ use crate::http::probes;
 use crate::http::rounds;
 use crate::http::run_log;
 use crate::http::runs;
+use crate::http::snapshot_diff;
 use crate::http::snapshots;
 use crate::http::state::Shared;
 use crate::http::steering;
@@ -28,9 +31,12 @@ fn routes() -> (OpenApiRouter<Shared>, OpenApiRouter<Shared>) {
         .routes(routes!(probes::healthz))
         .routes(routes!(probes::readyz))
         .routes(routes!(openapi::openapi_json))
-        .routes(routes!(probes::metrics));
+        .routes(routes!(probes::metrics))
+        .routes(routes!(console::index))
+        .routes(routes!(console::asset));
     let v1 = OpenApiRouter::new()
         .routes(routes!(runs::submit, runs::list_runs))
+        .routes(routes!(catalog::run_counts))
         .routes(routes!(runs::get_run))
         .routes(routes!(run_log::get_log))
         .routes(routes!(run_log::get_evidence))
@@ -47,7 +53,12 @@ fn routes() -> (OpenApiRouter<Shared>, OpenApiRouter<Shared>) {
         .routes(routes!(steering::instruct))
         .routes(routes!(steering::pause))
         .routes(routes!(steering::unpause))
-        .routes(routes!(steering::continue_run));
+        .routes(routes!(steering::continue_run))
+        .routes(routes!(catalog::get_budget))
+        .routes(routes!(catalog::list_models))
+        .routes(routes!(catalog::parse_task))
+        .routes(routes!(snapshot_diff::diff))
+        .routes(routes!(snapshot_diff::integrity));
     (public, v1)
 }
 
@@ -117,6 +128,8 @@ mod tests {
         "GET /readyz",
         "GET /openapi.json",
         "GET /metrics",
+        "GET /",
+        "GET /ui/{file}",
         "POST /v1/runs",
         "GET /v1/runs",
         "GET /v1/runs/{id}",
@@ -136,6 +149,12 @@ mod tests {
         "POST /v1/runs/{id}/pause",
         "POST /v1/runs/{id}/unpause",
         "POST /v1/runs/{id}/continue",
+        "GET /v1/runs/counts",
+        "GET /v1/runs/{id}/budget",
+        "GET /v1/models",
+        "POST /v1/tasks/parse",
+        "GET /v1/snapshots/{from}/diff/{to}",
+        "GET /v1/snapshots/{id}/integrity",
     ];
 
     fn operations(doc: &Value) -> Vec<(String, &Value)> {

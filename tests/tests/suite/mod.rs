@@ -1,3 +1,4 @@
+mod console;
 mod control_plane;
 mod deploy;
 mod effective_loop;

@@ -56,6 +56,19 @@ include-path = "/v1/snapshots/{{id}}"
 parameters = {{ "path.id" = "{snapshot}" }}
 
 [[operations]]
+include-path = "/v1/snapshots/{{id}}/integrity"
+parameters = {{ "path.id" = "{snapshot}" }}
+
+[[operations]]
+include-path = "/v1/snapshots/{{from}}/diff/{{to}}"
+parameters = {{ "path.from" = "{snapshot}", "path.to" = "{snapshot}" }}
+
+# The console's one script asset the document describes as JavaScript.
+[[operations]]
+include-path = "/ui/{{file}}"
+parameters = {{ "path.file" = "app.js" }}
+
+[[operations]]
 include-path = "/v1/blobs/{{sha256}}"
 parameters = {{ "path.sha256" = "{blob}" }}
 
@@ -63,10 +76,11 @@ parameters = {{ "path.sha256" = "{blob}" }}
 # that names a model profile this manager lacks or breaks a cross-field rule (`invalid_task`),
 # a blank answer, an edited contract that is not a valid contract file (`invalid_contract`), a
 # budget out of range (`invalid_budget`), an instruction over its length (`invalid_instruction`),
-# a continue body with neither `goal` nor `task`. The document lists those 400s, and the 409s of
-# a run in a state the change does not apply to (pause, unpause, continue); they are expected.
+# a continue body with neither `goal` nor `task`, a task file that is not TOML (`invalid_task`).
+# The document lists those 400s, and the 409s of a run in a state the change does not apply to
+# (pause, unpause, continue); they are expected.
 [[operations]]
-include-name = ["POST /v1/runs", "POST /v1/runs/{{id}}/answer", "POST /v1/runs/{{id}}/approve", "POST /v1/runs/{{id}}/resume", "POST /v1/runs/{{id}}/instructions", "POST /v1/runs/{{id}}/pause", "POST /v1/runs/{{id}}/unpause", "POST /v1/runs/{{id}}/continue"]
+include-name = ["POST /v1/runs", "POST /v1/tasks/parse", "POST /v1/runs/{{id}}/answer", "POST /v1/runs/{{id}}/approve", "POST /v1/runs/{{id}}/resume", "POST /v1/runs/{{id}}/instructions", "POST /v1/runs/{{id}}/pause", "POST /v1/runs/{{id}}/unpause", "POST /v1/runs/{{id}}/continue"]
 checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "404", "409"]
 "#
     )

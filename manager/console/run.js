@@ -1,0 +1,416 @@
+// One run: header, budgets, actions, contract, the live round-by-round timeline (over the
+// SSE stream), evidence, the snapshot's integrity and the completion certificate.
+
+import { get, post, blob, events, hasRoute } from './api.js';
+import { h, clear, short, stateBadge, usd, TERMINAL, toast, errorText, action, form } from './dom.js';
+
+const REFRESH_MS = 300;
+
+export function runView(main, id) {
+  const ctl = new AbortController();
+  const entries = [];
+  let run = null;
+  let refreshTimer = null;
+  let checkedIntegrity = '';
+
+  const title = h('h1', { id: 'run-title' }, short(id));
+  const head = h('div', { id: 'run-head', class: 'card' });
+  const integrity = h('div', { id: 'integrity', 'aria-live': 'polite' });
+  const budget = h('section', { id: 'budget', class: 'card', 'aria-labelledby': 'budget-h' });
+  const actions = h('section', { id: 'actions', class: 'card', 'aria-labelledby': 'actions-h' });
+  const contract = h('section', { id: 'contract', class: 'card', 'aria-labelledby': 'contract-h' });
+  const timeline = h('ol', { id: 'timeline', class: 'timeline', 'aria-live': 'polite' });
+  const evidence = h('section', { id: 'evidence', class: 'card', 'aria-labelledby': 'evidence-h' });
+  const certificate = h('section', { id: 'certificate', class: 'card', hidden: true, 'aria-labelledby': 'cert-h' });
+  const live = h('span', { id: 'stream-state', class: 'muted' }, 'connecting…');
+
+  clear(main,
+    title,
+    h('nav', { class: 'tabs', 'aria-label': 'Run views' },
+      h('a', { href: `#/runs/${id}`, 'aria-current': 'page' }, 'Overview'),
+      h('a', { href: `#/runs/${id}/files` }, 'Files'),
+      h('a', { href: `#/runs/${id}/diff` }, 'Diff')),
+    integrity,
+    head,
+    h('div', { class: 'grid' }, budget, actions),
+    contract,
+    h('section', { class: 'card', 'aria-labelledby': 'timeline-h' },
+      h('h2', { id: 'timeline-h' }, 'Timeline ', live),
+      timeline),
+    evidence,
+    certificate);
+
+  function scheduleRefresh() {
+    if (refreshTimer) return;
+    refreshTimer = setTimeout(async () => {
+      refreshTimer = null;
+      await refresh();
+    }, REFRESH_MS);
+  }
+
+  async function refresh() {
+    try {
+      const [r, b] = await Promise.all([get(`/v1/runs/${id}`, { signal: ctl.signal }), get(`/v1/runs/${id}/budget`, { signal: ctl.signal })]);
+      const changed = !run || run.state !== r.state || run.phase !== r.phase || run.planning !== r.planning || run.question !== r.question;
+      run = r;
+      renderHead();
+      renderBudget(b);
+      if (changed) {
+        renderActions();
+        renderContract();
+      }
+      renderEvidence();
+      if (r.snapshot && r.snapshot !== checkedIntegrity) checkIntegrity(r.snapshot);
+      if (r.state === 'completed' && certificate.hidden) renderCertificate();
+    } catch (e) {
+      if (!ctl.signal.aborted) toast('Cannot load the run: ' + errorText(e), 'bad');
+    }
+  }
+
+  function renderHead() {
+    title.textContent = run.name || short(run.id);
+    clear(head,
+      h('div', { class: 'row' }, stateBadge(run.state), h('span', { class: 'muted' }, run.phase ? run.phase.replaceAll('_', ' ') : ''),
+        run.planning ? h('span', { class: 'muted' }, 'planning: ' + run.planning) : null),
+      h('dl', { class: 'facts' },
+        h('dt', {}, 'Goal'), h('dd', { id: 'run-goal' }, run.goal || '—'),
+        h('dt', {}, 'Run id'), h('dd', { class: 'mono' }, run.id),
+        h('dt', {}, 'Generation / round'), h('dd', {}, `${run.generation} / ${run.round}`),
+        h('dt', {}, 'Snapshot'), h('dd', { class: 'mono' }, short(run.snapshot)),
+        h('dt', {}, 'Checks'), h('dd', { id: 'run-checks' }, run.checks ? `${run.checks.passing}/${run.checks.total} passing` : '—'),
+        run.verdicts ? [h('dt', {}, 'Verdicts'), h('dd', {}, verdictTriple(run.verdicts))] : null,
+        run.gate ? [h('dt', {}, 'Gate'), h('dd', {}, run.gate.passed ? 'passed' : 'failed', run.gate.reasons.length ? ': ' + run.gate.reasons.join('; ') : '')] : null,
+        run.task_state ? [h('dt', {}, 'Task state'), h('dd', {}, run.task_state)] : null,
+        run.terminal_reason ? [h('dt', {}, 'Ended'), h('dd', { id: 'terminal-reason' }, run.terminal_reason)] : null));
+  }
+
+  function renderBudget(b) {
+    const line = (label, l, fmt = String) => h('tr', {},
+      h('th', { scope: 'row' }, label),
+      h('td', {}, fmt(l.used)),
+      h('td', {}, l.limit === null || l.limit === undefined ? 'unlimited' : fmt(l.limit)),
+      h('td', {}, l.left === null || l.left === undefined ? '—' : fmt(l.left)));
+    const u = run.usage || {};
+    const role = (name) => u[name] ? `${name} ${u[name].input_tokens + u[name].output_tokens}` : null;
+    clear(budget,
+      h('h2', { id: 'budget-h' }, 'Budgets'),
+      h('table', { class: 'budget' },
+        h('thead', {}, h('tr', {}, ['', 'used', 'limit', 'left'].map((t) => h('th', { scope: 'col' }, t)))),
+        h('tbody', {},
+          line('Rounds', b.rounds),
+          line('Tokens', b.tokens),
+          line('Cost', b.cost_micros, usd),
+          line('Wall (s)', b.wall_secs))),
+      h('p', { class: 'muted' }, 'Tokens by role: ', ['manager', 'executor', 'auditor'].map(role).filter(Boolean).join(' · ')));
+  }
+
+  function renderActions() {
+    const items = [h('h2', { id: 'actions-h' }, 'Actions')];
+    const terminal = TERMINAL.includes(run.state);
+    if (run.question && run.planning !== 'approval') {
+      items.push(h('p', { class: 'question', id: 'question' }, 'Question: ', run.question),
+        form('answer', [{ name: 'text', label: 'Answer', required: true }], 'Send answer', async (v, inputs) => {
+          run = await post(`/v1/runs/${id}/answer`, { text: v.text });
+          inputs.text.value = '';
+          toast('Answer sent');
+          renderActions();
+        }));
+    }
+    if (run.planning === 'approval') {
+      items.push(h('p', {}, 'The proposed contract waits for approval (see Contract below).'),
+        action('Approve contract', async () => {
+          run = await post(`/v1/runs/${id}/approve`, {});
+          toast('Contract approved');
+          renderActions();
+          renderContract();
+        }, { id: 'approve' }));
+    }
+    if (!terminal) {
+      if (hasRoute('post', '/v1/runs/{id}/instructions')) items.push(form('instruct', [{ name: 'text', label: 'Instruction to the manager', multiline: true, rows: 2, required: true, placeholder: 'e.g. prefer the standard library' }], 'Send instruction', async (v, inputs) => {
+        await post(`/v1/runs/${id}/instructions`, { text: v.text });
+        inputs.text.value = '';
+        toast('Instruction sent');
+      }));
+      const row = h('div', { class: 'row' });
+      const canPause = hasRoute('post', '/v1/runs/{id}/pause');
+      if (canPause && run.state === 'paused') {
+        row.append(action('Unpause', async () => {
+          run = await post(`/v1/runs/${id}/unpause`);
+          toast('Unpaused');
+          renderActions();
+        }, { id: 'unpause' }));
+      } else if (canPause) {
+        row.append(action('Pause', async () => {
+          run = await post(`/v1/runs/${id}/pause`);
+          toast('Paused: the episode in flight finishes, no new step starts');
+          renderActions();
+        }, { id: 'pause' }));
+      }
+      row.append(action('Cancel run', async () => {
+        if (!confirmCancel()) return;
+        run = await post(`/v1/runs/${id}/cancel`);
+        toast('Cancelled');
+        renderHead();
+        renderActions();
+      }, { id: 'cancel', class: 'danger' }));
+      items.push(row);
+    } else {
+      items.push(form('resume', [
+        { name: 'max_rounds', label: 'Resume with max rounds', type: 'number', min: 1, inputmode: 'numeric', value: String((run.max_rounds || 3)) },
+        { name: 'max_total_tokens', label: 'and max total tokens (empty: unchanged)', type: 'number', min: 1, inputmode: 'numeric' },
+      ], 'Resume', async (v) => {
+        const b = {};
+        if (v.max_rounds) b.max_rounds = Number(v.max_rounds);
+        if (v.max_total_tokens) b.max_total_tokens = Number(v.max_total_tokens);
+        run = await post(`/v1/runs/${id}/resume`, { budget: b });
+        toast('Resumed as generation ' + run.generation);
+        renderActions();
+      }));
+      if (run.state === 'completed' && hasRoute('post', '/v1/runs/{id}/continue')) {
+        items.push(form('continue', [{ name: 'goal', label: 'Continue with a new goal', multiline: true, rows: 2, required: true }], 'Continue', async (v) => {
+          run = await post(`/v1/runs/${id}/continue`, { goal: v.goal });
+          toast('Continued as generation ' + run.generation);
+          renderActions();
+        }));
+      }
+    }
+    clear(actions, items);
+  }
+
+  function confirmCancel() {
+    // No blocking dialogs: the button asks once, a second press within 5 s cancels.
+    const b = document.getElementById('cancel');
+    if (b && b.dataset.armed === '1') return true;
+    if (b) {
+      b.dataset.armed = '1';
+      b.textContent = 'Press again to cancel';
+      setTimeout(() => {
+        if (b.isConnected) {
+          b.dataset.armed = '';
+          b.textContent = 'Cancel run';
+        }
+      }, 5000);
+    }
+    return false;
+  }
+
+  async function renderContract() {
+    try {
+      const c = await get(`/v1/runs/${id}/contract`, { signal: ctl.signal });
+      const criteria = (c.contract && c.contract.acceptance) || [];
+      const items = [
+        h('h2', { id: 'contract-h' }, 'Contract'),
+        h('dl', { class: 'facts' },
+          h('dt', {}, 'Status'), h('dd', { id: 'contract-status' }, c.status),
+          h('dt', {}, 'Spec hash'), h('dd', { class: 'mono', id: 'spec-hash' }, c.spec_hash || '—')),
+        criteria.length ? h('ul', { class: 'criteria' }, criteria.map((a) => h('li', {}, h('strong', {}, a.id), a.blocking === false ? ' (advisory)' : '', ': ', a.description || '', h('code', {}, a.check || '')))) : null,
+      ];
+      if (run && run.planning === 'approval') {
+        items.push(form('edit-contract', [{ name: 'toml', label: 'Edit the proposed contract (TOML) and approve it', multiline: true, rows: 10, value: c.toml }], 'Approve edited contract', async (v) => {
+          run = await post(`/v1/runs/${id}/approve`, { contract: v.toml });
+          toast('Edited contract approved');
+          renderActions();
+          renderContract();
+        }));
+      } else if (c.toml) {
+        items.push(h('details', {}, h('summary', {}, 'contract.toml'), h('pre', {}, c.toml)));
+      }
+      clear(contract, items);
+    } catch (e) {
+      if (!ctl.signal.aborted) clear(contract, h('h2', { id: 'contract-h' }, 'Contract'), h('p', { class: 'error' }, errorText(e)));
+    }
+  }
+
+  function renderTimeline() {
+    const { rounds, general } = buildRounds(entries);
+    clear(timeline,
+      general.map((e) => h('li', { class: 'note' }, note(e))),
+      rounds.map((r) => h('li', { class: 'round', dataset: { round: r.round, generation: r.generation } },
+        h('h3', {}, `Round ${r.round}`, r.generation > 1 ? ` · generation ${r.generation}` : '', ' · ', h('span', { class: 'route' }, r.route)),
+        h('p', { class: 'objective' }, r.objective),
+        r.exec ? h('div', { class: 'exec' },
+          h('strong', {}, 'Executor: '), r.exec.summary || (r.exec.error ? 'failed' : '—'),
+          h('span', { class: 'muted' }, ` · ${r.exec.tool_calls} tool calls · ${r.exec.self_check_refusals} self-check refusals`, r.exec.claimed_done ? ' · claimed done' : ''),
+          r.exec.error ? h('div', { class: 'error' }, r.exec.error) : null) : h('p', { class: 'muted' }, 'executing…'),
+        r.audit ? h('div', { class: 'audit' },
+          h('strong', {}, 'Audit: '), verdictTriple(r.audit.verdicts),
+          h('span', { class: 'evidence-count' }, ` · evidence ${r.audit.passing}/${r.audit.checked}`),
+          r.audit.gaps && r.audit.gaps.length ? h('ul', {}, r.audit.gaps.map((g) => h('li', {}, g))) : null) : r.exec ? h('p', { class: 'muted' }, 'auditing…') : null,
+        r.gate ? h('div', { class: r.gate.passed ? 'gate ok' : 'gate bad' },
+          h('strong', {}, 'Gate: '), r.gate.passed ? 'passed' : 'failed',
+          r.gate.reasons.length ? h('ul', {}, r.gate.reasons.map((g) => h('li', {}, g))) : null) : null,
+        r.notes.length ? h('ul', { class: 'notes' }, r.notes.map((e) => h('li', {}, note(e)))) : null)));
+  }
+
+  let evidenceKey = null;
+  async function renderEvidence() {
+    const key = JSON.stringify([run.snapshot, run.evidence]);
+    if (key === evidenceKey) return;
+    evidenceKey = key;
+    const items = [h('h2', { id: 'evidence-h' }, 'Evidence')];
+    const current = run.evidence || [];
+    if (!current.length) items.push(h('p', { class: 'muted' }, 'No evidence on the current snapshot yet.'));
+    let manifest = null;
+    if (current.some((e) => /\.png\b/.test(e.output_excerpt || '')) && run.snapshot) {
+      manifest = await get(`/v1/snapshots/${run.snapshot}`, { signal: ctl.signal }).catch(() => null);
+    }
+    items.push(h('ul', { class: 'evidence' }, current.map((e) => {
+      const li = h('li', { class: 'verdict-' + e.verdict, dataset: { check: e.check_id } },
+        h('div', { class: 'row' }, h('strong', {}, e.check_id), h('span', { class: 'badge verdict-' + e.verdict }, e.verdict),
+          h('span', { class: 'muted' }, `exit ${e.exit_code ?? '—'} · ${e.duration_ms ?? 0} ms · on ${short(e.artifact_version)}`)),
+        e.output_excerpt ? h('pre', { class: 'output' }, e.output_excerpt) : null);
+      if (e.log_digest) {
+        li.append(action('Full output', async () => {
+          const bytes = await blob(e.log_digest, { signal: ctl.signal });
+          li.querySelector('pre.output')?.remove();
+          li.append(h('pre', { class: 'output full' }, new TextDecoder().decode(bytes)));
+        }, { class: 'quiet' }));
+      }
+      const shot = manifest && screenshotOf(e.output_excerpt || '', manifest);
+      if (shot) showImage(li, shot, `screenshot of ${e.check_id}`);
+      return li;
+    })));
+    clear(evidence, items);
+  }
+
+  async function showImage(parent, entry, alt) {
+    try {
+      const bytes = await blob(entry.sha256, { signal: ctl.signal });
+      const url = URL.createObjectURL(new Blob([bytes], { type: 'image/png' }));
+      parent.append(h('img', { src: url, alt, class: 'shot' }));
+    } catch (_) {
+      // The blob is checked by the integrity report; nothing to add here.
+    }
+  }
+
+  async function checkIntegrity(snapshot) {
+    checkedIntegrity = snapshot;
+    try {
+      const rep = await get(`/v1/snapshots/${snapshot}/integrity`, { signal: ctl.signal });
+      if (rep.intact) {
+        clear(integrity, h('p', { class: 'ok', id: 'integrity-ok' }, `Snapshot ${short(snapshot)}: all ${rep.checked} files match their digests.`));
+      } else {
+        clear(integrity, h('div', { class: 'alert', role: 'alert', id: 'integrity-violation' },
+          h('strong', {}, 'Integrity violation'), ` in snapshot ${short(snapshot)}: `,
+          h('ul', {}, rep.violations.map((v) => h('li', {}, h('code', {}, v.path), ` (${v.kind}): ${v.detail}`)))));
+      }
+    } catch (e) {
+      if (!ctl.signal.aborted) clear(integrity, h('p', { class: 'error' }, 'Integrity check failed: ' + errorText(e)));
+    }
+  }
+
+  async function renderCertificate() {
+    try {
+      const c = await get(`/v1/runs/${id}/certificate`, { signal: ctl.signal });
+      const text = JSON.stringify(c, null, 2);
+      const url = URL.createObjectURL(new Blob([text], { type: 'application/json' }));
+      clear(certificate,
+        h('h2', { id: 'cert-h' }, 'Completion certificate'),
+        h('dl', { class: 'facts' },
+          h('dt', {}, 'Format'), h('dd', {}, c.format),
+          h('dt', {}, 'Snapshot'), h('dd', { class: 'mono' }, c.snapshot),
+          h('dt', {}, 'Spec hash'), h('dd', { class: 'mono' }, c.contract && c.contract.spec_hash),
+          h('dt', {}, 'Signed by'), h('dd', { class: 'mono' }, (c.signature && (c.signature.key_id || JSON.stringify(c.signature))) || 'unsigned'),
+          h('dt', {}, 'Trusted keys'), h('dd', { class: 'mono' }, (c.trusted_keys || []).map((k) => k.key_id).join(', ') || 'none')),
+        h('p', {}, h('a', { href: url, download: `certificate-${id}.json` }, 'Download certificate'), ' — check it with ', h('code', {}, 'loopgate verify --offline')));
+      certificate.hidden = false;
+    } catch (e) {
+      if (!ctl.signal.aborted && e.status !== 404) toast('Certificate: ' + errorText(e), 'bad');
+    }
+  }
+
+  refresh().then(() => {
+    events(`/v1/runs/${id}/events`, (ev) => {
+      if (ev.event === 'log') {
+        try {
+          entries.push(JSON.parse(ev.data));
+        } catch (_) {
+          return;
+        }
+        renderTimeline();
+        scheduleRefresh();
+      } else if (ev.event === 'end') {
+        scheduleRefresh();
+      }
+    }, ctl.signal, (s) => {
+      live.textContent = s === 'live' ? '● live' : s === 'ended' ? 'run ended' : s;
+    }).catch((e) => {
+      if (!ctl.signal.aborted) live.textContent = 'stream failed: ' + errorText(e);
+    });
+  });
+
+  return () => {
+    ctl.abort();
+    clearTimeout(refreshTimer);
+  };
+}
+
+export function verdictTriple(v) {
+  if (!v) return '—';
+  return h('span', { class: 'verdicts' },
+    h('span', { class: 'v v-' + v.status }, v.status), ' / ',
+    h('span', { class: 'v v-' + v.integrity }, v.integrity), ' / ',
+    h('span', { class: 'v v-' + v.contract }, v.contract.replaceAll('_', ' ')));
+}
+
+// Rounds from the run log: a round starts at `exec_dispatched` (with the decision before it);
+// its result, audit and gate follow. Other entries are notes on the round they happen in.
+export function buildRounds(entries) {
+  const rounds = [];
+  const general = [];
+  let decision = null;
+  let cur = null;
+  for (const e of entries) {
+    if (!e || !e.type) continue;
+    switch (e.type) {
+      case 'episode_started':
+      case 'audit_dispatched':
+        break;
+      case 'decision':
+        if (e.route === 'cli' || e.route === 'gui') decision = e;
+        else (cur ? cur.notes : general).push(e);
+        break;
+      case 'exec_dispatched':
+        cur = { generation: e.generation, round: e.round, route: e.capability || (decision && decision.route) || '?', objective: e.objective || (decision && decision.task) || '', decision, notes: [], exec: null, audit: null, gate: null };
+        decision = null;
+        rounds.push(cur);
+        break;
+      case 'exec_result':
+        if (cur && !cur.exec) cur.exec = e;
+        break;
+      case 'audit_report':
+        if (cur && !cur.audit && e.purpose !== 'plan') cur.audit = e;
+        else (cur ? cur.notes : general).push(e);
+        break;
+      case 'gate':
+        if (cur && !cur.gate) cur.gate = e;
+        else (cur ? cur.notes : general).push(e);
+        break;
+      default:
+        (cur ? cur.notes : general).push(e);
+    }
+  }
+  return { rounds, general };
+}
+
+const NOTE_FIELDS = ['question', 'text', 'reason', 'reasons', 'error', 'detail', 'summary', 'state', 'from_state', 'spec_hash', 'task', 'route', 'profile'];
+
+function note(e) {
+  const parts = [];
+  for (const f of NOTE_FIELDS) {
+    const v = e[f];
+    if (v === undefined || v === null || v === '') continue;
+    parts.push(Array.isArray(v) ? v.join('; ') : typeof v === 'object' ? JSON.stringify(v) : String(v));
+  }
+  return [h('span', { class: 'kind' }, e.type.replaceAll('_', ' ')), parts.length ? ': ' + parts.join(' — ') : ''];
+}
+
+function screenshotOf(text, manifest) {
+  const names = text.match(/[\w./-]+\.png\b/g) || [];
+  for (const n of names) {
+    const path = n.replace(/^\.\//, '');
+    const entry = (manifest.entries || []).find((m) => m.path === path);
+    if (entry) return entry;
+  }
+  return null;
+}

@@ -1,0 +1,89 @@
+// The runs list: counts by state, a state filter, search by name or id, refreshed every 2 s.
+
+import { get } from './api.js';
+import { h, clear, short, stateBadge, ago, errorText } from './dom.js';
+
+const STATES = ['queued', 'running', 'paused', 'waiting_for_input', 'completed', 'blocked', 'budget_exhausted', 'cancelled', 'failed'];
+const POLL_MS = 2000;
+
+export function runsView(main, params) {
+  const state = params.get('state') || '';
+  const query = params.get('q') || '';
+  let stopped = false;
+  let timer = null;
+
+  const search = h('input', { id: 'run-search', type: 'search', value: query, placeholder: 'name or id', 'aria-label': 'Search runs by name or id' });
+  const filter = h('select', { id: 'state-filter', 'aria-label': 'Filter by state' },
+    h('option', { value: '' }, 'all states'),
+    STATES.map((s) => h('option', { value: s, selected: s === state }, s.replaceAll('_', ' '))));
+  const counts = h('ul', { id: 'state-counts', class: 'counts', 'aria-label': 'Runs by state' });
+  const table = h('tbody', { id: 'run-rows' });
+  const status = h('p', { class: 'muted', id: 'runs-status', 'aria-live': 'polite' });
+
+  const navigate = () => {
+    const p = new URLSearchParams();
+    if (filter.value) p.set('state', filter.value);
+    if (search.value.trim()) p.set('q', search.value.trim());
+    const qs = p.toString();
+    history.replaceState(null, '', '#/' + (qs ? '?' + qs : ''));
+    refresh();
+  };
+  filter.addEventListener('change', navigate);
+  search.addEventListener('input', () => render(lastRuns));
+
+  clear(main,
+    h('h1', {}, 'Runs'),
+    counts,
+    h('div', { class: 'toolbar' }, search, filter, h('a', { class: 'button', href: '#/submit' }, 'New run')),
+    h('div', { class: 'table-wrap' },
+      h('table', { class: 'runs' },
+        h('thead', {}, h('tr', {}, ['Run', 'State', 'Round', 'Checks', 'Tokens', 'Updated'].map((t) => h('th', { scope: 'col' }, t)))),
+        table)),
+    status);
+
+  let lastRuns = [];
+
+  function render(runs) {
+    lastRuns = runs;
+    const q = search.value.trim().toLowerCase();
+    const shown = runs.filter((r) => !q || r.id.toLowerCase().includes(q) || (r.name || '').toLowerCase().includes(q));
+    clear(table, shown.map((r) => h('tr', { dataset: { run: r.id, state: r.state } },
+      h('td', { 'data-label': 'Run' }, h('a', { href: `#/runs/${r.id}` }, r.name || short(r.id)), h('div', { class: 'muted mono' }, short(r.id)), h('div', { class: 'goal' }, r.goal || '')),
+      h('td', { 'data-label': 'State' }, stateBadge(r.state), r.phase && r.phase !== 'finished' ? h('div', { class: 'muted' }, r.phase.replaceAll('_', ' ')) : null),
+      h('td', { 'data-label': 'Round' }, `${r.counted_rounds ?? r.round}/${r.max_rounds ?? '?'}`),
+      h('td', { 'data-label': 'Checks' }, r.checks ? `${r.checks.passing}/${r.checks.total}` : '—'),
+      h('td', { 'data-label': 'Tokens' }, String(r.total_tokens ?? 0)),
+      h('td', { 'data-label': 'Updated' }, ago(r.updated_at)))));
+    status.textContent = shown.length ? `${shown.length} of ${runs.length} runs shown` : 'No runs match.';
+  }
+
+  function renderCounts(c) {
+    // Offer only the states this manager knows.
+    for (const opt of [...filter.options]) if (opt.value && !(opt.value in c.counts)) opt.remove();
+    clear(counts,
+      h('li', {}, h('a', { href: '#/', class: filter.value ? '' : 'current' }, 'all ', h('strong', {}, String(c.total)))),
+      STATES.filter((s) => s in c.counts).map((s) => h('li', {},
+        h('a', { href: `#/?state=${s}`, class: filter.value === s ? 'current' : '', dataset: { count: s } },
+          stateBadge(s), ' ', h('strong', {}, String(c.counts[s]))))));
+  }
+
+  async function refresh() {
+    clearTimeout(timer);
+    try {
+      const qs = filter.value ? `?state=${encodeURIComponent(filter.value)}&limit=200` : '?limit=200';
+      const [list, c] = await Promise.all([get('/v1/runs' + qs), get('/v1/runs/counts')]);
+      if (stopped) return;
+      render(list.runs);
+      renderCounts(c);
+    } catch (e) {
+      if (!stopped) status.textContent = 'Cannot load runs: ' + errorText(e);
+    }
+    if (!stopped) timer = setTimeout(refresh, POLL_MS);
+  }
+
+  refresh();
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
+}

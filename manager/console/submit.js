@@ -1,0 +1,76 @@
+// Submitting a run: a task file's TOML (parsed by the manager, `POST /v1/tasks/parse`), a
+// model profile per role from the manager's profiles (`GET /v1/models`), and a starting
+// workspace from a zip or tar upload.
+
+import { get, post } from './api.js';
+import { h, clear, toast, errorText } from './dom.js';
+import { workspaceFrom } from './archive.js';
+
+const EXAMPLE = `name = "hello"
+goal = "Create hello.py that prints exactly: hello, loopgate"
+
+[[acceptance]]
+id = "prints-greeting"
+description = "python3 hello.py prints the greeting"
+check = "test \\"$(python3 hello.py)\\" = 'hello, loopgate'"
+blocking = true
+
+[roles]
+manager = "mgr"
+executor = "exec"
+
+[budget]
+max_rounds = 3
+`;
+
+export function submitView(main) {
+  const ctl = new AbortController();
+  const toml = h('textarea', { id: 'task-toml', rows: 16, spellcheck: 'false', class: 'mono' });
+  toml.value = EXAMPLE;
+  const roles = h('fieldset', { id: 'roles' }, h('legend', {}, 'Model profile per role'));
+  const selects = {};
+  const upload = h('input', { id: 'workspace-file', type: 'file', accept: '.zip,.tar,.tar.gz,.tgz' });
+  const problem = h('p', { id: 'submit-error', class: 'error', role: 'alert' });
+  const button = h('button', { type: 'submit', id: 'submit-run' }, 'Submit run');
+  const f = h('form', { id: 'submit-form', class: 'stack card' },
+    h('label', { for: 'task-toml' }, 'Task file (TOML)'), toml,
+    roles,
+    h('label', { for: 'workspace-file' }, 'Starting workspace (zip, tar or tar.gz; optional)'), upload,
+    problem,
+    h('div', { class: 'row' }, button));
+  clear(main, h('h1', {}, 'New run'), f);
+
+  get('/v1/models', { signal: ctl.signal }).then((m) => {
+    for (const role of ['manager', 'executor', 'auditor']) {
+      const sid = 'role-' + role;
+      const s = h('select', { id: sid },
+        h('option', { value: '' }, 'as in the task file'),
+        m.models.map((p) => h('option', { value: p.name }, `${p.name} (${p.model})`)));
+      selects[role] = s;
+      roles.append(h('label', { for: sid }, role), s);
+    }
+  }).catch((e) => {
+    if (!ctl.signal.aborted) roles.append(h('p', { class: 'error' }, 'Cannot list the model profiles: ' + errorText(e)));
+  });
+
+  f.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    problem.textContent = '';
+    button.disabled = true;
+    try {
+      const { task } = await post('/v1/tasks/parse', { toml: toml.value });
+      task.roles = task.roles || {};
+      for (const [role, s] of Object.entries(selects)) if (s.value) task.roles[role] = s.value;
+      const body = { task };
+      if (upload.files && upload.files[0]) body.workspace = await workspaceFrom(upload.files[0]);
+      const run = await post('/v1/runs', body);
+      toast('Submitted ' + run.id);
+      location.hash = `#/runs/${run.id}`;
+    } catch (e) {
+      problem.textContent = errorText(e);
+    } finally {
+      button.disabled = false;
+    }
+  });
+  return () => ctl.abort();
+}
