@@ -21,6 +21,10 @@ pub(crate) const DEFAULT_OUTPUT_CAP_BYTES: usize = 16 * 1024;
 pub(crate) const DEFAULT_ACK_WAIT_SECS: u64 = 30;
 pub(crate) const DEFAULT_MAX_DELIVER: i64 = 5;
 pub(crate) const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 20;
+/// `[executor] cache_bytes` default: the warm-workspace cache (kept trees and blobs).
+pub(crate) const DEFAULT_CACHE_BYTES: u64 = 1024 * 1024 * 1024;
+/// `[executor] concurrency` upper bound (episodes at once per worker).
+pub(crate) const MAX_CONCURRENCY: usize = 64;
 /// Smallest output cap accepted: below this the model can't read a compiler error.
 pub(crate) const MIN_OUTPUT_CAP_BYTES: usize = 1024;
 const DEFAULT_SHELL_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
@@ -67,6 +71,11 @@ pub struct ExecutorSection {
     pub check_user: Option<String>,
     /// The bubblewrap binary; default `bwrap` on PATH.
     pub bwrap: Option<PathBuf>,
+    /// Bytes of recent snapshot trees and blobs kept under the work dir for warm materializes
+    /// (LRU); 0 turns the cache off. Default 1 GiB.
+    pub cache_bytes: Option<u64>,
+    /// Episodes run at once (per capability loop); default 1.
+    pub concurrency: Option<usize>,
 }
 
 /// Everything `main` reads from outside the file, read once.
@@ -145,6 +154,10 @@ pub struct Settings {
     pub sandbox: SandboxSettings,
     /// `PATH` handed to self-checks (as the auditor gives its checks).
     pub check_path: String,
+    /// Warm-workspace cache budget (0: off).
+    pub cache_bytes: u64,
+    /// Episodes at once per capability loop.
+    pub concurrency: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -250,6 +263,14 @@ impl ExecutorFile {
             )
             .into());
         }
+        let concurrency = section.concurrency.unwrap_or(1);
+        if !(1..=MAX_CONCURRENCY).contains(&concurrency) {
+            return Err(ConfigError::invalid(
+                "executor.concurrency",
+                format!("must be between 1 and {MAX_CONCURRENCY}"),
+            )
+            .into());
+        }
         let ack_wait_secs = section.ack_wait_secs.unwrap_or(DEFAULT_ACK_WAIT_SECS);
         if ack_wait_secs < 3 {
             return Err(ConfigError::invalid(
@@ -324,6 +345,8 @@ impl ExecutorFile {
             metrics_addr: self.metrics.resolve()?,
             sandbox,
             check_path: loopgate_checks::check_path(inputs.env_var("PATH")),
+            cache_bytes: section.cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES),
+            concurrency,
         })
     }
 }
@@ -353,6 +376,8 @@ shell_timeout_secs = 60
 output_cap_bytes = 4096
 ack_wait_secs = 10
 max_deliver = 3
+cache_bytes = 1000
+concurrency = 4
 [models.local]
 provider = "openai"
 base_url = "http://127.0.0.1:8080/v1"
@@ -385,6 +410,7 @@ env = ["CODEX_KEY", "UNSET_VAR"]
         assert_eq!(s.tools.shell_env.lang, DEFAULT_SHELL_LANG);
         assert_eq!(s.ack_wait, Duration::from_secs(10));
         assert_eq!(s.max_deliver, 3);
+        assert_eq!((s.cache_bytes, s.concurrency), (1000, 4));
         assert_eq!(
             s.models["local"].api_key.as_ref().unwrap().expose(),
             "sk-test"
@@ -421,6 +447,7 @@ env = ["CODEX_KEY", "UNSET_VAR"]
         assert_eq!(s.tools.output_cap_bytes, DEFAULT_OUTPUT_CAP_BYTES);
         assert_eq!(s.ack_wait, Duration::from_secs(DEFAULT_ACK_WAIT_SECS));
         assert_eq!(s.max_deliver, DEFAULT_MAX_DELIVER);
+        assert_eq!((s.cache_bytes, s.concurrency), (DEFAULT_CACHE_BYTES, 1));
 
         inp.worker_id_flag = Some("flag-id".into());
         inp.capability_flags = vec![Capability::Gui];
@@ -469,6 +496,8 @@ env = ["CODEX_KEY", "UNSET_VAR"]
             "[executor]\noutput_cap_bytes = 10",
             "[executor]\nack_wait_secs = 1",
             "[executor]\nmax_deliver = 0",
+            "[executor]\nconcurrency = 0",
+            "[executor]\nconcurrency = 65",
             "[executor]\ncapabilities = []",
             "[executor]\nworker_id = \"a b\"",
             "[nats]\nurl = \"http://x\"",

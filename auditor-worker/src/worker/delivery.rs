@@ -35,6 +35,8 @@ pub struct WorkerOptions {
     pub ack_wait: Duration,
     /// How long an in-flight audit may run on after shutdown is requested.
     pub shutdown_grace: Duration,
+    /// Audits at once (`[auditor] concurrency`); each has its own scratch directory.
+    pub concurrency: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -181,7 +183,7 @@ pub async fn run_worker(
     };
     tracing::info!(worker = %auditor.worker_id, "auditor ready");
     let consume = ConsumeOptions {
-        concurrency: 1,
+        concurrency: options.concurrency.max(1),
         poll: POLL,
         ack_wait: options.ack_wait,
         drain: options.shutdown_grace + DRAIN_MARGIN,

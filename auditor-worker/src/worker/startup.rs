@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use loopgate_checks::{probe, SandboxError};
 use loopgate_models::{ChatClient, ModelError};
-use loopgate_snapshot::{SnapshotError, SnapshotStore};
+use loopgate_snapshot::{SnapshotError, SnapshotStore, WorkspaceCache};
 use loopgate_transport::runtime::{connect_bus, retry_with_patience};
 use loopgate_transport::{Bus, BusError, BusOptions};
 use tokio_util::sync::CancellationToken;
@@ -133,14 +133,43 @@ pub async fn run_daemon(
         sandbox,
         strict_scope: settings.strict_scope,
         judges,
+        workspaces: open_workspaces(&settings),
     });
     let options = WorkerOptions {
         ack_wait: settings.ack_wait,
         shutdown_grace: settings.shutdown_grace,
+        concurrency: settings.concurrency,
     };
     let result = run_worker(&bus, auditor, options, cancel).await;
     if let Err(err) = bus.flush().await {
         tracing::warn!(error = %err, "flushing NATS on shutdown");
     }
     Ok(result?)
+}
+
+/// The warm-workspace cache under the work dir (audit scratch dirs' filesystem: kept trees
+/// move by rename), or `None` when `cache_bytes` is 0 or it cannot be set up (logged).
+fn open_workspaces(settings: &AuditorSettings) -> Option<WorkspaceCache> {
+    if settings.cache_bytes == 0 {
+        return None;
+    }
+    let name: String = settings
+        .worker_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let root = settings.work_dir.join(format!(".cache-{name}"));
+    match WorkspaceCache::open(&root, settings.cache_bytes) {
+        Ok(cache) => Some(cache),
+        Err(err) => {
+            tracing::warn!(error = %err, root = %root.display(), "warm workspace cache off");
+            None
+        }
+    }
 }

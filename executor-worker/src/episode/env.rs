@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use loopgate_common::usage::Usage;
 use loopgate_common::wire::ExecOutcome;
 use loopgate_models::ModelProfile;
-use loopgate_snapshot::SnapshotStore;
+use loopgate_snapshot::{SnapshotStore, WorkspaceCache};
 
 use crate::agents::config::AgentProfile;
 use crate::config::ToolLimits;
@@ -24,6 +24,9 @@ pub struct EpisodeEnv {
     pub agents: BTreeMap<String, AgentProfile>,
     /// How the built-in tool loop's self-checks run here (the auditor's sandbox).
     pub self_check: SelfCheckEnv,
+    /// Warm workspaces (`[executor] cache_bytes`): episodes start from a kept tree and
+    /// freeze by stat cache; `None`: every episode materializes from scratch.
+    pub workspaces: Option<WorkspaceCache>,
 }
 
 /// How an episode ended, from the worker loop's point of view.

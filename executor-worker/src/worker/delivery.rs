@@ -40,6 +40,8 @@ pub struct WorkerContext {
     pub shutdown_grace: Duration,
     /// In-flight episodes, for `CancelEpisodes` notices.
     pub cancels: EpisodeCancels,
+    /// Episodes at once per capability loop (`[executor] concurrency`).
+    pub concurrency: usize,
 }
 
 /// `{run}:{generation}:{round}:exec-result:{attempt}`: JetStream drops a republished duplicate.
@@ -83,7 +85,7 @@ pub(crate) async fn run_worker_loop(
         };
         tracing::info!("taking work");
         let options = ConsumeOptions {
-            concurrency: 1,
+            concurrency: ctx.concurrency,
             poll: POLL,
             ack_wait: ctx.consumer.ack_wait,
             drain: ctx.shutdown_grace + DRAIN_MARGIN,

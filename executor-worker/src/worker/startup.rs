@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use loopgate_checks::{probe_for, SandboxError};
-use loopgate_snapshot::{SnapshotError, SnapshotStore};
+use loopgate_snapshot::{SnapshotError, SnapshotStore, WorkspaceCache};
 use loopgate_transport::runtime::{connect_bus, EpisodeCancels, CONNECT_PATIENCE};
 use loopgate_transport::{BusError, BusOptions, ConsumerOptions};
 use tokio_util::sync::CancellationToken;
@@ -62,6 +62,7 @@ pub async fn prepare(
     };
     bus.ensure_topology().await?;
     let store = SnapshotStore::new(&bus).await?;
+    let workspaces = open_workspaces(settings);
     Ok(Some(Arc::new(WorkerContext {
         bus,
         episode: EpisodeEnv {
@@ -74,6 +75,7 @@ pub async fn prepare(
                 sandbox,
                 check_path: settings.check_path.clone(),
             },
+            workspaces,
         },
         worker_id: settings.worker_id.clone(),
         consumer: ConsumerOptions {
@@ -83,7 +85,36 @@ pub async fn prepare(
         },
         shutdown_grace: settings.shutdown_grace,
         cancels: EpisodeCancels::new(),
+        concurrency: settings.concurrency,
     })))
+}
+
+/// The warm-workspace cache under the work dir (the episode dirs' filesystem: kept trees move
+/// by rename), or `None` when `cache_bytes` is 0 or it cannot be set up (logged; episodes then
+/// materialize from scratch, as before).
+fn open_workspaces(settings: &Settings) -> Option<WorkspaceCache> {
+    if settings.cache_bytes == 0 {
+        return None;
+    }
+    let name: String = settings
+        .worker_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let root = settings.work_dir.join(format!(".cache-{name}"));
+    match WorkspaceCache::open(&root, settings.cache_bytes) {
+        Ok(cache) => Some(cache),
+        Err(err) => {
+            tracing::warn!(error = %err, root = %root.display(), "warm workspace cache off");
+            None
+        }
+    }
 }
 
 /// Run one loop per capability until `cancel` fires and every loop has wound down. Control

@@ -42,6 +42,7 @@ impl Harness {
             models: BTreeMap::new(),
             agents: BTreeMap::new(),
             self_check: SelfCheckEnv::unisolated("test"),
+            workspaces: None,
         };
         Ok(Harness {
             _nats: nats,

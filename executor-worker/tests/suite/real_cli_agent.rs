@@ -99,6 +99,7 @@ async fn real_cli_agent_episode() -> anyhow::Result<()> {
         models: BTreeMap::new(),
         agents: BTreeMap::from([("real".to_string(), profile)]),
         self_check: SelfCheckEnv::unisolated("test"),
+        workspaces: None,
     };
     let base = store
         .freeze_files(vec![(

@@ -105,14 +105,14 @@ impl SnapshotStore {
             .copied()
             .filter(|i| first.get(manifest.entries[*i].sha256.as_str()) == Some(i))
             .collect();
-        let sources: Vec<Source> = futures::stream::iter(
-            uniques
-                .iter()
-                .map(|&index| self.write_entry(&manifest.entries[index], dest, cache, keep_blobs)),
-        )
-        .buffer_unordered(WRITE_CONCURRENCY)
-        .try_collect()
-        .await?;
+        let mut writes = Vec::with_capacity(uniques.len());
+        for index in uniques.iter().copied() {
+            writes.push(self.write_entry(&manifest.entries[index], dest, cache, keep_blobs));
+        }
+        let sources: Vec<Source> = futures::stream::iter(writes)
+            .buffer_unordered(WRITE_CONCURRENCY)
+            .try_collect()
+            .await?;
         for source in &sources {
             match source {
                 Source::Cache => report.blobs_from_cache += 1,
