@@ -13,7 +13,7 @@ use std::path::Path;
 
 use loopgate_common::snapshot::Manifest;
 
-use crate::cache::TreeState;
+use crate::cache::workspace_cache::TreeState;
 use crate::error::SnapshotError;
 use crate::freeze::hash_file;
 use crate::materialize::io_error;

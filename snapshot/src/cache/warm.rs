@@ -10,7 +10,7 @@ use loopgate_common::snapshot::{Manifest, ManifestEntry};
 
 use crate::cache::clone::reflink_or_copy;
 use crate::cache::reconcile::{reconcile, Reconciled};
-use crate::cache::{TreeState, WorkspaceCache};
+use crate::cache::workspace_cache::{TreeState, WorkspaceCache};
 use crate::error::SnapshotError;
 use crate::freeze::{hash_file, FreezeRules};
 use crate::materialize::{finish_file, io_error, prepare_target, temp_path_for};
