@@ -16,6 +16,16 @@ use crate::stat_cache::StatCache;
 /// materializes and then never freezes or checks in, e.g. a failed episode, leaks nothing).
 const MAX_CHECKED_OUT: usize = 64;
 
+/// Bytes charged per kept file on top of its content (inode, directory entry, bookkeeping), so
+/// trees of many small or empty files are bounded by `cache_bytes` too.
+const ENTRY_OVERHEAD: u64 = 512;
+/// Bytes charged per kept tree on top of its files.
+const TREE_OVERHEAD: u64 = 64 * 1024;
+
+fn tree_charge(manifest: &Manifest) -> u64 {
+    manifest.total_bytes() + TREE_OVERHEAD + ENTRY_OVERHEAD * manifest.entries.len() as u64
+}
+
 /// What a tree holds: the manifest it matches and the stat cache of its files.
 #[derive(Debug, Clone)]
 pub(crate) struct TreeState {
@@ -128,7 +138,7 @@ impl WorkspaceCache {
     /// Copy the verified file `from` into the cache as blob `sha256`. Blocking. Best effort:
     /// a cache that cannot store a blob just misses later.
     pub(crate) fn insert_blob(&self, sha256: &str, from: &Path, size: u64) {
-        if size > self.shared.budget || self.has_blob(sha256) {
+        if size + ENTRY_OVERHEAD > self.shared.budget || self.has_blob(sha256) {
             return;
         }
         let dest = self.blob_path(sha256);
@@ -145,7 +155,9 @@ impl WorkspaceCache {
         }
         let evicted = {
             let mut state = self.lock();
-            state.lru.insert(Item::Blob(sha256.to_string()), size);
+            state
+                .lru
+                .insert(Item::Blob(sha256.to_string()), size + ENTRY_OVERHEAD);
             self.evict_locked(&mut state)
         };
         self.remove_evicted(evicted);
@@ -164,10 +176,12 @@ impl WorkspaceCache {
     /// Take the kept tree closest to `target` out of the cache: its directory and state.
     pub(crate) fn take_closest(&self, target: &Manifest) -> Option<(PathBuf, TreeState)> {
         let mut state = self.lock();
+        // A tree that differs in more paths than the target has is worse than an empty dir.
         let slot = state
             .trees
             .iter()
             .map(|(slot, tree)| (diff_manifests(&tree.manifest, target).len(), *slot))
+            .filter(|(diff, _)| *diff <= target.entries.len())
             .min()
             .map(|(_, slot)| slot)?;
         let tree = state.trees.remove(&slot)?;
@@ -207,7 +221,7 @@ impl WorkspaceCache {
         let Some(tree) = self.take_checkout(dir) else {
             return Ok(false);
         };
-        let bytes = tree.manifest.total_bytes();
+        let bytes = tree_charge(&tree.manifest);
         if self.shared.budget == 0 || bytes > self.shared.budget {
             return Ok(false);
         }
