@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
 use loopgate_common::snapshot::Manifest;
@@ -84,8 +84,10 @@ pub(crate) fn reconcile(
         };
         let want = &target.entries[index];
         let metadata = entry.metadata().map_err(|err| walk_error(dir, err))?;
+        // A second hard link could be written through from outside the tree: rewrite it.
         if metadata.permissions().mode() & 0o7777 != want.mode & 0o777
             || metadata.len() != want.size
+            || metadata.nlink() != 1
         {
             continue;
         }
@@ -191,7 +193,7 @@ mod tests {
     }
 
     #[test]
-    fn a_stat_match_spares_the_read_and_a_chmod_is_rewritten() {
+    fn chmods_and_hard_links_are_rewritten() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         write(d, "a", b"aaa");
@@ -209,12 +211,26 @@ mod tests {
             );
         }
         fs::set_permissions(d.join("b"), fs::Permissions::from_mode(0o755)).unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        fs::hard_link(d.join("a"), outside.path().join("a")).unwrap();
         let old = TreeState {
             manifest: target.clone(),
             stat,
         };
         let done = reconcile(d, Some(old), &target).unwrap();
-        assert_eq!(done.write, vec![1]);
-        assert_eq!((done.kept, done.rehashed), (1, 0));
+        assert_eq!(
+            done.write,
+            vec![0, 1],
+            "hard-linked a, chmodded b: rewritten"
+        );
+
+        fs::remove_file(outside.path().join("a")).unwrap();
+        let target_a = Manifest::new(vec![entry("a", b"aaa")]).unwrap();
+        let old = TreeState {
+            manifest: target_a.clone(),
+            stat: done.stat,
+        };
+        let again = reconcile(d, Some(old), &target_a).unwrap();
+        assert_eq!((again.kept, again.write.len()), (1, 0));
     }
 }
