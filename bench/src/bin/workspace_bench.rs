@@ -143,6 +143,13 @@ async fn wait_settled() {
     }
 }
 
+/// `/proc/loadavg`'s first three fields (other work on the machine skews the numbers).
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
 fn ms(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e6).round() / 1e3
 }
@@ -344,6 +351,7 @@ async fn main() -> anyhow::Result<()> {
         work: work.path().to_path_buf(),
         churn_files,
     };
+    let load_before = loadavg();
     let generated = work.path().join("generated-src");
     generate_tree(&generated, files, mb * 1024 * 1024, SEED)?;
     let mut rows = Vec::new();
@@ -353,13 +361,18 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("no {} (run cargo fetch): skipped", registry.display());
     }
     rows.extend(bench.tree("generated", &generated).await?);
-    println!("\nWarm workspaces vs git (one run, one process; nats-server on loopback)\n");
+    let load_after = loadavg();
+    println!(
+        "\nWarm workspaces vs git (one run, one process; nats-server on loopback; load average \
+         {load_before} before, {load_after} after)\n"
+    );
     println!("{}", render(&rows));
     if let Some(path) = json_out {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
         }
-        let doc = json!({"bench": "workspace", "churn_files": churn_files, "rows": rows});
+        let doc = json!({"bench": "workspace", "churn_files": churn_files,
+            "loadavg_before": load_before, "loadavg_after": load_after, "rows": rows});
         std::fs::write(&path, serde_json::to_string_pretty(&doc)? + "\n")?;
         eprintln!("wrote {}", path.display());
     }
