@@ -18,6 +18,7 @@
 #   BENCH_DEMO_RUNS      `make demo` repeats (default 10; 0 skips), model $LOOPGATE_DEMO_MODEL
 #   BENCH_LOOSE_ARGS     extra arguments for loose-bench (loose checks, hidden strict checks)
 #   BENCH_SKIP_LOOSE=1   skip loose-bench (it also needs the real model)
+#   BENCH_WORKSPACE_ARGS arguments for workspace-bench (e.g. "--files 10000 --mb 100 --churn-files 2000")
 # A failing step is recorded (and shown in the report) and the rest still run; the exit code is
 # non-zero if any step failed.
 set -uo pipefail
@@ -38,7 +39,7 @@ say() { echo "[bench] $*" >&2; }
 mkdir -p "$OUT"
 # Only what this run regenerates (arms-<size>.json of sizes it runs are replaced by arms-bench).
 rm -f "$OUT"/harness.json "$OUT"/throughput.json "$OUT"/manager.json "$OUT"/snapshot.json \
-  "$OUT"/env.tsv "$OUT"/steps.tsv "$OUT"/models.tsv "$OUT"/cpu-samples.tsv
+  "$OUT"/workspace.json "$OUT"/env.tsv "$OUT"/steps.tsv "$OUT"/models.tsv "$OUT"/cpu-samples.tsv
 
 # Other work on the machine skews the numbers. All along, sample which processes that are not
 # descendants of this script use CPU (1-second windows from /proc/<pid>/stat, every ~3 s), so the
@@ -140,7 +141,7 @@ done
 step build cargo build --release -j"$JOBS" -p loopgate-manager -p loopgate-executor \
   -p loopgate-auditor -p loopgate-bench --bin loopgate-manager \
   --bin loopgate-executor --bin loopgate-auditor --bin snapshot_bench --bin bench-report \
-  --bin harness-bench --bin manager-bench
+  --bin harness-bench --bin manager-bench --bin workspace-bench
 if [ "${BENCH_SKIP_ARMS:-0}" != 1 ]; then
   step build-arms cargo build --release -j"$JOBS" -p loopgate-bench --bin arms-bench \
     --bin loose-bench
@@ -151,6 +152,9 @@ step harness-bench "$BIN/harness-bench" --out "$OUT" ${BENCH_HARNESS_ARGS:-}
 step manager-bench "$BIN/manager-bench" --json "$OUT/manager.json"
 # shellcheck disable=SC2086
 step snapshot-bench "$BIN/snapshot_bench" ${BENCH_SNAPSHOT_ARGS:-10000 100} --json "$OUT/snapshot.json"
+# Issue 19: warm workspaces vs git on the cargo registry sources and the generated tree.
+# shellcheck disable=SC2086
+step workspace-bench "$BIN/workspace-bench" ${BENCH_WORKSPACE_ARGS:-} --json "$OUT/workspace.json"
 
 if [ "${BENCH_SKIP_ARMS:-0}" = 1 ]; then
   skip arms-bench "BENCH_SKIP_ARMS=1"

@@ -15,6 +15,8 @@
 //! strict_scope = false           # optional: a change outside write_scope is a violation
 //! signing_key_env = "LOOPGATE_AUDITOR_SIGNING_KEY"  # optional: the pool's Ed25519 key
 //! # signing_key_file = "/path/key" # or from a file (64 hex digits); not both
+//! cache_bytes = 1073741824       # optional: warm-workspace cache (kept trees, blobs); 0 = off
+//! concurrency = 1                # optional: audits at once (1..=64; an autoscaler's per-pod target)
 //! [models.local]                 # optional: LLM judgment when a request names it
 //! provider = "openai"
 //! base_url = "http://127.0.0.1:8080/v1"
@@ -29,6 +31,7 @@ use std::time::Duration;
 use loopgate_common::config::{NatsSection, NatsSettings};
 use loopgate_common::report_signing::ReportSigningKey;
 use loopgate_models::{ModelConfigError, ModelProfile, ModelProfiles};
+use loopgate_transport::runtime::EPISODES_PER_LOOP;
 use serde::Deserialize;
 
 use loopgate_checks::{SandboxMode, SandboxSettings};
@@ -40,6 +43,10 @@ pub(crate) const DEFAULT_ACK_WAIT_SECS: u64 = 30;
 pub(crate) const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 20;
 /// Total deliveries of one audit request before JetStream gives up on it.
 pub(crate) const MAX_DELIVER: i64 = 5;
+/// `[auditor] cache_bytes` default.
+pub(crate) const DEFAULT_CACHE_BYTES: u64 = 1024 * 1024 * 1024;
+/// `[auditor] concurrency` upper bound.
+pub(crate) const MAX_CONCURRENCY: usize = 64;
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -71,6 +78,8 @@ pub struct AuditorSection {
     /// Env var holding the pool's Ed25519 signing key (preferred: a check cannot read another
     /// process's environment from the sandbox, while files of the host stay readable there).
     pub signing_key_env: Option<String>,
+    pub cache_bytes: Option<u64>,
+    pub concurrency: Option<usize>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -115,6 +124,10 @@ pub struct AuditorSettings {
     /// The key every report is signed with; `None`: reports go out unsigned (a manager that
     /// trusts any auditor key refuses them).
     pub signing_key: Option<Arc<ReportSigningKey>>,
+    /// Warm-workspace cache budget (0: off).
+    pub cache_bytes: u64,
+    /// Audits at once.
+    pub concurrency: usize,
 }
 
 pub fn parse_config(text: &str) -> Result<RawConfig, ConfigError> {
@@ -205,6 +218,13 @@ impl RawConfig {
                 });
             }
         }
+        let concurrency = self.auditor.concurrency.unwrap_or(EPISODES_PER_LOOP);
+        if !(1..=MAX_CONCURRENCY).contains(&concurrency) {
+            return Err(ConfigError::Invalid {
+                key: "auditor.concurrency",
+                problem: format!("must be between 1 and {MAX_CONCURRENCY}"),
+            });
+        }
         let sandbox = SandboxSettings {
             mode: self.auditor.sandbox.unwrap_or_default(),
             check_user: self.auditor.check_user.clone(),
@@ -222,6 +242,8 @@ impl RawConfig {
             strict_scope: self.auditor.strict_scope.unwrap_or(false),
             metrics_addr: self.metrics.resolve()?,
             signing_key: self.signing_key(env)?.map(Arc::new),
+            cache_bytes: self.auditor.cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES),
+            concurrency,
         })
     }
 
@@ -318,6 +340,7 @@ mod tests {
     fn resolve_table() {
         let full = "[nats]\nurl = \"nats://file:4222\"\nprefix = \"lg\"\n\
                     [auditor]\nworker_id = \"audit-1\"\nwork_dir = \"/var/audit\"\nack_wait_secs = 10\n\
+                    cache_bytes = 5000\nconcurrency = 4\n\
                     [models.judge]\nbase_url = \"http://127.0.0.1:8080/v1\"\nmodel = \"m\"\n";
         let raw = parse_config(full).unwrap();
         let settings = raw.resolve(&env_of(&[("PATH", "/bin")]), &host()).unwrap();
@@ -330,6 +353,7 @@ mod tests {
         assert!(settings.models.contains_key("judge"));
         assert_eq!(settings.sandbox, SandboxSettings::default());
         assert!(!settings.strict_scope);
+        assert_eq!((settings.cache_bytes, settings.concurrency), (5000, 4));
 
         let strict = parse_config(
             "[auditor]\nsandbox = \"required\"\ncheck_user = \"65534:65534\"\nstrict_scope = true\n",
@@ -352,6 +376,10 @@ mod tests {
             Duration::from_secs(DEFAULT_ACK_WAIT_SECS)
         );
         assert_eq!(defaults.check_path, loopgate_checks::DEFAULT_CHECK_PATH);
+        assert_eq!(
+            (defaults.cache_bytes, defaults.concurrency),
+            (DEFAULT_CACHE_BYTES, EPISODES_PER_LOOP)
+        );
 
         let env_url = parse_config(full)
             .unwrap()
@@ -443,6 +471,9 @@ mod tests {
             }),
             ("[auditor]\nack_wait_secs = 0\n", &[], |e| {
                 matches!(e, ConfigError::Invalid { key: "auditor.ack_wait_secs", .. })
+            }),
+            ("[auditor]\nconcurrency = 0\n", &[], |e| {
+                matches!(e, ConfigError::Invalid { key: "auditor.concurrency", .. })
             }),
             ("[auditor]\ncheck_user = \" \"\n", &[], |e| {
                 matches!(e, ConfigError::Invalid { key: "auditor.check_user", .. })

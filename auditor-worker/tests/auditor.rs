@@ -284,6 +284,7 @@ async fn progress_acks_keep_a_long_audit_from_being_redelivered() -> anyhow::Res
     let options = WorkerOptions {
         ack_wait: Duration::from_secs(3),
         shutdown_grace: Duration::from_secs(5),
+        concurrency: 1,
     };
     // The durable itself must redeliver after 3 s (auditors only bind it).
     env.bus
@@ -335,6 +336,7 @@ async fn shutdown_hands_an_unfinished_audit_back() -> anyhow::Result<()> {
     let options = WorkerOptions {
         ack_wait: Duration::from_secs(30),
         shutdown_grace: Duration::from_secs(1),
+        concurrency: 1,
     };
     let (cancel, worker) = spawn_worker_with(&env, work_dir.path(), BTreeMap::new(), options);
     loopgate_test_support::wait_until(Duration::from_secs(30), || {

@@ -15,6 +15,7 @@ use loopgate_checks::{is_valid_check_user, SandboxMode, SandboxSettings};
 use loopgate_common::config::{ConfigError, NatsSection, NatsSettings};
 use loopgate_common::subjects::Capability;
 use loopgate_models::{resolve_profiles, ModelConfigError, ModelProfile, ModelProfiles};
+use loopgate_transport::runtime::EPISODES_PER_LOOP;
 use serde::Deserialize;
 
 use crate::agents::config::{AgentProfile, AgentProfileConfig};
@@ -25,6 +26,10 @@ pub(crate) const DEFAULT_OUTPUT_CAP_BYTES: usize = 16 * 1024;
 pub(crate) const DEFAULT_ACK_WAIT_SECS: u64 = 30;
 pub(crate) const DEFAULT_MAX_DELIVER: i64 = 5;
 pub(crate) const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 20;
+/// `[executor] cache_bytes` default: the warm-workspace cache (kept trees and blobs).
+pub(crate) const DEFAULT_CACHE_BYTES: u64 = 1024 * 1024 * 1024;
+/// `[executor] concurrency` upper bound (episodes at once per worker).
+pub(crate) const MAX_CONCURRENCY: usize = 64;
 /// Smallest output cap accepted: below this the model can't read a compiler error.
 pub(crate) const MIN_OUTPUT_CAP_BYTES: usize = 1024;
 const DEFAULT_SHELL_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
@@ -83,6 +88,12 @@ pub struct ExecutorSection {
     /// How long this worker's capability announcement holds (heartbeat every third of it);
     /// default 15. The manager offers `gui` only while a live worker announces it.
     pub capability_ttl_secs: Option<u64>,
+    /// Bytes of recent snapshot trees and blobs kept under the work dir for warm materializes
+    /// (LRU); 0 turns the cache off. Default 1 GiB.
+    pub cache_bytes: Option<u64>,
+    /// Episodes run at once (per capability loop); default `EPISODES_PER_LOOP` (1). An
+    /// autoscaler's per-pod target on the queue must equal it (see docs/deploy.md).
+    pub concurrency: Option<usize>,
 }
 
 /// Everything `main` reads from outside the file, read once.
@@ -169,6 +180,10 @@ pub struct Settings {
     pub agent_network: AgentNetworkPolicy,
     /// Host paths agents must not see, before start-up checks which exist.
     pub agent_hidden: Vec<PathBuf>,
+    /// Warm-workspace cache budget (0: off).
+    pub cache_bytes: u64,
+    /// Episodes at once per capability loop.
+    pub concurrency: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -271,6 +286,14 @@ impl ExecutorFile {
             return Err(ConfigError::invalid(
                 "executor.output_cap_bytes",
                 format!("must be at least {MIN_OUTPUT_CAP_BYTES}"),
+            )
+            .into());
+        }
+        let concurrency = section.concurrency.unwrap_or(EPISODES_PER_LOOP);
+        if !(1..=MAX_CONCURRENCY).contains(&concurrency) {
+            return Err(ConfigError::invalid(
+                "executor.concurrency",
+                format!("must be between 1 and {MAX_CONCURRENCY}"),
             )
             .into());
         }
@@ -384,6 +407,8 @@ impl ExecutorFile {
             check_path: loopgate_checks::check_path(inputs.env_var("PATH")),
             agent_network: AgentNetworkPolicy::from_setting(section.agent_network),
             agent_hidden,
+            cache_bytes: section.cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES),
+            concurrency,
         })
     }
 }

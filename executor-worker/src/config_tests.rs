@@ -21,6 +21,8 @@ shell_timeout_secs = 60
 output_cap_bytes = 4096
 ack_wait_secs = 10
 max_deliver = 3
+cache_bytes = 1000
+concurrency = 4
 [models.local]
 provider = "openai"
 base_url = "http://127.0.0.1:8080/v1"
@@ -53,6 +55,7 @@ fn full_file_resolves() {
     assert_eq!(s.tools.shell_env.lang, DEFAULT_SHELL_LANG);
     assert_eq!(s.ack_wait, Duration::from_secs(10));
     assert_eq!(s.max_deliver, 3);
+    assert_eq!((s.cache_bytes, s.concurrency), (1000, 4));
     assert_eq!(
         s.models["local"].api_key.as_ref().unwrap().expose(),
         "sk-test"
@@ -88,6 +91,10 @@ fn defaults_and_overrides() {
     assert_eq!(s.tools.output_cap_bytes, DEFAULT_OUTPUT_CAP_BYTES);
     assert_eq!(s.ack_wait, Duration::from_secs(DEFAULT_ACK_WAIT_SECS));
     assert_eq!(s.max_deliver, DEFAULT_MAX_DELIVER);
+    assert_eq!(
+        (s.cache_bytes, s.concurrency),
+        (DEFAULT_CACHE_BYTES, EPISODES_PER_LOOP)
+    );
 
     inp.worker_id_flag = Some("flag-id".into());
     inp.capability_flags = vec![Capability::Gui];
@@ -136,6 +143,8 @@ fn invalid_values() {
         "[executor]\noutput_cap_bytes = 10",
         "[executor]\nack_wait_secs = 1",
         "[executor]\nmax_deliver = 0",
+        "[executor]\nconcurrency = 0",
+        "[executor]\nconcurrency = 65",
         "[executor]\ncapabilities = []",
         "[executor]\nworker_id = \"a b\"",
         "[nats]\nurl = \"http://x\"",

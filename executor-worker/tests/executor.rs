@@ -271,8 +271,8 @@ async fn tool_calls_write_a_file_and_freeze_it() -> anyhow::Result<()> {
     // The request was acked after the result went out, and the episode dir is gone.
     wait_until(WAIT, || h.exec_stream_empty()).await?;
     wait_until(WAIT, || async {
-        std::fs::read_dir(h.work_dir())
-            .map(|d| d.count() == 0)
+        support::work_dir_entries(&h.work_dir())
+            .map(|n| n == 0)
             .unwrap_or(false)
     })
     .await?;
@@ -462,7 +462,7 @@ async fn shutdown_naks_an_unfinished_episode_for_redelivery() -> anyhow::Result<
     h.model.wait_for_requests(MODEL, 1, WAIT).await?;
     h.stop_workers().await?;
     // The episode dir went with the dropped episode.
-    assert_eq!(std::fs::read_dir(h.work_dir())?.count(), 0);
+    assert_eq!(support::work_dir_entries(&h.work_dir())?, 0);
 
     h.spawn_workers(6).await?;
     let (_, result) = h.next_result().await?;

@@ -242,13 +242,10 @@ pub fn walk_workspace_cached(
         let cached = cache
             .and_then(|c| c.lookup(rel, &stamp))
             .map(str::to_string);
-        let recorded_at_ns = wall_clock_ns();
+        // Files the cache cannot vouch for are hashed after the walk, on all cores.
         let (sha256, size, hashed) = match cached {
             Some(sha256) => (sha256, metadata.len(), false),
-            None => {
-                let (sha256, size) = hash_file(&source, rel, rules.max_file_bytes)?;
-                (sha256, size, true)
-            }
+            None => (String::new(), metadata.len(), true),
         };
         total += size;
         if total > rules.max_total_bytes {
@@ -266,11 +263,84 @@ pub fn walk_workspace_cached(
             source,
             stamp,
             hashed,
-            recorded_at_ns,
+            recorded_at_ns: 0,
+        });
+    }
+    hash_pending(&mut files, rules.max_file_bytes)?;
+    let total: u64 = files.iter().map(|f| f.entry.size).sum();
+    if total > rules.max_total_bytes {
+        return Err(SnapshotError::TotalTooLarge {
+            limit: rules.max_total_bytes,
         });
     }
     files.sort_by(|a, b| a.entry.path.cmp(&b.entry.path));
     Ok(files)
+}
+
+/// Fewer files than this per thread are not worth a thread.
+const FILES_PER_THREAD: usize = 16;
+
+/// Hash the files marked `hashed` (sha256 still empty), spread over the machine's cores.
+fn hash_pending(files: &mut [WalkedFile], limit: u64) -> Result<(), SnapshotError> {
+    let pending: Vec<usize> = (0..files.len()).filter(|i| files[*i].hashed).collect();
+    if pending.is_empty() {
+        return Ok(());
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = cores.min(pending.len().div_ceil(FILES_PER_THREAD)).max(1);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let hash_one = |i: usize| {
+        let file = &files[i];
+        let recorded_at = wall_clock_ns();
+        (
+            i,
+            recorded_at,
+            hash_file(&file.source, &file.entry.path, limit),
+        )
+    };
+    let work = || {
+        let mut done = Vec::new();
+        loop {
+            let at = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(&i) = pending.get(at) else {
+                return done;
+            };
+            let result = hash_one(i);
+            let failed = result.2.is_err();
+            done.push(result);
+            if failed {
+                return done;
+            }
+        }
+    };
+    let results: Vec<_> = if threads == 1 {
+        work()
+    } else {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads).map(|_| scope.spawn(work)).collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap_or_default())
+                .collect()
+        })
+    };
+    if results.len() < pending.len() && results.iter().all(|r| r.2.is_ok()) {
+        // A hashing thread panicked: treat as an i/o failure, not a silent gap.
+        return Err(SnapshotError::Io {
+            path: String::new(),
+            source: std::io::Error::other("a hashing thread failed"),
+        });
+    }
+    let mut results = results;
+    results.sort_by_key(|r| r.0);
+    for (i, recorded_at, result) in results {
+        let (sha256, size) = result?;
+        let file = &mut files[i];
+        file.entry.sha256 = sha256;
+        file.entry.size = size;
+        file.recorded_at_ns = recorded_at;
+    }
+    Ok(())
 }
 
 /// A symlink is stored as the content of the file it points to, if that file is inside `root`.

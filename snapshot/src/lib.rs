@@ -6,8 +6,9 @@
 //! Modules: `error` (the one error type, no dependencies on the rest), `store` (the bucket
 //! handle and blob reads/writes), `chunks` (direct-get chunk reads), `freeze` (the blocking
 //! walk), `upload` (freeze + upload), `manifests` (flat and paged manifests), `materialize`,
-//! `stat_cache`, `gc`, `evidence`.
+//! `stat_cache`, `gc`, `evidence`, and `cache` (warm workspaces: kept trees and blobs).
 
+pub mod cache;
 mod chunks;
 mod error;
 mod evidence;
@@ -19,6 +20,7 @@ pub mod stat_cache;
 mod store;
 mod upload;
 
+pub use cache::{CacheStats, WarmReport, WorkspaceCache};
 pub use error::{Refusal, SnapshotError};
 pub use evidence::EVIDENCE_BUCKET;
 pub use freeze::{FreezeRules, DEFAULT_IGNORES, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_TOTAL_BYTES};

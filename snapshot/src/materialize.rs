@@ -13,7 +13,7 @@ use crate::error::SnapshotError;
 use crate::stat_cache::{wall_clock_ns, FileStamp, StatCache};
 use crate::store::{blob_object_name, SnapshotStore};
 
-fn io_error(path: &Path, source: std::io::Error) -> SnapshotError {
+pub(crate) fn io_error(path: &Path, source: std::io::Error) -> SnapshotError {
     SnapshotError::Io {
         path: path.display().to_string(),
         source,
@@ -29,7 +29,7 @@ fn unsafe_destination(path: &Path, reason: &str) -> SnapshotError {
 
 /// Create the parent directories of `rel` under `dest` and return the file path, refusing to
 /// go through (or replace) a symlink or to replace a directory.
-async fn prepare_target(dest: &Path, rel: &str) -> Result<PathBuf, SnapshotError> {
+pub(crate) async fn prepare_target(dest: &Path, rel: &str) -> Result<PathBuf, SnapshotError> {
     let mut current = dest.to_path_buf();
     let components: Vec<&str> = rel.split('/').collect();
     let (file_name, dirs) = components
@@ -70,7 +70,7 @@ async fn prepare_target(dest: &Path, rel: &str) -> Result<PathBuf, SnapshotError
     }
 }
 
-fn temp_path_for(target: &Path) -> PathBuf {
+pub(crate) fn temp_path_for(target: &Path) -> PathBuf {
     let name = target
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -152,7 +152,7 @@ impl SnapshotStore {
     }
 
     /// Stream blob `entry.sha256` into a new file at `temp`, hashing as it goes.
-    async fn download_verified(
+    pub(crate) async fn download_verified(
         &self,
         entry: &ManifestEntry,
         temp: &Path,
@@ -215,7 +215,11 @@ impl SnapshotStore {
     }
 }
 
-async fn finish_file(temp: &Path, target: &Path, mode: u32) -> Result<(), SnapshotError> {
+pub(crate) async fn finish_file(
+    temp: &Path,
+    target: &Path,
+    mode: u32,
+) -> Result<(), SnapshotError> {
     tokio::fs::set_permissions(temp, std::fs::Permissions::from_mode(mode & 0o777))
         .await
         .map_err(|e| io_error(temp, e))?;

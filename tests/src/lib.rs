@@ -29,6 +29,8 @@ pub struct StackOptions {
     pub manager_extra: String,
     /// Extra keys for the executors' `[executor]` table.
     pub executor_extra: String,
+    /// Extra keys for the auditor's `[auditor]` table (e.g. `concurrency = 4`).
+    pub auditor_extra: String,
     /// Extra environment for every daemon (e.g. `OTEL_*`).
     pub env: Vec<(String, String)>,
     /// Give every worker a `[metrics] addr` (see `Stack::worker_metrics`).
@@ -57,6 +59,7 @@ impl StackOptions {
             managers: 1,
             manager_extra: String::new(),
             executor_extra: String::new(),
+            auditor_extra: String::new(),
             env: Vec::new(),
             worker_metrics: false,
             secured: false,
@@ -281,10 +284,11 @@ impl Stack {
         std::fs::write(
             &audit_cfg,
             format!(
-                "{}{}[auditor]\nworker_id = \"audit-1\"\nwork_dir = \"{}\"\n{signing}\n{models}",
+                "{}{}[auditor]\nworker_id = \"audit-1\"\nwork_dir = \"{}\"\n{signing}{}\n\n{models}",
                 auditor_identity.nats_toml,
                 metrics_table()?,
-                dir.path().join("work-audit").display()
+                dir.path().join("work-audit").display(),
+                opts.auditor_extra
             ),
         )?;
         let auditor = spawn(

@@ -7,6 +7,7 @@
 
 pub(crate) mod rules;
 mod run_checks;
+mod workspace;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,7 +24,7 @@ use loopgate_common::verdict::{
 };
 use loopgate_common::wire::{AuditPurpose, AuditReport, AuditRequest};
 use loopgate_models::ChatClient;
-use loopgate_snapshot::{SnapshotError, SnapshotStore};
+use loopgate_snapshot::{SnapshotError, SnapshotStore, WorkspaceCache};
 
 pub(crate) use crate::audit::rules::*;
 use crate::judge::judge;
@@ -63,6 +64,8 @@ pub struct Auditor {
     pub judges: BTreeMap<String, ChatClient>,
     /// The pool's key: every report is signed with it (`None`: reports go out unsigned).
     pub signing_key: Option<Arc<ReportSigningKey>>,
+    /// Warm workspaces (`[auditor] cache_bytes`); `None`: every audit materializes afresh.
+    pub workspaces: Option<WorkspaceCache>,
 }
 
 /// Pieces of a report, assembled by `Auditor::audit`.
@@ -94,6 +97,7 @@ impl Auditor {
             .tempdir_in(&self.work_dir)
             .map_err(scratch_err)?;
         let findings = self.findings(req, scratch.path()).await;
+        self.keep_workspace(&scratch.path().join("snapshot")).await;
         let path = scratch.path().to_path_buf();
         // Removing a large tree blocks; keep it off the async threads.
         match tokio::task::spawn_blocking(move || scratch.close()).await {
@@ -143,8 +147,7 @@ impl Auditor {
         let deadline = Instant::now() + Duration::from_secs(req.episode_secs.max(1));
         let workspace = scratch.join("snapshot");
         let candidate = match self
-            .store
-            .materialize(&req.candidate_snapshot, &workspace)
+            .materialize_candidate(&req.candidate_snapshot, &workspace)
             .await
         {
             Ok(manifest) => manifest,

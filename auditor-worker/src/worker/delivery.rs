@@ -12,7 +12,6 @@ use loopgate_common::wire::{
 use loopgate_telemetry::otel::TRACEPARENT;
 use loopgate_transport::runtime::{
     announce_started, run_consumer, ConsumeOptions, EpisodeCancels, Settle, DISPATCH_ID_HEADER,
-    EPISODES_PER_LOOP,
 };
 use loopgate_transport::{Bus, BusError, ConsumerOptions, Delivery, Work, WorkConsumer};
 use tokio_util::sync::CancellationToken;
@@ -36,6 +35,8 @@ pub struct WorkerOptions {
     pub ack_wait: Duration,
     /// How long an in-flight audit may run on after shutdown is requested.
     pub shutdown_grace: Duration,
+    /// Audits at once (`[auditor] concurrency`); each has its own scratch directory.
+    pub concurrency: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -182,7 +183,7 @@ pub async fn run_worker(
     };
     tracing::info!(worker = %auditor.worker_id, "auditor ready");
     let consume = ConsumeOptions {
-        concurrency: EPISODES_PER_LOOP,
+        concurrency: options.concurrency.max(1),
         poll: POLL,
         ack_wait: options.ack_wait,
         drain: options.shutdown_grace + DRAIN_MARGIN,

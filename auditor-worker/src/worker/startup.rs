@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use loopgate_checks::{probe, SandboxError};
 use loopgate_models::{ChatClient, ModelError};
-use loopgate_snapshot::{SnapshotError, SnapshotStore};
+use loopgate_snapshot::{SnapshotError, SnapshotStore, WorkspaceCache};
 use loopgate_telemetry::health::Health;
 use loopgate_transport::runtime::{await_topology, connect_bus, TopologyWait};
 use loopgate_transport::{Bus, BusError, BusOptions, TopologyRole};
@@ -146,10 +146,12 @@ pub async fn run_daemon(
         strict_scope: settings.strict_scope,
         judges,
         signing_key: settings.signing_key.clone(),
+        workspaces: open_workspaces(&settings),
     });
     let options = WorkerOptions {
         ack_wait: settings.ack_wait,
         shutdown_grace: settings.shutdown_grace,
+        concurrency: settings.concurrency,
     };
     let connection = bus.clone();
     health.add_ready_check("nats connection", move || connection.is_connected());
@@ -163,4 +165,20 @@ pub async fn run_daemon(
         tracing::warn!(error = %err, "flushing NATS on shutdown");
     }
     Ok(result?)
+}
+
+/// The warm-workspace cache under the work dir (audit scratch dirs' filesystem: kept trees
+/// move by rename), or `None` when `cache_bytes` is 0 or it cannot be set up (logged).
+fn open_workspaces(settings: &AuditorSettings) -> Option<WorkspaceCache> {
+    if settings.cache_bytes == 0 {
+        return None;
+    }
+    let root = WorkspaceCache::worker_root(&settings.work_dir, &settings.worker_id);
+    match WorkspaceCache::open(&root, settings.cache_bytes) {
+        Ok(cache) => Some(cache),
+        Err(err) => {
+            tracing::warn!(error = %err, root = %root.display(), "warm workspace cache off");
+            None
+        }
+    }
 }

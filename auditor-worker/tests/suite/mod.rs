@@ -3,3 +3,4 @@ mod episodes;
 mod host_isolation;
 mod isolation;
 mod rubric;
+mod warm_workspaces;

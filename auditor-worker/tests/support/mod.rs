@@ -259,6 +259,7 @@ pub fn worker_options() -> WorkerOptions {
     WorkerOptions {
         ack_wait: Duration::from_secs(30),
         shutdown_grace: Duration::from_secs(5),
+        concurrency: 1,
     }
 }
 
@@ -290,6 +291,7 @@ pub fn auditor_on(env: &Env, work_dir: &Path, judges: BTreeMap<String, ChatClien
         strict_scope: false,
         judges,
         signing_key: None,
+        workspaces: None,
     }
 }
 
@@ -325,9 +327,14 @@ pub fn auditor_command(config: &Path) -> Command {
     command
 }
 
+/// No entries besides the worker's warm-workspace cache (`.cache-<worker>`), which outlives
+/// audits on purpose.
 pub fn dir_is_empty(dir: &Path) -> bool {
     std::fs::read_dir(dir)
-        .map(|mut d| d.next().is_none())
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .all(|e| e.file_name().to_string_lossy().starts_with(".cache-"))
+        })
         .unwrap_or(true)
 }
 

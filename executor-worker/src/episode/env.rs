@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use loopgate_common::usage::Usage;
 use loopgate_common::wire::{AgentIsolation, ExecOutcome};
 use loopgate_models::ModelProfile;
-use loopgate_snapshot::SnapshotStore;
+use loopgate_snapshot::{SnapshotStore, WorkspaceCache};
 
 use crate::agents::config::AgentProfile;
 use crate::config::ToolLimits;
@@ -27,6 +27,9 @@ pub struct EpisodeEnv {
     pub self_check: SelfCheckEnv,
     /// The sandbox the agent runs in (`shell` commands, CLI agents), probed at start-up.
     pub agent: AgentIsolationEnv,
+    /// Warm workspaces (`[executor] cache_bytes`): episodes start from a kept tree and
+    /// freeze by stat cache; `None`: every episode materializes from scratch.
+    pub workspaces: Option<WorkspaceCache>,
 }
 
 impl EpisodeEnv {

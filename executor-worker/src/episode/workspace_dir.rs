@@ -7,7 +7,7 @@ use std::path::Path;
 use loopgate_common::snapshot::{diff_manifests, Manifest, SnapshotId};
 use loopgate_common::usage::Usage;
 use loopgate_common::wire::ExecRequest;
-use loopgate_snapshot::FreezeRules;
+use loopgate_snapshot::{FreezeRules, WorkspaceCache};
 
 use crate::episode::env::{EpisodeEnd, EpisodeEnv};
 
@@ -57,7 +57,18 @@ pub(crate) async fn materialize_base(
     req: &ExecRequest,
     dir: &Path,
 ) -> Result<Manifest, EpisodeEnd> {
-    match env.store.materialize(&req.base_snapshot, dir).await {
+    let materialized = match &env.workspaces {
+        Some(cache) => env
+            .store
+            .materialize_warm(&req.base_snapshot, dir, cache)
+            .await
+            .map(|(manifest, report)| {
+                tracing::debug!(?report, "base materialized warm");
+                manifest
+            }),
+        None => env.store.materialize(&req.base_snapshot, dir).await,
+    };
+    match materialized {
         Ok(manifest) => Ok(manifest),
         Err(err) if err.is_retryable() => Err(EpisodeEnd::Retry {
             reason: format!("materializing base snapshot: {err}"),
@@ -77,12 +88,16 @@ pub(crate) async fn freeze_dir(
     usage: Usage,
     ignore: &[String],
 ) -> Result<(SnapshotId, u32), EpisodeEnd> {
-    match env
-        .store
-        .freeze(dir, &FreezeRules::with_ignores(ignore))
-        .await
-    {
+    let rules = FreezeRules::with_ignores(ignore);
+    let frozen = match &env.workspaces {
+        Some(cache) => env.store.freeze_warm(dir, &rules, cache).await,
+        None => env.store.freeze(dir, &rules).await,
+    };
+    match frozen {
         Ok(frozen) => {
+            if let Some(cache) = &env.workspaces {
+                keep_tree(cache, dir).await;
+            }
             let files_changed = diff_manifests(base, &frozen.manifest).len();
             tracing::info!(
                 candidate = %frozen.id,
@@ -103,6 +118,21 @@ pub(crate) async fn freeze_dir(
             format!("cannot freeze the workspace: {err}"),
             usage,
         )),
+    }
+}
+
+/// After the freeze nothing touches the episode dir again: its tree goes back to the warm
+/// cache (the next materialize vouches for every file by stat or re-hashes it) and an empty
+/// directory is left for the episode's cleanup.
+async fn keep_tree(cache: &WorkspaceCache, dir: &Path) {
+    match cache.check_in(dir).await {
+        Ok(true) => {
+            if let Err(err) = tokio::fs::create_dir(dir).await {
+                tracing::warn!(error = %err, "re-creating the episode dir after check-in");
+            }
+        }
+        Ok(false) => {}
+        Err(err) => tracing::warn!(error = %err, "keeping the workspace tree failed"),
     }
 }
 

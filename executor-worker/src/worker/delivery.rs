@@ -15,7 +15,7 @@ use loopgate_common::wire::{
 };
 use loopgate_transport::runtime::{
     announce_started, retry_with_patience, run_consumer, ConsumeOptions, EpisodeCancels, Settle,
-    DISPATCH_ID_HEADER, EPISODES_PER_LOOP,
+    DISPATCH_ID_HEADER,
 };
 use loopgate_transport::{Bus, BusError, ConsumerOptions, Delivery, Work, WorkConsumer};
 use tokio_util::sync::CancellationToken;
@@ -44,6 +44,8 @@ pub struct WorkerContext {
     pub shutdown_grace: Duration,
     /// In-flight episodes, for `CancelEpisodes` notices.
     pub cancels: EpisodeCancels,
+    /// Episodes at once per capability loop (`[executor] concurrency`).
+    pub concurrency: usize,
 }
 
 /// `{run}:{generation}:{round}:exec-result:{attempt}`: JetStream drops a republished duplicate.
@@ -87,7 +89,7 @@ pub(crate) async fn run_worker_loop(
         };
         tracing::info!("taking work");
         let options = ConsumeOptions {
-            concurrency: EPISODES_PER_LOOP,
+            concurrency: ctx.concurrency,
             poll: POLL,
             ack_wait: ctx.consumer.ack_wait,
             drain: ctx.shutdown_grace + DRAIN_MARGIN,

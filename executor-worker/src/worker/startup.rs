@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use loopgate_checks::{hidden_paths, probe_agent_sandbox, probe_for, AgentSandbox, SandboxError};
-use loopgate_snapshot::{SnapshotError, SnapshotStore};
+use loopgate_snapshot::{SnapshotError, SnapshotStore, WorkspaceCache};
 use loopgate_transport::runtime::{
     await_topology, connect_bus, EpisodeCancels, TopologyWait, CONNECT_PATIENCE,
 };
@@ -77,6 +77,7 @@ pub async fn prepare(
         return Ok(None);
     }
     let store = SnapshotStore::new(&bus).await?;
+    let workspaces = open_workspaces(settings);
     Ok(Some(Arc::new(WorkerContext {
         bus,
         episode: EpisodeEnv {
@@ -93,6 +94,7 @@ pub async fn prepare(
                 sandbox: Arc::new(agent),
                 network: settings.agent_network,
             },
+            workspaces,
         },
         worker_id: settings.worker_id.clone(),
         consumer: ConsumerOptions {
@@ -102,6 +104,7 @@ pub async fn prepare(
         },
         shutdown_grace: settings.shutdown_grace,
         cancels: EpisodeCancels::new(),
+        concurrency: settings.concurrency,
     })))
 }
 
@@ -124,6 +127,23 @@ async fn agent_sandbox(settings: &Settings, work_dir: &Path) -> Result<AgentSand
             "agents run WITHOUT a sandbox: they can read this worker's environment and files");
     }
     Ok(agent)
+}
+
+/// The warm-workspace cache under the work dir (the episode dirs' filesystem: kept trees move
+/// by rename), or `None` when `cache_bytes` is 0 or it cannot be set up (logged; episodes then
+/// materialize from scratch, as before).
+fn open_workspaces(settings: &Settings) -> Option<WorkspaceCache> {
+    if settings.cache_bytes == 0 {
+        return None;
+    }
+    let root = WorkspaceCache::worker_root(&settings.work_dir, &settings.worker_id);
+    match WorkspaceCache::open(&root, settings.cache_bytes) {
+        Ok(cache) => Some(cache),
+        Err(err) => {
+            tracing::warn!(error = %err, root = %root.display(), "warm workspace cache off");
+            None
+        }
+    }
 }
 
 /// Run one loop per capability until `cancel` fires and every loop has wound down. Control

@@ -43,6 +43,7 @@ impl Harness {
             agents: BTreeMap::new(),
             self_check: SelfCheckEnv::unisolated("test"),
             agent: AgentIsolationEnv::unsandboxed("test"),
+            workspaces: None,
         };
         Ok(Harness {
             _nats: nats,

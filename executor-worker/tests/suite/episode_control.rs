@@ -138,9 +138,7 @@ impl Harness {
     }
 
     fn work_dir_entries(&self) -> usize {
-        std::fs::read_dir(self.scratch.path().join("work"))
-            .map(|d| d.count())
-            .unwrap_or(0)
+        support::work_dir_entries(&self.scratch.path().join("work")).unwrap_or(0)
     }
 
     async fn stop(mut self) -> anyhow::Result<()> {

@@ -100,6 +100,7 @@ async fn real_cli_agent_episode() -> anyhow::Result<()> {
         agents: BTreeMap::from([("real".to_string(), profile)]),
         self_check: SelfCheckEnv::unisolated("test"),
         agent: AgentIsolationEnv::unsandboxed("test"),
+        workspaces: None,
     };
     let base = store
         .freeze_files(vec![(

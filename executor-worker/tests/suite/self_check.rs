@@ -314,7 +314,7 @@ async fn the_scratch_copy_leaves_the_workspace_and_the_candidate_untouched() -> 
         Some("hello\n")
     );
     // Nothing is left behind in the work dir (episode dir and self-check scratch removed).
-    assert_eq!(std::fs::read_dir(h.work_dir())?.count(), 0);
+    assert_eq!(support::work_dir_entries(&h.work_dir())?, 0);
     Ok(())
 }
 

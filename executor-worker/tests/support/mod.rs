@@ -157,3 +157,12 @@ echo '{"type":"step_start","part":{"type":"step-start"}}'
 echo '{"type":"text","part":{"type":"text","text":"Wrote hello.txt"}}'
 echo '{"type":"step_finish","part":{"type":"step-finish","reason":"stop","cost":0.002,"tokens":{"input":500,"output":10}}}'
 "#;
+
+/// Entries of a work dir besides the worker's warm-workspace cache (`.cache-<worker>`), which
+/// outlives episodes on purpose.
+pub fn work_dir_entries(dir: &std::path::Path) -> std::io::Result<usize> {
+    Ok(std::fs::read_dir(dir)?
+        .filter_map(Result::ok)
+        .filter(|e| !e.file_name().to_string_lossy().starts_with(".cache-"))
+        .count())
+}

@@ -1,2 +1,3 @@
 mod snapshot_scale;
 mod snapshots;
+mod warm_cache;

@@ -39,6 +39,8 @@ struct Args {
     floor_samples: usize,
     matrix_runs: Vec<usize>,
     matrix_executors: Vec<usize>,
+    /// `[auditor] concurrency` of the one auditor, per cell.
+    matrix_auditors: Vec<usize>,
     matrix_rounds: u32,
     skip_latency: bool,
     skip_matrix: bool,
@@ -63,6 +65,7 @@ fn parse_args() -> anyhow::Result<Args> {
         floor_samples: 1000,
         matrix_runs: vec![1, 10, 100],
         matrix_executors: vec![1, 2, 4],
+        matrix_auditors: vec![1],
         matrix_rounds: 3,
         skip_latency: false,
         skip_matrix: false,
@@ -77,11 +80,12 @@ fn parse_args() -> anyhow::Result<Args> {
             "--floor-samples" => args.floor_samples = value()?.parse()?,
             "--matrix-runs" => args.matrix_runs = list(&value()?)?,
             "--matrix-executors" => args.matrix_executors = list(&value()?)?,
+            "--matrix-auditors" => args.matrix_auditors = list(&value()?)?,
             "--matrix-rounds" => args.matrix_rounds = value()?.parse()?,
             "--skip-latency" => args.skip_latency = true,
             "--skip-matrix" => args.skip_matrix = true,
             "-h" | "--help" => {
-                println!("harness-bench [--out DIR] [--runs 4] [--rounds 300] [--floor-samples 1000] [--matrix-runs 1,10,100] [--matrix-executors 1,2,4] [--matrix-rounds 3] [--skip-latency] [--skip-matrix]");
+                println!("harness-bench [--out DIR] [--runs 4] [--rounds 300] [--floor-samples 1000] [--matrix-runs 1,10,100] [--matrix-executors 1,2,4] [--matrix-auditors 1] [--matrix-rounds 3] [--skip-latency] [--skip-matrix]");
                 std::process::exit(0);
             }
             other => bail!("unknown argument '{other}' (see --help)"),
@@ -181,28 +185,33 @@ async fn matrix_part(args: &Args, command: &str) -> anyhow::Result<()> {
     let started_at = now_rfc3339();
     let model = scenario::standin().await?;
     let mut cells = Vec::new();
-    for &executors in &args.matrix_executors {
-        for &concurrent in &args.matrix_runs {
-            let cell = throughput::cell(&model, executors, concurrent, args.matrix_rounds).await?;
-            eprintln!(
-                "cell executors={executors} runs={concurrent}: {} rounds in {:.2} s",
-                cell.rounds, cell.wall_s
-            );
-            cells.push(cell);
+    for &auditors in &args.matrix_auditors {
+        for &executors in &args.matrix_executors {
+            for &concurrent in &args.matrix_runs {
+                let cell =
+                    throughput::cell(&model, executors, auditors, concurrent, args.matrix_rounds)
+                        .await?;
+                eprintln!(
+                    "cell auditors={auditors} executors={executors} runs={concurrent}: {} rounds in {:.2} s",
+                    cell.rounds, cell.wall_s
+                );
+                cells.push(cell);
+            }
         }
     }
     println!(
-        "\nThroughput: runs of {} rounds submitted at once; 1 manager, 1 auditor; peak RSS (VmHWM) in MiB\n",
+        "\nThroughput: runs of {} rounds submitted at once; 1 manager, 1 auditor process running `auditors` audits at once ([auditor] concurrency); peak RSS (VmHWM) in MiB\n",
         args.matrix_rounds
     );
-    println!("| runs | executors | rounds/s | runs/s | run p50 s | manager | executor (max) | auditor | nats |");
-    println!("|-----:|----------:|---------:|-------:|----------:|--------:|---------------:|--------:|-----:|");
+    println!("| runs | executors | auditors | rounds/s | runs/s | run p50 s | manager | executor (max) | auditor | nats |");
+    println!("|-----:|----------:|---------:|---------:|-------:|----------:|--------:|---------------:|--------:|-----:|");
     for c in &cells {
         let mib = |k: u64| k as f64 / 1024.0;
         println!(
-            "| {:>4} | {:>9} | {:>8.1} | {:>6.2} | {:>9.2} | {:>7.1} | {:>14.1} | {:>7.1} | {:>4.1} |",
+            "| {:>4} | {:>9} | {:>8} | {:>8.1} | {:>6.2} | {:>9.2} | {:>7.1} | {:>14.1} | {:>7.1} | {:>4.1} |",
             c.concurrent,
             c.executors,
+            c.auditors,
             c.rounds_per_s,
             c.runs_per_s,
             c.run_latency_ms.p50 / 1000.0,

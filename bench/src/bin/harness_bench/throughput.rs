@@ -16,6 +16,8 @@ use crate::stats::{round3, rss_kib, Summary};
 pub struct Cell {
     pub concurrent: usize,
     pub executors: usize,
+    /// `[auditor] concurrency`.
+    pub auditors: usize,
     pub rounds: u64,
     pub wall_s: f64,
     pub rounds_per_s: f64,
@@ -32,6 +34,7 @@ impl Cell {
         json!({
             "concurrent_runs": self.concurrent,
             "executors": self.executors,
+            "auditors": self.auditors,
             "rounds": self.rounds,
             "wall_s": round3(self.wall_s),
             "rounds_per_s": round3(self.rounds_per_s),
@@ -64,10 +67,13 @@ fn peak(pid: u32) -> u64 {
 pub async fn cell(
     model: &StandInModel,
     executors: usize,
+    auditors: usize,
     concurrent: usize,
     rounds: u32,
 ) -> anyhow::Result<Cell> {
-    let mut stack = Stack::start(stack_options(model, executors)).await?;
+    let mut options = stack_options(model, executors);
+    options.auditor_extra = format!("concurrency = {auditors}");
+    let mut stack = Stack::start(options).await?;
     let store = RunStore::connect(&stack.redis.url(), Duration::from_secs(5)).await?;
     let task = task_toml(rounds);
     let started = Instant::now();
@@ -133,6 +139,7 @@ pub async fn cell(
     Ok(Cell {
         concurrent,
         executors,
+        auditors,
         rounds: total_rounds,
         wall_s,
         rounds_per_s: total_rounds as f64 / wall_s,

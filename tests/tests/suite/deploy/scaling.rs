@@ -227,6 +227,24 @@ fn work_of(r: &Render, d: &super::Daemon) -> anyhow::Result<Work> {
     }
 }
 
+/// Episodes one worker pod runs at once on its queue: its `concurrency` (one capability, one
+/// loop per Deployment), `EPISODES_PER_LOOP` when unset.
+fn episodes_per_pod(r: &Render, d: &super::Daemon) -> anyhow::Result<u64> {
+    let raw: toml::Value = toml::from_str(&config_of(r, d)?)?;
+    let table = if d.role == Role::Executor {
+        "executor"
+    } else {
+        "auditor"
+    };
+    match raw.get(table).and_then(|t| t.get("concurrency")) {
+        None => Ok(EPISODES_PER_LOOP as u64),
+        Some(v) => v
+            .as_integer()
+            .and_then(|v| u64::try_from(v).ok())
+            .context("concurrency"),
+    }
+}
+
 #[test]
 fn every_worker_scales_on_its_queue_without_killing_episodes() -> anyhow::Result<()> {
     let Some(renders) = renders()? else {
@@ -267,10 +285,11 @@ fn every_worker_scales_on_its_queue_without_killing_episodes() -> anyhow::Result
                 stream == work.stream_name() && consumer == work.durable_name(),
                 "{at}: scales on {stream}/{consumer}, takes work from {work:?}"
             );
+            let per_pod = episodes_per_pod(r, d).with_context(|| at.clone())?;
             ensure!(
-                scaler.target == EPISODES_PER_LOOP as f64 && scaler.counts_in_flight,
-                "{at}: the per-pod target must be {EPISODES_PER_LOOP} episode(s) on waiting + \
-                 in-flight messages ({scaler:?})"
+                scaler.target == per_pod as f64 && scaler.counts_in_flight,
+                "{at}: the per-pod target must be the worker's {per_pod} episode(s) at once \
+                 ([executor]/[auditor] concurrency) on waiting + in-flight messages ({scaler:?})"
             );
             if let Some(row) = first_kill(scaler) {
                 bail!("{at}: (busy, queued, current) -> replicas {row:?} kills busy pods");

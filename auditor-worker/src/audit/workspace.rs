@@ -1,0 +1,40 @@
+//! Where an audit's pristine copy of the candidate comes from: the warm-workspace cache
+//! (`[auditor] cache_bytes`) when there is one, a fresh materialize otherwise. Either way every
+//! file is verified against its digest; a cached tree is checked out to one audit at a time,
+//! so concurrent audits of one snapshot never share a directory, and checks still run in their
+//! own private copies of it (`run_checks.rs`).
+
+use std::path::Path;
+
+use loopgate_common::snapshot::Manifest;
+use loopgate_snapshot::SnapshotError;
+
+use crate::audit::Auditor;
+
+impl Auditor {
+    /// Materialize `id` into `workspace` (which must not exist yet or be empty).
+    pub(crate) async fn materialize_candidate(
+        &self,
+        id: &str,
+        workspace: &Path,
+    ) -> Result<Manifest, SnapshotError> {
+        match &self.workspaces {
+            Some(cache) => {
+                let (manifest, report) = self.store.materialize_warm(id, workspace, cache).await?;
+                tracing::debug!(snapshot = %id, ?report, "candidate materialized warm");
+                Ok(manifest)
+            }
+            None => self.store.materialize(id, workspace).await,
+        }
+    }
+
+    /// After the audit: give the pristine tree back to the cache for the next audit.
+    pub(crate) async fn keep_workspace(&self, workspace: &Path) {
+        let Some(cache) = &self.workspaces else {
+            return;
+        };
+        if let Err(err) = cache.check_in(workspace).await {
+            tracing::warn!(error = %err, "keeping the audited tree failed");
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! [`SnapshotStore::materialize_warm`] and [`SnapshotStore::freeze_warm`]: materialize from the
+//! closest kept tree plus the manifest difference, and freeze with the stat cache that
+//! materialize filled.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use futures::{StreamExt, TryStreamExt};
+use loopgate_common::snapshot::{Manifest, ManifestEntry};
+
+use crate::cache::clone::reflink_or_copy;
+use crate::cache::reconcile::{reconcile, Reconciled};
+use crate::cache::workspace_cache::{TreeState, WorkspaceCache};
+use crate::error::SnapshotError;
+use crate::freeze::{hash_file, FreezeRules};
+use crate::materialize::{finish_file, io_error, prepare_target, temp_path_for};
+use crate::stat_cache::{wall_clock_ns, FileStamp};
+use crate::store::{FreezeOutcome, SnapshotStore};
+
+/// Files written at once.
+const WRITE_CONCURRENCY: usize = 16;
+
+/// What a warm materialize did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WarmReport {
+    /// A kept tree was reused (else the directory was filled from scratch).
+    pub reused_tree: bool,
+    /// Files already right in the reused tree.
+    pub files_kept: usize,
+    /// Kept files whose stat did not vouch for them, re-hashed.
+    pub files_rehashed: usize,
+    pub files_written: usize,
+    /// Blobs copied out of the cache (each re-hashed).
+    pub blobs_from_cache: usize,
+    pub blobs_downloaded: usize,
+    pub bytes_downloaded: u64,
+}
+
+enum Source {
+    Cache,
+    Download,
+}
+
+fn blocking_failed(op: &'static str, err: tokio::task::JoinError) -> SnapshotError {
+    SnapshotError::Store {
+        op,
+        reason: err.to_string(),
+    }
+}
+
+impl SnapshotStore {
+    /// Materialize snapshot `id` into `dest` (missing or empty) through `cache`: the kept tree
+    /// closest to it is moved there and the difference applied; without one, every file is
+    /// written. Every file written is verified against its digest, cache hits included (a
+    /// cached blob whose bytes changed is `Integrity`), and kept files are vouched for by the
+    /// stat cache or re-hashed. `dest` is checked out: [`SnapshotStore::freeze_warm`] freezes
+    /// it by stat cache and [`WorkspaceCache::check_in`] gives it back to the cache.
+    pub async fn materialize_warm(
+        &self,
+        id: &str,
+        dest: &Path,
+        cache: &WorkspaceCache,
+    ) -> Result<(Manifest, WarmReport), SnapshotError> {
+        let (manifest, pages) = self.manifest_with_pages(id).await?;
+        let mut report = WarmReport::default();
+        let mut reconciled = None;
+        if let Some((tree_dir, tree)) = cache.take_closest(&manifest) {
+            reconciled = reuse_tree(tree_dir, tree, &manifest, dest).await;
+            report.reused_tree = reconciled.is_some();
+        }
+        let reconciled = match reconciled {
+            Some(done) => done,
+            None => {
+                tokio::fs::create_dir_all(dest)
+                    .await
+                    .map_err(|e| io_error(dest, e))?;
+                let (dir, target) = (dest.to_path_buf(), manifest.clone());
+                tokio::task::spawn_blocking(move || reconcile(&dir, None, &target))
+                    .await
+                    .map_err(|e| blocking_failed("reconcile", e))??
+            }
+        };
+        report.files_kept = reconciled.kept;
+        report.files_rehashed = reconciled.rehashed;
+        let Reconciled {
+            write, mut stat, ..
+        } = reconciled;
+        // One write per distinct content; the other paths with it are local copies.
+        let mut first: HashMap<&str, usize> = HashMap::new();
+        let mut copies = Vec::new();
+        for &index in &write {
+            let entry = &manifest.entries[index];
+            match first.get(entry.sha256.as_str()) {
+                Some(&original) => copies.push((index, original)),
+                None => {
+                    first.insert(&entry.sha256, index);
+                }
+            }
+        }
+        // Blobs fetched for an incremental update are cached for the next one; a full fill is
+        // not (the tree itself, once checked in, holds those bytes).
+        let keep_blobs = report.reused_tree;
+        let uniques: Vec<usize> = write
+            .iter()
+            .copied()
+            .filter(|i| first.get(manifest.entries[*i].sha256.as_str()) == Some(i))
+            .collect();
+        let mut writes = Vec::with_capacity(uniques.len());
+        for index in uniques.iter().copied() {
+            writes.push(self.write_entry(&manifest.entries[index], dest, cache, keep_blobs));
+        }
+        let sources: Vec<Source> = futures::stream::iter(writes)
+            .buffer_unordered(WRITE_CONCURRENCY)
+            .try_collect()
+            .await?;
+        for source in &sources {
+            match source {
+                Source::Cache => report.blobs_from_cache += 1,
+                Source::Download => report.blobs_downloaded += 1,
+            }
+        }
+        report.bytes_downloaded = uniques
+            .iter()
+            .zip(&sources)
+            .filter(|(_, s)| matches!(s, Source::Download))
+            .map(|(i, _)| manifest.entries[*i].size)
+            .sum();
+        for (index, original) in copies {
+            let entry = &manifest.entries[index];
+            let from = dest.join(&manifest.entries[original].path);
+            let target = prepare_target(dest, &entry.path).await?;
+            let temp = temp_path_for(&target);
+            let copied = tokio::fs::copy(&from, &temp)
+                .await
+                .map(|_| ())
+                .map_err(|e| io_error(&temp, e));
+            if let Err(err) = match copied {
+                Ok(()) => finish_file(&temp, &target, entry.mode).await,
+                Err(err) => Err(err),
+            } {
+                let _ = tokio::fs::remove_file(&temp).await;
+                return Err(err);
+            }
+        }
+        report.files_written = write.len();
+        // Stat the written files, then note when: files written in the last moments are racy
+        // and get re-hashed by the next freeze or reuse.
+        let (dir, target, written) = (dest.to_path_buf(), manifest.clone(), write.clone());
+        let stamps = tokio::task::spawn_blocking(move || {
+            written
+                .iter()
+                .map(|&i| {
+                    let path = dir.join(&target.entries[i].path);
+                    std::fs::symlink_metadata(&path)
+                        .map(|m| FileStamp::of(&m))
+                        .map_err(|e| io_error(&path, e))
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .await
+        .map_err(|e| blocking_failed("stat", e))??;
+        let recorded_at = wall_clock_ns();
+        for (&index, stamp) in write.iter().zip(stamps) {
+            let entry = &manifest.entries[index];
+            stat.record(&entry.path, stamp, &entry.sha256, recorded_at);
+        }
+        for entry in &manifest.entries {
+            stat.mark_present(&entry.sha256);
+        }
+        for page in &pages {
+            stat.mark_present(page);
+        }
+        cache.record_checkout(
+            dest,
+            TreeState {
+                manifest: manifest.clone(),
+                stat,
+            },
+        );
+        Ok((manifest, report))
+    }
+
+    /// Freeze `dir` with the stat cache its materialize (or last freeze) through `cache`
+    /// recorded, so only files whose stat changed are read; it stays checked out, now holding
+    /// the frozen manifest. A directory the cache does not know is frozen from scratch.
+    pub async fn freeze_warm(
+        &self,
+        dir: &Path,
+        rules: &FreezeRules,
+        cache: &WorkspaceCache,
+    ) -> Result<FreezeOutcome, SnapshotError> {
+        let mut stat = cache.take_checkout(dir).map(|t| t.stat).unwrap_or_default();
+        let outcome = self.freeze_cached(dir, rules, &mut stat).await?;
+        cache.record_checkout(
+            dir,
+            TreeState {
+                manifest: outcome.manifest.clone(),
+                stat,
+            },
+        );
+        Ok(outcome)
+    }
+
+    /// Write one file from the cache (re-hashed) or the store (verified while streaming).
+    async fn write_entry(
+        &self,
+        entry: &ManifestEntry,
+        dest: &Path,
+        cache: &WorkspaceCache,
+        keep_blob: bool,
+    ) -> Result<Source, SnapshotError> {
+        let target = prepare_target(dest, &entry.path).await?;
+        let temp = temp_path_for(&target);
+        let result = async {
+            let from_cache = if cache.has_blob(&entry.sha256) {
+                copy_from_cache(cache, entry, &temp).await?
+            } else {
+                false
+            };
+            let source = if from_cache {
+                cache.count_blob_hit();
+                Source::Cache
+            } else {
+                self.download_verified(entry, &temp).await?;
+                if keep_blob {
+                    let (cache, sha256, from) = (cache.clone(), entry.sha256.clone(), temp.clone());
+                    let size = entry.size;
+                    tokio::task::spawn_blocking(move || cache.insert_blob(&sha256, &from, size))
+                        .await
+                        .map_err(|e| blocking_failed("cache blob", e))?;
+                }
+                Source::Download
+            };
+            finish_file(&temp, &target, entry.mode).await?;
+            Ok(source)
+        }
+        .await;
+        if result.is_err() {
+            let _ = tokio::fs::remove_file(&temp).await;
+        }
+        result
+    }
+}
+
+/// Copy cached blob `entry.sha256` to `temp` and re-hash the copy. False (and the blob
+/// forgotten) when the cache no longer has the file; `Integrity` when its bytes changed.
+async fn copy_from_cache(
+    cache: &WorkspaceCache,
+    entry: &ManifestEntry,
+    temp: &Path,
+) -> Result<bool, SnapshotError> {
+    let (cache, entry, temp) = (cache.clone(), entry.clone(), temp.to_path_buf());
+    tokio::task::spawn_blocking(move || {
+        let blob = cache.blob_path(&entry.sha256);
+        match reflink_or_copy(&blob, &temp) {
+            Ok(_) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                cache.drop_corrupt_blob(&entry.sha256);
+                let _ = std::fs::remove_file(&temp);
+                return Ok(false);
+            }
+            Err(err) => return Err(io_error(&temp, err)),
+        }
+        let verified = hash_file(&temp, &entry.path, entry.size)
+            .map(|(sha256, size)| sha256 == entry.sha256 && size == entry.size)
+            .unwrap_or(false);
+        if !verified {
+            cache.drop_corrupt_blob(&entry.sha256);
+            return Err(SnapshotError::Integrity {
+                path: entry.path.clone(),
+                reason: format!("cached blob {} no longer matches its digest", entry.sha256),
+            });
+        }
+        Ok(true)
+    })
+    .await
+    .map_err(|e| blocking_failed("cache copy", e))?
+}
+
+/// Reconcile a kept tree with `target` where it lies, then move it to `dest`. None (the tree
+/// discarded) when that fails: the caller fills `dest` from scratch.
+async fn reuse_tree(
+    tree_dir: PathBuf,
+    tree: TreeState,
+    target: &Manifest,
+    dest: &Path,
+) -> Option<Reconciled> {
+    let (dir, wanted) = (tree_dir.clone(), target.clone());
+    let done = tokio::task::spawn_blocking(move || reconcile(&dir, Some(tree), &wanted)).await;
+    let failure = match done {
+        Ok(Ok(done)) => match tokio::fs::rename(&tree_dir, dest).await {
+            Ok(()) => return Some(done),
+            Err(err) => err.to_string(),
+        },
+        Ok(Err(err)) => err.to_string(),
+        Err(err) => err.to_string(),
+    };
+    tracing::warn!(tree = %tree_dir.display(), error = %failure, "kept tree not reusable; materializing from scratch");
+    let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&tree_dir)).await;
+    None
+}

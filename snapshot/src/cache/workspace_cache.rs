@@ -1,0 +1,301 @@
+//! [`WorkspaceCache`]: the bookkeeping and disk layout of one worker's cache (see `mod.rs`).
+
+use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use loopgate_common::snapshot::{diff_manifests, Manifest};
+
+use crate::cache::clone;
+use crate::cache::lru::{Item, Lru};
+use crate::error::SnapshotError;
+use crate::materialize::io_error;
+use crate::stat_cache::StatCache;
+
+/// At most this many materialized directories are remembered as checked out (a worker that
+/// materializes and then never freezes or checks in, e.g. a failed episode, leaks nothing).
+const MAX_CHECKED_OUT: usize = 64;
+
+/// Bytes charged per kept file on top of its content (inode, directory entry, bookkeeping), so
+/// trees of many small or empty files are bounded by `cache_bytes` too.
+const ENTRY_OVERHEAD: u64 = 512;
+/// Bytes charged per kept tree on top of its files.
+const TREE_OVERHEAD: u64 = 64 * 1024;
+
+fn tree_charge(manifest: &Manifest) -> u64 {
+    manifest.total_bytes() + TREE_OVERHEAD + ENTRY_OVERHEAD * manifest.entries.len() as u64
+}
+
+/// What a tree holds: the manifest it matches and the stat cache of its files.
+#[derive(Debug, Clone)]
+pub(crate) struct TreeState {
+    pub(crate) manifest: Manifest,
+    pub(crate) stat: StatCache,
+}
+
+/// Counters for benchmarks and logs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Bytes held on disk (blobs and kept trees).
+    pub bytes_held: u64,
+    pub trees_kept: usize,
+    pub trees_reused: u64,
+    pub trees_evicted: u64,
+    pub blob_hits: u64,
+    pub blobs_evicted: u64,
+    /// Cached blobs whose bytes no longer matched their digest.
+    pub blobs_corrupt: u64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    lru: Lru,
+    trees: HashMap<u64, TreeState>,
+    checked_out: HashMap<PathBuf, (u64, TreeState)>,
+    next_slot: u64,
+    next_checkout: u64,
+    stats: CacheStats,
+}
+
+#[derive(Debug)]
+struct Shared {
+    root: PathBuf,
+    budget: u64,
+    state: Mutex<State>,
+}
+
+/// Handle on one worker's cache; cheap to clone, safe to share between concurrent episodes.
+#[derive(Debug, Clone)]
+pub struct WorkspaceCache {
+    shared: Arc<Shared>,
+}
+
+impl WorkspaceCache {
+    /// A cache under `root` holding at most `cache_bytes` (0: keep nothing, every materialize
+    /// is cold). `root` is cleared first. Put it on the filesystem of the directories that
+    /// will be materialized (trees move by rename).
+    pub fn open(root: &Path, cache_bytes: u64) -> Result<WorkspaceCache, SnapshotError> {
+        match std::fs::remove_dir_all(root) {
+            Ok(()) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => return Err(io_error(root, err)),
+        }
+        for dir in ["blobs", "trees"] {
+            let path = root.join(dir);
+            std::fs::create_dir_all(&path).map_err(|e| io_error(&path, e))?;
+        }
+        // The worker's alone: a check or agent run as another user cannot even read it.
+        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| io_error(root, e))?;
+        Ok(WorkspaceCache {
+            shared: Arc::new(Shared {
+                root: root.to_path_buf(),
+                budget: cache_bytes,
+                state: Mutex::new(State::default()),
+            }),
+        })
+    }
+
+    /// Where worker `worker_id` keeps its cache: `<work_dir>/.cache-<worker_id>` (characters
+    /// other than ASCII letters, digits and `-` as `_`), on the work dir's filesystem so that
+    /// trees move to and from episode and audit directories by rename.
+    pub fn worker_root(work_dir: &Path, worker_id: &str) -> PathBuf {
+        let name: String = worker_id
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        work_dir.join(format!(".cache-{name}"))
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.shared.root
+    }
+
+    pub fn cache_bytes(&self) -> u64 {
+        self.shared.budget
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        let state = self.lock();
+        CacheStats {
+            bytes_held: state.lru.bytes(),
+            trees_kept: state.trees.len(),
+            ..state.stats
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves consistent-enough bookkeeping: keep going.
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(crate) fn blob_path(&self, sha256: &str) -> PathBuf {
+        self.shared.root.join("blobs").join(sha256)
+    }
+
+    fn tree_path(&self, slot: u64) -> PathBuf {
+        self.shared.root.join("trees").join(slot.to_string())
+    }
+
+    /// Is blob `sha256` held (marks it used)?
+    pub(crate) fn has_blob(&self, sha256: &str) -> bool {
+        self.lock().lru.touch(&Item::Blob(sha256.to_string()))
+    }
+
+    pub(crate) fn count_blob_hit(&self) {
+        self.lock().stats.blob_hits += 1;
+    }
+
+    /// Copy the verified file `from` into the cache as blob `sha256`. Blocking. Best effort:
+    /// a cache that cannot store a blob just misses later.
+    pub(crate) fn insert_blob(&self, sha256: &str, from: &Path, size: u64) {
+        if size + ENTRY_OVERHEAD > self.shared.budget || self.has_blob(sha256) {
+            return;
+        }
+        let dest = self.blob_path(sha256);
+        let temp = dest.with_extension(format!("tmp-{}", uuid::Uuid::new_v4().simple()));
+        let stored = clone::reflink_or_copy(from, &temp).and_then(|_| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o444))?;
+            std::fs::rename(&temp, &dest)
+        });
+        if let Err(err) = stored {
+            let _ = std::fs::remove_file(&temp);
+            tracing::debug!(error = %err, "caching a blob failed");
+            return;
+        }
+        let evicted = {
+            let mut state = self.lock();
+            state
+                .lru
+                .insert(Item::Blob(sha256.to_string()), size + ENTRY_OVERHEAD);
+            self.evict_locked(&mut state)
+        };
+        self.remove_evicted(evicted);
+    }
+
+    /// Forget blob `sha256` and delete its file (its bytes did not match). Blocking.
+    pub(crate) fn drop_corrupt_blob(&self, sha256: &str) {
+        {
+            let mut state = self.lock();
+            state.lru.remove(&Item::Blob(sha256.to_string()));
+            state.stats.blobs_corrupt += 1;
+        }
+        let _ = std::fs::remove_file(self.blob_path(sha256));
+    }
+
+    /// Take the kept tree closest to `target` out of the cache: its directory and state.
+    pub(crate) fn take_closest(&self, target: &Manifest) -> Option<(PathBuf, TreeState)> {
+        let mut state = self.lock();
+        // A tree that differs in more paths than the target has is worse than an empty dir.
+        let slot = state
+            .trees
+            .iter()
+            .map(|(slot, tree)| (diff_manifests(&tree.manifest, target).len(), *slot))
+            .filter(|(diff, _)| *diff <= target.entries.len())
+            .min()
+            .map(|(_, slot)| slot)?;
+        let tree = state.trees.remove(&slot)?;
+        state.lru.remove(&Item::Tree(slot));
+        state.stats.trees_reused += 1;
+        Some((self.tree_path(slot), tree))
+    }
+
+    /// Remember that `dir` now holds `tree` (materialized or frozen through this cache).
+    pub(crate) fn record_checkout(&self, dir: &Path, tree: TreeState) {
+        let mut state = self.lock();
+        state.next_checkout += 1;
+        let order = state.next_checkout;
+        state.checked_out.insert(dir.to_path_buf(), (order, tree));
+        while state.checked_out.len() > MAX_CHECKED_OUT {
+            let oldest = state
+                .checked_out
+                .iter()
+                .min_by_key(|(_, (order, _))| *order)
+                .map(|(path, _)| path.clone());
+            match oldest {
+                Some(path) => state.checked_out.remove(&path),
+                None => break,
+            };
+        }
+    }
+
+    /// What `dir` holds, if it was materialized or frozen through this cache (forgotten here).
+    pub(crate) fn take_checkout(&self, dir: &Path) -> Option<TreeState> {
+        self.lock().checked_out.remove(dir).map(|(_, tree)| tree)
+    }
+
+    /// Move `dir` (materialized or frozen through this cache, and not changed since, or its
+    /// changes are caught by the stat cache) back into the cache for a later materialize.
+    /// Returns false, leaving `dir` alone, when the cache does not know it.
+    pub async fn check_in(&self, dir: &Path) -> Result<bool, SnapshotError> {
+        let Some(tree) = self.take_checkout(dir) else {
+            return Ok(false);
+        };
+        let bytes = tree_charge(&tree.manifest);
+        if self.shared.budget == 0 || bytes > self.shared.budget {
+            return Ok(false);
+        }
+        let slot = {
+            let mut state = self.lock();
+            state.next_slot += 1;
+            state.next_slot
+        };
+        let to = self.tree_path(slot);
+        tokio::fs::rename(dir, &to)
+            .await
+            .map_err(|e| io_error(dir, e))?;
+        let evicted = {
+            let mut state = self.lock();
+            state.trees.insert(slot, tree);
+            state.lru.insert(Item::Tree(slot), bytes);
+            self.evict_locked(&mut state)
+        };
+        let cache = self.clone();
+        // Removing evicted trees blocks: keep it off the async threads.
+        let _ = tokio::task::spawn_blocking(move || cache.remove_evicted(evicted)).await;
+        Ok(true)
+    }
+
+    fn evict_locked(&self, state: &mut State) -> Vec<PathBuf> {
+        state
+            .lru
+            .evict_to(self.shared.budget)
+            .into_iter()
+            .map(|item| match item {
+                Item::Blob(sha256) => {
+                    state.stats.blobs_evicted += 1;
+                    self.blob_path(&sha256)
+                }
+                Item::Tree(slot) => {
+                    state.trees.remove(&slot);
+                    state.stats.trees_evicted += 1;
+                    self.tree_path(slot)
+                }
+            })
+            .collect()
+    }
+
+    fn remove_evicted(&self, paths: Vec<PathBuf>) {
+        for path in paths {
+            let removed = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            if let Err(err) = removed {
+                tracing::warn!(path = %path.display(), error = %err, "removing an evicted cache entry");
+            }
+        }
+    }
+}
