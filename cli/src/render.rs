@@ -303,6 +303,17 @@ fn event_text(event: &LogEvent) -> String {
             excerpt(dropped, 80),
             excerpt(step, 120)
         ),
+        LogEvent::AdmissionQueued => {
+            "queued: waiting for an admission slot ([manager] max_active_runs)".to_string()
+        }
+        LogEvent::Admitted { waited_ms } => format!(
+            "admitted after {:.1} s in the admission queue",
+            *waited_ms as f64 / 1000.0
+        ),
+        LogEvent::DeadLetter { kind, reason } => format!(
+            "dead letter: a {kind} message exhausted its deliveries ({}); the step is retried as an infrastructure failure",
+            excerpt(reason, 160)
+        ),
     }
 }
 

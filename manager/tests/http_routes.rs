@@ -141,14 +141,17 @@ async fn walk(nats: &NatsServer, redis: &RedisServer, token: Option<&'static str
     }
     // Cancel last, so the routes before it see a live run.
     operations.sort_by_key(|(_, path)| path.ends_with("/cancel"));
-    assert_eq!(operations.len(), 19);
+    assert_eq!(operations.len(), 31);
     for (method, template) in &operations {
         let path = if template.starts_with("/v1/snapshots/") {
             template.replace("{id}", &snapshot)
         } else {
             template.replace("{id}", &run_id)
         }
-        .replace("{sha256}", &blob);
+        .replace("{sha256}", &blob)
+        .replace("{from}", &snapshot)
+        .replace("{to}", &snapshot)
+        .replace("{file}", "app.js");
         let body = match (method.as_str(), template.as_str()) {
             ("POST", "/v1/runs") => Some(submit.clone()),
             ("POST", p) if p.ends_with("/answer") => Some(json!({"text": "yes"})),

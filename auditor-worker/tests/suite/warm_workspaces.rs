@@ -30,11 +30,12 @@ async fn concurrent_audits_of_one_snapshot_never_share_a_scratch_dir() -> anyhow
     assert_eq!(cache.stats().trees_kept, 1);
 
     // Each check scribbles on its copy, announces itself and waits (bounded) for the other, so
-    // both audits are in flight at once; then it prints where it ran.
+    // both audits are in flight at once; then it prints where it ran (with `:` for `/`, so
+    // the output is not rewritten relative to the copy).
     let check = format!(
         "test \"$(cat hello.py)\" != tampered || exit 3; echo tampered > hello.py; \
          touch {dir}/$$; i=0; while [ $(ls {dir} | wc -l) -lt 2 ] && [ $i -lt 200 ]; do \
-         sleep 0.05; i=$((i+1)); done; [ $(ls {dir} | wc -l) -ge 2 ] || exit 4; pwd -P",
+         sleep 0.05; i=$((i+1)); done; [ $(ls {dir} | wc -l) -ge 2 ] || exit 4; pwd -P | tr / :",
         dir = rendezvous.path().display()
     );
     let audit = |run: &'static str| {

@@ -51,7 +51,7 @@ pub async fn browse(args: &BrowseArgs) -> Result<ExitStatus, CliError> {
         _ => None,
     };
     let policy = TargetPolicy {
-        workspace: Some(cwd),
+        workspace: Some(cwd.clone()),
         base_url,
         allow_network: args.allow_network,
     };

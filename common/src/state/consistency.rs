@@ -79,7 +79,7 @@ mod tests {
     use crate::subjects::Capability;
     use crate::wire::{AuditPurpose, Increment};
 
-    fn phases() -> [Phase; 6] {
+    fn phases() -> [Phase; 7] {
         [
             Phase::Deciding { seq: 3 },
             Phase::Executing {
@@ -120,10 +120,16 @@ mod tests {
             (Queued, [true, false, false, false, false, false, true]),
             (Running, [true, true, true, false, false, false, false]),
             (Paused, [true, true, true, false, false, true, false]),
-            (WaitingForInput, [false, false, false, true, false, false, false]),
+            (
+                WaitingForInput,
+                [false, false, false, true, false, false, false],
+            ),
             (Completed, [false, false, false, false, true, false, false]),
             (Blocked, [false, false, false, false, true, false, false]),
-            (BudgetExhausted, [false, false, false, false, true, false, false]),
+            (
+                BudgetExhausted,
+                [false, false, false, false, true, false, false],
+            ),
             (Cancelled, [false, false, false, false, true, false, false]),
             (Failed, [false, false, false, false, true, false, false]),
         ];

@@ -210,6 +210,7 @@ pub enum LogEvent {
         dropped: String,
         /// The step the executor got instead.
         step: String,
+    },
     /// The run waits in `queued` for a slot (`[manager] max_active_runs`); nothing is
     /// dispatched until it is admitted.
     AdmissionQueued,

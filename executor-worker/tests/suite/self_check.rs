@@ -378,13 +378,18 @@ async fn a_self_check_runs_in_exactly_the_auditors_sandbox() -> anyhow::Result<(
             "{from_executor}"
         );
     }
-    // The scrubbed environment: HOME, LANG and PATH (besides what the shell sets itself).
+    // The scrubbed environment: HOME, LANG and PATH, and where `loopgate browse` records its
+    // screenshots (besides what the shell sets itself).
     let names: Vec<&str> = from_executor
         .split_once("env=")
         .map_or("", |(_, names)| names)
         .split(',')
         .filter(|n| !n.is_empty() && !matches!(*n, "PWD" | "SHLVL" | "OLDPWD"))
         .collect();
-    assert_eq!(names, ["HOME", "LANG", "PATH"], "{from_executor}");
+    assert_eq!(
+        names,
+        ["HOME", "LANG", "LOOPGATE_BROWSE_RECORD", "PATH"],
+        "{from_executor}"
+    );
     Ok(())
 }

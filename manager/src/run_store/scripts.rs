@@ -46,12 +46,14 @@ else
   redis.call('ZREM', KEYS[4], ARGV[3])
 end
 local i = 13
+-- Trim by age before appending: this write's own entries are never older than the cut-off,
+-- even when the manager's clock runs ahead of Redis's (their ids are Redis's time).
+if n_log > 0 and tonumber(ARGV[10]) > 0 then
+  redis.call('XTRIM', KEYS[2], 'MINID', '~', ARGV[10])
+end
 for _ = 1, n_log do
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[11], '*', 'entry', ARGV[i])
   i = i + 1
-end
-if n_log > 0 and tonumber(ARGV[10]) > 0 then
-  redis.call('XTRIM', KEYS[2], 'MINID', '~', ARGV[10])
 end
 for _ = 1, n_evidence do
   redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
