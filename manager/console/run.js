@@ -105,6 +105,12 @@ export function runView(main, id) {
   }
 
   function renderActions() {
+    // A live update re-renders the actions; what the operator is typing stays.
+    const typed = new Map();
+    for (const el of actions.querySelectorAll('input[id], textarea[id]')) {
+      if (el.value) typed.set(el.id, el.value);
+    }
+    const focused = actions.contains(document.activeElement) ? document.activeElement.id : '';
     const items = [h('h2', { id: 'actions-h' }, 'Actions')];
     const terminal = TERMINAL.includes(run.state);
     if (run.question && run.planning !== 'approval') {
@@ -175,6 +181,11 @@ export function runView(main, id) {
       }
     }
     clear(actions, items);
+    for (const [fid, value] of typed) {
+      const el = document.getElementById(fid);
+      if (el && actions.contains(el) && !el.value) el.value = value;
+    }
+    if (focused) document.getElementById(focused)?.focus();
   }
 
   function confirmCancel() {

@@ -123,10 +123,37 @@ async fn find(session: &mut Session, label: &str, roles: &[&str]) -> anyhow::Res
     Ok(node.reference.clone())
 }
 
+/// Live updates re-render parts of a page, so a ref can go stale between the snapshot that
+/// found it and the action: find it again (a few times) when that happens.
+const STALE_RETRIES: usize = 5;
+
 async fn click(session: &mut Session, label: &str) -> anyhow::Result<()> {
-    let r = find(session, label, &["button", "link"]).await?;
-    session.click(&r).await?;
-    Ok(())
+    let mut tries = 0;
+    loop {
+        let r = find(session, label, &["button", "link"]).await?;
+        match session.click(&r).await {
+            Ok(_) => return Ok(()),
+            Err(loopgate_browser::BrowserError::StaleRef { .. }) if tries < STALE_RETRIES => {
+                tries += 1;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Type into a labelled field without submitting (see [`click`] on stale refs).
+async fn type_into(session: &mut Session, label: &str, text: &str) -> anyhow::Result<()> {
+    let mut tries = 0;
+    loop {
+        let r = find(session, label, &["textbox"]).await?;
+        match session.type_text(&r, text, false).await {
+            Ok(_) => return Ok(()),
+            Err(loopgate_browser::BrowserError::StaleRef { .. }) if tries < STALE_RETRIES => {
+                tries += 1;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 /// Type into a labelled field, then press Enter (the keyboard submits the form).
@@ -458,6 +485,139 @@ async fn the_console_follows_steers_and_checks_runs() -> anyhow::Result<()> {
         alert.as_str().unwrap_or_default().contains("hello.py"),
         "{alert}"
     );
+    assert_no_page_errors(&s);
+    Ok(())
+}
+
+/// Steering from the console: an instruction typed on the run page reaches the manager's next
+/// prompt (and no executor request); Pause lets the episode in flight finish and holds the next
+/// step (no manager call while paused); Unpause takes the held step and the run completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_instructs_pauses_and_unpauses_a_live_run() -> anyhow::Result<()> {
+    const INSTRUCTION: &str = "INSTR-42: keep the greeting on one line";
+    let model = StandInModel::start(
+        Script::new()
+            .replies(
+                "standin-manager",
+                [
+                    Reply::content("Current task state: nothing yet\nNext: cli\nTask: create hello.py that prints hello, loopgate"),
+                    Reply::content("Current task state: hello.py prints the wrong text\nNext: cli\nTask: make hello.py print exactly: hello, loopgate"),
+                ],
+            )
+            .replies(
+                "standin-executor",
+                [
+                    // Round 1's episode takes a while: the console steers while it runs.
+                    Reply::delayed(Duration::from_secs(6), write_hello("print('hello')\n")),
+                    finish(),
+                    write_hello("print('hello, loopgate')\n"),
+                    finish(),
+                ],
+            ),
+    )
+    .await?;
+    let mut opts = StackOptions::new(
+        vec![
+            Profile::new("mgr", &model.base_url(), "standin-manager"),
+            Profile::new("exec", &model.base_url(), "standin-executor"),
+        ],
+        1,
+    );
+    opts.token = Some(TOKEN.to_string());
+    let stack = Stack::start(opts).await?;
+    let task = TASK
+        .replace("console-hello", "steered")
+        .replace("manager = \"nobody\"", "manager = \"mgr\"")
+        .replace("executor = \"nobody\"", "executor = \"exec\"");
+    let id = stack.submit(&task, &[]).await?["id"]
+        .as_str()
+        .context("id")?
+        .to_string();
+
+    let mut s = Session::new(
+        LaunchSettings::detect()?,
+        TargetPolicy {
+            workspace: None,
+            base_url: None,
+            allow_network: false,
+        },
+    );
+    s.navigate(&format!("{}/#/runs/{id}", stack.http)).await?;
+    wait_js(
+        &mut s,
+        "document.getElementById('token-dialog').open",
+        "the token prompt",
+    )
+    .await?;
+    type_and_enter(&mut s, "Token", TOKEN).await?;
+    // Round 1's episode is in flight.
+    wait_js(
+        &mut s,
+        "document.querySelector('#timeline li.round[data-round=\"1\"]')",
+        "round 1 on the timeline",
+    )
+    .await?;
+
+    type_into(&mut s, "Instruction to the manager", INSTRUCTION).await?;
+    click(&mut s, "Send instruction").await?;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while stack.run(&id).await?["instructions"]
+        .as_array()
+        .is_none_or(|i| i.is_empty())
+    {
+        if tokio::time::Instant::now() > deadline {
+            bail!("the instruction never reached the run");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    click(&mut s, "Pause").await?;
+    wait_js(
+        &mut s,
+        "document.querySelector('#run-head [data-state=paused]')",
+        "the paused state",
+    )
+    .await?;
+
+    // The episode in flight finishes and is audited; the next step is held, not taken.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let run = stack.run(&id).await?;
+        if run["phase"] == "paused" {
+            assert_eq!(run["state"], "paused", "{run}");
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!("the paused run never held its next step: {run}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        model.requests("standin-manager").len(),
+        1,
+        "no manager call while paused"
+    );
+
+    click(&mut s, "Unpause").await?;
+    wait_js(
+        &mut s,
+        "document.querySelector('#run-head [data-state=completed]')",
+        "the run to complete",
+    )
+    .await?;
+    let prompts = model.requests("standin-manager");
+    assert!(prompts.len() >= 2, "{prompts:?}");
+    assert!(
+        prompts[1].to_string().contains("INSTR-42"),
+        "the instruction is in the manager's next prompt: {}",
+        prompts[1]
+    );
+    for request in model.requests("standin-executor") {
+        assert!(
+            !request.to_string().contains("INSTR-42"),
+            "an executor saw the operator's text: {request}"
+        );
+    }
+    assert_eq!(stack.run(&id).await?["state"], "completed");
     assert_no_page_errors(&s);
     Ok(())
 }
