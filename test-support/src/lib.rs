@@ -21,7 +21,7 @@ pub use child_guard::ChildGuard;
 pub use errors::SupportError;
 pub use http_probe::{http_get, HttpReply};
 pub use local_model::LocalModel;
-pub use nats_cluster::NatsCluster;
+pub use nats_cluster::{meta_leader, wait_healthy as wait_cluster_healthy, NatsCluster};
 pub use nats_server::NatsServer;
 pub use readiness::{free_port, wait_until, WaitTimedOut};
 pub use redis_server::RedisServer;

@@ -84,24 +84,10 @@ impl NatsCluster {
         &self.names[index]
     }
 
-    /// The index of the node the cluster names as its JetStream meta leader (asked of every
-    /// node that answers), or None while there is none.
+    /// The index of the node the cluster names as its JetStream meta leader, or None while
+    /// there is none.
     pub async fn meta_leader(&self) -> Option<usize> {
-        for node in &self.nodes {
-            let url = format!("{}/jsz", node.monitor_url());
-            let Ok(reply) = http_get(&url, Duration::from_secs(2)).await else {
-                continue;
-            };
-            let Ok(body) = serde_json::from_str::<serde_json::Value>(&reply.body) else {
-                continue;
-            };
-            if let Some(leader) = body["meta_cluster"]["leader"].as_str() {
-                if let Some(index) = self.names.iter().position(|n| n == leader) {
-                    return Some(index);
-                }
-            }
-        }
-        None
+        meta_leader(&self.nodes.iter().collect::<Vec<_>>()).await
     }
 
     /// SIGKILL node `index`.
@@ -118,38 +104,74 @@ impl NatsCluster {
 
     /// Waits until every node answers `/healthz` with 200.
     pub async fn wait_healthy(&self) -> anyhow::Result<()> {
-        let urls: Vec<String> = self
-            .nodes
-            .iter()
-            .map(|n| format!("{}/healthz", n.monitor_url()))
-            .collect();
-        let healthy = wait_until(HEALTHY_TIMEOUT, || {
-            let urls = urls.clone();
-            async move {
-                for url in &urls {
-                    match http_get(url, Duration::from_secs(2)).await {
-                        Ok(r) if r.status == 200 => {}
-                        _ => return false,
-                    }
-                }
-                true
-            }
-        })
-        .await;
-        if healthy.is_err() {
-            let logs: Vec<String> = self
-                .nodes
-                .iter()
-                .zip(&self.names)
-                .map(|(n, name)| format!("--- {name} ---\n{}", tail(&n.log_text(), 3000)))
-                .collect();
-            anyhow::bail!(
-                "the NATS cluster is not healthy after {HEALTHY_TIMEOUT:?}\n{}",
-                logs.join("\n")
-            );
-        }
-        Ok(())
+        wait_healthy(&self.nodes.iter().collect::<Vec<_>>()).await
     }
+
+    /// The nodes, in order (`n1` first), e.g. for a stack that holds them one by one.
+    pub fn into_nodes(self) -> Vec<NatsServer> {
+        self.nodes
+    }
+}
+
+/// The index in `nodes` of the JetStream meta leader (asked of every node that answers; the
+/// leader's name matched against each node's `/varz` `server_name`), or None while there is
+/// none.
+pub async fn meta_leader(nodes: &[&NatsServer]) -> Option<usize> {
+    let get = |url: String| async move {
+        let reply = http_get(&url, Duration::from_secs(2)).await.ok()?;
+        serde_json::from_str::<serde_json::Value>(&reply.body).ok()
+    };
+    let mut leader = None;
+    for node in nodes {
+        if let Some(jsz) = get(format!("{}/jsz", node.monitor_url())).await {
+            if let Some(name) = jsz["meta_cluster"]["leader"].as_str() {
+                leader = Some(name.to_string());
+                break;
+            }
+        }
+    }
+    let leader = leader?;
+    for (i, node) in nodes.iter().enumerate() {
+        if let Some(varz) = get(format!("{}/varz", node.monitor_url())).await {
+            if varz["server_name"].as_str() == Some(leader.as_str()) {
+                return Some(i);
+            }
+        }
+    }
+    None
+}
+
+/// Waits until every one of `nodes` answers `/healthz` with 200 (JetStream current, a meta
+/// leader known).
+pub async fn wait_healthy(nodes: &[&NatsServer]) -> anyhow::Result<()> {
+    let urls: Vec<String> = nodes
+        .iter()
+        .map(|n| format!("{}/healthz", n.monitor_url()))
+        .collect();
+    let healthy = wait_until(HEALTHY_TIMEOUT, || {
+        let urls = urls.clone();
+        async move {
+            for url in &urls {
+                match http_get(url, Duration::from_secs(2)).await {
+                    Ok(r) if r.status == 200 => {}
+                    _ => return false,
+                }
+            }
+            true
+        }
+    })
+    .await;
+    if healthy.is_err() {
+        let logs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("--- {} ---\n{}", n.url(), tail(&n.log_text(), 3000)))
+            .collect();
+        anyhow::bail!(
+            "the NATS cluster is not healthy after {HEALTHY_TIMEOUT:?}\n{}",
+            logs.join("\n")
+        );
+    }
+    Ok(())
 }
 
 fn tail(text: &str, max: usize) -> &str {

@@ -141,10 +141,16 @@ mod suite;
 #[tokio::test]
 async fn persistent_redis_keeps_acknowledged_writes_across_kill_9() -> anyhow::Result<()> {
     let mut redis = RedisServer::start_persistent().await?;
-    assert_eq!(redis_command(&redis.url(), &["SET", "k", "v1"]).await?, "+OK\r\n");
+    assert_eq!(
+        redis_command(&redis.url(), &["SET", "k", "v1"]).await?,
+        "+OK\r\n"
+    );
     redis.kill();
     redis.restart().await?;
-    assert_eq!(redis_command(&redis.url(), &["GET", "k"]).await?, "$2\r\nv1\r\n");
+    assert_eq!(
+        redis_command(&redis.url(), &["GET", "k"]).await?,
+        "$2\r\nv1\r\n"
+    );
     // Without persistence the same kill loses it (the test can fail).
     let mut plain = RedisServer::start().await?;
     redis_command(&plain.url(), &["SET", "k", "v1"]).await?;
@@ -166,7 +172,11 @@ async fn nats_cluster_elects_a_leader_and_survives_a_killed_node() -> anyhow::Re
     )
     .await?;
     let routes: serde_json::Value = serde_json::from_str(&routez.body)?;
-    assert!(routes["num_routes"].as_u64().unwrap_or(0) >= 2, "{}", routez.body);
+    assert!(
+        routes["num_routes"].as_u64().unwrap_or(0) >= 2,
+        "{}",
+        routez.body
+    );
     cluster.kill(leader);
     // The two others elect a new leader.
     wait_until(Duration::from_secs(30), || async {

@@ -1,3 +1,4 @@
+mod chaos;
 mod control_plane;
 mod deploy;
 mod effective_loop;
@@ -6,6 +7,7 @@ mod goal_clauses;
 mod gui;
 mod openapi_conformance;
 mod planning;
+mod restarts;
 mod rubric;
 mod secrets;
 mod self_check;
