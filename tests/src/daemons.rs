@@ -51,6 +51,13 @@ impl Profile {
     }
 }
 
+/// A worker of the stack: the `index`-th executor or auditor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Worker {
+    Executor(usize),
+    Auditor(usize),
+}
+
 /// How a worker was started: enough to start it again on the same config (after a kill).
 #[derive(Debug, Clone)]
 pub(crate) struct DaemonSpec {

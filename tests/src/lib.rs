@@ -20,11 +20,10 @@ mod run_checks;
 mod secrets;
 
 pub use control_plane::ControlPlane;
-pub use daemons::Profile;
 use daemons::{spawn, wait_ready, DaemonSpec};
+pub use daemons::{Profile, Worker};
 pub use episode_ledger::{tagged_task, Episode, EpisodeLedger, Latency, TAGGED_TASK};
-pub use restarts::Worker;
-pub use run_checks::{findings, inspect_run, RunFindings, TimelineEntry, TERMINAL};
+pub use run_checks::{findings, RunFindings, TimelineEntry, TERMINAL};
 pub use secrets::{StackSecrets, MODEL_KEY_ENV};
 
 pub struct StackOptions {

@@ -3,16 +3,27 @@
 
 use loopgate_test_support::{meta_leader, wait_cluster_healthy, ChildGuard, NatsServer};
 
+use crate::daemons::Worker;
+use crate::run_checks::{findings, RunFindings};
 use crate::Stack;
 
-/// A worker of the stack: the `index`-th executor or auditor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Worker {
-    Executor(usize),
-    Auditor(usize),
-}
-
 impl Stack {
+    /// Reads run `id`'s record, log and evidence history from any live manager.
+    pub async fn inspect_run(&self, id: &str) -> anyhow::Result<RunFindings> {
+        let run = self.run(id).await?;
+        let log = self.get(&format!("/v1/runs/{id}/log")).await?;
+        let entries = log["entries"].as_array().cloned().unwrap_or_default();
+        let evidence = self.get(&format!("/v1/runs/{id}/evidence")).await?;
+        let bound: Vec<String> = evidence["evidence"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|e| e["artifact_version"].as_str().map(str::to_string))
+            .collect();
+        Ok(findings(id, &run, &entries, &bound))
+    }
+
     /// Every daemon URL for `[nats] url`: each node of the cluster, comma-separated.
     pub fn nats_url(&self) -> String {
         self.nats_nodes()

@@ -5,8 +5,6 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::Stack;
-
 /// The terminal states of a run.
 pub const TERMINAL: [&str; 5] = [
     "completed",
@@ -70,23 +68,8 @@ fn key(e: &Value) -> (u64, u64) {
     )
 }
 
-/// Reads run `id`'s record, log and evidence history from any live manager.
-pub async fn inspect_run(stack: &Stack, id: &str) -> anyhow::Result<RunFindings> {
-    let run = stack.run(id).await?;
-    let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
-    let entries = log["entries"].as_array().cloned().unwrap_or_default();
-    let evidence = stack.get(&format!("/v1/runs/{id}/evidence")).await?;
-    let bound: Vec<String> = evidence["evidence"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|e| e["artifact_version"].as_str().map(str::to_string))
-        .collect();
-    Ok(findings(id, &run, &entries, &bound))
-}
-
-/// The pure part of [`inspect_run`].
+/// One run's findings from its record, its log entries and the snapshots its evidence
+/// records are bound to (`Stack::inspect_run` reads them from a manager).
 pub fn findings(id: &str, run: &Value, entries: &[Value], bound: &[String]) -> RunFindings {
     let state = run["state"].as_str().unwrap_or("").to_string();
     let mut counts: BTreeMap<(String, (u64, u64)), usize> = BTreeMap::new();

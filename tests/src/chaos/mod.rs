@@ -5,129 +5,19 @@
 //!
 //! Used by `chaos-bench` (`make chaos`, the long version) and by the short end-to-end test.
 
+mod config;
+mod fault;
 mod report;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use loopgate_test_support::StandInModel;
 
-use crate::{tagged_task, EpisodeLedger, Latency, Profile, Stack, StackOptions, Worker, TERMINAL};
+use crate::{tagged_task, EpisodeLedger, Profile, Stack, StackOptions, Worker, TERMINAL};
 
+pub use config::ChaosConfig;
+pub use fault::{Action, Component, Fault};
 pub use report::{ChaosReport, KindRecovery};
-
-/// What to run.
-#[derive(Debug, Clone)]
-pub struct ChaosConfig {
-    pub runs: usize,
-    pub managers: usize,
-    pub executors: usize,
-    pub auditors: usize,
-    /// How long faults are injected.
-    pub duration: Duration,
-    /// Mean time between two faults (each is drawn from half to one and a half of it).
-    pub fault_every: Duration,
-    /// How long a SIGSTOPped component stays frozen (drawn from `1..=max`).
-    pub max_freeze: Duration,
-    /// After the faults stop: how long the runs get to end.
-    pub drain: Duration,
-    /// Stand-in model latency per reply.
-    pub latency: Latency,
-    /// The executors' and auditors' `ack_wait_secs` (a frozen or killed worker's step is
-    /// redelivered after this).
-    pub worker_ack_wait_secs: u64,
-    pub seed: u64,
-}
-
-impl ChaosConfig {
-    /// The long run of `make chaos`.
-    pub fn full() -> ChaosConfig {
-        ChaosConfig {
-            runs: 100,
-            managers: 2,
-            executors: 8,
-            auditors: 3,
-            duration: Duration::from_secs(300),
-            fault_every: Duration::from_secs(4),
-            max_freeze: Duration::from_secs(8),
-            drain: Duration::from_secs(600),
-            latency: Latency {
-                min: Duration::from_millis(100),
-                max: Duration::from_millis(2000),
-            },
-            worker_ack_wait_secs: 5,
-            seed: 0xc4a0_5eed,
-        }
-    }
-
-    /// The short version in `make test`.
-    pub fn short() -> ChaosConfig {
-        ChaosConfig {
-            runs: 20,
-            executors: 4,
-            auditors: 2,
-            duration: Duration::from_secs(40),
-            fault_every: Duration::from_secs(4),
-            max_freeze: Duration::from_secs(6),
-            drain: Duration::from_secs(300),
-            latency: Latency {
-                min: Duration::from_millis(100),
-                max: Duration::from_millis(1000),
-            },
-            ..ChaosConfig::full()
-        }
-    }
-}
-
-/// The part a fault hit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Component {
-    Manager,
-    Executor,
-    Auditor,
-    Nats,
-    Redis,
-}
-
-impl Component {
-    pub const ALL: [Component; 5] = [
-        Component::Manager,
-        Component::Executor,
-        Component::Auditor,
-        Component::Nats,
-        Component::Redis,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Component::Manager => "manager",
-            Component::Executor => "executor",
-            Component::Auditor => "auditor",
-            Component::Nats => "nats-server",
-            Component::Redis => "redis-server",
-        }
-    }
-}
-
-/// What was done to it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    /// SIGKILL, then a restart on the same config and data.
-    Kill,
-    /// SIGSTOP, then SIGCONT after the freeze.
-    Freeze,
-}
-
-/// One injected fault.
-#[derive(Debug, Clone)]
-pub struct Fault {
-    pub component: Component,
-    pub action: Action,
-    /// Which one (`exec-3`, `manager-2`, `nats-server`...).
-    pub target: String,
-    /// Unix ms when it was hit, and when it was back (restarted and ready, or SIGCONTed).
-    pub at_ms: i64,
-    pub back_ms: i64,
-}
 
 pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
@@ -238,7 +128,7 @@ pub async fn run(config: &ChaosConfig, progress: &dyn Fn(&str)) -> anyhow::Resul
     }
     let mut findings = Vec::with_capacity(ids.len());
     for id in &ids {
-        findings.push(crate::inspect_run(&stack, id).await?);
+        findings.push(stack.inspect_run(id).await?);
     }
     let report = ChaosReport::build(report::Inputs {
         config: config.clone(),

@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::{Action, ChaosConfig, Component, Fault};
+use super::config::ChaosConfig;
+use super::fault::{Action, Component, Fault};
 use crate::{Episode, RunFindings};
 
 pub(crate) struct Inputs {

@@ -7,9 +7,7 @@
 use std::time::Duration;
 
 use loopgate_test_support::{wait_until, StandInModel};
-use loopgate_tests::{
-    inspect_run, tagged_task, EpisodeLedger, Latency, Profile, Stack, StackOptions, TERMINAL,
-};
+use loopgate_tests::{tagged_task, EpisodeLedger, Latency, Profile, Stack, StackOptions, TERMINAL};
 
 const RUNS: usize = 8;
 const WAIT: Duration = Duration::from_secs(240);
@@ -80,7 +78,7 @@ async fn every_run_completes_once(
         stack.logs()
     );
     for id in ids {
-        let f = inspect_run(stack, id).await?;
+        let f = stack.inspect_run(id).await?;
         assert_eq!(f.state, "completed", "run {id}\n{}", stack.logs());
         assert!(
             f.duplicate_steps.is_empty(),
