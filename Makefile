@@ -11,7 +11,7 @@ export CARGO_TARGET_DIR
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 MODEL_SIZE ?= 0.5b
 
-.PHONY: help deps model-deps build build-debug test test-only demo bench lint fmt model-server model-server-stop clean check-toolchain
+.PHONY: help deps model-deps build build-debug test test-only demo bench chaos lint fmt model-server model-server-stop clean check-toolchain
 
 help:
 	@echo "make deps          nats-server + redis-server into ~/.cache/loopgate/bin"
@@ -21,6 +21,9 @@ help:
 	@echo "make bench         benchmarks -> docs/benchmarks.md + docs/bench/*.svg (scripts/bench.sh;"
 	@echo "                   BENCH_SKIP_ARMS=1 skips the real-model arms, BENCH_MODELS=\"1.5b 0.5b\","
 	@echo "                   BENCH_SKIP_HUMANEVAL=1, BENCH_HUMANEVAL_N=40, BENCH_DEMO_RUNS=10 (0 skips))"
+	@echo "make chaos         chaos run: kill -9 / SIGSTOP managers, workers, nats-server, redis-server while"
+	@echo "                   100 runs are in flight; prints the figures of docs/reliability.md"
+	@echo "                   (CHAOS_ARGS=\"--duration-secs 300 --runs 100 --strict\")"
 	@echo "make lint          cargo fmt --check + clippy -D warnings + crate boundaries (scripts/check-architecture.sh)"
 	@echo "make build         release binaries"
 	@echo "make model-server  start llama-server on 127.0.0.1:\$${LOOPGATE_MODEL_PORT:-8080} (model-server-stop)"
@@ -68,6 +71,12 @@ demo: check-toolchain
 # Harness cost, throughput, prompt size, snapshot cost and the real-model arms, then the report.
 bench: check-toolchain
 	scripts/bench.sh
+
+# The long chaos run (the short one is in `make test`): debug binaries, like the e2e tests.
+CHAOS_ARGS ?= --duration-secs 300 --runs 100
+chaos: check-toolchain deps
+	$(CARGO) build --workspace --bins -j$(JOBS)
+	$(CARGO) run -p loopgate-bench --bin chaos-bench -j$(JOBS) -- $(CHAOS_ARGS)
 
 lint: check-toolchain
 	$(CARGO) fmt --all -- --check

@@ -1,4 +1,5 @@
-//! A real redis-server on a free loopback port, without persistence.
+//! A real redis-server on a free loopback port: without persistence, or with the append-only
+//! file (AOF) so a `kill -9` and restart keeps every acknowledged write.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -18,7 +19,8 @@ const INSTALL_HINT: &str = "run scripts/install-deps.sh services";
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
 const PORT_ATTEMPTS: usize = 3;
 
-/// A running redis-server (`--save '' --appendonly no`), killed and reaped on drop.
+/// A running redis-server (`--save ''`; `--appendonly no`, or `yes` when persistent), killed
+/// and reaped on drop.
 pub struct RedisServer {
     // Declared first so the process dies before its directory is removed.
     process: ChildGuard,
@@ -33,16 +35,24 @@ pub struct RedisServer {
 impl RedisServer {
     /// Starts redis-server and waits until it answers PING with PONG.
     pub async fn start() -> anyhow::Result<RedisServer> {
-        Self::launch(None).await
+        Self::launch(None, false).await
+    }
+
+    /// Like [`RedisServer::start`] with the append-only file on (`--appendonly yes
+    /// --appendfsync everysec`, in its own directory): [`RedisServer::restart`] after
+    /// [`RedisServer::kill`] comes back with the data. Redis writes the AOF before it answers a
+    /// command, so a killed process (not a lost machine) loses no acknowledged write.
+    pub async fn start_persistent() -> anyhow::Result<RedisServer> {
+        Self::launch(None, true).await
     }
 
     /// Like [`RedisServer::start`] but every client must `AUTH` with `password` first
     /// (`--requirepass`); [`RedisServer::url`] carries it, as a Kubernetes Secret's URL does.
     pub async fn start_with_password(password: &str) -> anyhow::Result<RedisServer> {
-        Self::launch(Some(password.to_string())).await
+        Self::launch(Some(password.to_string()), false).await
     }
 
-    async fn launch(password: Option<String>) -> anyhow::Result<RedisServer> {
+    async fn launch(password: Option<String>, persistent: bool) -> anyhow::Result<RedisServer> {
         let binary = find_binary("redis-server", "LOOPGATE_REDIS_SERVER", INSTALL_HINT)?;
         let mut dir = tempfile::Builder::new()
             .prefix("loopgate-redis-")
@@ -61,7 +71,9 @@ impl RedisServer {
                 "--save".into(),
                 "".into(),
                 "--appendonly".into(),
-                "no".into(),
+                if persistent { "yes" } else { "no" }.into(),
+                "--appendfsync".into(),
+                "everysec".into(),
                 "--daemonize".into(),
                 "no".into(),
                 "--dir".into(),
@@ -115,13 +127,14 @@ impl RedisServer {
         &mut self.process
     }
 
-    /// SIGKILL now (simulates a crash); [`RedisServer::restart`] brings it back, empty.
+    /// SIGKILL now (simulates a crash); [`RedisServer::restart`] brings it back (empty unless
+    /// started with [`RedisServer::start_persistent`]).
     pub fn kill(&mut self) {
         self.process.kill();
     }
 
-    /// Kills the server if running and starts it again on the same port. Without persistence
-    /// the data is gone.
+    /// Kills the server if running and starts it again on the same port and directory.
+    /// Without persistence the data is gone; with the AOF it is loaded before PING answers.
     pub async fn restart(&mut self) -> anyhow::Result<()> {
         self.process.kill();
         self.process = spawn(&self.binary, &self.args, self.process.log_path())?;

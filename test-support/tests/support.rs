@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use loopgate_test_support::{http_get, wait_until, NatsServer, RedisServer};
+use loopgate_test_support::{http_get, wait_until, NatsCluster, NatsServer, RedisServer};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
@@ -137,3 +137,55 @@ async fn many_servers_start_concurrently_on_distinct_ports() -> anyhow::Result<(
 
 #[path = "suite/mod.rs"]
 mod suite;
+
+#[tokio::test]
+async fn persistent_redis_keeps_acknowledged_writes_across_kill_9() -> anyhow::Result<()> {
+    let mut redis = RedisServer::start_persistent().await?;
+    assert_eq!(
+        redis_command(&redis.url(), &["SET", "k", "v1"]).await?,
+        "+OK\r\n"
+    );
+    redis.kill();
+    redis.restart().await?;
+    assert_eq!(
+        redis_command(&redis.url(), &["GET", "k"]).await?,
+        "$2\r\nv1\r\n"
+    );
+    // Without persistence the same kill loses it (the test can fail).
+    let mut plain = RedisServer::start().await?;
+    redis_command(&plain.url(), &["SET", "k", "v1"]).await?;
+    plain.kill();
+    plain.restart().await?;
+    assert_eq!(redis_command(&plain.url(), &["GET", "k"]).await?, "$-1\r\n");
+    Ok(())
+}
+
+#[tokio::test]
+async fn nats_cluster_elects_a_leader_and_survives_a_killed_node() -> anyhow::Result<()> {
+    let mut cluster = NatsCluster::start(3).await?;
+    assert_eq!(cluster.len(), 3);
+    assert_eq!(cluster.url().split(',').count(), 3);
+    let leader = cluster.meta_leader().await.expect("a meta leader");
+    let routez = http_get(
+        &format!("{}/routez", cluster.node(0).monitor_url()),
+        Duration::from_secs(5),
+    )
+    .await?;
+    let routes: serde_json::Value = serde_json::from_str(&routez.body)?;
+    assert!(
+        routes["num_routes"].as_u64().unwrap_or(0) >= 2,
+        "{}",
+        routez.body
+    );
+    cluster.kill(leader);
+    // The two others elect a new leader.
+    wait_until(Duration::from_secs(30), || async {
+        matches!(cluster.meta_leader().await, Some(l) if l != leader)
+    })
+    .await?;
+    cluster.restart(leader).await?;
+    for i in 0..3 {
+        assert_eq!(nats_ping(&cluster.node(i).url()).await?, "PONG\r\n");
+    }
+    Ok(())
+}

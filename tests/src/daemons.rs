@@ -2,7 +2,7 @@
 //! process spawned from the workspace binaries with a clean environment, and the wait for a
 //! manager's `/readyz`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -71,6 +71,37 @@ impl Profile {
             "[models.{}]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"{}\"\ntimeout_secs = {}\n{key}{structured}{max_tokens}{vision}",
             self.name, self.base_url, self.model, self.timeout_secs
         )
+    }
+}
+
+/// A worker of the stack: the `index`-th executor or auditor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Worker {
+    Executor(usize),
+    Auditor(usize),
+}
+
+/// How a worker was started: enough to start it again on the same config (after a kill).
+#[derive(Debug, Clone)]
+pub(crate) struct DaemonSpec {
+    pub(crate) name: String,
+    bin: String,
+    config: PathBuf,
+    env: Vec<(String, String)>,
+}
+
+impl DaemonSpec {
+    pub(crate) fn new(name: &str, bin: &str, config: &Path, env: &[(String, String)]) -> Self {
+        DaemonSpec {
+            name: name.into(),
+            bin: bin.into(),
+            config: config.to_path_buf(),
+            env: env.to_vec(),
+        }
+    }
+
+    pub(crate) fn spawn(&self) -> anyhow::Result<ChildGuard> {
+        spawn(&self.name, &self.bin, &self.config, &self.env)
     }
 }
 

@@ -8,16 +8,22 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use base64::Engine as _;
 use loopgate_common::report_signing::ReportSigningKey;
-use loopgate_test_support::{free_port, ChildGuard, NatsServer, RedisServer};
+use loopgate_test_support::{free_port, ChildGuard, NatsCluster, NatsServer, RedisServer};
 use serde_json::Value;
 
+pub mod chaos;
 mod control_plane;
 mod daemons;
+mod episode_ledger;
+mod restarts;
+mod run_checks;
 mod secrets;
 
 pub use control_plane::ControlPlane;
-use daemons::{spawn, wait_ready};
-pub use daemons::{Profile, LOCAL_MAX_TOKENS};
+use daemons::{spawn, wait_ready, DaemonSpec};
+pub use daemons::{Profile, Worker, LOCAL_MAX_TOKENS};
+pub use episode_ledger::{tagged_task, Episode, EpisodeLedger, Latency, TAGGED_TASK};
+pub use run_checks::{findings, RunFindings, TimelineEntry, TERMINAL};
 pub use secrets::{StackSecrets, MODEL_KEY_ENV};
 
 pub struct StackOptions {
@@ -49,6 +55,15 @@ pub struct StackOptions {
     /// A bearer token the managers' API requires (`[http] token_env`); the stack's own
     /// requests send it (see `Stack::token`).
     pub token: Option<String>,
+    /// Auditor workers (default 1; `audit-1`, `audit-2`, ...).
+    pub auditors: usize,
+    /// Extra tables for the managers' config after `[manager]` (e.g. `[jetstream]`).
+    pub manager_tables: String,
+    /// Redis with its append-only file, so a `kill -9` and restart keeps the run store.
+    pub persistent_redis: bool,
+    /// nats-server nodes: 1 (default) or a JetStream cluster of this many (every daemon gets
+    /// every node's URL; `Stack::nats` is the first node, `Stack::nats_peers` the others).
+    pub nats_nodes: usize,
 }
 
 impl StackOptions {
@@ -67,6 +82,10 @@ impl StackOptions {
             secrets: None,
             capabilities: vec!["cli"],
             token: None,
+            auditors: 1,
+            manager_tables: String::new(),
+            persistent_redis: false,
+            nats_nodes: 1,
         }
     }
 
@@ -147,11 +166,18 @@ pub struct ManagerProc {
 }
 
 pub struct Stack {
+    /// The nats-server (the first node of a cluster).
     pub nats: NatsServer,
+    /// The other nodes of a cluster (`StackOptions::nats_nodes`), in order.
+    pub nats_peers: Vec<NatsServer>,
     pub redis: RedisServer,
     pub managers: Vec<ManagerProc>,
     pub executors: Vec<ChildGuard>,
     pub auditor: ChildGuard,
+    /// Auditors after the first (`StackOptions::auditors`).
+    pub more_auditors: Vec<ChildGuard>,
+    /// How each executor, then each auditor, was started (for `restart_worker`).
+    worker_specs: Vec<DaemonSpec>,
     /// `http://addr` of each worker's metrics endpoint, when `worker_metrics` was set.
     pub worker_metrics: Vec<String>,
     /// The first manager's base URL (tests that use one manager).
@@ -184,10 +210,26 @@ impl Stack {
             }),
             None => opts.secured.then(RolePasswords::random),
         };
-        let nats = match &passwords {
-            Some(p) => NatsServer::start_with_config(&p.server_conf()).await?,
-            None => NatsServer::start().await?,
+        let (nats, nats_peers) = if opts.nats_nodes > 1 {
+            anyhow::ensure!(
+                passwords.is_none(),
+                "a secured stack runs on one nats-server"
+            );
+            let mut nodes = NatsCluster::start(opts.nats_nodes).await?.into_nodes();
+            let first = nodes.remove(0);
+            (first, nodes)
+        } else {
+            let nats = match &passwords {
+                Some(p) => NatsServer::start_with_config(&p.server_conf()).await?,
+                None => NatsServer::start().await?,
+            };
+            (nats, Vec::new())
         };
+        let nats_url = std::iter::once(&nats)
+            .chain(&nats_peers)
+            .map(NatsServer::url)
+            .collect::<Vec<_>>()
+            .join(",");
         if let Some(p) = &passwords {
             // Workers may not create streams: the topology is the manager's, set up before
             // any worker starts (as `loopgate up` starts the manager first).
@@ -201,6 +243,7 @@ impl Stack {
         }
         let redis = match &opts.secrets {
             Some(s) => RedisServer::start_with_password(&s.redis).await?,
+            None if opts.persistent_redis => RedisServer::start_persistent().await?,
             None => RedisServer::start().await?,
         };
 
@@ -220,7 +263,7 @@ impl Stack {
         };
         let identity = |role: &str| -> Identity {
             let mut env = Vec::new();
-            let mut nats_toml = format!("[nats]\nurl = \"{}\"\n", nats.url());
+            let mut nats_toml = format!("[nats]\nurl = \"{nats_url}\"\n");
             if let Some(p) = &passwords {
                 nats_toml.push_str(&format!(
                     "user = \"{role}\"\npassword_env = \"{NATS_PASSWORD_ENV}\"\n"
@@ -252,6 +295,7 @@ impl Stack {
             Ok(format!("[metrics]\naddr = \"127.0.0.1:{port}\"\n"))
         };
         let mut executors = Vec::new();
+        let mut worker_specs = Vec::new();
         let executor = identity("executor");
         for i in 1..=opts.executors {
             let cfg = dir.path().join(format!("executor-{i}.toml"));
@@ -267,12 +311,14 @@ impl Stack {
                     opts.executor_extra
                 ),
             )?;
-            executors.push(spawn(
+            let spec = DaemonSpec::new(
                 &format!("exec-{i}"),
                 "loopgate-executor",
                 &cfg,
                 &executor.env,
-            )?);
+            );
+            executors.push(spec.spawn()?);
+            worker_specs.push(spec);
         }
         let auditor_identity = identity("auditor");
         let signing = if signing_key.is_some() {
@@ -280,27 +326,42 @@ impl Stack {
         } else {
             String::new()
         };
-        let audit_cfg = dir.path().join("auditor.toml");
-        std::fs::write(
-            &audit_cfg,
-            format!(
-                "{}{}[auditor]\nworker_id = \"audit-1\"\nwork_dir = \"{}\"\n{signing}{}\n\n{models}",
-                auditor_identity.nats_toml,
-                metrics_table()?,
-                dir.path().join("work-audit").display(),
-                opts.auditor_extra
-            ),
-        )?;
-        let auditor = spawn(
-            "auditor",
-            "loopgate-auditor",
-            &audit_cfg,
-            &auditor_identity.env,
-        )?;
+        let mut auditors = Vec::new();
+        for i in 1..=opts.auditors.max(1) {
+            // The first keeps its historical names (`auditor`, auditor.toml, work-audit).
+            let suffix = if i == 1 {
+                String::new()
+            } else {
+                format!("-{i}")
+            };
+            let audit_cfg = dir.path().join(format!("auditor{suffix}.toml"));
+            std::fs::write(
+                &audit_cfg,
+                format!(
+                    "{}{}[auditor]\nworker_id = \"audit-{i}\"\nwork_dir = \"{}\"\n{signing}{}\n\n{models}",
+                    auditor_identity.nats_toml,
+                    metrics_table()?,
+                    dir.path().join(format!("work-audit{suffix}")).display(),
+                    opts.auditor_extra
+                ),
+            )?;
+            let spec = DaemonSpec::new(
+                &format!("auditor{suffix}"),
+                "loopgate-auditor",
+                &audit_cfg,
+                &auditor_identity.env,
+            );
+            auditors.push(spec.spawn()?);
+            worker_specs.push(spec);
+        }
+        let auditor = auditors.remove(0);
         let manager = identity("manager");
         let mut manager_extra = opts.manager_extra;
         if let Some((_, key)) = &signing_key {
             manager_extra.push_str(&format!("\nauditor_keys = [\"{}\"]\n", key.public_key()));
+        }
+        if !opts.manager_tables.is_empty() {
+            manager_extra.push_str(&format!("\n{}\n", opts.manager_tables));
         }
         let mut headers = reqwest::header::HeaderMap::new();
         let mut env = manager.env;
@@ -317,10 +378,13 @@ impl Stack {
             .build()?;
         let mut stack = Stack {
             nats,
+            nats_peers,
             redis,
             managers: Vec::new(),
             executors,
             auditor,
+            more_auditors: auditors,
+            worker_specs,
             worker_metrics,
             http: String::new(),
             dir,
@@ -385,6 +449,9 @@ impl Stack {
             e.terminate(grace).await;
         }
         self.auditor.terminate(grace).await;
+        for a in &mut self.more_auditors {
+            a.terminate(grace).await;
+        }
     }
 
     /// The base URL of some live manager.
@@ -416,10 +483,9 @@ impl Stack {
         for e in &self.executors {
             s.push_str(&format!("--- {} ---\n{}\n", e.name(), e.log_tail(4000)));
         }
-        s.push_str(&format!(
-            "--- auditor ---\n{}\n",
-            self.auditor.log_tail(4000)
-        ));
+        for a in std::iter::once(&self.auditor).chain(&self.more_auditors) {
+            s.push_str(&format!("--- {} ---\n{}\n", a.name(), a.log_tail(4000)));
+        }
         s
     }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_nats::header::{HeaderMap, HeaderName, HeaderValue};
 use async_nats::jetstream::{self, message::PublishMessage};
-use loopgate_common::redact::{redact_url, redact_urls_in};
+use loopgate_common::redact::redact_urls_in;
 use loopgate_common::subjects::Subjects;
 use serde::Serialize;
 
@@ -182,6 +182,14 @@ impl BusOptions {
     }
 }
 
+/// The servers of a `[nats] url`: one URL, or several separated by commas (blanks ignored).
+fn server_list(url: &str) -> Vec<&str> {
+    url.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
 /// A connected NATS client plus JetStream context and subject names. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Bus {
@@ -193,23 +201,26 @@ pub struct Bus {
 }
 
 impl Bus {
-    /// Connect to `url` (e.g. `nats://127.0.0.1:4222`). Fails fast if the server is not reachable
-    /// within `opts.connect_timeout`; afterwards the client reconnects on its own.
+    /// Connect to `url` (e.g. `nats://127.0.0.1:4222`), or to any of several comma-separated
+    /// URLs (the nodes of a cluster: `nats://a:4222,nats://b:4222`). Fails fast if no server is
+    /// reachable within `opts.connect_timeout`; afterwards the client reconnects on its own, to
+    /// any listed node or any node the cluster announces.
     pub async fn connect(url: &str, prefix: &str, opts: BusOptions) -> Result<Bus, BusError> {
+        let servers = server_list(url);
         let connect_options = opts.to_connect_options().await?;
         // The handshake is bounded by connection_timeout; the outer bound covers DNS and retries.
         let bound = opts.connect_timeout.saturating_mul(2);
-        let client = match tokio::time::timeout(bound, connect_options.connect(url)).await {
+        let client = match tokio::time::timeout(bound, connect_options.connect(servers)).await {
             Ok(Ok(client)) => client,
             Ok(Err(err)) => {
                 return Err(BusError::Connect {
-                    url: redact_url(url),
+                    url: redact_urls_in(url),
                     reason: redact_urls_in(&err.to_string()),
                 })
             }
             Err(_) => {
                 return Err(BusError::Connect {
-                    url: redact_url(url),
+                    url: redact_urls_in(url),
                     reason: format!("timed out after {bound:?}"),
                 })
             }
@@ -358,5 +369,25 @@ impl Bus {
     /// Wait until everything published so far has reached the server.
     pub async fn flush(&self) -> Result<(), BusError> {
         with_timeout("flush", self.request_timeout, self.client.flush()).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::server_list;
+
+    #[test]
+    fn a_url_names_one_server_or_several_separated_by_commas() {
+        for (url, want) in [
+            ("nats://a:4222", vec!["nats://a:4222"]),
+            ("nats://a:1,nats://b:2", vec!["nats://a:1", "nats://b:2"]),
+            (
+                " nats://a:1 , nats://b:2 ,",
+                vec!["nats://a:1", "nats://b:2"],
+            ),
+            ("", vec![]),
+        ] {
+            assert_eq!(server_list(url), want, "{url:?}");
+        }
     }
 }

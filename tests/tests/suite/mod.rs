@@ -1,3 +1,4 @@
+mod chaos;
 mod console;
 mod control_plane;
 mod deploy;
@@ -8,6 +9,7 @@ mod gui;
 mod openapi_conformance;
 mod outbox;
 mod planning;
+mod restarts;
 mod rubric;
 mod secrets;
 mod self_check;

@@ -1,0 +1,61 @@
+//! Chaos run (not a test): the whole stack (nats-server on its file store, redis-server with
+//! its AOF, 2+ managers, several executors and auditors) with 100 runs in flight against
+//! stand-in models of random latency, while for a fixed time a random component is killed
+//! with SIGKILL (and restarted on its own data) or frozen with SIGSTOP every few seconds.
+//! Prints the figures of docs/reliability.md.
+//!
+//! `cargo build --workspace --bins && cargo run -p loopgate-bench --bin chaos-bench -- [flags]`
+//! (`make chaos`). Flags: `--duration-secs N` (300), `--runs N` (100), `--managers N` (2),
+//! `--executors N` (8), `--auditors N` (3), `--fault-every-secs N` (4), `--seed N`,
+//! `--out PATH` (also write the Markdown there), `--strict` (exit 1 when a goal is missed).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::time::Duration;
+
+use anyhow::Context;
+use loopgate_tests::chaos::{self, ChaosConfig};
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let mut config = ChaosConfig::full();
+    let mut out = None;
+    let mut strict = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        if flag == "--strict" {
+            strict = true;
+            continue;
+        }
+        let value = args
+            .next()
+            .with_context(|| format!("{flag} needs a value"))?;
+        let number = || -> anyhow::Result<u64> {
+            value
+                .parse()
+                .with_context(|| format!("{flag}: {value:?} is not a number"))
+        };
+        match flag.as_str() {
+            "--duration-secs" => config.duration = Duration::from_secs(number()?),
+            "--runs" => config.runs = number()? as usize,
+            "--managers" => config.managers = number()? as usize,
+            "--executors" => config.executors = number()?.max(1) as usize,
+            "--auditors" => config.auditors = number()?.max(1) as usize,
+            "--fault-every-secs" => config.fault_every = Duration::from_secs(number()?.max(1)),
+            "--seed" => config.seed = number()?,
+            "--out" => out = Some(value.clone()),
+            other => anyhow::bail!("unknown flag {other} (see the header of chaos_bench.rs)"),
+        }
+    }
+    let uptime = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    eprintln!("chaos-bench: {config:?}\nload: {}", uptime.trim());
+    let report = chaos::run(&config, &|line| eprintln!("chaos-bench: {line}")).await?;
+    let text = report.markdown();
+    println!("{text}");
+    if let Some(path) = out {
+        std::fs::write(&path, &text).with_context(|| format!("writing {path}"))?;
+    }
+    if strict && !report.goals_met() {
+        anyhow::bail!("chaos goals missed (see the figures above)");
+    }
+    Ok(())
+}

@@ -1,0 +1,68 @@
+//! What a chaos run does: how many runs and workers, how long and how often faults come.
+
+use std::time::Duration;
+
+use crate::Latency;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct ChaosConfig {
+    pub runs: usize,
+    pub managers: usize,
+    pub executors: usize,
+    pub auditors: usize,
+    /// How long faults are injected.
+    pub duration: Duration,
+    /// Mean time between two faults (each is drawn from half to one and a half of it).
+    pub fault_every: Duration,
+    /// How long a SIGSTOPped component stays frozen (drawn from `1..=max`).
+    pub max_freeze: Duration,
+    /// After the faults stop: how long the runs get to end.
+    pub drain: Duration,
+    /// Stand-in model latency per reply.
+    pub latency: Latency,
+    /// The executors' and auditors' `ack_wait_secs` (a frozen or killed worker's step is
+    /// redelivered after this).
+    pub worker_ack_wait_secs: u64,
+    pub seed: u64,
+}
+
+impl ChaosConfig {
+    /// The long run of `make chaos`.
+    pub fn full() -> ChaosConfig {
+        ChaosConfig {
+            runs: 100,
+            managers: 2,
+            executors: 8,
+            auditors: 3,
+            duration: Duration::from_secs(300),
+            fault_every: Duration::from_secs(4),
+            max_freeze: Duration::from_secs(8),
+            drain: Duration::from_secs(600),
+            latency: Latency {
+                min: Duration::from_millis(100),
+                max: Duration::from_millis(2000),
+            },
+            worker_ack_wait_secs: 5,
+            seed: 0xc4a0_5eed,
+        }
+    }
+
+    /// The short version in `make test`.
+    pub fn short() -> ChaosConfig {
+        ChaosConfig {
+            runs: 20,
+            executors: 4,
+            auditors: 2,
+            duration: Duration::from_secs(40),
+            fault_every: Duration::from_secs(4),
+            max_freeze: Duration::from_secs(6),
+            drain: Duration::from_secs(300),
+            latency: Latency {
+                min: Duration::from_millis(100),
+                max: Duration::from_millis(1000),
+            },
+            ..ChaosConfig::full()
+        }
+    }
+}

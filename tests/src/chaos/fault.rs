@@ -1,0 +1,52 @@
+//! The faults a chaos run injects: which kind of component, what was done to it, and when.
+
+/// The part a fault hit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Component {
+    Manager,
+    Executor,
+    Auditor,
+    Nats,
+    Redis,
+}
+
+impl Component {
+    pub const ALL: [Component; 5] = [
+        Component::Manager,
+        Component::Executor,
+        Component::Auditor,
+        Component::Nats,
+        Component::Redis,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Component::Manager => "manager",
+            Component::Executor => "executor",
+            Component::Auditor => "auditor",
+            Component::Nats => "nats-server",
+            Component::Redis => "redis-server",
+        }
+    }
+}
+
+/// What was done to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// SIGKILL, then a restart on the same config and data.
+    Kill,
+    /// SIGSTOP, then SIGCONT after the freeze.
+    Freeze,
+}
+
+/// One injected fault.
+#[derive(Debug, Clone)]
+pub struct Fault {
+    pub component: Component,
+    pub action: Action,
+    /// Which one (`exec-3`, `manager-2`, `nats-server`...).
+    pub target: String,
+    /// Unix ms when it was hit, and when it was back (restarted and ready, or SIGCONTed).
+    pub at_ms: i64,
+    pub back_ms: i64,
+}

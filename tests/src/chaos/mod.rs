@@ -1,0 +1,227 @@
+//! The chaos run: a whole stack (nats-server on its file store, redis-server with its AOF,
+//! several managers, executors and auditors) with many runs in flight, while every few seconds
+//! a random component is killed with SIGKILL (and restarted on its own data) or frozen with
+//! SIGSTOP for a while. Afterwards every run is read back (see `report`).
+//!
+//! Used by `chaos-bench` (`make chaos`, the long version) and by the short end-to-end test.
+
+mod config;
+mod fault;
+mod report;
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use loopgate_test_support::StandInModel;
+
+use crate::{tagged_task, EpisodeLedger, Profile, Stack, StackOptions, Worker, TERMINAL};
+
+pub use config::ChaosConfig;
+pub use fault::{Action, Component, Fault};
+pub use report::{ChaosReport, KindRecovery};
+
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+    /// Uniform in `lo..=hi`.
+    fn between(&mut self, lo: Duration, hi: Duration) -> Duration {
+        let span = hi.saturating_sub(lo).as_millis() as u64;
+        lo + Duration::from_millis(self.next() % (span + 1))
+    }
+}
+
+/// The 1-minute load average (`/proc/loadavg`), if readable.
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Runs the chaos described by `config` and reads every run back. `progress` gets one line
+/// per fault and per phase.
+pub async fn run(config: &ChaosConfig, progress: &dyn Fn(&str)) -> anyhow::Result<ChaosReport> {
+    let ledger = EpisodeLedger::new(config.seed);
+    let model = StandInModel::start(ledger.script(config.latency)).await?;
+    let mut opts = StackOptions::new(
+        vec![
+            Profile::new("mgr", &model.base_url(), "standin-manager"),
+            Profile::new("exec", &model.base_url(), "standin-executor"),
+        ],
+        config.executors,
+    );
+    opts.managers = config.managers.max(2);
+    opts.auditors = config.auditors;
+    opts.persistent_redis = true;
+    opts.manager_extra = "sweep_interval_ms = 200".into();
+    opts.executor_extra = format!("ack_wait_secs = {}", config.worker_ack_wait_secs);
+    opts.auditor_extra = format!("ack_wait_secs = {}", config.worker_ack_wait_secs);
+    let mut stack = Stack::start(opts).await?;
+    let load_start = load_average();
+    let started_ms = now_ms();
+    let mut ids = Vec::with_capacity(config.runs);
+    for tag in 0..config.runs {
+        let run = stack.submit(&tagged_task(tag), &[]).await?;
+        ids.push(run["id"].as_str().unwrap_or_default().to_string());
+    }
+    progress(&format!("submitted {} runs", ids.len()));
+
+    let mut rng = Rng(config.seed | 1);
+    let mut faults = Vec::new();
+    let mut load_max = load_start.unwrap_or(0.0);
+    let chaos_end = Instant::now() + config.duration;
+    while Instant::now() < chaos_end {
+        let pause = rng.between(config.fault_every / 2, config.fault_every * 3 / 2);
+        tokio::time::sleep(pause).await;
+        if Instant::now() >= chaos_end {
+            break;
+        }
+        let fault = inject(&mut stack, &mut rng, config).await?;
+        progress(&format!(
+            "{:>5.1} s: {:?} {} (back after {} ms)",
+            (fault.at_ms - started_ms) as f64 / 1000.0,
+            fault.action,
+            fault.target,
+            fault.back_ms - fault.at_ms
+        ));
+        faults.push(fault);
+        load_max = load_max.max(load_average().unwrap_or(0.0));
+    }
+    let chaos_end_ms = now_ms();
+    progress(&format!(
+        "{} faults injected; waiting up to {:?} for the runs to end",
+        faults.len(),
+        config.drain
+    ));
+    let drain_end = Instant::now() + config.drain;
+    loop {
+        let mut open = 0;
+        for id in &ids {
+            match stack.run(id).await {
+                Ok(v) if TERMINAL.contains(&v["state"].as_str().unwrap_or("")) => {}
+                _ => open += 1,
+            }
+        }
+        load_max = load_max.max(load_average().unwrap_or(0.0));
+        if open == 0 || Instant::now() >= drain_end {
+            progress(&format!("{open} runs still open"));
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let mut findings = Vec::with_capacity(ids.len());
+    for id in &ids {
+        findings.push(stack.inspect_run(id).await?);
+    }
+    let report = ChaosReport::build(report::Inputs {
+        config: config.clone(),
+        findings,
+        episodes: ledger.by_round(),
+        faults,
+        started_ms,
+        chaos_end_ms,
+        ended_ms: now_ms(),
+        load_start,
+        load_max,
+    });
+    stack.stop_gracefully(Duration::from_secs(5)).await;
+    Ok(report)
+}
+
+/// Hits one random component and brings it back.
+async fn inject(stack: &mut Stack, rng: &mut Rng, config: &ChaosConfig) -> anyhow::Result<Fault> {
+    let component = Component::ALL[rng.below(Component::ALL.len())];
+    let action = if rng.below(3) == 0 {
+        Action::Freeze
+    } else {
+        Action::Kill
+    };
+    let freeze = rng.between(Duration::from_secs(1), config.max_freeze);
+    let at_ms = now_ms();
+    let target = match component {
+        Component::Manager => {
+            let i = rng.below(stack.managers.len());
+            let name = stack.managers[i].child.name().to_string();
+            match action {
+                Action::Kill => {
+                    stack.kill_manager(i);
+                    stack.spawn_manager().await?;
+                }
+                Action::Freeze => {
+                    stack.managers[i].child.signal("STOP");
+                    tokio::time::sleep(freeze).await;
+                    stack.managers[i].child.signal("CONT");
+                }
+            }
+            name
+        }
+        Component::Executor | Component::Auditor => {
+            let worker = if component == Component::Executor {
+                Worker::Executor(rng.below(stack.executors.len()))
+            } else {
+                Worker::Auditor(rng.below(stack.auditor_count()))
+            };
+            match action {
+                Action::Kill => stack.restart_worker(worker)?,
+                Action::Freeze => {
+                    stack.worker_mut(worker).signal("STOP");
+                    tokio::time::sleep(freeze).await;
+                    stack.worker_mut(worker).signal("CONT");
+                }
+            }
+            stack.worker_id(worker)
+        }
+        Component::Nats => {
+            match action {
+                Action::Kill => {
+                    stack.nats.kill();
+                    stack.nats.restart().await?;
+                }
+                Action::Freeze => {
+                    stack.nats.process_mut().signal("STOP");
+                    tokio::time::sleep(freeze).await;
+                    stack.nats.process_mut().signal("CONT");
+                }
+            }
+            "nats-server".to_string()
+        }
+        Component::Redis => {
+            match action {
+                Action::Kill => {
+                    stack.redis.kill();
+                    stack.redis.restart().await?;
+                }
+                Action::Freeze => {
+                    stack.redis.process_mut().signal("STOP");
+                    tokio::time::sleep(freeze).await;
+                    stack.redis.process_mut().signal("CONT");
+                }
+            }
+            "redis-server".to_string()
+        }
+    };
+    Ok(Fault {
+        component,
+        action,
+        target,
+        at_ms,
+        back_ms: now_ms(),
+    })
+}

@@ -1,0 +1,379 @@
+//! What a chaos run did to the runs: terminal and completed runs, duplicate episodes (two
+//! episodes of one round that both finished or that called the model at the same time; a
+//! round redone after its worker was killed or frozen is counted apart), evidence lost, the
+//! longest stall, and how long each kind of component took to recover.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use super::config::ChaosConfig;
+use super::fault::{Action, Component, Fault};
+use crate::{Episode, RunFindings};
+
+pub(crate) struct Inputs {
+    pub config: ChaosConfig,
+    pub findings: Vec<RunFindings>,
+    pub episodes: BTreeMap<(usize, u32), Vec<Episode>>,
+    pub faults: Vec<Fault>,
+    pub started_ms: i64,
+    pub chaos_end_ms: i64,
+    pub ended_ms: i64,
+    pub load_start: Option<f64>,
+    pub load_max: f64,
+}
+
+/// Recovery figures of one component kind.
+#[derive(Debug, Clone, Default)]
+pub struct KindRecovery {
+    pub kills: usize,
+    pub freezes: usize,
+    /// Time until the component was back (restarted and ready, or SIGCONTed), ms.
+    pub back_ms: Vec<i64>,
+    /// Time from the fault until the work it hit moved again, ms (see `recovery_of`).
+    pub recovery_ms: Vec<i64>,
+}
+
+/// The figures of one chaos run.
+#[derive(Debug, Clone)]
+pub struct ChaosReport {
+    pub config: ChaosConfig,
+    pub runs: usize,
+    pub terminal: usize,
+    pub completed: usize,
+    /// Run ids and states of runs that did not complete.
+    pub not_completed: Vec<(String, String)>,
+    /// Steps the run log records twice (`exec_result` of one round twice...).
+    pub duplicate_log_steps: Vec<String>,
+    /// Rounds where two episodes both finished (and no worker fault came between them) or
+    /// called the model at the same time.
+    pub duplicate_episodes: Vec<String>,
+    /// Rounds redone after a fault hit the episode's worker (killed or frozen).
+    pub redone_rounds: usize,
+    pub episodes: usize,
+    pub lost_evidence: Vec<String>,
+    /// The longest time, while runs were open, in which no run logged anything (ms).
+    pub longest_stall_ms: i64,
+    /// The longest time one run went without a log entry (ms).
+    pub longest_run_gap_ms: i64,
+    pub recovery: BTreeMap<Component, KindRecovery>,
+    pub faults: Vec<Fault>,
+    pub chaos_secs: f64,
+    pub total_secs: f64,
+    pub load_start: Option<f64>,
+    pub load_max: f64,
+}
+
+/// Step results: the entries a fault's recovery waits for.
+const PROGRESS: [&str; 3] = ["exec_result", "audit_report", "gate"];
+
+/// How long after `fault` the work it hit moved again. A worker fault: until every step that
+/// worker had started and not finished at the fault has its result (None if it held none).
+/// Any other fault: until the next step result of any run after the component was back, counted
+/// from the fault.
+fn recovery_of(fault: &Fault, findings: &[RunFindings]) -> Option<i64> {
+    let worker = matches!(fault.component, Component::Executor | Component::Auditor);
+    if !worker {
+        return findings
+            .iter()
+            .flat_map(|f| &f.timeline)
+            .filter(|e| e.at_ms >= fault.back_ms && PROGRESS.contains(&e.kind.as_str()))
+            .map(|e| e.at_ms - fault.at_ms)
+            .min();
+    }
+    let result_kind = if fault.component == Component::Executor {
+        "exec_result"
+    } else {
+        "audit_report"
+    };
+    let mut longest: Option<i64> = None;
+    for f in findings {
+        let started: Vec<(u64, u64)> = f
+            .timeline
+            .iter()
+            .filter(|e| {
+                e.kind == "episode_started"
+                    && e.at_ms <= fault.at_ms
+                    && e.worker.as_deref() == Some(fault.target.as_str())
+            })
+            .map(|e| (e.generation, e.round))
+            .collect();
+        for key in started {
+            let result = f
+                .timeline
+                .iter()
+                .find(|e| e.kind == result_kind && (e.generation, e.round) == key);
+            match result {
+                Some(r) if r.at_ms <= fault.at_ms => {}
+                Some(r) => longest = Some(longest.unwrap_or(0).max(r.at_ms - fault.at_ms)),
+                None => {}
+            }
+        }
+    }
+    longest
+}
+
+/// Did a fault hit an executor between `from` and `to` (Unix ms)?
+fn executor_fault_between(faults: &[Fault], from: i64, to: i64) -> bool {
+    faults
+        .iter()
+        .any(|f| f.component == Component::Executor && f.at_ms <= to && f.back_ms >= from)
+}
+
+impl ChaosReport {
+    pub(crate) fn build(inputs: Inputs) -> ChaosReport {
+        let Inputs {
+            config,
+            findings,
+            episodes,
+            faults,
+            started_ms,
+            chaos_end_ms,
+            ended_ms,
+            load_start,
+            load_max,
+        } = inputs;
+        let terminal = findings.iter().filter(|f| f.is_terminal()).count();
+        let completed = findings.iter().filter(|f| f.state == "completed").count();
+        let not_completed = findings
+            .iter()
+            .filter(|f| f.state != "completed")
+            .map(|f| (f.id.clone(), f.state.clone()))
+            .collect();
+        let duplicate_log_steps = findings
+            .iter()
+            .flat_map(|f| {
+                f.duplicate_steps
+                    .iter()
+                    .map(move |d| format!("{}: {d}", f.id))
+            })
+            .collect();
+        let lost_evidence = findings
+            .iter()
+            .flat_map(|f| {
+                f.lost_evidence
+                    .iter()
+                    .map(move |s| format!("{}: {s}", f.id))
+            })
+            .collect();
+
+        let mut duplicate_episodes = Vec::new();
+        let mut redone_rounds = 0;
+        for ((tag, round), list) in &episodes {
+            let mut duplicate = None;
+            for (i, a) in list.iter().enumerate() {
+                for b in &list[i + 1..] {
+                    if a.overlaps(b) {
+                        duplicate = Some(format!(
+                            "tag {tag} round {round}: nonces {} and {} ran at once",
+                            a.nonce, b.nonce
+                        ));
+                    } else if let (Some(done), Some(_)) = (a.finished_ms, b.finished_ms) {
+                        if !executor_fault_between(&faults, done, b.started_ms) {
+                            duplicate = Some(format!(
+                                "tag {tag} round {round}: nonces {} and {} both finished",
+                                a.nonce, b.nonce
+                            ));
+                        }
+                    }
+                }
+            }
+            match duplicate {
+                Some(d) => duplicate_episodes.push(d),
+                None if list.len() > 1 => redone_rounds += 1,
+                None => {}
+            }
+        }
+
+        // Stalls: gaps between consecutive log entries of all runs, up to the last entry.
+        let mut times: Vec<i64> = findings
+            .iter()
+            .flat_map(|f| f.entry_times.iter().copied())
+            .filter(|t| *t >= started_ms)
+            .collect();
+        times.sort_unstable();
+        let longest_stall_ms = times.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+        let longest_run_gap_ms = findings
+            .iter()
+            .map(RunFindings::longest_gap_ms)
+            .max()
+            .unwrap_or(0);
+
+        let mut recovery: BTreeMap<Component, KindRecovery> = BTreeMap::new();
+        for fault in &faults {
+            let r = recovery.entry(fault.component).or_default();
+            match fault.action {
+                Action::Kill => r.kills += 1,
+                Action::Freeze => r.freezes += 1,
+            }
+            r.back_ms.push(fault.back_ms - fault.at_ms);
+            if let Some(ms) = recovery_of(fault, &findings) {
+                r.recovery_ms.push(ms);
+            }
+        }
+        ChaosReport {
+            runs: findings.len(),
+            terminal,
+            completed,
+            not_completed,
+            duplicate_log_steps,
+            duplicate_episodes,
+            redone_rounds,
+            episodes: episodes.values().map(Vec::len).sum(),
+            lost_evidence,
+            longest_stall_ms,
+            longest_run_gap_ms,
+            recovery,
+            faults,
+            chaos_secs: (chaos_end_ms - started_ms) as f64 / 1000.0,
+            total_secs: (ended_ms - started_ms) as f64 / 1000.0,
+            load_start,
+            load_max,
+            config,
+        }
+    }
+
+    /// 100% terminal, 100% completed (every stand-in is correct), no duplicate episode or
+    /// step, no evidence lost.
+    pub fn goals_met(&self) -> bool {
+        self.terminal == self.runs
+            && self.completed == self.runs
+            && self.duplicate_episodes.is_empty()
+            && self.duplicate_log_steps.is_empty()
+            && self.lost_evidence.is_empty()
+    }
+
+    /// The report as Markdown (the figures table of docs/reliability.md).
+    pub fn markdown(&self) -> String {
+        let pct = |n: usize| {
+            if self.runs == 0 {
+                0.0
+            } else {
+                100.0 * n as f64 / self.runs as f64
+            }
+        };
+        let c = &self.config;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{} runs, {} managers, {} executors, {} auditors; faults for {:.0} s (one every {:.1}-{:.1} s, freezes up to {} s); stand-in latency {}-{} ms; worker ack_wait {} s; seed {:#x}.",
+            self.runs,
+            c.managers.max(2),
+            c.executors,
+            c.auditors,
+            self.chaos_secs,
+            c.fault_every.as_secs_f64() / 2.0,
+            c.fault_every.as_secs_f64() * 1.5,
+            c.max_freeze.as_secs(),
+            c.latency.min.as_millis(),
+            c.latency.max.as_millis(),
+            c.worker_ack_wait_secs,
+            c.seed
+        );
+        let _ = writeln!(
+            s,
+            "Load average (1 min) {} at the start, {:.1} at most; {:.0} s from the first submit to the last run's end.\n",
+            self.load_start
+                .map(|l| format!("{l:.1}"))
+                .unwrap_or_else(|| "?".into()),
+            self.load_max,
+            self.total_secs
+        );
+        let _ = writeln!(s, "| Figure | Value |\n|---|---|");
+        let _ = writeln!(
+            s,
+            "| Runs terminal | {}/{} ({:.0}%) |",
+            self.terminal,
+            self.runs,
+            pct(self.terminal)
+        );
+        let _ = writeln!(
+            s,
+            "| Runs completed | {}/{} ({:.0}%) |",
+            self.completed,
+            self.runs,
+            pct(self.completed)
+        );
+        let _ = writeln!(
+            s,
+            "| Duplicate episodes | {} (of {} episodes) |",
+            self.duplicate_episodes.len(),
+            self.episodes
+        );
+        let _ = writeln!(
+            s,
+            "| Rounds redone after a fault hit their worker | {} |",
+            self.redone_rounds
+        );
+        let _ = writeln!(
+            s,
+            "| Steps recorded twice in a run log | {} |",
+            self.duplicate_log_steps.len()
+        );
+        let _ = writeln!(
+            s,
+            "| Evidence records lost | {} |",
+            self.lost_evidence.len()
+        );
+        let _ = writeln!(
+            s,
+            "| Longest stall (no run logged anything) | {:.1} s |",
+            self.longest_stall_ms as f64 / 1000.0
+        );
+        let _ = writeln!(
+            s,
+            "| Longest time one run went without a log entry | {:.1} s |",
+            self.longest_run_gap_ms as f64 / 1000.0
+        );
+        let _ = writeln!(
+            s,
+            "\n| Component | Kills | Freezes | Back (median / max) | Recovery (median / max) |\n|---|---|---|---|---|"
+        );
+        for (kind, r) in &self.recovery {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} |",
+                kind.name(),
+                r.kills,
+                r.freezes,
+                median_max(&r.back_ms),
+                median_max(&r.recovery_ms)
+            );
+        }
+        for (title, list) in [
+            (
+                "Runs not completed",
+                self.not_completed
+                    .iter()
+                    .map(|(i, s)| format!("{i}: {s}"))
+                    .collect::<Vec<_>>(),
+            ),
+            ("Duplicate episodes", self.duplicate_episodes.clone()),
+            ("Steps recorded twice", self.duplicate_log_steps.clone()),
+            ("Evidence lost", self.lost_evidence.clone()),
+        ] {
+            if !list.is_empty() {
+                let _ = writeln!(s, "\n{title}:");
+                for item in list.iter().take(20) {
+                    let _ = writeln!(s, "- {item}");
+                }
+                if list.len() > 20 {
+                    let _ = writeln!(s, "- ... {} more", list.len() - 20);
+                }
+            }
+        }
+        s
+    }
+}
+
+fn median_max(values: &[i64]) -> String {
+    if values.is_empty() {
+        return "-".into();
+    }
+    let mut v = values.to_vec();
+    v.sort_unstable();
+    format!(
+        "{:.1} s / {:.1} s",
+        v[v.len() / 2] as f64 / 1000.0,
+        v[v.len() - 1] as f64 / 1000.0
+    )
+}
