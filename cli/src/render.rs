@@ -106,6 +106,7 @@ fn event_text(event: &LogEvent) -> String {
             error,
             self_check_refusals,
             agent_isolation,
+            tokens,
         } => {
             let mut text = match (candidate, error) {
                 (_, Some(error)) => format!("executor {worker} failed: {}", excerpt(error, 200)),
@@ -121,6 +122,9 @@ fn event_text(event: &LogEvent) -> String {
             };
             if *tool_calls > 0 {
                 text.push_str(&format!(" [{tool_calls} tool calls]"));
+            }
+            if let Some(tokens) = tokens.filter(|t| *t > 0) {
+                text.push_str(&format!(" [{tokens} tokens]"));
             }
             if *self_check_refusals > 0 {
                 text.push_str(&format!(

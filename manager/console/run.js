@@ -241,7 +241,7 @@ export function runView(main, id) {
         h('p', { class: 'objective' }, r.objective),
         r.exec ? h('div', { class: 'exec' },
           h('strong', {}, 'Executor: '), r.exec.summary || (r.exec.error ? 'failed' : '—'),
-          h('span', { class: 'muted' }, ` · ${r.exec.tool_calls} tool calls · ${r.exec.self_check_refusals} self-check refusals`, r.exec.claimed_done ? ' · claimed done' : ''),
+          h('span', { class: 'muted' }, ` · ${r.exec.tool_calls} tool calls · ${r.exec.self_check_refusals} self-check refusals`, r.exec.claimed_done ? ' · claimed done' : '', r.exec.tokens != null ? h('span', { class: 'tokens' }, ` · ${r.exec.tokens} tokens`) : ''),
           r.exec.error ? h('div', { class: 'error' }, r.exec.error) : null) : h('p', { class: 'muted' }, 'executing…'),
         r.audit ? h('div', { class: 'audit' },
           h('strong', {}, 'Audit: '), verdictTriple(r.audit.verdicts),

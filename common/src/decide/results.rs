@@ -94,6 +94,12 @@ pub(super) fn on_exec(record: &RunRecord, result: &ExecResult, now: i64) -> Deci
         error: error.clone(),
         self_check_refusals,
         agent_isolation: result.agent_isolation.clone(),
+        tokens: Some(
+            result
+                .usage
+                .input_tokens
+                .saturating_add(result.usage.output_tokens),
+        ),
     });
     push_history(
         &mut tx,

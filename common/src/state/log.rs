@@ -65,6 +65,9 @@ pub enum LogEvent {
         /// How the executor isolated the episode's agent (absent from older executors).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         agent_isolation: Option<AgentIsolation>,
+        /// Tokens the episode used, input plus output (absent from older entries).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tokens: Option<u64>,
     },
     AuditDispatched {
         purpose: AuditPurpose,

@@ -157,6 +157,7 @@ mod tests {
                     error: None,
                     self_check_refusals: 0,
                     agent_isolation: None,
+                    tokens: None,
                 },
             ),
             entry(

@@ -279,6 +279,19 @@ async fn the_console_follows_steers_and_checks_runs() -> anyhow::Result<()> {
         "round 1's failed gate",
     )
     .await?;
+    // The round's tokens are on its timeline entry.
+    let tokens = wait_js(
+        &mut s,
+        "document.querySelector('#timeline li.round[data-round=\"1\"] .tokens')?.textContent",
+        "round 1's tokens",
+    )
+    .await?;
+    assert!(
+        tokens
+            .as_str()
+            .is_some_and(|t| t.ends_with(" tokens") && !t.contains(" 0 tokens")),
+        "{tokens}"
+    );
     // The manager asks; the answer typed in the console reaches its next prompt.
     wait_js(
         &mut s,
