@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use loopgate_browser::{find_by_label, LaunchSettings, Session, TargetPolicy};
-use loopgate_test_support::{Reply, Script, StandInModel};
+use loopgate_test_support::{wait_until, Reply, Script, StandInModel};
 use loopgate_tests::{Profile, Stack, StackOptions};
 use serde_json::{json, Value};
 
@@ -174,6 +174,26 @@ async fn go(session: &mut Session, hash: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A headless Chromium on the console at `{http}/{hash}`, past its token prompt.
+async fn open_console(http: &str, hash: &str) -> anyhow::Result<Session> {
+    let policy = TargetPolicy {
+        workspace: None,
+        base_url: None,
+        allow_network: false,
+    };
+    let mut s = Session::new(LaunchSettings::detect()?, policy);
+    s.navigate(&format!("{http}/{hash}")).await?;
+    // The page asks for the token once.
+    wait_js(
+        &mut s,
+        "document.getElementById('token-dialog').open",
+        "the token prompt",
+    )
+    .await?;
+    type_and_enter(&mut s, "Token", TOKEN).await?;
+    Ok(s)
+}
+
 fn assert_no_page_errors(session: &Session) {
     let errors = session.page_errors();
     assert!(
@@ -218,23 +238,8 @@ async fn the_console_follows_steers_and_checks_runs() -> anyhow::Result<()> {
     let anonymous = reqwest::get(format!("{}/v1/runs", stack.http)).await?;
     assert_eq!(anonymous.status().as_u16(), 401);
 
-    let launch = LaunchSettings::detect()?;
-    let policy = TargetPolicy {
-        workspace: None,
-        base_url: None,
-        allow_network: false,
-    };
-    let mut s = Session::new(launch, policy);
-    s.navigate(&format!("{}/", stack.http)).await?;
-
     // The page asks for the token once; the list loads with it.
-    wait_js(
-        &mut s,
-        "document.getElementById('token-dialog').open",
-        "the token prompt",
-    )
-    .await?;
-    type_and_enter(&mut s, "Token", TOKEN).await?;
+    let mut s = open_console(&stack.http, "").await?;
     wait_js(
         &mut s,
         "document.querySelector('#state-counts strong')",
@@ -547,22 +552,7 @@ async fn the_console_instructs_pauses_and_unpauses_a_live_run() -> anyhow::Resul
         .context("id")?
         .to_string();
 
-    let mut s = Session::new(
-        LaunchSettings::detect()?,
-        TargetPolicy {
-            workspace: None,
-            base_url: None,
-            allow_network: false,
-        },
-    );
-    s.navigate(&format!("{}/#/runs/{id}", stack.http)).await?;
-    wait_js(
-        &mut s,
-        "document.getElementById('token-dialog').open",
-        "the token prompt",
-    )
-    .await?;
-    type_and_enter(&mut s, "Token", TOKEN).await?;
+    let mut s = open_console(&stack.http, &format!("#/runs/{id}")).await?;
     // Round 1's episode is in flight.
     wait_js(
         &mut s,
@@ -573,16 +563,15 @@ async fn the_console_instructs_pauses_and_unpauses_a_live_run() -> anyhow::Resul
 
     type_into(&mut s, "Instruction to the manager", INSTRUCTION).await?;
     click(&mut s, "Send instruction").await?;
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while stack.run(&id).await?["instructions"]
-        .as_array()
-        .is_none_or(|i| i.is_empty())
-    {
-        if tokio::time::Instant::now() > deadline {
-            bail!("the instruction never reached the run");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until(WAIT, || async {
+        stack.run(&id).await.is_ok_and(|run| {
+            run["instructions"]
+                .as_array()
+                .is_some_and(|i| !i.is_empty())
+        })
+    })
+    .await
+    .context("the instruction never reached the run")?;
     click(&mut s, "Pause").await?;
     wait_js(
         &mut s,
@@ -592,18 +581,15 @@ async fn the_console_instructs_pauses_and_unpauses_a_live_run() -> anyhow::Resul
     .await?;
 
     // The episode in flight finishes and is audited; the next step is held, not taken.
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let run = stack.run(&id).await?;
-        if run["phase"] == "paused" {
-            assert_eq!(run["state"], "paused", "{run}");
-            break;
-        }
-        if tokio::time::Instant::now() > deadline {
-            bail!("the paused run never held its next step: {run}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until(WAIT, || async {
+        stack
+            .run(&id)
+            .await
+            .is_ok_and(|run| run["phase"] == "paused")
+    })
+    .await
+    .context("the paused run never held its next step")?;
+    assert_eq!(stack.run(&id).await?["state"], "paused");
     assert_eq!(
         model.requests("standin-manager").len(),
         1,
