@@ -18,6 +18,8 @@ pub(crate) struct CheckFinding {
     pub(crate) exit_code: Option<i32>,
     /// The tail of its output, at most [`REFUSAL_EXCERPT_CHARS`] characters.
     pub(crate) excerpt: String,
+    /// Lines the refusal adds under the excerpt (see `path_hints`).
+    pub(crate) hints: Vec<String>,
 }
 
 impl CheckFinding {
@@ -32,7 +34,13 @@ impl CheckFinding {
             verdict,
             exit_code,
             excerpt: output_excerpt(output, REFUSAL_EXCERPT_CHARS),
+            hints: Vec::new(),
         }
+    }
+
+    pub(crate) fn with_hints(mut self, hints: Vec<String>) -> Self {
+        self.hints = hints;
+        self
     }
 }
 
@@ -80,6 +88,11 @@ impl SelfCheckBudget {
     pub(crate) fn used(&self) -> u32 {
         self.used
     }
+
+    /// Whether [`SelfCheckBudget::take`] would grant one.
+    pub(crate) fn has_left(&self) -> bool {
+        !self.closed && self.used < self.allowed
+    }
 }
 
 /// `finish` is refused while any targeted check fails (exits non-zero). A check that proved
@@ -117,6 +130,9 @@ pub(crate) fn refusal_text(failing: &[&CheckFinding]) -> String {
             excerpt.replace('\n', "\n  ")
         };
         text.push_str(&format!("- {} (exit {exit}): {excerpt}\n", finding.id));
+        for hint in &finding.hints {
+            text.push_str(&format!("  {hint}\n"));
+        }
     }
     text.push_str("Fix the workspace so these checks pass, then call finish again.");
     text
@@ -196,6 +212,18 @@ mod tests {
         assert!(big.excerpt.chars().count() <= REFUSAL_EXCERPT_CHARS + 1);
         assert!(big.excerpt.ends_with("END"), "the tail is kept");
         assert!(refusal_text(&[&big]).len() < REFUSAL_EXCERPT_CHARS + 300);
+    }
+
+    #[test]
+    fn hints_follow_their_criterion() {
+        let fail = finding("b", CheckVerdict::Fail, Some(2), "no such file")
+            .with_hints(vec!["hint: write it at `a.py`".into()]);
+        let other = finding("c", CheckVerdict::Fail, Some(1), "x");
+        let text = refusal_text(&[&fail, &other]);
+        assert!(
+            text.contains("- b (exit 2): no such file\n  hint: write it at `a.py`\n- c (exit 1)"),
+            "{text}"
+        );
     }
 
     #[test]

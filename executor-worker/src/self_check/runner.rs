@@ -11,11 +11,13 @@ use loopgate_checks::{
     run_in_scratch_copy, CopyFile, CopySource, Sandbox, ScratchCheck, ScratchCopyError,
     DEFAULT_CHECK_PATH,
 };
+use loopgate_common::verdict::CheckVerdict;
 use loopgate_common::wire::{EpisodeKind, ExecRequest};
 use loopgate_snapshot::freeze::walk_workspace;
 use loopgate_snapshot::{FreezeRules, SnapshotError};
 
 use crate::self_check::finish_rules::CheckFinding;
+use crate::self_check::path_hints::missing_path_hints;
 use crate::self_check::targets::{targeted_checks, TargetCheck};
 
 /// How this host runs checks, for every episode's self-checks.
@@ -108,6 +110,7 @@ impl SelfCheck {
         let files = tokio::task::spawn_blocking(move || walk_workspace(&root, &rules))
             .await
             .map_err(|err| SelfCheckError::Interrupted(err.to_string()))??;
+        let paths: Vec<String> = files.iter().map(|file| file.entry.path.clone()).collect();
         let files: Vec<CopyFile> = files
             .into_iter()
             .map(|file| CopyFile {
@@ -132,12 +135,16 @@ impl SelfCheck {
             let run = run_in_scratch_copy(&check, &source).await?;
             tracing::info!(check = %target.id, verdict = ?run.verdict(), end = ?run.end,
                 duration_ms = run.duration.as_millis() as u64, "self-check ran");
-            findings.push(CheckFinding::new(
-                &target.id,
-                run.verdict(),
-                run.exit_code(),
-                &run.output,
-            ));
+            let verdict = run.verdict();
+            let hints = if verdict == CheckVerdict::Fail {
+                missing_path_hints(&target.command, &paths)
+            } else {
+                Vec::new()
+            };
+            findings.push(
+                CheckFinding::new(&target.id, verdict, run.exit_code(), &run.output)
+                    .with_hints(hints),
+            );
         }
         let path = scratch.path().to_path_buf();
         if !matches!(

@@ -16,6 +16,7 @@
 pub(crate) mod context_health;
 pub(crate) mod context_reset;
 pub(crate) mod plain_reply;
+pub(crate) mod repeat_guard;
 
 use std::future::Future;
 use std::time::Duration;
@@ -34,6 +35,9 @@ use crate::tool_loop::context_reset::{
     KEEP_RECENT_TOOL_RESULTS, MAX_HANDOFF_CHARS,
 };
 use crate::tool_loop::plain_reply::{echoed_tool_result, no_tool_nudge, MAX_NO_TOOL_NUDGES};
+use crate::tool_loop::repeat_guard::{
+    repeated_write_text, AfterCall, RepeatGuard, REPEAT_PASSED_SUMMARY,
+};
 use crate::tools::dispatch::{EpisodeTools, ToolAction};
 
 /// Longest summary kept from the model's own words.
@@ -132,6 +136,8 @@ struct LoopState {
     nudges: u32,
     /// The model reads images (screenshots are attached to their tool results).
     vision: bool,
+    /// Repeated writes become an early self-check.
+    repeats: RepeatGuard,
 }
 
 /// How one model turn ended.
@@ -315,10 +321,18 @@ async fn goes_on_after_plain_reply(
 
 /// The self-check `finish` gets (see `EpisodeTools::check_before_finish`), counting refusals.
 async fn self_check_before_finish(tools: &EpisodeTools, state: &mut LoopState) -> FinishEffect {
+    let ran = tools.can_self_check(&state.self_checks);
     let effect = tools
         .check_before_finish(&mut state.self_checks)
         .instrument(tracing::info_span!("self_check"))
         .await;
+    if ran {
+        let refusal = match &effect {
+            FinishEffect::Refuse { text, .. } => Some(text.as_str()),
+            FinishEffect::Accept => None,
+        };
+        state.repeats.checked(refusal);
+    }
     if let FinishEffect::Refuse { failing, .. } = &effect {
         state.self_check_refusals += 1;
         tracing::info!(
@@ -383,6 +397,15 @@ async fn run_turn(
             },
             ToolAction::Continue { result, ok, images } => {
                 tracing::debug!(tool = %call.name, ok, images = images.len(), "tool ran");
+                let result = match after_repeat(tools, call, ok, &result, state).await {
+                    Repeated::Finished => {
+                        return TurnEnd::Finished {
+                            summary: REPEAT_PASSED_SUMMARY.to_string(),
+                        }
+                    }
+                    Repeated::Answer(text) => text,
+                    Repeated::No => result,
+                };
                 if state.vision && !images.is_empty() {
                     keep_recent_images(messages, MAX_IMAGES_KEPT - 1);
                     messages.push(ChatMessage::tool_result_with_images(
@@ -395,6 +418,47 @@ async fn run_turn(
         }
     }
     TurnEnd::Continue
+}
+
+/// What a repeated write turned into.
+enum Repeated {
+    /// Not a repeat (or no self-check to run): the call's own result.
+    No,
+    /// The tool result to give instead.
+    Answer(String),
+    /// The self-check ran and passed: the episode ends as if the agent called `finish`.
+    Finished,
+}
+
+/// The second identical write in a row: run the self-check now when the workspace changed
+/// since the last one (otherwise repeat its findings), so a model that repeats itself sees
+/// why its content fails instead of spending its steps (see `repeat_guard`).
+async fn after_repeat(
+    tools: &EpisodeTools,
+    call: &loopgate_models::ToolCall,
+    ok: bool,
+    result: &str,
+    state: &mut LoopState,
+) -> Repeated {
+    match state.repeats.after_call(call, ok) {
+        AfterCall::Nothing => Repeated::No,
+        AfterCall::RepeatFindings(refusal) => {
+            tracing::info!(tool = %call.name, "a repeated write: the last self-check's findings again");
+            Repeated::Answer(repeated_write_text(result, &refusal))
+        }
+        AfterCall::CheckNow => {
+            if !tools.can_self_check(&state.self_checks) {
+                return Repeated::No;
+            }
+            tracing::info!(tool = %call.name, "a repeated write: self-check now");
+            match self_check_before_finish(tools, state).await {
+                FinishEffect::Accept => Repeated::Finished,
+                FinishEffect::Refuse { text, .. } => {
+                    Repeated::Answer(repeated_write_text(result, &text))
+                }
+            }
+        }
+    }
 }
 
 /// Asks the agent for its handoff (a couple of turns, counted as steps) and returns the notes:

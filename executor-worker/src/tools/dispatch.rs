@@ -258,6 +258,11 @@ impl EpisodeTools {
         }
     }
 
+    /// Whether [`EpisodeTools::check_before_finish`] would run a self-check now.
+    pub(crate) fn can_self_check(&self, budget: &SelfCheckBudget) -> bool {
+        self.self_check.is_some() && budget.has_left()
+    }
+
     pub fn with_write_scope(mut self, write_scope: Vec<String>) -> Self {
         self.write_scope = write_scope;
         self

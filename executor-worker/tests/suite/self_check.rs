@@ -236,7 +236,15 @@ async fn the_step_cap_gets_one_last_turn_with_the_refusal() -> anyhow::Result<()
                     ("finish".into(), json!({"summary": "fixed"})),
                 ])
             } else {
-                write("hello.txt", &written)
+                // Not the same call twice in a row (a repeated write self-checks at once: see
+                // a_repeated_write_runs_the_self_check_...); the same file either way.
+                let turn = req["messages"].as_array().map_or(0, Vec::len);
+                let path = if turn % 4 == 2 {
+                    "hello.txt"
+                } else {
+                    "./hello.txt"
+                };
+                write(path, &written)
             }
         });
         let h = Harness::start(Script::new().fallback(MODEL, agent)).await?;
@@ -390,6 +398,55 @@ async fn a_self_check_runs_in_exactly_the_auditors_sandbox() -> anyhow::Result<(
         names,
         ["HOME", "LANG", "LOOPGATE_BROWSE_RECORD", "PATH"],
         "{from_executor}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_repeated_write_runs_the_self_check_and_names_the_misplaced_file() -> anyhow::Result<()> {
+    // The demo's failure: the agent writes src/hello.py, then repeats the write instead of
+    // calling finish. The repeat runs the self-check at once; its refusal says where the
+    // check looks for the file. A third identical write gets the same findings without a new
+    // check; the fix (the file at the root), repeated, passes and ends the episode.
+    let check = "test \"$(cat hello.txt)\" = hello";
+    let script = Script::new().replies(
+        MODEL,
+        [
+            write("src/hello.txt", "hello"),
+            write("src/hello.txt", "hello"),
+            write("src/hello.txt", "hello"),
+            write("hello.txt", "hello"),
+            write("hello.txt", "hello"),
+        ],
+    );
+    let h = Harness::start(script).await?;
+    let base = h.base(&[]).await?;
+    let req = request(&base, vec![criterion("says-hello", check)], 2, 8);
+    let (candidate, claimed_done, steps, refusals) = h.run(&req).await?;
+    assert_eq!((claimed_done, steps, refusals), (true, 5, 1));
+    assert_eq!(
+        h.file_in(&candidate, "hello.txt").await?.as_deref(),
+        Some("hello")
+    );
+    let requests = h.model.requests(MODEL);
+    assert_eq!(requests.len(), 5);
+    let first_write = last_message_content(&requests[1], "tool").unwrap_or_default();
+    assert!(first_write.starts_with("wrote 5 bytes"), "{first_write}");
+    let repeat = last_message_content(&requests[2], "tool").unwrap_or_default();
+    assert!(repeat.contains("You repeated the same write"), "{repeat}");
+    assert!(
+        repeat.contains("finish refused: 1 blocking check(s)"),
+        "{repeat}"
+    );
+    assert!(
+        repeat.contains("needs `hello.txt` there, but the workspace has `src/hello.txt`"),
+        "{repeat}"
+    );
+    // The third write: the same findings again (no second check: still one refusal).
+    let again = last_message_content(&requests[3], "tool").unwrap_or_default();
+    assert!(
+        again.contains("finish refused: 1 blocking check(s)"),
+        "{again}"
     );
     Ok(())
 }

@@ -1,0 +1,134 @@
+//! Hints for a refusal when a failing check names a file the workspace does not have where the
+//! check looks for it. Checks run from the workspace root, so `python3 hello.py` needs
+//! `hello.py` at the root; small models write `src/hello.py` and then read `can't open file
+//! 'hello.py'` without seeing why. Pure: it reads the check's command and the workspace's file
+//! list.
+
+use std::collections::BTreeSet;
+
+/// Hints for one failing check, at most this many.
+const MAX_HINTS: usize = 3;
+
+/// One line per path the check's command names that is not in `files` (workspace-relative
+/// paths): where a file of that name is instead, or that it does not exist.
+pub(crate) fn missing_path_hints(command: &str, files: &[String]) -> Vec<String> {
+    let present: BTreeSet<&str> = files.iter().map(String::as_str).collect();
+    let mut hints = Vec::new();
+    let mut seen = BTreeSet::new();
+    for token in path_tokens(command) {
+        if hints.len() >= MAX_HINTS || !seen.insert(token) {
+            continue;
+        }
+        if present.contains(token) || is_directory_of(token, files) {
+            continue;
+        }
+        let elsewhere: Vec<&str> = files
+            .iter()
+            .map(String::as_str)
+            .filter(|file| file.rsplit('/').next() == token.rsplit('/').next())
+            .take(3)
+            .collect();
+        hints.push(if elsewhere.is_empty() {
+            format!(
+                "hint: the check names `{token}`, which does not exist in the workspace (checks \
+                 run from the workspace root)."
+            )
+        } else {
+            format!(
+                "hint: the check runs from the workspace root and needs `{token}` there, but the \
+                 workspace has `{}` instead. Write the file at the path `{token}`.",
+                elsewhere.join("`, `")
+            )
+        });
+    }
+    hints
+}
+
+/// Words of a shell command that look like relative file paths with an extension
+/// (`hello.py`, `tests/test_app.py`): no options, variables, URLs or absolute paths.
+fn path_tokens(command: &str) -> impl Iterator<Item = &str> {
+    command
+        .split(|c: char| c.is_whitespace() || "\"'`;|&<>()=,".contains(c))
+        .map(|word| word.trim_start_matches("./"))
+        .filter(|word| looks_like_file(word))
+}
+
+fn looks_like_file(word: &str) -> bool {
+    if word.is_empty()
+        || word.starts_with(['-', '/', '$', '.'])
+        || word.contains("..")
+        || word.contains("://")
+        || !word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-/".contains(c))
+    {
+        return false;
+    }
+    let name = word.rsplit('/').next().unwrap_or(word);
+    match name.rsplit_once('.') {
+        Some((stem, ext)) => {
+            !stem.is_empty()
+                && (1..=5).contains(&ext.len())
+                && ext.chars().all(|c| c.is_ascii_alphanumeric())
+                && ext.chars().any(|c| c.is_ascii_alphabetic())
+        }
+        None => false,
+    }
+}
+
+fn is_directory_of(token: &str, files: &[String]) -> bool {
+    let prefix = format!("{}/", token.trim_end_matches('/'));
+    files.iter().any(|file| file.starts_with(&prefix))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn hints_table() {
+        let check = "test \"$(python3 hello.py)\" = 'hello, loopgate'";
+        // (command, workspace files, expected hint fragments; empty = no hint)
+        let cases: Vec<(&str, Vec<String>, Vec<&str>)> = vec![
+            (check, files(&["hello.py"]), vec![]),
+            (
+                check,
+                files(&["src/hello.py"]),
+                vec!["needs `hello.py`", "has `src/hello.py`"],
+            ),
+            (check, files(&[]), vec!["`hello.py`, which does not exist"]),
+            ("python3 ./hello.py", files(&["hello.py"]), vec![]),
+            (
+                "pytest -q tests/test_app.py",
+                files(&["tests/test_app.py"]),
+                vec![],
+            ),
+            ("pytest -q tests", files(&["tests/test_app.py"]), vec![]),
+            (
+                "cat /etc/passwd.txt $HOME/a.py https://x.io/a.py ../b.py",
+                files(&[]),
+                vec![],
+            ),
+            ("python3 -c 'import sys; print(3.11)'", files(&[]), vec![]),
+            ("sh check.sh && sh check.sh", files(&[]), vec!["`check.sh`"]),
+        ];
+        for (command, ws, want) in cases {
+            let hints = missing_path_hints(command, &ws);
+            if want.is_empty() {
+                assert!(hints.is_empty(), "{command} {ws:?}: {hints:?}");
+                continue;
+            }
+            assert_eq!(hints.len(), 1, "{command} {ws:?}: {hints:?}");
+            for fragment in want {
+                assert!(
+                    hints[0].contains(fragment),
+                    "{command}: {fragment} in {hints:?}"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! Turning a repeated write into feedback. Small models that believe they are done repeat
+//! their last `write_file` for every step they have left (the demo's 0.5B wrote
+//! `print 'hello, loopgate'` six times in a row, and saw why it fails only at `finish`). The
+//! second identical write in a row changes nothing, so the loop treats it as the agent's
+//! claim that the step is done: it runs the self-check at once (or, when nothing changed
+//! since the last one, repeats its findings) and answers the write with them. Pure: the loop
+//! runs the checks.
+
+use loopgate_models::ToolCall;
+
+/// Tools whose identical repeat changes nothing (writing the same bytes again).
+const IDEMPOTENT_WRITES: [&str; 1] = ["write_file"];
+/// Tools that only read the workspace.
+const READ_ONLY: [&str; 4] = [
+    "read_file",
+    "list_dir",
+    "browser_snapshot",
+    "browser_wait_for",
+];
+
+/// What the loop does after a tool call ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum AfterCall {
+    /// Nothing more.
+    Nothing,
+    /// The same write again, with the workspace changed since the checks last ran (or never
+    /// checked): run the self-check now.
+    CheckNow,
+    /// The same write again and nothing changed since the last self-check: show its findings
+    /// again.
+    RepeatFindings(String),
+}
+
+/// The episode's memory of its last tool call and its last self-check.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct RepeatGuard {
+    /// The last call's tool name and arguments as JSON text.
+    last_call: Option<(String, String)>,
+    /// A call that may have changed the workspace ran since the last self-check.
+    changed_since_check: bool,
+    /// The last self-check's refusal, when it refused.
+    last_refusal: Option<String>,
+}
+
+impl RepeatGuard {
+    /// Record one call that ran (`ok`: it did not fail) and say what the loop does next.
+    pub(crate) fn after_call(&mut self, call: &ToolCall, ok: bool) -> AfterCall {
+        let key = (call.name.clone(), call.arguments.to_string());
+        let repeat = ok
+            && IDEMPOTENT_WRITES.contains(&call.name.as_str())
+            && self.last_call.as_ref() == Some(&key);
+        self.last_call = Some(key);
+        if repeat {
+            return match (&self.last_refusal, self.changed_since_check) {
+                (Some(refusal), false) => AfterCall::RepeatFindings(refusal.clone()),
+                _ => AfterCall::CheckNow,
+            };
+        }
+        if ok && !READ_ONLY.contains(&call.name.as_str()) {
+            self.changed_since_check = true;
+        }
+        AfterCall::Nothing
+    }
+
+    /// A self-check ran on the workspace as it is now; `refusal` is its refusal text when it
+    /// refused.
+    pub(crate) fn checked(&mut self, refusal: Option<&str>) {
+        self.changed_since_check = false;
+        self.last_refusal = refusal.map(str::to_string);
+    }
+}
+
+/// The tool result of a repeated write: its own result, then why the loop checked.
+pub(crate) fn repeated_write_text(result: &str, findings: &str) -> String {
+    format!(
+        "{result}\nYou repeated the same write, so the step's checks ran on your workspace now. \
+         Writing the same content again will not change their result; change the content.\n\
+         {findings}"
+    )
+}
+
+/// The summary of an episode the loop ended after a repeated write whose checks all passed.
+pub(crate) const REPEAT_PASSED_SUMMARY: &str =
+    "repeated the last write; the step's checks pass on the workspace";
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use serde_json::json;
+
+    fn call(name: &str, args: serde_json::Value) -> ToolCall {
+        ToolCall {
+            id: "c".into(),
+            name: name.into(),
+            arguments: args,
+        }
+    }
+
+    #[test]
+    fn repeats_table() {
+        let w = |content: &str| call("write_file", json!({"path": "a.py", "content": content}));
+        let read = call("read_file", json!({"path": "a.py"}));
+        let sh = call("shell", json!({"command": "true"}));
+        // (calls with ok, self-check refusal after call index, expected effect of the last call)
+        type Case = (
+            Vec<(ToolCall, bool)>,
+            Option<(usize, Option<&'static str>)>,
+            AfterCall,
+        );
+        let cases: Vec<Case> = vec![
+            (vec![(w("x"), true)], None, AfterCall::Nothing),
+            (
+                vec![(w("x"), true), (w("x"), true)],
+                None,
+                AfterCall::CheckNow,
+            ),
+            (
+                vec![(w("x"), true), (w("y"), true)],
+                None,
+                AfterCall::Nothing,
+            ),
+            // a failed write is not a repeat, nor is a write after a failed one
+            (
+                vec![(w("x"), false), (w("x"), false)],
+                None,
+                AfterCall::Nothing,
+            ),
+            // something in between breaks the run
+            (
+                vec![(w("x"), true), (read.clone(), true), (w("x"), true)],
+                None,
+                AfterCall::Nothing,
+            ),
+            // checked and refused, nothing changed since: the same findings, no new check
+            (
+                vec![(w("x"), true), (w("x"), true), (w("x"), true)],
+                Some((1, Some("refused"))),
+                AfterCall::RepeatFindings("refused".into()),
+            ),
+            // a shell command since the check may have changed things: check again
+            (
+                vec![(w("x"), true), (sh, true), (w("x"), true), (w("x"), true)],
+                Some((0, Some("refused"))),
+                AfterCall::CheckNow,
+            ),
+            // a passing check leaves no findings to repeat
+            (
+                vec![(w("x"), true), (w("x"), true), (w("x"), true)],
+                Some((1, None)),
+                AfterCall::CheckNow,
+            ),
+            // edits are not idempotent: the same edit twice can change the file twice
+            (
+                vec![
+                    (
+                        call("edit_file", json!({"path": "a", "old": "p", "new": "pp"})),
+                        true,
+                    ),
+                    (
+                        call("edit_file", json!({"path": "a", "old": "p", "new": "pp"})),
+                        true,
+                    ),
+                ],
+                None,
+                AfterCall::Nothing,
+            ),
+        ];
+        for (calls, check, want) in cases {
+            let mut guard = RepeatGuard::default();
+            let mut got = AfterCall::Nothing;
+            for (i, (c, ok)) in calls.iter().enumerate() {
+                got = guard.after_call(c, *ok);
+                if let Some((at, refusal)) = check {
+                    if at == i {
+                        guard.checked(refusal);
+                    }
+                }
+            }
+            assert_eq!(got, want, "{calls:?} {check:?}");
+        }
+    }
+
+    #[test]
+    fn the_repeated_write_text_keeps_the_result_and_the_findings() {
+        let text = repeated_write_text("a.py already holds exactly this", "finish refused: 1");
+        assert!(text.starts_with("a.py already holds exactly this"));
+        assert!(text.ends_with("finish refused: 1"));
+    }
+}
