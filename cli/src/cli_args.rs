@@ -41,7 +41,8 @@ pub enum Command {
     /// $LOOPGATE_MODEL_URL (default http://127.0.0.1:8080/v1), $LOOPGATE_MODEL (default
     /// qwen2.5-coder), key from $LOOPGATE_API_KEY when set; the manager's copy asks for
     /// structured replies ($LOOPGATE_STRUCTURED_OUTPUT: json_schema, the default, or off);
-    /// replies are capped at $LOOPGATE_MAX_TOKENS tokens (default 2048).
+    /// replies are capped at $LOOPGATE_MAX_TOKENS tokens (default 2048) and sampled at
+    /// $LOOPGATE_TEMPERATURE (default 0.2).
     /// Ctrl-C or SIGTERM stops everything.
     Up(UpArgs),
     /// Validate a task file, upload the workspace and start a run; prints the run id.

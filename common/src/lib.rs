@@ -19,6 +19,7 @@ pub mod gui;
 mod json_span;
 pub mod next_step;
 pub mod output_cap;
+pub mod path_hints;
 pub mod prompts;
 pub mod protected_paths;
 pub mod redact;

@@ -23,10 +23,15 @@ pub struct Profile {
     pub max_tokens: Option<u32>,
     /// `vision = true`: tool results' screenshots go to the model as image parts.
     pub vision: bool,
+    /// `temperature = T` when set.
+    pub temperature: Option<f64>,
 }
 
 /// The reply cap the benches give a local model's profiles.
 pub const LOCAL_MAX_TOKENS: u32 = 2048;
+/// The sampling temperature the benches give a local model's profiles (`loopgate up`'s
+/// default too).
+pub const LOCAL_TEMPERATURE: f64 = 0.2;
 
 impl Profile {
     pub fn new(name: &str, base_url: &str, model: &str) -> Self {
@@ -38,7 +43,15 @@ impl Profile {
             structured_output: None,
             max_tokens: None,
             vision: false,
+            temperature: None,
         }
+    }
+    /// The profile a bench gives a local model: the reply cap and temperature `loopgate up`
+    /// uses.
+    pub fn local_defaults(self) -> Self {
+        let mut profile = self.with_max_tokens(LOCAL_MAX_TOKENS);
+        profile.temperature = Some(LOCAL_TEMPERATURE);
+        profile
     }
     pub fn with_vision(mut self) -> Self {
         self.vision = true;
@@ -67,8 +80,12 @@ impl Profile {
             .map(|n| format!("max_tokens = {n}\n"))
             .unwrap_or_default();
         let vision = if self.vision { "vision = true\n" } else { "" };
+        let temperature = self
+            .temperature
+            .map(|t| format!("temperature = {t}\n"))
+            .unwrap_or_default();
         format!(
-            "[models.{}]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"{}\"\ntimeout_secs = {}\n{key}{structured}{max_tokens}{vision}",
+            "[models.{}]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"{}\"\ntimeout_secs = {}\n{key}{structured}{max_tokens}{vision}{temperature}",
             self.name, self.base_url, self.model, self.timeout_secs
         )
     }

@@ -24,6 +24,12 @@ pub const PROMPT_CHAR_BUDGET: u32 = 24_000;
 /// while every other role's request waits and times out. `LOOPGATE_MAX_TOKENS` overrides it.
 pub const MAX_TOKENS_ENV: &str = "LOOPGATE_MAX_TOKENS";
 pub const DEFAULT_MAX_TOKENS: u32 = 2048;
+/// `temperature` of the local profile. llama-server samples at 0.8 unless told otherwise; the
+/// 0.5B demo model's first step then went wrong in 4 of 12 samples of one prompt (a tool call
+/// written as text, `.` as the path) against 0 of 12 at 0.2 (docs/benchmarks.md).
+/// `LOOPGATE_TEMPERATURE` overrides it.
+pub const TEMPERATURE_ENV: &str = "LOOPGATE_TEMPERATURE";
+pub const DEFAULT_TEMPERATURE: f64 = 0.2;
 /// The variable the auditor reads its signing key from: generated per `loopgate up` and only
 /// ever passed in the auditor's environment (a check can read the host's files from the
 /// sandbox, not another process's environment).
@@ -31,7 +37,7 @@ pub const SIGNING_KEY_ENV: &str = "LOOPGATE_AUDITOR_SIGNING_KEY";
 /// Large enough for the biggest workspace `loopgate submit` uploads (256 MiB, base64 in JSON).
 pub const MAX_BODY_BYTES: u64 = 384 * 1024 * 1024;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ModelProfileToml {
     pub provider: String,
     pub base_url: String,
@@ -46,6 +52,8 @@ pub struct ModelProfileToml {
     pub structured_output: Option<String>,
     /// The reply cap (`LOOPGATE_MAX_TOKENS`, default 2048).
     pub max_tokens: u32,
+    /// Sampling temperature (`LOOPGATE_TEMPERATURE`, default 0.2).
+    pub temperature: f64,
 }
 
 impl ModelProfileToml {
@@ -71,6 +79,10 @@ impl ModelProfileToml {
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|n| *n > 0)
                 .unwrap_or(DEFAULT_MAX_TOKENS),
+            temperature: env(TEMPERATURE_ENV)
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .filter(|t| t.is_finite() && (0.0..=2.0).contains(t))
+                .unwrap_or(DEFAULT_TEMPERATURE),
         }
     }
 
@@ -442,5 +454,38 @@ mod tests {
         assert!(toml::to_string(&off)
             .unwrap()
             .contains("structured_output = \"off\""));
+    }
+
+    #[test]
+    fn temperature_comes_from_env_within_range() {
+        // (LOOPGATE_TEMPERATURE, the profile's temperature)
+        let cases = [
+            (None, DEFAULT_TEMPERATURE),
+            (Some("0.7"), 0.7),
+            (Some(" 0 "), 0.0),
+            (Some("2.5"), DEFAULT_TEMPERATURE),
+            (Some("-1"), DEFAULT_TEMPERATURE),
+            (Some("NaN"), DEFAULT_TEMPERATURE),
+            (Some("warm"), DEFAULT_TEMPERATURE),
+        ];
+        for (value, want) in cases {
+            let env = |k: &str| {
+                (k == TEMPERATURE_ENV)
+                    .then(|| value.map(str::to_string))
+                    .flatten()
+            };
+            let profile = ModelProfileToml::from_env(&env);
+            assert_eq!(profile.temperature, want, "{value:?}");
+        }
+        let files = stack().config_files().unwrap();
+        for file in &files[1..] {
+            let t = table(&file.text);
+            assert_eq!(
+                get(&t, "models.local.temperature").as_float(),
+                Some(DEFAULT_TEMPERATURE),
+                "{}",
+                file.text
+            );
+        }
     }
 }

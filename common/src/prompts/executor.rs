@@ -1,6 +1,7 @@
 //! The executor's prompt: the contract, the goal's own words for the step, what the last audit
 //! found on the workspace, and the increment. Never the manager's reasoning.
 
+use crate::path_hints::missing_path_hints;
 use crate::wire::{EpisodeKind, ExecFeedback, ExecRequest};
 
 pub const SYSTEM: &str = "You are a coding agent. Your current directory is the project's \
@@ -48,7 +49,7 @@ pub fn task_prompt(req: &ExecRequest, files: &[String]) -> String {
         ));
     }
     push_files(&mut s, files);
-    push_feedback(&mut s, &req.feedback);
+    push_feedback(&mut s, &req.feedback, files);
     let clauses = &req.increment.goal_clauses;
     if clauses.is_empty() {
         s.push_str(&format!("\nYour step: {}\n", req.increment.objective));
@@ -95,8 +96,9 @@ fn push_files(s: &mut String, files: &[String]) {
     }
 }
 
-/// What the last audit found on the workspace, under its own heading.
-fn push_feedback(s: &mut String, feedback: &ExecFeedback) {
+/// What the last audit found on the workspace, under its own heading; a failing check that
+/// names a file the workspace has only elsewhere gets a hint (`path_hints`).
+fn push_feedback(s: &mut String, feedback: &ExecFeedback, files: &[String]) {
     if feedback.is_empty() {
         return;
     }
@@ -135,6 +137,11 @@ fn push_feedback(s: &mut String, feedback: &ExecFeedback) {
             s.push_str("  output:\n");
             for line in f.output_excerpt.trim().lines() {
                 s.push_str(&format!("    {line}\n"));
+            }
+        }
+        if let Some(check) = &f.check {
+            for hint in missing_path_hints(check, files) {
+                s.push_str(&format!("  {hint}\n"));
             }
         }
     }
@@ -259,6 +266,9 @@ mod tests {
             "the completion gate is closed",
             "the last round changed: workspace/hello.py",
             "- workspace/hello.py\n",
+            // The check looks for hello.py at the root; the workspace has it elsewhere.
+            "    python3: can't open file 'hello.py'\n  hint: the check runs from the workspace \
+             root and needs `hello.py` there, but the workspace has `workspace/hello.py`",
         ] {
             assert!(prompt.contains(needle), "missing {needle}:\n{prompt}");
         }

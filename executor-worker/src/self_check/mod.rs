@@ -7,11 +7,9 @@
 //! evidence: the gate counts only the auditor's evidence on the frozen snapshot.
 //!
 //! `targets` (which checks, pure), `finish_rules` (the budget and the refusal text, pure),
-//! `path_hints` (a failing check's file that is elsewhere in the workspace, pure),
 //! `runner` (the scratch copy and the checks: the I/O). Built-in tool loop only: CLI agents run
 //! their own loop and never call loopgate's `finish`.
 
 pub(crate) mod finish_rules;
-pub(crate) mod path_hints;
 pub(crate) mod runner;
 pub(crate) mod targets;

@@ -11,13 +11,13 @@ use loopgate_checks::{
     run_in_scratch_copy, CopyFile, CopySource, Sandbox, ScratchCheck, ScratchCopyError,
     DEFAULT_CHECK_PATH,
 };
+use loopgate_common::path_hints::missing_path_hints;
 use loopgate_common::verdict::CheckVerdict;
 use loopgate_common::wire::{EpisodeKind, ExecRequest};
 use loopgate_snapshot::freeze::walk_workspace;
 use loopgate_snapshot::{FreezeRules, SnapshotError};
 
 use crate::self_check::finish_rules::CheckFinding;
-use crate::self_check::path_hints::missing_path_hints;
 use crate::self_check::targets::{targeted_checks, TargetCheck};
 
 /// How this host runs checks, for every episode's self-checks.

@@ -39,7 +39,7 @@ use loopgate_bench::humaneval::{TaskLimits, DEFAULT_SUBSET_SIZE};
 use loopgate_bench::task_toml::single_shot_budget;
 use loopgate_test_support::{cache_dir, LocalModel};
 use loopgate_test_support::{Script, StandInModel};
-use loopgate_tests::{Profile, Stack, StackOptions, LOCAL_MAX_TOKENS};
+use loopgate_tests::{Profile, Stack, StackOptions};
 
 use arms::{Caps, EXECUTOR_PROFILE, MANAGER_PROFILE, STANDIN_MANAGER_PROFILE, STANDIN_MODEL};
 use report::{now_rfc3339, ArmResult, Report};
@@ -177,10 +177,10 @@ fn gguf_path(size: &str) -> PathBuf {
 fn profiles(llm: &LocalModel, standin: &StandInModel, structured_output: &str) -> Vec<Profile> {
     let mut mgr = Profile::new(MANAGER_PROFILE, &llm.base_url(), llm.model_name())
         .with_structured_output(structured_output)
-        .with_max_tokens(LOCAL_MAX_TOKENS);
+        .local_defaults();
     mgr.timeout_secs = 300;
-    let mut exec = Profile::new(EXECUTOR_PROFILE, &llm.base_url(), llm.model_name())
-        .with_max_tokens(LOCAL_MAX_TOKENS);
+    let mut exec =
+        Profile::new(EXECUTOR_PROFILE, &llm.base_url(), llm.model_name()).local_defaults();
     exec.timeout_secs = 300;
     let stand = Profile::new(STANDIN_MANAGER_PROFILE, &standin.base_url(), STANDIN_MODEL);
     vec![mgr, exec, stand]

@@ -344,8 +344,7 @@ async fn main() -> anyhow::Result<()> {
     let llm = LocalModel::start(&args.size)
         .await?
         .context("local model unavailable")?;
-    let mut profile = Profile::new(PROFILE, &llm.base_url(), llm.model_name())
-        .with_max_tokens(loopgate_tests::LOCAL_MAX_TOKENS);
+    let mut profile = Profile::new(PROFILE, &llm.base_url(), llm.model_name()).local_defaults();
     profile.timeout_secs = 300;
     let started = Instant::now();
     let worst = Duration::from_secs(args.wall_secs + GRACE_SECS);

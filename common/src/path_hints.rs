@@ -1,8 +1,9 @@
-//! Hints for a refusal when a failing check names a file the workspace does not have where the
+//! Hints for a failing check that names a file the workspace does not have where the
 //! check looks for it. Checks run from the workspace root, so `python3 hello.py` needs
 //! `hello.py` at the root; small models write `src/hello.py` and then read `can't open file
-//! 'hello.py'` without seeing why. Pure: it reads the check's command and the workspace's file
-//! list.
+//! 'hello.py'` without seeing why. The executor's `finish refused:` text and the evidence in its
+//! next prompt both carry these hints. Pure: it reads the check's command and the workspace's
+//! file list.
 
 use std::collections::BTreeSet;
 
@@ -11,7 +12,7 @@ const MAX_HINTS: usize = 3;
 
 /// One line per path the check's command names that is not in `files` (workspace-relative
 /// paths): where a file of that name is instead, or that it does not exist.
-pub(crate) fn missing_path_hints(command: &str, files: &[String]) -> Vec<String> {
+pub fn missing_path_hints(command: &str, files: &[String]) -> Vec<String> {
     let present: BTreeSet<&str> = files.iter().map(String::as_str).collect();
     let mut hints = Vec::new();
     let mut seen = BTreeSet::new();
