@@ -42,6 +42,69 @@ impl ExecFeedback {
             && self.rejected.is_none()
             && self.attempts.is_empty()
     }
+
+    /// Whether a step targeting `targets` (criterion ids; empty: every criterion) retries
+    /// something that already failed: the last audit failed one of its criteria, the last
+    /// candidate was rejected, or the run is stagnating.
+    pub fn retries_failure(&self, targets: &[String]) -> bool {
+        self.rejected.is_some()
+            || !self.attempts.is_empty()
+            || self
+                .failing
+                .iter()
+                .any(|f| targets.is_empty() || targets.contains(&f.criterion))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_failure_table() {
+        let failing = |id: &str| FailingCheck {
+            criterion: id.into(),
+            check: None,
+            verdict: CheckVerdict::Fail,
+            exit_code: Some(1),
+            output_excerpt: String::new(),
+        };
+        let of = |ids: &[&str]| ExecFeedback {
+            failing: ids.iter().map(|id| failing(id)).collect(),
+            ..ExecFeedback::default()
+        };
+        let targets = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // (feedback, the step's targets, retries a failure)
+        let cases = [
+            (ExecFeedback::default(), targets(&[]), false),
+            (of(&["a"]), targets(&[]), true),
+            (of(&["a"]), targets(&["a", "b"]), true),
+            (of(&["a"]), targets(&["b"]), false),
+            (
+                ExecFeedback {
+                    attempts: vec!["round 1: nothing changed".into()],
+                    ..ExecFeedback::default()
+                },
+                targets(&["b"]),
+                true,
+            ),
+            (
+                ExecFeedback {
+                    rejected: Some("integrity".into()),
+                    ..ExecFeedback::default()
+                },
+                targets(&[]),
+                true,
+            ),
+        ];
+        for (feedback, step_targets, want) in cases {
+            assert_eq!(
+                feedback.retries_failure(&step_targets),
+                want,
+                "{feedback:?} {step_targets:?}"
+            );
+        }
+    }
 }
 
 /// One acceptance check that did not pass, as the auditor saw it.

@@ -78,6 +78,9 @@ async fn episode_in_dir<M: ChatModel>(
         max_steps: req.max_steps,
         episode: Duration::from_secs(req.episode_secs.max(1)),
         health: HealthPolicy::for_window(model.context_window()),
+        retrying: req
+            .feedback
+            .retries_failure(&req.increment.acceptance_checks),
     };
     let tools = EpisodeTools::new(workspace, env.tools.clone())
         .with_isolation(env.agent.clone())

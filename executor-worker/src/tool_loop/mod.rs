@@ -17,6 +17,7 @@ pub(crate) mod context_health;
 pub(crate) mod context_reset;
 pub(crate) mod plain_reply;
 pub(crate) mod repeat_guard;
+pub(crate) mod temperature;
 
 use std::future::Future;
 use std::time::Duration;
@@ -38,6 +39,7 @@ use crate::tool_loop::plain_reply::{echoed_tool_result, no_tool_nudge, MAX_NO_TO
 use crate::tool_loop::repeat_guard::{
     repeated_write_text, AfterCall, RepeatGuard, REPEAT_PASSED_SUMMARY,
 };
+use crate::tool_loop::temperature::turn_temperature;
 use crate::tools::dispatch::{EpisodeTools, ToolAction};
 
 /// Longest summary kept from the model's own words.
@@ -62,6 +64,11 @@ pub trait ChatModel: Sync {
     fn vision(&self) -> bool {
         false
     }
+
+    /// The profile's `temperature`, when it sets one (retries raise it: see `temperature`).
+    fn temperature(&self) -> Option<f32> {
+        None
+    }
 }
 
 impl ChatModel for ChatClient {
@@ -79,6 +86,10 @@ impl ChatModel for ChatClient {
     fn vision(&self) -> bool {
         self.profile().vision
     }
+
+    fn temperature(&self) -> Option<f32> {
+        self.profile().temperature
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -89,6 +100,9 @@ pub struct LoopLimits {
     pub episode: Duration,
     /// Context-health scoring and resets.
     pub health: HealthPolicy,
+    /// The episode retries a step whose last audit failed: its first turn already samples
+    /// wider (see `temperature`).
+    pub retrying: bool,
 }
 
 /// Why the loop stopped.
@@ -138,6 +152,20 @@ struct LoopState {
     vision: bool,
     /// Repeated writes become an early self-check.
     repeats: RepeatGuard,
+    /// The profile's temperature (`None`: the server's default on every turn).
+    base_temperature: Option<f32>,
+    /// The episode retries a failed audit.
+    retrying: bool,
+}
+
+impl LoopState {
+    /// A request for the next turn, at the temperature the retries so far call for.
+    fn request(&self, messages: &[ChatMessage], specs: &[ToolSpec]) -> ChatRequest {
+        let mut request = ChatRequest::new(messages.to_vec()).with_tools(specs.to_vec());
+        let retries = self.self_check_refusals + u32::from(self.retrying);
+        request.temperature = turn_temperature(self.base_temperature, retries);
+        request
+    }
 }
 
 /// How one model turn ended.
@@ -162,6 +190,8 @@ pub async fn run_tool_loop<M: ChatModel>(
     let mut state = LoopState {
         self_checks: SelfCheckBudget::new(tools.self_checks_allowed()),
         vision: model.vision(),
+        base_temperature: model.temperature(),
+        retrying: limits.retrying,
         ..LoopState::default()
     };
     let driven = tokio::time::timeout(
@@ -219,7 +249,7 @@ async fn drive<M: ChatModel>(
             state.compactions += 1;
             tracing::debug!(score = health.score(), "compacted old tool output");
         }
-        let request = ChatRequest::new(messages.clone()).with_tools(specs.clone());
+        let request = state.request(&messages, &specs);
         let response = match model.chat(&request).await {
             Ok(response) => response,
             Err(err)
@@ -268,7 +298,7 @@ async fn after_step_cap<M: ChatModel>(
     };
     state.self_checks.close();
     messages.push(ChatMessage::user(step_cap_message(&refusal)));
-    let request = ChatRequest::new(messages.clone()).with_tools(specs.to_vec());
+    let request = state.request(messages, specs);
     let response = match model.chat(&request).await {
         Ok(response) => response,
         Err(err) => {
@@ -478,7 +508,7 @@ async fn write_handoff<M: ChatModel>(
         if state.steps >= max_steps {
             break;
         }
-        let request = ChatRequest::new(messages.clone()).with_tools(specs.to_vec());
+        let request = state.request(messages, specs);
         let response = match model.chat(&request).await {
             Ok(response) => response,
             Err(err) => {

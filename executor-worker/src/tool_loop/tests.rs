@@ -72,6 +72,7 @@ fn limits(max_steps: u32) -> LoopLimits {
         max_steps,
         episode: Duration::from_secs(30),
         health: HealthPolicy::default(),
+        retrying: false,
     }
 }
 
@@ -276,6 +277,7 @@ async fn deadline_ends_the_loop() {
         max_steps: 5,
         episode: Duration::from_millis(100),
         health: HealthPolicy::default(),
+        retrying: false,
     };
     let report = run_tool_loop(&Slow, &tools, prompt(), limits).await;
     assert!(matches!(report.end, LoopEnd::TimedOut(_)));
@@ -307,6 +309,7 @@ fn small_window(max_resets: u32) -> LoopLimits {
             max_resets,
             ..HealthPolicy::for_window(Some(1000))
         },
+        retrying: false,
     }
 }
 

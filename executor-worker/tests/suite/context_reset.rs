@@ -79,6 +79,7 @@ async fn inflating_context_resets_through_every_adapter() -> anyhow::Result<()> 
             max_steps: 10,
             episode: Duration::from_secs(30),
             health: HealthPolicy::for_window(profile.context_window),
+            retrying: false,
         };
         let prompt = vec![
             ChatMessage::system("You are a coding agent."),

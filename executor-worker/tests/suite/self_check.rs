@@ -37,12 +37,17 @@ struct Harness {
 impl Harness {
     /// NATS, the stand-in model and the episode environment `prepare` builds (sandbox probed).
     async fn start(script: Script) -> anyhow::Result<Harness> {
+        Harness::start_with(script, "").await
+    }
+
+    /// As `start`, with `profile_lines` added to the stand-in's model profile.
+    async fn start_with(script: Script, profile_lines: &str) -> anyhow::Result<Harness> {
         let nats = NatsServer::start().await?;
         let model = StandInModel::start(script).await?;
         let scratch = tempfile::tempdir()?;
         let text = format!(
             "[nats]\nurl = \"{}\"\n[executor]\nwork_dir = \"{}\"\n\
-             [models.standin]\nbase_url = \"{}\"\nmodel = \"{MODEL}\"\ntimeout_secs = 10\n",
+             [models.standin]\nbase_url = \"{}\"\nmodel = \"{MODEL}\"\ntimeout_secs = 10\n{profile_lines}",
             nats.url(),
             scratch.path().join("work").display(),
             model.base_url()
@@ -448,5 +453,52 @@ async fn a_repeated_write_runs_the_self_check_and_names_the_misplaced_file() -> 
         again.contains("finish refused: 1 blocking check(s)"),
         "{again}"
     );
+    Ok(())
+}
+
+#[tokio::test]
+async fn refusals_and_retried_failures_raise_the_temperature() -> anyhow::Result<()> {
+    // The profile's 0.2 for the first try; +0.3 per refusal, and from the start when the step
+    // retries a criterion the last audit failed. Without a profile temperature none is sent.
+    let cases: [(&str, bool, [Option<f64>; 3]); 3] = [
+        ("temperature = 0.2\n", false, [Some(0.2), Some(0.5), Some(0.8)]),
+        ("temperature = 0.2\n", true, [Some(0.5), Some(0.8), Some(1.0)]),
+        ("", true, [None, None, None]),
+    ];
+    for (profile, retrying, want) in cases {
+        let script = Script::new().replies(
+            MODEL,
+            [
+                write("hello.txt", "hullo\n"),
+                finish(),
+                finish(),
+                write("hello.txt", "hello\n"),
+                finish(),
+            ],
+        );
+        let h = Harness::start_with(script, profile).await?;
+        let base = h.base(&[]).await?;
+        let mut req = request(&base, vec![criterion("says-hello", SAYS_HELLO)], 2, 8);
+        if retrying {
+            req.feedback.failing = vec![loopgate_common::wire::FailingCheck {
+                criterion: "says-hello".into(),
+                check: Some(SAYS_HELLO.into()),
+                verdict: loopgate_common::verdict::CheckVerdict::Fail,
+                exit_code: Some(1),
+                output_excerpt: String::new(),
+            }];
+        }
+        let (_, claimed_done, _, refusals) = h.run(&req).await?;
+        assert_eq!((claimed_done, refusals), (true, 2), "{profile:?} {retrying}");
+        let temps: Vec<Option<f64>> = h
+            .model
+            .requests(MODEL)
+            .iter()
+            .map(|r| r["temperature"].as_f64().map(|t| (t * 100.0).round() / 100.0))
+            .collect();
+        // requests: before the first finish (0 refusals), after one, after two (3 of them).
+        let per_request = [want[0], want[0], want[1], want[2], want[2]];
+        assert_eq!(temps, per_request, "{profile:?} retrying = {retrying}");
+    }
     Ok(())
 }
