@@ -146,7 +146,10 @@ pub async fn probe_for(
                     candidate,
                     &failures,
                 );
-                if sandbox.bwrap.is_some() {
+                // Layered copies only for an unprivileged check user: a root worker whose
+                // checks could not drop privileges keeps plain copies.
+                let privileged = is_root && sandbox.run_as.is_none();
+                if sandbox.bwrap.is_some() && !privileged {
                     sandbox.overlay = probe_overlay(&sandbox, work_dir).await;
                 }
                 return Ok(sandbox);
