@@ -13,19 +13,22 @@
 
 #![warn(unreachable_pub)]
 
+mod check_base;
 mod run_check;
 mod sandbox;
 mod scratch_check;
 mod scratch_copy;
 mod screenshots;
 
+pub use check_base::{worth_layering, CheckBase, LAYER_MIN_BYTES, LAYER_MIN_FILES};
 pub use run_check::{
     check_path, run_check, verdict_for, with_loopgate_dir, CheckEnd, CheckRun, CheckSpec,
     DEFAULT_CHECK_PATH, EXCERPT_CHARS,
 };
 pub use sandbox::{
     hidden_paths, is_valid_check_user, probe, probe_agent_sandbox, probe_for, AgentLaunch,
-    AgentSandbox, HiddenPath, LaunchPlan, Sandbox, SandboxError, SandboxMode, SandboxSettings,
+    AgentSandbox, HiddenPath, LaunchPlan, OverlayTools, Sandbox, SandboxError, SandboxMode,
+    SandboxSettings,
 };
 pub use scratch_check::{run_in_scratch_copy, CopySource, ScratchCheck, ScratchCopyError};
 pub use scratch_copy::{copy_files, copy_tree, CopyFile};

@@ -170,6 +170,12 @@ pub fn verdict_for(end: &CheckEnd) -> CheckVerdict {
 
 /// Run one check to completion or timeout. Never fails: problems become `CheckEnd` values.
 pub async fn run_check(spec: &CheckSpec<'_>) -> CheckRun {
+    run_check_in(spec, None).await
+}
+
+/// [`run_check`], on a layered copy when `layer` holds the overlay's mount options (mounted on
+/// `spec.cwd` by the launcher; see `sandbox/overlay.rs`).
+pub(crate) async fn run_check_in(spec: &CheckSpec<'_>, layer: Option<&str>) -> CheckRun {
     let started = Instant::now();
     if let Some(reason) = spec.sandbox.refusal() {
         return CheckRun {
@@ -185,6 +191,7 @@ pub async fn run_check(spec: &CheckSpec<'_>) -> CheckRun {
         spec.cwd,
         spec.home,
         spec.status_file,
+        layer,
     );
     let mut command = tokio::process::Command::new(program);
     if let Some((uid, gid)) = spec.sandbox.run_as {

@@ -10,8 +10,10 @@ use std::time::Duration;
 
 use loopgate_common::gui::BROWSE_RECORD_ENV;
 
-use crate::run_check::{run_check, CheckRun, CheckSpec};
+use crate::check_base::CheckBase;
+use crate::run_check::{run_check_in, CheckRun, CheckSpec};
 use crate::sandbox::launch::prepare_check_dir;
+use crate::sandbox::overlay::Layer;
 use crate::sandbox::Sandbox;
 use crate::scratch_copy::{copy_files, copy_tree, CopyFile};
 use crate::screenshots::{collect, RECORD_FILE};
@@ -23,6 +25,9 @@ pub enum CopySource {
     Tree(PathBuf),
     /// Exactly these files (what a live workspace would freeze to).
     Files(Arc<Vec<CopyFile>>),
+    /// A tree prepared once for all the checks of an audit: each check gets a layered copy of
+    /// it (an overlay with an upper layer of its own) instead of a full one.
+    Layered(CheckBase),
 }
 
 /// One check to run in its own copy under `scratch`.
@@ -56,6 +61,8 @@ struct CheckDirs {
     workspace: PathBuf,
     home: PathBuf,
     status: PathBuf,
+    /// A layered copy: the overlay's mount options and the upper layer (what the check wrote).
+    layer: Option<(String, PathBuf)>,
 }
 
 fn prepare(
@@ -63,19 +70,46 @@ fn prepare(
     index: usize,
     source: &CopySource,
     run_as: Option<(u32, u32)>,
+    layers: bool,
 ) -> std::io::Result<CheckDirs> {
     let root = scratch.join(format!("check-{index}"));
     std::fs::create_dir(&root)?;
-    let dirs = CheckDirs {
+    let mut dirs = CheckDirs {
         workspace: root.join("ws"),
         home: root.join("home"),
         status: root.join("status"),
+        layer: None,
         root,
     };
     match source {
-        CopySource::Tree(pristine) => copy_tree(pristine, &dirs.workspace)?,
-        CopySource::Files(files) => copy_files(files, &dirs.workspace)?,
-    };
+        CopySource::Tree(pristine) => {
+            copy_tree(pristine, &dirs.workspace)?;
+        }
+        CopySource::Files(files) => {
+            copy_files(files, &dirs.workspace)?;
+        }
+        // A sandbox that cannot layer (not the one the base was prepared for): a full copy.
+        CopySource::Layered(base) if !layers => {
+            copy_tree(base.tree(), &dirs.workspace)?;
+        }
+        CopySource::Layered(base) => {
+            let layer = Layer {
+                lower: base.tree().to_path_buf(),
+                upper: dirs.root.join("upper"),
+                work: dirs.root.join("work"),
+            };
+            let options = layer.options().ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "the check's directories cannot be mounted as an overlay",
+                )
+            })?;
+            for dir in [&dirs.workspace, &layer.upper, &layer.work] {
+                std::fs::create_dir(dir)?;
+            }
+            dirs.layer = Some((options, layer.upper));
+        }
+    }
     std::fs::create_dir(&dirs.home)?;
     std::fs::write(&dirs.status, b"")?;
     prepare_check_dir(scratch, &[&dirs.root], run_as)?;
@@ -92,39 +126,50 @@ pub async fn run_in_scratch_copy(
         path: check.scratch.to_path_buf(),
         source,
     };
-    let (scratch, index, copy_from, run_as) = (
+    let (scratch, index, copy_from, run_as, layers) = (
         check.scratch.to_path_buf(),
         check.index,
         source.clone(),
         check.sandbox.run_as,
+        check.sandbox.layers(),
     );
-    let dirs = tokio::task::spawn_blocking(move || prepare(&scratch, index, &copy_from, run_as))
-        .await
-        .map_err(|err| scratch_err(std::io::Error::other(err.to_string())))?
-        .map_err(scratch_err)?;
+    let dirs =
+        tokio::task::spawn_blocking(move || prepare(&scratch, index, &copy_from, run_as, layers))
+            .await
+            .map_err(|err| scratch_err(std::io::Error::other(err.to_string())))?
+            .map_err(scratch_err)?;
     let record = dirs.home.join(RECORD_FILE);
     let mut extra_env = check.extra_env.to_vec();
     extra_env.push((
         BROWSE_RECORD_ENV.to_string(),
         record.to_string_lossy().into_owned(),
     ));
-    let run = run_check(&CheckSpec {
-        command: check.command,
-        cwd: &dirs.workspace,
-        home: &dirs.home,
-        path_var: check.path_var,
-        timeout: check.timeout,
-        sandbox: check.sandbox,
-        status_file: &dirs.status,
-        extra_env: &extra_env,
-    })
+    let layer = dirs.layer.as_ref().map(|(options, _)| options.as_str());
+    let run = run_check_in(
+        &CheckSpec {
+            command: check.command,
+            cwd: &dirs.workspace,
+            home: &dirs.home,
+            path_var: check.path_var,
+            timeout: check.timeout,
+            sandbox: check.sandbox,
+            status_file: &dirs.status,
+            extra_env: &extra_env,
+        },
+        layer,
+    )
     .await;
     let mut run = CheckRun {
         output: workspace_relative(&run.output, &dirs.workspace),
         ..run
     };
     let workspace = dirs.workspace.clone();
-    run.screenshots = tokio::task::spawn_blocking(move || collect(&record, &workspace))
+    // A layered copy's files are in its upper layer once the check's mount is gone.
+    let files_in = dirs
+        .layer
+        .as_ref()
+        .map_or_else(|| workspace.clone(), |(_, upper)| upper.clone());
+    run.screenshots = tokio::task::spawn_blocking(move || collect(&record, &workspace, &files_in))
         .await
         .unwrap_or_default();
     let root = dirs.root.clone();
@@ -180,7 +225,7 @@ fn replace_path(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
     use super::*;
     use crate::run_check::{CheckEnd, DEFAULT_CHECK_PATH};
 
@@ -254,5 +299,64 @@ mod tests {
         };
         let err = run_in_scratch_copy(&check, &missing).await.unwrap_err();
         assert_eq!(err.path, scratch);
+    }
+
+    /// Layered copies on this host's real sandbox: each check sees the whole base, may change
+    /// and add files in its copy, never in the base or another check's copy, and nothing
+    /// outlives it. Skipped (said so) where bubblewrap or unprivileged overlayfs is missing.
+    #[tokio::test]
+    async fn layered_copies_are_private_and_leave_the_base_as_it_was() {
+        let root = tempfile::tempdir().unwrap();
+        // Traversable, as a work dir is, so a root worker's checks can drop to `nobody`.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+        let sandbox = crate::probe(&crate::SandboxSettings::default(), root.path())
+            .await
+            .unwrap();
+        if !sandbox.layers() {
+            eprintln!(
+                "SKIP layered copies: not available here ({:?})",
+                sandbox.limitations
+            );
+            return;
+        }
+        let base = root.path().join("base");
+        std::fs::create_dir_all(base.join("src")).unwrap();
+        std::fs::write(base.join("src/a.txt"), b"a").unwrap();
+        let scratch = root.path().join("scratch");
+        std::fs::create_dir(&scratch).unwrap();
+        let prepared = CheckBase::prepare(&base, &sandbox).unwrap().unwrap();
+        let source = CopySource::Layered(prepared);
+        let commands = [
+            // Changes a base file, adds one, deletes one, and tries to reach the base itself.
+            "test \"$(cat src/a.txt)\" = a && echo x >> src/a.txt && echo c > cache.txt \
+             && rm src/a.txt && ! echo evil > ../../../base/evil.txt 2>/dev/null; exit 4",
+            // The next check's copy is fresh.
+            "test \"$(cat src/a.txt)\" = a && test ! -e cache.txt && test \"$(id -u)\" != 0 \
+             || { id -u; ls -la; exit 9; }",
+        ];
+        let mut ends = Vec::new();
+        for (index, command) in commands.iter().enumerate() {
+            let check = ScratchCheck {
+                scratch: &scratch,
+                index,
+                command,
+                timeout: Duration::from_secs(20),
+                path_var: DEFAULT_CHECK_PATH,
+                sandbox: &sandbox,
+                extra_env: &[],
+            };
+            let run = run_in_scratch_copy(&check, &source).await.unwrap();
+            ends.push((
+                run.end.clone(),
+                String::from_utf8_lossy(&run.output).into_owned(),
+            ));
+        }
+        assert_eq!(ends[0].0, CheckEnd::Exited(Some(4)), "{ends:?}");
+        // Layered copies are only probed for when checks run unprivileged.
+        assert_eq!(ends[1].0, CheckEnd::Exited(Some(0)), "{ends:?} {sandbox:?}");
+        assert_eq!(std::fs::read(base.join("src/a.txt")).unwrap(), b"a");
+        assert!(!base.join("cache.txt").exists() && !base.join("evil.txt").exists());
+        assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
     }
 }

@@ -34,8 +34,10 @@ impl std::fmt::Debug for CheckScreenshot {
     }
 }
 
-/// The screenshots `record` lists that are PNGs inside `workspace`, in order, each once.
-pub(crate) fn collect(record: &Path, workspace: &Path) -> Vec<CheckScreenshot> {
+/// The screenshots `record` lists that are PNGs inside `workspace`, in order, each once, read
+/// from `files_in`: the workspace itself, or for a layered copy (whose mount is gone once the
+/// check ended) its upper layer, which holds every file the check wrote.
+pub(crate) fn collect(record: &Path, workspace: &Path, files_in: &Path) -> Vec<CheckScreenshot> {
     use std::io::Read;
     let mut text = String::new();
     let read = std::fs::File::open(record)
@@ -43,7 +45,7 @@ pub(crate) fn collect(record: &Path, workspace: &Path) -> Vec<CheckScreenshot> {
     if read.is_err() {
         return Vec::new();
     }
-    let Ok(root) = workspace.canonicalize() else {
+    let (Ok(shown), Ok(root)) = (workspace.canonicalize(), files_in.canonicalize()) else {
         return Vec::new();
     };
     let mut shots: Vec<CheckScreenshot> = Vec::new();
@@ -51,7 +53,15 @@ pub(crate) fn collect(record: &Path, workspace: &Path) -> Vec<CheckScreenshot> {
         if shots.len() >= MAX_SCREENSHOTS {
             break;
         }
-        let Some(shot) = one(&root, line) else {
+        // An absolute path names a file of the copy as the check saw it.
+        let relative = match Path::new(line).strip_prefix(&shown) {
+            Ok(rest) => rest,
+            Err(_) if line.starts_with('/') => Path::new(line)
+                .strip_prefix(workspace)
+                .unwrap_or(Path::new(line)),
+            Err(_) => Path::new(line),
+        };
+        let Some(shot) = relative.to_str().and_then(|rel| one(&root, rel)) else {
             tracing::debug!(path = line, "a recorded screenshot was skipped");
             continue;
         };
@@ -101,11 +111,20 @@ mod tests {
             ),
         )
         .unwrap();
-        let shots = collect(&record, &ws);
+        let shots = collect(&record, &ws, &ws);
         assert_eq!(shots.len(), 1, "{shots:?}");
         assert_eq!(shots[0].path, "shots/a.png");
         assert_eq!(shots[0].png, png);
         // No record: nothing.
-        assert!(collect(&dir.path().join("none"), &ws).is_empty());
+        assert!(collect(&dir.path().join("none"), &ws, &ws).is_empty());
+        // A layered copy: the files are read from the upper layer.
+        let upper = dir.path().join("upper");
+        std::fs::create_dir_all(upper.join("shots")).unwrap();
+        std::fs::write(upper.join("shots/b.png"), &png).unwrap();
+        let abs_b = ws.join("shots/b.png");
+        std::fs::write(&record, format!("{}\nshots/a.png\n", abs_b.display())).unwrap();
+        let shots = collect(&record, &ws, &upper);
+        assert_eq!(shots.len(), 1, "{shots:?}");
+        assert_eq!(shots[0].path, "shots/b.png");
     }
 }

@@ -210,13 +210,13 @@ impl Auditor {
                 let mut pre = req.clone();
                 pre.contract.criteria = criteria;
                 findings.evidence = self
-                    .run_checks(&pre, scratch, &workspace, &mut findings.gaps)
+                    .run_checks(&pre, scratch, &workspace, &candidate, &mut findings.gaps)
                     .await?;
             }
             return Ok(findings);
         }
         let mut evidence = self
-            .run_checks(req, scratch, &workspace, &mut extra_gaps)
+            .run_checks(req, scratch, &workspace, &candidate, &mut extra_gaps)
             .await?;
         // Goal clauses without a working check: one judged question each, as evidence.
         let (clause_gaps, clause_usage) = self

@@ -1,5 +1,7 @@
 //! Running a contract's checks for one audit: each in its own copy of the pristine
-//! materialized snapshot (so checks cannot affect each other), under the host's sandbox, with
+//! materialized snapshot (so checks cannot affect each other), under the host's sandbox — a
+//! layered copy over the pristine tree prepared once for the whole audit where the sandbox
+//! allows it and the tree is large enough to be worth it, else a full copy each — with
 //! the full output stored in the evidence bucket and only its digest and an excerpt in the
 //! report; the screenshots a browser check took (`loopgate browse --screenshot`) are stored
 //! the same way and named by digest in its evidence record (signed with it).
@@ -7,7 +9,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use loopgate_checks::{run_in_scratch_copy, CopySource, ScratchCheck};
+use loopgate_checks::{run_in_scratch_copy, worth_layering, CheckBase, CopySource, ScratchCheck};
+use loopgate_common::snapshot::Manifest;
 use loopgate_common::verdict::{Evidence, EvidenceScreenshot};
 use loopgate_common::wire::AuditRequest;
 
@@ -21,10 +24,15 @@ impl Auditor {
         req: &AuditRequest,
         scratch: &Path,
         pristine: &Path,
+        manifest: &Manifest,
         gaps: &mut Vec<String>,
     ) -> Result<Vec<Evidence>, AuditError> {
         let mut evidence = Vec::new();
-        let source = CopySource::Tree(pristine.to_path_buf());
+        let any_check = req.contract.criteria.iter().any(|c| c.check.is_some());
+        let source = match any_check {
+            true => self.check_source(pristine, manifest).await,
+            false => CopySource::Tree(pristine.to_path_buf()),
+        };
         let extra_env = gui_env(req);
         for (index, criterion) in req.contract.criteria.iter().enumerate() {
             let Some(command) = &criterion.check else {
@@ -74,6 +82,29 @@ impl Auditor {
             gaps.extend(self.sandbox.limitations.iter().cloned());
         }
         Ok(evidence)
+    }
+
+    /// What the audit's checks get their copies from: the pristine tree prepared once as the
+    /// base of layered copies when that is possible and worth it, else full copies of it.
+    async fn check_source(&self, pristine: &Path, manifest: &Manifest) -> CopySource {
+        let tree = CopySource::Tree(pristine.to_path_buf());
+        if !self.sandbox.layers() || !worth_layering(manifest.entries.len(), manifest.total_bytes())
+        {
+            return tree;
+        }
+        let (dir, sandbox) = (pristine.to_path_buf(), self.sandbox.clone());
+        match tokio::task::spawn_blocking(move || CheckBase::prepare(&dir, &sandbox)).await {
+            Ok(Ok(Some(base))) => CopySource::Layered(base),
+            Ok(Ok(None)) => tree,
+            Ok(Err(err)) => {
+                tracing::warn!(error = %err, "preparing layered check copies; copying instead");
+                tree
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "preparing layered check copies; copying instead");
+                tree
+            }
+        }
     }
 
     /// Put a check's output into the evidence bucket; its digest, or None (with a gap).

@@ -20,7 +20,14 @@ impl Auditor {
     ) -> Result<Manifest, SnapshotError> {
         match &self.workspaces {
             Some(cache) => {
-                let (manifest, report) = self.store.materialize_warm(id, workspace, cache).await?;
+                // With layered check copies the tree becomes the check user's
+                // (`CheckBase::prepare`): written for it, its files keep their ctimes and the
+                // next reuse vouches for them by stat.
+                let owner = self.sandbox.run_as.filter(|_| self.sandbox.layers());
+                let (manifest, report) = self
+                    .store
+                    .materialize_warm_as(id, workspace, cache, owner)
+                    .await?;
                 tracing::debug!(snapshot = %id, ?report, "candidate materialized warm");
                 Ok(manifest)
             }

@@ -202,3 +202,89 @@ async fn a_required_sandbox_that_is_missing_makes_checks_inconclusive() -> anyho
     worker.await?;
     Ok(())
 }
+
+/// A tree large enough to get layered check copies (where the host allows them): each check
+/// still sees the whole candidate, may change it in its own copy only, cannot write the shared
+/// base it is layered over, has no network and runs unprivileged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn layered_check_copies_keep_checks_apart_and_the_base_read_only() -> anyhow::Result<()> {
+    let mut env = env().await?;
+    let work_dir = open_tempdir()?;
+    let sandbox = probe(&SandboxSettings::default(), work_dir.path()).await?;
+    if !sandbox.layers() {
+        eprintln!(
+            "SKIP layered-copy assertions: not available here ({:?})",
+            sandbox.limitations
+        );
+        return Ok(());
+    }
+    let names: Vec<String> = (0..loopgate_checks::LAYER_MIN_FILES)
+        .map(|i| format!("src/m{}/f{i}.txt", i / 40))
+        .collect();
+    let mut files: Vec<(&str, &[u8])> = names
+        .iter()
+        .map(|n| (n.as_str(), b"x".as_slice()))
+        .collect();
+    files.push(("hello.py", HELLO));
+    let candidate = support::freeze(&env.store, &files).await?;
+    let base = env.store.freeze_empty().await?.id;
+    let port = env.nats.port();
+    let mut auditor = auditor_on(&env, work_dir.path(), BTreeMap::new());
+    auditor.sandbox = sandbox.clone();
+    let (cancel, worker) = spawn_auditor(&env.bus, auditor, worker_options());
+    let lower = "sed -n 's/.*lowerdir=\\([^,]*\\).*/\\1/p' /proc/self/mountinfo | head -n 1";
+    let contract = contract(vec![
+        criterion(
+            "reaches-nats",
+            &format!("bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}'"),
+            10,
+        ),
+        criterion(
+            "changes-its-copy",
+            "test -f src/m0/f0.txt && echo y >> src/m0/f0.txt && rm hello.py && echo s > scratch.txt",
+            10,
+        ),
+        criterion(
+            "base-read-only",
+            &format!("l=$({lower}); test -n \"$l\" && ! touch \"$l/evil.txt\" 2>/dev/null && ! rm \"$l/hello.py\" 2>/dev/null"),
+            10,
+        ),
+        criterion(
+            "fresh-copy",
+            "test ! -e scratch.txt && test ! -e evil.txt && test -f hello.py && test \"$(cat src/m0/f0.txt)\" = x",
+            10,
+        ),
+        criterion("unprivileged", "test \"$(id -u)\" != 0", 10),
+    ]);
+    publish_request(
+        &env.bus,
+        &request("run-layered", contract, &base, &candidate),
+    )
+    .await?;
+    let report = next_report(&mut env.results).await?;
+    let verdict = |id: &str| {
+        report
+            .evidence
+            .iter()
+            .find(|e| e.check_id == id)
+            .map(|e| e.verdict)
+    };
+    assert_eq!(
+        verdict("reaches-nats"),
+        Some(CheckVerdict::Fail),
+        "{report:?}"
+    );
+    for id in ["changes-its-copy", "base-read-only", "fresh-copy"] {
+        assert_eq!(verdict(id), Some(CheckVerdict::Pass), "{id}: {report:?}");
+    }
+    // Layered copies are only probed for when checks run unprivileged.
+    assert_eq!(
+        verdict("unprivileged"),
+        Some(CheckVerdict::Pass),
+        "{report:?}"
+    );
+    assert!(dir_is_empty(work_dir.path()), "scratch dir left behind");
+    cancel.cancel();
+    worker.await?;
+    Ok(())
+}

@@ -136,6 +136,12 @@ impl AgentSandbox {
             && (path.starts_with("/tmp") || self.hidden.iter().any(|h| path.starts_with(h.path())))
     }
 
+    /// The user [`AgentSandbox::grant`] gives workspaces to, when it gives them to anyone:
+    /// materialize a workspace for it (`materialize_warm_as`) and `grant` finds nothing to do.
+    pub fn owner(&self) -> Option<(u32, u32)> {
+        self.bwrap.as_ref().and(self.run_as)
+    }
+
     /// Let the agent's user write `dirs` (recursively chowned when agents drop to the check
     /// user; nothing to do otherwise). Entries it already owns are left alone, so calling it
     /// before every `shell` command costs one `lstat` per file.

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::sandbox::overlay::{layered_launcher, OverlayTools};
+
 /// Default unprivileged user for checks when the worker runs as root.
 pub(crate) const DEFAULT_CHECK_USER: &str = "nobody";
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -47,6 +49,9 @@ pub struct Sandbox {
     pub required: bool,
     /// What this host could not provide, one line each; copied into every report's gaps.
     pub limitations: Vec<String>,
+    /// With bubblewrap: checks can run on a layered copy (an overlay over a tree prepared once
+    /// per audit, see `overlay.rs`) instead of a full copy each; `None`: full copies.
+    pub overlay: Option<OverlayTools>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -73,7 +78,13 @@ impl Sandbox {
             limitations: vec![format!(
                 "acceptance checks ran without network isolation: {reason}"
             )],
+            overlay: None,
         }
+    }
+
+    /// Can checks run on layered copies here (bubblewrap plus a working overlay)?
+    pub fn layers(&self) -> bool {
+        self.bwrap.is_some() && self.overlay.is_some()
     }
 
     /// Whether checks run isolated here (under bubblewrap: no network, private namespaces, a
@@ -124,24 +135,36 @@ pub(crate) fn isolation_flags(network: bool) -> Vec<OsString> {
 
 /// Program and arguments that run `command` under `sandbox` in `cwd`. With bubblewrap the
 /// launcher shell opens `status_file` as fd 3 for `--json-status-fd`, so a sandbox that never
-/// started its child can be told apart from a failing check.
+/// started its child can be told apart from a failing check. With `layer` (overlayfs mount
+/// options, and a sandbox that [`Sandbox::layers`]) the launcher first mounts the check's
+/// overlay on `cwd` in a namespace of its own (`overlay.rs`).
 pub(crate) fn launch_args(
     sandbox: &Sandbox,
     command: &str,
     cwd: &Path,
     home: &Path,
     status_file: &Path,
+    layer: Option<&str>,
 ) -> (OsString, Vec<OsString>) {
     let Some(bwrap) = &sandbox.bwrap else {
         return ("sh".into(), vec!["-c".into(), command.into()]);
     };
-    let mut args: Vec<OsString> = vec![
-        "-c".into(),
-        "exec 3>\"$1\" || exit 125; shift; exec \"$@\"".into(),
-        "loopgate-check".into(),
-        status_file.into(),
-        bwrap.into(),
-    ];
+    let (program, mut args) = match (layer, &sandbox.overlay) {
+        (Some(options), Some(tools)) => {
+            let ids = sandbox.run_as.unwrap_or_else(own_ids);
+            layered_launcher(tools, bwrap, options, cwd, status_file, ids)
+        }
+        _ => (
+            "sh".into(),
+            vec![
+                "-c".into(),
+                "exec 3>\"$1\" || exit 125; shift; exec \"$@\"".into(),
+                "loopgate-check".into(),
+                status_file.into(),
+                bwrap.into(),
+            ],
+        ),
+    };
     args.extend(isolation_flags(false));
     for dir in [cwd, home] {
         args.extend(["--bind".into(), dir.into(), dir.into()]);
@@ -149,7 +172,15 @@ pub(crate) fn launch_args(
     args.extend(["--chdir".into(), cwd.into()]);
     args.extend(["--json-status-fd".into(), "3".into(), "--".into()]);
     args.extend(["sh".into(), "-c".into(), command.into()]);
-    ("sh".into(), args)
+    (program, args)
+}
+
+/// This process's effective uid and gid.
+pub(crate) fn own_ids() -> (u32, u32) {
+    (
+        rustix::process::geteuid().as_raw(),
+        rustix::process::getegid().as_raw(),
+    )
 }
 
 /// Did bubblewrap start the check? (Its status fd reports the child's pid once it runs.)
@@ -244,6 +275,7 @@ mod tests {
             run_as: Some((65534, 65534)),
             required: false,
             limitations: vec![],
+            overlay: None,
         };
         let (program, args) = launch_args(
             &sandbox,
@@ -251,6 +283,7 @@ mod tests {
             Path::new("/w/ws"),
             Path::new("/w/home"),
             Path::new("/w/status"),
+            None,
         );
         assert_eq!(program, "sh");
         let args: Vec<String> = args
@@ -271,12 +304,45 @@ mod tests {
             assert!(joined.contains(needle), "missing {needle}: {joined}");
         }
         assert_eq!(args[3], "/w/status");
+        // Layered: the launcher mounts the overlay, bubblewrap drops to the check user.
+        let layered = Sandbox {
+            overlay: Some(OverlayTools {
+                unshare: "/usr/bin/unshare".into(),
+                mount: "/usr/bin/mount".into(),
+            }),
+            ..sandbox.clone()
+        };
+        let (program, args) = launch_args(
+            &layered,
+            "pytest -q",
+            Path::new("/w/ws"),
+            Path::new("/w/home"),
+            Path::new("/w/status"),
+            Some("lowerdir=/w/base,upperdir=/w/up,workdir=/w/wk,userxattr"),
+        );
+        assert_eq!(program, "/usr/bin/unshare");
+        let joined = args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ");
+        for needle in [
+            "-r --mount -- sh -c",
+            "loopgate-check /w/status /usr/bin/mount lowerdir=/w/base,upperdir=/w/up,workdir=/w/wk,userxattr /w/ws /usr/bin/bwrap --unshare-user --uid 65534 --gid 65534 --die-with-parent",
+            "--unshare-net",
+            "--ro-bind / /",
+            "--bind /w/ws /w/ws",
+            "--json-status-fd 3 -- sh -c pytest -q",
+        ] {
+            assert!(joined.contains(needle), "missing {needle}: {joined}");
+        }
         let (program, args) = launch_args(
             &Sandbox::unisolated("test"),
             "true",
             Path::new("/w"),
             Path::new("/h"),
             Path::new("/s"),
+            None,
         );
         assert_eq!(
             (program, args),

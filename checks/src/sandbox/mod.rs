@@ -20,9 +20,11 @@
 pub(crate) mod agent_launch;
 pub(crate) mod agent_probe;
 pub(crate) mod launch;
+pub(crate) mod overlay;
 pub(crate) mod probe;
 
 pub use agent_launch::{AgentLaunch, AgentSandbox, HiddenPath, LaunchPlan};
 pub use agent_probe::{hidden_paths, probe_agent_sandbox};
 pub use launch::{is_valid_check_user, Sandbox, SandboxError, SandboxMode, SandboxSettings};
+pub use overlay::OverlayTools;
 pub use probe::{probe, probe_for};

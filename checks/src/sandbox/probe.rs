@@ -5,11 +5,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::run_check::{run_check, CheckEnd, CheckSpec, DEFAULT_CHECK_PATH};
+use crate::run_check::{run_check, run_check_in, CheckEnd, CheckSpec, DEFAULT_CHECK_PATH};
 use crate::sandbox::launch::{
     find_on_path, prepare_check_dir, resolve_user, Sandbox, SandboxError, SandboxMode,
     SandboxSettings, DEFAULT_CHECK_USER,
 };
+use crate::sandbox::overlay::{Layer, OverlayTools};
 
 /// uid/gid used when `nobody` is not in /etc/passwd.
 const NOBODY_ID: u32 = 65534;
@@ -64,6 +65,7 @@ async fn try_candidate(candidate: &Candidate, work_dir: &Path) -> Result<(), Str
         run_as: candidate.run_as,
         required: false,
         limitations: Vec::new(),
+        overlay: None,
     };
     let run = run_check(&CheckSpec {
         command: "echo ok > probe && test -s probe",
@@ -136,14 +138,21 @@ pub async fn probe_for(
     for candidate in &candidates {
         match try_candidate(candidate, work_dir).await {
             Ok(()) => {
-                return Ok(describe(
+                let mut sandbox = describe(
                     settings,
                     role,
                     is_root,
                     bwrap.is_some(),
                     candidate,
                     &failures,
-                ));
+                );
+                // Layered copies only for an unprivileged check user: a root worker whose
+                // checks could not drop privileges keeps plain copies.
+                let privileged = is_root && sandbox.run_as.is_none();
+                if sandbox.bwrap.is_some() && !privileged {
+                    sandbox.overlay = probe_overlay(&sandbox, work_dir).await;
+                }
+                return Ok(sandbox);
             }
             Err(reason) => {
                 let how = match (&candidate.bwrap, candidate.run_as) {
@@ -194,5 +203,93 @@ fn describe(
         run_as: chosen.run_as,
         required: settings.mode == SandboxMode::Required,
         limitations,
+        overlay: None,
+    }
+}
+
+/// `name` on PATH, else in the usual system directories (a worker's PATH may be short).
+fn find_tool(name: &str) -> Option<PathBuf> {
+    find_on_path(name).or_else(|| {
+        ["/usr/bin", "/bin", "/usr/sbin", "/sbin"]
+            .iter()
+            .map(|dir| Path::new(dir).join(name))
+            .find(|candidate| candidate.is_file())
+    })
+}
+
+/// Can checks under `sandbox` run on layered copies here (util-linux `unshare` and `mount`,
+/// unprivileged overlayfs)? Tried for real: a check changes and adds files in its layered copy
+/// of a throwaway tree, which must stay as it was. `None` (full copies) on any failure.
+async fn probe_overlay(sandbox: &Sandbox, work_dir: &Path) -> Option<OverlayTools> {
+    let tools = OverlayTools {
+        unshare: find_tool("unshare")?,
+        mount: find_tool("mount")?,
+    };
+    match try_overlay(sandbox, &tools, work_dir).await {
+        Ok(()) => Some(tools),
+        Err(reason) => {
+            tracing::info!(reason = %reason, "checks get full copies: no layered copies here");
+            None
+        }
+    }
+}
+
+async fn try_overlay(
+    sandbox: &Sandbox,
+    tools: &OverlayTools,
+    work_dir: &Path,
+) -> Result<(), String> {
+    let io = |e: std::io::Error| format!("scratch dir: {e}");
+    let scratch = tempfile::Builder::new()
+        .prefix("sandbox-probe-")
+        .tempdir_in(work_dir)
+        .map_err(io)?;
+    let root = scratch.path().canonicalize().map_err(io)?;
+    let (base, check) = (root.join("base"), root.join("check"));
+    let layer = Layer {
+        lower: base.clone(),
+        upper: check.join("upper"),
+        work: check.join("work"),
+    };
+    let (ws, home, status) = (check.join("ws"), check.join("home"), check.join("status"));
+    for dir in [&base, &ws, &home, &layer.upper, &layer.work] {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    std::fs::write(base.join("kept.txt"), b"base").map_err(io)?;
+    std::fs::write(&status, b"").map_err(io)?;
+    prepare_check_dir(&root, &[&base, &check], sandbox.run_as).map_err(io)?;
+    let options = layer
+        .options()
+        .ok_or("the work dir's path cannot be mounted")?;
+    let layered = Sandbox {
+        overlay: Some(tools.clone()),
+        ..sandbox.clone()
+    };
+    let run = run_check_in(
+        &CheckSpec {
+            command: "test \"$(cat kept.txt)\" = base && echo changed > kept.txt && echo new > added.txt",
+            cwd: &ws,
+            home: &home,
+            path_var: DEFAULT_CHECK_PATH,
+            timeout: PROBE_TIMEOUT,
+            sandbox: &layered,
+            status_file: &status,
+            extra_env: &[],
+        },
+        Some(&options),
+    )
+    .await;
+    if run.end != CheckEnd::Exited(Some(0)) {
+        let output = String::from_utf8_lossy(&run.output);
+        return Err(format!("{:?} {}", run.end, output.trim()));
+    }
+    let untouched = std::fs::read(base.join("kept.txt")).ok().as_deref()
+        == Some(b"base".as_slice())
+        && !base.join("added.txt").exists();
+    let written = layer.upper.join("added.txt").is_file();
+    if untouched && written {
+        Ok(())
+    } else {
+        Err("the layered copy did not keep the base read-only".to_string())
     }
 }

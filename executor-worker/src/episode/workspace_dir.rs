@@ -58,9 +58,11 @@ pub(crate) async fn materialize_base(
     dir: &Path,
 ) -> Result<Manifest, EpisodeEnd> {
     let materialized = match &env.workspaces {
+        // Materialized for the agent's user: the sandbox's chown before each command then
+        // changes no ctime, and the freeze reads only what the episode changed.
         Some(cache) => env
             .store
-            .materialize_warm(&req.base_snapshot, dir, cache)
+            .materialize_warm_as(&req.base_snapshot, dir, cache, env.agent.sandbox.owner())
             .await
             .map(|(manifest, report)| {
                 tracing::debug!(?report, "base materialized warm");

@@ -61,6 +61,22 @@ impl SnapshotStore {
         dest: &Path,
         cache: &WorkspaceCache,
     ) -> Result<(Manifest, WarmReport), SnapshotError> {
+        self.materialize_warm_as(id, dest, cache, None).await
+    }
+
+    /// [`SnapshotStore::materialize_warm`] for the user (`uid`, `gid`) that will work in `dest`
+    /// (the agent or check user a root worker drops to): every file written is given to it
+    /// before its stat is recorded. Giving the tree away afterwards (a `chown`, as the agent
+    /// sandbox does before each command) would change every file's ctime, so the stat cache
+    /// could vouch for none of them and the next freeze would re-read the whole tree. `None`:
+    /// files stay the worker's.
+    pub async fn materialize_warm_as(
+        &self,
+        id: &str,
+        dest: &Path,
+        cache: &WorkspaceCache,
+        owner: Option<(u32, u32)>,
+    ) -> Result<(Manifest, WarmReport), SnapshotError> {
         let (manifest, pages) = self.manifest_with_pages(id).await?;
         let mut report = WarmReport::default();
         let mut reconciled = None;
@@ -107,7 +123,7 @@ impl SnapshotStore {
             .collect();
         let mut writes = Vec::with_capacity(uniques.len());
         for index in uniques.iter().copied() {
-            writes.push(self.write_entry(&manifest.entries[index], dest, cache, keep_blobs));
+            writes.push(self.write_entry(&manifest.entries[index], dest, cache, keep_blobs, owner));
         }
         let sources: Vec<Source> = futures::stream::iter(writes)
             .buffer_unordered(WRITE_CONCURRENCY)
@@ -133,7 +149,8 @@ impl SnapshotStore {
             let copied = tokio::fs::copy(&from, &temp)
                 .await
                 .map(|_| ())
-                .map_err(|e| io_error(&temp, e));
+                .map_err(|e| io_error(&temp, e))
+                .and_then(|()| give_to(&temp, owner));
             if let Err(err) = match copied {
                 Ok(()) => finish_file(&temp, &target, entry.mode).await,
                 Err(err) => Err(err),
@@ -208,6 +225,7 @@ impl SnapshotStore {
         dest: &Path,
         cache: &WorkspaceCache,
         keep_blob: bool,
+        owner: Option<(u32, u32)>,
     ) -> Result<Source, SnapshotError> {
         let target = prepare_target(dest, &entry.path).await?;
         let temp = temp_path_for(&target);
@@ -231,6 +249,7 @@ impl SnapshotStore {
                 }
                 Source::Download
             };
+            give_to(&temp, owner)?;
             finish_file(&temp, &target, entry.mode).await?;
             Ok(source)
         }
@@ -239,6 +258,16 @@ impl SnapshotStore {
             let _ = tokio::fs::remove_file(&temp).await;
         }
         result
+    }
+}
+
+/// Give the file at `path` to `owner` (a `chown` of one file: no I/O worth a blocking task).
+fn give_to(path: &Path, owner: Option<(u32, u32)>) -> Result<(), SnapshotError> {
+    match owner {
+        Some((uid, gid)) => {
+            std::os::unix::fs::chown(path, Some(uid), Some(gid)).map_err(|e| io_error(path, e))
+        }
+        None => Ok(()),
     }
 }
 

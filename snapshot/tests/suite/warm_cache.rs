@@ -234,3 +234,68 @@ async fn freeze_warm_reads_only_what_changed() -> Result<()> {
     })
     .await
 }
+
+/// What the agent sandbox does before each command as a root worker (`AgentSandbox::grant`):
+/// give every entry of the workspace it does not own yet to `owner`.
+fn grant(dir: &Path, owner: (u32, u32)) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    for entry in walkdir::WalkDir::new(dir) {
+        let entry = entry?;
+        let meta = entry.path().symlink_metadata()?;
+        if (meta.uid(), meta.gid()) != owner {
+            std::os::unix::fs::chown(entry.path(), Some(owner.0), Some(owner.1))?;
+        }
+    }
+    Ok(())
+}
+
+/// A tree materialized for the agent's user (`materialize_warm_as`) is its already: the
+/// sandbox's chown before a command changes no ctime, and the freeze after a command re-hashes
+/// only the file the command changed. As root, the same tree materialized for the worker
+/// shows what that saves: the chown changes every file's ctime and the freeze re-reads all.
+#[tokio::test]
+async fn a_freeze_after_a_sandboxed_command_rehashes_only_what_it_changed() -> Result<()> {
+    bounded(async {
+        let (_server, _bus, store) = nats_and_store().await?;
+        let a = freeze_variant(&store, 0).await?;
+        let work = tempfile::tempdir()?;
+        let me = {
+            use std::os::unix::fs::MetadataExt;
+            let meta = fs::metadata(work.path())?;
+            (meta.uid(), meta.gid())
+        };
+        let agent = if me.0 == 0 { (65534, 65534) } else { me };
+        // (materialized for the agent, files re-hashed by the freeze after the command)
+        let mut cases = vec![(true, 1)];
+        if me.0 == 0 {
+            cases.push((false, 10));
+        }
+        for (index, (for_agent, want_hashed)) in cases.into_iter().enumerate() {
+            let dir = work.path().join(format!("ws-{index}"));
+            // A cache of its own: both trees are materialized cold.
+            let cache = WorkspaceCache::open(&work.path().join(format!("cache-{index}")), 1 << 20)?;
+            let owner = for_agent.then_some(agent);
+            store.materialize_warm_as(&a, &dir, &cache, owner).await?;
+            // Past the racy window (see `freeze_warm_reads_only_what_changed`), then a first
+            // freeze records every file settled.
+            let settled = wall_clock_ns() + 2 * RACY_WINDOW.as_nanos() as i128;
+            while wall_clock_ns() < settled {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let rules = FreezeRules::default();
+            assert_eq!(store.freeze_warm(&dir, &rules, &cache).await?.id, a);
+            // The command: the sandbox gives the workspace to the agent, which changes a file.
+            grant(&dir, agent)?;
+            write(&dir, "src/f3.rs", b"fn f3() { changed() }\n", 0o644);
+            let frozen = store.freeze_warm(&dir, &rules, &cache).await?;
+            assert_ne!(frozen.id, a);
+            assert_eq!(
+                frozen.files_hashed, want_hashed,
+                "materialized for the agent: {for_agent}"
+            );
+            assert!(cache.check_in(&dir).await?);
+        }
+        Ok(())
+    })
+    .await
+}
