@@ -29,6 +29,42 @@ pub const BLOB_REFRESH_AFTER: std::time::Duration = std::time::Duration::from_se
 /// Transfer time allowance on top of the per-request timeout: one second per this many bytes.
 const BYTES_PER_SECOND_ALLOWANCE: u64 = 8 * 1024 * 1024;
 
+/// How long an object look-up or upload keeps retrying a failure that may pass (no responders,
+/// "no stream found", a timeout): a JetStream cluster that lost a node takes seconds to elect
+/// the bucket's new leader, and an executor that has finished its episode should freeze it
+/// then rather than hand the whole step back to run again.
+const TRANSIENT_PATIENCE: Duration = Duration::from_secs(20);
+const FIRST_RETRY: Duration = Duration::from_millis(250);
+const MAX_RETRY: Duration = Duration::from_secs(2);
+
+/// Runs `attempt` until it succeeds, fails with an error that is not a store outage, or
+/// [`TRANSIENT_PATIENCE`] is spent (the last error is returned).
+async fn retry_transient<T, F, Fut>(op: &'static str, mut attempt: F) -> Result<T, SnapshotError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, SnapshotError>>,
+{
+    let started = tokio::time::Instant::now();
+    let mut backoff = FIRST_RETRY;
+    loop {
+        match attempt().await {
+            Err(err)
+                if is_store_outage(&err) && started.elapsed() + backoff < TRANSIENT_PATIENCE =>
+            {
+                tracing::warn!(op, error = %err, ?backoff, "object store unavailable; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_RETRY);
+            }
+            other => return other,
+        }
+    }
+}
+
+/// The retryable errors that come from the store (not from the local file system).
+fn is_store_outage(err: &SnapshotError) -> bool {
+    err.is_retryable() && !matches!(err, SnapshotError::Io { .. })
+}
+
 /// What a freeze produced and what it cost.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FreezeOutcome {
@@ -134,6 +170,13 @@ impl SnapshotStore {
         &self,
         name: &str,
     ) -> Result<Option<object_store::ObjectInfo>, SnapshotError> {
+        retry_transient("info", || self.object_info_once(name)).await
+    }
+
+    async fn object_info_once(
+        &self,
+        name: &str,
+    ) -> Result<Option<object_store::ObjectInfo>, SnapshotError> {
         match tokio::time::timeout(self.timeout, self.store.info(name)).await {
             Ok(Ok(info)) if !info.deleted => Ok(Some(info)),
             Ok(Ok(_)) => Ok(None),
@@ -152,10 +195,15 @@ impl SnapshotStore {
     }
 
     pub(crate) async fn put_object(&self, name: &str, bytes: &[u8]) -> Result<(), SnapshotError> {
-        let mut reader = bytes;
         let after = self.transfer_timeout(bytes.len() as u64);
-        bounded("put", after, self.store.put(name, &mut reader)).await?;
-        Ok(())
+        // A put of the same name and bytes again is harmless: objects are content-addressed.
+        retry_transient("put", || async {
+            let mut reader = bytes;
+            bounded("put", after, self.store.put(name, &mut reader))
+                .await
+                .map(drop)
+        })
+        .await
     }
 
     /// Whole object, or None when absent. Bytes are NOT verified here; callers check them
@@ -243,6 +291,75 @@ impl SnapshotStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_store_outages_are_retried() {
+        let io = || SnapshotError::Io {
+            path: "x".into(),
+            source: std::io::Error::other("disk"),
+        };
+        let cases = [
+            (
+                SnapshotError::Store {
+                    op: "put",
+                    reason: "no responders".into(),
+                },
+                true,
+            ),
+            (
+                SnapshotError::Timeout {
+                    op: "put",
+                    after: Duration::from_secs(1),
+                },
+                true,
+            ),
+            (io(), false),
+            (
+                SnapshotError::BlobNotFound {
+                    sha256: "a".repeat(64),
+                },
+                false,
+            ),
+            (SnapshotError::TotalTooLarge { limit: 1 }, false),
+        ];
+        for (err, retried) in cases {
+            assert_eq!(is_store_outage(&err), retried, "{err}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_store_outage_is_retried_until_it_passes_or_patience_is_spent() {
+        for (failures, succeeds) in [(0, true), (3, true), (1000, false)] {
+            let calls = std::sync::atomic::AtomicU32::new(0);
+            let result = retry_transient("put", || {
+                let n = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                async move {
+                    if n < failures {
+                        Err(SnapshotError::Store {
+                            op: "put",
+                            reason: "no responders".into(),
+                        })
+                    } else {
+                        Ok(n)
+                    }
+                }
+            })
+            .await;
+            assert_eq!(result.is_ok(), succeeds, "{failures}");
+        }
+        let calls = std::sync::atomic::AtomicU32::new(0);
+        let refused: Result<(), _> = retry_transient("get", || {
+            calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async {
+                Err(SnapshotError::BlobNotFound {
+                    sha256: "a".repeat(64),
+                })
+            }
+        })
+        .await;
+        assert!(matches!(refused, Err(SnapshotError::BlobNotFound { .. })));
+        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
 
     #[test]
     fn the_store_moves_into_tasks() {

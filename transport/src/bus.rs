@@ -237,8 +237,8 @@ impl Bus {
         })
     }
 
-    /// The sizing [`Bus::ensure_topology`] creates streams and buckets with and keeps streams
-    /// at (the manager's `[jetstream]` keys). The default enforces nothing.
+    /// The sizing [`Bus::ensure_topology`] creates streams and buckets with and keeps them at
+    /// (the manager's `[jetstream]` keys). The default enforces nothing.
     pub fn with_topology(mut self, topology: crate::sizing::TopologyOptions) -> Bus {
         self.topology = topology;
         self

@@ -235,7 +235,9 @@ impl Bus {
             )
             .await
             {
-                return Ok(());
+                return self
+                    .keep_bucket_sized(SNAPSHOT_BUCKET, self.topology().snapshot_max_bytes)
+                    .await;
             }
             let config = jetstream::object_store::Config {
                 bucket: SNAPSHOT_BUCKET.to_string(),
@@ -274,7 +276,9 @@ impl Bus {
             if let Ok(Ok(_)) =
                 tokio::time::timeout(timeout, js.get_object_store(EVIDENCE_BUCKET)).await
             {
-                return Ok(());
+                return self
+                    .keep_bucket_sized(EVIDENCE_BUCKET, self.topology().evidence_max_bytes)
+                    .await;
             }
             let config = jetstream::object_store::Config {
                 bucket: EVIDENCE_BUCKET.to_string(),
@@ -295,6 +299,57 @@ impl Bus {
             op: "ensure evidence bucket",
             reason: last_error,
         })
+    }
+
+    /// Bring an existing bucket's backing stream (`OBJ_<bucket>`) to the replicas and byte cap
+    /// this topology asks for, as `ensure_stream` does for the streams. Processes start in any
+    /// order, and one with the default sizing (a development worker that found the topology
+    /// missing) may have created the bucket first with one replica: left so, the whole
+    /// deployment's snapshots live on one node, and losing that node answers every snapshot
+    /// read with "no responders" while the streams fail over. The default sizing asks for
+    /// nothing and looks nothing up, so restricted workers pass.
+    async fn keep_bucket_sized(
+        &self,
+        bucket: &str,
+        max_bytes: Option<i64>,
+    ) -> Result<(), BusError> {
+        let replicas = self.topology().replicas;
+        if replicas.is_none() && max_bytes.is_none() {
+            return Ok(());
+        }
+        let timeout = self.request_timeout();
+        let stream_name = format!("OBJ_{bucket}");
+        let stream = with_timeout(
+            "bucket stream info",
+            timeout,
+            self.jetstream().get_stream(&stream_name),
+        )
+        .await?;
+        let mut config = stream.cached_info().config.clone();
+        let replicas_match = replicas.is_none_or(|r| config.num_replicas.max(1) == r);
+        let bytes_match = max_bytes.is_none_or(|b| config.max_bytes == b);
+        if replicas_match && bytes_match {
+            return Ok(());
+        }
+        if let Some(r) = replicas {
+            config.num_replicas = r;
+        }
+        if let Some(b) = max_bytes {
+            config.max_bytes = b;
+        }
+        tracing::info!(
+            bucket,
+            replicas = config.num_replicas,
+            max_bytes = config.max_bytes,
+            "resizing bucket to the configured [jetstream] sizing"
+        );
+        with_timeout(
+            "resize bucket",
+            timeout,
+            self.jetstream().update_stream(config),
+        )
+        .await
+        .map(drop)
     }
 
     /// Create the `audit` durable with default [`ConsumerOptions`] unless it exists. Looks

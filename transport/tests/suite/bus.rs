@@ -228,8 +228,8 @@ async fn consumer_and_publisher_survive_a_server_restart() -> Result<()> {
 }
 
 /// `[jetstream]` sizing: the owner's replicas and byte caps are applied to existing streams
-/// (buckets get theirs when created), and a process with the default sizing (a worker)
-/// passes ensure_topology without touching them.
+/// and buckets, and a process with the default sizing (a worker) passes ensure_topology
+/// without touching them.
 #[tokio::test]
 async fn topology_sizing_is_applied_and_kept() -> Result<()> {
     bounded(async {
@@ -251,10 +251,20 @@ async fn topology_sizing_is_applied_and_kept() -> Result<()> {
             assert_eq!(info.config.max_bytes, 64 << 20, "{}", config.name);
             assert_eq!(info.config.num_replicas, 1, "{}", config.name);
         }
+        // The buckets `plain` created without caps get theirs too.
+        for (bucket, cap) in [("lg-snapshots", 128 << 20), ("lg-evidence", 32 << 20)] {
+            let mut stream = sized
+                .jetstream()
+                .get_stream(format!("OBJ_{bucket}"))
+                .await?;
+            assert_eq!(stream.info().await?.config.max_bytes, cap, "{bucket}");
+        }
         // Default sizing asks for nothing: it passes and leaves the caps alone.
         plain.ensure_topology().await?;
         let mut exec = plain.jetstream().get_stream("LG_EXEC").await?;
         assert_eq!(exec.info().await?.config.max_bytes, 64 << 20);
+        let mut snapshots = plain.jetstream().get_stream("OBJ_lg-snapshots").await?;
+        assert_eq!(snapshots.info().await?.config.max_bytes, 128 << 20);
         Ok(())
     })
     .await

@@ -1,3 +1,4 @@
 mod bus;
+mod cluster;
 mod runtime;
 mod start_order;

@@ -1,0 +1,188 @@
+//! A real 3-node JetStream cluster on loopback: the owner's `replicas = 3` reaches every stream
+//! and bucket whoever created them first, and a bucket and a work queue keep answering once
+//! the node that led them is killed.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use async_nats::jetstream::stream;
+use loopgate_common::subjects::{Capability, EVIDENCE_BUCKET, SNAPSHOT_BUCKET};
+use loopgate_test_support::{wait_until, NatsCluster};
+use loopgate_transport::{Bus, BusOptions, ConsumerOptions, TopologyOptions, Work};
+
+use crate::bounded;
+
+/// How long a fail-over may take (a new stream or consumer leader, the client reconnecting).
+const FAIL_OVER: Duration = Duration::from_secs(45);
+
+async fn connect(cluster: &NatsCluster) -> Result<Bus> {
+    let opts = BusOptions {
+        request_timeout: Duration::from_secs(5),
+        ..BusOptions::default()
+    };
+    Ok(Bus::connect(&cluster.url(), "lgtest", opts).await?)
+}
+
+/// The stream's config and the cluster index of its leader, once every replica is current.
+async fn replicated(
+    bus: &Bus,
+    cluster: &NatsCluster,
+    name: &str,
+) -> Result<(stream::Config, usize)> {
+    let found = std::sync::Mutex::new(None);
+    wait_until(FAIL_OVER, || async {
+        let Ok(mut stream) = bus.jetstream().get_stream(name).await else {
+            return false;
+        };
+        let Ok(info) = stream.info().await else {
+            return false;
+        };
+        let Some(cluster_info) = info.cluster.clone() else {
+            return false;
+        };
+        let current = cluster_info.replicas.len() + 1 == info.config.num_replicas
+            && cluster_info.replicas.iter().all(|r| r.current);
+        let leader = cluster_info
+            .leader
+            .and_then(|leader| (0..cluster.len()).find(|i| cluster.name(*i) == leader));
+        match leader {
+            Some(leader) if current => {
+                *found.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some((info.config.clone(), leader));
+                true
+            }
+            _ => false,
+        }
+    })
+    .await
+    .with_context(|| format!("stream {name} never had all its replicas current"))?;
+    let found = found.into_inner().unwrap_or_else(|e| e.into_inner());
+    found.context("no stream info")
+}
+
+/// A worker with the default sizing creates the topology first (one replica each, as in a
+/// development stack whose workers start before the manager); the owner's `replicas = 3` then
+/// brings every stream AND both buckets to three replicas. Killing the node that leads the
+/// snapshot bucket leaves its objects readable from the other two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owner_replicas_reach_buckets_a_worker_created_and_they_survive_their_leader() -> Result<()>
+{
+    bounded(async {
+        let mut cluster = NatsCluster::start(3).await?;
+        let worker = connect(&cluster).await?;
+        worker.ensure_topology().await?;
+        let owner = connect(&cluster).await?.with_topology(TopologyOptions {
+            replicas: Some(3),
+            snapshot_max_bytes: Some(256 << 20),
+            ..TopologyOptions::default()
+        });
+        owner.ensure_topology().await?;
+        for config in owner.stream_configs() {
+            let (actual, _) = replicated(&owner, &cluster, &config.name).await?;
+            assert_eq!(actual.num_replicas, 3, "{}", config.name);
+        }
+        let (evidence, _) = replicated(&owner, &cluster, &format!("OBJ_{EVIDENCE_BUCKET}")).await?;
+        assert_eq!(evidence.num_replicas, 3);
+
+        let store = owner.jetstream().get_object_store(SNAPSHOT_BUCKET).await?;
+        let mut body: &[u8] = b"frozen workspace";
+        store.put("snap-1", &mut body).await?;
+        let (snapshots, leader) =
+            replicated(&owner, &cluster, &format!("OBJ_{SNAPSHOT_BUCKET}")).await?;
+        assert_eq!(snapshots.num_replicas, 3);
+        assert_eq!(snapshots.max_bytes, 256 << 20);
+        // A worker's default sizing passes again without shrinking anything.
+        worker.ensure_topology().await?;
+
+        cluster.kill(leader);
+        let reader = connect(&cluster).await?;
+        let read = wait_until(FAIL_OVER, || async {
+            let Ok(store) = reader.jetstream().get_object_store(SNAPSHOT_BUCKET).await else {
+                return false;
+            };
+            let Ok(mut object) = store.get("snap-1").await else {
+                return false;
+            };
+            let mut bytes = Vec::new();
+            tokio::io::AsyncReadExt::read_to_end(&mut object, &mut bytes)
+                .await
+                .is_ok()
+                && bytes == b"frozen workspace"
+        })
+        .await;
+        anyhow::ensure!(
+            read.is_ok(),
+            "the snapshot is unreadable after its bucket's leader {} was killed",
+            cluster.name(leader)
+        );
+        Ok(())
+    })
+    .await
+}
+
+/// A work consumer keeps delivering once the node that led its stream is killed: the next
+/// publish is retried until the new leader takes it, and the same `WorkConsumer` handle
+/// receives it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_work_consumer_keeps_delivering_after_its_stream_leader_is_killed() -> Result<()> {
+    bounded(async {
+        let mut cluster = NatsCluster::start(3).await?;
+        let bus = connect(&cluster).await?.with_topology(TopologyOptions {
+            replicas: Some(3),
+            ..TopologyOptions::default()
+        });
+        bus.ensure_topology().await?;
+        let work = Work::Exec(Capability::Cli);
+        let mut consumer = bus.work_consumer(work, ConsumerOptions::default()).await?;
+        let subject = bus.subjects().exec(Capability::Cli);
+        bus.publish_json(&subject, &serde_json::json!({"n": 1}), "cluster:1", &[])
+            .await?;
+        let first = consumer
+            .next(Duration::from_secs(5))
+            .await?
+            .context("no first delivery")?;
+        first.ack().await?;
+        let (_, leader) = replicated(&bus, &cluster, work.stream_name()).await?;
+
+        cluster.kill(leader);
+        let deadline = tokio::time::Instant::now() + FAIL_OVER;
+        let refused = std::sync::Mutex::new(None);
+        let published = wait_until(FAIL_OVER, || async {
+            match bus
+                .publish_json(&subject, &serde_json::json!({"n": 2}), "cluster:2", &[])
+                .await
+            {
+                Ok(()) => true,
+                Err(err) => {
+                    if !err.is_retryable() {
+                        *refused.lock().unwrap_or_else(|e| e.into_inner()) = Some(err.to_string());
+                    }
+                    false
+                }
+            }
+        })
+        .await;
+        let refused = refused.into_inner().unwrap_or_else(|e| e.into_inner());
+        anyhow::ensure!(refused.is_none(), "publish refused for good: {refused:?}");
+        published.context("no publish accepted after the kill")?;
+        let second = loop {
+            anyhow::ensure!(
+                tokio::time::Instant::now() < deadline,
+                "no delivery within {FAIL_OVER:?} of killing {}",
+                cluster.name(leader)
+            );
+            match consumer.next(Duration::from_secs(2)).await {
+                Ok(Some(delivery)) => break delivery,
+                Ok(None) => {}
+                Err(err) => anyhow::ensure!(err.is_retryable(), "pull: {err}"),
+            }
+        };
+        assert_eq!(
+            second.decode::<serde_json::Value>()?,
+            serde_json::json!({"n": 2})
+        );
+        second.ack().await?;
+        Ok(())
+    })
+    .await
+}
