@@ -25,6 +25,8 @@ use crate::work_consumer::{ConsumerOptions, Work};
 const TOPOLOGY_ATTEMPTS: usize = 4;
 /// How long an episode claim is kept (`lg-episodes`).
 const EPISODE_CLAIM_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
+/// Byte cap of the episode-claim bucket (64 MiB, or the stream cap when that is smaller).
+const EPISODE_BUCKET_MAX_BYTES: i64 = 64 << 20;
 
 /// Whose view of the topology to check: each role looks up only what its NATS user may.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +72,9 @@ impl Bus {
             duplicate_window: DUPLICATE_WINDOW,
             num_replicas: replicas,
             max_bytes,
+            // A full work queue refuses new work (the publisher retries) rather than dropping
+            // the oldest queued step.
+            discard: stream::DiscardPolicy::New,
             ..Default::default()
         };
         vec![
@@ -325,7 +330,14 @@ impl Bus {
                 max_age: EPISODE_CLAIM_MAX_AGE,
                 storage: stream::StorageType::File,
                 num_replicas: self.topology().replicas.unwrap_or(1),
-                max_bytes: self.topology().stream_max_bytes.unwrap_or(-1),
+                // Claims are a few KiB and live a day: a small cap, so the bucket adds little
+                // to the storage JetStream reserves for the streams' caps.
+                max_bytes: self
+                    .topology()
+                    .stream_max_bytes
+                    .map_or(EPISODE_BUCKET_MAX_BYTES, |b| {
+                        b.min(EPISODE_BUCKET_MAX_BYTES)
+                    }),
                 ..Default::default()
             };
             match tokio::time::timeout(timeout, js.create_key_value(config)).await {
