@@ -188,12 +188,19 @@ fn event_text(event: &LogEvent) -> String {
             role,
             worker,
             attempt,
+            queued_ms,
         } => {
             let role = match role {
                 loopgate_common::wire::EpisodeRole::Executor => "executor",
                 loopgate_common::wire::EpisodeRole::Auditor => "auditor",
             };
-            format!("{role} {worker} started (attempt {attempt})")
+            match queued_ms {
+                Some(ms) => format!(
+                    "{role} {worker} started (attempt {attempt}, queued {:.1} s)",
+                    *ms as f64 / 1000.0
+                ),
+                None => format!("{role} {worker} started (attempt {attempt})"),
+            }
         }
         LogEvent::DeadlineMissed { detail, .. } => {
             format!("deadline missed: {}", excerpt(detail, 200))
@@ -313,6 +320,15 @@ fn event_text(event: &LogEvent) -> String {
         LogEvent::Admitted { waited_ms } => format!(
             "admitted after {:.1} s in the admission queue",
             *waited_ms as f64 / 1000.0
+        ),
+        LogEvent::QueueWait {
+            round,
+            capability,
+            waited_ms,
+        } => format!(
+            "round {round} still queued after {:.1} s: every `{}` executor is busy (queue wait, not a failed round)",
+            *waited_ms as f64 / 1000.0,
+            capability.as_str()
         ),
         LogEvent::DeadLetter { kind, reason } => format!(
             "dead letter: a {kind} message exhausted its deliveries ({}); the step is retried as an infrastructure failure",

@@ -12,6 +12,8 @@ pub const STREAM_DEAD: &str = "LG_DEAD";
 pub const SNAPSHOT_BUCKET: &str = "lg-snapshots";
 /// Full outputs of acceptance checks, content-addressed like snapshot blobs.
 pub const EVIDENCE_BUCKET: &str = "lg-evidence";
+/// Episode claims (KV): one episode per dispatched step, and its result for redeliveries.
+pub const EPISODE_BUCKET: &str = "lg-episodes";
 
 /// Executor capabilities: which kind of step a worker can do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

@@ -24,6 +24,17 @@ const MODEL: &str = "standin-executor";
 const WAIT: Duration = Duration::from_secs(30);
 
 fn config_toml(nats_url: &str, model_url: &str, work_dir: &Path, ack_wait_secs: u64) -> String {
+    config_toml_with(nats_url, model_url, work_dir, ack_wait_secs, "")
+}
+
+/// The test config with `extra` lines in its `[executor]` section.
+fn config_toml_with(
+    nats_url: &str,
+    model_url: &str,
+    work_dir: &Path,
+    ack_wait_secs: u64,
+    extra: &str,
+) -> String {
     format!(
         r#"
 [nats]
@@ -35,6 +46,7 @@ work_dir = "{}"
 shell_timeout_secs = 10
 ack_wait_secs = {ack_wait_secs}
 shutdown_grace_secs = 1
+{extra}
 [models.standin]
 base_url = "{model_url}"
 model = "{MODEL}"
@@ -54,6 +66,8 @@ struct Harness {
     scratch: tempfile::TempDir,
     cancel: CancellationToken,
     workers: Option<JoinHandle<()>>,
+    /// Extra `[executor]` lines for the in-process workers.
+    extra_config: String,
 }
 
 impl Harness {
@@ -66,6 +80,15 @@ impl Harness {
         script: Script,
         in_process: bool,
         ack_wait_secs: u64,
+    ) -> anyhow::Result<Harness> {
+        Self::start_configured(script, in_process, ack_wait_secs, "").await
+    }
+
+    async fn start_configured(
+        script: Script,
+        in_process: bool,
+        ack_wait_secs: u64,
+        extra_config: &str,
     ) -> anyhow::Result<Harness> {
         let nats = NatsServer::start().await?;
         let model = StandInModel::start(script).await?;
@@ -86,6 +109,7 @@ impl Harness {
             scratch,
             cancel,
             workers: None,
+            extra_config: extra_config.to_string(),
         };
         if in_process {
             harness.spawn_workers(ack_wait_secs).await?;
@@ -95,11 +119,12 @@ impl Harness {
 
     /// Start the worker loops in this process (again, after `stop_workers`).
     async fn spawn_workers(&mut self, ack_wait_secs: u64) -> anyhow::Result<()> {
-        let text = config_toml(
+        let text = config_toml_with(
             &self.nats.url(),
             &self.model.base_url(),
             &self.work_dir(),
             ack_wait_secs,
+            &self.extra_config,
         );
         let settings = ExecutorFile::parse(&text, "test")?.resolve(&ExternalInputs {
             pid: 1,
@@ -521,6 +546,69 @@ async fn a_lost_delivery_stops_its_episode() -> anyhow::Result<()> {
     assert_eq!(
         h.file_in(candidate, "late.txt").await?.as_deref(),
         Some("second")
+    );
+    h.stop().await
+}
+
+/// JetStream hands a step out again (an ack lost in a nats-server restart, a consumer whose
+/// state went back after a kill -9): once while its episode runs, once after it finished.
+/// The copies carry no dedup id of their own, so they are the manager's dispatch
+/// `run:gen:round:exec` as a redelivery is. Neither starts a second episode: the episode claim
+/// makes the first copy wait for the running episode, and both get its stored result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redelivered_step_is_never_run_twice() -> anyhow::Result<()> {
+    let script = Script::new().replies(
+        MODEL,
+        [
+            Reply::delayed(
+                Duration::from_secs(3),
+                Reply::tool_call("write_file", json!({"path": "once.txt", "content": "1"})),
+            ),
+            Reply::tool_call("finish", json!({"summary": "done once"})),
+        ],
+    );
+    let mut h = Harness::start_configured(script, true, 6, "concurrency = 2").await?;
+    let base = h.base_snapshot(&[]).await?;
+    let req = request("run-twice", &base);
+    let payload = encode(&Message::ExecRequest(req.clone()));
+    let subject = h.bus.subjects().exec(Capability::Cli);
+    let bus = h.bus.clone();
+    let redeliver = || async {
+        bus.jetstream()
+            .publish(subject.clone(), payload.clone().into())
+            .await?
+            .await?;
+        anyhow::Ok(())
+    };
+    h.bus
+        .publish_json(
+            &subject,
+            &serde_json::from_slice::<serde_json::Value>(&payload)?,
+            "run-twice:1:1:exec",
+            &[],
+        )
+        .await?;
+    wait_until(WAIT, || {
+        let n = h.model.requests(MODEL).len();
+        async move { n >= 1 }
+    })
+    .await?;
+    // While the episode thinks: a second worker slot gets the step again.
+    redeliver().await?;
+    let (_, result) = h.next_result().await?;
+    let (candidate, summary, ..) = frozen(&result);
+    assert_eq!(summary, "done once");
+    assert_eq!(
+        h.file_in(candidate, "once.txt").await?.as_deref(),
+        Some("1")
+    );
+    // After it finished: the step again.
+    redeliver().await?;
+    wait_until(WAIT, || h.exec_stream_empty()).await?;
+    assert_eq!(
+        h.model.requests(MODEL).len(),
+        2,
+        "one episode of two model calls, not two episodes"
     );
     h.stop().await
 }

@@ -33,14 +33,15 @@ pub struct ConfigFile {
     pub models: ModelProfiles,
 }
 
-/// `[jetstream]`: how the manager sizes the streams and buckets it creates. Unset keys leave
-/// the server's defaults (1 replica, no byte cap) and never update what exists.
+/// `[jetstream]`: how the manager sizes the streams and buckets it creates. Unset `replicas`
+/// and bucket caps leave the server's defaults (1 replica, no byte cap) and never update what
+/// exists; an unset `stream_max_bytes` is [`DEFAULT_STREAM_MAX_BYTES`].
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JetStreamSection {
     /// Replicas of every stream and bucket: 1, 3 or 5 (3 survives one node of a cluster).
     pub replicas: Option<usize>,
-    /// Byte cap of each `LG_*` stream.
+    /// Byte cap of each `LG_*` stream (default [`DEFAULT_STREAM_MAX_BYTES`]).
     pub stream_max_bytes: Option<i64>,
     /// Byte cap of the snapshot bucket.
     pub snapshot_max_bytes: Option<i64>,
@@ -72,7 +73,7 @@ impl JetStreamSection {
         }
         Ok(TopologyOptions {
             replicas: self.replicas,
-            stream_max_bytes: self.stream_max_bytes,
+            stream_max_bytes: Some(self.stream_max_bytes.unwrap_or(DEFAULT_STREAM_MAX_BYTES)),
             snapshot_max_bytes: self.snapshot_max_bytes,
             evidence_max_bytes: self.evidence_max_bytes,
         })
@@ -81,6 +82,13 @@ impl JetStreamSection {
 
 /// Smallest byte cap accepted (1 MiB): below it a single snapshot chunk would not fit.
 const MIN_MAX_BYTES: i64 = 1 << 20;
+/// Byte cap of each `LG_*` stream when `[jetstream]
+/// stream_max_bytes` is unset: 256 MiB. Requests, results and events are a few KiB each, so
+/// this holds tens of thousands of them, and the five streams reserve 1.25 GiB of JetStream's
+/// storage (which refuses caps beyond what it may use). A full work stream refuses new
+/// publishes (the outbox retries them) instead of filling the volume, and a full event stream
+/// drops its oldest.
+pub const DEFAULT_STREAM_MAX_BYTES: i64 = 256 << 20;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -379,9 +387,16 @@ mod tests {
             let got = ok(replicas, bytes).resolve();
             assert_eq!(got.is_ok(), accepted, "{replicas:?} {bytes:?}: {got:?}");
         }
-        let topology = ok(Some(3), Some(1 << 30)).resolve();
+        let topology = ok(Some(3), Some(2 << 30)).resolve();
         assert_eq!(topology.as_ref().map(|t| t.replicas), Ok(Some(3)));
-        assert_eq!(topology.map(|t| t.stream_max_bytes), Ok(Some(1 << 30)));
+        assert_eq!(topology.map(|t| t.stream_max_bytes), Ok(Some(2 << 30)));
+        // Unset: streams get the documented default cap, buckets none.
+        let defaults = ok(None, None).resolve();
+        assert_eq!(
+            defaults.as_ref().map(|t| t.stream_max_bytes),
+            Ok(Some(DEFAULT_STREAM_MAX_BYTES))
+        );
+        assert_eq!(defaults.map(|t| t.snapshot_max_bytes), Ok(None));
     }
 
     use super::*;

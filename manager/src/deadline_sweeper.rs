@@ -2,10 +2,13 @@
 //! from `lg:deadlines` and applies a `Tick`; the record's compare-and-set makes exactly one
 //! replica act, the others see the deadline already handled and do nothing.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use loopgate_common::capabilities::DEFAULT_CAPABILITY_TTL_SECS;
 
 use loopgate_common::decide::RunEvent;
-use loopgate_transport::runtime::{run_periodically, FirstPass};
+use loopgate_common::subjects::Capability;
+use loopgate_transport::runtime::{run_periodically, CapabilityBoard, FirstPass};
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::{now_ms, Applied, Engine, EngineError};
@@ -14,6 +17,38 @@ pub struct DeadlineSweeper {
     pub engine: Engine,
     pub interval: Duration,
     pub batch: usize,
+    /// The capabilities live executors announce: a start deadline passing while one serves
+    /// the step's capability is queue wait, not a failed round. `None`: every passed start
+    /// deadline is a miss.
+    pub capabilities: Option<Serving>,
+}
+
+/// What the sweeper knows about live executors.
+#[derive(Debug, Clone)]
+pub struct Serving {
+    pub board: CapabilityBoard,
+    /// When the board began listening. For one heartbeat period (a third of the default TTL,
+    /// plus a second) after that it may not have heard every live worker yet (a replica just
+    /// started), so every capability counts as served.
+    pub listening_since: Instant,
+}
+
+impl Serving {
+    pub fn new(board: CapabilityBoard) -> Serving {
+        Serving {
+            board,
+            listening_since: Instant::now(),
+        }
+    }
+
+    fn serving(&self) -> Vec<Capability> {
+        let warm_up = Duration::from_secs(DEFAULT_CAPABILITY_TTL_SECS / 3 + 1);
+        let warming_up = self.listening_since.elapsed() < warm_up;
+        [Capability::Cli, Capability::Gui]
+            .into_iter()
+            .filter(|c| warming_up || self.board.offers(*c, true))
+            .collect()
+    }
 }
 
 impl DeadlineSweeper {
@@ -36,9 +71,15 @@ impl DeadlineSweeper {
             .store()
             .due_deadlines(now_ms(), self.batch)
             .await?;
+        let event = match &self.capabilities {
+            Some(serving) => RunEvent::Sweep {
+                serving: serving.serving(),
+            },
+            None => RunEvent::Tick,
+        };
         let mut changed = 0;
         for run_id in due {
-            match self.engine.apply(&run_id, &RunEvent::Tick).await {
+            match self.engine.apply(&run_id, &event).await {
                 Ok(Applied::Changed(record)) => {
                     changed += 1;
                     tracing::info!(run_id, state = record.state.as_str(), "deadline handled");

@@ -304,6 +304,14 @@ impl Engine {
                     .metrics
                     .gate
                     .add(1, &[KeyValue::new("result", "refused")]),
+                LogEvent::EpisodeStarted {
+                    queued_ms: Some(ms),
+                    ..
+                } => self.metrics.queue_wait.record(*ms as f64 / 1000.0, &[]),
+                LogEvent::QueueWait { capability, .. } => self
+                    .metrics
+                    .queue_waits
+                    .add(1, &[KeyValue::new("capability", capability.as_str())]),
                 _ => {}
             }
         }

@@ -134,7 +134,7 @@ async fn main() -> anyhow::Result<()> {
         models: models.clone(),
         char_budget: settings.prompt_char_budget,
         gui_configured: settings.gui_offered,
-        capabilities,
+        capabilities: capabilities.clone(),
         concurrency: settings.concurrency,
         consumer_options: ConsumerOptions {
             ack_wait: settings.ack_wait,
@@ -153,6 +153,7 @@ async fn main() -> anyhow::Result<()> {
         engine: engine.clone(),
         interval: settings.sweep_interval,
         batch: 100,
+        capabilities: Some(loopgate_manager::Serving::new(capabilities)),
     };
     let sweeper_task = tokio::spawn(sweeper.run(cancel.clone()));
     let relay = OutboxRelay {

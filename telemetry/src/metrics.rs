@@ -13,7 +13,8 @@
 //! `loopgate_worker_up`, `loopgate_executor_self_check_refusals_total`,
 //! `loopgate_security_refused_messages_total`, `loopgate_dead_letters_total`,
 //! `loopgate_outbox_republished_total`, `loopgate_outbox_pending_runs`,
-//! `loopgate_admission_waiting_runs`, `loopgate_admission_oldest_wait_seconds`.
+//! `loopgate_admission_waiting_runs`, `loopgate_admission_oldest_wait_seconds`,
+//! `loopgate_queue_waits_total`, `loopgate_queue_wait_seconds`.
 
 use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter};
 use opentelemetry::KeyValue;
@@ -56,6 +57,10 @@ pub struct Metrics {
     pub admission_waiting: Gauge<u64>,
     /// How long the oldest run waiting for a slot has waited.
     pub admission_oldest_wait: Gauge<f64>,
+    /// Start budgets that ran out while the step waited behind busy executors (not failures).
+    pub queue_waits: Counter<u64>,
+    /// How long a step had waited in its work queue when a worker picked it up.
+    pub queue_wait: Histogram<f64>,
 }
 
 impl Metrics {
@@ -160,6 +165,19 @@ impl Metrics {
                 .f64_gauge("loopgate.admission.oldest_wait")
                 .with_unit("s")
                 .with_description("How long the oldest run waiting for a slot has waited")
+                .build(),
+            queue_waits: meter
+                .u64_counter("loopgate.queue.waits")
+                .with_description(
+                    "Exec steps whose start budget ran out while a live executor serves their \
+                     capability: queue wait behind busy workers, counted again, not a failed round",
+                )
+                .build(),
+            queue_wait: meter
+                .f64_histogram("loopgate.queue.wait")
+                .with_unit("s")
+                .with_description("Time an exec step waited in its work queue before pickup")
+                .with_boundaries(DURATION_BUCKETS.to_vec())
                 .build(),
         }
     }

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, stream};
 use loopgate_common::subjects::{
-    EVIDENCE_BUCKET, SNAPSHOT_BUCKET, STREAM_AUDIT, STREAM_DEAD, STREAM_EVENTS, STREAM_EXEC,
-    STREAM_RESULTS,
+    EPISODE_BUCKET, EVIDENCE_BUCKET, SNAPSHOT_BUCKET, STREAM_AUDIT, STREAM_DEAD, STREAM_EVENTS,
+    STREAM_EXEC, STREAM_RESULTS,
 };
 
 use crate::bus::{with_timeout, Bus, BusError, DUPLICATE_WINDOW, EVENTS_MAX_AGE};
@@ -23,6 +23,10 @@ use crate::work_consumer::{ConsumerOptions, Work};
 /// Concurrent `ensure_topology` calls from several processes may race on creation; retry a few
 /// times before giving up.
 const TOPOLOGY_ATTEMPTS: usize = 4;
+/// How long an episode claim is kept (`lg-episodes`).
+const EPISODE_CLAIM_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
+/// Byte cap of the episode-claim bucket (64 MiB, or the stream cap when that is smaller).
+const EPISODE_BUCKET_MAX_BYTES: i64 = 64 << 20;
 
 /// Whose view of the topology to check: each role looks up only what its NATS user may.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +72,9 @@ impl Bus {
             duplicate_window: DUPLICATE_WINDOW,
             num_replicas: replicas,
             max_bytes,
+            // A full work queue refuses new work (the publisher retries) rather than dropping
+            // the oldest queued step.
+            discard: stream::DiscardPolicy::New,
             ..Default::default()
         };
         vec![
@@ -109,6 +116,7 @@ impl Bus {
         }
         self.ensure_snapshot_bucket().await?;
         self.ensure_evidence_bucket().await?;
+        self.ensure_episode_bucket().await?;
         self.ensure_audit_consumer().await
     }
 
@@ -152,6 +160,13 @@ impl Bus {
             ) {
                 missing.push(format!("bucket {bucket}"));
             }
+        }
+        // Every role claims its episodes (runtime::episode_claim).
+        if !matches!(
+            tokio::time::timeout(timeout, js.get_key_value(EPISODE_BUCKET)).await,
+            Ok(Ok(_))
+        ) {
+            missing.push(format!("bucket {EPISODE_BUCKET}"));
         }
         if audit_durable {
             let lookup = js
@@ -350,6 +365,47 @@ impl Bus {
         )
         .await
         .map(drop)
+    }
+
+    /// Create the episode-claim bucket (KV, one revision per key) unless it exists. A claim
+    /// is kept a day: longer than any step is redelivered.
+    pub async fn ensure_episode_bucket(&self) -> Result<(), BusError> {
+        let js = self.jetstream();
+        let timeout = self.request_timeout();
+        let mut last_error = String::new();
+        for attempt in 0..TOPOLOGY_ATTEMPTS {
+            if let Ok(Ok(_)) = tokio::time::timeout(timeout, js.get_key_value(EPISODE_BUCKET)).await
+            {
+                return Ok(());
+            }
+            let config = jetstream::kv::Config {
+                bucket: EPISODE_BUCKET.to_string(),
+                description: "loopgate episode claims: one episode per dispatched step".into(),
+                history: 1,
+                max_age: EPISODE_CLAIM_MAX_AGE,
+                storage: stream::StorageType::File,
+                num_replicas: self.topology().replicas.unwrap_or(1),
+                // Claims are a few KiB and live a day: a small cap, so the bucket adds little
+                // to the storage JetStream reserves for the streams' caps.
+                max_bytes: self
+                    .topology()
+                    .stream_max_bytes
+                    .map_or(EPISODE_BUCKET_MAX_BYTES, |b| {
+                        b.min(EPISODE_BUCKET_MAX_BYTES)
+                    }),
+                ..Default::default()
+            };
+            match tokio::time::timeout(timeout, js.create_key_value(config)).await {
+                Ok(Ok(_)) => return Ok(()),
+                Ok(Err(err)) => last_error = err.to_string(),
+                Err(_) => last_error = format!("timed out after {timeout:?}"),
+            }
+            tokio::time::sleep(Duration::from_millis(50 * (attempt as u64 + 1))).await;
+        }
+        Err(BusError::Nats {
+            op: "ensure episode bucket",
+            reason: last_error,
+        })
     }
 
     /// Create the `audit` durable with default [`ConsumerOptions`] unless it exists. Looks

@@ -11,7 +11,9 @@ use loopgate_common::wire::{
 };
 use loopgate_telemetry::otel::TRACEPARENT;
 use loopgate_transport::runtime::{
-    announce_started, run_consumer, ConsumeOptions, EpisodeCancels, Settle, DISPATCH_ID_HEADER,
+    announce_started, claim_key, retry_with_patience, run_consumer, ClaimGuard, Claimed,
+    ConsumeOptions, EpisodeCancels, EpisodeClaims, Recorded, Settle, StoredResult,
+    DISPATCH_ID_HEADER,
 };
 use loopgate_transport::{Bus, BusError, ConsumerOptions, Delivery, Work, WorkConsumer};
 use tokio_util::sync::CancellationToken;
@@ -28,6 +30,9 @@ const CONSUMER_CREATE_RETRY: Duration = Duration::from_secs(60);
 const RETRY_DELAY: Duration = Duration::from_secs(5);
 /// On shutdown the loop waits this much longer than the audit's grace before it gives up.
 const DRAIN_MARGIN: Duration = Duration::from_secs(10);
+/// A finished audit's report is stored in its claim and published for this long (NATS away)
+/// before the audit is handed back.
+const REPORT_PUBLISH_PATIENCE: Duration = Duration::from_secs(600);
 
 #[derive(Debug, Clone, Copy)]
 pub struct WorkerOptions {
@@ -193,11 +198,13 @@ pub async fn run_worker(
         auditor: auditor.clone(),
         options,
         cancels,
+        claims: EpisodeClaims::new(bus.clone(), &auditor.worker_id, options.ack_wait),
         cancel: cancel.clone(),
     });
-    run_consumer(consumer, consume, cancel, move |delivery, _lease| {
+    run_consumer(consumer, consume, cancel, move |delivery, lease| {
         let worker = worker.clone();
-        async move { worker.handle_delivery(delivery).await }
+        let lost = lease.lost().clone();
+        async move { worker.handle_delivery(delivery, &lost).await }
     })
     .await;
     tracing::info!(worker = %auditor.worker_id, "auditor stopped taking work");
@@ -214,13 +221,26 @@ struct AuditWorker {
     auditor: Arc<Auditor>,
     options: WorkerOptions,
     cancels: EpisodeCancels,
+    /// One audit per dispatched step (`lg-episodes`), whatever JetStream redelivers.
+    claims: EpisodeClaims,
     /// The daemon's shutdown token.
     cancel: CancellationToken,
 }
 
+/// How a claimed audit ended.
+enum Audited {
+    /// Without a report: settle so (the claim is released).
+    Settled(Settle),
+    /// Another auditor took the step over.
+    TakenOver,
+    /// With a report to store and publish.
+    Finished(Box<AuditReport>),
+}
+
 impl AuditWorker {
-    /// Decode, audit, publish the report: the settle says how the delivery ended.
-    async fn handle_delivery(&self, delivery: Delivery) -> Settle {
+    /// Decode, audit, publish the report: the settle says how the delivery ended. `lost`
+    /// fires when the delivery's keep-alive failed for a whole ack_wait.
+    async fn handle_delivery(&self, delivery: Delivery, lost: &CancellationToken) -> Settle {
         let request = match decode(delivery.payload()) {
             Ok(Message::AuditRequest(request)) => request,
             Ok(other) => {
@@ -258,12 +278,114 @@ impl AuditWorker {
             generation = request.generation, round = request.round, attempt = delivery.attempt());
         // Join the run's trace: the manager put its span context on the request.
         loopgate_telemetry::otel::set_remote_parent(&span, delivery.header(TRACEPARENT).as_deref());
-        self.audit_and_publish(&delivery, &request)
+        self.claimed_audit(&delivery, &request, lost)
             .instrument(span)
             .await
     }
 
-    async fn audit_and_publish(&self, delivery: &Delivery, request: &AuditRequest) -> Settle {
+    /// Claim the step (one audit per dispatch), audit, store and publish the report; a step
+    /// audited already gets its stored report published again instead.
+    async fn claimed_audit(
+        &self,
+        delivery: &Delivery,
+        request: &AuditRequest,
+        lost: &CancellationToken,
+    ) -> Settle {
+        let dispatch = delivery.header(DISPATCH_ID_HEADER).unwrap_or_else(|| {
+            format!(
+                "{}:{}:{}:audit:{}",
+                request.run_id,
+                request.generation,
+                request.round,
+                crate::audit::rules::purpose_word(request.purpose)
+            )
+        });
+        let key = claim_key("audit", &dispatch);
+        let claimed = tokio::select! {
+            claimed = self.claims.claim(&key, lost) => claimed,
+            () = self.cancel.cancelled() => return Settle::Nak(None),
+        };
+        let guard = match claimed {
+            Ok(Some(Claimed::Owned(guard))) => guard,
+            Ok(Some(Claimed::Finished(stored))) => {
+                tracing::info!(%key, "this audit has finished already: publishing its report again");
+                return self.publish_stored(&stored).await;
+            }
+            Ok(None) => return Settle::Nak(None),
+            Err(err) => {
+                tracing::warn!(%key, error = %err, "cannot claim the audit; nak for redelivery");
+                return Settle::Nak(Some(RETRY_DELAY));
+            }
+        };
+        let report = match self.audit(delivery, request, lost, &guard).await {
+            Audited::Settled(settle) => {
+                guard.release().await;
+                return settle;
+            }
+            Audited::TakenOver => return Settle::Abandon,
+            Audited::Finished(report) => report,
+        };
+        let message = Message::AuditReport((*report).clone());
+        let stored = match serde_json::to_value(Envelope::new(&message)) {
+            Ok(payload) => StoredResult {
+                subject: self.bus.subjects().audit_result(&report.run_id),
+                msg_id: report_msg_id(&report),
+                payload,
+            },
+            Err(err) => return Settle::Term(format!("unencodable report: {err}")),
+        };
+        match guard.finish(&stored, REPORT_PUBLISH_PATIENCE).await {
+            Ok(Recorded::Stored) => {}
+            Ok(Recorded::TakenOver) => {
+                tracing::warn!(
+                    "another auditor took this step over while it finished; its report wins"
+                );
+                return Settle::Abandon;
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "recording the finished audit failed; publishing its report anyway")
+            }
+        }
+        let traceparent = delivery.header(TRACEPARENT);
+        match publish_report(&self.bus, &report, traceparent.as_deref()).await {
+            Ok(()) => {
+                tracing::info!(status = ?report.verdicts.status, integrity = ?report.verdicts.integrity,
+                    contract = ?report.verdicts.contract, duration_ms = report.duration_ms, "audit report published");
+                Settle::Ack
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "publishing the audit report failed; its stored copy is republished on redelivery");
+                Settle::Nak(Some(RETRY_DELAY))
+            }
+        }
+    }
+
+    /// Publish a stored report again (same dedup id), with patience.
+    async fn publish_stored(&self, stored: &StoredResult) -> Settle {
+        let published = retry_with_patience(
+            "report republish",
+            REPORT_PUBLISH_PATIENCE,
+            &CancellationToken::new(),
+            BusError::is_retryable,
+            || {
+                self.bus
+                    .publish_json(&stored.subject, &stored.payload, &stored.msg_id, &[])
+            },
+        )
+        .await;
+        match published {
+            Ok(Some(())) => Settle::Ack,
+            Ok(None) | Err(_) => Settle::Nak(Some(RETRY_DELAY)),
+        }
+    }
+
+    async fn audit(
+        &self,
+        delivery: &Delivery,
+        request: &AuditRequest,
+        lost: &CancellationToken,
+        guard: &ClaimGuard,
+    ) -> Audited {
         let auditor = &self.auditor;
         tracing::info!(candidate = %request.candidate_snapshot, "audit started");
         publish_started(&self.bus, &auditor.worker_id, request, delivery.attempt()).await;
@@ -280,6 +402,18 @@ impl AuditWorker {
         let result = tokio::select! {
             result = &mut audit => Some(result),
             () = aborted.cancelled() => None,
+            () = lost.cancelled() => {
+                tracing::warn!("the delivery was lost (no keep-alive reached NATS for ack_wait): stopping the audit");
+                return Audited::Settled(Settle::Nak(None));
+            }
+            () = guard.lost().cancelled() => {
+                if guard.is_taken_over() {
+                    tracing::warn!("another auditor took this step over: stopping the audit");
+                    return Audited::TakenOver;
+                }
+                tracing::warn!("the audit claim could not be kept alive for ack_wait: stopping the audit");
+                return Audited::Settled(Settle::Nak(None));
+            }
             _ = self.cancel.cancelled() => {
                 tracing::info!(grace_secs = grace.as_secs(), "shutdown: finishing the in-flight audit");
                 tokio::select! {
@@ -293,9 +427,8 @@ impl AuditWorker {
         drop(registration);
         if aborted.is_cancelled() {
             tracing::info!("audit cancelled by a control notice; terminating the request");
-            return Settle::Term("cancelled by a control notice".into());
+            return Audited::Settled(Settle::Term("cancelled by a control notice".into()));
         }
-        let traceparent = delivery.header(TRACEPARENT);
         loopgate_telemetry::metrics::Metrics::new()
             .record_episode("auditor", started.elapsed().as_secs_f64());
         if let Some(Ok(report)) = &result {
@@ -316,25 +449,13 @@ impl AuditWorker {
         match result {
             None => {
                 tracing::warn!("shutdown grace over; handing the audit back");
-                Settle::Nak(None)
+                Audited::Settled(Settle::Nak(None))
             }
             Some(Err(err)) => {
                 tracing::warn!(error = %err, "audit could not run; will be redelivered");
-                Settle::Nak(Some(RETRY_DELAY))
+                Audited::Settled(Settle::Nak(Some(RETRY_DELAY)))
             }
-            Some(Ok(report)) => {
-                match publish_report(&self.bus, &report, traceparent.as_deref()).await {
-                    Ok(()) => {
-                        tracing::info!(status = ?report.verdicts.status, integrity = ?report.verdicts.integrity,
-                            contract = ?report.verdicts.contract, duration_ms = report.duration_ms, "audit report published");
-                        Settle::Ack
-                    }
-                    Err(err) => {
-                        tracing::warn!(error = %err, "publishing the audit report failed; will be redelivered");
-                        Settle::Nak(Some(RETRY_DELAY))
-                    }
-                }
-            }
+            Some(Ok(report)) => Audited::Finished(Box::new(report)),
         }
     }
 }

@@ -6,6 +6,7 @@ use super::transition::{Decision, EPISODE_GRACE_SECS};
 use super::tx::Tx;
 use crate::budget::Budget;
 use crate::state::{DeadlineKind, LogEvent, Phase, PlanningStage, RunRecord, RunState};
+use crate::subjects::Capability;
 use crate::wire::{EpisodeRole, EpisodeStarted};
 
 pub(super) fn on_cancel(record: &RunRecord, reason: &str, now: i64) -> Decision {
@@ -95,16 +96,41 @@ pub(super) fn on_episode_started(
     };
     let mut tx = Tx::new(record, now);
     tx.set_deadline(secs.0, secs.1 + EPISODE_GRACE_SECS);
+    tx.picked_up();
     tx.log(LogEvent::EpisodeStarted {
         role: started.role,
         worker: started.worker.clone(),
         attempt: started.delivery_attempt,
+        queued_ms: (started.role == EpisodeRole::Executor)
+            .then_some(record.deadlines.queued_since_ms)
+            .flatten()
+            .map(|since| now.saturating_sub(since).max(0)),
     });
     tx.finish()
 }
 
+/// Whether a passed start deadline is queue wait: the step is still queued and a live
+/// executor serves its capability, so it waits behind busy workers. `serving` is `None` when
+/// the sweep does not know (then every passed start deadline is a miss, as before).
+pub(super) fn is_queue_wait(
+    kind: DeadlineKind,
+    phase: &Phase,
+    serving: Option<&[Capability]>,
+) -> Option<Capability> {
+    match (kind, phase, serving) {
+        (DeadlineKind::ExecStart, Phase::Executing { capability, .. }, Some(serving))
+            if serving.contains(capability) =>
+        {
+            Some(*capability)
+        }
+        _ => None,
+    }
+}
+
 /// The deadline sweep: act on the wall-clock deadline or the phase deadline if one has passed.
-pub(super) fn on_tick(record: &RunRecord, now: i64) -> Decision {
+/// A start deadline passing while the step's capability is `serving` is queue wait: logged,
+/// the start budget counted again, no failed round.
+pub(super) fn on_tick(record: &RunRecord, now: i64, serving: Option<&[Capability]>) -> Decision {
     if let Some(wall) = record.deadlines.wall_ms.filter(|w| now >= *w) {
         let mut tx = Tx::new(record, now);
         let secs = record.task.budget.max_wall_secs.unwrap_or(0);
@@ -124,6 +150,19 @@ pub(super) fn on_tick(record: &RunRecord, now: i64) -> Decision {
     let mut tx = Tx::new(record, now);
     let round = record.round;
     let b = &record.task.budget;
+    if let Some(capability) = is_queue_wait(deadline.kind, &record.phase, serving) {
+        let since = record
+            .deadlines
+            .queued_since_ms
+            .unwrap_or_else(|| deadline.at_ms - (b.start_secs as i64).saturating_mul(1000));
+        tx.set_deadline(DeadlineKind::ExecStart, b.start_secs);
+        tx.log(LogEvent::QueueWait {
+            round,
+            capability,
+            waited_ms: now.saturating_sub(since).max(0),
+        });
+        return tx.finish();
+    }
     let detail = match (deadline.kind, &record.phase) {
         (DeadlineKind::Decision, _) => format!(
             "the manager did not decide within {} s",

@@ -65,11 +65,12 @@ fn no_worker_picks_up_the_step_then_the_manager_is_asked_again() {
             capability: Capability::Gui
         }
     ));
-    let start_by = match &s.outgoing()[0].message {
-        Message::ExecRequest(req) => req.start_by_ms.unwrap(),
+    // The worker gets no start-by time: the start budget moves while the step is queued.
+    match &s.outgoing()[0].message {
+        Message::ExecRequest(req) => assert_eq!(req.start_by_ms, None),
         m => panic!("{m:?}"),
     };
-    assert_eq!(start_by, deadline_at(&s.record));
+    let start_by = deadline_at(&s.record);
     assert!(matches!(tick(&s.record, start_by - 1), Decision::Ignore(_)));
     let t = tick_apply(&s.record, start_by);
     assert!(kinds(&t).contains(&"deadline_missed"));
@@ -378,4 +379,95 @@ fn a_manager_that_keeps_saying_done_is_bounded() {
     r = reply(&r, "Next: done\nTask: finished").record;
     r = reply(&r, "Next: cli\nTask: write").record;
     assert_eq!(r.streaks.done_refusals, 0);
+}
+
+/// A start deadline that passes while the step waits behind busy workers is queue wait (the
+/// budget counts again, no failed round, no new manager call); with no live worker of the
+/// step's capability, or a sweep that does not know, it is a missed start as before.
+#[test]
+fn a_start_deadline_is_queue_wait_only_while_a_live_worker_serves_the_capability() {
+    use Capability::{Cli, Gui};
+    let r = started();
+    let s = reply(&r, "Next: cli\nTask: write");
+    let dispatched = s
+        .record
+        .deadlines
+        .queued_since_ms
+        .expect("queued since dispatch");
+    let at = deadline_at(&s.record);
+    // (serving, queue wait?)
+    let cases: [(Option<Vec<Capability>>, bool); 5] = [
+        (Some(vec![Cli]), true),
+        (Some(vec![Cli, Gui]), true),
+        (Some(vec![Gui]), false),
+        (Some(vec![]), false),
+        (None, false),
+    ];
+    for (serving, queued) in cases {
+        let event = match &serving {
+            Some(serving) => RunEvent::Sweep {
+                serving: serving.clone(),
+            },
+            None => RunEvent::Tick,
+        };
+        let Decision::Apply(t) = decide(&s.record, &event, at) else {
+            panic!("{serving:?}: the deadline has passed");
+        };
+        let kinds = kinds(&t);
+        if queued {
+            assert_eq!(kinds, vec!["queue_wait"], "{serving:?}");
+            assert!(matches!(t.record.phase, Phase::Executing { round: 1, .. }));
+            assert_eq!(t.record.streaks.failed_rounds, 0);
+            assert!(t.outgoing().is_empty(), "no new manager call");
+            let next = t.record.deadlines.phase.expect("re-armed");
+            assert_eq!(next.kind, DeadlineKind::ExecStart);
+            assert!(next.at_ms > at);
+            match &t.log[0].event {
+                LogEvent::QueueWait {
+                    round, waited_ms, ..
+                } => {
+                    assert_eq!(*round, 1);
+                    assert_eq!(*waited_ms, at - dispatched);
+                }
+                e => panic!("{e:?}"),
+            }
+        } else {
+            assert!(kinds.contains(&"deadline_missed"), "{serving:?}: {kinds:?}");
+            assert!(matches!(t.record.phase, Phase::Deciding { .. }));
+        }
+    }
+    // Before the deadline a sweep does nothing, whoever serves.
+    assert!(matches!(
+        decide(&s.record, &RunEvent::Sweep { serving: vec![Cli] }, at - 1),
+        Decision::Ignore(_)
+    ));
+}
+
+/// Picked up: no longer queued, and the episode's own deadline applies.
+#[test]
+fn a_picked_up_step_is_no_longer_queued() {
+    let r = started();
+    let s = reply(&r, "Next: cli\nTask: write");
+    assert!(s.record.deadlines.queued_since_ms.is_some());
+    let started_ev = RunEvent::EpisodeStarted(crate::wire::EpisodeStarted {
+        run_id: "r1".into(),
+        generation: 1,
+        round: 1,
+        role: EpisodeRole::Executor,
+        delivery_attempt: 1,
+        worker: "w1".into(),
+    });
+    let s = apply(&s.record, started_ev);
+    assert_eq!(s.record.deadlines.queued_since_ms, None);
+    let at = deadline_at(&s.record);
+    let Decision::Apply(t) = decide(
+        &s.record,
+        &RunEvent::Sweep {
+            serving: vec![Capability::Cli],
+        },
+        at,
+    ) else {
+        panic!("the episode deadline has passed");
+    };
+    assert!(kinds(&t).contains(&"deadline_missed"));
 }

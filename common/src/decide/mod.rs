@@ -71,6 +71,7 @@ pub fn start_run_with(
         deadlines: Deadlines {
             phase: None,
             wall_ms: wall_deadline_ms,
+            queued_since_ms: None,
         },
         trace_parent: None,
         escalation_level: 0,
@@ -153,7 +154,8 @@ pub fn decide(record: &RunRecord, event: &RunEvent, now: i64) -> Decision {
         RunEvent::AuditFinished(report) => results::on_audit(record, report, now),
         RunEvent::Answer { text } => lifecycle::on_answer(record, text, now),
         RunEvent::Approve { edited } => planning::on_approve(record, edited.as_ref(), now),
-        RunEvent::Tick => lifecycle::on_tick(record, now),
+        RunEvent::Tick => lifecycle::on_tick(record, now, None),
+        RunEvent::Sweep { serving } => lifecycle::on_tick(record, now, Some(serving)),
         RunEvent::Admit => on_admit(record, now),
         RunEvent::DeadLettered {
             kind,

@@ -74,6 +74,12 @@ pub enum RunEvent {
     },
     /// A deadline sweep: act on whatever deadline has passed at `now`.
     Tick,
+    /// A deadline sweep that knows the capabilities live executors serve now (their
+    /// heartbeats): a start deadline that passes while the step's capability is served is
+    /// queue wait behind busy workers, not a failed round (see `LogEvent::QueueWait`).
+    Sweep {
+        serving: Vec<crate::subjects::Capability>,
+    },
     /// A slot is free (`[manager] max_active_runs`): a run waiting in the admission queue
     /// starts.
     Admit,
@@ -119,7 +125,7 @@ impl RunEvent {
             RunEvent::Pause => "pause".to_string(),
             RunEvent::Unpause => "unpause".to_string(),
             RunEvent::Continue { .. } => "continue".to_string(),
-            RunEvent::Tick => "tick".to_string(),
+            RunEvent::Tick | RunEvent::Sweep { .. } => "tick".to_string(),
             RunEvent::Admit => "admit".to_string(),
             RunEvent::DeadLettered {
                 kind,
@@ -143,6 +149,7 @@ impl RunEvent {
                 | RunEvent::Unpause
                 | RunEvent::Continue { .. }
                 | RunEvent::Tick
+                | RunEvent::Sweep { .. }
                 | RunEvent::Admit
         )
     }

@@ -67,6 +67,11 @@ impl Tx {
         self.record.feedback.drain(..excess);
     }
 
+    /// A worker has picked up the step: it no longer waits in the queue.
+    pub fn picked_up(&mut self) {
+        self.record.deadlines.queued_since_ms = None;
+    }
+
     pub fn set_deadline(&mut self, kind: DeadlineKind, secs: u64) {
         let at_ms = self.now.saturating_add((secs as i64).saturating_mul(1000));
         self.record.deadlines.phase = Some(Deadline { at_ms, kind });
@@ -187,7 +192,11 @@ impl Tx {
         self.record.round += 1;
         let start_secs = self.record.task.budget.start_secs;
         self.set_deadline(DeadlineKind::ExecStart, start_secs);
-        let start_by_ms = self.record.deadlines.phase.map(|d| d.at_ms);
+        self.record.deadlines.queued_since_ms = Some(self.now);
+        // No start-by time for the worker: the start budget moves on while the step waits
+        // behind busy executors (`LogEvent::QueueWait`), so a fixed time would drop a step the
+        // manager still waits for. Workers still honour one that is set.
+        let start_by_ms = None;
         let r = &self.record;
         let request = ExecRequest {
             run_id: r.id.clone(),

@@ -102,6 +102,9 @@ pub enum LogEvent {
         role: crate::wire::EpisodeRole,
         worker: String,
         attempt: u64,
+        /// How long an exec step waited in its work queue before this pickup (the first).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        queued_ms: Option<i64>,
     },
     DeadlineMissed {
         kind: DeadlineKind,
@@ -221,6 +224,14 @@ pub enum LogEvent {
     Admitted {
         waited_ms: i64,
     },
+    /// The exec step of `round` was still queued when its start budget ran out while a live
+    /// executor serves `capability`: the workers are busy. Not a failure: the start budget is
+    /// counted again from now, and the step stays queued. `waited_ms` since it was dispatched.
+    QueueWait {
+        round: u32,
+        capability: crate::subjects::Capability,
+        waited_ms: i64,
+    },
     /// A message of this run exhausted its deliveries and went to the dead-letter stream: an
     /// infrastructure failure, not the agent's.
     DeadLetter {
@@ -269,6 +280,7 @@ impl LogEvent {
             LogEvent::AdmissionQueued => "admission_queued",
             LogEvent::Admitted { .. } => "admitted",
             LogEvent::DeadLetter { .. } => "dead_letter",
+            LogEvent::QueueWait { .. } => "queue_wait",
         }
     }
 }

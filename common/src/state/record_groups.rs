@@ -81,6 +81,11 @@ pub struct Deadlines {
     /// `wall_deadline_ms`), from `max_wall_secs`.
     #[serde(rename = "wall_deadline_ms", default)]
     pub wall_ms: Option<i64>,
+    /// Since when the current exec step has waited in its work queue (unix millis): set when
+    /// it is dispatched, cleared when a worker picks it up. Left out of the stored JSON while
+    /// empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued_since_ms: Option<i64>,
 }
 
 /// What operators steer the run with (`loopgate instruct`, `pause`). Both keys are left out of

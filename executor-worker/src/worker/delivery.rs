@@ -14,7 +14,8 @@ use loopgate_common::wire::{
     decode, Envelope, EpisodeRole, EpisodeStarted, ExecRequest, ExecResult, Message,
 };
 use loopgate_transport::runtime::{
-    announce_started, retry_with_patience, run_consumer, ConsumeOptions, EpisodeCancels, Settle,
+    announce_started, claim_key, retry_with_patience, run_consumer, ClaimGuard, Claimed,
+    ConsumeOptions, EpisodeCancels, EpisodeClaims, Recorded, Settle, StoredResult,
     DISPATCH_ID_HEADER,
 };
 use loopgate_transport::{Bus, BusError, ConsumerOptions, Delivery, Work, WorkConsumer};
@@ -44,6 +45,8 @@ pub struct WorkerContext {
     pub shutdown_grace: Duration,
     /// In-flight episodes, for `CancelEpisodes` notices.
     pub cancels: EpisodeCancels,
+    /// One episode per dispatched step (`lg-episodes`), whatever JetStream redelivers.
+    pub claims: EpisodeClaims,
     /// Episodes at once per capability loop (`[executor] concurrency`).
     pub concurrency: usize,
 }
@@ -192,7 +195,17 @@ pub(crate) async fn handle_delivery(
         .await
 }
 
-/// Announce, run the episode, publish its result: the settle says how it ended.
+/// The dispatch id of a request without one on its delivery (`run:gen:round:exec`, as the
+/// manager names it).
+fn dispatch_of(req: &ExecRequest, header: Option<&str>) -> String {
+    header.map_or_else(
+        || format!("{}:{}:{}:exec", req.run_id, req.generation, req.round),
+        str::to_string,
+    )
+}
+
+/// Claim the step (one episode per dispatch, whatever is redelivered), then run it; a step
+/// that has finished already gets its stored result published again instead.
 async fn run_request(
     ctx: &WorkerContext,
     delivery: &Delivery,
@@ -200,6 +213,80 @@ async fn run_request(
     cancel: &CancellationToken,
     lost: &CancellationToken,
 ) -> Settle {
+    let dispatch = dispatch_of(&req, delivery.header(DISPATCH_ID_HEADER).as_deref());
+    let key = claim_key("exec", &dispatch);
+    let claimed = tokio::select! {
+        claimed = ctx.claims.claim(&key, lost) => claimed,
+        () = cancel.cancelled() => return Settle::Nak(None),
+    };
+    let guard = match claimed {
+        Ok(Some(Claimed::Owned(guard))) => guard,
+        Ok(Some(Claimed::Finished(stored))) => {
+            tracing::info!(%key, "this step has finished already: publishing its result again instead of redoing it");
+            return match publish_stored(&ctx.bus, &stored).await {
+                Ok(()) => Settle::Ack,
+                Err(err) => {
+                    tracing::error!(error = %err, "republishing the stored result failed; nak for redelivery");
+                    Settle::Nak(Some(RETRY_DELAY))
+                }
+            };
+        }
+        Ok(None) => return Settle::Nak(None),
+        Err(err) => {
+            tracing::warn!(%key, error = %err, "cannot claim the step; nak for redelivery");
+            return Settle::Nak(Some(RETRY_DELAY));
+        }
+    };
+    match run_claimed(ctx, delivery, &req, cancel, lost, &guard).await {
+        Ran::Settled(settle) => {
+            guard.release().await;
+            settle
+        }
+        Ran::TakenOver => Settle::Abandon,
+        Ran::Finished(stored) => finish(ctx, guard, &stored).await,
+    }
+}
+
+/// How a claimed episode ended.
+enum Ran {
+    /// Without a result: settle so (the claim is released).
+    Settled(Settle),
+    /// Another worker took the step over.
+    TakenOver,
+    /// With a result to store and publish.
+    Finished(StoredResult),
+}
+
+/// Store the result in the claim, then publish it: a redelivery from here on republishes it.
+async fn finish(ctx: &WorkerContext, guard: Box<ClaimGuard>, stored: &StoredResult) -> Settle {
+    match guard.finish(stored, RESULT_PUBLISH_PATIENCE).await {
+        Ok(Recorded::Stored) => {}
+        Ok(Recorded::TakenOver) => {
+            tracing::warn!("another worker took this step over while it finished; its result wins");
+            return Settle::Abandon;
+        }
+        Err(err) => {
+            tracing::error!(error = %err, "recording the finished episode failed; publishing its result anyway");
+        }
+    }
+    match publish_stored(&ctx.bus, stored).await {
+        Ok(()) => Settle::Ack,
+        Err(err) => {
+            tracing::error!(error = %err, "publishing the result failed; nak for redelivery");
+            Settle::Nak(Some(RETRY_DELAY))
+        }
+    }
+}
+
+/// Announce and run the episode under its claim.
+async fn run_claimed(
+    ctx: &WorkerContext,
+    delivery: &Delivery,
+    req: &ExecRequest,
+    cancel: &CancellationToken,
+    lost: &CancellationToken,
+    guard: &ClaimGuard,
+) -> Ran {
     let attempt = delivery.attempt();
     let dispatch = delivery.header(DISPATCH_ID_HEADER);
     let registration =
@@ -213,19 +300,28 @@ async fn run_request(
         delivery_attempt: attempt,
         worker: ctx.worker_id.clone(),
     };
-    announce_started(&ctx.bus, started, &started_msg_id(&req, attempt)).await;
+    announce_started(&ctx.bus, started, &started_msg_id(req, attempt)).await;
     let started = Instant::now();
     tracing::info!(objective = %req.increment.objective, "episode started");
 
     let aborted = registration.token();
-    let mut episode = Box::pin(run_episode(&req, attempt, &ctx.episode));
+    let mut episode = Box::pin(run_episode(req, attempt, &ctx.episode));
     let end = tokio::select! {
         end = &mut episode => Some(end),
         () = aborted.cancelled() => None,
         () = lost.cancelled() => {
             tracing::warn!("the delivery was lost (no keep-alive reached NATS for ack_wait): stopping the episode");
             drop(episode);
-            return Settle::Nak(None);
+            return Ran::Settled(Settle::Nak(None));
+        }
+        () = guard.lost().cancelled() => {
+            drop(episode);
+            if guard.is_taken_over() {
+                tracing::warn!("another worker took this step over: stopping the episode");
+                return Ran::TakenOver;
+            }
+            tracing::warn!("the episode claim could not be kept alive for ack_wait: stopping the episode");
+            return Ran::Settled(Settle::Nak(None));
         }
         () = cancel.cancelled() => {
             tracing::info!(grace = ?ctx.shutdown_grace, "shutting down: giving the episode its grace period");
@@ -239,17 +335,17 @@ async fn run_request(
     drop(episode);
     if aborted.is_cancelled() {
         tracing::info!("episode cancelled by a control notice; terminating the request");
-        return Settle::Term("cancelled by a control notice".into());
+        return Ran::Settled(Settle::Term("cancelled by a control notice".into()));
     }
 
     let (outcome, usage) = match end {
         None => {
             tracing::warn!("episode did not finish within the grace period; nak for redelivery");
-            return Settle::Nak(None);
+            return Ran::Settled(Settle::Nak(None));
         }
         Some(EpisodeEnd::Retry { reason }) => {
             tracing::warn!(%reason, "infrastructure trouble; nak for redelivery");
-            return Settle::Nak(Some(RETRY_DELAY));
+            return Ran::Settled(Settle::Nak(Some(RETRY_DELAY)));
         }
         Some(EpisodeEnd::Outcome { outcome, usage }) => (outcome, usage),
     };
@@ -266,31 +362,33 @@ async fn run_request(
         duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         agent_isolation: Some(ctx.episode.agent_isolation_for(&req.executor_profile)),
     };
-    match publish_result(&ctx.bus, &req, attempt, result).await {
-        Ok(()) => Settle::Ack,
+    match stored_result(&ctx.bus, req, attempt, result) {
+        Ok(stored) => Ran::Finished(stored),
         Err(err) => {
-            tracing::error!(error = %err, "publishing the result failed; nak for redelivery");
-            Settle::Nak(Some(RETRY_DELAY))
+            tracing::error!(error = %err, "encoding the result failed; terminating the request");
+            Ran::Settled(Settle::Term(format!("unencodable result: {err}")))
         }
     }
 }
 
-/// Publish the result (as the wire envelope) with its dedup id, retrying retryable failures
-/// for up to `RESULT_PUBLISH_PATIENCE` (the dedup id makes a repeated publish harmless).
-pub(crate) async fn publish_result(
+/// The result as published: subject, dedup id and wire envelope.
+pub(crate) fn stored_result(
     bus: &Bus,
     req: &ExecRequest,
     attempt: u64,
     result: ExecResult,
-) -> Result<(), BusError> {
-    let frozen = match &result.outcome {
-        loopgate_common::wire::ExecOutcome::Frozen { candidate, .. } => Some(candidate.clone()),
-        loopgate_common::wire::ExecOutcome::Failed { .. } => None,
-    };
+) -> Result<StoredResult, BusError> {
     let message = Message::ExecResult(result);
-    let envelope = Envelope::new(&message);
-    let subject = bus.subjects().exec_result(&req.run_id);
-    let msg_id = result_msg_id(req, attempt);
+    Ok(StoredResult {
+        subject: bus.subjects().exec_result(&req.run_id),
+        msg_id: result_msg_id(req, attempt),
+        payload: serde_json::to_value(Envelope::new(&message))?,
+    })
+}
+
+/// Publish a result with its dedup id, retrying retryable failures for up to
+/// `RESULT_PUBLISH_PATIENCE` (the dedup id makes a repeated publish harmless).
+pub(crate) async fn publish_stored(bus: &Bus, stored: &StoredResult) -> Result<(), BusError> {
     // Not the shutdown token: an episode finished within its shutdown grace still publishes
     // (the consume loop's drain bounds how long).
     let published = retry_with_patience(
@@ -298,12 +396,12 @@ pub(crate) async fn publish_result(
         RESULT_PUBLISH_PATIENCE,
         &CancellationToken::new(),
         BusError::is_retryable,
-        || bus.publish_json(&subject, &envelope, &msg_id, &[]),
+        || bus.publish_json(&stored.subject, &stored.payload, &stored.msg_id, &[]),
     )
     .await?;
     match published {
         Some(()) => {
-            tracing::info!(%subject, %msg_id, candidate = ?frozen, "result published");
+            tracing::info!(subject = %stored.subject, msg_id = %stored.msg_id, "result published");
             Ok(())
         }
         None => Err(BusError::Protocol("result publish abandoned".into())),

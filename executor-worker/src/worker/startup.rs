@@ -9,7 +9,7 @@ use std::sync::Arc;
 use loopgate_checks::{hidden_paths, probe_agent_sandbox, probe_for, AgentSandbox, SandboxError};
 use loopgate_snapshot::{SnapshotError, SnapshotStore, WorkspaceCache};
 use loopgate_transport::runtime::{
-    await_topology, connect_bus, EpisodeCancels, TopologyWait, CONNECT_PATIENCE,
+    await_topology, connect_bus, EpisodeCancels, EpisodeClaims, TopologyWait, CONNECT_PATIENCE,
 };
 use loopgate_transport::{BusError, BusOptions, ConsumerOptions, TopologyRole};
 use tokio_util::sync::CancellationToken;
@@ -79,7 +79,7 @@ pub async fn prepare(
     let store = SnapshotStore::new(&bus).await?;
     let workspaces = open_workspaces(settings);
     Ok(Some(Arc::new(WorkerContext {
-        bus,
+        bus: bus.clone(),
         episode: EpisodeEnv {
             store,
             work_dir,
@@ -104,6 +104,7 @@ pub async fn prepare(
         },
         shutdown_grace: settings.shutdown_grace,
         cancels: EpisodeCancels::new(),
+        claims: EpisodeClaims::new(bus.clone(), &settings.worker_id, settings.ack_wait),
         concurrency: settings.concurrency,
     })))
 }

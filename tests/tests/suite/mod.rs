@@ -1,3 +1,4 @@
+mod backlog;
 mod chaos;
 mod console;
 mod control_plane;

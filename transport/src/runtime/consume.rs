@@ -34,6 +34,9 @@ pub enum Settle {
     Nak(Option<Duration>),
     /// Never redeliver it (undecodable, stale, cancelled); the reason is logged.
     Term(String),
+    /// Leave it unsettled: another worker holds the step now (its episode claim was taken
+    /// over), and a nak or term of this delivery could disturb that one's.
+    Abandon,
 }
 
 /// What a handler may know about its hold on the delivery.
@@ -136,6 +139,13 @@ pub async fn settle_delivery(delivery: &Delivery, settle: Settle) {
         Settle::Term(reason) => {
             tracing::debug!(subject = delivery.subject(), %reason, "terminating the delivery");
             ("term", delivery.term().await)
+        }
+        Settle::Abandon => {
+            tracing::debug!(
+                subject = delivery.subject(),
+                "leaving the delivery to the worker that holds its step"
+            );
+            return;
         }
     };
     if let Err(err) = result {

@@ -1,0 +1,558 @@
+//! One episode per dispatched step, whatever JetStream redelivers. A worker claims the step's
+//! key in the `lg-episodes` KV bucket (create-if-absent) before it starts an episode, keeps
+//! the claim alive with compare-and-set heartbeats while it runs, and records the finished
+//! result in it before publishing. A redelivery of the same step (an ack lost in a nats-server
+//! restart, a consumer whose state went back after a kill -9, an ack_wait that ran out)
+//! therefore never starts a second episode:
+//! - the claim says **finished**: the stored result is published again (same dedup id) and
+//!   the delivery acked, the work is not redone;
+//! - the claim is **running** and its heartbeats go on: the delivery waits (kept alive by the
+//!   consume loop) until it finishes or its holder goes silent;
+//! - the holder has been silent for longer than it may live without a heartbeat (`ack_wait`
+//!   plus two heartbeat intervals, measured on the watcher's own clock, so no clocks are
+//!   compared): the claim is taken over by compare-and-set, and the old holder, whose next
+//!   heartbeat fails with a wrong revision, stops its episode.
+//!
+//! Workers talk to NATS only; the bucket is part of the topology the manager creates.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::kv;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Mutex, OnceCell};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::bus::{Bus, BusError};
+use crate::runtime::keep_alive::progress_interval;
+
+/// A result as it was published: republished as is for a redelivery of a finished step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredResult {
+    pub subject: String,
+    pub msg_id: String,
+    pub payload: serde_json::Value,
+}
+
+/// What a claim key holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+enum Record {
+    Running {
+        holder: String,
+    },
+    /// Its holder stopped without a result (nak, cancel, shutdown): anyone may take it.
+    Released {
+        holder: String,
+    },
+    Finished {
+        holder: String,
+        result: StoredResult,
+    },
+}
+
+/// What a claim key looks like to a worker that wants to run the step.
+#[derive(Debug, Clone, PartialEq)]
+enum Seen {
+    Absent,
+    /// Released, or a value nobody can read: free to take.
+    Free,
+    Running {
+        holder: String,
+    },
+    Finished(StoredResult),
+}
+
+/// What to do about it.
+#[derive(Debug, Clone, PartialEq)]
+enum Next {
+    Create,
+    Take,
+    Watch,
+    Republish(StoredResult),
+}
+
+fn next(seen: Seen) -> Next {
+    match seen {
+        Seen::Absent => Next::Create,
+        Seen::Free => Next::Take,
+        Seen::Running { .. } => Next::Watch,
+        Seen::Finished(result) => Next::Republish(result),
+    }
+}
+
+fn seen(entry: Option<&kv::Entry>) -> Seen {
+    let Some(entry) = entry else {
+        return Seen::Absent;
+    };
+    if entry.operation != kv::Operation::Put {
+        return Seen::Free;
+    }
+    match serde_json::from_slice::<Record>(&entry.value) {
+        Ok(Record::Running { holder }) => Seen::Running { holder },
+        Ok(Record::Finished { result, .. }) => Seen::Finished(result),
+        Ok(Record::Released { .. }) | Err(_) => Seen::Free,
+    }
+}
+
+/// How long a running claim may go without a new revision before a watcher takes it over:
+/// its holder stops after `ack_wait` without a successful heartbeat, checked every interval.
+pub fn stale_after(ack_wait: Duration) -> Duration {
+    ack_wait + 2 * progress_interval(ack_wait)
+}
+
+/// The claim key of a dispatch (`run:gen:round:exec`), under its role (`exec`, `audit`):
+/// `<role>.<dispatch>` with every character outside `[A-Za-z0-9-]` written as `_XX` (hex),
+/// so any dispatch id is a valid, distinct KV key.
+pub fn claim_key(role: &str, dispatch: &str) -> String {
+    let mut key = String::with_capacity(role.len() + 1 + dispatch.len() * 2);
+    key.push_str(role);
+    key.push('.');
+    for byte in dispatch.bytes() {
+        if byte.is_ascii_alphanumeric() || byte == b'-' {
+            key.push(char::from(byte));
+        } else {
+            key.push_str(&format!("_{byte:02X}"));
+        }
+    }
+    key
+}
+
+/// A holder name no other episode has: the worker, this process, a counter.
+fn holder_name(worker: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{worker}/{}/{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn kv_error(op: &'static str, err: impl std::fmt::Display) -> BusError {
+    BusError::nats(op, err)
+}
+
+/// The claims of one worker process (cheap to clone).
+#[derive(Debug, Clone)]
+pub struct EpisodeClaims {
+    bus: Bus,
+    worker: String,
+    ack_wait: Duration,
+    store: Arc<OnceCell<kv::Store>>,
+}
+
+/// How a claim ended up.
+#[derive(Debug)]
+pub enum Claimed {
+    /// This worker runs the episode; keep the guard while it runs.
+    Owned(Box<ClaimGuard>),
+    /// The step has finished already: publish this again and ack, do not redo the work.
+    Finished(StoredResult),
+}
+
+impl EpisodeClaims {
+    /// Claims of `worker`'s episodes, whose deliveries are redelivered after `ack_wait`.
+    pub fn new(bus: Bus, worker: &str, ack_wait: Duration) -> EpisodeClaims {
+        EpisodeClaims {
+            bus,
+            worker: worker.to_string(),
+            ack_wait,
+            store: Arc::new(OnceCell::new()),
+        }
+    }
+
+    async fn store(&self) -> Result<&kv::Store, BusError> {
+        self.store
+            .get_or_try_init(|| async {
+                match tokio::time::timeout(
+                    self.bus.request_timeout(),
+                    self.bus
+                        .jetstream()
+                        .get_key_value(loopgate_common::subjects::EPISODE_BUCKET),
+                )
+                .await
+                {
+                    Ok(Ok(store)) => Ok(store),
+                    Ok(Err(err)) => Err(kv_error("episode bucket", err)),
+                    Err(_) => Err(BusError::Timeout {
+                        op: "episode bucket",
+                        after: self.bus.request_timeout(),
+                    }),
+                }
+            })
+            .await
+    }
+
+    async fn entry(&self, key: &str) -> Result<Option<kv::Entry>, BusError> {
+        let store = self.store().await?;
+        match tokio::time::timeout(self.bus.request_timeout(), store.entry(key)).await {
+            Ok(Ok(entry)) => Ok(entry),
+            Ok(Err(err)) => Err(kv_error("episode claim read", err)),
+            Err(_) => Err(BusError::Timeout {
+                op: "episode claim read",
+                after: self.bus.request_timeout(),
+            }),
+        }
+    }
+
+    /// Claim `key` for a new episode, or learn that its step has finished. A claim held by
+    /// a live episode elsewhere is waited on; `stop` (the delivery lost, shutdown) ends the
+    /// wait with `Ok(None)`. An error means NATS could not be asked: hand the delivery back.
+    pub async fn claim(
+        &self,
+        key: &str,
+        stop: &CancellationToken,
+    ) -> Result<Option<Claimed>, BusError> {
+        let holder = holder_name(&self.worker);
+        let running = Record::Running {
+            holder: holder.clone(),
+        };
+        let value: bytes::Bytes = serde_json::to_vec(&running)?.into();
+        let every = progress_interval(self.ack_wait);
+        // The revision a watch has seen, and since when it has not changed.
+        let mut watched: Option<(u64, Instant)> = None;
+        loop {
+            let entry = self.entry(key).await?;
+            let revision = entry.as_ref().map_or(0, |e| e.revision);
+            let taken = match next(seen(entry.as_ref())) {
+                Next::Republish(result) => return Ok(Some(Claimed::Finished(result))),
+                Next::Create => self.create(key, value.clone()).await?,
+                Next::Take => self.take(key, value.clone(), revision).await?,
+                Next::Watch => match watched {
+                    Some((seen_revision, since))
+                        if seen_revision == revision
+                            && since.elapsed() >= stale_after(self.ack_wait) =>
+                    {
+                        tracing::warn!(
+                            key,
+                            silent = ?since.elapsed(),
+                            "the episode holding this step went silent; taking it over"
+                        );
+                        self.take(key, value.clone(), revision).await?
+                    }
+                    Some((seen_revision, _)) if seen_revision == revision => None,
+                    _ => {
+                        tracing::info!(
+                            key,
+                            "another episode of this step is running; waiting for it instead of starting a second"
+                        );
+                        watched = Some((revision, Instant::now()));
+                        None
+                    }
+                },
+            };
+            if let Some(revision) = taken {
+                return Ok(Some(Claimed::Owned(Box::new(ClaimGuard::start(
+                    self.clone(),
+                    key.to_string(),
+                    holder,
+                    revision,
+                )))));
+            }
+            tokio::select! {
+                () = stop.cancelled() => return Ok(None),
+                () = tokio::time::sleep(every) => {}
+            }
+        }
+    }
+
+    /// Create-if-absent: `Some(revision)` when this worker got it, `None` when another did.
+    async fn create(&self, key: &str, value: bytes::Bytes) -> Result<Option<u64>, BusError> {
+        let store = self.store().await?;
+        match tokio::time::timeout(self.bus.request_timeout(), store.create(key, value)).await {
+            Ok(Ok(revision)) => Ok(Some(revision)),
+            Ok(Err(err)) if err.kind() == kv::CreateErrorKind::AlreadyExists => Ok(None),
+            Ok(Err(err)) => Err(kv_error("episode claim", err)),
+            Err(_) => Err(BusError::Timeout {
+                op: "episode claim",
+                after: self.bus.request_timeout(),
+            }),
+        }
+    }
+
+    /// Compare-and-set over `revision`: `None` when someone else wrote first.
+    async fn take(
+        &self,
+        key: &str,
+        value: bytes::Bytes,
+        revision: u64,
+    ) -> Result<Option<u64>, BusError> {
+        let store = self.store().await?;
+        match tokio::time::timeout(
+            self.bus.request_timeout(),
+            store.update(key, value, revision),
+        )
+        .await
+        {
+            Ok(Ok(revision)) => Ok(Some(revision)),
+            Ok(Err(err)) if err.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(None),
+            Ok(Err(err)) => Err(kv_error("episode claim update", err)),
+            Err(_) => Err(BusError::Timeout {
+                op: "episode claim update",
+                after: self.bus.request_timeout(),
+            }),
+        }
+    }
+
+    /// Write `record` over this holder's claim: compare-and-set over the last revision it
+    /// knows, re-reading once when that is stale (a heartbeat that landed but whose answer
+    /// was lost). `Ok(None)` when another holder has the key now.
+    async fn write_own(
+        &self,
+        key: &str,
+        holder: &str,
+        revision: u64,
+        record: &Record,
+    ) -> Result<Option<u64>, BusError> {
+        let value: bytes::Bytes = serde_json::to_vec(record)?.into();
+        if let Some(revision) = self.take(key, value.clone(), revision).await? {
+            return Ok(Some(revision));
+        }
+        let entry = self.entry(key).await?;
+        match (seen(entry.as_ref()), entry) {
+            (Seen::Running { holder: now }, Some(entry)) if now == holder => {
+                self.take(key, value, entry.revision).await
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+/// A claim held by a running episode: heartbeats until finished, released or dropped.
+#[derive(Debug)]
+pub struct ClaimGuard {
+    claims: EpisodeClaims,
+    key: String,
+    holder: String,
+    revision: Arc<Mutex<u64>>,
+    lost: CancellationToken,
+    taken_over: CancellationToken,
+    heartbeat: JoinHandle<()>,
+}
+
+/// How recording a finished episode went.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Recorded {
+    /// Stored: a redelivery republishes it.
+    Stored,
+    /// Another episode has taken the step over: do not publish, do not settle.
+    TakenOver,
+}
+
+impl ClaimGuard {
+    fn start(claims: EpisodeClaims, key: String, holder: String, revision: u64) -> ClaimGuard {
+        let revision = Arc::new(Mutex::new(revision));
+        let (lost, taken_over) = (CancellationToken::new(), CancellationToken::new());
+        let heartbeat = tokio::spawn(
+            heartbeat_loop(
+                claims.clone(),
+                key.clone(),
+                holder.clone(),
+                revision.clone(),
+                lost.clone(),
+                taken_over.clone(),
+            )
+            .in_current_span(),
+        );
+        ClaimGuard {
+            claims,
+            key,
+            holder,
+            revision,
+            lost,
+            taken_over,
+            heartbeat,
+        }
+    }
+
+    /// Fires when the claim is no longer this episode's: taken over by another worker, or no
+    /// heartbeat reached NATS for `ack_wait`. The episode must stop.
+    pub fn lost(&self) -> &CancellationToken {
+        &self.lost
+    }
+
+    /// Whether another episode has taken the step over (then the delivery is its, too).
+    pub fn is_taken_over(&self) -> bool {
+        self.taken_over.is_cancelled()
+    }
+
+    /// Store the finished episode's result in the claim, retrying while NATS is away for up
+    /// to `patience`, before it is published: from then on a redelivery republishes it.
+    pub async fn finish(
+        self,
+        result: &StoredResult,
+        patience: Duration,
+    ) -> Result<Recorded, BusError> {
+        self.heartbeat.abort();
+        let record = Record::Finished {
+            holder: self.holder.clone(),
+            result: result.clone(),
+        };
+        let revision = *self.revision.lock().await;
+        let written = crate::runtime::retry_with_patience(
+            "episode claim finish",
+            patience,
+            &CancellationToken::new(),
+            BusError::is_retryable,
+            || {
+                self.claims
+                    .write_own(&self.key, &self.holder, revision, &record)
+            },
+        )
+        .await?;
+        Ok(match written.flatten() {
+            Some(_) => Recorded::Stored,
+            None => Recorded::TakenOver,
+        })
+    }
+
+    /// The episode stopped without a result: free the step for the next delivery at once
+    /// (best effort: a claim left running is taken over once it is stale).
+    pub async fn release(self) {
+        self.heartbeat.abort();
+        if self.taken_over.is_cancelled() {
+            return;
+        }
+        let record = Record::Released {
+            holder: self.holder.clone(),
+        };
+        let revision = *self.revision.lock().await;
+        if let Err(err) = self
+            .claims
+            .write_own(&self.key, &self.holder, revision, &record)
+            .await
+        {
+            tracing::debug!(key = %self.key, error = %err, "releasing the episode claim failed; it goes stale instead");
+        }
+    }
+}
+
+impl Drop for ClaimGuard {
+    fn drop(&mut self) {
+        self.heartbeat.abort();
+    }
+}
+
+async fn heartbeat_loop(
+    claims: EpisodeClaims,
+    key: String,
+    holder: String,
+    revision: Arc<Mutex<u64>>,
+    lost: CancellationToken,
+    taken_over: CancellationToken,
+) {
+    let every = progress_interval(claims.ack_wait);
+    let record = Record::Running {
+        holder: holder.clone(),
+    };
+    let mut last_ok = Instant::now();
+    loop {
+        tokio::time::sleep(every).await;
+        let current = *revision.lock().await;
+        let written =
+            tokio::time::timeout(every, claims.write_own(&key, &holder, current, &record))
+                .await
+                .unwrap_or(Err(BusError::Timeout {
+                    op: "episode claim heartbeat",
+                    after: every,
+                }));
+        match written {
+            Ok(Some(next)) => {
+                *revision.lock().await = next;
+                last_ok = Instant::now();
+            }
+            Ok(None) => {
+                tracing::error!(%key, "another episode took this step over: stopping");
+                taken_over.cancel();
+                lost.cancel();
+                return;
+            }
+            Err(err) => {
+                tracing::warn!(%key, error = %err, silent = ?last_ok.elapsed(), "episode claim heartbeat failed");
+                if last_ok.elapsed() >= claims.ack_wait {
+                    tracing::error!(%key, "no claim heartbeat reached NATS for ack_wait: stopping");
+                    lost.cancel();
+                    return;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn result() -> StoredResult {
+        StoredResult {
+            subject: "loopgate.result.exec.r".into(),
+            msg_id: "r:1:1:exec-result:1".into(),
+            payload: serde_json::json!({"v": 1}),
+        }
+    }
+
+    #[test]
+    fn what_a_claimer_does_table() {
+        let cases = [
+            (Seen::Absent, Next::Create),
+            (Seen::Free, Next::Take),
+            (Seen::Running { holder: "w".into() }, Next::Watch),
+            (Seen::Finished(result()), Next::Republish(result())),
+        ];
+        for (seen, want) in cases {
+            assert_eq!(next(seen.clone()), want, "{seen:?}");
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_garbage_is_free() {
+        let records = [
+            Record::Running { holder: "a".into() },
+            Record::Released { holder: "a".into() },
+            Record::Finished {
+                holder: "a".into(),
+                result: result(),
+            },
+        ];
+        for record in records {
+            let bytes = serde_json::to_vec(&record).unwrap();
+            assert_eq!(serde_json::from_slice::<Record>(&bytes).unwrap(), record);
+        }
+        assert!(serde_json::from_slice::<Record>(b"{\"state\":\"bogus\"}").is_err());
+    }
+
+    #[test]
+    fn claim_keys_are_valid_and_distinct() {
+        let cases = [
+            ("exec", "run-1:2:3:exec", "exec.run-1_3A2_3A3_3Aexec"),
+            ("audit", "r:1:2:final:7", "audit.r_3A1_3A2_3Afinal_3A7"),
+            ("exec", "a_3A", "exec.a_5F3A"),
+            ("exec", "a.b", "exec.a_2Eb"),
+        ];
+        for (role, dispatch, want) in cases {
+            let key = claim_key(role, dispatch);
+            assert_eq!(key, want);
+            assert!(key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)));
+        }
+        assert_ne!(claim_key("exec", "a:"), claim_key("exec", "a_3A"));
+    }
+
+    #[test]
+    fn a_holder_is_stale_only_after_it_must_have_stopped() {
+        let cases = [(30, 50), (3, 5), (90, 150)];
+        for (ack_wait, want) in cases {
+            assert_eq!(
+                stale_after(Duration::from_secs(ack_wait)),
+                Duration::from_secs(want),
+                "{ack_wait}"
+            );
+        }
+    }
+}
