@@ -724,6 +724,15 @@ async fn the_console_shows_a_browser_checks_screenshots() -> anyhow::Result<()> 
         ])
     );
     save_screenshot(&mut s, "evidence.png").await?;
+    // The run page, screenshot included, fits a phone's width too.
+    s.set_viewport(390, 844, true).await?;
+    wait_js(
+        &mut s,
+        "document.documentElement.scrollWidth <= window.innerWidth",
+        "the run page to fit a phone",
+    )
+    .await?;
+    s.set_viewport(1280, 800, false).await?;
     assert_no_page_errors(&s);
 
     // The blob overwritten in the evidence bucket: the page says so instead of showing it.
