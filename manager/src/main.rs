@@ -134,7 +134,7 @@ async fn main() -> anyhow::Result<()> {
         models: models.clone(),
         char_budget: settings.prompt_char_budget,
         gui_configured: settings.gui_offered,
-        capabilities,
+        capabilities: capabilities.clone(),
         concurrency: settings.concurrency,
         consumer_options: ConsumerOptions {
             ack_wait: settings.ack_wait,
@@ -196,6 +196,7 @@ async fn main() -> anyhow::Result<()> {
         token: settings.token.clone(),
         telemetry: telemetry.clone(),
         auditor_keys: settings.auditor_keys.clone(),
+        capabilities,
     });
     let listener = tokio::net::TcpListener::bind(settings.http_addr)
         .await

@@ -18,8 +18,10 @@ use loopgate_snapshot::SnapshotStore;
 use loopgate_telemetry::metrics::Metrics;
 use loopgate_telemetry::otel::{init_telemetry, TelemetrySettings};
 use loopgate_test_support::{NatsServer, RedisServer};
+use loopgate_transport::runtime::CapabilityBoard;
 use loopgate_transport::{Bus, BusOptions};
 use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
 
 const TOKEN: &str = "route-walk-token";
 const FILE: &[u8] = b"print('hi')\n";
@@ -60,7 +62,11 @@ async fn serve(nats: &NatsServer, redis: &RedisServer, token: Option<&str>) -> S
     for (name, profile) in &settings.models {
         models.insert(name.clone(), ChatClient::from_profile(profile).unwrap());
     }
+    let capabilities = CapabilityBoard::listen(&bus, CancellationToken::new())
+        .await
+        .unwrap();
     let state = ApiState {
+        capabilities,
         snapshots: SnapshotStore::new(&bus).await.unwrap(),
         evidence: SnapshotStore::evidence(&bus).await.unwrap(),
         engine: Engine::new(bus, store, settings.retention, Metrics::new()),
@@ -454,4 +460,80 @@ async fn screenshots_are_served_only_as_a_runs_evidence_names_them() {
     };
     let got = anonymous.call("GET", &path(&id, &good), None).await;
     assert_eq!((got.0, error_code(&got.1)), (401, Some("unauthorized")));
+}
+
+/// `GET /v1/models` lists, per role, the profile names live workers announce: heartbeats
+/// published on the real bus (an executor's on `heartbeat.capabilities`, an auditor's on
+/// `heartbeat.auditor`) show up, marked when the manager has the name too, and go once
+/// withdrawn; `models` stays the manager's own profiles.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn models_lists_the_profiles_live_workers_announce_per_role() {
+    let nats = NatsServer::start().await.unwrap();
+    let redis = RedisServer::start().await.unwrap();
+    let client = Client {
+        base: serve(&nats, &redis, None).await,
+        token: None,
+        http: reqwest::Client::new(),
+    };
+    let (status, body) = client.call("GET", "/v1/models", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["models"][0]["name"], "mgr");
+    assert_eq!(body["roles"]["manager"][0]["name"], "mgr");
+    assert_eq!(body["roles"]["executor"], json!([]));
+    assert_eq!(body["roles"]["auditor"], json!([]));
+
+    let bus = Bus::connect(&nats.url(), "loopgate", BusOptions::default())
+        .await
+        .unwrap();
+    let beat = |worker: &str, caps: &[&str], profiles: &[&str]| json!({"worker_id": worker, "capabilities": caps, "profiles": profiles, "ttl_ms": 60_000});
+    let executor = beat("exec-1", &["cli"], &["exec", "mgr"]);
+    // Claims the executor role in its body: the subject decides.
+    let mut auditor = beat("audit-1", &[], &["judge"]);
+    auditor["role"] = json!("executor");
+    let subjects = bus.subjects().clone();
+    let want_executor = json!([
+        {"name": "exec", "workers": 1, "manager_profile": false},
+        {"name": "mgr", "workers": 1, "manager_profile": true},
+    ]);
+    let want_auditor = json!([{"name": "judge", "workers": 1, "manager_profile": false}]);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        // Core NATS: a beat sent before the board's subscription is live is lost, so resend.
+        bus.publish_core_json(&subjects.capability_heartbeat(), &executor)
+            .await
+            .unwrap();
+        bus.publish_core_json(&subjects.auditor_heartbeat(), &auditor)
+            .await
+            .unwrap();
+        bus.flush().await.unwrap();
+        let (_, body) = client.call("GET", "/v1/models", None).await;
+        if body["roles"]["executor"] == want_executor && body["roles"]["auditor"] == want_auditor {
+            assert_eq!(body["models"].as_array().unwrap().len(), 1, "{body}");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "announced profiles never listed: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Withdrawn (empty capabilities and profiles): gone at once.
+    bus.publish_core_json(&subjects.capability_heartbeat(), &beat("exec-1", &[], &[]))
+        .await
+        .unwrap();
+    bus.flush().await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, body) = client.call("GET", "/v1/models", None).await;
+        if body["roles"]["executor"] == json!([]) {
+            assert_eq!(body["roles"]["auditor"], want_auditor, "{body}");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "withdrawn profiles still listed: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

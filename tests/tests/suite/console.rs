@@ -1,11 +1,12 @@
 //! The operator console (issue 18 item 2) in real headless Chromium against the real stack
-//! with a bearer token: the page asks for the token; a run submitted from the console's form
+//! with a bearer token: the page asks for the token; the form's executor and auditor pickers
+//! list the profile names the live workers announce; a run submitted from the console's form
 //! appears in the list and moves through its rounds live on its page (over the SSE stream);
 //! the manager's question is answered from the console and the answer reaches the manager's
 //! next prompt (the stand-in's request log); the completed run shows its certificate, its
 //! files and the diff between its rounds; a waiting run is cancelled from the console; a blob
-//! overwritten in the snapshot store shows as an integrity violation on the run page; the list
-//! fits a phone's width; no page reports an error.
+//! overwritten in the snapshot store shows as an integrity violation on the run page; the list,
+//! the Files view and the Diff view fit a phone's width; no page reports an error.
 //!
 //! With `LOOPGATE_CONSOLE_SCREENSHOTS=DIR` (relative to the workspace root, e.g.
 //! `docs/console`) the test saves `list.png`, `run.png`, `diff.png` and `phone.png` there.
@@ -202,6 +203,21 @@ fn assert_no_page_errors(session: &Session) {
     );
 }
 
+/// The page at a phone's width (390 px): nothing wider than the screen, and no page error;
+/// then back to the desktop width.
+async fn fits_a_phone(session: &mut Session, what: &str) -> anyhow::Result<()> {
+    session.set_viewport(390, 844, true).await?;
+    wait_js(
+        session,
+        "document.documentElement.scrollWidth <= window.innerWidth",
+        &format!("{what} to fit a phone"),
+    )
+    .await?;
+    session.set_viewport(1280, 800, false).await?;
+    assert_no_page_errors(session);
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_follows_steers_and_checks_runs() -> anyhow::Result<()> {
     let model = StandInModel::start(
@@ -247,12 +263,38 @@ async fn the_console_follows_steers_and_checks_runs() -> anyhow::Result<()> {
     )
     .await?;
 
-    // Submit from the console's form: the task's TOML, a model profile per role.
+    // Submit from the console's form: the task's TOML, a model profile per role. The
+    // executor's picker lists what the live executor announces on its heartbeat, once the
+    // manager has heard it.
+    wait_until(WAIT, || async {
+        stack.get("/v1/models").await.is_ok_and(|models| {
+            ["executor", "auditor"].iter().all(|role| {
+                models["roles"][role]
+                    .as_array()
+                    .is_some_and(|names| !names.is_empty())
+            })
+        })
+    })
+    .await
+    .context("the workers' profiles never reached GET /v1/models")?;
     click(&mut s, "New run").await?;
     wait_js(
         &mut s,
         "document.querySelector('#role-manager option[value=mgr]')",
         "the model profiles",
+    )
+    .await?;
+    wait_js(
+        &mut s,
+        "document.querySelector('#role-executor option[value=exec]')",
+        "the executor's announced profile in its picker",
+    )
+    .await?;
+    // The auditor's picker lists what the live auditor announces.
+    wait_js(
+        &mut s,
+        "document.querySelector('#role-auditor option[value=mgr]')",
+        "the auditor's announced profile in its picker",
     )
     .await?;
     // The starting workspace as a tar upload (a File put into the file input).
@@ -376,6 +418,7 @@ async fn the_console_follows_steers_and_checks_runs() -> anyhow::Result<()> {
     )
     .await?;
     assert_eq!(text, "print('hello, loopgate')\n");
+    fits_a_phone(&mut s, "the Files view").await?;
 
     // The diff between round 1's candidate and round 2's.
     let rounds = stack.get(&format!("/v1/runs/{id}/rounds")).await?;
@@ -400,6 +443,7 @@ async fn the_console_follows_steers_and_checks_runs() -> anyhow::Result<()> {
         "{diff}"
     );
     save_screenshot(&mut s, "diff.png").await?;
+    fits_a_phone(&mut s, "the Diff view").await?;
 
     // A run waiting for an answer is cancelled from the console (the button asks twice).
     let waiting_task = TASK
