@@ -35,7 +35,33 @@ pub struct ModelInfo {
 /// `GET /v1/models`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ModelList {
+    /// The manager's own model profiles.
     pub models: Vec<ModelInfo>,
+    /// Per role, the profile names a task's `[roles]` may give it now: the manager's own
+    /// profiles, and what live executor and auditor workers announce on their heartbeats.
+    #[serde(default)]
+    pub roles: RoleProfiles,
+}
+
+/// The profile names each role can be given now, sorted by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RoleProfiles {
+    /// The manager's own profiles (`workers` is 0).
+    pub manager: Vec<ServedProfile>,
+    /// What live executor workers announce (model profiles and CLI agents).
+    pub executor: Vec<ServedProfile>,
+    /// What live auditor workers announce.
+    pub auditor: Vec<ServedProfile>,
+}
+
+/// One profile name a role can be given (a name only: no key, no URL).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ServedProfile {
+    pub name: String,
+    /// How many live workers of the role announce it (0 in `manager`).
+    pub workers: u32,
+    /// Whether the manager has a profile of this name too.
+    pub manager_profile: bool,
 }
 
 /// `POST /v1/tasks/parse`: a task file's TOML text.

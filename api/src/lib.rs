@@ -17,7 +17,7 @@ pub mod runs;
 pub use certificate::{Certificate, TrustedKey, CERTIFICATE_FORMAT};
 pub use console::{
     BudgetLine, BudgetView, FileChange, IntegrityReport, IntegrityViolation, ModelInfo, ModelList,
-    ParseTaskRequest, ParsedTask, RunCounts, SnapshotDiff,
+    ParseTaskRequest, ParsedTask, RoleProfiles, RunCounts, ServedProfile, SnapshotDiff,
 };
 pub use contract::{ApproveRequest, ContractView};
 pub use error::{ErrorBody, ErrorDetail};

@@ -209,7 +209,7 @@ pub struct EvidenceView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolated: Option<bool>,
     /// The check's own screenshots (a browser check's `loopgate browse --screenshot`), each by
-    /// digest: `GET /v1/blobs/{digest}` gives the PNG.
+    /// digest: `GET /v1/runs/{id}/screenshots/{digest}` gives the PNG (as `image/png`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub screenshots: Vec<ScreenshotView>,
 }
@@ -217,7 +217,7 @@ pub struct EvidenceView {
 /// One screenshot a check took, stored in the evidence bucket.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ScreenshotView {
-    /// sha256 of the PNG (`GET /v1/blobs/{sha256}`).
+    /// sha256 of the PNG (`GET /v1/runs/{id}/screenshots/{sha256}`).
     pub digest: String,
     /// `image/png`.
     pub media_type: String,

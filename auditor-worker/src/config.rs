@@ -150,6 +150,14 @@ pub struct HostFacts {
     pub temp_dir: PathBuf,
 }
 
+impl AuditorSettings {
+    /// The model profile names a task's `roles.auditor` may give this worker, sorted: what
+    /// its heartbeat announces (names only, no keys).
+    pub fn profile_names(&self) -> Vec<String> {
+        self.models.keys().cloned().collect()
+    }
+}
+
 impl HostFacts {
     pub fn current() -> Self {
         let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")

@@ -98,6 +98,12 @@ impl Subjects {
     pub fn capability_heartbeat(&self) -> String {
         format!("{}.heartbeat.capabilities", self.prefix)
     }
+    /// `loopgate.heartbeat.auditor`: auditor workers -> managers (core NATS), each worker's
+    /// model profile names with a TTL (a subject of its own, so the NATS permissions fix a
+    /// beat's role: an auditor cannot announce executor routes).
+    pub fn auditor_heartbeat(&self) -> String {
+        format!("{}.heartbeat.auditor", self.prefix)
+    }
     pub fn exec_all(&self) -> String {
         format!("{}.exec.>", self.prefix)
     }

@@ -186,6 +186,16 @@ pub struct Settings {
     pub concurrency: usize,
 }
 
+impl Settings {
+    /// The profile names a task's `roles.executor` may give this worker (model profiles and
+    /// CLI agents), sorted: what its capability heartbeat announces (names only, no keys).
+    pub fn profile_names(&self) -> Vec<String> {
+        let names: std::collections::BTreeSet<&String> =
+            self.models.keys().chain(self.agents.keys()).collect();
+        names.into_iter().cloned().collect()
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
     #[error("reading config file {path}: {source}")]

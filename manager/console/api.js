@@ -88,6 +88,13 @@ export async function blob(sha, opts) {
   return new Uint8Array(await r.arrayBuffer());
 }
 
+// A screenshot a check of run `id` took, by the digest its evidence record names (served as
+// image/png only for digests the run's evidence names, re-hashed by the manager).
+export async function screenshot(id, digest, opts) {
+  const r = await call('GET', `/v1/runs/${id}/screenshots/${digest}`, undefined, { ...opts, raw: true });
+  return r.blob();
+}
+
 // Server-Sent Events over fetch (EventSource cannot send the Authorization header).
 // Reconnects with Last-Event-ID until the stream sends `end` or `signal` aborts.
 export async function events(path, onEvent, signal, onState) {

@@ -1,7 +1,7 @@
 // One run: header, budgets, actions, contract, the live round-by-round timeline (over the
 // SSE stream), evidence, the snapshot's integrity and the completion certificate.
 
-import { get, post, blob, events, hasRoute } from './api.js';
+import { get, post, blob, screenshot, events, hasRoute } from './api.js';
 import { h, clear, short, stateBadge, usd, TERMINAL, toast, errorText, action, form } from './dom.js';
 
 const REFRESH_MS = 300;
@@ -254,17 +254,16 @@ export function runView(main, id) {
   }
 
   let evidenceKey = null;
-  async function renderEvidence() {
+  let shotUrls = [];
+  function renderEvidence() {
     const key = JSON.stringify([run.snapshot, run.evidence]);
     if (key === evidenceKey) return;
     evidenceKey = key;
+    for (const u of shotUrls) URL.revokeObjectURL(u);
+    shotUrls = [];
     const items = [h('h2', { id: 'evidence-h' }, 'Evidence')];
     const current = run.evidence || [];
     if (!current.length) items.push(h('p', { class: 'muted' }, 'No evidence on the current snapshot yet.'));
-    let manifest = null;
-    if (current.some((e) => /\.png\b/.test(e.output_excerpt || '')) && run.snapshot) {
-      manifest = await get(`/v1/snapshots/${run.snapshot}`, { signal: ctl.signal }).catch(() => null);
-    }
     items.push(h('ul', { class: 'evidence' }, current.map((e) => {
       const li = h('li', { class: 'verdict-' + e.verdict, dataset: { check: e.check_id } },
         h('div', { class: 'row' }, h('strong', {}, e.check_id), h('span', { class: 'badge verdict-' + e.verdict }, e.verdict),
@@ -277,20 +276,33 @@ export function runView(main, id) {
           li.append(h('pre', { class: 'output full' }, new TextDecoder().decode(bytes)));
         }, { class: 'quiet' }));
       }
-      const shot = manifest && screenshotOf(e.output_excerpt || '', manifest);
-      if (shot) showImage(li, shot, `screenshot of ${e.check_id}`);
+      // The check's own screenshots, as its (signed) evidence record names them by digest.
+      const shots = e.screenshots || [];
+      if (shots.length) {
+        const figures = h('div', { class: 'shots' });
+        li.append(figures);
+        for (const s of shots) showScreenshot(figures, e.check_id, s);
+      }
       return li;
     })));
     clear(evidence, items);
   }
 
-  async function showImage(parent, entry, alt) {
+  async function showScreenshot(parent, check, s) {
+    const figure = h('figure', { class: 'shot', dataset: { digest: s.digest } });
+    parent.append(figure);
     try {
-      const bytes = await blob(entry.sha256, { signal: ctl.signal });
-      const url = URL.createObjectURL(new Blob([bytes], { type: 'image/png' }));
-      parent.append(h('img', { src: url, alt, class: 'shot' }));
-    } catch (_) {
-      // The blob is checked by the integrity report; nothing to add here.
+      const b = await screenshot(id, s.digest, { signal: ctl.signal });
+      const url = URL.createObjectURL(b.type === 'image/png' ? b : new Blob([b], { type: 'image/png' }));
+      shotUrls.push(url);
+      clear(figure,
+        h('img', { src: url, alt: `screenshot ${s.path} of ${check}`, class: 'shot' }),
+        h('figcaption', { class: 'muted' }, h('code', {}, s.path), ` · ${s.size_bytes} bytes · sha256 ${short(s.digest)}`));
+    } catch (err) {
+      if (ctl.signal.aborted) return;
+      // A screenshot that is gone or does not match its digest is shown as such, never skipped.
+      clear(figure, h('p', { class: err.code === 'integrity' ? 'alert' : 'error', role: err.code === 'integrity' ? 'alert' : null },
+        `Screenshot ${s.path} (${short(s.digest)}): `, errorText(err)));
     }
   }
 
@@ -353,6 +365,7 @@ export function runView(main, id) {
   return () => {
     ctl.abort();
     clearTimeout(refreshTimer);
+    for (const u of shotUrls) URL.revokeObjectURL(u);
   };
 }
 
@@ -414,14 +427,4 @@ function note(e) {
     parts.push(Array.isArray(v) ? v.join('; ') : typeof v === 'object' ? JSON.stringify(v) : String(v));
   }
   return [h('span', { class: 'kind' }, e.type.replaceAll('_', ' ')), parts.length ? ': ' + parts.join(' — ') : ''];
-}
-
-function screenshotOf(text, manifest) {
-  const names = text.match(/[\w./-]+\.png\b/g) || [];
-  for (const n of names) {
-    const path = n.replace(/^\.\//, '');
-    const entry = (manifest.entries || []).find((m) => m.path === path);
-    if (entry) return entry;
-  }
-  return null;
 }

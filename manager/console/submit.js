@@ -1,6 +1,7 @@
 // Submitting a run: a task file's TOML (parsed by the manager, `POST /v1/tasks/parse`), a
-// model profile per role from the manager's profiles (`GET /v1/models`), and a starting
-// workspace from a zip or tar upload.
+// model profile per role (`GET /v1/models`: the manager's own profiles for the manager, the
+// names live executor and auditor workers announce for theirs), and a starting workspace from
+// a zip or tar upload.
 
 import { get, post } from './api.js';
 import { h, clear, toast, errorText } from './dom.js';
@@ -41,13 +42,24 @@ export function submitView(main) {
   clear(main, h('h1', {}, 'New run'), f);
 
   get('/v1/models', { signal: ctl.signal }).then((m) => {
+    const model = new Map(m.models.map((p) => [p.name, p.model]));
+    const served = m.roles || {};
     for (const role of ['manager', 'executor', 'auditor']) {
       const sid = 'role-' + role;
+      const names = served[role] || (role === 'manager' ? m.models.map((p) => ({ name: p.name })) : []);
+      const label = (p) => {
+        if (role === 'manager') return `${p.name} (${model.get(p.name) || 'model profile'})`;
+        const n = p.workers === 1 ? '1 live worker' : `${p.workers} live workers`;
+        return `${p.name} (${n}${p.manager_profile ? ', also a manager profile' : ''})`;
+      };
       const s = h('select', { id: sid },
         h('option', { value: '' }, 'as in the task file'),
-        m.models.map((p) => h('option', { value: p.name }, `${p.name} (${p.model})`)));
+        names.map((p) => h('option', { value: p.name }, label(p))));
       selects[role] = s;
       roles.append(h('label', { for: sid }, role), s);
+      if (role !== 'manager' && names.length === 0) {
+        roles.append(h('p', { class: 'muted', id: sid + '-none' }, `No live ${role} worker announces a profile yet.`));
+      }
     }
   }).catch((e) => {
     if (!ctl.signal.aborted) roles.append(h('p', { class: 'error' }, 'Cannot list the model profiles: ' + errorText(e)));

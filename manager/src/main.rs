@@ -197,6 +197,7 @@ async fn main() -> anyhow::Result<()> {
         token: settings.token.clone(),
         telemetry: telemetry.clone(),
         auditor_keys: settings.auditor_keys.clone(),
+        capabilities,
     });
     let listener = tokio::net::TcpListener::bind(settings.http_addr)
         .await

@@ -156,8 +156,23 @@ pub async fn run_daemon(
     let connection = bus.clone();
     health.add_ready_check("nats connection", move || connection.is_connected());
     health.add_ready_check("work loop", || true);
+    // The model profile names this auditor serves, announced until the loop ends (names only).
+    let stop_announcing = cancel.child_token();
+    let announcer = tokio::spawn(loopgate_transport::runtime::announce_capabilities(
+        bus.clone(),
+        loopgate_transport::runtime::Announcement {
+            worker_id: settings.worker_id.clone(),
+            role: loopgate_common::wire::EpisodeRole::Auditor,
+            capabilities: Vec::new(),
+            profiles: settings.profile_names(),
+        },
+        Duration::from_secs(loopgate_common::capabilities::DEFAULT_CAPABILITY_TTL_SECS),
+        stop_announcing.clone(),
+    ));
     let stopped = cancel.clone();
     let result = run_worker(&bus, auditor, options, cancel).await;
+    stop_announcing.cancel();
+    let _ = announcer.await;
     if !stopped.is_cancelled() {
         health.fail("the work loop ended");
     }

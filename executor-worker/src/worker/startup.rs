@@ -159,8 +159,12 @@ pub async fn run_workers(ctx: Arc<WorkerContext>, settings: &Settings, cancel: C
     };
     let announcer = tokio::spawn(loopgate_transport::runtime::announce_capabilities(
         ctx.bus.clone(),
-        settings.worker_id.clone(),
-        settings.capabilities.clone(),
+        loopgate_transport::runtime::Announcement {
+            worker_id: settings.worker_id.clone(),
+            role: loopgate_common::wire::EpisodeRole::Executor,
+            capabilities: settings.capabilities.clone(),
+            profiles: settings.profile_names(),
+        },
         settings.capability_ttl,
         cancel.clone(),
     ));

@@ -1,5 +1,5 @@
 //! What a client needs to show and fill in before it reads any one run: run counts by state,
-//! the manager's model profiles, and a task file's TOML parsed into the JSON `POST /v1/runs`
+//! the model profile names per role (the manager's own, and what live workers announce), and a task file's TOML parsed into the JSON `POST /v1/runs`
 //! takes (so a browser needs no TOML parser of its own, and sees the same errors the CLI does).
 
 use std::collections::BTreeMap;
@@ -7,10 +7,12 @@ use std::collections::BTreeMap;
 use axum::extract::State;
 use axum::Json;
 use loopgate_api::{
-    BudgetLine, BudgetView, ModelInfo, ModelList, ParseTaskRequest, ParsedTask, RunCounts,
+    BudgetLine, BudgetView, ModelInfo, ModelList, ParseTaskRequest, ParsedTask, RoleProfiles,
+    RunCounts, ServedProfile,
 };
 use loopgate_common::state::RunState;
 use loopgate_common::task::parse_task_file_toml;
+use loopgate_common::wire::EpisodeRole;
 
 use crate::engine::now_ms;
 use crate::http::error::{ApiError, ListErrors, ReadErrors};
@@ -39,15 +41,22 @@ pub(crate) async fn run_counts(State(s): State<Shared>) -> Result<Json<RunCounts
     Ok(Json(RunCounts { counts, total }))
 }
 
-/// The model profiles this manager is configured with (names a task's `[roles]` may use;
-/// executors and auditors resolve the same names in their own configs).
+/// The model profiles this manager is configured with (`models`: names a task's
+/// `roles.manager` may use), and per role the profile names a task's `[roles]` may give it now
+/// (`roles`: the manager's own; for executor and auditor, the names live workers announce on
+/// their heartbeats, each marked when the manager has a profile of that name too).
 #[utoipa::path(
     get,
     path = "/v1/models",
     tag = "runs",
-    responses((status = 200, description = "the configured profiles, by name", body = ModelList), ListErrors)
+    responses((status = 200, description = "the configured profiles, by name, and the names each role can be given", body = ModelList), ListErrors)
 )]
 pub(crate) async fn list_models(State(s): State<Shared>) -> Json<ModelList> {
+    let served = |role: EpisodeRole| {
+        served_profiles(&s.capabilities.profiles(role), |name| {
+            s.models.contains_key(name)
+        })
+    };
     Json(ModelList {
         models: s
             .models
@@ -58,7 +67,35 @@ pub(crate) async fn list_models(State(s): State<Shared>) -> Json<ModelList> {
                 model: client.profile().model.clone(),
             })
             .collect(),
+        roles: RoleProfiles {
+            manager: s
+                .models
+                .keys()
+                .map(|name| ServedProfile {
+                    name: name.clone(),
+                    workers: 0,
+                    manager_profile: true,
+                })
+                .collect(),
+            executor: served(EpisodeRole::Executor),
+            auditor: served(EpisodeRole::Auditor),
+        },
     })
+}
+
+/// Announced names (with their worker counts) as the route lists them, sorted by name.
+fn served_profiles(
+    announced: &BTreeMap<String, u32>,
+    is_manager_profile: impl Fn(&str) -> bool,
+) -> Vec<ServedProfile> {
+    announced
+        .iter()
+        .map(|(name, workers)| ServedProfile {
+            name: name.clone(),
+            workers: *workers,
+            manager_profile: is_manager_profile(name),
+        })
+        .collect()
 }
 
 /// Parse and validate a task file's TOML: the task as `POST /v1/runs` takes it, or

@@ -89,6 +89,26 @@ pub(crate) enum ReadErrors {
     Unavailable(ErrorBody),
 }
 
+/// The error answers of `GET /v1/runs/{id}/screenshots/{sha256}`.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)]
+pub(crate) enum ScreenshotErrors {
+    /// `invalid_request`: the path could not be read.
+    #[response(status = 400)]
+    BadRequest(ErrorBody),
+    /// `not_found`: no such run, no PNG screenshot of that digest in the run's evidence, or
+    /// its blob is gone from the evidence bucket.
+    #[response(status = 404)]
+    NotFound(ErrorBody),
+    /// `integrity` (the stored bytes do not hash to the digest, or are not the PNG of the
+    /// recorded size), `too_large` (recorded over the 8 MiB cap) or `corrupt_record`.
+    #[response(status = 500)]
+    Internal(ErrorBody),
+    /// `unavailable`: Redis or NATS cannot be reached.
+    #[response(status = 503)]
+    Unavailable(ErrorBody),
+}
+
 /// The error answers of `GET /v1/runs/{id}/certificate`.
 #[derive(utoipa::IntoResponses)]
 #[allow(dead_code)]

@@ -18,6 +18,7 @@ mod rounds;
 mod router;
 mod run_log;
 mod runs;
+mod screenshots;
 mod snapshot_diff;
 mod snapshots;
 mod state;

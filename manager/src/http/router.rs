@@ -20,6 +20,7 @@ use crate::http::probes;
 use crate::http::rounds;
 use crate::http::run_log;
 use crate::http::runs;
+use crate::http::screenshots;
 use crate::http::snapshot_diff;
 use crate::http::snapshots;
 use crate::http::state::Shared;
@@ -40,6 +41,7 @@ fn routes() -> (OpenApiRouter<Shared>, OpenApiRouter<Shared>) {
         .routes(routes!(runs::get_run))
         .routes(routes!(run_log::get_log))
         .routes(routes!(run_log::get_evidence))
+        .routes(routes!(screenshots::get_screenshot))
         .routes(routes!(run_log::events))
         .routes(routes!(runs::cancel))
         .routes(routes!(runs::answer))
@@ -135,6 +137,7 @@ mod tests {
         "GET /v1/runs/{id}",
         "GET /v1/runs/{id}/log",
         "GET /v1/runs/{id}/evidence",
+        "GET /v1/runs/{id}/screenshots/{sha256}",
         "GET /v1/runs/{id}/events",
         "POST /v1/runs/{id}/cancel",
         "POST /v1/runs/{id}/answer",

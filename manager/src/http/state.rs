@@ -23,6 +23,8 @@ pub struct ApiState {
     pub telemetry: Arc<loopgate_telemetry::otel::Telemetry>,
     /// The auditor keys reports must be signed by (listed in certificates).
     pub auditor_keys: TrustedKeys,
+    /// What live workers announce (`GET /v1/models` lists their profile names per role).
+    pub capabilities: loopgate_transport::runtime::CapabilityBoard,
 }
 
 pub(crate) type Shared = Arc<ApiState>;

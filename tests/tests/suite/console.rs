@@ -1,11 +1,12 @@
 //! The operator console (issue 18 item 2) in real headless Chromium against the real stack
-//! with a bearer token: the page asks for the token; a run submitted from the console's form
+//! with a bearer token: the page asks for the token; the form's executor and auditor pickers
+//! list the profile names the live workers announce; a run submitted from the console's form
 //! appears in the list and moves through its rounds live on its page (over the SSE stream);
 //! the manager's question is answered from the console and the answer reaches the manager's
 //! next prompt (the stand-in's request log); the completed run shows its certificate, its
 //! files and the diff between its rounds; a waiting run is cancelled from the console; a blob
-//! overwritten in the snapshot store shows as an integrity violation on the run page; the list
-//! fits a phone's width; no page reports an error.
+//! overwritten in the snapshot store shows as an integrity violation on the run page; the list,
+//! the Files view and the Diff view fit a phone's width; no page reports an error.
 //!
 //! With `LOOPGATE_CONSOLE_SCREENSHOTS=DIR` (relative to the workspace root, e.g.
 //! `docs/console`) the test saves `list.png`, `run.png`, `diff.png` and `phone.png` there.
@@ -202,6 +203,21 @@ fn assert_no_page_errors(session: &Session) {
     );
 }
 
+/// The page at a phone's width (390 px): nothing wider than the screen, and no page error;
+/// then back to the desktop width.
+async fn fits_a_phone(session: &mut Session, what: &str) -> anyhow::Result<()> {
+    session.set_viewport(390, 844, true).await?;
+    wait_js(
+        session,
+        "document.documentElement.scrollWidth <= window.innerWidth",
+        &format!("{what} to fit a phone"),
+    )
+    .await?;
+    session.set_viewport(1280, 800, false).await?;
+    assert_no_page_errors(session);
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_follows_steers_and_checks_runs() -> anyhow::Result<()> {
     let model = StandInModel::start(
@@ -247,12 +263,38 @@ async fn the_console_follows_steers_and_checks_runs() -> anyhow::Result<()> {
     )
     .await?;
 
-    // Submit from the console's form: the task's TOML, a model profile per role.
+    // Submit from the console's form: the task's TOML, a model profile per role. The
+    // executor's picker lists what the live executor announces on its heartbeat, once the
+    // manager has heard it.
+    wait_until(WAIT, || async {
+        stack.get("/v1/models").await.is_ok_and(|models| {
+            ["executor", "auditor"].iter().all(|role| {
+                models["roles"][role]
+                    .as_array()
+                    .is_some_and(|names| !names.is_empty())
+            })
+        })
+    })
+    .await
+    .context("the workers' profiles never reached GET /v1/models")?;
     click(&mut s, "New run").await?;
     wait_js(
         &mut s,
         "document.querySelector('#role-manager option[value=mgr]')",
         "the model profiles",
+    )
+    .await?;
+    wait_js(
+        &mut s,
+        "document.querySelector('#role-executor option[value=exec]')",
+        "the executor's announced profile in its picker",
+    )
+    .await?;
+    // The auditor's picker lists what the live auditor announces.
+    wait_js(
+        &mut s,
+        "document.querySelector('#role-auditor option[value=mgr]')",
+        "the auditor's announced profile in its picker",
     )
     .await?;
     // The starting workspace as a tar upload (a File put into the file input).
@@ -376,6 +418,7 @@ async fn the_console_follows_steers_and_checks_runs() -> anyhow::Result<()> {
     )
     .await?;
     assert_eq!(text, "print('hello, loopgate')\n");
+    fits_a_phone(&mut s, "the Files view").await?;
 
     // The diff between round 1's candidate and round 2's.
     let rounds = stack.get(&format!("/v1/runs/{id}/rounds")).await?;
@@ -400,6 +443,7 @@ async fn the_console_follows_steers_and_checks_runs() -> anyhow::Result<()> {
         "{diff}"
     );
     save_screenshot(&mut s, "diff.png").await?;
+    fits_a_phone(&mut s, "the Diff view").await?;
 
     // A run waiting for an answer is cancelled from the console (the button asks twice).
     let waiting_task = TASK
@@ -618,5 +662,150 @@ async fn the_console_instructs_pauses_and_unpauses_a_live_run() -> anyhow::Resul
     }
     assert_eq!(stack.run(&id).await?["state"], "completed");
     assert_no_page_errors(&s);
+    Ok(())
+}
+
+const GREETER: &str = r#"<!doctype html><html><head><title>Greeter</title></head><body>
+<h1>Greeter</h1>
+<button onclick="document.getElementById('out').textContent='Hello, loopgate!'">Greet</button>
+<p id="out"></p>
+</body></html>"#;
+
+const BROWSE_TASK: &str = r#"name = "greeter"
+goal = "Create index.html: a page whose Greet button shows Hello, loopgate!"
+
+[[acceptance]]
+id = "greets-on-click"
+description = "clicking Greet shows the greeting"
+check = "loopgate browse --url index.html --click Greet --expect-text 'Hello, loopgate!' --screenshot shots/audit.png"
+blocking = true
+
+[roles]
+manager = "mgr"
+executor = "exec"
+
+[budget]
+max_rounds = 3
+self_checks = 0
+"#;
+
+/// A browser check's evidence on the run page: the screenshot `loopgate browse` took in the
+/// auditor's check (its evidence record's `screenshots`, by digest) is shown as an image,
+/// fetched with the token from `GET /v1/runs/{id}/screenshots/{sha256}`; once its blob is
+/// overwritten in the evidence bucket the page shows an integrity alert in its place.
+///
+/// With `LOOPGATE_CONSOLE_SCREENSHOTS` it saves `evidence.png`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_shows_a_browser_checks_screenshots() -> anyhow::Result<()> {
+    let model = StandInModel::start(
+        Script::new()
+            .fallback(
+                "standin-manager",
+                Reply::content("Current task state: nothing yet\nNext: cli\nTask: write index.html with a Greet button"),
+            )
+            .replies(
+                "standin-executor",
+                [
+                    Reply::tool_call(
+                        "write_file",
+                        json!({"path": "index.html", "content": GREETER}),
+                    ),
+                    Reply::tool_call("finish", json!({"summary": "wrote index.html"})),
+                ],
+            ),
+    )
+    .await?;
+    let mut opts = StackOptions::new(
+        vec![
+            Profile::new("mgr", &model.base_url(), "standin-manager"),
+            Profile::new("exec", &model.base_url(), "standin-executor"),
+        ],
+        1,
+    );
+    opts.token = Some(TOKEN.to_string());
+    let stack = Stack::start(opts).await?;
+    let id = stack.submit(BROWSE_TASK, &[]).await?["id"]
+        .as_str()
+        .context("id")?
+        .to_string();
+    let done = stack.wait_terminal(&id, WAIT).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    let shot = done["evidence"]
+        .as_array()
+        .and_then(|e| e.iter().find(|e| e["check_id"] == "greets-on-click"))
+        .and_then(|e| e["screenshots"].as_array())
+        .and_then(|s| s.first())
+        .cloned()
+        .with_context(|| format!("no screenshot in the browse check's evidence: {done}"))?;
+    let digest = shot["digest"].as_str().context("digest")?.to_string();
+    assert_eq!(shot["path"], "shots/audit.png", "{shot}");
+
+    let mut s = open_console(&stack.http, &format!("#/runs/{id}")).await?;
+    let img = "document.querySelector('#evidence li[data-check=\"greets-on-click\"] img.shot')";
+    // The image is the check's own PNG, decoded by the browser (not a broken image).
+    let size = wait_js(
+        &mut s,
+        &format!("(() => {{ const i = {img}; return i && i.complete && i.naturalWidth > 0 && [i.naturalWidth, i.naturalHeight]; }})()"),
+        "the browse check's screenshot",
+    )
+    .await?;
+    assert!(
+        size.as_array()
+            .is_some_and(|wh| wh.iter().all(|v| v.as_u64().is_some_and(|n| n > 10))),
+        "{size}"
+    );
+    let shown = s
+        .evaluate(&format!(
+            "(() => {{ const i = {img}; return [i.closest('figure').dataset.digest, i.alt, i.src.startsWith('blob:')]; }})()"
+        ))
+        .await?;
+    assert_eq!(
+        shown,
+        json!([
+            digest,
+            "screenshot shots/audit.png of greets-on-click",
+            true
+        ])
+    );
+    save_screenshot(&mut s, "evidence.png").await?;
+    // The run page, screenshot included, fits a phone's width too.
+    s.set_viewport(390, 844, true).await?;
+    wait_js(
+        &mut s,
+        "document.documentElement.scrollWidth <= window.innerWidth",
+        "the run page to fit a phone",
+    )
+    .await?;
+    s.set_viewport(1280, 800, false).await?;
+    assert_no_page_errors(&s);
+
+    // The blob overwritten in the evidence bucket: the page says so instead of showing it.
+    let nats = async_nats::connect(stack.nats.url()).await?;
+    let bucket = async_nats::jetstream::new(nats)
+        .get_object_store(loopgate_common::subjects::EVIDENCE_BUCKET)
+        .await?;
+    let mut swapped: &[u8] = b"\x89PNG\r\n\x1a\nnot the check's screenshot";
+    bucket
+        .put(format!("blob/{digest}").as_str(), &mut swapped)
+        .await?;
+    s.navigate(&format!("{}/?reload#/runs/{id}", stack.http))
+        .await?;
+    let alert = wait_js(
+        &mut s,
+        "document.querySelector('#evidence li[data-check=\"greets-on-click\"] figure [role=alert]')?.textContent",
+        "the screenshot's integrity alert",
+    )
+    .await?;
+    assert!(
+        alert.as_str().is_some_and(|a| a.contains("(integrity)")),
+        "{alert}"
+    );
+    // The refused fetch is logged by Chromium as a failed resource load (a 500); nothing else
+    // went wrong.
+    let errors = s.page_errors();
+    assert!(
+        errors.iter().all(|e| e.contains("500")),
+        "the console reported errors: {errors:#?}"
+    );
     Ok(())
 }

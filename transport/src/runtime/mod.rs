@@ -15,7 +15,7 @@ pub mod periodic;
 pub mod shutdown;
 pub mod topology_wait;
 
-pub use capabilities::{announce_capabilities, CapabilityBoard};
+pub use capabilities::{announce_capabilities, Announcement, CapabilityBoard};
 pub use child_process::{
     run_child, shared, with_sink, ChildEnd, ChildError, ChildRun, GroupKill, OutputSink, SharedSink,
 };
