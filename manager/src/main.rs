@@ -153,7 +153,7 @@ async fn main() -> anyhow::Result<()> {
         engine: engine.clone(),
         interval: settings.sweep_interval,
         batch: 100,
-        capabilities: Some(loopgate_manager::Serving::new(capabilities)),
+        capabilities: Some(loopgate_manager::Serving::new(capabilities.clone())),
     };
     let sweeper_task = tokio::spawn(sweeper.run(cancel.clone()));
     let relay = OutboxRelay {
