@@ -461,8 +461,16 @@ async fn refusals_and_retried_failures_raise_the_temperature() -> anyhow::Result
     // The profile's 0.2 for the first try; +0.3 per refusal, and from the start when the step
     // retries a criterion the last audit failed. Without a profile temperature none is sent.
     let cases: [(&str, bool, [Option<f64>; 3]); 3] = [
-        ("temperature = 0.2\n", false, [Some(0.2), Some(0.5), Some(0.8)]),
-        ("temperature = 0.2\n", true, [Some(0.5), Some(0.8), Some(1.0)]),
+        (
+            "temperature = 0.2\n",
+            false,
+            [Some(0.2), Some(0.5), Some(0.8)],
+        ),
+        (
+            "temperature = 0.2\n",
+            true,
+            [Some(0.5), Some(0.8), Some(1.0)],
+        ),
         ("", true, [None, None, None]),
     ];
     for (profile, retrying, want) in cases {
@@ -489,12 +497,20 @@ async fn refusals_and_retried_failures_raise_the_temperature() -> anyhow::Result
             }];
         }
         let (_, claimed_done, _, refusals) = h.run(&req).await?;
-        assert_eq!((claimed_done, refusals), (true, 2), "{profile:?} {retrying}");
+        assert_eq!(
+            (claimed_done, refusals),
+            (true, 2),
+            "{profile:?} {retrying}"
+        );
         let temps: Vec<Option<f64>> = h
             .model
             .requests(MODEL)
             .iter()
-            .map(|r| r["temperature"].as_f64().map(|t| (t * 100.0).round() / 100.0))
+            .map(|r| {
+                r["temperature"]
+                    .as_f64()
+                    .map(|t| (t * 100.0).round() / 100.0)
+            })
             .collect();
         // requests: before the first finish (0 refusals), after one, after two (3 of them).
         let per_request = [want[0], want[0], want[1], want[2], want[2]];
