@@ -27,7 +27,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::bus::{Bus, BusError};
+use crate::bus::{with_timeout, Bus, BusError};
 use crate::runtime::keep_alive::progress_interval;
 
 /// A result as it was published: republished as is for a redelivery of a finished step.
@@ -132,8 +132,17 @@ fn holder_name(worker: &str) -> String {
     )
 }
 
-fn kv_error(op: &'static str, err: impl std::fmt::Display) -> BusError {
-    BusError::nats(op, err)
+/// `fut` within the bus's request timeout; its own error is left to the caller, who tells
+/// the expected ones (a key that exists, a stale revision) from failures.
+async fn within<T>(
+    bus: &Bus,
+    op: &'static str,
+    fut: impl std::future::Future<Output = T>,
+) -> Result<T, BusError> {
+    let after = bus.request_timeout();
+    tokio::time::timeout(after, fut)
+        .await
+        .map_err(|_| BusError::Timeout { op, after })
 }
 
 /// The claims of one worker process (cheap to clone).
@@ -167,36 +176,26 @@ impl EpisodeClaims {
 
     async fn store(&self) -> Result<&kv::Store, BusError> {
         self.store
-            .get_or_try_init(|| async {
-                match tokio::time::timeout(
+            .get_or_try_init(|| {
+                with_timeout(
+                    "episode bucket",
                     self.bus.request_timeout(),
                     self.bus
                         .jetstream()
                         .get_key_value(loopgate_common::subjects::EPISODE_BUCKET),
                 )
-                .await
-                {
-                    Ok(Ok(store)) => Ok(store),
-                    Ok(Err(err)) => Err(kv_error("episode bucket", err)),
-                    Err(_) => Err(BusError::Timeout {
-                        op: "episode bucket",
-                        after: self.bus.request_timeout(),
-                    }),
-                }
             })
             .await
     }
 
     async fn entry(&self, key: &str) -> Result<Option<kv::Entry>, BusError> {
         let store = self.store().await?;
-        match tokio::time::timeout(self.bus.request_timeout(), store.entry(key)).await {
-            Ok(Ok(entry)) => Ok(entry),
-            Ok(Err(err)) => Err(kv_error("episode claim read", err)),
-            Err(_) => Err(BusError::Timeout {
-                op: "episode claim read",
-                after: self.bus.request_timeout(),
-            }),
-        }
+        with_timeout(
+            "episode claim read",
+            self.bus.request_timeout(),
+            store.entry(key),
+        )
+        .await
     }
 
     /// Claim `key` for a new episode, or learn that its step has finished. A claim held by
@@ -263,14 +262,10 @@ impl EpisodeClaims {
     /// Create-if-absent: `Some(revision)` when this worker got it, `None` when another did.
     async fn create(&self, key: &str, value: bytes::Bytes) -> Result<Option<u64>, BusError> {
         let store = self.store().await?;
-        match tokio::time::timeout(self.bus.request_timeout(), store.create(key, value)).await {
-            Ok(Ok(revision)) => Ok(Some(revision)),
-            Ok(Err(err)) if err.kind() == kv::CreateErrorKind::AlreadyExists => Ok(None),
-            Ok(Err(err)) => Err(kv_error("episode claim", err)),
-            Err(_) => Err(BusError::Timeout {
-                op: "episode claim",
-                after: self.bus.request_timeout(),
-            }),
+        match within(&self.bus, "episode claim", store.create(key, value)).await? {
+            Ok(revision) => Ok(Some(revision)),
+            Err(err) if err.kind() == kv::CreateErrorKind::AlreadyExists => Ok(None),
+            Err(err) => Err(BusError::nats("episode claim", err)),
         }
     }
 
@@ -282,19 +277,11 @@ impl EpisodeClaims {
         revision: u64,
     ) -> Result<Option<u64>, BusError> {
         let store = self.store().await?;
-        match tokio::time::timeout(
-            self.bus.request_timeout(),
-            store.update(key, value, revision),
-        )
-        .await
-        {
-            Ok(Ok(revision)) => Ok(Some(revision)),
-            Ok(Err(err)) if err.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(None),
-            Ok(Err(err)) => Err(kv_error("episode claim update", err)),
-            Err(_) => Err(BusError::Timeout {
-                op: "episode claim update",
-                after: self.bus.request_timeout(),
-            }),
+        let update = store.update(key, value, revision);
+        match within(&self.bus, "episode claim update", update).await? {
+            Ok(revision) => Ok(Some(revision)),
+            Err(err) if err.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(None),
+            Err(err) => Err(BusError::nats("episode claim update", err)),
         }
     }
 
