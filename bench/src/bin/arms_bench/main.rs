@@ -42,7 +42,7 @@ use loopgate_test_support::{Script, StandInModel};
 use loopgate_tests::{Profile, Stack, StackOptions};
 
 use arms::{Caps, EXECUTOR_PROFILE, MANAGER_PROFILE, STANDIN_MANAGER_PROFILE, STANDIN_MODEL};
-use report::{now_rfc3339, ArmResult, Report};
+use report::{now_rfc3339, ArmResult, Report, RESUMED_NOTE};
 use suite::{load_suite, suite_dir, SuiteTask};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -66,12 +66,15 @@ struct Args {
     structured_output: String,
     /// Print the tasks (and for HumanEval the subset with its sanity checks) and stop.
     list: bool,
+    /// Go on from the results already in the output file: a task with both arms there is not
+    /// run again (a bench cut short, or one split over several sittings).
+    resume: bool,
 }
 
 const USAGE: &str =
     "usage: arms-bench --model 1.5b|0.5b --out DIR [--suite examples|humaneval] [--tasks a,b] \
 [--humaneval-n N] [--humaneval-data FILE] [--max-rounds N] [--max-steps N] [--token-budget N] \
-[--episode-secs S] [--single-wall-secs S] [--loop-wall-secs S] [--stop-after-mins M] [--structured-output json_schema|off]
+[--episode-secs S] [--single-wall-secs S] [--loop-wall-secs S] [--stop-after-mins M] [--structured-output json_schema|off] [--resume]
        arms-bench --list [--suite examples|humaneval] [--humaneval-n N]   (the tasks, no runs)";
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -95,6 +98,7 @@ fn parse_args() -> anyhow::Result<Args> {
         stop_after: None,
         structured_output: "json_schema".into(),
         list: false,
+        resume: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -104,6 +108,10 @@ fn parse_args() -> anyhow::Result<Args> {
         }
         if flag == "--list" {
             args.list = true;
+            continue;
+        }
+        if flag == "--resume" {
+            args.resume = true;
             continue;
         }
         let value = it
@@ -316,6 +324,18 @@ async fn main() -> anyhow::Result<()> {
         notes,
         results: Vec::new(),
     };
+    if args.resume && report.path.exists() {
+        let (earlier, started_at, mut resumptions) = Report::earlier(&report.path)?;
+        report.notes.append(&mut resumptions);
+        report.notes.push(format!(
+            "{RESUMED_NOTE} {} (--resume) with {} results of the file started at {started_at}; \
+             tasks with both arms there were not run again.",
+            report.started_at,
+            earlier.len()
+        ));
+        report.started_at = started_at;
+        report.results = earlier;
+    }
     report.save()?;
     eprintln!(
         "[arms-bench] {} tasks, model {}, writing {}",
@@ -332,6 +352,17 @@ async fn main() -> anyhow::Result<()> {
         Duration::from_secs(args.caps.single_wall_secs + args.caps.loop_wall_secs + 30);
     let mut skipped = Vec::new();
     for task in &tasks {
+        let done = |arm: &str| {
+            report
+                .results
+                .iter()
+                .any(|r| r.task == task.name && r.arm == arm)
+        };
+        if done("single_shot") && done("loopgate") {
+            continue;
+        }
+        // A task cut between its arms runs both again: its single_shot result is replaced.
+        report.results.retain(|r| r.task != task.name);
         if let Some(limit) = args.stop_after {
             if bench_start.elapsed() + worst_task > limit {
                 skipped.push(task.name.clone());

@@ -8,6 +8,9 @@ use serde_json::{json, Value};
 
 pub const ARMS: [&str; 2] = ["single_shot", "loopgate"];
 
+/// How the note of a `--resume` begins.
+pub const RESUMED_NOTE: &str = "Resumed at";
+
 /// One task on one arm.
 #[derive(Debug, Clone)]
 pub struct ArmResult {
@@ -28,6 +31,27 @@ pub struct ArmResult {
 }
 
 impl ArmResult {
+    /// A result read back from an earlier file (`--resume`); `None` for an entry that is not
+    /// one (an unknown arm, a missing field).
+    pub fn from_json(v: &Value) -> Option<ArmResult> {
+        let named = v.get("arm")?.as_str()?;
+        let arm = ARMS.into_iter().find(|a| *a == named)?;
+        Some(ArmResult {
+            task: v.get("task")?.as_str()?.to_string(),
+            kind: v.get("kind")?.as_str()?.to_string(),
+            arm,
+            claimed_done: v.get("claimed_done")?.as_bool()?,
+            passes: v.get("passes")?.as_bool()?,
+            tokens: v.get("tokens")?.as_u64()?,
+            wall_s: v.get("wall_s")?.as_f64()?,
+            rounds: u32::try_from(v.get("rounds")?.as_u64()?).ok()?,
+            terminal_state: v.get("terminal_state")?.as_str()?.to_string(),
+            note: v.get("note")?.as_str()?.to_string(),
+            run_id: String::new(),
+            snapshot: String::new(),
+        })
+    }
+
     fn to_json(&self) -> Value {
         json!({
             "task": self.task,
@@ -88,6 +112,38 @@ impl Report {
         std::fs::write(&tmp, serde_json::to_string_pretty(&self.to_json())? + "\n")?;
         std::fs::rename(&tmp, &self.path)?;
         Ok(())
+    }
+
+    /// The results, the `started_at` and the notes of earlier resumptions of an earlier file at
+    /// `path`, to go on from (`--resume`). A result of the bench itself failing (`bench_error`)
+    /// is dropped, so that task runs again.
+    pub fn earlier(path: &Path) -> anyhow::Result<(Vec<ArmResult>, String, Vec<String>)> {
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(path)?)?;
+        let results = doc
+            .get("results")
+            .and_then(Value::as_array)
+            .map(|rs| rs.iter().filter_map(ArmResult::from_json).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| r.terminal_state != "bench_error")
+            .collect();
+        let started = doc
+            .get("started_at")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let resumptions = doc
+            .get("notes")
+            .and_then(Value::as_array)
+            .map(|ns| {
+                ns.iter()
+                    .filter_map(Value::as_str)
+                    .filter(|n| n.starts_with(RESUMED_NOTE))
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok((results, started, resumptions))
     }
 
     pub fn table(&self) -> String {
