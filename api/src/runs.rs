@@ -115,6 +115,11 @@ pub struct RunView {
     #[serde(default, deserialize_with = "lenient::or_default")]
     #[schema(required = true)]
     pub paused_at: Option<i64>,
+    /// Unix milliseconds since when the step in flight has waited in its work queue, while no
+    /// worker has picked it up (a backlog, not a failure: the wait never costs a round).
+    #[serde(default, deserialize_with = "lenient::or_default")]
+    #[schema(required = true)]
+    pub queued_since: Option<i64>,
 }
 
 impl RunView {

@@ -337,8 +337,8 @@ fn event_text(event: &LogEvent) -> String {
     }
 }
 
-/// `loopgate status` in human form.
-pub fn run_summary(view: &RunView) -> Vec<String> {
+/// `loopgate status` in human form, at `now_ms` (Unix milliseconds).
+pub fn run_summary(view: &RunView, now_ms: i64) -> Vec<String> {
     let rounds = match (view.max_rounds, view.counted_rounds) {
         (Some(max), Some(counted)) if counted != view.round => {
             format!("{}, {counted}/{max} counted", view.round)
@@ -374,6 +374,13 @@ pub fn run_summary(view: &RunView) -> Vec<String> {
             checks.passing, checks.total
         )),
         (None, None) => {}
+    }
+    if let Some(since) = view.queued_since {
+        let secs = now_ms.saturating_sub(since).max(0) / 1000;
+        lines.push(format!(
+            "queue: round {} waits for a free worker ({secs} s so far; a wait costs no round)",
+            view.round
+        ));
     }
     if let Some(verdicts) = &view.verdicts {
         lines.push(format!("audit: {}", verdicts_text(verdicts)));

@@ -15,6 +15,43 @@ pub const EVIDENCE_BUCKET: &str = "lg-evidence";
 /// Episode claims (KV): one episode per dispatched step, and its result for redeliveries.
 pub const EPISODE_BUCKET: &str = "lg-episodes";
 
+/// Prefix of the server's advisory that a consumer gave up on a message after its last
+/// delivery: `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<stream>.<consumer>`. Only the
+/// server publishes under `$JS.EVENT.` (no loopgate NATS user may).
+pub const MAX_DELIVERIES_ADVISORY: &str = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES";
+
+/// The advisories of every consumer of work stream `stream` that gave up on a message.
+pub fn max_deliveries_advisories(stream: &str) -> String {
+    format!("{MAX_DELIVERIES_ADVISORY}.{stream}.*")
+}
+
+/// The payload of a max-deliveries advisory, the fields loopgate reads (NATS's own schema
+/// `io.nats.jetstream.advisory.v1.max_deliver`; other fields are ignored).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct MaxDeliveriesAdvisory {
+    pub stream: String,
+    pub consumer: String,
+    /// The stream sequence of the message given up on.
+    pub stream_seq: u64,
+    pub deliveries: u64,
+}
+
+impl MaxDeliveriesAdvisory {
+    /// The advisory on `subject` with `payload`, when it is one for a work stream in `streams`
+    /// (its subject and its body must agree); None for anything else.
+    pub fn parse(subject: &str, payload: &[u8], streams: &[&str]) -> Option<MaxDeliveriesAdvisory> {
+        let rest = subject
+            .strip_prefix(MAX_DELIVERIES_ADVISORY)?
+            .strip_prefix('.')?;
+        let (stream, consumer) = rest.split_once('.')?;
+        if !streams.contains(&stream) {
+            return None;
+        }
+        let advisory: MaxDeliveriesAdvisory = serde_json::from_slice(payload).ok()?;
+        (advisory.stream == stream && advisory.consumer == consumer).then_some(advisory)
+    }
+}
+
 /// Executor capabilities: which kind of step a worker can do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -197,6 +234,67 @@ impl Subjects {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn max_deliveries_advisories_parse_only_for_work_streams() {
+        let body = |stream: &str, consumer: &str| {
+            format!(
+                r#"{{"type":"io.nats.jetstream.advisory.v1.max_deliver","id":"x","timestamp":"2026-12-01T00:00:00Z","stream":"{stream}","consumer":"{consumer}","stream_seq":42,"deliveries":5}}"#
+            )
+        };
+        let work = [STREAM_EXEC, STREAM_AUDIT];
+        let ok = MaxDeliveriesAdvisory::parse(
+            "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.LG_EXEC.exec-cli",
+            body("LG_EXEC", "exec-cli").as_bytes(),
+            &work,
+        );
+        assert_eq!(
+            ok,
+            Some(MaxDeliveriesAdvisory {
+                stream: "LG_EXEC".into(),
+                consumer: "exec-cli".into(),
+                stream_seq: 42,
+                deliveries: 5
+            })
+        );
+        let refused = [
+            // Another stream (the results' own last delivery is the manager's business).
+            (
+                "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.LG_RESULTS.manager",
+                body("LG_RESULTS", "manager"),
+            ),
+            // Subject and body disagree.
+            (
+                "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.LG_EXEC.exec-cli",
+                body("LG_AUDIT", "audit"),
+            ),
+            (
+                "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.LG_AUDIT.audit",
+                body("LG_AUDIT", "other"),
+            ),
+            // Not an advisory subject, or not JSON.
+            ("loopgate.dead.exec_request.r1", body("LG_EXEC", "exec-cli")),
+            (
+                "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.LG_EXEC.exec-cli",
+                "not json".into(),
+            ),
+            (
+                "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIESX.LG_EXEC.exec-cli",
+                body("LG_EXEC", "exec-cli"),
+            ),
+        ];
+        for (subject, payload) in refused {
+            assert_eq!(
+                MaxDeliveriesAdvisory::parse(subject, payload.as_bytes(), &work),
+                None,
+                "{subject} {payload}"
+            );
+        }
+        assert_eq!(
+            max_deliveries_advisories(STREAM_AUDIT),
+            "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.LG_AUDIT.*"
+        );
+    }
 
     #[test]
     fn subjects_under_prefix() {

@@ -7,13 +7,24 @@
 //!
 //! Why the last delivery and not the `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES` advisory:
 //! the manager is this stream's only consumer and knows the reason (the advisory carries none),
-//! the copy is a JetStream publish with a dedup id (an advisory is core NATS, lost when no
-//! manager listens at that moment), and the manager's NATS user needs no new permission.
+//! the copy is a JetStream publish with a dedup id, and the manager's NATS user needs no new
+//! permission.
+//!
+//! Work (`LG_EXEC`, `LG_AUDIT`) is consumed by executors and auditors, whose NATS users may not
+//! write dead letters (a hostile agent could fail other runs' steps with forged ones). For work
+//! the server's advisory is the signal: `LG_DEAD` captures the max-deliveries advisories of the
+//! work streams (so none is lost while no manager listens), and the same durable turns each
+//! into a dead letter of the message it names, read back by its stream sequence and then
+//! removed from the work queue (`Bus::given_up_work`). Only the server publishes under
+//! `$JS.EVENT.`; no loopgate NATS user may.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use loopgate_common::decide::RunEvent;
+use loopgate_common::subjects::{
+    MaxDeliveriesAdvisory, MAX_DELIVERIES_ADVISORY, STREAM_AUDIT, STREAM_EXEC,
+};
 use loopgate_common::wire::{decode, Message};
 use loopgate_transport::runtime::{run_consumer, ConsumeOptions, Settle};
 use loopgate_transport::{BusError, ConsumerOptions, Delivery, Work};
@@ -54,22 +65,44 @@ pub(crate) fn reason_class(error: &EngineError) -> &'static str {
     }
 }
 
-/// Copy `delivery` to the dead-letter stream with `reason`, and count it.
+/// The metric's `reason` of work a worker's consumer gave up on.
+const GIVEN_UP_CLASS: &str = "deliveries";
+
+/// The message a dead letter copies, and where it was.
+pub(crate) struct Original<'a> {
+    pub payload: &'a [u8],
+    /// The subject it was published on.
+    pub subject: &'a str,
+    pub stream: &'a str,
+    pub sequence: u64,
+    pub deliveries: u64,
+}
+
+impl<'a> Original<'a> {
+    /// A results-stream delivery at its last attempt.
+    pub(crate) fn results(delivery: &'a Delivery) -> Original<'a> {
+        Original {
+            payload: delivery.payload(),
+            subject: delivery.subject(),
+            stream: Work::Results.stream_name(),
+            sequence: delivery.stream_sequence(),
+            deliveries: delivery.attempt(),
+        }
+    }
+}
+
+/// Copy `original` to the dead-letter stream with `reason`, and count it.
 pub(crate) async fn dead_letter(
     engine: &Engine,
-    delivery: &Delivery,
+    original: &Original<'_>,
     kind: &str,
     run_id: &str,
     class: &str,
     reason: &str,
 ) -> Result<(), BusError> {
     let subject = engine.bus().subjects().dead(kind, run_id);
-    let msg_id = format!(
-        "dead:{}:{}",
-        Work::Results.stream_name(),
-        delivery.stream_sequence()
-    );
-    let deliveries = delivery.attempt().to_string();
+    let msg_id = format!("dead:{}:{}", original.stream, original.sequence);
+    let deliveries = original.deliveries.to_string();
     // Header values are one line.
     let reason_line: String = reason
         .chars()
@@ -78,12 +111,12 @@ pub(crate) async fn dead_letter(
         .collect();
     let headers = [
         (REASON_HEADER, reason_line.as_str()),
-        (SUBJECT_HEADER, delivery.subject()),
+        (SUBJECT_HEADER, original.subject),
         (DELIVERIES_HEADER, deliveries.as_str()),
     ];
     engine
         .bus()
-        .publish_bytes(&subject, delivery.payload().to_vec(), &msg_id, &headers)
+        .publish_bytes(&subject, original.payload.to_vec(), &msg_id, &headers)
         .await?;
     engine.metrics().dead_letters.add(
         1,
@@ -131,6 +164,9 @@ impl DeadLetterLoop {
     }
 
     async fn handle(&self, delivery: Delivery) -> Settle {
+        if delivery.subject().starts_with(MAX_DELIVERIES_ADVISORY) {
+            return self.handle_advisory(&delivery).await;
+        }
         let message: Message = match decode(delivery.payload()) {
             Ok(m) => m,
             Err(e) => return Settle::Term(format!("undecodable dead letter: {e}")),
@@ -149,6 +185,79 @@ impl DeadLetterLoop {
             }
             Err(e) => {
                 tracing::warn!(run_id, error = %e, "dead letter not applied yet; will retry");
+                Settle::Nak(Some(DEAD_RETRY_DELAY))
+            }
+        }
+    }
+}
+
+impl DeadLetterLoop {
+    /// A work consumer gave up on a message: dead-letter it (the step fails now, through the
+    /// dead letter's own handling above) and take it off its work queue.
+    async fn handle_advisory(&self, delivery: &Delivery) -> Settle {
+        let Some(advisory) = MaxDeliveriesAdvisory::parse(
+            delivery.subject(),
+            delivery.payload(),
+            &[STREAM_EXEC, STREAM_AUDIT],
+        ) else {
+            return Settle::Term("not a work stream's max-deliveries advisory".into());
+        };
+        let bus = self.engine.bus();
+        let work = match bus
+            .given_up_work(&advisory.stream, advisory.stream_seq)
+            .await
+        {
+            Ok(Some(work)) => work,
+            // Acked after all, or an earlier handling of this advisory removed it.
+            Ok(None) => return Settle::Ack,
+            Err(e) => {
+                tracing::warn!(stream = %advisory.stream, seq = advisory.stream_seq, error = %e,
+                    "given-up work not read yet; will retry");
+                return Settle::Nak(Some(DEAD_RETRY_DELAY));
+            }
+        };
+        let reason = format!(
+            "{} gave up after {} deliveries",
+            advisory.consumer, advisory.deliveries
+        );
+        match decode(&work.payload) {
+            Ok(message) => {
+                let original = Original {
+                    payload: &work.payload,
+                    subject: &work.subject,
+                    stream: &advisory.stream,
+                    sequence: advisory.stream_seq,
+                    deliveries: advisory.deliveries,
+                };
+                let run_id = message.run_id().to_string();
+                if let Err(e) = dead_letter(
+                    &self.engine,
+                    &original,
+                    message.kind(),
+                    &run_id,
+                    GIVEN_UP_CLASS,
+                    &reason,
+                )
+                .await
+                {
+                    tracing::warn!(run_id, error = %e, "given-up work not dead-lettered yet; will retry");
+                    return Settle::Nak(Some(DEAD_RETRY_DELAY));
+                }
+            }
+            // Nothing a run can be told about; it still leaves the queue.
+            Err(e) => tracing::error!(stream = %advisory.stream, seq = advisory.stream_seq,
+                error = %e, "undecodable work exhausted its deliveries; removed"),
+        }
+        // A retry after a failed removal publishes the dead letter again: its dedup id makes
+        // that harmless.
+        match bus
+            .remove_given_up_work(&advisory.stream, advisory.stream_seq)
+            .await
+        {
+            Ok(()) => Settle::Ack,
+            Err(e) => {
+                tracing::warn!(stream = %advisory.stream, seq = advisory.stream_seq, error = %e,
+                    "given-up work not removed yet; will retry");
                 Settle::Nak(Some(DEAD_RETRY_DELAY))
             }
         }

@@ -17,7 +17,7 @@ use loopgate_transport::{ConsumerOptions, Delivery, Work};
 use tokio_util::sync::CancellationToken;
 
 use crate::admission::{admit, record_refusal};
-use crate::dead_letters::{dead_letter, is_last_delivery, reason_class, retry_delay};
+use crate::dead_letters::{dead_letter, is_last_delivery, reason_class, retry_delay, Original};
 use crate::decision::take_decision;
 use crate::engine::{Applied, Engine, EngineError};
 
@@ -139,7 +139,7 @@ impl ResultsLoop {
                 let reason = format!("{attempt} deliveries failed; last: {e}");
                 match dead_letter(
                     &self.engine,
-                    &delivery,
+                    &Original::results(&delivery),
                     kind,
                     &run_id,
                     reason_class(&e),

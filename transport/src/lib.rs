@@ -4,6 +4,7 @@
 //! telemetry in `loopgate-telemetry`, and the Redis run store in the manager (its only user).
 
 pub mod bus;
+mod given_up;
 pub mod runtime;
 mod sizing;
 mod topology;
@@ -12,6 +13,7 @@ pub mod work_consumer;
 pub use bus::{
     inbox_prefix_for_user, Bus, BusError, BusOptions, Subscriber, DUPLICATE_WINDOW, EVENTS_MAX_AGE,
 };
+pub use given_up::GivenUpWork;
 pub use sizing::TopologyOptions;
 pub use topology::TopologyRole;
 pub use work_consumer::{ConsumerOptions, Delivery, ProgressHandle, Work, WorkConsumer};

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, stream};
 use loopgate_common::subjects::{
-    EPISODE_BUCKET, EVIDENCE_BUCKET, SNAPSHOT_BUCKET, STREAM_AUDIT, STREAM_DEAD, STREAM_EVENTS,
-    STREAM_EXEC, STREAM_RESULTS,
+    max_deliveries_advisories, EPISODE_BUCKET, EVIDENCE_BUCKET, SNAPSHOT_BUCKET, STREAM_AUDIT,
+    STREAM_DEAD, STREAM_EVENTS, STREAM_EXEC, STREAM_RESULTS,
 };
 
 use crate::bus::{with_timeout, Bus, BusError, DUPLICATE_WINDOW, EVENTS_MAX_AGE};
@@ -93,10 +93,16 @@ impl Bus {
                 ..Default::default()
             },
             // Dead letters: kept (not a work queue) for inspection; the manager's `dead`
-            // durable turns each into its run's infrastructure-failure event.
+            // durable turns each into its run's infrastructure-failure event. The stream also
+            // captures the server's advisories that a work consumer gave up on a message
+            // (`given_up`): the manager turns each into a dead letter.
             stream::Config {
                 name: STREAM_DEAD.to_string(),
-                subjects: vec![s.dead_all()],
+                subjects: vec![
+                    s.dead_all(),
+                    max_deliveries_advisories(STREAM_EXEC),
+                    max_deliveries_advisories(STREAM_AUDIT),
+                ],
                 retention: stream::RetentionPolicy::Limits,
                 storage: stream::StorageType::File,
                 max_age: EVENTS_MAX_AGE,

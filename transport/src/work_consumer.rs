@@ -35,8 +35,9 @@ pub enum Work {
     Audit,
     /// `<prefix>.result.>` on `LG_RESULTS`, durable `manager`.
     Results,
-    /// `<prefix>.dead.>` on `LG_DEAD`, durable `manager-dead`: dead letters, turned into their
-    /// runs' infrastructure-failure events.
+    /// All of `LG_DEAD` (`<prefix>.dead.>` and the work streams' max-deliveries advisories),
+    /// durable `manager-dead`: dead letters, turned into their runs' infrastructure-failure
+    /// events, and advisories, turned into dead letters.
     Dead,
 }
 
@@ -65,7 +66,8 @@ impl Work {
             Work::Exec(capability) => subjects.exec(capability),
             Work::Audit => subjects.audit_request(),
             Work::Results => subjects.results_all(),
-            Work::Dead => subjects.dead_all(),
+            // The whole stream: its dead letters and the advisories it captures.
+            Work::Dead => String::new(),
         }
     }
 }

@@ -30,7 +30,10 @@ pub async fn status(client: &ApiClient, args: &RunJsonArgs) -> Result<ExitStatus
     if args.json {
         output::line(pretty(&value))?;
     } else {
-        output::block(&render::run_summary(&view))?;
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        output::block(&render::run_summary(&view, now_ms))?;
     }
     Ok(ExitStatus::for_run_state(view.state))
 }

@@ -55,6 +55,9 @@ pub(crate) fn run_view(r: &RunRecord) -> RunView {
         updated_at: r.updated_at,
         instructions: r.steering.instructions.clone(),
         paused_at: r.steering.pause.map(|p| p.since_ms),
+        queued_since: matches!(r.phase, Phase::Executing { .. })
+            .then_some(r.deadlines.queued_since_ms)
+            .flatten(),
     }
 }
 

@@ -1,7 +1,7 @@
 //! Backlog is not failure (issue 16 item 4): with one executor and three runs whose episodes
 //! each take longer than the start budget, the later runs' steps wait in the queue past
 //! `start_secs`. That is queue wait (logged `queue_wait`, counted again), not a missed start:
-//! no round fails for it and every run completes.
+//! no round fails for it, the waiting run shows `queued_since`, and every run completes.
 
 use std::time::Duration;
 
@@ -73,11 +73,28 @@ async fn steps_queued_behind_a_busy_executor_wait_instead_of_failing_their_round
         let run = stack.submit(TASK, &[]).await?;
         ids.push(run["id"].as_str().unwrap_or_default().to_string());
     }
+    // While a step waits behind the busy executor, its run says so (`queued_since`).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    'seen: loop {
+        for id in &ids {
+            let view = stack.run(id).await?;
+            if view["phase"] == "executing" && view["queued_since"].as_i64().is_some() {
+                break 'seen;
+            }
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "no run showed queued_since while waiting\n{}",
+            stack.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let mut queue_waits = 0;
     for id in &ids {
         let done = stack.wait_terminal(id, Duration::from_secs(180)).await?;
         let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
         assert_eq!(done["state"], "completed", "{done}\n{log}");
+        assert!(done["queued_since"].is_null(), "{id}: {done}");
         let missed = stack.log_entries(id, "deadline_missed").await?;
         assert!(missed.is_empty(), "{id}: {missed:?}");
         let dispatched = stack.log_entries(id, "exec_dispatched").await?;

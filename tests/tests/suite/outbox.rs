@@ -1,7 +1,8 @@
 //! Nothing lost between the store and the bus (issue 16 items 1, 3 and 4): a dispatch stored
 //! by a manager that dies before publishing it is published by another replica; a result that
 //! cannot be applied through its last delivery is dead-lettered and its round fails at once;
-//! with `max_active_runs` new runs wait `queued` and start first come, first served.
+//! so is an exec step whose executor dies with its last delivery; with `max_active_runs` new
+//! runs wait `queued` and start first come, first served.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -198,6 +199,80 @@ async fn a_result_that_exhausts_its_deliveries_is_dead_lettered_and_its_round_fa
         types.iter().filter(|t| *t == "exec_dispatched").count() >= 2,
         "the failed round was followed by another: {types:?}"
     );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_step_whose_last_delivery_dies_is_dead_lettered_and_its_round_fails_now(
+) -> anyhow::Result<()> {
+    // The first episode's model call hangs; its executor is killed with it.
+    let model = StandInModel::start(
+        Script::new()
+            .fallback(
+                "standin-manager",
+                Reply::content("Next: cli\nTask: write hello.py"),
+            )
+            .fallback("standin-executor", executor(Duration::from_secs(600))),
+    )
+    .await?;
+    let mut opts = StackOptions::new(profiles(&model), 2);
+    // One delivery per exec step: the executor that dies with it was its last.
+    opts.executor_extra = "ack_wait_secs = 3\nmax_deliver = 1".into();
+    opts.manager_extra = "sweep_interval_ms = 200".into();
+    let mut stack = Stack::start(opts).await?;
+    let id = stack.submit(TASK, &[]).await?["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let worker = loop {
+        let started = stack.log_entries(&id, "episode_started").await?;
+        if let Some(worker) = started.first().and_then(|e| e["worker"].as_str()) {
+            break worker.to_string();
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "no episode started\n{}",
+            stack.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let index = worker
+        .strip_prefix("exec-")
+        .and_then(|n| n.parse::<usize>().ok())
+        .and_then(|n| n.checked_sub(1))
+        .filter(|i| *i < stack.executors.len())
+        .ok_or_else(|| anyhow::anyhow!("unknown worker {worker}"))?;
+    // Its first model call (the one that hangs) is in flight before it dies.
+    model
+        .wait_for_requests("standin-executor", 1, Duration::from_secs(30))
+        .await?;
+    stack.executors[index].kill();
+    // The other executor's pulls make the server give up on the step after ack_wait; the
+    // manager turns the advisory into a dead letter and the round fails then.
+    wait_for("the dead letter", Duration::from_secs(60), || {
+        let log = stack.manager_log();
+        async move { log.contains("dead-lettered") }
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}\n{}", stack.logs()))?;
+    let done = stack.wait_terminal(&id, Duration::from_secs(90)).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    let dead = stack.log_entries(&id, "dead_letter").await?;
+    assert!(
+        dead.iter().any(|e| e["kind"] == "exec_request"),
+        "the run log names the dead exec request: {dead:?}"
+    );
+    let types = stack.log_types(&id).await?;
+    assert!(
+        !types.contains(&"deadline_missed".to_string()),
+        "the round failed at once, not at a deadline: {types:?}"
+    );
+    // Taken off the work queue: no step of the finished run is left in LG_EXEC.
+    let js = async_nats::jetstream::new(async_nats::connect(stack.nats.url()).await?);
+    let mut exec = js.get_stream("LG_EXEC").await?;
+    let left = exec.info().await?.state.messages;
+    assert_eq!(left, 0, "messages left in LG_EXEC");
     Ok(())
 }
 

@@ -122,7 +122,11 @@ impl Report {
         let results = doc
             .get("results")
             .and_then(Value::as_array)
-            .map(|rs| rs.iter().filter_map(ArmResult::from_json).collect::<Vec<_>>())
+            .map(|rs| {
+                rs.iter()
+                    .filter_map(ArmResult::from_json)
+                    .collect::<Vec<_>>()
+            })
             .unwrap_or_default()
             .into_iter()
             .filter(|r| r.terminal_state != "bench_error")
