@@ -56,6 +56,11 @@ pub struct BudgetFile {
     /// workspace (and is refused while one fails); 0 disables.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub self_checks: Option<u32>,
+    /// How long past a started episode's own time limit the manager waits for its result
+    /// before it counts the episode lost (a stalled or partitioned worker) and fails only that
+    /// step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub episode_grace_secs: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,6 +92,24 @@ pub struct Budget {
         skip_serializing_if = "is_default_self_checks"
     )]
     pub self_checks: u32,
+    /// Stored only when it is not the default, so records keep the keys they had.
+    #[serde(
+        default = "default_episode_grace_secs",
+        skip_serializing_if = "is_default_episode_grace_secs"
+    )]
+    pub episode_grace_secs: u64,
+}
+
+/// Default slack on top of a started episode's own time limit (the worker enforces the limit
+/// itself; this covers its freeze and result publish).
+pub const DEFAULT_EPISODE_GRACE_SECS: u64 = 60;
+
+fn default_episode_grace_secs() -> u64 {
+    DEFAULT_EPISODE_GRACE_SECS
+}
+
+fn is_default_episode_grace_secs(value: &u64) -> bool {
+    *value == DEFAULT_EPISODE_GRACE_SECS
 }
 
 pub(crate) fn default_self_checks() -> u32 {
@@ -135,6 +158,7 @@ impl Default for Budget {
             max_done_refusals: default_max_done_refusals(),
             stagnation_rounds: default_stagnation_rounds(),
             self_checks: DEFAULT_SELF_CHECKS,
+            episode_grace_secs: DEFAULT_EPISODE_GRACE_SECS,
         }
     }
 }
@@ -251,6 +275,12 @@ impl BudgetFile {
                 0,
                 MAX_SELF_CHECKS.into(),
             )? as u32,
+            episode_grace_secs: in_range(
+                "episode_grace_secs",
+                self.episode_grace_secs.unwrap_or(d.episode_grace_secs),
+                1,
+                86_400,
+            )?,
         })
     }
 }
@@ -303,6 +333,33 @@ mod tests {
         ] {
             assert!(bad.validate().is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn episode_grace_secs_default_range_and_stored_only_when_set() {
+        let cases = [
+            (None, Some(DEFAULT_EPISODE_GRACE_SECS)),
+            (Some(1), Some(1)),
+            (Some(86_400), Some(86_400)),
+            (Some(0), None),
+            (Some(86_401), None),
+        ];
+        for (given, want) in cases {
+            let got = BudgetFile {
+                episode_grace_secs: given,
+                ..Default::default()
+            }
+            .validate()
+            .ok()
+            .map(|b| b.episode_grace_secs);
+            assert_eq!(got, want, "{given:?}");
+        }
+        // A record stored before the key existed reads with the default, and a default
+        // budget stores no new key.
+        let stored = serde_json::to_value(Budget::default()).unwrap();
+        assert!(stored.get("episode_grace_secs").is_none(), "{stored}");
+        let read: Budget = serde_json::from_value(stored).unwrap();
+        assert_eq!(read.episode_grace_secs, DEFAULT_EPISODE_GRACE_SECS);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! cancel, resume).
 
 use super::manager_turn::manager_miss;
-use super::transition::{Decision, EPISODE_GRACE_SECS};
+use super::transition::Decision;
 use super::tx::Tx;
 use crate::budget::Budget;
 use crate::state::{DeadlineKind, LogEvent, Phase, PlanningStage, RunRecord, RunState};
@@ -95,7 +95,10 @@ pub(super) fn on_episode_started(
         }
     };
     let mut tx = Tx::new(record, now);
-    tx.set_deadline(secs.0, secs.1 + EPISODE_GRACE_SECS);
+    tx.set_deadline(
+        secs.0,
+        secs.1.saturating_add(record.task.budget.episode_grace_secs),
+    );
     tx.picked_up();
     tx.log(LogEvent::EpisodeStarted {
         role: started.role,

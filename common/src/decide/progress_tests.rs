@@ -52,7 +52,7 @@ fn the_next_executor_sees_the_failing_check_output() {
         req.increment.goal_clauses,
         vec!["Create hello.py".to_string()]
     );
-    let prompt = crate::prompts::executor::task_prompt(req, &[]);
+    let prompt = crate::prompts::executor::task_prompt(req, &[], &[]);
     assert!(prompt.contains("can't open file 'hello.py'"), "{prompt}");
 }
 

@@ -19,8 +19,8 @@ pub const RAW_LOG_CHARS: usize = 4000;
 /// Slack on top of the manager episode before the decision deadline fires (a crashed replica's
 /// request is redelivered by JetStream well before this).
 pub const DECISION_SLACK_SECS: u64 = 120;
-/// Slack on top of a started episode's own budget (the worker enforces the budget itself).
-pub const EPISODE_GRACE_SECS: u64 = 60;
+/// Default slack on top of a started episode's own budget (`[budget] episode_grace_secs`).
+pub const EPISODE_GRACE_SECS: u64 = crate::budget::DEFAULT_EPISODE_GRACE_SECS;
 
 // Events are built once and passed by reference; boxing the report would only add noise.
 #[allow(clippy::large_enum_variant)]

@@ -15,9 +15,74 @@ tests and do not hard-code expected output.";
 const FILES_SHOWN: usize = 60;
 /// Changed paths listed in the prompt.
 const CHANGED_SHOWN: usize = 20;
+/// At most this many files' current contents in the first prompt.
+const PREVIEW_FILES: usize = 4;
+/// A file over this many bytes is never shown whole (the agent reads it with `read_file`).
+pub const PREVIEW_FILE_BYTES: u64 = 3 * 1024;
+/// All shown contents together.
+const PREVIEW_TOTAL_BYTES: u64 = 4 * 1024;
 
-/// The first user message of an episode. `files` lists the workspace's paths.
-pub fn task_prompt(req: &ExecRequest, files: &[String]) -> String {
+/// A workspace file's current text, shown in the first prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilePreview {
+    pub path: String,
+    pub text: String,
+}
+
+/// The workspace files (path, size) whose current contents the first prompt shows: the small
+/// files the goal, the step or a check names, and in a workspace of at most a few files every
+/// small file; at most `PREVIEW_FILES`, `PREVIEW_FILE_BYTES` each and `PREVIEW_TOTAL_BYTES`
+/// in all. Small models that are told to complete a file and never call `read_file` otherwise
+/// overwrite it with an invented one.
+pub fn preview_paths(req: &ExecRequest, entries: &[(String, u64)]) -> Vec<String> {
+    let mut named_in = vec![req.contract.goal.as_str(), req.increment.objective.as_str()];
+    named_in.extend(req.increment.goal_clauses.iter().map(String::as_str));
+    for c in &req.contract.criteria {
+        named_in.push(c.description.as_str());
+        named_in.extend(c.check.as_deref());
+    }
+    let named = |path: &str| named_in.iter().any(|text| names_path(text, path));
+    let small_workspace = entries.len() <= PREVIEW_FILES;
+    let mut order: Vec<&(String, u64)> = entries.iter().filter(|(p, _)| named(p)).collect();
+    if small_workspace {
+        order.extend(entries.iter().filter(|(p, _)| !named(p)));
+    }
+    let mut total = 0u64;
+    let mut shown = Vec::new();
+    for (path, size) in order {
+        if shown.len() == PREVIEW_FILES {
+            break;
+        }
+        if *size == 0 || *size > PREVIEW_FILE_BYTES || total + size > PREVIEW_TOTAL_BYTES {
+            continue;
+        }
+        total += size;
+        shown.push(path.clone());
+    }
+    shown
+}
+
+/// Whether `text` names `path` as a whole word: `solution.py` names it, `my_solution.py` and
+/// `solution.pyc` do not.
+fn names_path(text: &str, path: &str) -> bool {
+    let part_of_name = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '/');
+    text.match_indices(path).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + path.len()..].chars().next();
+        before.is_none_or(|c| !part_of_name(c))
+            && after.is_none_or(|c| !part_of_name(c) || c == '.' && {
+                // A sentence's full stop after the name still names it.
+                text[at + path.len() + 1..]
+                    .chars()
+                    .next()
+                    .is_none_or(char::is_whitespace)
+            })
+    })
+}
+
+/// The first user message of an episode. `files` lists the workspace's paths; `previews`
+/// are the current contents of the few files `preview_paths` chose.
+pub fn task_prompt(req: &ExecRequest, files: &[String], previews: &[FilePreview]) -> String {
     let mut s = String::new();
     s.push_str(&format!("Goal: {}\n\n", req.contract.goal));
     match req.episode {
@@ -49,6 +114,7 @@ pub fn task_prompt(req: &ExecRequest, files: &[String]) -> String {
         ));
     }
     push_files(&mut s, files);
+    push_previews(&mut s, previews);
     push_feedback(&mut s, &req.feedback, files);
     let clauses = &req.increment.goal_clauses;
     if clauses.is_empty() {
@@ -93,6 +159,17 @@ fn push_files(s: &mut String, files: &[String]) {
     }
     if files.len() > FILES_SHOWN {
         s.push_str(&format!("… and {} more\n", files.len() - FILES_SHOWN));
+    }
+}
+
+fn push_previews(s: &mut String, previews: &[FilePreview]) {
+    for p in previews {
+        s.push_str(&format!("\nCurrent contents of {}:\n```\n", p.path));
+        s.push_str(&p.text);
+        if !p.text.ends_with('\n') {
+            s.push('\n');
+        }
+        s.push_str("```\n");
     }
 }
 
@@ -248,6 +325,7 @@ mod tests {
         let prompt = task_prompt(
             &request(increment, feedback),
             &["workspace/hello.py".into()],
+            &[],
         );
         let step = prompt
             .find("Your step: Create hello.py that prints exactly: hello, loopgate")
@@ -283,9 +361,85 @@ mod tests {
             write_scope: vec![],
             goal_clauses: vec![],
         };
-        let prompt = task_prompt(&request(increment, ExecFeedback::default()), &[]);
+        let prompt = task_prompt(&request(increment, ExecFeedback::default()), &[], &[]);
         assert!(prompt.contains("\nYour step: write hello.py\n"), "{prompt}");
         assert!(!prompt.contains("What the last audit found"), "{prompt}");
         assert!(prompt.contains("Workspace files: (empty)"), "{prompt}");
+    }
+
+    #[test]
+    fn previews_show_the_small_files_the_task_names_or_a_tiny_workspace_has() {
+        let increment = |objective: &str| Increment {
+            objective: objective.into(),
+            instructions: String::new(),
+            acceptance_checks: vec![],
+            write_scope: vec![],
+            goal_clauses: vec![],
+        };
+        let entries = |list: &[(&str, u64)]| -> Vec<(String, u64)> {
+            list.iter().map(|(p, n)| (p.to_string(), *n)).collect()
+        };
+        // (step, workspace, shown)
+        let cases: Vec<(&str, Vec<(String, u64)>, Vec<&str>)> = vec![
+            // A tiny workspace: every small file, named ones first.
+            (
+                "Complete the function in solution.py.",
+                entries(&[("notes.md", 10), ("solution.py", 500)]),
+                vec!["solution.py", "notes.md"],
+            ),
+            // A bigger one: only what the task names (the goal names hello.py).
+            (
+                "fix the parser",
+                entries(&[
+                    ("a.txt", 1),
+                    ("b.txt", 1),
+                    ("c.txt", 1),
+                    ("d.txt", 1),
+                    ("hello.py", 30),
+                ]),
+                vec!["hello.py"],
+            ),
+            // Too big to show whole, or empty.
+            (
+                "edit solution.py",
+                entries(&[("solution.py", PREVIEW_FILE_BYTES + 1), ("empty.py", 0)]),
+                vec![],
+            ),
+            // Names are whole words: my_solution.py is not solution.py.
+            (
+                "edit my_solution.py",
+                entries(&[
+                    ("solution.py", 10),
+                    ("my_solution.py", 10),
+                    ("x1", 1),
+                    ("x2", 1),
+                    ("x3", 1),
+                ]),
+                vec!["my_solution.py"],
+            ),
+            // The total cap: the second 3 KiB file does not fit.
+            (
+                "merge a.py and b.py",
+                entries(&[("a.py", 3000), ("b.py", 3000)]),
+                vec!["a.py"],
+            ),
+        ];
+        for (step, workspace, want) in cases {
+            let req = request(increment(step), ExecFeedback::default());
+            assert_eq!(preview_paths(&req, &workspace), want, "{step}");
+        }
+        let req = request(increment("x"), ExecFeedback::default());
+        let prompt = task_prompt(
+            &req,
+            &["solution.py".into()],
+            &[FilePreview {
+                path: "solution.py".into(),
+                text: "def f():\n    \"\"\"Doc.\"\"\"".into(),
+            }],
+        );
+        assert!(
+            prompt.contains("Current contents of solution.py:\n```\ndef f():\n    \"\"\"Doc.\"\"\"\n```\n"),
+            "{prompt}"
+        );
     }
 }

@@ -12,7 +12,8 @@ pub(crate) fn agent_prompt(req: &ExecRequest, files: &[String]) -> String {
          Do exactly the step below with your own tools, then end with a one-line summary of \
          what you did. Do not edit acceptance tests and do not hard-code expected output.\n\n",
     );
-    prompt.push_str(&executor::task_prompt(req, files));
+    // An agent with its own tools reads the files it needs.
+    prompt.push_str(&executor::task_prompt(req, files, &[]));
     if !req.increment.write_scope.is_empty() {
         prompt.push_str(&format!(
             "Only change these paths: {}\n",

@@ -54,6 +54,12 @@ async fn episode_in_dir<M: ChatModel>(
         }
     };
     let files: Vec<String> = base.entries.iter().map(|e| e.path.clone()).collect();
+    let sizes: Vec<(String, u64)> = base
+        .entries
+        .iter()
+        .map(|e| (e.path.clone(), e.size))
+        .collect();
+    let previews = read_previews(dir, &executor::preview_paths(req, &sizes)).await;
     let gui = req.capability == loopgate_common::subjects::Capability::Gui;
     let gui_tools = if gui {
         match GuiTools::start(dir, req.gui.as_ref(), false).await {
@@ -72,7 +78,7 @@ async fn episode_in_dir<M: ChatModel>(
     };
     let prompt = vec![
         ChatMessage::system(system),
-        ChatMessage::user(executor::task_prompt(req, &files)),
+        ChatMessage::user(executor::task_prompt(req, &files, &previews)),
     ];
     let limits = LoopLimits {
         max_steps: req.max_steps,
@@ -302,4 +308,25 @@ mod tests {
         assert!(text.starts_with("episode ended early after 3 tool calls"));
         assert!(!done);
     }
+}
+
+/// The current text of each of `paths` in the freshly materialized `dir`; a file that is not
+/// UTF-8 text (or holds a NUL), grew past the preview cap or cannot be read is left out.
+async fn read_previews(dir: &Path, paths: &[String]) -> Vec<executor::FilePreview> {
+    let mut previews = Vec::new();
+    for path in paths {
+        let Ok(bytes) = tokio::fs::read(dir.join(path)).await else {
+            continue;
+        };
+        if bytes.len() as u64 > executor::PREVIEW_FILE_BYTES || bytes.contains(&0) {
+            continue;
+        }
+        if let Ok(text) = String::from_utf8(bytes) {
+            previews.push(executor::FilePreview {
+                path: path.clone(),
+                text,
+            });
+        }
+    }
+    previews
 }

@@ -3,7 +3,8 @@
 //! on a scratch copy of the live workspace; a failing one answers `finish refused: ...`, at most
 //! `self_checks` times; at the step cap the agent gets one last turn with the refusal; the
 //! copy's side effects never reach the workspace or the candidate; and a self-check runs under
-//! exactly the sandbox the auditor's checks get.
+//! exactly the sandbox the auditor's checks get. With the same harness: the first prompt
+//! shows the current contents of the small files the step names.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -516,5 +517,28 @@ async fn refusals_and_retried_failures_raise_the_temperature() -> anyhow::Result
         let per_request = [want[0], want[0], want[1], want[2], want[2]];
         assert_eq!(temps, per_request, "{profile:?} retrying = {retrying}");
     }
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_first_prompt_shows_the_small_files_the_step_names() -> anyhow::Result<()> {
+    let h = Harness::start(Script::new().replies(MODEL, [finish()])).await?;
+    let solution = "def add(a, b):\n    \"\"\"Return a + b.\"\"\"\n";
+    let big = "x = 1\n".repeat(2000);
+    let base = h
+        .base(&[("solution.py", solution), ("big.py", &big), ("notes.md", "n\n")])
+        .await?;
+    let mut req = request(&base, vec![criterion("ok", "true")], 0, 2);
+    req.increment.objective = "Complete the function add in solution.py (see big.py)".into();
+    h.run(&req).await?;
+    let first = &h.model.requests(MODEL)[0];
+    let prompt = last_message_content(first, "user").unwrap_or_default();
+    assert!(
+        prompt.contains(&format!("Current contents of solution.py:\n```\n{solution}```")),
+        "{prompt}"
+    );
+    // Named but too big to show whole; not named in a workspace of three files: shown.
+    assert!(!prompt.contains("Current contents of big.py"), "{prompt}");
+    assert!(prompt.contains("Current contents of notes.md"), "{prompt}");
     Ok(())
 }

@@ -1,6 +1,6 @@
-//! Fault tests: manager replicas killed with SIGKILL while 20 runs are in flight, and an
-//! executor killed mid-episode. Every run must end, no round may run twice, no evidence may
-//! be lost.
+//! Fault tests: manager replicas killed with SIGKILL while 20 runs are in flight, an
+//! executor killed mid-episode, and one stopped past its episode's deadline. Every run must
+//! end, no round may run twice, no evidence may be lost.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -271,5 +271,91 @@ async fn executor_killed_mid_episode_is_redelivered_and_the_round_completes_once
         "round 1 completed once"
     );
     assert_eq!(done["round"], 1);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_executor_stopped_past_its_deadline_loses_only_that_round_and_takes_the_next(
+) -> anyhow::Result<()> {
+    // Round 1's first model call is slow, so its episode is in flight when its only executor
+    // is stopped (SIGSTOP) past the episode's deadline (3 s limit + 1 s grace).
+    let first_call = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let slow = first_call.clone();
+    let executor = Reply::dynamic(move |req: &Value| {
+        let last_role = req["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .and_then(|m| m["role"].as_str())
+            .unwrap_or("")
+            .to_string();
+        if last_role == "tool" {
+            return Reply::tool_call("finish", json!({"summary": "wrote hello.py"}));
+        }
+        let write = Reply::tool_call(
+            "write_file",
+            json!({"path": "hello.py", "content": "print('hello, loopgate')\n"}),
+        );
+        if slow.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            Reply::delayed(Duration::from_secs(2), write)
+        } else {
+            write
+        }
+    });
+    let model = StandInModel::start(
+        Script::new()
+            .fallback(
+                "standin-manager",
+                Reply::content("Next: cli\nTask: write hello.py"),
+            )
+            .fallback("standin-executor", executor),
+    )
+    .await?;
+    let mut opts = StackOptions::new(profiles(&model), 1);
+    opts.manager_extra = "sweep_interval_ms = 200".into();
+    let stack = Stack::start(opts).await?;
+    let task = TASK.replace(
+        "max_rounds = 6",
+        "max_rounds = 6\nexecutor_episode_secs = 3\nepisode_grace_secs = 1",
+    );
+    let id = stack.submit(&task, &[]).await?["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    model
+        .wait_for_requests("standin-executor", 1, Duration::from_secs(60))
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}\n{}", stack.logs()))?;
+    stack.executors[0].signal("STOP");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let missed = loop {
+        let missed = stack.log_entries(&id, "deadline_missed").await?;
+        if !missed.is_empty() {
+            break missed;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            stack.executors[0].signal("CONT");
+            anyhow::bail!("round 1's deadline never fired\n{}", stack.logs());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    stack.executors[0].signal("CONT");
+    assert_eq!(missed[0]["round"], 1, "{missed:?}");
+    // The same executor, back, drops round 1 (cancelled, or late and ignored) and takes round
+    // 2: the cancel covered that round only, not the run's generation.
+    let done = stack.wait_terminal(&id, Duration::from_secs(90)).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
+    let entries = log["entries"].as_array().cloned().unwrap_or_default();
+    let results = count_by_round(&entries, "exec_result");
+    assert_eq!(results.get(&(1, 1)), None, "round 1's late result was dropped: {log}");
+    assert_eq!(results.get(&(1, 2)), Some(&1), "round 2 finished once: {log}");
+    let starts: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["type"] == "episode_started" && e["role"] == "executor")
+        .collect();
+    assert!(
+        starts.iter().all(|e| e["worker"] == "exec-1"),
+        "one executor did every round: {log}"
+    );
     Ok(())
 }

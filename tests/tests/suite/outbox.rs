@@ -237,11 +237,10 @@ async fn an_exec_step_whose_last_delivery_dies_is_dead_lettered_and_its_round_fa
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    let index = worker
-        .strip_prefix("exec-")
-        .and_then(|n| n.parse::<usize>().ok())
-        .and_then(|n| n.checked_sub(1))
-        .filter(|i| *i < stack.executors.len())
+    let index = stack
+        .executors
+        .iter()
+        .position(|e| e.name() == worker)
         .ok_or_else(|| anyhow::anyhow!("unknown worker {worker}"))?;
     // Its first model call (the one that hangs) is in flight before it dies.
     model
