@@ -257,7 +257,10 @@ impl Bus {
             .await
             {
                 return self
-                    .keep_bucket_sized(SNAPSHOT_BUCKET, self.topology().snapshot_max_bytes)
+                    .keep_bucket_sized(
+                        &format!("OBJ_{SNAPSHOT_BUCKET}"),
+                        self.topology().snapshot_max_bytes,
+                    )
                     .await;
             }
             let config = jetstream::object_store::Config {
@@ -298,7 +301,10 @@ impl Bus {
                 tokio::time::timeout(timeout, js.get_object_store(EVIDENCE_BUCKET)).await
             {
                 return self
-                    .keep_bucket_sized(EVIDENCE_BUCKET, self.topology().evidence_max_bytes)
+                    .keep_bucket_sized(
+                        &format!("OBJ_{EVIDENCE_BUCKET}"),
+                        self.topology().evidence_max_bytes,
+                    )
                     .await;
             }
             let config = jetstream::object_store::Config {
@@ -322,7 +328,7 @@ impl Bus {
         })
     }
 
-    /// Bring an existing bucket's backing stream (`OBJ_<bucket>`) to the replicas and byte cap
+    /// Bring an existing bucket's backing stream (`OBJ_<bucket>`, `KV_<bucket>`) to the replicas and byte cap
     /// this topology asks for, as `ensure_stream` does for the streams. Processes start in any
     /// order, and one with the default sizing (a development worker that found the topology
     /// missing) may have created the bucket first with one replica: left so, the whole
@@ -331,7 +337,7 @@ impl Bus {
     /// nothing and looks nothing up, so restricted workers pass.
     async fn keep_bucket_sized(
         &self,
-        bucket: &str,
+        stream_name: &str,
         max_bytes: Option<i64>,
     ) -> Result<(), BusError> {
         let replicas = self.topology().replicas;
@@ -339,11 +345,10 @@ impl Bus {
             return Ok(());
         }
         let timeout = self.request_timeout();
-        let stream_name = format!("OBJ_{bucket}");
         let stream = with_timeout(
             "bucket stream info",
             timeout,
-            self.jetstream().get_stream(&stream_name),
+            self.jetstream().get_stream(stream_name),
         )
         .await?;
         let mut config = stream.cached_info().config.clone();
@@ -359,7 +364,7 @@ impl Bus {
             config.max_bytes = b;
         }
         tracing::info!(
-            bucket,
+            stream = stream_name,
             replicas = config.num_replicas,
             max_bytes = config.max_bytes,
             "resizing bucket to the configured [jetstream] sizing"
@@ -382,7 +387,15 @@ impl Bus {
         for attempt in 0..TOPOLOGY_ATTEMPTS {
             if let Ok(Ok(_)) = tokio::time::timeout(timeout, js.get_key_value(EPISODE_BUCKET)).await
             {
-                return Ok(());
+                // Replicated like the other buckets: the claims must survive a node.
+                return self
+                    .keep_bucket_sized(
+                        &format!("KV_{EPISODE_BUCKET}"),
+                        self.topology()
+                            .stream_max_bytes
+                            .map(|b| b.min(EPISODE_BUCKET_MAX_BYTES)),
+                    )
+                    .await;
             }
             let config = jetstream::kv::Config {
                 bucket: EPISODE_BUCKET.to_string(),

@@ -15,6 +15,10 @@ use std::time::Duration;
 use anyhow::Context;
 use loopgate_tests::chaos::{self, ChaosConfig};
 
+const USAGE: &str = "usage: chaos-bench [--duration-secs N (300)] [--runs N (100)] \
+[--managers N (2)] [--executors N (8)] [--auditors N (3)] [--fault-every-secs N (4)] [--seed N] \
+[--out PATH] [--strict]";
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let mut config = ChaosConfig::full();
@@ -22,13 +26,17 @@ async fn main() -> anyhow::Result<()> {
     let mut strict = false;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
+        if flag == "--help" || flag == "-h" {
+            println!("{USAGE}");
+            return Ok(());
+        }
         if flag == "--strict" {
             strict = true;
             continue;
         }
         let value = args
             .next()
-            .with_context(|| format!("{flag} needs a value"))?;
+            .with_context(|| format!("{flag} needs a value\n{USAGE}"))?;
         let number = || -> anyhow::Result<u64> {
             value
                 .parse()
@@ -43,7 +51,7 @@ async fn main() -> anyhow::Result<()> {
             "--fault-every-secs" => config.fault_every = Duration::from_secs(number()?.max(1)),
             "--seed" => config.seed = number()?,
             "--out" => out = Some(value.clone()),
-            other => anyhow::bail!("unknown flag {other} (see the header of chaos_bench.rs)"),
+            other => anyhow::bail!("unknown flag {other}\n{USAGE}"),
         }
     }
     let uptime = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();

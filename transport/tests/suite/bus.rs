@@ -240,7 +240,7 @@ async fn topology_sizing_is_applied_and_kept() -> Result<()> {
             .clone()
             .with_topology(loopgate_transport::TopologyOptions {
                 replicas: Some(1),
-                stream_max_bytes: Some(64 << 20),
+                stream_max_bytes: Some(48 << 20),
                 snapshot_max_bytes: Some(128 << 20),
                 evidence_max_bytes: Some(32 << 20),
             });
@@ -248,7 +248,7 @@ async fn topology_sizing_is_applied_and_kept() -> Result<()> {
         for config in sized.stream_configs() {
             let mut stream = sized.jetstream().get_stream(&config.name).await?;
             let info = stream.info().await?;
-            assert_eq!(info.config.max_bytes, 64 << 20, "{}", config.name);
+            assert_eq!(info.config.max_bytes, 48 << 20, "{}", config.name);
             assert_eq!(info.config.num_replicas, 1, "{}", config.name);
         }
         // The buckets `plain` created without caps get theirs too.
@@ -259,10 +259,13 @@ async fn topology_sizing_is_applied_and_kept() -> Result<()> {
                 .await?;
             assert_eq!(stream.info().await?.config.max_bytes, cap, "{bucket}");
         }
+        // The episode claims (created with their own 64 MiB): the smaller stream cap.
+        let mut claims = sized.jetstream().get_stream("KV_lg-episodes").await?;
+        assert_eq!(claims.info().await?.config.max_bytes, 48 << 20);
         // Default sizing asks for nothing: it passes and leaves the caps alone.
         plain.ensure_topology().await?;
         let mut exec = plain.jetstream().get_stream("LG_EXEC").await?;
-        assert_eq!(exec.info().await?.config.max_bytes, 64 << 20);
+        assert_eq!(exec.info().await?.config.max_bytes, 48 << 20);
         let mut snapshots = plain.jetstream().get_stream("OBJ_lg-snapshots").await?;
         assert_eq!(snapshots.info().await?.config.max_bytes, 128 << 20);
         Ok(())

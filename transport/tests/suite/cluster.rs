@@ -62,7 +62,7 @@ async fn replicated(
 
 /// A worker with the default sizing creates the topology first (one replica each, as in a
 /// development stack whose workers start before the manager); the owner's `replicas = 3` then
-/// brings every stream AND both buckets to three replicas. Killing the node that leads the
+/// brings every stream AND every bucket (snapshots, evidence, episode claims) to three replicas. Killing the node that leads the
 /// snapshot bucket leaves its objects readable from the other two.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn owner_replicas_reach_buckets_a_worker_created_and_they_survive_their_leader() -> Result<()>
@@ -83,6 +83,8 @@ async fn owner_replicas_reach_buckets_a_worker_created_and_they_survive_their_le
         }
         let (evidence, _) = replicated(&owner, &cluster, &format!("OBJ_{EVIDENCE_BUCKET}")).await?;
         assert_eq!(evidence.num_replicas, 3);
+        let (claims, _) = replicated(&owner, &cluster, "KV_lg-episodes").await?;
+        assert_eq!(claims.num_replicas, 3, "episode claims survive a node too");
 
         let store = owner.jetstream().get_object_store(SNAPSHOT_BUCKET).await?;
         let mut body: &[u8] = b"frozen workspace";
