@@ -105,7 +105,10 @@ fn a_started_episode_gets_its_own_deadline_and_is_cancelled_when_it_passes() {
     // `[budget] episode_grace_secs` moves it.
     let mut short = r.clone();
     short.task.budget.episode_grace_secs = 2;
-    let s2 = apply(&reply(&short, "Next: cli\nTask: write").record, started_ev.clone());
+    let s2 = apply(
+        &reply(&short, "Next: cli\nTask: write").record,
+        started_ev.clone(),
+    );
     assert_eq!(
         deadline_at(&s2.record),
         due - (EPISODE_GRACE_SECS as i64 - 2) * 1000

@@ -70,12 +70,15 @@ fn names_path(text: &str, path: &str) -> bool {
         let before = text[..at].chars().next_back();
         let after = text[at + path.len()..].chars().next();
         before.is_none_or(|c| !part_of_name(c))
-            && after.is_none_or(|c| !part_of_name(c) || c == '.' && {
-                // A sentence's full stop after the name still names it.
-                text[at + path.len() + 1..]
-                    .chars()
-                    .next()
-                    .is_none_or(char::is_whitespace)
+            && after.is_none_or(|c| {
+                !part_of_name(c)
+                    || c == '.' && {
+                        // A sentence's full stop after the name still names it.
+                        text[at + path.len() + 1..]
+                            .chars()
+                            .next()
+                            .is_none_or(char::is_whitespace)
+                    }
             })
     })
 }
@@ -438,7 +441,9 @@ mod tests {
             }],
         );
         assert!(
-            prompt.contains("Current contents of solution.py:\n```\ndef f():\n    \"\"\"Doc.\"\"\"\n```\n"),
+            prompt.contains(
+                "Current contents of solution.py:\n```\ndef f():\n    \"\"\"Doc.\"\"\"\n```\n"
+            ),
             "{prompt}"
         );
     }

@@ -526,7 +526,11 @@ async fn the_first_prompt_shows_the_small_files_the_step_names() -> anyhow::Resu
     let solution = "def add(a, b):\n    \"\"\"Return a + b.\"\"\"\n";
     let big = "x = 1\n".repeat(2000);
     let base = h
-        .base(&[("solution.py", solution), ("big.py", &big), ("notes.md", "n\n")])
+        .base(&[
+            ("solution.py", solution),
+            ("big.py", &big),
+            ("notes.md", "n\n"),
+        ])
         .await?;
     let mut req = request(&base, vec![criterion("ok", "true")], 0, 2);
     req.increment.objective = "Complete the function add in solution.py (see big.py)".into();
@@ -534,7 +538,9 @@ async fn the_first_prompt_shows_the_small_files_the_step_names() -> anyhow::Resu
     let first = &h.model.requests(MODEL)[0];
     let prompt = last_message_content(first, "user").unwrap_or_default();
     assert!(
-        prompt.contains(&format!("Current contents of solution.py:\n```\n{solution}```")),
+        prompt.contains(&format!(
+            "Current contents of solution.py:\n```\n{solution}```"
+        )),
         "{prompt}"
     );
     // Named but too big to show whole; not named in a workspace of three files: shown.

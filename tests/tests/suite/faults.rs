@@ -347,8 +347,16 @@ async fn an_executor_stopped_past_its_deadline_loses_only_that_round_and_takes_t
     let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
     let entries = log["entries"].as_array().cloned().unwrap_or_default();
     let results = count_by_round(&entries, "exec_result");
-    assert_eq!(results.get(&(1, 1)), None, "round 1's late result was dropped: {log}");
-    assert_eq!(results.get(&(1, 2)), Some(&1), "round 2 finished once: {log}");
+    assert_eq!(
+        results.get(&(1, 1)),
+        None,
+        "round 1's late result was dropped: {log}"
+    );
+    assert_eq!(
+        results.get(&(1, 2)),
+        Some(&1),
+        "round 2 finished once: {log}"
+    );
     let starts: Vec<&Value> = entries
         .iter()
         .filter(|e| e["type"] == "episode_started" && e["role"] == "executor")
