@@ -230,6 +230,27 @@ fn end_label(end: &LoopEnd) -> &'static str {
     }
 }
 
+/// The current text of each of `paths` in the freshly materialized `dir`; a file that is not
+/// UTF-8 text (or holds a NUL), grew past the preview cap or cannot be read is left out.
+async fn read_previews(dir: &Path, paths: &[String]) -> Vec<executor::FilePreview> {
+    let mut previews = Vec::new();
+    for path in paths {
+        let Ok(bytes) = tokio::fs::read(dir.join(path)).await else {
+            continue;
+        };
+        if bytes.len() as u64 > executor::PREVIEW_FILE_BYTES || bytes.contains(&0) {
+            continue;
+        }
+        if let Ok(text) = String::from_utf8(bytes) {
+            previews.push(executor::FilePreview {
+                path: path.clone(),
+                text,
+            });
+        }
+    }
+    previews
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -308,25 +329,4 @@ mod tests {
         assert!(text.starts_with("episode ended early after 3 tool calls"));
         assert!(!done);
     }
-}
-
-/// The current text of each of `paths` in the freshly materialized `dir`; a file that is not
-/// UTF-8 text (or holds a NUL), grew past the preview cap or cannot be read is left out.
-async fn read_previews(dir: &Path, paths: &[String]) -> Vec<executor::FilePreview> {
-    let mut previews = Vec::new();
-    for path in paths {
-        let Ok(bytes) = tokio::fs::read(dir.join(path)).await else {
-            continue;
-        };
-        if bytes.len() as u64 > executor::PREVIEW_FILE_BYTES || bytes.contains(&0) {
-            continue;
-        }
-        if let Ok(text) = String::from_utf8(bytes) {
-            previews.push(executor::FilePreview {
-                path: path.clone(),
-                text,
-            });
-        }
-    }
-    previews
 }
