@@ -30,6 +30,16 @@ max_rounds = 6
 self_checks = 0
 "#;
 
+/// Which attempt (1: first, 2: second) a step's text asks for: the stand-in manager writes
+/// `(second attempt)` once an audit has failed, `(first attempt)` otherwise.
+pub fn attempt_of(step: &str) -> u32 {
+    if step.contains("second attempt") {
+        2
+    } else {
+        1
+    }
+}
+
 /// The task text for run tag `tag`.
 pub fn tagged_task(tag: usize) -> String {
     TAGGED_TASK.replace("{TAG}", &tag.to_string())
@@ -198,7 +208,7 @@ impl EpisodeLedger {
         }
         let prompt = last_message_content(req, "user").unwrap_or_default();
         let tag = tag_of(&body).unwrap_or(0);
-        let first = !prompt.contains("second attempt");
+        let attempt_round = attempt_of(&prompt);
         let nonce = {
             let mut state = self.lock();
             state.next_nonce += 1;
@@ -207,7 +217,7 @@ impl EpisodeLedger {
                 nonce,
                 Episode {
                     tag,
-                    attempt_round: if first { 1 } else { 2 },
+                    attempt_round,
                     nonce,
                     started_ms: now,
                     last_call_ms: now,
@@ -216,7 +226,11 @@ impl EpisodeLedger {
             );
             nonce
         };
-        let greeting = if first { "hello" } else { "hello, loopgate" };
+        let greeting = if attempt_round == 1 {
+            "hello"
+        } else {
+            "hello, loopgate"
+        };
         Reply::delayed(
             delay,
             Reply::tool_call(

@@ -33,6 +33,8 @@ pub struct RunFindings {
     pub entry_times: Vec<i64>,
     /// Every log entry, briefly, in log order.
     pub timeline: Vec<TimelineEntry>,
+    /// The objective of each `exec_dispatched` entry, in log order (one per executor round).
+    pub exec_objectives: Vec<String>,
 }
 
 /// One log entry, reduced to what the fault reports read.
@@ -130,6 +132,11 @@ pub fn findings(id: &str, run: &Value, entries: &[Value], bound: &[String]) -> R
                 round: key(e).1,
                 worker: e["worker"].as_str().map(str::to_string),
             })
+            .collect(),
+        exec_objectives: entries
+            .iter()
+            .filter(|e| e["type"] == "exec_dispatched")
+            .map(|e| e["objective"].as_str().unwrap_or_default().to_string())
             .collect(),
     }
 }

@@ -49,6 +49,9 @@ pub struct ChaosReport {
     pub duplicate_episodes: Vec<String>,
     /// Rounds redone after a fault hit the episode's worker (killed or frozen).
     pub redone_rounds: usize,
+    /// Episodes of a step the run dispatched again in a new round (the round before failed,
+    /// e.g. its audit was lost): each had its own round, so none is a duplicate.
+    pub redispatched: usize,
     pub episodes: usize,
     pub lost_evidence: Vec<String>,
     /// The longest time, while runs were open, in which no run logged anything (ms).
@@ -61,6 +64,51 @@ pub struct ChaosReport {
     pub total_secs: f64,
     pub load_start: Option<f64>,
     pub load_max: f64,
+}
+
+/// What the episodes of one (run, attempt) were.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum RoundEpisodes {
+    /// One episode (or none).
+    Once,
+    /// Two ran at once, or more finished than the run dispatched rounds for the step.
+    Duplicate(String),
+    /// More than one finished, each in a round of its own: this many extra episodes.
+    Redispatched(usize),
+    /// Redone after a fault hit the worker of an episode that did not finish.
+    Redone,
+}
+
+/// Classify the episodes of one attempt of a run, which the run dispatched in `dispatched`
+/// rounds: a round that failed for the infrastructure (its audit lost, a deadline) is asked
+/// again with the same step, and both its episodes may finish without being duplicates.
+fn classify_round(list: &[Episode], dispatched: usize, faults: &[Fault]) -> RoundEpisodes {
+    let finished = list.iter().filter(|e| e.finished_ms.is_some()).count();
+    for (i, a) in list.iter().enumerate() {
+        for b in &list[i + 1..] {
+            if a.overlaps(b) {
+                return RoundEpisodes::Duplicate(format!(
+                    "nonces {} and {} ran at once",
+                    a.nonce, b.nonce
+                ));
+            }
+            if let (Some(done), Some(_)) = (a.finished_ms, b.finished_ms) {
+                if finished > dispatched && !executor_fault_between(faults, done, b.started_ms) {
+                    return RoundEpisodes::Duplicate(format!(
+                        "nonces {} and {} both finished ({finished} finished, {dispatched} dispatched)",
+                        a.nonce, b.nonce
+                    ));
+                }
+            }
+        }
+    }
+    match list.len() {
+        0 | 1 => RoundEpisodes::Once,
+        _ if finished > 1 && dispatched > 1 => {
+            RoundEpisodes::Redispatched(finished.min(dispatched) - 1)
+        }
+        _ => RoundEpisodes::Redone,
+    }
 }
 
 /// Step results: the entries a fault's recovery waits for.
@@ -158,29 +206,24 @@ impl ChaosReport {
 
         let mut duplicate_episodes = Vec::new();
         let mut redone_rounds = 0;
+        let mut redispatched = 0;
         for ((tag, round), list) in &episodes {
-            let mut duplicate = None;
-            for (i, a) in list.iter().enumerate() {
-                for b in &list[i + 1..] {
-                    if a.overlaps(b) {
-                        duplicate = Some(format!(
-                            "tag {tag} round {round}: nonces {} and {} ran at once",
-                            a.nonce, b.nonce
-                        ));
-                    } else if let (Some(done), Some(_)) = (a.finished_ms, b.finished_ms) {
-                        if !executor_fault_between(&faults, done, b.started_ms) {
-                            duplicate = Some(format!(
-                                "tag {tag} round {round}: nonces {} and {} both finished",
-                                a.nonce, b.nonce
-                            ));
-                        }
-                    }
+            // How many executor rounds the run dispatched with this attempt's step: a round
+            // that failed for the infrastructure (its audit lost, a deadline) is asked again
+            // with the same step, and both its episodes may finish without being duplicates.
+            let dispatched = findings.get(*tag).map_or(1, |f| {
+                f.exec_objectives
+                    .iter()
+                    .filter(|o| crate::attempt_of(o) == *round)
+                    .count()
+            });
+            match classify_round(list, dispatched, &faults) {
+                RoundEpisodes::Duplicate(why) => {
+                    duplicate_episodes.push(format!("tag {tag} round {round}: {why}"))
                 }
-            }
-            match duplicate {
-                Some(d) => duplicate_episodes.push(d),
-                None if list.len() > 1 => redone_rounds += 1,
-                None => {}
+                RoundEpisodes::Redispatched(n) => redispatched += n,
+                RoundEpisodes::Redone => redone_rounds += 1,
+                RoundEpisodes::Once => {}
             }
         }
 
@@ -218,6 +261,7 @@ impl ChaosReport {
             duplicate_log_steps,
             duplicate_episodes,
             redone_rounds,
+            redispatched,
             episodes: episodes.values().map(Vec::len).sum(),
             lost_evidence,
             longest_stall_ms,
@@ -306,6 +350,11 @@ impl ChaosReport {
         );
         let _ = writeln!(
             s,
+            "| Episodes of a step dispatched again in a new round (not duplicates) | {} |",
+            self.redispatched
+        );
+        let _ = writeln!(
+            s,
             "| Steps recorded twice in a run log | {} |",
             self.duplicate_log_steps.len()
         );
@@ -376,4 +425,61 @@ fn median_max(values: &[i64]) -> String {
         v[v.len() / 2] as f64 / 1000.0,
         v[v.len() - 1] as f64 / 1000.0
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn episode(nonce: u64, started: i64, last: i64, finished: Option<i64>) -> Episode {
+        Episode {
+            tag: 0,
+            attempt_round: 1,
+            nonce,
+            started_ms: started,
+            last_call_ms: last,
+            finished_ms: finished,
+        }
+    }
+
+    #[test]
+    fn a_step_dispatched_again_is_not_a_duplicate_but_a_second_finish_in_one_round_is() {
+        let first = episode(1, 0, 10, Some(10));
+        let again = episode(2, 100, 110, Some(110));
+        let cut = episode(3, 0, 5, None);
+        let parallel = episode(4, 5, 20, Some(20));
+        // (episodes, rounds dispatched for the step, expected)
+        let cases: Vec<(Vec<Episode>, usize, &str)> = vec![
+            (vec![first.clone()], 1, "once"),
+            (vec![first.clone(), again.clone()], 2, "redispatched"),
+            (vec![first.clone(), again.clone()], 1, "duplicate"),
+            (vec![first.clone(), parallel.clone()], 2, "duplicate"),
+            (vec![cut.clone(), again.clone()], 1, "redone"),
+        ];
+        let killed = Fault {
+            component: Component::Executor,
+            action: Action::Kill,
+            target: "exec-1".into(),
+            at_ms: 50,
+            back_ms: 60,
+        };
+        for (list, dispatched, faults, want) in cases
+            .into_iter()
+            .map(|(l, d, w)| (l, d, Vec::new(), w))
+            .chain([(
+                vec![first.clone(), again.clone()],
+                1,
+                vec![killed],
+                "redone",
+            )])
+        {
+            let got = match classify_round(&list, dispatched, &faults) {
+                RoundEpisodes::Once => "once",
+                RoundEpisodes::Duplicate(_) => "duplicate",
+                RoundEpisodes::Redispatched(_) => "redispatched",
+                RoundEpisodes::Redone => "redone",
+            };
+            assert_eq!(got, want, "{list:?} in {dispatched} rounds");
+        }
+    }
 }

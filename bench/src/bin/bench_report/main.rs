@@ -180,14 +180,20 @@ fn parse_args() -> anyhow::Result<Args> {
     while let Some(flag) = it.next() {
         let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
         match flag.as_str() {
+            "--help" | "-h" => {
+                println!("usage: {REPORT_USAGE}\nRewrites the whole document from the result files in DIR.");
+                std::process::exit(0);
+            }
             "--out" => args.out = value()?.into(),
             "--doc" => args.doc = value()?.into(),
             "--svg-dir" => args.svg_dir = value()?.into(),
-            other => bail!("unknown argument '{other}' (bench-report [--out DIR] [--doc FILE] [--svg-dir DIR])"),
+            other => bail!("unknown argument '{other}' ({REPORT_USAGE})"),
         }
     }
     Ok(args)
 }
+
+const REPORT_USAGE: &str = "bench-report [--out DIR] [--doc FILE] [--svg-dir DIR]";
 
 /// The SVG directory as a link relative to the document's directory.
 fn relative_link(doc: &Path, svg_dir: &Path) -> String {
