@@ -1,5 +1,6 @@
-//! Cluster-wide policies in every render: locked-down pods, network policies that keep
-//! auditors on NATS (autoscaling: `deploy/scaling.rs`).
+//! Cluster-wide policies in every render: three namespaces (app, exec, audit) with the app one
+//! always "restricted", locked-down pods, network policies that keep auditors on NATS and let
+//! executors reach it across namespaces (autoscaling: `deploy/scaling.rs`).
 
 use std::collections::BTreeSet;
 
@@ -7,24 +8,104 @@ use anyhow::{bail, ensure, Context};
 use serde_json::{json, Value};
 
 use super::{
-    arr, find, kind_of, name_of, pod_templates, renders, s, Render, AUDIT_NAMESPACE, NAMESPACE,
+    arr, find, kind_of, name_of, pod_templates, renders, s, workloads, Render, AUDIT_NAMESPACE,
+    EXEC_NAMESPACE, NAMESPACE,
 };
 
 /// The only seccomp profile a container may set instead of the pod's RuntimeDefault
 /// (components/auditor-sandbox/seccomp/bwrap.json, installed on the auditor nodes).
 const BWRAP_PROFILE: &str = "loopgate/bwrap.json";
 
-/// The namespace an object belongs in: the auditors' tree in its own, the rest in the app's.
+/// The namespace an object belongs in: the auditors' and the executors' trees in their own,
+/// the rest in the app's.
 fn home_namespace(o: &Value) -> &'static str {
-    if s(o, "/metadata/labels/app.kubernetes.io~1component") == "auditor"
-        || s(o, "/metadata/name") == "loopgate-auditor-config"
-        || s(o, "/metadata/name").starts_with("loopgate-auditor-config-")
-        || s(o, "/metadata/name") == "loopgate-auditor"
-    {
+    let name = s(o, "/metadata/name");
+    let component = s(o, "/metadata/labels/app.kubernetes.io~1component");
+    let of = |prefix: &str| name == prefix || name.starts_with(&format!("{prefix}-config"));
+    if component == "auditor" || of("loopgate-auditor") {
         AUDIT_NAMESPACE
+    } else if matches!(component, "executor" | "executor-gui")
+        || of("loopgate-executor")
+        || of("loopgate-executor-gui")
+    {
+        EXEC_NAMESPACE
     } else {
         NAMESPACE
     }
+}
+
+/// Pod Security per namespace: exactly the app, exec and audit Namespaces; the app namespace
+/// enforces "restricted" in every render (the pods that need bubblewrap live elsewhere); only
+/// the exec and audit namespaces may enforce "privileged", and do exactly where a sandbox
+/// component needs it (prod); warn and audit stay "restricted" everywhere.
+#[test]
+fn the_app_namespace_enforces_restricted_and_only_worker_namespaces_relax() -> anyhow::Result<()> {
+    let Some(renders) = renders()? else {
+        return Ok(());
+    };
+    for r in renders {
+        let names: BTreeSet<&str> = kind_of(r, "Namespace")
+            .map(|n| s(n, "/metadata/name"))
+            .collect();
+        ensure!(
+            names == BTreeSet::from([NAMESPACE, EXEC_NAMESPACE, AUDIT_NAMESPACE]),
+            "{}: Namespaces {names:?}",
+            r.name
+        );
+        let sandboxed = r.name.starts_with("prod");
+        for ns in kind_of(r, "Namespace") {
+            let name = s(ns, "/metadata/name");
+            let level = |mode: &str| {
+                s(
+                    ns,
+                    &format!("/metadata/labels/pod-security.kubernetes.io~1{mode}"),
+                )
+            };
+            for mode in ["warn", "audit"] {
+                ensure!(
+                    level(mode) == "restricted",
+                    "{}: {name} {mode}s {:?}",
+                    r.name,
+                    level(mode)
+                );
+            }
+            let want = if name != NAMESPACE && sandboxed {
+                "privileged"
+            } else {
+                "restricted"
+            };
+            ensure!(
+                level("enforce") == want,
+                "{}: {name} enforces {:?}, want {want}",
+                r.name,
+                level("enforce")
+            );
+        }
+        // What admission would refuse under "restricted" (a user namespace, an unmasked /proc,
+        // a Localhost profile, AppArmor lifted) runs only in a namespace that allows it.
+        let enforce = |ns: &str| {
+            find(r, "Namespace", ns)
+                .map(|n| s(n, "/metadata/labels/pod-security.kubernetes.io~1enforce").to_string())
+        };
+        for (workload, w, pod) in workloads(r) {
+            let ns = s(w, "/metadata/namespace");
+            let relaxed = pod.pointer("/spec/hostUsers") == Some(&Value::Bool(false))
+                || arr(pod, "/spec/containers").iter().any(|c| {
+                    c.pointer("/securityContext/procMount").is_some()
+                        || c.pointer("/securityContext/appArmorProfile").is_some()
+                        || c.pointer("/securityContext/seccompProfile").is_some()
+                });
+            if relaxed {
+                ensure!(
+                    ns != NAMESPACE && enforce(ns)? == "privileged",
+                    "{}: {workload} is relaxed in {ns}, which enforces {}",
+                    r.name,
+                    enforce(ns)?
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 #[test]
@@ -37,36 +118,57 @@ fn pods_run_locked_down_with_resources_in_the_namespace() -> anyhow::Result<()> 
         for o in r.objects.iter().filter(|o| !cluster_scoped(o)) {
             let ns = s(o, "/metadata/namespace");
             ensure!(
-                ns == NAMESPACE || ns == AUDIT_NAMESPACE,
+                [NAMESPACE, EXEC_NAMESPACE, AUDIT_NAMESPACE].contains(&ns),
                 "{}: {} in {ns:?}",
                 r.name,
                 name_of(o)
             );
-            // Auditor objects only in the audit namespace; the audit namespace holds nothing
-            // else but its policies and the auditor's one Secret.
-            let audit_only = matches!(s(o, "/kind"), "NetworkPolicy" | "Secret");
+            // Executor and auditor objects only in their namespaces; those hold nothing else
+            // but their policies, their Secrets and (exec, components/local-model) the
+            // ExternalName alias of the model server.
+            let worker_ns = ns == EXEC_NAMESPACE || ns == AUDIT_NAMESPACE;
+            let alias = s(o, "/kind") == "Service" && s(o, "/spec/type") == "ExternalName";
+            let shared = matches!(s(o, "/kind"), "NetworkPolicy" | "Secret")
+                || (alias && ns == EXEC_NAMESPACE);
             ensure!(
-                ns == home_namespace(o) || (audit_only && ns == AUDIT_NAMESPACE),
+                ns == home_namespace(o) || (shared && worker_ns),
                 "{}: {} belongs in {}",
                 r.name,
                 name_of(o),
                 home_namespace(o)
             );
+            // A worker namespace's NATS Secret (dev renders it) holds only its role's password.
+            let nats_users = s(o, "/metadata/name").starts_with("loopgate-nats-users");
+            if s(o, "/kind") == "Secret" && nats_users && worker_ns {
+                let keys: Vec<&String> = o
+                    .get("data")
+                    .and_then(Value::as_object)
+                    .map(|d| d.keys().collect())
+                    .unwrap_or_default();
+                let role = if ns == EXEC_NAMESPACE {
+                    "executor"
+                } else {
+                    "auditor"
+                };
+                ensure!(
+                    keys.len() == 1 && keys[0] == role,
+                    "{}: {} in {ns} holds {keys:?}, want only {role}",
+                    r.name,
+                    name_of(o)
+                );
+            }
         }
-        // The app namespace enforces "restricted", except where components/executor-sandbox
-        // runs the executors' agents in bubblewrap (prod): that needs the executor pods
-        // relaxed, which Pod Security admission allows only at "privileged" (warn and audit
-        // stay "restricted"; every other pod is still checked as restricted below). Moving the
-        // executors into their own namespace, as the auditors are, is what would lift this.
-        let app = find(r, "Namespace", NAMESPACE)?;
-        let executor_sandbox = r.name.starts_with("prod");
-        let enforce = s(app, "/metadata/labels/pod-security.kubernetes.io~1enforce");
-        ensure!(
-            enforce == "restricted" || (executor_sandbox && enforce == "privileged"),
-            "{}: {NAMESPACE} must enforce restricted",
-            r.name
-        );
-        find(r, "Namespace", AUDIT_NAMESPACE)?;
+        // The executors, their autoscalers and their disruption budgets are in the exec
+        // namespace (the Pod Security levels: the test above).
+        for name in ["loopgate-executor", "loopgate-executor-gui"] {
+            let deployment = find(r, "Deployment", name)?;
+            ensure!(
+                s(deployment, "/metadata/namespace") == EXEC_NAMESPACE,
+                "{}: Deployment/{name} in {}",
+                r.name,
+                s(deployment, "/metadata/namespace")
+            );
+        }
         for (workload, pod) in pod_templates(r) {
             let at = format!("{} {workload}", r.name);
             let spec = pod.get("spec").context("pod spec")?;
@@ -149,7 +251,7 @@ fn pods_run_locked_down_with_resources_in_the_namespace() -> anyhow::Result<()> 
 }
 
 /// Whether a LabelSelector selects these labels (matchLabels + matchExpressions).
-fn selects(selector: &Value, labels: &Value) -> bool {
+pub(super) fn selects(selector: &Value, labels: &Value) -> bool {
     let label = |k: &str| labels.get(k).and_then(Value::as_str);
     let match_labels = selector.get("matchLabels").and_then(Value::as_object);
     let by_labels = match_labels.is_none_or(|m| m.iter().all(|(k, v)| label(k) == v.as_str()));
@@ -204,7 +306,7 @@ fn auditors_reach_only_nats_and_dns_from_their_own_pool() -> anyhow::Result<()> 
     };
     for r in renders {
         let policies: Vec<&Value> = kind_of(r, "NetworkPolicy").collect();
-        for ns in [NAMESPACE, AUDIT_NAMESPACE] {
+        for ns in [NAMESPACE, EXEC_NAMESPACE, AUDIT_NAMESPACE] {
             let default_deny = policies.iter().any(|p| {
                 s(p, "/metadata/namespace") == ns
                     && p["spec"]["podSelector"] == json!({})
@@ -303,6 +405,133 @@ fn auditors_reach_only_nats_and_dns_from_their_own_pool() -> anyhow::Result<()> 
                 "{}: {workload} vs the auditor pool",
                 r.name
             );
+        }
+    }
+    Ok(())
+}
+
+/// The NetworkPolicies of namespace `ns` whose pod selector picks pods with `labels`.
+fn guarding<'a>(r: &'a Render, labels: &Value, ns: &str) -> Vec<&'a Value> {
+    kind_of(r, "NetworkPolicy")
+        .filter(|p| s(p, "/metadata/namespace") == ns && selects(&p["spec"]["podSelector"], labels))
+        .collect()
+}
+
+/// Whether the policies guarding `target` (in `target_ns`) admit `client` from `client_ns`.
+fn admits(
+    r: &Render,
+    (target, target_ns): (&Value, &str),
+    (client, client_ns): (&Value, &str),
+    port: u64,
+) -> bool {
+    guarding(r, target, target_ns)
+        .into_iter()
+        .flat_map(|p| arr(p, "/spec/ingress"))
+        .any(|rule| {
+            ports(rule).contains(&port)
+                && arr(rule, "/from")
+                    .iter()
+                    .any(|f| peer_selects(f, target_ns, client_ns, client))
+        })
+}
+
+/// Whether the policies guarding `client` (in `client_ns`) let it send to `target` in
+/// `target_ns` on `port`.
+fn reaches(
+    r: &Render,
+    (client, client_ns): (&Value, &str),
+    (target, target_ns): (&Value, &str),
+    port: u64,
+) -> bool {
+    guarding(r, client, client_ns)
+        .into_iter()
+        .flat_map(|p| arr(p, "/spec/egress"))
+        .any(|rule| {
+            ports(rule).contains(&port)
+                && arr(rule, "/to")
+                    .iter()
+                    .any(|t| peer_selects(t, client_ns, target_ns, target))
+        })
+}
+
+/// The executors (cli and gui) live in the exec namespace and reach NATS in the app namespace
+/// across it: NATS admits them from there and their egress names NATS's namespace. Their
+/// egress is otherwise NATS, DNS, public 80/443 (private ranges excluded), dev's in-cluster
+/// model server and, with components/otel, the collector; never Redis or the manager.
+#[test]
+fn executors_reach_nats_across_namespaces_and_nothing_else_in_the_cluster() -> anyhow::Result<()> {
+    let Some(renders) = renders()? else {
+        return Ok(());
+    };
+    let private = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"];
+    for r in renders {
+        let nats = pod_labels(r, "StatefulSet", "nats")?;
+        let nats_ns = s(find(r, "StatefulSet", "nats")?, "/metadata/namespace");
+        let redis = pod_labels(r, "StatefulSet", "redis")?;
+        let manager = pod_labels(r, "Deployment", "loopgate-manager")?;
+        for name in ["loopgate-executor", "loopgate-executor-gui"] {
+            let at = format!("{} {name}", r.name);
+            let executor = pod_labels(r, "Deployment", name)?;
+            let ns = s(find(r, "Deployment", name)?, "/metadata/namespace");
+            ensure!(ns == EXEC_NAMESPACE, "{at} in {ns}");
+            ensure!(
+                admits(r, (nats, nats_ns), (executor, ns), 4222),
+                "{at}: NATS does not admit the executors from {ns}"
+            );
+            ensure!(
+                reaches(r, (executor, ns), (nats, nats_ns), 4222),
+                "{at}: the executors' egress does not reach NATS in {nats_ns}"
+            );
+            ensure!(
+                !admits(r, (redis, nats_ns), (executor, ns), 6379)
+                    && !reaches(r, (executor, ns), (redis, nats_ns), 6379),
+                "{at}: executors can reach Redis"
+            );
+            ensure!(
+                !reaches(r, (executor, ns), (manager, nats_ns), 7600),
+                "{at}: executors can reach the manager"
+            );
+            for p in guarding(r, executor, ns) {
+                for rule in arr(p, "/spec/egress") {
+                    let to = arr(rule, "/to");
+                    ensure!(
+                        !to.is_empty() && !ports(rule).is_empty(),
+                        "{at}: {} opens the executors",
+                        name_of(p)
+                    );
+                    for peer in to {
+                        let named = s(
+                            peer,
+                            "/namespaceSelector/matchLabels/kubernetes.io~1metadata.name",
+                        );
+                        let component = s(
+                            peer,
+                            "/podSelector/matchLabels/app.kubernetes.io~1component",
+                        );
+                        let public = peer.get("ipBlock").is_some_and(|b| {
+                            s(b, "/cidr") == "0.0.0.0/0"
+                                && private
+                                    .iter()
+                                    .all(|p| arr(b, "/except").contains(&json!(p)))
+                        });
+                        let allowed: BTreeSet<u64> = match (named, component) {
+                            _ if public => [80, 443].into(),
+                            (ns, "nats") if ns == nats_ns => [4222].into(),
+                            (ns, "model-server") if ns == nats_ns => [8080].into(),
+                            ("kube-system", _) => [53].into(),
+                            ("observability", _) if r.name.contains("optional") => {
+                                [4317, 4318].into()
+                            }
+                            _ => bail!("{at}: {} lets executors reach {peer}", name_of(p)),
+                        };
+                        ensure!(
+                            ports(rule).is_subset(&allowed),
+                            "{at}: {} executor ports",
+                            name_of(p)
+                        );
+                    }
+                }
+            }
         }
     }
     Ok(())

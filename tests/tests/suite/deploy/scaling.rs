@@ -125,9 +125,13 @@ fn down_step(behavior: Option<&Value>) -> u64 {
     steps.max().unwrap_or(u64::MAX)
 }
 
-/// The autoscaler of `deployment` (exactly one) and the queue it reads.
+/// The autoscaler of `deployment` (exactly one, in the Deployment's own namespace: a
+/// scaleTargetRef never crosses namespaces) and the queue it reads.
 fn scaler_of(r: &Render, deployment: &str) -> anyhow::Result<(Scaler, String, String)> {
-    let target = |o: &&Value| s(o, "/spec/scaleTargetRef/name") == deployment;
+    let ns = s(find(r, "Deployment", deployment)?, "/metadata/namespace");
+    let target = |o: &&Value| {
+        s(o, "/spec/scaleTargetRef/name") == deployment && s(o, "/metadata/namespace") == ns
+    };
     let scaled: Vec<&Value> = kind_of(r, "ScaledObject").filter(target).collect();
     let hpas: Vec<&Value> = kind_of(r, "HorizontalPodAutoscaler")
         .filter(target)
