@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use loopgate_test_support::{last_message_content, Reply, Script, StandInModel};
-use loopgate_tests::{Profile, Stack, StackOptions};
+use loopgate_tests::{hello_executor, Profile, Stack, StackOptions};
 use serde_json::{json, Value};
 
 const TASK: &str = r#"
@@ -188,28 +188,7 @@ async fn runs_survive_manager_replicas_killed_with_sigkill() -> anyhow::Result<(
 async fn executor_killed_mid_episode_is_redelivered_and_the_round_completes_once(
 ) -> anyhow::Result<()> {
     // The first write is slow, so the episode is surely in flight when its worker dies.
-    let first_call = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let slow = first_call.clone();
-    let executor = Reply::dynamic(move |req: &Value| {
-        let last_role = req["messages"]
-            .as_array()
-            .and_then(|m| m.last())
-            .and_then(|m| m["role"].as_str())
-            .unwrap_or("")
-            .to_string();
-        if last_role == "tool" {
-            return Reply::tool_call("finish", json!({"summary": "wrote hello.py"}));
-        }
-        let write = Reply::tool_call(
-            "write_file",
-            json!({"path": "hello.py", "content": "print('hello, loopgate')\n"}),
-        );
-        if slow.swap(false, std::sync::atomic::Ordering::SeqCst) {
-            Reply::delayed(Duration::from_secs(20), write)
-        } else {
-            write
-        }
-    });
+    let executor = hello_executor(Duration::from_secs(20));
     let model = StandInModel::start(
         Script::new()
             .fallback(
@@ -227,29 +206,9 @@ async fn executor_killed_mid_episode_is_redelivered_and_the_round_completes_once
         .unwrap_or_default()
         .to_string();
     // Find which executor started the episode, then kill it with SIGKILL.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    let worker = loop {
-        let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
-        let started = log["entries"].as_array().and_then(|es| {
-            es.iter()
-                .find(|e| e["type"] == "episode_started" && e["role"] == "executor")
-                .cloned()
-        });
-        if let Some(e) = started {
-            break e["worker"].as_str().unwrap_or_default().to_string();
-        }
-        anyhow::ensure!(
-            tokio::time::Instant::now() < deadline,
-            "no episode started\n{}",
-            stack.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
     let victim = stack
-        .executors
-        .iter()
-        .position(|e| e.name() == worker)
-        .unwrap_or(0);
+        .first_episode_executor(&id, Duration::from_secs(60))
+        .await?;
     stack.executors[victim].kill();
     let done = stack.wait_terminal(&id, Duration::from_secs(90)).await?;
     assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
@@ -279,28 +238,7 @@ async fn an_executor_stopped_past_its_deadline_loses_only_that_round_and_takes_t
 ) -> anyhow::Result<()> {
     // Round 1's first model call is slow, so its episode is in flight when its only executor
     // is stopped (SIGSTOP) past the episode's deadline (3 s limit + 1 s grace).
-    let first_call = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let slow = first_call.clone();
-    let executor = Reply::dynamic(move |req: &Value| {
-        let last_role = req["messages"]
-            .as_array()
-            .and_then(|m| m.last())
-            .and_then(|m| m["role"].as_str())
-            .unwrap_or("")
-            .to_string();
-        if last_role == "tool" {
-            return Reply::tool_call("finish", json!({"summary": "wrote hello.py"}));
-        }
-        let write = Reply::tool_call(
-            "write_file",
-            json!({"path": "hello.py", "content": "print('hello, loopgate')\n"}),
-        );
-        if slow.swap(false, std::sync::atomic::Ordering::SeqCst) {
-            Reply::delayed(Duration::from_secs(2), write)
-        } else {
-            write
-        }
-    });
+    let executor = hello_executor(Duration::from_secs(2));
     let model = StandInModel::start(
         Script::new()
             .fallback(

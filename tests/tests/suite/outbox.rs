@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use loopgate_test_support::{last_message_content, Reply, Script, StandInModel};
-use loopgate_tests::{Profile, Stack, StackOptions};
-use serde_json::{json, Value};
+use loopgate_tests::{hello_executor, Profile, Stack, StackOptions};
+use serde_json::Value;
 
 const TASK: &str = r#"
 goal = "Create hello.py that prints exactly: hello, loopgate"
@@ -23,31 +23,6 @@ executor = "exec"
 [budget]
 max_rounds = 4
 "#;
-
-/// The executor writes the right file, then finishes; `first_delay` slows its first call.
-fn executor(first_delay: Duration) -> Reply {
-    let first = Arc::new(AtomicBool::new(true));
-    Reply::dynamic(move |req: &Value| {
-        let last_role = req["messages"]
-            .as_array()
-            .and_then(|m| m.last())
-            .and_then(|m| m["role"].as_str())
-            .unwrap_or("")
-            .to_string();
-        if last_role == "tool" {
-            return Reply::tool_call("finish", json!({"summary": "wrote hello.py"}));
-        }
-        let write = Reply::tool_call(
-            "write_file",
-            json!({"path": "hello.py", "content": "print('hello, loopgate')\n"}),
-        );
-        if first.swap(false, Ordering::SeqCst) {
-            Reply::delayed(first_delay, write)
-        } else {
-            write
-        }
-    })
-}
 
 fn profiles(model: &StandInModel) -> Vec<Profile> {
     vec![
@@ -92,7 +67,7 @@ async fn a_dispatch_stored_by_a_manager_killed_before_publishing_is_published_by
     let model = StandInModel::start(
         Script::new()
             .fallback("standin-manager", manager)
-            .fallback("standin-executor", executor(Duration::ZERO)),
+            .fallback("standin-executor", hello_executor(Duration::ZERO)),
     )
     .await?;
     let mut opts = StackOptions::new(profiles(&model), 1);
@@ -155,7 +130,7 @@ async fn a_result_that_exhausts_its_deliveries_is_dead_lettered_and_its_round_fa
                 "standin-manager",
                 Reply::content("Next: cli\nTask: write hello.py"),
             )
-            .fallback("standin-executor", executor(Duration::from_secs(2))),
+            .fallback("standin-executor", hello_executor(Duration::from_secs(2))),
     )
     .await?;
     let mut opts = StackOptions::new(profiles(&model), 1);
@@ -212,7 +187,7 @@ async fn an_exec_step_whose_last_delivery_dies_is_dead_lettered_and_its_round_fa
                 "standin-manager",
                 Reply::content("Next: cli\nTask: write hello.py"),
             )
-            .fallback("standin-executor", executor(Duration::from_secs(600))),
+            .fallback("standin-executor", hello_executor(Duration::from_secs(600))),
     )
     .await?;
     let mut opts = StackOptions::new(profiles(&model), 2);
@@ -224,24 +199,9 @@ async fn an_exec_step_whose_last_delivery_dies_is_dead_lettered_and_its_round_fa
         .as_str()
         .unwrap_or_default()
         .to_string();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    let worker = loop {
-        let started = stack.log_entries(&id, "episode_started").await?;
-        if let Some(worker) = started.first().and_then(|e| e["worker"].as_str()) {
-            break worker.to_string();
-        }
-        anyhow::ensure!(
-            tokio::time::Instant::now() < deadline,
-            "no episode started\n{}",
-            stack.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
     let index = stack
-        .executors
-        .iter()
-        .position(|e| e.name() == worker)
-        .ok_or_else(|| anyhow::anyhow!("unknown worker {worker}"))?;
+        .first_episode_executor(&id, Duration::from_secs(60))
+        .await?;
     // Its first model call (the one that hangs) is in flight before it dies.
     model
         .wait_for_requests("standin-executor", 1, Duration::from_secs(30))
@@ -286,7 +246,7 @@ async fn with_max_active_runs_new_runs_wait_queued_and_start_in_order() -> anyho
                     Reply::content("Next: cli\nTask: write hello.py")
                 }),
             )
-            .fallback("standin-executor", executor(Duration::ZERO)),
+            .fallback("standin-executor", hello_executor(Duration::ZERO)),
     )
     .await?;
     let mut opts = StackOptions::new(profiles(&model), 2);

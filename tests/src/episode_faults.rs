@@ -1,0 +1,66 @@
+//! For tests that hit one episode with a fault: a stand-in executor whose first model call is
+//! slow (so its episode is surely in flight when the fault comes), and which executor started a
+//! run's first episode.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use loopgate_test_support::Reply;
+use serde_json::{json, Value};
+
+use crate::Stack;
+
+/// A stand-in executor that writes the right `hello.py` and then finishes; the very first call
+/// it answers (of any episode) waits `first_delay` first.
+pub fn hello_executor(first_delay: Duration) -> Reply {
+    let first = Arc::new(AtomicBool::new(true));
+    Reply::dynamic(move |req: &Value| {
+        let last_role = req["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .and_then(|m| m["role"].as_str())
+            .unwrap_or("");
+        if last_role == "tool" {
+            return Reply::tool_call("finish", json!({"summary": "wrote hello.py"}));
+        }
+        let write = Reply::tool_call(
+            "write_file",
+            json!({"path": "hello.py", "content": "print('hello, loopgate')\n"}),
+        );
+        if first.swap(false, Ordering::SeqCst) {
+            Reply::delayed(first_delay, write)
+        } else {
+            write
+        }
+    })
+}
+
+impl Stack {
+    /// The index in `executors` of the worker that started run `id`'s first executor episode,
+    /// waiting up to `timeout` for it.
+    pub async fn first_episode_executor(
+        &self,
+        id: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<usize> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let started = self.log_entries(id, "episode_started").await?;
+            if let Some(e) = started.iter().find(|e| e["role"] == "executor") {
+                let worker = e["worker"].as_str().unwrap_or_default();
+                return self
+                    .executors
+                    .iter()
+                    .position(|x| x.name() == worker)
+                    .ok_or_else(|| anyhow::anyhow!("no executor named {worker}"));
+            }
+            anyhow::ensure!(
+                tokio::time::Instant::now() < deadline,
+                "no episode of {id} started\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
