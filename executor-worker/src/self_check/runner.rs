@@ -2,14 +2,16 @@
 //! freeze's own walk and ignore rules, so the copy is the tree the auditor will materialize),
 //! then run each targeted check in its own scratch copy under the executor's work dir through
 //! `loopgate_checks`, exactly as the auditor runs its checks. The live workspace is only read.
+//! Several checks of a big tree share one copy as the lower layer of each check's own layered
+//! copy, as the auditor's do.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
 use loopgate_checks::{
-    run_in_scratch_copy, CopyFile, CopySource, Sandbox, ScratchCheck, ScratchCopyError,
-    DEFAULT_CHECK_PATH,
+    copy_files, run_in_scratch_copy, worth_layering, CheckBase, CopyFile, CopySource, Sandbox,
+    ScratchCheck, ScratchCopyError, DEFAULT_CHECK_PATH,
 };
 use loopgate_common::path_hints::missing_path_hints;
 use loopgate_common::verdict::CheckVerdict;
@@ -93,6 +95,39 @@ impl SelfCheck {
         self.allowed
     }
 
+    /// What each check's copy is made from. Several checks of a tree worth layering: the files
+    /// copied once into `scratch/base`, prepared as the read-only lower layer of every check's
+    /// own layered copy (as the auditor does). Otherwise, or when that cannot be prepared, each
+    /// check copies the files itself.
+    async fn copy_source(&self, files: Vec<CopyFile>, bytes: u64, scratch: &Path) -> CopySource {
+        let files = Arc::new(files);
+        let per_check = CopySource::Files(files.clone());
+        if self.targets.len() < 2
+            || !self.env.sandbox.layers()
+            || !worth_layering(files.len(), bytes)
+        {
+            return per_check;
+        }
+        let (base, sandbox) = (scratch.join("base"), self.env.sandbox.clone());
+        let prepared = tokio::task::spawn_blocking(move || {
+            copy_files(&files, &base)?;
+            CheckBase::prepare(&base, &sandbox)
+        })
+        .await;
+        match prepared {
+            Ok(Ok(Some(base))) => CopySource::Layered(base),
+            Ok(Ok(None)) => per_check,
+            Ok(Err(err)) => {
+                tracing::warn!(error = %err, "preparing layered self-check copies; copying instead");
+                per_check
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "preparing layered self-check copies; copying instead");
+                per_check
+            }
+        }
+    }
+
     /// Run every targeted check on a copy of `workspace`; one finding per check, in order.
     pub(crate) async fn run(&self, workspace: &Path) -> Result<Vec<CheckFinding>, SelfCheckError> {
         let started = Instant::now();
@@ -111,6 +146,7 @@ impl SelfCheck {
             .await
             .map_err(|err| SelfCheckError::Interrupted(err.to_string()))??;
         let paths: Vec<String> = files.iter().map(|file| file.entry.path.clone()).collect();
+        let bytes: u64 = files.iter().map(|file| file.entry.size).sum();
         let files: Vec<CopyFile> = files
             .into_iter()
             .map(|file| CopyFile {
@@ -120,7 +156,7 @@ impl SelfCheck {
             })
             .collect();
         let file_count = files.len();
-        let source = CopySource::Files(Arc::new(files));
+        let source = self.copy_source(files, bytes, scratch.path()).await;
         let mut findings = Vec::with_capacity(self.targets.len());
         for (index, target) in self.targets.iter().enumerate() {
             let check = ScratchCheck {

@@ -548,3 +548,27 @@ async fn the_first_prompt_shows_the_small_files_the_step_names() -> anyhow::Resu
     assert!(prompt.contains("Current contents of notes.md"), "{prompt}");
     Ok(())
 }
+
+#[tokio::test]
+async fn several_checks_of_a_big_workspace_each_get_a_private_copy() -> anyhow::Result<()> {
+    // 250 files: worth layering, so (where the sandbox can) both checks share one copy as the
+    // lower layer of their own copies. Each must still see only its own writes.
+    let h = Harness::start(Script::new().replies(MODEL, [finish()])).await?;
+    let names: Vec<String> = (0..250).map(|i| format!("src/f{i}.txt")).collect();
+    let files: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "x\n")).collect();
+    let base = h.base(&files).await?;
+    let writes = criterion("writes", "echo mine > side.txt && test -f src/f249.txt");
+    let sees_none = criterion(
+        "private",
+        "test ! -e side.txt && test $(find src -type f | wc -l) -eq 250",
+    );
+    let req = request(&base, vec![writes, sees_none], 2, 2);
+    let (candidate, claimed_done, _, refusals) = h.run(&req).await?;
+    assert_eq!(
+        (claimed_done, refusals),
+        (true, 0),
+        "both checks passed at finish"
+    );
+    assert_eq!(h.file_in(&candidate, "side.txt").await?, None);
+    Ok(())
+}
