@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use loopgate_test_support::{last_message_content, Reply, Script, StandInModel};
-use loopgate_tests::{hello_executor, Profile, Stack, StackOptions};
+use loopgate_tests::episode_faults::hello_executor;
+use loopgate_tests::{Profile, Stack, StackOptions};
 use serde_json::Value;
 
 const TASK: &str = r#"
