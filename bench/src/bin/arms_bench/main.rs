@@ -40,6 +40,7 @@ use loopgate_bench::task_toml::single_shot_budget;
 use loopgate_test_support::{cache_dir, LocalModel};
 use loopgate_test_support::{Script, StandInModel};
 use loopgate_tests::{Profile, Stack, StackOptions};
+use loopgate_transport::runtime::shutdown::shutdown_on_signals;
 
 use arms::{Caps, EXECUTOR_PROFILE, MANAGER_PROFILE, STANDIN_MANAGER_PROFILE, STANDIN_MODEL};
 use report::{now_rfc3339, ArmResult, Report, RESUMED_NOTE};
@@ -351,66 +352,79 @@ async fn main() -> anyhow::Result<()> {
     let worst_task =
         Duration::from_secs(args.caps.single_wall_secs + args.caps.loop_wall_secs + 30);
     let mut skipped = Vec::new();
-    for task in &tasks {
-        let done = |arm: &str| {
-            report
-                .results
-                .iter()
-                .any(|r| r.task == task.name && r.arm == arm)
-        };
-        if done("single_shot") && done("loopgate") {
-            continue;
-        }
-        // A task cut between its arms runs both again: its single_shot result is replaced.
-        report.results.retain(|r| r.task != task.name);
-        if let Some(limit) = args.stop_after {
-            if bench_start.elapsed() + worst_task > limit {
-                skipped.push(task.name.clone());
+    // Ctrl-C or SIGTERM: stop between (or inside) tasks and drop the stack, so its servers and
+    // daemons are killed with it instead of outliving the bench; what ran is already saved.
+    let stop = shutdown_on_signals();
+    let all_tasks = async {
+        for task in &tasks {
+            let done = |arm: &str| {
+                report
+                    .results
+                    .iter()
+                    .any(|r| r.task == task.name && r.arm == arm)
+            };
+            if done("single_shot") && done("loopgate") {
                 continue;
             }
+            // A task cut between its arms runs both again: its single_shot result is replaced.
+            report.results.retain(|r| r.task != task.name);
+            if let Some(limit) = args.stop_after {
+                if bench_start.elapsed() + worst_task > limit {
+                    skipped.push(task.name.clone());
+                    continue;
+                }
+            }
+            eprintln!(
+                "[arms-bench] {} ({}) at {}",
+                task.name,
+                task.kind,
+                now_rfc3339()
+            );
+            let stack = Stack::start(StackOptions::new(
+                profiles(&llm, &standin, &args.structured_output),
+                1,
+            ))
+            .await?;
+            let single = arms::single_shot(&stack, &standin, task, args.caps)
+                .await
+                .unwrap_or_else(|e| bench_error(task, "single_shot", &e));
+            eprintln!("[arms-bench]   single_shot: {single:?}");
+            let runs_dir = match args.suite {
+                SuiteChoice::Examples => args.out.join(format!("runs-{}", args.size)),
+                SuiteChoice::HumanEval => args.out.join(format!("runs-humaneval-{}", args.size)),
+            };
+            arms::dump_run(
+                &stack,
+                &runs_dir,
+                &format!("{}.single_shot", task.name),
+                &single,
+            )
+            .await;
+            report.results.push(single);
+            report.save()?;
+            let looped = arms::loopgate(&stack, task, args.caps)
+                .await
+                .unwrap_or_else(|e| bench_error(task, "loopgate", &e));
+            eprintln!("[arms-bench]   loopgate: {looped:?}");
+            arms::dump_run(
+                &stack,
+                &runs_dir,
+                &format!("{}.loopgate", task.name),
+                &looped,
+            )
+            .await;
+            report.results.push(looped);
+            report.save()?;
+            drop(stack);
         }
-        eprintln!(
-            "[arms-bench] {} ({}) at {}",
-            task.name,
-            task.kind,
-            now_rfc3339()
-        );
-        let stack = Stack::start(StackOptions::new(
-            profiles(&llm, &standin, &args.structured_output),
-            1,
-        ))
-        .await?;
-        let single = arms::single_shot(&stack, &standin, task, args.caps)
-            .await
-            .unwrap_or_else(|e| bench_error(task, "single_shot", &e));
-        eprintln!("[arms-bench]   single_shot: {single:?}");
-        let runs_dir = match args.suite {
-            SuiteChoice::Examples => args.out.join(format!("runs-{}", args.size)),
-            SuiteChoice::HumanEval => args.out.join(format!("runs-humaneval-{}", args.size)),
-        };
-        arms::dump_run(
-            &stack,
-            &runs_dir,
-            &format!("{}.single_shot", task.name),
-            &single,
-        )
-        .await;
-        report.results.push(single);
-        report.save()?;
-        let looped = arms::loopgate(&stack, task, args.caps)
-            .await
-            .unwrap_or_else(|e| bench_error(task, "loopgate", &e));
-        eprintln!("[arms-bench]   loopgate: {looped:?}");
-        arms::dump_run(
-            &stack,
-            &runs_dir,
-            &format!("{}.loopgate", task.name),
-            &looped,
-        )
-        .await;
-        report.results.push(looped);
-        report.save()?;
-        drop(stack);
+        anyhow::Ok(())
+    };
+    tokio::select! {
+        finished = all_tasks => finished?,
+        _ = stop.cancelled() => {
+            eprintln!("[arms-bench] interrupted: stopping (results so far are in the file)");
+            report.notes.push(format!("Interrupted at {} (SIGINT or SIGTERM).", now_rfc3339()));
+        }
     }
     if !skipped.is_empty() {
         report.notes.push(format!(

@@ -42,6 +42,7 @@ use anyhow::{bail, Context};
 use loopgate_common::task::ProfileChoice;
 use loopgate_test_support::{cache_dir, LocalModel};
 use loopgate_tests::{Profile, Stack, StackOptions};
+use loopgate_transport::runtime::shutdown::shutdown_on_signals;
 use serde_json::{json, Value};
 
 use suite::{load_suite, SuiteTask};
@@ -350,27 +351,44 @@ async fn main() -> anyhow::Result<()> {
     let worst = Duration::from_secs(args.wall_secs + GRACE_SECS);
     let mut results: Vec<Value> = Vec::new();
     let mut skipped = Vec::new();
-    for task in &tasks {
-        for arm in &args.arms {
-            if args
-                .stop_after
-                .is_some_and(|limit| started.elapsed() + worst > limit)
-            {
-                skipped.push(format!("{}/{arm}", task.name));
-                continue;
+    // Ctrl-C or SIGTERM: stop and drop the stack, so its servers and daemons die with the
+    // bench; what ran is already saved.
+    let stop = shutdown_on_signals();
+    let all_runs = async {
+        for task in &tasks {
+            for arm in &args.arms {
+                if args
+                    .stop_after
+                    .is_some_and(|limit| started.elapsed() + worst > limit)
+                {
+                    skipped.push(format!("{}/{arm}", task.name));
+                    continue;
+                }
+                eprintln!("[loose-bench] {} / {arm}", task.name);
+                let stack = Stack::start(StackOptions::new(vec![profile.clone()], 1)).await?;
+                let result = match one_run(&stack, task, arm, &args).await {
+                    Ok(r) => r,
+                    Err(err) => {
+                        json!({"task": task.name, "arm": arm, "terminal_state": "bench_error",
+                                       "note": format!("{err:#}")})
+                    }
+                };
+                eprintln!("[loose-bench]   {result}");
+                results.push(result);
+                doc["results"] = Value::Array(results.clone());
+                doc["summary"] = summary(&results);
+                save(&path, &doc)?;
             }
-            eprintln!("[loose-bench] {} / {arm}", task.name);
-            let stack = Stack::start(StackOptions::new(vec![profile.clone()], 1)).await?;
-            let result = match one_run(&stack, task, arm, &args).await {
-                Ok(r) => r,
-                Err(err) => json!({"task": task.name, "arm": arm, "terminal_state": "bench_error",
-                                   "note": format!("{err:#}")}),
-            };
-            eprintln!("[loose-bench]   {result}");
-            results.push(result);
-            doc["results"] = Value::Array(results.clone());
-            doc["summary"] = summary(&results);
-            save(&path, &doc)?;
+        }
+        anyhow::Ok(())
+    };
+    tokio::select! {
+        finished = all_runs => finished?,
+        _ = stop.cancelled() => {
+            eprintln!("[loose-bench] interrupted: stopping (results so far are in the file)");
+            if let Some(notes) = doc["notes"].as_array_mut() {
+                notes.push(json!(format!("Interrupted at {} (SIGINT or SIGTERM).", now())));
+            }
         }
     }
     if !skipped.is_empty() {
