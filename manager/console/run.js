@@ -80,6 +80,8 @@ export function runView(main, id) {
         h('dt', {}, 'Checks'), h('dd', { id: 'run-checks' }, run.checks ? `${run.checks.passing}/${run.checks.total} passing` : '—'),
         run.verdicts ? [h('dt', {}, 'Verdicts'), h('dd', {}, verdictTriple(run.verdicts))] : null,
         run.gate ? [h('dt', {}, 'Gate'), h('dd', {}, run.gate.passed ? 'passed' : 'failed', run.gate.reasons.length ? ': ' + run.gate.reasons.join('; ') : '')] : null,
+        run.queued_since ? [h('dt', {}, 'Queue'), h('dd', { id: 'run-queued' },
+          `round ${run.round} waits for a free worker (${Math.max(0, Math.round((Date.now() - run.queued_since) / 1000))} s so far; a wait costs no round)`)] : null,
         run.task_state ? [h('dt', {}, 'Task state'), h('dd', {}, run.task_state)] : null,
         run.terminal_reason ? [h('dt', {}, 'Ended'), h('dd', { id: 'terminal-reason' }, run.terminal_reason)] : null));
   }
