@@ -18,6 +18,19 @@ pub struct GivenUpWork {
 }
 
 impl Bus {
+    /// The handle of work stream `stream`, looked up within the request timeout.
+    async fn work_stream(
+        &self,
+        stream: &str,
+    ) -> Result<async_nats::jetstream::stream::Stream, BusError> {
+        with_timeout(
+            "stream lookup",
+            self.request_timeout(),
+            self.jetstream().get_stream(stream),
+        )
+        .await
+    }
+
     /// Message `sequence` of work stream `stream`; `None` when it is no longer there (acked
     /// after all, or removed by an earlier handling of the same advisory).
     pub async fn given_up_work(
@@ -26,12 +39,7 @@ impl Bus {
         sequence: u64,
     ) -> Result<Option<GivenUpWork>, BusError> {
         let timeout = self.request_timeout();
-        let handle = with_timeout(
-            "stream lookup",
-            timeout,
-            self.jetstream().get_stream(stream),
-        )
-        .await?;
+        let handle = self.work_stream(stream).await?;
         match tokio::time::timeout(timeout, handle.get_raw_message(sequence)).await {
             Ok(Ok(message)) => Ok(Some(GivenUpWork {
                 subject: message.subject.to_string(),
@@ -49,12 +57,7 @@ impl Bus {
     /// Remove message `sequence` from work stream `stream` (one already gone is fine).
     pub async fn remove_given_up_work(&self, stream: &str, sequence: u64) -> Result<(), BusError> {
         let timeout = self.request_timeout();
-        let handle = with_timeout(
-            "stream lookup",
-            timeout,
-            self.jetstream().get_stream(stream),
-        )
-        .await?;
+        let handle = self.work_stream(stream).await?;
         match tokio::time::timeout(timeout, handle.delete_message(sequence)).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(err))
