@@ -10,7 +10,9 @@ use chromiumoxide::cdp::browser_protocol::dom::{
 use chromiumoxide::cdp::browser_protocol::input::{
     DispatchKeyEventParams, DispatchKeyEventType, InsertTextParams,
 };
-use chromiumoxide::cdp::browser_protocol::page::{CaptureScreenshotFormat, StopLoadingParams};
+use chromiumoxide::cdp::browser_protocol::page::{
+    CaptureScreenshotFormat, NavigateParams, StopLoadingParams,
+};
 use chromiumoxide::cdp::js_protocol::runtime::CallFunctionOnParams;
 use chromiumoxide::error::CdpError;
 use chromiumoxide::layout::Point;
@@ -18,8 +20,10 @@ use chromiumoxide::page::ScreenshotParams;
 use chromiumoxide::Page;
 
 use crate::error::BrowserError;
+use crate::launch::Beside;
 use crate::launch::{launch, LaunchSettings, Running};
 use crate::page_errors::PageErrors;
+use crate::serve::host_port;
 use crate::snapshot::{frame_snapshot, render, AxItem, RefTable, Rendered, DEFAULT_SNAPSHOT_CAP};
 use crate::target::{resolve_target, TargetPolicy};
 
@@ -37,6 +41,8 @@ pub struct Session {
     last_snapshot: Option<String>,
     restarted: bool,
     errors: PageErrors,
+    /// Why the `beside` (serve) command did not answer after the last launch.
+    serve_down: Option<String>,
 }
 
 impl Session {
@@ -52,6 +58,7 @@ impl Session {
             last_snapshot: None,
             restarted: false,
             errors: PageErrors::default(),
+            serve_down: None,
         }
     }
 
@@ -102,8 +109,26 @@ impl Session {
             .await
             .map_err(|e| protocol("Target.createTarget", e))?;
         self.errors.watch(&page).await;
+        self.serve_down = match &self.launch.beside {
+            Some(beside) => wait_served(&page, beside).await.err(),
+            None => None,
+        };
         self.running = Some((running, page.clone()));
         Ok(page)
+    }
+
+    /// Why the task's `serve` command is not answering (after the latest browser start), if
+    /// it is not.
+    pub fn serve_down(&self) -> Option<&str> {
+        self.serve_down.as_deref()
+    }
+
+    /// Is `url` on the `serve` command's origin?
+    fn is_served(&self, url: &str) -> bool {
+        self.launch
+            .beside
+            .as_ref()
+            .is_some_and(|b| host_port(&b.url).is_some() && host_port(&b.url) == host_port(url))
     }
 
     /// The running page, or `Crashed` if the browser died since the last call.
@@ -134,7 +159,16 @@ impl Session {
     /// Open a URL (after the navigation policy); refs from the previous page are dropped.
     pub async fn navigate(&mut self, raw: &str) -> Result<String, BrowserError> {
         let url = resolve_target(&self.policy, raw)?;
-        let page = self.page().await?;
+        let mut page = self.page().await?;
+        if self.is_served(&url) && self.serve_down.is_some() {
+            // The serve command (and the app it runs) may have been fixed since: start both
+            // again, once per navigation.
+            self.close();
+            page = self.page().await?;
+            if let Some(down) = &self.serve_down {
+                return Err(BrowserError::Serve(down.clone()));
+            }
+        }
         self.refs.clear();
         self.last_snapshot = None;
         match tokio::time::timeout(self.load_timeout, page.goto(url.as_str())).await {
@@ -508,5 +542,35 @@ fn ax_item(node: &AxNode) -> AxItem {
         name: ax_text(&node.name),
         flags,
         backend_id: node.backend_dom_node_id.map(|b| *b.inner()),
+    }
+}
+
+/// Navigate to the serve command's URL until it loads (no network error), at most
+/// `start_timeout`.
+async fn wait_served(page: &Page, beside: &Beside) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + beside.start_timeout;
+    loop {
+        let attempt = tokio::time::timeout(
+            Duration::from_secs(5),
+            page.execute(NavigateParams::new(beside.url.clone())),
+        )
+        .await;
+        let last = match attempt {
+            Ok(Ok(reply)) => match &reply.result.error_text {
+                None => return Ok(()),
+                Some(error) => error.clone(),
+            },
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "the navigation hung".to_string(),
+        };
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!(
+                "{} did not answer within {}s of starting {:?} ({last}); fix the app or the command, then navigate to it again",
+                beside.url,
+                beside.start_timeout.as_secs(),
+                beside.command
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }

@@ -62,7 +62,7 @@ async fn episode_in_dir<M: ChatModel>(
     let previews = read_previews(dir, &executor::preview_paths(req, &sizes)).await;
     let gui = req.capability == loopgate_common::subjects::Capability::Gui;
     let gui_tools = if gui {
-        match GuiTools::start(dir, req.gui.as_ref(), false).await {
+        match GuiTools::start(dir, req.gui.as_ref(), &env.agent, &env.tools.shell_env) {
             Ok(tools) => Some(tools),
             Err(err) => {
                 return EpisodeEnd::failed(format!("gui episode: {err}"), Default::default())

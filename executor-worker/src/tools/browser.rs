@@ -1,20 +1,28 @@
 //! The gui capability's browser tools, named as Playwright MCP names them: `browser_navigate`,
 //! `browser_snapshot`, `browser_click`, `browser_type`, `browser_press_key`,
 //! `browser_wait_for`, `browser_screenshot`. One browser per episode (started on first use,
-//! restarted after a crash), the task's `[gui] serve` command started with it; both are
-//! killed (their process groups) when the episode's tools drop.
+//! restarted after a crash), the task's `[gui] serve` command started with it, both in the
+//! agent's sandbox exactly like a `shell` command (its network, its user, the worker's secrets
+//! and other workspaces out of sight, an environment of PATH, HOME and LANG only); the worker
+//! drives the browser over its DevTools pipe. Both die with the episode's tools.
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use loopgate_browser::{BrowserError, LaunchSettings, Served, Session, TargetPolicy};
+use loopgate_browser::{
+    Beside, BrowserError, CommandWrapper, LaunchSettings, Session, TargetPolicy, WrappedLaunch,
+};
+use loopgate_checks::AgentLaunch;
 use loopgate_common::gui::GuiSpec;
 use loopgate_models::{ToolCall, ToolSpec};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
+use crate::config::ShellEnv;
+use crate::isolation::AgentIsolationEnv;
 use crate::tools::workspace::{ToolError, Workspace};
 
 pub(crate) const BROWSER_TOOL_NAMES: [&str; 7] = [
@@ -46,8 +54,6 @@ pub(crate) enum GuiToolError {
     Browser(#[from] BrowserError),
     #[error(transparent)]
     Tool(#[from] ToolError),
-    #[error("the task's [gui] serve command is not running: {0}")]
-    ServeDown(String),
 }
 
 #[derive(Deserialize)]
@@ -99,51 +105,49 @@ pub(crate) struct BrowserOutput {
     pub(crate) png: Option<Vec<u8>>,
 }
 
-/// One episode's browser, with the served artifact.
+/// One episode's browser (with the served artifact beside it, in the same sandbox).
 pub(crate) struct GuiTools {
     session: Mutex<Session>,
-    served: Option<Served>,
-    serve_error: Option<String>,
 }
 
 impl fmt::Debug for GuiTools {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GuiTools")
-            .field("served", &self.served.as_ref().map(Served::url))
-            .field("serve_error", &self.serve_error)
-            .finish_non_exhaustive()
+        f.debug_struct("GuiTools").finish_non_exhaustive()
     }
 }
 
 impl GuiTools {
-    /// Start the task's `serve` command (if any) in the workspace and prepare a browser.
-    /// A serve command that fails is reported by the first browser call, not here: the model
-    /// can still fix the app with the file tools and shell.
-    pub(crate) async fn start(
+    /// Prepare a browser for the episode in `root`, started on first use in the agent's
+    /// sandbox (`isolation`: the shell's network, user and hidden paths) together with the
+    /// task's `serve` command. A serve command that does not answer is reported by the
+    /// navigation to its URL, not here: the model can still fix the app with the file tools
+    /// and shell, and the next navigation to it starts it again.
+    pub(crate) fn start(
         root: &Path,
         gui: Option<&GuiSpec>,
-        allow_network: bool,
+        isolation: &AgentIsolationEnv,
+        shell_env: &ShellEnv,
     ) -> Result<GuiTools, GuiToolError> {
-        let launch = LaunchSettings::detect()?;
-        let base_url = gui.and_then(|g| g.url.clone());
-        let (served, serve_error) = match gui.and_then(|g| g.serve.as_deref().zip(g.url.as_deref()))
-        {
-            Some((command, url)) => match Served::start(command, root, url, &[], SERVE_START).await
-            {
-                Ok(served) => (Some(served), None),
-                Err(e) => (None, Some(e.to_string())),
-            },
-            None => (None, None),
-        };
+        let mut launch = LaunchSettings::detect()?.wrapped(in_sandbox(
+            root.to_path_buf(),
+            isolation.clone(),
+            shell_env.clone(),
+        ));
+        launch.dir = Some(root.to_path_buf());
+        launch.beside =
+            gui.and_then(|g| g.serve.clone().zip(g.url.clone()))
+                .map(|(command, url)| Beside {
+                    command,
+                    url,
+                    start_timeout: SERVE_START,
+                });
         let policy = TargetPolicy {
             workspace: Some(root.to_path_buf()),
-            base_url,
-            allow_network,
+            base_url: gui.and_then(|g| g.url.clone()),
+            allow_network: isolation.network.shell,
         };
         Ok(GuiTools {
             session: Mutex::new(Session::new(launch, policy)),
-            served,
-            serve_error,
         })
     }
 
@@ -224,11 +228,6 @@ impl GuiTools {
         let result = match name {
             "browser_navigate" => {
                 let a: NavigateArgs = serde_json::from_value(args).map_err(bad)?;
-                if let Some(error) = &self.serve_error {
-                    if a.url.trim().starts_with('/') {
-                        return Err(GuiToolError::ServeDown(error.clone()));
-                    }
-                }
                 let url = session.navigate(&a.url).await?;
                 let (_, title) = session.location().await?;
                 format!(
@@ -306,4 +305,32 @@ impl GuiTools {
         };
         Ok(BrowserOutput { text, png: png_out })
     }
+}
+
+/// Run the browser's launch script the way `shell` runs a command: the agent's sandbox, the
+/// shell's environment (`HOME` = the browser profile, writable), the workspace as its
+/// directory; the agent's user gets the workspace and the profile first.
+fn in_sandbox(
+    workspace: PathBuf,
+    isolation: AgentIsolationEnv,
+    shell_env: ShellEnv,
+) -> CommandWrapper {
+    Arc::new(move |launch: &WrappedLaunch<'_>| {
+        isolation.sandbox.grant(&[&workspace, launch.profile])?;
+        let env = vec![
+            ("PATH".to_string(), shell_env.path.clone()),
+            ("HOME".to_string(), launch.profile.display().to_string()),
+            ("LANG".to_string(), shell_env.lang.clone()),
+        ];
+        let plan = isolation.sandbox.plan(&AgentLaunch {
+            program: launch.program,
+            args: launch.args,
+            workspace: &workspace,
+            home: launch.profile,
+            env: &env,
+            network: isolation.network.shell,
+            read_only: &[],
+        });
+        Ok(plan.command())
+    })
 }

@@ -10,8 +10,10 @@
 use std::time::Duration;
 
 use loopgate_test_support::{last_message_content, Reply, Script, StandInModel};
-use loopgate_tests::{Profile, Stack, StackOptions};
+use loopgate_tests::{Profile, Stack, StackOptions, StackSecrets};
 use serde_json::{json, Value};
+
+use super::secrets::{snapshot_files, COPY_EVERYTHING};
 
 const PAGE: &str = r#"<!doctype html><html><head><title>Greeter</title></head><body>
 <h1>Greeter</h1>
@@ -213,6 +215,122 @@ async fn a_gui_step_clicks_by_ref_and_the_browse_check_passes() -> anyhow::Resul
             .all(|e| e.get("screenshots").is_none()),
         "{history}"
     );
+    Ok(())
+}
+
+/// The task's `serve` command runs what the agent writes, so it is treated like the agent: a
+/// hostile one (the secrets test's `COPY_EVERYTHING`: every environment, `/proc` entry and
+/// daemon config file it can reach, copied into the workspace) runs in the agent's sandbox
+/// with the browser, and the browser reaches the app on the sandbox's own loopback. The stack
+/// carries known secrets; the run completes, the page the browser showed came from the serve
+/// command, the copies ran, and the frozen snapshot holds none of the secrets and no sight of
+/// the worker's processes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_serve_command_and_the_browser_run_in_the_agents_sandbox() -> anyhow::Result<()> {
+    let executor = Reply::dynamic(|req: &Value| {
+        let turns = req["messages"]
+            .as_array()
+            .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
+        match turns {
+            0 => Reply::tool_call("browser_navigate", json!({"url": "/"})),
+            1 => Reply::tool_call("browser_snapshot", json!({})),
+            _ => Reply::tool_call("finish", json!({"summary": "looked at the served page"})),
+        }
+    });
+    let manager = manager_reply("Next: gui\nTask: open the served page and look at it");
+    let script = Script::new()
+        .fallback("standin-manager", manager)
+        .fallback("standin-executor", executor);
+    let model = StandInModel::start(script).await?;
+    let secrets = StackSecrets::random();
+    let mut opts = StackOptions::new(
+        vec![
+            Profile::new("mgr", &model.base_url(), "standin-manager"),
+            Profile::new("exec", &model.base_url(), "standin-executor"),
+        ],
+        1,
+    );
+    opts.secrets = Some(secrets.clone());
+    opts.capabilities = vec!["cli", "gui"];
+    opts.executor_extra = "capability_ttl_secs = 3".into();
+    let stack = Stack::start(opts).await?;
+    wait_until_gui_offered(&stack, &model).await?;
+    let task = format!(
+        r#"
+goal = "Serve the greeter page and look at it"
+
+[[acceptance]]
+id = "serve-ran"
+check = "test -s env.txt"
+blocking = true
+
+[gui]
+serve = '''{COPY_EVERYTHING}; exec python3 -m http.server 8765 --bind 127.0.0.1'''
+url = "http://127.0.0.1:8765/"
+
+[roles]
+manager = "mgr"
+executor = "exec"
+
+[budget]
+max_rounds = 2
+max_steps = 6
+self_checks = 0
+"#
+    );
+    let id = stack.submit(&task, &[("index.html", PAGE)]).await?["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let done = stack.wait_terminal(&id, Duration::from_secs(120)).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+
+    let requests = model.requests("standin-executor");
+    assert!(requests.len() >= 3, "{} executor turns", requests.len());
+    let result = |i: usize| last_message_content(&requests[i], "tool").unwrap_or_default();
+    assert!(
+        result(1).starts_with("navigated to http://127.0.0.1:8765/"),
+        "navigate: {}",
+        result(1)
+    );
+    assert!(
+        result(2).contains("button \"Greet\""),
+        "the served page: {}",
+        result(2)
+    );
+    let files = snapshot_files(&stack, done["snapshot"].as_str().unwrap_or_default()).await?;
+    let file = |name: &str| {
+        files
+            .iter()
+            .find(|(p, _)| p == name)
+            .map(|(_, text)| text.clone())
+            .unwrap_or_default()
+    };
+    // The copies ran, with the shell's environment only...
+    let env = file("env.txt");
+    assert!(env.contains("PATH=") && env.contains("HOME="), "{env}");
+    for worker_var in ["LOOPGATE", "NATS", "REDIS", "RUST_LOG", "OTEL"] {
+        assert!(
+            !env.contains(worker_var),
+            "{worker_var} in the serve env:\n{env}"
+        );
+    }
+    // ... in their own pid namespace: no daemon of the stack in sight ...
+    let cmdlines = file("all-cmdline.txt");
+    assert!(cmdlines.contains("== /proc/"), "{cmdlines}");
+    for daemon in [
+        "loopgate-executor",
+        "loopgate-manager",
+        "nats-server",
+        "redis-server",
+    ] {
+        assert!(!cmdlines.contains(daemon), "{daemon} visible:\n{cmdlines}");
+    }
+    // ... and took no secret.
+    for (path, text) in &files {
+        let found = secrets.found_in(text);
+        assert!(found.is_empty(), "{path} holds {found:?}:\n{text}");
+    }
     Ok(())
 }
 

@@ -34,7 +34,7 @@ self_checks = 0
 "#;
 
 /// Everything a hostile agent would try to copy out.
-const COPY_EVERYTHING: &str = "env > env.txt; \
+pub(crate) const COPY_EVERYTHING: &str = "env > env.txt; \
     cat /proc/$PPID/environ > ppid-environ.txt 2>&1; \
     cat /proc/1/environ > pid1-environ.txt 2>&1; \
     for f in /proc/[0-9]*/environ /proc/self/environ; do echo \"== $f\"; cat \"$f\"; echo; done > all-environ.txt 2>&1; \
@@ -67,7 +67,10 @@ fn profiles(model: &StandInModel) -> Vec<Profile> {
 }
 
 /// Every file of `snapshot`, as (path, lossy text).
-async fn snapshot_files(stack: &Stack, snapshot: &str) -> anyhow::Result<Vec<(String, String)>> {
+pub(crate) async fn snapshot_files(
+    stack: &Stack,
+    snapshot: &str,
+) -> anyhow::Result<Vec<(String, String)>> {
     let out = tempfile::tempdir()?;
     let mut files = Vec::new();
     for path in stack.checkout(snapshot, out.path()).await? {
