@@ -226,16 +226,23 @@ pub(crate) async fn launch(settings: &LaunchSettings) -> Result<Running, Browser
         .tempdir()
         .map_err(|e| BrowserError::io("creating the browser profile directory", e))?;
     let args = launch_args(settings, profile.path());
-    let sh = Path::new("sh");
     let mut command = match &settings.wrap {
-        Some(wrap) => wrap(&WrappedLaunch {
-            program: sh,
-            args: &args,
-            profile: profile.path(),
-        })
-        .map_err(|e| launch_err("preparing its sandbox failed".into(), Some(e)))?,
+        // The wrapper may walk the workspace (chown for the sandbox's user): off the runtime.
+        Some(wrap) => {
+            let (wrap, profile_dir) = (wrap.clone(), profile.path().to_path_buf());
+            tokio::task::spawn_blocking(move || {
+                wrap(&WrappedLaunch {
+                    program: Path::new("sh"),
+                    args: &args,
+                    profile: &profile_dir,
+                })
+            })
+            .await
+            .map_err(|e| launch_err(format!("preparing its sandbox failed: {e}"), None))?
+            .map_err(|e| launch_err("preparing its sandbox failed".into(), Some(e)))?
+        }
         None => {
-            let mut plain = Command::new(sh);
+            let mut plain = Command::new("sh");
             plain.args(&args);
             if let Some(dir) = &settings.dir {
                 plain.current_dir(dir);
