@@ -7,7 +7,9 @@
 //! `cargo build --workspace --bins && cargo run -p loopgate-bench --bin chaos-bench -- [flags]`
 //! (`make chaos`). Flags: `--duration-secs N` (300), `--runs N` (100), `--managers N` (2),
 //! `--executors N` (8), `--auditors N` (3), `--fault-every-secs N` (4), `--seed N`,
-//! `--out PATH` (also write the Markdown there), `--strict` (exit 1 when a goal is missed).
+//! `--out PATH` (also write the Markdown there), `--strict` (exit 1 when a goal is missed),
+//! `--uniform-workers` (a drawn executor or auditor is any of them, busy or not; by default
+//! one that holds a step is hit when any does).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::time::Duration;
@@ -17,7 +19,7 @@ use loopgate_tests::chaos::{self, ChaosConfig};
 
 const USAGE: &str = "usage: chaos-bench [--duration-secs N (300)] [--runs N (100)] \
 [--managers N (2)] [--executors N (8)] [--auditors N (3)] [--fault-every-secs N (4)] [--seed N] \
-[--out PATH] [--strict]";
+[--out PATH] [--strict] [--uniform-workers]";
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
@@ -32,6 +34,10 @@ async fn main() -> anyhow::Result<()> {
         }
         if flag == "--strict" {
             strict = true;
+            continue;
+        }
+        if flag == "--uniform-workers" {
+            config.prefer_busy_workers = false;
             continue;
         }
         let value = args

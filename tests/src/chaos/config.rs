@@ -24,6 +24,10 @@ pub struct ChaosConfig {
     /// The executors' and auditors' `ack_wait_secs` (a frozen or killed worker's step is
     /// redelivered after this).
     pub worker_ack_wait_secs: u64,
+    /// When an executor or an auditor is drawn, hit one that holds a step (read from the runs'
+    /// logs) when any does: with many workers and short episodes a uniform draw mostly hits
+    /// idle ones, which proves nothing about taking over a killed worker's step.
+    pub prefer_busy_workers: bool,
     pub seed: u64,
 }
 
@@ -44,6 +48,7 @@ impl ChaosConfig {
                 max: Duration::from_millis(2000),
             },
             worker_ack_wait_secs: 5,
+            prefer_busy_workers: true,
             seed: 0xc4a0_5eed,
         }
     }

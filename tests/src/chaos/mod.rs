@@ -145,7 +145,8 @@ pub async fn run(config: &ChaosConfig, progress: &dyn Fn(&str)) -> anyhow::Resul
     Ok(report)
 }
 
-/// Hits one random component and brings it back.
+/// Hits one random component and brings it back. A worker kind drawn with
+/// `prefer_busy_workers` hits one of its workers that holds a step, when one does.
 async fn inject(stack: &mut Stack, rng: &mut Rng, config: &ChaosConfig) -> anyhow::Result<Fault> {
     let component = Component::ALL[rng.below(Component::ALL.len())];
     let action = if rng.below(3) == 0 {
@@ -173,10 +174,23 @@ async fn inject(stack: &mut Stack, rng: &mut Rng, config: &ChaosConfig) -> anyho
             name
         }
         Component::Executor | Component::Auditor => {
-            let worker = if component == Component::Executor {
-                Worker::Executor(rng.below(stack.executors.len()))
+            let (count, of): (usize, fn(usize) -> Worker) = if component == Component::Executor {
+                (stack.executors.len(), Worker::Executor)
             } else {
-                Worker::Auditor(rng.below(stack.auditor_count()))
+                (stack.auditor_count(), Worker::Auditor)
+            };
+            let mut busy: Vec<Worker> = Vec::new();
+            if config.prefer_busy_workers {
+                let holding = busy_workers(stack).await;
+                busy = (0..count)
+                    .map(of)
+                    .filter(|w| holding.contains(&stack.worker_id(*w)))
+                    .collect();
+            }
+            let worker = if busy.is_empty() {
+                of(rng.below(count))
+            } else {
+                busy[rng.below(busy.len())]
             };
             match action {
                 Action::Kill => stack.restart_worker(worker)?,
@@ -224,4 +238,27 @@ async fn inject(stack: &mut Stack, rng: &mut Rng, config: &ChaosConfig) -> anyho
         at_ms,
         back_ms: now_ms(),
     })
+}
+
+/// The worker ids that hold a step right now: for every running run in `executing` or
+/// `auditing`, the worker of its latest `episode_started`. Best effort: an API error gives
+/// none (the draw is then uniform).
+async fn busy_workers(stack: &Stack) -> Vec<String> {
+    let Ok(list) = stack.get("/v1/runs?state=running&limit=500").await else {
+        return Vec::new();
+    };
+    let mut busy = Vec::new();
+    for run in list["runs"].as_array().into_iter().flatten() {
+        let phase = run["phase"].as_str().unwrap_or_default();
+        if !matches!(phase, "executing" | "auditing") {
+            continue;
+        }
+        let id = run["id"].as_str().unwrap_or_default();
+        if let Ok(started) = stack.log_entries(id, "episode_started").await {
+            if let Some(worker) = started.last().and_then(|e| e["worker"].as_str()) {
+                busy.push(worker.to_string());
+            }
+        }
+    }
+    busy
 }
