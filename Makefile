@@ -11,7 +11,7 @@ export CARGO_TARGET_DIR
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 MODEL_SIZE ?= 0.5b
 
-.PHONY: help deps model-deps build build-debug test test-only demo bench chaos lint fmt model-server model-server-stop clean check-toolchain
+.PHONY: help deps model-deps build build-debug test test-only demo bench chaos image-test lint fmt model-server model-server-stop clean check-toolchain
 
 help:
 	@echo "make deps          nats-server + redis-server into ~/.cache/loopgate/bin"
@@ -24,6 +24,8 @@ help:
 	@echo "make chaos         chaos run: kill -9 / SIGSTOP managers, workers, nats-server, redis-server while"
 	@echo "                   100 runs are in flight; prints the figures of docs/reliability.md"
 	@echo "                   (CHAOS_ARGS=\"--duration-secs 300 --runs 100 --strict\")"
+	@echo "make image-test    build the role images with podman (Debian root fs, no registry) and run"
+	@echo "                   e2e tests with every daemon from its image (scripts/image-test.sh)"
 	@echo "make lint          cargo fmt --check + clippy -D warnings + crate boundaries (scripts/check-architecture.sh)"
 	@echo "make build         release binaries"
 	@echo "make model-server  start llama-server on 127.0.0.1:\$${LOOPGATE_MODEL_PORT:-8080} (model-server-stop)"
@@ -77,6 +79,11 @@ CHAOS_ARGS ?= --duration-secs 300 --runs 100
 chaos: check-toolchain deps
 	$(CARGO) build --workspace --bins -j$(JOBS)
 	$(CARGO) run -p loopgate-bench --bin chaos-bench -j$(JOBS) -- $(CHAOS_ARGS)
+
+# The role images built with podman on this machine and the stack run from them (not in CI:
+# it downloads a Debian root filesystem, Node, the agent CLIs and Chromium into the images).
+image-test: check-toolchain
+	scripts/image-test.sh
 
 lint: check-toolchain
 	$(CARGO) fmt --all -- --check

