@@ -7,6 +7,7 @@
 //! `cargo build --workspace --bins && cargo run -p loopgate-bench --bin chaos-bench -- [flags]`
 //! (`make chaos`). Flags: `--duration-secs N` (300), `--runs N` (100), `--managers N` (2),
 //! `--executors N` (8), `--auditors N` (3), `--fault-every-secs N` (4), `--seed N`,
+//! `--runs-once` (submit `--runs` once at the start instead of keeping that many in flight),
 //! `--out PATH` (also write the Markdown there), `--strict` (exit 1 when a goal is missed),
 //! `--uniform-workers` (a drawn executor or auditor is any of them, busy or not; by default
 //! one that holds a step is hit when any does).
@@ -19,7 +20,7 @@ use loopgate_tests::chaos::{self, ChaosConfig};
 
 const USAGE: &str = "usage: chaos-bench [--duration-secs N (300)] [--runs N (100)] \
 [--managers N (2)] [--executors N (8)] [--auditors N (3)] [--fault-every-secs N (4)] [--seed N] \
-[--out PATH] [--strict] [--uniform-workers]";
+[--out PATH] [--strict] [--uniform-workers] [--runs-once]";
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
@@ -34,6 +35,10 @@ async fn main() -> anyhow::Result<()> {
         }
         if flag == "--strict" {
             strict = true;
+            continue;
+        }
+        if flag == "--runs-once" {
+            config.keep_in_flight = false;
             continue;
         }
         if flag == "--uniform-workers" {

@@ -7,7 +7,10 @@ use crate::Latency;
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct ChaosConfig {
+    /// Runs in flight: submitted at the start and, with `keep_in_flight`, topped up after
+    /// every fault as runs end, so the faults of the whole window hit work in progress.
     pub runs: usize,
+    pub keep_in_flight: bool,
     pub managers: usize,
     pub executors: usize,
     pub auditors: usize,
@@ -36,6 +39,7 @@ impl ChaosConfig {
     pub fn full() -> ChaosConfig {
         ChaosConfig {
             runs: 100,
+            keep_in_flight: true,
             managers: 2,
             executors: 8,
             auditors: 3,

@@ -77,10 +77,8 @@ pub async fn run(config: &ChaosConfig, progress: &dyn Fn(&str)) -> anyhow::Resul
     let load_start = load_average();
     let started_ms = now_ms();
     let mut ids = Vec::with_capacity(config.runs);
-    for tag in 0..config.runs {
-        let run = stack.submit(&tagged_task(tag), &[]).await?;
-        ids.push(run["id"].as_str().unwrap_or_default().to_string());
-    }
+    let mut open = Vec::with_capacity(config.runs);
+    top_up(&stack, &mut ids, &mut open, config.runs).await?;
     progress(&format!("submitted {} runs", ids.len()));
 
     let mut rng = Rng(config.seed | 1);
@@ -103,7 +101,11 @@ pub async fn run(config: &ChaosConfig, progress: &dyn Fn(&str)) -> anyhow::Resul
         ));
         faults.push(fault);
         load_max = load_max.max(load_average().unwrap_or(0.0));
+        if config.keep_in_flight {
+            top_up(&stack, &mut ids, &mut open, config.runs).await?;
+        }
     }
+    progress(&format!("{} runs submitted in all", ids.len()));
     let chaos_end_ms = now_ms();
     progress(&format!(
         "{} faults injected; waiting up to {:?} for the runs to end",
@@ -261,4 +263,35 @@ async fn busy_workers(stack: &Stack) -> Vec<String> {
         }
     }
     busy
+}
+
+/// Keep `in_flight` runs open: drop the ones that ended from `open` and submit new ones (each
+/// with the next tag) until `in_flight` are open again. A run whose state cannot be read (its
+/// manager is down) counts as open.
+async fn top_up(
+    stack: &Stack,
+    ids: &mut Vec<String>,
+    open: &mut Vec<String>,
+    in_flight: usize,
+) -> anyhow::Result<()> {
+    let mut still_open = Vec::with_capacity(open.len());
+    for id in open.drain(..) {
+        match stack.run(&id).await {
+            Ok(v) if TERMINAL.contains(&v["state"].as_str().unwrap_or("")) => {}
+            _ => still_open.push(id),
+        }
+    }
+    *open = still_open;
+    while open.len() < in_flight {
+        let run = match stack.submit(&tagged_task(ids.len()), &[]).await {
+            Ok(run) => run,
+            // The API is down for a moment (a manager killed, Redis frozen): next time.
+            Err(_) if !ids.is_empty() => break,
+            Err(e) => return Err(e),
+        };
+        let id = run["id"].as_str().unwrap_or_default().to_string();
+        ids.push(id.clone());
+        open.push(id);
+    }
+    Ok(())
 }

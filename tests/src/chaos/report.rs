@@ -299,8 +299,14 @@ impl ChaosReport {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "{} runs, {} managers, {} executors, {} auditors; faults for {:.0} s (one every {:.1}-{:.1} s, freezes up to {} s); stand-in latency {}-{} ms; worker ack_wait {} s; seed {:#x}.",
+            "{} runs ({} in flight{}), {} managers, {} executors, {} auditors; faults for {:.0} s (one every {:.1}-{:.1} s, freezes up to {} s); stand-in latency {}-{} ms; worker ack_wait {} s; seed {:#x}.",
             self.runs,
+            c.runs,
+            if c.keep_in_flight {
+                ", topped up after every fault"
+            } else {
+                " at the start"
+            },
             c.managers.max(2),
             c.executors,
             c.auditors,
