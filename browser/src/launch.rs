@@ -339,3 +339,63 @@ pub(crate) async fn launch(settings: &LaunchSettings) -> Result<Running, Browser
         _profile: profile,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn settings(beside: Option<&str>) -> LaunchSettings {
+        LaunchSettings {
+            executable: "/usr/lib/chromium/chromium".into(),
+            launch_timeout: Duration::from_secs(30),
+            command_timeout: Duration::from_secs(20),
+            viewport: (800, 600),
+            dir: None,
+            beside: beside.map(|command| Beside {
+                command: command.to_string(),
+                url: "http://127.0.0.1:8765/".into(),
+                start_timeout: Duration::from_secs(30),
+            }),
+            wrap: None,
+        }
+    }
+
+    #[test]
+    fn launch_arguments_table() {
+        // (serve command, what $1 is)
+        for (beside, first) in [
+            (None, ""),
+            (
+                Some("python3 -m http.server 8765"),
+                "python3 -m http.server 8765",
+            ),
+        ] {
+            let args = launch_args(&settings(beside), Path::new("/tmp/profile"));
+            let args: Vec<String> = args
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            assert_eq!(args[0], "-c");
+            assert_eq!(args[1], LAUNCH_SCRIPT);
+            assert_eq!(args[3], first, "{args:?}");
+            assert_eq!(args[4], "/usr/lib/chromium/chromium");
+            for flag in [
+                "--headless",
+                "--user-data-dir=/tmp/profile",
+                "--window-size=800,600",
+                "--remote-debugging-pipe",
+            ] {
+                assert!(args.iter().any(|a| a == flag), "{flag} missing: {args:?}");
+            }
+            // Never a DevTools port.
+            assert!(
+                !args
+                    .iter()
+                    .any(|a| a.starts_with("--remote-debugging-port")),
+                "{args:?}"
+            );
+            assert_eq!(args.last().map(String::as_str), Some("about:blank"));
+        }
+    }
+}
