@@ -23,6 +23,7 @@ use tokio::sync::Mutex;
 
 use crate::config::ShellEnv;
 use crate::isolation::AgentIsolationEnv;
+use crate::tools::shell::shell_env;
 use crate::tools::workspace::{ToolError, Workspace};
 
 pub(crate) const BROWSER_TOOL_NAMES: [&str; 7] = [
@@ -310,18 +311,10 @@ impl GuiTools {
 /// Run the browser's launch script the way `shell` runs a command: the agent's sandbox, the
 /// shell's environment (`HOME` = the browser profile, writable), the workspace as its
 /// directory; the agent's user gets the workspace and the profile first.
-fn in_sandbox(
-    workspace: PathBuf,
-    isolation: AgentIsolationEnv,
-    shell_env: ShellEnv,
-) -> CommandWrapper {
+fn in_sandbox(workspace: PathBuf, isolation: AgentIsolationEnv, env: ShellEnv) -> CommandWrapper {
     Arc::new(move |launch: &WrappedLaunch<'_>| {
         isolation.sandbox.grant(&[&workspace, launch.profile])?;
-        let env = vec![
-            ("PATH".to_string(), shell_env.path.clone()),
-            ("HOME".to_string(), launch.profile.display().to_string()),
-            ("LANG".to_string(), shell_env.lang.clone()),
-        ];
+        let env = shell_env(launch.profile, &env);
         let plan = isolation.sandbox.plan(&AgentLaunch {
             program: launch.program,
             args: launch.args,

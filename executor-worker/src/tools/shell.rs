@@ -13,7 +13,7 @@ use loopgate_checks::AgentLaunch;
 use loopgate_common::output_cap::OutputCap;
 use loopgate_transport::runtime::{run_child, shared, with_sink, ChildEnd};
 
-use crate::config::ToolLimits;
+use crate::config::{ShellEnv, ToolLimits};
 use crate::isolation::AgentIsolationEnv;
 use crate::tools::workspace::ToolError;
 
@@ -53,12 +53,13 @@ impl ShellOutcome {
     }
 }
 
-/// The shell's whole environment: PATH, HOME (the workspace) and LANG.
-pub(crate) fn shell_env(workspace: &Path, limits: &ToolLimits) -> Vec<(String, String)> {
+/// The shell's whole environment: PATH, HOME (the workspace for `shell`, the profile for the
+/// browser) and LANG.
+pub(crate) fn shell_env(home: &Path, env: &ShellEnv) -> Vec<(String, String)> {
     vec![
-        ("PATH".to_string(), limits.shell_env.path.clone()),
-        ("HOME".to_string(), workspace.display().to_string()),
-        ("LANG".to_string(), limits.shell_env.lang.clone()),
+        ("PATH".to_string(), env.path.clone()),
+        ("HOME".to_string(), home.display().to_string()),
+        ("LANG".to_string(), env.lang.clone()),
     ]
 }
 
@@ -84,7 +85,7 @@ pub(crate) async fn run_shell(
         .map_err(|err| {
             ToolError::Shell(format!("preparing the workspace for the sandbox: {err}"))
         })?;
-    let env = shell_env(workspace, limits);
+    let env = shell_env(workspace, &limits.shell_env);
     let args: Vec<OsString> = vec!["-c".into(), command.into()];
     let plan = isolation.sandbox.plan(&AgentLaunch {
         program: Path::new("sh"),
