@@ -60,9 +60,7 @@ fn ref_on_line(snapshot: &str, needle: &str) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gui_step_clicks_by_ref_and_the_browse_check_passes() -> anyhow::Result<()> {
     let executor = Reply::dynamic(|req: &Value| {
-        let turns = req["messages"]
-            .as_array()
-            .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
+        let turns = assistant_turns(req);
         let last = last_message_content(req, "tool").unwrap_or_default();
         match turns {
             0 => Reply::tool_call("browser_navigate", json!({"url": "index.html"})),
@@ -102,15 +100,10 @@ async fn a_gui_step_clicks_by_ref_and_the_browse_check_passes() -> anyhow::Resul
         .fallback("standin-manager", manager)
         .fallback("standin-executor", executor);
     let model = StandInModel::start(script).await?;
-    let mut opts = StackOptions::new(
-        vec![
-            Profile::new("mgr", &model.base_url(), "standin-manager"),
-            Profile::new("exec", &model.base_url(), "standin-executor").with_vision(),
-        ],
-        1,
+    let opts = gui_options(
+        &model,
+        Profile::new("exec", &model.base_url(), "standin-executor").with_vision(),
     );
-    opts.capabilities = vec!["cli", "gui"];
-    opts.executor_extra = "capability_ttl_secs = 3".into();
     let stack = Stack::start(opts).await?;
     wait_until_gui_offered(&stack, &model).await?;
     let id = stack.submit(TASK, &[("index.html", PAGE)]).await?["id"]
@@ -228,9 +221,7 @@ async fn a_gui_step_clicks_by_ref_and_the_browse_check_passes() -> anyhow::Resul
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_serve_command_and_the_browser_run_in_the_agents_sandbox() -> anyhow::Result<()> {
     let executor = Reply::dynamic(|req: &Value| {
-        let turns = req["messages"]
-            .as_array()
-            .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
+        let turns = assistant_turns(req);
         match turns {
             0 => Reply::tool_call("browser_navigate", json!({"url": "/"})),
             1 => Reply::tool_call("browser_snapshot", json!({})),
@@ -243,16 +234,11 @@ async fn the_serve_command_and_the_browser_run_in_the_agents_sandbox() -> anyhow
         .fallback("standin-executor", executor);
     let model = StandInModel::start(script).await?;
     let secrets = StackSecrets::random();
-    let mut opts = StackOptions::new(
-        vec![
-            Profile::new("mgr", &model.base_url(), "standin-manager"),
-            Profile::new("exec", &model.base_url(), "standin-executor"),
-        ],
-        1,
+    let mut opts = gui_options(
+        &model,
+        Profile::new("exec", &model.base_url(), "standin-executor"),
     );
     opts.secrets = Some(secrets.clone());
-    opts.capabilities = vec!["cli", "gui"];
-    opts.executor_extra = "capability_ttl_secs = 3".into();
     let stack = Stack::start(opts).await?;
     wait_until_gui_offered(&stack, &model).await?;
     let task = format!(
@@ -332,6 +318,27 @@ self_checks = 0
         assert!(found.is_empty(), "{path} holds {found:?}:\n{text}");
     }
     Ok(())
+}
+
+/// How many turns the model has answered in this request's conversation.
+fn assistant_turns(req: &Value) -> usize {
+    req["messages"]
+        .as_array()
+        .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count())
+}
+
+/// One gui executor (`exec`) beside the stand-in manager, announcing `gui` with a 3 s TTL.
+fn gui_options(model: &StandInModel, exec: Profile) -> StackOptions {
+    let mut opts = StackOptions::new(
+        vec![
+            Profile::new("mgr", &model.base_url(), "standin-manager"),
+            exec,
+        ],
+        1,
+    );
+    opts.capabilities = vec!["cli", "gui"];
+    opts.executor_extra = "capability_ttl_secs = 3".into();
+    opts
 }
 
 /// The manager: the probe runs (`ASK_TASK`) get a question, so they stop at their first
