@@ -148,10 +148,19 @@ impl Manifest {
 
     /// Canonical bytes: compact JSON of the sorted manifest. The snapshot id hashes these.
     pub fn canonical_bytes(&self) -> Vec<u8> {
+        // Serializing plain structs of strings and integers cannot fail.
+        if self.is_sorted() {
+            // The usual case (`Manifest::new` sorts): no copy of a large manifest.
+            return serde_json::to_vec(self).unwrap_or_default();
+        }
         let mut sorted = self.clone();
         sorted.entries.sort_by(|a, b| a.path.cmp(&b.path));
-        // Serializing plain structs of strings and integers cannot fail.
         serde_json::to_vec(&sorted).unwrap_or_default()
+    }
+
+    /// Are the entries in path order (as `Manifest::new` leaves them)?
+    pub fn is_sorted(&self) -> bool {
+        self.entries.is_sorted_by(|a, b| a.path <= b.path)
     }
 
     pub fn id(&self) -> SnapshotId {

@@ -14,14 +14,16 @@
 //! Readers accept both forms and always check the reassembled manifest against the id, so a
 //! tampered index or page is an `Integrity` error exactly like a tampered flat manifest.
 
-use std::collections::HashSet;
 use std::ops::Range;
 
 use futures::{StreamExt, TryStreamExt};
 use loopgate_common::snapshot::{sha256_hex, Manifest, ManifestEntry, SnapshotId};
 use serde::{Deserialize, Serialize};
 
+use crate::cache::pages::Page;
+use crate::cache::WorkspaceCache;
 use crate::error::{check_digest, SnapshotError};
+use crate::stat_cache::StatCache;
 use crate::store::{manifest_object_name, SnapshotStore};
 
 /// Manifests with more entries than this are stored paged.
@@ -68,15 +70,39 @@ pub fn page_ranges(entries: &[ManifestEntry]) -> Vec<Range<usize>> {
     ranges
 }
 
-/// The stored form of a manifest: the bytes of `manifest/<id>` and the pages (sha256, bytes)
-/// it refers to (none for a flat manifest).
-pub fn stored_form(manifest: &Manifest) -> (Vec<u8>, Vec<(String, Vec<u8>)>) {
+/// The stored form of a manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredForm {
+    /// The snapshot id (sha256 of the canonical flat manifest).
+    pub id: SnapshotId,
+    /// The bytes of `manifest/<id>`: the flat manifest, or the paged index.
+    pub head: Vec<u8>,
+    /// The pages (sha256, bytes) the index refers to (none for a flat manifest).
+    pub pages: Vec<(String, Vec<u8>)>,
+}
+
+/// The stored form of a manifest, serialized once: a paged manifest's id is hashed from its
+/// pages' bytes (the canonical flat form is the pages' entries joined in order), not from a
+/// second serialization of every entry.
+pub fn stored_form(manifest: &Manifest) -> StoredForm {
     if manifest.entries.len() <= PAGED_MIN_ENTRIES {
-        return (manifest.canonical_bytes(), Vec::new());
+        let head = manifest.canonical_bytes();
+        return StoredForm {
+            id: sha256_hex(&head),
+            head,
+            pages: Vec::new(),
+        };
     }
-    let mut sorted = manifest.entries.clone();
-    sorted.sort_by(|a, b| a.path.cmp(&b.path));
-    let pages: Vec<(String, Vec<u8>)> = page_ranges(&sorted)
+    let copy;
+    let sorted: &[ManifestEntry] = if manifest.is_sorted() {
+        &manifest.entries
+    } else {
+        let mut entries = manifest.entries.clone();
+        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        copy = entries;
+        &copy
+    };
+    let pages: Vec<(String, Vec<u8>)> = page_ranges(sorted)
         .into_iter()
         .map(|range| {
             // Serializing plain structs of strings and integers cannot fail.
@@ -84,12 +110,36 @@ pub fn stored_form(manifest: &Manifest) -> (Vec<u8>, Vec<(String, Vec<u8>)>) {
             (sha256_hex(&bytes), bytes)
         })
         .collect();
+    // `{"v":1,"entries":[` + each page without its brackets, comma-joined + `]}`.
+    let empty = serde_json::to_vec(&Manifest {
+        v: manifest.v,
+        entries: Vec::new(),
+    })
+    .unwrap_or_default();
+    let (open, close) = empty.split_at(empty.len().saturating_sub(2));
+    let mut hasher = <sha2::Sha256 as sha2::Digest>::new();
+    sha2::Digest::update(&mut hasher, open);
+    for (i, (_, bytes)) in pages.iter().enumerate() {
+        if i > 0 {
+            sha2::Digest::update(&mut hasher, b",");
+        }
+        let body = bytes
+            .get(1..bytes.len().saturating_sub(1))
+            .unwrap_or_default();
+        sha2::Digest::update(&mut hasher, body);
+    }
+    sha2::Digest::update(&mut hasher, close);
+    let id = hex::encode(sha2::Digest::finalize(hasher));
     let index = PagedIndex {
         paged: 1,
         v: manifest.v,
         pages: pages.iter().map(|(sha, _)| sha.clone()).collect(),
     };
-    (serde_json::to_vec(&index).unwrap_or_default(), pages)
+    StoredForm {
+        id,
+        head: serde_json::to_vec(&index).unwrap_or_default(),
+        pages,
+    }
 }
 
 /// What writing a manifest cost.
@@ -105,23 +155,24 @@ pub struct ManifestWrite {
 impl SnapshotStore {
     /// Store the manifest (blobs must already be there) and return its id.
     pub async fn put_manifest(&self, manifest: &Manifest) -> Result<SnapshotId, SnapshotError> {
-        Ok(self.write_manifest(manifest, &HashSet::new()).await?.id)
-    }
-
-    /// Store the manifest; pages whose sha256 is in `known_present` are not even looked up.
-    pub(crate) async fn write_manifest(
-        &self,
-        manifest: &Manifest,
-        known_present: &HashSet<String>,
-    ) -> Result<ManifestWrite, SnapshotError> {
         manifest
             .validate()
             .map_err(SnapshotError::InvalidManifest)?;
-        let id = manifest.id();
-        let (head, pages) = stored_form(manifest);
+        Ok(self.write_manifest(manifest, None).await?.id)
+    }
+
+    /// Store a manifest built by `Manifest::new` (validated there); pages `known` holds as
+    /// present are not even looked up.
+    pub(crate) async fn write_manifest(
+        &self,
+        manifest: &Manifest,
+        known: Option<&StatCache>,
+    ) -> Result<ManifestWrite, SnapshotError> {
+        let StoredForm { id, head, pages } = stored_form(manifest);
         let mut bytes_uploaded = 0;
         for (sha, bytes) in &pages {
-            if !known_present.contains(sha) && self.upload_if_missing(sha, bytes).await? {
+            let present = known.is_some_and(|known| known.is_present(sha));
+            if !present && self.upload_if_missing(sha, bytes).await? {
                 bytes_uploaded += bytes.len() as u64;
             }
         }
@@ -147,6 +198,17 @@ impl SnapshotStore {
         &self,
         id: &str,
     ) -> Result<(Manifest, Vec<String>), SnapshotError> {
+        self.manifest_with_pages_via(id, None).await
+    }
+
+    /// [`SnapshotStore::manifest_with_pages`], taking the pages `cache` holds from it instead
+    /// of the store and holding the others it fetched. The reassembled manifest is checked
+    /// against `id` all the same.
+    pub(crate) async fn manifest_with_pages_via(
+        &self,
+        id: &str,
+        cache: Option<&WorkspaceCache>,
+    ) -> Result<(Manifest, Vec<String>), SnapshotError> {
         check_digest(id)?;
         let name = manifest_object_name(id);
         let bytes = self
@@ -171,7 +233,7 @@ impl SnapshotStore {
                     index.paged
                 )));
             }
-            let entries = self.read_pages(&index.pages).await?;
+            let entries = self.read_pages(&index.pages, cache).await?;
             let manifest = Manifest {
                 v: index.v,
                 entries,
@@ -190,11 +252,20 @@ impl SnapshotStore {
         Ok((manifest, pages))
     }
 
-    /// Fetch (verified) and concatenate manifest pages in order.
-    async fn read_pages(&self, pages: &[String]) -> Result<Vec<ManifestEntry>, SnapshotError> {
+    /// Fetch (verified) and concatenate manifest pages in order; pages `cache` holds are not
+    /// fetched, the others are held there afterwards.
+    async fn read_pages(
+        &self,
+        pages: &[String],
+        cache: Option<&WorkspaceCache>,
+    ) -> Result<Vec<ManifestEntry>, SnapshotError> {
         // Owned ids: a closure over `&String` makes the future not `Send` for every lifetime,
         // which axum handlers and spawned tasks need.
         let fetches = pages.iter().cloned().map(|sha| async move {
+            if let Some(page) = cache.and_then(|cache| cache.page(&sha)) {
+                return Ok(page);
+            }
+            // `blob` checks the bytes against `sha`: only verified pages are held.
             let bytes = self.blob(&sha).await.map_err(|err| match err {
                 SnapshotError::BlobNotFound { sha256 } => SnapshotError::Integrity {
                     path: format!("manifest page {sha256}"),
@@ -202,18 +273,26 @@ impl SnapshotStore {
                 },
                 other => other,
             })?;
-            serde_json::from_slice::<Vec<ManifestEntry>>(&bytes).map_err(|err| {
-                SnapshotError::Integrity {
+            let page: Page = serde_json::from_slice::<Vec<ManifestEntry>>(&bytes)
+                .map_err(|err| SnapshotError::Integrity {
                     path: format!("manifest page {sha}"),
                     reason: format!("page is not valid JSON: {err}"),
-                }
-            })
+                })?
+                .into();
+            if let Some(cache) = cache {
+                cache.hold_page(&sha, page.clone());
+            }
+            Ok(page)
         });
-        let parts: Vec<Vec<ManifestEntry>> = futures::stream::iter(fetches)
+        let parts: Vec<Page> = futures::stream::iter(fetches)
             .buffered(PAGE_FETCH_CONCURRENCY)
             .try_collect()
             .await?;
-        Ok(parts.into_iter().flatten().collect())
+        let mut entries = Vec::with_capacity(parts.iter().map(|p| p.len()).sum());
+        for part in &parts {
+            entries.extend(part.iter().cloned());
+        }
+        Ok(entries)
     }
 }
 
@@ -221,6 +300,7 @@ impl SnapshotStore {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use std::collections::HashSet;
 
     fn entries(n: usize) -> Vec<ManifestEntry> {
         let mut entries: Vec<ManifestEntry> = (0..n)
@@ -254,11 +334,23 @@ mod tests {
     }
 
     #[test]
+    fn the_id_hashed_from_the_pages_is_the_manifest_id() {
+        for n in [0, 1, PAGED_MIN_ENTRIES, PAGED_MIN_ENTRIES + 1, 5000] {
+            let manifest = Manifest::new(entries(n)).unwrap();
+            assert_eq!(stored_form(&manifest).id, manifest.id(), "n={n}");
+            let mut unsorted = manifest.clone();
+            unsorted.entries.reverse();
+            assert_eq!(stored_form(&unsorted).id, manifest.id(), "n={n}, unsorted");
+        }
+    }
+
+    #[test]
     fn small_manifests_are_stored_flat() {
         let manifest = Manifest::new(entries(10)).unwrap();
-        let (head, pages) = stored_form(&manifest);
-        assert!(pages.is_empty());
-        assert_eq!(sha256_hex(&head), manifest.id());
+        let form = stored_form(&manifest);
+        assert!(form.pages.is_empty());
+        assert_eq!(sha256_hex(&form.head), manifest.id());
+        assert_eq!(form.id, manifest.id());
     }
 
     #[test]
@@ -266,8 +358,12 @@ mod tests {
         let before = Manifest::new(entries(10_000)).unwrap();
         let mut changed = before.clone();
         changed.entries[4321].sha256 = sha256_hex(b"new content");
-        let (_, pages_before) = stored_form(&before);
-        let (head, pages_after) = stored_form(&changed);
+        let pages_before = stored_form(&before).pages;
+        let StoredForm {
+            head,
+            pages: pages_after,
+            ..
+        } = stored_form(&changed);
         let old: HashSet<&String> = pages_before.iter().map(|(sha, _)| sha).collect();
         let new_pages: Vec<_> = pages_after
             .iter()

@@ -142,11 +142,9 @@ impl SnapshotStore {
             let recorded_at = wall_clock_ns();
             for (entry, stamp) in manifest.entries.iter().zip(stamps) {
                 cache.record(&entry.path, stamp, &entry.sha256, recorded_at);
-                cache.mark_present(&entry.sha256);
             }
-            for page in &pages {
-                cache.mark_present(page);
-            }
+            cache.mark_all_present(manifest.entries.iter().map(|e| e.sha256.as_str()));
+            cache.mark_all_present(pages.iter().map(String::as_str));
         }
         Ok(manifest)
     }

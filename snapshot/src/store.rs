@@ -82,6 +82,8 @@ pub struct FreezeOutcome {
     pub manifest_bytes_uploaded: u64,
     /// Files whose content was hashed (the rest came from a stat cache).
     pub files_hashed: usize,
+    /// Digests of the manifest's pages, in order (empty for a flat manifest).
+    pub pages: Vec<String>,
 }
 
 /// Handle on one content-addressed bucket. Cheap to clone.

@@ -57,8 +57,8 @@ impl SnapshotStore {
         let known = &*cache;
         let uploads: Vec<_> = files
             .iter()
-            .filter(|file| seen.insert(file.entry.sha256.clone()))
             .filter(|file| !known.is_present(&file.entry.sha256))
+            .filter(|file| seen.insert(file.entry.sha256.as_str()))
             .map(|file| async move {
                 let name = blob_object_name(&file.entry.sha256);
                 if self.object_size(&name).await? == Some(file.entry.size) {
@@ -87,21 +87,17 @@ impl SnapshotStore {
         let files_hashed = files.iter().filter(|f| f.hashed).count();
         let manifest = Manifest::new(files.iter().map(|f| f.entry.clone()).collect())
             .map_err(SnapshotError::InvalidManifest)?;
-        let written = self.write_manifest(&manifest, &cache.present_set()).await?;
-        for file in &files {
-            if file.hashed {
-                cache.record(
-                    &file.entry.path,
-                    file.stamp,
-                    &file.entry.sha256,
-                    file.recorded_at_ns,
-                );
-            }
-            cache.mark_present(&file.entry.sha256);
+        let written = self.write_manifest(&manifest, Some(cache)).await?;
+        for file in files.iter().filter(|file| file.hashed) {
+            cache.record(
+                &file.entry.path,
+                file.stamp,
+                &file.entry.sha256,
+                file.recorded_at_ns,
+            );
         }
-        for page in &written.pages {
-            cache.mark_present(page);
-        }
+        cache.mark_all_present(files.iter().map(|file| file.entry.sha256.as_str()));
+        cache.mark_all_present(written.pages.iter().map(String::as_str));
         cache.retain_paths(|path| manifest.get(path).is_some());
         Ok(outcome(manifest, written, &uploaded, files_hashed))
     }
@@ -179,14 +175,14 @@ impl SnapshotStore {
             .await?;
         let files_hashed = entries.len();
         let manifest = Manifest::new(entries).map_err(SnapshotError::InvalidManifest)?;
-        let written = self.write_manifest(&manifest, &HashSet::new()).await?;
+        let written = self.write_manifest(&manifest, None).await?;
         Ok(outcome(manifest, written, &uploaded, files_hashed))
     }
 
     /// The empty snapshot, for runs without a starting workspace.
     pub async fn freeze_empty(&self) -> Result<FreezeOutcome, SnapshotError> {
         let manifest = Manifest::empty();
-        let written = self.write_manifest(&manifest, &HashSet::new()).await?;
+        let written = self.write_manifest(&manifest, None).await?;
         Ok(outcome(manifest, written, &[], 0))
     }
 }
@@ -206,5 +202,6 @@ fn outcome(
         manifest_bytes_uploaded: written.bytes_uploaded,
         files_hashed,
         manifest,
+        pages: written.pages,
     }
 }

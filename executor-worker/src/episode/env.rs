@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use loopgate_common::usage::Usage;
 use loopgate_common::wire::{AgentIsolation, ExecOutcome};
-use loopgate_models::ModelProfile;
+use loopgate_models::ChatClient;
 use loopgate_snapshot::{SnapshotStore, WorkspaceCache};
 
 use crate::agents::config::AgentProfile;
@@ -19,8 +19,8 @@ pub struct EpisodeEnv {
     pub store: SnapshotStore,
     pub work_dir: PathBuf,
     pub tools: ToolLimits,
-    /// Model profiles (the built-in tool loop) by name.
-    pub models: BTreeMap<String, ModelProfile>,
+    /// Clients of the model profiles (the built-in tool loop) by name, built once at start-up.
+    pub models: BTreeMap<String, ChatClient>,
     /// CLI agent profiles by name.
     pub agents: BTreeMap<String, AgentProfile>,
     /// How the built-in tool loop's self-checks run here (the auditor's sandbox).

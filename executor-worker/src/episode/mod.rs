@@ -9,7 +9,6 @@ pub(crate) mod workspace_dir;
 
 use loopgate_common::usage::Usage;
 use loopgate_common::wire::ExecRequest;
-use loopgate_models::ChatClient;
 
 use self::agent_episode::run_agent_episode;
 pub use self::env::{EpisodeEnd, EpisodeEnv};
@@ -20,7 +19,7 @@ pub async fn run_episode(req: &ExecRequest, attempt: u64, env: &EpisodeEnv) -> E
     if let Some(agent) = env.agents.get(&req.executor_profile) {
         return run_agent_episode(req, attempt, env, agent).await;
     }
-    let Some(profile) = env.models.get(&req.executor_profile) else {
+    let Some(client) = env.models.get(&req.executor_profile) else {
         let known: Vec<&str> = env
             .models
             .keys()
@@ -40,14 +39,5 @@ pub async fn run_episode(req: &ExecRequest, attempt: u64, env: &EpisodeEnv) -> E
             Usage::default(),
         );
     };
-    let client = match ChatClient::from_profile(profile) {
-        Ok(client) => client,
-        Err(err) => {
-            return EpisodeEnd::failed(
-                format!("model profile '{}': {err}", req.executor_profile),
-                Usage::default(),
-            )
-        }
-    };
-    run_episode_with(req, attempt, env, &client).await
+    run_episode_with(req, attempt, env, client).await
 }

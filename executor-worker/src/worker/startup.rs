@@ -36,6 +36,12 @@ pub enum StartupError {
     Sandbox(#[from] SandboxError),
     #[error("agent sandbox: {0}")]
     AgentSandbox(SandboxError),
+    #[error("model profile '{name}': {source}")]
+    Model {
+        name: String,
+        #[source]
+        source: loopgate_models::ModelError,
+    },
 }
 
 pub(crate) fn bus_options(settings: &Settings) -> BusOptions {
@@ -53,6 +59,20 @@ pub async fn prepare(
     settings: &Settings,
     cancel: &CancellationToken,
 ) -> Result<Option<Arc<WorkerContext>>, StartupError> {
+    // One client per profile for the worker's life: building one loads the system's root
+    // certificates, which cost more CPU than a whole round with a local model.
+    let models = settings
+        .models
+        .iter()
+        .map(|(name, profile)| {
+            loopgate_models::ChatClient::from_profile(profile)
+                .map(|client| (name.clone(), client))
+                .map_err(|source| StartupError::Model {
+                    name: name.clone(),
+                    source,
+                })
+        })
+        .collect::<Result<_, _>>()?;
     let work_dir_error = |source| StartupError::WorkDir {
         path: settings.work_dir.display().to_string(),
         source,
@@ -84,7 +104,7 @@ pub async fn prepare(
             store,
             work_dir,
             tools: settings.tools.clone(),
-            models: settings.models.clone(),
+            models,
             agents: settings.agents.clone(),
             self_check: SelfCheckEnv {
                 sandbox,

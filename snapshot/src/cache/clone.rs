@@ -9,19 +9,22 @@ use std::path::Path;
 
 /// Create `dest` (must not exist) with the bytes of `src`; true when it was a reflink.
 pub(crate) fn reflink_or_copy(src: &Path, dest: &Path) -> io::Result<bool> {
-    let source = fs::File::open(src)?;
-    let target = fs::OpenOptions::new()
+    let mut target = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(dest)?;
-    if rustix::fs::ioctl_ficlone(&target, &source).is_ok() {
+    clone_into(src, &mut target)
+}
+
+/// Fill `target` (a new, empty file) with the bytes of `src`; true when it was a reflink.
+pub(crate) fn clone_into(src: &Path, target: &mut fs::File) -> io::Result<bool> {
+    let mut source = fs::File::open(src)?;
+    if rustix::fs::ioctl_ficlone(&*target, &source).is_ok() {
         return Ok(true);
     }
-    drop(target);
-    // Not supported here (ext4, tmpfs, across filesystems): copy. `fs::copy` uses
-    // copy_file_range, which some filesystems turn into a clone on their own.
-    fs::remove_file(dest)?;
-    fs::copy(src, dest)?;
+    // Not supported here (ext4, tmpfs, across filesystems): copy. `io::copy` between files
+    // uses copy_file_range, which some filesystems turn into a clone on their own.
+    io::copy(&mut source, target)?;
     Ok(false)
 }
 

@@ -17,7 +17,9 @@
 //! The cache starts empty: [`WorkspaceCache::open`] clears what an earlier process left.
 
 mod clone;
+mod fill;
 mod lru;
+pub(crate) mod pages;
 mod reconcile;
 mod warm;
 mod workspace_cache;

@@ -6,7 +6,6 @@
 //! regular files (symlinks, fifos) and anything not in the target are removed, so a hostile
 //! agent's leftovers do not survive into the next materialize.
 
-use std::collections::HashSet;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
@@ -50,7 +49,6 @@ pub(crate) fn reconcile(
 ) -> Result<Reconciled, SnapshotError> {
     let mut stat = old.map(|t| t.stat).unwrap_or_default();
     let mut kept = vec![false; target.entries.len()];
-    let mut kept_paths: HashSet<String> = HashSet::new();
     let mut removed_any = false;
     let mut rehashed = 0;
     let mut walker = walkdir::WalkDir::new(dir)
@@ -104,12 +102,16 @@ pub(crate) fn reconcile(
             }
         }
         kept[index] = true;
-        kept_paths.insert(rel.to_string());
     }
     if removed_any {
         remove_empty_dirs(dir);
     }
-    stat.retain_paths(|path| kept_paths.contains(path));
+    stat.retain_paths(|path| {
+        target
+            .entries
+            .binary_search_by(|e| e.path.as_str().cmp(path))
+            .is_ok_and(|index| kept[index])
+    });
     let write: Vec<usize> = (0..kept.len()).filter(|i| !kept[*i]).collect();
     Ok(Reconciled {
         kept: kept.len() - write.len(),

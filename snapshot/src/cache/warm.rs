@@ -8,17 +8,17 @@ use std::path::{Path, PathBuf};
 use futures::{StreamExt, TryStreamExt};
 use loopgate_common::snapshot::{Manifest, ManifestEntry};
 
-use crate::cache::clone::reflink_or_copy;
+use crate::cache::fill::{blocking_failed, copy_written, prepare_dirs, FileWrite, Source};
 use crate::cache::reconcile::{reconcile, Reconciled};
 use crate::cache::workspace_cache::{TreeState, WorkspaceCache};
 use crate::error::SnapshotError;
-use crate::freeze::{hash_file, FreezeRules};
-use crate::materialize::{finish_file, io_error, prepare_target, temp_path_for};
+use crate::freeze::FreezeRules;
+use crate::materialize::io_error;
 use crate::stat_cache::{wall_clock_ns, FileStamp};
 use crate::store::{FreezeOutcome, SnapshotStore};
 
 /// Files written at once.
-const WRITE_CONCURRENCY: usize = 16;
+const WRITE_CONCURRENCY: usize = 32;
 
 /// What a warm materialize did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -34,18 +34,6 @@ pub struct WarmReport {
     pub blobs_from_cache: usize,
     pub blobs_downloaded: usize,
     pub bytes_downloaded: u64,
-}
-
-enum Source {
-    Cache,
-    Download,
-}
-
-fn blocking_failed(op: &'static str, err: tokio::task::JoinError) -> SnapshotError {
-    SnapshotError::Store {
-        op,
-        reason: err.to_string(),
-    }
 }
 
 impl SnapshotStore {
@@ -77,7 +65,7 @@ impl SnapshotStore {
         cache: &WorkspaceCache,
         owner: Option<(u32, u32)>,
     ) -> Result<(Manifest, WarmReport), SnapshotError> {
-        let (manifest, pages) = self.manifest_with_pages(id).await?;
+        let (manifest, pages) = self.manifest_with_pages_via(id, Some(cache)).await?;
         let mut report = WarmReport::default();
         let mut reconciled = None;
         if let Some((tree_dir, tree)) = cache.take_closest(&manifest) {
@@ -121,9 +109,28 @@ impl SnapshotStore {
             .copied()
             .filter(|i| first.get(manifest.entries[*i].sha256.as_str()) == Some(i))
             .collect();
+        let (dir, paths) = (
+            dest.to_path_buf(),
+            write
+                .iter()
+                .map(|&i| manifest.entries[i].path.clone())
+                .collect::<Vec<_>>(),
+        );
+        tokio::task::spawn_blocking(move || prepare_dirs(&dir, paths.iter().map(String::as_str)))
+            .await
+            .map_err(|e| blocking_failed("prepare dirs", e))??;
+        // A loop, not `map` over `&usize`: the futures must be `Send` for every lifetime.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let writers = tokio::sync::Semaphore::new(cores);
         let mut writes = Vec::with_capacity(uniques.len());
         for index in uniques.iter().copied() {
-            writes.push(self.write_entry(&manifest.entries[index], dest, cache, keep_blobs, owner));
+            let file = FileWrite {
+                entry: &manifest.entries[index],
+                dest,
+                owner,
+                writers: &writers,
+            };
+            writes.push(self.write_file(file, cache, keep_blobs));
         }
         let sources: Vec<Source> = futures::stream::iter(writes)
             .buffer_unordered(WRITE_CONCURRENCY)
@@ -141,33 +148,36 @@ impl SnapshotStore {
             .filter(|(_, s)| matches!(s, Source::Download))
             .map(|(i, _)| manifest.entries[*i].size)
             .sum();
-        for (index, original) in copies {
-            let entry = &manifest.entries[index];
-            let from = dest.join(&manifest.entries[original].path);
-            let target = prepare_target(dest, &entry.path).await?;
-            let temp = temp_path_for(&target);
-            let copied = tokio::fs::copy(&from, &temp)
+        if !copies.is_empty() {
+            let copies: Vec<(ManifestEntry, String)> = copies
+                .iter()
+                .map(|&(index, original)| {
+                    (
+                        manifest.entries[index].clone(),
+                        manifest.entries[original].path.clone(),
+                    )
+                })
+                .collect();
+            let dir = dest.to_path_buf();
+            tokio::task::spawn_blocking(move || copy_written(&dir, &copies, owner))
                 .await
-                .map(|_| ())
-                .map_err(|e| io_error(&temp, e))
-                .and_then(|()| give_to(&temp, owner));
-            if let Err(err) = match copied {
-                Ok(()) => finish_file(&temp, &target, entry.mode).await,
-                Err(err) => Err(err),
-            } {
-                let _ = tokio::fs::remove_file(&temp).await;
-                return Err(err);
-            }
+                .map_err(|e| blocking_failed("copy", e))??;
         }
         report.files_written = write.len();
         // Stat the written files, then note when: files written in the last moments are racy
         // and get re-hashed by the next freeze or reuse.
-        let (dir, target, written) = (dest.to_path_buf(), manifest.clone(), write.clone());
+        let (dir, written) = (
+            dest.to_path_buf(),
+            write
+                .iter()
+                .map(|&i| manifest.entries[i].path.clone())
+                .collect::<Vec<_>>(),
+        );
         let stamps = tokio::task::spawn_blocking(move || {
             written
                 .iter()
-                .map(|&i| {
-                    let path = dir.join(&target.entries[i].path);
+                .map(|rel| {
+                    let path = dir.join(rel);
                     std::fs::symlink_metadata(&path)
                         .map(|m| FileStamp::of(&m))
                         .map_err(|e| io_error(&path, e))
@@ -181,12 +191,8 @@ impl SnapshotStore {
             let entry = &manifest.entries[index];
             stat.record(&entry.path, stamp, &entry.sha256, recorded_at);
         }
-        for entry in &manifest.entries {
-            stat.mark_present(&entry.sha256);
-        }
-        for page in &pages {
-            stat.mark_present(page);
-        }
+        stat.mark_all_present(manifest.entries.iter().map(|e| e.sha256.as_str()));
+        stat.mark_all_present(pages.iter().map(String::as_str));
         cache.record_checkout(
             dest,
             TreeState {
@@ -208,6 +214,7 @@ impl SnapshotStore {
     ) -> Result<FreezeOutcome, SnapshotError> {
         let mut stat = cache.take_checkout(dir).map(|t| t.stat).unwrap_or_default();
         let outcome = self.freeze_cached(dir, rules, &mut stat).await?;
+        cache.remember_pages(&outcome.manifest, &outcome.pages);
         cache.record_checkout(
             dir,
             TreeState {
@@ -217,93 +224,6 @@ impl SnapshotStore {
         );
         Ok(outcome)
     }
-
-    /// Write one file from the cache (re-hashed) or the store (verified while streaming).
-    async fn write_entry(
-        &self,
-        entry: &ManifestEntry,
-        dest: &Path,
-        cache: &WorkspaceCache,
-        keep_blob: bool,
-        owner: Option<(u32, u32)>,
-    ) -> Result<Source, SnapshotError> {
-        let target = prepare_target(dest, &entry.path).await?;
-        let temp = temp_path_for(&target);
-        let result = async {
-            let from_cache = if cache.has_blob(&entry.sha256) {
-                copy_from_cache(cache, entry, &temp).await?
-            } else {
-                false
-            };
-            let source = if from_cache {
-                cache.count_blob_hit();
-                Source::Cache
-            } else {
-                self.download_verified(entry, &temp).await?;
-                if keep_blob {
-                    let (cache, sha256, from) = (cache.clone(), entry.sha256.clone(), temp.clone());
-                    let size = entry.size;
-                    tokio::task::spawn_blocking(move || cache.insert_blob(&sha256, &from, size))
-                        .await
-                        .map_err(|e| blocking_failed("cache blob", e))?;
-                }
-                Source::Download
-            };
-            give_to(&temp, owner)?;
-            finish_file(&temp, &target, entry.mode).await?;
-            Ok(source)
-        }
-        .await;
-        if result.is_err() {
-            let _ = tokio::fs::remove_file(&temp).await;
-        }
-        result
-    }
-}
-
-/// Give the file at `path` to `owner` (a `chown` of one file: no I/O worth a blocking task).
-fn give_to(path: &Path, owner: Option<(u32, u32)>) -> Result<(), SnapshotError> {
-    match owner {
-        Some((uid, gid)) => {
-            std::os::unix::fs::chown(path, Some(uid), Some(gid)).map_err(|e| io_error(path, e))
-        }
-        None => Ok(()),
-    }
-}
-
-/// Copy cached blob `entry.sha256` to `temp` and re-hash the copy. False (and the blob
-/// forgotten) when the cache no longer has the file; `Integrity` when its bytes changed.
-async fn copy_from_cache(
-    cache: &WorkspaceCache,
-    entry: &ManifestEntry,
-    temp: &Path,
-) -> Result<bool, SnapshotError> {
-    let (cache, entry, temp) = (cache.clone(), entry.clone(), temp.to_path_buf());
-    tokio::task::spawn_blocking(move || {
-        let blob = cache.blob_path(&entry.sha256);
-        match reflink_or_copy(&blob, &temp) {
-            Ok(_) => {}
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                cache.drop_corrupt_blob(&entry.sha256);
-                let _ = std::fs::remove_file(&temp);
-                return Ok(false);
-            }
-            Err(err) => return Err(io_error(&temp, err)),
-        }
-        let verified = hash_file(&temp, &entry.path, entry.size)
-            .map(|(sha256, size)| sha256 == entry.sha256 && size == entry.size)
-            .unwrap_or(false);
-        if !verified {
-            cache.drop_corrupt_blob(&entry.sha256);
-            return Err(SnapshotError::Integrity {
-                path: entry.path.clone(),
-                reason: format!("cached blob {} no longer matches its digest", entry.sha256),
-            });
-        }
-        Ok(true)
-    })
-    .await
-    .map_err(|e| blocking_failed("cache copy", e))?
 }
 
 /// Reconcile a kept tree with `target` where it lies, then move it to `dest`. None (the tree

@@ -9,6 +9,7 @@ use loopgate_common::snapshot::{diff_manifests, Manifest};
 
 use crate::cache::clone;
 use crate::cache::lru::{Item, Lru};
+use crate::cache::pages::{Page, PageCache, MAX_PAGE_ENTRIES_HELD};
 use crate::error::SnapshotError;
 use crate::materialize::io_error;
 use crate::stat_cache::StatCache;
@@ -46,6 +47,8 @@ pub struct CacheStats {
     pub blobs_evicted: u64,
     /// Cached blobs whose bytes no longer matched their digest.
     pub blobs_corrupt: u64,
+    /// Manifest pages taken from the cache instead of the store.
+    pub page_hits: u64,
 }
 
 #[derive(Debug, Default)]
@@ -56,6 +59,7 @@ struct State {
     next_slot: u64,
     next_checkout: u64,
     stats: CacheStats,
+    pages: PageCache,
 }
 
 #[derive(Debug)]
@@ -92,7 +96,10 @@ impl WorkspaceCache {
             shared: Arc::new(Shared {
                 root: root.to_path_buf(),
                 budget: cache_bytes,
-                state: Mutex::new(State::default()),
+                state: Mutex::new(State {
+                    pages: PageCache::new(MAX_PAGE_ENTRIES_HELD),
+                    ..State::default()
+                }),
             }),
         })
     }
@@ -192,6 +199,54 @@ impl WorkspaceCache {
             state.stats.blobs_corrupt += 1;
         }
         let _ = std::fs::remove_file(self.blob_path(sha256));
+    }
+
+    /// The held manifest page with digest `sha256` (verified when it was first held).
+    pub(crate) fn page(&self, sha256: &str) -> Option<Page> {
+        let mut state = self.lock();
+        let page = state.pages.get(sha256);
+        if page.is_some() {
+            state.stats.page_hits += 1;
+        }
+        page
+    }
+
+    /// Hold `page`, whose bytes were checked against `sha256`.
+    pub(crate) fn hold_page(&self, sha256: &str, page: Page) {
+        self.lock().pages.insert(sha256, page);
+    }
+
+    /// Hold the pages of `manifest`, stored as `pages` (digests in order, see
+    /// `manifests::stored_form`), so the next read of a manifest sharing them fetches only the
+    /// others. Pages already held are only marked used.
+    pub(crate) fn remember_pages(&self, manifest: &Manifest, pages: &[String]) {
+        if pages.is_empty() {
+            return;
+        }
+        let missing: Vec<&String> = {
+            let mut state = self.lock();
+            pages
+                .iter()
+                .filter(|sha| state.pages.get(sha).is_none())
+                .collect()
+        };
+        if missing.is_empty() || !manifest.is_sorted() {
+            return;
+        }
+        let ranges = crate::manifests::page_ranges(&manifest.entries);
+        if ranges.len() != pages.len() {
+            return;
+        }
+        let new: Vec<(&String, Page)> = pages
+            .iter()
+            .zip(ranges)
+            .filter(|(sha, _)| missing.contains(sha))
+            .map(|(sha, range)| (sha, Page::from(&manifest.entries[range])))
+            .collect();
+        let mut state = self.lock();
+        for (sha, page) in new {
+            state.pages.insert(sha, page);
+        }
     }
 
     /// Take the kept tree closest to `target` out of the cache: its directory and state.

@@ -299,3 +299,62 @@ async fn a_freeze_after_a_sandboxed_command_rehashes_only_what_it_changed() -> R
     })
     .await
 }
+
+/// A paged manifest (1,500 files): a warm materialize of a one-file change takes every page it
+/// already holds from the cache and fetches only the changed ones, and the result is still
+/// exactly the snapshot (checked against its id).
+#[tokio::test]
+async fn a_warm_materialize_fetches_only_the_manifest_pages_it_lacks() -> Result<()> {
+    bounded(async {
+        let (_server, _bus, store) = nats_and_store().await?;
+        let source = tempfile::tempdir()?;
+        for i in 0..1500 {
+            write(
+                source.path(),
+                &format!("src/m{}/f{i}.rs", i % 40),
+                format!("fn f{i}() {{}}\n").as_bytes(),
+                0o644,
+            );
+        }
+        let a = store.freeze(source.path(), &FreezeRules::default()).await?;
+        assert!(a.pages.len() > 4, "paged: {} pages", a.pages.len());
+        write(
+            source.path(),
+            "src/m7/f7.rs",
+            b"fn f7() { changed() }\n",
+            0o644,
+        );
+        let b = store.freeze(source.path(), &FreezeRules::default()).await?;
+        let new_pages = b.pages.iter().filter(|p| !a.pages.contains(p)).count();
+        assert_eq!(new_pages, 1, "one change, one page");
+
+        let work = tempfile::tempdir()?;
+        let cache = WorkspaceCache::open(&work.path().join("cache"), 1 << 30)?;
+        let first = work.path().join("one");
+        store.materialize_warm(&a.id, &first, &cache).await?;
+        assert_eq!(cache.stats().page_hits, 0, "a cold cache holds no pages");
+        assert!(cache.check_in(&first).await?);
+        let second = work.path().join("two");
+        let (manifest, report) = store.materialize_warm(&b.id, &second, &cache).await?;
+        assert_eq!(
+            cache.stats().page_hits,
+            (b.pages.len() - new_pages) as u64,
+            "every unchanged page from the cache"
+        );
+        assert_eq!(manifest.id(), b.id);
+        assert_eq!(report.files_written, 1, "{report:?}");
+        assert_eq!(holds(&store, &second).await?, b.id);
+        // What a freeze wrote is held too: materializing it again fetches no page.
+        let hits = cache.stats().page_hits;
+        let frozen = store
+            .freeze_warm(&second, &FreezeRules::default(), &cache)
+            .await?;
+        assert!(cache.check_in(&second).await?);
+        store
+            .materialize_warm(&frozen.id, &work.path().join("three"), &cache)
+            .await?;
+        assert_eq!(cache.stats().page_hits, hits + frozen.pages.len() as u64);
+        Ok(())
+    })
+    .await
+}

@@ -1,0 +1,422 @@
+//! Writing the files a warm materialize still needs (`warm.rs`): each from the cache (reflink
+//! or copy, re-hashed) or the store (verified), to a temp file beside its target and renamed
+//! over it. The file system work of one file is one blocking task: the directories are made
+//! once for all files first, and a small blob is fetched into memory and written in one go,
+//! instead of a blocking-pool hop per `stat`, `mkdir`, write, `chmod` and `rename`.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use loopgate_common::snapshot::ManifestEntry;
+use tokio::sync::Semaphore;
+
+use crate::cache::clone::clone_into;
+use crate::cache::workspace_cache::WorkspaceCache;
+use crate::error::SnapshotError;
+use crate::freeze::hash_file;
+use crate::materialize::{io_error, temp_path_for};
+use crate::store::SnapshotStore;
+
+/// Blobs up to this size are fetched into memory and written in one blocking task; larger ones
+/// stream to disk as they arrive.
+const IN_MEMORY_MAX: u64 = 1024 * 1024;
+
+/// Where a written file's bytes came from.
+pub(crate) enum Source {
+    Cache,
+    Download,
+}
+
+fn unsafe_destination(path: &Path, reason: &str) -> SnapshotError {
+    SnapshotError::UnsafeDestination {
+        path: path.display().to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+pub(crate) fn blocking_failed(op: &'static str, err: tokio::task::JoinError) -> SnapshotError {
+    SnapshotError::Store {
+        op,
+        reason: err.to_string(),
+    }
+}
+
+/// Make every directory the files at `paths` (relative) need under `dest`, parents first,
+/// refusing to go through a symlink or anything else that is not a directory, and refusing a
+/// target that is a symlink or a directory (a regular file there is replaced by rename).
+/// Blocking.
+pub(crate) fn prepare_dirs<'a>(
+    dest: &Path,
+    paths: impl IntoIterator<Item = &'a str> + Clone,
+) -> Result<(), SnapshotError> {
+    let mut dirs = BTreeSet::new();
+    for path in paths.clone() {
+        for (at, _) in path.match_indices('/') {
+            dirs.insert(&path[..at]);
+        }
+    }
+    // BTreeSet order puts `a` before `a/b`: parents are made first.
+    for dir in dirs {
+        let current = dest.join(dir);
+        match fs::symlink_metadata(&current) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(unsafe_destination(&current, "is a symlink"))
+            }
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                return Err(unsafe_destination(
+                    &current,
+                    "exists and is not a directory",
+                ))
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                match fs::create_dir(&current) {
+                    Ok(()) => {}
+                    Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(err) => return Err(io_error(&current, err)),
+                }
+            }
+            Err(err) => return Err(io_error(&current, err)),
+        }
+    }
+    for path in paths {
+        let target = dest.join(path);
+        match fs::symlink_metadata(&target) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(unsafe_destination(&target, "is a symlink"))
+            }
+            Ok(meta) if meta.is_dir() => return Err(unsafe_destination(&target, "is a directory")),
+            Ok(_) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => return Err(io_error(&target, err)),
+        }
+    }
+    Ok(())
+}
+
+/// Give the file at `path` to `owner`.
+pub(crate) fn give_to(path: &Path, owner: Option<(u32, u32)>) -> Result<(), SnapshotError> {
+    match owner {
+        Some((uid, gid)) => {
+            std::os::unix::fs::chown(path, Some(uid), Some(gid)).map_err(|e| io_error(path, e))
+        }
+        None => Ok(()),
+    }
+}
+
+/// A file being written for `target`: `target` itself when nothing was there (created
+/// exclusively, so never through a symlink left in its place), else a temp file beside it that
+/// [`NewFile::finish`] renames over the old one (a replacement never writes through the old
+/// file, which could be a hard link out of the tree).
+struct NewFile {
+    file: fs::File,
+    path: PathBuf,
+    target: PathBuf,
+}
+
+impl NewFile {
+    fn create(target: &Path) -> Result<NewFile, SnapshotError> {
+        let exclusive = |path: &Path| {
+            fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+        };
+        let (file, path) = match exclusive(target) {
+            Ok(file) => (file, target.to_path_buf()),
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+                let temp = temp_path_for(target);
+                let file = exclusive(&temp).map_err(|e| io_error(&temp, e))?;
+                (file, temp)
+            }
+            Err(err) => return Err(io_error(target, err)),
+        };
+        Ok(NewFile {
+            file,
+            path,
+            target: target.to_path_buf(),
+        })
+    }
+
+    /// Run `fill` on the file; on any failure the new file is removed.
+    fn fill(
+        mut self,
+        fill: impl FnOnce(&mut fs::File) -> std::io::Result<()>,
+    ) -> Result<NewFile, SnapshotError> {
+        match fill(&mut self.file) {
+            Ok(()) => Ok(self),
+            Err(err) => {
+                let _ = fs::remove_file(&self.path);
+                Err(io_error(&self.path, err))
+            }
+        }
+    }
+
+    /// Set the mode and owner and put the file in place; removed on failure.
+    fn finish(self, mode: u32, owner: Option<(u32, u32)>) -> Result<(), SnapshotError> {
+        let path = &self.path;
+        let done = self
+            .file
+            .set_permissions(fs::Permissions::from_mode(mode & 0o777))
+            .map_err(|e| io_error(path, e))
+            .and_then(|()| match owner {
+                Some((uid, gid)) => std::os::unix::fs::fchown(&self.file, Some(uid), Some(gid))
+                    .map_err(|e| io_error(path, e)),
+                None => Ok(()),
+            })
+            .and_then(|()| {
+                if *path == self.target {
+                    return Ok(());
+                }
+                // rename replaces a regular file atomically, never following a symlink.
+                fs::rename(path, &self.target).map_err(|e| io_error(&self.target, e))
+            });
+        if done.is_err() {
+            let _ = fs::remove_file(path);
+        }
+        done
+    }
+}
+
+/// One file to write: its entry, where it goes (its directories exist), for whom.
+pub(crate) struct FileWrite<'a> {
+    pub(crate) entry: &'a ManifestEntry,
+    pub(crate) dest: &'a Path,
+    pub(crate) owner: Option<(u32, u32)>,
+    /// Bounds the file system work running at once (more than the cores only contend for the
+    /// directories' locks).
+    pub(crate) writers: &'a Semaphore,
+}
+
+impl FileWrite<'_> {
+    fn target(&self) -> PathBuf {
+        self.dest.join(&self.entry.path)
+    }
+}
+
+/// Run blocking file system work `op` under a writer permit.
+async fn write_blocking<T: Send + 'static>(
+    writers: &Semaphore,
+    op: impl FnOnce() -> Result<T, SnapshotError> + Send + 'static,
+) -> Result<T, SnapshotError> {
+    let _permit = writers.acquire().await.map_err(|_| SnapshotError::Store {
+        op: "write",
+        reason: "writers closed".to_string(),
+    })?;
+    tokio::task::spawn_blocking(op)
+        .await
+        .map_err(|e| blocking_failed("write", e))?
+}
+
+impl SnapshotStore {
+    /// Write one file from the cache (re-hashed) or the store (verified); a blob downloaded
+    /// while `keep_blob` is also put into the cache.
+    pub(crate) async fn write_file(
+        &self,
+        file: FileWrite<'_>,
+        cache: &WorkspaceCache,
+        keep_blob: bool,
+    ) -> Result<Source, SnapshotError> {
+        let (entry, owner) = (file.entry.clone(), file.owner);
+        let target = file.target();
+        if cache.has_blob(&entry.sha256) {
+            let (held, target, entry) = (cache.clone(), target.clone(), entry.clone());
+            let copied = write_blocking(file.writers, move || {
+                copy_from_cache(&held, &entry, &target, owner)
+            })
+            .await?;
+            if copied {
+                cache.count_blob_hit();
+                return Ok(Source::Cache);
+            }
+        }
+        let keep = keep_blob.then(|| cache.clone());
+        if entry.size <= IN_MEMORY_MAX {
+            let bytes = self.blob(&entry.sha256).await.map_err(|err| match err {
+                SnapshotError::BlobNotFound { sha256 } => SnapshotError::Integrity {
+                    path: entry.path.clone(),
+                    reason: format!("blob {sha256} is missing"),
+                },
+                SnapshotError::Integrity { reason, .. } => SnapshotError::Integrity {
+                    path: entry.path.clone(),
+                    reason,
+                },
+                other => other,
+            })?;
+            if bytes.len() as u64 != entry.size {
+                return Err(SnapshotError::Integrity {
+                    path: entry.path.clone(),
+                    reason: format!(
+                        "blob is {} bytes, manifest says {}",
+                        bytes.len(),
+                        entry.size
+                    ),
+                });
+            }
+            write_blocking(file.writers, move || {
+                let new = NewFile::create(&target)?.fill(|out| out.write_all(&bytes))?;
+                if let Some(cache) = keep {
+                    cache.insert_blob(&entry.sha256, &new.path, entry.size);
+                }
+                new.finish(entry.mode, owner)
+            })
+            .await?;
+            return Ok(Source::Download);
+        }
+        let temp = temp_path_for(&target);
+        if let Err(err) = self.download_verified(&entry, &temp).await {
+            let _ = tokio::fs::remove_file(&temp).await;
+            return Err(err);
+        }
+        write_blocking(file.writers, move || {
+            if let Some(cache) = keep {
+                cache.insert_blob(&entry.sha256, &temp, entry.size);
+            }
+            let done = fs::set_permissions(&temp, fs::Permissions::from_mode(entry.mode & 0o777))
+                .map_err(|e| io_error(&temp, e))
+                .and_then(|()| give_to(&temp, owner))
+                .and_then(|()| fs::rename(&temp, &target).map_err(|e| io_error(&target, e)));
+            if done.is_err() {
+                let _ = fs::remove_file(&temp);
+            }
+            done
+        })
+        .await?;
+        Ok(Source::Download)
+    }
+}
+
+/// Copy cached blob `entry.sha256` to `target` and re-hash the copy. False (and the blob
+/// forgotten) when the cache no longer has the file; `Integrity` when its bytes changed.
+/// Blocking.
+fn copy_from_cache(
+    cache: &WorkspaceCache,
+    entry: &ManifestEntry,
+    target: &Path,
+    owner: Option<(u32, u32)>,
+) -> Result<bool, SnapshotError> {
+    let blob = cache.blob_path(&entry.sha256);
+    let new = NewFile::create(target)?;
+    let mut missing = false;
+    let new = new.fill(|out| match clone_into(&blob, out) {
+        Ok(_) => Ok(()),
+        Err(err) => {
+            missing = err.kind() == std::io::ErrorKind::NotFound;
+            Err(err)
+        }
+    });
+    let new = match new {
+        Ok(new) => new,
+        Err(_) if missing => {
+            cache.drop_corrupt_blob(&entry.sha256);
+            return Ok(false);
+        }
+        Err(err) => return Err(err),
+    };
+    let verified = hash_file(&new.path, &entry.path, entry.size)
+        .map(|(sha256, size)| sha256 == entry.sha256 && size == entry.size)
+        .unwrap_or(false);
+    if !verified {
+        let _ = fs::remove_file(&new.path);
+        cache.drop_corrupt_blob(&entry.sha256);
+        return Err(SnapshotError::Integrity {
+            path: entry.path.clone(),
+            reason: format!("cached blob {} no longer matches its digest", entry.sha256),
+        });
+    }
+    new.finish(entry.mode, owner)?;
+    Ok(true)
+}
+
+/// Write each `(entry, from)`: a copy of the already written and verified file `from` (same
+/// content), for paths that share a blob with another. Blocking.
+pub(crate) fn copy_written(
+    dest: &Path,
+    copies: &[(ManifestEntry, String)],
+    owner: Option<(u32, u32)>,
+) -> Result<(), SnapshotError> {
+    for (entry, from) in copies {
+        let source = dest.join(from);
+        NewFile::create(&dest.join(&entry.path))?
+            .fill(|out| {
+                fs::File::open(&source)
+                    .and_then(|mut src| std::io::copy(&mut src, out))
+                    .map(drop)
+            })?
+            .finish(entry.mode, owner)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use loopgate_common::snapshot::sha256_hex;
+
+    #[test]
+    fn dirs_are_made_once_and_never_through_a_symlink() {
+        let dest = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        prepare_dirs(
+            dest.path(),
+            ["a/b/c.txt", "a/b/d.txt", "a/e.txt", "top.txt"],
+        )
+        .unwrap();
+        assert!(dest.path().join("a/b").is_dir());
+        assert!(
+            !dest.path().join("top.txt").exists(),
+            "only directories are made"
+        );
+
+        std::os::unix::fs::symlink(outside.path(), dest.path().join("link")).unwrap();
+        let err = prepare_dirs(dest.path(), ["link/x.txt"]).unwrap_err();
+        assert!(
+            matches!(err, SnapshotError::UnsafeDestination { .. }),
+            "{err:?}"
+        );
+        assert!(fs::read_dir(outside.path()).unwrap().next().is_none());
+
+        std::os::unix::fs::symlink(outside.path().join("f"), dest.path().join("f")).unwrap();
+        let err = prepare_dirs(dest.path(), ["f"]).unwrap_err();
+        assert!(
+            matches!(err, SnapshotError::UnsafeDestination { .. }),
+            "a symlink target: {err:?}"
+        );
+        fs::write(dest.path().join("plain"), b"x").unwrap();
+        let err = prepare_dirs(dest.path(), ["plain/x"]).unwrap_err();
+        assert!(
+            matches!(err, SnapshotError::UnsafeDestination { .. }),
+            "a file as a directory: {err:?}"
+        );
+        let err = prepare_dirs(dest.path(), ["a/b"]).unwrap_err();
+        assert!(
+            matches!(err, SnapshotError::UnsafeDestination { .. }),
+            "a directory as the target: {err:?}"
+        );
+        prepare_dirs(dest.path(), ["plain"]).unwrap();
+    }
+
+    #[test]
+    fn shared_content_is_copied_from_the_written_file() {
+        let dest = tempfile::tempdir().unwrap();
+        fs::write(dest.path().join("one"), b"same").unwrap();
+        let entry = ManifestEntry {
+            path: "two".into(),
+            mode: 0o755,
+            size: 4,
+            sha256: sha256_hex(b"same"),
+        };
+        copy_written(dest.path(), &[(entry.clone(), "one".into())], None).unwrap();
+        assert_eq!(fs::read(dest.path().join("two")).unwrap(), b"same");
+        let mode = fs::metadata(dest.path().join("two"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o755);
+    }
+}
