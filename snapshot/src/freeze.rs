@@ -12,6 +12,9 @@ use sha2::{Digest, Sha256};
 pub use crate::error::Refusal;
 use crate::error::SnapshotError;
 use crate::stat_cache::{wall_clock_ns, FileStamp, StatCache};
+use crate::tree_walk::{self, Found};
+
+pub use crate::ignore::{glob_match, is_ignored};
 
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
 pub const DEFAULT_MAX_TOTAL_BYTES: u64 = 2 * 1024 * 1024 * 1024;
@@ -94,76 +97,6 @@ pub fn normalize_mode(mode: u32) -> u32 {
     }
 }
 
-/// Does the glob `pattern` match all of `text`? `*` never crosses `/`.
-///
-/// Neither `*` nor `?` matches `/`, so a match is a segment-by-segment match: the same number
-/// of `/`-separated segments, each matched on its own. No allocation: this runs for every
-/// pattern on every entry a freeze walks.
-pub fn glob_match(pattern: &str, text: &str) -> bool {
-    let (mut patterns, mut texts) = (pattern.split('/'), text.split('/'));
-    loop {
-        match (patterns.next(), texts.next()) {
-            (Some(p), Some(t)) if segment_match(p, t) => {}
-            (None, None) => return true,
-            _ => return false,
-        }
-    }
-}
-
-/// The char at byte `at` of `s` (always a char boundary here).
-fn char_at(s: &str, at: usize) -> char {
-    s[at..].chars().next().unwrap_or('\0')
-}
-
-/// Glob match of one segment (no `/` in either): greedy, backtracking to the last `*` only,
-/// which is exact for `*` and `?`.
-fn segment_match(pattern: &str, text: &str) -> bool {
-    let (p, t) = (pattern.as_bytes(), text.as_bytes());
-    let (mut pi, mut ti) = (0, 0);
-    // (pattern index after the last `*`, text index where that `*`'s match ends)
-    let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        if pi < p.len() && p[pi] == b'*' {
-            pi += 1;
-            star = Some((pi, ti));
-            continue;
-        }
-        if pi < p.len() {
-            let (pc, tc) = (char_at(pattern, pi), char_at(text, ti));
-            if pc == '?' || pc == tc {
-                pi += pc.len_utf8();
-                ti += tc.len_utf8();
-                continue;
-            }
-        }
-        let Some((after_star, matched_to)) = star else {
-            return false;
-        };
-        let next = matched_to + char_at(text, matched_to).len_utf8();
-        star = Some((after_star, next));
-        (pi, ti) = (after_star, next);
-    }
-    p[pi..].iter().all(|b| *b == b'*')
-}
-
-/// Is the entry at `rel_path` (relative, `/`-separated) ignored by any of `patterns`?
-pub fn is_ignored(rel_path: &str, is_dir: bool, patterns: &[String]) -> bool {
-    let name = rel_path.rsplit('/').next().unwrap_or(rel_path);
-    patterns.iter().any(|raw| {
-        let raw = raw.trim();
-        let dir_only = raw.ends_with('/');
-        let pattern = raw.trim_end_matches('/');
-        if pattern.is_empty() || (dir_only && !is_dir) {
-            return false;
-        }
-        if pattern.contains('/') {
-            glob_match(pattern.trim_start_matches('/'), rel_path)
-        } else {
-            glob_match(pattern, name)
-        }
-    })
-}
-
 fn refused(path: impl Into<String>, reason: Refusal) -> SnapshotError {
     SnapshotError::Refused {
         path: path.into(),
@@ -211,52 +144,33 @@ pub fn walk_workspace_cached(
     cache: Option<&StatCache>,
 ) -> Result<Vec<WalkedFile>, SnapshotError> {
     let root = fs::canonicalize(root).map_err(|e| io_error(root, e))?;
-    let mut files = Vec::new();
+    let skip = |rel: &str, is_dir: bool| is_ignored(rel, is_dir, &rules.ignore);
+    let mut found = tree_walk::walk(&root, &skip)?;
+    found.sort_by(|a, b| a.rel().cmp(b.rel()));
+    let mut files = Vec::with_capacity(found.len());
     let mut total: u64 = 0;
-    let walker = walkdir::WalkDir::new(&root)
-        .follow_links(false)
-        .sort_by_file_name()
-        .min_depth(1)
-        .into_iter()
-        .filter_entry(|entry| {
-            let Ok(rel) = entry.path().strip_prefix(&root) else {
-                return true;
-            };
-            // Non-UTF-8 names are kept here so the loop below can refuse them by name.
-            match rel.to_str() {
-                Some(rel) => !is_ignored(rel, entry.file_type().is_dir(), &rules.ignore),
-                None => true,
-            }
-        });
-    for entry in walker {
-        let entry = entry.map_err(|err| {
-            let path = err
-                .path()
-                .map(Path::to_path_buf)
-                .unwrap_or_else(|| root.clone());
-            let source = err
-                .into_io_error()
-                .unwrap_or_else(|| std::io::Error::other("filesystem loop"));
-            io_error(&path, source)
-        })?;
-        let rel_os = entry.path().strip_prefix(&root).unwrap_or(entry.path());
-        let Some(rel) = rel_os.to_str() else {
-            return Err(refused(rel_os.to_string_lossy(), Refusal::NonUtf8Name));
-        };
-        let file_type = entry.file_type();
-        if file_type.is_dir() {
-            continue;
+    for item in found {
+        if let Found::NonUtf8 { rel, .. } = &item {
+            return Err(refused(rel.as_str(), Refusal::NonUtf8Name));
         }
-        validate_relative_path(rel).map_err(|e| refused(rel, Refusal::InvalidPath(e)))?;
-        let source = if file_type.is_symlink() {
-            resolve_symlink(&root, entry.path(), rel)?
-        } else if file_type.is_file() {
-            entry.path().to_path_buf()
-        } else {
+        validate_relative_path(item.rel())
+            .map_err(|e| refused(item.rel(), Refusal::InvalidPath(e)))?;
+        let (rel, source, metadata) = match item {
+            Found::File {
+                rel,
+                path,
+                metadata,
+            } => (rel, path, metadata),
+            Found::Symlink { rel, path } => {
+                let source = resolve_symlink(&root, &path, &rel)?;
+                let metadata = fs::metadata(&source).map_err(|e| io_error(&source, e))?;
+                (rel, source, metadata)
+            }
             // fifo, socket, block or character device
-            return Err(refused(rel, Refusal::SpecialFile));
+            Found::Special { rel } => return Err(refused(rel, Refusal::SpecialFile)),
+            Found::NonUtf8 { rel, .. } => return Err(refused(rel, Refusal::NonUtf8Name)),
         };
-        let metadata = fs::metadata(&source).map_err(|e| io_error(&source, e))?;
+        let rel = rel.as_str();
         if metadata.len() > rules.max_file_bytes {
             return Err(refused(
                 rel,
@@ -402,118 +316,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn glob_table() {
-        let cases: &[(&str, &str, bool)] = &[
-            ("target", "target", true),
-            ("target", "targets", false),
-            ("*.pyc", "a.pyc", true),
-            ("*.pyc", "dir/a.pyc", false),
-            ("a?c", "abc", true),
-            ("a?c", "a/c", false),
-            ("*", "", true),
-            ("build/*.o", "build/x.o", true),
-            ("build/*.o", "build/sub/x.o", false),
-            ("**", "a/b", false),
-            ("*", "a/b", false),
-            ("*/*", "a/b", true),
-            ("a*b*c", "axxbyyc", true),
-            ("a*b*c", "axxbyy", false),
-            ("*a", "banana", true),
-            ("*an*", "banana", true),
-            ("?", "é", true),
-            ("é?", "éa", true),
-            ("??", "é", false),
-            ("*.rs", "é.rs", true),
-            ("", "", true),
-            ("", "a", false),
-            ("a", "", false),
-            ("a/", "a/", true),
-            ("*/x", "a/b/x", false),
-        ];
-        for (pattern, text, expected) in cases {
-            assert_eq!(glob_match(pattern, text), *expected, "{pattern} vs {text}");
-        }
-    }
-
-    /// The matcher this one replaced (a wildcard DP over chars): the two must agree.
-    fn reference_glob(pattern: &str, text: &str) -> bool {
-        let p: Vec<char> = pattern.chars().collect();
-        let t: Vec<char> = text.chars().collect();
-        let mut row = vec![false; t.len() + 1];
-        row[0] = true;
-        for &pc in &p {
-            let mut next = vec![false; t.len() + 1];
-            if pc == '*' {
-                next[0] = row[0];
-                for j in 1..=t.len() {
-                    next[j] = row[j] || (next[j - 1] && t[j - 1] != '/');
-                }
-            } else {
-                for j in 1..=t.len() {
-                    next[j] = row[j - 1] && (pc == '?' && t[j - 1] != '/' || pc == t[j - 1]);
-                }
-            }
-            row = next;
-        }
-        row[t.len()]
-    }
-
-    fn strings(alphabet: &[char], max_len: usize) -> Vec<String> {
-        let mut all = vec![String::new()];
-        let mut last = vec![String::new()];
-        for _ in 0..max_len {
-            last = last
-                .iter()
-                .flat_map(|s| alphabet.iter().map(move |c| format!("{s}{c}")))
-                .collect();
-            all.extend(last.iter().cloned());
-        }
-        all
-    }
-
-    #[test]
-    fn glob_agrees_with_the_reference_on_every_short_input() {
-        let patterns = strings(&['a', 'é', '/', '*', '?'], 4);
-        let texts = strings(&['a', 'é', '/', 'b'], 4);
-        for pattern in &patterns {
-            for text in &texts {
-                assert_eq!(
-                    glob_match(pattern, text),
-                    reference_glob(pattern, text),
-                    "{pattern:?} vs {text:?}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn ignore_table() {
-        let rules = FreezeRules::default().ignore;
-        let extra = vec![
-            "*.log".to_string(),
-            "/out/gen".to_string(),
-            "docs/".to_string(),
-        ];
-        let cases: &[(&str, bool, &[String], bool)] = &[
-            (".git", true, &rules, true),
-            ("sub/node_modules", true, &rules, true),
-            ("target", false, &rules, false), // a file named target is kept
-            ("src/target.rs", false, &rules, false),
-            (".venv", true, &rules, true),
-            ("pkg/__pycache__", true, &rules, true),
-            ("a.log", false, &extra, true),
-            ("x/a.log", false, &extra, true),
-            ("out/gen", false, &extra, true),
-            ("x/out/gen", false, &extra, false),
-            ("docs", false, &extra, false),
-            ("docs", true, &extra, true),
-        ];
-        for (path, is_dir, patterns, expected) in cases {
-            assert_eq!(is_ignored(path, *is_dir, patterns), *expected, "{path}");
-        }
-    }
-
-    #[test]
     fn task_ignores_extend_the_defaults() {
         let rules = FreezeRules::with_ignores(&["dist/", " ", "target/", "*.log"]);
         assert_eq!(rules.ignore.len(), DEFAULT_IGNORES.len() + 2);
@@ -607,6 +409,33 @@ mod tests {
             matches!(&err, SnapshotError::Refused { path, reason: Refusal::SpecialFile } if path == "pipe"),
             "{err:?}"
         );
+    }
+
+    #[test]
+    fn walk_refuses_names_that_are_not_utf8() {
+        use std::os::unix::ffi::OsStrExt;
+        for (name, inside) in [(&b"bad\xff"[..], false), (&b"dir\xfe"[..], true)] {
+            let dir = tempfile::tempdir().unwrap();
+            fs::write(dir.path().join("ok.txt"), b"ok").unwrap();
+            let odd = dir.path().join(std::ffi::OsStr::from_bytes(name));
+            if inside {
+                fs::create_dir(&odd).unwrap();
+                fs::write(odd.join("inner"), b"i").unwrap();
+            } else {
+                fs::write(&odd, b"b").unwrap();
+            }
+            let err = walk_workspace(dir.path(), &FreezeRules::default()).unwrap_err();
+            assert!(
+                matches!(
+                    &err,
+                    SnapshotError::Refused {
+                        reason: Refusal::NonUtf8Name,
+                        ..
+                    }
+                ),
+                "{err:?}"
+            );
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //!
 //! Modules: `error` (the one error type, no dependencies on the rest), `store` (the bucket
 //! handle and blob reads/writes), `chunks` (direct-get chunk reads), `freeze` (the blocking
-//! walk), `upload` (freeze + upload), `manifests` (flat and paged manifests), `materialize`,
+//! walk, over `tree_walk` on all cores, with `ignore` patterns), `upload` (freeze + upload), `manifests` (flat and paged manifests), `materialize`,
 //! `stat_cache`, `gc`, `evidence`, and `cache` (warm workspaces: kept trees and blobs).
 
 pub mod cache;
@@ -14,10 +14,12 @@ mod error;
 mod evidence;
 pub mod freeze;
 pub mod gc;
+mod ignore;
 pub mod manifests;
 mod materialize;
 pub mod stat_cache;
 mod store;
+mod tree_walk;
 mod upload;
 
 pub use cache::{CacheStats, WarmReport, WorkspaceCache};

@@ -17,6 +17,7 @@ use crate::error::SnapshotError;
 use crate::freeze::hash_file;
 use crate::materialize::io_error;
 use crate::stat_cache::{wall_clock_ns, FileStamp, StatCache};
+use crate::tree_walk::{self, Found};
 
 /// What `reconcile` left to do and what it verified.
 #[derive(Debug, Default)]
@@ -30,17 +31,6 @@ pub(crate) struct Reconciled {
     pub(crate) rehashed: usize,
 }
 
-fn walk_error(root: &Path, err: walkdir::Error) -> SnapshotError {
-    let path = err
-        .path()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| root.to_path_buf());
-    let source = err
-        .into_io_error()
-        .unwrap_or_else(|| std::io::Error::other("filesystem loop"));
-    io_error(&path, source)
-}
-
 /// Reconcile `dir` (holding `old`, or whatever it holds when `old` is None) with `target`.
 pub(crate) fn reconcile(
     dir: &Path,
@@ -51,37 +41,62 @@ pub(crate) fn reconcile(
     let mut kept = vec![false; target.entries.len()];
     let mut removed_any = false;
     let mut rehashed = 0;
-    let mut walker = walkdir::WalkDir::new(dir)
-        .follow_links(false)
-        .min_depth(1)
-        .into_iter();
-    while let Some(entry) = walker.next() {
-        let entry = entry.map_err(|err| walk_error(dir, err))?;
-        let path = entry.path();
-        let rel = path.strip_prefix(dir).ok().and_then(Path::to_str);
-        let file_type = entry.file_type();
-        let wanted = rel.and_then(|rel| {
-            target
-                .entries
-                .binary_search_by(|e| e.path.as_str().cmp(rel))
-                .ok()
-        });
-        if file_type.is_dir() {
-            // A directory where the target has a file, or a name no snapshot can hold.
-            if rel.is_none() || wanted.is_some() {
-                fs::remove_dir_all(path).map_err(|e| io_error(path, e))?;
-                removed_any = true;
-                walker.skip_current_dir();
-            }
-            continue;
+    let index_of = |rel: &str| {
+        target
+            .entries
+            .binary_search_by(|e| e.path.as_str().cmp(rel))
+            .ok()
+    };
+    // A directory where the target has a file: removed whole, not descended.
+    let doomed = std::sync::Mutex::new(Vec::new());
+    let skip = |rel: &str, is_dir: bool| {
+        let doom = is_dir && index_of(rel).is_some();
+        if doom {
+            doomed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(dir.join(rel));
         }
-        let (Some(rel), Some(index), true) = (rel, wanted, file_type.is_file()) else {
-            fs::remove_file(path).map_err(|e| io_error(path, e))?;
+        doom
+    };
+    // Listed and `stat`ed on all cores; decided here, one entry at a time.
+    let found = tree_walk::walk(dir, &skip)?;
+    for path in doomed.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        fs::remove_dir_all(&path).map_err(|e| io_error(&path, e))?;
+        removed_any = true;
+    }
+    for item in found {
+        let (rel, path, metadata) = match item {
+            Found::File {
+                rel,
+                path,
+                metadata,
+            } => (rel, path, metadata),
+            // A name no snapshot can hold: whatever it is, it goes.
+            Found::NonUtf8 { path, .. } => {
+                let is_dir = fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
+                let removed = if is_dir {
+                    fs::remove_dir_all(&path)
+                } else {
+                    fs::remove_file(&path)
+                };
+                removed.map_err(|e| io_error(&path, e))?;
+                removed_any = true;
+                continue;
+            }
+            Found::Symlink { rel, .. } | Found::Special { rel } => {
+                let path = dir.join(&rel);
+                fs::remove_file(&path).map_err(|e| io_error(&path, e))?;
+                removed_any = true;
+                continue;
+            }
+        };
+        let Some(index) = index_of(&rel) else {
+            fs::remove_file(&path).map_err(|e| io_error(&path, e))?;
             removed_any = true;
             continue;
         };
         let want = &target.entries[index];
-        let metadata = entry.metadata().map_err(|err| walk_error(dir, err))?;
         // A second hard link could be written through from outside the tree: rewrite it.
         if metadata.permissions().mode() & 0o7777 != want.mode & 0o777
             || metadata.len() != want.size
@@ -90,12 +105,12 @@ pub(crate) fn reconcile(
             continue;
         }
         let stamp = FileStamp::of(&metadata);
-        let vouched = stat.lookup(rel, &stamp) == Some(want.sha256.as_str());
+        let vouched = stat.lookup(&rel, &stamp) == Some(want.sha256.as_str());
         if !vouched {
             let recorded_at = wall_clock_ns();
-            match hash_file(path, rel, want.size) {
+            match hash_file(&path, &rel, want.size) {
                 Ok((sha256, _)) if sha256 == want.sha256 => {
-                    stat.record(rel, stamp, &sha256, recorded_at);
+                    stat.record(&rel, stamp, &sha256, recorded_at);
                     rehashed += 1;
                 }
                 _ => continue,
@@ -167,6 +182,13 @@ mod tests {
         write(d, "target/debug/junk", b"junk");
         write(d, "file-was-dir/inner", b"i");
         std::os::unix::fs::symlink("/etc/passwd", d.join("link")).unwrap();
+        // Names no snapshot can hold, a file and a directory.
+        use std::os::unix::ffi::OsStrExt;
+        let bad_file = d.join(std::ffi::OsStr::from_bytes(b"bad\xff"));
+        fs::write(&bad_file, b"b").unwrap();
+        let bad_dir = d.join(std::ffi::OsStr::from_bytes(b"dir\xfe"));
+        fs::create_dir(&bad_dir).unwrap();
+        fs::write(bad_dir.join("inner"), b"i").unwrap();
         let target = Manifest::new(vec![
             entry("same.txt", b"same"),
             entry("changed.txt", b"new"),
@@ -190,6 +212,7 @@ mod tests {
         assert!(!d.join("target").exists());
         assert!(!d.join("file-was-dir").exists());
         assert!(d.join("link").symlink_metadata().is_err());
+        assert!(bad_file.symlink_metadata().is_err() && bad_dir.symlink_metadata().is_err());
         assert_eq!(fs::read(d.join("changed.txt")).unwrap(), b"old");
         assert_eq!(done.stat.len(), 1);
     }

@@ -1,0 +1,245 @@
+//! The directory walk of a freeze, on all cores: threads take directories from one shared
+//! queue, list them and `stat` each file relative to its directory (`statx` on the directory's
+//! fd, no path walk from the root), so a warm freeze of a large tree costs about the `stat`s
+//! divided by the cores. No decisions here beyond `skip`: `freeze.rs` refuses and hashes.
+
+use std::ffi::OsString;
+use std::fs::{self, Metadata};
+use std::path::{Path, PathBuf};
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use crate::error::SnapshotError;
+use crate::materialize::io_error;
+
+/// One entry the walk found (directories are descended, never returned).
+#[derive(Debug)]
+pub(crate) enum Found {
+    /// A regular file and its `lstat`.
+    File {
+        rel: String,
+        path: PathBuf,
+        metadata: Metadata,
+    },
+    Symlink {
+        rel: String,
+        path: PathBuf,
+    },
+    /// A fifo, socket or device.
+    Special {
+        rel: String,
+    },
+    /// A name that is not UTF-8 (`rel` shows it lossily, `path` is the real one); a directory
+    /// of that name is not descended.
+    NonUtf8 {
+        rel: String,
+        path: PathBuf,
+    },
+}
+
+impl Found {
+    /// The relative path, `/`-separated.
+    pub(crate) fn rel(&self) -> &str {
+        match self {
+            Found::File { rel, .. }
+            | Found::Symlink { rel, .. }
+            | Found::Special { rel }
+            | Found::NonUtf8 { rel, .. } => rel,
+        }
+    }
+}
+
+/// A directory to list: where it is and its relative path ("" for the root).
+struct Dir {
+    path: PathBuf,
+    rel: String,
+}
+
+#[derive(Default)]
+struct Queue {
+    dirs: Vec<Dir>,
+    /// Threads listing a directory now (the walk ends when none is and the queue is empty).
+    busy: usize,
+    error: Option<SnapshotError>,
+}
+
+struct Shared {
+    queue: Mutex<Queue>,
+    wake: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The next directory to list, or None when the walk is over (or failed).
+    fn take(&self) -> Option<Dir> {
+        let mut queue = self.lock();
+        loop {
+            if queue.error.is_some() {
+                return None;
+            }
+            if let Some(dir) = queue.dirs.pop() {
+                queue.busy += 1;
+                return Some(dir);
+            }
+            if queue.busy == 0 {
+                self.wake.notify_all();
+                return None;
+            }
+            queue = self.wake.wait(queue).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn done(&self, listed: Result<Vec<Dir>, SnapshotError>) {
+        let mut queue = self.lock();
+        queue.busy -= 1;
+        match listed {
+            Ok(dirs) => queue.dirs.extend(dirs),
+            Err(err) => {
+                queue.error.get_or_insert(err);
+            }
+        }
+        self.wake.notify_all();
+    }
+}
+
+fn join(parent: &str, name: &str) -> String {
+    if parent.is_empty() {
+        name.to_string()
+    } else {
+        format!("{parent}/{name}")
+    }
+}
+
+fn lossy(parent: &str, name: &OsString) -> String {
+    join(parent, &name.to_string_lossy())
+}
+
+/// List `dir`: its files into `found`, its subdirectories (not skipped) returned.
+fn list(
+    dir: &Dir,
+    skip: &(dyn Fn(&str, bool) -> bool + Sync),
+    found: &mut Vec<Found>,
+) -> Result<Vec<Dir>, SnapshotError> {
+    let mut subdirs = Vec::new();
+    let entries = fs::read_dir(&dir.path).map_err(|e| io_error(&dir.path, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| io_error(&dir.path, e))?;
+        let path = entry.path();
+        let file_type = entry.file_type().map_err(|e| io_error(&path, e))?;
+        let name = entry.file_name();
+        let Some(name_str) = name.to_str() else {
+            found.push(Found::NonUtf8 {
+                rel: lossy(&dir.rel, &name),
+                path,
+            });
+            continue;
+        };
+        let rel = join(&dir.rel, name_str);
+        if skip(&rel, file_type.is_dir()) {
+            continue;
+        }
+        if file_type.is_dir() {
+            subdirs.push(Dir { path, rel });
+        } else if file_type.is_file() {
+            // `statx` relative to the directory's fd, not following a link.
+            let metadata = entry.metadata().map_err(|e| io_error(&path, e))?;
+            found.push(Found::File {
+                rel,
+                path,
+                metadata,
+            });
+        } else if file_type.is_symlink() {
+            found.push(Found::Symlink { rel, path });
+        } else {
+            found.push(Found::Special { rel });
+        }
+    }
+    Ok(subdirs)
+}
+
+/// Every file, symlink, special file and non-UTF-8 name under `root` (which must be a
+/// directory), in no particular order; entries for which `skip(rel, is_dir)` holds are left
+/// out (a skipped directory is not descended). The first I/O error ends the walk.
+pub(crate) fn walk(
+    root: &Path,
+    skip: &(dyn Fn(&str, bool) -> bool + Sync),
+) -> Result<Vec<Found>, SnapshotError> {
+    let shared = Shared {
+        queue: Mutex::new(Queue {
+            dirs: vec![Dir {
+                path: root.to_path_buf(),
+                rel: String::new(),
+            }],
+            ..Queue::default()
+        }),
+        wake: Condvar::new(),
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let work = || {
+        let mut found = Vec::new();
+        while let Some(dir) = shared.take() {
+            let listed = list(&dir, skip, &mut found);
+            shared.done(listed);
+        }
+        found
+    };
+    let parts: Vec<Vec<Found>> = if threads == 1 {
+        vec![work()]
+    } else {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads).map(|_| scope.spawn(work)).collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().map_err(|_| ()))
+                .collect::<Result<_, ()>>()
+        })
+        .map_err(|()| SnapshotError::Io {
+            path: root.display().to_string(),
+            source: std::io::Error::other("a walking thread failed"),
+        })?
+    };
+    if let Some(err) = shared.lock().error.take() {
+        return Err(err);
+    }
+    Ok(parts.into_iter().flatten().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn finds_every_file_once_and_skips_what_it_is_told() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..300 {
+            let path = dir.path().join(format!("d{}/e{}/f{i}", i % 7, i % 3));
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, b"x").unwrap();
+        }
+        fs::create_dir_all(dir.path().join("skip/deep")).unwrap();
+        fs::write(dir.path().join("skip/deep/no"), b"x").unwrap();
+        std::os::unix::fs::symlink("d0", dir.path().join("link")).unwrap();
+        let found = walk(dir.path(), &|rel, is_dir| is_dir && rel == "skip").unwrap();
+        let mut rels: Vec<&str> = found.iter().map(Found::rel).collect();
+        rels.sort();
+        let before = rels.len();
+        rels.dedup();
+        assert_eq!(rels.len(), before, "no entry twice");
+        assert_eq!(rels.len(), 301, "300 files and the link");
+        assert!(rels.contains(&"d3/e1/f10"));
+        assert!(!rels.iter().any(|r| r.starts_with("skip")));
+        assert!(found
+            .iter()
+            .any(|f| matches!(f, Found::Symlink { rel, .. } if rel == "link")));
+    }
+
+    #[test]
+    fn an_unreadable_directory_is_an_error_not_a_gap() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = walk(&dir.path().join("missing"), &|_, _| false).unwrap_err();
+        assert!(matches!(err, SnapshotError::Io { .. }), "{err:?}");
+    }
+}
