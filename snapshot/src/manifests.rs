@@ -142,6 +142,25 @@ pub fn stored_form(manifest: &Manifest) -> StoredForm {
     }
 }
 
+/// Hold the pages of `manifest`, stored as `pages` (digests in order, see [`stored_form`]), in
+/// `cache`, so the next read of a manifest sharing them fetches only the others. Pages already
+/// held are only marked used.
+pub(crate) fn hold_pages(cache: &WorkspaceCache, manifest: &Manifest, pages: &[String]) {
+    let missing: Vec<&String> = pages.iter().filter(|sha| !cache.holds_page(sha)).collect();
+    if missing.is_empty() || !manifest.is_sorted() {
+        return;
+    }
+    let ranges = page_ranges(&manifest.entries);
+    if ranges.len() != pages.len() {
+        return;
+    }
+    for (sha, range) in pages.iter().zip(ranges) {
+        if missing.contains(&sha) {
+            cache.hold_page(sha, Page::from(&manifest.entries[range]));
+        }
+    }
+}
+
 /// What writing a manifest cost.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ManifestWrite {

@@ -216,37 +216,9 @@ impl WorkspaceCache {
         self.lock().pages.insert(sha256, page);
     }
 
-    /// Hold the pages of `manifest`, stored as `pages` (digests in order, see
-    /// `manifests::stored_form`), so the next read of a manifest sharing them fetches only the
-    /// others. Pages already held are only marked used.
-    pub(crate) fn remember_pages(&self, manifest: &Manifest, pages: &[String]) {
-        if pages.is_empty() {
-            return;
-        }
-        let missing: Vec<&String> = {
-            let mut state = self.lock();
-            pages
-                .iter()
-                .filter(|sha| state.pages.get(sha).is_none())
-                .collect()
-        };
-        if missing.is_empty() || !manifest.is_sorted() {
-            return;
-        }
-        let ranges = crate::manifests::page_ranges(&manifest.entries);
-        if ranges.len() != pages.len() {
-            return;
-        }
-        let new: Vec<(&String, Page)> = pages
-            .iter()
-            .zip(ranges)
-            .filter(|(sha, _)| missing.contains(sha))
-            .map(|(sha, range)| (sha, Page::from(&manifest.entries[range])))
-            .collect();
-        let mut state = self.lock();
-        for (sha, page) in new {
-            state.pages.insert(sha, page);
-        }
+    /// Is page `sha256` held (marked used)?
+    pub(crate) fn holds_page(&self, sha256: &str) -> bool {
+        self.lock().pages.get(sha256).is_some()
     }
 
     /// Take the kept tree closest to `target` out of the cache: its directory and state.
