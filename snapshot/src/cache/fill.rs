@@ -97,16 +97,6 @@ pub(crate) fn prepare_dirs<'a>(
     Ok(())
 }
 
-/// Give the file at `path` to `owner`.
-pub(crate) fn give_to(path: &Path, owner: Option<(u32, u32)>) -> Result<(), SnapshotError> {
-    match owner {
-        Some((uid, gid)) => {
-            std::os::unix::fs::chown(path, Some(uid), Some(gid)).map_err(|e| io_error(path, e))
-        }
-        None => Ok(()),
-    }
-}
-
 /// A file being written for `target`: `target` itself when nothing was there (created
 /// exclusively, so never through a symlink left in its place), else a temp file beside it that
 /// [`NewFile::finish`] renames over the old one (a replacement never writes through the old
@@ -140,6 +130,22 @@ impl NewFile {
             path,
             target: target.to_path_buf(),
         })
+    }
+
+    /// The temp file at `temp`, already filled, to be put in place at `target`; removed when it
+    /// cannot be opened.
+    fn adopt(temp: PathBuf, target: &Path) -> Result<NewFile, SnapshotError> {
+        match fs::File::open(&temp) {
+            Ok(file) => Ok(NewFile {
+                file,
+                path: temp,
+                target: target.to_path_buf(),
+            }),
+            Err(err) => {
+                let _ = fs::remove_file(&temp);
+                Err(io_error(&temp, err))
+            }
+        }
     }
 
     /// Run `fill` on the file; on any failure the new file is removed.
@@ -276,14 +282,7 @@ impl SnapshotStore {
             if let Some(cache) = keep {
                 cache.insert_blob(&entry.sha256, &temp, entry.size);
             }
-            let done = fs::set_permissions(&temp, fs::Permissions::from_mode(entry.mode & 0o777))
-                .map_err(|e| io_error(&temp, e))
-                .and_then(|()| give_to(&temp, owner))
-                .and_then(|()| fs::rename(&temp, &target).map_err(|e| io_error(&target, e)));
-            if done.is_err() {
-                let _ = fs::remove_file(&temp);
-            }
-            done
+            NewFile::adopt(temp, &target)?.finish(entry.mode, owner)
         })
         .await?;
         Ok(Source::Download)
