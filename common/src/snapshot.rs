@@ -172,10 +172,14 @@ impl Manifest {
     }
 
     pub fn get(&self, path: &str) -> Option<&ManifestEntry> {
+        self.position(path).map(|i| &self.entries[i])
+    }
+
+    /// The index of `path`'s entry (entries sorted, as `Manifest::new` leaves them).
+    pub fn position(&self, path: &str) -> Option<usize> {
         self.entries
             .binary_search_by(|e| e.path.as_str().cmp(path))
             .ok()
-            .map(|i| &self.entries[i])
     }
 }
 

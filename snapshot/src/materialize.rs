@@ -1,6 +1,7 @@
 //! Materialize a snapshot into a directory, re-hashing every blob on the way in.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -20,6 +21,14 @@ pub(crate) fn io_error(path: &Path, source: std::io::Error) -> SnapshotError {
     }
 }
 
+/// A blocking task that panicked or was cancelled.
+pub(crate) fn blocking_failed(op: &'static str, err: tokio::task::JoinError) -> SnapshotError {
+    SnapshotError::Store {
+        op,
+        reason: err.to_string(),
+    }
+}
+
 fn unsafe_destination(path: &Path, reason: &str) -> SnapshotError {
     SnapshotError::UnsafeDestination {
         path: path.display().to_string(),
@@ -27,17 +36,24 @@ fn unsafe_destination(path: &Path, reason: &str) -> SnapshotError {
     }
 }
 
-/// Create the parent directories of `rel` under `dest` and return the file path, refusing to
-/// go through (or replace) a symlink or to replace a directory.
-pub(crate) async fn prepare_target(dest: &Path, rel: &str) -> Result<PathBuf, SnapshotError> {
-    let mut current = dest.to_path_buf();
-    let components: Vec<&str> = rel.split('/').collect();
-    let (file_name, dirs) = components
-        .split_last()
-        .ok_or_else(|| unsafe_destination(dest, "empty path"))?;
+/// Make every directory the files at `paths` (relative) need under `dest`, parents first,
+/// refusing to go through a symlink or anything else that is not a directory, and refusing a
+/// target that is a symlink or a directory (a regular file there is replaced by rename).
+/// Blocking.
+pub(crate) fn prepare_dirs<'a>(
+    dest: &Path,
+    paths: impl IntoIterator<Item = &'a str> + Clone,
+) -> Result<(), SnapshotError> {
+    let mut dirs = BTreeSet::new();
+    for path in paths.clone() {
+        for (at, _) in path.match_indices('/') {
+            dirs.insert(&path[..at]);
+        }
+    }
+    // BTreeSet order puts `a` before `a/b`: parents are made first.
     for dir in dirs {
-        current.push(dir);
-        match tokio::fs::symlink_metadata(&current).await {
+        let current = dest.join(dir);
+        match fs::symlink_metadata(&current) {
             Ok(meta) if meta.file_type().is_symlink() => {
                 return Err(unsafe_destination(&current, "is a symlink"))
             }
@@ -49,7 +65,7 @@ pub(crate) async fn prepare_target(dest: &Path, rel: &str) -> Result<PathBuf, Sn
                 ))
             }
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                match tokio::fs::create_dir(&current).await {
+                match fs::create_dir(&current) {
                     Ok(()) => {}
                     Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
                     Err(err) => return Err(io_error(&current, err)),
@@ -58,16 +74,19 @@ pub(crate) async fn prepare_target(dest: &Path, rel: &str) -> Result<PathBuf, Sn
             Err(err) => return Err(io_error(&current, err)),
         }
     }
-    current.push(file_name);
-    match tokio::fs::symlink_metadata(&current).await {
-        Ok(meta) if meta.file_type().is_symlink() => {
-            Err(unsafe_destination(&current, "is a symlink"))
+    for path in paths {
+        let target = dest.join(path);
+        match fs::symlink_metadata(&target) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(unsafe_destination(&target, "is a symlink"))
+            }
+            Ok(meta) if meta.is_dir() => return Err(unsafe_destination(&target, "is a directory")),
+            Ok(_) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => return Err(io_error(&target, err)),
         }
-        Ok(meta) if meta.is_dir() => Err(unsafe_destination(&current, "is a directory")),
-        Ok(_) => Ok(current),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(current),
-        Err(err) => Err(io_error(&current, err)),
     }
+    Ok(())
 }
 
 pub(crate) fn temp_path_for(target: &Path) -> PathBuf {
@@ -108,9 +127,20 @@ impl SnapshotStore {
         tokio::fs::create_dir_all(dest)
             .await
             .map_err(|e| io_error(dest, e))?;
+        let (dir, paths) = (
+            dest.to_path_buf(),
+            manifest
+                .entries
+                .iter()
+                .map(|e| e.path.clone())
+                .collect::<Vec<_>>(),
+        );
+        tokio::task::spawn_blocking(move || prepare_dirs(&dir, paths.iter().map(String::as_str)))
+            .await
+            .map_err(|e| blocking_failed("prepare dirs", e))??;
         let mut written: HashMap<&str, PathBuf> = HashMap::new();
         for entry in &manifest.entries {
-            let target = prepare_target(dest, &entry.path).await?;
+            let target = dest.join(&entry.path);
             let temp = temp_path_for(&target);
             let result = match written.get(entry.sha256.as_str()) {
                 // Same content already fetched and verified in this run: copy it locally.
@@ -232,34 +262,46 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
-    #[tokio::test]
-    async fn prepare_target_creates_dirs_and_refuses_symlinks() {
+    #[test]
+    fn dirs_are_made_once_and_never_through_a_symlink() {
         let dest = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
-        let target = prepare_target(dest.path(), "a/b/c.txt").await.unwrap();
-        assert_eq!(target, dest.path().join("a/b/c.txt"));
+        prepare_dirs(
+            dest.path(),
+            ["a/b/c.txt", "a/b/d.txt", "a/e.txt", "top.txt"],
+        )
+        .unwrap();
         assert!(dest.path().join("a/b").is_dir());
+        assert!(
+            !dest.path().join("top.txt").exists(),
+            "only directories are made"
+        );
 
         std::os::unix::fs::symlink(outside.path(), dest.path().join("link")).unwrap();
-        let err = prepare_target(dest.path(), "link/x.txt").await.unwrap_err();
+        let err = prepare_dirs(dest.path(), ["link/x.txt"]).unwrap_err();
         assert!(
             matches!(err, SnapshotError::UnsafeDestination { .. }),
             "{err:?}"
         );
+        assert!(fs::read_dir(outside.path()).unwrap().next().is_none());
 
         std::os::unix::fs::symlink(outside.path().join("f"), dest.path().join("f")).unwrap();
-        let err = prepare_target(dest.path(), "f").await.unwrap_err();
+        let err = prepare_dirs(dest.path(), ["f"]).unwrap_err();
         assert!(
             matches!(err, SnapshotError::UnsafeDestination { .. }),
-            "{err:?}"
+            "a symlink target: {err:?}"
         );
-
-        std::fs::write(dest.path().join("plain"), b"x").unwrap();
-        let err = prepare_target(dest.path(), "plain/x").await.unwrap_err();
+        fs::write(dest.path().join("plain"), b"x").unwrap();
+        let err = prepare_dirs(dest.path(), ["plain/x"]).unwrap_err();
         assert!(
             matches!(err, SnapshotError::UnsafeDestination { .. }),
-            "{err:?}"
+            "a file as a directory: {err:?}"
         );
-        assert!(prepare_target(dest.path(), "plain").await.is_ok());
+        let err = prepare_dirs(dest.path(), ["a/b"]).unwrap_err();
+        assert!(
+            matches!(err, SnapshotError::UnsafeDestination { .. }),
+            "a directory as the target: {err:?}"
+        );
+        prepare_dirs(dest.path(), ["plain"]).unwrap();
     }
 }

@@ -4,7 +4,6 @@
 //! once for all files first, and a small blob is fetched into memory and written in one go,
 //! instead of a blocking-pool hop per `stat`, `mkdir`, write, `chmod` and `rename`.
 
-use std::collections::BTreeSet;
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -17,7 +16,7 @@ use crate::cache::clone::clone_into;
 use crate::cache::workspace_cache::WorkspaceCache;
 use crate::error::SnapshotError;
 use crate::freeze::hash_file;
-use crate::materialize::{io_error, temp_path_for};
+use crate::materialize::{blocking_failed, io_error, temp_path_for};
 use crate::store::SnapshotStore;
 
 /// Blobs up to this size are fetched into memory and written in one blocking task; larger ones
@@ -28,73 +27,6 @@ const IN_MEMORY_MAX: u64 = 1024 * 1024;
 pub(crate) enum Source {
     Cache,
     Download,
-}
-
-fn unsafe_destination(path: &Path, reason: &str) -> SnapshotError {
-    SnapshotError::UnsafeDestination {
-        path: path.display().to_string(),
-        reason: reason.to_string(),
-    }
-}
-
-pub(crate) fn blocking_failed(op: &'static str, err: tokio::task::JoinError) -> SnapshotError {
-    SnapshotError::Store {
-        op,
-        reason: err.to_string(),
-    }
-}
-
-/// Make every directory the files at `paths` (relative) need under `dest`, parents first,
-/// refusing to go through a symlink or anything else that is not a directory, and refusing a
-/// target that is a symlink or a directory (a regular file there is replaced by rename).
-/// Blocking.
-pub(crate) fn prepare_dirs<'a>(
-    dest: &Path,
-    paths: impl IntoIterator<Item = &'a str> + Clone,
-) -> Result<(), SnapshotError> {
-    let mut dirs = BTreeSet::new();
-    for path in paths.clone() {
-        for (at, _) in path.match_indices('/') {
-            dirs.insert(&path[..at]);
-        }
-    }
-    // BTreeSet order puts `a` before `a/b`: parents are made first.
-    for dir in dirs {
-        let current = dest.join(dir);
-        match fs::symlink_metadata(&current) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                return Err(unsafe_destination(&current, "is a symlink"))
-            }
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => {
-                return Err(unsafe_destination(
-                    &current,
-                    "exists and is not a directory",
-                ))
-            }
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                match fs::create_dir(&current) {
-                    Ok(()) => {}
-                    Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
-                    Err(err) => return Err(io_error(&current, err)),
-                }
-            }
-            Err(err) => return Err(io_error(&current, err)),
-        }
-    }
-    for path in paths {
-        let target = dest.join(path);
-        match fs::symlink_metadata(&target) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                return Err(unsafe_destination(&target, "is a symlink"))
-            }
-            Ok(meta) if meta.is_dir() => return Err(unsafe_destination(&target, "is a directory")),
-            Ok(_) => {}
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
-            Err(err) => return Err(io_error(&target, err)),
-        }
-    }
-    Ok(())
 }
 
 /// A file being written for `target`: `target` itself when nothing was there (created
@@ -356,49 +288,6 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use loopgate_common::snapshot::sha256_hex;
-
-    #[test]
-    fn dirs_are_made_once_and_never_through_a_symlink() {
-        let dest = tempfile::tempdir().unwrap();
-        let outside = tempfile::tempdir().unwrap();
-        prepare_dirs(
-            dest.path(),
-            ["a/b/c.txt", "a/b/d.txt", "a/e.txt", "top.txt"],
-        )
-        .unwrap();
-        assert!(dest.path().join("a/b").is_dir());
-        assert!(
-            !dest.path().join("top.txt").exists(),
-            "only directories are made"
-        );
-
-        std::os::unix::fs::symlink(outside.path(), dest.path().join("link")).unwrap();
-        let err = prepare_dirs(dest.path(), ["link/x.txt"]).unwrap_err();
-        assert!(
-            matches!(err, SnapshotError::UnsafeDestination { .. }),
-            "{err:?}"
-        );
-        assert!(fs::read_dir(outside.path()).unwrap().next().is_none());
-
-        std::os::unix::fs::symlink(outside.path().join("f"), dest.path().join("f")).unwrap();
-        let err = prepare_dirs(dest.path(), ["f"]).unwrap_err();
-        assert!(
-            matches!(err, SnapshotError::UnsafeDestination { .. }),
-            "a symlink target: {err:?}"
-        );
-        fs::write(dest.path().join("plain"), b"x").unwrap();
-        let err = prepare_dirs(dest.path(), ["plain/x"]).unwrap_err();
-        assert!(
-            matches!(err, SnapshotError::UnsafeDestination { .. }),
-            "a file as a directory: {err:?}"
-        );
-        let err = prepare_dirs(dest.path(), ["a/b"]).unwrap_err();
-        assert!(
-            matches!(err, SnapshotError::UnsafeDestination { .. }),
-            "a directory as the target: {err:?}"
-        );
-        prepare_dirs(dest.path(), ["plain"]).unwrap();
-    }
 
     #[test]
     fn shared_content_is_copied_from_the_written_file() {

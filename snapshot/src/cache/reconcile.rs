@@ -41,16 +41,10 @@ pub(crate) fn reconcile(
     let mut kept = vec![false; target.entries.len()];
     let mut removed_any = false;
     let mut rehashed = 0;
-    let index_of = |rel: &str| {
-        target
-            .entries
-            .binary_search_by(|e| e.path.as_str().cmp(rel))
-            .ok()
-    };
     // A directory where the target has a file: removed whole, not descended.
     let doomed = std::sync::Mutex::new(Vec::new());
     let skip = |rel: &str, is_dir: bool| {
-        let doom = is_dir && index_of(rel).is_some();
+        let doom = is_dir && target.position(rel).is_some();
         if doom {
             doomed
                 .lock()
@@ -91,7 +85,7 @@ pub(crate) fn reconcile(
                 continue;
             }
         };
-        let Some(index) = index_of(&rel) else {
+        let Some(index) = target.position(&rel) else {
             fs::remove_file(&path).map_err(|e| io_error(&path, e))?;
             removed_any = true;
             continue;
@@ -121,12 +115,7 @@ pub(crate) fn reconcile(
     if removed_any {
         remove_empty_dirs(dir);
     }
-    stat.retain_paths(|path| {
-        target
-            .entries
-            .binary_search_by(|e| e.path.as_str().cmp(path))
-            .is_ok_and(|index| kept[index])
-    });
+    stat.retain_paths(|path| target.position(path).is_some_and(|index| kept[index]));
     let write: Vec<usize> = (0..kept.len()).filter(|i| !kept[*i]).collect();
     Ok(Reconciled {
         kept: kept.len() - write.len(),

@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 use futures::{StreamExt, TryStreamExt};
 use loopgate_common::snapshot::{Manifest, ManifestEntry};
 
-use crate::cache::fill::{blocking_failed, copy_written, prepare_dirs, FileWrite, Source};
+use crate::cache::fill::{copy_written, FileWrite, Source};
 use crate::cache::reconcile::{reconcile, Reconciled};
 use crate::cache::workspace_cache::{TreeState, WorkspaceCache};
 use crate::error::SnapshotError;
 use crate::freeze::FreezeRules;
-use crate::materialize::io_error;
+use crate::materialize::{blocking_failed, io_error, prepare_dirs};
 use crate::stat_cache::{wall_clock_ns, FileStamp};
 use crate::store::{FreezeOutcome, SnapshotStore};
 
@@ -116,9 +116,12 @@ impl SnapshotStore {
                 .map(|&i| manifest.entries[i].path.clone())
                 .collect::<Vec<_>>(),
         );
-        tokio::task::spawn_blocking(move || prepare_dirs(&dir, paths.iter().map(String::as_str)))
-            .await
-            .map_err(|e| blocking_failed("prepare dirs", e))??;
+        // The paths come back for the stat pass below.
+        let written = tokio::task::spawn_blocking(move || {
+            prepare_dirs(&dir, paths.iter().map(String::as_str)).map(|()| paths)
+        })
+        .await
+        .map_err(|e| blocking_failed("prepare dirs", e))??;
         // A loop, not `map` over `&usize`: the futures must be `Send` for every lifetime.
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let writers = tokio::sync::Semaphore::new(cores);
@@ -166,13 +169,7 @@ impl SnapshotStore {
         report.files_written = write.len();
         // Stat the written files, then note when: files written in the last moments are racy
         // and get re-hashed by the next freeze or reuse.
-        let (dir, written) = (
-            dest.to_path_buf(),
-            write
-                .iter()
-                .map(|&i| manifest.entries[i].path.clone())
-                .collect::<Vec<_>>(),
-        );
+        let dir = dest.to_path_buf();
         let stamps = tokio::task::spawn_blocking(move || {
             written
                 .iter()
