@@ -8,6 +8,9 @@ use std::path::{Component, Path, PathBuf};
 
 use loopgate_common::output_cap::cap_text;
 
+use crate::tools::edit_match::{replace_once, MatchKind, NoUniqueMatch};
+use crate::tools::same_name::{files_named_like, listed};
+
 /// Most directory entries `list_dir` shows.
 pub(crate) const LIST_DIR_LIMIT: usize = 500;
 
@@ -26,6 +29,8 @@ pub enum ToolError {
     DanglingSymlink(String),
     #[error("'{0}' does not exist")]
     NotFound(String),
+    #[error("'{path}' does not exist; the workspace has {elsewhere}")]
+    NotFoundButNamedElsewhere { path: String, elsewhere: String },
     #[error("'{0}' is a directory")]
     IsDirectory(String),
     #[error("'{0}' is not a directory")]
@@ -34,8 +39,12 @@ pub enum ToolError {
     WorkspaceRoot(String),
     #[error("edit_file: `old` must not be empty")]
     EmptyOld,
-    #[error("edit_file: `old` text was not found in '{0}'")]
-    OldNotFound(String),
+    #[error("edit_file: `old` text was not found in '{path}'{current}")]
+    OldNotFound {
+        path: String,
+        /// The file's current text as the model should copy it (empty for a big file).
+        current: String,
+    },
     #[error("edit_file: `old` text appears {count} times in '{path}'; include more context so it is unique")]
     OldAmbiguous { path: String, count: usize },
     #[error("'{0}' is not UTF-8 text")]
@@ -149,7 +158,7 @@ impl Workspace {
         if path.is_dir() {
             return Err(ToolError::IsDirectory(rel.to_string()));
         }
-        let bytes = fs::read(&path).map_err(io_err("read", rel))?;
+        let bytes = fs::read(&path).map_err(|err| self.not_found_here(rel, err, "read"))?;
         let text = String::from_utf8(bytes).map_err(|_| ToolError::NotText(rel.to_string()))?;
         Ok(cap_text(&text, cap))
     }
@@ -180,8 +189,19 @@ impl Workspace {
                 content.len()
             ));
         }
+        let created = !path.exists();
         fs::write(&path, content).map_err(io_err("write", rel))?;
         let mut result = format!("wrote {} bytes to {written}", content.len());
+        if created {
+            let elsewhere = files_named_like(&self.root, &written);
+            if !elsewhere.is_empty() {
+                result.push_str(&format!(
+                    " (a new file: the workspace also has {}; if you meant to change that \
+                     file, write to its path)",
+                    listed(&elsewhere)
+                ));
+            }
+        }
         if dropped_prefix {
             result.push_str(
                 " (paths are relative to the workspace root, so the `workspace/` prefix was \
@@ -199,7 +219,9 @@ impl Workspace {
             .to_string()
     }
 
-    /// Replace the single exact occurrence of `old` with `new`.
+    /// Replace the single occurrence of `old` with `new`: the exact text, else the one region
+    /// that equals it ignoring whitespace (see `edit_match`; the result says so). When `old`
+    /// is not there, the error shows the file's current text (a small file) to copy from.
     pub fn edit_file(&self, rel: &str, old: &str, new: &str) -> Result<String, ToolError> {
         if old.is_empty() {
             return Err(ToolError::EmptyOld);
@@ -210,17 +232,27 @@ impl Workspace {
         if path.is_dir() {
             return Err(ToolError::IsDirectory(rel.to_string()));
         }
-        let bytes = fs::read(&path).map_err(io_err("read", rel))?;
+        let bytes = fs::read(&path).map_err(|err| self.not_found_here(rel, err, "read"))?;
         let text = String::from_utf8(bytes).map_err(|_| ToolError::NotText(rel.to_string()))?;
-        let edited = replace_exactly_once(&text, old, new).map_err(|count| match count {
-            0 => ToolError::OldNotFound(rel.to_string()),
-            count => ToolError::OldAmbiguous {
-                path: rel.to_string(),
-                count,
-            },
-        })?;
+        let (edited, kind) =
+            replace_once(&text, old, new).map_err(|NoUniqueMatch(count)| match count {
+                0 => ToolError::OldNotFound {
+                    path: rel.to_string(),
+                    current: current_text_hint(&text),
+                },
+                count => ToolError::OldAmbiguous {
+                    path: rel.to_string(),
+                    count,
+                },
+            })?;
         fs::write(&path, edited).map_err(io_err("write", rel))?;
-        Ok(format!("edited {rel}"))
+        Ok(match kind {
+            MatchKind::Exact => format!("edited {rel}"),
+            MatchKind::IgnoringWhitespace => format!(
+                "edited {rel} (`old` matched only with its whitespace ignored; read the file \
+                 if the indentation matters)"
+            ),
+        })
     }
 
     /// Sorted entries, directories with a trailing `/`, symlinks with a trailing `@`.
@@ -256,6 +288,22 @@ impl Workspace {
     }
 }
 
+/// Most bytes of a file's text an `edit_file` miss shows.
+const CURRENT_TEXT_SHOWN: usize = 1500;
+
+/// What an `edit_file` miss adds to its error: the file's current text when it is small (the
+/// model copies `old` from it on its next turn), else where to read it.
+fn current_text_hint(text: &str) -> String {
+    if text.len() > CURRENT_TEXT_SHOWN {
+        return "; read_file shows its current text, copy `old` from it exactly".to_string();
+    }
+    let fence = if text.ends_with('\n') { "" } else { "\n" };
+    format!(
+        "; its current text is:\n```\n{text}{fence}```\nCopy `old` from it exactly, or write \
+         the whole file with write_file"
+    )
+}
+
 fn non_empty(rel: &str) -> Result<&str, ToolError> {
     if rel.trim().is_empty() {
         Err(ToolError::EmptyPath)
@@ -271,41 +319,28 @@ fn parent_rel(rel: &str) -> String {
         .unwrap_or_default()
 }
 
-/// `text` with its one occurrence of `old` replaced; `Err(count)` when there are 0 or several
-/// (overlapping occurrences count: `aa` is ambiguous in `aaa`).
-pub(crate) fn replace_exactly_once(text: &str, old: &str, new: &str) -> Result<String, usize> {
-    let hits = occurrences(text, old);
-    match hits.as_slice() {
-        [at] => {
-            let mut out = String::with_capacity(text.len() + new.len());
-            out.push_str(&text[..*at]);
-            out.push_str(new);
-            out.push_str(&text[at + old.len()..]);
-            Ok(out)
-        }
-        _ => Err(hits.len()),
-    }
-}
-
-/// Byte offsets of every (possibly overlapping) occurrence of a non-empty `needle`.
-fn occurrences(text: &str, needle: &str) -> Vec<usize> {
-    let mut hits = Vec::new();
-    let mut from = 0;
-    while let Some(found) = text.get(from..).and_then(|rest| rest.find(needle)) {
-        let at = from + found;
-        hits.push(at);
-        // Step one character past the start of this hit.
-        from = at + text[at..].chars().next().map_or(1, char::len_utf8);
-        if needle.is_empty() {
-            break;
-        }
-    }
-    hits
-}
-
 /// A path that starts with a `workspace/` directory the workspace does not have yet: small
 /// models prefix paths with the workspace's name. Returns the path without the prefix.
 impl Workspace {
+    /// A failed read of `rel`: when it does not exist but a file of its name does elsewhere
+    /// in the workspace, the error names that file.
+    fn not_found_here(&self, rel: &str, err: std::io::Error, op: &'static str) -> ToolError {
+        match io_err(op, rel)(err) {
+            ToolError::NotFound(path) => {
+                let elsewhere = files_named_like(&self.root, &path);
+                if elsewhere.is_empty() {
+                    ToolError::NotFound(path)
+                } else {
+                    ToolError::NotFoundButNamedElsewhere {
+                        path,
+                        elsewhere: listed(&elsewhere),
+                    }
+                }
+            }
+            other => other,
+        }
+    }
+
     /// Models often name the root itself (`workspace/hello.py`, or a file called `workspace`).
     /// While the workspace has no `workspace` entry of its own, a leading `workspace/` is the
     /// root (true: it was dropped), and `workspace` alone is refused as a file path.

@@ -108,7 +108,7 @@ fn edit_file_exact_replace_cases() {
             "g.py",
             "return 9",
             "x",
-            |r| matches!(r, Err(ToolError::OldNotFound(_))),
+            |r| matches!(r, Err(ToolError::OldNotFound { .. })),
             None,
         ),
         (
@@ -152,25 +152,6 @@ fn edit_file_exact_replace_cases() {
         fs::read_to_string(ws.root().join("f.py")).unwrap(),
         "x = 1\ny = 2\nx = 1\n"
     );
-}
-
-#[test]
-fn replace_exactly_once_table() {
-    let cases = [
-        ("abc", "b", "X", Ok("aXc".to_string())),
-        ("abcb", "b", "X", Err(2)),
-        ("abc", "z", "X", Err(0)),
-        ("aaa", "aa", "X", Err(2)),
-        ("ééé", "é", "e", Err(3)),
-        ("añb", "ñ", "n", Ok("anb".to_string())),
-    ];
-    for (text, old, new, expected) in cases {
-        assert_eq!(
-            replace_exactly_once(text, old, new),
-            expected,
-            "{text} {old}"
-        );
-    }
 }
 
 #[test]
@@ -254,4 +235,56 @@ fn a_write_that_changes_nothing_says_so() {
     let changed = ws.write_file("hello.py", "print(2)").unwrap();
     assert!(changed.starts_with("wrote 8 bytes"), "{changed}");
     assert_eq!(ws.read_file("hello.py", 100).unwrap(), "print(2)");
+}
+
+#[test]
+fn edit_misses_show_the_file_and_wrong_directories_name_the_real_file() {
+    let (_dir, ws) = workspace();
+    let original =
+        "def count_words(text):\n    \"\"\"Words.\"\"\"\n    return len(text.split(\" \"))\n";
+    ws.write_file("wordcount.py", original).unwrap();
+
+    // Whitespace drift in `old` still edits, and the result says how it matched.
+    let result = ws
+        .edit_file(
+            "wordcount.py",
+            "    \"\"\"Words.\n    \"\"\"\n    return len(text.split(\" \"))",
+            "    return len(text.split())",
+        )
+        .unwrap();
+    assert!(result.contains("whitespace ignored"), "{result}");
+    assert_eq!(
+        fs::read_to_string(ws.root().join("wordcount.py")).unwrap(),
+        "def count_words(text):\n    return len(text.split())\n"
+    );
+
+    // A real miss shows the current text to copy from, and changes nothing.
+    let miss = ws.edit_file("wordcount.py", "return 3", "x").unwrap_err();
+    let ToolError::OldNotFound { current, .. } = &miss else {
+        panic!("{miss:?}");
+    };
+    assert!(current.contains("return len(text.split())"), "{miss}");
+
+    // An invented directory: reading or editing names the file that exists; writing there
+    // creates the file and says the workspace has one of that name already.
+    for err in [
+        ws.read_file("src/wordcount.py", 1000).unwrap_err(),
+        ws.edit_file("src/wordcount.py", "a", "b").unwrap_err(),
+    ] {
+        let ToolError::NotFoundButNamedElsewhere { elsewhere, .. } = &err else {
+            panic!("{err:?}");
+        };
+        assert_eq!(elsewhere, "`wordcount.py`");
+    }
+    let wrote = ws.write_file("src/wordcount.py", "x\n").unwrap();
+    assert!(wrote.contains("also has `wordcount.py`"), "{wrote}");
+    let again = ws.write_file("src/wordcount.py", "y\n").unwrap();
+    assert!(
+        !again.contains("also has"),
+        "only a new file gets the note: {again}"
+    );
+    assert!(matches!(
+        ws.read_file("nothing.py", 10),
+        Err(ToolError::NotFound(_))
+    ));
 }

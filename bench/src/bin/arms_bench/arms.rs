@@ -17,7 +17,7 @@ use loopgate_tests::Stack;
 use serde_json::{json, Value};
 
 use crate::checks::verify_snapshot;
-use crate::report::ArmResult;
+use crate::report::{ArmResult, RoleTokens};
 use crate::suite::{ArmBudget, SuiteTask};
 
 /// Profile names in the daemons' config.
@@ -174,6 +174,7 @@ pub async fn single_shot(
         claimed_done,
         passes: verdict.passes,
         tokens: usage_total(&done["usage"]["executor"]),
+        role_tokens: RoleTokens::from_json(&done["usage"]),
         wall_s,
         rounds: execs.len() as u32,
         terminal_state: done["state"].as_str().unwrap_or("?").to_string(),
@@ -226,6 +227,7 @@ pub async fn loopgate(stack: &Stack, task: &SuiteTask, caps: Caps) -> anyhow::Re
         claimed_done: state == "completed",
         passes: verdict.passes,
         tokens: done["total_tokens"].as_u64().unwrap_or(0),
+        role_tokens: RoleTokens::from_json(&done["usage"]),
         wall_s,
         rounds: done["round"].as_u64().unwrap_or(0) as u32,
         terminal_state: state,

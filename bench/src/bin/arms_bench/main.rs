@@ -203,6 +203,7 @@ fn bench_error(task: &SuiteTask, arm: &'static str, err: &anyhow::Error) -> ArmR
         claimed_done: false,
         passes: false,
         tokens: 0,
+        role_tokens: None,
         wall_s: 0.0,
         rounds: 0,
         terminal_state: "bench_error".into(),

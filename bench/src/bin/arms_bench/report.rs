@@ -20,6 +20,9 @@ pub struct ArmResult {
     pub claimed_done: bool,
     pub passes: bool,
     pub tokens: u64,
+    /// `tokens` split by role (manager, executor, auditor), from the run's `usage`; `None`
+    /// in a file written before the split was recorded.
+    pub role_tokens: Option<RoleTokens>,
     pub wall_s: f64,
     pub rounds: u32,
     pub terminal_state: String,
@@ -43,6 +46,7 @@ impl ArmResult {
             claimed_done: v.get("claimed_done")?.as_bool()?,
             passes: v.get("passes")?.as_bool()?,
             tokens: v.get("tokens")?.as_u64()?,
+            role_tokens: v.get("tokens_by_role").and_then(RoleTokens::from_json),
             wall_s: v.get("wall_s")?.as_f64()?,
             rounds: u32::try_from(v.get("rounds")?.as_u64()?).ok()?,
             terminal_state: v.get("terminal_state")?.as_str()?.to_string(),
@@ -53,7 +57,7 @@ impl ArmResult {
     }
 
     fn to_json(&self) -> Value {
-        json!({
+        let mut v = json!({
             "task": self.task,
             "kind": self.kind,
             "arm": self.arm,
@@ -64,7 +68,50 @@ impl ArmResult {
             "rounds": self.rounds,
             "terminal_state": self.terminal_state,
             "note": self.note,
+        });
+        if let Some(split) = &self.role_tokens {
+            v["tokens_by_role"] = split.to_json();
+        }
+        v
+    }
+}
+
+/// Tokens (input + output) one run spent per role.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RoleTokens {
+    pub manager: u64,
+    pub executor: u64,
+    pub auditor: u64,
+}
+
+impl RoleTokens {
+    /// From a run view's `usage` (`{"manager": {"input_tokens": .., "output_tokens": ..}, ..}`)
+    /// or from the bench file's own `tokens_by_role` (`{"manager": 123, ..}`).
+    pub fn from_json(v: &Value) -> Option<RoleTokens> {
+        let role = |name: &str| -> Option<u64> {
+            let r = v.get(name)?;
+            r.as_u64().or_else(|| {
+                Some(
+                    r.get("input_tokens")?.as_u64()?
+                        + r.get("output_tokens").and_then(Value::as_u64).unwrap_or(0),
+                )
+            })
+        };
+        Some(RoleTokens {
+            manager: role("manager")?,
+            executor: role("executor")?,
+            auditor: role("auditor")?,
         })
+    }
+
+    fn to_json(self) -> Value {
+        json!({"manager": self.manager, "executor": self.executor, "auditor": self.auditor})
+    }
+
+    fn add(&mut self, other: RoleTokens) {
+        self.manager += other.manager;
+        self.executor += other.executor;
+        self.auditor += other.auditor;
     }
 }
 
@@ -152,17 +199,28 @@ impl Report {
 
     pub fn table(&self) -> String {
         let mut s = format!(
-            "{:<26} {:<12} {:>7} {:>6} {:>7} {:>7} {:>6}  {}\n",
-            "task", "arm", "claimed", "passes", "tokens", "wall_s", "rounds", "terminal_state"
+            "{:<26} {:<12} {:>7} {:>6} {:>7} {:>20} {:>7} {:>6}  {}\n",
+            "task",
+            "arm",
+            "claimed",
+            "passes",
+            "tokens",
+            "mgr/exec/aud",
+            "wall_s",
+            "rounds",
+            "terminal_state"
         );
         for r in &self.results {
             s.push_str(&format!(
-                "{:<26} {:<12} {:>7} {:>6} {:>7} {:>7.1} {:>6}  {}\n",
+                "{:<26} {:<12} {:>7} {:>6} {:>7} {:>20} {:>7.1} {:>6}  {}\n",
                 r.task,
                 r.arm,
                 yes_no(r.claimed_done),
                 yes_no(r.passes),
                 r.tokens,
+                r.role_tokens
+                    .map(|t| format!("{}/{}/{}", t.manager, t.executor, t.auditor))
+                    .unwrap_or_else(|| "-".into()),
                 r.wall_s,
                 r.rounds,
                 r.terminal_state
@@ -193,6 +251,20 @@ pub fn headline(arm: &str, results: &[ArmResult]) -> String {
     let claimed = rs.iter().filter(|r| r.claimed_done).count();
     let false_claims = rs.iter().filter(|r| r.claimed_done && !r.passes).count();
     let tokens: u64 = rs.iter().map(|r| r.tokens).sum();
+    let mut split = RoleTokens::default();
+    let mut split_of = 0usize;
+    for t in rs.iter().filter_map(|r| r.role_tokens) {
+        split.add(t);
+        split_of += 1;
+    }
+    let split_note = if split_of == 0 {
+        String::new()
+    } else {
+        format!(
+            " (by role over {split_of} run(s): manager {}, executor {}, auditor {})",
+            split.manager, split.executor, split.auditor
+        )
+    };
     let wall: f64 = rs.iter().map(|r| r.wall_s).sum();
     let pct = |a: usize, b: usize| {
         if b == 0 {
@@ -207,7 +279,7 @@ pub fn headline(arm: &str, results: &[ArmResult]) -> String {
         format!("{}", tokens / solved as u64)
     };
     format!(
-        "{arm:<12} solve rate {solved}/{n} ({}); false completions {false_claims} of {claimed} claims ({} of claims, {} of tasks); tokens per solved task {per_solved} ({tokens} tokens in all); wall {wall:.0} s in all",
+        "{arm:<12} solve rate {solved}/{n} ({}); false completions {false_claims} of {claimed} claims ({} of claims, {} of tasks); tokens per solved task {per_solved} ({tokens} tokens in all{split_note}); wall {wall:.0} s in all",
         pct(solved, n),
         pct(false_claims, claimed),
         pct(false_claims, n),
@@ -253,4 +325,40 @@ pub fn sha256_file(path: &Path) -> anyhow::Result<String> {
         .next()
         .unwrap_or_default()
         .to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn role_tokens_read_both_shapes() {
+        let split = RoleTokens {
+            manager: 3,
+            executor: 30,
+            auditor: 7,
+        };
+        let cases = [
+            (
+                json!({"manager": {"input_tokens": 2, "output_tokens": 1},
+                       "executor": {"input_tokens": 25, "output_tokens": 5, "cost_micros": 0},
+                       "auditor": {"input_tokens": 7}}),
+                Some(split),
+            ),
+            (
+                json!({"manager": 3, "executor": 30, "auditor": 7}),
+                Some(split),
+            ),
+            (json!({"manager": 3, "executor": 30}), None),
+            (Value::Null, None),
+        ];
+        for (v, want) in cases {
+            assert_eq!(RoleTokens::from_json(&v), want, "{v}");
+        }
+        assert_eq!(
+            RoleTokens::from_json(&split.to_json()),
+            Some(split),
+            "written back as it was read"
+        );
+    }
 }
