@@ -4,11 +4,15 @@
 use crate::path_hints::missing_path_hints;
 use crate::wire::{EpisodeKind, ExecFeedback, ExecRequest};
 
+/// No nested example path: with `a nested one is like src/app.py` here, the 1.5B model put a
+/// root file (`wordcount.py`, `checkage.py`) under an invented `src/` in 4 of the 9 suite
+/// episodes it ran on 2026-12-02 before this changed, while the checks use it from the root
+/// (and later episodes went on editing that copy).
 pub const SYSTEM: &str = "You are a coding agent. Your current directory is the project's \
 root. Do exactly the step you are given, using the tools: write_file, read_file, edit_file, \
 list_dir, shell, finish. A path is relative to the current directory: a top-level file is \
-just its name, such as `app.py`; a nested one is like `src/app.py`. Write complete file \
-contents. When the step is done, call finish with a one-line summary. Do not edit acceptance \
+just its name, such as `app.py`, with no directory in front. Use each file at exactly the path \
+the goal, the checks and the workspace list give it. Write complete file contents. When the step is done, call finish with a one-line summary. Do not edit acceptance \
 tests and do not hard-code expected output.";
 
 /// Workspace paths listed in the prompt.
