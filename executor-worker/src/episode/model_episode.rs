@@ -201,6 +201,12 @@ pub(crate) fn summarize(report: &LoopReport) -> Option<(String, bool)> {
             false,
         )),
         LoopEnd::StepCap => Some(("step cap reached".to_string(), false)),
+        LoopEnd::Stuck => Some((
+            "stopped early: after the self-check refused the workspace, the model kept \
+             writing what it already held; the next round starts afresh"
+                .to_string(),
+            false,
+        )),
         LoopEnd::TimedOut(after) => Some((
             format!(
                 "episode time limit of {}s reached; ended early",
@@ -225,6 +231,7 @@ fn end_label(end: &LoopEnd) -> &'static str {
         LoopEnd::Finished { .. } => "finished",
         LoopEnd::Replied { .. } => "replied",
         LoopEnd::StepCap => "step_cap",
+        LoopEnd::Stuck => "stuck",
         LoopEnd::TimedOut(_) => "timed_out",
         LoopEnd::ModelFailed(_) => "model_failed",
     }

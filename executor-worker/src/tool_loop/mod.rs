@@ -7,6 +7,9 @@
 //! result and the loop goes on (at most `self_checks` times). At the step cap one more
 //! self-check runs when one is left; if it fails, the agent gets one last turn with the
 //! refusal (so an episode makes at most `max_steps + 1` model calls), then the loop ends.
+//! An agent that keeps repeating a write of what the refused workspace already holds gets
+//! the findings again once; its next such write ends the episode (`LoopEnd::Stuck`), so the
+//! round's remaining turns are not spent on it and the next round starts afresh.
 //!
 //! Context health is tracked per agent (see `context_health`): at the warn level old tool
 //! output is compacted; when the score drops below the threshold the agent is asked to write
@@ -46,6 +49,12 @@ use crate::tools::dispatch::{EpisodeTools, ToolAction};
 pub(crate) const MAX_SUMMARY_CHARS: usize = 2000;
 /// Model turns an agent gets to write its handoff.
 const HANDOFF_TURNS: u32 = 2;
+/// Times an episode answers a write that changes nothing with the findings the agent has
+/// already seen for that very workspace; the next such write ends it (`LoopEnd::Stuck`). In
+/// the suite runs of 2026-12-02 the 1.5B model, once it repeated a refused write, repeated it
+/// to the step cap (six identical writes in one episode, ~12K tokens of growing context), and
+/// its next episode, from a fresh prompt at a higher temperature, wrote something else.
+pub(crate) const MAX_REPEATED_FINDINGS: u32 = 1;
 
 /// Anything that answers chat requests; `ChatClient` in production.
 pub trait ChatModel: Sync {
@@ -117,6 +126,10 @@ pub enum LoopEnd {
         summary: String,
     },
     StepCap,
+    /// The agent kept writing what its workspace already holds after the self-check refused
+    /// that very workspace (see [`MAX_REPEATED_FINDINGS`]): the episode ends so the next round
+    /// starts from a fresh context.
+    Stuck,
     TimedOut(Duration),
     ModelFailed(ModelError),
 }
@@ -152,6 +165,8 @@ struct LoopState {
     vision: bool,
     /// Repeated writes become an early self-check.
     repeats: RepeatGuard,
+    /// Repeated writes answered with findings the agent had already seen.
+    repeated_findings: u32,
     /// The profile's temperature (`None`: the server's default on every turn).
     base_temperature: Option<f32>,
     /// The episode retries a failed audit.
@@ -178,6 +193,8 @@ enum TurnEnd {
     Replied {
         text: String,
     },
+    /// See `LoopEnd::Stuck`.
+    Stuck,
 }
 
 /// Run the loop from `prompt` (system + first user message).
@@ -269,6 +286,7 @@ async fn drive<M: ChatModel>(
         health.observe(response.usage.input_tokens, response.usage.output_tokens);
         match run_turn(tools, &mut messages, response, state).await {
             TurnEnd::Continue => {}
+            TurnEnd::Stuck => return LoopEnd::Stuck,
             TurnEnd::Finished { summary } => return LoopEnd::Finished { summary },
             TurnEnd::Replied { text } => {
                 if goes_on_after_plain_reply(tools, &mut messages, &specs, &text, state).await {
@@ -314,6 +332,7 @@ async fn after_step_cap<M: ChatModel>(
             summary: summary_from_text(&text),
         },
         TurnEnd::Continue => LoopEnd::StepCap,
+        TurnEnd::Stuck => LoopEnd::Stuck,
     }
 }
 
@@ -434,6 +453,10 @@ async fn run_turn(
                         }
                     }
                     Repeated::Answer(text) => text,
+                    Repeated::Stuck(text) => {
+                        messages.push(ChatMessage::tool_result(&call.id, &call.name, text));
+                        return TurnEnd::Stuck;
+                    }
                     Repeated::No => result,
                 };
                 if state.vision && !images.is_empty() {
@@ -458,6 +481,8 @@ enum Repeated {
     Answer(String),
     /// The self-check ran and passed: the episode ends as if the agent called `finish`.
     Finished,
+    /// The tool result to give, and the episode ends (`LoopEnd::Stuck`).
+    Stuck(String),
 }
 
 /// The second identical write in a row: run the self-check now when the workspace changed
@@ -473,8 +498,14 @@ async fn after_repeat(
     match state.repeats.after_call(call, ok) {
         AfterCall::Nothing => Repeated::No,
         AfterCall::RepeatFindings(refusal) => {
+            let text = repeated_write_text(result, &refusal);
+            if state.repeated_findings >= MAX_REPEATED_FINDINGS {
+                tracing::info!(tool = %call.name, "a repeated write after its findings were repeated: the episode ends for a fresh attempt");
+                return Repeated::Stuck(text);
+            }
+            state.repeated_findings += 1;
             tracing::info!(tool = %call.name, "a repeated write: the last self-check's findings again");
-            Repeated::Answer(repeated_write_text(result, &refusal))
+            Repeated::Answer(text)
         }
         AfterCall::CheckNow => {
             if !tools.can_self_check(&state.self_checks) {
@@ -520,6 +551,7 @@ async fn write_handoff<M: ChatModel>(
         state.usage.add(response.usage);
         match run_turn(tools, messages, response, state).await {
             TurnEnd::Finished { summary } => return Err(LoopEnd::Finished { summary }),
+            TurnEnd::Stuck => return Err(LoopEnd::Stuck),
             TurnEnd::Replied { text } => {
                 let text = strip_tool_calls(&text);
                 if let Some(notes) = new_handoff(tools, before.as_deref()) {

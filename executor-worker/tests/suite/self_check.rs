@@ -458,6 +458,36 @@ async fn a_repeated_write_runs_the_self_check_and_names_the_misplaced_file() -> 
 }
 
 #[tokio::test]
+async fn an_agent_that_keeps_repeating_a_refused_write_ends_its_episode() -> anyhow::Result<()> {
+    // The 1.5B's loop: the same wrong write over and over. The second write self-checks and is
+    // refused, the third gets those findings again, the fourth ends the episode (not done),
+    // instead of spending every step left on the same bytes.
+    let script = Script::new().fallback(MODEL, write("hello.txt", "hullo\n"));
+    let h = Harness::start(script).await?;
+    let base = h.base(&[]).await?;
+    let req = request(&base, vec![criterion("says-hello", SAYS_HELLO)], 2, 12);
+    let end = run_episode(&req, 1, &h.env).await;
+    let EpisodeEnd::Outcome {
+        outcome:
+            ExecOutcome::Frozen {
+                summary,
+                claimed_done,
+                steps,
+                self_check_refusals,
+                ..
+            },
+        ..
+    } = end
+    else {
+        anyhow::bail!("no frozen outcome: {end:?}");
+    };
+    assert_eq!((claimed_done, steps, self_check_refusals), (false, 4, 1));
+    assert!(summary.starts_with("stopped early"), "{summary}");
+    assert_eq!(h.model.request_count(MODEL), 4);
+    Ok(())
+}
+
+#[tokio::test]
 async fn refusals_and_retried_failures_raise_the_temperature() -> anyhow::Result<()> {
     // The profile's 0.2 for the first try; +0.3 per refusal, and from the start when the step
     // retries a criterion the last audit failed. Without a profile temperature none is sent.

@@ -239,6 +239,9 @@ fn base_notes(args: &Args) -> Vec<String> {
              episode cap {} s.",
             args.structured_output, c.loop_wall_secs, c.episode_secs
         ),
+        "tokens_by_role: the run's usage per role (manager, executor, auditor; input + output \
+         tokens, prompt-cache hits included, as the budget counts them)."
+            .into(),
         "rounds: single_shot = executor episodes that reported (1, or 0 if the episode never \
          reported); loopgate = the run's round counter (executor episodes dispatched, including one cut \
          off by the wall cap)."
