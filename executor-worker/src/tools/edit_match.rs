@@ -6,6 +6,10 @@
 //! this way and cost a turn. The replaced region is whole lines' worth of the original when
 //! `old` began or ended with whitespace, so the indentation `new` brings is not doubled. Pure.
 
+/// Files over this many bytes get the exact match only (the lenient scan compares `old` at
+/// every non-whitespace character).
+const LENIENT_MAX_BYTES: usize = 256 * 1024;
+
 /// How `old` was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum MatchKind {
@@ -46,7 +50,7 @@ fn splice(text: &str, start: usize, end: usize, new: &str) -> String {
 /// The byte range of `text` that equals `old` ignoring whitespace, when there is exactly one.
 fn lenient_region(text: &str, old: &str) -> Result<(usize, usize), NoUniqueMatch> {
     let wanted: Vec<char> = old.chars().filter(|c| !c.is_whitespace()).collect();
-    if wanted.is_empty() {
+    if wanted.is_empty() || text.len() > LENIENT_MAX_BYTES {
         return Err(NoUniqueMatch(0));
     }
     // Every non-whitespace character of `text` with its byte offset.
@@ -54,14 +58,14 @@ fn lenient_region(text: &str, old: &str) -> Result<(usize, usize), NoUniqueMatch
         .char_indices()
         .filter(|(_, c)| !c.is_whitespace())
         .collect();
-    let mut hits = dense
+    let hits: Vec<usize> = dense
         .windows(wanted.len())
         .enumerate()
         .filter(|(_, w)| w.iter().map(|(_, c)| *c).eq(wanted.iter().copied()))
-        .map(|(i, _)| i);
-    let (Some(first), None) = (hits.next(), hits.next()) else {
-        let count = occurrences_dense(&dense, &wanted);
-        return Err(NoUniqueMatch(count));
+        .map(|(i, _)| i)
+        .collect();
+    let &[first] = hits.as_slice() else {
+        return Err(NoUniqueMatch(hits.len()));
     };
     let (start_at, _) = dense[first];
     let (last_at, last_char) = dense[first + wanted.len() - 1];
@@ -83,13 +87,6 @@ fn lenient_region(text: &str, old: &str) -> Result<(usize, usize), NoUniqueMatch
         }
     }
     Ok((start, end))
-}
-
-fn occurrences_dense(dense: &[(usize, char)], wanted: &[char]) -> usize {
-    dense
-        .windows(wanted.len())
-        .filter(|w| w.iter().map(|(_, c)| *c).eq(wanted.iter().copied()))
-        .count()
 }
 
 /// Byte offsets of every (possibly overlapping) occurrence of `needle`; none for an empty one.
