@@ -34,6 +34,8 @@ pub struct Caps {
     pub episode_secs: u64,
     pub single_wall_secs: u64,
     pub loop_wall_secs: u64,
+    /// The loopgate arm's task names the manager's model as its judge (`--judge`).
+    pub judge: bool,
 }
 
 /// How long past its own wall cap the bench waits for a run before cancelling it.
@@ -138,6 +140,7 @@ pub async fn single_shot(
             episode_secs: caps.episode_secs,
             max_rounds: Some(1),
             self_checks: Some(0),
+            judge: None,
         },
     )?;
     let started = Instant::now();
@@ -199,6 +202,7 @@ pub async fn loopgate(stack: &Stack, task: &SuiteTask, caps: Caps) -> anyhow::Re
             episode_secs: caps.episode_secs,
             max_rounds: None,
             self_checks: None,
+            judge: caps.judge.then(|| MANAGER_PROFILE.to_string()),
         },
     )?;
     let started = Instant::now();

@@ -75,7 +75,7 @@ struct Args {
 const USAGE: &str =
     "usage: arms-bench --model 1.5b|0.5b --out DIR [--suite examples|humaneval] [--tasks a,b] \
 [--humaneval-n N] [--humaneval-data FILE] [--max-rounds N] [--max-steps N] [--token-budget N] \
-[--episode-secs S] [--single-wall-secs S] [--loop-wall-secs S] [--stop-after-mins M] [--structured-output json_schema|off] [--resume]
+[--episode-secs S] [--single-wall-secs S] [--loop-wall-secs S] [--stop-after-mins M] [--structured-output json_schema|off] [--judge] [--resume]
        arms-bench --list [--suite examples|humaneval] [--humaneval-n N]   (the tasks, no runs)";
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -95,6 +95,7 @@ fn parse_args() -> anyhow::Result<Args> {
             episode_secs: 160,
             single_wall_secs: 190,
             loop_wall_secs: 340,
+            judge: false,
         },
         stop_after: None,
         structured_output: "json_schema".into(),
@@ -113,6 +114,10 @@ fn parse_args() -> anyhow::Result<Args> {
         }
         if flag == "--resume" {
             args.resume = true;
+            continue;
+        }
+        if flag == "--judge" {
+            args.caps.judge = true;
             continue;
         }
         let value = it
@@ -233,11 +238,19 @@ fn base_notes(args: &Args) -> Vec<String> {
             c.episode_secs
         ),
         format!(
-            "loopgate: full loop (local-model manager and executor, mechanical auditor, task's own max_rounds \
+            "loopgate: full loop (local-model manager and executor, {}, task's own max_rounds \
              and max_steps; the manager's profile has structured_output = \"{}\"); claimed_done = \
              the run reached completed; tokens = run total; wall cap {} s per run (max_wall_secs), \
              episode cap {} s.",
-            args.structured_output, c.loop_wall_secs, c.episode_secs
+            if c.judge {
+                "an auditor whose judge is the same local model (--judge: roles.auditor is set, so \
+                 the goal's clauses become judged criteria)"
+            } else {
+                "mechanical auditor (no roles.auditor: no derived criteria, no judge)"
+            },
+            args.structured_output,
+            c.loop_wall_secs,
+            c.episode_secs
         ),
         "tokens_by_role: the run's usage per role (manager, executor, auditor; input + output \
          tokens, prompt-cache hits included, as the budget counts them)."

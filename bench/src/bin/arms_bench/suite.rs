@@ -49,6 +49,9 @@ pub struct ArmBudget {
     pub max_rounds: Option<u32>,
     /// `Some(0)` for the single-shot arm (one episode, no self-check); None keeps the task's.
     pub self_checks: Option<u32>,
+    /// The auditor's judge model (`roles.auditor`): with one, the goal's clauses become
+    /// judged criteria (issue 14); None: no judge, as the suite's task files have it.
+    pub judge: Option<String>,
 }
 
 pub fn suite_dir() -> PathBuf {
@@ -127,7 +130,7 @@ impl SuiteTask {
         let mut file = self.file.clone();
         file.roles.manager = Some(manager.to_string());
         file.roles.executor = Some(ProfileChoice::One(executor.to_string()));
-        file.roles.auditor = None;
+        file.roles.auditor = b.judge.clone();
         file.budget.max_total_tokens = Some(b.token_budget);
         file.budget.max_wall_secs = Some(b.wall_secs);
         file.budget.executor_episode_secs = Some(b.episode_secs);
