@@ -12,8 +12,9 @@ pub const SYSTEM: &str = "You are a coding agent. Your current directory is the 
 root. Do exactly the step you are given, using the tools: write_file, read_file, edit_file, \
 list_dir, shell, finish. A path is relative to the current directory: a top-level file is \
 just its name, such as `app.py`, with no directory in front. Use each file at exactly the path \
-the goal, the checks and the workspace list give it. Write complete file contents. When the step is done, call finish with a one-line summary. Do not edit acceptance \
-tests and do not hard-code expected output.";
+the goal, the checks and the workspace list give it. Write complete file contents. When the \
+step is done, call finish with a one-line summary. Do not edit acceptance tests and do not \
+hard-code expected output.";
 
 /// Workspace paths listed in the prompt.
 const FILES_SHOWN: usize = 60;

@@ -49,12 +49,6 @@ use crate::tools::dispatch::{EpisodeTools, ToolAction};
 pub(crate) const MAX_SUMMARY_CHARS: usize = 2000;
 /// Model turns an agent gets to write its handoff.
 const HANDOFF_TURNS: u32 = 2;
-/// Times an episode answers a write that changes nothing with the findings the agent has
-/// already seen for that very workspace; the next such write ends it (`LoopEnd::Stuck`). In
-/// the suite runs of 2026-12-02 the 1.5B model, once it repeated a refused write, repeated it
-/// to the step cap (six identical writes in one episode, ~12K tokens of growing context), and
-/// its next episode, from a fresh prompt at a higher temperature, wrote something else.
-pub(crate) const MAX_REPEATED_FINDINGS: u32 = 1;
 
 /// Anything that answers chat requests; `ChatClient` in production.
 pub trait ChatModel: Sync {
@@ -127,7 +121,7 @@ pub enum LoopEnd {
     },
     StepCap,
     /// The agent kept writing what its workspace already holds after the self-check refused
-    /// that very workspace (see [`MAX_REPEATED_FINDINGS`]): the episode ends so the next round
+    /// that very workspace (see `repeat_guard::MAX_REPEATED_FINDINGS`): the episode ends so the next round
     /// starts from a fresh context.
     Stuck,
     TimedOut(Duration),
@@ -165,8 +159,6 @@ struct LoopState {
     vision: bool,
     /// Repeated writes become an early self-check.
     repeats: RepeatGuard,
-    /// Repeated writes answered with findings the agent had already seen.
-    repeated_findings: u32,
     /// The profile's temperature (`None`: the server's default on every turn).
     base_temperature: Option<f32>,
     /// The episode retries a failed audit.
@@ -498,14 +490,12 @@ async fn after_repeat(
     match state.repeats.after_call(call, ok) {
         AfterCall::Nothing => Repeated::No,
         AfterCall::RepeatFindings(refusal) => {
-            let text = repeated_write_text(result, &refusal);
-            if state.repeated_findings >= MAX_REPEATED_FINDINGS {
-                tracing::info!(tool = %call.name, "a repeated write after its findings were repeated: the episode ends for a fresh attempt");
-                return Repeated::Stuck(text);
-            }
-            state.repeated_findings += 1;
             tracing::info!(tool = %call.name, "a repeated write: the last self-check's findings again");
-            Repeated::Answer(text)
+            Repeated::Answer(repeated_write_text(result, &refusal))
+        }
+        AfterCall::Stuck(refusal) => {
+            tracing::info!(tool = %call.name, "a repeated write after its findings were repeated: the episode ends for a fresh attempt");
+            Repeated::Stuck(repeated_write_text(result, &refusal))
         }
         AfterCall::CheckNow => {
             if !tools.can_self_check(&state.self_checks) {

@@ -29,7 +29,17 @@ pub(crate) enum AfterCall {
     /// The same write again and nothing changed since the last self-check: show its findings
     /// again.
     RepeatFindings(String),
+    /// As `RepeatFindings`, after the findings were already repeated
+    /// [`MAX_REPEATED_FINDINGS`] times this episode: the agent is stuck, the episode ends.
+    Stuck(String),
 }
+
+/// Times an episode answers a write that changes nothing with the findings the agent has
+/// already seen for that very workspace; the next such write is `AfterCall::Stuck`. In the
+/// suite runs of 2026-12-02 the 1.5B model, once it repeated a refused write, repeated it to
+/// the step cap (six identical writes in one episode, ~12K tokens of growing context), and its
+/// next episode, from a fresh prompt at a higher temperature, wrote something else.
+pub(crate) const MAX_REPEATED_FINDINGS: u32 = 1;
 
 /// The episode's memory of its last tool call and its last self-check.
 #[derive(Debug, Default, Clone)]
@@ -40,6 +50,8 @@ pub(crate) struct RepeatGuard {
     changed_since_check: bool,
     /// The last self-check's refusal, when it refused.
     last_refusal: Option<String>,
+    /// Repeated writes answered with findings the agent had already seen.
+    repeated_findings: u32,
 }
 
 impl RepeatGuard {
@@ -52,7 +64,13 @@ impl RepeatGuard {
         self.last_call = Some(key);
         if repeat {
             return match (&self.last_refusal, self.changed_since_check) {
-                (Some(refusal), false) => AfterCall::RepeatFindings(refusal.clone()),
+                (Some(refusal), false) if self.repeated_findings >= MAX_REPEATED_FINDINGS => {
+                    AfterCall::Stuck(refusal.clone())
+                }
+                (Some(refusal), false) => {
+                    self.repeated_findings += 1;
+                    AfterCall::RepeatFindings(refusal.clone())
+                }
                 _ => AfterCall::CheckNow,
             };
         }
@@ -137,6 +155,17 @@ mod tests {
                 vec![(w("x"), true), (w("x"), true), (w("x"), true)],
                 Some((1, Some("refused"))),
                 AfterCall::RepeatFindings("refused".into()),
+            ),
+            // ... and once those were repeated, the next such write is stuck
+            (
+                vec![
+                    (w("x"), true),
+                    (w("x"), true),
+                    (w("x"), true),
+                    (w("x"), true),
+                ],
+                Some((1, Some("refused"))),
+                AfterCall::Stuck("refused".into()),
             ),
             // a shell command since the check may have changed things: check again
             (

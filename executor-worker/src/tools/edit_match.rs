@@ -1,9 +1,11 @@
 //! Where `edit_file`'s `old` text sits in a file. Exact first; when the exact text is not
 //! there, once more ignoring whitespace (codex's `apply_patch` does the same with trimmed
-//! lines). Small models retype the text they mean to replace and drift in its whitespace (a
-//! docstring's closing quotes moved to their own line, a tab for four spaces, a lost trailing
-//! newline): in the suite runs of 2026-12-02 every third `edit_file` of the 1.5B model missed
-//! this way and cost a turn. The replaced region is whole lines' worth of the original when
+//! lines). Small models retype the text they mean to replace and drift in it (a docstring's
+//! closing quotes moved to their own line, a tab for four spaces, a lost trailing newline);
+//! the whitespace part of that drift is what this forgives. In the suite sittings of
+//! 2026-12-02 the 1.5B model's misses mostly differed in more than whitespace (a dropped
+//! docstring line, another quote style), which only the file's text in the error helps with
+//! (`Workspace::edit_file`). The replaced region is whole lines' worth of the original when
 //! `old` began or ended with whitespace, so the indentation `new` brings is not doubled. Pure.
 
 /// Files over this many bytes get the exact match only (the lenient scan compares `old` at

@@ -158,7 +158,7 @@ impl Workspace {
         if path.is_dir() {
             return Err(ToolError::IsDirectory(rel.to_string()));
         }
-        let bytes = fs::read(&path).map_err(|err| self.not_found_here(rel, err, "read"))?;
+        let bytes = fs::read(&path).map_err(|err| self.read_error(rel, err))?;
         let text = String::from_utf8(bytes).map_err(|_| ToolError::NotText(rel.to_string()))?;
         Ok(cap_text(&text, cap))
     }
@@ -232,7 +232,7 @@ impl Workspace {
         if path.is_dir() {
             return Err(ToolError::IsDirectory(rel.to_string()));
         }
-        let bytes = fs::read(&path).map_err(|err| self.not_found_here(rel, err, "read"))?;
+        let bytes = fs::read(&path).map_err(|err| self.read_error(rel, err))?;
         let text = String::from_utf8(bytes).map_err(|_| ToolError::NotText(rel.to_string()))?;
         let (edited, kind) =
             replace_once(&text, old, new).map_err(|NoUniqueMatch(count)| match count {
@@ -324,8 +324,8 @@ fn parent_rel(rel: &str) -> String {
 impl Workspace {
     /// A failed read of `rel`: when it does not exist but a file of its name does elsewhere
     /// in the workspace, the error names that file.
-    fn not_found_here(&self, rel: &str, err: std::io::Error, op: &'static str) -> ToolError {
-        match io_err(op, rel)(err) {
+    fn read_error(&self, rel: &str, err: std::io::Error) -> ToolError {
+        match io_err("read", rel)(err) {
             ToolError::NotFound(path) => {
                 let elsewhere = files_named_like(&self.root, &path);
                 if elsewhere.is_empty() {
