@@ -1,7 +1,9 @@
 //! Crashing and restarting parts of a running stack: workers on their own configs, and the
 //! nats-server nodes and redis-server on their own ports and data directories.
 
-use loopgate_test_support::{meta_leader, wait_cluster_healthy, ChildGuard, NatsServer};
+use std::time::Duration;
+
+use loopgate_test_support::{http_get, meta_leader, wait_cluster_healthy, ChildGuard, NatsServer};
 
 use crate::daemons::Worker;
 use crate::run_checks::{findings, RunFindings};
@@ -52,6 +54,45 @@ impl Stack {
     /// The index of the cluster's JetStream meta leader, if one is known.
     pub async fn nats_meta_leader(&self) -> Option<usize> {
         meta_leader(&self.nats_nodes()).await
+    }
+
+    /// Where each node's streams and consumers live, one line each (`node n2: LG_AUDIT R3
+    /// leader n3; consumer audit leader n3`), for a failure message: a stream missing from
+    /// every live node was placed on a dead one.
+    pub async fn nats_placement(&self) -> String {
+        let mut lines = Vec::new();
+        for (i, node) in self.nats_nodes().iter().enumerate() {
+            let url = format!(
+                "{}/jsz?streams=true&consumers=true&config=true",
+                node.monitor_url()
+            );
+            let Ok(reply) = http_get(&url, Duration::from_secs(3)).await else {
+                lines.push(format!("node {i}: not answering"));
+                continue;
+            };
+            let jsz: serde_json::Value = serde_json::from_str(&reply.body).unwrap_or_default();
+            let streams = jsz["account_details"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|a| a["stream_detail"].as_array().cloned().unwrap_or_default());
+            for st in streams {
+                let consumers: Vec<String> = st["consumer_detail"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|c| format!("consumer {} leader {}", c["name"], c["cluster"]["leader"]))
+                    .collect();
+                lines.push(format!(
+                    "node {i}: {} R{} leader {}; {}",
+                    st["name"],
+                    st["config"]["num_replicas"],
+                    st["cluster"]["leader"],
+                    consumers.join(", ")
+                ));
+            }
+        }
+        lines.join("\n")
     }
 
     /// Waits until every nats-server node answers `/healthz` with 200.

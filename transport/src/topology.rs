@@ -57,6 +57,23 @@ fn stream_matches(
             .is_none_or(|b| actual.max_bytes == b)
 }
 
+/// The update for an existing stream whose settings differ from `wanted`: the replicas and the
+/// byte cap stay as the server has them unless `topology` asks for them, so a process with the
+/// default sizing never shrinks what the owner sized.
+fn keep_unasked_sizing(
+    mut wanted: stream::Config,
+    actual: &stream::Config,
+    topology: TopologyOptions,
+) -> stream::Config {
+    if topology.replicas.is_none() {
+        wanted.num_replicas = actual.num_replicas;
+    }
+    if topology.stream_max_bytes.is_none() {
+        wanted.max_bytes = actual.max_bytes;
+    }
+    wanted
+}
+
 impl Bus {
     /// The stream configurations this deployment uses, for the current prefix.
     pub fn stream_configs(&self) -> Vec<stream::Config> {
@@ -198,45 +215,47 @@ impl Bus {
         )
     }
 
-    async fn ensure_stream(&self, config: stream::Config) -> Result<(), BusError> {
-        // Look first: a stream that already has our settings needs no update, so processes
-        // with read-only rights on the topology (restricted per-role users) pass this step
-        // once the manager has created it.
-        if let Ok(Ok(mut existing)) = tokio::time::timeout(
-            self.request_timeout(),
-            self.jetstream().get_stream(&config.name),
-        )
-        .await
+    /// Stream `name`'s config as the server has it now; None when it does not exist or cannot
+    /// be looked up within the request timeout.
+    async fn stream_config(&self, name: &str) -> Option<stream::Config> {
+        match tokio::time::timeout(self.request_timeout(), self.jetstream().get_stream(name)).await
         {
-            if stream_matches(&existing.cached_info().config, &config, self.topology()) {
-                return Ok(());
-            }
-            // Refresh once in case the cached info is older than a concurrent update.
-            if let Ok(Ok(info)) =
-                tokio::time::timeout(self.request_timeout(), existing.info()).await
-            {
-                if stream_matches(&info.config, &config, self.topology()) {
-                    return Ok(());
-                }
-            }
+            Ok(Ok(existing)) => Some(existing.cached_info().config.clone()),
+            _ => None,
         }
+    }
+
+    /// Create the stream, or bring an existing one to the settings this topology asks for.
+    /// Every process may run this at the same time, so each look decides afresh: absent, it is
+    /// created (create only: an update could land on a stream another process has just
+    /// created); present with our settings, done (so processes with read-only rights on the
+    /// topology pass once the manager has created it); present otherwise, it is updated,
+    /// keeping the sizing this process does not ask for (`keep_unasked_sizing`). Before
+    /// 2026-12-02 a worker with the default sizing could shrink the owner's three-replica stream
+    /// to one (its create-or-update landed as an update), and the owner's retry took "it exists"
+    /// for done: a stream left on one node stopped every audit once that node was killed.
+    async fn ensure_stream(&self, config: stream::Config) -> Result<(), BusError> {
+        let timeout = self.request_timeout();
         let mut last_error = String::new();
         for attempt in 0..TOPOLOGY_ATTEMPTS {
-            // Someone with the rights may have created it meanwhile (the manager, while a
-            // restricted worker retries): look again before trying to create.
-            if attempt > 0 && self.stream_exists(&config.name).await {
-                return Ok(());
-            }
-            let result = tokio::time::timeout(
-                self.request_timeout(),
-                self.jetstream().create_or_update_stream(config.clone()),
-            )
-            .await;
+            let js = self.jetstream();
+            let result = match self.stream_config(&config.name).await {
+                Some(actual) if stream_matches(&actual, &config, self.topology()) => return Ok(()),
+                Some(actual) => {
+                    let update = keep_unasked_sizing(config.clone(), &actual, self.topology());
+                    tokio::time::timeout(timeout, js.update_stream(update))
+                        .await
+                        .map(|r| r.map(drop).map_err(|e| e.to_string()))
+                }
+                None => tokio::time::timeout(timeout, js.create_stream(config.clone()))
+                    .await
+                    .map(|r| r.map(drop).map_err(|e| e.to_string())),
+            };
             match result {
-                Ok(Ok(_)) => return Ok(()),
-                // Another process created it between our update and create: retry the update.
-                Ok(Err(err)) => last_error = err.to_string(),
-                Err(_) => last_error = format!("timed out after {:?}", self.request_timeout()),
+                Ok(Ok(())) => return Ok(()),
+                // Another process created or changed it meanwhile: look again.
+                Ok(Err(err)) => last_error = err,
+                Err(_) => last_error = format!("timed out after {timeout:?}"),
             }
             tracing::debug!(stream = %config.name, attempt, error = %last_error, "ensure stream retry");
             tokio::time::sleep(Duration::from_millis(50 * (attempt as u64 + 1))).await;
@@ -446,5 +465,58 @@ impl Bus {
         self.work_consumer(Work::Audit, ConsumerOptions::default())
             .await
             .map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(replicas: usize, max_bytes: i64) -> stream::Config {
+        stream::Config {
+            name: "LG_EXEC".into(),
+            subjects: vec!["lg.exec.>".into()],
+            num_replicas: replicas,
+            max_bytes,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_update_keeps_the_sizing_this_process_does_not_ask_for() {
+        let owner = TopologyOptions {
+            replicas: Some(3),
+            stream_max_bytes: Some(1 << 30),
+            ..TopologyOptions::default()
+        };
+        let replicas_only = TopologyOptions {
+            replicas: Some(3),
+            ..TopologyOptions::default()
+        };
+        // (this process's sizing, what it wants, what the server has) -> (replicas, max_bytes)
+        let cases = [
+            (
+                TopologyOptions::default(),
+                config(1, -1),
+                config(3, 1 << 30),
+                (3, 1 << 30),
+            ),
+            (owner, config(3, 1 << 30), config(1, -1), (3, 1 << 30)),
+            (
+                replicas_only,
+                config(3, -1),
+                config(1, 1 << 20),
+                (3, 1 << 20),
+            ),
+        ];
+        for (topology, wanted, actual, (replicas, max_bytes)) in cases {
+            let update = keep_unasked_sizing(wanted, &actual, topology);
+            assert_eq!(
+                (update.num_replicas, update.max_bytes),
+                (replicas, max_bytes),
+                "{topology:?}"
+            );
+            assert_eq!(update.subjects, actual.subjects);
+        }
     }
 }

@@ -8,7 +8,9 @@ use anyhow::{Context, Result};
 use async_nats::jetstream::stream;
 use loopgate_common::subjects::{Capability, EVIDENCE_BUCKET, SNAPSHOT_BUCKET};
 use loopgate_test_support::{wait_until, NatsCluster};
-use loopgate_transport::{Bus, BusOptions, ConsumerOptions, TopologyOptions, Work};
+use loopgate_transport::runtime::retry_with_patience;
+use loopgate_transport::{Bus, BusError, BusOptions, ConsumerOptions, TopologyOptions, Work};
+use tokio_util::sync::CancellationToken;
 
 use crate::bounded;
 
@@ -117,6 +119,59 @@ async fn owner_replicas_reach_buckets_a_worker_created_and_they_survive_their_le
             "the snapshot is unreadable after its bucket's leader {} was killed",
             cluster.name(leader)
         );
+        Ok(())
+    })
+    .await
+}
+
+/// Workers with the default sizing and the owner ensure the topology AT THE SAME TIME, as in
+/// a stack whose processes all start at once: whoever wins each create race, every stream ends
+/// with the owner's three replicas. (Before 2026-12-02 the owner's retry took "the stream
+/// exists" for done, so a stream a worker had just created stayed at one replica, and killing
+/// its node stopped every audit: 2 of 21 runs of the e2e cluster test.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_get_the_owner_replicas_when_workers_race_it_to_create_them() -> Result<()> {
+    bounded(async {
+        let cluster = NatsCluster::start(3).await?;
+        let workers = [connect(&cluster).await?, connect(&cluster).await?];
+        let owner = connect(&cluster).await?.with_topology(TopologyOptions {
+            replicas: Some(3),
+            ..TopologyOptions::default()
+        });
+        for race in 0..4 {
+            for config in owner.stream_configs() {
+                // Absent at the start of each race (not there yet on the first).
+                let _ = owner.jetstream().delete_stream(&config.name).await;
+            }
+            // Retried as the manager retries it at start-up: a consumer created while its
+            // stream is being resized is refused (insufficient resources) for a moment.
+            let never = CancellationToken::new();
+            let owner_ensures = retry_with_patience(
+                "topology",
+                Duration::from_secs(30),
+                &never,
+                BusError::is_retryable,
+                || owner.ensure_topology(),
+            );
+            let (a, b, own) = tokio::join!(
+                workers[0].ensure_topology(),
+                workers[1].ensure_topology(),
+                owner_ensures
+            );
+            // A worker may lose a race to the owner's update; the owner must not.
+            own.with_context(|| format!("race {race}: the owner's ensure_topology"))?
+                .context("never cancelled")?;
+            let _ = (a, b);
+            for config in owner.stream_configs() {
+                let mut stream = owner.jetstream().get_stream(&config.name).await?;
+                let info = stream.info().await?;
+                assert_eq!(
+                    info.config.num_replicas, 3,
+                    "race {race}: stream {} left at {} replica(s)",
+                    config.name, info.config.num_replicas
+                );
+            }
+        }
         Ok(())
     })
     .await
