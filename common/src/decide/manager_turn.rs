@@ -296,7 +296,34 @@ fn send_back(tx: &mut Tx, seq: u32, reason: String) {
     tx.request_decision();
 }
 
+/// Is `task` a copy of the manager's own instructions rather than a step? In the 2026-12-02
+/// suite sitting the 1.5B manager answered `Task: Give the executor one bounded instruction to
+/// carry out in the workspace with shell and file tools` (its system prompt's line for `cli`),
+/// and the executor got that as the manager's note. Such a task says nothing about this one.
+fn copies_the_manager_prompt(task: &str) -> bool {
+    let words = |t: &str| {
+        t.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let task = words(task);
+    task.split(' ').count() >= 5
+        && words(&crate::prompts::manager::system_prompt(true)).contains(&task)
+}
+
 fn dispatch_exec(tx: &mut Tx, capability: Capability, task: String) {
+    let task = if copies_the_manager_prompt(&task) {
+        let clauses = clauses_for_step(&tx.record.contract.goal, &task);
+        if clauses.is_empty() {
+            task
+        } else {
+            clauses.join(" ")
+        }
+    } else {
+        task
+    };
     let goal_clauses = clauses_for_step(&tx.record.contract.goal, &task);
     let feedback = exec_feedback(&tx.record);
     let increment = Increment {
@@ -313,4 +340,31 @@ fn dispatch_exec(tx: &mut Tx, capability: Capability, task: String) {
         goal_clauses,
     };
     tx.dispatch_exec(capability, increment, EpisodeKind::Step, feedback);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_copied_from_the_manager_prompt_is_not_a_step() {
+        let cases = [
+            (
+                "Give the executor one bounded instruction to carry out in the workspace with \
+                 shell and file tools",
+                true,
+            ),
+            ("give the executor one bounded instruction.", true),
+            (
+                "Fix apply_discount in pricing.py: divide percent by 100.",
+                false,
+            ),
+            // Too short to tell a copy from a real step.
+            ("cli", false),
+            ("Preserve exact names", false),
+        ];
+        for (task, copied) in cases {
+            assert_eq!(copies_the_manager_prompt(task), copied, "{task:?}");
+        }
+    }
 }

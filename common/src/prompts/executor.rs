@@ -132,7 +132,14 @@ pub fn task_prompt(req: &ExecRequest, files: &[String], previews: &[FilePreview]
         // loses exact names and formats.
         let step = clauses.join(" ");
         s.push_str(&format!("\nYour step: {step}\n"));
-        if req.increment.objective.trim() != step.trim() {
+        // Compared word by word: a manager's reply parser collapses runs of spaces, and a
+        // note that only re-spaces the goal's words would repeat them (and read as a change).
+        if !req
+            .increment
+            .objective
+            .split_whitespace()
+            .eq(step.split_whitespace())
+        {
             s.push_str(&format!(
                 "The manager's note on how to go about it (where it differs from the goal's \
                  words above, the goal's words win): {}\n",
@@ -373,6 +380,35 @@ mod tests {
         assert!(prompt.contains("\nYour step: write hello.py\n"), "{prompt}");
         assert!(!prompt.contains("What the last audit found"), "{prompt}");
         assert!(prompt.contains("Workspace files: (empty)"), "{prompt}");
+    }
+
+    #[test]
+    fn a_note_that_only_respaces_the_goal_words_is_not_shown() {
+        // (the manager's objective, whether its note is shown)
+        let cases = [
+            ("f('a b') returns 3. Fix it.", false),
+            ("  f('a  b')   returns 3.\nFix it. ", false),
+            ("Fix f in f.py.", true),
+        ];
+        for (objective, shown) in cases {
+            let increment = Increment {
+                objective: objective.into(),
+                instructions: String::new(),
+                acceptance_checks: vec![],
+                write_scope: vec![],
+                goal_clauses: vec!["f('a  b') returns 3.".into(), "Fix it.".into()],
+            };
+            let prompt = task_prompt(&request(increment, ExecFeedback::default()), &[], &[]);
+            assert!(
+                prompt.contains("Your step: f('a  b') returns 3. Fix it.\n"),
+                "{prompt}"
+            );
+            assert_eq!(
+                prompt.contains("The manager's note"),
+                shown,
+                "{objective:?}\n{prompt}"
+            );
+        }
     }
 
     #[test]

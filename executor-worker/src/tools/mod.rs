@@ -5,6 +5,7 @@
 pub(crate) mod browser;
 pub(crate) mod dispatch;
 pub(crate) mod edit_match;
+pub(crate) mod python_literals;
 pub(crate) mod same_name;
 pub(crate) mod shell;
 pub(crate) mod workspace;

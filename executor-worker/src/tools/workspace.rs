@@ -9,6 +9,7 @@ use std::path::{Component, Path, PathBuf};
 use loopgate_common::output_cap::cap_text;
 
 use crate::tools::edit_match::{replace_once, MatchKind, NoUniqueMatch};
+use crate::tools::python_literals::{escape_breaks_in_string_literals, Mended};
 use crate::tools::same_name::{files_named_like, listed};
 
 /// Most directory entries `list_dir` shows.
@@ -180,6 +181,8 @@ impl Workspace {
                 _ => io_err("create directories for", rel)(source),
             })?;
         }
+        let mended = mend_python(rel, content);
+        let content = mended.as_ref().map_or(content, |m| m.text.as_str());
         if fs::read(&path).is_ok_and(|before| before == content.as_bytes()) {
             // Small models repeat the same write for every step they have left; say plainly
             // that it changed nothing, so the next move is `finish` or a different change.
@@ -207,6 +210,9 @@ impl Workspace {
                 " (paths are relative to the workspace root, so the `workspace/` prefix was \
                  dropped)",
             );
+        }
+        if let Some(m) = &mended {
+            result.push_str(&mended_note(&m.lines));
         }
         Ok(result)
     }
@@ -245,14 +251,26 @@ impl Workspace {
                     count,
                 },
             })?;
+        let mended = mend_python(rel, &edited);
+        let edited = mended.as_ref().map_or(edited.as_str(), |m| m.text.as_str());
+        if edited == text {
+            return Ok(format!(
+                "{rel} is unchanged: `new` is the same as `old`. Change something else, or \
+                 call finish if the step is done."
+            ));
+        }
         fs::write(&path, edited).map_err(io_err("write", rel))?;
-        Ok(match kind {
+        let mut result = match kind {
             MatchKind::Exact => format!("edited {rel}"),
             MatchKind::IgnoringWhitespace => format!(
                 "edited {rel} (`old` matched only with its whitespace ignored; read the file \
                  if the indentation matters)"
             ),
-        })
+        };
+        if let Some(m) = &mended {
+            result.push_str(&mended_note(&m.lines));
+        }
+        Ok(result)
     }
 
     /// Sorted entries, directories with a trailing `/`, symlinks with a trailing `@`.
@@ -293,6 +311,23 @@ const CURRENT_TEXT_SHOWN: usize = 1500;
 
 /// What an `edit_file` miss adds to its error: the file's current text when it is small (the
 /// model copies `old` from it on its next turn), else where to read it.
+/// A Python file's text with the line breaks a tool call's JSON put inside one-line string
+/// literals written as `\n` (see `python_literals`); None for other files, or when none.
+fn mend_python(rel: &str, text: &str) -> Option<Mended> {
+    rel.ends_with(".py")
+        .then(|| escape_breaks_in_string_literals(text))
+        .flatten()
+}
+
+fn mended_note(lines: &[usize]) -> String {
+    let lines: Vec<String> = lines.iter().map(usize::to_string).collect();
+    format!(
+        " (line {}: a line break inside a one-line string literal, which Python rejects, was \
+         written as the escape \\n; in a JSON argument, write \\\\n for a backslash-n in the code)",
+        lines.join(", ")
+    )
+}
+
 fn current_text_hint(text: &str) -> String {
     if text.len() > CURRENT_TEXT_SHOWN {
         return "; read_file shows its current text, copy `old` from it exactly".to_string();

@@ -288,3 +288,41 @@ fn edit_misses_show_the_file_and_wrong_directories_name_the_real_file() {
         Err(ToolError::NotFound(_))
     ));
 }
+
+#[test]
+fn a_python_line_break_inside_a_string_literal_is_written_as_an_escape() {
+    let (_dir, ws) = workspace();
+    // What JSON makes of `"... + '\n')"`: a real line break inside the literal.
+    let broken = "import json\nout.write(json.dumps(row) + '\n')\n";
+    let mended = "import json\nout.write(json.dumps(row) + '\\n')\n";
+    // (path, content, file afterwards, the result mentions the mend)
+    let cases = [
+        ("to_json.py", broken, mended, true),
+        ("notes.txt", broken, broken, false),
+        ("ok.py", mended, mended, false),
+    ];
+    for (path, content, after, noted) in cases {
+        let result = ws.write_file(path, content).unwrap();
+        assert_eq!(
+            fs::read_to_string(ws.root().join(path)).unwrap(),
+            after,
+            "{path}"
+        );
+        assert_eq!(result.contains("line 2:"), noted, "{path}: {result}");
+    }
+    // An edit that puts one in is mended the same way.
+    let result = ws.edit_file("ok.py", "+ '\\n')", "+ '\n' + 'x')").unwrap();
+    assert!(result.contains("written as the escape"), "{result}");
+    assert_eq!(
+        fs::read_to_string(ws.root().join("ok.py")).unwrap(),
+        "import json\nout.write(json.dumps(row) + '\\n' + 'x')\n"
+    );
+}
+
+#[test]
+fn an_edit_whose_new_text_is_its_old_says_nothing_changed() {
+    let (_dir, ws) = workspace();
+    ws.write_file("a.py", "x = 1\n").unwrap();
+    let result = ws.edit_file("a.py", "x = 1", "x = 1").unwrap();
+    assert!(result.contains("is unchanged"), "{result}");
+}
