@@ -87,9 +87,7 @@ pub fn derive_goal_criteria(goal: &str, existing: &[Criterion]) -> Vec<Criterion
         }
         derived.push(Criterion {
             id,
-            // Not "holds": a goal's sentence may state the problem ("f('a') returns 3"),
-            // which the finished work must leave fixed, not true.
-            description: format!("the result honours the goal's words: {}", cover.clause),
+            description: format!("the goal's clause holds: {}", cover.clause),
             check: None,
             blocking: true,
             timeout_secs: DEFAULT_CHECK_TIMEOUT_SECS,

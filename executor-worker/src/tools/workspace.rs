@@ -309,8 +309,6 @@ impl Workspace {
 /// Most bytes of a file's text an `edit_file` miss shows.
 const CURRENT_TEXT_SHOWN: usize = 1500;
 
-/// What an `edit_file` miss adds to its error: the file's current text when it is small (the
-/// model copies `old` from it on its next turn), else where to read it.
 /// A Python file's text with the line breaks a tool call's JSON put inside one-line string
 /// literals written as `\n` (see `python_literals`); None for other files, or when none.
 fn mend_python(rel: &str, text: &str) -> Option<Mended> {
@@ -328,6 +326,8 @@ fn mended_note(lines: &[usize]) -> String {
     )
 }
 
+/// What an `edit_file` miss adds to its error: the file's current text when it is small (the
+/// model copies `old` from it on its next turn), else where to read it.
 fn current_text_hint(text: &str) -> String {
     if text.len() > CURRENT_TEXT_SHOWN {
         return "; read_file shows its current text, copy `old` from it exactly".to_string();
