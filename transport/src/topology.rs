@@ -172,7 +172,7 @@ impl Bus {
             TopologyRole::Auditor => (Vec::new(), &[SNAPSHOT_BUCKET, EVIDENCE_BUCKET], true),
         };
         for name in streams {
-            if !self.stream_exists(&name).await {
+            if self.stream_config(&name).await.is_none() {
                 missing.push(format!("stream {name}"));
             }
         }
@@ -205,14 +205,6 @@ impl Bus {
             }
         }
         missing
-    }
-
-    /// Whether stream `name` exists (a read-only look-up within the request timeout).
-    async fn stream_exists(&self, name: &str) -> bool {
-        matches!(
-            tokio::time::timeout(self.request_timeout(), self.jetstream().get_stream(name)).await,
-            Ok(Ok(_))
-        )
     }
 
     /// Stream `name`'s config as the server has it now; None when it does not exist or cannot
