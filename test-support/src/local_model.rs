@@ -1,7 +1,7 @@
 //! A real llama-server serving a local Qwen2.5-Coder GGUF through the repo's chat template,
 //! for end-to-end tests against a real (small) model.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -128,13 +128,20 @@ impl LocalModel {
         None
     }
 
-    /// `deploy/llama/qwen-fenced-tools.jinja` in this repository.
+    /// `deploy/llama/qwen-fenced-tools.jinja` in this repository: beside the sources this was
+    /// built from, or else under the current directory (a build cache shared between two
+    /// checkouts can hand one checkout the other's compiled-in path, which may be gone).
     pub fn chat_template_path() -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("..")
-            .join("deploy")
+        let relative = Path::new("deploy")
             .join("llama")
-            .join("qwen-fenced-tools.jinja")
+            .join("qwen-fenced-tools.jinja");
+        let built = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(&relative);
+        if built.is_file() || !relative.is_file() {
+            return built;
+        }
+        relative
     }
 
     /// `http://127.0.0.1:PORT/v1` (OpenAI-compatible base URL).
