@@ -86,8 +86,24 @@ pub fn contract_from_proposal(text: &str, task: &Task) -> Result<Contract, TaskE
             criteria.push(c);
         }
     }
+    let mut protected = task.protected_paths.clone();
+    protected.extend(validate_protected_paths(
+        &file.protected_paths,
+        "protected_paths",
+    )?);
+    protected.extend([SPEC_FILE.to_string(), PROPOSAL_FILE.to_string()]);
     if crate::goal_criteria::derives(task) {
-        let derived = crate::goal_criteria::derive_goal_criteria(&task.goal, &criteria);
+        protected.extend(crate::goal_criteria::goal_kept_paths(&task.goal));
+    }
+    let mut protected_paths: Vec<String> = Vec::with_capacity(protected.len());
+    for p in protected {
+        if !protected_paths.contains(&p) {
+            protected_paths.push(p);
+        }
+    }
+    if crate::goal_criteria::derives(task) {
+        let derived =
+            crate::goal_criteria::derive_goal_criteria(&task.goal, &criteria, &protected_paths);
         criteria.extend(derived);
     } else if let Some(c) = criteria.iter().find(|c| c.blocking && c.check.is_none()) {
         return Err(TaskError::Invalid {
@@ -111,18 +127,6 @@ pub fn contract_from_proposal(text: &str, task: &Task) -> Result<Contract, TaskE
             field: "acceptance".to_string(),
             problem: format!("at most {} criteria in all", crate::task::MAX_CRITERIA),
         });
-    }
-    let mut protected = task.protected_paths.clone();
-    protected.extend(validate_protected_paths(
-        &file.protected_paths,
-        "protected_paths",
-    )?);
-    protected.extend([SPEC_FILE.to_string(), PROPOSAL_FILE.to_string()]);
-    let mut protected_paths: Vec<String> = Vec::with_capacity(protected.len());
-    for p in protected {
-        if !protected_paths.contains(&p) {
-            protected_paths.push(p);
-        }
     }
     let proposed_rubric = validate_rubric(&file.rubric, file.rubric_threshold)?;
     let rubric = match (&task.rubric, proposed_rubric) {
@@ -154,19 +158,28 @@ pub fn contract_to_toml(contract: &Contract) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# spec {}", contract.spec_hash);
     let _ = writeln!(out, "# goal: {}", contract.goal.replace('\n', " "));
-    let coverage = crate::goal_criteria::clause_coverage(&contract.goal, &contract.criteria);
+    let coverage = crate::goal_criteria::clause_coverage(
+        &contract.goal,
+        &contract.criteria,
+        &contract.protected_paths,
+    );
     if !coverage.is_empty() {
         let _ = writeln!(
             out,
             "# goal clauses (each checked or judged by the criterion named):"
         );
         for cover in &coverage {
-            let by = cover
-                .criterion
-                .as_deref()
-                .map_or("(no criterion covers it)".to_string(), |id| {
-                    format!("-> {id}")
-                });
+            use crate::goal_criteria::ClauseCover;
+            let by = match &cover.cover {
+                ClauseCover::Criterion(id) => format!("-> {id}"),
+                ClauseCover::ProtectedPaths(paths) => {
+                    format!("-> protected_paths ({})", paths.join(", "))
+                }
+                ClauseCover::StatesProblem => {
+                    "(states the problem the task fixes; not a criterion)".to_string()
+                }
+                ClauseCover::Uncovered => "(no criterion covers it)".to_string(),
+            };
             let _ = writeln!(out, "#   \"{}\" {by}", cover.clause.replace('\n', " "));
         }
     }

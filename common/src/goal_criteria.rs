@@ -1,10 +1,13 @@
 //! The goal's clauses as criteria of the contract. Every clause of the goal (see
-//! [`goal_clauses`]) is either covered by a criterion that quotes it (`clause = "..."`, written
-//! by the task's author or the proposer) or becomes a criterion of its own with
-//! `source = "goal"`, judged by the auditor's model one clause at a time (`met | unmet |
-//! unknown`). Derived checks that break on their own (a shell syntax error, a command that does
+//! [`goal_clauses`]) is either covered (by a criterion that quotes it, `clause = "..."`,
+//! written by the task's author or the proposer; by a check or a protected path that decides
+//! it, or as a statement of the problem: see [`crate::clause_reading`]) or becomes a criterion
+//! of its own with `source = "goal"`: checked mechanically where a rule reads the clause as a
+//! file to create or a command that must pass, else judged by the auditor's model one clause at
+//! a time (`met | unmet | unknown`). Derived checks that break on their own (a shell syntax error, a command that does
 //! not exist) are *broken*: they stop deciding and their clause is judged instead. Pure.
 
+use crate::clause_reading::{covering_check, mechanical_check, read_clause, ClauseReading};
 use crate::contract::Contract;
 use crate::goal_words::goal_clauses;
 use crate::task::{Criterion, CriterionSource, Task, DEFAULT_CHECK_TIMEOUT_SECS, MAX_CRITERIA};
@@ -38,47 +41,130 @@ pub fn derives(task: &Task) -> bool {
     task.derive_criteria && task.roles.auditor.is_some()
 }
 
-/// The contract a run starts with: the task's own, and with [`derives`], a judged criterion
-/// (`source = "goal"`) for each goal clause no criterion quotes.
+/// The contract a run starts with: the task's own, and with [`derives`], the files the goal
+/// says not to change as protected paths and a criterion (`source = "goal"`) for each goal
+/// clause nothing covers.
 pub fn contract_for(task: &Task) -> Contract {
     let mut contract = Contract::from_task(task);
     if derives(task) {
-        let derived = derive_goal_criteria(&task.goal, &contract.criteria);
+        for path in goal_kept_paths(&task.goal) {
+            if !contract.protected_paths.contains(&path) {
+                contract.protected_paths.push(path);
+            }
+        }
+        let derived =
+            derive_goal_criteria(&task.goal, &contract.criteria, &contract.protected_paths);
         contract.criteria.extend(derived);
         contract.spec_hash = contract.compute_hash();
     }
     contract
 }
 
-/// One goal clause and the criterion that covers it (`None`: nothing does).
+/// The files the goal's clauses say not to change ("Do not change test_pricing.py."), which a
+/// deriving contract protects.
+pub fn goal_kept_paths(goal: &str) -> Vec<String> {
+    let clauses = goal_clauses(goal);
+    let mut paths: Vec<String> = Vec::new();
+    for i in 0..clauses.len() {
+        if let ClauseReading::KeepsFiles(names) = read_clause(&clauses, i) {
+            for name in names {
+                if !paths.contains(&name) {
+                    paths.push(name);
+                }
+            }
+        }
+    }
+    paths
+}
+
+/// What covers one goal clause.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClauseCover {
+    /// This criterion quotes the clause, or its check runs the clause's exact words.
+    Criterion(String),
+    /// The clause keeps these files, which the contract protects.
+    ProtectedPaths(Vec<String>),
+    /// The clause states the problem the task fixes: not a requirement of its own.
+    StatesProblem,
+    /// Nothing: a derived criterion is due.
+    Uncovered,
+}
+
+/// One goal clause, what a rule reads it as, and what covers it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClauseCoverage {
     pub clause: String,
-    pub criterion: Option<String>,
+    pub reading: ClauseReading,
+    pub cover: ClauseCover,
 }
 
-/// Each clause of `goal` with the criterion quoting it, in the goal's order.
-pub fn clause_coverage(goal: &str, criteria: &[Criterion]) -> Vec<ClauseCoverage> {
-    goal_clauses(goal)
-        .into_iter()
-        .map(|clause| {
-            let criterion = criteria
+impl ClauseCoverage {
+    /// The criterion covering the clause, if one does.
+    pub fn criterion(&self) -> Option<&str> {
+        match &self.cover {
+            ClauseCover::Criterion(id) => Some(id),
+            _ => None,
+        }
+    }
+}
+
+/// Each clause of `goal` with what covers it, in the goal's order: a criterion that quotes it,
+/// the protected paths for a clause that keeps files, nothing for one that states the problem,
+/// a blocking check that already runs its exact words (see [`crate::clause_reading`]).
+pub fn clause_coverage(
+    goal: &str,
+    criteria: &[Criterion],
+    protected_paths: &[String],
+) -> Vec<ClauseCoverage> {
+    let clauses = goal_clauses(goal);
+    (0..clauses.len())
+        .map(|i| {
+            let clause = clauses[i].clone();
+            let reading = read_clause(&clauses, i);
+            let quoted = criteria
                 .iter()
-                .find(|c| c.clause.as_deref().is_some_and(|q| same_clause(q, &clause)))
-                .map(|c| c.id.clone());
-            ClauseCoverage { clause, criterion }
+                .find(|c| c.clause.as_deref().is_some_and(|q| same_clause(q, &clause)));
+            let cover = if let Some(c) = quoted {
+                ClauseCover::Criterion(c.id.clone())
+            } else {
+                match &reading {
+                    ClauseReading::KeepsFiles(names)
+                        if names.iter().all(|n| protected_paths.contains(n)) =>
+                    {
+                        ClauseCover::ProtectedPaths(names.clone())
+                    }
+                    ClauseReading::StatesProblem => ClauseCover::StatesProblem,
+                    _ => covering_check(&clause, &reading, criteria)
+                        .map_or(ClauseCover::Uncovered, |c| {
+                            ClauseCover::Criterion(c.id.clone())
+                        }),
+                }
+            };
+            ClauseCoverage {
+                clause,
+                reading,
+                cover,
+            }
         })
         .collect()
 }
 
-/// The criteria to add for the clauses of `goal` that no criterion in `existing` covers:
-/// `goal-1`, `goal-2`, ... (numbered by the clause's place in the goal), blocking, without a
-/// check, judged by the auditor's model.
-pub fn derive_goal_criteria(goal: &str, existing: &[Criterion]) -> Vec<Criterion> {
+/// The criteria to add for the clauses of `goal` that nothing in `existing` (or the protected
+/// paths) covers: `goal-1`, `goal-2`, ... (numbered by the clause's place in the goal),
+/// blocking. A clause a rule reads as a file to create or a command that must pass gets that
+/// check ([`mechanical_check`]); any other is judged by the auditor's model.
+pub fn derive_goal_criteria(
+    goal: &str,
+    existing: &[Criterion],
+    protected_paths: &[String],
+) -> Vec<Criterion> {
     let room = MAX_CRITERIA.saturating_sub(existing.len());
     let mut derived: Vec<Criterion> = Vec::new();
-    for (i, cover) in clause_coverage(goal, existing).into_iter().enumerate() {
-        if cover.criterion.is_some() || derived.len() >= room.min(MAX_DERIVED) {
+    for (i, cover) in clause_coverage(goal, existing, protected_paths)
+        .into_iter()
+        .enumerate()
+    {
+        if cover.cover != ClauseCover::Uncovered || derived.len() >= room.min(MAX_DERIVED) {
             continue;
         }
         let mut id = format!("goal-{}", i + 1);
@@ -88,7 +174,7 @@ pub fn derive_goal_criteria(goal: &str, existing: &[Criterion]) -> Vec<Criterion
         derived.push(Criterion {
             id,
             description: format!("the goal's clause holds: {}", cover.clause),
-            check: None,
+            check: mechanical_check(&cover.reading),
             blocking: true,
             timeout_secs: DEFAULT_CHECK_TIMEOUT_SECS,
             source: CriterionSource::Goal,
@@ -96,6 +182,17 @@ pub fn derive_goal_criteria(goal: &str, existing: &[Criterion]) -> Vec<Criterion
         });
     }
     derived
+}
+
+/// Is `c`'s check the one a rule reads its clause as (the goal's own command, or `test -f` of
+/// the file it creates)? Such a check is the goal's words, not a proposer's guess.
+pub fn is_mechanical(c: &Criterion) -> bool {
+    let (Some(clause), Some(check)) = (c.clause.as_deref(), c.check.as_deref()) else {
+        return false;
+    };
+    let clauses = goal_clauses(clause);
+    (0..clauses.len())
+        .any(|i| mechanical_check(&read_clause(&clauses, i)).as_deref() == Some(check))
 }
 
 /// The criteria the auditor's judge answers one by one on a candidate: every blocking goal
@@ -244,7 +341,7 @@ pub fn broken_on_start(
 ) -> Vec<String> {
     criteria
         .iter()
-        .filter(|c| c.source == CriterionSource::Goal && c.check.is_some())
+        .filter(|c| c.source == CriterionSource::Goal && c.check.is_some() && !is_mechanical(c))
         .filter_map(|c| {
             let e = evidence.iter().find(|e| e.check_id == c.id)?;
             if e.verdict == CheckVerdict::Pass {
@@ -289,7 +386,7 @@ mod tests {
             (vec![criterion("goal-1", None)], vec!["goal-1x", "goal-2"]),
         ];
         for (existing, want) in cases {
-            let derived = derive_goal_criteria(DEDUPE, &existing);
+            let derived = derive_goal_criteria(DEDUPE, &existing, &[]);
             let ids: Vec<&str> = derived.iter().map(|c| c.id.as_str()).collect();
             assert_eq!(ids, want, "{existing:?}");
             for c in &derived {
@@ -298,14 +395,122 @@ mod tests {
                 assert!(DEDUPE.contains(c.clause.as_deref().unwrap().trim_end_matches('.')));
             }
         }
-        assert!(derive_goal_criteria("", &[]).is_empty());
+        assert!(derive_goal_criteria("", &[], &[]).is_empty());
         let coverage = clause_coverage(
             DEDUPE,
             &[criterion("no-empty", Some("Do not print empty lines."))],
+            &[],
         );
         assert_eq!(coverage.len(), 2);
-        assert_eq!(coverage[0].criterion, None);
-        assert_eq!(coverage[1].criterion.as_deref(), Some("no-empty"));
+        assert_eq!(coverage[0].cover, ClauseCover::Uncovered);
+        assert_eq!(coverage[1].criterion(), Some("no-empty"));
+    }
+
+    /// The suite's own tasks, with a judge: what each clause becomes.
+    #[test]
+    fn suite_goals_derive_checks_where_their_words_decide() {
+        use crate::task::parse_task_toml;
+        // (task file, per clause: the covering criterion, `+check` for a derived one with a
+        // check, `judged` for a derived one without, or the other covers)
+        let cases: &[(&str, &[&str])] = &[
+            (
+                include_str!("../../examples/suite/fix-failing-test/task.toml"),
+                &["problem", "goal-2 +check", "protected"],
+            ),
+            (
+                include_str!("../../examples/suite/shell-count-errors/task.toml"),
+                &["app-log", "goal-2 judged", "app-log"],
+            ),
+            (
+                include_str!("../../examples/suite/write-fizzbuzz/task.toml"),
+                &["prints-fizzbuzz", "goal-2 judged"],
+            ),
+            (
+                include_str!("../../examples/suite/bugfix-wordcount/task.toml"),
+                &["problem", "goal-2 judged"],
+            ),
+            (
+                include_str!("../../examples/loose/count-top-level/task.toml"),
+                &["two-files", "goal-2 judged", "goal-3 judged"],
+            ),
+            (
+                include_str!("../../examples/loose/greet-exact/task.toml"),
+                &["names-the-person", "goal-2 judged", "goal-3 judged"],
+            ),
+        ];
+        for (text, want) in cases {
+            let text = if text.contains("auditor = ") {
+                text.to_string()
+            } else {
+                text.replace("[roles]\n", "[roles]\nauditor = 'judge'\n")
+            };
+            let task = parse_task_toml(&text).unwrap();
+            let contract = contract_for(&task);
+            let got: Vec<String> = clause_coverage(
+                &contract.goal,
+                &contract.criteria,
+                &contract.protected_paths,
+            )
+            .iter()
+            .map(|cover| match &cover.cover {
+                ClauseCover::Criterion(id) => {
+                    let c = contract.criteria.iter().find(|c| &c.id == id).unwrap();
+                    match (c.source, &c.check) {
+                        (CriterionSource::Task, _) => id.clone(),
+                        (CriterionSource::Goal, Some(_)) => format!("{id} +check"),
+                        (CriterionSource::Goal, None) => format!("{id} judged"),
+                    }
+                }
+                ClauseCover::ProtectedPaths(_) => "protected".into(),
+                ClauseCover::StatesProblem => "problem".into(),
+                ClauseCover::Uncovered => "uncovered".into(),
+            })
+            .collect();
+            assert_eq!(got, *want, "{}", task.goal);
+            assert!(contract.is_intact());
+        }
+        // The goal's own command is the derived check, and a kept file is protected even when
+        // the task did not protect it.
+        let task = parse_task_toml(
+            r#"goal = "The tests fail. Fix it so that `python3 -m unittest` passes. Do not change test_x.py."
+[[acceptance]]
+id = "a"
+check = "true"
+[roles]
+auditor = "judge"
+"#,
+        )
+        .unwrap();
+        let contract = contract_for(&task);
+        assert_eq!(contract.protected_paths, vec!["test_x.py".to_string()]);
+        let derived: Vec<_> = contract
+            .criteria
+            .iter()
+            .filter(|c| c.id.starts_with("goal-"))
+            .collect();
+        assert_eq!(derived.len(), 1);
+        assert_eq!(derived[0].check.as_deref(), Some("python3 -m unittest"));
+        assert!(is_mechanical(derived[0]));
+        assert_eq!(judged_clauses(&contract.criteria).count(), 0);
+        let shown = crate::contract_proposal::contract_to_toml(&contract);
+        assert!(
+            shown.contains("(states the problem the task fixes; not a criterion)"),
+            "{shown}"
+        );
+        assert!(shown.contains("-> protected_paths (test_x.py)"), "{shown}");
+        // Off, nothing is derived or protected.
+        let off = parse_task_toml(
+            r#"derive_criteria = false
+goal = "Do not change test_x.py."
+[[acceptance]]
+id = "a"
+check = "true"
+[roles]
+auditor = "judge"
+"#,
+        );
+        let off = contract_for(&off.unwrap());
+        assert!(off.protected_paths.is_empty() && off.criteria.len() == 1);
     }
 
     #[test]
@@ -424,7 +629,7 @@ mod tests {
         let goal: String = (0..30)
             .map(|i| format!("Rule number {i} holds. "))
             .collect();
-        assert_eq!(derive_goal_criteria(&goal, &[]).len(), MAX_DERIVED);
+        assert_eq!(derive_goal_criteria(&goal, &[], &[]).len(), MAX_DERIVED);
     }
 
     #[test]

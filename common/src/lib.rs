@@ -7,6 +7,7 @@
 pub mod audit_parse;
 pub mod budget;
 pub mod capabilities;
+pub mod clause_reading;
 pub mod config;
 pub mod contract;
 pub mod contract_proposal;

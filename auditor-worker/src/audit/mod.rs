@@ -218,9 +218,20 @@ impl Auditor {
         let mut evidence = self
             .run_checks(req, scratch, &workspace, &candidate, &mut extra_gaps)
             .await?;
-        // Goal clauses without a working check: one judged question each, as evidence.
+        // Goal clauses without a working check: one judged question each, as evidence, with
+        // what the commands they quote print on the candidate.
+        let commands = self
+            .run_clause_commands(req, scratch, &workspace, &candidate, &evidence)
+            .await;
         let (clause_gaps, clause_usage) = self
-            .judge_clauses(req, &workspace, &changes, &mut evidence, deadline)
+            .judge_clauses(
+                req,
+                &workspace,
+                &changes,
+                &mut evidence,
+                &commands,
+                deadline,
+            )
             .await;
         extra_gaps.extend(clause_gaps);
         let (mut verdicts, mut gaps) =

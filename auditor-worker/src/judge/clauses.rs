@@ -10,11 +10,12 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use loopgate_common::clause_reading::clause_commands;
 use loopgate_common::goal_criteria::{
     broken_check, clause_excerpt, judged_clauses, parse_clause_answer, ClauseVerdict,
 };
 use loopgate_common::goal_words::exact_words;
-use loopgate_common::snapshot::PathChange;
+use loopgate_common::snapshot::{Manifest, PathChange};
 use loopgate_common::task::{Criterion, CriterionSource};
 use loopgate_common::usage::Usage;
 use loopgate_common::verdict::{CheckVerdict, Evidence};
@@ -29,6 +30,19 @@ use crate::rubric::prompt::{FileExcerpt, FileView};
 
 /// Characters of each check's output shown with a clause.
 const CLAUSE_EXCERPT_CHARS: usize = 300;
+/// Characters of a clause command's output shown with its clause.
+const COMMAND_OUTPUT_CHARS: usize = 600;
+/// Each of a clause's own commands gets this long on the candidate.
+const CLAUSE_COMMAND_SECS: u64 = 30;
+
+/// What one of a clause's own commands printed on the candidate, run in the checks' sandbox for
+/// the judge to read. Never evidence: only checks and judgments are.
+#[derive(Debug, Clone)]
+pub(crate) struct CommandRun {
+    pub command: String,
+    pub exit_code: Option<i32>,
+    pub output: String,
+}
 
 /// Measured on 2026-12-02 by replaying the 25 clause questions of two `arms-bench --judge`
 /// sittings whose artifacts passed every check (the 1.5B judge): this wording answered `met` on
@@ -100,6 +114,7 @@ pub(crate) fn clause_prompt(
     question: &ClauseQuestion<'_>,
     files: &[FileExcerpt],
     evidence: &[Evidence],
+    commands: &[CommandRun],
 ) -> String {
     let mut p = String::new();
     let _ = writeln!(
@@ -119,6 +134,21 @@ pub(crate) fn clause_prompt(
     }
     if shown == 0 {
         let _ = writeln!(p, "(no file it names exists, and no text file changed)");
+    }
+    let own = clause_commands(question.clause);
+    let runs: Vec<&CommandRun> = commands
+        .iter()
+        .filter(|r| own.contains(&r.command))
+        .collect();
+    if !runs.is_empty() {
+        let _ = writeln!(p, "\n## The requirement's commands, run on this snapshot");
+        for r in runs {
+            let exit = r
+                .exit_code
+                .map_or("did not finish".to_string(), |c| format!("exit {c}"));
+            let out = tail_chars(r.output.trim_end(), COMMAND_OUTPUT_CHARS);
+            let _ = writeln!(p, "`{}` ({exit}) printed:\n```\n{out}\n```", r.command);
+        }
     }
     let checks: Vec<&Evidence> = evidence
         .iter()
@@ -172,7 +202,85 @@ fn clause_paths(clause: &str, changes: &[PathChange]) -> Vec<PathChange> {
     paths
 }
 
+/// The checks that run each command the clause questions quote, as criteria of a throwaway
+/// contract (ids `clause-command-N`, not blocking).
+fn command_criteria(questions: &[ClauseQuestion<'_>]) -> Vec<Criterion> {
+    let mut commands: Vec<String> = Vec::new();
+    for q in questions {
+        for c in clause_commands(q.clause) {
+            if !commands.contains(&c) {
+                commands.push(c);
+            }
+        }
+    }
+    commands
+        .into_iter()
+        .enumerate()
+        .map(|(i, command)| Criterion {
+            id: format!("clause-command-{}", i + 1),
+            description: "a command a goal clause quotes, run for its judge".to_string(),
+            check: Some(command),
+            blocking: false,
+            timeout_secs: CLAUSE_COMMAND_SECS,
+            source: CriterionSource::Task,
+            clause: None,
+        })
+        .collect()
+}
+
 impl Auditor {
+    /// Run the commands the clause questions quote (`` `python3 fizzbuzz.py` ``) on the
+    /// candidate, each in its own sandboxed copy like a check, under `scratch/clause-commands`.
+    /// A failure to run them leaves the judge without them (logged), never fails the audit.
+    pub(crate) async fn run_clause_commands(
+        &self,
+        req: &AuditRequest,
+        scratch: &Path,
+        pristine: &Path,
+        manifest: &Manifest,
+        evidence: &[Evidence],
+    ) -> Vec<CommandRun> {
+        let criteria = command_criteria(&clause_questions(req, evidence));
+        let judged_here = req
+            .auditor_profile
+            .as_ref()
+            .is_some_and(|n| self.judges.contains_key(n));
+        if criteria.is_empty() || !judged_here {
+            return Vec::new();
+        }
+        let dir = scratch.join("clause-commands");
+        if let Err(err) = tokio::fs::create_dir_all(&dir).await {
+            tracing::warn!(error = %err, "preparing to run the clauses' commands; skipped");
+            return Vec::new();
+        }
+        let mut probe = req.clone();
+        probe.contract.criteria = criteria;
+        let mut gaps = Vec::new();
+        let runs = match self
+            .run_checks(&probe, &dir, pristine, manifest, &mut gaps)
+            .await
+        {
+            Ok(runs) => runs,
+            Err(err) => {
+                tracing::warn!(error = %err, "running the clauses' commands; skipped");
+                return Vec::new();
+            }
+        };
+        probe
+            .contract
+            .criteria
+            .iter()
+            .filter_map(|c| {
+                let run = runs.iter().find(|e| e.check_id == c.id)?;
+                Some(CommandRun {
+                    command: c.check.clone()?,
+                    exit_code: run.exit_code,
+                    output: run.output_excerpt.clone(),
+                })
+            })
+            .collect()
+    }
+
     /// Ask the request's judge about every clause question of the audit, in order, within
     /// `deadline`: the answers replace or add to the checks' evidence for those criteria.
     /// Returns the gap lines and the tokens. Without a judge model here every question is
@@ -183,13 +291,17 @@ impl Auditor {
         workspace: &Path,
         changes: &[PathChange],
         evidence: &mut Vec<Evidence>,
+        commands: &[CommandRun],
         deadline: Instant,
     ) -> (Vec<String>, Usage) {
         let client = req
             .auditor_profile
             .as_ref()
             .and_then(|n| self.judges.get(n));
-        judge_clauses(client, req, workspace, changes, evidence, deadline).await
+        judge_clauses(
+            client, req, workspace, changes, evidence, commands, deadline,
+        )
+        .await
     }
 }
 
@@ -199,6 +311,7 @@ async fn judge_clauses(
     workspace: &Path,
     changes: &[PathChange],
     evidence: &mut Vec<Evidence>,
+    commands: &[CommandRun],
     deadline: Instant,
 ) -> (Vec<String>, Usage) {
     let questions: Vec<ClauseQuestion<'_>> = clause_questions(req, evidence);
@@ -215,7 +328,7 @@ async fn judge_clauses(
             Some(client) => {
                 let files =
                     changed_file_excerpts(workspace, &clause_paths(q.clause, changes)).await;
-                let prompt = clause_prompt(&req.contract.goal, q, &files, evidence);
+                let prompt = clause_prompt(&req.contract.goal, q, &files, evidence, commands);
                 let (answer, used) = ask(client, prompt, deadline).await;
                 usage.add(used);
                 answer
@@ -359,6 +472,7 @@ mod tests {
             &q,
             &files,
             &[ev("two-lines", CheckVerdict::Pass, Some(0), "ok")],
+            &[],
         );
         for needle in [
             "\"keeping the order of first occurrence\"",
@@ -385,5 +499,47 @@ mod tests {
         );
         let names: Vec<&str> = paths.iter().map(PathChange::path).collect();
         assert_eq!(names, vec!["dedupe.py", "notes.md"]);
+    }
+
+    #[test]
+    fn the_prompt_shows_what_the_clauses_own_commands_print() {
+        let clause = "Running `python3 fizzbuzz.py` prints 1 to 3, Fizz for 3.";
+        let c = Criterion {
+            id: "goal-2".into(),
+            description: String::new(),
+            check: None,
+            blocking: true,
+            timeout_secs: 5,
+            source: CriterionSource::Goal,
+            clause: Some(clause.into()),
+        };
+        let q = ClauseQuestion {
+            criterion: &c,
+            clause,
+            broken: None,
+        };
+        let run = |command: &str, exit_code, output: &str| CommandRun {
+            command: command.into(),
+            exit_code,
+            output: output.into(),
+        };
+        let commands = [
+            run("python3 fizzbuzz.py", Some(0), "1\n2\nFizz\n"),
+            run("python3 other.py", Some(1), "not this clause's"),
+        ];
+        let p = clause_prompt("Create fizzbuzz.py.", &q, &[], &[], &commands);
+        assert!(
+            p.contains("`python3 fizzbuzz.py` (exit 0) printed:\n```\n1\n2\nFizz\n```"),
+            "{p}"
+        );
+        assert!(!p.contains("other.py"), "{p}");
+        let timed_out = [run("python3 fizzbuzz.py", None, "")];
+        let p = clause_prompt("Create fizzbuzz.py.", &q, &[], &[], &timed_out);
+        assert!(p.contains("(did not finish)"), "{p}");
+        // The commands to run are those of the clauses asked about, once each.
+        let criteria = command_criteria(&[q.clone(), q]);
+        assert_eq!(criteria.len(), 1);
+        assert_eq!(criteria[0].check.as_deref(), Some("python3 fizzbuzz.py"));
+        assert!(!criteria[0].blocking);
     }
 }

@@ -238,3 +238,133 @@ async fn a_broken_derived_check_is_reported_and_its_clause_judged_instead() -> a
     assert!(clause_questions(&model) >= 1);
     Ok(())
 }
+
+/// A bug-fix goal whose words decide most of its clauses: the problem statement is no
+/// criterion, the goal's own command becomes a derived check, the file it says not to change is
+/// protected, and the one clause left to judge is asked with what its command prints.
+const FIX_TASK: &str = r#"
+goal = "The greeting in greet.py is broken. Fix greet.py so that `python3 check_greet.py` passes. Do not change check_greet.py. Running `python3 greet.py` prints the greeting in upper case."
+[[acceptance]]
+id = "runs"
+description = "greet.py runs"
+check = "python3 greet.py"
+[roles]
+manager = "mgr"
+executor = "exec"
+auditor = "judge"
+[budget]
+max_rounds = 4
+max_failed_rounds = 4
+self_checks = 0
+"#;
+
+const CHECK_GREET: &str =
+    "import subprocess, sys\nout = subprocess.run([sys.executable, 'greet.py'], capture_output=True, text=True).stdout\nassert out == 'HELLO\\n', out\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_goals_own_words_decide_its_clauses_and_the_judge_sees_its_commands_output(
+) -> anyhow::Result<()> {
+    let write_greet = |content: &str| {
+        Reply::tool_call(
+            "write_file",
+            json!({"path": "greet.py", "content": content}),
+        )
+    };
+    // The judge reads the command's output: upper case is met, anything else is not.
+    let judge = Reply::dynamic(|req: &Value| {
+        let text = user_text(req);
+        if !text.contains(CLAUSE_QUESTION) {
+            return Reply::content("Status: complete\nIntegrity: clean\nContract audit: aligned");
+        }
+        if text.contains("`python3 greet.py` (exit 0) printed:\n```\nHELLO\n```") {
+            Reply::content("met - it prints HELLO")
+        } else {
+            Reply::content("unmet - the greeting is not in upper case")
+        }
+    });
+    let model = StandInModel::start(
+        Script::new()
+            .fallback(
+                "standin-manager",
+                Reply::content("Current task state: broken\nNext: cli\nTask: fix greet.py"),
+            )
+            .replies(
+                "standin-executor",
+                vec![
+                    write_greet("print('hello')\n"),
+                    finish(),
+                    write_greet("print('HELLO')\n"),
+                    finish(),
+                ],
+            )
+            .fallback("standin-judge", judge),
+    )
+    .await?;
+    let stack = Stack::start(StackOptions::new(
+        vec![
+            Profile::new("mgr", &model.base_url(), "standin-manager"),
+            Profile::new("exec", &model.base_url(), "standin-executor"),
+            Profile::new("judge", &model.base_url(), "standin-judge"),
+        ],
+        1,
+    ))
+    .await?;
+    let run = stack
+        .submit(
+            FIX_TASK,
+            &[
+                ("greet.py", "print('helo')\n"),
+                ("check_greet.py", CHECK_GREET),
+            ],
+        )
+        .await?;
+    let id = run["id"].as_str().unwrap_or_default().to_string();
+    let done = stack.wait_terminal(&id, WAIT).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    assert_eq!(done["round"], 2, "{done}");
+
+    let contract = stack.get(&format!("/v1/runs/{id}/contract")).await?;
+    let toml = contract["toml"].as_str().unwrap_or_default();
+    for needle in [
+        "\"The greeting in greet.py is broken.\" (states the problem the task fixes; not a criterion)",
+        "-> goal-2",
+        "check = \"python3 check_greet.py\"",
+        "-> protected_paths (check_greet.py)",
+        "-> goal-4",
+    ] {
+        assert!(toml.contains(needle), "missing {needle}:\n{toml}");
+    }
+    let protected = contract["contract"]["protected_paths"].to_string();
+    assert!(protected.contains("check_greet.py"), "{protected}");
+    let judged: Vec<&str> = contract["contract"]["criteria"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["source"] == "goal" && c["check"].is_null())
+        .filter_map(|c| c["id"].as_str())
+        .collect();
+    assert_eq!(judged, vec!["goal-4"], "{contract}");
+
+    // Round 1's candidate failed the goal's own command, and the next executor read it.
+    let prompts = episode_prompts(&model);
+    assert_eq!(prompts.len(), 2, "{prompts:#?}");
+    assert!(
+        prompts[1].contains("check `goal-2` failed (exit 1): `python3 check_greet.py`"),
+        "{}",
+        prompts[1]
+    );
+    // Each clause question showed what the clause's command printed on that candidate.
+    let questions: Vec<String> = model
+        .requests("standin-judge")
+        .iter()
+        .map(user_text)
+        .filter(|t| t.contains(CLAUSE_QUESTION))
+        .collect();
+    assert!(questions.len() >= 2, "{questions:#?}");
+    assert!(
+        questions[0].contains("`python3 greet.py` (exit 0) printed:\n```\nhello\n```"),
+        "{}",
+        questions[0]
+    );
+    Ok(())
+}
