@@ -288,13 +288,34 @@ const RUNNERS: &[&str] = &[
     "pytest", "php",
 ];
 /// At most this many of a clause's commands are run for its judge.
-pub const MAX_CLAUSE_COMMANDS: usize = 2;
+pub const MAX_CLAUSE_COMMANDS: usize = 4;
+/// At most this many ways the checks fill in one command's placeholder.
+const MAX_INSTANCES: usize = 3;
 
-/// The commands a clause quotes that can run as written (`` `python3 fizzbuzz.py` ``, not
-/// `` `sh count.sh DIR` `` or `` `adult` ``), so the judge sees what they print on the
-/// snapshot instead of guessing it from the code.
-pub fn clause_commands(clause: &str) -> Vec<String> {
-    let mut found: Vec<String> = Vec::new();
+/// A command a clause quotes, to run on a snapshot for its judge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClauseCommand {
+    pub command: String,
+    /// Filled in from a check (`sh count_errors.sh app.log` for `sh count_errors.sh FILE`): the
+    /// files it names may be ones the check made first, so it is only worth running when they
+    /// are in the snapshot.
+    pub from_check: bool,
+}
+
+/// The commands a clause quotes that can run (`` `python3 fizzbuzz.py` ``; not `` `adult` ``):
+/// as written, or, for one with a placeholder (`` `sh count_errors.sh FILE` ``), as the
+/// contract's `checks` run it (`sh count_errors.sh app.log`), so the judge sees what they print
+/// on the snapshot instead of guessing it from the code.
+pub fn clause_commands(clause: &str, checks: &[&str]) -> Vec<ClauseCommand> {
+    let mut found: Vec<ClauseCommand> = Vec::new();
+    let push = |found: &mut Vec<ClauseCommand>, command: String, from_check: bool| {
+        if found.len() < MAX_CLAUSE_COMMANDS && !found.iter().any(|c| c.command == command) {
+            found.push(ClauseCommand {
+                command,
+                from_check,
+            });
+        }
+    };
     let mut rest = clause;
     while let Some(open) = rest.find('`') {
         let after_open = &rest[open + 1..];
@@ -302,17 +323,58 @@ pub fn clause_commands(clause: &str) -> Vec<String> {
             break;
         };
         let command = after_open[..close].trim();
-        let first = command.split_whitespace().next().unwrap_or_default();
-        let runs = RUNNERS.contains(&first) || (first.starts_with("./") && first.len() > 2);
-        if runs && !has_placeholder(command) && !found.iter().any(|c| c == command) {
-            found.push(command.to_string());
-        }
-        if found.len() == MAX_CLAUSE_COMMANDS {
-            break;
-        }
         rest = &after_open[close + 1..];
+        let first = command.split_whitespace().next().unwrap_or_default();
+        if !(RUNNERS.contains(&first) || (first.starts_with("./") && first.len() > 2)) {
+            continue;
+        }
+        if !has_placeholder(command) {
+            push(&mut found, command.to_string(), false);
+            continue;
+        }
+        for instance in instances(command, checks).into_iter().take(MAX_INSTANCES) {
+            push(&mut found, instance, true);
+        }
     }
     found
+}
+
+/// `python3 checkage.py AGE` as `checks` run it: each run of its words in a check's command
+/// with a plain word (no quote, redirection or other shell syntax) where the placeholder is.
+fn instances(command: &str, checks: &[&str]) -> Vec<String> {
+    let pattern: Vec<&str> = command.split_whitespace().collect();
+    let is_hole = |w: &str| {
+        w.chars().count() >= 2 && w.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+            || (w.starts_with('<') && w.ends_with('>'))
+    };
+    let plain = |w: &str| {
+        !w.is_empty()
+            && w.chars()
+                .all(|c| c.is_alphanumeric() || "._-/+=,:@%".contains(c))
+            && !w.starts_with('-')
+    };
+    let mut out: Vec<String> = Vec::new();
+    for check in checks {
+        let spaced: String = check
+            .chars()
+            .map(|c| if "$()\"'`;|&{}".contains(c) { ' ' } else { c })
+            .collect();
+        // `>/dev/null` and `2>err.txt` stay whole words, never plain: a redirection is no
+        // argument.
+        let words: Vec<&str> = spaced.split_whitespace().collect();
+        for window in words.windows(pattern.len()) {
+            let fits =
+                pattern
+                    .iter()
+                    .zip(window)
+                    .all(|(p, w)| if is_hole(p) { plain(w) } else { p == w });
+            let instance = window.join(" ");
+            if fits && !out.contains(&instance) {
+                out.push(instance);
+            }
+        }
+    }
+    out
 }
 
 /// `sh count.sh DIR`, `greet.py <name>`: a word to be filled in, not run as written.

@@ -170,24 +170,54 @@ fn mechanical_checks_are_the_files_and_the_goals_commands() {
 
 #[test]
 fn a_clauses_runnable_commands_are_found() {
-    let cases: &[(&str, &[&str])] = &[
+    let checks = [
+        r#"test "$(python3 checkage.py 30)" = adult && test "$(python3 checkage.py 18)" = adult"#,
+        "python3 checkage.py abc >/dev/null 2>err.txt; test $? -eq 2",
+        "python3 checkage.py >/dev/null 2>err.txt; test $? -eq 2",
+        r#"test "$(sh count_errors.sh app.log)" = 3"#,
+        r#"printf 'ERROR a\n' > other.log && test "$(sh count_errors.sh other.log)" = 1"#,
+    ];
+    let cmd = |c: &str, from_check: bool| ClauseCommand {
+        command: c.into(),
+        from_check,
+    };
+    let cases: Vec<(&str, Vec<ClauseCommand>)> = vec![
         (
             "Running `python3 fizzbuzz.py` prints the numbers 1 to 15.",
-            &["python3 fizzbuzz.py"],
+            vec![cmd("python3 fizzbuzz.py", false)],
         ),
-        // Placeholders, plain values and unknown programs are not run.
+        // A placeholder is filled in as the checks fill it (at most three ways); a redirection
+        // is no argument.
         (
-            "`python3 checkage.py AGE` prints `adult`, `rm -rf x` or `<cmd>`.",
-            &[],
+            "`python3 checkage.py AGE` prints `adult` if AGE is 18 or more.",
+            vec![
+                cmd("python3 checkage.py 30", true),
+                cmd("python3 checkage.py 18", true),
+                cmd("python3 checkage.py abc", true),
+            ],
         ),
         (
-            "`./run.sh` and `sh a.sh` and `sh a.sh` and `bash b.sh`.",
-            &["./run.sh", "sh a.sh"],
+            "`sh count_errors.sh FILE` prints the number of lines.",
+            vec![
+                cmd("sh count_errors.sh app.log", true),
+                cmd("sh count_errors.sh other.log", true),
+            ],
         ),
-        ("An open `python3 x.py", &[]),
-        ("", &[]),
+        // Plain values, unknown programs, placeholders no check fills are not run.
+        ("`adult`, `rm -rf x`, `sh go.sh <name>`.", vec![]),
+        (
+            "`./run.sh` and `sh a.sh` and `sh a.sh` and `bash b.sh` and `sh c.sh` and `sh d.sh`.",
+            vec![
+                cmd("./run.sh", false),
+                cmd("sh a.sh", false),
+                cmd("bash b.sh", false),
+                cmd("sh c.sh", false),
+            ],
+        ),
+        ("An open `python3 x.py", vec![]),
+        ("", vec![]),
     ];
     for (clause, want) in cases {
-        assert_eq!(clause_commands(clause), *want, "{clause}");
+        assert_eq!(clause_commands(clause, &checks), want, "{clause}");
     }
 }

@@ -40,6 +40,8 @@ const CLAUSE_COMMAND_SECS: u64 = 30;
 #[derive(Debug, Clone)]
 pub(crate) struct CommandRun {
     pub command: String,
+    /// The criteria whose clause quotes it.
+    pub for_clauses: Vec<String>,
     pub exit_code: Option<i32>,
     pub output: String,
 }
@@ -135,10 +137,9 @@ pub(crate) fn clause_prompt(
     if shown == 0 {
         let _ = writeln!(p, "(no file it names exists, and no text file changed)");
     }
-    let own = clause_commands(question.clause);
     let runs: Vec<&CommandRun> = commands
         .iter()
-        .filter(|r| own.contains(&r.command))
+        .filter(|r| r.for_clauses.contains(&question.criterion.id))
         .collect();
     if !runs.is_empty() {
         let _ = writeln!(p, "\n## The requirement's commands, run on this snapshot");
@@ -203,29 +204,49 @@ fn clause_paths(clause: &str, changes: &[PathChange]) -> Vec<PathChange> {
 }
 
 /// The checks that run each command the clause questions quote, as criteria of a throwaway
-/// contract (ids `clause-command-N`, not blocking).
-fn command_criteria(questions: &[ClauseQuestion<'_>]) -> Vec<Criterion> {
-    let mut commands: Vec<String> = Vec::new();
+/// contract (ids `clause-command-N`, not blocking), each with the criteria whose clause quotes
+/// it. A command filled in from a check runs only when every file it names is in `manifest`.
+fn command_criteria(
+    questions: &[ClauseQuestion<'_>],
+    criteria: &[Criterion],
+    manifest: &Manifest,
+) -> Vec<(Criterion, Vec<String>)> {
+    let checks: Vec<&str> = criteria.iter().filter_map(|c| c.check.as_deref()).collect();
+    let present = |command: &str| {
+        exact_words(command)
+            .names
+            .iter()
+            .all(|n| manifest.entries.iter().any(|e| e.path == *n))
+    };
+    let mut out: Vec<(Criterion, Vec<String>)> = Vec::new();
     for q in questions {
-        for c in clause_commands(q.clause) {
-            if !commands.contains(&c) {
-                commands.push(c);
+        for c in clause_commands(q.clause, &checks) {
+            if c.from_check && !present(&c.command) {
+                continue;
             }
+            let id = q.criterion.id.clone();
+            if let Some((_, ids)) = out
+                .iter_mut()
+                .find(|(k, _)| k.check.as_deref() == Some(c.command.as_str()))
+            {
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+                continue;
+            }
+            let criterion = Criterion {
+                id: format!("clause-command-{}", out.len() + 1),
+                description: "a command a goal clause quotes, run for its judge".to_string(),
+                check: Some(c.command),
+                blocking: false,
+                timeout_secs: CLAUSE_COMMAND_SECS,
+                source: CriterionSource::Task,
+                clause: None,
+            };
+            out.push((criterion, vec![id]));
         }
     }
-    commands
-        .into_iter()
-        .enumerate()
-        .map(|(i, command)| Criterion {
-            id: format!("clause-command-{}", i + 1),
-            description: "a command a goal clause quotes, run for its judge".to_string(),
-            check: Some(command),
-            blocking: false,
-            timeout_secs: CLAUSE_COMMAND_SECS,
-            source: CriterionSource::Task,
-            clause: None,
-        })
-        .collect()
+    out
 }
 
 impl Auditor {
@@ -240,12 +261,16 @@ impl Auditor {
         manifest: &Manifest,
         evidence: &[Evidence],
     ) -> Vec<CommandRun> {
-        let criteria = command_criteria(&clause_questions(req, evidence));
+        let planned = command_criteria(
+            &clause_questions(req, evidence),
+            &req.contract.criteria,
+            manifest,
+        );
         let judged_here = req
             .auditor_profile
             .as_ref()
             .is_some_and(|n| self.judges.contains_key(n));
-        if criteria.is_empty() || !judged_here {
+        if planned.is_empty() || !judged_here {
             return Vec::new();
         }
         let dir = scratch.join("clause-commands");
@@ -254,7 +279,7 @@ impl Auditor {
             return Vec::new();
         }
         let mut probe = req.clone();
-        probe.contract.criteria = criteria;
+        probe.contract.criteria = planned.iter().map(|(c, _)| c.clone()).collect();
         let mut gaps = Vec::new();
         let runs = match self
             .run_checks(&probe, &dir, pristine, manifest, &mut gaps)
@@ -266,14 +291,13 @@ impl Auditor {
                 return Vec::new();
             }
         };
-        probe
-            .contract
-            .criteria
-            .iter()
-            .filter_map(|c| {
+        planned
+            .into_iter()
+            .filter_map(|(c, for_clauses)| {
                 let run = runs.iter().find(|e| e.check_id == c.id)?;
                 Some(CommandRun {
-                    command: c.check.clone()?,
+                    command: c.check?,
+                    for_clauses,
                     exit_code: run.exit_code,
                     output: run.output_excerpt.clone(),
                 })
@@ -518,14 +542,15 @@ mod tests {
             clause,
             broken: None,
         };
-        let run = |command: &str, exit_code, output: &str| CommandRun {
+        let run = |command: &str, for_clause: &str, exit_code, output: &str| CommandRun {
             command: command.into(),
+            for_clauses: vec![for_clause.into()],
             exit_code,
             output: output.into(),
         };
         let commands = [
-            run("python3 fizzbuzz.py", Some(0), "1\n2\nFizz\n"),
-            run("python3 other.py", Some(1), "not this clause's"),
+            run("python3 fizzbuzz.py", "goal-2", Some(0), "1\n2\nFizz\n"),
+            run("python3 other.py", "goal-9", Some(1), "not this clause's"),
         ];
         let p = clause_prompt("Create fizzbuzz.py.", &q, &[], &[], &commands);
         assert!(
@@ -533,13 +558,57 @@ mod tests {
             "{p}"
         );
         assert!(!p.contains("other.py"), "{p}");
-        let timed_out = [run("python3 fizzbuzz.py", None, "")];
+        let timed_out = [run("python3 fizzbuzz.py", "goal-2", None, "")];
         let p = clause_prompt("Create fizzbuzz.py.", &q, &[], &[], &timed_out);
         assert!(p.contains("(did not finish)"), "{p}");
         // The commands to run are those of the clauses asked about, once each.
-        let criteria = command_criteria(&[q.clone(), q]);
-        assert_eq!(criteria.len(), 1);
-        assert_eq!(criteria[0].check.as_deref(), Some("python3 fizzbuzz.py"));
-        assert!(!criteria[0].blocking);
+        let mut other = c.clone();
+        other.id = "goal-3".into();
+        let q3 = ClauseQuestion {
+            criterion: &other,
+            clause,
+            broken: None,
+        };
+        let planned = command_criteria(
+            &[q.clone(), q3],
+            &[],
+            &Manifest {
+                v: 1,
+                entries: vec![],
+            },
+        );
+        assert_eq!(planned.len(), 1);
+        assert_eq!(planned[0].0.check.as_deref(), Some("python3 fizzbuzz.py"));
+        assert!(!planned[0].0.blocking);
+        assert_eq!(
+            planned[0].1,
+            vec!["goal-2".to_string(), "goal-3".to_string()]
+        );
+        // Filled in from a check: run only when the files it names are in the snapshot.
+        let placeholder = "`sh count.sh FILE` prints the count.";
+        let q = ClauseQuestion {
+            criterion: &c,
+            clause: placeholder,
+            broken: None,
+        };
+        let mut checks = vec![c.clone(), c.clone()];
+        checks[0].check = Some("test \"$(sh count.sh app.log)\" = 3".into());
+        checks[1].check = Some("printf 'x' > new.log; test \"$(sh count.sh new.log)\" = 0".into());
+        let entry = |path: &str| loopgate_common::snapshot::ManifestEntry {
+            path: path.into(),
+            mode: 420,
+            size: 1,
+            sha256: String::new(),
+        };
+        let manifest = Manifest {
+            v: 1,
+            entries: vec![entry("count.sh"), entry("app.log")],
+        };
+        let planned = command_criteria(std::slice::from_ref(&q), &checks, &manifest);
+        let commands: Vec<&str> = planned
+            .iter()
+            .filter_map(|(c, _)| c.check.as_deref())
+            .collect();
+        assert_eq!(commands, vec!["sh count.sh app.log"]);
     }
 }
