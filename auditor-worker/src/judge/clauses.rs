@@ -51,7 +51,10 @@ pub(crate) struct CommandRun {
 /// 10. A version that also told the judge a sentence stating the problem is met once fixed,
 /// and that a passing check is evidence, and that listed each check's command, answered `met`
 /// on 4 (with the old question and checks but the new system prompt: 4 of 21). It was
-/// reverted.
+/// reverted. Replayed again on 2026-12-02 on the 11 questions still judged once clauses are
+/// read mechanically: this wording 3 and 5 `met` (two replays), the goal without its problem
+/// sentence 1, the problem sentence labelled 4, "look for a concrete violation" 0
+/// (docs/benchmarks.md, sitting j). Kept.
 pub(crate) const CLAUSE_SYSTEM: &str = "You check ONE requirement of a coding task against \
 the files of a frozen snapshot of the workspace. Read the requirement word by word (order, \
 exact names, formats, what must not happen) and the files. Answer with a single line: \
