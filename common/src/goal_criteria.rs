@@ -4,8 +4,9 @@
 //! it, or as a statement of the problem: see [`crate::clause_reading`]) or becomes a criterion
 //! of its own with `source = "goal"`: checked mechanically where a rule reads the clause as a
 //! file to create or a command that must pass, else judged by the auditor's model one clause at
-//! a time (`met | unmet | unknown`). Derived checks that break on their own (a shell syntax error, a command that does
-//! not exist) are *broken*: they stop deciding and their clause is judged instead. Pure.
+//! a time (`met | unmet | unknown`). Derived checks that break on their own (a shell syntax
+//! error, a command that does not exist) are *broken*: they stop deciding and their clause is
+//! judged instead. Pure.
 
 use crate::clause_reading::{covering_check, mechanical_check, read_clause, ClauseReading};
 use crate::contract::Contract;
