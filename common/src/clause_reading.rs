@@ -363,11 +363,10 @@ fn instances(command: &str, checks: &[&str]) -> Vec<String> {
         // argument.
         let words: Vec<&str> = spaced.split_whitespace().collect();
         for window in words.windows(pattern.len()) {
-            let fits =
-                pattern
-                    .iter()
-                    .zip(window)
-                    .all(|(p, w)| if is_hole(p) { plain(w) } else { p == w });
+            let fits = pattern
+                .iter()
+                .zip(window)
+                .all(|(p, w)| if is_hole(p) { plain(w) } else { p == w });
             let instance = window.join(" ");
             if fits && !out.contains(&instance) {
                 out.push(instance);

@@ -1,7 +1,7 @@
 //! The deployment's JetStream topology: the work and event streams, the snapshot and evidence
-//! buckets, and the `audit` durable. Whoever owns the topology (the manager; any process in
-//! development) creates it with `Bus::ensure_topology`; restricted per-role users only look it
-//! up, so every step looks before it creates.
+//! buckets, and the `audit` durable. The manager owns it and creates it with
+//! `Bus::ensure_topology`; workers only look it up and wait (`runtime::await_topology`), so
+//! everything is made at the owner's sizing. Every step looks before it creates.
 //!
 //! The durable `audit` consumer is part of the topology: restricted auditor credentials may
 //! only bind it (never create it: a consumer's deliver subject could push stream data into

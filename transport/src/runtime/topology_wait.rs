@@ -1,7 +1,17 @@
-//! Any start order: a worker whose credentials may not create the JetStream topology waits
-//! for whoever may (the manager) instead of failing or retrying a creation it is refused. In
-//! Kubernetes pods start in any order, so the wait has no deadline of its own: it ends when the
-//! topology is complete or the worker is told to stop, and it says what it still waits for.
+//! Any start order: a worker waits for whoever owns the JetStream topology (the manager)
+//! instead of failing or creating it itself. In Kubernetes pods start in any order, so the
+//! wait has no deadline of its own: it ends when the topology is complete or the worker is told
+//! to stop, and it says what it still waits for.
+//!
+//! A worker never creates the topology, even where its credentials would let it (development,
+//! one user for everything). Until 2026-12-03 it did, with its own default sizing: in a
+//! three-node cluster the workers, up a moment before the manager, made the streams and buckets
+//! with one replica and the manager then scaled them to three. A scale-up that met a worker
+//! creating its durable on the same stream left it broken (`insufficient resources` on the
+//! consumer, pulls answered 503, about 1 start in 10 took no work for 90 s) or left the stream
+//! on its one first node (the `audit` durable "offline" once that node was killed). A worker
+//! gains nothing from creating: no work comes until a manager runs, and the manager makes the
+//! topology at its own sizing on its first start.
 
 use std::time::Duration;
 
@@ -13,7 +23,7 @@ use crate::topology::TopologyRole;
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
-/// A still-waiting worker tries to create the topology and repeats its warning at most this often.
+/// A still-waiting worker repeats its warning at most this often.
 const REPEAT_WARNING: Duration = Duration::from_secs(30);
 
 /// How the wait ended.
@@ -25,9 +35,8 @@ pub enum TopologyWait {
     Cancelled,
 }
 
-/// Make sure the topology `role` needs exists: create it where these credentials may (development, the
-/// manager), else wait until it appears, re-checking with backoff. `on_missing` hears the
-/// missing parts each time they are looked up and found incomplete (for readiness probes).
+/// Wait until the topology `role` needs exists, re-checking with backoff. `on_missing` hears
+/// the missing parts each time they are looked up and found incomplete (for readiness probes).
 pub async fn await_topology(
     bus: &Bus,
     role: TopologyRole,
@@ -35,11 +44,8 @@ pub async fn await_topology(
     mut on_missing: impl FnMut(&[String]),
 ) -> TopologyWait {
     let mut backoff = FIRST_BACKOFF;
-    // When these credentials last tried to create the topology. A restricted user's creation
-    // request is refused only by a timeout (NATS reports the permission violation out of band),
-    // so it is tried once, then again only every `REPEAT_WARNING`; looking up is cheap.
-    let mut tried_at: Option<Instant> = None;
-    let mut waited = false;
+    // When the worker last said what it waits for: at once, then every `REPEAT_WARNING`.
+    let mut warned_at: Option<Instant> = None;
     loop {
         if cancel.is_cancelled() {
             return TopologyWait::Cancelled;
@@ -49,26 +55,18 @@ pub async fn await_topology(
             missing = bus.missing_topology(role) => missing,
         };
         if missing.is_empty() {
-            if waited {
+            if warned_at.is_some() {
                 tracing::info!("JetStream topology is complete; starting");
             }
             return TopologyWait::Ready;
         }
         on_missing(&missing);
-        if tried_at.is_none_or(|at| at.elapsed() >= REPEAT_WARNING) {
-            tried_at = Some(Instant::now());
-            let created = tokio::select! {
-                () = cancel.cancelled() => return TopologyWait::Cancelled,
-                created = tokio::time::timeout(bus.request_timeout(), bus.ensure_topology()) => created,
-            };
-            match created {
-                Ok(Ok(())) => continue,
-                Ok(Err(err)) => tracing::warn!(?missing, error = %err,
-                    "waiting for the JetStream topology (the manager creates it)"),
-                Err(_) => tracing::warn!(?missing,
-                    "waiting for the JetStream topology (the manager creates it; these credentials may not)"),
-            }
-            waited = true;
+        if warned_at.is_none_or(|at| at.elapsed() >= REPEAT_WARNING) {
+            warned_at = Some(Instant::now());
+            tracing::warn!(
+                ?missing,
+                "waiting for the JetStream topology (the manager creates it)"
+            );
         }
         tokio::select! {
             () = cancel.cancelled() => return TopologyWait::Cancelled,

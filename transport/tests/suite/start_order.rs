@@ -54,8 +54,8 @@ impl Secured {
     }
 }
 
-/// Workers with restricted credentials come up first; each reports the missing topology, is
-/// still waiting, and finishes once the manager's `ensure_topology` has run.
+/// Workers come up first; each reports the missing topology, is still waiting, and finishes
+/// once the manager's `ensure_topology` has run.
 #[tokio::test]
 async fn workers_started_before_the_manager_wait_for_its_topology() -> Result<()> {
     bounded(async {
@@ -78,7 +78,7 @@ async fn workers_started_before_the_manager_wait_for_its_topology() -> Result<()
             }));
             reports.push(rx);
         }
-        // Each worker has looked, found nothing, and tried (and been refused) at least once.
+        // Each worker has looked twice and found nothing; neither made anything.
         for rx in &mut reports {
             let first = rx.recv().await.context("no missing report")?;
             assert!(
