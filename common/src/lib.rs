@@ -14,6 +14,7 @@ pub mod contract_proposal;
 pub mod decide;
 pub mod gate;
 pub mod git_diff;
+pub mod goal_calls;
 pub mod goal_criteria;
 pub mod goal_words;
 pub mod gui;

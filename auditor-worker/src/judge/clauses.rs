@@ -10,41 +10,24 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use loopgate_common::clause_reading::clause_commands;
-use loopgate_common::goal_criteria::{
-    broken_check, clause_excerpt, judged_clauses, parse_clause_answer, ClauseVerdict,
-};
+use loopgate_common::goal_criteria::{clause_excerpt, parse_clause_answer, ClauseVerdict};
 use loopgate_common::goal_words::exact_words;
-use loopgate_common::snapshot::{Manifest, PathChange};
-use loopgate_common::task::{Criterion, CriterionSource};
+use loopgate_common::snapshot::PathChange;
 use loopgate_common::usage::Usage;
-use loopgate_common::verdict::{CheckVerdict, Evidence};
+use loopgate_common::verdict::Evidence;
 use loopgate_common::wire::AuditRequest;
 use loopgate_models::{ChatClient, ChatMessage, ChatRequest};
 
 use crate::audit::rules::unix_millis;
 use crate::audit::Auditor;
+use crate::judge::clause_commands::{commands_section, CommandRun};
+use crate::judge::clause_questions::{clause_questions, ClauseQuestion};
 use crate::judge::prompt::{tail_chars, verdict_word};
 use crate::rubric::judge::changed_file_excerpts;
 use crate::rubric::prompt::{FileExcerpt, FileView};
 
 /// Characters of each check's output shown with a clause.
 const CLAUSE_EXCERPT_CHARS: usize = 300;
-/// Characters of a clause command's output shown with its clause.
-const COMMAND_OUTPUT_CHARS: usize = 600;
-/// Each of a clause's own commands gets this long on the candidate.
-const CLAUSE_COMMAND_SECS: u64 = 30;
-
-/// What one of a clause's own commands printed on the candidate, run in the checks' sandbox for
-/// the judge to read. Never evidence: only checks and judgments are.
-#[derive(Debug, Clone)]
-pub(crate) struct CommandRun {
-    pub command: String,
-    /// The criteria whose clause quotes it.
-    pub for_clauses: Vec<String>,
-    pub exit_code: Option<i32>,
-    pub output: String,
-}
 
 /// Measured on 2026-12-02 by replaying the 25 clause questions of two `arms-bench --judge`
 /// sittings whose artifacts passed every check (the 1.5B judge): this wording answered `met` on
@@ -63,54 +46,6 @@ exact names, formats, what must not happen) and the files. Answer with a single 
 
 const CLAUSE_REPAIR: &str =
     "Your answer could not be read. Reply with one line only: met|unmet|unknown - <reason>";
-
-/// A clause to judge: its criterion, and why its own check does not decide (broken), if it has
-/// one.
-#[derive(Debug, Clone)]
-pub(crate) struct ClauseQuestion<'a> {
-    pub criterion: &'a Criterion,
-    pub clause: &'a str,
-    pub broken: Option<String>,
-}
-
-/// The clauses of `req`'s contract to ask about, given the checks' evidence on the candidate:
-/// blocking goal criteria without a check, and derived checks found broken.
-pub(crate) fn clause_questions<'a>(
-    req: &'a AuditRequest,
-    evidence: &[Evidence],
-) -> Vec<ClauseQuestion<'a>> {
-    let mut out: Vec<ClauseQuestion<'a>> = judged_clauses(&req.contract.criteria)
-        .filter_map(|c| {
-            Some(ClauseQuestion {
-                criterion: c,
-                clause: c.clause.as_deref()?,
-                broken: None,
-            })
-        })
-        .collect();
-    for c in &req.contract.criteria {
-        if c.source != CriterionSource::Goal || c.check.is_none() {
-            continue;
-        }
-        let (Some(clause), Some(e)) = (
-            c.clause.as_deref(),
-            evidence.iter().find(|e| e.check_id == c.id),
-        ) else {
-            continue;
-        };
-        if e.verdict == CheckVerdict::Pass {
-            continue;
-        }
-        if let Some(why) = broken_check(e.exit_code, &e.output_excerpt) {
-            out.push(ClauseQuestion {
-                criterion: c,
-                clause,
-                broken: Some(why),
-            });
-        }
-    }
-    out
-}
 
 /// The user prompt for one clause: the quoted clause, the goal, the files it concerns (those it
 /// names, and the changed ones) and the other checks' results.
@@ -140,20 +75,7 @@ pub(crate) fn clause_prompt(
     if shown == 0 {
         let _ = writeln!(p, "(no file it names exists, and no text file changed)");
     }
-    let runs: Vec<&CommandRun> = commands
-        .iter()
-        .filter(|r| r.for_clauses.contains(&question.criterion.id))
-        .collect();
-    if !runs.is_empty() {
-        let _ = writeln!(p, "\n## The requirement's commands, run on this snapshot");
-        for r in runs {
-            let exit = r
-                .exit_code
-                .map_or("did not finish".to_string(), |c| format!("exit {c}"));
-            let out = tail_chars(r.output.trim_end(), COMMAND_OUTPUT_CHARS);
-            let _ = writeln!(p, "`{}` ({exit}) printed:\n```\n{out}\n```", r.command);
-        }
-    }
+    p.push_str(&commands_section(&question.criterion.id, commands));
     let checks: Vec<&Evidence> = evidence
         .iter()
         .filter(|e| e.check_id != question.criterion.id)
@@ -206,108 +128,7 @@ fn clause_paths(clause: &str, changes: &[PathChange]) -> Vec<PathChange> {
     paths
 }
 
-/// The checks that run each command the clause questions quote, as criteria of a throwaway
-/// contract (ids `clause-command-N`, not blocking), each with the criteria whose clause quotes
-/// it. A command filled in from a check runs only when every file it names is in `manifest`.
-fn command_criteria(
-    questions: &[ClauseQuestion<'_>],
-    criteria: &[Criterion],
-    manifest: &Manifest,
-) -> Vec<(Criterion, Vec<String>)> {
-    let checks: Vec<&str> = criteria.iter().filter_map(|c| c.check.as_deref()).collect();
-    let present = |command: &str| {
-        exact_words(command)
-            .names
-            .iter()
-            .all(|n| manifest.entries.iter().any(|e| e.path == *n))
-    };
-    let mut out: Vec<(Criterion, Vec<String>)> = Vec::new();
-    for q in questions {
-        for c in clause_commands(q.clause, &checks) {
-            if c.from_check && !present(&c.command) {
-                continue;
-            }
-            let id = q.criterion.id.clone();
-            if let Some((_, ids)) = out
-                .iter_mut()
-                .find(|(k, _)| k.check.as_deref() == Some(c.command.as_str()))
-            {
-                if !ids.contains(&id) {
-                    ids.push(id);
-                }
-                continue;
-            }
-            let criterion = Criterion {
-                id: format!("clause-command-{}", out.len() + 1),
-                description: "a command a goal clause quotes, run for its judge".to_string(),
-                check: Some(c.command),
-                blocking: false,
-                timeout_secs: CLAUSE_COMMAND_SECS,
-                source: CriterionSource::Task,
-                clause: None,
-            };
-            out.push((criterion, vec![id]));
-        }
-    }
-    out
-}
-
 impl Auditor {
-    /// Run the commands the clause questions quote (`` `python3 fizzbuzz.py` ``) on the
-    /// candidate, each in its own sandboxed copy like a check, under `scratch/clause-commands`.
-    /// A failure to run them leaves the judge without them (logged), never fails the audit.
-    pub(crate) async fn run_clause_commands(
-        &self,
-        req: &AuditRequest,
-        scratch: &Path,
-        pristine: &Path,
-        manifest: &Manifest,
-        evidence: &[Evidence],
-    ) -> Vec<CommandRun> {
-        let planned = command_criteria(
-            &clause_questions(req, evidence),
-            &req.contract.criteria,
-            manifest,
-        );
-        let judged_here = req
-            .auditor_profile
-            .as_ref()
-            .is_some_and(|n| self.judges.contains_key(n));
-        if planned.is_empty() || !judged_here {
-            return Vec::new();
-        }
-        let dir = scratch.join("clause-commands");
-        if let Err(err) = tokio::fs::create_dir_all(&dir).await {
-            tracing::warn!(error = %err, "preparing to run the clauses' commands; skipped");
-            return Vec::new();
-        }
-        let mut probe = req.clone();
-        probe.contract.criteria = planned.iter().map(|(c, _)| c.clone()).collect();
-        let mut gaps = Vec::new();
-        let runs = match self
-            .run_checks(&probe, &dir, pristine, manifest, &mut gaps)
-            .await
-        {
-            Ok(runs) => runs,
-            Err(err) => {
-                tracing::warn!(error = %err, "running the clauses' commands; skipped");
-                return Vec::new();
-            }
-        };
-        planned
-            .into_iter()
-            .filter_map(|(c, for_clauses)| {
-                let run = runs.iter().find(|e| e.check_id == c.id)?;
-                Some(CommandRun {
-                    command: c.check?,
-                    for_clauses,
-                    exit_code: run.exit_code,
-                    output: run.output_excerpt.clone(),
-                })
-            })
-            .collect()
-    }
-
     /// Ask the request's judge about every clause question of the audit, in order, within
     /// `deadline`: the answers replace or add to the checks' evidence for those criteria.
     /// Returns the gap lines and the tokens. Without a judge model here every question is
@@ -455,6 +276,8 @@ async fn ask(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use loopgate_common::task::{Criterion, CriterionSource};
+    use loopgate_common::verdict::CheckVerdict;
 
     fn ev(id: &str, verdict: CheckVerdict, exit: Option<i32>, out: &str) -> Evidence {
         Evidence {
@@ -510,6 +333,16 @@ mod tests {
         ] {
             assert!(p.contains(needle), "missing {needle}\n{p}");
         }
+        // What the clause's commands printed is in its prompt.
+        let run = CommandRun {
+            command: "python3 dedupe.py".into(),
+            call: None,
+            for_clauses: vec!["goal-1".into()],
+            exit_code: Some(0),
+            output: "b\na\n".into(),
+        };
+        let p = clause_prompt("Write dedupe.py", &q, &files, &[], &[run]);
+        assert!(p.contains("`python3 dedupe.py` (exit 0) printed:"), "{p}");
         let paths = clause_paths(
             "Write dedupe.py into out/",
             &[
@@ -526,92 +359,5 @@ mod tests {
         );
         let names: Vec<&str> = paths.iter().map(PathChange::path).collect();
         assert_eq!(names, vec!["dedupe.py", "notes.md"]);
-    }
-
-    #[test]
-    fn the_prompt_shows_what_the_clauses_own_commands_print() {
-        let clause = "Running `python3 fizzbuzz.py` prints 1 to 3, Fizz for 3.";
-        let c = Criterion {
-            id: "goal-2".into(),
-            description: String::new(),
-            check: None,
-            blocking: true,
-            timeout_secs: 5,
-            source: CriterionSource::Goal,
-            clause: Some(clause.into()),
-        };
-        let q = ClauseQuestion {
-            criterion: &c,
-            clause,
-            broken: None,
-        };
-        let run = |command: &str, for_clause: &str, exit_code, output: &str| CommandRun {
-            command: command.into(),
-            for_clauses: vec![for_clause.into()],
-            exit_code,
-            output: output.into(),
-        };
-        let commands = [
-            run("python3 fizzbuzz.py", "goal-2", Some(0), "1\n2\nFizz\n"),
-            run("python3 other.py", "goal-9", Some(1), "not this clause's"),
-        ];
-        let p = clause_prompt("Create fizzbuzz.py.", &q, &[], &[], &commands);
-        assert!(
-            p.contains("`python3 fizzbuzz.py` (exit 0) printed:\n```\n1\n2\nFizz\n```"),
-            "{p}"
-        );
-        assert!(!p.contains("other.py"), "{p}");
-        let timed_out = [run("python3 fizzbuzz.py", "goal-2", None, "")];
-        let p = clause_prompt("Create fizzbuzz.py.", &q, &[], &[], &timed_out);
-        assert!(p.contains("(did not finish)"), "{p}");
-        // The commands to run are those of the clauses asked about, once each.
-        let mut other = c.clone();
-        other.id = "goal-3".into();
-        let q3 = ClauseQuestion {
-            criterion: &other,
-            clause,
-            broken: None,
-        };
-        let planned = command_criteria(
-            &[q.clone(), q3],
-            &[],
-            &Manifest {
-                v: 1,
-                entries: vec![],
-            },
-        );
-        assert_eq!(planned.len(), 1);
-        assert_eq!(planned[0].0.check.as_deref(), Some("python3 fizzbuzz.py"));
-        assert!(!planned[0].0.blocking);
-        assert_eq!(
-            planned[0].1,
-            vec!["goal-2".to_string(), "goal-3".to_string()]
-        );
-        // Filled in from a check: run only when the files it names are in the snapshot.
-        let placeholder = "`sh count.sh FILE` prints the count.";
-        let q = ClauseQuestion {
-            criterion: &c,
-            clause: placeholder,
-            broken: None,
-        };
-        let mut checks = vec![c.clone(), c.clone()];
-        checks[0].check = Some("test \"$(sh count.sh app.log)\" = 3".into());
-        checks[1].check = Some("printf 'x' > new.log; test \"$(sh count.sh new.log)\" = 0".into());
-        let entry = |path: &str| loopgate_common::snapshot::ManifestEntry {
-            path: path.into(),
-            mode: 420,
-            size: 1,
-            sha256: String::new(),
-        };
-        let manifest = Manifest {
-            v: 1,
-            entries: vec![entry("count.sh"), entry("app.log")],
-        };
-        let planned = command_criteria(std::slice::from_ref(&q), &checks, &manifest);
-        let commands: Vec<&str> = planned
-            .iter()
-            .filter_map(|(c, _)| c.check.as_deref())
-            .collect();
-        assert_eq!(commands, vec!["sh count.sh app.log"]);
     }
 }

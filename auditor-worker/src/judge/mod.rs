@@ -1,6 +1,8 @@
 //! The optional LLM judgment: one call, one repair call when the answer cannot be parsed, the
 //! whole thing bounded by the request's episode time. Its opinion can only tighten verdicts.
 
+pub(crate) mod clause_commands;
+pub(crate) mod clause_questions;
 pub(crate) mod clauses;
 pub(crate) mod prompt;
 

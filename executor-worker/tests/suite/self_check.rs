@@ -20,6 +20,7 @@ use loopgate_executor::{prepare, run_episode, EpisodeEnd, EpisodeEnv};
 use loopgate_executor::{ExecutorFile, ExternalInputs, Settings};
 use loopgate_snapshot::SnapshotStore;
 use loopgate_test_support::{last_message_content, NatsServer, Reply, Script, StandInModel};
+use loopgate_transport::{Bus, BusOptions};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -46,6 +47,11 @@ impl Harness {
         let nats = NatsServer::start().await?;
         let model = StandInModel::start(script).await?;
         let scratch = tempfile::tempdir()?;
+        // The test is the topology's owner (the manager): workers only wait for it.
+        Bus::connect(&nats.url(), "loopgate", BusOptions::default())
+            .await?
+            .ensure_topology()
+            .await?;
         let text = format!(
             "[nats]\nurl = \"{}\"\n[executor]\nwork_dir = \"{}\"\n\
              [models.standin]\nbase_url = \"{}\"\nmodel = \"{MODEL}\"\ntimeout_secs = 10\n{profile_lines}",

@@ -368,3 +368,90 @@ async fn a_goals_own_words_decide_its_clauses_and_the_judge_sees_its_commands_ou
     );
     Ok(())
 }
+
+/// A goal that states its requirement by example: the judge of the fix's clause is shown
+/// what the goal's call returns on each candidate (evaluated with the function the snapshot
+/// defines), not left to guess it from the code.
+const COUNT_TASK: &str = r#"
+goal = "count_words in wordcount.py gives wrong answers: count_words('a  b') returns 3. Fix it so it returns the number of words separated by any whitespace."
+[[acceptance]]
+id = "imports"
+description = "wordcount.py imports"
+check = "python3 -c 'import wordcount'"
+[roles]
+manager = "mgr"
+executor = "exec"
+auditor = "judge"
+[budget]
+max_rounds = 4
+max_failed_rounds = 4
+self_checks = 0
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_judge_sees_what_the_goals_calls_return_on_the_candidate() -> anyhow::Result<()> {
+    let write = |body: &str| {
+        Reply::tool_call(
+            "write_file",
+            json!({"path": "wordcount.py", "content": format!("def count_words(text):\n    return {body}\n")}),
+        )
+    };
+    let judge = Reply::dynamic(|req: &Value| {
+        let text = user_text(req);
+        if !text.contains(CLAUSE_QUESTION) {
+            return Reply::content("Status: complete\nIntegrity: clean\nContract audit: aligned");
+        }
+        if text.contains("- `count_words('a  b')` returns `2`") {
+            Reply::content("met - two words")
+        } else {
+            Reply::content("unmet - a run of spaces is not one separator")
+        }
+    });
+    let model = StandInModel::start(
+        Script::new()
+            .fallback(
+                "standin-manager",
+                Reply::content("Current task state: broken\nNext: cli\nTask: fix count_words"),
+            )
+            .replies(
+                "standin-executor",
+                vec![
+                    write("len(text.split(' '))"),
+                    finish(),
+                    write("len(text.split())"),
+                    finish(),
+                ],
+            )
+            .fallback("standin-judge", judge),
+    )
+    .await?;
+    let stack = Stack::start(StackOptions::new(
+        vec![
+            Profile::new("mgr", &model.base_url(), "standin-manager"),
+            Profile::new("exec", &model.base_url(), "standin-executor"),
+            Profile::new("judge", &model.base_url(), "standin-judge"),
+        ],
+        1,
+    ))
+    .await?;
+    let start = "def count_words(text):\n    return len(text.split(' ')) if text else 1\n";
+    let run = stack.submit(COUNT_TASK, &[("wordcount.py", start)]).await?;
+    let id = run["id"].as_str().unwrap_or_default().to_string();
+    let done = stack.wait_terminal(&id, WAIT).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    assert_eq!(done["round"], 2, "{done}");
+    let questions: Vec<String> = model
+        .requests("standin-judge")
+        .iter()
+        .map(user_text)
+        .filter(|t| t.contains(CLAUSE_QUESTION))
+        .collect();
+    assert!(!questions.is_empty(), "no clause question");
+    assert!(
+        questions[0].contains("## What the goal's calls return on this snapshot")
+            && questions[0].contains("- `count_words('a  b')` returns `3`"),
+        "{}",
+        questions[0]
+    );
+    Ok(())
+}

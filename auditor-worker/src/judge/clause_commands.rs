@@ -1,0 +1,431 @@
+//! What the clause judge is shown besides the files: the commands a clause quotes
+//! (`` `python3 fizzbuzz.py` ``) and the function calls the goal writes out
+//! (`count_words('a  b')`), each run on the candidate in the checks' sandbox. A small judge
+//! that reads code guesses what it prints or returns; it is far better at comparing a printed
+//! result with the requirement. Never evidence: only checks and judgments are.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use loopgate_common::clause_reading::clause_commands;
+use loopgate_common::goal_calls::{call_command, defines_function, goal_calls, module_name};
+use loopgate_common::goal_words::exact_words;
+use loopgate_common::snapshot::Manifest;
+use loopgate_common::task::{Criterion, CriterionSource};
+use loopgate_common::verdict::Evidence;
+use loopgate_common::wire::AuditRequest;
+
+use crate::audit::Auditor;
+use crate::judge::clause_questions::{clause_questions, ClauseQuestion};
+use crate::judge::prompt::tail_chars;
+
+/// Characters of a clause command's output shown with its clause.
+const COMMAND_OUTPUT_CHARS: usize = 600;
+/// Each of a clause's own commands gets this long on the candidate.
+const CLAUSE_COMMAND_SECS: u64 = 30;
+/// Python files read to find where a goal's function is defined, and the largest one read.
+const MAX_SOURCES: usize = 64;
+const MAX_SOURCE_BYTES: u64 = 256 * 1024;
+
+/// What one command printed on the candidate, for the judge to read.
+#[derive(Debug, Clone)]
+pub(crate) struct CommandRun {
+    pub command: String,
+    /// The goal's call this command evaluates (`count_words('a  b')`), shown instead of it.
+    pub call: Option<String>,
+    /// The criteria whose judge is shown it.
+    pub for_clauses: Vec<String>,
+    pub exit_code: Option<i32>,
+    pub output: String,
+}
+
+/// A command to run: a criterion of a throwaway contract (`clause-command-N`, not blocking).
+#[derive(Debug, Clone)]
+pub(crate) struct PlannedRun {
+    pub criterion: Criterion,
+    pub call: Option<String>,
+    pub for_clauses: Vec<String>,
+}
+
+fn planned_criterion(index: usize, command: String, description: &str) -> Criterion {
+    Criterion {
+        id: format!("clause-command-{}", index + 1),
+        description: description.to_string(),
+        check: Some(command),
+        blocking: false,
+        timeout_secs: CLAUSE_COMMAND_SECS,
+        source: CriterionSource::Task,
+        clause: None,
+    }
+}
+
+/// The runs of each command the clause questions quote, each with the criteria whose clause
+/// quotes it. A command filled in from a check runs only when every file it names is in
+/// `manifest`.
+pub(crate) fn command_criteria(
+    questions: &[ClauseQuestion<'_>],
+    criteria: &[Criterion],
+    manifest: &Manifest,
+) -> Vec<PlannedRun> {
+    let checks: Vec<&str> = criteria.iter().filter_map(|c| c.check.as_deref()).collect();
+    let present = |command: &str| {
+        exact_words(command)
+            .names
+            .iter()
+            .all(|n| manifest.entries.iter().any(|e| e.path == *n))
+    };
+    let mut out: Vec<PlannedRun> = Vec::new();
+    for q in questions {
+        for c in clause_commands(q.clause, &checks) {
+            if c.from_check && !present(&c.command) {
+                continue;
+            }
+            let id = q.criterion.id.clone();
+            if let Some(run) = out
+                .iter_mut()
+                .find(|r| r.criterion.check.as_deref() == Some(c.command.as_str()))
+            {
+                if !run.for_clauses.contains(&id) {
+                    run.for_clauses.push(id);
+                }
+                continue;
+            }
+            out.push(PlannedRun {
+                criterion: planned_criterion(
+                    out.len(),
+                    c.command,
+                    "a command a goal clause quotes, run for its judge",
+                ),
+                call: None,
+                for_clauses: vec![id],
+            });
+        }
+    }
+    out
+}
+
+/// The runs that evaluate each call the goal writes out, for every clause question: a call of
+/// a function that one of `sources` (path, text: the snapshot's Python files, those the goal
+/// names first) defines at its top level. Numbered after `first`.
+pub(crate) fn call_criteria(
+    goal: &str,
+    questions: &[ClauseQuestion<'_>],
+    sources: &[(String, String)],
+    first: usize,
+) -> Vec<PlannedRun> {
+    if questions.is_empty() {
+        return Vec::new();
+    }
+    let for_clauses: Vec<String> = questions.iter().map(|q| q.criterion.id.clone()).collect();
+    goal_calls(goal)
+        .into_iter()
+        .filter_map(|call| {
+            let module = sources.iter().find_map(|(path, text)| {
+                defines_function(text, &call.function)
+                    .then(|| module_name(path))
+                    .flatten()
+            })?;
+            Some((call_command(&module, &call), call.call))
+        })
+        .enumerate()
+        .map(|(i, (command, call))| PlannedRun {
+            criterion: planned_criterion(
+                first + i,
+                command,
+                "a call the goal writes out, evaluated for the clause judge",
+            ),
+            call: Some(call),
+            for_clauses: for_clauses.clone(),
+        })
+        .collect()
+}
+
+/// The prompt's sections for criterion `id`: what the requirement's commands printed, and what
+/// the goal's calls returned. Empty when there is nothing for it.
+pub(crate) fn commands_section(id: &str, commands: &[CommandRun]) -> String {
+    let mut p = String::new();
+    let mine = |call: bool| {
+        commands
+            .iter()
+            .filter(move |r| r.call.is_some() == call && r.for_clauses.iter().any(|c| c == id))
+    };
+    let exit_of = |r: &CommandRun| {
+        r.exit_code
+            .map_or("did not finish".to_string(), |c| format!("exit {c}"))
+    };
+    for (i, r) in mine(false).enumerate() {
+        if i == 0 {
+            let _ = writeln!(p, "\n## The requirement's commands, run on this snapshot");
+        }
+        let out = tail_chars(r.output.trim_end(), COMMAND_OUTPUT_CHARS);
+        let _ = writeln!(
+            p,
+            "`{}` ({}) printed:\n```\n{out}\n```",
+            r.command,
+            exit_of(r)
+        );
+    }
+    for (i, r) in mine(true).enumerate() {
+        if i == 0 {
+            let _ = writeln!(
+                p,
+                "\n## What the goal's calls return on this snapshot (evaluated with Python)"
+            );
+        }
+        let call = r.call.as_deref().unwrap_or_default();
+        let out = tail_chars(r.output.trim(), COMMAND_OUTPUT_CHARS);
+        if r.exit_code == Some(0) && !out.contains('\n') {
+            let _ = writeln!(p, "- `{call}` returns `{out}`");
+        } else {
+            let _ = writeln!(p, "- `{call}` ({}):\n```\n{out}\n```", exit_of(r));
+        }
+    }
+    p
+}
+
+/// The snapshot's Python files as (path, text), those `goal` names first, at most
+/// `MAX_SOURCES`, each at most `MAX_SOURCE_BYTES`; unreadable ones are skipped.
+async fn python_sources(goal: &str, pristine: &Path, manifest: &Manifest) -> Vec<(String, String)> {
+    let named = exact_words(goal).names;
+    let mut paths: Vec<&str> = manifest
+        .entries
+        .iter()
+        .filter(|e| e.path.ends_with(".py") && e.size <= MAX_SOURCE_BYTES)
+        .map(|e| e.path.as_str())
+        .collect();
+    paths.sort_by_key(|p| !named.iter().any(|n| n == p));
+    let mut out = Vec::new();
+    for path in paths.into_iter().take(MAX_SOURCES) {
+        if let Ok(text) = tokio::fs::read_to_string(pristine.join(path)).await {
+            out.push((path.to_string(), text));
+        }
+    }
+    out
+}
+
+impl Auditor {
+    /// Run the commands the clause questions quote (`` `python3 fizzbuzz.py` ``) and the calls
+    /// the goal writes out on the candidate, each in its own sandboxed copy like a check, under
+    /// `scratch/clause-commands`. A failure to run them leaves the judge without them (logged),
+    /// never fails the audit.
+    pub(crate) async fn run_clause_commands(
+        &self,
+        req: &AuditRequest,
+        scratch: &Path,
+        pristine: &Path,
+        manifest: &Manifest,
+        evidence: &[Evidence],
+    ) -> Vec<CommandRun> {
+        let judged_here = req
+            .auditor_profile
+            .as_ref()
+            .is_some_and(|n| self.judges.contains_key(n));
+        let questions = clause_questions(req, evidence);
+        if questions.is_empty() || !judged_here {
+            return Vec::new();
+        }
+        let mut planned = command_criteria(&questions, &req.contract.criteria, manifest);
+        let sources = python_sources(&req.contract.goal, pristine, manifest).await;
+        planned.extend(call_criteria(
+            &req.contract.goal,
+            &questions,
+            &sources,
+            planned.len(),
+        ));
+        if planned.is_empty() {
+            return Vec::new();
+        }
+        let dir = scratch.join("clause-commands");
+        if let Err(err) = tokio::fs::create_dir_all(&dir).await {
+            tracing::warn!(error = %err, "preparing to run the clauses' commands; skipped");
+            return Vec::new();
+        }
+        let mut probe = req.clone();
+        probe.contract.criteria = planned.iter().map(|r| r.criterion.clone()).collect();
+        let mut gaps = Vec::new();
+        let runs = match self
+            .run_checks(&probe, &dir, pristine, manifest, &mut gaps)
+            .await
+        {
+            Ok(runs) => runs,
+            Err(err) => {
+                tracing::warn!(error = %err, "running the clauses' commands; skipped");
+                return Vec::new();
+            }
+        };
+        planned
+            .into_iter()
+            .filter_map(|r| {
+                let run = runs.iter().find(|e| e.check_id == r.criterion.id)?;
+                Some(CommandRun {
+                    command: r.criterion.check?,
+                    call: r.call,
+                    for_clauses: r.for_clauses,
+                    exit_code: run.exit_code,
+                    output: run.output_excerpt.clone(),
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn goal_criterion(id: &str, clause: &str) -> Criterion {
+        Criterion {
+            id: id.into(),
+            description: String::new(),
+            check: None,
+            blocking: true,
+            timeout_secs: 5,
+            source: CriterionSource::Goal,
+            clause: Some(clause.into()),
+        }
+    }
+
+    fn run(command: &str, for_clause: &str, exit_code: Option<i32>, output: &str) -> CommandRun {
+        CommandRun {
+            command: command.into(),
+            call: None,
+            for_clauses: vec![for_clause.into()],
+            exit_code,
+            output: output.into(),
+        }
+    }
+
+    #[test]
+    fn the_prompt_shows_what_the_clauses_own_commands_print() {
+        let clause = "Running `python3 fizzbuzz.py` prints 1 to 3, Fizz for 3.";
+        let c = goal_criterion("goal-2", clause);
+        let q = ClauseQuestion {
+            criterion: &c,
+            clause,
+            broken: None,
+        };
+        let commands = [
+            run("python3 fizzbuzz.py", "goal-2", Some(0), "1\n2\nFizz\n"),
+            run("python3 other.py", "goal-9", Some(1), "not this clause's"),
+        ];
+        let p = commands_section("goal-2", &commands);
+        assert!(
+            p.contains("`python3 fizzbuzz.py` (exit 0) printed:\n```\n1\n2\nFizz\n```"),
+            "{p}"
+        );
+        assert!(!p.contains("other.py"), "{p}");
+        let timed_out = [run("python3 fizzbuzz.py", "goal-2", None, "")];
+        assert!(commands_section("goal-2", &timed_out).contains("(did not finish)"));
+        // The commands to run are those of the clauses asked about, once each.
+        let mut other = c.clone();
+        other.id = "goal-3".into();
+        let q3 = ClauseQuestion {
+            criterion: &other,
+            clause,
+            broken: None,
+        };
+        let planned = command_criteria(
+            &[q.clone(), q3],
+            &[],
+            &Manifest {
+                v: 1,
+                entries: vec![],
+            },
+        );
+        assert_eq!(planned.len(), 1);
+        assert_eq!(
+            planned[0].criterion.check.as_deref(),
+            Some("python3 fizzbuzz.py")
+        );
+        assert!(!planned[0].criterion.blocking);
+        assert_eq!(
+            planned[0].for_clauses,
+            vec!["goal-2".to_string(), "goal-3".to_string()]
+        );
+        // Filled in from a check: run only when the files it names are in the snapshot.
+        let placeholder = "`sh count.sh FILE` prints the count.";
+        let q = ClauseQuestion {
+            criterion: &c,
+            clause: placeholder,
+            broken: None,
+        };
+        let mut checks = vec![c.clone(), c.clone()];
+        checks[0].check = Some("test \"$(sh count.sh app.log)\" = 3".into());
+        checks[1].check = Some("printf 'x' > new.log; test \"$(sh count.sh new.log)\" = 0".into());
+        let entry = |path: &str| loopgate_common::snapshot::ManifestEntry {
+            path: path.into(),
+            mode: 420,
+            size: 1,
+            sha256: String::new(),
+        };
+        let manifest = Manifest {
+            v: 1,
+            entries: vec![entry("count.sh"), entry("app.log")],
+        };
+        let planned = command_criteria(std::slice::from_ref(&q), &checks, &manifest);
+        let commands: Vec<&str> = planned
+            .iter()
+            .filter_map(|r| r.criterion.check.as_deref())
+            .collect();
+        assert_eq!(commands, vec!["sh count.sh app.log"]);
+    }
+
+    #[test]
+    fn the_goals_calls_are_evaluated_where_a_file_defines_their_function() {
+        let goal = "count_words in wordcount.py gives wrong answers: count_words('a  b') returns \
+                    3 and print('x') is prose. Fix it so it returns 0 for an empty string.";
+        let c = goal_criterion("goal-2", "Fix it so it returns 0 for an empty string.");
+        let d = goal_criterion("goal-3", "keeping it short");
+        let questions = [
+            ClauseQuestion {
+                criterion: &c,
+                clause: "Fix it so it returns 0 for an empty string.",
+                broken: None,
+            },
+            ClauseQuestion {
+                criterion: &d,
+                clause: "keeping it short",
+                broken: None,
+            },
+        ];
+        let sources = vec![
+            ("notes/readme.py".to_string(), "x = 1\n".to_string()),
+            (
+                "wordcount.py".to_string(),
+                "def count_words(text):\n    return len(text.split())\n".to_string(),
+            ),
+        ];
+        let planned = call_criteria(goal, &questions, &sources, 2);
+        assert_eq!(planned.len(), 1, "{planned:?}");
+        assert_eq!(planned[0].criterion.id, "clause-command-3");
+        assert_eq!(planned[0].call.as_deref(), Some("count_words('a  b')"));
+        assert!(planned[0]
+            .criterion
+            .check
+            .as_deref()
+            .unwrap()
+            .starts_with("python3 -c 'from wordcount import count_words;"));
+        assert_eq!(planned[0].for_clauses, vec!["goal-2", "goal-3"]);
+        // No question, nothing to evaluate.
+        assert!(call_criteria(goal, &[], &sources, 0).is_empty());
+
+        let call = |exit_code, output: &str| CommandRun {
+            call: Some("count_words('a  b')".into()),
+            ..run("python3 -c ...", "goal-2", exit_code, output)
+        };
+        let p = commands_section("goal-2", &[call(Some(0), "2\n")]);
+        assert!(
+            p.contains("## What the goal's calls return on this snapshot"),
+            "{p}"
+        );
+        assert!(p.contains("- `count_words('a  b')` returns `2`"), "{p}");
+        assert!(!p.contains("python3 -c"), "{p}");
+        let p = commands_section("goal-2", &[call(Some(1), "Traceback\nNameError: x")]);
+        assert!(
+            p.contains("(exit 1):\n```\nTraceback\nNameError: x\n```"),
+            "{p}"
+        );
+        assert!(commands_section("goal-9", &[call(Some(0), "2")]).is_empty());
+    }
+}
