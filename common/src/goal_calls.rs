@@ -10,6 +10,11 @@
 //! its top level are evaluated, and only with literal arguments (strings, numbers, lists,
 //! `True`/`False`/`None`): a goal's prose such as "print() the result" names no workspace
 //! function and is left alone. Pure.
+//!
+//! Replayed on 2026-12-03 (docs/benchmarks.md, sitting k): shown "`count_words('')` returns
+//! `0`", the same 1.5B judge still answered `met` 0 times in 10 on the correct artifact (it
+//! reads the goal's problem sentence as the snapshot's behaviour), and `unmet` 9 in 10 on a
+//! wrong one either way. The results stay for judges that can read them.
 
 /// At most this many calls of one goal are evaluated.
 const MAX_GOAL_CALLS: usize = 6;
