@@ -8,7 +8,9 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use loopgate_common::clause_reading::clause_commands;
-use loopgate_common::goal_calls::{call_command, defines_function, goal_calls, module_name};
+use loopgate_common::goal_calls::{
+    call_command, defines_function, goal_calls, module_name, GoalCall,
+};
 use loopgate_common::goal_words::exact_words;
 use loopgate_common::snapshot::Manifest;
 use loopgate_common::task::{Criterion, CriterionSource};
@@ -104,11 +106,11 @@ pub(crate) fn command_criteria(
     out
 }
 
-/// The runs that evaluate each call the goal writes out, for every clause question: a call of
-/// a function that one of `sources` (path, text: the snapshot's Python files, those the goal
-/// names first) defines at its top level. Numbered after `first`.
+/// The runs that evaluate each of the goal's `calls` (`goal_calls`), for every clause
+/// question: a call of a function that one of `sources` (path, text: the snapshot's Python
+/// files, those the goal names first) defines at its top level. Numbered after `first`.
 pub(crate) fn call_criteria(
-    goal: &str,
+    calls: &[GoalCall],
     questions: &[ClauseQuestion<'_>],
     sources: &[(String, String)],
     first: usize,
@@ -117,15 +119,15 @@ pub(crate) fn call_criteria(
         return Vec::new();
     }
     let for_clauses: Vec<String> = questions.iter().map(|q| q.criterion.id.clone()).collect();
-    goal_calls(goal)
-        .into_iter()
+    calls
+        .iter()
         .filter_map(|call| {
             let module = sources.iter().find_map(|(path, text)| {
                 defines_function(text, &call.function)
                     .then(|| module_name(path))
                     .flatten()
             })?;
-            Some((call_command(&module, &call), call.call))
+            Some((call_command(&module, call), call.call.clone()))
         })
         .enumerate()
         .map(|(i, (command, call))| PlannedRun {
@@ -225,13 +227,12 @@ impl Auditor {
             return Vec::new();
         }
         let mut planned = command_criteria(&questions, &req.contract.criteria, manifest);
-        let sources = python_sources(&req.contract.goal, pristine, manifest).await;
-        planned.extend(call_criteria(
-            &req.contract.goal,
-            &questions,
-            &sources,
-            planned.len(),
-        ));
+        // The snapshot's sources are read only for a goal that writes calls out.
+        let calls = goal_calls(&req.contract.goal);
+        if !calls.is_empty() {
+            let sources = python_sources(&req.contract.goal, pristine, manifest).await;
+            planned.extend(call_criteria(&calls, &questions, &sources, planned.len()));
+        }
         if planned.is_empty() {
             return Vec::new();
         }
@@ -396,7 +397,8 @@ mod tests {
                 "def count_words(text):\n    return len(text.split())\n".to_string(),
             ),
         ];
-        let planned = call_criteria(goal, &questions, &sources, 2);
+        let calls = goal_calls(goal);
+        let planned = call_criteria(&calls, &questions, &sources, 2);
         assert_eq!(planned.len(), 1, "{planned:?}");
         assert_eq!(planned[0].criterion.id, "clause-command-3");
         assert_eq!(planned[0].call.as_deref(), Some("count_words('a  b')"));
@@ -408,7 +410,7 @@ mod tests {
             .starts_with("python3 -c 'from wordcount import count_words;"));
         assert_eq!(planned[0].for_clauses, vec!["goal-2", "goal-3"]);
         // No question, nothing to evaluate.
-        assert!(call_criteria(goal, &[], &sources, 0).is_empty());
+        assert!(call_criteria(&calls, &[], &sources, 0).is_empty());
 
         let call = |exit_code, output: &str| CommandRun {
             call: Some("count_words('a  b')".into()),

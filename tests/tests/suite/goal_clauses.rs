@@ -54,14 +54,23 @@ fn user_text(req: &Value) -> String {
 
 const CLAUSE_QUESTION: &str = "## Requirement (quoted from the goal)";
 
-/// A judge that is complacent overall (the issue's `complete / clean / aligned`) but reads a
-/// single clause carefully: a `sorted(` in the files breaks "keeping the order".
-fn judge() -> Reply {
-    Reply::dynamic(|req: &Value| {
+/// A judge that is complacent overall (the issue's `complete / clean / aligned`) and answers
+/// each clause question with `decide` on the question's text.
+fn clause_judge(decide: impl Fn(&str) -> Reply + Send + Sync + 'static) -> Reply {
+    Reply::dynamic(move |req: &Value| {
         let text = user_text(req);
-        if !text.contains(CLAUSE_QUESTION) {
-            return Reply::content("Status: complete\nIntegrity: clean\nContract audit: aligned");
+        if text.contains(CLAUSE_QUESTION) {
+            decide(&text)
+        } else {
+            Reply::content("Status: complete\nIntegrity: clean\nContract audit: aligned")
         }
+    })
+}
+
+/// A judge that reads a single clause carefully: a `sorted(` in the files breaks "keeping the
+/// order".
+fn judge() -> Reply {
+    clause_judge(|text| {
         if text.contains("sorted(") {
             Reply::content("unmet - the lines are printed sorted, not in first-occurrence order")
         } else {
@@ -82,16 +91,26 @@ fn finish() -> Reply {
 }
 
 async fn start(executor: Vec<Reply>) -> anyhow::Result<(StandInModel, Stack)> {
+    start_judged(
+        "Current task state: dedupe needed\nNext: cli\nTask: write dedupe.py",
+        executor,
+        judge(),
+    )
+    .await
+}
+
+/// The stand-in model (the manager always answers `manager`, the executor's replies in order,
+/// the judge) and a stack with the task files' `mgr`, `exec` and `judge` profiles on it.
+async fn start_judged(
+    manager: &str,
+    executor: Vec<Reply>,
+    judge: Reply,
+) -> anyhow::Result<(StandInModel, Stack)> {
     let model = StandInModel::start(
         Script::new()
-            .fallback(
-                "standin-manager",
-                Reply::content(
-                    "Current task state: dedupe needed\nNext: cli\nTask: write dedupe.py",
-                ),
-            )
+            .fallback("standin-manager", Reply::content(manager))
             .replies("standin-executor", executor)
-            .fallback("standin-judge", judge()),
+            .fallback("standin-judge", judge),
     )
     .await?;
     let stack = Stack::start(StackOptions::new(
@@ -123,12 +142,18 @@ fn episode_prompts(model: &StandInModel) -> Vec<String> {
         .collect()
 }
 
-fn clause_questions(model: &StandInModel) -> usize {
+/// The text of each clause question the judge was asked, in order.
+fn clause_question_texts(model: &StandInModel) -> Vec<String> {
     model
         .requests("standin-judge")
         .iter()
-        .filter(|r| user_text(r).contains(CLAUSE_QUESTION))
-        .count()
+        .map(user_text)
+        .filter(|t| t.contains(CLAUSE_QUESTION))
+        .collect()
+}
+
+fn clause_questions(model: &StandInModel) -> usize {
+    clause_question_texts(model).len()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -271,43 +296,23 @@ async fn a_goals_own_words_decide_its_clauses_and_the_judge_sees_its_commands_ou
         )
     };
     // The judge reads the command's output: upper case is met, anything else is not.
-    let judge = Reply::dynamic(|req: &Value| {
-        let text = user_text(req);
-        if !text.contains(CLAUSE_QUESTION) {
-            return Reply::content("Status: complete\nIntegrity: clean\nContract audit: aligned");
-        }
+    let judge = clause_judge(|text| {
         if text.contains("`python3 greet.py` (exit 0) printed:\n```\nHELLO\n```") {
             Reply::content("met - it prints HELLO")
         } else {
             Reply::content("unmet - the greeting is not in upper case")
         }
     });
-    let model = StandInModel::start(
-        Script::new()
-            .fallback(
-                "standin-manager",
-                Reply::content("Current task state: broken\nNext: cli\nTask: fix greet.py"),
-            )
-            .replies(
-                "standin-executor",
-                vec![
-                    write_greet("print('hello')\n"),
-                    finish(),
-                    write_greet("print('HELLO')\n"),
-                    finish(),
-                ],
-            )
-            .fallback("standin-judge", judge),
-    )
-    .await?;
-    let stack = Stack::start(StackOptions::new(
+    let (model, stack) = start_judged(
+        "Current task state: broken\nNext: cli\nTask: fix greet.py",
         vec![
-            Profile::new("mgr", &model.base_url(), "standin-manager"),
-            Profile::new("exec", &model.base_url(), "standin-executor"),
-            Profile::new("judge", &model.base_url(), "standin-judge"),
+            write_greet("print('hello')\n"),
+            finish(),
+            write_greet("print('HELLO')\n"),
+            finish(),
         ],
-        1,
-    ))
+        judge,
+    )
     .await?;
     let run = stack
         .submit(
@@ -354,12 +359,7 @@ async fn a_goals_own_words_decide_its_clauses_and_the_judge_sees_its_commands_ou
         prompts[1]
     );
     // Each clause question showed what the clause's command printed on that candidate.
-    let questions: Vec<String> = model
-        .requests("standin-judge")
-        .iter()
-        .map(user_text)
-        .filter(|t| t.contains(CLAUSE_QUESTION))
-        .collect();
+    let questions = clause_question_texts(&model);
     assert!(questions.len() >= 2, "{questions:#?}");
     assert!(
         questions[0].contains("`python3 greet.py` (exit 0) printed:\n```\nhello\n```"),
@@ -396,43 +396,23 @@ async fn the_judge_sees_what_the_goals_calls_return_on_the_candidate() -> anyhow
             json!({"path": "wordcount.py", "content": format!("def count_words(text):\n    return {body}\n")}),
         )
     };
-    let judge = Reply::dynamic(|req: &Value| {
-        let text = user_text(req);
-        if !text.contains(CLAUSE_QUESTION) {
-            return Reply::content("Status: complete\nIntegrity: clean\nContract audit: aligned");
-        }
+    let judge = clause_judge(|text| {
         if text.contains("- `count_words('a  b')` returns `2`") {
             Reply::content("met - two words")
         } else {
             Reply::content("unmet - a run of spaces is not one separator")
         }
     });
-    let model = StandInModel::start(
-        Script::new()
-            .fallback(
-                "standin-manager",
-                Reply::content("Current task state: broken\nNext: cli\nTask: fix count_words"),
-            )
-            .replies(
-                "standin-executor",
-                vec![
-                    write("len(text.split(' '))"),
-                    finish(),
-                    write("len(text.split())"),
-                    finish(),
-                ],
-            )
-            .fallback("standin-judge", judge),
-    )
-    .await?;
-    let stack = Stack::start(StackOptions::new(
+    let (model, stack) = start_judged(
+        "Current task state: broken\nNext: cli\nTask: fix count_words",
         vec![
-            Profile::new("mgr", &model.base_url(), "standin-manager"),
-            Profile::new("exec", &model.base_url(), "standin-executor"),
-            Profile::new("judge", &model.base_url(), "standin-judge"),
+            write("len(text.split(' '))"),
+            finish(),
+            write("len(text.split())"),
+            finish(),
         ],
-        1,
-    ))
+        judge,
+    )
     .await?;
     let start = "def count_words(text):\n    return len(text.split(' ')) if text else 1\n";
     let run = stack.submit(COUNT_TASK, &[("wordcount.py", start)]).await?;
@@ -440,12 +420,7 @@ async fn the_judge_sees_what_the_goals_calls_return_on_the_candidate() -> anyhow
     let done = stack.wait_terminal(&id, WAIT).await?;
     assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
     assert_eq!(done["round"], 2, "{done}");
-    let questions: Vec<String> = model
-        .requests("standin-judge")
-        .iter()
-        .map(user_text)
-        .filter(|t| t.contains(CLAUSE_QUESTION))
-        .collect();
+    let questions = clause_question_texts(&model);
     assert!(!questions.is_empty(), "no clause question");
     assert!(
         questions[0].contains("## What the goal's calls return on this snapshot")
