@@ -2,17 +2,26 @@
 //! check looks for it. Checks run from the workspace root, so `python3 hello.py` needs
 //! `hello.py` at the root; small models write `src/hello.py` and then read `can't open file
 //! 'hello.py'` without seeing why. The executor's `finish refused:` text and the evidence in its
-//! next prompt both carry these hints. Pure: it reads the check's command and the workspace's
-//! file list.
+//! next prompt both carry these hints. Pure: it reads the check's command, its output and the
+//! workspace's file list.
+//!
+//! A hint is given only for a path that the check's output names too (`can't open file
+//! 'hello.py'`, `cat: x.txt: No such file or directory`): a check that failed on an assertion
+//! needed nothing it could not find. Without that rule `csv-to-json`'s check (`python3
+//! to_json.py && python3 -c "import json; d = json.load(open('people.json')) ..."`) was answered,
+//! on every refusal and in every round's evidence, with "the check names `json.load`, which does
+//! not exist" and the same for `people.json`, which the check's own first command writes: two
+//! false leads beside the real failure, an `AssertionError` showing the wrong data.
 
 use std::collections::BTreeSet;
 
 /// Hints for one failing check, at most this many.
 const MAX_HINTS: usize = 3;
 
-/// One line per path the check's command names that is not in `files` (workspace-relative
-/// paths): where a file of that name is instead, or that it does not exist.
-pub fn missing_path_hints(command: &str, files: &[String]) -> Vec<String> {
+/// One line per path that the check's command names, its `output` names too, and `files`
+/// (workspace-relative paths) lacks: where a file of that name is instead, or that it does not
+/// exist.
+pub fn missing_path_hints(command: &str, output: &str, files: &[String]) -> Vec<String> {
     let present: BTreeSet<&str> = files.iter().map(String::as_str).collect();
     let mut hints = Vec::new();
     let mut seen = BTreeSet::new();
@@ -20,7 +29,7 @@ pub fn missing_path_hints(command: &str, files: &[String]) -> Vec<String> {
         if hints.len() >= MAX_HINTS || !seen.insert(token) {
             continue;
         }
-        if present.contains(token) || is_directory_of(token, files) {
+        if present.contains(token) || is_directory_of(token, files) || !output.contains(token) {
             continue;
         }
         let elsewhere: Vec<&str> = files
@@ -93,32 +102,71 @@ mod tests {
     #[test]
     fn hints_table() {
         let check = "test \"$(python3 hello.py)\" = 'hello, loopgate'";
-        // (command, workspace files, expected hint fragments; empty = no hint)
-        let cases: Vec<(&str, Vec<String>, Vec<&str>)> = vec![
-            (check, files(&["hello.py"]), vec![]),
+        let cant_open =
+            "python3: can't open file '/w/hello.py': [Errno 2] No such file or directory";
+        let to_json = "python3 to_json.py && python3 -c \"import json; \
+                       d = json.load(open('people.json')); assert d == [], d\"";
+        let assertion = "Traceback (most recent call last):\n  File \"<string>\", line 1, in \
+                         <module>\nAssertionError: [['name', 'age']]";
+        // (command, its output, workspace files, expected hint fragments; empty = no hint)
+        let cases: Vec<(&str, &str, Vec<String>, Vec<&str>)> = vec![
+            (check, "", files(&["hello.py"]), vec![]),
             (
                 check,
+                cant_open,
                 files(&["src/hello.py"]),
                 vec!["needs `hello.py`", "has `src/hello.py`"],
             ),
-            (check, files(&[]), vec!["`hello.py`, which does not exist"]),
-            ("python3 ./hello.py", files(&["hello.py"]), vec![]),
+            (
+                check,
+                cant_open,
+                files(&[]),
+                vec!["`hello.py`, which does not exist"],
+            ),
+            // The output does not name the path: the check failed on something else.
+            (check, "hello, world", files(&[]), vec![]),
+            (
+                "python3 ./hello.py",
+                cant_open,
+                files(&["hello.py"]),
+                vec![],
+            ),
             (
                 "pytest -q tests/test_app.py",
+                "ERROR: file or directory not found: tests/test_app.py",
                 files(&["tests/test_app.py"]),
                 vec![],
             ),
-            ("pytest -q tests", files(&["tests/test_app.py"]), vec![]),
+            (
+                "pytest -q tests",
+                "no tests ran",
+                files(&["tests/test_app.py"]),
+                vec![],
+            ),
             (
                 "cat /etc/passwd.txt $HOME/a.py https://x.io/a.py ../b.py",
+                "cat: /etc/passwd.txt: No such file or directory",
                 files(&[]),
                 vec![],
             ),
-            ("python3 -c 'import sys; print(3.11)'", files(&[]), vec![]),
-            ("sh check.sh && sh check.sh", files(&[]), vec!["`check.sh`"]),
+            (
+                "python3 -c 'import sys; print(3.11)'",
+                "3.11",
+                files(&[]),
+                vec![],
+            ),
+            (
+                "sh check.sh && sh check.sh",
+                "sh: 0: cannot open check.sh: No such file",
+                files(&[]),
+                vec!["`check.sh`"],
+            ),
+            // A module attribute (`json.load`) and a file the check's own command writes
+            // (`people.json`) are not named by an assertion's output.
+            (to_json, assertion, files(&["to_json.py"]), vec![]),
         ];
-        for (command, ws, want) in cases {
-            let hints = missing_path_hints(command, &ws);
+        for (command, output, ws, want) in cases {
+            let hints = missing_path_hints(command, output, &ws);
             if want.is_empty() {
                 assert!(hints.is_empty(), "{command} {ws:?}: {hints:?}");
                 continue;

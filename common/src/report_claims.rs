@@ -179,6 +179,7 @@ pub(crate) mod tests {
             gaps: vec!["not signed".into()],
             backcheck: Vec::new(),
             changed_paths: vec!["hello.py".into()],
+            added_paths: Vec::new(),
             judgment: None,
             usage: Usage::default(),
             duration_ms: 99,

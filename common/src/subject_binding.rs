@@ -183,6 +183,7 @@ mod tests {
             gaps: Vec::new(),
             backcheck: Vec::new(),
             changed_paths: Vec::new(),
+            added_paths: Vec::new(),
             judgment: None,
             usage: Usage::default(),
             duration_ms: 1,

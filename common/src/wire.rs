@@ -174,6 +174,9 @@ pub struct AuditReport {
     pub backcheck: Vec<String>,
     /// Paths changed base -> candidate.
     pub changed_paths: Vec<String>,
+    /// Of `changed_paths`, those the candidate added (absent from older auditors: empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added_paths: Vec<String>,
     /// The LLM judge's short opinion, when one ran.
     pub judgment: Option<String>,
     pub usage: Usage,

@@ -127,6 +127,12 @@ impl Auditor {
                 .iter()
                 .map(|c| c.path().to_string())
                 .collect(),
+            added_paths: findings
+                .changes
+                .iter()
+                .filter(|c| matches!(c, PathChange::Added { .. }))
+                .map(|c| c.path().to_string())
+                .collect(),
             judgment: findings.judgment,
             usage: findings.usage,
             duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),

@@ -268,6 +268,7 @@ mod tests {
             gaps: vec![],
             backcheck: vec![],
             changed_paths: vec![],
+            added_paths: Vec::new(),
             judgment: None,
             usage: Usage::default(),
             duration_ms: 0,

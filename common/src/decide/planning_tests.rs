@@ -118,6 +118,7 @@ fn plan_audit_full(
             gaps: vec![],
             backcheck: vec![],
             changed_paths: changed.iter().map(|p| p.to_string()).collect(),
+            added_paths: Vec::new(),
             judgment: None,
             usage: Usage::default(),
             duration_ms: 1,

@@ -249,6 +249,12 @@ pub(super) fn exec_feedback(record: &RunRecord) -> ExecFeedback {
             .take(CHANGED_PATHS_SHOWN)
             .cloned()
             .collect(),
+        added_paths: last
+            .added_paths
+            .iter()
+            .take(CHANGED_PATHS_SHOWN)
+            .cloned()
+            .collect(),
         rejected,
         attempts: if stagnating {
             ledger_lines(record)

@@ -117,6 +117,7 @@ pub(super) fn on_exec(record: &RunRecord, result: &ExecResult, now: i64) -> Deci
             passing: Vec::new(),
             base: Some(record.snapshot.clone()),
             changed_paths: Vec::new(),
+            added_paths: Vec::new(),
             checked: 0,
             reused_from: None,
         },
@@ -153,6 +154,7 @@ pub(super) fn on_exec(record: &RunRecord, result: &ExecResult, now: i64) -> Deci
             evidence: earlier.evidence.clone(),
             gaps: earlier.gaps.clone(),
             changed_paths: earlier.changed_paths.clone(),
+            added_paths: earlier.added_paths.clone(),
             rubric: earlier.rubric.clone(),
             worker: format!("reused from round {}", earlier.round),
             reused: true,
@@ -266,6 +268,7 @@ pub(super) fn on_audit(record: &RunRecord, report: &AuditReport, now: i64) -> De
         evidence,
         gaps: report.gaps.clone(),
         changed_paths: report.changed_paths.clone(),
+        added_paths: report.added_paths.clone(),
         rubric: record
             .contract
             .rubric
@@ -291,6 +294,8 @@ struct AuditOutcome {
     evidence: Vec<Evidence>,
     gaps: Vec<String>,
     changed_paths: Vec<String>,
+    /// Of `changed_paths`, those the candidate added.
+    added_paths: Vec<String>,
     rubric: Option<RubricVerdict>,
     worker: String,
     reused: bool,
@@ -308,6 +313,7 @@ fn apply_audit(mut tx: Tx, outcome: AuditOutcome) -> Decision {
         evidence,
         gaps,
         changed_paths,
+        added_paths,
         rubric,
         worker,
         reused,
@@ -326,6 +332,7 @@ fn apply_audit(mut tx: Tx, outcome: AuditOutcome) -> Decision {
                 evidence: evidence.clone(),
                 gaps: gaps.clone(),
                 changed_paths: changed_paths.clone(),
+                added_paths: added_paths.clone(),
                 rubric: rubric.clone(),
             },
         );
@@ -405,6 +412,7 @@ fn apply_audit(mut tx: Tx, outcome: AuditOutcome) -> Decision {
         last.verdicts = Some(verdicts);
         last.gaps = gaps.clone();
         last.changed_paths = changed_paths;
+        last.added_paths = added_paths;
         last.checked = gate.checked;
         last.failing = evidence
             .iter()

@@ -117,6 +117,7 @@ pub(super) fn report(record: &RunRecord, pass: bool, integrity: Integrity) -> Au
         gaps: vec![],
         backcheck: vec![],
         changed_paths: vec!["hello.py".into()],
+        added_paths: Vec::new(),
         judgment: None,
         usage: Usage::default(),
         duration_ms: 1,

@@ -99,7 +99,7 @@ impl Tx {
                 increment,
                 episode,
                 feedback,
-            } => self.dispatch_exec(capability, increment, episode, feedback),
+            } => self.dispatch_exec(capability, increment, episode, *feedback),
             HeldStep::Audit {
                 purpose,
                 candidate,
@@ -185,7 +185,7 @@ impl Tx {
                 capability,
                 increment,
                 episode,
-                feedback,
+                feedback: Box::new(feedback),
             });
             return;
         }

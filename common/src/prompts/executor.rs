@@ -39,6 +39,8 @@ pub struct FilePreview {
 /// small file; at most `PREVIEW_FILES`, `PREVIEW_FILE_BYTES` each and `PREVIEW_TOTAL_BYTES`
 /// in all. Small models that are told to complete a file and never call `read_file` otherwise
 /// overwrite it with an invented one.
+///
+/// Not previewed: a file the last round added when its audit failed ([`withheld_previews`]).
 pub fn preview_paths(req: &ExecRequest, entries: &[(String, u64)]) -> Vec<String> {
     let mut named_in = vec![req.contract.goal.as_str(), req.increment.objective.as_str()];
     named_in.extend(req.increment.goal_clauses.iter().map(String::as_str));
@@ -52,11 +54,15 @@ pub fn preview_paths(req: &ExecRequest, entries: &[(String, u64)]) -> Vec<String
     if small_workspace {
         order.extend(entries.iter().filter(|(p, _)| !named(p)));
     }
+    let withheld = withheld_previews(&req.feedback);
     let mut total = 0u64;
     let mut shown = Vec::new();
     for (path, size) in order {
         if shown.len() == PREVIEW_FILES {
             break;
+        }
+        if withheld.contains(&path.as_str()) {
+            continue;
         }
         if *size == 0 || *size > PREVIEW_FILE_BYTES || total + size > PREVIEW_TOTAL_BYTES {
             continue;
@@ -65,6 +71,19 @@ pub fn preview_paths(req: &ExecRequest, entries: &[(String, u64)]) -> Vec<String
         shown.push(path.clone());
     }
     shown
+}
+
+/// The files whose contents a retry's prompt does not show: those the last round added, when
+/// its audit failed. Shown the failing file, the 1.5B model copied it: replaying `csv-to-json`'s
+/// round-2 request (its round-1 `to_json.py` previewed, the failing checks' output under it),
+/// 8 of 8 answers wrote that same file again, at the episode's temperature 0.5; without the
+/// preview, 8 of 8 wrote a different one and 1 passed. A file the task started with keeps its
+/// preview: it carries what the task gave (a docstring, the code around a bug).
+pub fn withheld_previews(feedback: &ExecFeedback) -> Vec<&str> {
+    if feedback.failing.is_empty() {
+        return Vec::new();
+    }
+    feedback.added_paths.iter().map(String::as_str).collect()
 }
 
 /// Whether `text` names `path` as a whole word: `solution.py` names it, `my_solution.py` and
@@ -232,7 +251,7 @@ fn push_feedback(s: &mut String, feedback: &ExecFeedback, files: &[String]) {
             }
         }
         if let Some(check) = &f.check {
-            for hint in missing_path_hints(check, files) {
+            for hint in missing_path_hints(check, &f.output_excerpt, files) {
                 s.push_str(&format!("  {hint}\n"));
             }
         }
@@ -251,6 +270,18 @@ fn push_feedback(s: &mut String, feedback: &ExecFeedback, files: &[String]) {
             .map(String::as_str)
             .collect();
         s.push_str(&format!("- the last round changed: {}\n", shown.join(", ")));
+    }
+    let withheld = withheld_previews(feedback);
+    if !withheld.is_empty() {
+        s.push_str(&format!(
+            "- the last round wrote {}, and the checks above fail with it; write it anew from \
+             the goal instead of repeating it (read_file shows the old version)\n",
+            withheld
+                .iter()
+                .map(|p| format!("`{p}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
     }
     if !feedback.attempts.is_empty() {
         s.push_str("Earlier attempts that did not work; take a different approach:\n");
@@ -334,6 +365,7 @@ mod tests {
             ],
             gate_reasons: vec!["`prints` has no passing evidence".into()],
             changed_paths: vec!["workspace/hello.py".into()],
+            added_paths: vec![],
             rejected: None,
             attempts: vec![],
         };
@@ -407,6 +439,68 @@ mod tests {
                 prompt.contains("The manager's note"),
                 shown,
                 "{objective:?}\n{prompt}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_retry_does_not_preview_the_file_its_failed_round_added() {
+        let failing = |criterion: &str| FailingCheck {
+            criterion: criterion.into(),
+            check: Some("python3 to_json.py".into()),
+            verdict: CheckVerdict::Fail,
+            exit_code: Some(1),
+            output_excerpt: "AssertionError".into(),
+        };
+        let feedback = |failing: Vec<FailingCheck>, added: &[&str]| ExecFeedback {
+            failing,
+            changed_paths: vec!["to_json.py".into(), "solution.py".into()],
+            added_paths: added.iter().map(|p| p.to_string()).collect(),
+            ..ExecFeedback::default()
+        };
+        let workspace: Vec<(String, u64)> = vec![
+            ("people.csv".into(), 60),
+            ("to_json.py".into(), 166),
+            ("solution.py".into(), 300),
+        ];
+        // (feedback, previewed, whether the prompt says the added file is not shown)
+        let cases = vec![
+            // The round added to_json.py and failed: not shown; solution.py (modified) is.
+            (
+                feedback(vec![failing("people-json")], &["to_json.py"]),
+                vec!["people.csv", "solution.py"],
+                true,
+            ),
+            // Nothing failed: everything is shown (the named file first).
+            (
+                feedback(vec![], &["to_json.py"]),
+                vec!["to_json.py", "people.csv", "solution.py"],
+                false,
+            ),
+            // Failing, but the round added nothing (it modified files the task had).
+            (
+                feedback(vec![failing("people-json")], &[]),
+                vec!["to_json.py", "people.csv", "solution.py"],
+                false,
+            ),
+        ];
+        for (feedback, want, said) in cases {
+            let increment = Increment {
+                objective: "Write to_json.py.".into(),
+                instructions: String::new(),
+                acceptance_checks: vec![],
+                write_scope: vec![],
+                goal_clauses: vec![],
+            };
+            let req = request(increment, feedback);
+            assert_eq!(preview_paths(&req, &workspace), want);
+            let prompt = task_prompt(&req, &["to_json.py".into()], &[]);
+            assert_eq!(
+                prompt.contains(
+                    "- the last round wrote `to_json.py`, and the checks above fail with it"
+                ),
+                said,
+                "{prompt}"
             );
         }
     }

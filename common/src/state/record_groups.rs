@@ -165,6 +165,8 @@ pub struct AuditedSnapshot {
     pub gaps: Vec<String>,
     #[serde(default)]
     pub changed_paths: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added_paths: Vec<String>,
     #[serde(default)]
     pub rubric: Option<RubricVerdict>,
 }

@@ -162,7 +162,8 @@ pub enum HeldStep {
         capability: Capability,
         increment: Increment,
         episode: EpisodeKind,
-        feedback: ExecFeedback,
+        /// Boxed: the largest field by far (serialized the same as unboxed).
+        feedback: Box<ExecFeedback>,
     },
     /// Dispatch this audit (a final audit: a round's own audit finishes with its round).
     Audit {
@@ -254,6 +255,9 @@ pub struct RoundSummary {
     /// Paths the round changed (base -> candidate), as the auditor saw them.
     #[serde(default)]
     pub changed_paths: Vec<String>,
+    /// Of `changed_paths`, those the round added.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added_paths: Vec<String>,
     /// Criteria with a check on the audited snapshot (`passing` of them passed).
     #[serde(default)]
     pub checked: u32,

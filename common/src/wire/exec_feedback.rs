@@ -24,6 +24,10 @@ pub struct ExecFeedback {
     /// Paths the last round changed (its base -> its candidate).
     #[serde(default)]
     pub changed_paths: Vec<String>,
+    /// Of `changed_paths`, those the last round added. With failing evidence their contents are
+    /// not previewed (`prompts::executor::preview_paths`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added_paths: Vec<String>,
     /// The last candidate was not kept (an integrity violation, a rollback): why. The step starts
     /// from the snapshot before it.
     #[serde(default)]

@@ -173,7 +173,11 @@ impl SelfCheck {
                 duration_ms = run.duration.as_millis() as u64, "self-check ran");
             let verdict = run.verdict();
             let hints = if verdict == CheckVerdict::Fail {
-                missing_path_hints(&target.command, &paths)
+                missing_path_hints(
+                    &target.command,
+                    &String::from_utf8_lossy(&run.output),
+                    &paths,
+                )
             } else {
                 Vec::new()
             };

@@ -143,6 +143,7 @@ fn all_pass_report(req: &AuditRequest) -> AuditReport {
         gaps: Vec::new(),
         backcheck: Vec::new(),
         changed_paths: Vec::new(),
+        added_paths: Vec::new(),
         judgment: None,
         usage: Usage::default(),
         duration_ms: 1,

@@ -217,6 +217,7 @@ pub(crate) mod tests {
             gaps: Vec::new(),
             backcheck: Vec::new(),
             changed_paths: Vec::new(),
+            added_paths: Vec::new(),
             judgment: None,
             usage: Usage::default(),
             duration_ms: 1,
