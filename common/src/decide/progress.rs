@@ -182,9 +182,25 @@ fn same_failure_before(earlier: &[RoundSummary], id: &str, excerpt: &str) -> Opt
         .map(|h| h.round)
 }
 
+/// The paths the run's rounds added (files the task did not start with), in the order they
+/// were first added, at most `CHANGED_PATHS_SHOWN`.
+fn run_added_paths(record: &RunRecord) -> Vec<String> {
+    let mut added: Vec<String> = Vec::new();
+    for path in record.history.iter().flat_map(|h| &h.added_paths) {
+        if added.len() == CHANGED_PATHS_SHOWN {
+            break;
+        }
+        if !added.contains(path) {
+            added.push(path.clone());
+        }
+    }
+    added
+}
+
 /// What the executor of the next step is told about its base snapshot: the last audit's
-/// failing and inconclusive checks, the gate's reasons, the paths the last round changed, a
-/// rejected candidate's reason, and the attempt ledger when the run stagnates.
+/// failing and inconclusive checks, the gate's reasons, the paths the last round changed and
+/// those the run added, a rejected candidate's reason, and the attempt ledger when the run
+/// stagnates.
 pub(super) fn exec_feedback(record: &RunRecord) -> ExecFeedback {
     let Some(last) = record
         .history
@@ -249,12 +265,7 @@ pub(super) fn exec_feedback(record: &RunRecord) -> ExecFeedback {
             .take(CHANGED_PATHS_SHOWN)
             .cloned()
             .collect(),
-        added_paths: last
-            .added_paths
-            .iter()
-            .take(CHANGED_PATHS_SHOWN)
-            .cloned()
-            .collect(),
+        added_paths: run_added_paths(record),
         rejected,
         attempts: if stagnating {
             ledger_lines(record)

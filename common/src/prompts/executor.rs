@@ -40,7 +40,7 @@ pub struct FilePreview {
 /// in all. Small models that are told to complete a file and never call `read_file` otherwise
 /// overwrite it with an invented one.
 ///
-/// Not previewed: a file the last round added when its audit failed ([`withheld_previews`]).
+/// Not previewed: a file the run added that a failing check names ([`withheld_previews`]).
 pub fn preview_paths(req: &ExecRequest, entries: &[(String, u64)]) -> Vec<String> {
     let mut named_in = vec![req.contract.goal.as_str(), req.increment.objective.as_str()];
     named_in.extend(req.increment.goal_clauses.iter().map(String::as_str));
@@ -73,17 +73,25 @@ pub fn preview_paths(req: &ExecRequest, entries: &[(String, u64)]) -> Vec<String
     shown
 }
 
-/// The files whose contents a retry's prompt does not show: those the last round added, when
-/// its audit failed. Shown the failing file, the 1.5B model copied it: replaying `csv-to-json`'s
-/// round-2 request (its round-1 `to_json.py` previewed, the failing checks' output under it),
-/// 8 of 8 answers wrote that same file again, at the episode's temperature 0.5; without the
-/// preview, 8 of 8 wrote a different one and 1 passed. A file the task started with keeps its
-/// preview: it carries what the task gave (a docstring, the code around a bug).
+/// The files whose contents a retry's prompt does not show: those the run added that a failing
+/// check names, in its command or its output. Shown its failing file, the 1.5B model copied it.
+/// Replaying `csv-to-json`'s round-2 request (its round-1 `to_json.py` previewed, the failing
+/// checks' output under it), 8 of 8 answers wrote that same file again, at the episode's
+/// temperature 0.5; without the preview, 8 of 8 wrote a different one and 1 passed. A file the
+/// task started with keeps its preview: it carries what the task gave (a docstring, the code
+/// around a bug). So does one the run added that no failing check names (work that holds).
 pub fn withheld_previews(feedback: &ExecFeedback) -> Vec<&str> {
-    if feedback.failing.is_empty() {
-        return Vec::new();
-    }
-    feedback.added_paths.iter().map(String::as_str).collect()
+    feedback
+        .added_paths
+        .iter()
+        .filter(|path| {
+            feedback.failing.iter().any(|f| {
+                f.check.as_deref().is_some_and(|c| names_path(c, path))
+                    || names_path(&f.output_excerpt, path)
+            })
+        })
+        .map(String::as_str)
+        .collect()
 }
 
 /// Whether `text` names `path` as a whole word: `solution.py` names it, `my_solution.py` and
@@ -274,8 +282,8 @@ fn push_feedback(s: &mut String, feedback: &ExecFeedback, files: &[String]) {
     let withheld = withheld_previews(feedback);
     if !withheld.is_empty() {
         s.push_str(&format!(
-            "- the last round wrote {}, and the checks above fail with it; write it anew from \
-             the goal instead of repeating it (read_file shows the old version)\n",
+            "- {} was written in this run, and the checks above fail with it: write it anew \
+             from the goal instead of repeating it (read_file shows it as it is)\n",
             withheld
                 .iter()
                 .map(|p| format!("`{p}`"))
@@ -465,7 +473,8 @@ mod tests {
         ];
         // (feedback, previewed, whether the prompt says the added file is not shown)
         let cases = vec![
-            // The round added to_json.py and failed: not shown; solution.py (modified) is.
+            // The run added to_json.py, which a failing check runs: not shown; solution.py
+            // (a file the task started with) is.
             (
                 feedback(vec![failing("people-json")], &["to_json.py"]),
                 vec!["people.csv", "solution.py"],
@@ -477,11 +486,17 @@ mod tests {
                 vec!["to_json.py", "people.csv", "solution.py"],
                 false,
             ),
-            // Failing, but the round added nothing (it modified files the task had).
+            // Failing, but the run added nothing (it modified files the task had).
             (
                 feedback(vec![failing("people-json")], &[]),
                 vec!["to_json.py", "people.csv", "solution.py"],
                 false,
+            ),
+            // The run added people.csv too, but no failing check names it: it is shown.
+            (
+                feedback(vec![failing("people-json")], &["to_json.py", "people.csv"]),
+                vec!["people.csv", "solution.py"],
+                true,
             ),
         ];
         for (feedback, want, said) in cases {
@@ -497,7 +512,7 @@ mod tests {
             let prompt = task_prompt(&req, &["to_json.py".into()], &[]);
             assert_eq!(
                 prompt.contains(
-                    "- the last round wrote `to_json.py`, and the checks above fail with it"
+                    "- `to_json.py` was written in this run, and the checks above fail with it"
                 ),
                 said,
                 "{prompt}"

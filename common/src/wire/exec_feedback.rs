@@ -24,8 +24,8 @@ pub struct ExecFeedback {
     /// Paths the last round changed (its base -> its candidate).
     #[serde(default)]
     pub changed_paths: Vec<String>,
-    /// Of `changed_paths`, those the last round added. With failing evidence their contents are
-    /// not previewed (`prompts::executor::preview_paths`).
+    /// The paths the run's rounds added (files the task did not start with). One that a failing
+    /// check names is not previewed (`prompts::executor::withheld_previews`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub added_paths: Vec<String>,
     /// The last candidate was not kept (an integrity violation, a rollback): why. The step starts

@@ -10,6 +10,8 @@
 //! An agent that keeps repeating a write of what the refused workspace already holds gets
 //! the findings again once; its next such write ends the episode (`LoopEnd::Stuck`), so the
 //! round's remaining turns are not spent on it and the next round starts afresh.
+//! After each refusal the small texts the agent wrote so far leave the conversation (see
+//! `refused_writes`), so it writes the file anew instead of copying what just failed.
 //!
 //! Context health is tracked per agent (see `context_health`): at the warn level old tool
 //! output is compacted; when the score drops below the threshold the agent is asked to write
@@ -19,8 +21,10 @@
 pub(crate) mod context_health;
 pub(crate) mod context_reset;
 pub(crate) mod plain_reply;
+pub(crate) mod refused_writes;
 pub(crate) mod repeat_guard;
 pub(crate) mod temperature;
+pub(crate) mod turn_messages;
 
 use std::future::Future;
 use std::time::Duration;
@@ -39,14 +43,16 @@ use crate::tool_loop::context_reset::{
     KEEP_RECENT_TOOL_RESULTS, MAX_HANDOFF_CHARS,
 };
 use crate::tool_loop::plain_reply::{echoed_tool_result, no_tool_nudge, MAX_NO_TOOL_NUDGES};
+use crate::tool_loop::refused_writes::{elide_refused_writes, marker_write};
 use crate::tool_loop::repeat_guard::{
     repeated_write_text, AfterCall, RepeatGuard, REPEAT_PASSED_SUMMARY,
 };
 use crate::tool_loop::temperature::turn_temperature;
+pub(crate) use crate::tool_loop::turn_messages::{
+    give_call_ids, keep_recent_images, summary_from_text, MAX_IMAGES_KEPT,
+};
 use crate::tools::dispatch::{EpisodeTools, ToolAction};
 
-/// Longest summary kept from the model's own words.
-pub(crate) const MAX_SUMMARY_CHARS: usize = 2000;
 /// Model turns an agent gets to write its handoff.
 const HANDOFF_TURNS: u32 = 2;
 
@@ -163,6 +169,8 @@ struct LoopState {
     base_temperature: Option<f32>,
     /// The episode retries a failed audit.
     retrying: bool,
+    /// `self_check_refusals` when the refused writes were last elided.
+    elided_at_refusals: u32,
 }
 
 impl LoopState {
@@ -172,6 +180,22 @@ impl LoopState {
         let retries = self.self_check_refusals + u32::from(self.retrying);
         request.temperature = turn_temperature(self.base_temperature, retries);
         request
+    }
+
+    /// After a refusal not yet acted on: the refused attempt's small written texts leave
+    /// `messages` (see `refused_writes`).
+    fn elide_after_refusal(&mut self, messages: &mut [ChatMessage]) {
+        if self.self_check_refusals == self.elided_at_refusals {
+            return;
+        }
+        self.elided_at_refusals = self.self_check_refusals;
+        let elided = elide_refused_writes(messages);
+        if elided > 0 {
+            tracing::info!(
+                elided,
+                "finish was refused: the attempt's written texts leave the conversation"
+            );
+        }
     }
 }
 
@@ -258,6 +282,7 @@ async fn drive<M: ChatModel>(
             state.compactions += 1;
             tracing::debug!(score = health.score(), "compacted old tool output");
         }
+        state.elide_after_refusal(&mut messages);
         let request = state.request(&messages, &specs);
         let response = match model.chat(&request).await {
             Ok(response) => response,
@@ -308,6 +333,7 @@ async fn after_step_cap<M: ChatModel>(
     };
     state.self_checks.close();
     messages.push(ChatMessage::user(step_cap_message(&refusal)));
+    state.elide_after_refusal(messages);
     let request = state.request(messages, specs);
     let response = match model.chat(&request).await {
         Ok(response) => response,
@@ -415,6 +441,11 @@ async fn run_turn(
         state.tool_calls += 1;
         if let Some(refusal) = echoed_tool_result(messages, call) {
             tracing::info!(tool = %call.name, "refused a write of an earlier tool result's text");
+            messages.push(ChatMessage::tool_result(&call.id, &call.name, refusal));
+            continue;
+        }
+        if let Some(refusal) = marker_write(call) {
+            tracing::info!(tool = %call.name, "refused a write of the removed-text marker");
             messages.push(ChatMessage::tool_result(&call.id, &call.name, refusal));
             continue;
         }
@@ -574,51 +605,6 @@ fn read_handoff(tools: &EpisodeTools) -> Option<String> {
         .read_file(HANDOFF_FILE, MAX_HANDOFF_CHARS * 4)
         .ok()
         .filter(|text| !text.trim().is_empty())
-}
-
-/// Screenshots a vision model is sent at most (each resent with every request): older tool
-/// results keep their text only.
-pub(crate) const MAX_IMAGES_KEPT: usize = 2;
-
-/// Drops the images of all but the `keep` most recent tool results that have some.
-pub(crate) fn keep_recent_images(messages: &mut [ChatMessage], keep: usize) {
-    let mut seen = 0;
-    for message in messages.iter_mut().rev() {
-        if let ChatMessage::Tool { images, .. } = message {
-            if images.is_empty() {
-                continue;
-            }
-            seen += 1;
-            if seen > keep {
-                images.clear();
-            }
-        }
-    }
-}
-
-/// Tool results must answer a call id; fallback-parsed calls may come without one.
-fn give_call_ids(message: &mut ChatMessage, seen: u32) {
-    if let ChatMessage::Assistant { tool_calls, .. } = message {
-        for (i, call) in tool_calls.iter_mut().enumerate() {
-            if call.id.trim().is_empty() {
-                call.id = format!("call_{}", seen as usize + i + 1);
-            }
-        }
-    }
-}
-
-/// The model's text as a summary: tool-call blocks removed, trimmed, bounded.
-pub(crate) fn summary_from_text(text: &str) -> String {
-    let text = strip_tool_calls(text);
-    let text = text.trim();
-    if text.is_empty() {
-        return String::new();
-    }
-    let mut summary: String = text.chars().take(MAX_SUMMARY_CHARS).collect();
-    if text.chars().count() > MAX_SUMMARY_CHARS {
-        summary.push('…');
-    }
-    summary
 }
 
 #[cfg(test)]

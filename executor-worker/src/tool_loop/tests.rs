@@ -7,6 +7,7 @@ use serde_json::json;
 
 use super::*;
 use crate::config::ToolLimits;
+use crate::tool_loop::turn_messages::MAX_SUMMARY_CHARS;
 use crate::tools::workspace::Workspace;
 
 /// Replies from a fixed script (then keeps repeating the last reply), recording requests.

@@ -189,6 +189,21 @@ async fn a_wrong_file_is_refused_at_finish_and_the_fix_is_accepted() -> anyhow::
         "finish refused: 1 blocking check(s) still fail on your workspace"
     );
     assert!(lines[1].starts_with("- says-hello (exit 1)"), "{answer}");
+    // After the refusal the refused text left the conversation (the agent writes it anew
+    // instead of copying it); before it, the agent's own write was there.
+    assert!(requests[1].to_string().contains("hullo"), "{}", requests[1]);
+    assert!(
+        !requests[2].to_string().contains("hullo"),
+        "{}",
+        requests[2]
+    );
+    assert!(
+        requests[2]
+            .to_string()
+            .contains("this text was removed after the self-check refused it (6 bytes)"),
+        "{}",
+        requests[2]
+    );
     // The accepted `finish` got no tool result: the episode ended there.
     assert_eq!(h.refusals_seen().len(), 1);
     Ok(())

@@ -143,6 +143,9 @@ async fn failure_output_reaches_the_next_executor_and_unchanged_work_is_not_reau
         "check `prints-greeting` failed (exit 1)",
         "hello.py printed: hello",
         "Your step: Create hello.py that prints exactly: hello, loopgate",
+        // Round 1 added hello.py, which the failing check runs: named, not shown (a small model
+        // copies it).
+        "- `hello.py` was written in this run, and the checks above fail with it",
     ] {
         assert!(
             prompts[1].contains(needle),
@@ -150,6 +153,11 @@ async fn failure_output_reaches_the_next_executor_and_unchanged_work_is_not_reau
             prompts[1]
         );
     }
+    assert!(
+        !prompts[1].contains("Current contents of hello.py"),
+        "{}",
+        prompts[1]
+    );
 
     let entries = log_entries(&stack, &id).await?;
     let round_2: Vec<&str> = entries

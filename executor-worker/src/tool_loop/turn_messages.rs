@@ -1,0 +1,53 @@
+//! Small, pure edits of one turn's messages: call ids for calls that came without one, the
+//! screenshots a vision model keeps, and the summary taken from the model's own words.
+
+use loopgate_common::tool_call_parse::strip_tool_calls;
+use loopgate_models::ChatMessage;
+
+/// Longest summary kept from the model's own words.
+pub(crate) const MAX_SUMMARY_CHARS: usize = 2000;
+
+/// Screenshots a vision model is sent at most (each resent with every request): older tool
+/// results keep their text only.
+pub(crate) const MAX_IMAGES_KEPT: usize = 2;
+
+/// Drops the images of all but the `keep` most recent tool results that have some.
+pub(crate) fn keep_recent_images(messages: &mut [ChatMessage], keep: usize) {
+    let mut seen = 0;
+    for message in messages.iter_mut().rev() {
+        if let ChatMessage::Tool { images, .. } = message {
+            if images.is_empty() {
+                continue;
+            }
+            seen += 1;
+            if seen > keep {
+                images.clear();
+            }
+        }
+    }
+}
+
+/// Tool results must answer a call id; fallback-parsed calls may come without one.
+pub(crate) fn give_call_ids(message: &mut ChatMessage, seen: u32) {
+    if let ChatMessage::Assistant { tool_calls, .. } = message {
+        for (i, call) in tool_calls.iter_mut().enumerate() {
+            if call.id.trim().is_empty() {
+                call.id = format!("call_{}", seen as usize + i + 1);
+            }
+        }
+    }
+}
+
+/// The model's text as a summary: tool-call blocks removed, trimmed, bounded.
+pub(crate) fn summary_from_text(text: &str) -> String {
+    let text = strip_tool_calls(text);
+    let text = text.trim();
+    if text.is_empty() {
+        return String::new();
+    }
+    let mut summary: String = text.chars().take(MAX_SUMMARY_CHARS).collect();
+    if text.chars().count() > MAX_SUMMARY_CHARS {
+        summary.push('…');
+    }
+    summary
+}
