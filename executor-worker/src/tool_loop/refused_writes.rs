@@ -18,6 +18,15 @@ use serde_json::Value;
 pub(crate) const ELIDE_MAX_BYTES: usize = 3 * 1024;
 const MARKER: &str = "[loopgate: this text was removed after the self-check refused it";
 
+/// The argument of tool `name` that holds the text it writes.
+fn written_text_field(name: &str) -> Option<&'static str> {
+    match name {
+        "write_file" => Some("content"),
+        "edit_file" => Some("new"),
+        _ => None,
+    }
+}
+
 /// Replaces the refused attempt's small written texts in `messages` with the marker. Returns
 /// how many it replaced now (0 when there were none, or all were replaced before).
 pub(crate) fn elide_refused_writes(messages: &mut [ChatMessage]) -> usize {
@@ -27,10 +36,8 @@ pub(crate) fn elide_refused_writes(messages: &mut [ChatMessage]) -> usize {
             continue;
         };
         for call in tool_calls.iter_mut() {
-            let field = match call.name.as_str() {
-                "write_file" => "content",
-                "edit_file" => "new",
-                _ => continue,
+            let Some(field) = written_text_field(&call.name) else {
+                continue;
             };
             let Some(Value::String(text)) = call.arguments.get_mut(field) else {
                 continue;
@@ -51,11 +58,7 @@ pub(crate) fn elide_refused_writes(messages: &mut [ChatMessage]) -> usize {
 /// A write whose text is the marker (a small model copying its own history): the tool result
 /// that refuses it.
 pub(crate) fn marker_write(call: &ToolCall) -> Option<String> {
-    let field = match call.name.as_str() {
-        "write_file" => "content",
-        "edit_file" => "new",
-        _ => return None,
-    };
+    let field = written_text_field(&call.name)?;
     let text = call.arguments.get(field)?.as_str()?;
     text.contains(MARKER).then(|| {
         format!(
