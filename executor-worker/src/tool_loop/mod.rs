@@ -10,8 +10,10 @@
 //! An agent that keeps repeating a write of what the refused workspace already holds gets
 //! the findings again once; its next such write ends the episode (`LoopEnd::Stuck`), so the
 //! round's remaining turns are not spent on it and the next round starts afresh.
-//! After each refusal the small texts the agent wrote so far leave the conversation (see
-//! `refused_writes`), so it writes the file anew instead of copying what just failed.
+//! After each refusal the conversation starts again from the episode's prompt, with a note
+//! naming the files written so far and the refused turn with its answer (see
+//! `refusal_restart`): the agent writes the file anew instead of copying what just failed,
+//! and the calls after a refusal do not re-send everything before it.
 //!
 //! Context health is tracked per agent (see `context_health`): at the warn level old tool
 //! output is compacted; when the score drops below the threshold the agent is asked to write
@@ -20,7 +22,9 @@
 
 pub(crate) mod context_health;
 pub(crate) mod context_reset;
+pub(crate) mod loop_state;
 pub(crate) mod plain_reply;
+pub(crate) mod refusal_restart;
 pub(crate) mod refused_writes;
 pub(crate) mod repeat_guard;
 pub(crate) mod temperature;
@@ -42,12 +46,10 @@ use crate::tool_loop::context_reset::{
     compact_tool_results, fresh_prompt, mechanical_handoff, HANDOFF_FILE, HANDOFF_REQUEST,
     KEEP_RECENT_TOOL_RESULTS, MAX_HANDOFF_CHARS,
 };
+use crate::tool_loop::loop_state::LoopState;
 use crate::tool_loop::plain_reply::{echoed_tool_result, no_tool_nudge, MAX_NO_TOOL_NUDGES};
-use crate::tool_loop::refused_writes::{elide_refused_writes, marker_write};
-use crate::tool_loop::repeat_guard::{
-    repeated_write_text, AfterCall, RepeatGuard, REPEAT_PASSED_SUMMARY,
-};
-use crate::tool_loop::temperature::turn_temperature;
+use crate::tool_loop::refused_writes::marker_write;
+use crate::tool_loop::repeat_guard::{repeated_write_text, AfterCall, REPEAT_PASSED_SUMMARY};
 pub(crate) use crate::tool_loop::turn_messages::{
     give_call_ids, keep_recent_images, summary_from_text, MAX_IMAGES_KEPT,
 };
@@ -150,55 +152,6 @@ pub struct LoopReport {
     pub self_check_refusals: u32,
 }
 
-#[derive(Debug, Default)]
-struct LoopState {
-    steps: u32,
-    tool_calls: u32,
-    usage: Usage,
-    resets: u32,
-    compactions: u32,
-    self_checks: SelfCheckBudget,
-    self_check_refusals: u32,
-    /// Plain replies answered with a nudge to use the tools.
-    nudges: u32,
-    /// The model reads images (screenshots are attached to their tool results).
-    vision: bool,
-    /// Repeated writes become an early self-check.
-    repeats: RepeatGuard,
-    /// The profile's temperature (`None`: the server's default on every turn).
-    base_temperature: Option<f32>,
-    /// The episode retries a failed audit.
-    retrying: bool,
-    /// `self_check_refusals` when the refused writes were last elided.
-    elided_at_refusals: u32,
-}
-
-impl LoopState {
-    /// A request for the next turn, at the temperature the retries so far call for.
-    fn request(&self, messages: &[ChatMessage], specs: &[ToolSpec]) -> ChatRequest {
-        let mut request = ChatRequest::new(messages.to_vec()).with_tools(specs.to_vec());
-        let retries = self.self_check_refusals + u32::from(self.retrying);
-        request.temperature = turn_temperature(self.base_temperature, retries);
-        request
-    }
-
-    /// After a refusal not yet acted on: the refused attempt's small written texts leave
-    /// `messages` (see `refused_writes`).
-    fn elide_after_refusal(&mut self, messages: &mut [ChatMessage]) {
-        if self.self_check_refusals == self.elided_at_refusals {
-            return;
-        }
-        self.elided_at_refusals = self.self_check_refusals;
-        let elided = elide_refused_writes(messages);
-        if elided > 0 {
-            tracing::info!(
-                elided,
-                "finish was refused: the attempt's written texts leave the conversation"
-            );
-        }
-    }
-}
-
 /// How one model turn ended.
 enum TurnEnd {
     Continue,
@@ -255,9 +208,14 @@ async fn drive<M: ChatModel>(
     let max_steps = limits.max_steps.max(1);
     let max_resets = limits.health.max_resets;
     let task = prompt.clone();
+    // Where a restart after a refusal begins: the prompt, or the fresh agent's after a reset.
+    let mut base = prompt.clone();
     let mut messages = prompt;
     let mut health = ContextHealth::new(limits.health);
     while state.steps < max_steps {
+        if state.restart_after_refusal(&base, &mut messages) {
+            health = ContextHealth::new(limits.health);
+        }
         if health.needs_reset() && state.resets < max_resets {
             let notes =
                 match write_handoff(model, tools, &mut messages, &specs, max_steps, state).await {
@@ -272,6 +230,7 @@ async fn drive<M: ChatModel>(
                 "context health below threshold: continuing with a fresh agent"
             );
             messages = fresh_prompt(&task, &notes, state.resets);
+            base = messages.clone();
             health = ContextHealth::new(limits.health);
             continue;
         }
@@ -282,7 +241,6 @@ async fn drive<M: ChatModel>(
             state.compactions += 1;
             tracing::debug!(score = health.score(), "compacted old tool output");
         }
-        state.elide_after_refusal(&mut messages);
         let request = state.request(&messages, &specs);
         let response = match model.chat(&request).await {
             Ok(response) => response,
@@ -293,6 +251,7 @@ async fn drive<M: ChatModel>(
                 tracing::warn!(reset = state.resets, error = %err, "prompt no longer fits: continuing with a fresh agent");
                 let notes = read_handoff(tools).unwrap_or_else(|| mechanical_handoff(&messages));
                 messages = fresh_prompt(&task, &notes, state.resets);
+                base = messages.clone();
                 health = ContextHealth::new(limits.health);
                 continue;
             }
@@ -315,7 +274,7 @@ async fn drive<M: ChatModel>(
             }
         }
     }
-    after_step_cap(model, tools, &mut messages, &specs, state).await
+    after_step_cap(model, tools, &base, &mut messages, &specs, state).await
 }
 
 /// At the step cap: one more self-check when one is left. When it fails, the agent gets one
@@ -323,6 +282,7 @@ async fn drive<M: ChatModel>(
 async fn after_step_cap<M: ChatModel>(
     model: &M,
     tools: &EpisodeTools,
+    base: &[ChatMessage],
     messages: &mut Vec<ChatMessage>,
     specs: &[ToolSpec],
     state: &mut LoopState,
@@ -333,7 +293,7 @@ async fn after_step_cap<M: ChatModel>(
     };
     state.self_checks.close();
     messages.push(ChatMessage::user(step_cap_message(&refusal)));
-    state.elide_after_refusal(messages);
+    state.restart_after_refusal(base, messages);
     let request = state.request(messages, specs);
     let response = match model.chat(&request).await {
         Ok(response) => response,

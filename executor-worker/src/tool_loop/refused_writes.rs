@@ -19,7 +19,7 @@ pub(crate) const ELIDE_MAX_BYTES: usize = 3 * 1024;
 const MARKER: &str = "[loopgate: this text was removed after the self-check refused it";
 
 /// The argument of tool `name` that holds the text it writes.
-fn written_text_field(name: &str) -> Option<&'static str> {
+pub(crate) fn written_text_field(name: &str) -> Option<&'static str> {
     match name {
         "write_file" => Some("content"),
         "edit_file" => Some("new"),

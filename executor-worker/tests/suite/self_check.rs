@@ -189,20 +189,25 @@ async fn a_wrong_file_is_refused_at_finish_and_the_fix_is_accepted() -> anyhow::
         "finish refused: 1 blocking check(s) still fail on your workspace"
     );
     assert!(lines[1].starts_with("- says-hello (exit 1)"), "{answer}");
-    // After the refusal the refused text left the conversation (the agent writes it anew
-    // instead of copying it); before it, the agent's own write was there.
+    // After the refusal the conversation started again from the prompt: the task (with a note
+    // naming the file written so far), the refused `finish` and its answer. The refused text
+    // left it (the agent writes it anew instead of copying it); before, it was there.
     assert!(requests[1].to_string().contains("hullo"), "{}", requests[1]);
     assert!(
         !requests[2].to_string().contains("hullo"),
         "{}",
         requests[2]
     );
+    let roles: Vec<&str> = requests[2]["messages"]
+        .as_array()
+        .map(|m| m.iter().filter_map(|m| m["role"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(roles, ["system", "user", "assistant", "tool"]);
+    let task = &requests[2]["messages"][1]["content"];
     assert!(
-        requests[2]
-            .to_string()
-            .contains("this text was removed after the self-check refused it (6 bytes)"),
-        "{}",
-        requests[2]
+        task.as_str()
+            .is_some_and(|t| t.contains("The workspace keeps what you wrote: `hello.txt`.")),
+        "{task}"
     );
     // The accepted `finish` got no tool result: the episode ended there.
     assert_eq!(h.refusals_seen().len(), 1);
@@ -232,7 +237,15 @@ async fn self_checks_bound_the_refusals_and_zero_disables_them() -> anyhow::Resu
             "self_checks = {self_checks}"
         );
         assert_eq!(steps as usize, want_requests, "self_checks = {self_checks}");
-        assert_eq!(h.refusals_seen().len(), want_refusals as usize);
+        // Each refusal restarts the conversation: the last request holds only the latest one,
+        // and it does not grow with the refusals.
+        assert_eq!(h.refusals_seen().len(), want_refusals.min(1) as usize);
+        let requests = h.model.requests(MODEL);
+        let sent = requests
+            .last()
+            .and_then(|r| r["messages"].as_array().map(Vec::len));
+        // (Without the restarts the third refusal's request would hold 10.)
+        assert_eq!(sent, Some(4), "self_checks = {self_checks}");
     }
     Ok(())
 }
