@@ -19,6 +19,7 @@ pub mod goal_criteria;
 pub mod goal_words;
 pub mod gui;
 mod json_span;
+pub mod named_tool_calls;
 pub mod next_step;
 pub mod output_cap;
 pub mod path_hints;

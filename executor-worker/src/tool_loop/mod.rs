@@ -51,7 +51,7 @@ use crate::tool_loop::plain_reply::{echoed_tool_result, no_tool_nudge, MAX_NO_TO
 use crate::tool_loop::refused_writes::marker_write;
 use crate::tool_loop::repeat_guard::{repeated_write_text, AfterCall, REPEAT_PASSED_SUMMARY};
 pub(crate) use crate::tool_loop::turn_messages::{
-    give_call_ids, keep_recent_images, summary_from_text, MAX_IMAGES_KEPT,
+    give_call_ids, keep_recent_images, recover_named_calls, summary_from_text, MAX_IMAGES_KEPT,
 };
 use crate::tools::dispatch::{EpisodeTools, ToolAction};
 
@@ -379,6 +379,13 @@ async fn run_turn(
     response: ChatResponse,
     state: &mut LoopState,
 ) -> TurnEnd {
+    let mut response = response;
+    if recover_named_calls(&mut response, &tools.specs()) {
+        tracing::info!(
+            tool_calls = response.tool_calls.len(),
+            "the reply wrote its calls as a tool's name and its arguments: they run as calls"
+        );
+    }
     tracing::debug!(
         step = state.steps,
         tool_calls = response.tool_calls.len(),

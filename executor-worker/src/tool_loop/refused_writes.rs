@@ -1,6 +1,7 @@
 //! After the self-check refuses `finish`, the text that the refused attempt wrote leaves the
-//! conversation. Each earlier `write_file` content, and each `edit_file` replacement text, of at
-//! most [`ELIDE_MAX_BYTES`] is replaced by a marker with its size. The file stays in the
+//! conversation. The restart after a refusal (`refusal_restart`) drops the turns before the
+//! refused one; in that turn, each `write_file` content and each `edit_file` replacement text of
+//! at most [`ELIDE_MAX_BYTES`] is replaced by a marker with its size. The file stays in the
 //! workspace, so `read_file` still shows it. Pure.
 //!
 //! Why: shown its own refused write, the 1.5B model wrote it again. In the suite's sittings,

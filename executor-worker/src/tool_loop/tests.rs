@@ -177,6 +177,53 @@ async fn loop_endings_table() {
 }
 
 #[tokio::test]
+async fn calls_written_as_a_tool_name_and_its_arguments_run() {
+    // As the 1.5B wrote them in sitting m: the name on its own line above the object, and two
+    // calls run together, each the name and then the object.
+    let dir = tempfile::tempdir().unwrap();
+    let tools = EpisodeTools::new(Workspace::new(dir.path()).unwrap(), ToolLimits::default());
+    let model = ScriptedModel::new(
+        vec![
+            Ok(reply(
+                Some("write_file\n{\n  \"content\": \"print(1)\\n\",\n  \"path\": \"a.py\"\n}"),
+                vec![],
+            )),
+            Ok(reply(
+                Some(
+                    r#"write_file{"path": "b.txt", "content": "B"}finish{"summary": "wrote both"}"#,
+                ),
+                vec![],
+            )),
+        ],
+        reply(Some("x"), vec![]),
+    );
+    let report = run_tool_loop(&model, &tools, prompt(), limits(10)).await;
+    assert!(
+        matches!(&report.end, LoopEnd::Finished { summary } if summary == "wrote both"),
+        "{report:?}"
+    );
+    assert_eq!((report.steps, report.tool_calls), (2, 3));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("a.py")).unwrap(),
+        "print(1)\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("b.txt")).unwrap(),
+        "B"
+    );
+    // The history carries the call once, in the structured form.
+    let seen = model.seen.lock().unwrap();
+    let ChatMessage::Assistant {
+        content,
+        tool_calls,
+    } = &seen[1].messages[2]
+    else {
+        panic!("{:?}", seen[1].messages)
+    };
+    assert_eq!((content.as_deref(), tool_calls.len()), (None, 1));
+}
+
+#[tokio::test]
 async fn a_plain_reply_is_nudged_and_an_echoed_tool_result_is_not_written() {
     let dir = tempfile::tempdir().unwrap();
     let tools = EpisodeTools::new(Workspace::new(dir.path()).unwrap(), ToolLimits::default());

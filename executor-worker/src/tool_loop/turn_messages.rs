@@ -1,8 +1,10 @@
 //! Small, pure edits of one turn's messages: call ids for calls that came without one, the
-//! screenshots a vision model keeps, and the summary taken from the model's own words.
+//! screenshots a vision model keeps, the summary taken from the model's own words, and the
+//! calls a reply wrote as a tool's name and its arguments.
 
+use loopgate_common::named_tool_calls::calls_after_tool_names;
 use loopgate_common::tool_call_parse::strip_tool_calls;
-use loopgate_models::ChatMessage;
+use loopgate_models::{ChatMessage, ChatResponse, ToolCall, ToolSpec};
 
 /// Longest summary kept from the model's own words.
 pub(crate) const MAX_SUMMARY_CHARS: usize = 2000;
@@ -36,6 +38,35 @@ pub(crate) fn give_call_ids(message: &mut ChatMessage, seen: u32) {
             }
         }
     }
+}
+
+/// A reply without calls whose text writes calls of the offered tools as a name and a JSON
+/// object of arguments (see `named_tool_calls`): those become its calls, and the text around
+/// them its content. True when there were any.
+pub(crate) fn recover_named_calls(response: &mut ChatResponse, specs: &[ToolSpec]) -> bool {
+    if !response.tool_calls.is_empty() {
+        return false;
+    }
+    let Some(text) = response.content.as_deref() else {
+        return false;
+    };
+    let names: Vec<&str> = specs.iter().map(|spec| spec.name.as_str()).collect();
+    let found = calls_after_tool_names(text, &names);
+    if found.calls.is_empty() {
+        return false;
+    }
+    response.tool_calls = found
+        .calls
+        .into_iter()
+        .map(|call| ToolCall {
+            id: String::new(),
+            name: call.name,
+            arguments: call.arguments,
+        })
+        .collect();
+    response.content = Some(found.rest).filter(|rest| !rest.is_empty());
+    response.tool_calls_from_content = true;
+    true
 }
 
 /// The model's text as a summary: tool-call blocks removed, trimmed, bounded.
