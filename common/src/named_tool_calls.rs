@@ -56,12 +56,6 @@ pub fn calls_after_tool_names(content: &str, names: &[&str]) -> NamedCalls {
         cursor = end;
         at = end;
     }
-    if calls.is_empty() {
-        return NamedCalls {
-            calls,
-            rest: content.trim().to_string(),
-        };
-    }
     rest.push_str(content.get(cursor..).unwrap_or_default());
     NamedCalls {
         calls,

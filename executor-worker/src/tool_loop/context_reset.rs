@@ -4,6 +4,8 @@
 
 use loopgate_models::ChatMessage;
 
+use crate::tool_loop::turn_messages::append_to_last_user;
+
 /// The handoff file, in the workspace root. Removed again before the workspace is frozen
 /// (restored when the base snapshot had one).
 pub(crate) const HANDOFF_FILE: &str = "progress.md";
@@ -106,14 +108,7 @@ pub(crate) fn fresh_prompt(
          context. Its handoff notes ({HANDOFF_FILE}):\n---\n{handoff}\n---\nContinue from \
          there. Check the workspace yourself before relying on the notes."
     );
-    match messages
-        .iter_mut()
-        .rev()
-        .find(|m| matches!(m, ChatMessage::User { .. }))
-    {
-        Some(ChatMessage::User { content }) => content.push_str(&note),
-        _ => messages.push(ChatMessage::user(note.trim_start())),
-    }
+    append_to_last_user(&mut messages, &note);
     messages
 }
 

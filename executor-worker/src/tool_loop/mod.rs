@@ -376,11 +376,11 @@ async fn self_check_before_finish(tools: &EpisodeTools, state: &mut LoopState) -
 async fn run_turn(
     tools: &EpisodeTools,
     messages: &mut Vec<ChatMessage>,
-    response: ChatResponse,
+    mut response: ChatResponse,
     state: &mut LoopState,
 ) -> TurnEnd {
-    let mut response = response;
-    if recover_named_calls(&mut response, &tools.specs()) {
+    // The specs are built only for a reply without calls (the rare case).
+    if response.tool_calls.is_empty() && recover_named_calls(&mut response, &tools.specs()) {
         tracing::info!(
             tool_calls = response.tool_calls.len(),
             "the reply wrote its calls as a tool's name and its arguments: they run as calls"

@@ -15,6 +15,7 @@
 use loopgate_models::ChatMessage;
 
 use crate::tool_loop::refused_writes::{elide_refused_writes, written_text_field};
+use crate::tool_loop::turn_messages::append_to_last_user;
 
 /// Paths shown in the restart note.
 const PATHS_SHOWN: usize = 20;
@@ -57,15 +58,7 @@ pub(crate) fn restart_after_refusal(
         return messages.to_vec();
     };
     let mut restarted = base.to_vec();
-    let note = restart_note(written);
-    match restarted
-        .iter_mut()
-        .rev()
-        .find(|m| matches!(m, ChatMessage::User { .. }))
-    {
-        Some(ChatMessage::User { content }) => content.push_str(&note),
-        _ => restarted.push(ChatMessage::user(note.trim_start())),
-    }
+    append_to_last_user(&mut restarted, &restart_note(written));
     let mut tail = messages[turn..].to_vec();
     elide_refused_writes(&mut tail);
     restarted.extend(tail);

@@ -77,6 +77,13 @@ fn limits(max_steps: u32) -> LoopLimits {
     }
 }
 
+/// Tools on an empty scratch workspace (kept while the dir lives).
+fn scratch_tools() -> (tempfile::TempDir, EpisodeTools) {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = EpisodeTools::new(Workspace::new(dir.path()).unwrap(), ToolLimits::default());
+    (dir, tools)
+}
+
 fn prompt() -> Vec<ChatMessage> {
     vec![ChatMessage::system("sys"), ChatMessage::user("do it")]
 }
@@ -163,8 +170,7 @@ async fn loop_endings_table() {
         ),
     ];
     for (name, replies, max_steps, check) in cases {
-        let dir = tempfile::tempdir().unwrap();
-        let tools = EpisodeTools::new(Workspace::new(dir.path()).unwrap(), ToolLimits::default());
+        let (_dir, tools) = scratch_tools();
         let model = ScriptedModel::new(replies, reply(None, vec![write()]));
         let report = run_tool_loop(&model, &tools, prompt(), limits(max_steps)).await;
         assert!(check(&report), "{name}: {report:?}");
@@ -180,8 +186,7 @@ async fn loop_endings_table() {
 async fn calls_written_as_a_tool_name_and_its_arguments_run() {
     // As the 1.5B wrote them in sitting m: the name on its own line above the object, and two
     // calls run together, each the name and then the object.
-    let dir = tempfile::tempdir().unwrap();
-    let tools = EpisodeTools::new(Workspace::new(dir.path()).unwrap(), ToolLimits::default());
+    let (dir, tools) = scratch_tools();
     let model = ScriptedModel::new(
         vec![
             Ok(reply(
@@ -225,8 +230,7 @@ async fn calls_written_as_a_tool_name_and_its_arguments_run() {
 
 #[tokio::test]
 async fn a_plain_reply_is_nudged_and_an_echoed_tool_result_is_not_written() {
-    let dir = tempfile::tempdir().unwrap();
-    let tools = EpisodeTools::new(Workspace::new(dir.path()).unwrap(), ToolLimits::default());
+    let (dir, tools) = scratch_tools();
     let model = ScriptedModel::new(
         vec![
             Ok(reply(
@@ -274,8 +278,7 @@ async fn a_plain_reply_is_nudged_and_an_echoed_tool_result_is_not_written() {
 
 #[tokio::test]
 async fn tool_results_go_back_with_call_ids() {
-    let dir = tempfile::tempdir().unwrap();
-    let tools = EpisodeTools::new(Workspace::new(dir.path()).unwrap(), ToolLimits::default());
+    let (_dir, tools) = scratch_tools();
     let model = ScriptedModel::new(
         vec![
             Ok(reply(
@@ -319,8 +322,7 @@ async fn deadline_ends_the_loop() {
             })
         }
     }
-    let dir = tempfile::tempdir().unwrap();
-    let tools = EpisodeTools::new(Workspace::new(dir.path()).unwrap(), ToolLimits::default());
+    let (_dir, tools) = scratch_tools();
     let limits = LoopLimits {
         max_steps: 5,
         episode: Duration::from_millis(100),
@@ -374,8 +376,7 @@ fn user_text(req: &ChatRequest) -> String {
 
 #[tokio::test]
 async fn inflating_context_hands_off_to_a_fresh_agent() {
-    let dir = tempfile::tempdir().unwrap();
-    let tools = EpisodeTools::new(Workspace::new(dir.path()).unwrap(), ToolLimits::default());
+    let (dir, tools) = scratch_tools();
     let write =
         |path: &str, content: &str| ("write_file", json!({"path": path, "content": content}));
     let model = ScriptedModel::new(
@@ -418,8 +419,7 @@ async fn inflating_context_hands_off_to_a_fresh_agent() {
 
 #[tokio::test]
 async fn resets_are_capped_per_episode() {
-    let dir = tempfile::tempdir().unwrap();
-    let tools = EpisodeTools::new(Workspace::new(dir.path()).unwrap(), ToolLimits::default());
+    let (_dir, tools) = scratch_tools();
     // Every reply reports a nearly full window; the agent never writes a handoff.
     let model = ScriptedModel::new(
         vec![],
@@ -442,8 +442,7 @@ async fn resets_are_capped_per_episode() {
 
 #[tokio::test]
 async fn context_length_error_resets_with_a_mechanical_handoff() {
-    let dir = tempfile::tempdir().unwrap();
-    let tools = EpisodeTools::new(Workspace::new(dir.path()).unwrap(), ToolLimits::default());
+    let (_dir, tools) = scratch_tools();
     let too_long = || {
         Err(ModelError::Status {
             code: 400,

@@ -29,6 +29,19 @@ pub(crate) fn keep_recent_images(messages: &mut [ChatMessage], keep: usize) {
     }
 }
 
+/// Adds `note` to the last user message of `messages` (a user message of its own when there is
+/// none): the task a context reset or a restart after a refusal continues from.
+pub(crate) fn append_to_last_user(messages: &mut Vec<ChatMessage>, note: &str) {
+    match messages
+        .iter_mut()
+        .rev()
+        .find(|m| matches!(m, ChatMessage::User { .. }))
+    {
+        Some(ChatMessage::User { content }) => content.push_str(note),
+        _ => messages.push(ChatMessage::user(note.trim_start())),
+    }
+}
+
 /// Tool results must answer a call id; fallback-parsed calls may come without one.
 pub(crate) fn give_call_ids(message: &mut ChatMessage, seen: u32) {
     if let ChatMessage::Assistant { tool_calls, .. } = message {
