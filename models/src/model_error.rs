@@ -61,6 +61,11 @@ pub enum ModelErrorKind {
     OtherStatus,
     MalformedResponse,
     Config,
+    /// The server could not parse the tool call the model itself wrote (llama.cpp's HTTP 500
+    /// "Failed to parse tool call arguments as JSON", mostly output cut at `max_tokens` inside
+    /// a call). The same request would produce the same output, so it is not retried; the
+    /// caller can tell the model and ask again.
+    CutToolCall,
 }
 
 /// Phrases providers use for "out of money / quota" (OpenAI `insufficient_quota`, Anthropic
@@ -85,6 +90,10 @@ const CONTEXT_LENGTH_MARKERS: &[&str] = &[
     "n_ctx",
     "prompt is too long",
 ];
+
+/// Phrases servers use when the model's own tool call could not be parsed (llama.cpp's
+/// server: "Failed to parse tool call arguments as JSON: [json.exception.parse_error.101] ...").
+const CUT_TOOL_CALL_MARKERS: &[&str] = &["failed to parse tool call arguments"];
 
 impl ModelError {
     pub fn kind(&self) -> ModelErrorKind {
@@ -180,6 +189,9 @@ impl ModelErrorKind {
             ModelErrorKind::OtherStatus => "the model server answered with an unexpected status",
             ModelErrorKind::MalformedResponse => "the model server sent a malformed response",
             ModelErrorKind::Config => "the model profile is unusable",
+            ModelErrorKind::CutToolCall => {
+                "the model's reply ended inside a tool call the server could not parse"
+            }
         }
     }
 }
@@ -193,6 +205,7 @@ fn classify_status(code: u16, body: &str) -> ModelErrorKind {
         401 | 403 => ModelErrorKind::Auth,
         429 => ModelErrorKind::RateLimit,
         400..=599 if says(CONTEXT_LENGTH_MARKERS) => ModelErrorKind::ContextLength,
+        400..=599 if says(CUT_TOOL_CALL_MARKERS) => ModelErrorKind::CutToolCall,
         500..=599 => ModelErrorKind::Server,
         400..=499 => ModelErrorKind::BadRequest,
         _ => ModelErrorKind::OtherStatus,
@@ -261,6 +274,21 @@ mod tests {
                 false,
             ),
             (529, "overloaded_error", ModelErrorKind::Server, true),
+            (
+                500,
+                "{\"error\":{\"code\":500,\"message\":\"Failed to parse tool call arguments as JSON: \
+                 [json.exception.parse_error.101] parse error at line 1, column 1812: syntax \
+                 error while parsing value - invalid string: missing closing quote\",\
+                 \"type\":\"server_error\"}}",
+                ModelErrorKind::CutToolCall,
+                false,
+            ),
+            (
+                400,
+                "Failed to parse tool call arguments as JSON",
+                ModelErrorKind::CutToolCall,
+                false,
+            ),
             (
                 400,
                 "prompt is too long: 210000 tokens > 200000 maximum",

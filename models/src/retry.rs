@@ -10,7 +10,8 @@ use crate::model_error::{ModelError, ModelErrorKind};
 /// Retries of one `chat` call on transient errors (transport failures, interrupted streams,
 /// 408, 429 and 5xx). Timeouts are not retried: the profile's timeout already bounds a slow
 /// model, and a retry would multiply the wait. Auth, quota, context-length and bad-request
-/// errors are never retried.
+/// errors are never retried, nor a 5xx saying the model's own tool call could not be parsed
+/// (`CutToolCall`: the same request would sample the same runaway output).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetryPolicy {
     pub max_retries: u32,

@@ -207,6 +207,18 @@ async fn http_errors_are_classified_and_transient_ones_retried() -> Result<()> {
             ModelErrorKind::ContextLength,
             1,
         ),
+        // llama.cpp's server when the model's output ends inside a call: the same request
+        // would run away the same way, so it is not retried.
+        (
+            Reply::error(
+                500,
+                "{\"error\":{\"code\":500,\"message\":\"Failed to parse tool call arguments as JSON: \
+                 [json.exception.parse_error.101] parse error at line 1, column 1812\",\
+                 \"type\":\"server_error\"}}",
+            ),
+            ModelErrorKind::CutToolCall,
+            1,
+        ),
     ];
     for (reply, kind, attempts) in cases {
         let label = format!("{reply:?}");

@@ -109,6 +109,7 @@ async fn episode_in_dir<M: ChatModel>(
         resets = report.resets,
         compactions = report.compactions,
         self_check_refusals = report.self_check_refusals,
+        cut_calls = report.cut_calls,
         end = end_label(&report.end),
         "tool loop ended"
     );
@@ -274,6 +275,7 @@ mod tests {
             resets: 0,
             compactions: 0,
             self_check_refusals: 0,
+            cut_calls: 0,
         }
     }
 

@@ -33,13 +33,16 @@ pub(crate) struct LoopState {
     pub(crate) restarted_at_refusals: u32,
     /// The files the agent wrote in this episode (across restarts).
     pub(crate) written: Vec<String>,
+    /// Replies cut off inside a tool call, answered with a note (see `cut_call`).
+    pub(crate) cut_calls: u32,
 }
 
 impl LoopState {
-    /// A request for the next turn, at the temperature the retries so far call for.
+    /// A request for the next turn, at the temperature the retries so far call for (a reply
+    /// cut off inside a tool call counts as one: the same sampling runs away again).
     pub(crate) fn request(&self, messages: &[ChatMessage], specs: &[ToolSpec]) -> ChatRequest {
         let mut request = ChatRequest::new(messages.to_vec()).with_tools(specs.to_vec());
-        let retries = self.self_check_refusals + u32::from(self.retrying);
+        let retries = self.self_check_refusals + u32::from(self.retrying) + self.cut_calls;
         request.temperature = turn_temperature(self.base_temperature, retries);
         request
     }

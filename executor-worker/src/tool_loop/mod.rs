@@ -19,9 +19,11 @@
 //! output is compacted; when the score drops below the threshold the agent is asked to write
 //! `progress.md` and a fresh agent continues from it (at most `max_resets` times). A
 //! context-length error from the model also resets, with a handoff written by the harness.
+//! A reply cut off inside a tool call is answered with a note and asked again (see `cut_call`).
 
 pub(crate) mod context_health;
 pub(crate) mod context_reset;
+pub(crate) mod cut_call;
 pub(crate) mod loop_state;
 pub(crate) mod plain_reply;
 pub(crate) mod refusal_restart;
@@ -46,6 +48,7 @@ use crate::tool_loop::context_reset::{
     compact_tool_results, fresh_prompt, mechanical_handoff, HANDOFF_FILE, HANDOFF_REQUEST,
     KEEP_RECENT_TOOL_RESULTS, MAX_HANDOFF_CHARS,
 };
+use crate::tool_loop::cut_call::{ask_again_after_cut_call, MAX_CUT_CALLS};
 use crate::tool_loop::loop_state::LoopState;
 use crate::tool_loop::plain_reply::{echoed_tool_result, no_tool_nudge, MAX_NO_TOOL_NUDGES};
 use crate::tool_loop::refused_writes::marker_write;
@@ -150,6 +153,8 @@ pub struct LoopReport {
     pub compactions: u32,
     /// Times a self-check refused `finish` (the step-cap check included).
     pub self_check_refusals: u32,
+    /// Replies cut off inside a tool call that the loop answered and asked again.
+    pub cut_calls: u32,
 }
 
 /// How one model turn ended.
@@ -194,6 +199,7 @@ pub async fn run_tool_loop<M: ChatModel>(
         resets: state.resets,
         compactions: state.compactions,
         self_check_refusals: state.self_check_refusals,
+        cut_calls: state.cut_calls,
     }
 }
 
@@ -253,6 +259,16 @@ async fn drive<M: ChatModel>(
                 messages = fresh_prompt(&task, &notes, state.resets);
                 base = messages.clone();
                 health = ContextHealth::new(limits.health);
+                continue;
+            }
+            Err(err)
+                if err.kind() == ModelErrorKind::CutToolCall && state.cut_calls < MAX_CUT_CALLS =>
+            {
+                // The runaway reply was generated, so it spends a step; its usage is unknown.
+                state.steps += 1;
+                state.cut_calls += 1;
+                tracing::warn!(cut_calls = state.cut_calls, error = %err, "the reply was cut off inside a tool call: the model is told and asked again");
+                ask_again_after_cut_call(&mut messages);
                 continue;
             }
             Err(err) => return LoopEnd::ModelFailed(err),

@@ -511,3 +511,64 @@ async fn warn_level_compacts_old_tool_output() {
     assert!(results[0].contains("elided"), "{}", results[0]);
     assert!(!results[1].contains("elided") && !results[2].contains("elided"));
 }
+
+#[tokio::test]
+async fn a_reply_cut_inside_a_tool_call_is_answered_and_asked_again() {
+    let (dir, tools) = scratch_tools();
+    // llama.cpp's server, when the model's output ends inside a call's arguments.
+    let cut = || {
+        Err(ModelError::Status {
+            code: 500,
+            body: "{\"error\":{\"code\":500,\"message\":\"Failed to parse tool call arguments as \
+                   JSON: [json.exception.parse_error.101] parse error at line 1, column 1812\"}}"
+                .into(),
+            retry_after: None,
+        })
+    };
+    let model = ScriptedModel::new(
+        vec![
+            cut(),
+            Ok(reply(
+                None,
+                vec![("write_file", json!({"path": "a.txt", "content": "A"}))],
+            )),
+            cut(),
+            Ok(reply(None, vec![("finish", json!({"summary": "done"}))])),
+        ],
+        reply(Some("x"), vec![]),
+    );
+    let report = run_tool_loop(&model, &tools, prompt(), limits(8)).await;
+    assert!(matches!(report.end, LoopEnd::Finished { .. }), "{report:?}");
+    assert_eq!((report.cut_calls, report.steps), (2, 4));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
+        "A"
+    );
+    {
+        let seen = model.seen.lock().unwrap();
+        assert_eq!(seen.len(), 4);
+        // The first cut: the note joins the task (no two user messages in a row).
+        let second = &seen[1].messages;
+        assert_eq!(second.len(), 2);
+        assert!(user_text(&seen[1]).ends_with(cut_call::CUT_CALL_NOTE));
+        // The second, after a tool result: a user message of its own.
+        let fourth = &seen[3].messages;
+        assert!(
+            matches!(fourth.last(), Some(ChatMessage::User { content }) if content == cut_call::CUT_CALL_NOTE),
+            "{fourth:?}"
+        );
+    }
+
+    // Past MAX_CUT_CALLS the cut ends the episode, with its kind.
+    let model = ScriptedModel::new(
+        vec![cut(), cut(), cut()],
+        reply(None, vec![("finish", json!({"summary": "never"}))]),
+    );
+    let report = run_tool_loop(&model, &tools, prompt(), limits(8)).await;
+    assert!(
+        matches!(&report.end, LoopEnd::ModelFailed(e) if e.kind() == ModelErrorKind::CutToolCall),
+        "{report:?}"
+    );
+    assert_eq!(report.cut_calls, cut_call::MAX_CUT_CALLS);
+    assert_eq!(model.seen.lock().unwrap().len(), 3);
+}
