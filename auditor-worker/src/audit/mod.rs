@@ -27,6 +27,7 @@ use loopgate_models::ChatClient;
 use loopgate_snapshot::{SnapshotError, SnapshotStore, WorkspaceCache};
 
 pub(crate) use crate::audit::rules::*;
+use crate::judge::deferral::{deferral_gap, failing_task_checks};
 use crate::judge::judge;
 use crate::judge::prompt::JudgeInput;
 use crate::rubric::verdict::{rubric_evidence, unscored};
@@ -224,22 +225,32 @@ impl Auditor {
         let mut evidence = self
             .run_checks(req, scratch, &workspace, &candidate, &mut extra_gaps)
             .await?;
-        // Goal clauses without a working check: one judged question each, as evidence, with
-        // what the commands they quote print on the candidate.
-        let commands = self
-            .run_clause_commands(req, scratch, &workspace, &candidate, &evidence)
-            .await;
-        let (clause_gaps, clause_usage) = self
-            .judge_clauses(
-                req,
-                &workspace,
-                &changes,
-                &mut evidence,
-                &commands,
-                deadline,
-            )
-            .await;
-        extra_gaps.extend(clause_gaps);
+        // While one of the task's blocking checks fails, no model is asked (see `deferral`).
+        let failing = failing_task_checks(&req.contract, &evidence);
+        let ask_judge = failing.is_empty() || req.auditor_profile.is_none();
+        let mut clause_usage = Usage::default();
+        if ask_judge {
+            // Goal clauses without a working check: one judged question each, as evidence,
+            // with what the commands they quote print on the candidate.
+            let commands = self
+                .run_clause_commands(req, scratch, &workspace, &candidate, &evidence)
+                .await;
+            let (clause_gaps, used) = self
+                .judge_clauses(
+                    req,
+                    &workspace,
+                    &changes,
+                    &mut evidence,
+                    &commands,
+                    deadline,
+                )
+                .await;
+            extra_gaps.extend(clause_gaps);
+            clause_usage = used;
+        } else {
+            tracing::info!(run_id = %req.run_id, failing = ?failing, "blocking checks fail: the judge is not asked");
+            extra_gaps.push(deferral_gap(&failing));
+        }
         let (mut verdicts, mut gaps) =
             mechanical_verdicts(&req.contract, &evidence, &changes, &req.write_scope);
         gaps.append(&mut extra_gaps);
@@ -262,6 +273,8 @@ impl Auditor {
                 None => gaps.push(format!(
                     "auditor model '{name}' not configured here; mechanical audit only"
                 )),
+                // Deferred (see above): the gate is closed whatever it says.
+                Some(_) if !ask_judge => {}
                 Some(client) => {
                     let input = JudgeInput {
                         contract: &req.contract,

@@ -1,9 +1,11 @@
 //! The optional LLM judgment: one call, one repair call when the answer cannot be parsed, the
-//! whole thing bounded by the request's episode time. Its opinion can only tighten verdicts.
+//! whole thing bounded by the request's episode time. Its opinion can only tighten verdicts,
+//! so it is not asked while a blocking check fails (see `deferral`).
 
 pub(crate) mod clause_commands;
 pub(crate) mod clause_questions;
 pub(crate) mod clauses;
+pub(crate) mod deferral;
 pub(crate) mod prompt;
 
 use std::time::{Duration, Instant};
