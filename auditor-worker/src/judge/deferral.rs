@@ -93,7 +93,8 @@ mod tests {
             spec_hash: String::new(),
         };
         // (evidence on the candidate, the failing task checks)
-        let cases: Vec<(Vec<(&str, CheckVerdict)>, Vec<&str>)> = vec![
+        type Case = (Vec<(&'static str, CheckVerdict)>, Vec<&'static str>);
+        let cases: Vec<Case> = vec![
             (vec![("a", Pass), ("b", Pass)], vec![]),
             (vec![("a", Fail), ("b", Pass)], vec!["a"]),
             (vec![("a", Fail), ("b", Inconclusive)], vec!["a", "b"]),
