@@ -5,8 +5,10 @@
 
 use crate::support;
 
+use loopgate_common::contract::Contract;
 use loopgate_common::task::{Criterion, CriterionSource};
 use loopgate_common::verdict::{AuditStatus, CheckVerdict};
+use loopgate_common::wire::AuditReport;
 use loopgate_test_support::{Reply, Script, StandInModel};
 use support::*;
 
@@ -22,6 +24,20 @@ fn goal_clause() -> Criterion {
     }
 }
 
+/// Audits `candidate` under `contract` with the judge profile `judge`; the worker's report.
+async fn audit_with_judge(
+    env: &mut Env,
+    run_id: &str,
+    contract: Contract,
+    base: &str,
+    candidate: &str,
+) -> anyhow::Result<AuditReport> {
+    let mut req = request(run_id, contract, base, candidate);
+    req.auditor_profile = Some("judge".into());
+    publish_request(&env.bus, &req).await?;
+    next_report(&mut env.results).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_judge_waits_until_every_blocking_check_passes() -> anyhow::Result<()> {
     let mut env = env().await?;
@@ -33,7 +49,7 @@ async fn the_judge_waits_until_every_blocking_check_passes() -> anyhow::Result<(
     let judges = standin_judges(&standin, "judge", model)?;
     let work_dir = tempfile::tempdir()?;
     let (cancel, worker) = spawn_worker(&env, work_dir.path(), judges);
-    let evidence_of = |report: &loopgate_common::wire::AuditReport, id: &str| {
+    let evidence_of = |report: &AuditReport, id: &str| {
         report
             .evidence
             .iter()
@@ -46,10 +62,7 @@ async fn the_judge_waits_until_every_blocking_check_passes() -> anyhow::Result<(
         criterion("greets-loudly", "grep -q HELLO hello.py", 10),
         goal_clause(),
     ]);
-    let mut req = request("run-defer", failing, &base, &candidate);
-    req.auditor_profile = Some("judge".into());
-    publish_request(&env.bus, &req).await?;
-    let report = next_report(&mut env.results).await?;
+    let report = audit_with_judge(&mut env, "run-defer", failing, &base, &candidate).await?;
     assert_eq!(
         evidence_of(&report, "greets-loudly"),
         Some(CheckVerdict::Fail)
@@ -78,10 +91,7 @@ async fn the_judge_waits_until_every_blocking_check_passes() -> anyhow::Result<(
         criterion("hello-exists", "test -f hello.py", 10),
         goal_clause(),
     ]);
-    let mut req = request("run-judged", passing, &base, &candidate);
-    req.auditor_profile = Some("judge".into());
-    publish_request(&env.bus, &req).await?;
-    let report = next_report(&mut env.results).await?;
+    let report = audit_with_judge(&mut env, "run-judged", passing, &base, &candidate).await?;
     assert_eq!(evidence_of(&report, "goal-1"), Some(CheckVerdict::Pass));
     assert!(
         !report.gaps.iter().any(|g| g.starts_with("judge not asked")),

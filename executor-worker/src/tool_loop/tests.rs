@@ -68,6 +68,15 @@ fn reply(content: Option<&str>, calls: Vec<(&str, serde_json::Value)>) -> ChatRe
     }
 }
 
+/// A model call the server answered with HTTP `code` and `body`.
+fn http_error(code: u16, body: &str) -> Result<ChatResponse, ModelError> {
+    Err(ModelError::Status {
+        code,
+        body: body.into(),
+        retry_after: None,
+    })
+}
+
 fn limits(max_steps: u32) -> LoopLimits {
     LoopLimits {
         max_steps,
@@ -443,13 +452,7 @@ async fn resets_are_capped_per_episode() {
 #[tokio::test]
 async fn context_length_error_resets_with_a_mechanical_handoff() {
     let (_dir, tools) = scratch_tools();
-    let too_long = || {
-        Err(ModelError::Status {
-            code: 400,
-            body: "context_length_exceeded".into(),
-            retry_after: None,
-        })
-    };
+    let too_long = || http_error(400, "context_length_exceeded");
     let model = ScriptedModel::new(
         vec![
             Ok(reply(
@@ -517,13 +520,11 @@ async fn a_reply_cut_inside_a_tool_call_is_answered_and_asked_again() {
     let (dir, tools) = scratch_tools();
     // llama.cpp's server, when the model's output ends inside a call's arguments.
     let cut = || {
-        Err(ModelError::Status {
-            code: 500,
-            body: "{\"error\":{\"code\":500,\"message\":\"Failed to parse tool call arguments as \
-                   JSON: [json.exception.parse_error.101] parse error at line 1, column 1812\"}}"
-                .into(),
-            retry_after: None,
-        })
+        http_error(
+            500,
+            "{\"error\":{\"code\":500,\"message\":\"Failed to parse tool call arguments as \
+             JSON: [json.exception.parse_error.101] parse error at line 1, column 1812\"}}",
+        )
     };
     let model = ScriptedModel::new(
         vec![
