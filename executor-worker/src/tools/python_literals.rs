@@ -1,26 +1,70 @@
-//! Line breaks that a tool call's JSON put inside a one-line Python string literal. A model
-//! that writes `"content": "...print(a + '\n')"` means the two characters `\n` in the code, but
-//! JSON decodes them to a line break, and Python rejects the file (`SyntaxError: unterminated
-//! string literal`). In the 2026-12-02 suite sitting the 1.5B model did this in every
-//! `csv-to-json` episode (`json.dumps(row) + '\n'`), in both arms, and its fixes re-sent the
-//! same JSON. A raw line break inside a one-line literal is never valid Python, so writing it
-//! as the escape `\n` cannot change a program that would have run. Only a literal that closes
-//! on the very next line is mended; anything else is left as written. Pure.
+//! Mends four ways a small model's tool call breaks a Python file, each of which Python
+//! rejects outright, so mending cannot change a program that would have run:
+//!
+//! - **A line break inside a one-line string literal.** A model that writes `"content":
+//!   "...print(a + '\n')"` means the two characters `\n` in the code, but JSON decodes them to a
+//!   line break (`SyntaxError: unterminated string literal`). In the 2026-12-02 suite sitting the
+//!   1.5B model did this in every `csv-to-json` episode, in both arms, and its fixes re-sent the
+//!   same JSON. Written as the escape `\n`, when the literal closes on the very next line.
+//! - **The two characters `\n` outside any string literal**, where the model escaped a line
+//!   break twice (`"def main():\\n    if ..."`). Outside a literal Python allows a backslash only
+//!   right before a line break (`SyntaxError: unexpected character after line continuation
+//!   character`). In sitting p the 1.5B wrote `checkage.py`'s whole function on one such line,
+//!   refused with that error in three attempts running. Written as line breaks.
+//! - **A NUL character inside a string literal** (`"\u0000"` in JSON for the regex
+//!   `[^\0-\x7F]`; `SyntaxError: source code cannot contain null bytes`, sitting p's
+//!   `refactor-extract-module`). Written as the escape `\x00`.
+//! - **A compound statement after `;` or after another statement's `:` on one line**
+//!   (`import json; with open(...) as f: for line in f: ...`, `SyntaxError: invalid syntax`): the
+//!   1.5B's `to_json.py` in sittings p and q, the same file in every round. Each such `with`,
+//!   `for`, `if`, `while`, `def`, `class` or `try` goes on a line of its own (one level deeper
+//!   after a `:`), which is what the one-liner means.
+//!
+//! Anything the scanner cannot place (a quote that does not close on the next line) leaves the
+//! whole text as written. Pure.
 
-/// Mended text, and the 1-based lines (of the mended text) whose break was written as `\n`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Mended text and where each mend was made.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Mended {
     pub text: String,
+    /// 1-based lines (of the mended text) whose line break inside a literal became `\n`.
     pub lines: Vec<usize>,
+    /// 1-based lines (of the text as sent) that held `\n` outside any literal, once per line.
+    pub escaped_breaks: Vec<usize>,
+    /// 1-based lines (of the text as sent) with a NUL character inside a literal.
+    pub nul_chars: Vec<usize>,
+    /// 1-based lines (of the text as sent) where a compound statement followed `;` or `:`.
+    pub compound_lines: Vec<usize>,
 }
 
-/// `src` with each line break inside a one-line (not triple-quoted) string literal written as
-/// the escape `\n`, when that literal closes on the next line; None when there is none.
-pub(crate) fn escape_breaks_in_string_literals(src: &str) -> Option<Mended> {
+impl Mended {
+    fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+            && self.escaped_breaks.is_empty()
+            && self.nul_chars.is_empty()
+            && self.compound_lines.is_empty()
+    }
+}
+
+fn push_once(lines: &mut Vec<usize>, line: usize) {
+    if lines.last() != Some(&line) {
+        lines.push(line);
+    }
+}
+
+/// `src` with the four mends above applied; None when there is nothing to mend, or when the
+/// scanner cannot tell where a literal ends.
+pub(crate) fn mend_python_source(src: &str) -> Option<Mended> {
     let chars: Vec<char> = src.chars().collect();
-    let mut out = String::with_capacity(src.len() + 8);
-    let mut lines = Vec::new();
+    let mut m = Mended {
+        text: String::with_capacity(src.len() + 8),
+        ..Mended::default()
+    };
+    // `line` counts lines of the mended text, `sent` of the text as sent.
     let mut line = 1usize;
+    let mut sent = 1usize;
+    // Open brackets outside literals: a `:` or `;` inside them is not a statement's.
+    let mut depth = 0usize;
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
@@ -28,9 +72,31 @@ pub(crate) fn escape_breaks_in_string_literals(src: &str) -> Option<Mended> {
             '#' => {
                 // A comment, to the end of the line.
                 while i < chars.len() && chars[i] != '\n' {
-                    out.push(chars[i]);
+                    m.text.push(chars[i]);
                     i += 1;
                 }
+                continue;
+            }
+            '\\' => {
+                let next = chars.get(i + 1).copied();
+                // `\n` twice escaped: a line break, unless a quote follows (the scanner may
+                // have lost a nested f-string's quotes there; leave it).
+                if next == Some('n') && !matches!(chars.get(i + 2), Some('\'' | '"')) {
+                    m.text.push('\n');
+                    push_once(&mut m.escaped_breaks, sent);
+                    line += 1;
+                    i += 2;
+                    continue;
+                }
+                m.text.push(c);
+                if let Some(next) = next {
+                    if next == '\n' {
+                        line += 1;
+                        sent += 1;
+                    }
+                    m.text.push(next);
+                }
+                i += 2;
                 continue;
             }
             '\'' | '"' if chars.get(i + 1) == Some(&c) && chars.get(i + 2) == Some(&c) => {
@@ -38,30 +104,37 @@ pub(crate) fn escape_breaks_in_string_literals(src: &str) -> Option<Mended> {
                 for &ch in &chars[i..end] {
                     if ch == '\n' {
                         line += 1;
+                        sent += 1;
                     }
-                    out.push(ch);
+                    if ch == '\0' {
+                        push_once(&mut m.nul_chars, sent);
+                        m.text.push_str("\\x00");
+                    } else {
+                        m.text.push(ch);
+                    }
                 }
                 i = end;
                 continue;
             }
             '\'' | '"' => {
-                out.push(c);
+                m.text.push(c);
                 i += 1;
                 while i < chars.len() {
                     let ch = chars[i];
                     if ch == '\\' {
-                        out.push(ch);
+                        m.text.push(ch);
                         if let Some(&next) = chars.get(i + 1) {
                             if next == '\n' {
                                 line += 1;
+                                sent += 1;
                             }
-                            out.push(next);
+                            m.text.push(next);
                         }
                         i += 2;
                         continue;
                     }
                     if ch == c {
-                        out.push(ch);
+                        m.text.push(ch);
                         i += 1;
                         break;
                     }
@@ -70,23 +143,81 @@ pub(crate) fn escape_breaks_in_string_literals(src: &str) -> Option<Mended> {
                             return None;
                         }
                         // Counted in the file as written, where this break is gone.
-                        lines.push(line);
-                        out.push_str("\\n");
+                        m.lines.push(line);
+                        sent += 1;
+                        m.text.push_str("\\n");
                         i += 1;
                         continue;
                     }
-                    out.push(ch);
+                    if ch == '\0' {
+                        push_once(&mut m.nul_chars, sent);
+                        m.text.push_str("\\x00");
+                    } else {
+                        m.text.push(ch);
+                    }
                     i += 1;
                 }
                 continue;
             }
-            '\n' => line += 1,
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            ';' | ':' if depth == 0 => {
+                if let Some(keyword) = compound_keyword_at(&chars, i + 1) {
+                    // `import json; with ...:` or `with ...: for ...:` on one line: the
+                    // compound statement goes on a line of its own, one level deeper after
+                    // a `:`, as the one-liner means.
+                    let indent = current_indent(&m.text);
+                    if c == ':' {
+                        m.text.push(':');
+                    }
+                    m.text.push('\n');
+                    m.text.push_str(&indent);
+                    if c == ':' {
+                        m.text.push_str("    ");
+                    }
+                    push_once(&mut m.compound_lines, sent);
+                    line += 1;
+                    i = keyword;
+                    continue;
+                }
+            }
+            '\n' => {
+                line += 1;
+                sent += 1;
+            }
             _ => {}
         }
-        out.push(c);
+        m.text.push(c);
         i += 1;
     }
-    (!lines.is_empty()).then_some(Mended { text: out, lines })
+    (!m.is_empty()).then_some(m)
+}
+
+/// Statements Python allows only at the start of a line (after `;` or a header's `:` they are
+/// a `SyntaxError`).
+const COMPOUND_KEYWORDS: [&str; 7] = ["with", "for", "if", "while", "def", "class", "try"];
+
+/// Where a compound statement's keyword starts, when one follows `from` after spaces.
+fn compound_keyword_at(chars: &[char], from: usize) -> Option<usize> {
+    let start = from
+        + chars[from.min(chars.len())..]
+            .iter()
+            .take_while(|c| matches!(c, ' ' | '\t'))
+            .count();
+    let is_name = |c: &char| c.is_alphanumeric() || *c == '_';
+    let word: String = chars[start.min(chars.len())..]
+        .iter()
+        .take_while(|c| is_name(c))
+        .collect();
+    COMPOUND_KEYWORDS.contains(&word.as_str()).then_some(start)
+}
+
+/// The leading spaces and tabs of the last line of `text`.
+fn current_indent(text: &str) -> String {
+    let last = text.rsplit('\n').next().unwrap_or_default();
+    last.chars()
+        .take_while(|c| matches!(c, ' ' | '\t'))
+        .collect()
 }
 
 /// Index just past the triple quote closing the literal whose body starts at `from`.
@@ -156,17 +287,116 @@ mod tests {
             ),
         ];
         for (src, want, lines) in cases {
-            let got = escape_breaks_in_string_literals(src);
+            let got = mend_python_source(src);
             match want {
                 None => assert_eq!(got, None, "{src:?}"),
                 Some(text) => assert_eq!(
                     got,
                     Some(Mended {
                         text: text.to_string(),
-                        lines: lines.to_vec()
+                        lines: lines.to_vec(),
+                        ..Mended::default()
                     }),
                     "{src:?}"
                 ),
+            }
+        }
+    }
+
+    #[test]
+    fn twice_escaped_breaks_and_nul_characters_table() {
+        // (source, mended source or None, lines with `\n` outside a literal, lines with a
+        // NUL character in one)
+        // (source, mended source or None, escaped-break lines, NUL lines)
+        type Case = (
+            &'static str,
+            Option<&'static str>,
+            &'static [usize],
+            &'static [usize],
+        );
+        let cases: [Case; 9] = [
+            // Sitting p's checkage.py: the function on one line of `\n`s.
+            (
+                "import sys\n\ndef main(age):\\n    if age >= 18:\\n        print('adult')\\n    else:\\n        print('minor')\nmain(int(sys.argv[1]))\n",
+                Some("import sys\n\ndef main(age):\n    if age >= 18:\n        print('adult')\n    else:\n        print('minor')\nmain(int(sys.argv[1]))\n"),
+                &[3],
+                &[],
+            ),
+            // The whole file on one line.
+            ("x = 1\\ny = 2\\n", Some("x = 1\ny = 2\n"), &[1], &[]),
+            // A `\n` inside a literal is the code's own escape and stays.
+            ("print('a\\nb')\nprint(\"c\\n\")\n", None, &[], &[]),
+            ("s = '''x\\ny'''\n", None, &[], &[]),
+            // A line continuation stays.
+            ("x = 1 + \\\n    2\n", None, &[], &[]),
+            // In a comment it stays.
+            ("# a\\nb\nx = 1\n", None, &[], &[]),
+            // Before a quote it is left (a nested f-string's quotes may have fooled the scan).
+            ("x = f\"{d[\"k\"]}{\"\\n\"}\"\n", None, &[], &[]),
+            // Sitting p's textutils.py: JSON's `\u0000` for the regex's `\0`.
+            (
+                "s = re.sub(r\"[^\u{0}-\\u007F]+\", '', s)\n",
+                Some("s = re.sub(r\"[^\\x00-\\u007F]+\", '', s)\n"),
+                &[],
+                &[1],
+            ),
+            // A tab or another control character inside a literal is valid Python.
+            ("s = 'a\tb\u{1}c'\n", None, &[], &[]),
+        ];
+        for (src, want, escaped, nul) in cases {
+            let got = mend_python_source(src);
+            match want {
+                None => assert_eq!(got, None, "{src:?}"),
+                Some(text) => assert_eq!(
+                    got,
+                    Some(Mended {
+                        text: text.to_string(),
+                        lines: Vec::new(),
+                        escaped_breaks: escaped.to_vec(),
+                        nul_chars: nul.to_vec(),
+                        compound_lines: Vec::new(),
+                    }),
+                    "{src:?}"
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn compound_statements_after_a_semicolon_or_colon_table() {
+        // (source, mended source or None, lines as sent)
+        let cases: [(&str, Option<&str>, &[usize]); 8] = [
+            // Sitting q's to_json.py.
+            (
+                "import json; with open('p.json', 'w') as f: f.write('[]')\n",
+                Some("import json\nwith open('p.json', 'w') as f: f.write('[]')\n"),
+                &[1],
+            ),
+            // Sitting p's: a loop inside the `with`, statements after the loop's `:`.
+            (
+                "import json; with open('a') as f, open('b', 'w') as out: for line in f: x = line.split(','); out.write(x[0] + '\\n')",
+                Some("import json\nwith open('a') as f, open('b', 'w') as out:\n    for line in f: x = line.split(','); out.write(x[0] + '\\n')"),
+                &[1],
+            ),
+            // Indented: the new lines keep the line's indentation.
+            (
+                "def f(xs):\n    n = 0; for x in xs: n += x\n    return n\n",
+                Some("def f(xs):\n    n = 0\n    for x in xs: n += x\n    return n\n"),
+                &[2],
+            ),
+            // Valid one-liners are never touched.
+            ("for x in xs: print(x); print('done')\n", None, &[]),
+            ("ys = [x for x in xs if x]; d = {k: v for k, v in p}\n", None, &[]),
+            ("f = lambda x: x if x else 0\nprint(f(1), 'a; if b: for')\n", None, &[]),
+            ("if x: y = 1  # ; with z: for\n", None, &[]),
+            // `format`, `iffy`: names that start like a keyword.
+            ("x = 1; format(x); iffy = 2\n", None, &[]),
+        ];
+        for (src, want, lines) in cases {
+            let got = mend_python_source(src);
+            assert_eq!(got.as_ref().map(|m| m.text.as_str()), want, "{src:?}");
+            if let Some(m) = got {
+                assert_eq!(m.compound_lines, lines, "{src:?}");
             }
         }
     }

@@ -9,7 +9,7 @@ use std::path::{Component, Path, PathBuf};
 use loopgate_common::output_cap::cap_text;
 
 use crate::tools::edit_match::{replace_once, MatchKind, NoUniqueMatch};
-use crate::tools::python_literals::{escape_breaks_in_string_literals, Mended};
+use crate::tools::python_literals::{mend_python_source, Mended};
 use crate::tools::same_name::{files_named_like, listed};
 
 /// Most directory entries `list_dir` shows.
@@ -212,7 +212,7 @@ impl Workspace {
             );
         }
         if let Some(m) = &mended {
-            result.push_str(&mended_note(&m.lines));
+            result.push_str(&mended_note(m));
         }
         Ok(result)
     }
@@ -268,7 +268,7 @@ impl Workspace {
             ),
         };
         if let Some(m) = &mended {
-            result.push_str(&mended_note(&m.lines));
+            result.push_str(&mended_note(m));
         }
         Ok(result)
     }
@@ -309,21 +309,55 @@ impl Workspace {
 /// Most bytes of a file's text an `edit_file` miss shows.
 const CURRENT_TEXT_SHOWN: usize = 1500;
 
-/// A Python file's text with the line breaks a tool call's JSON put inside one-line string
-/// literals written as `\n` (see `python_literals`); None for other files, or when none.
+/// A Python file's text with what Python rejects outright mended (line breaks inside one-line
+/// literals, `\n` escaped twice outside them, NUL characters inside them, a compound statement
+/// after `;` or `:`: see `python_literals`); None for other files, or when there is nothing.
 fn mend_python(rel: &str, text: &str) -> Option<Mended> {
     rel.ends_with(".py")
-        .then(|| escape_breaks_in_string_literals(text))
+        .then(|| mend_python_source(text))
         .flatten()
 }
 
-fn mended_note(lines: &[usize]) -> String {
-    let lines: Vec<String> = lines.iter().map(usize::to_string).collect();
-    format!(
-        " (line {}: a line break inside a one-line string literal, which Python rejects, was \
-         written as the escape \\n; in a JSON argument, write \\\\n for a backslash-n in the code)",
-        lines.join(", ")
-    )
+fn mended_note(m: &Mended) -> String {
+    let listed = |lines: &[usize]| {
+        lines
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut notes = Vec::new();
+    if !m.lines.is_empty() {
+        notes.push(format!(
+            "line {}: a line break inside a one-line string literal, which Python rejects, was \
+             written as the escape \\n; in a JSON argument, write \\\\n for a backslash-n in the code",
+            listed(&m.lines)
+        ));
+    }
+    if !m.escaped_breaks.is_empty() {
+        notes.push(format!(
+            "line {} as sent: the two characters \\n stood outside any string literal, where \
+             Python allows no backslash, and were written as line breaks; in a JSON argument, a \
+             line break is \\n, not \\\\n",
+            listed(&m.escaped_breaks)
+        ));
+    }
+    if !m.nul_chars.is_empty() {
+        notes.push(format!(
+            "line {} as sent: a NUL character inside a string literal, which Python \
+             rejects, was written as the escape \\x00",
+            listed(&m.nul_chars)
+        ));
+    }
+    if !m.compound_lines.is_empty() {
+        notes.push(format!(
+            "line {} as sent: a `with`, `for`, `if`, `while`, `def`, `class` or `try` after `;` \
+             or after another statement's `:` on the same line, which Python rejects, was put \
+             on a line of its own",
+            listed(&m.compound_lines)
+        ));
+    }
+    format!(" ({})", notes.join("; "))
 }
 
 /// What an `edit_file` miss adds to its error: the file's current text when it is small (the

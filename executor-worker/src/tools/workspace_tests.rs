@@ -326,3 +326,25 @@ fn an_edit_whose_new_text_is_its_old_says_nothing_changed() {
     let result = ws.edit_file("a.py", "x = 1", "x = 1").unwrap();
     assert!(result.contains("is unchanged"), "{result}");
 }
+
+#[test]
+fn a_python_line_break_escaped_twice_is_written_as_a_line_break() {
+    let (_dir, ws) = workspace();
+    // What JSON makes of `"def main():\\n    return 1"`: the two characters `\n`.
+    let broken = "def main():\\n    return 1\nmain()\n";
+    let mended = "def main():\n    return 1\nmain()\n";
+    // (path, content, file afterwards, the result mentions the mend)
+    let cases = [
+        ("checkage.py", broken, mended, true),
+        ("notes.md", broken, broken, false),
+    ];
+    for (path, content, after, noted) in cases {
+        let result = ws.write_file(path, content).unwrap();
+        assert_eq!(
+            fs::read_to_string(ws.root().join(path)).unwrap(),
+            after,
+            "{path}"
+        );
+        assert_eq!(result.contains("line 1 as sent"), noted, "{path}: {result}");
+    }
+}
