@@ -309,6 +309,10 @@ fn event_text(event: &LogEvent) -> String {
         LogEvent::StepSentBack { reason, .. } => {
             format!("step sent back to the manager: {}", excerpt(reason, 200))
         }
+        LogEvent::StepRetried { from_round, step } => format!(
+            "round {from_round}'s step failed its audit: an executor tries it again with that audit's evidence, no manager decision (budget.step_retries): {}",
+            excerpt(step, 120)
+        ),
         LogEvent::StepReplaced { dropped, step, .. } => format!(
             "the manager's step kept changing the goal's exact words (`{}`): the executor gets the goal's own words instead: {}",
             excerpt(dropped, 80),

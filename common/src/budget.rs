@@ -8,6 +8,10 @@ pub const HARD_CAP_ROUNDS: u32 = 1000;
 pub const DEFAULT_SELF_CHECKS: u32 = 2;
 /// At most this many self-checks per episode.
 pub const MAX_SELF_CHECKS: u32 = 20;
+/// Failed steps retried in a row without a manager decision, by default.
+pub const DEFAULT_STEP_RETRIES: u32 = 1;
+/// At most this many retries in a row.
+pub const MAX_STEP_RETRIES: u32 = 20;
 
 /// The task file's `[budget]` keys as written (also the body of a resume's budget changes).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -61,6 +65,11 @@ pub struct BudgetFile {
     /// step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub episode_grace_secs: Option<u64>,
+    /// After a round whose audit failed, the same step goes straight back to an executor with
+    /// that audit's evidence, without a manager decision, at most this many times in a row; 0
+    /// asks the manager after every round.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_retries: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,6 +107,20 @@ pub struct Budget {
         skip_serializing_if = "is_default_episode_grace_secs"
     )]
     pub episode_grace_secs: u64,
+    /// Stored only when it is not the default, so records keep the keys they had.
+    #[serde(
+        default = "default_step_retries",
+        skip_serializing_if = "is_default_step_retries"
+    )]
+    pub step_retries: u32,
+}
+
+fn default_step_retries() -> u32 {
+    DEFAULT_STEP_RETRIES
+}
+
+fn is_default_step_retries(value: &u32) -> bool {
+    *value == DEFAULT_STEP_RETRIES
 }
 
 /// Default slack on top of a started episode's own time limit (the worker enforces the limit
@@ -159,6 +182,7 @@ impl Default for Budget {
             stagnation_rounds: default_stagnation_rounds(),
             self_checks: DEFAULT_SELF_CHECKS,
             episode_grace_secs: DEFAULT_EPISODE_GRACE_SECS,
+            step_retries: DEFAULT_STEP_RETRIES,
         }
     }
 }
@@ -281,6 +305,12 @@ impl BudgetFile {
                 1,
                 86_400,
             )?,
+            step_retries: in_range(
+                "step_retries",
+                self.step_retries.unwrap_or(d.step_retries).into(),
+                0,
+                MAX_STEP_RETRIES.into(),
+            )? as u32,
         })
     }
 }
@@ -421,5 +451,38 @@ mod tests {
         assert_eq!(back.self_checks, DEFAULT_SELF_CHECKS);
         let zero = serde_json::to_value(&base).unwrap();
         assert_eq!(zero["self_checks"], 0);
+    }
+
+    #[test]
+    fn step_retries_default_bounds_zero_and_storage() {
+        let with = |v: Option<u32>| BudgetFile {
+            step_retries: v,
+            ..Default::default()
+        };
+        let cases: Vec<(Option<u32>, Result<u32, &str>)> = vec![
+            (None, Ok(DEFAULT_STEP_RETRIES)),
+            (Some(0), Ok(0)),
+            (Some(3), Ok(3)),
+            (Some(MAX_STEP_RETRIES), Ok(MAX_STEP_RETRIES)),
+            (Some(MAX_STEP_RETRIES + 1), Err("step_retries")),
+        ];
+        for (given, want) in cases {
+            let got = with(given).validate().map(|b| b.step_retries);
+            assert_eq!(
+                got.map_err(|(key, _)| key),
+                want.map_err(String::from),
+                "{given:?}"
+            );
+        }
+        // A resumed run keeps its value unless the new budget names the key.
+        let base = with(Some(0)).validate().unwrap();
+        let resumed = BudgetFile::default().validate_over(&base).unwrap();
+        assert_eq!(resumed.step_retries, 0);
+        // The default is not stored; a record stored before the key existed reads as the default.
+        let stored = serde_json::to_value(Budget::default()).unwrap();
+        assert!(stored.get("step_retries").is_none(), "{stored}");
+        let back: Budget = serde_json::from_value(stored).unwrap();
+        assert_eq!(back.step_retries, DEFAULT_STEP_RETRIES);
+        assert_eq!(serde_json::to_value(&base).unwrap()["step_retries"], 0);
     }
 }

@@ -15,6 +15,9 @@ goal = "Create hello.py"
 [[acceptance]]
 id = "prints"
 check = "python3 hello.py"
+[budget]
+# A failing audit goes back to the manager here (not to an executor, as a retry would).
+step_retries = 0
 "#;
 
 fn task(extra: &str) -> Task {

@@ -161,7 +161,8 @@ pub(super) fn on_manager_reply(
                 }
                 None => step.task,
             };
-            dispatch_exec(&mut tx, capability, task);
+            tx.record.streaks.step_retries = 0;
+            dispatch_step(&mut tx, capability, task);
         }
         Route::Done => {
             let r = &tx.record;
@@ -313,7 +314,9 @@ fn copies_the_manager_prompt(task: &str) -> bool {
         && words(&crate::prompts::manager::system_prompt(true)).contains(&task)
 }
 
-fn dispatch_exec(tx: &mut Tx, capability: Capability, task: String) {
+/// Dispatch `task` as the next round's step: the increment carries the goal clauses it serves,
+/// targets every criterion, and the executor gets the last audit's evidence.
+pub(super) fn dispatch_step(tx: &mut Tx, capability: Capability, task: String) {
     let task = if copies_the_manager_prompt(&task) {
         let clauses = clauses_for_step(&tx.record.contract.goal, &task);
         if clauses.is_empty() {

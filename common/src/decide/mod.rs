@@ -7,6 +7,7 @@ mod planning;
 mod progress;
 mod results;
 mod steering;
+mod step_retry;
 mod transition;
 mod tx;
 

@@ -83,11 +83,10 @@ pub(super) fn note_progress(tx: &mut Tx, evidence: &[Evidence]) -> bool {
 /// just climb it, `ladder_stepped`), tell the manager its approach did not work, and let the
 /// next episode start from the attempt ledger.
 pub(super) fn escalate_when_stagnant(tx: &mut Tx, ladder_stepped: bool) {
-    let every = tx.record.task.budget.stagnation_rounds;
-    let stagnant = tx.record.streaks.stagnant_rounds;
-    if every == 0 || stagnant == 0 || !stagnant.is_multiple_of(every) {
+    if !stagnation_due(&tx.record) {
         return;
     }
+    let stagnant = tx.record.streaks.stagnant_rounds;
     let rungs = tx.record.task.roles.executor_escalation.len() as u32;
     let escalated_to = if ladder_stepped {
         Some(tx.record.executor_profile().to_string())
@@ -111,6 +110,14 @@ pub(super) fn escalate_when_stagnant(tx: &mut Tx, ladder_stepped: bool) {
         rounds: stagnant,
         escalated_to,
     });
+}
+
+/// Whether the rounds without progress so far escalate now: every `stagnation_rounds` of
+/// them in a row (never when that is 0).
+pub(super) fn stagnation_due(record: &RunRecord) -> bool {
+    let every = record.task.budget.stagnation_rounds;
+    let stagnant = record.streaks.stagnant_rounds;
+    every != 0 && stagnant != 0 && stagnant.is_multiple_of(every)
 }
 
 fn excerpt_line(text: &str, max: usize) -> String {
@@ -139,6 +146,9 @@ pub fn ledger_lines(record: &RunRecord) -> Vec<String> {
         .map(|(i, h)| {
             let step = excerpt_line(&h.objective, LEDGER_STEP_CHARS);
             let mut line = format!("Round {}: step \"{step}\"", h.round);
+            if h.retried {
+                line.push_str(" (the previous round's step, tried again)");
+            }
             match &h.candidate {
                 None => line.push_str(&format!(
                     " -> no candidate ({})",

@@ -195,3 +195,83 @@ fn a_verbatim_repeat_of_a_failed_step_is_sent_back_once() {
     let s = reply(&s.record, "Next: cli\nTask: write hello.py");
     assert!(kinds(&s).contains(&"exec_dispatched"), "{:?}", kinds(&s));
 }
+
+/// The fixture's task with failed steps tried again (`step_retries`, 0 in the fixture).
+fn retrying(retries: u32) -> RunRecord {
+    let text = TASK.replace(
+        "step_retries = 0",
+        &format!("step_retries = {retries}\nmax_rounds = 6"),
+    );
+    let text = text.replacen("max_rounds = 3\n", "", 1);
+    start_run("r1", parse_task_toml(&text).unwrap(), "base", 0).record
+}
+
+#[test]
+fn a_failed_step_goes_back_to_an_executor_with_its_evidence_and_no_decision() {
+    let r = retrying(1);
+    let s = reply(&r, "Next: cli\nTask: write hello.py");
+    let s = exec_done(&s.record, "c1");
+    let decisions = s.record.decide_seq;
+    let s = failing_audit(&s.record, "NameError: name 'x' is not defined");
+    // No decision was asked: round 2 runs round 1's step, with round 1's failing check.
+    assert_eq!(
+        kinds(&s),
+        vec!["audit_report", "gate", "step_retried", "exec_dispatched"]
+    );
+    assert_eq!(s.record.decide_seq, decisions);
+    assert!(matches!(s.record.phase, Phase::Executing { round: 2, .. }));
+    let req = exec_request(&s);
+    assert_eq!(req.increment.objective, "write hello.py");
+    assert_eq!(
+        req.increment.goal_clauses,
+        vec!["Create hello.py".to_string()]
+    );
+    assert_eq!(req.feedback.audited_snapshot.as_deref(), Some("c1"));
+    assert!(req.feedback.failing[0].output_excerpt.contains("NameError"));
+    assert_eq!(s.record.streaks.step_retries, 1);
+
+    // The retry fails too: now the manager decides, and sees the retry in its ledger.
+    let s = exec_done(&s.record, "c2");
+    assert!(s.record.history.last().unwrap().retried);
+    let s = failing_audit(&s.record, "NameError: name 'y' is not defined");
+    assert!(
+        matches!(s.record.phase, Phase::Deciding { .. }),
+        "{:?}",
+        kinds(&s)
+    );
+    let ledger = ledger_lines(&s.record);
+    assert!(ledger[1].contains("tried again"), "{ledger:?}");
+    // A manager repeating the step that just failed twice is still sent back once.
+    let s = reply(&s.record, "Next: cli\nTask: write hello.py");
+    assert!(kinds(&s).contains(&"step_sent_back"), "{:?}", kinds(&s));
+    // A step the manager chose resets the retries in a row.
+    let s = reply(&s.record, "Next: cli\nTask: define x in hello.py");
+    assert_eq!(s.record.streaks.step_retries, 0);
+    let s = exec_done(&s.record, "c3");
+    let s = failing_audit(&s.record, "NameError: name 'z' is not defined");
+    assert!(kinds(&s).contains(&"step_retried"), "{:?}", kinds(&s));
+    assert_eq!(exec_request(&s).increment.objective, "define x in hello.py");
+}
+
+#[test]
+fn a_retried_step_that_passes_completes_the_run() {
+    let s = reply(&retrying(1), "Next: cli\nTask: write hello.py");
+    let s = exec_done(&s.record, "c1");
+    let s = failing_audit(&s.record, "wrong output");
+    let s = exec_done(&s.record, "c2");
+    let rep = report(&s.record, true, Integrity::Clean);
+    let s = apply(&s.record, RunEvent::AuditFinished(rep));
+    assert_eq!(s.record.state, RunState::Completed, "{:?}", kinds(&s));
+    assert_eq!(s.record.round, 2);
+    assert_eq!(s.record.decide_seq, 1, "one decision in all");
+}
+
+#[test]
+fn a_round_that_changed_nothing_is_not_retried() {
+    let s = reply(&retrying(3), "Next: cli\nTask: write hello.py");
+    // The executor froze the snapshot it started from.
+    let s = exec_done(&s.record, "base");
+    let s = failing_audit(&s.record, "python3: can't open file 'hello.py'");
+    assert!(!kinds(&s).contains(&"step_retried"), "{:?}", kinds(&s));
+    assert!(matches!(s.record.phase, Phase::Deciding { .. }));
+}

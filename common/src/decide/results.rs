@@ -2,6 +2,7 @@
 
 use super::planning::on_plan_audit;
 use super::progress::{escalate_when_stagnant, note_progress, remember_audit, remembered_audit};
+use super::step_retry::{retry_step, step_to_retry};
 use super::transition::{Decision, HISTORY_KEEP};
 use super::tx::Tx;
 use crate::contract::Contract;
@@ -48,10 +49,12 @@ pub(super) fn on_exec(record: &RunRecord, result: &ExecResult, now: i64) -> Deci
     if result.generation != record.generation {
         return Decision::Ignore(format!("stale generation {}", result.generation));
     }
-    let increment = match &record.phase {
+    let (increment, capability) = match &record.phase {
         Phase::Executing {
-            round, increment, ..
-        } if *round == result.round => increment.clone(),
+            round,
+            increment,
+            capability,
+        } if *round == result.round => (increment.clone(), *capability),
         _ => {
             return Decision::Ignore(format!(
                 "no executor result for round {} is pending",
@@ -120,6 +123,8 @@ pub(super) fn on_exec(record: &RunRecord, result: &ExecResult, now: i64) -> Deci
             added_paths: Vec::new(),
             checked: 0,
             reused_from: None,
+            capability: Some(capability),
+            retried: record.streaks.step_retries > 0,
         },
     );
     if tx.check_spend_budget() {
@@ -457,7 +462,13 @@ fn apply_audit(mut tx: Tx, outcome: AuditOutcome) -> Decision {
         (AuditPurpose::Round, true) => tx.request_decision(),
         (AuditPurpose::Round, false) => {
             let level = tx.record.escalation_level;
-            tx.continue_after_failure(&reasons);
+            let retry = step_to_retry(&tx.record);
+            if tx.count_failure(&reasons) {
+                match retry {
+                    Some(retry) => retry_step(&mut tx, retry),
+                    None => tx.continue_work(),
+                }
+            }
             let ladder_stepped = tx.record.escalation_level != level;
             escalate_when_stagnant(&mut tx, ladder_stepped);
         }

@@ -15,6 +15,9 @@ check = "python3 hello.py"
 [budget]
 max_rounds = 3
 max_invalid_outputs = 2
+# These tests drive the manager after every round; step_retry.rs and progress_tests.rs test
+# a failed step tried again without it.
+step_retries = 0
 "#;
 
 pub(super) fn started() -> RunRecord {

@@ -140,6 +140,15 @@ impl Tx {
     /// After a round that did not pass: ask the manager again, or a human once
     /// `max_failed_rounds` rounds in a row have failed.
     pub fn continue_after_failure(&mut self, why: &str) {
+        if self.count_failure(why) {
+            self.continue_work();
+        }
+    }
+
+    /// Count a round (or planning attempt) that did not pass, escalating the executor ladder
+    /// when due, and ask a human once `max_failed_rounds` of them have failed in a row.
+    /// Returns whether the run goes on by itself (no human was asked).
+    pub fn count_failure(&mut self, why: &str) -> bool {
         self.record.streaks.failed_rounds += 1;
         self.maybe_escalate();
         let max = self.record.task.budget.max_failed_rounds;
@@ -157,8 +166,9 @@ impl Tx {
                 self.record.streaks.failed_rounds
             );
             self.ask(question);
+            false
         } else {
-            self.continue_work();
+            true
         }
     }
 

@@ -207,6 +207,13 @@ pub enum LogEvent {
         seq: u32,
         reason: String,
     },
+    /// Round `from_round`'s step failed its audit and goes straight back to an executor with
+    /// that audit's evidence, without a manager decision (`budget.step_retries`).
+    StepRetried {
+        from_round: u32,
+        /// The step, as round `from_round` ran it.
+        step: String,
+    },
     /// The manager's step still altered the goal's exact words after it was sent back as often
     /// as `max_invalid_outputs` allows: the executor gets the goal's own words as its step and
     /// not the manager's wording.
@@ -272,6 +279,7 @@ impl LogEvent {
             LogEvent::Stagnation { .. } => "stagnation",
             LogEvent::StepSentBack { .. } => "step_sent_back",
             LogEvent::StepReplaced { .. } => "step_replaced",
+            LogEvent::StepRetried { .. } => "step_retried",
             LogEvent::Instructed { .. } => "instructed",
             LogEvent::Paused { .. } => "paused",
             LogEvent::Held { .. } => "held",

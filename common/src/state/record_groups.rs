@@ -43,6 +43,14 @@ pub struct Streaks {
     /// or one that altered the goal's exact names). Reset by a step that is dispatched.
     #[serde(default)]
     pub steps_sent_back: u32,
+    /// Failed steps tried again in a row without a manager decision (`step_retries` of them
+    /// at most). Reset by a step the manager chose.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub step_retries: u32,
+}
+
+fn is_zero(value: &u32) -> bool {
+    *value == 0
 }
 
 /// Where a `plan = true` run stands while it builds its contract; all `None` once the contract

@@ -264,6 +264,13 @@ pub struct RoundSummary {
     /// The candidate was audited before (in this round): its report was reused, not redone.
     #[serde(default)]
     pub reused_from: Option<u32>,
+    /// The capability the step ran on (absent in records stored before it was kept: `cli`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capability: Option<crate::subjects::Capability>,
+    /// The round tried the step of the round before it again, with that round's audit
+    /// evidence, and no manager decision (`budget.step_retries`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retried: bool,
 }
 
 /// Usage per role.

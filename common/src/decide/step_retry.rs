@@ -1,0 +1,228 @@
+//! A failed step tried again without a manager decision.
+//!
+//! After a round whose audit failed, the next executor already sees that audit's failing
+//! checks with their output (`ExecFeedback`). What the manager adds at that point is mostly
+//! time: in the suite sittings o and p (1.5B model, 2 cores) its round-2 decision repeated
+//! round 1's instruction word for word in 9 of 9 rounds, was sent back with the failure, and
+//! repeated it again, which cost 40-60 s of a 340 s run before round 2 could start, and the
+//! second round, the one the evidence is for, ran out of time in most failed runs. So the step
+//! goes straight back to an executor, at most `budget.step_retries` times in a row; the
+//! manager decides again after that, and at once when retrying could not help: the round
+//! changed nothing or reproduced an audited snapshot, its candidate was rejected, no check
+//! failed (the gate is closed for another reason), the run stagnates (the manager must be
+//! told its approach did not work), an operator instruction came in during the round (the
+//! manager must read it), or the round budget is spent.
+
+use super::manager_turn::dispatch_step;
+use super::progress::stagnation_due;
+use super::tx::Tx;
+use crate::state::{LogEvent, RunRecord};
+use crate::subjects::Capability;
+use crate::verdict::Integrity;
+
+/// The step a failed round goes on with, when it is tried again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Retry {
+    pub capability: Capability,
+    /// The step as the failed round ran it.
+    pub step: String,
+    pub from_round: u32,
+}
+
+/// The failed step of the current round to try again without a manager decision, if the run
+/// tries it again (see the module comment for when it does not).
+pub(super) fn step_to_retry(record: &RunRecord) -> Option<Retry> {
+    let budget = &record.task.budget;
+    if record.streaks.step_retries >= budget.step_retries
+        || record.planning.stage.is_some()
+        || record.rounds_this_generation() >= budget.max_rounds
+        || stagnation_due(record)
+    {
+        return None;
+    }
+    let last = record.history.last().filter(|h| h.round == record.round)?;
+    let instructed = record
+        .steering
+        .instructions
+        .iter()
+        .any(|i| i.generation == record.generation && i.round >= last.round);
+    let candidate = last.candidate.as_ref()?;
+    let changed = last.base.as_ref() != Some(candidate) && last.reused_from.is_none();
+    let rejected = last
+        .verdicts
+        .is_none_or(|v| v.integrity == Integrity::Violation);
+    if !changed || rejected || instructed || last.failing.is_empty() {
+        return None;
+    }
+    Some(Retry {
+        capability: last.capability.unwrap_or(Capability::Cli),
+        step: last.objective.clone(),
+        from_round: last.round,
+    })
+}
+
+/// Dispatch `retry`: the same step, with the evidence of the audit that failed it.
+pub(super) fn retry_step(tx: &mut Tx, retry: Retry) {
+    tx.record.streaks.step_retries += 1;
+    tx.log(LogEvent::StepRetried {
+        from_round: retry.from_round,
+        step: retry.step.clone(),
+    });
+    dispatch_step(tx, retry.capability, retry.step);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decide::start_run;
+    use crate::state::{Instruction, RoundSummary};
+    use crate::task::parse_task_toml;
+    use crate::verdict::{AuditStatus, ContractVerdict, Verdicts};
+
+    fn verdicts(integrity: Integrity) -> Option<Verdicts> {
+        Some(Verdicts {
+            status: AuditStatus::Incomplete,
+            integrity,
+            contract: ContractVerdict::Aligned,
+        })
+    }
+
+    /// A run at round 2 whose round 2 (`gui` when `gui`) changed the workspace and failed
+    /// check `prints`.
+    fn failed_round(budget: &str) -> RunRecord {
+        let toml = format!(
+            "goal = \"Create hello.py\"\n[[acceptance]]\nid = \"prints\"\ncheck = \
+             \"python3 hello.py\"\n[budget]\nmax_rounds = 5\n{budget}"
+        );
+        let mut r = start_run("r", parse_task_toml(&toml).unwrap(), "base", 0).record;
+        r.round = 2;
+        r.history.push(RoundSummary {
+            round: 2,
+            objective: "write hello.py".into(),
+            exec_summary: "wrote it".into(),
+            candidate: Some("c2".into()),
+            verdicts: verdicts(Integrity::Clean),
+            gaps: Vec::new(),
+            failing: vec![("prints".into(), "NameError".into())],
+            passing: Vec::new(),
+            base: Some("c1".into()),
+            changed_paths: vec!["hello.py".into()],
+            added_paths: Vec::new(),
+            checked: 1,
+            reused_from: None,
+            capability: None,
+            retried: false,
+        });
+        r
+    }
+
+    fn instruction(generation: u32, round: u32) -> Instruction {
+        Instruction {
+            at: 0,
+            generation,
+            round,
+            text: "use argparse".into(),
+        }
+    }
+
+    #[test]
+    fn a_failed_step_is_retried_only_when_retrying_can_help() {
+        type Edit = fn(&mut RunRecord);
+        let cases: [(&str, &str, Edit, bool); 14] = [
+            ("a changed, failing round", "", |_| {}, true),
+            ("retries off", "step_retries = 0", |_| {}, false),
+            (
+                "the retries in a row are spent",
+                "",
+                |r| r.streaks.step_retries = 1,
+                false,
+            ),
+            (
+                "more retries allowed",
+                "step_retries = 2",
+                |r| r.streaks.step_retries = 1,
+                true,
+            ),
+            (
+                "the round changed nothing",
+                "",
+                |r| r.history[0].base = Some("c2".into()),
+                false,
+            ),
+            (
+                "the candidate was audited before",
+                "",
+                |r| r.history[0].reused_from = Some(1),
+                false,
+            ),
+            (
+                "the candidate was rejected",
+                "",
+                |r| r.history[0].verdicts = verdicts(Integrity::Violation),
+                false,
+            ),
+            (
+                "no check failed",
+                "",
+                |r| r.history[0].failing.clear(),
+                false,
+            ),
+            (
+                "the executor froze nothing",
+                "",
+                |r| r.history[0].candidate = None,
+                false,
+            ),
+            (
+                "stagnation escalates this round",
+                "stagnation_rounds = 2",
+                |r| r.streaks.stagnant_rounds = 2,
+                false,
+            ),
+            ("the round budget is spent", "", |r| r.round = 5, false),
+            (
+                "an operator instruction came in during the round",
+                "",
+                |r| r.steering.instructions.push(instruction(1, 2)),
+                false,
+            ),
+            (
+                "the manager read the instruction before the round",
+                "",
+                |r| r.steering.instructions.push(instruction(1, 1)),
+                true,
+            ),
+            (
+                "the summary is of an earlier round",
+                "",
+                |r| r.round = 3,
+                false,
+            ),
+        ];
+        for (name, budget, edit, retried) in cases {
+            let mut r = failed_round(budget);
+            edit(&mut r);
+            assert_eq!(step_to_retry(&r).is_some(), retried, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_retry_keeps_the_rounds_step_and_capability() {
+        let mut r = failed_round("");
+        r.history[0].capability = Some(Capability::Gui);
+        assert_eq!(
+            step_to_retry(&r),
+            Some(Retry {
+                capability: Capability::Gui,
+                step: "write hello.py".into(),
+                from_round: 2,
+            })
+        );
+        // Records stored before the capability was kept ran `cli` steps.
+        r.history[0].capability = None;
+        assert_eq!(
+            step_to_retry(&r).map(|s| s.capability),
+            Some(Capability::Cli)
+        );
+    }
+}
