@@ -28,6 +28,8 @@ executor = "exec"
 [budget]
 max_rounds = 6
 self_checks = 0
+# The manager asks for the second attempt: a retry of the first would be a third episode.
+step_retries = 0
 "#;
 
 /// Which attempt (1: first, 2: second) a step's text asks for: the stand-in manager writes

@@ -67,8 +67,12 @@ async fn failing_attempt_is_audited_replanned_and_then_completes() -> anyhow::Re
     .await?;
     let stack = Stack::start(StackOptions::new(standin_profiles(&model), 2)).await?;
     // Without self-checks, so the wrong first attempt reaches the auditor (the self-check's own
-    // end-to-end test is suite/self_check.rs).
-    let task = HELLO_TASK.replace("max_rounds = 5", "max_rounds = 5\nself_checks = 0");
+    // end-to-end test is suite/self_check.rs), and without a retry, so the manager plans round 2
+    // (the retry's own is suite/effective_loop.rs).
+    let task = HELLO_TASK.replace(
+        "max_rounds = 5",
+        "max_rounds = 5\nself_checks = 0\nstep_retries = 0",
+    );
     let run = stack.submit(&task, &[]).await?;
     let id = run["id"].as_str().unwrap().to_string();
     let done = stack.wait_terminal(&id, WAIT).await?;

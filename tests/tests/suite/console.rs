@@ -40,6 +40,8 @@ executor = "nobody"
 [budget]
 max_rounds = 4
 self_checks = 0
+# The manager asks its question after the failed round (no retry first).
+step_retries = 0
 "#;
 
 fn write_hello(content: &str) -> Reply {

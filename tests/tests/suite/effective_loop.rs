@@ -1,7 +1,7 @@
 //! The loop turns what it knows into progress, end to end on the real stack: the next executor
-//! reads the failing check's output, an unchanged candidate is not audited again, a step that
-//! renames the goal's file goes back to the manager before any executor runs, and a run that
-//! stops making progress escalates.
+//! reads the failing check's output, a failed step is tried again without a manager decision,
+//! an unchanged candidate is not audited again, a step that renames the goal's file goes back
+//! to the manager before any executor runs, and a run that stops making progress escalates.
 
 use std::time::Duration;
 
@@ -265,5 +265,68 @@ async fn a_run_without_progress_escalates_the_executor() -> anyhow::Result<()> {
         "{}",
         strong[0]
     );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_step_is_tried_again_with_its_evidence_and_no_manager_decision(
+) -> anyhow::Result<()> {
+    let model = StandInModel::start(
+        Script::new()
+            .replies(
+                "standin-manager",
+                [manager(
+                    "create hello.py that prints exactly: hello, loopgate",
+                )],
+            )
+            .replies(
+                "standin-executor",
+                [
+                    write_hello("print('hello')\n"),
+                    finish(),
+                    write_hello("print('hello, loopgate')\n"),
+                    finish(),
+                ],
+            ),
+    )
+    .await?;
+    // The task's budget with the default retry (the key left out).
+    let task = task("\"exec\"").replace("stagnation_rounds = 2\n", "");
+    let (stack, id, done) = run_to_completion(&model, &task).await?;
+    assert_eq!(done["round"], 2);
+    // One manager decision in all: round 2 ran round 1's step.
+    assert_eq!(model.requests("standin-manager").len(), 1);
+    let prompts = episode_prompts(&model, "standin-executor");
+    assert_eq!(prompts.len(), 2, "{prompts:#?}");
+    for needle in [
+        "check `prints-greeting` failed (exit 1)",
+        "hello.py printed: hello",
+    ] {
+        assert!(
+            prompts[1].contains(needle),
+            "missing {needle}:\n{}",
+            prompts[1]
+        );
+    }
+    let entries = log_entries(&stack, &id).await?;
+    let kinds = |round: u64| -> Vec<&str> {
+        entries
+            .iter()
+            .filter(|(r, _)| *r == round)
+            .map(|(_, t)| t.as_str())
+            .collect()
+    };
+    // Round 1's failed audit dispatches round 2 itself; round 2 has no decision.
+    assert!(kinds(1).ends_with(&["gate", "step_retried"]), "{entries:?}");
+    assert_eq!(kinds(2).first(), Some(&"exec_dispatched"), "{entries:?}");
+    assert!(!kinds(2).contains(&"decision"), "{entries:?}");
+    let retried = stack.get(&format!("/v1/runs/{id}/log")).await?["entries"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .find(|e| e["type"] == "step_retried")
+        .unwrap_or_default();
+    assert_eq!(retried["from_round"], 1, "{retried}");
     Ok(())
 }
