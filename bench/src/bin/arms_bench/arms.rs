@@ -36,6 +36,8 @@ pub struct Caps {
     pub loop_wall_secs: u64,
     /// The loopgate arm's task names the manager's model as its judge (`--judge`).
     pub judge: bool,
+    /// The loopgate arm's `budget.step_retries` (`--step-retries`); None keeps the task's.
+    pub step_retries: Option<u32>,
 }
 
 /// How long past its own wall cap the bench waits for a run before cancelling it.
@@ -141,6 +143,7 @@ pub async fn single_shot(
             max_rounds: Some(1),
             self_checks: Some(0),
             judge: None,
+            step_retries: None,
         },
     )?;
     let started = Instant::now();
@@ -203,6 +206,7 @@ pub async fn loopgate(stack: &Stack, task: &SuiteTask, caps: Caps) -> anyhow::Re
             max_rounds: None,
             self_checks: None,
             judge: caps.judge.then(|| MANAGER_PROFILE.to_string()),
+            step_retries: caps.step_retries,
         },
     )?;
     let started = Instant::now();

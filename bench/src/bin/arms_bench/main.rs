@@ -75,7 +75,7 @@ struct Args {
 const USAGE: &str =
     "usage: arms-bench --model 1.5b|0.5b --out DIR [--suite examples|humaneval] [--tasks a,b] \
 [--humaneval-n N] [--humaneval-data FILE] [--max-rounds N] [--max-steps N] [--token-budget N] \
-[--episode-secs S] [--single-wall-secs S] [--loop-wall-secs S] [--stop-after-mins M] [--structured-output json_schema|off] [--judge] [--resume]
+[--episode-secs S] [--single-wall-secs S] [--loop-wall-secs S] [--stop-after-mins M] [--structured-output json_schema|off] [--step-retries N] [--judge] [--resume]
        arms-bench --list [--suite examples|humaneval] [--humaneval-n N]   (the tasks, no runs)";
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -96,6 +96,7 @@ fn parse_args() -> anyhow::Result<Args> {
             single_wall_secs: 190,
             loop_wall_secs: 340,
             judge: false,
+            step_retries: None,
         },
         stop_after: None,
         structured_output: "json_schema".into(),
@@ -153,6 +154,7 @@ fn parse_args() -> anyhow::Result<Args> {
             "--episode-secs" => args.caps.episode_secs = num()?,
             "--single-wall-secs" => args.caps.single_wall_secs = num()?,
             "--loop-wall-secs" => args.caps.loop_wall_secs = num()?,
+            "--step-retries" => args.caps.step_retries = Some(num()? as u32),
             "--stop-after-mins" => args.stop_after = Some(Duration::from_secs(num()? * 60)),
             "--structured-output" => {
                 if !["json_schema", "off"].contains(&value.as_str()) {
@@ -239,9 +241,9 @@ fn base_notes(args: &Args) -> Vec<String> {
         ),
         format!(
             "loopgate: full loop (local-model manager and executor, {}, task's own max_rounds \
-             and max_steps; the manager's profile has structured_output = \"{}\"); claimed_done = \
-             the run reached completed; tokens = run total; wall cap {} s per run (max_wall_secs), \
-             episode cap {} s.",
+             and max_steps; the manager's profile has structured_output = \"{}\"; step_retries \
+             {}); claimed_done = the run reached completed; tokens = run total; wall cap {} s per \
+             run (max_wall_secs), episode cap {} s.",
             if c.judge {
                 "an auditor whose judge is the same local model (--judge: roles.auditor is set, so \
                  the goal's clauses become judged criteria)"
@@ -249,6 +251,9 @@ fn base_notes(args: &Args) -> Vec<String> {
                 "mechanical auditor (no roles.auditor: no derived criteria, no judge)"
             },
             args.structured_output,
+            c.step_retries
+                .map(|n| format!("= {n} (--step-retries)"))
+                .unwrap_or_else(|| "as the task has it (the default unless it names one)".into()),
             c.loop_wall_secs,
             c.episode_secs
         ),

@@ -52,6 +52,8 @@ pub struct ArmBudget {
     /// The auditor's judge model (`roles.auditor`): with one, the goal's clauses become
     /// judged criteria (issue 14); None: no judge, as the suite's task files have it.
     pub judge: Option<String>,
+    /// `budget.step_retries`; None keeps the task's (the default when it names none).
+    pub step_retries: Option<u32>,
 }
 
 pub fn suite_dir() -> PathBuf {
@@ -139,6 +141,9 @@ impl SuiteTask {
         }
         if let Some(self_checks) = b.self_checks {
             file.budget.self_checks = Some(self_checks);
+        }
+        if let Some(retries) = b.step_retries {
+            file.budget.step_retries = Some(retries);
         }
         file.validate()
             .with_context(|| format!("task {} after the bench's overrides", self.name))?;
