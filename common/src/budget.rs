@@ -70,6 +70,10 @@ pub struct BudgetFile {
     /// asks the manager after every round.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_retries: Option<u32>,
+    /// A candidate that passes a strict subset of the blocking criteria the current snapshot
+    /// passes is set aside, and the artifact stays at the current snapshot (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback_regressions: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,6 +117,17 @@ pub struct Budget {
         skip_serializing_if = "is_default_step_retries"
     )]
     pub step_retries: u32,
+    /// Stored only when it is not the default, so records keep the keys they had.
+    #[serde(default = "default_true", skip_serializing_if = "is_true")]
+    pub rollback_regressions: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
 }
 
 fn default_step_retries() -> u32 {
@@ -183,6 +198,7 @@ impl Default for Budget {
             self_checks: DEFAULT_SELF_CHECKS,
             episode_grace_secs: DEFAULT_EPISODE_GRACE_SECS,
             step_retries: DEFAULT_STEP_RETRIES,
+            rollback_regressions: true,
         }
     }
 }
@@ -311,6 +327,7 @@ impl BudgetFile {
                 0,
                 MAX_STEP_RETRIES.into(),
             )? as u32,
+            rollback_regressions: self.rollback_regressions.unwrap_or(d.rollback_regressions),
         })
     }
 }
@@ -484,5 +501,37 @@ mod tests {
         let back: Budget = serde_json::from_value(stored).unwrap();
         assert_eq!(back.step_retries, DEFAULT_STEP_RETRIES);
         assert_eq!(serde_json::to_value(&base).unwrap()["step_retries"], 0);
+    }
+
+    #[test]
+    fn rollback_regressions_defaults_on_and_is_stored_only_when_off() {
+        let off = BudgetFile {
+            rollback_regressions: Some(false),
+            ..Default::default()
+        }
+        .validate()
+        .unwrap();
+        assert!(!off.rollback_regressions);
+        assert!(
+            BudgetFile::default()
+                .validate()
+                .unwrap()
+                .rollback_regressions
+        );
+        // A resumed run keeps its value unless the new budget names the key.
+        assert!(
+            !BudgetFile::default()
+                .validate_over(&off)
+                .unwrap()
+                .rollback_regressions
+        );
+        let stored = serde_json::to_value(Budget::default()).unwrap();
+        assert!(stored.get("rollback_regressions").is_none(), "{stored}");
+        let back: Budget = serde_json::from_value(stored).unwrap();
+        assert!(back.rollback_regressions);
+        assert_eq!(
+            serde_json::to_value(&off).unwrap()["rollback_regressions"],
+            false
+        );
     }
 }

@@ -5,6 +5,7 @@ mod lifecycle;
 mod manager_turn;
 mod planning;
 mod progress;
+mod regression;
 mod results;
 mod steering;
 mod step_retry;

@@ -156,7 +156,11 @@ pub fn ledger_lines(record: &RunRecord) -> Vec<String> {
                 )),
                 Some(c) => {
                     line.push_str(&format!(" -> snapshot {}", short(c)));
-                    if h.base.as_ref() == Some(c) {
+                    if h.set_aside.is_some() {
+                        line.push_str(
+                            " (set aside: it lost criteria the snapshot before it passed)",
+                        );
+                    } else if h.base.as_ref() == Some(c) {
                         line.push_str(" (changed nothing)");
                     } else if let Some(from) = h.reused_from {
                         line.push_str(&format!(" (identical to round {from}'s)"));
@@ -221,8 +225,14 @@ pub(super) fn exec_feedback(record: &RunRecord) -> ExecFeedback {
         return ExecFeedback::default();
     };
     let audited = last.candidate.clone();
-    let evidence: &[Evidence] = audited
-        .as_deref()
+    // A candidate set aside as a regression is not what this step starts from: its evidence is
+    // the snapshot's that it regressed from (the checks still to fix there).
+    let shown = if last.set_aside.is_some() {
+        Some(record.snapshot.as_str())
+    } else {
+        audited.as_deref()
+    };
+    let evidence: &[Evidence] = shown
         .and_then(|c| remembered_audit(record, c))
         .map(|a| a.evidence.as_slice())
         .unwrap_or(&[]);
@@ -245,8 +255,13 @@ pub(super) fn exec_feedback(record: &RunRecord) -> ExecFeedback {
     let rejected = audited
         .as_deref()
         .filter(|c| *c != record.snapshot)
-        .map(|c| match last.verdicts {
-            Some(v) if v.integrity == Integrity::Violation => format!(
+        .map(|c| match (last.verdicts, &last.set_aside) {
+            (_, Some(why)) => format!(
+                "the last candidate {} was set aside as {why}: this step starts from that \
+                 snapshot, and the checks below are the ones that fail there",
+                short(c)
+            ),
+            (Some(v), None) if v.integrity == Integrity::Violation => format!(
                 "the last candidate {} was rejected (integrity violation: {}); this step starts \
                  from the snapshot before it",
                 short(c),

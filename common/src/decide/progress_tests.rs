@@ -275,3 +275,93 @@ fn a_round_that_changed_nothing_is_not_retried() {
     assert!(!kinds(&s).contains(&"step_retried"), "{:?}", kinds(&s));
     assert!(matches!(s.record.phase, Phase::Deciding { .. }));
 }
+
+/// An audit of the pending candidate with one evidence record per `(criterion, passes)`.
+fn audit_with(record: &RunRecord, results: &[(&str, bool)]) -> Step {
+    let mut rep: AuditReport = report(record, false, Integrity::Clean);
+    let template = rep.evidence[0].clone();
+    rep.evidence = results
+        .iter()
+        .map(|(id, pass)| crate::verdict::Evidence {
+            check_id: id.to_string(),
+            verdict: if *pass {
+                crate::verdict::CheckVerdict::Pass
+            } else {
+                crate::verdict::CheckVerdict::Fail
+            },
+            output_excerpt: format!("{id}: {}", if *pass { "ok" } else { "wrong" }),
+            ..template.clone()
+        })
+        .collect();
+    apply(record, RunEvent::AuditFinished(rep))
+}
+
+fn two_checks(budget: &str) -> RunRecord {
+    let text = format!(
+        "goal = \"Create hello.py\"\n[[acceptance]]\nid = \"prints\"\ncheck = \"python3 \
+         hello.py\"\n[[acceptance]]\nid = \"exits\"\ncheck = \"python3 hello.py; test $? = 0\"\n\
+         [budget]\nmax_rounds = 6\n{budget}"
+    );
+    start_run("r1", parse_task_toml(&text).unwrap(), "base", 0).record
+}
+
+#[test]
+fn a_candidate_that_loses_ground_is_set_aside_and_the_next_step_starts_from_the_better_one() {
+    let s = reply(&two_checks(""), "Next: cli\nTask: write hello.py");
+    let s = exec_done(&s.record, "c1");
+    let s = audit_with(&s.record, &[("prints", true), ("exits", false)]);
+    assert_eq!(s.record.snapshot, "c1");
+    // The retry breaks what passed and fixes nothing: set aside, the artifact stays at c1.
+    let s = exec_done(&s.record, "c2");
+    let stagnant = s.record.streaks.stagnant_rounds;
+    let s = audit_with(&s.record, &[("prints", false), ("exits", false)]);
+    assert!(kinds(&s).contains(&"candidate_rejected"), "{:?}", kinds(&s));
+    assert_eq!(s.record.snapshot, "c1");
+    assert_eq!(s.record.streaks.stagnant_rounds, stagnant + 1);
+    let last = s.record.history.last().unwrap();
+    assert!(
+        last.set_aside
+            .as_deref()
+            .is_some_and(|w| w.contains("broke `prints`")),
+        "{last:?}"
+    );
+    let ledger = ledger_lines(&s.record);
+    assert!(ledger[1].contains("set aside"), "{ledger:?}");
+    assert!(
+        s.record.feedback.iter().any(|f| f.contains("set aside")),
+        "{:?}",
+        s.record.feedback
+    );
+    // The manager's next step starts from c1, and its executor sees what fails on c1.
+    let s = reply(&s.record, "Next: cli\nTask: make hello.py exit 0");
+    let req = exec_request(&s);
+    assert_eq!(req.base_snapshot, "c1");
+    let failing: Vec<&str> = req
+        .feedback
+        .failing
+        .iter()
+        .map(|f| f.criterion.as_str())
+        .collect();
+    assert_eq!(failing, vec!["exits"]);
+    let rejected = req.feedback.rejected.as_deref().unwrap_or_default();
+    assert!(rejected.contains("set aside"), "{rejected}");
+}
+
+#[test]
+fn a_regression_is_kept_when_the_task_turns_the_rollback_off() {
+    let s = reply(
+        &two_checks("rollback_regressions = false\nstep_retries = 0"),
+        "Next: cli\nTask: write hello.py",
+    );
+    let s = exec_done(&s.record, "c1");
+    let s = audit_with(&s.record, &[("prints", true), ("exits", false)]);
+    let s = reply(&s.record, "Next: cli\nTask: make hello.py exit 0");
+    let s = exec_done(&s.record, "c2");
+    let s = audit_with(&s.record, &[("prints", false), ("exits", false)]);
+    assert!(
+        !kinds(&s).contains(&"candidate_rejected"),
+        "{:?}",
+        kinds(&s)
+    );
+    assert_eq!(s.record.snapshot, "c2");
+}

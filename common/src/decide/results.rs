@@ -2,6 +2,7 @@
 
 use super::planning::on_plan_audit;
 use super::progress::{escalate_when_stagnant, note_progress, remember_audit, remembered_audit};
+use super::regression::{regression, Regression};
 use super::step_retry::{retry_step, step_to_retry};
 use super::transition::{Decision, HISTORY_KEEP};
 use super::tx::Tx;
@@ -125,6 +126,7 @@ pub(super) fn on_exec(record: &RunRecord, result: &ExecResult, now: i64) -> Deci
             reused_from: None,
             capability: Some(capability),
             retried: record.streaks.step_retries > 0,
+            set_aside: None,
         },
     );
     if tx.check_spend_budget() {
@@ -347,6 +349,10 @@ fn apply_audit(mut tx: Tx, outcome: AuditOutcome) -> Decision {
     if let Some(r) = rubric {
         record_rubric(&mut tx, round, &candidate, r);
     }
+    let regressed =
+        (purpose == AuditPurpose::Round && verdicts.integrity != Integrity::Violation && !pivot)
+            .then(|| regression(&tx.record, &evidence))
+            .flatten();
     if verdicts.integrity == Integrity::Violation {
         let reason = format!("integrity violation: {}", gaps.join("; "));
         tx.log(LogEvent::CandidateRejected {
@@ -380,6 +386,15 @@ fn apply_audit(mut tx: Tx, outcome: AuditOutcome) -> Decision {
         ));
         tx.record.audit.evidence = Vec::new();
         tx.record.snapshot = to;
+    } else if let Some(regressed) = &regressed {
+        let reason = regressed.reason();
+        tx.log(LogEvent::CandidateRejected {
+            candidate: candidate.clone(),
+            reason: reason.clone(),
+        });
+        tx.feedback(format!(
+            "Round {round}: the candidate was set aside as {reason}."
+        ));
     } else {
         tx.record.snapshot = candidate.clone();
         tx.record.audit.evidence = evidence.clone();
@@ -429,12 +444,18 @@ fn apply_audit(mut tx: Tx, outcome: AuditOutcome) -> Decision {
             .filter(|e| e.verdict == CheckVerdict::Pass)
             .map(|e| e.check_id.clone())
             .collect();
+        last.set_aside = regressed.as_ref().map(Regression::reason);
     }
     let passed = gate.passed;
     let reasons = gate.reasons.join("; ");
     tx.record.audit.last_gate = Some(gate);
     if purpose == AuditPurpose::Round {
-        note_progress(&mut tx, &evidence);
+        if regressed.is_some() {
+            // Losing ground is not progress, however new its failure output.
+            tx.record.streaks.stagnant_rounds += 1;
+        } else {
+            note_progress(&mut tx, &evidence);
+        }
     }
     if tx.check_spend_budget() {
         return tx.finish();

@@ -112,6 +112,7 @@ mod tests {
             reused_from: None,
             capability: None,
             retried: false,
+            set_aside: None,
         });
         r
     }

@@ -271,6 +271,10 @@ pub struct RoundSummary {
     /// evidence, and no manager decision (`budget.step_retries`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub retried: bool,
+    /// The candidate was set aside as a regression (why): the artifact stayed at the snapshot
+    /// the round started from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set_aside: Option<String>,
 }
 
 /// Usage per role.

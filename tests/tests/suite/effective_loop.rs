@@ -1,6 +1,6 @@
 //! The loop turns what it knows into progress, end to end on the real stack: the next executor
 //! reads the failing check's output, a failed step is tried again without a manager decision,
-//! an unchanged candidate is not audited again, a step that renames the goal's file goes back
+//! a candidate that loses ground is set aside, an unchanged candidate is not audited again, a step that renames the goal's file goes back
 //! to the manager before any executor runs, and a run that stops making progress escalates.
 
 use std::time::Duration;
@@ -328,5 +328,82 @@ async fn a_failed_step_is_tried_again_with_its_evidence_and_no_manager_decision(
         .find(|e| e["type"] == "step_retried")
         .unwrap_or_default();
     assert_eq!(retried["from_round"], 1, "{retried}");
+    Ok(())
+}
+
+/// Two checks: the greeting, and a `done.txt` marker.
+const TWO_CHECKS: &str = r#"
+goal = "Create hello.py that prints exactly: hello, loopgate, and create done.txt"
+[[acceptance]]
+id = "prints-greeting"
+check = "out=$(python3 hello.py 2>&1); echo \"hello.py printed: $out\"; test \"$out\" = 'hello, loopgate'"
+[[acceptance]]
+id = "marker"
+check = "test -f done.txt"
+[roles]
+manager = "mgr"
+executor = "exec"
+[budget]
+max_rounds = 6
+max_failed_rounds = 10
+self_checks = 0
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_candidate_that_breaks_a_passing_check_is_set_aside_and_the_work_before_it_kept(
+) -> anyhow::Result<()> {
+    let model = StandInModel::start(
+        Script::new()
+            .replies(
+                "standin-manager",
+                [
+                    manager("create hello.py that prints exactly: hello, loopgate"),
+                    manager("create done.txt"),
+                ],
+            )
+            .replies(
+                "standin-executor",
+                [
+                    // Round 1: the greeting passes, the marker is missing.
+                    write_hello("print('hello, loopgate')\n"),
+                    finish(),
+                    // Round 2 (the retry): breaks the greeting, no marker either.
+                    write_hello("print('hello')\n"),
+                    finish(),
+                    // Round 3: the marker, on top of round 1's hello.py.
+                    Reply::tool_call(
+                        "write_file",
+                        json!({"path": "done.txt", "content": "done\n"}),
+                    ),
+                    finish(),
+                ],
+            ),
+    )
+    .await?;
+    let (stack, id, done) = run_to_completion(&model, TWO_CHECKS).await?;
+    assert_eq!(done["round"], 3);
+    let entries = log_entries(&stack, &id).await?;
+    let rejected: Vec<u64> = entries
+        .iter()
+        .filter(|(_, t)| t == "candidate_rejected")
+        .map(|(r, _)| *r)
+        .collect();
+    assert_eq!(rejected, vec![2], "{entries:?}");
+    // Round 3 started from round 1's candidate, and its executor was told why.
+    let rounds = stack.get(&format!("/v1/runs/{id}/rounds")).await?;
+    let rounds = rounds["rounds"].as_array().cloned().unwrap_or_default();
+    assert_eq!(rounds.len(), 3, "{rounds:?}");
+    assert_eq!(rounds[2]["base_snapshot"], rounds[0]["candidate"]);
+    let prompts = episode_prompts(&model, "standin-executor");
+    assert!(prompts[2].contains("set aside"), "{}", prompts[2]);
+    // The completed snapshot holds round 1's hello.py.
+    let out = tempfile::tempdir()?;
+    stack
+        .checkout(done["snapshot"].as_str().unwrap_or_default(), out.path())
+        .await?;
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("hello.py"))?,
+        "print('hello, loopgate')\n"
+    );
     Ok(())
 }

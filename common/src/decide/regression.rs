@@ -1,0 +1,204 @@
+//! A candidate that lost ground is set aside: when it passes a strict subset of the blocking
+//! criteria the current snapshot passes (it broke at least one and fixed none), the artifact
+//! stays at the current snapshot, as for a rejected candidate, and the next step starts from
+//! there. Without this, the best work so far could be lost to a worse attempt: in the suite
+//! sitting r (1.5B model) `cli-exit-codes` passed 3 of 4 checks in round 1, round 2's retry
+//! passed 0 of 4, and the rounds after it started from the 0-of-4 file. `budget.
+//! rollback_regressions = false` keeps every candidate that is not an integrity violation, as
+//! before.
+
+use std::collections::BTreeSet;
+
+use crate::state::RunRecord;
+use crate::verdict::{CheckVerdict, Evidence};
+
+/// A candidate that passes less than the current snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Regression {
+    /// The snapshot the artifact stays at.
+    pub kept: String,
+    /// Blocking criteria passing on `kept` that fail (or have no evidence) on the candidate.
+    pub lost: Vec<String>,
+    pub kept_passing: usize,
+    pub candidate_passing: usize,
+    pub blocking: usize,
+}
+
+impl Regression {
+    /// One line for the log, the manager's feedback and the ledger.
+    pub fn reason(&self) -> String {
+        format!(
+            "a regression: it passes {} of {} blocking criteria where snapshot {} passes {} (it \
+             broke {}); the artifact stays at that snapshot",
+            self.candidate_passing,
+            self.blocking,
+            self.kept.get(..12).unwrap_or(&self.kept),
+            self.kept_passing,
+            self.lost
+                .iter()
+                .map(|id| format!("`{id}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+}
+
+/// Whether the candidate whose evidence is `candidate_evidence` regresses from the run's
+/// current snapshot (audited, with its evidence in the record); `None` when it does not, when
+/// the current snapshot has no audit to compare with, or when the task turned this off.
+pub(super) fn regression(
+    record: &RunRecord,
+    candidate_evidence: &[Evidence],
+) -> Option<Regression> {
+    if !record.task.budget.rollback_regressions {
+        return None;
+    }
+    let kept = &record.snapshot;
+    let standing: Vec<&Evidence> = record
+        .audit
+        .evidence
+        .iter()
+        .filter(|e| &e.artifact_version == kept)
+        .collect();
+    if standing.is_empty() {
+        return None;
+    }
+    let blocking: Vec<&str> = record.contract.blocking().map(|c| c.id.as_str()).collect();
+    let passing = |evidence: &[&Evidence]| -> BTreeSet<String> {
+        blocking
+            .iter()
+            .filter(|id| {
+                evidence
+                    .iter()
+                    .rev()
+                    .find(|e| e.check_id == **id)
+                    .is_some_and(|e| e.verdict == CheckVerdict::Pass)
+            })
+            .map(|id| id.to_string())
+            .collect()
+    };
+    let before = passing(&standing);
+    let after = passing(&candidate_evidence.iter().collect::<Vec<_>>());
+    if after.len() >= before.len() || !after.is_subset(&before) {
+        return None;
+    }
+    Some(Regression {
+        kept: kept.clone(),
+        lost: before.difference(&after).cloned().collect(),
+        kept_passing: before.len(),
+        candidate_passing: after.len(),
+        blocking: blocking.len(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decide::start_run;
+    use crate::task::parse_task_toml;
+
+    fn evidence(snapshot: &str, id: &str, pass: bool) -> Evidence {
+        Evidence {
+            artifact_version: snapshot.into(),
+            check_id: id.into(),
+            verdict: if pass {
+                CheckVerdict::Pass
+            } else {
+                CheckVerdict::Fail
+            },
+            produced_at: 1,
+            log_digest: None,
+            exit_code: Some(if pass { 0 } else { 1 }),
+            duration_ms: 1,
+            output_excerpt: String::new(),
+            isolated: None,
+            screenshots: Vec::new(),
+        }
+    }
+
+    /// A run whose current snapshot `s1` passes `passing` of the blocking criteria a, b, c
+    /// (`d` is advisory).
+    fn standing(passing: &[&str], budget: &str) -> RunRecord {
+        let mut toml = String::from("goal = \"g\"\n");
+        for id in ["a", "b", "c"] {
+            toml.push_str(&format!(
+                "[[acceptance]]\nid = \"{id}\"\ncheck = \"true\"\n"
+            ));
+        }
+        toml.push_str("[[acceptance]]\nid = \"d\"\ncheck = \"true\"\nblocking = false\n");
+        toml.push_str(&format!("[budget]\n{budget}\n"));
+        let mut r = start_run("r", parse_task_toml(&toml).unwrap(), "base", 0).record;
+        r.snapshot = "s1".into();
+        r.audit.evidence = ["a", "b", "c", "d"]
+            .iter()
+            .map(|id| evidence("s1", id, passing.contains(id)))
+            .collect();
+        r
+    }
+
+    fn candidate(passing: &[&str]) -> Vec<Evidence> {
+        ["a", "b", "c", "d"]
+            .iter()
+            .map(|id| evidence("s2", id, passing.contains(id)))
+            .collect()
+    }
+
+    #[test]
+    fn a_candidate_regresses_only_when_it_loses_ground_and_gains_none() {
+        // (name, passing on s1, passing on s2, budget, lost)
+        let cases: [(&str, &[&str], &[&str], &str, Option<&[&str]>); 8] = [
+            (
+                "lost one, gained none",
+                &["a", "b"],
+                &["a"],
+                "",
+                Some(&["b"]),
+            ),
+            (
+                "lost all",
+                &["a", "b", "c"],
+                &[],
+                "",
+                Some(&["a", "b", "c"]),
+            ),
+            ("the same", &["a", "b"], &["a", "b"], "", None),
+            ("better", &["a"], &["a", "b"], "", None),
+            ("traded one for another", &["a", "b"], &["a", "c"], "", None),
+            ("nothing passed before", &[], &[], "", None),
+            // The advisory criterion does not count.
+            ("an advisory loss", &["a", "d"], &["a"], "", None),
+            (
+                "turned off",
+                &["a", "b"],
+                &["a"],
+                "rollback_regressions = false",
+                None,
+            ),
+        ];
+        for (name, before, after, budget, lost) in cases {
+            let r = standing(before, budget);
+            let got = regression(&r, &candidate(after));
+            let want: Option<Vec<String>> = lost.map(|l| l.iter().map(|s| s.to_string()).collect());
+            assert_eq!(got.map(|g| g.lost), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn an_unaudited_current_snapshot_has_nothing_to_lose() {
+        let mut r = standing(&["a", "b"], "");
+        // The evidence is about another snapshot (the current one was never audited).
+        r.snapshot = "base".into();
+        assert_eq!(regression(&r, &candidate(&[])), None);
+    }
+
+    #[test]
+    fn the_reason_names_the_counts_and_what_broke() {
+        let r = standing(&["a", "b"], "");
+        let reason = regression(&r, &candidate(&["a"])).unwrap().reason();
+        assert!(
+            reason.contains("passes 1 of 3 blocking criteria where snapshot s1 passes 2"),
+            "{reason}"
+        );
+        assert!(reason.contains("broke `b`"), "{reason}");
+    }
+}
