@@ -2,7 +2,12 @@
 //! (`` `python3 fizzbuzz.py` ``) and the function calls the goal writes out
 //! (`count_words('a  b')`), each run on the candidate in the checks' sandbox. A small judge
 //! that reads code guesses what it prints or returns; it is far better at comparing a printed
-//! result with the requirement. Never evidence: only checks and judgments are.
+//! result with the requirement. A command that writes a file the clause names
+//! (`` `python3 to_json.py` `` writes people.json) shows that file too: in suite sitting r the
+//! 1.5B judge, shown only the empty output of a correct `to_json.py`, judged "writes
+//! people.json: a JSON array ..." unmet because "the snapshot does not produce any JSON
+//! output", in two rounds whose checks all passed. Never evidence: only checks and judgments
+//! are.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -23,6 +28,10 @@ use crate::judge::prompt::tail_chars;
 
 /// Characters of a clause command's output shown with its clause.
 const COMMAND_OUTPUT_CHARS: usize = 600;
+/// Files a clause names that its command writes, shown after the command's output, and the
+/// bytes shown of each.
+const WRITTEN_FILES_SHOWN: usize = 3;
+const WRITTEN_FILE_BYTES: usize = 400;
 /// Each of a clause's own commands gets this long on the candidate.
 const CLAUSE_COMMAND_SECS: u64 = 30;
 /// Python files read to find where a goal's function is defined, and the largest one read.
@@ -44,9 +53,45 @@ pub(crate) struct CommandRun {
 /// A command to run: a criterion of a throwaway contract (`clause-command-N`, not blocking).
 #[derive(Debug, Clone)]
 pub(crate) struct PlannedRun {
+    /// The command as the judge is shown it (the criterion's check may add what prints the
+    /// files it wrote).
+    pub shown: String,
     pub criterion: Criterion,
     pub call: Option<String>,
     pub for_clauses: Vec<String>,
+}
+
+/// Single-quoted for `sh`.
+fn shell_quoted(word: &str) -> String {
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
+
+/// `command`, then the first bytes of each of `files` that exists after it, under a line that
+/// names it; the command's exit code is kept.
+pub(crate) fn command_with_written_files(command: &str, files: &[String]) -> String {
+    if files.is_empty() {
+        return command.to_string();
+    }
+    let list: Vec<String> = files.iter().map(|f| shell_quoted(f)).collect();
+    format!(
+        "( {command} ); rc=$?; for f in {}; do if [ -f \"$f\" ]; then printf '\\n--- %s, as \
+         the command left it:\\n' \"$f\"; head -c {WRITTEN_FILE_BYTES} \"$f\"; echo; fi; done; \
+         exit $rc",
+        list.join(" ")
+    )
+}
+
+/// The files `clause` names that are not in the snapshot and that `command` does not name
+/// itself: what the command is to write (people.json for `python3 to_json.py`).
+fn files_to_write(clause: &str, command: &str, manifest: &Manifest) -> Vec<String> {
+    let in_command = exact_words(command).names;
+    exact_words(clause)
+        .names
+        .into_iter()
+        .filter(|n| !n.ends_with('/') && !in_command.contains(n))
+        .filter(|n| !manifest.entries.iter().any(|e| e.path == *n))
+        .take(WRITTEN_FILES_SHOWN)
+        .collect()
 }
 
 fn planned_criterion(index: usize, command: String, description: &str) -> Criterion {
@@ -76,34 +121,44 @@ pub(crate) fn command_criteria(
             .iter()
             .all(|n| manifest.entries.iter().any(|e| e.path == *n))
     };
-    let mut out: Vec<PlannedRun> = Vec::new();
+    // (command, files it is to write, clauses) in first-seen order.
+    let mut found: Vec<(String, Vec<String>, Vec<String>)> = Vec::new();
     for q in questions {
         for c in clause_commands(q.clause, &checks) {
             if c.from_check && !present(&c.command) {
                 continue;
             }
             let id = q.criterion.id.clone();
-            if let Some(run) = out
-                .iter_mut()
-                .find(|r| r.criterion.check.as_deref() == Some(c.command.as_str()))
-            {
-                if !run.for_clauses.contains(&id) {
-                    run.for_clauses.push(id);
+            let files = files_to_write(q.clause, &c.command, manifest);
+            match found.iter_mut().find(|(command, ..)| *command == c.command) {
+                Some((_, written, clauses)) => {
+                    for f in files {
+                        if !written.contains(&f) && written.len() < WRITTEN_FILES_SHOWN {
+                            written.push(f);
+                        }
+                    }
+                    if !clauses.contains(&id) {
+                        clauses.push(id);
+                    }
                 }
-                continue;
+                None => found.push((c.command, files, vec![id])),
             }
-            out.push(PlannedRun {
-                criterion: planned_criterion(
-                    out.len(),
-                    c.command,
-                    "a command a goal clause quotes, run for its judge",
-                ),
-                call: None,
-                for_clauses: vec![id],
-            });
         }
     }
-    out
+    found
+        .into_iter()
+        .enumerate()
+        .map(|(i, (command, files, for_clauses))| PlannedRun {
+            criterion: planned_criterion(
+                i,
+                command_with_written_files(&command, &files),
+                "a command a goal clause quotes, run for its judge",
+            ),
+            shown: command,
+            call: None,
+            for_clauses,
+        })
+        .collect()
 }
 
 /// The runs that evaluate each of the goal's `calls` (`goal_calls`), for every clause
@@ -131,6 +186,7 @@ pub(crate) fn call_criteria(
         })
         .enumerate()
         .map(|(i, (command, call))| PlannedRun {
+            shown: command.clone(),
             criterion: planned_criterion(
                 first + i,
                 command,
@@ -259,7 +315,7 @@ impl Auditor {
             .filter_map(|r| {
                 let run = runs.iter().find(|e| e.check_id == r.criterion.id)?;
                 Some(CommandRun {
-                    command: r.criterion.check?,
+                    command: r.shown,
                     call: r.call,
                     for_clauses: r.for_clauses,
                     exit_code: run.exit_code,
@@ -429,5 +485,68 @@ mod tests {
             "{p}"
         );
         assert!(commands_section("goal-9", &[call(Some(0), "2")]).is_empty());
+    }
+
+    #[test]
+    fn a_command_that_writes_a_file_the_clause_names_shows_that_file() {
+        let clause = "`python3 to_json.py` reads people.csv (columns name, age, city) and \
+                      writes people.json: a JSON array with one object per row.";
+        let c = goal_criterion("goal-2", clause);
+        let q = ClauseQuestion {
+            criterion: &c,
+            clause,
+            broken: None,
+        };
+        let entry = |path: &str| loopgate_common::snapshot::ManifestEntry {
+            path: path.into(),
+            mode: 420,
+            size: 1,
+            sha256: String::new(),
+        };
+        let manifest = Manifest {
+            v: 1,
+            entries: vec![entry("to_json.py"), entry("people.csv")],
+        };
+        let planned = command_criteria(std::slice::from_ref(&q), &[], &manifest);
+        assert_eq!(planned.len(), 1);
+        // The judge is shown the command as the clause quotes it; the run adds people.json
+        // (not in the snapshot), not people.csv (in it) or to_json.py (the command's own).
+        assert_eq!(planned[0].shown, "python3 to_json.py");
+        let check = planned[0].criterion.check.clone().unwrap();
+        assert_eq!(
+            check,
+            command_with_written_files("python3 to_json.py", &["people.json".to_string()])
+        );
+        assert!(!check.contains("people.csv"), "{check}");
+    }
+
+    #[test]
+    fn the_written_files_follow_the_output_and_the_exit_code_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = ["out.json".to_string(), "it's missing.txt".to_string()];
+        // (command, exit code, what the output must hold, what it must not)
+        let cases = [
+            (
+                "echo ran; printf '[1, 2]' > out.json",
+                0,
+                "ran\n\n--- out.json, as the command left it:\n[1, 2]",
+                "missing",
+            ),
+            ("printf x > out.json; exit 3", 3, "--- out.json", "missing"),
+            ("rm -f out.json; true", 0, "", "---"),
+        ];
+        for (command, code, holds, lacks) in cases {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(command_with_written_files(command, &files))
+                .current_dir(dir.path())
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(out.status.code(), Some(code), "{command}: {text}");
+            assert!(text.contains(holds), "{command}: {text}");
+            assert!(!text.contains(lacks), "{command}: {text}");
+        }
+        assert_eq!(command_with_written_files("true", &[]), "true");
     }
 }

@@ -430,3 +430,62 @@ async fn the_judge_sees_what_the_goals_calls_return_on_the_candidate() -> anyhow
     );
     Ok(())
 }
+
+/// A clause whose command writes its result to a file the clause names: the judge is shown
+/// that file as the command left it, not only what the command printed (nothing).
+const WRITES_TASK: &str = r#"
+goal = "Write to_json.py. `python3 to_json.py` writes numbers.json: a JSON array of the numbers 1 to 3, in order."
+[[acceptance]]
+id = "runs"
+description = "to_json.py runs"
+check = "python3 to_json.py"
+[roles]
+manager = "mgr"
+executor = "exec"
+auditor = "judge"
+[budget]
+max_rounds = 2
+max_failed_rounds = 2
+self_checks = 0
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_judge_sees_the_file_a_clauses_command_writes() -> anyhow::Result<()> {
+    let judge = clause_judge(|text| {
+        if text.contains("--- numbers.json, as the command left it:\n[1, 2, 3]") {
+            Reply::content("met - numbers.json holds [1, 2, 3]")
+        } else {
+            Reply::content("unmet - the snapshot does not produce any JSON output")
+        }
+    });
+    let (model, stack) = start_judged(
+        "Current task state: nothing yet\nNext: cli\nTask: write to_json.py",
+        vec![
+            Reply::tool_call(
+                "write_file",
+                json!({
+                    "path": "to_json.py",
+                    "content": "import json\njson.dump([1, 2, 3], open('numbers.json', 'w'))\n"
+                }),
+            ),
+            finish(),
+        ],
+        judge,
+    )
+    .await?;
+    let (_, done) = run(&stack, WRITES_TASK).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    assert_eq!(done["round"], 1, "{done}");
+    let questions = clause_question_texts(&model);
+    let asked = questions
+        .iter()
+        .find(|q| q.contains("numbers.json: a JSON array"))
+        .cloned()
+        .unwrap_or_default();
+    // Shown as the clause quotes it, with what it wrote.
+    assert!(
+        asked.contains("`python3 to_json.py` (exit 0) printed:"),
+        "{questions:#?}"
+    );
+    Ok(())
+}
