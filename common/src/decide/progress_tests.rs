@@ -318,6 +318,19 @@ fn a_candidate_that_loses_ground_is_set_aside_and_the_next_step_starts_from_the_
     assert!(kinds(&s).contains(&"candidate_rejected"), "{:?}", kinds(&s));
     assert_eq!(s.record.snapshot, "c1");
     assert_eq!(s.record.streaks.stagnant_rounds, stagnant + 1);
+    // The audit's log entry counts what passed on the candidate itself, the gate's on c1.
+    let counts: Vec<(u32, u32)> = s
+        .log
+        .iter()
+        .filter_map(|e| match &e.event {
+            LogEvent::AuditReport {
+                passing, checked, ..
+            } => Some((*passing, *checked)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(counts, vec![(0, 2)]);
+    assert_eq!(s.record.checks_passing(), (1, 2));
     let last = s.record.history.last().unwrap();
     assert!(
         last.set_aside

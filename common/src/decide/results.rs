@@ -413,13 +413,21 @@ fn apply_audit(mut tx: Tx, outcome: AuditOutcome) -> Decision {
         &r.audit.evidence,
         &r.snapshot,
     );
+    // What the audit found on the candidate itself: the gate's count when the candidate is the
+    // artifact now, its own when it was rejected or set aside.
+    let (passing, checked) = if candidate == r.snapshot {
+        (gate.passing, gate.checked)
+    } else {
+        let own = evaluate_gate(&r.contract, None, &evidence, &candidate);
+        (own.passing, own.checked)
+    };
     tx.log(LogEvent::AuditReport {
         purpose,
         worker,
         snapshot: candidate.clone(),
         verdicts,
-        passing: gate.passing,
-        checked: gate.checked,
+        passing,
+        checked,
         gaps: gaps.clone(),
         downgraded,
     });
@@ -433,7 +441,7 @@ fn apply_audit(mut tx: Tx, outcome: AuditOutcome) -> Decision {
         last.gaps = gaps.clone();
         last.changed_paths = changed_paths;
         last.added_paths = added_paths;
-        last.checked = gate.checked;
+        last.checked = checked;
         last.failing = evidence
             .iter()
             .filter(|e| e.verdict != CheckVerdict::Pass)
