@@ -343,6 +343,22 @@ mod tests {
         }
     }
 
+    /// A snapshot manifest of one-byte files at `paths`.
+    fn manifest_of(paths: &[&str]) -> Manifest {
+        Manifest {
+            v: 1,
+            entries: paths
+                .iter()
+                .map(|path| loopgate_common::snapshot::ManifestEntry {
+                    path: path.to_string(),
+                    mode: 420,
+                    size: 1,
+                    sha256: String::new(),
+                })
+                .collect(),
+        }
+    }
+
     fn run(command: &str, for_clause: &str, exit_code: Option<i32>, output: &str) -> CommandRun {
         CommandRun {
             command: command.into(),
@@ -382,14 +398,7 @@ mod tests {
             clause,
             broken: None,
         };
-        let planned = command_criteria(
-            &[q.clone(), q3],
-            &[],
-            &Manifest {
-                v: 1,
-                entries: vec![],
-            },
-        );
+        let planned = command_criteria(&[q.clone(), q3], &[], &manifest_of(&[]));
         assert_eq!(planned.len(), 1);
         assert_eq!(
             planned[0].criterion.check.as_deref(),
@@ -410,16 +419,7 @@ mod tests {
         let mut checks = vec![c.clone(), c.clone()];
         checks[0].check = Some("test \"$(sh count.sh app.log)\" = 3".into());
         checks[1].check = Some("printf 'x' > new.log; test \"$(sh count.sh new.log)\" = 0".into());
-        let entry = |path: &str| loopgate_common::snapshot::ManifestEntry {
-            path: path.into(),
-            mode: 420,
-            size: 1,
-            sha256: String::new(),
-        };
-        let manifest = Manifest {
-            v: 1,
-            entries: vec![entry("count.sh"), entry("app.log")],
-        };
+        let manifest = manifest_of(&["count.sh", "app.log"]);
         let planned = command_criteria(std::slice::from_ref(&q), &checks, &manifest);
         let commands: Vec<&str> = planned
             .iter()
@@ -497,16 +497,7 @@ mod tests {
             clause,
             broken: None,
         };
-        let entry = |path: &str| loopgate_common::snapshot::ManifestEntry {
-            path: path.into(),
-            mode: 420,
-            size: 1,
-            sha256: String::new(),
-        };
-        let manifest = Manifest {
-            v: 1,
-            entries: vec![entry("to_json.py"), entry("people.csv")],
-        };
+        let manifest = manifest_of(&["to_json.py", "people.csv"]);
         let planned = command_criteria(std::slice::from_ref(&q), &[], &manifest);
         assert_eq!(planned.len(), 1);
         // The judge is shown the command as the clause quotes it; the run adds people.json
