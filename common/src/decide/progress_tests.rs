@@ -378,3 +378,30 @@ fn a_regression_is_kept_when_the_task_turns_the_rollback_off() {
     );
     assert_eq!(s.record.snapshot, "c2");
 }
+
+#[test]
+fn a_regression_after_a_passing_gate_leaves_the_gate_open_for_done() {
+    // Without completing on the gate, the manager asks for more work after a passing audit.
+    let text = "complete_on_gate = false\n".to_string()
+        + &TASK.replace("step_retries = 0", "step_retries = 0\nmax_rounds = 6");
+    let text = text.replacen("max_rounds = 3\n", "", 1);
+    let r = start_run("r1", parse_task_toml(&text).unwrap(), "base", 0).record;
+    let s = reply(&r, "Next: cli\nTask: write hello.py");
+    let s = exec_done(&s.record, "c1");
+    let rep = report(&s.record, true, Integrity::Clean);
+    let s = apply(&s.record, RunEvent::AuditFinished(rep));
+    assert!(
+        matches!(s.record.phase, Phase::Deciding { .. }),
+        "{:?}",
+        kinds(&s)
+    );
+    let s = reply(&s.record, "Next: cli\nTask: tidy hello.py");
+    let s = exec_done(&s.record, "c2");
+    let s = failing_audit(&s.record, "SyntaxError");
+    assert!(kinds(&s).contains(&"candidate_rejected"), "{:?}", kinds(&s));
+    assert_eq!(s.record.snapshot, "c1");
+    assert!(s.record.audit.last_gate.as_ref().is_some_and(|g| g.passed));
+    // `done` is judged on c1, whose audit passed: the final audit runs.
+    let s = reply(&s.record, "Next: done\nTask: finished");
+    assert!(kinds(&s).contains(&"audit_dispatched"), "{:?}", kinds(&s));
+}

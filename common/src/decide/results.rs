@@ -405,7 +405,12 @@ fn apply_audit(mut tx: Tx, outcome: AuditOutcome) -> Decision {
             tx.record.audit.last_good_snapshot = Some(candidate.clone());
         }
     }
-    tx.record.audit.last_verdicts = Some((verdicts, candidate.clone()));
+    // A candidate set aside leaves the verdicts of the snapshot it regressed from standing: the
+    // gate stays about the artifact (which may have passed it already, with
+    // `complete_on_gate = false`), and a later `done` is judged on it.
+    if regressed.is_none() {
+        tx.record.audit.last_verdicts = Some((verdicts, candidate.clone()));
+    }
     let r = &tx.record;
     let gate = evaluate_gate(
         &r.contract,
