@@ -2,7 +2,7 @@
 //! re-audited, stagnation escalates, and steps that alter the goal's words or repeat a failed
 //! instruction go back to the manager.
 
-use super::tests::{apply, exec_done, kinds, reply, report, started, TASK};
+use super::tests::{apply, evidence, exec_done, kinds, reply, report, started, TASK};
 use super::*;
 use crate::task::parse_task_toml;
 use crate::verdict::Integrity;
@@ -279,18 +279,12 @@ fn a_round_that_changed_nothing_is_not_retried() {
 /// An audit of the pending candidate with one evidence record per `(criterion, passes)`.
 fn audit_with(record: &RunRecord, results: &[(&str, bool)]) -> Step {
     let mut rep: AuditReport = report(record, false, Integrity::Clean);
-    let template = rep.evidence[0].clone();
+    let candidate = rep.snapshot.clone();
     rep.evidence = results
         .iter()
         .map(|(id, pass)| crate::verdict::Evidence {
-            check_id: id.to_string(),
-            verdict: if *pass {
-                crate::verdict::CheckVerdict::Pass
-            } else {
-                crate::verdict::CheckVerdict::Fail
-            },
             output_excerpt: format!("{id}: {}", if *pass { "ok" } else { "wrong" }),
-            ..template.clone()
+            ..evidence(&candidate, id, *pass)
         })
         .collect();
     apply(record, RunEvent::AuditFinished(rep))

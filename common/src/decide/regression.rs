@@ -95,26 +95,8 @@ pub(super) fn regression(
 mod tests {
     use super::*;
     use crate::decide::start_run;
+    use crate::decide::tests::evidence;
     use crate::task::parse_task_toml;
-
-    fn evidence(snapshot: &str, id: &str, pass: bool) -> Evidence {
-        Evidence {
-            artifact_version: snapshot.into(),
-            check_id: id.into(),
-            verdict: if pass {
-                CheckVerdict::Pass
-            } else {
-                CheckVerdict::Fail
-            },
-            produced_at: 1,
-            log_digest: None,
-            exit_code: Some(if pass { 0 } else { 1 }),
-            duration_ms: 1,
-            output_excerpt: String::new(),
-            isolated: None,
-            screenshots: Vec::new(),
-        }
-    }
 
     /// A run whose current snapshot `s1` passes `passing` of the blocking criteria a, b, c
     /// (`d` is advisory).

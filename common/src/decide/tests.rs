@@ -77,6 +77,26 @@ pub(super) fn exec_done(record: &RunRecord, candidate: &str) -> Step {
     )
 }
 
+/// One check's evidence on `snapshot`: exit 0 when it passes, 1 when not, output "out".
+pub(super) fn evidence(snapshot: &str, id: &str, pass: bool) -> Evidence {
+    Evidence {
+        artifact_version: snapshot.into(),
+        check_id: id.into(),
+        verdict: if pass {
+            CheckVerdict::Pass
+        } else {
+            CheckVerdict::Fail
+        },
+        produced_at: 1,
+        log_digest: None,
+        exit_code: Some(if pass { 0 } else { 1 }),
+        duration_ms: 1,
+        output_excerpt: "out".into(),
+        isolated: None,
+        screenshots: Vec::new(),
+    }
+}
+
 pub(super) fn report(record: &RunRecord, pass: bool, integrity: Integrity) -> AuditReport {
     let (purpose, candidate) = match &record.phase {
         Phase::Auditing {
@@ -101,22 +121,7 @@ pub(super) fn report(record: &RunRecord, pass: bool, integrity: Integrity) -> Au
             integrity,
             contract: ContractVerdict::Aligned,
         },
-        evidence: vec![Evidence {
-            artifact_version: candidate,
-            check_id: "prints".into(),
-            verdict: if pass {
-                CheckVerdict::Pass
-            } else {
-                CheckVerdict::Fail
-            },
-            produced_at: 1,
-            log_digest: None,
-            exit_code: Some(if pass { 0 } else { 1 }),
-            duration_ms: 1,
-            output_excerpt: "out".into(),
-            isolated: None,
-            screenshots: Vec::new(),
-        }],
+        evidence: vec![evidence(&candidate, "prints", pass)],
         gaps: vec![],
         backcheck: vec![],
         changed_paths: vec!["hello.py".into()],
