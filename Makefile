@@ -17,7 +17,9 @@ help:
 	@echo "make deps          nats-server + redis-server into ~/.cache/loopgate/bin"
 	@echo "make model-deps    llama-server + Qwen2.5-Coder $(MODEL_SIZE) GGUF (for the real-model e2e test)"
 	@echo "make test          deps, model-deps (best effort), build bins, cargo test --workspace"
-	@echo "make demo          run examples/hello end to end against a local model (scripts/demo.sh)"
+	@echo "make demo          run examples/hello end to end against a local model (scripts/demo.sh): installs"
+	@echo "                   only nats-server, redis-server, bubblewrap, llama-server + model and builds"
+	@echo "                   only the four product binaries (no linters, no benches)"
 	@echo "make bench         benchmarks -> docs/benchmarks.md + docs/bench/*.svg (scripts/bench.sh;"
 	@echo "                   BENCH_SKIP_ARMS=1 skips the real-model arms, BENCH_MODELS=\"1.5b 0.5b\","
 	@echo "                   BENCH_SKIP_HUMANEVAL=1, BENCH_HUMANEVAL_N=40, BENCH_DEMO_RUNS=10 (0 skips))"
@@ -67,6 +69,8 @@ test-only: check-toolchain
 	scripts/check-architecture.sh
 	$(CARGO) test --workspace --no-fail-fast -j$(JOBS)
 
+# Only what the demo runs (scripts/install-deps.sh demo, llama, model) and the four product
+# binaries in release; the test and deploy linters come with `make test` (make deps).
 demo: check-toolchain
 	scripts/demo.sh
 

@@ -26,15 +26,15 @@ SIZE="${LOOPGATE_DEMO_MODEL:-0.5b}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${LOOPGATE_CACHE:-$HOME/.cache/loopgate}/target}"
 
 # Warm up once: services, model and binaries installed and built before the first timed run.
-scripts/install-deps.sh services
+scripts/install-deps.sh demo
 STARTED_MODEL=""
 if [ -z "${LOOPGATE_MODEL_URL:-}" ]; then
   scripts/install-deps.sh llama >/dev/null
   scripts/install-deps.sh model "$SIZE" >/dev/null
 fi
 if [ -z "${LOOPGATE_BIN_DIR:-}" ]; then
-  say "building release binaries"
-  cargo build --release --bins
+  say "building the release binaries (loopgate, loopgate-manager, -executor, -auditor)"
+  cargo build --release --bins -p loopgate-cli -p loopgate-manager -p loopgate-executor -p loopgate-auditor
   export LOOPGATE_BIN_DIR="$CARGO_TARGET_DIR/release"
 fi
 if [ -z "${LOOPGATE_MODEL_URL:-}" ]; then

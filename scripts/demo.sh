@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end demo: one real run of examples/hello through manager -> executor -> auditor.
 #   make demo            (or scripts/demo.sh)
+# Installs only what the demo runs (scripts/install-deps.sh demo: nats-server, redis-server,
+# bubblewrap) and builds only the four product binaries in release (loopgate, loopgate-manager,
+# loopgate-executor, loopgate-auditor); `make test` installs and builds the rest.
 # Without LOOPGATE_MODEL_URL it installs llama-server + a local Qwen2.5-Coder model and serves
 # it with scripts/model-server.sh; with LOOPGATE_MODEL_URL (+ LOOPGATE_MODEL, LOOPGATE_API_KEY)
 # it uses that OpenAI-compatible endpoint instead.
@@ -25,8 +28,8 @@ say() { echo "[demo] $*" >&2; }
 
 [ -f "$TASK" ] || { say "task file $TASK not found"; exit 1; }
 
-say "installing services (nats-server, redis-server)"
-scripts/install-deps.sh services
+say "installing what the demo runs (nats-server, redis-server, bubblewrap)"
+scripts/install-deps.sh demo
 if [ -z "${LOOPGATE_MODEL_URL:-}" ]; then
   say "installing llama-server and the $SIZE model (set LOOPGATE_MODEL_URL to use another endpoint)"
   scripts/install-deps.sh llama >/dev/null
@@ -37,8 +40,8 @@ if [ -n "${LOOPGATE_BIN_DIR:-}" ]; then
   say "using the binaries in $LOOPGATE_BIN_DIR (LOOPGATE_BIN_DIR; not building)"
   BIN_DIR="$LOOPGATE_BIN_DIR"
 else
-  say "building release binaries"
-  cargo build --release --bins
+  say "building the release binaries (loopgate, loopgate-manager, -executor, -auditor)"
+  cargo build --release --bins -p loopgate-cli -p loopgate-manager -p loopgate-executor -p loopgate-auditor
   BIN_DIR="$CARGO_TARGET_DIR/release"
 fi
 export PATH="$BIN_DIR:$CACHE/bin:$PATH"

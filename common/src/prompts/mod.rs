@@ -1,3 +1,0 @@
-//! Role prompts.
-pub mod executor;
-pub mod manager;
