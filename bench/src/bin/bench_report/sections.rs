@@ -410,3 +410,92 @@ pub fn snapshot(doc: &Value) -> String {
     }
     out
 }
+
+/// Warm workspaces vs git (workspace-bench): per tree and scenario, loopgate's freeze, warm and
+/// cold materialize against `git commit`, `git checkout` and `git worktree add`, and the bytes
+/// uploaded against the bytes changed.
+pub fn workspace(doc: &Value) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "One run, one process, nats-server on loopback; a churning `target/` of {} files in the \
+         churn scenarios; load average {} before, {} after. Each cell is loopgate / git, and the \
+         ratio.\n",
+        doc["churn_files"],
+        doc["loadavg_before"].as_str().unwrap_or("?"),
+        doc["loadavg_after"].as_str().unwrap_or("?"),
+    );
+    let mut table = Table::new(&[
+        "tree / scenario",
+        "freeze / git commit",
+        "warm / git checkout",
+        "cold / git worktree add",
+        "uploaded / changed",
+        "files hashed / warm files written, re-hashed",
+    ]);
+    for r in doc["rows"].as_array().cloned().unwrap_or_default() {
+        let pair = |a: &str, b: &str, x: &str| {
+            format!(
+                "{} / {} ms = {}x",
+                fmt_num(num(&r[a]), 1),
+                fmt_num(num(&r[b]), 1),
+                fmt_num(num(&r[x]), 2)
+            )
+        };
+        table.row(vec![
+            format!(
+                "{} ({} files): {}",
+                r["tree"].as_str().unwrap_or("?"),
+                r["files"],
+                r["scenario"].as_str().unwrap_or("?")
+            ),
+            pair("freeze_ms", "git_commit_ms", "freeze_vs_commit"),
+            pair("warm_ms", "git_checkout_ms", "warm_vs_checkout"),
+            pair("cold_ms", "git_worktree_add_ms", "cold_vs_worktree_add"),
+            format!(
+                "{} / {} = {}x",
+                loopgate_bench::human_bytes(num(&r["bytes_uploaded"]) as u64),
+                loopgate_bench::human_bytes(num(&r["bytes_changed"]) as u64),
+                fmt_num(num(&r["uploaded_vs_changed"]), 2)
+            ),
+            format!(
+                "{} / {}, {}",
+                r["files_hashed"], r["warm_files_written"], r["warm_files_rehashed"]
+            ),
+        ]);
+    }
+    out.push_str(&table.render());
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn workspace_rows_show_both_sides_and_the_ratio() {
+        let doc = json!({"churn_files": 2000, "loadavg_before": "1.8", "loadavg_after": "2.3",
+            "rows": [{"tree": "registry", "files": 14412, "scenario": "1-file change",
+                "freeze_ms": 95.6, "git_commit_ms": 105.2, "freeze_vs_commit": 0.91,
+                "warm_ms": 77.2, "git_checkout_ms": 39.2, "warm_vs_checkout": 1.97,
+                "cold_ms": 1983.0, "git_worktree_add_ms": 1559.0, "cold_vs_worktree_add": 1.27,
+                "bytes_uploaded": 95_642, "bytes_changed": 8_602, "uploaded_vs_changed": 11.12,
+                "files_hashed": 1, "warm_files_written": 1, "warm_files_rehashed": 0}]});
+        let text = workspace(&doc);
+        assert!(
+            text.contains("registry (14412 files): 1-file change"),
+            "{text}"
+        );
+        assert!(text.contains("95.6 / 105.2 ms = 0.91x"), "{text}");
+        assert!(text.contains("77.2 / 39.2 ms = 1.97x"), "{text}");
+        assert!(text.contains("1983.0 / 1559.0 ms = 1.27x"), "{text}");
+        assert!(text.contains("= 11.12x"), "{text}");
+        assert!(
+            text.contains("load average 1.8 before, 2.3 after"),
+            "{text}"
+        );
+    }
+}
