@@ -5,10 +5,10 @@
 //! Unlike the other response types it is read strictly (every field present and well typed,
 //! unknown fields ignored): a verifier must never fill a gap in a certificate with a default.
 
-use loopgate_common::contract::Contract;
-use loopgate_common::report_claims::ReportClaims;
-use loopgate_common::snapshot::Manifest;
 use loopgate_common::state::RunState;
+use loopgate_protocol::contract::Contract;
+use loopgate_protocol::report::claims::ReportClaims;
+use loopgate_protocol::snapshot::Manifest;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 

@@ -6,8 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use loopgate_common::snapshot::PathChange;
 use loopgate_common::task::TaskFile;
+use loopgate_protocol::snapshot::PathChange;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 

@@ -1,8 +1,8 @@
 //! The run's contract (`GET /v1/runs/{id}/contract`) and approving a planned one
 //! (`POST /v1/runs/{id}/approve`).
 
-use loopgate_common::contract::Contract;
 use loopgate_common::state::PlanningStage;
+use loopgate_protocol::contract::Contract;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 

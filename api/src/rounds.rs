@@ -1,6 +1,6 @@
 //! Per-round snapshots (`GET /v1/runs/{id}/rounds`), for `checkout --round` and `diff`.
 
-use loopgate_common::verdict::Verdicts;
+use loopgate_protocol::verdict::Verdicts;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 

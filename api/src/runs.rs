@@ -8,10 +8,10 @@
 
 use loopgate_common::budget::BudgetFile;
 use loopgate_common::gate::GateVerdict;
-use loopgate_common::rubric::RubricStanding;
 use loopgate_common::state::{Instruction, PlanningStage, RoleUsage, RunState};
 use loopgate_common::task::TaskFile;
-use loopgate_common::verdict::{CheckVerdict, Evidence, Verdicts};
+use loopgate_protocol::rubric::RubricStanding;
+use loopgate_protocol::verdict::{CheckVerdict, Evidence, Verdicts};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 

@@ -29,8 +29,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use loopgate_common::config::{NatsSection, NatsSettings};
-use loopgate_common::report_signing::ReportSigningKey;
 use loopgate_models::{ModelConfigError, ModelProfile, ModelProfiles};
+use loopgate_protocol::report::signing::ReportSigningKey;
 use loopgate_transport::runtime::EPISODES_PER_LOOP;
 use serde::Deserialize;
 

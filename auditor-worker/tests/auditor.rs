@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use loopgate_auditor::WorkerOptions;
-use loopgate_common::snapshot::sha256_hex;
-use loopgate_common::verdict::{AuditStatus, CheckVerdict, ContractVerdict, Integrity};
 use loopgate_models::{ChatClient, ModelProfileConfig, Provider};
+use loopgate_protocol::snapshot::sha256_hex;
+use loopgate_protocol::verdict::{AuditStatus, CheckVerdict, ContractVerdict, Integrity};
 use loopgate_test_support::ChildGuard;
 use loopgate_test_support::{Reply, Script, StandInModel};
 use support::*;

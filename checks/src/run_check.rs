@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use loopgate_common::output_cap::OutputCap;
-use loopgate_common::verdict::CheckVerdict;
+use loopgate_protocol::verdict::CheckVerdict;
 use loopgate_transport::runtime::{run_child, shared, with_sink, ChildEnd, ChildError};
 
 use crate::sandbox::launch::{launch_args, sandbox_started};

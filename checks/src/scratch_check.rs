@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use loopgate_common::gui::BROWSE_RECORD_ENV;
+use loopgate_protocol::gui::BROWSE_RECORD_ENV;
 
 use crate::check_base::CheckBase;
 use crate::run_check::{run_check_in, CheckRun, CheckSpec};

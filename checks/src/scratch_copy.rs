@@ -9,7 +9,7 @@ use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use loopgate_common::snapshot::validate_relative_path;
+use loopgate_protocol::snapshot::validate_relative_path;
 
 /// One file of a [`copy_files`] copy.
 #[derive(Debug, Clone, PartialEq, Eq)]

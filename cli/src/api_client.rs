@@ -9,8 +9,8 @@ use loopgate_api::{
     SubmitRequest,
 };
 use loopgate_common::budget::BudgetFile;
-use loopgate_common::snapshot::Manifest;
 use loopgate_common::state::RunState;
+use loopgate_protocol::snapshot::Manifest;
 use reqwest::{Method, RequestBuilder, Response, Url};
 use serde_json::Value;
 

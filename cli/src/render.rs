@@ -1,7 +1,7 @@
 //! Human-readable lines for runs and run log entries (the `--json` forms print the server's JSON).
 
 use loopgate_common::state::{LogEvent, RunState};
-use loopgate_common::verdict::Verdicts;
+use loopgate_protocol::verdict::Verdicts;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -191,8 +191,8 @@ fn event_text(event: &LogEvent) -> String {
             queued_ms,
         } => {
             let role = match role {
-                loopgate_common::wire::EpisodeRole::Executor => "executor",
-                loopgate_common::wire::EpisodeRole::Auditor => "auditor",
+                loopgate_protocol::wire::EpisodeRole::Executor => "executor",
+                loopgate_protocol::wire::EpisodeRole::Auditor => "auditor",
             };
             match queued_ms {
                 Some(ms) => format!(

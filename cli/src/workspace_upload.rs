@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine;
 pub use loopgate_api::{UploadedFile, WorkspaceUpload};
-use loopgate_common::snapshot::validate_relative_path;
+use loopgate_protocol::snapshot::validate_relative_path;
 
 /// Directories never uploaded, at any depth (the same set the executor's freeze ignores).
 pub const SKIPPED_DIRS: &[&str] = &[

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 pub const DEFAULT_MAX_ROUNDS: u32 = 25;
 pub const HARD_CAP_ROUNDS: u32 = 1000;
 /// Self-checks an executor episode may run before `finish` is accepted unchecked.
-pub const DEFAULT_SELF_CHECKS: u32 = 2;
+pub use loopgate_protocol::wire::DEFAULT_SELF_CHECKS;
 /// At most this many self-checks per episode.
 pub const MAX_SELF_CHECKS: u32 = 20;
 /// Failed steps retried in a row without a manager decision, by default.

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::subjects::DEFAULT_PREFIX;
+use loopgate_protocol::subjects::DEFAULT_PREFIX;
 
 pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4222";
 

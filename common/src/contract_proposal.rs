@@ -5,11 +5,11 @@
 
 use serde::Deserialize;
 
-use crate::contract::Contract;
-use crate::rubric::RubricDimension;
 use crate::task::{
     validate_criteria, validate_protected_paths, validate_rubric, AcceptanceFile, Task, TaskError,
 };
+use loopgate_protocol::contract::Contract;
+use loopgate_protocol::rubric::RubricDimension;
 
 /// The planner's product-context and design document, written before any code.
 pub const SPEC_FILE: &str = "spec.md";
@@ -63,7 +63,9 @@ pub fn parse_contract_file(text: &str) -> Result<ContractFile, TaskError> {
 
 /// The proposal's own criteria, validated (what the auditor runs once on the proposal snapshot,
 /// before any work, to show the contract is not already satisfied).
-pub fn proposal_criteria(text: &str) -> Result<Vec<crate::task::Criterion>, TaskError> {
+pub fn proposal_criteria(
+    text: &str,
+) -> Result<Vec<loopgate_protocol::contract::Criterion>, TaskError> {
     validate_criteria(&parse_contract_file(text)?.acceptance, "acceptance")
 }
 
@@ -80,7 +82,7 @@ pub fn contract_from_proposal(text: &str, task: &Task) -> Result<Contract, TaskE
         // The proposer's criterion for a goal clause is a derived one (its check may be found
         // broken later; its clause is then judged).
         if c.clause.is_some() && task.derive_criteria {
-            c.source = crate::task::CriterionSource::Goal;
+            c.source = loopgate_protocol::contract::CriterionSource::Goal;
         }
         if !criteria.iter().any(|k| k.id == c.id) {
             criteria.push(c);
@@ -92,8 +94,8 @@ pub fn contract_from_proposal(text: &str, task: &Task) -> Result<Contract, TaskE
         "protected_paths",
     )?);
     protected.extend([SPEC_FILE.to_string(), PROPOSAL_FILE.to_string()]);
-    if crate::goal_criteria::derives(task) {
-        protected.extend(crate::goal_criteria::goal_kept_paths(&task.goal));
+    if crate::goal::criteria::derives(task) {
+        protected.extend(crate::goal::criteria::goal_kept_paths(&task.goal));
     }
     let mut protected_paths: Vec<String> = Vec::with_capacity(protected.len());
     for p in protected {
@@ -101,9 +103,9 @@ pub fn contract_from_proposal(text: &str, task: &Task) -> Result<Contract, TaskE
             protected_paths.push(p);
         }
     }
-    if crate::goal_criteria::derives(task) {
+    if crate::goal::criteria::derives(task) {
         let derived =
-            crate::goal_criteria::derive_goal_criteria(&task.goal, &criteria, &protected_paths);
+            crate::goal::criteria::derive_goal_criteria(&task.goal, &criteria, &protected_paths);
         criteria.extend(derived);
     } else if let Some(c) = criteria.iter().find(|c| c.blocking && c.check.is_none()) {
         return Err(TaskError::Invalid {
@@ -158,7 +160,7 @@ pub fn contract_to_toml(contract: &Contract) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# spec {}", contract.spec_hash);
     let _ = writeln!(out, "# goal: {}", contract.goal.replace('\n', " "));
-    let coverage = crate::goal_criteria::clause_coverage(
+    let coverage = crate::goal::criteria::clause_coverage(
         &contract.goal,
         &contract.criteria,
         &contract.protected_paths,
@@ -169,7 +171,7 @@ pub fn contract_to_toml(contract: &Contract) -> String {
             "# goal clauses (each checked or judged by the criterion named):"
         );
         for cover in &coverage {
-            use crate::goal_criteria::ClauseCover;
+            use crate::goal::criteria::ClauseCover;
             let by = match &cover.cover {
                 ClauseCover::Criterion(id) => format!("-> {id}"),
                 ClauseCover::ProtectedPaths(paths) => {
@@ -196,7 +198,7 @@ pub fn contract_to_toml(contract: &Contract) -> String {
         }
         let _ = writeln!(out, "blocking = {}", c.blocking);
         let _ = writeln!(out, "timeout_secs = {}", c.timeout_secs);
-        if c.source == crate::task::CriterionSource::Goal {
+        if c.source == loopgate_protocol::contract::CriterionSource::Goal {
             let _ = writeln!(out, "source = \"goal\"");
         }
         if let Some(clause) = &c.clause {

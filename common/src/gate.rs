@@ -3,9 +3,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::contract::Contract;
-use crate::task::RUBRIC_EVIDENCE_ID;
-use crate::verdict::{AuditStatus, CheckVerdict, ContractVerdict, Evidence, Integrity, Verdicts};
+use loopgate_protocol::contract::Contract;
+use loopgate_protocol::contract::RUBRIC_EVIDENCE_ID;
+use loopgate_protocol::verdict::{
+    AuditStatus, CheckVerdict, ContractVerdict, Evidence, Integrity, Verdicts,
+};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GateVerdict {
@@ -100,7 +102,7 @@ pub fn evaluate_gate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::Criterion;
+    use loopgate_protocol::contract::Criterion;
 
     fn contract() -> Contract {
         let mut c = Contract {

@@ -3,7 +3,7 @@
 //! and the rubric judge parser.
 
 /// The end (exclusive) of the bracketed span opening at `start`, strings respected.
-pub(crate) fn balanced_end(text: &str, start: usize) -> Option<usize> {
+pub fn balanced_end(text: &str, start: usize) -> Option<usize> {
     let mut stack: Vec<u8> = Vec::new();
     let (mut in_string, mut escaped) = (false, false);
     for (offset, b) in text.as_bytes().get(start..)?.iter().enumerate() {

@@ -4,8 +4,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::budget::{Budget, BudgetFile};
-use crate::gui::{GuiFile, GuiSpec};
-use crate::rubric::{Rubric, RubricDimension};
+use loopgate_protocol::contract::{Contract, Criterion, CriterionSource, RUBRIC_EVIDENCE_ID};
+use loopgate_protocol::gui::{GuiFile, GuiSpec};
+use loopgate_protocol::rubric::{Rubric, RubricDimension};
 
 /// The task file exactly as written (TOML or the same shape in JSON). Unknown keys are errors.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -78,25 +79,6 @@ pub struct AcceptanceFile {
     pub clause: Option<String>,
 }
 
-/// Where a criterion comes from.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum CriterionSource {
-    /// The task author's (or the proposer's, for a requirement of the spec).
-    #[default]
-    Task,
-    /// A clause of the goal: judged by the auditor's model clause by clause, or checked by a
-    /// derived check.
-    Goal,
-}
-
-impl CriterionSource {
-    pub fn is_task(&self) -> bool {
-        *self == CriterionSource::Task
-    }
-}
-
 /// One profile name, or a cost-ordered ladder of them (`executor = ["cheap", "strong"]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -118,26 +100,6 @@ pub struct RolesFile {
     pub executor: Option<ProfileChoice>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auditor: Option<String>,
-}
-
-/// One acceptance criterion of the contract.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct Criterion {
-    pub id: String,
-    pub description: String,
-    /// Shell command run by the auditor in a scratch copy of the snapshot; exit 0 = pass.
-    #[cfg_attr(feature = "openapi", schema(required = true))]
-    pub check: Option<String>,
-    pub blocking: bool,
-    pub timeout_secs: u64,
-    /// `goal` for a criterion derived from a goal clause (left out of the JSON, and so of the
-    /// spec hash, for the default `task`).
-    #[serde(default, skip_serializing_if = "CriterionSource::is_task")]
-    pub source: CriterionSource,
-    /// The goal clause this criterion covers, quoted from the goal.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub clause: Option<String>,
 }
 
 /// Model profile names per role; the profiles themselves live in the daemons' config.
@@ -197,8 +159,6 @@ pub const MAX_GOAL_CHARS: usize = 20_000;
 pub const MAX_CRITERIA: usize = 100;
 /// The rubric's pass mark when a task gives `[[rubric]]` without `rubric_threshold`.
 pub const DEFAULT_RUBRIC_THRESHOLD: f64 = 8.0;
-/// The evidence id under which the auditor records the rubric's pass or fail.
-pub const RUBRIC_EVIDENCE_ID: &str = "rubric";
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TaskError {
@@ -259,6 +219,20 @@ fn validate_goal(goal: &str) -> Result<&str, TaskError> {
 }
 
 impl Task {
+    /// The task's own contract (a run's also holds its derived goal criteria:
+    /// [`crate::goal::criteria::contract_for`]).
+    pub fn contract(&self) -> Contract {
+        let mut contract = Contract {
+            goal: self.goal.clone(),
+            criteria: self.acceptance.clone(),
+            protected_paths: self.protected_paths.clone(),
+            rubric: self.rubric.clone(),
+            spec_hash: String::new(),
+        };
+        contract.spec_hash = contract.compute_hash();
+        contract
+    }
+
     /// The same task with another goal (validated as a task file's goal is): what a completed
     /// run continues with when only the goal is given.
     pub fn with_goal(&self, goal: &str) -> Result<Task, TaskError> {
@@ -478,7 +452,7 @@ pub(crate) fn validate_protected_paths(
     for (i, p) in items.iter().enumerate() {
         let p = p.trim();
         let bare = p.trim_end_matches('/');
-        if crate::snapshot::validate_relative_path(bare).is_err() {
+        if loopgate_protocol::snapshot::validate_relative_path(bare).is_err() {
             return Err(TaskError::field(
                 format!("{field}[{i}]"),
                 "must be a relative path inside the workspace",
@@ -518,7 +492,7 @@ pub(crate) fn validate_rubric(
     };
     rubric.validate().map_err(|e| {
         let field = match e {
-            crate::rubric::RubricError::InvalidThreshold { .. } => "rubric_threshold",
+            loopgate_protocol::rubric::RubricError::InvalidThreshold { .. } => "rubric_threshold",
             _ => "rubric",
         };
         TaskError::field(field, e.to_string())

@@ -4,17 +4,17 @@
 //! version still reads them; a record of a newer schema is refused with a clear error.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use loopgate_common::contract::Contract;
 use loopgate_common::gate::GateVerdict;
-use loopgate_common::rubric::{RubricStanding, Strategy};
-use loopgate_common::snapshot::SnapshotId;
 use loopgate_common::state::{
     Deadline, DeadlineKind, Outgoing, Phase, PlanningStage, RecordError, RoleUsage, RoundSummary,
     RunRecord, RunState, Target, RUN_RECORD_SCHEMA,
 };
 use loopgate_common::task::Task;
-use loopgate_common::usage::Usage;
-use loopgate_common::verdict::{Evidence, Verdicts};
+use loopgate_protocol::contract::Contract;
+use loopgate_protocol::rubric::{RubricStanding, Strategy};
+use loopgate_protocol::snapshot::SnapshotId;
+use loopgate_protocol::usage::Usage;
+use loopgate_protocol::verdict::{Evidence, Verdicts};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

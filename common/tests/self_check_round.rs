@@ -8,8 +8,8 @@ use loopgate_common::budget::DEFAULT_SELF_CHECKS;
 use loopgate_common::decide::{decide, start_run, Decision, RunEvent, Step};
 use loopgate_common::state::{LogEvent, Phase};
 use loopgate_common::task::parse_task_toml;
-use loopgate_common::usage::Usage;
-use loopgate_common::wire::{decode, ExecOutcome, ExecResult, Message};
+use loopgate_protocol::usage::Usage;
+use loopgate_protocol::wire::{decode, ExecOutcome, ExecResult, Message};
 
 /// The demo's task (`examples/hello`); its `[budget]` table comes last.
 const TASK: &str = include_str!("../../examples/hello/task.toml");

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use loopgate_checks::{is_valid_check_user, SandboxMode, SandboxSettings};
 use loopgate_common::config::{ConfigError, NatsSection, NatsSettings};
-use loopgate_common::subjects::Capability;
 use loopgate_models::{resolve_profiles, ModelConfigError, ModelProfile, ModelProfiles};
+use loopgate_protocol::subjects::Capability;
 use loopgate_transport::runtime::EPISODES_PER_LOOP;
 use serde::Deserialize;
 
@@ -322,7 +322,7 @@ impl ExecutorFile {
         let shutdown_grace_secs = section
             .shutdown_grace_secs
             .unwrap_or(DEFAULT_SHUTDOWN_GRACE_SECS);
-        use loopgate_common::capabilities::{
+        use loopgate_protocol::capabilities::{
             DEFAULT_CAPABILITY_TTL_SECS, MAX_CAPABILITY_TTL_SECS, MIN_CAPABILITY_TTL_SECS,
         };
         let capability_ttl_secs = section

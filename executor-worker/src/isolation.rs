@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use loopgate_checks::AgentSandbox;
-use loopgate_common::wire::AgentIsolation;
+use loopgate_protocol::wire::AgentIsolation;
 use serde::Deserialize;
 
 /// `[executor] agent_network`.

@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
-use loopgate_common::subjects::Capability;
 use loopgate_executor::{prepare, run_workers};
 use loopgate_executor::{ExecutorFile, ExternalInputs, Settings};
+use loopgate_protocol::subjects::Capability;
 use std::sync::Arc;
 
 use loopgate_telemetry::health::Health;

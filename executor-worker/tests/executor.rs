@@ -8,10 +8,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use loopgate_common::subjects::Capability;
-use loopgate_common::wire::{decode, encode, ExecOutcome, ExecRequest, ExecResult, Message};
 use loopgate_executor::{prepare, run_workers};
 use loopgate_executor::{ExecutorFile, ExternalInputs};
+use loopgate_protocol::subjects::Capability;
+use loopgate_protocol::wire::{decode, encode, ExecOutcome, ExecRequest, ExecResult, Message};
 use loopgate_snapshot::SnapshotStore;
 use loopgate_test_support::{last_message_content, Reply, Script, StandInModel};
 use loopgate_test_support::{wait_until, ChildGuard, NatsServer};

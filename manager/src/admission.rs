@@ -1,15 +1,15 @@
 //! The results loop's first step after decoding: a message is admitted only on its own subject
-//! (`loopgate_common::subject_binding`) and, when this manager trusts auditor keys, an audit
-//! report only with a valid signature by one of them (`loopgate_common::report_signing`).
+//! (`loopgate_protocol::subjects::binding`) and, when this manager trusts auditor keys, an audit
+//! report only with a valid signature by one of them (`loopgate_protocol::report::signing`).
 //! A refusal is a security event: a warning under the log target [`SECURITY_TARGET`] with the
 //! field `security_event = "message_refused"`, a count in
 //! `loopgate.security.refused_messages{kind, reason}`, and the message terminated, so it never
 //! reaches `decide`.
 
-use loopgate_common::report_signing::{SignatureError, TrustedKeys};
-use loopgate_common::subject_binding::{check_binding, BindingError};
-use loopgate_common::subjects::Subjects;
-use loopgate_common::wire::Message;
+use loopgate_protocol::report::signing::{SignatureError, TrustedKeys};
+use loopgate_protocol::subjects::binding::{check_binding, BindingError};
+use loopgate_protocol::subjects::Subjects;
+use loopgate_protocol::wire::Message;
 use loopgate_telemetry::metrics::Metrics;
 use opentelemetry::KeyValue;
 
@@ -94,10 +94,10 @@ pub fn log_report_trust(keys: &TrustedKeys) {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use loopgate_common::report_signing::ReportSigningKey;
-    use loopgate_common::usage::Usage;
-    use loopgate_common::verdict::{AuditStatus, ContractVerdict, Integrity, Verdicts};
-    use loopgate_common::wire::{AuditPurpose, AuditReport};
+    use loopgate_protocol::report::signing::ReportSigningKey;
+    use loopgate_protocol::usage::Usage;
+    use loopgate_protocol::verdict::{AuditStatus, ContractVerdict, Integrity, Verdicts};
+    use loopgate_protocol::wire::{AuditPurpose, AuditReport};
 
     fn report() -> AuditReport {
         AuditReport {

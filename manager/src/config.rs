@@ -6,8 +6,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use loopgate_common::config::{ConfigError, NatsSection, NatsSettings};
-use loopgate_common::report_signing::{AuditorPublicKey, TrustedKeys};
 use loopgate_models::{resolve_profiles, ModelConfigError, ModelProfile, ModelProfiles};
+use loopgate_protocol::report::signing::{AuditorPublicKey, TrustedKeys};
 use loopgate_transport::TopologyOptions;
 use serde::Deserialize;
 
@@ -251,7 +251,7 @@ pub fn resolve(
     let m = file.manager;
     let prompt_char_budget = m
         .prompt_char_budget
-        .unwrap_or(loopgate_common::prompts::manager::DEFAULT_CHAR_BUDGET);
+        .unwrap_or(loopgate_common::decide::manager_prompt::DEFAULT_CHAR_BUDGET);
     if prompt_char_budget < 2_000 {
         return Err(
             ConfigError::invalid("manager.prompt_char_budget", "must be at least 2000").into(),
@@ -448,7 +448,7 @@ mod tests {
     }
 
     fn public_hex(seed: u8) -> String {
-        loopgate_common::report_signing::ReportSigningKey::from_seed(&[seed; 32])
+        loopgate_protocol::report::signing::ReportSigningKey::from_seed(&[seed; 32])
             .public_key()
             .to_hex()
     }

@@ -22,10 +22,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use loopgate_common::decide::RunEvent;
-use loopgate_common::subjects::{
+use loopgate_protocol::subjects::{
     MaxDeliveriesAdvisory, MAX_DELIVERIES_ADVISORY, STREAM_AUDIT, STREAM_EXEC,
 };
-use loopgate_common::wire::{decode, Message};
+use loopgate_protocol::wire::{decode, Message};
 use loopgate_transport::runtime::{run_consumer, ConsumeOptions, Settle};
 use loopgate_transport::{BusError, ConsumerOptions, Delivery, Work};
 use opentelemetry::KeyValue;

@@ -4,10 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use loopgate_common::capabilities::DEFAULT_CAPABILITY_TTL_SECS;
+use loopgate_protocol::capabilities::DEFAULT_CAPABILITY_TTL_SECS;
 
 use loopgate_common::decide::RunEvent;
-use loopgate_common::subjects::Capability;
+use loopgate_protocol::subjects::Capability;
 use loopgate_transport::runtime::{run_periodically, CapabilityBoard, FirstPass};
 use tokio_util::sync::CancellationToken;
 

@@ -7,13 +7,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use loopgate_common::decide::manager_prompt;
 use loopgate_common::decide::RunEvent;
 use loopgate_common::next_step::{next_step_schema, NEXT_STEP_SCHEMA_NAME};
-use loopgate_common::prompts::manager;
 use loopgate_common::state::{Phase, RunRecord};
-use loopgate_common::usage::Usage;
-use loopgate_common::wire::DecideRequest;
 use loopgate_models::{ChatClient, ChatMessage, ChatRequest, StructuredOutput};
+use loopgate_protocol::usage::Usage;
+use loopgate_protocol::wire::DecideRequest;
 use loopgate_telemetry::otel::set_remote_parent;
 use tracing::Instrument;
 
@@ -125,8 +125,8 @@ async fn decide_with_model(
 /// the three parts into the schema's three keys).
 fn decision_request(record: &RunRecord, char_budget: usize, gui_offered: bool) -> ChatRequest {
     ChatRequest::new(vec![
-        ChatMessage::system(manager::system_prompt(gui_offered)),
-        ChatMessage::user(manager::user_prompt(record, char_budget)),
+        ChatMessage::system(manager_prompt::system_prompt(gui_offered)),
+        ChatMessage::user(manager_prompt::user_prompt(record, char_budget)),
     ])
     .with_reply_schema(NEXT_STEP_SCHEMA_NAME, next_step_schema(gui_offered))
 }
@@ -173,7 +173,7 @@ mod tests {
             // The prompt is the manager's, unchanged.
             assert_eq!(
                 system_text(&request),
-                manager::system_prompt(*gui_offered),
+                manager_prompt::system_prompt(*gui_offered),
                 "{label}"
             );
             assert_eq!(request.messages.len(), 2, "{label}");

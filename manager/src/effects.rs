@@ -37,7 +37,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use loopgate_common::state::Target;
-    use loopgate_common::wire::{DecideRequest, Message};
+    use loopgate_protocol::wire::{DecideRequest, Message};
 
     #[test]
     fn stored_effects_keep_their_dedup_id_and_trace() {

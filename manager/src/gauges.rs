@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use loopgate_common::state::RunState;
-use loopgate_common::subjects::{STREAM_AUDIT, STREAM_EXEC, STREAM_RESULTS};
+use loopgate_protocol::subjects::{STREAM_AUDIT, STREAM_EXEC, STREAM_RESULTS};
 use loopgate_transport::runtime::{run_periodically, FirstPass};
 use opentelemetry::KeyValue;
 use tokio_util::sync::CancellationToken;

@@ -18,6 +18,7 @@ mod engine;
 mod gauges;
 mod http;
 mod outbox;
+mod protected_paths;
 mod results_loop;
 mod run_admission;
 pub mod run_store;

@@ -17,8 +17,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::snapshot::Manifest;
-use crate::task::Criterion;
+use loopgate_protocol::contract::Criterion;
+use loopgate_protocol::snapshot::Manifest;
 
 /// Directory names whose content is test code.
 const TEST_DIRS: &[&str] = &[
@@ -52,7 +52,7 @@ const TEST_SUBCOMMAND_TOOLS: &[&str] = &[
 ];
 
 /// Does this relative path look like test code (by directory or file name)?
-pub fn is_test_path(path: &str) -> bool {
+pub(crate) fn is_test_path(path: &str) -> bool {
     let mut parts: Vec<&str> = path.split('/').collect();
     let Some(name) = parts.pop() else {
         return false;
@@ -123,7 +123,7 @@ fn runs_a_test_runner(tokens: &[String]) -> bool {
 
 /// The default protected paths for `criteria` run against `base` (exact files and `dir/`
 /// prefixes, sorted, deduplicated). See the module docs.
-pub fn default_protected_paths(criteria: &[Criterion], base: &Manifest) -> Vec<String> {
+pub(crate) fn default_protected_paths(criteria: &[Criterion], base: &Manifest) -> Vec<String> {
     let mut protected = BTreeSet::new();
     for command in criteria.iter().filter_map(|c| c.check.as_deref()) {
         let words = tokens(command);
@@ -168,8 +168,9 @@ pub fn default_protected_paths(criteria: &[Criterion], base: &Manifest) -> Vec<S
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::type_complexity)]
     use super::*;
-    use crate::snapshot::{sha256_hex, ManifestEntry};
+    use loopgate_protocol::snapshot::{sha256_hex, ManifestEntry};
 
     fn manifest(paths: &[&str]) -> Manifest {
         Manifest::new(

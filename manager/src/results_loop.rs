@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use loopgate_common::decide::RunEvent;
-use loopgate_common::report_signing::TrustedKeys;
-use loopgate_common::wire::{decode, Message};
 use loopgate_models::ChatClient;
+use loopgate_protocol::report::signing::TrustedKeys;
+use loopgate_protocol::wire::{decode, Message};
 use loopgate_transport::runtime::{run_consumer, ConsumeOptions, Settle};
 use loopgate_transport::{ConsumerOptions, Delivery, Work};
 use tokio_util::sync::CancellationToken;
@@ -99,7 +99,7 @@ impl ResultsLoop {
                     &self.models,
                     self.char_budget,
                     self.capabilities.offers(
-                        loopgate_common::subjects::Capability::Gui,
+                        loopgate_protocol::subjects::Capability::Gui,
                         self.gui_configured,
                     ),
                     &req,

@@ -73,7 +73,8 @@ impl SnapshotGc {
                     }
                 }
                 for (_, json) in store.evidence(&id).await? {
-                    if let Ok(e) = serde_json::from_str::<loopgate_common::verdict::Evidence>(&json)
+                    if let Ok(e) =
+                        serde_json::from_str::<loopgate_protocol::verdict::Evidence>(&json)
                     {
                         if let Some(d) = e.log_digest {
                             roots.blobs.insert(d);

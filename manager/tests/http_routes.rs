@@ -137,7 +137,7 @@ async fn walk(nats: &NatsServer, redis: &RedisServer, token: Option<&'static str
     assert_eq!(status, 201, "{run}");
     let run_id = run["id"].as_str().unwrap().to_string();
     let snapshot = run["base_snapshot"].as_str().unwrap().to_string();
-    let blob = loopgate_common::snapshot::sha256_hex(FILE);
+    let blob = loopgate_protocol::snapshot::sha256_hex(FILE);
     let screenshot = seed_screenshot(
         nats,
         redis,
@@ -307,7 +307,7 @@ async fn seed_screenshot(
     stored: bool,
     size: Option<u64>,
 ) -> String {
-    let digest = loopgate_common::snapshot::sha256_hex(png);
+    let digest = loopgate_protocol::snapshot::sha256_hex(png);
     if stored {
         let bus = Bus::connect(&nats.url(), "loopgate", BusOptions::default())
             .await
@@ -389,7 +389,7 @@ async fn screenshots_are_served_only_as_a_runs_evidence_names_them() {
         .unwrap();
     let bucket = bus
         .jetstream()
-        .get_object_store(loopgate_common::subjects::EVIDENCE_BUCKET)
+        .get_object_store(loopgate_protocol::subjects::EVIDENCE_BUCKET)
         .await
         .unwrap();
     let mut other: &[u8] = b"\x89PNG\r\n\x1a\nswapped";
@@ -420,8 +420,8 @@ async fn screenshots_are_served_only_as_a_runs_evidence_names_them() {
     );
     assert_eq!(r.bytes().await.unwrap().as_ref(), good_png.as_slice());
 
-    let workspace_blob = loopgate_common::snapshot::sha256_hex(FILE);
-    let unknown = loopgate_common::snapshot::sha256_hex(b"never stored");
+    let workspace_blob = loopgate_protocol::snapshot::sha256_hex(FILE);
+    let unknown = loopgate_protocol::snapshot::sha256_hex(b"never stored");
     let other_run = runs[1].0.clone();
     let cases: Vec<(String, u16, &str)> = vec![
         (path(&other_run, &good), 404, "not_found"),

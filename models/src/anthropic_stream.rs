@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use loopgate_common::usage::Usage;
+use loopgate_protocol::usage::Usage;
 use serde_json::Value;
 
 use crate::anthropic_wire::{finish_reason, WireUsage};

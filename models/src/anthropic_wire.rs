@@ -6,7 +6,7 @@
 //! blocks beside their text for a vision profile); consecutive turns
 //! of one role merge (the API wants them alternating).
 
-use loopgate_common::usage::Usage;
+use loopgate_protocol::usage::Usage;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 

@@ -1,7 +1,7 @@
 //! Provider-neutral chat types the roles build prompts with and read replies from.
 
-use loopgate_common::tool_call_parse::strip_tool_calls;
-use loopgate_common::usage::Usage;
+use crate::tool_call_recovery::strip_tool_calls;
+use loopgate_protocol::usage::Usage;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -179,7 +179,7 @@ impl ChatRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatResponse {
     /// The assistant's text, verbatim (tool calls written into it are not removed; see
-    /// `loopgate_common::tool_call_parse::strip_tool_calls`).
+    /// `crate::tool_call_recovery::strip_tool_calls`).
     pub content: Option<String>,
     pub tool_calls: Vec<ToolCall>,
     /// True when `tool_calls` were recovered from `content` by the fallback parser.

@@ -20,6 +20,7 @@ pub mod openai_wire;
 pub mod pricing;
 pub mod profile_config;
 pub mod retry;
+pub mod tool_call_recovery;
 
 pub use anthropic_client::AnthropicClient;
 pub use chat_client::ChatClient;

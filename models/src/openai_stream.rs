@@ -73,7 +73,7 @@ pub(crate) struct OpenAiStream {
     content: Option<String>,
     calls: BTreeMap<u64, PartialCall>,
     finish_reason: Option<String>,
-    usage: Option<loopgate_common::usage::Usage>,
+    usage: Option<loopgate_protocol::usage::Usage>,
     model: Option<String>,
     done: bool,
 }
@@ -210,7 +210,10 @@ mod tests {
         assert_eq!(response.content.as_deref(), Some("Hello"));
         assert_eq!(response.model, "m1");
         assert_eq!(response.finish_reason.as_deref(), Some("stop"));
-        assert_eq!(response.usage, loopgate_common::usage::Usage::tokens(12, 2));
+        assert_eq!(
+            response.usage,
+            loopgate_protocol::usage::Usage::tokens(12, 2)
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! OpenAI chat-completions wire format: request encoding and (lenient) response decoding.
 //! Pure; the HTTP side lives in `openai_client`.
 
-use loopgate_common::usage::Usage;
+use loopgate_protocol::usage::Usage;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

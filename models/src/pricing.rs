@@ -1,6 +1,6 @@
 //! Per-profile prices and the cost of one call in micro-dollars.
 
-use loopgate_common::usage::Usage;
+use loopgate_protocol::usage::Usage;
 
 /// USD per million tokens. Since 1 USD per million tokens is exactly 1 micro-dollar per
 /// token, the cost in micro-dollars is `tokens * usd_per_mtok`.

@@ -2,8 +2,8 @@
 //! [`ChatResponse`]: tool-call ids and arguments normalized, calls written into the content
 //! recovered (OpenAI-compatible servers only), usage estimated when the server reports none.
 
-use loopgate_common::tool_call_parse::{parse_json_lenient, tool_calls_from_content};
-use loopgate_common::usage::Usage;
+use crate::tool_call_recovery::{parse_json_lenient, tool_calls_from_content};
+use loopgate_protocol::usage::Usage;
 use serde_json::{Map, Value};
 
 use crate::chat_types::{ChatResponse, ToolCall};

@@ -1,10 +1,13 @@
 //! The contract: goal + acceptance criteria + protected paths, frozen by hash at submission.
+//! Built from a task by `loopgate_common::task::Task::contract`.
 
 use serde::{Deserialize, Serialize};
 
 use crate::rubric::Rubric;
 use crate::snapshot::sha256_hex;
-use crate::task::{Criterion, Task, RUBRIC_EVIDENCE_ID};
+
+/// The evidence id under which the auditor records the rubric's pass or fail.
+pub const RUBRIC_EVIDENCE_ID: &str = "rubric";
 
 /// The contract: goal, acceptance criteria and protected paths, frozen by `spec_hash`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,20 +33,6 @@ struct HashedPart<'a> {
 }
 
 impl Contract {
-    /// The task's own contract (a run's also holds its derived goal criteria:
-    /// [`crate::goal_criteria::contract_for`]).
-    pub fn from_task(task: &Task) -> Contract {
-        let mut contract = Contract {
-            goal: task.goal.clone(),
-            criteria: task.acceptance.clone(),
-            protected_paths: task.protected_paths.clone(),
-            rubric: task.rubric.clone(),
-            spec_hash: String::new(),
-        };
-        contract.spec_hash = contract.compute_hash();
-        contract
-    }
-
     pub fn compute_hash(&self) -> String {
         let part = HashedPart {
             goal: &self.goal,
@@ -73,5 +62,44 @@ impl Contract {
 
     pub fn short_hash(&self) -> &str {
         self.spec_hash.get(..12).unwrap_or(&self.spec_hash)
+    }
+}
+
+/// One acceptance criterion of the contract.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Criterion {
+    pub id: String,
+    pub description: String,
+    /// Shell command run by the auditor in a scratch copy of the snapshot; exit 0 = pass.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub check: Option<String>,
+    pub blocking: bool,
+    pub timeout_secs: u64,
+    /// `goal` for a criterion derived from a goal clause (left out of the JSON, and so of the
+    /// spec hash, for the default `task`).
+    #[serde(default, skip_serializing_if = "CriterionSource::is_task")]
+    pub source: CriterionSource,
+    /// The goal clause this criterion covers, quoted from the goal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clause: Option<String>,
+}
+
+/// Where a criterion comes from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum CriterionSource {
+    /// The task author's (or the proposer's, for a requirement of the spec).
+    #[default]
+    Task,
+    /// A clause of the goal: judged by the auditor's model clause by clause, or checked by a
+    /// derived check.
+    Goal,
+}
+
+impl CriterionSource {
+    pub fn is_task(&self) -> bool {
+        *self == CriterionSource::Task
     }
 }

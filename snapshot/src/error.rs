@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use loopgate_common::snapshot::{is_sha256_hex, SnapshotPathError};
+use loopgate_protocol::snapshot::{is_sha256_hex, SnapshotPathError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {

@@ -6,7 +6,7 @@
 //! `$O.lg-evidence.>` but only read `lg-snapshots` (deploy/nats/). Evidence is written once
 //! and named by its digest, so a reader verifies it exactly like a snapshot blob.
 
-pub use loopgate_common::subjects::EVIDENCE_BUCKET;
+pub use loopgate_protocol::subjects::EVIDENCE_BUCKET;
 use loopgate_transport::Bus;
 
 use crate::error::SnapshotError;

@@ -6,7 +6,7 @@ use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use loopgate_common::snapshot::{validate_relative_path, ManifestEntry};
+use loopgate_protocol::snapshot::{validate_relative_path, ManifestEntry};
 use sha2::{Digest, Sha256};
 
 pub use crate::error::Refusal;
@@ -355,7 +355,7 @@ mod tests {
         assert_eq!(hashed, vec!["b.txt"]);
         assert_eq!(
             third[1].entry.sha256,
-            loopgate_common::snapshot::sha256_hex(b"three")
+            loopgate_protocol::snapshot::sha256_hex(b"three")
         );
     }
 

@@ -19,7 +19,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
 
 use futures::StreamExt;
-use loopgate_common::snapshot::is_sha256_hex;
+use loopgate_protocol::snapshot::is_sha256_hex;
 
 use crate::error::{store_error, SnapshotError};
 use crate::store::{blob_object_name, SnapshotStore};

@@ -1,7 +1,7 @@
 //! Storing and reading manifests.
 //!
 //! A snapshot's id is always the sha256 of its canonical flat manifest
-//! (`loopgate_common::snapshot::Manifest::canonical_bytes`). How it is *stored* depends on size:
+//! (`loopgate_protocol::snapshot::Manifest::canonical_bytes`). How it is *stored* depends on size:
 //!
 //! - up to `PAGED_MIN_ENTRIES` entries: `manifest/<id>` holds the canonical bytes themselves;
 //! - larger: `manifest/<id>` holds a small index `{"paged":1,"v":1,"pages":[sha256...]}` and each
@@ -17,7 +17,7 @@
 use std::ops::Range;
 
 use futures::{StreamExt, TryStreamExt};
-use loopgate_common::snapshot::{sha256_hex, Manifest, ManifestEntry, SnapshotId};
+use loopgate_protocol::snapshot::{sha256_hex, Manifest, ManifestEntry, SnapshotId};
 use serde::{Deserialize, Serialize};
 
 use crate::cache::pages::Page;

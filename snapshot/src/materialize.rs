@@ -5,7 +5,7 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use loopgate_common::snapshot::{Manifest, ManifestEntry};
+use loopgate_protocol::snapshot::{Manifest, ManifestEntry};
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 

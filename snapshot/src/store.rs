@@ -11,8 +11,8 @@
 use std::time::Duration;
 
 use async_nats::jetstream::{self, object_store};
-use loopgate_common::snapshot::{sha256_hex, SnapshotId};
-use loopgate_common::subjects::SNAPSHOT_BUCKET;
+use loopgate_protocol::snapshot::{sha256_hex, SnapshotId};
+use loopgate_protocol::subjects::SNAPSHOT_BUCKET;
 
 use loopgate_transport::Bus;
 
@@ -69,7 +69,7 @@ fn is_store_outage(err: &SnapshotError) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FreezeOutcome {
     pub id: SnapshotId,
-    pub manifest: loopgate_common::snapshot::Manifest,
+    pub manifest: loopgate_protocol::snapshot::Manifest,
     /// Number of files in the snapshot.
     pub files: usize,
     /// Sum of file sizes in the snapshot.

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use futures::{StreamExt, TryStreamExt};
-use loopgate_common::snapshot::{
+use loopgate_protocol::snapshot::{
     file_and_directory_conflict, sha256_hex, validate_relative_path, Manifest, ManifestEntry,
     SnapshotPathError,
 };

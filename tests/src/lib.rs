@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use base64::Engine as _;
-use loopgate_common::report_signing::ReportSigningKey;
+use loopgate_protocol::report::signing::ReportSigningKey;
 use loopgate_test_support::{free_port, ChildGuard, NatsCluster, NatsServer, RedisServer};
 use serde_json::Value;
 
@@ -616,7 +616,7 @@ impl Stack {
         let mut written = Vec::new();
         for e in manifest["entries"].as_array().cloned().unwrap_or_default() {
             let path = e["path"].as_str().context("path")?;
-            loopgate_common::snapshot::validate_relative_path(path)?;
+            loopgate_protocol::snapshot::validate_relative_path(path)?;
             let sha = e["sha256"].as_str().context("sha")?;
             let bytes = self
                 .client
@@ -625,7 +625,7 @@ impl Stack {
                 .await?
                 .bytes()
                 .await?;
-            if loopgate_common::snapshot::sha256_hex(&bytes) != sha {
+            if loopgate_protocol::snapshot::sha256_hex(&bytes) != sha {
                 bail!("blob for {path} does not match its digest");
             }
             let target = dest.join(path);

@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_nats::header::{HeaderMap, HeaderName, HeaderValue};
 use async_nats::jetstream::{self, message::PublishMessage};
 use loopgate_common::redact::redact_urls_in;
-use loopgate_common::subjects::Subjects;
+use loopgate_protocol::subjects::Subjects;
 use serde::Serialize;
 
 /// Plain core-NATS subscription (events, control). A `futures::Stream` of `async_nats::Message`.

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use async_nats::jetstream::{self, stream};
-use loopgate_common::subjects::{
+use loopgate_protocol::subjects::{
     max_deliveries_advisories, EPISODE_BUCKET, EVIDENCE_BUCKET, SNAPSHOT_BUCKET, STREAM_AUDIT,
     STREAM_DEAD, STREAM_EVENTS, STREAM_EXEC, STREAM_RESULTS,
 };

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, consumer::pull, AckKind};
 use futures::StreamExt;
-use loopgate_common::subjects::{
+use loopgate_protocol::subjects::{
     Capability, STREAM_AUDIT, STREAM_DEAD, STREAM_EXEC, STREAM_RESULTS,
 };
 use serde::de::DeserializeOwned;

@@ -7,6 +7,7 @@
 
 pub(crate) mod rules;
 mod run_checks;
+pub(crate) mod verdict_rules;
 mod workspace;
 
 use std::collections::BTreeMap;
@@ -14,16 +15,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::audit::verdict_rules::{mechanical_verdicts, merge_opinion};
 use loopgate_common::contract_proposal::{proposal_criteria, MAX_PROPOSAL_BYTES, PROPOSAL_FILE};
-use loopgate_common::report_signing::ReportSigningKey;
-use loopgate_common::rubric::RubricVerdict;
-use loopgate_common::snapshot::{diff_manifests, PathChange};
-use loopgate_common::usage::Usage;
-use loopgate_common::verdict::{
-    mechanical_verdicts, merge_opinion, ContractVerdict, Evidence, Integrity, Verdicts,
-};
-use loopgate_common::wire::{AuditPurpose, AuditReport, AuditRequest};
 use loopgate_models::ChatClient;
+use loopgate_protocol::report::signing::ReportSigningKey;
+use loopgate_protocol::rubric::RubricVerdict;
+use loopgate_protocol::snapshot::{diff_manifests, PathChange};
+use loopgate_protocol::usage::Usage;
+use loopgate_protocol::verdict::{ContractVerdict, Evidence, Integrity, Verdicts};
+use loopgate_protocol::wire::{AuditPurpose, AuditReport, AuditRequest};
 use loopgate_snapshot::{SnapshotError, SnapshotStore, WorkspaceCache};
 
 pub(crate) use crate::audit::rules::*;

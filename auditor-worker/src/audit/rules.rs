@@ -1,12 +1,13 @@
 //! Pure rules of an audit: report identity, evidence records, backcheck lines, what an
 //! untrustworthy candidate yields, how scope and the judge's backcheck tighten verdicts.
 
-use loopgate_common::contract::Contract;
-use loopgate_common::snapshot::{path_in_scope, PathChange};
-use loopgate_common::verdict::{
+use loopgate_protocol::contract::Contract;
+use loopgate_protocol::dispatch_id::StepKey;
+use loopgate_protocol::snapshot::{path_in_scope, PathChange};
+use loopgate_protocol::verdict::{
     AuditStatus, CheckVerdict, ContractVerdict, Evidence, Integrity, Verdicts,
 };
-use loopgate_common::wire::{AuditPurpose, AuditReport};
+use loopgate_protocol::wire::AuditReport;
 use loopgate_snapshot::SnapshotError;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -34,24 +35,15 @@ pub(crate) fn is_untrustworthy(err: &SnapshotError) -> bool {
     )
 }
 
-pub(crate) fn purpose_word(purpose: AuditPurpose) -> &'static str {
-    match purpose {
-        AuditPurpose::Round => "round",
-        AuditPurpose::Final => "final",
-        AuditPurpose::Plan => "plan",
-    }
-}
-
-/// `{run}:{generation}:{round}:audit-report:{round|final}:{attempt}`
+/// `{run}:{generation}:{round}:audit-report:{purpose}:{attempt}`: JetStream drops a
+/// republished duplicate.
 pub(crate) fn report_msg_id(report: &AuditReport) -> String {
-    format!(
-        "{}:{}:{}:audit-report:{}:{}",
-        report.run_id,
-        report.generation,
-        report.round,
-        purpose_word(report.purpose),
-        report.delivery_attempt
-    )
+    StepKey {
+        run_id: &report.run_id,
+        generation: report.generation,
+        round: report.round,
+    }
+    .audit_report_msg_id(report.purpose, report.delivery_attempt)
 }
 
 /// Evidence for one check run, bound to the candidate snapshot; `isolated`: whether it ran
@@ -218,10 +210,11 @@ pub(crate) fn apply_backcheck(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use crate::audit::verdict_rules::merge_opinion;
     use loopgate_checks::CheckEnd;
-    use loopgate_common::task::Criterion;
-    use loopgate_common::usage::Usage;
-    use loopgate_common::verdict::merge_opinion;
+    use loopgate_protocol::contract::Criterion;
+    use loopgate_protocol::usage::Usage;
+    use loopgate_protocol::wire::AuditPurpose;
     use std::time::Duration;
 
     fn contract() -> Contract {

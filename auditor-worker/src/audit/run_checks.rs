@@ -10,9 +10,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use loopgate_checks::{run_in_scratch_copy, worth_layering, CheckBase, CopySource, ScratchCheck};
-use loopgate_common::snapshot::Manifest;
-use loopgate_common::verdict::{Evidence, EvidenceScreenshot};
-use loopgate_common::wire::AuditRequest;
+use loopgate_protocol::snapshot::Manifest;
+use loopgate_protocol::verdict::{Evidence, EvidenceScreenshot};
+use loopgate_protocol::wire::AuditRequest;
 
 use crate::audit::rules::{evidence_from_run, unix_millis};
 use crate::audit::{AuditError, Auditor};

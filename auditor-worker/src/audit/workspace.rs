@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use loopgate_common::snapshot::Manifest;
+use loopgate_protocol::snapshot::Manifest;
 use loopgate_snapshot::SnapshotError;
 
 use crate::audit::Auditor;

@@ -12,15 +12,13 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use loopgate_common::clause_reading::clause_commands;
-use loopgate_common::goal_calls::{
-    call_command, defines_function, goal_calls, module_name, GoalCall,
-};
-use loopgate_common::goal_words::exact_words;
-use loopgate_common::snapshot::Manifest;
-use loopgate_common::task::{Criterion, CriterionSource};
-use loopgate_common::verdict::Evidence;
-use loopgate_common::wire::AuditRequest;
+use crate::judge::goal_calls::{call_command, defines_function, goal_calls, module_name, GoalCall};
+use loopgate_common::goal::clause_reading::clause_commands;
+use loopgate_common::goal::words::exact_words;
+use loopgate_protocol::contract::{Criterion, CriterionSource};
+use loopgate_protocol::snapshot::Manifest;
+use loopgate_protocol::verdict::Evidence;
+use loopgate_protocol::wire::AuditRequest;
 
 use crate::audit::Auditor;
 use crate::judge::clause_questions::{clause_questions, ClauseQuestion};
@@ -349,7 +347,7 @@ mod tests {
             v: 1,
             entries: paths
                 .iter()
-                .map(|path| loopgate_common::snapshot::ManifestEntry {
+                .map(|path| loopgate_protocol::snapshot::ManifestEntry {
                     path: path.to_string(),
                     mode: 420,
                     size: 1,

@@ -2,10 +2,10 @@
 //! working check for (a `source = "goal"` criterion without a check, or one whose derived check
 //! is broken on the candidate).
 
-use loopgate_common::goal_criteria::{broken_check, judged_clauses};
-use loopgate_common::task::{Criterion, CriterionSource};
-use loopgate_common::verdict::{CheckVerdict, Evidence};
-use loopgate_common::wire::AuditRequest;
+use loopgate_common::goal::criteria::{broken_check, judged_clauses};
+use loopgate_protocol::contract::{Criterion, CriterionSource};
+use loopgate_protocol::verdict::{CheckVerdict, Evidence};
+use loopgate_protocol::wire::AuditRequest;
 
 /// A clause to judge: its criterion, and why its own check does not decide (broken), if it has
 /// one.

@@ -10,13 +10,13 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use loopgate_common::goal_criteria::{clause_excerpt, parse_clause_answer, ClauseVerdict};
-use loopgate_common::goal_words::exact_words;
-use loopgate_common::snapshot::PathChange;
-use loopgate_common::usage::Usage;
-use loopgate_common::verdict::Evidence;
-use loopgate_common::wire::AuditRequest;
+use loopgate_common::goal::criteria::{clause_excerpt, parse_clause_answer, ClauseVerdict};
+use loopgate_common::goal::words::exact_words;
 use loopgate_models::{ChatClient, ChatMessage, ChatRequest};
+use loopgate_protocol::snapshot::PathChange;
+use loopgate_protocol::usage::Usage;
+use loopgate_protocol::verdict::Evidence;
+use loopgate_protocol::wire::AuditRequest;
 
 use crate::audit::rules::unix_millis;
 use crate::audit::Auditor;
@@ -276,8 +276,8 @@ async fn ask(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use loopgate_common::task::{Criterion, CriterionSource};
-    use loopgate_common::verdict::CheckVerdict;
+    use loopgate_protocol::contract::{Criterion, CriterionSource};
+    use loopgate_protocol::verdict::CheckVerdict;
 
     fn ev(id: &str, verdict: CheckVerdict, exit: Option<i32>, out: &str) -> Evidence {
         Evidence {

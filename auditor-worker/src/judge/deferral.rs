@@ -10,9 +10,9 @@
 //! (sitting o: `cli-exit-codes` round 1's audit took 104 s, its two checks 24 ms each), while
 //! every blocking check still failed and the report could only say "incomplete". Pure.
 
-use loopgate_common::contract::Contract;
-use loopgate_common::task::CriterionSource;
-use loopgate_common::verdict::{CheckVerdict, Evidence};
+use loopgate_protocol::contract::Contract;
+use loopgate_protocol::contract::CriterionSource;
+use loopgate_protocol::verdict::{CheckVerdict, Evidence};
 
 /// The task's own blocking criteria with a check whose evidence on the candidate is not a pass
 /// (failed, or inconclusive: timed out, not run in a required sandbox), in contract order.
@@ -43,7 +43,7 @@ pub(crate) fn deferral_gap(failing: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use loopgate_common::task::Criterion;
+    use loopgate_protocol::contract::Criterion;
 
     use super::*;
 

@@ -23,15 +23,15 @@ const MAX_CALL_CHARS: usize = 200;
 
 /// A call of a function as the goal writes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GoalCall {
+pub(crate) struct GoalCall {
     /// `count_words`
-    pub function: String,
+    pub(crate) function: String,
     /// `count_words('a  b')`, exactly as written.
-    pub call: String,
+    pub(crate) call: String,
 }
 
 /// The calls `goal` writes with literal arguments, in order of first appearance, each once.
-pub fn goal_calls(goal: &str) -> Vec<GoalCall> {
+pub(crate) fn goal_calls(goal: &str) -> Vec<GoalCall> {
     let chars: Vec<(usize, char)> = goal.char_indices().collect();
     let mut out: Vec<GoalCall> = Vec::new();
     let mut i = 0;
@@ -126,7 +126,7 @@ fn literal_arguments_end(chars: &[(usize, char)], open: usize) -> Option<usize> 
 }
 
 /// Does Python `source` define `function` at its top level (`def function(`, `async def`)?
-pub fn defines_function(source: &str, function: &str) -> bool {
+pub(crate) fn defines_function(source: &str, function: &str) -> bool {
     source.lines().any(|line| {
         let rest = line
             .strip_prefix("async def ")
@@ -138,7 +138,7 @@ pub fn defines_function(source: &str, function: &str) -> bool {
 
 /// The module a Python file is imported as from the workspace root (`wordcount.py` ->
 /// `wordcount`, `pkg/text.py` -> `pkg.text`); None when a part is not an identifier.
-pub fn module_name(path: &str) -> Option<String> {
+pub(crate) fn module_name(path: &str) -> Option<String> {
     let stem = path.strip_suffix(".py")?;
     let parts: Vec<&str> = stem.split('/').collect();
     let identifier = |p: &&str| {
@@ -153,7 +153,7 @@ pub fn module_name(path: &str) -> Option<String> {
 /// The shell command that prints `repr` of `call` evaluated with its function imported from
 /// `module`, run from the workspace root: `python3 -c 'from wordcount import count_words;
 /// print(repr(count_words('\''a  b'\'')))'`.
-pub fn call_command(module: &str, call: &GoalCall) -> String {
+pub(crate) fn call_command(module: &str, call: &GoalCall) -> String {
     let script = format!(
         "from {module} import {}; print(repr({}))",
         call.function, call.call
@@ -167,6 +167,7 @@ fn sh_single_quoted(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::type_complexity)]
     use super::*;
 
     #[test]

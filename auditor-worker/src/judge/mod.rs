@@ -6,13 +6,15 @@ pub(crate) mod clause_commands;
 pub(crate) mod clause_questions;
 pub(crate) mod clauses;
 pub(crate) mod deferral;
+pub(crate) mod goal_calls;
+pub(crate) mod opinion_parse;
 pub(crate) mod prompt;
 
 use std::time::{Duration, Instant};
 
-use loopgate_common::audit_parse::{parse_audit_opinion, AuditOpinion};
-use loopgate_common::usage::Usage;
+use crate::judge::opinion_parse::{parse_audit_opinion, AuditOpinion};
 use loopgate_models::{ChatClient, ChatMessage, ChatRequest};
+use loopgate_protocol::usage::Usage;
 
 use crate::judge::prompt::{judge_prompt, JudgeInput, REPAIR_PROMPT, SYSTEM};
 

@@ -5,25 +5,25 @@
 
 use serde_json::Value;
 
-use crate::verdict::{AuditStatus, ContractVerdict, Integrity, Verdicts};
+use loopgate_protocol::verdict::{AuditStatus, ContractVerdict, Integrity, Verdicts};
 
 /// Replies longer than this are cut before parsing (a judge should answer in a few lines).
-pub const MAX_REPLY_CHARS: usize = 64 * 1024;
+pub(crate) const MAX_REPLY_CHARS: usize = 64 * 1024;
 /// At most this many `{` positions are tried as the start of a JSON object.
 const MAX_JSON_STARTS: usize = 32;
 /// At most this many backcheck lines are kept, each cut to `MAX_BACKCHECK_LINE_CHARS`.
-pub const MAX_BACKCHECK_LINES: usize = 100;
-pub const MAX_BACKCHECK_LINE_CHARS: usize = 300;
+pub(crate) const MAX_BACKCHECK_LINES: usize = 100;
+pub(crate) const MAX_BACKCHECK_LINE_CHARS: usize = 300;
 
 /// What the judge said: its three verdicts and its acceptance-constraint backcheck lines.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuditOpinion {
-    pub verdicts: Verdicts,
-    pub backcheck: Vec<String>,
+pub(crate) struct AuditOpinion {
+    pub(crate) verdicts: Verdicts,
+    pub(crate) backcheck: Vec<String>,
 }
 
 /// Parse a judge reply. `None` when the three verdicts cannot all be read.
-pub fn parse_audit_opinion(reply: &str) -> Option<AuditOpinion> {
+pub(crate) fn parse_audit_opinion(reply: &str) -> Option<AuditOpinion> {
     let text = cut_chars(reply, MAX_REPLY_CHARS);
     if let Some(opinion) = parse_json_opinion(text) {
         return Some(opinion);
@@ -45,7 +45,7 @@ fn value_words(value: &str) -> Option<Vec<String>> {
     (!words.is_empty()).then_some(words)
 }
 
-pub fn parse_status(value: &str) -> Option<AuditStatus> {
+pub(crate) fn parse_status(value: &str) -> Option<AuditStatus> {
     match value_words(value)?.first()?.as_str() {
         "complete" => Some(AuditStatus::Complete),
         "incomplete" => Some(AuditStatus::Incomplete),
@@ -54,7 +54,7 @@ pub fn parse_status(value: &str) -> Option<AuditStatus> {
     }
 }
 
-pub fn parse_integrity(value: &str) -> Option<Integrity> {
+pub(crate) fn parse_integrity(value: &str) -> Option<Integrity> {
     match value_words(value)?.first()?.as_str() {
         "clean" => Some(Integrity::Clean),
         "suspect" => Some(Integrity::Suspect),
@@ -63,7 +63,7 @@ pub fn parse_integrity(value: &str) -> Option<Integrity> {
     }
 }
 
-pub fn parse_contract(value: &str) -> Option<ContractVerdict> {
+pub(crate) fn parse_contract(value: &str) -> Option<ContractVerdict> {
     let words = value_words(value)?;
     match words.first()?.as_str() {
         "aligned" => Some(ContractVerdict::Aligned),
@@ -254,6 +254,7 @@ fn cut_chars(text: &str, max: usize) -> &str {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::type_complexity)]
     use super::*;
 
     fn v(status: AuditStatus, integrity: Integrity, contract: ContractVerdict) -> Option<Verdicts> {

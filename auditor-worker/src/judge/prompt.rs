@@ -4,9 +4,9 @@
 
 use std::fmt::Write as _;
 
-use loopgate_common::contract::Contract;
-use loopgate_common::snapshot::PathChange;
-use loopgate_common::verdict::{CheckVerdict, Evidence};
+use loopgate_protocol::contract::Contract;
+use loopgate_protocol::snapshot::PathChange;
+use loopgate_protocol::verdict::{CheckVerdict, Evidence};
 
 /// Changed paths listed in the prompt; the rest are counted.
 pub(crate) const MAX_PROMPT_PATHS: usize = 100;
@@ -157,7 +157,7 @@ Contract audit: aligned|unknown|needs_revision|invalid";
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use loopgate_common::task::Criterion;
+    use loopgate_protocol::contract::Criterion;
 
     fn criterion(id: &str, check: Option<&str>) -> Criterion {
         Criterion {

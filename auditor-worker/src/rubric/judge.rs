@@ -6,13 +6,13 @@
 use std::path::{Component, Path};
 use std::time::{Duration, Instant};
 
-use loopgate_common::rubric::{Rubric, RubricVerdict};
-use loopgate_common::snapshot::PathChange;
-use loopgate_common::task::RUBRIC_EVIDENCE_ID;
-use loopgate_common::usage::Usage;
-use loopgate_common::verdict::Evidence;
-use loopgate_common::wire::AuditRequest;
 use loopgate_models::{ChatClient, ChatMessage, ChatRequest};
+use loopgate_protocol::contract::RUBRIC_EVIDENCE_ID;
+use loopgate_protocol::rubric::{Rubric, RubricVerdict};
+use loopgate_protocol::snapshot::PathChange;
+use loopgate_protocol::usage::Usage;
+use loopgate_protocol::verdict::Evidence;
+use loopgate_protocol::wire::AuditRequest;
 use tokio::io::AsyncReadExt;
 
 use crate::audit::rules::unix_millis;

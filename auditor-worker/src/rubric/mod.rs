@@ -3,4 +3,5 @@
 
 pub(crate) mod judge;
 pub(crate) mod prompt;
+pub(crate) mod reply;
 pub(crate) mod verdict;

@@ -5,10 +5,10 @@
 
 use std::fmt::Write as _;
 
-use loopgate_common::contract::Contract;
-use loopgate_common::rubric::Rubric;
-use loopgate_common::snapshot::PathChange;
-use loopgate_common::verdict::Evidence;
+use loopgate_protocol::contract::Contract;
+use loopgate_protocol::rubric::Rubric;
+use loopgate_protocol::snapshot::PathChange;
+use loopgate_protocol::verdict::Evidence;
 
 use crate::judge::prompt::{tail_chars, verdict_word, MAX_PROMPT_PATHS};
 
@@ -216,9 +216,10 @@ pub(crate) fn rubric_repair_prompt(rubric: &Rubric) -> String {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use loopgate_common::rubric::{parse_judge_output, RubricDimension};
-    use loopgate_common::task::Criterion;
-    use loopgate_common::verdict::CheckVerdict;
+    use crate::rubric::reply::parse_judge_output;
+    use loopgate_protocol::contract::Criterion;
+    use loopgate_protocol::rubric::RubricDimension;
+    use loopgate_protocol::verdict::CheckVerdict;
 
     fn rubric() -> Rubric {
         Rubric {

@@ -1,13 +1,12 @@
 //! Pure pieces of the rubric judgment: the verdict read from the judge's reply (scores through
-//! `loopgate_common::rubric`, the reason found here), and the `rubric` evidence record the gate
+//! `loopgate_protocol::rubric`, the reason found here), and the `rubric` evidence record the gate
 //! counts: `pass` only when the outcome is a pass, `fail` for any other scored outcome,
 //! `inconclusive` when there is no score.
 
-use loopgate_common::rubric::{
-    parse_judge_output, rubric_outcome, Rubric, RubricParseError, RubricVerdict,
-};
-use loopgate_common::task::RUBRIC_EVIDENCE_ID;
-use loopgate_common::verdict::{CheckVerdict, Evidence};
+use crate::rubric::reply::parse_judge_output;
+use loopgate_protocol::contract::RUBRIC_EVIDENCE_ID;
+use loopgate_protocol::rubric::{rubric_outcome, Rubric, RubricParseError, RubricVerdict};
+use loopgate_protocol::verdict::{CheckVerdict, Evidence};
 use serde_json::Value;
 
 use loopgate_checks::EXCERPT_CHARS;
@@ -225,7 +224,7 @@ fn reason_line(text: &str) -> Option<String> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use loopgate_common::rubric::{RubricDimension, RubricOutcome, ScoreLayer, Strategy};
+    use loopgate_protocol::rubric::{RubricDimension, RubricOutcome, ScoreLayer, Strategy};
 
     fn rubric() -> Rubric {
         Rubric {

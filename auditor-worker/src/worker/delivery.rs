@@ -6,7 +6,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use loopgate_common::wire::{
+use loopgate_protocol::dispatch_id::{DispatchId, StepKey};
+use loopgate_protocol::wire::{
     decode, AuditReport, AuditRequest, Envelope, EpisodeRole, EpisodeStarted, Message,
 };
 use loopgate_telemetry::otel::TRACEPARENT;
@@ -77,13 +78,15 @@ pub(crate) async fn publish_report(
 
 /// `{run}:{generation}:{round}:audit-started:{purpose}:{attempt}`
 pub(crate) fn started_msg_id(req: &AuditRequest, attempt: u64) -> String {
-    format!(
-        "{}:{}:{}:audit-started:{}:{attempt}",
-        req.run_id,
-        req.generation,
-        req.round,
-        crate::audit::rules::purpose_word(req.purpose)
-    )
+    step_key(req).audit_started_msg_id(req.purpose, attempt)
+}
+
+fn step_key(req: &AuditRequest) -> StepKey<'_> {
+    StepKey {
+        run_id: &req.run_id,
+        generation: req.generation,
+        round: req.round,
+    }
 }
 
 /// Tell the manager the audit starts. Best effort: the report is what counts.
@@ -292,13 +295,7 @@ impl AuditWorker {
         lost: &CancellationToken,
     ) -> Settle {
         let dispatch = delivery.header(DISPATCH_ID_HEADER).unwrap_or_else(|| {
-            format!(
-                "{}:{}:{}:audit:{}",
-                request.run_id,
-                request.generation,
-                request.round,
-                crate::audit::rules::purpose_word(request.purpose)
-            )
+            DispatchId::audit_without_header(step_key(request), request.purpose).into_string()
         });
         let key = claim_key("audit", &dispatch);
         let claimed = tokio::select! {

@@ -162,11 +162,11 @@ pub async fn run_daemon(
         bus.clone(),
         loopgate_transport::runtime::Announcement {
             worker_id: settings.worker_id.clone(),
-            role: loopgate_common::wire::EpisodeRole::Auditor,
+            role: loopgate_protocol::wire::EpisodeRole::Auditor,
             capabilities: Vec::new(),
             profiles: settings.profile_names(),
         },
-        Duration::from_secs(loopgate_common::capabilities::DEFAULT_CAPABILITY_TTL_SECS),
+        Duration::from_secs(loopgate_protocol::capabilities::DEFAULT_CAPABILITY_TTL_SECS),
         stop_announcing.clone(),
     ));
     let stopped = cancel.clone();

@@ -7,7 +7,7 @@ use crate::support;
 use std::collections::BTreeMap;
 
 use loopgate_auditor::{probe, SandboxMode, SandboxSettings};
-use loopgate_common::verdict::{AuditStatus, CheckVerdict, Integrity};
+use loopgate_protocol::verdict::{AuditStatus, CheckVerdict, Integrity};
 use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use loopgate_common::wire::{decode, CancelEpisodes, Envelope, EpisodeRole, Message};
+use loopgate_protocol::wire::{decode, CancelEpisodes, Envelope, EpisodeRole, Message};
 use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use loopgate_common::verdict::{AuditStatus, CheckVerdict};
+use loopgate_protocol::verdict::{AuditStatus, CheckVerdict};
 use loopgate_snapshot::SnapshotStore;
 use loopgate_test_support::{wait_until, ChildGuard, RedisServer};
 use support::*;
@@ -113,8 +113,8 @@ async fn audit_hello(
     env: &mut Env,
     mut auditor: ChildGuard,
     run_id: &str,
-    extra: Vec<loopgate_common::task::Criterion>,
-) -> anyhow::Result<loopgate_common::wire::AuditReport> {
+    extra: Vec<loopgate_protocol::contract::Criterion>,
+) -> anyhow::Result<loopgate_protocol::wire::AuditReport> {
     let passwords = env.passwords.clone().context("secured env")?;
     let executor = connect_as(&env.url, "executor", &passwords.executor).await?;
     let snapshots = SnapshotStore::new(&executor).await?;

@@ -5,10 +5,10 @@
 
 use crate::support;
 
-use loopgate_common::contract::Contract;
-use loopgate_common::task::{Criterion, CriterionSource};
-use loopgate_common::verdict::{AuditStatus, CheckVerdict};
-use loopgate_common::wire::AuditReport;
+use loopgate_protocol::contract::Contract;
+use loopgate_protocol::contract::{Criterion, CriterionSource};
+use loopgate_protocol::verdict::{AuditStatus, CheckVerdict};
+use loopgate_protocol::wire::AuditReport;
 use loopgate_test_support::{Reply, Script, StandInModel};
 use support::*;
 

@@ -7,13 +7,13 @@
 use crate::support;
 
 use anyhow::Context;
-use loopgate_common::contract::Contract;
-use loopgate_common::rubric::{
+use loopgate_protocol::contract::Contract;
+use loopgate_protocol::contract::RUBRIC_EVIDENCE_ID;
+use loopgate_protocol::rubric::{
     Rubric, RubricDimension, RubricOutcome, RubricVerdict, ScoreLayer, Strategy,
 };
-use loopgate_common::task::RUBRIC_EVIDENCE_ID;
-use loopgate_common::verdict::{AuditStatus, CheckVerdict, Evidence, Integrity};
-use loopgate_common::wire::AuditReport;
+use loopgate_protocol::verdict::{AuditStatus, CheckVerdict, Evidence, Integrity};
+use loopgate_protocol::wire::AuditReport;
 use loopgate_test_support::{last_message_content, Reply, Script, StandInModel};
 use serde_json::Value;
 use support::*;

@@ -7,7 +7,7 @@ use crate::support;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use loopgate_common::verdict::CheckVerdict;
+use loopgate_protocol::verdict::CheckVerdict;
 use loopgate_snapshot::WorkspaceCache;
 use support::*;
 

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use loopgate_auditor::Sandbox;
 use loopgate_auditor::{run_worker, Auditor, WorkerOptions};
-use loopgate_common::contract::Contract;
-use loopgate_common::task::Criterion;
-use loopgate_common::wire::{decode, encode, AuditPurpose, AuditReport, AuditRequest, Message};
 use loopgate_models::{ChatClient, ModelProfileConfig, Provider};
+use loopgate_protocol::contract::Contract;
+use loopgate_protocol::contract::Criterion;
+use loopgate_protocol::wire::{decode, encode, AuditPurpose, AuditReport, AuditRequest, Message};
 use loopgate_snapshot::{FreezeRules, SnapshotStore};
 use loopgate_test_support::NatsServer;
 use loopgate_test_support::StandInModel;
@@ -202,10 +202,10 @@ pub async fn freeze_hello(store: &SnapshotStore) -> anyhow::Result<(String, Stri
 pub async fn tamper_hello_blob(bus: &Bus) -> anyhow::Result<()> {
     let object_store = bus
         .jetstream()
-        .get_object_store(loopgate_common::subjects::SNAPSHOT_BUCKET)
+        .get_object_store(loopgate_protocol::subjects::SNAPSHOT_BUCKET)
         .await?;
     let mut tampered: &[u8] = b"print('HELLO')\n";
-    let key = format!("blob/{}", loopgate_common::snapshot::sha256_hex(HELLO));
+    let key = format!("blob/{}", loopgate_protocol::snapshot::sha256_hex(HELLO));
     object_store.put(key.as_str(), &mut tampered).await?;
     Ok(())
 }

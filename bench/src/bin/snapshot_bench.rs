@@ -60,7 +60,7 @@ fn git_commit(dir: &Path, message: &str) -> anyhow::Result<(Duration, u64)> {
 async fn tar_and_upload(bus: &Bus, dir: &Path) -> anyhow::Result<(Duration, u64)> {
     let store = bus
         .jetstream()
-        .get_object_store(loopgate_common::subjects::SNAPSHOT_BUCKET)
+        .get_object_store(loopgate_protocol::subjects::SNAPSHOT_BUCKET)
         .await?;
     let started = Instant::now();
     let out = Command::new("tar")

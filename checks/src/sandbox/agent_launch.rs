@@ -18,7 +18,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use loopgate_common::wire::AgentIsolation;
+use loopgate_protocol::wire::AgentIsolation;
 
 use crate::sandbox::launch::{chown_tree, isolation_flags};
 

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use loopgate_browser::{run_script, BrowseScript, LaunchSettings, Served, Session, TargetPolicy};
-use loopgate_common::gui::BROWSE_RECORD_ENV;
+use loopgate_protocol::gui::BROWSE_RECORD_ENV;
 
 use crate::cli_args::BrowseArgs;
 use crate::errors::CliError;

@@ -4,7 +4,7 @@
 
 use futures::StreamExt;
 use loopgate_common::git_diff::{file_diff, Side};
-use loopgate_common::snapshot::{diff_manifests, Manifest, ManifestEntry, PathChange};
+use loopgate_protocol::snapshot::{diff_manifests, Manifest, ManifestEntry, PathChange};
 
 use crate::api_client::ApiClient;
 use crate::cli_args::DiffArgs;

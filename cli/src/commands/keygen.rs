@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use loopgate_common::report_signing::ReportSigningKey;
+use loopgate_protocol::report::signing::ReportSigningKey;
 
 use crate::cli_args::KeygenArgs;
 use crate::errors::CliError;
@@ -77,7 +77,7 @@ pub fn keygen(args: &KeygenArgs) -> Result<(), CliError> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use loopgate_common::report_signing::TrustedKeys;
+    use loopgate_protocol::report::signing::TrustedKeys;
     use std::os::unix::fs::PermissionsExt;
 
     #[test]

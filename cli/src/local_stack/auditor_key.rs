@@ -7,7 +7,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use loopgate_common::report_signing::{ReportSigningKey, TrustedKeys};
+use loopgate_protocol::report::signing::{ReportSigningKey, TrustedKeys};
 
 use super::error::{io_err, StackError};
 use crate::commands::keygen::generate_signing_key;

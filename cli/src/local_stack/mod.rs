@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use loopgate_common::report_signing::ReportSigningKey;
+use loopgate_protocol::report::signing::ReportSigningKey;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 pub use binaries::{AUDITOR_BIN, EXECUTOR_BIN, MANAGER_BIN};

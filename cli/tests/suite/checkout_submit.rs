@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
 
 use base64::Engine;
-use loopgate_common::snapshot::{sha256_hex, Manifest, ManifestEntry};
+use loopgate_protocol::snapshot::{sha256_hex, Manifest, ManifestEntry};
 use serde_json::{json, Value};
 use standin::{loopgate, start, Canned};
 

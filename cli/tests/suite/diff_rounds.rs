@@ -5,7 +5,7 @@ use super::standin;
 
 use std::collections::HashMap;
 
-use loopgate_common::snapshot::{sha256_hex, Manifest, ManifestEntry};
+use loopgate_protocol::snapshot::{sha256_hex, Manifest, ManifestEntry};
 use serde_json::json;
 use standin::{loopgate, start, Canned};
 

@@ -5,7 +5,7 @@ use super::tests::{apply, exec_done, kinds, reply, started, TASK};
 use super::*;
 use crate::state::Target;
 use crate::task::parse_task_toml;
-use crate::wire::{DecideRequest, Message};
+use loopgate_protocol::wire::{DecideRequest, Message};
 
 fn waiting() -> RunRecord {
     start_run_with("r1", parse_task_toml(TASK).unwrap(), "base", 1_000, true).record

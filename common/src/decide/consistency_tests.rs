@@ -6,9 +6,9 @@ use super::tests::{exec_done, reply};
 use super::*;
 use crate::state::InconsistentRecord;
 use crate::task::parse_task_toml;
-use crate::usage::Usage;
-use crate::wire::ExecResult;
-use crate::wire::{EpisodeRole, ExecOutcome};
+use loopgate_protocol::usage::Usage;
+use loopgate_protocol::wire::ExecResult;
+use loopgate_protocol::wire::{EpisodeRole, ExecOutcome};
 
 const TASK: &str = r#"
 goal = "Create hello.py"
@@ -58,7 +58,7 @@ fn queued_but_executing() -> RunRecord {
 #[test]
 fn a_transition_to_an_inconsistent_record_is_refused() {
     let record = queued_but_executing();
-    let started = RunEvent::EpisodeStarted(crate::wire::EpisodeStarted {
+    let started = RunEvent::EpisodeStarted(loopgate_protocol::wire::EpisodeStarted {
         run_id: "r1".into(),
         generation: 1,
         round: 1,
@@ -128,7 +128,7 @@ fn every_phase_a_run_goes_through_is_consistent() {
     let r = exec_done(&r, "c1").record;
     seen.push((r.state, r.phase.name()));
     let r = reply(
-        &super::tests::audit(&r, false, crate::verdict::Integrity::Clean).record,
+        &super::tests::audit(&r, false, loopgate_protocol::verdict::Integrity::Clean).record,
         "Next: ask\nTask: which python?",
     )
     .record;

@@ -6,8 +6,8 @@ use super::transition::Decision;
 use super::tx::Tx;
 use crate::budget::Budget;
 use crate::state::{DeadlineKind, LogEvent, Phase, PlanningStage, RunRecord, RunState};
-use crate::subjects::Capability;
-use crate::wire::{EpisodeRole, EpisodeStarted};
+use loopgate_protocol::subjects::Capability;
+use loopgate_protocol::wire::{EpisodeRole, EpisodeStarted};
 
 pub(super) fn on_cancel(record: &RunRecord, reason: &str, now: i64) -> Decision {
     if record.state.is_terminal() {

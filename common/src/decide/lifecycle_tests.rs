@@ -3,12 +3,12 @@
 use super::tests::{apply, audit, exec_done, kinds, reply, started, TASK};
 use super::*;
 use crate::state::{DeadlineKind, Target};
-use crate::subjects::Capability;
 use crate::task::parse_task_toml;
-use crate::usage::Usage;
-use crate::verdict::Integrity;
-use crate::wire::ExecResult;
-use crate::wire::{EpisodeRole, ExecOutcome, Message};
+use loopgate_protocol::subjects::Capability;
+use loopgate_protocol::usage::Usage;
+use loopgate_protocol::verdict::Integrity;
+use loopgate_protocol::wire::ExecResult;
+use loopgate_protocol::wire::{EpisodeRole, ExecOutcome, Message};
 
 fn tick(record: &RunRecord, now: i64) -> Decision {
     decide(record, &RunEvent::Tick, now)
@@ -87,7 +87,7 @@ fn a_started_episode_gets_its_own_deadline_and_is_cancelled_when_it_passes() {
     let r = started();
     let s = reply(&r, "Next: cli\nTask: write");
     let exec_id = s.outgoing()[0].msg_id.clone();
-    let started_ev = RunEvent::EpisodeStarted(crate::wire::EpisodeStarted {
+    let started_ev = RunEvent::EpisodeStarted(loopgate_protocol::wire::EpisodeStarted {
         run_id: "r1".into(),
         generation: 1,
         round: 1,
@@ -460,7 +460,7 @@ fn a_picked_up_step_is_no_longer_queued() {
     let r = started();
     let s = reply(&r, "Next: cli\nTask: write");
     assert!(s.record.deadlines.queued_since_ms.is_some());
-    let started_ev = RunEvent::EpisodeStarted(crate::wire::EpisodeStarted {
+    let started_ev = RunEvent::EpisodeStarted(loopgate_protocol::wire::EpisodeStarted {
         run_id: "r1".into(),
         generation: 1,
         round: 1,

@@ -3,7 +3,7 @@
 
 use crate::decide::{ledger_lines, INSTRUCTIONS_PROMPT_CHARS};
 use crate::state::RunRecord;
-use crate::verdict::Verdicts;
+use loopgate_protocol::verdict::Verdicts;
 
 pub const DEFAULT_CHAR_BUDGET: usize = 24_000;
 

@@ -4,13 +4,13 @@ use super::progress::{exec_feedback, ledger_lines};
 use super::transition::{Decision, RAW_LOG_CHARS};
 use super::tx::Tx;
 use crate::gate::evaluate_gate;
-use crate::goal_words::{altered_words, clauses_for_step};
+use crate::goal::words::{altered_words, clauses_for_step};
 use crate::next_step::{parse_next_step, NextStepError, Route};
 use crate::state::{LogEvent, Phase, RunRecord, RunState};
-use crate::subjects::Capability;
-use crate::usage::Usage;
-use crate::verdict::{AuditStatus, ContractVerdict, Integrity};
-use crate::wire::{AuditPurpose, EpisodeKind, Increment};
+use loopgate_protocol::subjects::Capability;
+use loopgate_protocol::usage::Usage;
+use loopgate_protocol::verdict::{AuditStatus, ContractVerdict, Integrity};
+use loopgate_protocol::wire::{AuditPurpose, EpisodeKind, Increment};
 
 fn expecting_decision(record: &RunRecord, generation: u32, seq: u32) -> Result<(), String> {
     if generation != record.generation {
@@ -219,7 +219,7 @@ pub(super) fn on_manager_reply(
 
 /// The goal's exact names, paths, strings and counts that `task` alters (the criteria's check
 /// commands may name more).
-fn goal_word_alterations(record: &RunRecord, task: &str) -> Vec<crate::goal_words::Alteration> {
+fn goal_word_alterations(record: &RunRecord, task: &str) -> Vec<crate::goal::words::Alteration> {
     let checks: Vec<&str> = record
         .contract
         .criteria
@@ -311,7 +311,7 @@ fn copies_the_manager_prompt(task: &str) -> bool {
     };
     let task = words(task);
     task.split(' ').count() >= 5
-        && words(&crate::prompts::manager::system_prompt(true)).contains(&task)
+        && words(&crate::decide::manager_prompt::system_prompt(true)).contains(&task)
 }
 
 /// Dispatch `task` as the next round's step: the increment carries the goal clauses it serves,

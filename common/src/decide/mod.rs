@@ -2,6 +2,7 @@
 //! record, decides, stores the new record with compare-and-set, then publishes the outbox.
 
 mod lifecycle;
+pub mod manager_prompt;
 mod manager_turn;
 mod planning;
 mod progress;
@@ -45,7 +46,7 @@ pub fn start_run_with(
     now: i64,
     wait_for_slot: bool,
 ) -> Step {
-    let contract = crate::goal_criteria::contract_for(&task);
+    let contract = crate::goal::criteria::contract_for(&task);
     let wall_deadline_ms = task.budget.max_wall_secs.map(|s| now + (s as i64) * 1000);
     let record = RunRecord {
         schema: RUN_RECORD_SCHEMA,

@@ -6,12 +6,12 @@
 
 use super::transition::Decision;
 use super::tx::Tx;
-use crate::contract::Contract;
 use crate::contract_proposal::{contract_from_proposal, PROPOSAL_FILE, SPEC_FILE};
 use crate::state::{ContractSource, LogEvent, PlanningStage, RunRecord, RunState};
-use crate::subjects::Capability;
-use crate::verdict::{CheckVerdict, Integrity};
-use crate::wire::{AuditReport, EpisodeKind, ExecFeedback, Increment};
+use loopgate_protocol::contract::Contract;
+use loopgate_protocol::subjects::Capability;
+use loopgate_protocol::verdict::{CheckVerdict, Integrity};
+use loopgate_protocol::wire::{AuditReport, EpisodeKind, ExecFeedback, Increment};
 
 /// What a person sees when the proposed contract waits for approval.
 pub fn approval_question(run_id: &str, contract: &Contract) -> String {
@@ -84,10 +84,10 @@ fn proposer_increment(record: &RunRecord) -> Increment {
 /// (`clause = "..."`) covers it, and a clause no entry covers is judged by the auditor's model.
 fn clause_hint(record: &RunRecord) -> String {
     use std::fmt::Write as _;
-    if !crate::goal_criteria::derives(&record.task) {
+    if !crate::goal::criteria::derives(&record.task) {
         return String::new();
     }
-    let clauses = crate::goal_words::goal_clauses(&record.task.goal);
+    let clauses = crate::goal::words::goal_clauses(&record.task.goal);
     if clauses.is_empty() {
         return String::new();
     }
@@ -230,7 +230,7 @@ pub(super) fn on_plan_audit(tx: &mut Tx, report: &AuditReport) {
                 return reject(tx, report, why);
             }
             let broken =
-                crate::goal_criteria::broken_on_start(&contract.criteria, &report.evidence);
+                crate::goal::criteria::broken_on_start(&contract.criteria, &report.evidence);
             if !broken.is_empty() {
                 let why = format!(
                     "{PROPOSAL_FILE} has derived checks that error out on their own before any \

@@ -3,15 +3,15 @@
 use super::tests::{apply, exec_done, kinds, reply};
 use super::*;
 use crate::contract_proposal::{PROPOSAL_FILE, SPEC_FILE};
-use crate::rubric::{RubricOutcome, RubricScore, RubricVerdict, ScoreLayer, Strategy};
 use crate::state::Outgoing;
 use crate::state::{ContractSource, PlanningStage, Target};
 use crate::task::parse_task_toml;
-use crate::usage::Usage;
-use crate::verdict::Evidence;
-use crate::verdict::{AuditStatus, CheckVerdict, ContractVerdict, Integrity, Verdicts};
-use crate::wire::AuditReport;
-use crate::wire::{AuditPurpose, EpisodeKind, Message};
+use loopgate_protocol::rubric::{RubricOutcome, RubricScore, RubricVerdict, ScoreLayer, Strategy};
+use loopgate_protocol::usage::Usage;
+use loopgate_protocol::verdict::Evidence;
+use loopgate_protocol::verdict::{AuditStatus, CheckVerdict, ContractVerdict, Integrity, Verdicts};
+use loopgate_protocol::wire::AuditReport;
+use loopgate_protocol::wire::{AuditPurpose, EpisodeKind, Message};
 
 const PLANNED: &str = r#"
 goal = "Make a greeter CLI"
@@ -34,7 +34,7 @@ fn planned(extra: &str) -> RunRecord {
     start_run("r1", task, "base", 0).record
 }
 
-fn exec_request(record: &RunRecord) -> &crate::wire::ExecRequest {
+fn exec_request(record: &RunRecord) -> &loopgate_protocol::wire::ExecRequest {
     match &record.outbox[..] {
         [Outgoing {
             message: Message::ExecRequest(req),
@@ -421,7 +421,7 @@ fn rubric_audit(record: &RunRecord, v: RubricVerdict) -> Step {
     let mut report = super::tests::report(record, true, Integrity::Clean);
     report.evidence.push(Evidence {
         artifact_version: report.snapshot.clone(),
-        check_id: crate::task::RUBRIC_EVIDENCE_ID.into(),
+        check_id: loopgate_protocol::contract::RUBRIC_EVIDENCE_ID.into(),
         verdict: if v.passed() {
             CheckVerdict::Pass
         } else {
@@ -597,7 +597,10 @@ fn the_proposer_sees_the_clauses_and_a_derived_check_broken_before_work_is_refus
             // The clause is covered by the proposer's derived criterion: nothing else is added.
             let c = &step.record.contract;
             assert_eq!(c.criteria.len(), 2, "{:?}", c.criteria);
-            assert_eq!(c.criteria[1].source, crate::task::CriterionSource::Goal);
+            assert_eq!(
+                c.criteria[1].source,
+                loopgate_protocol::contract::CriterionSource::Goal
+            );
         }
     }
 }

@@ -10,8 +10,8 @@ use crate::output_cap::cap_text;
 use crate::state::{
     AuditedSnapshot, LogEvent, RoundSummary, RunRecord, AUDITS_REMEMBERED, FAILURES_REMEMBERED,
 };
-use crate::verdict::{CheckVerdict, Evidence, Integrity};
-use crate::wire::{ExecFeedback, FailingCheck, FEEDBACK_EXCERPT_BYTES};
+use loopgate_protocol::verdict::{CheckVerdict, Evidence, Integrity};
+use loopgate_protocol::wire::{ExecFeedback, FailingCheck, FEEDBACK_EXCERPT_BYTES};
 
 /// Characters of a step and of a failure excerpt in one ledger line.
 const LEDGER_STEP_CHARS: usize = 140;

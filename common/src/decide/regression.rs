@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 
 use crate::state::RunRecord;
-use crate::verdict::{CheckVerdict, Evidence};
+use loopgate_protocol::verdict::{CheckVerdict, Evidence};
 
 /// A candidate that passes less than the current snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,12 +6,14 @@ use super::regression::{regression, Regression};
 use super::step_retry::{retry_step, step_to_retry};
 use super::transition::{Decision, HISTORY_KEEP};
 use super::tx::Tx;
-use crate::contract::Contract;
 use crate::gate::evaluate_gate;
-use crate::rubric::{RubricOutcome, RubricStanding, RubricVerdict};
 use crate::state::{AuditedSnapshot, LogEvent, Phase, RoundSummary, RunRecord, RunState};
-use crate::verdict::{AuditStatus, CheckVerdict, ContractVerdict, Evidence, Integrity, Verdicts};
-use crate::wire::{AuditPurpose, AuditReport, ExecOutcome, ExecResult};
+use loopgate_protocol::contract::Contract;
+use loopgate_protocol::rubric::{RubricOutcome, RubricStanding, RubricVerdict};
+use loopgate_protocol::verdict::{
+    AuditStatus, CheckVerdict, ContractVerdict, Evidence, Integrity, Verdicts,
+};
+use loopgate_protocol::wire::{AuditPurpose, AuditReport, ExecOutcome, ExecResult};
 
 /// Keep the rubric's standing, log the score and tell the manager when it did not pass.
 fn record_rubric(tx: &mut Tx, round: u32, candidate: &str, r: &RubricVerdict) {

@@ -163,7 +163,7 @@ pub(super) fn on_continue(record: &RunRecord, task: &Task, now: i64) -> Decision
     r.generation += 1;
     r.accounting.generation_start_round = r.round;
     r.task = task.clone();
-    r.contract = crate::goal_criteria::contract_for(task);
+    r.contract = crate::goal::criteria::contract_for(task);
     // The new generation's work is judged against where the completed one left the artifact.
     r.base_snapshot = r.snapshot.clone();
     r.state = RunState::Running;

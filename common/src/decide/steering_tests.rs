@@ -2,11 +2,11 @@
 
 use super::tests::{apply, audit, exec_done, kinds, reply, started, TASK};
 use super::*;
-use crate::prompts::manager::{user_prompt, INSTRUCTIONS_HEADING};
+use crate::decide::manager_prompt::{user_prompt, INSTRUCTIONS_HEADING};
 use crate::state::{HeldStep, Target};
 use crate::task::parse_task_toml;
-use crate::verdict::Integrity;
-use crate::wire::{AuditPurpose, Message};
+use loopgate_protocol::verdict::Integrity;
+use loopgate_protocol::wire::{AuditPurpose, Message};
 
 fn ignored(record: &RunRecord, event: RunEvent) -> String {
     match decide(record, &event, 1) {

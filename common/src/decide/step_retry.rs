@@ -17,8 +17,8 @@ use super::manager_turn::dispatch_step;
 use super::progress::stagnation_due;
 use super::tx::Tx;
 use crate::state::{LogEvent, RunRecord};
-use crate::subjects::Capability;
-use crate::verdict::Integrity;
+use loopgate_protocol::subjects::Capability;
+use loopgate_protocol::verdict::Integrity;
 
 /// The step a failed round goes on with, when it is tried again.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,7 +77,7 @@ mod tests {
     use crate::decide::start_run;
     use crate::state::{Instruction, RoundSummary};
     use crate::task::parse_task_toml;
-    use crate::verdict::{AuditStatus, ContractVerdict, Verdicts};
+    use loopgate_protocol::verdict::{AuditStatus, ContractVerdict, Verdicts};
 
     fn verdicts(integrity: Integrity) -> Option<Verdicts> {
         Some(Verdicts {

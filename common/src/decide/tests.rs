@@ -1,11 +1,11 @@
 use super::*;
 use crate::state::Target;
 use crate::task::parse_task_toml;
-use crate::usage::Usage;
-use crate::verdict::Evidence;
-use crate::verdict::{AuditStatus, CheckVerdict, ContractVerdict, Integrity, Verdicts};
-use crate::wire::{AuditPurpose, ExecOutcome, Message};
-use crate::wire::{AuditReport, ExecResult};
+use loopgate_protocol::usage::Usage;
+use loopgate_protocol::verdict::Evidence;
+use loopgate_protocol::verdict::{AuditStatus, CheckVerdict, ContractVerdict, Integrity, Verdicts};
+use loopgate_protocol::wire::{AuditPurpose, ExecOutcome, Message};
+use loopgate_protocol::wire::{AuditReport, ExecResult};
 
 pub(super) const TASK: &str = r#"
 goal = "Create hello.py"
@@ -380,7 +380,7 @@ fn manager_prompt_stays_within_budget() {
         };
         r.task.budget.max_rounds = 1000;
     }
-    let prompt = crate::prompts::manager::user_prompt(&r, 24_000);
+    let prompt = crate::decide::manager_prompt::user_prompt(&r, 24_000);
     assert!(prompt.chars().count() <= 24_000, "{}", prompt.len());
     assert!(prompt.contains("Create hello.py"));
     assert!(prompt.contains("Round 40"));

@@ -3,12 +3,12 @@
 //! on, and the limits the handlers share.
 
 use crate::budget::Budget;
-use crate::contract::Contract;
 use crate::state::{InconsistentRecord, LogEntry, Outgoing, RunRecord, RunState};
 use crate::task::Task;
-use crate::usage::Usage;
-use crate::verdict::Evidence;
-use crate::wire::{AuditReport, EpisodeStarted, ExecResult};
+use loopgate_protocol::contract::Contract;
+use loopgate_protocol::usage::Usage;
+use loopgate_protocol::verdict::Evidence;
+use loopgate_protocol::wire::{AuditReport, EpisodeStarted, ExecResult};
 
 /// Rounds kept in the record for the manager's prompt.
 pub const HISTORY_KEEP: usize = 5;
@@ -78,7 +78,7 @@ pub enum RunEvent {
     /// heartbeats): a start deadline that passes while the step's capability is served is
     /// queue wait behind busy workers, not a failed round (see `LogEvent::QueueWait`).
     Sweep {
-        serving: Vec<crate::subjects::Capability>,
+        serving: Vec<loopgate_protocol::subjects::Capability>,
     },
     /// A slot is free (`[manager] max_active_runs`): a run waiting in the admission queue
     /// starts.
@@ -191,8 +191,11 @@ pub enum Decision {
 impl RunEvent {
     /// The infrastructure-failure event for `message`, which exhausted its deliveries for
     /// `reason`; None for a message that belongs to no step (a cancel notice).
-    pub fn dead_lettered(message: &crate::wire::Message, reason: &str) -> Option<RunEvent> {
-        use crate::wire::Message;
+    pub fn dead_lettered(
+        message: &loopgate_protocol::wire::Message,
+        reason: &str,
+    ) -> Option<RunEvent> {
+        use loopgate_protocol::wire::Message;
         let (generation, step) = match message {
             Message::ExecRequest(m) => (m.generation, m.round),
             Message::ExecResult(m) => (m.generation, m.round),

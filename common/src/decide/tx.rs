@@ -5,9 +5,10 @@ use crate::state::{
     Deadline, DeadlineKind, HeldStep, LogEntry, LogEvent, Outgoing, Phase, RunRecord, RunState,
     Target,
 };
-use crate::subjects::Capability;
-use crate::verdict::Evidence;
-use crate::wire::{
+use loopgate_protocol::dispatch_id::{DispatchId, StepKey};
+use loopgate_protocol::subjects::Capability;
+use loopgate_protocol::verdict::Evidence;
+use loopgate_protocol::wire::{
     AuditPurpose, AuditReport, AuditRequest, CancelEpisodes, DecideRequest, EpisodeKind,
     ExecFeedback, ExecRequest, Increment, Message,
 };
@@ -416,19 +417,18 @@ impl Tx {
 /// The dedup id (`Nats-Msg-Id`) of the current round's exec request: also what a notice
 /// scoped to that step names.
 fn exec_dispatch_id(r: &RunRecord) -> String {
-    format!("{}:{}:{}:exec", r.id, r.generation, r.round)
+    DispatchId::exec(step_key(r)).into_string()
 }
 
-/// The dedup id of the current round's audit request of `purpose` (a final audit also names
-/// the decision it checks, so a retried `done` is a new request).
+/// The dedup id of the current round's audit request of `purpose`.
 fn audit_dispatch_id(r: &RunRecord, purpose: AuditPurpose) -> String {
-    match purpose {
-        AuditPurpose::Round | AuditPurpose::Plan => {
-            format!("{}:{}:{}:audit", r.id, r.generation, r.round)
-        }
-        AuditPurpose::Final => format!(
-            "{}:{}:{}:final:{}",
-            r.id, r.generation, r.round, r.decide_seq
-        ),
+    DispatchId::audit(step_key(r), purpose, r.decide_seq).into_string()
+}
+
+fn step_key(r: &RunRecord) -> StepKey<'_> {
+    StepKey {
+        run_id: &r.id,
+        generation: r.generation,
+        round: r.round,
     }
 }

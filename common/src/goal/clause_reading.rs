@@ -26,8 +26,8 @@
 //!
 //! Everything else is judged, one clause at a time. Pure.
 
-use crate::goal_words::exact_words;
-use crate::task::Criterion;
+use crate::goal::words::exact_words;
+use loopgate_protocol::contract::Criterion;
 
 /// What a clause asks for, as far as a rule can tell.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -182,7 +182,7 @@ fn words(text: &str) -> Vec<String> {
 fn workspace_name(name: &str) -> Option<String> {
     let name = name.strip_prefix("./").unwrap_or(name);
     let bare = name.trim_end_matches('/');
-    crate::snapshot::validate_relative_path(bare).ok()?;
+    loopgate_protocol::snapshot::validate_relative_path(bare).ok()?;
     Some(name.to_string())
 }
 

@@ -1,6 +1,6 @@
 use super::*;
-use crate::goal_words::goal_clauses;
-use crate::task::CriterionSource;
+use crate::goal::words::goal_clauses;
+use loopgate_protocol::contract::CriterionSource;
 
 fn criterion(id: &str, check: &str, blocking: bool) -> Criterion {
     Criterion {

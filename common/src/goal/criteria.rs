@@ -1,18 +1,19 @@
 //! The goal's clauses as criteria of the contract. Every clause of the goal (see
 //! [`goal_clauses`]) is either covered (by a criterion that quotes it, `clause = "..."`,
 //! written by the task's author or the proposer; by a check or a protected path that decides
-//! it, or as a statement of the problem: see [`crate::clause_reading`]) or becomes a criterion
+//! it, or as a statement of the problem: see [`crate::goal::clause_reading`]) or becomes a criterion
 //! of its own with `source = "goal"`: checked mechanically where a rule reads the clause as a
 //! file to create or a command that must pass, else judged by the auditor's model one clause at
 //! a time (`met | unmet | unknown`). Derived checks that break on their own (a shell syntax
 //! error, a command that does not exist) are *broken*: they stop deciding and their clause is
 //! judged instead. Pure.
 
-use crate::clause_reading::{covering_check, mechanical_check, read_clause, ClauseReading};
-use crate::contract::Contract;
-use crate::goal_words::goal_clauses;
-use crate::task::{Criterion, CriterionSource, Task, DEFAULT_CHECK_TIMEOUT_SECS, MAX_CRITERIA};
-use crate::verdict::CheckVerdict;
+use crate::goal::clause_reading::{covering_check, mechanical_check, read_clause, ClauseReading};
+use crate::goal::words::goal_clauses;
+use crate::task::{Task, DEFAULT_CHECK_TIMEOUT_SECS, MAX_CRITERIA};
+use loopgate_protocol::contract::Contract;
+use loopgate_protocol::contract::{Criterion, CriterionSource};
+use loopgate_protocol::verdict::CheckVerdict;
 
 /// At most this many clauses become criteria (the rest are covered by the judge's holistic
 /// verdict, as before).
@@ -46,7 +47,7 @@ pub fn derives(task: &Task) -> bool {
 /// says not to change as protected paths and a criterion (`source = "goal"`) for each goal
 /// clause nothing covers.
 pub fn contract_for(task: &Task) -> Contract {
-    let mut contract = Contract::from_task(task);
+    let mut contract = task.contract();
     if derives(task) {
         for path in goal_kept_paths(&task.goal) {
             if !contract.protected_paths.contains(&path) {
@@ -111,7 +112,7 @@ impl ClauseCoverage {
 
 /// Each clause of `goal` with what covers it, in the goal's order: a criterion that quotes it,
 /// the protected paths for a clause that keeps files, nothing for one that states the problem,
-/// a blocking check that already runs its exact words (see [`crate::clause_reading`]).
+/// a blocking check that already runs its exact words (see [`crate::goal::clause_reading`]).
 pub fn clause_coverage(
     goal: &str,
     criteria: &[Criterion],
@@ -338,7 +339,7 @@ pub fn broken_check(exit_code: Option<i32>, output: &str) -> Option<String> {
 /// Returns one line per broken check.
 pub fn broken_on_start(
     criteria: &[Criterion],
-    evidence: &[crate::verdict::Evidence],
+    evidence: &[loopgate_protocol::verdict::Evidence],
 ) -> Vec<String> {
     criteria
         .iter()
@@ -415,27 +416,27 @@ mod tests {
         // check, `judged` for a derived one without, or the other covers)
         let cases: &[(&str, &[&str])] = &[
             (
-                include_str!("../../examples/suite/fix-failing-test/task.toml"),
+                include_str!("../../../examples/suite/fix-failing-test/task.toml"),
                 &["problem", "goal-2 +check", "protected"],
             ),
             (
-                include_str!("../../examples/suite/shell-count-errors/task.toml"),
+                include_str!("../../../examples/suite/shell-count-errors/task.toml"),
                 &["app-log", "goal-2 judged", "app-log"],
             ),
             (
-                include_str!("../../examples/suite/write-fizzbuzz/task.toml"),
+                include_str!("../../../examples/suite/write-fizzbuzz/task.toml"),
                 &["prints-fizzbuzz", "goal-2 judged"],
             ),
             (
-                include_str!("../../examples/suite/bugfix-wordcount/task.toml"),
+                include_str!("../../../examples/suite/bugfix-wordcount/task.toml"),
                 &["problem", "goal-2 judged"],
             ),
             (
-                include_str!("../../examples/loose/count-top-level/task.toml"),
+                include_str!("../../../examples/loose/count-top-level/task.toml"),
                 &["two-files", "goal-2 judged", "goal-3 judged"],
             ),
             (
-                include_str!("../../examples/loose/greet-exact/task.toml"),
+                include_str!("../../../examples/loose/greet-exact/task.toml"),
                 &["names-the-person", "goal-2 judged", "goal-3 judged"],
             ),
         ];
@@ -545,7 +546,7 @@ auditor = "judge"
         // Derivation changes the spec hash; the task's own contract hashes as it always did.
         let off = contract_for(&task("derive_criteria = false"));
         let on = contract_for(&task(""));
-        assert_eq!(off, Contract::from_task(&task("derive_criteria = false")));
+        assert_eq!(off, task("derive_criteria = false").contract());
         assert_ne!(off.spec_hash, on.spec_hash);
         // Shown and round-tripped by `loopgate contract RUN` / `approve --edit`.
         let text = contract_to_toml(&on);
@@ -595,7 +596,7 @@ auditor = "judge"
 
     #[test]
     fn derived_checks_broken_before_any_work_are_named() {
-        use crate::verdict::Evidence;
+        use loopgate_protocol::verdict::Evidence;
         let mut derived = criterion("goal-1", Some("keep order"));
         derived.source = CriterionSource::Goal;
         let own = criterion("own", None);

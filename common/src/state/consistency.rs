@@ -76,8 +76,8 @@ impl RunRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::subjects::Capability;
-    use crate::wire::{AuditPurpose, Increment};
+    use loopgate_protocol::subjects::Capability;
+    use loopgate_protocol::wire::{AuditPurpose, Increment};
 
     fn phases() -> [Phase; 7] {
         [

@@ -4,11 +4,11 @@ use serde::{Deserialize, Serialize};
 
 use super::{ContractSource, DeadlineKind, RunState};
 use crate::next_step::Route;
-use crate::rubric::{ScoreLayer, Strategy};
-use crate::snapshot::SnapshotId;
-use crate::subjects::Capability;
-use crate::verdict::Verdicts;
-use crate::wire::{AgentIsolation, AuditPurpose};
+use loopgate_protocol::rubric::{ScoreLayer, Strategy};
+use loopgate_protocol::snapshot::SnapshotId;
+use loopgate_protocol::subjects::Capability;
+use loopgate_protocol::verdict::Verdicts;
+use loopgate_protocol::wire::{AgentIsolation, AuditPurpose};
 
 /// One entry of the append-only run log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -99,7 +99,7 @@ pub enum LogEvent {
         question: String,
     },
     EpisodeStarted {
-        role: crate::wire::EpisodeRole,
+        role: loopgate_protocol::wire::EpisodeRole,
         worker: String,
         attempt: u64,
         /// How long an exec step waited in its work queue before this pickup (the first).
@@ -236,7 +236,7 @@ pub enum LogEvent {
     /// counted again from now, and the step stays queued. `waited_ms` since it was dispatched.
     QueueWait {
         round: u32,
-        capability: crate::subjects::Capability,
+        capability: loopgate_protocol::subjects::Capability,
         waited_ms: i64,
     },
     /// A message of this run exhausted its deliveries and went to the dead-letter stream: an

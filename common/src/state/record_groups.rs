@@ -9,11 +9,11 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Deadline, Instruction, PlanningStage, RoleUsage, RunState};
-use crate::contract::Contract;
 use crate::gate::GateVerdict;
-use crate::rubric::{RubricStanding, RubricVerdict};
-use crate::snapshot::SnapshotId;
-use crate::verdict::{Evidence, Verdicts};
+use loopgate_protocol::contract::Contract;
+use loopgate_protocol::rubric::{RubricStanding, RubricVerdict};
+use loopgate_protocol::snapshot::SnapshotId;
+use loopgate_protocol::verdict::{Evidence, Verdicts};
 
 /// Things that went wrong in a row. Each counter is bounded by a budget in `task.budget` and
 /// resets when the run makes the kind of progress it counts against.

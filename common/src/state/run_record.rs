@@ -5,10 +5,10 @@ use serde::{Deserialize, Serialize};
 use super::record_groups::{Accounting, AuditStanding, Deadlines, Planning, Steering, Streaks};
 use super::schema::{self, RecordError};
 use super::{Outgoing, Phase, PlanningStage, RoundSummary, RunState};
-use crate::contract::Contract;
-use crate::rubric::RubricStanding;
-use crate::snapshot::SnapshotId;
 use crate::task::Task;
+use loopgate_protocol::contract::Contract;
+use loopgate_protocol::rubric::RubricStanding;
+use loopgate_protocol::snapshot::SnapshotId;
 
 /// One run, as stored. Related fields live in groups ([`Streaks`], [`Planning`],
 /// [`Accounting`], [`Deadlines`], [`AuditStanding`]) flattened into the record, so the stored

@@ -2,11 +2,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::snapshot::SnapshotId;
-use crate::subjects::Capability;
-use crate::usage::Usage;
-use crate::verdict::Verdicts;
-use crate::wire::{AuditPurpose, EpisodeKind, ExecFeedback, Increment, Message};
+use loopgate_protocol::snapshot::SnapshotId;
+use loopgate_protocol::subjects::Capability;
+use loopgate_protocol::usage::Usage;
+use loopgate_protocol::verdict::Verdicts;
+use loopgate_protocol::wire::{AuditPurpose, EpisodeKind, ExecFeedback, Increment, Message};
 
 /// A run's state (`lg:runs:<state>` indexes the same names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -266,7 +266,7 @@ pub struct RoundSummary {
     pub reused_from: Option<u32>,
     /// The capability the step ran on (absent in records stored before it was kept: `cli`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capability: Option<crate::subjects::Capability>,
+    pub capability: Option<loopgate_protocol::subjects::Capability>,
     /// The round tried the step of the round before it again, with that round's audit
     /// evidence, and no manager decision (`budget.step_retries`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -1,7 +1,7 @@
 //! Per-agent command lines and the prompt a CLI agent gets. Pure.
 
-use loopgate_common::prompts::executor;
-use loopgate_common::wire::ExecRequest;
+use crate::prompt as executor;
+use loopgate_protocol::wire::ExecRequest;
 
 use crate::agents::config::{AgentKind, AgentProfile};
 

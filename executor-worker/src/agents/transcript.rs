@@ -9,7 +9,7 @@
 //! read too); OpenCode `run --format json` (`text`, `tool_use`, `step_finish` with `tokens` and
 //! `cost`, `error`).
 
-use loopgate_common::usage::Usage;
+use loopgate_protocol::usage::Usage;
 use serde_json::Value;
 
 use crate::agents::config::AgentKind;

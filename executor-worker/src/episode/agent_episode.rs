@@ -5,9 +5,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use loopgate_common::snapshot::Manifest;
-use loopgate_common::usage::Usage;
-use loopgate_common::wire::{ExecOutcome, ExecRequest};
+use loopgate_protocol::snapshot::Manifest;
+use loopgate_protocol::usage::Usage;
+use loopgate_protocol::wire::{ExecOutcome, ExecRequest};
 
 use crate::agents::config::AgentProfile;
 use crate::agents::run::{

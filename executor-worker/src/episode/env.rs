@@ -3,9 +3,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use loopgate_common::usage::Usage;
-use loopgate_common::wire::{AgentIsolation, ExecOutcome};
 use loopgate_models::ChatClient;
+use loopgate_protocol::usage::Usage;
+use loopgate_protocol::wire::{AgentIsolation, ExecOutcome};
 use loopgate_snapshot::{SnapshotStore, WorkspaceCache};
 
 use crate::agents::config::AgentProfile;

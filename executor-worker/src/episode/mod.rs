@@ -7,8 +7,8 @@ pub(crate) mod env;
 pub(crate) mod model_episode;
 pub(crate) mod workspace_dir;
 
-use loopgate_common::usage::Usage;
-use loopgate_common::wire::ExecRequest;
+use loopgate_protocol::usage::Usage;
+use loopgate_protocol::wire::ExecRequest;
 
 use self::agent_episode::run_agent_episode;
 pub use self::env::{EpisodeEnd, EpisodeEnv};

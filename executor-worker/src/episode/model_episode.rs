@@ -3,9 +3,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use loopgate_common::prompts::executor;
-use loopgate_common::wire::{ExecOutcome, ExecRequest};
+use crate::prompt as executor;
 use loopgate_models::ChatMessage;
+use loopgate_protocol::wire::{ExecOutcome, ExecRequest};
 
 use crate::episode::env::{EpisodeEnd, EpisodeEnv};
 use crate::episode::workspace_dir::{
@@ -60,7 +60,7 @@ async fn episode_in_dir<M: ChatModel>(
         .map(|e| (e.path.clone(), e.size))
         .collect();
     let previews = read_previews(dir, &executor::preview_paths(req, &sizes)).await;
-    let gui = req.capability == loopgate_common::subjects::Capability::Gui;
+    let gui = req.capability == loopgate_protocol::subjects::Capability::Gui;
     let gui_tools = if gui {
         match GuiTools::start(dir, req.gui.as_ref(), &env.agent, &env.tools.shell_env) {
             Ok(tools) => Some(tools),
@@ -263,8 +263,8 @@ async fn read_previews(dir: &Path, paths: &[String]) -> Vec<executor::FilePrevie
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use loopgate_common::usage::Usage;
     use loopgate_models::ModelError;
+    use loopgate_protocol::usage::Usage;
 
     fn report(end: LoopEnd, tool_calls: u32) -> LoopReport {
         LoopReport {

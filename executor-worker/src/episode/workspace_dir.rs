@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
-use loopgate_common::snapshot::{diff_manifests, Manifest, SnapshotId};
-use loopgate_common::usage::Usage;
-use loopgate_common::wire::ExecRequest;
+use loopgate_protocol::snapshot::{diff_manifests, Manifest, SnapshotId};
+use loopgate_protocol::usage::Usage;
+use loopgate_protocol::wire::ExecRequest;
 use loopgate_snapshot::{FreezeRules, WorkspaceCache};
 
 use crate::episode::env::{EpisodeEnd, EpisodeEnv};

@@ -1,14 +1,16 @@
 //! The executor's prompt: the contract, the goal's own words for the step, what the last audit
 //! found on the workspace, and the increment. Never the manager's reasoning.
 
-use crate::path_hints::missing_path_hints;
-use crate::wire::{EpisodeKind, ExecFeedback, ExecRequest};
+pub(crate) mod path_hints;
+
+use self::path_hints::missing_path_hints;
+use loopgate_protocol::wire::{EpisodeKind, ExecFeedback, ExecRequest};
 
 /// No nested example path: with `a nested one is like src/app.py` here, the 1.5B model put a
 /// root file (`wordcount.py`, `checkage.py`) under an invented `src/` in 4 of the 9 suite
 /// episodes it ran on 2026-12-02 before this changed, while the checks use it from the root
 /// (and later episodes went on editing that copy).
-pub const SYSTEM: &str = "You are a coding agent. Your current directory is the project's \
+pub(crate) const SYSTEM: &str = "You are a coding agent. Your current directory is the project's \
 root. Do exactly the step you are given, using the tools: write_file, read_file, edit_file, \
 list_dir, shell, finish. A path is relative to the current directory: a top-level file is \
 just its name, such as `app.py`, with no directory in front. Use each file at exactly the path \
@@ -23,15 +25,15 @@ const CHANGED_SHOWN: usize = 20;
 /// At most this many files' current contents in the first prompt.
 const PREVIEW_FILES: usize = 4;
 /// A file over this many bytes is never shown whole (the agent reads it with `read_file`).
-pub const PREVIEW_FILE_BYTES: u64 = 3 * 1024;
+pub(crate) const PREVIEW_FILE_BYTES: u64 = 3 * 1024;
 /// All shown contents together.
 const PREVIEW_TOTAL_BYTES: u64 = 4 * 1024;
 
 /// A workspace file's current text, shown in the first prompt.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FilePreview {
-    pub path: String,
-    pub text: String,
+pub(crate) struct FilePreview {
+    pub(crate) path: String,
+    pub(crate) text: String,
 }
 
 /// The workspace files (path, size) whose current contents the first prompt shows: the small
@@ -41,7 +43,7 @@ pub struct FilePreview {
 /// overwrite it with an invented one.
 ///
 /// Not previewed: a file the run added that a failing check names ([`withheld_previews`]).
-pub fn preview_paths(req: &ExecRequest, entries: &[(String, u64)]) -> Vec<String> {
+pub(crate) fn preview_paths(req: &ExecRequest, entries: &[(String, u64)]) -> Vec<String> {
     let mut named_in = vec![req.contract.goal.as_str(), req.increment.objective.as_str()];
     named_in.extend(req.increment.goal_clauses.iter().map(String::as_str));
     for c in &req.contract.criteria {
@@ -80,7 +82,7 @@ pub fn preview_paths(req: &ExecRequest, entries: &[(String, u64)]) -> Vec<String
 /// temperature 0.5; without the preview, 8 of 8 wrote a different one and 1 passed. A file the
 /// task started with keeps its preview: it carries what the task gave (a docstring, the code
 /// around a bug). So does one the run added that no failing check names (work that holds).
-pub fn withheld_previews(feedback: &ExecFeedback) -> Vec<&str> {
+pub(crate) fn withheld_previews(feedback: &ExecFeedback) -> Vec<&str> {
     feedback
         .added_paths
         .iter()
@@ -117,7 +119,7 @@ fn names_path(text: &str, path: &str) -> bool {
 
 /// The first user message of an episode. `files` lists the workspace's paths; `previews`
 /// are the current contents of the few files `preview_paths` chose.
-pub fn task_prompt(req: &ExecRequest, files: &[String], previews: &[FilePreview]) -> String {
+pub(crate) fn task_prompt(req: &ExecRequest, files: &[String], previews: &[FilePreview]) -> String {
     let mut s = String::new();
     s.push_str(&format!("Goal: {}\n\n", req.contract.goal));
     match req.episode {
@@ -301,12 +303,13 @@ fn push_feedback(s: &mut String, feedback: &ExecFeedback, files: &[String]) {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::type_complexity)]
     use super::*;
-    use crate::contract::Contract;
-    use crate::subjects::Capability;
-    use crate::task::Criterion;
-    use crate::verdict::CheckVerdict;
-    use crate::wire::{FailingCheck, Increment};
+    use loopgate_protocol::contract::Contract;
+    use loopgate_protocol::contract::Criterion;
+    use loopgate_protocol::subjects::Capability;
+    use loopgate_protocol::verdict::CheckVerdict;
+    use loopgate_protocol::wire::{FailingCheck, Increment};
 
     fn request(increment: Increment, feedback: ExecFeedback) -> ExecRequest {
         ExecRequest {

@@ -21,7 +21,7 @@ const MAX_HINTS: usize = 3;
 /// One line per path that the check's command names, its `output` names too, and `files`
 /// (workspace-relative paths) lacks: where a file of that name is instead, or that it does not
 /// exist.
-pub fn missing_path_hints(command: &str, output: &str, files: &[String]) -> Vec<String> {
+pub(crate) fn missing_path_hints(command: &str, output: &str, files: &[String]) -> Vec<String> {
     let present: BTreeSet<&str> = files.iter().map(String::as_str).collect();
     let mut hints = Vec::new();
     let mut seen = BTreeSet::new();
@@ -93,6 +93,7 @@ fn is_directory_of(token: &str, files: &[String]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::type_complexity)]
     use super::*;
 
     fn files(list: &[&str]) -> Vec<String> {

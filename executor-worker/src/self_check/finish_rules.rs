@@ -2,7 +2,7 @@
 //! episode. Pure: the tool loop runs the checks and carries out the effect.
 
 use loopgate_common::output_cap::output_excerpt;
-use loopgate_common::verdict::CheckVerdict;
+use loopgate_protocol::verdict::CheckVerdict;
 
 /// Every refusal begins with this (the interface the agent and the tests read).
 pub(crate) const REFUSAL_PREFIX: &str = "finish refused:";

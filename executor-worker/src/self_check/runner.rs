@@ -9,13 +9,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::prompt::path_hints::missing_path_hints;
 use loopgate_checks::{
     copy_files, run_in_scratch_copy, worth_layering, CheckBase, CopyFile, CopySource, Sandbox,
     ScratchCheck, ScratchCopyError, DEFAULT_CHECK_PATH,
 };
-use loopgate_common::path_hints::missing_path_hints;
-use loopgate_common::verdict::CheckVerdict;
-use loopgate_common::wire::{EpisodeKind, ExecRequest};
+use loopgate_protocol::verdict::CheckVerdict;
+use loopgate_protocol::wire::{EpisodeKind, ExecRequest};
 use loopgate_snapshot::freeze::walk_workspace;
 use loopgate_snapshot::{FreezeRules, SnapshotError};
 

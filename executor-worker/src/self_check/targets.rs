@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use loopgate_common::contract::Contract;
-use loopgate_common::wire::Increment;
+use loopgate_protocol::contract::Contract;
+use loopgate_protocol::wire::Increment;
 
 /// One check a self-check runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +42,7 @@ pub(crate) fn targeted_checks(contract: &Contract, increment: &Increment) -> Vec
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use loopgate_common::task::Criterion;
+    use loopgate_protocol::contract::Criterion;
 
     fn criterion(id: &str, check: Option<&str>, blocking: bool) -> Criterion {
         Criterion {

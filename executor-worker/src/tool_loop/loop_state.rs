@@ -1,8 +1,8 @@
 //! What the tool loop keeps across the turns of one episode, and the two things it decides
 //! from it alone: the next request's temperature and the restart after a refusal.
 
-use loopgate_common::usage::Usage;
 use loopgate_models::{ChatMessage, ChatRequest, ToolSpec};
+use loopgate_protocol::usage::Usage;
 
 use crate::self_check::finish_rules::SelfCheckBudget;
 use crate::tool_loop::refusal_restart::{collect_written_paths, restart_after_refusal};

@@ -35,11 +35,11 @@ pub(crate) mod turn_messages;
 use std::future::Future;
 use std::time::Duration;
 
-use loopgate_common::tool_call_parse::strip_tool_calls;
-use loopgate_common::usage::Usage;
+use loopgate_models::tool_call_recovery::strip_tool_calls;
 use loopgate_models::{
     ChatClient, ChatMessage, ChatRequest, ChatResponse, ModelError, ModelErrorKind, ToolSpec,
 };
+use loopgate_protocol::usage::Usage;
 use tracing::Instrument;
 
 use crate::self_check::finish_rules::{step_cap_message, FinishEffect, SelfCheckBudget};

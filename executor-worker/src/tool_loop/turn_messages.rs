@@ -2,8 +2,8 @@
 //! screenshots a vision model keeps, the summary taken from the model's own words, and the
 //! calls a reply wrote as a tool's name and its arguments.
 
-use loopgate_common::named_tool_calls::calls_after_tool_names;
-use loopgate_common::tool_call_parse::strip_tool_calls;
+use loopgate_models::tool_call_recovery::calls_after_tool_names;
+use loopgate_models::tool_call_recovery::strip_tool_calls;
 use loopgate_models::{ChatMessage, ChatResponse, ToolCall, ToolSpec};
 
 /// Longest summary kept from the model's own words.

@@ -15,8 +15,8 @@ use loopgate_browser::{
     Beside, BrowserError, CommandWrapper, LaunchSettings, Session, TargetPolicy, WrappedLaunch,
 };
 use loopgate_checks::AgentLaunch;
-use loopgate_common::gui::GuiSpec;
 use loopgate_models::{ToolCall, ToolSpec};
+use loopgate_protocol::gui::GuiSpec;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::Mutex;

@@ -1,8 +1,8 @@
 //! The executor's tool set as offered to the model, and the dispatch of one tool call to the
 //! workspace tools or the shell. Every failure becomes tool-result text for the model.
 
-use loopgate_common::snapshot::path_in_scope;
 use loopgate_models::{ImagePart, ToolCall, ToolSpec};
+use loopgate_protocol::snapshot::path_in_scope;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};

@@ -9,8 +9,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use loopgate_common::subjects::Capability;
-use loopgate_common::wire::{
+use loopgate_protocol::dispatch_id::{DispatchId, StepKey};
+use loopgate_protocol::subjects::Capability;
+use loopgate_protocol::wire::{
     decode, Envelope, EpisodeRole, EpisodeStarted, ExecRequest, ExecResult, Message,
 };
 use loopgate_transport::runtime::{
@@ -53,18 +54,20 @@ pub struct WorkerContext {
 
 /// `{run}:{generation}:{round}:exec-result:{attempt}`: JetStream drops a republished duplicate.
 pub(crate) fn result_msg_id(req: &ExecRequest, attempt: u64) -> String {
-    format!(
-        "{}:{}:{}:exec-result:{attempt}",
-        req.run_id, req.generation, req.round
-    )
+    step_key(req).exec_result_msg_id(attempt)
 }
 
 /// `{run}:{generation}:{round}:exec-started:{attempt}`.
 pub(crate) fn started_msg_id(req: &ExecRequest, attempt: u64) -> String {
-    format!(
-        "{}:{}:{}:exec-started:{attempt}",
-        req.run_id, req.generation, req.round
-    )
+    step_key(req).exec_started_msg_id(attempt)
+}
+
+fn step_key(req: &ExecRequest) -> StepKey<'_> {
+    StepKey {
+        run_id: &req.run_id,
+        generation: req.generation,
+        round: req.round,
+    }
 }
 
 /// A first delivery picked up after its `start_by_ms` is stale: the manager has given up on
@@ -199,7 +202,7 @@ pub(crate) async fn handle_delivery(
 /// manager names it).
 fn dispatch_of(req: &ExecRequest, header: Option<&str>) -> String {
     header.map_or_else(
-        || format!("{}:{}:{}:exec", req.run_id, req.generation, req.round),
+        || DispatchId::exec(step_key(req)).into_string(),
         str::to_string,
     )
 }

@@ -181,7 +181,7 @@ pub async fn run_workers(ctx: Arc<WorkerContext>, settings: &Settings, cancel: C
         ctx.bus.clone(),
         loopgate_transport::runtime::Announcement {
             worker_id: settings.worker_id.clone(),
-            role: loopgate_common::wire::EpisodeRole::Executor,
+            role: loopgate_protocol::wire::EpisodeRole::Executor,
             capabilities: settings.capabilities.clone(),
             profiles: settings.profile_names(),
         },

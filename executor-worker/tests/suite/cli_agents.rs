@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use loopgate_common::usage::Usage;
-use loopgate_common::wire::ExecOutcome;
 use loopgate_executor::ToolLimits;
 use loopgate_executor::{run_episode, AgentIsolationEnv, EpisodeEnd, EpisodeEnv, SelfCheckEnv};
+use loopgate_protocol::usage::Usage;
+use loopgate_protocol::wire::ExecOutcome;
 use loopgate_snapshot::SnapshotStore;
 use loopgate_test_support::NatsServer;
 use loopgate_transport::{Bus, BusOptions};
@@ -369,7 +369,7 @@ async fn sandboxed_cli_agent_sees_only_its_own_environment() -> anyhow::Result<(
     assert!(listing.contains("worker-secret.txt"), "{listing}");
     assert_eq!(
         h.env.agent_isolation_for("snoop"),
-        loopgate_common::wire::AgentIsolation {
+        loopgate_protocol::wire::AgentIsolation {
             sandboxed: true,
             network: true,
             note: String::new(),

@@ -9,10 +9,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use loopgate_common::subjects::Capability;
-use loopgate_common::wire::{decode, CancelEpisodes, Envelope, EpisodeRole, ExecRequest, Message};
 use loopgate_executor::{prepare, run_workers};
 use loopgate_executor::{ExecutorFile, ExternalInputs};
+use loopgate_protocol::subjects::Capability;
+use loopgate_protocol::wire::{
+    decode, CancelEpisodes, Envelope, EpisodeRole, ExecRequest, Message,
+};
 use loopgate_snapshot::SnapshotStore;
 use loopgate_test_support::{wait_until, NatsServer};
 use loopgate_transport::{Bus, BusOptions, ConsumerOptions, Work, WorkConsumer};

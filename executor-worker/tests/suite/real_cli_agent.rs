@@ -15,10 +15,10 @@ use crate::support;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use loopgate_common::wire::ExecOutcome;
 use loopgate_executor::AgentProfileConfig;
 use loopgate_executor::ToolLimits;
 use loopgate_executor::{run_episode, AgentIsolationEnv, EpisodeEnd, EpisodeEnv, SelfCheckEnv};
+use loopgate_protocol::wire::ExecOutcome;
 use loopgate_snapshot::SnapshotStore;
 use loopgate_test_support::{cache_dir, NatsServer};
 use loopgate_transport::{Bus, BusOptions};

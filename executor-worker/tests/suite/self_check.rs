@@ -14,10 +14,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use loopgate_checks::{probe, probe_for, run_in_scratch_copy, CopySource, ScratchCheck};
-use loopgate_common::task::Criterion;
-use loopgate_common::wire::{ExecOutcome, ExecRequest};
 use loopgate_executor::{prepare, run_episode, EpisodeEnd, EpisodeEnv};
 use loopgate_executor::{ExecutorFile, ExternalInputs, Settings};
+use loopgate_protocol::contract::Criterion;
+use loopgate_protocol::wire::{ExecOutcome, ExecRequest};
 use loopgate_snapshot::SnapshotStore;
 use loopgate_test_support::{last_message_content, NatsServer, Reply, Script, StandInModel};
 use loopgate_transport::{Bus, BusOptions};
@@ -553,10 +553,10 @@ async fn refusals_and_retried_failures_raise_the_temperature() -> anyhow::Result
         let base = h.base(&[]).await?;
         let mut req = request(&base, vec![criterion("says-hello", SAYS_HELLO)], 2, 8);
         if retrying {
-            req.feedback.failing = vec![loopgate_common::wire::FailingCheck {
+            req.feedback.failing = vec![loopgate_protocol::wire::FailingCheck {
                 criterion: "says-hello".into(),
                 check: Some(SAYS_HELLO.into()),
-                verdict: loopgate_common::verdict::CheckVerdict::Fail,
+                verdict: loopgate_protocol::verdict::CheckVerdict::Fail,
                 exit_code: Some(1),
                 output_excerpt: String::new(),
             }];

@@ -6,10 +6,10 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use loopgate_common::contract::Contract;
-use loopgate_common::subjects::Capability;
-use loopgate_common::wire::{ExecRequest, Increment};
 use loopgate_executor::{AgentProfile, AgentProfileConfig};
+use loopgate_protocol::contract::Contract;
+use loopgate_protocol::subjects::Capability;
+use loopgate_protocol::wire::{ExecRequest, Increment};
 use loopgate_snapshot::SnapshotStore;
 
 pub fn request(run_id: &str, base: &str, profile: &str, episode_secs: u64) -> ExecRequest {

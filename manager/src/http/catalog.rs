@@ -12,7 +12,7 @@ use loopgate_api::{
 };
 use loopgate_common::state::RunState;
 use loopgate_common::task::parse_task_file_toml;
-use loopgate_common::wire::EpisodeRole;
+use loopgate_protocol::wire::EpisodeRole;
 
 use crate::engine::now_ms;
 use crate::http::error::{ApiError, ListErrors, ReadErrors};

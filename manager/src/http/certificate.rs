@@ -7,9 +7,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use loopgate_api::{Certificate, TrustedKey, CERTIFICATE_FORMAT};
-use loopgate_common::report_claims::ReportClaims;
 use loopgate_common::state::RunState;
-use loopgate_common::wire::AuditReport;
+use loopgate_protocol::report::claims::ReportClaims;
+use loopgate_protocol::wire::AuditReport;
 
 use crate::http::error::{ApiError, CertificateErrors};
 use crate::http::extract::ApiPath;

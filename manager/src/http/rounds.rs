@@ -117,9 +117,9 @@ pub(crate) async fn resume(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use loopgate_common::subjects::Capability;
-    use loopgate_common::verdict::{AuditStatus, ContractVerdict, Integrity, Verdicts};
-    use loopgate_common::wire::AuditPurpose;
+    use loopgate_protocol::subjects::Capability;
+    use loopgate_protocol::verdict::{AuditStatus, ContractVerdict, Integrity, Verdicts};
+    use loopgate_protocol::wire::AuditPurpose;
 
     fn entry(round: u32, event: LogEvent) -> LogEntry {
         LogEntry {

@@ -1,5 +1,6 @@
 //! Submitting, listing, reading, cancelling and answering runs.
 
+use crate::protected_paths::default_protected_paths;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -7,10 +8,9 @@ use axum::Json;
 use base64::Engine as _;
 use loopgate_api::{AnswerRequest, ListQuery, RunList, RunView, SubmitRequest};
 use loopgate_common::decide::RunEvent;
-use loopgate_common::protected_paths::default_protected_paths;
-use loopgate_common::snapshot::validate_relative_path;
 use loopgate_common::state::RunState;
 use loopgate_common::task::Task;
+use loopgate_protocol::snapshot::validate_relative_path;
 
 use crate::engine::Applied;
 use crate::http::error::{

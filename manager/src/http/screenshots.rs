@@ -4,8 +4,8 @@
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use loopgate_common::snapshot::is_sha256_hex;
-use loopgate_common::verdict::{Evidence, EvidenceScreenshot};
+use loopgate_protocol::snapshot::is_sha256_hex;
+use loopgate_protocol::verdict::{Evidence, EvidenceScreenshot};
 use loopgate_snapshot::SnapshotError;
 
 use crate::http::error::{ApiError, ScreenshotErrors};

@@ -6,7 +6,7 @@ use axum::Json;
 use futures::StreamExt;
 use loopgate_api::{FileChange, IntegrityReport, IntegrityViolation, SnapshotDiff};
 use loopgate_common::git_diff::{file_diff, Side};
-use loopgate_common::snapshot::{diff_manifests, is_sha256_hex, Manifest, ManifestEntry};
+use loopgate_protocol::snapshot::{diff_manifests, is_sha256_hex, Manifest, ManifestEntry};
 use loopgate_snapshot::SnapshotError;
 
 use crate::http::error::{ApiError, ReadErrors};

@@ -5,8 +5,8 @@ use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use loopgate_common::snapshot::is_sha256_hex;
-use loopgate_common::snapshot::Manifest;
+use loopgate_protocol::snapshot::is_sha256_hex;
+use loopgate_protocol::snapshot::Manifest;
 use loopgate_snapshot::SnapshotError;
 
 use crate::http::error::{ApiError, ReadErrors};

@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use loopgate_common::report_signing::TrustedKeys;
 use loopgate_common::state::RunRecord;
 use loopgate_models::ChatClient;
+use loopgate_protocol::report::signing::TrustedKeys;
 use loopgate_snapshot::SnapshotStore;
 
 use crate::engine::Engine;

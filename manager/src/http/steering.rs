@@ -1,12 +1,12 @@
 //! Steering a run: operator instructions, pause and unpause, and continuing a completed run
 //! with a new goal (the transitions are in `loopgate_common::decide`).
 
+use crate::protected_paths::default_protected_paths;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use loopgate_api::{ContinueRequest, InstructRequest, RunView};
 use loopgate_common::decide::{validate_instruction, RunEvent};
-use loopgate_common::protected_paths::default_protected_paths;
 use loopgate_common::state::RunState;
 
 use crate::engine::Applied;

@@ -1,5 +1,5 @@
-//! Fallback parser for tool calls that weak models write into the message *content* instead of
-//! the structured `tool_calls` field (Qwen2.5-Coder 0.5B/1.5B behind llama.cpp do this often).
+//! Tool calls that weak models write into the message *content* instead of the structured
+//! `tool_calls` field (Qwen2.5-Coder 0.5B/1.5B behind llama.cpp do this often).
 //!
 //! Recognised shapes, in order of preference:
 //! - `<tool_call>{...}</tool_call>` tags (an unclosed tag runs to the next tag or the end);
@@ -568,4 +568,5 @@ fn collapse_blank_lines(text: &str) -> String {
 }
 
 #[cfg(test)]
+#[path = "content_tests.rs"]
 mod tests;

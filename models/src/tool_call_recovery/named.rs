@@ -9,8 +9,8 @@
 //! `write_file{"path": "app.log", ...}write_file{"path": "other.log", ...}`. Nothing was
 //! written, and the reply counted as `finish`.
 
-use crate::json_span::balanced_end;
-use crate::tool_call_parse::{parse_json_lenient, ParsedToolCall};
+use super::content::{parse_json_lenient, ParsedToolCall};
+use loopgate_common::json_span::balanced_end;
 use serde_json::Value;
 
 /// At most this many calls are taken from one reply.
@@ -114,6 +114,7 @@ fn arguments_of(text: &str) -> Option<Value> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::type_complexity)]
     use super::*;
     use serde_json::json;
 

@@ -1,5 +1,5 @@
 //! Signed audit reports: each auditor pool holds an Ed25519 key and signs the canonical claims
-//! of every report ([`crate::report_claims`]); managers and `loopgate verify` hold the trusted
+//! of every report ([`crate::report::claims`]); managers and `loopgate verify` hold the trusted
 //! public keys and refuse anything else. NATS permissions are the first fence (only auditors
 //! may publish on `result.audit.*`); the signature is the second, and it survives a leaked
 //! executor credential or a message that reaches the stream some other way.
@@ -13,7 +13,7 @@
 use ed25519_dalek::{Signature, Signer, VerifyingKey};
 use sha2::{Digest, Sha256};
 
-use crate::report_claims::{ReportClaims, REPORT_CLAIMS_FORMAT};
+use crate::report::claims::{ReportClaims, REPORT_CLAIMS_FORMAT};
 use crate::wire::AuditReport;
 
 /// Hex digits of a key id.
@@ -293,7 +293,7 @@ impl TrustedKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report_claims::tests::sample_report;
+    use crate::report::claims::tests::sample_report;
 
     const SEED: [u8; 32] = [7u8; 32];
 

@@ -1,17 +1,9 @@
-//! Plain text helpers the rubric's parts share: key normalisation and cutting on char
-//! boundaries.
+//! How rubric dimension names compare: by their letters and digits only.
 
 /// Lowercase letters and digits only: `Code_quality`, `code-quality`, `**Code Quality**` → `codequality`.
-pub(crate) fn normalize_key(raw: &str) -> String {
+pub fn normalize_key(raw: &str) -> String {
     raw.chars()
         .filter(|c| c.is_alphanumeric())
         .flat_map(char::to_lowercase)
         .collect()
-}
-
-pub(super) fn cut_chars(text: &str, max: usize) -> &str {
-    match text.char_indices().nth(max) {
-        Some((cut, _)) => &text[..cut],
-        None => text,
-    }
 }

@@ -1,5 +1,7 @@
 //! NATS subjects, stream, consumer and bucket names. The one place they are spelled.
 
+pub mod binding;
+
 /// Default subject prefix; configurable per deployment.
 pub const DEFAULT_PREFIX: &str = "loopgate";
 

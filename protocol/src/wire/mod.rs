@@ -17,6 +17,12 @@ use crate::usage::Usage;
 use crate::verdict::{Evidence, Verdicts};
 
 pub const WIRE_VERSION: u32 = 1;
+/// `self_checks` of an exec request that does not name it, and a task's default.
+pub const DEFAULT_SELF_CHECKS: u32 = 2;
+
+fn default_self_checks() -> u32 {
+    DEFAULT_SELF_CHECKS
+}
 /// Messages larger than this are refused on decode (they should carry digests instead).
 pub const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 
@@ -80,7 +86,7 @@ pub struct ExecRequest {
     pub feedback: ExecFeedback,
     /// Times the episode's `finish` runs the step's blocking checks on the live workspace
     /// first (the task's `budget.self_checks`; 0: never). Feedback for the agent, never evidence.
-    #[serde(default = "crate::budget::default_self_checks")]
+    #[serde(default = "default_self_checks")]
     pub self_checks: u32,
     /// The task's `[gui]`: gui episodes start its `serve` command and open its `url`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -134,6 +140,17 @@ pub enum AuditPurpose {
     /// Audit of a planning episode (spec or contract proposal): changed paths and write scope
     /// only, no checks or judge; the report carries `contract.toml` as found in the snapshot.
     Plan,
+}
+
+impl AuditPurpose {
+    /// `round`, `final` or `plan`: the word message ids and logs use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditPurpose::Round => "round",
+            AuditPurpose::Final => "final",
+            AuditPurpose::Plan => "plan",
+        }
+    }
 }
 
 /// What the auditor receives. It has no field for manager reasoning by construction.

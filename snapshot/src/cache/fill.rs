@@ -9,7 +9,7 @@ use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use loopgate_common::snapshot::ManifestEntry;
+use loopgate_protocol::snapshot::ManifestEntry;
 use tokio::sync::Semaphore;
 
 use crate::cache::clone::clone_into;
@@ -287,7 +287,7 @@ pub(crate) fn copy_written(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use loopgate_common::snapshot::sha256_hex;
+    use loopgate_protocol::snapshot::sha256_hex;
 
     #[test]
     fn shared_content_is_copied_from_the_written_file() {

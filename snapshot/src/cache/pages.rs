@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use loopgate_common::snapshot::ManifestEntry;
+use loopgate_protocol::snapshot::ManifestEntry;
 
 /// At most this many entries are held over all pages (about 40 MiB of paths and digests).
 pub(crate) const MAX_PAGE_ENTRIES_HELD: usize = 256 * 1024;

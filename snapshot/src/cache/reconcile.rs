@@ -10,7 +10,7 @@ use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
-use loopgate_common::snapshot::Manifest;
+use loopgate_protocol::snapshot::Manifest;
 
 use crate::cache::workspace_cache::TreeState;
 use crate::error::SnapshotError;
@@ -143,7 +143,7 @@ fn remove_empty_dirs(dir: &Path) {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use loopgate_common::snapshot::{sha256_hex, ManifestEntry};
+    use loopgate_protocol::snapshot::{sha256_hex, ManifestEntry};
 
     fn entry(path: &str, content: &[u8]) -> ManifestEntry {
         ManifestEntry {

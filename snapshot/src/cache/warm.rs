@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use futures::{StreamExt, TryStreamExt};
-use loopgate_common::snapshot::{Manifest, ManifestEntry};
+use loopgate_protocol::snapshot::{Manifest, ManifestEntry};
 
 use crate::cache::fill::{copy_written, FileWrite, Source};
 use crate::cache::reconcile::{reconcile, Reconciled};

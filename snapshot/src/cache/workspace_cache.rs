@@ -5,7 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use loopgate_common::snapshot::{diff_manifests, Manifest};
+use loopgate_protocol::snapshot::{diff_manifests, Manifest};
 
 use crate::cache::clone;
 use crate::cache::lru::{Item, Lru};

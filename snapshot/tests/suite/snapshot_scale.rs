@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use anyhow::Result;
-use loopgate_common::snapshot::sha256_hex;
-use loopgate_common::subjects::SNAPSHOT_BUCKET;
+use loopgate_protocol::snapshot::sha256_hex;
+use loopgate_protocol::subjects::SNAPSHOT_BUCKET;
 use loopgate_snapshot::manifests::PAGED_MIN_ENTRIES;
 use loopgate_snapshot::{FreezeRules, GcRefusal, GcRoots, SnapshotError, SnapshotStore, StatCache};
 use loopgate_transport::{BusError, Work};

@@ -4,8 +4,8 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
 use anyhow::Result;
-use loopgate_common::snapshot::{sha256_hex, Manifest, SnapshotPathError};
-use loopgate_common::subjects::SNAPSHOT_BUCKET;
+use loopgate_protocol::snapshot::{sha256_hex, Manifest, SnapshotPathError};
+use loopgate_protocol::subjects::SNAPSHOT_BUCKET;
 use loopgate_snapshot::{FreezeRules, Refusal, SnapshotError};
 
 use crate::{bounded, mode_of, nats_and_store, sample_workspace, write};

@@ -96,7 +96,7 @@ async fn a_corrupted_cached_blob_is_caught() -> Result<()> {
             store.materialize_warm(id, &dir, &cache).await?;
             assert!(cache.check_in(&dir).await?);
         }
-        let changed = loopgate_common::snapshot::sha256_hex(b"fn f3() { changed() }\n");
+        let changed = loopgate_protocol::snapshot::sha256_hex(b"fn f3() { changed() }\n");
         let cached = cache.root().join("blobs").join(&changed);
         assert!(cached.is_file(), "b's blob is cached");
         assert_eq!(

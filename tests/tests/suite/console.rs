@@ -527,7 +527,7 @@ async fn the_console_follows_steers_and_checks_runs() -> anyhow::Result<()> {
         .to_string();
     let nats = async_nats::connect(stack.nats.url()).await?;
     let bucket = async_nats::jetstream::new(nats)
-        .get_object_store(loopgate_common::subjects::SNAPSHOT_BUCKET)
+        .get_object_store(loopgate_protocol::subjects::SNAPSHOT_BUCKET)
         .await?;
     let mut tampered: &[u8] = b"print('hello, l00pgate')\n";
     bucket
@@ -784,7 +784,7 @@ async fn the_console_shows_a_browser_checks_screenshots() -> anyhow::Result<()> 
     // The blob overwritten in the evidence bucket: the page says so instead of showing it.
     let nats = async_nats::connect(stack.nats.url()).await?;
     let bucket = async_nats::jetstream::new(nats)
-        .get_object_store(loopgate_common::subjects::EVIDENCE_BUCKET)
+        .get_object_store(loopgate_protocol::subjects::EVIDENCE_BUCKET)
         .await?;
     let mut swapped: &[u8] = b"\x89PNG\r\n\x1a\nnot the check's screenshot";
     bucket

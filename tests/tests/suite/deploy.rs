@@ -260,7 +260,7 @@ fn env_of(r: &Render, container: &Value) -> anyhow::Result<BTreeMap<String, Stri
                 // is a seed, the trusted list its public key.
                 Err(_) if name.ends_with("_SIGNING_KEY") => PLACEHOLDER_SEED.into(),
                 Err(_) if name.ends_with("_AUDITOR_KEYS") => {
-                    loopgate_common::report_signing::ReportSigningKey::parse(PLACEHOLDER_SEED)?
+                    loopgate_protocol::report::signing::ReportSigningKey::parse(PLACEHOLDER_SEED)?
                         .public_key()
                         .to_hex()
                 }

@@ -110,7 +110,7 @@ async fn fuzz(token: Option<&str>) -> anyhow::Result<()> {
         config(
             run["id"].as_str().context("run id")?,
             run["base_snapshot"].as_str().context("base snapshot")?,
-            &loopgate_common::snapshot::sha256_hex(FILE),
+            &loopgate_protocol::snapshot::sha256_hex(FILE),
         ),
     )?;
     let mut cmd = tokio::process::Command::new(&bin);

@@ -20,12 +20,14 @@ use std::process::Output;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use loopgate_common::report_signing::ReportSigningKey;
-use loopgate_common::usage::Usage;
-use loopgate_common::verdict::{
+use loopgate_protocol::report::signing::ReportSigningKey;
+use loopgate_protocol::usage::Usage;
+use loopgate_protocol::verdict::{
     AuditStatus, CheckVerdict, ContractVerdict, Evidence, Integrity, Verdicts,
 };
-use loopgate_common::wire::{decode, AuditReport, AuditRequest, DecideRequest, Envelope, Message};
+use loopgate_protocol::wire::{
+    decode, AuditReport, AuditRequest, DecideRequest, Envelope, Message,
+};
 use loopgate_test_support::{Reply, Script, StandInModel};
 use loopgate_tests::{Profile, Stack, StackOptions};
 use loopgate_transport::{Bus, BusOptions};
@@ -457,7 +459,7 @@ async fn a_completed_run_verifies_and_tampering_does_not() -> anyhow::Result<()>
     let executor = connect_as(&stack, "executor").await?;
     let bucket = executor
         .jetstream()
-        .get_object_store(loopgate_common::subjects::SNAPSHOT_BUCKET)
+        .get_object_store(loopgate_protocol::subjects::SNAPSHOT_BUCKET)
         .await?;
     let mut tampered: &[u8] = b"print('hello, l00pgate')\n";
     // The new chunks and the object's new metadata land; purging the old chunks then fails

@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use loopgate_common::capabilities::{CapabilityBeat, LiveCapabilities};
-use loopgate_common::subjects::Capability;
-use loopgate_common::wire::EpisodeRole;
+use loopgate_protocol::capabilities::{CapabilityBeat, LiveCapabilities};
+use loopgate_protocol::subjects::Capability;
+use loopgate_protocol::wire::EpisodeRole;
 use tokio_util::sync::CancellationToken;
 
 use crate::bus::{Bus, BusError};

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use loopgate_common::wire::{decode, Message};
+use loopgate_protocol::wire::{decode, Message};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -221,7 +221,7 @@ fn covered(
 async fn apply_notices(
     mut notices: Subscriber,
     stop: CancellationToken,
-    on_cancel: impl Fn(&loopgate_common::wire::CancelEpisodes) -> usize,
+    on_cancel: impl Fn(&loopgate_protocol::wire::CancelEpisodes) -> usize,
 ) {
     loop {
         let notice = tokio::select! {

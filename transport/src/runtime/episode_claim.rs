@@ -182,7 +182,7 @@ impl EpisodeClaims {
                     self.bus.request_timeout(),
                     self.bus
                         .jetstream()
-                        .get_key_value(loopgate_common::subjects::EPISODE_BUCKET),
+                        .get_key_value(loopgate_protocol::subjects::EPISODE_BUCKET),
                 )
             })
             .await

@@ -5,7 +5,7 @@
 //! own, and the manager refuses a role that disagrees with the subject. Best effort: a failure
 //! is logged and the episode runs anyway; its result is what counts.
 
-use loopgate_common::wire::{Envelope, EpisodeRole, EpisodeStarted, Message};
+use loopgate_protocol::wire::{Envelope, EpisodeRole, EpisodeStarted, Message};
 
 use crate::bus::Bus;
 

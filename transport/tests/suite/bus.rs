@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use loopgate_common::subjects::Capability;
+use loopgate_protocol::subjects::Capability;
 use loopgate_test_support::{wait_until, NatsServer};
 use loopgate_transport::{Bus, BusOptions, ConsumerOptions, Work};
 

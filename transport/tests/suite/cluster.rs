@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use async_nats::jetstream::stream;
-use loopgate_common::subjects::{Capability, EVIDENCE_BUCKET, SNAPSHOT_BUCKET};
+use loopgate_protocol::subjects::{Capability, EVIDENCE_BUCKET, SNAPSHOT_BUCKET};
 use loopgate_test_support::{wait_until, NatsCluster};
 use loopgate_transport::runtime::retry_with_patience;
 use loopgate_transport::{Bus, BusError, BusOptions, ConsumerOptions, TopologyOptions, Work};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use loopgate_common::subjects::Capability;
+use loopgate_protocol::subjects::Capability;
 use loopgate_test_support::{wait_until, NatsServer};
 use loopgate_transport::runtime::{run_consumer, ConsumeOptions, KeepAlive, Settle};
 use loopgate_transport::{Bus, ConsumerOptions, Work};

@@ -4,9 +4,9 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use super::keys::normalize_key;
 use super::score_text::{label_key, LABEL_SUFFIXES};
-use super::types::{Rubric, Strategy, MAX_JUDGE_OUTPUT_CHARS};
+use loopgate_protocol::rubric::normalize_key;
+use loopgate_protocol::rubric::{Rubric, Strategy, MAX_JUDGE_OUTPUT_CHARS};
 
 const MAX_NOTES: usize = 32;
 

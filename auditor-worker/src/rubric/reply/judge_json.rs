@@ -3,13 +3,13 @@
 use serde_json::{Map, Value};
 
 use super::findings::{push_note, DimensionIndex, Findings};
-use super::keys::cut_chars;
 use super::score_text::{
     first_score, key_in, scaled_score, strategy_value, Scale, MAX_LABEL_CHARS, NAME_KEYS,
     OVERALL_KEYS, SCORES_KEYS, STRATEGY_KEYS, VALUE_KEYS,
 };
-use crate::json_span::balanced_end;
-use crate::tool_call_parse::parse_json_lenient;
+use super::text::cut_chars;
+use loopgate_common::json_span::balanced_end;
+use loopgate_models::tool_call_recovery::parse_json_lenient;
 
 /// At most this many JSON values are kept per text region, and four times as many `{`/`[`
 /// positions tried.

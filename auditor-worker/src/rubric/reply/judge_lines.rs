@@ -6,7 +6,7 @@ use super::score_text::{
     is_overall_label, key_in, label_key, strategy_value, strategy_words, value_score,
     MAX_LABEL_CHARS, STRATEGY_KEYS,
 };
-use super::types::Strategy;
+use loopgate_protocol::rubric::Strategy;
 
 /// A `Strategy: X` line, else the first standalone word in capitals, else in any case.
 pub(super) fn strategy_in_text(text: &str) -> Option<Strategy> {

@@ -1,6 +1,4 @@
-//! Scored evaluation: the contract's optional rubric (`[[rubric]] name/weight/description` and
-//! `rubric_threshold` in a task file), a defensive parser for the LLM judge's scores and strategy,
-//! and the outcome the gate counts.
+//! A defensive parser for the rubric judge's reply: its scores and strategy.
 //!
 //! The judge is asked for a JSON block with per-dimension scores (0..10) and a strategy
 //! `FINISH | REFINE | PIVOT`. Its reply is read in three layers, the first yielding a usable score
@@ -18,13 +16,11 @@
 mod findings;
 mod judge_json;
 mod judge_lines;
-mod keys;
 mod parse;
 mod score_text;
-mod types;
+mod text;
 
-pub use parse::parse_judge_output;
-pub use types::*;
+pub(crate) use parse::parse_judge_output;
 
 #[cfg(test)]
 mod tests;

@@ -4,13 +4,16 @@
 use super::findings::{bounded_text, push_note, DimensionIndex, Findings};
 use super::judge_json::{findings_in_value, json_candidates, json_layer};
 use super::judge_lines::{dimension_lines_layer, overall_line_layer, strategy_in_text};
-use super::types::*;
+use loopgate_protocol::rubric::*;
 
 /// The judge's own overall differing from the computed average by more than this is noted.
 const OVERALL_DISAGREEMENT: f64 = 0.05;
 
 /// Parse the judge's reply against `rubric` (see the module docs for the layers).
-pub fn parse_judge_output(text: &str, rubric: &Rubric) -> Result<RubricScore, RubricParseError> {
+pub(crate) fn parse_judge_output(
+    text: &str,
+    rubric: &Rubric,
+) -> Result<RubricScore, RubricParseError> {
     if text.trim().is_empty() {
         return Err(RubricParseError::Empty);
     }

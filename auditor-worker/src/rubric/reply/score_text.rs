@@ -1,8 +1,9 @@
 //! Reading the pieces of a judge's reply: normalised key names and their synonyms, scores written
 //! as numbers (`8`, `8/10`, `85/100`, `85%`, `8 out of 10`) and strategy words.
 
-use super::keys::{cut_chars, normalize_key};
-use super::types::{Strategy, SCORE_SCALE};
+use super::text::cut_chars;
+use loopgate_protocol::rubric::normalize_key;
+use loopgate_protocol::rubric::{Strategy, SCORE_SCALE};
 
 /// A line's label (before its separator) longer than this is prose, not a label.
 pub(super) const MAX_LABEL_CHARS: usize = 80;

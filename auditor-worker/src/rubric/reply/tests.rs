@@ -1,8 +1,11 @@
 //! The judge-output corpus: malformed and adversarial replies with the parse they must give.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::type_complexity)]
+
 use std::collections::BTreeMap;
 
 use super::*;
+use loopgate_protocol::rubric::*;
 
 fn dim(name: &str, weight: f64) -> RubricDimension {
     RubricDimension {

@@ -14,7 +14,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use futures::StreamExt;
-use loopgate_common::snapshot::{is_sha256_hex, sha256_hex, Manifest, ManifestEntry};
+use loopgate_protocol::snapshot::{is_sha256_hex, sha256_hex, Manifest, ManifestEntry};
 use serde_json::Value;
 
 use loopgate_api::{RoundList, RoundView};

@@ -5,8 +5,8 @@
 //! offline: read from the checked-out tree).
 
 use loopgate_api::{Certificate, CERTIFICATE_FORMAT};
-use loopgate_common::report_signing::TrustedKeys;
 use loopgate_common::state::RunState;
+use loopgate_protocol::report::signing::TrustedKeys;
 use serde::Serialize;
 
 use crate::commands::checkout::verify_manifest;
@@ -145,16 +145,16 @@ pub(crate) mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use loopgate_api::TrustedKey;
-    use loopgate_common::contract::Contract;
-    use loopgate_common::report_claims::ReportClaims;
-    use loopgate_common::report_signing::ReportSigningKey;
-    use loopgate_common::snapshot::{sha256_hex, Manifest, ManifestEntry};
-    use loopgate_common::task::Criterion;
-    use loopgate_common::usage::Usage;
-    use loopgate_common::verdict::{
+    use loopgate_protocol::contract::Contract;
+    use loopgate_protocol::contract::Criterion;
+    use loopgate_protocol::report::claims::ReportClaims;
+    use loopgate_protocol::report::signing::ReportSigningKey;
+    use loopgate_protocol::snapshot::{sha256_hex, Manifest, ManifestEntry};
+    use loopgate_protocol::usage::Usage;
+    use loopgate_protocol::verdict::{
         AuditStatus, CheckVerdict, ContractVerdict, Evidence, Integrity, Verdicts,
     };
-    use loopgate_common::wire::{AuditPurpose, AuditReport};
+    use loopgate_protocol::wire::{AuditPurpose, AuditReport};
 
     pub(crate) const FILE: &[u8] = b"print('hello, loopgate')\n";
 

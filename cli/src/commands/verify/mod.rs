@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 
 use futures::StreamExt;
 use loopgate_api::Certificate;
-use loopgate_common::report_signing::{AuditorPublicKey, TrustedKeys};
-use loopgate_common::snapshot::ManifestEntry;
+use loopgate_protocol::report::signing::{AuditorPublicKey, TrustedKeys};
+use loopgate_protocol::snapshot::ManifestEntry;
 use serde::Serialize;
 use serde_json::Value;
 

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use loopgate_common::snapshot::{sha256_hex, Manifest};
+use loopgate_protocol::snapshot::{sha256_hex, Manifest};
 
 use super::checks::Problem;
 

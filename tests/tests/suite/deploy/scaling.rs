@@ -9,7 +9,7 @@
 
 use anyhow::{bail, ensure, Context};
 use loopgate_common::budget::Budget;
-use loopgate_common::subjects::Capability;
+use loopgate_protocol::subjects::Capability;
 use loopgate_transport::runtime::EPISODES_PER_LOOP;
 use loopgate_transport::Work;
 use serde_json::Value;
