@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make demo`, measured: runs examples/hello end to end N times in a row on a warm machine
 # (scripts/demo.sh each time; the model server and the binaries stay up and built between runs)
-# and records every run for bench-report and the README.
+# and records every run for bench-report (docs/benchmarks.md).
 #   scripts/demo-repeat.sh [N]        N runs (default $BENCH_DEMO_RUNS, else 10)
 # Writes $OUT/demo-repeat.json (OUT = $BENCH_OUT, default target/bench), rewritten after every
 # run: per run the demo's exit code, wall seconds (the whole scripts/demo.sh, `loopgate up` to
