@@ -1,7 +1,9 @@
 //! loopgate-transport: the NATS JetStream bus every binary shares — connection, the deployment's
 //! topology, work consumers and control notices — and the one worker runtime on top of it
-//! (`runtime`: connect, shutdown, consume/keep-alive/settle, episode cancels, child processes). Snapshots live in `loopgate-snapshot`,
-//! telemetry in `loopgate-telemetry`, and the Redis run store in the manager (its only user).
+//! (`runtime`: connect, shutdown, consume/keep-alive/settle, episode claims and cancels, the
+//! claimed-episode delivery path). Snapshots live in `loopgate-snapshot`, child processes in
+//! `loopgate-process`, telemetry in `loopgate-telemetry`, and the Redis run store in the manager
+//! (its only user).
 
 pub mod bus;
 mod given_up;
