@@ -77,14 +77,16 @@ pub(crate) fn judge_clients(
 /// The evidence bucket: opened, or created when these credentials may (development), else
 /// `None` and reports carry only output digests' absence and excerpts.
 async fn open_evidence(bus: &Bus) -> Option<SnapshotStore> {
-    if let Ok(store) = SnapshotStore::evidence(bus).await {
+    if let Ok(store) =
+        SnapshotStore::evidence_from_jetstream(bus.jetstream(), bus.request_timeout()).await
+    {
         return Some(store);
     }
     if let Err(err) = bus.ensure_evidence_bucket().await {
         tracing::warn!(error = %err, "no evidence bucket: check outputs will not be stored");
         return None;
     }
-    match SnapshotStore::evidence(bus).await {
+    match SnapshotStore::evidence_from_jetstream(bus.jetstream(), bus.request_timeout()).await {
         Ok(store) => Some(store),
         Err(err) => {
             tracing::warn!(error = %err, "no evidence bucket: check outputs will not be stored");
@@ -126,7 +128,7 @@ pub async fn run_daemon(
     {
         return Ok(());
     }
-    let store = SnapshotStore::new(&bus).await?;
+    let store = SnapshotStore::from_jetstream(bus.jetstream(), bus.request_timeout()).await?;
     let evidence = open_evidence(&bus).await;
     match &settings.signing_key {
         Some(key) => tracing::info!(key_id = key.key_id(), public_key = %key.public_key(),

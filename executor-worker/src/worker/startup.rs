@@ -96,7 +96,7 @@ pub async fn prepare(
     {
         return Ok(None);
     }
-    let store = SnapshotStore::new(&bus).await?;
+    let store = SnapshotStore::from_jetstream(bus.jetstream(), bus.request_timeout()).await?;
     let workspaces = open_workspaces(settings);
     Ok(Some(Arc::new(WorkerContext {
         bus: bus.clone(),

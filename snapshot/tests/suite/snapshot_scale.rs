@@ -180,7 +180,8 @@ async fn garbage_collection_keeps_what_live_runs_reference() -> Result<()> {
 async fn evidence_bucket_is_separate_and_consumers_can_be_bound_without_creating() -> Result<()> {
     bounded(async {
         let (_server, bus, snapshots) = nats_and_store().await?;
-        let evidence = SnapshotStore::evidence(&bus).await?;
+        let evidence =
+            SnapshotStore::evidence_from_jetstream(bus.jetstream(), bus.request_timeout()).await?;
         let digest = evidence.put_bytes(b"check output").await?;
         assert_eq!(evidence.get_bytes(&digest).await?, b"check output");
         assert!(!snapshots.has_blob(&digest).await?);
