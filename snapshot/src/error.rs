@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use loopgate_protocol::snapshot::{is_sha256_hex, SnapshotPathError};
+use loopgate_workspace_walk::{WalkError, WalkRefusal};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
@@ -67,6 +68,34 @@ pub enum Refusal {
     NonUtf8Name,
     #[error("invalid path: {0}")]
     InvalidPath(SnapshotPathError),
+}
+
+impl From<WalkRefusal> for Refusal {
+    fn from(refusal: WalkRefusal) -> Refusal {
+        match refusal {
+            WalkRefusal::SymlinkOutside { target } => Refusal::SymlinkOutside { target },
+            WalkRefusal::DanglingSymlink { target } => Refusal::DanglingSymlink { target },
+            WalkRefusal::SymlinkToDirectory => Refusal::SymlinkToDirectory,
+            WalkRefusal::Special { .. } => Refusal::SpecialFile,
+            WalkRefusal::NonUtf8Name => Refusal::NonUtf8Name,
+            WalkRefusal::InvalidPath(problem) => Refusal::InvalidPath(problem),
+        }
+    }
+}
+
+impl From<WalkError> for SnapshotError {
+    fn from(err: WalkError) -> SnapshotError {
+        match err {
+            WalkError::Io { path, source } => SnapshotError::Io {
+                path: path.display().to_string(),
+                source,
+            },
+            WalkError::Refused { path, reason } => SnapshotError::Refused {
+                path,
+                reason: reason.into(),
+            },
+        }
+    }
 }
 
 pub(crate) fn check_digest(digest: &str) -> Result<(), SnapshotError> {
