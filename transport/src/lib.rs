@@ -6,6 +6,7 @@
 //! (its only user).
 
 pub mod bus;
+mod bus_error;
 mod given_up;
 pub mod runtime;
 mod sizing;
@@ -13,7 +14,12 @@ mod topology;
 pub mod work_consumer;
 
 pub use bus::{
-    inbox_prefix_for_user, Bus, BusError, BusOptions, Subscriber, DUPLICATE_WINDOW, EVENTS_MAX_AGE,
+    inbox_prefix_for_user, Bus, BusOptions, Subscriber, DUPLICATE_WINDOW, EVENTS_MAX_AGE,
+};
+pub use bus_error::{
+    AckError, AckErrorKind, BoxedSource, BusError, ClaimError, ClaimErrorKind, ConsumerError,
+    ConsumerErrorKind, CoreError, CoreErrorKind, NatsError, PublishError, PublishErrorKind,
+    StreamError, StreamErrorKind, TopologyError, TopologyErrorKind,
 };
 pub use given_up::GivenUpWork;
 pub use sizing::TopologyOptions;
