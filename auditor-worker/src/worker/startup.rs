@@ -148,7 +148,11 @@ pub async fn run_daemon(
         strict_scope: settings.strict_scope,
         judges,
         signing_key: settings.signing_key.clone(),
-        workspaces: open_workspaces(&settings),
+        workspaces: WorkspaceCache::open_for_worker(
+            &settings.work_dir,
+            &settings.worker_id,
+            settings.cache_bytes,
+        ),
     });
     let options = WorkerOptions {
         ack_wait: settings.ack_wait,
@@ -182,20 +186,4 @@ pub async fn run_daemon(
         tracing::warn!(error = %err, "flushing NATS on shutdown");
     }
     Ok(result?)
-}
-
-/// The warm-workspace cache under the work dir (audit scratch dirs' filesystem: kept trees
-/// move by rename), or `None` when `cache_bytes` is 0 or it cannot be set up (logged).
-fn open_workspaces(settings: &AuditorSettings) -> Option<WorkspaceCache> {
-    if settings.cache_bytes == 0 {
-        return None;
-    }
-    let root = WorkspaceCache::worker_root(&settings.work_dir, &settings.worker_id);
-    match WorkspaceCache::open(&root, settings.cache_bytes) {
-        Ok(cache) => Some(cache),
-        Err(err) => {
-            tracing::warn!(error = %err, root = %root.display(), "warm workspace cache off");
-            None
-        }
-    }
 }

@@ -1,8 +1,10 @@
 //! The one worker runtime every daemon uses: connect with patience, one shutdown token for
 //! SIGTERM/SIGINT, the consume loop with its delivery keep-alive and settle step, the episode
-//! cancel registry with its control-notice listener, periodic tasks and capability heartbeats.
+//! cancel registry with its control-notice listener, episode claims and the one delivery path
+//! of a claimed episode (`claimed_episode`), periodic tasks and capability heartbeats.
 
 pub mod capabilities;
+pub mod claimed_episode;
 pub mod connect;
 pub mod consume;
 pub mod episode_cancels;
@@ -14,6 +16,10 @@ pub mod shutdown;
 pub mod topology_wait;
 
 pub use capabilities::{announce_capabilities, Announcement, CapabilityBoard};
+pub use claimed_episode::{
+    publish_stored, run_claimed, ClaimedEpisode, Concluded, EpisodeWorker, ResultMessage,
+    REDELIVERY_DELAY, RESULT_PUBLISH_PATIENCE,
+};
 pub use connect::{connect_bus, retry_with_patience, CONNECT_PATIENCE};
 pub use consume::{
     run_consumer, settle_delivery, ConsumeOptions, Lease, Settle, EPISODES_PER_LOOP,
