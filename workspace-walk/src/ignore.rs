@@ -131,7 +131,7 @@ mod tests {
         }
     }
 
-    /// The matcher this one replaced (a wildcard DP over chars): the two must agree.
+    /// A reference matcher (a wildcard DP over chars): the two must agree.
     fn reference_glob(pattern: &str, text: &str) -> bool {
         let p: Vec<char> = pattern.chars().collect();
         let t: Vec<char> = text.chars().collect();
