@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine;
 pub use loopgate_api::{UploadedFile, WorkspaceUpload};
-use loopgate_workspace_walk::{list_workspace, WalkError, WalkRefusal, DEFAULT_IGNORES};
+use loopgate_workspace_walk::{list_workspace, special_kind, Refusal, WalkError, DEFAULT_IGNORES};
 
 /// Default cap on the total size of the uploaded files.
 pub const DEFAULT_MAX_TOTAL_BYTES: u64 = 256 * 1024 * 1024;
@@ -42,25 +42,33 @@ pub enum WorkspaceError {
     },
 }
 
-impl From<WalkError> for WorkspaceError {
-    fn from(err: WalkError) -> WorkspaceError {
+impl WorkspaceError {
+    /// The upload's error for what the walk of `root` (canonical) ran into.
+    fn of_walk(root: &Path, err: WalkError) -> WorkspaceError {
         let (path, reason) = match err {
             WalkError::Io { path, source } => return WorkspaceError::Io { path, source },
             WalkError::Refused { path, reason } => (path, reason),
         };
         match reason {
-            WalkRefusal::SymlinkOutside { target } => {
-                WorkspaceError::SymlinkOutside { path, target }
+            Refusal::SymlinkOutside { target } => WorkspaceError::SymlinkOutside { path, target },
+            Refusal::DanglingSymlink { target } => WorkspaceError::DanglingSymlink { path, target },
+            Refusal::SymlinkToDirectory => WorkspaceError::SymlinkToDirectory { path },
+            Refusal::SpecialFile => {
+                // What it is (through a symlink too), for the message.
+                let kind = fs::metadata(root.join(&path))
+                    .map_or("special file", |meta| special_kind(&meta.file_type()));
+                WorkspaceError::NotRegular { path, kind }
             }
-            WalkRefusal::DanglingSymlink { target } => {
-                WorkspaceError::DanglingSymlink { path, target }
-            }
-            WalkRefusal::SymlinkToDirectory => WorkspaceError::SymlinkToDirectory { path },
-            WalkRefusal::Special { kind } => WorkspaceError::NotRegular { path, kind },
-            WalkRefusal::NonUtf8Name => WorkspaceError::NonUtf8Name { path },
-            WalkRefusal::InvalidPath(problem) => WorkspaceError::BadPath {
+            Refusal::NonUtf8Name => WorkspaceError::NonUtf8Name { path },
+            Refusal::InvalidPath(problem) => WorkspaceError::BadPath {
                 path,
                 problem: problem.to_string(),
+            },
+            // The walk sets no size limit; the upload's own cap is `TooLarge`.
+            Refusal::FileTooLarge { size, limit } => WorkspaceError::TooLarge {
+                path,
+                total: size,
+                limit,
             },
         }
     }
@@ -87,8 +95,10 @@ pub fn collect_workspace(
     let ignore: Vec<String> = DEFAULT_IGNORES.iter().map(|s| s.to_string()).collect();
     let mut files = Vec::new();
     let mut total: u64 = 0;
-    for listed in list_workspace(root, &ignore)? {
-        let listed = listed?;
+    let listing = list_workspace(root, &ignore).map_err(|e| WorkspaceError::of_walk(root, e))?;
+    let canonical = listing.root().to_path_buf();
+    for listed in listing {
+        let listed = listed.map_err(|e| WorkspaceError::of_walk(&canonical, e))?;
         total = total.saturating_add(listed.metadata.len());
         if total > max_total_bytes {
             return Err(WorkspaceError::TooLarge {

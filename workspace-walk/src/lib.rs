@@ -9,7 +9,7 @@ mod ignore;
 mod listing;
 mod tree_walk;
 
-pub use error::{WalkError, WalkRefusal};
+pub use error::{Refusal, WalkError};
 pub use ignore::{glob_match, is_ignored, DEFAULT_IGNORES};
 pub use listing::{list_workspace, normalize_mode, ListedFile, Listing};
 pub use tree_walk::{special_kind, walk, Found};

@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 
 use loopgate_protocol::snapshot::validate_relative_path;
 
-use crate::error::{io_error, refused, WalkError, WalkRefusal};
+use crate::error::{io_error, refused, Refusal, WalkError};
 use crate::ignore::is_ignored;
-use crate::tree_walk::{special_kind, walk, Found};
+use crate::tree_walk::{walk, Found};
 
 /// One file of the workspace.
 #[derive(Debug)]
@@ -86,10 +86,9 @@ impl Iterator for Listing {
 /// A walked entry as a file to store, or why it can't be stored.
 fn resolve(root: &Path, item: Found) -> Result<ListedFile, WalkError> {
     if let Found::NonUtf8 { rel, .. } = &item {
-        return Err(refused(rel.as_str(), WalkRefusal::NonUtf8Name));
+        return Err(refused(rel.as_str(), Refusal::NonUtf8Name));
     }
-    validate_relative_path(item.rel())
-        .map_err(|e| refused(item.rel(), WalkRefusal::InvalidPath(e)))?;
+    validate_relative_path(item.rel()).map_err(|e| refused(item.rel(), Refusal::InvalidPath(e)))?;
     match item {
         Found::File {
             rel,
@@ -108,8 +107,8 @@ fn resolve(root: &Path, item: Found) -> Result<ListedFile, WalkError> {
                 metadata,
             })
         }
-        Found::Special { rel, kind } => Err(refused(rel, WalkRefusal::Special { kind })),
-        Found::NonUtf8 { rel, .. } => Err(refused(rel, WalkRefusal::NonUtf8Name)),
+        Found::Special { rel, .. } => Err(refused(rel, Refusal::SpecialFile)),
+        Found::NonUtf8 { rel, .. } => Err(refused(rel, Refusal::NonUtf8Name)),
     }
 }
 
@@ -121,20 +120,19 @@ fn resolve_symlink(root: &Path, link: &Path, rel: &str) -> Result<(PathBuf, Meta
     let resolved = match fs::canonicalize(link) {
         Ok(resolved) => resolved,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(refused(rel, WalkRefusal::DanglingSymlink { target }))
+            return Err(refused(rel, Refusal::DanglingSymlink { target }))
         }
         Err(e) => return Err(io_error(link, e)),
     };
     if !resolved.starts_with(root) {
-        return Err(refused(rel, WalkRefusal::SymlinkOutside { target }));
+        return Err(refused(rel, Refusal::SymlinkOutside { target }));
     }
     let metadata = fs::metadata(&resolved).map_err(|e| io_error(&resolved, e))?;
     if metadata.is_dir() {
-        return Err(refused(rel, WalkRefusal::SymlinkToDirectory));
+        return Err(refused(rel, Refusal::SymlinkToDirectory));
     }
     if !metadata.is_file() {
-        let kind = special_kind(&metadata.file_type());
-        return Err(refused(rel, WalkRefusal::Special { kind }));
+        return Err(refused(rel, Refusal::SpecialFile));
     }
     Ok((resolved, metadata))
 }
@@ -183,7 +181,7 @@ mod tests {
             .status()
             .unwrap();
         assert!(status.success());
-        let refusals: Vec<(String, WalkRefusal)> = list_workspace(root, &defaults())
+        let refusals: Vec<(String, Refusal)> = list_workspace(root, &defaults())
             .unwrap()
             .map(|r| match r.unwrap_err() {
                 WalkError::Refused { path, reason } => (path, reason),
@@ -192,8 +190,8 @@ mod tests {
             .collect();
         assert_eq!(refusals.len(), 3);
         assert_eq!(refusals[0].0, "dangling");
-        assert!(matches!(refusals[0].1, WalkRefusal::DanglingSymlink { .. }));
-        assert!(matches!(refusals[1].1, WalkRefusal::SymlinkOutside { .. }));
-        assert_eq!(refusals[2].1, WalkRefusal::Special { kind: "fifo" });
+        assert!(matches!(refusals[0].1, Refusal::DanglingSymlink { .. }));
+        assert!(matches!(refusals[1].1, Refusal::SymlinkOutside { .. }));
+        assert_eq!(refusals[2].1, Refusal::SpecialFile);
     }
 }

@@ -24,10 +24,9 @@ pub enum Found {
         rel: String,
         path: PathBuf,
     },
-    /// A fifo, socket or device (`kind` names which).
+    /// A fifo, socket or device ([`special_kind`] names which).
     Special {
         rel: String,
-        kind: &'static str,
     },
     /// A name that is not UTF-8 (`rel` shows it lossily, `path` is the real one); a directory
     /// of that name is not descended.
@@ -170,10 +169,7 @@ fn list(
         } else if file_type.is_symlink() {
             found.push(Found::Symlink { rel, path });
         } else {
-            found.push(Found::Special {
-                rel,
-                kind: special_kind(&file_type),
-            });
+            found.push(Found::Special { rel });
         }
     }
     Ok(subdirs)
