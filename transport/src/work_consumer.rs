@@ -238,7 +238,7 @@ impl WorkConsumer {
         .await?;
         match tokio::time::timeout(expires + PULL_GRACE, batch.next()).await {
             Ok(Some(Ok(message))) => Delivery::new(message, self.bus.request_timeout()).map(Some),
-            Ok(Some(Err(err))) => Err(ConsumerErrorKind::Pull.failed(err.into())),
+            Ok(Some(Err(err))) => Err(ConsumerErrorKind::Pull.failed(err)),
             Ok(None) | Err(_) => Ok(None),
         }
     }
