@@ -28,13 +28,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use loopgate_common::config::{NatsSection, NatsSettings};
+use loopgate_common::config::{AuditorSection, NatsSection, NatsSettings};
 use loopgate_models::{ModelConfigError, ModelProfile, ModelProfiles};
 use loopgate_protocol::report::signing::ReportSigningKey;
 use loopgate_transport::runtime::EPISODES_PER_LOOP;
 use serde::Deserialize;
 
-use loopgate_checks::{SandboxMode, SandboxSettings};
+use loopgate_checks::SandboxSettings;
 
 /// The auditor must never reach Redis; this env var being set means a mis-deployment.
 pub(crate) const REDIS_URL_ENV: &str = "LOOPGATE_REDIS_URL";
@@ -60,26 +60,6 @@ pub struct RawConfig {
     /// `[metrics] addr`: Prometheus `/metrics` and `/healthz`.
     #[serde(default)]
     pub metrics: loopgate_common::config::MetricsSection,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AuditorSection {
-    pub worker_id: Option<String>,
-    pub work_dir: Option<PathBuf>,
-    pub ack_wait_secs: Option<u64>,
-    pub shutdown_grace_secs: Option<u64>,
-    pub sandbox: Option<SandboxMode>,
-    pub check_user: Option<String>,
-    pub bwrap: Option<PathBuf>,
-    pub strict_scope: Option<bool>,
-    /// File holding the pool's Ed25519 signing key (64 hex digits, its seed).
-    pub signing_key_file: Option<PathBuf>,
-    /// Env var holding the pool's Ed25519 signing key (preferred: a check cannot read another
-    /// process's environment from the sandbox, while files of the host stay readable there).
-    pub signing_key_env: Option<String>,
-    pub cache_bytes: Option<u64>,
-    pub concurrency: Option<usize>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -300,6 +280,7 @@ impl RawConfig {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use loopgate_checks::SandboxMode;
 
     fn host() -> HostFacts {
         HostFacts {

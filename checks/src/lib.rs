@@ -8,7 +8,7 @@
 //! the sandbox the executor's agents run in (`sandbox/agent_launch.rs`, probed at start-up by
 //! `sandbox/agent_probe.rs`): the same bubblewrap isolation, the worker's secrets out of sight.
 //!
-//! Processes run through the shared `loopgate_transport::runtime::run_child`. No Redis, no
+//! Processes run through the shared `loopgate_process::run_child`. No Redis, no
 //! snapshot store, no model: what a check runs on is handed in as a directory or a file list.
 
 #![warn(unreachable_pub)]

@@ -1,14 +1,14 @@
 //! Running one acceptance check: `sh -c <check>` in a scratch directory, under the host's
 //! sandbox (`sandbox/`: bubblewrap without network, an unprivileged user), in its own process
-//! group (`loopgate_transport::runtime::run_child`), with a scrubbed environment, a timeout
+//! group (`loopgate_process::run_child`), with a scrubbed environment, a timeout
 //! that kills the whole group, and stdout + stderr captured into a bounded buffer.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use loopgate_common::output_cap::OutputCap;
+use loopgate_process::{run_child, shared, with_sink, ChildEnd, ChildError};
 use loopgate_protocol::verdict::CheckVerdict;
-use loopgate_transport::runtime::{run_child, shared, with_sink, ChildEnd, ChildError};
 
 use crate::sandbox::launch::{launch_args, sandbox_started};
 use crate::sandbox::Sandbox;

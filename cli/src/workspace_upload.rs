@@ -1,23 +1,14 @@
 //! Collecting a local workspace directory into the `POST /v1/runs` upload: every regular file
-//! as `{"path","mode","content_b64"}`, refusing anything a snapshot can't hold (naming it).
+//! as `{"path","mode","content_b64"}`, refusing anything a snapshot can't hold (naming it). The
+//! workspace is read as the freezer reads it (`loopgate_workspace_walk`: the same default
+//! ignores, symlink policy and refusals), so what uploads is what a snapshot holds.
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
 pub use loopgate_api::{UploadedFile, WorkspaceUpload};
-use loopgate_protocol::snapshot::validate_relative_path;
-
-/// Directories never uploaded, at any depth (the same set the executor's freeze ignores).
-pub const SKIPPED_DIRS: &[&str] = &[
-    ".git",
-    "target",
-    "node_modules",
-    ".loopgate",
-    "__pycache__",
-    ".venv",
-];
+use loopgate_workspace_walk::{list_workspace, special_kind, Refusal, WalkError, DEFAULT_IGNORES};
 
 /// Default cap on the total size of the uploaded files.
 pub const DEFAULT_MAX_TOTAL_BYTES: u64 = 256 * 1024 * 1024;
@@ -51,6 +42,38 @@ pub enum WorkspaceError {
     },
 }
 
+impl WorkspaceError {
+    /// The upload's error for what the walk of `root` (canonical) ran into.
+    fn of_walk(root: &Path, err: WalkError) -> WorkspaceError {
+        let (path, reason) = match err {
+            WalkError::Io { path, source } => return WorkspaceError::Io { path, source },
+            WalkError::Refused { path, reason } => (path, reason),
+        };
+        match reason {
+            Refusal::SymlinkOutside { target } => WorkspaceError::SymlinkOutside { path, target },
+            Refusal::DanglingSymlink { target } => WorkspaceError::DanglingSymlink { path, target },
+            Refusal::SymlinkToDirectory => WorkspaceError::SymlinkToDirectory { path },
+            Refusal::SpecialFile => {
+                // What it is (through a symlink too), for the message.
+                let kind = fs::metadata(root.join(&path))
+                    .map_or("special file", |meta| special_kind(&meta.file_type()));
+                WorkspaceError::NotRegular { path, kind }
+            }
+            Refusal::NonUtf8Name => WorkspaceError::NonUtf8Name { path },
+            Refusal::InvalidPath(problem) => WorkspaceError::BadPath {
+                path,
+                problem: problem.to_string(),
+            },
+            // The walk sets no size limit; the upload's own cap is `TooLarge`.
+            Refusal::FileTooLarge { size, limit } => WorkspaceError::TooLarge {
+                path,
+                total: size,
+                limit,
+            },
+        }
+    }
+}
+
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> WorkspaceError + '_ {
     move |source| WorkspaceError::Io {
         path: path.to_path_buf(),
@@ -58,17 +81,9 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> WorkspaceError + '_ {
     }
 }
 
-/// Snapshot modes are 0644 or 0755 (executable if any execute bit is set).
-pub fn normalize_mode(mode: u32) -> u32 {
-    if mode & 0o111 != 0 {
-        0o755
-    } else {
-        0o644
-    }
-}
-
-/// Walks `root` (sorted, not following symlinks into directories) and reads every file.
-/// A symlink to a regular file inside `root` is uploaded as that file's content.
+/// Reads every file under `root` that a snapshot of it would hold, in path order (the
+/// freezer's default ignores; a symlink to a regular file inside `root` is uploaded as that
+/// file's content), refusing the first entry a snapshot can't hold.
 pub fn collect_workspace(
     root: &Path,
     max_total_bytes: u64,
@@ -77,130 +92,36 @@ pub fn collect_workspace(
     if !root_meta.is_dir() {
         return Err(WorkspaceError::NotADirectory(root.to_path_buf()));
     }
-    let root = fs::canonicalize(root).map_err(io_error(root))?;
-    let walker = walkdir::WalkDir::new(&root)
-        .follow_links(false)
-        .sort_by_file_name()
-        .min_depth(1)
-        .into_iter()
-        .filter_entry(|entry| {
-            !(entry.file_type().is_dir()
-                && entry
-                    .file_name()
-                    .to_str()
-                    .is_some_and(|name| SKIPPED_DIRS.contains(&name)))
-        });
+    let ignore: Vec<String> = DEFAULT_IGNORES.iter().map(|s| s.to_string()).collect();
     let mut files = Vec::new();
     let mut total: u64 = 0;
-    for entry in walker {
-        let entry = entry.map_err(|err| {
-            let path = err
-                .path()
-                .map(Path::to_path_buf)
-                .unwrap_or_else(|| root.clone());
-            let source = err
-                .into_io_error()
-                .unwrap_or_else(|| std::io::Error::other("filesystem loop"));
-            WorkspaceError::Io { path, source }
-        })?;
-        let rel_os = entry.path().strip_prefix(&root).unwrap_or(entry.path());
-        let Some(rel) = rel_os.to_str() else {
-            return Err(WorkspaceError::NonUtf8Name {
-                path: rel_os.to_string_lossy().into_owned(),
-            });
-        };
-        let file_type = entry.file_type();
-        if file_type.is_dir() {
-            continue;
-        }
-        validate_relative_path(rel).map_err(|e| WorkspaceError::BadPath {
-            path: rel.to_string(),
-            problem: e.to_string(),
-        })?;
-        let source = if file_type.is_symlink() {
-            resolve_symlink(&root, entry.path(), rel)?
-        } else if file_type.is_file() {
-            entry.path().to_path_buf()
-        } else {
-            return Err(WorkspaceError::NotRegular {
-                path: rel.to_string(),
-                kind: special_kind(&file_type),
-            });
-        };
-        let metadata = fs::metadata(&source).map_err(io_error(&source))?;
-        total = total.saturating_add(metadata.len());
+    let listing = list_workspace(root, &ignore).map_err(|e| WorkspaceError::of_walk(root, e))?;
+    let canonical = listing.root().to_path_buf();
+    for listed in listing {
+        let listed = listed.map_err(|e| WorkspaceError::of_walk(&canonical, e))?;
+        total = total.saturating_add(listed.metadata.len());
         if total > max_total_bytes {
             return Err(WorkspaceError::TooLarge {
-                path: rel.to_string(),
+                path: listed.rel,
                 total,
                 limit: max_total_bytes,
             });
         }
-        let content = fs::read(&source).map_err(io_error(&source))?;
+        let content = fs::read(&listed.source).map_err(io_error(&listed.source))?;
         files.push(UploadedFile {
-            path: rel.to_string(),
-            mode: normalize_mode(metadata.permissions().mode()),
+            mode: listed.mode(),
+            path: listed.rel,
             content_b64: base64::engine::general_purpose::STANDARD.encode(&content),
         });
     }
     Ok(WorkspaceUpload { files })
 }
 
-fn resolve_symlink(root: &Path, link: &Path, rel: &str) -> Result<PathBuf, WorkspaceError> {
-    let target = fs::read_link(link)
-        .map(|t| t.display().to_string())
-        .unwrap_or_default();
-    let resolved = match fs::canonicalize(link) {
-        Ok(resolved) => resolved,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(WorkspaceError::DanglingSymlink {
-                path: rel.to_string(),
-                target,
-            })
-        }
-        Err(e) => return Err(io_error(link)(e)),
-    };
-    if !resolved.starts_with(root) {
-        return Err(WorkspaceError::SymlinkOutside {
-            path: rel.to_string(),
-            target,
-        });
-    }
-    let metadata = fs::metadata(&resolved).map_err(io_error(&resolved))?;
-    if metadata.is_dir() {
-        return Err(WorkspaceError::SymlinkToDirectory {
-            path: rel.to_string(),
-        });
-    }
-    if !metadata.is_file() {
-        return Err(WorkspaceError::NotRegular {
-            path: rel.to_string(),
-            kind: special_kind(&metadata.file_type()),
-        });
-    }
-    Ok(resolved)
-}
-
-fn special_kind(file_type: &fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if file_type.is_fifo() {
-        "fifo"
-    } else if file_type.is_socket() {
-        "socket"
-    } else if file_type.is_block_device() {
-        "block device"
-    } else if file_type.is_char_device() {
-        "character device"
-    } else {
-        "special file"
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use std::os::unix::fs::symlink;
+    use std::os::unix::fs::{symlink, PermissionsExt};
 
     fn write(root: &Path, rel: &str, content: &str) {
         let path = root.join(rel);

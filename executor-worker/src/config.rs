@@ -11,15 +11,15 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use loopgate_checks::{is_valid_check_user, SandboxMode, SandboxSettings};
-use loopgate_common::config::{ConfigError, NatsSection, NatsSettings};
+use loopgate_checks::{is_valid_check_user, SandboxSettings};
+use loopgate_common::config::{ConfigError, ExecutorSection, NatsSection, NatsSettings};
 use loopgate_models::{resolve_profiles, ModelConfigError, ModelProfile, ModelProfiles};
 use loopgate_protocol::subjects::Capability;
 use loopgate_transport::runtime::EPISODES_PER_LOOP;
 use serde::Deserialize;
 
 use crate::agents::config::{AgentProfile, AgentProfileConfig};
-use crate::isolation::{hidden_candidates, AgentNetwork, AgentNetworkPolicy};
+use crate::isolation::{hidden_candidates, AgentNetworkPolicy};
 
 pub(crate) const DEFAULT_SHELL_TIMEOUT_SECS: u64 = 120;
 pub(crate) const DEFAULT_OUTPUT_CAP_BYTES: usize = 16 * 1024;
@@ -52,48 +52,6 @@ pub struct ExecutorFile {
     /// `[metrics] addr`: Prometheus `/metrics` and `/healthz`.
     #[serde(default)]
     pub metrics: loopgate_common::config::MetricsSection,
-}
-
-/// `[executor]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ExecutorSection {
-    /// Default `<hostname>-<pid>`.
-    pub worker_id: Option<String>,
-    /// Default `["cli"]`.
-    pub capabilities: Option<Vec<Capability>>,
-    /// Default: the system temp dir.
-    pub work_dir: Option<PathBuf>,
-    pub shell_timeout_secs: Option<u64>,
-    pub output_cap_bytes: Option<usize>,
-    pub ack_wait_secs: Option<u64>,
-    pub max_deliver: Option<i64>,
-    /// How long an in-flight episode may run on after SIGTERM before it is nak'd.
-    pub shutdown_grace_secs: Option<u64>,
-    /// Self-check isolation, as the auditor's: `auto` (default) | `required` | `off`. Agents
-    /// run in bubblewrap unless `off` (then every episode's record says they did not); without
-    /// a working bubblewrap the worker refuses to start.
-    pub sandbox: Option<SandboxMode>,
-    /// User (or `uid:gid`) self-checks run as when the executor runs as root; default `nobody`.
-    pub check_user: Option<String>,
-    /// The bubblewrap binary; default `bwrap` on PATH.
-    pub bwrap: Option<PathBuf>,
-    /// Network for the agent: `on` | `off`. Unset: CLI agents get it (their model API), the
-    /// built-in `shell` does not.
-    pub agent_network: Option<AgentNetwork>,
-    /// More host paths (files or directories) agents must not see, besides the defaults (the
-    /// config file, `/run/secrets`, credentials under the worker's home, key files, the work
-    /// dir).
-    pub agent_hidden_paths: Option<Vec<PathBuf>>,
-    /// How long this worker's capability announcement holds (heartbeat every third of it);
-    /// default 15. The manager offers `gui` only while a live worker announces it.
-    pub capability_ttl_secs: Option<u64>,
-    /// Bytes of recent snapshot trees and blobs kept under the work dir for warm materializes
-    /// (LRU); 0 turns the cache off. Default 1 GiB.
-    pub cache_bytes: Option<u64>,
-    /// Episodes run at once (per capability loop); default `EPISODES_PER_LOOP` (1). An
-    /// autoscaler's per-pod target on the queue must equal it (see docs/deploy.md).
-    pub concurrency: Option<usize>,
 }
 
 /// Everything `main` reads from outside the file, read once.

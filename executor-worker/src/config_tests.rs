@@ -1,5 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use super::*;
+use loopgate_checks::SandboxMode;
 
 fn inputs() -> ExternalInputs {
     ExternalInputs {

@@ -8,19 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use loopgate_checks::AgentSandbox;
+pub use loopgate_common::config::AgentNetwork;
 use loopgate_protocol::wire::AgentIsolation;
-use serde::Deserialize;
-
-/// `[executor] agent_network`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AgentNetwork {
-    /// The `shell` tool and CLI agents reach the network the worker reaches.
-    On,
-    /// Neither does: a private loopback only (`--unshare-net`). CLI agents then cannot reach
-    /// their model API unless it listens inside the sandbox.
-    Off,
-}
 
 /// Who gets the network, resolved from `agent_network`. Unset: CLI agents do (they call their
 /// model API themselves), the built-in `shell` does not (the worker makes the model calls; the

@@ -142,7 +142,7 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let bus = ctx.bus.clone();
+    let bus = ctx.worker.bus.clone();
     health.add_ready_check("nats connection", move || bus.is_connected());
     health.add_ready_check("work loops", || true);
     let stopped = cancel.clone();

@@ -95,7 +95,7 @@ impl Harness {
         let scratch = tempfile::tempdir()?;
         let bus = Bus::connect(&nats.url(), "loopgate", BusOptions::default()).await?;
         bus.ensure_topology().await?;
-        let store = SnapshotStore::new(&bus).await?;
+        let store = SnapshotStore::from_jetstream(bus.jetstream(), bus.request_timeout()).await?;
         let results = bus
             .work_consumer(Work::Results, ConsumerOptions::default())
             .await?;

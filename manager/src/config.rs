@@ -5,7 +5,9 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use loopgate_common::config::{ConfigError, NatsSection, NatsSettings};
+use loopgate_common::config::{
+    ConfigError, HttpSection, ManagerSection, NatsSection, NatsSettings, RedisSection,
+};
 use loopgate_models::{resolve_profiles, ModelConfigError, ModelProfile, ModelProfiles};
 use loopgate_protocol::report::signing::{AuditorPublicKey, TrustedKeys};
 use loopgate_transport::TopologyOptions;
@@ -89,58 +91,6 @@ const MIN_MAX_BYTES: i64 = 1 << 20;
 /// publishes (the outbox retries them) instead of filling the volume, and a full event stream
 /// drops its oldest.
 pub const DEFAULT_STREAM_MAX_BYTES: i64 = 256 << 20;
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RedisSection {
-    pub url: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HttpSection {
-    pub addr: Option<String>,
-    /// Largest accepted `POST /v1/runs` body (the starting workspace rides in it).
-    pub max_body_bytes: Option<usize>,
-    /// Env var holding the API bearer token. Required when `addr` is not loopback.
-    pub token_env: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ManagerSection {
-    /// Upper bound on the manager prompt, in characters.
-    pub prompt_char_budget: Option<usize>,
-    /// Results/decisions handled at once by this replica.
-    pub concurrency: Option<usize>,
-    pub ack_wait_secs: Option<u64>,
-    pub max_deliver: Option<i64>,
-    /// How long terminal runs are kept.
-    pub retention_days: Option<u64>,
-    /// How often this replica sweeps `lg:deadlines`, in milliseconds.
-    pub sweep_interval_ms: Option<u64>,
-    /// How often unreferenced snapshot blobs are collected (default 3600 s).
-    pub gc_interval_secs: Option<u64>,
-    /// Objects younger than this are never collected (default 86400 s).
-    pub gc_grace_secs: Option<u64>,
-    /// The routes this deployment may offer (default `["cli", "gui"]`): an upper bound. `gui`
-    /// is offered only while a live executor announces it (capability heartbeats with a TTL).
-    pub capabilities: Option<Vec<String>>,
-    /// Trusted auditor public keys (64 hex digits each). When any are configured (here or
-    /// through `auditor_keys_env`), unsigned or badly signed audit reports are refused.
-    pub auditor_keys: Option<Vec<String>>,
-    /// Env var holding more trusted auditor public keys (one per line or comma-separated).
-    pub auditor_keys_env: Option<String>,
-    /// Cap on each run's log, in entries (default 10000; trimmed approximately on append).
-    /// Live runs also drop entries older than `retention_days`.
-    pub run_log_max_entries: Option<u64>,
-    /// Effects of a transition still unpublished after this long are published again by any
-    /// replica's outbox relay (default 3000 ms).
-    pub outbox_republish_after_ms: Option<u64>,
-    /// Runs allowed to be active (admitted and not terminal) at once; further new runs wait
-    /// in `queued`, admitted first come first served as runs end (default: no limit).
-    pub max_active_runs: Option<u64>,
-}
 
 /// Values read from the environment once in `main`.
 #[derive(Debug, Default, Clone)]

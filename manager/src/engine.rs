@@ -15,7 +15,7 @@ use loopgate_protocol::subjects::Subjects;
 use loopgate_protocol::wire::Envelope;
 use loopgate_telemetry::metrics::Metrics;
 use loopgate_telemetry::otel::{current_traceparent, TRACEPARENT};
-use loopgate_transport::{Bus, BusError};
+use loopgate_transport::{Bus, BusError, PublishError, PublishErrorKind};
 use opentelemetry::KeyValue;
 
 /// CAS retries before giving up (the caller naks and the event is redelivered).
@@ -190,7 +190,10 @@ impl Engine {
                         // Still stored as pending unless published before: the relay has them.
                         return Err(EngineError::Bus(BusError::Publish {
                             subject: self.subjects.results_all(),
-                            reason: "a replayed effect could not be published".to_string(),
+                            source: PublishError::new(
+                                PublishErrorKind::Send,
+                                "a replayed effect could not be published",
+                            ),
                         }));
                     }
                     return Ok(Applied::Replayed);

@@ -118,8 +118,10 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     };
     let store = store.with_log_limits(settings.run_log_max_entries, Some(settings.retention));
-    let snapshots = SnapshotStore::new(&bus).await.context("snapshot store")?;
-    let evidence = SnapshotStore::evidence(&bus)
+    let snapshots = SnapshotStore::from_jetstream(bus.jetstream(), bus.request_timeout())
+        .await
+        .context("snapshot store")?;
+    let evidence = SnapshotStore::evidence_from_jetstream(bus.jetstream(), bus.request_timeout())
         .await
         .context("evidence store")?;
     let engine = Engine::new(bus.clone(), store, settings.retention, metrics)

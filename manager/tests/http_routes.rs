@@ -67,8 +67,12 @@ async fn serve(nats: &NatsServer, redis: &RedisServer, token: Option<&str>) -> S
         .unwrap();
     let state = ApiState {
         capabilities,
-        snapshots: SnapshotStore::new(&bus).await.unwrap(),
-        evidence: SnapshotStore::evidence(&bus).await.unwrap(),
+        snapshots: SnapshotStore::from_jetstream(bus.jetstream(), bus.request_timeout())
+            .await
+            .unwrap(),
+        evidence: SnapshotStore::evidence_from_jetstream(bus.jetstream(), bus.request_timeout())
+            .await
+            .unwrap(),
         engine: Engine::new(bus, store, settings.retention, Metrics::new()),
         models: Arc::new(models),
         token: settings.token.clone(),
@@ -312,7 +316,7 @@ async fn seed_screenshot(
         let bus = Bus::connect(&nats.url(), "loopgate", BusOptions::default())
             .await
             .unwrap();
-        let put = SnapshotStore::evidence(&bus)
+        let put = SnapshotStore::evidence_from_jetstream(bus.jetstream(), bus.request_timeout())
             .await
             .unwrap()
             .put_bytes(png)

@@ -1,9 +1,12 @@
 //! What can go wrong with snapshots: [`SnapshotError`] (the store's one error type), why a path
-//! is refused ([`Refusal`]), and the small helpers that map object-store failures onto it.
+//! is refused ([`Refusal`], the workspace walk's), and the small helpers that map object-store
+//! failures onto it.
 
 use std::time::Duration;
 
 use loopgate_protocol::snapshot::{is_sha256_hex, SnapshotPathError};
+pub use loopgate_workspace_walk::Refusal;
+use loopgate_workspace_walk::WalkError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
@@ -50,23 +53,16 @@ impl SnapshotError {
     }
 }
 
-/// Why a path can't go into a snapshot.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
-    #[error("symlink points outside the workspace (to '{target}')")]
-    SymlinkOutside { target: String },
-    #[error("symlink is dangling (to '{target}')")]
-    DanglingSymlink { target: String },
-    #[error("symlink points to a directory; only file symlinks are stored")]
-    SymlinkToDirectory,
-    #[error("not a regular file (device, fifo or socket)")]
-    SpecialFile,
-    #[error("file is {size} bytes, over the {limit} byte limit")]
-    FileTooLarge { size: u64, limit: u64 },
-    #[error("name is not valid UTF-8")]
-    NonUtf8Name,
-    #[error("invalid path: {0}")]
-    InvalidPath(SnapshotPathError),
+impl From<WalkError> for SnapshotError {
+    fn from(err: WalkError) -> SnapshotError {
+        match err {
+            WalkError::Io { path, source } => SnapshotError::Io {
+                path: path.display().to_string(),
+                source,
+            },
+            WalkError::Refused { path, reason } => SnapshotError::Refused { path, reason },
+        }
+    }
 }
 
 pub(crate) fn check_digest(digest: &str) -> Result<(), SnapshotError> {

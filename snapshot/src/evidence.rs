@@ -7,14 +7,19 @@
 //! and named by its digest, so a reader verifies it exactly like a snapshot blob.
 
 pub use loopgate_protocol::subjects::EVIDENCE_BUCKET;
-use loopgate_transport::Bus;
+use std::time::Duration;
+
+use async_nats::jetstream;
 
 use crate::error::SnapshotError;
 use crate::store::SnapshotStore;
 
 impl SnapshotStore {
-    /// Open the evidence bucket (created by `Bus::ensure_topology`).
-    pub async fn evidence(bus: &Bus) -> Result<SnapshotStore, SnapshotError> {
-        SnapshotStore::open_bucket(bus.jetstream(), EVIDENCE_BUCKET, bus.request_timeout()).await
+    /// Open the evidence bucket (created by the manager's topology) on a JetStream context.
+    pub async fn evidence_from_jetstream(
+        js: &jetstream::Context,
+        timeout: Duration,
+    ) -> Result<SnapshotStore, SnapshotError> {
+        SnapshotStore::open_bucket(js, EVIDENCE_BUCKET, timeout).await
     }
 }

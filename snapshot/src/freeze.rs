@@ -3,52 +3,32 @@
 
 use std::fs;
 use std::io::Read;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use loopgate_protocol::snapshot::{validate_relative_path, ManifestEntry};
+use loopgate_protocol::snapshot::ManifestEntry;
+use loopgate_workspace_walk::list_workspace;
 use sha2::{Digest, Sha256};
 
 pub use crate::error::Refusal;
 use crate::error::SnapshotError;
 use crate::stat_cache::{wall_clock_ns, FileStamp, StatCache};
-use crate::tree_walk::{self, Found};
 
-pub use crate::ignore::{glob_match, is_ignored};
+pub use loopgate_workspace_walk::{glob_match, is_ignored, normalize_mode, DEFAULT_IGNORES};
 
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
 pub const DEFAULT_MAX_TOTAL_BYTES: u64 = 2 * 1024 * 1024 * 1024;
 
 /// What to leave out of a snapshot and how big it may get.
 ///
-/// Ignore patterns (gitignore-like subset): a trailing `/` matches directories only; a pattern
-/// without `/` (other than a trailing one) matches the entry's name at any depth; a pattern
-/// with an inner or leading `/` matches the whole relative path from the workspace root.
-/// `*` matches any run of characters except `/`, `?` one character.
-///
-/// Defaults (`DEFAULT_IGNORES`): build outputs and caches (`target/`, `node_modules/`,
-/// `__pycache__/`, `.venv/`), loopgate's own state (`.loopgate/`) and `.git/`. `.git/` is
-/// excluded on purpose: its object store is large and churns (a `git gc` rewrites packs),
-/// its hooks are executable code that would ride into the auditor's sandbox, and history is
-/// not evidence: the snapshot is the artifact, and what changed is the manifest diff between
-/// base and candidate. A task that needs a repository inside its workspace can re-create it in
-/// a check (`git init`). Per-task patterns are added with [`FreezeRules::with_ignores`].
+/// Ignore patterns are a gitignore-like subset (`loopgate_workspace_walk`'s `ignore`); the
+/// defaults are [`DEFAULT_IGNORES`] (build outputs and caches, `.loopgate/` and `.git/`, with
+/// the reasons there). Per-task patterns are added with [`FreezeRules::with_ignores`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FreezeRules {
     pub ignore: Vec<String>,
     pub max_file_bytes: u64,
     pub max_total_bytes: u64,
 }
-
-/// Ignored unless a task says otherwise; see [`FreezeRules`].
-pub const DEFAULT_IGNORES: &[&str] = &[
-    ".git/",
-    "target/",
-    "node_modules/",
-    "__pycache__/",
-    ".loopgate/",
-    ".venv/",
-];
 
 impl Default for FreezeRules {
     fn default() -> Self {
@@ -86,15 +66,6 @@ pub struct WalkedFile {
     pub hashed: bool,
     /// When the content was read (for the stat cache), ns since the Unix epoch.
     pub recorded_at_ns: i128,
-}
-
-/// Normalize Unix permission bits to what snapshots store: 0o755 if any execute bit, else 0o644.
-pub fn normalize_mode(mode: u32) -> u32 {
-    if mode & 0o111 != 0 {
-        0o755
-    } else {
-        0o644
-    }
 }
 
 fn refused(path: impl Into<String>, reason: Refusal) -> SnapshotError {
@@ -143,34 +114,13 @@ pub fn walk_workspace_cached(
     rules: &FreezeRules,
     cache: Option<&StatCache>,
 ) -> Result<Vec<WalkedFile>, SnapshotError> {
-    let root = fs::canonicalize(root).map_err(|e| io_error(root, e))?;
-    let skip = |rel: &str, is_dir: bool| is_ignored(rel, is_dir, &rules.ignore);
-    let mut found = tree_walk::walk(&root, &skip)?;
-    found.sort_by(|a, b| a.rel().cmp(b.rel()));
-    let mut files = Vec::with_capacity(found.len());
+    let listing = list_workspace(root, &rules.ignore)?;
+    let mut files = Vec::with_capacity(listing.size_hint().0);
     let mut total: u64 = 0;
-    for item in found {
-        if let Found::NonUtf8 { rel, .. } = &item {
-            return Err(refused(rel.as_str(), Refusal::NonUtf8Name));
-        }
-        validate_relative_path(item.rel())
-            .map_err(|e| refused(item.rel(), Refusal::InvalidPath(e)))?;
-        let (rel, source, metadata) = match item {
-            Found::File {
-                rel,
-                path,
-                metadata,
-            } => (rel, path, metadata),
-            Found::Symlink { rel, path } => {
-                let source = resolve_symlink(&root, &path, &rel)?;
-                let metadata = fs::metadata(&source).map_err(|e| io_error(&source, e))?;
-                (rel, source, metadata)
-            }
-            // fifo, socket, block or character device
-            Found::Special { rel } => return Err(refused(rel, Refusal::SpecialFile)),
-            Found::NonUtf8 { rel, .. } => return Err(refused(rel, Refusal::NonUtf8Name)),
-        };
-        let rel = rel.as_str();
+    for listed in listing {
+        let listed = listed?;
+        let mode = listed.mode();
+        let (rel, source, metadata) = (listed.rel.as_str(), listed.source, listed.metadata);
         if metadata.len() > rules.max_file_bytes {
             return Err(refused(
                 rel,
@@ -198,7 +148,7 @@ pub fn walk_workspace_cached(
         files.push(WalkedFile {
             entry: ManifestEntry {
                 path: rel.to_string(),
-                mode: normalize_mode(metadata.permissions().mode()),
+                mode,
                 size,
                 sha256,
             },
@@ -285,34 +235,11 @@ fn hash_pending(files: &mut [WalkedFile], limit: u64) -> Result<(), SnapshotErro
     Ok(())
 }
 
-/// A symlink is stored as the content of the file it points to, if that file is inside `root`.
-fn resolve_symlink(root: &Path, link: &Path, rel: &str) -> Result<PathBuf, SnapshotError> {
-    let target = fs::read_link(link)
-        .map(|t| t.display().to_string())
-        .unwrap_or_default();
-    let resolved = match fs::canonicalize(link) {
-        Ok(resolved) => resolved,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(refused(rel, Refusal::DanglingSymlink { target }))
-        }
-        Err(e) => return Err(io_error(link, e)),
-    };
-    if !resolved.starts_with(root) {
-        return Err(refused(rel, Refusal::SymlinkOutside { target }));
-    }
-    let metadata = fs::metadata(&resolved).map_err(|e| io_error(&resolved, e))?;
-    if metadata.is_dir() {
-        return Err(refused(rel, Refusal::SymlinkToDirectory));
-    }
-    if !metadata.is_file() {
-        return Err(refused(rel, Refusal::SpecialFile));
-    }
-    Ok(resolved)
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
 
     #[test]

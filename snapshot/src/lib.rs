@@ -5,7 +5,8 @@
 //!
 //! Modules: `error` (the one error type, no dependencies on the rest), `store` (the bucket
 //! handle and blob reads/writes), `chunks` (direct-get chunk reads), `freeze` (the blocking
-//! walk, over `tree_walk` on all cores, with `ignore` patterns), `upload` (freeze + upload), `manifests` (flat and paged manifests), `materialize`,
+//! half: the workspace listed by `loopgate_workspace_walk` on all cores, size limits, hashing),
+//! `upload` (freeze + upload), `manifests` (flat and paged manifests), `materialize`,
 //! `stat_cache`, `gc`, `evidence`, and `cache` (warm workspaces: kept trees and blobs).
 
 pub mod cache;
@@ -14,12 +15,10 @@ mod error;
 mod evidence;
 pub mod freeze;
 pub mod gc;
-mod ignore;
 pub mod manifests;
 mod materialize;
 pub mod stat_cache;
 mod store;
-mod tree_walk;
 mod upload;
 
 pub use cache::{CacheStats, WarmReport, WorkspaceCache};

@@ -282,7 +282,7 @@ impl SnapshotStore {
         // which axum handlers and spawned tasks need.
         let fetches = pages.iter().cloned().map(|sha| async move {
             if let Some(page) = cache.and_then(|cache| cache.page(&sha)) {
-                return Ok(page);
+                return Ok::<Page, SnapshotError>(page);
             }
             // `blob` checks the bytes against `sha`: only verified pages are held.
             let bytes = self.blob(&sha).await.map_err(|err| match err {

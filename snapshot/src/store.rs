@@ -14,8 +14,6 @@ use async_nats::jetstream::{self, object_store};
 use loopgate_protocol::snapshot::{sha256_hex, SnapshotId};
 use loopgate_protocol::subjects::SNAPSHOT_BUCKET;
 
-use loopgate_transport::Bus;
-
 use crate::chunks::ChunkReader;
 use crate::error::{bounded, check_digest, store_error, SnapshotError};
 
@@ -113,12 +111,8 @@ pub fn manifest_object_name(id: &str) -> String {
 }
 
 impl SnapshotStore {
-    /// Open the snapshot bucket (created by `Bus::ensure_topology`).
-    pub async fn new(bus: &Bus) -> Result<SnapshotStore, SnapshotError> {
-        Self::from_jetstream(bus.jetstream(), bus.request_timeout()).await
-    }
-
-    /// Open the snapshot bucket on a JetStream context.
+    /// Open the snapshot bucket (created by the manager's topology) on a JetStream context,
+    /// every request bounded by `timeout` (a bus's `jetstream()` and `request_timeout()`).
     pub async fn from_jetstream(
         js: &jetstream::Context,
         timeout: Duration,

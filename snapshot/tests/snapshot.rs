@@ -35,7 +35,7 @@ pub(crate) async fn bus_on(server: &NatsServer) -> Result<Bus> {
 pub(crate) async fn nats_and_store() -> Result<(NatsServer, Bus, SnapshotStore)> {
     let server = NatsServer::start().await?;
     let bus = bus_on(&server).await?;
-    let store = SnapshotStore::new(&bus).await?;
+    let store = SnapshotStore::from_jetstream(bus.jetstream(), bus.request_timeout()).await?;
     Ok((server, bus, store))
 }
 

@@ -12,6 +12,10 @@ use loopgate_common::redact::redact_urls_in;
 use loopgate_protocol::subjects::Subjects;
 use serde::Serialize;
 
+use crate::bus_error::{
+    BoxedSource, BusError, CoreErrorKind, Operation, PublishError, PublishErrorKind,
+};
+
 /// Plain core-NATS subscription (events, control). A `futures::Stream` of `async_nats::Message`.
 pub use async_nats::Subscriber;
 
@@ -20,56 +24,24 @@ pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 /// How long run events are kept in `LG_EVENTS`.
 pub const EVENTS_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
 
-#[derive(Debug, thiserror::Error)]
-pub enum BusError {
-    /// `url` without its credentials (`loopgate_common::redact`).
-    #[error("connecting to NATS at {url}: {reason}")]
-    Connect { url: String, reason: String },
-    #[error("invalid bus options: {0}")]
-    Config(String),
-    #[error("{op} timed out after {after:?}")]
-    Timeout { op: &'static str, after: Duration },
-    #[error("{op} failed: {reason}")]
-    Nats { op: &'static str, reason: String },
-    #[error("publish to '{subject}' was not acknowledged: {reason}")]
-    Publish { subject: String, reason: String },
-    #[error("encoding JSON: {0}")]
-    Encode(#[from] serde_json::Error),
-    #[error("unexpected JetStream message: {0}")]
-    Protocol(String),
-}
-
-impl BusError {
-    /// Whether the same call may succeed later: the server was unreachable, slow or refused
-    /// for now. Bad options, encoding and protocol errors stay what they are.
-    pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            BusError::Connect { .. }
-                | BusError::Timeout { .. }
-                | BusError::Nats { .. }
-                | BusError::Publish { .. }
-        )
-    }
-
-    pub(crate) fn nats(op: &'static str, err: impl std::fmt::Display) -> Self {
-        BusError::Nats {
-            op,
-            reason: err.to_string(),
-        }
-    }
-}
-
-/// Run `fut` with a deadline, mapping expiry to `BusError::Timeout`.
-pub(crate) async fn with_timeout<T, E: std::fmt::Display>(
-    op: &'static str,
+/// Run `fut` with a deadline: its error becomes `operation`'s failure, expiry
+/// `BusError::Timeout`.
+pub(crate) async fn with_timeout<T, E, O>(
+    operation: O,
     after: Duration,
     fut: impl std::future::Future<Output = Result<T, E>>,
-) -> Result<T, BusError> {
+) -> Result<T, BusError>
+where
+    E: Into<BoxedSource>,
+    O: Operation,
+{
     match tokio::time::timeout(after, fut).await {
         Ok(Ok(value)) => Ok(value),
-        Ok(Err(err)) => Err(BusError::nats(op, err)),
-        Err(_) => Err(BusError::Timeout { op, after }),
+        Ok(Err(err)) => Err(operation.failed(err.into())),
+        Err(_) => Err(BusError::Timeout {
+            op: operation.op(),
+            after,
+        }),
     }
 }
 
@@ -301,9 +273,12 @@ impl Bus {
         let message = PublishMessage::build()
             .payload(payload.into())
             .headers(header_map);
-        let publish_error = |reason: String| BusError::Publish {
+        let publish_error = |source: PublishError| BusError::Publish {
             subject: subject.to_string(),
-            reason,
+            source,
+        };
+        let failed = |err: async_nats::jetstream::context::PublishError| {
+            publish_error(PublishError::new(PublishErrorKind::of(err.kind()), err))
         };
         let ack_future = match tokio::time::timeout(
             self.request_timeout,
@@ -312,11 +287,11 @@ impl Bus {
         .await
         {
             Ok(Ok(ack_future)) => ack_future,
-            Ok(Err(err)) => return Err(publish_error(err.to_string())),
+            Ok(Err(err)) => return Err(failed(err)),
             Err(_) => {
-                return Err(publish_error(format!(
-                    "timed out after {:?}",
-                    self.request_timeout
+                return Err(publish_error(PublishError::new(
+                    PublishErrorKind::TimedOut,
+                    format!("not sent within {:?}", self.request_timeout),
                 )))
             }
         };
@@ -332,10 +307,10 @@ impl Bus {
                 }
                 Ok(())
             }
-            Ok(Err(err)) => Err(publish_error(err.to_string())),
-            Err(_) => Err(publish_error(format!(
-                "no PubAck within {:?}",
-                self.request_timeout
+            Ok(Err(err)) => Err(failed(err)),
+            Err(_) => Err(publish_error(PublishError::new(
+                PublishErrorKind::TimedOut,
+                format!("no PubAck within {:?}", self.request_timeout),
             ))),
         }
     }
@@ -349,7 +324,7 @@ impl Bus {
     ) -> Result<(), BusError> {
         let payload = serde_json::to_vec(value)?;
         with_timeout(
-            "core publish",
+            CoreErrorKind::Publish,
             self.request_timeout,
             self.client.publish(subject.to_string(), payload.into()),
         )
@@ -359,7 +334,7 @@ impl Bus {
     /// Plain core NATS subscription.
     pub async fn subscribe_core(&self, subject: &str) -> Result<Subscriber, BusError> {
         with_timeout(
-            "subscribe",
+            CoreErrorKind::Subscribe,
             self.request_timeout,
             self.client.subscribe(subject.to_string()),
         )
@@ -368,7 +343,12 @@ impl Bus {
 
     /// Wait until everything published so far has reached the server.
     pub async fn flush(&self) -> Result<(), BusError> {
-        with_timeout("flush", self.request_timeout, self.client.flush()).await
+        with_timeout(
+            CoreErrorKind::Flush,
+            self.request_timeout,
+            self.client.flush(),
+        )
+        .await
     }
 }
 

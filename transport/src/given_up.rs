@@ -7,7 +7,8 @@
 use async_nats::jetstream::stream::{DeleteMessageErrorKind, RawMessageErrorKind};
 use async_nats::jetstream::ErrorCode;
 
-use crate::bus::{with_timeout, Bus, BusError};
+use crate::bus::{with_timeout, Bus};
+use crate::bus_error::{BusError, Operation, StreamErrorKind};
 
 /// A work message read back by its stream sequence.
 #[derive(Debug, Clone)]
@@ -24,7 +25,7 @@ impl Bus {
         stream: &str,
     ) -> Result<async_nats::jetstream::stream::Stream, BusError> {
         with_timeout(
-            "stream lookup",
+            StreamErrorKind::Lookup,
             self.request_timeout(),
             self.jetstream().get_stream(stream),
         )
@@ -46,9 +47,9 @@ impl Bus {
                 payload: message.payload.to_vec(),
             })),
             Ok(Err(err)) if err.kind() == RawMessageErrorKind::NoMessageFound => Ok(None),
-            Ok(Err(err)) => Err(BusError::nats("get work message", err)),
+            Ok(Err(err)) => Err(StreamErrorKind::GetMessage.failed(err.into())),
             Err(_) => Err(BusError::Timeout {
-                op: "get work message",
+                op: StreamErrorKind::GetMessage.op(),
                 after: timeout,
             }),
         }
@@ -66,9 +67,9 @@ impl Bus {
             {
                 Ok(())
             }
-            Ok(Err(err)) => Err(BusError::nats("delete work message", err)),
+            Ok(Err(err)) => Err(StreamErrorKind::DeleteMessage.failed(err.into())),
             Err(_) => Err(BusError::Timeout {
-                op: "delete work message",
+                op: StreamErrorKind::DeleteMessage.op(),
                 after: timeout,
             }),
         }

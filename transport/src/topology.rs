@@ -16,7 +16,10 @@ use loopgate_protocol::subjects::{
     STREAM_DEAD, STREAM_EVENTS, STREAM_EXEC, STREAM_RESULTS,
 };
 
-use crate::bus::{with_timeout, Bus, BusError, DUPLICATE_WINDOW, EVENTS_MAX_AGE};
+use crate::bus::{with_timeout, Bus, DUPLICATE_WINDOW, EVENTS_MAX_AGE};
+use crate::bus_error::{
+    BoxedSource, BusError, ConsumerErrorKind, Named, Operation, TopologyErrorKind,
+};
 use crate::sizing::TopologyOptions;
 use crate::work_consumer::{ConsumerOptions, Work};
 
@@ -197,7 +200,7 @@ impl Bus {
                     Work::Audit.durable_name(),
                     Work::Audit.stream_name(),
                 );
-            if with_timeout("audit consumer info", timeout, lookup)
+            if with_timeout(ConsumerErrorKind::Info, timeout, lookup)
                 .await
                 .is_err()
             {
@@ -222,13 +225,12 @@ impl Bus {
     /// created (create only: an update could land on a stream another process has just
     /// created); present with our settings, done (so processes with read-only rights on the
     /// topology pass once the manager has created it); present otherwise, it is updated,
-    /// keeping the sizing this process does not ask for (`keep_unasked_sizing`). Before
-    /// 2026-12-02 a worker with the default sizing could shrink the owner's three-replica stream
-    /// to one (its create-or-update landed as an update), and the owner's retry took "it exists"
-    /// for done: a stream left on one node stopped every audit once that node was killed.
+    /// keeping the sizing this process does not ask for (`keep_unasked_sizing`): a process
+    /// with the default sizing never shrinks the owner's replicated stream, and "it exists" is
+    /// done only once its settings are ours.
     async fn ensure_stream(&self, config: stream::Config) -> Result<(), BusError> {
         let timeout = self.request_timeout();
-        let mut last_error = String::new();
+        let mut last_error = timed_out(timeout);
         for attempt in 0..TOPOLOGY_ATTEMPTS {
             let js = self.jetstream();
             let result = match self.stream_config(&config.name).await {
@@ -237,29 +239,29 @@ impl Bus {
                     let update = keep_unasked_sizing(config.clone(), &actual, self.topology());
                     tokio::time::timeout(timeout, js.update_stream(update))
                         .await
-                        .map(|r| r.map(drop).map_err(|e| e.to_string()))
+                        .map(|r| r.map(drop).map_err(BoxedSource::from))
                 }
                 None => tokio::time::timeout(timeout, js.create_stream(config.clone()))
                     .await
-                    .map(|r| r.map(drop).map_err(|e| e.to_string())),
+                    .map(|r| r.map(drop).map_err(BoxedSource::from)),
             };
             match result {
                 Ok(Ok(())) => return Ok(()),
                 // Another process created or changed it meanwhile: look again.
                 Ok(Err(err)) => last_error = err,
-                Err(_) => last_error = format!("timed out after {timeout:?}"),
+                Err(_) => last_error = timed_out(timeout),
             }
             tracing::debug!(stream = %config.name, attempt, error = %last_error, "ensure stream retry");
             tokio::time::sleep(Duration::from_millis(50 * (attempt as u64 + 1))).await;
         }
-        Err(BusError::Nats {
-            op: "ensure stream",
-            reason: format!("{}: {last_error}", config.name),
-        })
+        Err(TopologyErrorKind::Stream.failed(Box::new(Named {
+            name: config.name,
+            source: last_error,
+        })))
     }
 
     async fn ensure_snapshot_bucket(&self) -> Result<(), BusError> {
-        let mut last_error = String::new();
+        let mut last_error = timed_out(self.request_timeout());
         for attempt in 0..TOPOLOGY_ATTEMPTS {
             if let Ok(Ok(_)) = tokio::time::timeout(
                 self.request_timeout(),
@@ -289,16 +291,13 @@ impl Bus {
             .await
             {
                 Ok(Ok(_)) => return Ok(()),
-                Ok(Err(err)) => last_error = err.to_string(),
-                Err(_) => last_error = format!("timed out after {:?}", self.request_timeout()),
+                Ok(Err(err)) => last_error = err.into(),
+                Err(_) => last_error = timed_out(self.request_timeout()),
             }
             tracing::debug!(attempt, error = %last_error, "ensure snapshot bucket retry");
             tokio::time::sleep(Duration::from_millis(50 * (attempt as u64 + 1))).await;
         }
-        Err(BusError::Nats {
-            op: "ensure snapshot bucket",
-            reason: last_error,
-        })
+        Err(TopologyErrorKind::SnapshotBucket.failed(last_error))
     }
 
     /// Create the evidence bucket if it does not exist. Idempotent; needs stream-creation
@@ -306,7 +305,7 @@ impl Bus {
     pub async fn ensure_evidence_bucket(&self) -> Result<(), BusError> {
         let js = self.jetstream();
         let timeout = self.request_timeout();
-        let mut last_error = String::new();
+        let mut last_error = timed_out(timeout);
         for attempt in 0..TOPOLOGY_ATTEMPTS {
             if let Ok(Ok(_)) =
                 tokio::time::timeout(timeout, js.get_object_store(EVIDENCE_BUCKET)).await
@@ -328,15 +327,12 @@ impl Bus {
             };
             match tokio::time::timeout(timeout, js.create_object_store(config)).await {
                 Ok(Ok(_)) => return Ok(()),
-                Ok(Err(err)) => last_error = err.to_string(),
-                Err(_) => last_error = format!("timed out after {timeout:?}"),
+                Ok(Err(err)) => last_error = err.into(),
+                Err(_) => last_error = timed_out(timeout),
             }
             tokio::time::sleep(Duration::from_millis(50 * (attempt as u64 + 1))).await;
         }
-        Err(BusError::Nats {
-            op: "ensure evidence bucket",
-            reason: last_error,
-        })
+        Err(TopologyErrorKind::EvidenceBucket.failed(last_error))
     }
 
     /// Bring an existing bucket's backing stream (`OBJ_<bucket>`, `KV_<bucket>`) to the replicas and byte cap
@@ -357,7 +353,7 @@ impl Bus {
         }
         let timeout = self.request_timeout();
         let stream = with_timeout(
-            "bucket stream info",
+            TopologyErrorKind::BucketInfo,
             timeout,
             self.jetstream().get_stream(stream_name),
         )
@@ -381,7 +377,7 @@ impl Bus {
             "resizing bucket to the configured [jetstream] sizing"
         );
         with_timeout(
-            "resize bucket",
+            TopologyErrorKind::ResizeBucket,
             timeout,
             self.jetstream().update_stream(config),
         )
@@ -394,7 +390,7 @@ impl Bus {
     pub async fn ensure_episode_bucket(&self) -> Result<(), BusError> {
         let js = self.jetstream();
         let timeout = self.request_timeout();
-        let mut last_error = String::new();
+        let mut last_error = timed_out(timeout);
         for attempt in 0..TOPOLOGY_ATTEMPTS {
             if let Ok(Ok(_)) = tokio::time::timeout(timeout, js.get_key_value(EPISODE_BUCKET)).await
             {
@@ -427,15 +423,12 @@ impl Bus {
             };
             match tokio::time::timeout(timeout, js.create_key_value(config)).await {
                 Ok(Ok(_)) => return Ok(()),
-                Ok(Err(err)) => last_error = err.to_string(),
-                Err(_) => last_error = format!("timed out after {timeout:?}"),
+                Ok(Err(err)) => last_error = err.into(),
+                Err(_) => last_error = timed_out(timeout),
             }
             tokio::time::sleep(Duration::from_millis(50 * (attempt as u64 + 1))).await;
         }
-        Err(BusError::Nats {
-            op: "ensure episode bucket",
-            reason: last_error,
-        })
+        Err(TopologyErrorKind::EpisodeBucket.failed(last_error))
     }
 
     /// Create the `audit` durable with default [`ConsumerOptions`] unless it exists. Looks
@@ -448,7 +441,7 @@ impl Bus {
                 Work::Audit.durable_name(),
                 Work::Audit.stream_name(),
             );
-        if with_timeout("audit consumer info", self.request_timeout(), lookup)
+        if with_timeout(ConsumerErrorKind::Info, self.request_timeout(), lookup)
             .await
             .is_ok()
         {
@@ -458,6 +451,11 @@ impl Bus {
             .await
             .map(drop)
     }
+}
+
+/// The last failure of a topology step whose last attempt ran out of time.
+fn timed_out(after: Duration) -> BoxedSource {
+    format!("timed out after {after:?}").into()
 }
 
 #[cfg(test)]

@@ -15,7 +15,8 @@ use loopgate_protocol::subjects::{
 };
 use serde::de::DeserializeOwned;
 
-use crate::bus::{Bus, BusError};
+use crate::bus::Bus;
+use crate::bus_error::{AckErrorKind, BusError, ConsumerErrorKind, Operation};
 
 /// Shortest pull-request expiry we send; the server rejects very short ones.
 const MIN_PULL_EXPIRY: Duration = Duration::from_millis(100);
@@ -175,14 +176,14 @@ impl WorkConsumer {
         let consumer = if self.bind_only {
             let durable = self.work.durable_name();
             crate::bus::with_timeout(
-                "bind consumer",
+                ConsumerErrorKind::Bind,
                 bind_timeout,
                 js.get_consumer_from_stream(durable, stream_name),
             )
             .await?
         } else {
             crate::bus::with_timeout(
-                "create consumer",
+                ConsumerErrorKind::Create,
                 bind_timeout,
                 js.create_consumer_on_stream(self.config.clone(), stream_name),
             )
@@ -230,14 +231,14 @@ impl WorkConsumer {
         };
         let expires = timeout.max(MIN_PULL_EXPIRY);
         let mut batch = crate::bus::with_timeout(
-            "pull request",
+            ConsumerErrorKind::PullRequest,
             self.bus.request_timeout(),
             consumer.batch().max_messages(1).expires(expires).messages(),
         )
         .await?;
         match tokio::time::timeout(expires + PULL_GRACE, batch.next()).await {
             Ok(Some(Ok(message))) => Delivery::new(message, self.bus.request_timeout()).map(Some),
-            Ok(Some(Err(err))) => Err(BusError::nats("pull", err)),
+            Ok(Some(Err(err))) => Err(ConsumerErrorKind::Pull.failed(err)),
             Ok(None) | Err(_) => Ok(None),
         }
     }
@@ -333,12 +334,17 @@ impl Delivery {
 
     /// Acknowledge and wait for the server to confirm (double ack).
     pub async fn ack(&self) -> Result<(), BusError> {
-        crate::bus::with_timeout("ack", self.inner.timeout, self.inner.message.double_ack()).await
+        crate::bus::with_timeout(
+            AckErrorKind::Ack,
+            self.inner.timeout,
+            self.inner.message.double_ack(),
+        )
+        .await
     }
 
     /// Negative ack: redeliver, after `delay` when given.
     pub async fn nak(&self, delay: Option<Duration>) -> Result<(), BusError> {
-        self.send(AckKind::Nak(delay), "nak").await
+        self.send(AckKind::Nak(delay), AckErrorKind::Nak).await
     }
 
     /// Work in progress: restart the ack_wait timer, and wait for the server to confirm it
@@ -351,14 +357,14 @@ impl Delivery {
         };
         let client = message.context.client();
         let request = client.request(reply, "+WPI".into());
-        crate::bus::with_timeout("progress ack", self.inner.timeout, request)
+        crate::bus::with_timeout(AckErrorKind::Progress, self.inner.timeout, request)
             .await
             .map(drop)
     }
 
     /// Stop redelivering this message without marking it processed.
     pub async fn term(&self) -> Result<(), BusError> {
-        self.send(AckKind::Term, "term").await
+        self.send(AckKind::Term, AckErrorKind::Term).await
     }
 
     /// A clonable handle that can only send progress acks, for a heartbeat task.
@@ -369,7 +375,7 @@ impl Delivery {
     }
 
     /// Publish the ack kind, then flush so it has reached the server when this returns.
-    async fn send(&self, kind: AckKind, op: &'static str) -> Result<(), BusError> {
+    async fn send(&self, kind: AckKind, op: AckErrorKind) -> Result<(), BusError> {
         let message = &self.inner.message;
         let timeout = self.inner.timeout;
         crate::bus::with_timeout(op, timeout, message.ack_with(kind)).await?;

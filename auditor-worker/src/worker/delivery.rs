@@ -1,39 +1,36 @@
-//! The worker loop, on the shared runtime (`run_consumer` pulls one audit request at a time,
-//! keeps the delivery alive and settles it): decode, audit, publish the report, settle. On
-//! shutdown the in-flight audit gets a grace period, else its delivery is nak'ed for another
-//! worker.
+//! The worker loop, on the shared runtime (`run_consumer` pulls audit requests, keeps each
+//! delivery alive and settles it): decode, then run the audit on the one delivery path of a
+//! claimed episode (`loopgate_transport::runtime::run_claimed`: cancelled generations dropped,
+//! one audit per dispatch, a finished audit's stored report republished, `EpisodeStarted`, the
+//! audit, the report stored and published, the settle). On shutdown the in-flight audit gets a
+//! grace period, else its delivery is nak'ed for another worker. This file says what is the
+//! auditor's own: binding the `audit` durable, the request, the audit and its report.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use loopgate_protocol::dispatch_id::{DispatchId, StepKey};
-use loopgate_protocol::wire::{
-    decode, AuditReport, AuditRequest, Envelope, EpisodeRole, EpisodeStarted, Message,
-};
+use loopgate_protocol::subjects::Subjects;
+use loopgate_protocol::wire::{decode, AuditReport, AuditRequest, EpisodeRole, Message};
 use loopgate_telemetry::otel::TRACEPARENT;
 use loopgate_transport::runtime::{
-    announce_started, claim_key, retry_with_patience, run_consumer, ClaimGuard, Claimed,
-    ConsumeOptions, EpisodeCancels, EpisodeClaims, Recorded, Settle, StoredResult,
-    DISPATCH_ID_HEADER,
+    run_claimed, run_consumer, ClaimedEpisode, Concluded, ConsumeOptions, EpisodeCancels,
+    EpisodeClaims, EpisodeWorker, ResultMessage, Settle, REDELIVERY_DELAY,
 };
 use loopgate_transport::{Bus, BusError, ConsumerOptions, Delivery, Work, WorkConsumer};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::audit::{report_msg_id, Auditor};
+use crate::audit::{report_msg_id, AuditError, Auditor};
 use crate::config::MAX_DELIVER;
 
 /// How long one pull waits before checking for shutdown again.
 const POLL: Duration = Duration::from_secs(5);
 /// After this long without a durable to bind, try creating it again (it may have been lost).
 const CONSUMER_CREATE_RETRY: Duration = Duration::from_secs(60);
-/// Redelivery delay after a failed audit (store unreachable) or a failed publish.
-const RETRY_DELAY: Duration = Duration::from_secs(5);
 /// On shutdown the loop waits this much longer than the audit's grace before it gives up.
 const DRAIN_MARGIN: Duration = Duration::from_secs(10);
-/// A finished audit's report is stored in its claim and published for this long (NATS away)
-/// before the audit is handed back.
-const REPORT_PUBLISH_PATIENCE: Duration = Duration::from_secs(600);
 
 #[derive(Debug, Clone, Copy)]
 pub struct WorkerOptions {
@@ -49,36 +46,6 @@ pub struct WorkerOptions {
 pub enum WorkerError {
     #[error("creating the audit consumer: {0}")]
     Consumer(#[source] BusError),
-    #[error("encoding the audit report: {0}")]
-    Encode(#[from] serde_json::Error),
-    #[error(transparent)]
-    Publish(BusError),
-}
-
-/// Publish a report as a versioned wire envelope on `result.audit.<run>`, deduplicated by
-/// `{run}:{generation}:{round}:audit-report:{purpose}:{attempt}`.
-pub(crate) async fn publish_report(
-    bus: &Bus,
-    report: &AuditReport,
-    traceparent: Option<&str>,
-) -> Result<(), WorkerError> {
-    let message = Message::AuditReport(report.clone());
-    let headers: Vec<(&str, &str)> = traceparent
-        .map(|tp| vec![(TRACEPARENT, tp)])
-        .unwrap_or_default();
-    bus.publish_json(
-        &bus.subjects().audit_result(&report.run_id),
-        &Envelope::new(&message),
-        &report_msg_id(report),
-        &headers,
-    )
-    .await
-    .map_err(WorkerError::Publish)
-}
-
-/// `{run}:{generation}:{round}:audit-started:{purpose}:{attempt}`
-pub(crate) fn started_msg_id(req: &AuditRequest, attempt: u64) -> String {
-    step_key(req).audit_started_msg_id(req.purpose, attempt)
 }
 
 fn step_key(req: &AuditRequest) -> StepKey<'_> {
@@ -87,19 +54,6 @@ fn step_key(req: &AuditRequest) -> StepKey<'_> {
         generation: req.generation,
         round: req.round,
     }
-}
-
-/// Tell the manager the audit starts. Best effort: the report is what counts.
-pub(crate) async fn publish_started(bus: &Bus, worker: &str, req: &AuditRequest, attempt: u64) {
-    let started = EpisodeStarted {
-        run_id: req.run_id.clone(),
-        generation: req.generation,
-        round: req.round,
-        role: EpisodeRole::Auditor,
-        delivery_attempt: attempt,
-        worker: worker.to_string(),
-    };
-    announce_started(bus, started, &started_msg_id(req, attempt)).await;
 }
 
 /// Bind the `audit` durable, waiting (until cancelled) for it to exist. Restricted auditor
@@ -197,11 +151,14 @@ pub async fn run_worker(
         drain: options.shutdown_grace + DRAIN_MARGIN,
     };
     let worker = Arc::new(AuditWorker {
-        bus: bus.clone(),
+        worker: EpisodeWorker {
+            bus: bus.clone(),
+            worker_id: auditor.worker_id.clone(),
+            cancels,
+            claims: EpisodeClaims::new(bus.clone(), &auditor.worker_id, options.ack_wait),
+            shutdown_grace: options.shutdown_grace,
+        },
         auditor: auditor.clone(),
-        options,
-        cancels,
-        claims: EpisodeClaims::new(bus.clone(), &auditor.worker_id, options.ack_wait),
         cancel: cancel.clone(),
     });
     run_consumer(consumer, consume, cancel, move |delivery, lease| {
@@ -220,24 +177,11 @@ pub async fn run_worker(
 
 /// What every audit of this worker shares.
 struct AuditWorker {
-    bus: Bus,
+    /// The bus, this auditor's id, its in-flight audits, its claims and the shutdown grace.
+    worker: EpisodeWorker,
     auditor: Arc<Auditor>,
-    options: WorkerOptions,
-    cancels: EpisodeCancels,
-    /// One audit per dispatched step (`lg-episodes`), whatever JetStream redelivers.
-    claims: EpisodeClaims,
     /// The daemon's shutdown token.
     cancel: CancellationToken,
-}
-
-/// How a claimed audit ended.
-enum Audited {
-    /// Without a report: settle so (the claim is released).
-    Settled(Settle),
-    /// Another auditor took the step over.
-    TakenOver,
-    /// With a report to store and publish.
-    Finished(Box<AuditReport>),
 }
 
 impl AuditWorker {
@@ -261,15 +205,6 @@ impl AuditWorker {
                 return Settle::Term(format!("undecodable: {err}"));
             }
         };
-        if self.cancels.is_dispatch_cancelled(
-            &request.run_id,
-            request.generation,
-            delivery.header(DISPATCH_ID_HEADER).as_deref(),
-        ) {
-            tracing::info!(run_id = %request.run_id, generation = request.generation,
-                "audit request of a cancelled generation; terminating it");
-            return Settle::Term("its run generation was cancelled".into());
-        }
         let span = tracing::info_span!("invoke_agent auditor",
             "gen_ai.operation.name" = "invoke_agent", "gen_ai.agent.name" = "auditor",
             "loopgate.run_id" = %request.run_id, "loopgate.generation" = request.generation,
@@ -280,179 +215,102 @@ impl AuditWorker {
             run_id = %request.run_id,
             generation = request.generation, round = request.round, attempt = delivery.attempt());
         // Join the run's trace: the manager put its span context on the request.
-        loopgate_telemetry::otel::set_remote_parent(&span, delivery.header(TRACEPARENT).as_deref());
-        self.claimed_audit(&delivery, &request, lost)
+        let traceparent = delivery.header(TRACEPARENT);
+        loopgate_telemetry::otel::set_remote_parent(&span, traceparent.as_deref());
+        let audit = AuditStep {
+            auditor: &self.auditor,
+            req: &request,
+            attempt: delivery.attempt(),
+            traceparent,
+        };
+        run_claimed(&self.worker, &delivery, &audit, &self.cancel, lost)
             .instrument(span)
             .await
     }
+}
 
-    /// Claim the step (one audit per dispatch), audit, store and publish the report; a step
-    /// audited already gets its stored report published again instead.
-    async fn claimed_audit(
-        &self,
-        delivery: &Delivery,
-        request: &AuditRequest,
-        lost: &CancellationToken,
-    ) -> Settle {
-        let dispatch = delivery.header(DISPATCH_ID_HEADER).unwrap_or_else(|| {
-            DispatchId::audit_without_header(step_key(request), request.purpose).into_string()
-        });
-        let key = claim_key("audit", &dispatch);
-        let claimed = tokio::select! {
-            claimed = self.claims.claim(&key, lost) => claimed,
-            () = self.cancel.cancelled() => return Settle::Nak(None),
-        };
-        let guard = match claimed {
-            Ok(Some(Claimed::Owned(guard))) => guard,
-            Ok(Some(Claimed::Finished(stored))) => {
-                tracing::info!(%key, "this audit has finished already: publishing its report again");
-                return self.publish_stored(&stored).await;
-            }
-            Ok(None) => return Settle::Nak(None),
-            Err(err) => {
-                tracing::warn!(%key, error = %err, "cannot claim the audit; nak for redelivery");
-                return Settle::Nak(Some(RETRY_DELAY));
-            }
-        };
-        let report = match self.audit(delivery, request, lost, &guard).await {
-            Audited::Settled(settle) => {
-                guard.release().await;
-                return settle;
-            }
-            Audited::TakenOver => return Settle::Abandon,
-            Audited::Finished(report) => report,
-        };
-        let message = Message::AuditReport((*report).clone());
-        let stored = match serde_json::to_value(Envelope::new(&message)) {
-            Ok(payload) => StoredResult {
-                subject: self.bus.subjects().audit_result(&report.run_id),
-                msg_id: report_msg_id(&report),
-                payload,
-            },
-            Err(err) => return Settle::Term(format!("unencodable report: {err}")),
-        };
-        match guard.finish(&stored, REPORT_PUBLISH_PATIENCE).await {
-            Ok(Recorded::Stored) => {}
-            Ok(Recorded::TakenOver) => {
-                tracing::warn!(
-                    "another auditor took this step over while it finished; its report wins"
-                );
-                return Settle::Abandon;
-            }
-            Err(err) => {
-                tracing::error!(error = %err, "recording the finished audit failed; publishing its report anyway")
-            }
-        }
-        let traceparent = delivery.header(TRACEPARENT);
-        match publish_report(&self.bus, &report, traceparent.as_deref()).await {
-            Ok(()) => {
-                tracing::info!(status = ?report.verdicts.status, integrity = ?report.verdicts.integrity,
-                    contract = ?report.verdicts.contract, duration_ms = report.duration_ms, "audit report published");
-                Settle::Ack
-            }
-            Err(err) => {
-                tracing::warn!(error = %err, "publishing the audit report failed; its stored copy is republished on redelivery");
-                Settle::Nak(Some(RETRY_DELAY))
-            }
-        }
+/// One audit request on the claimed-episode path.
+struct AuditStep<'a> {
+    auditor: &'a Auditor,
+    req: &'a AuditRequest,
+    attempt: u64,
+    /// The request's trace context, passed on with the report.
+    traceparent: Option<String>,
+}
+
+impl ClaimedEpisode for AuditStep<'_> {
+    type End = Result<AuditReport, AuditError>;
+    type Output = AuditReport;
+
+    fn role(&self) -> EpisodeRole {
+        EpisodeRole::Auditor
     }
 
-    /// Publish a stored report again (same dedup id), with patience.
-    async fn publish_stored(&self, stored: &StoredResult) -> Settle {
-        let published = retry_with_patience(
-            "report republish",
-            REPORT_PUBLISH_PATIENCE,
-            &CancellationToken::new(),
-            BusError::is_retryable,
-            || {
-                self.bus
-                    .publish_json(&stored.subject, &stored.payload, &stored.msg_id, &[])
-            },
-        )
-        .await;
-        match published {
-            Ok(Some(())) => Settle::Ack,
-            Ok(None) | Err(_) => Settle::Nak(Some(RETRY_DELAY)),
-        }
+    fn step(&self) -> StepKey<'_> {
+        step_key(self.req)
     }
 
-    async fn audit(
-        &self,
-        delivery: &Delivery,
-        request: &AuditRequest,
-        lost: &CancellationToken,
-        guard: &ClaimGuard,
-    ) -> Audited {
-        let auditor = &self.auditor;
-        tracing::info!(candidate = %request.candidate_snapshot, "audit started");
-        publish_started(&self.bus, &auditor.worker_id, request, delivery.attempt()).await;
-        let dispatch = delivery.header(DISPATCH_ID_HEADER);
-        let registration = self.cancels.register_dispatch(
-            &request.run_id,
-            request.generation,
-            dispatch.as_deref(),
-        );
-        let aborted = registration.token().clone();
-        let started = std::time::Instant::now();
-        let mut audit = Box::pin(auditor.audit(request, delivery.attempt()));
-        let grace = self.options.shutdown_grace;
-        let result = tokio::select! {
-            result = &mut audit => Some(result),
-            () = aborted.cancelled() => None,
-            () = lost.cancelled() => {
-                tracing::warn!("the delivery was lost (no keep-alive reached NATS for ack_wait): stopping the audit");
-                return Audited::Settled(Settle::Nak(None));
-            }
-            () = guard.lost().cancelled() => {
-                if guard.is_taken_over() {
-                    tracing::warn!("another auditor took this step over: stopping the audit");
-                    return Audited::TakenOver;
-                }
-                tracing::warn!("the audit claim could not be kept alive for ack_wait: stopping the audit");
-                return Audited::Settled(Settle::Nak(None));
-            }
-            _ = self.cancel.cancelled() => {
-                tracing::info!(grace_secs = grace.as_secs(), "shutdown: finishing the in-flight audit");
-                tokio::select! {
-                    result = tokio::time::timeout(grace, &mut audit) => result.ok(),
-                    () = aborted.cancelled() => None,
-                }
-            }
-        };
-        // Dropping an unfinished audit kills its check processes and removes its scratch dir.
-        drop(audit);
-        drop(registration);
-        if aborted.is_cancelled() {
-            tracing::info!("audit cancelled by a control notice; terminating the request");
-            return Audited::Settled(Settle::Term("cancelled by a control notice".into()));
-        }
+    fn dispatch_without_header(&self) -> DispatchId {
+        DispatchId::audit_without_header(step_key(self.req), self.req.purpose)
+    }
+
+    /// `{run}:{generation}:{round}:audit-started:{purpose}:{attempt}`.
+    fn started_msg_id(&self, attempt: u64) -> String {
+        step_key(self.req).audit_started_msg_id(self.req.purpose, attempt)
+    }
+
+    fn run(&self) -> impl Future<Output = Self::End> + Send + '_ {
+        tracing::info!(candidate = %self.req.candidate_snapshot, "audit started");
+        self.auditor.audit(self.req, self.attempt)
+    }
+
+    fn conclude(&self, end: Option<Self::End>, elapsed: Duration) -> Concluded<AuditReport> {
         loopgate_telemetry::metrics::Metrics::new()
-            .record_episode("auditor", started.elapsed().as_secs_f64());
-        if let Some(Ok(report)) = &result {
-            let span = tracing::Span::current();
-            span.record(
-                "loopgate.status",
-                format!("{:?}", report.verdicts.status).to_lowercase(),
-            );
-            span.record(
-                "loopgate.integrity",
-                format!("{:?}", report.verdicts.integrity).to_lowercase(),
-            );
-            span.record(
-                "loopgate.contract",
-                format!("{:?}", report.verdicts.contract).to_lowercase(),
-            );
-        }
-        match result {
+            .record_episode("auditor", elapsed.as_secs_f64());
+        match end {
             None => {
                 tracing::warn!("shutdown grace over; handing the audit back");
-                Audited::Settled(Settle::Nak(None))
+                Concluded::Settle(Settle::Nak(None))
             }
             Some(Err(err)) => {
                 tracing::warn!(error = %err, "audit could not run; will be redelivered");
-                Audited::Settled(Settle::Nak(Some(RETRY_DELAY)))
+                Concluded::Settle(Settle::Nak(Some(REDELIVERY_DELAY)))
             }
-            Some(Ok(report)) => Audited::Finished(Box::new(report)),
+            Some(Ok(report)) => {
+                record_verdicts(&report);
+                Concluded::Publish(report)
+            }
         }
     }
+
+    /// On `result.audit.<run>`, deduplicated by
+    /// `{run}:{generation}:{round}:audit-report:{purpose}:{attempt}`.
+    fn result(&self, report: &AuditReport, subjects: &Subjects) -> ResultMessage {
+        ResultMessage {
+            subject: subjects.audit_result(&report.run_id),
+            msg_id: report_msg_id(report),
+            message: Message::AuditReport(report.clone()),
+        }
+    }
+
+    fn result_headers(&self) -> Vec<(&'static str, String)> {
+        self.traceparent
+            .iter()
+            .map(|tp| (TRACEPARENT, tp.clone()))
+            .collect()
+    }
+
+    fn published(&self, report: &AuditReport) {
+        tracing::info!(status = ?report.verdicts.status, integrity = ?report.verdicts.integrity,
+            contract = ?report.verdicts.contract, duration_ms = report.duration_ms, "audit report published");
+    }
+}
+
+/// The report's three verdicts on the audit's span.
+fn record_verdicts(report: &AuditReport) {
+    let span = tracing::Span::current();
+    let word = |verdict: &dyn std::fmt::Debug| format!("{verdict:?}").to_lowercase();
+    span.record("loopgate.status", word(&report.verdicts.status));
+    span.record("loopgate.integrity", word(&report.verdicts.integrity));
+    span.record("loopgate.contract", word(&report.verdicts.contract));
 }

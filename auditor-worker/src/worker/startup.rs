@@ -77,14 +77,16 @@ pub(crate) fn judge_clients(
 /// The evidence bucket: opened, or created when these credentials may (development), else
 /// `None` and reports carry only output digests' absence and excerpts.
 async fn open_evidence(bus: &Bus) -> Option<SnapshotStore> {
-    if let Ok(store) = SnapshotStore::evidence(bus).await {
+    if let Ok(store) =
+        SnapshotStore::evidence_from_jetstream(bus.jetstream(), bus.request_timeout()).await
+    {
         return Some(store);
     }
     if let Err(err) = bus.ensure_evidence_bucket().await {
         tracing::warn!(error = %err, "no evidence bucket: check outputs will not be stored");
         return None;
     }
-    match SnapshotStore::evidence(bus).await {
+    match SnapshotStore::evidence_from_jetstream(bus.jetstream(), bus.request_timeout()).await {
         Ok(store) => Some(store),
         Err(err) => {
             tracing::warn!(error = %err, "no evidence bucket: check outputs will not be stored");
@@ -126,7 +128,7 @@ pub async fn run_daemon(
     {
         return Ok(());
     }
-    let store = SnapshotStore::new(&bus).await?;
+    let store = SnapshotStore::from_jetstream(bus.jetstream(), bus.request_timeout()).await?;
     let evidence = open_evidence(&bus).await;
     match &settings.signing_key {
         Some(key) => tracing::info!(key_id = key.key_id(), public_key = %key.public_key(),
@@ -146,7 +148,11 @@ pub async fn run_daemon(
         strict_scope: settings.strict_scope,
         judges,
         signing_key: settings.signing_key.clone(),
-        workspaces: open_workspaces(&settings),
+        workspaces: WorkspaceCache::open_for_worker(
+            &settings.work_dir,
+            &settings.worker_id,
+            settings.cache_bytes,
+        ),
     });
     let options = WorkerOptions {
         ack_wait: settings.ack_wait,
@@ -180,20 +186,4 @@ pub async fn run_daemon(
         tracing::warn!(error = %err, "flushing NATS on shutdown");
     }
     Ok(result?)
-}
-
-/// The warm-workspace cache under the work dir (audit scratch dirs' filesystem: kept trees
-/// move by rename), or `None` when `cache_bytes` is 0 or it cannot be set up (logged).
-fn open_workspaces(settings: &AuditorSettings) -> Option<WorkspaceCache> {
-    if settings.cache_bytes == 0 {
-        return None;
-    }
-    let root = WorkspaceCache::worker_root(&settings.work_dir, &settings.worker_id);
-    match WorkspaceCache::open(&root, settings.cache_bytes) {
-        Ok(cache) => Some(cache),
-        Err(err) => {
-            tracing::warn!(error = %err, root = %root.display(), "warm workspace cache off");
-            None
-        }
-    }
 }

@@ -117,7 +117,8 @@ async fn audit_hello(
 ) -> anyhow::Result<loopgate_protocol::wire::AuditReport> {
     let passwords = env.passwords.clone().context("secured env")?;
     let executor = connect_as(&env.url, "executor", &passwords.executor).await?;
-    let snapshots = SnapshotStore::new(&executor).await?;
+    let snapshots =
+        SnapshotStore::from_jetstream(executor.jetstream(), executor.request_timeout()).await?;
     let (base, candidate) = freeze_hello(&snapshots).await?;
     let mut criteria = vec![criterion("hello-exists", "test -f hello.py", 10)];
     criteria.extend(extra);

@@ -129,7 +129,8 @@ async fn audit_as_restricted_auditor(
         .missing_topology(loopgate_transport::TopologyRole::Executor)
         .await;
     anyhow::ensure!(missing.is_empty(), "missing for the executor: {missing:?}");
-    let snapshots = SnapshotStore::new(&executor).await?;
+    let snapshots =
+        SnapshotStore::from_jetstream(executor.jetstream(), executor.request_timeout()).await?;
     let (base, candidate) = freeze_hello(&snapshots).await?;
     let mut auditor = ChildGuard::spawn("loopgate-auditor", command)?;
     let contract = contract(vec![

@@ -95,8 +95,9 @@ async fn finish_env(
 ) -> anyhow::Result<Env> {
     // Streams, buckets and the `audit` durable, as the manager sets them up.
     bus.ensure_topology().await?;
-    let store = SnapshotStore::new(&bus).await?;
-    let evidence = SnapshotStore::evidence(&bus).await?;
+    let store = SnapshotStore::from_jetstream(bus.jetstream(), bus.request_timeout()).await?;
+    let evidence =
+        SnapshotStore::evidence_from_jetstream(bus.jetstream(), bus.request_timeout()).await?;
     let results = bus
         .work_consumer(Work::Results, ConsumerOptions::default())
         .await?;

@@ -142,7 +142,7 @@ async fn main() -> anyhow::Result<()> {
     };
     let bus = Bus::connect(&nats.url(), "loopgate", options).await?;
     bus.ensure_topology().await?;
-    let store = SnapshotStore::new(&bus).await?;
+    let store = SnapshotStore::from_jetstream(bus.jetstream(), bus.request_timeout()).await?;
 
     eprintln!("first freeze and first commit");
     let mut cache = StatCache::new();

@@ -347,7 +347,7 @@ async fn main() -> anyhow::Result<()> {
     bus.ensure_topology().await?;
     let work = tempfile::tempdir()?;
     let bench = Bench {
-        store: SnapshotStore::new(&bus).await?,
+        store: SnapshotStore::from_jetstream(bus.jetstream(), bus.request_timeout()).await?,
         work: work.path().to_path_buf(),
         churn_files,
     };

@@ -85,7 +85,7 @@ pub struct LaunchPlan {
 }
 
 impl LaunchPlan {
-    /// The command to hand to `runtime::run_child`.
+    /// The command to hand to `loopgate_process::run_child`.
     pub fn command(&self) -> tokio::process::Command {
         let mut command = tokio::process::Command::new(&self.program);
         command

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use loopgate_common::output_cap::OutputCap;
-use loopgate_transport::runtime::{run_child, shared, with_sink, ChildEnd};
+use loopgate_process::{run_child, shared, with_sink, ChildEnd};
 
 use crate::run_check::{CHECK_LANG, DEFAULT_CHECK_PATH};
 use crate::sandbox::agent_launch::{AgentLaunch, AgentSandbox, HiddenPath};

@@ -4,23 +4,12 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+pub use loopgate_common::config::SandboxMode;
 
 use crate::sandbox::overlay::{layered_launcher, OverlayTools};
 
 /// Default unprivileged user for checks when the worker runs as root.
 pub(crate) const DEFAULT_CHECK_USER: &str = "nobody";
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SandboxMode {
-    /// Use bubblewrap where the host allows it, else run checks unisolated (said in reports).
-    #[default]
-    Auto,
-    /// No network sandbox, no check: checks become inconclusive.
-    Required,
-    /// Never use bubblewrap.
-    Off,
-}
 
 /// What the config asks for; `probe` turns it into a [`Sandbox`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use loopgate_checks::{AgentLaunch, AgentSandbox};
 use loopgate_common::output_cap::OutputCap;
-use loopgate_transport::runtime::{run_child, shared, with_sink, ChildEnd, ChildError, OutputSink};
+use loopgate_process::{run_child, shared, with_sink, ChildEnd, ChildError, OutputSink};
 use serde_json::json;
 
 use crate::agents::config::AgentProfile;

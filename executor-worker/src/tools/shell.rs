@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use loopgate_checks::AgentLaunch;
 use loopgate_common::output_cap::OutputCap;
-use loopgate_transport::runtime::{run_child, shared, with_sink, ChildEnd};
+use loopgate_process::{run_child, shared, with_sink, ChildEnd};
 
 use crate::config::{ShellEnv, ToolLimits};
 use crate::isolation::AgentIsolationEnv;

@@ -1,25 +1,23 @@
 //! One worker loop per capability, on the shared runtime (`run_consumer` pulls, keeps the
 //! delivery alive and settles): decode an exec request, drop it when stale (a first delivery
-//! past its `start_by_ms`) or cancelled, announce `EpisodeStarted`, run the episode, publish
-//! the result, settle. On shutdown it stops pulling; an
-//! in-flight episode gets a grace period, after which it is dropped and the request nak'd for
-//! redelivery. A `CancelEpisodes` notice for its run aborts the episode (process groups killed,
-//! workspace dropped) and terminates the request without a result.
+//! past its `start_by_ms`), then run it on the one delivery path of a claimed episode
+//! (`loopgate_transport::runtime::run_claimed`: cancelled generations dropped, one episode per
+//! dispatch, a finished step's stored result republished, `EpisodeStarted`, the episode, the
+//! result stored and published, the settle). This file says what is the executor's own: the
+//! request, the episode, and the `ExecResult` it ends with.
 
+use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use loopgate_protocol::dispatch_id::{DispatchId, StepKey};
-use loopgate_protocol::subjects::Capability;
-use loopgate_protocol::wire::{
-    decode, Envelope, EpisodeRole, EpisodeStarted, ExecRequest, ExecResult, Message,
-};
+use loopgate_protocol::subjects::{Capability, Subjects};
+use loopgate_protocol::wire::{decode, EpisodeRole, ExecRequest, ExecResult, Message};
 use loopgate_transport::runtime::{
-    announce_started, claim_key, retry_with_patience, run_consumer, ClaimGuard, Claimed,
-    ConsumeOptions, EpisodeCancels, EpisodeClaims, Recorded, Settle, StoredResult,
-    DISPATCH_ID_HEADER,
+    retry_with_patience, run_claimed, run_consumer, ClaimedEpisode, Concluded, ConsumeOptions,
+    EpisodeWorker, ResultMessage, Settle, REDELIVERY_DELAY,
 };
-use loopgate_transport::{Bus, BusError, ConsumerOptions, Delivery, Work, WorkConsumer};
+use loopgate_transport::{ConsumerOptions, Delivery, Work, WorkConsumer};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -27,27 +25,17 @@ use crate::episode::{run_episode, EpisodeEnd, EpisodeEnv};
 
 /// How long one pull waits before the loop looks at the cancel token again.
 const POLL: Duration = Duration::from_secs(5);
-/// Redelivery delay after infrastructure trouble.
-const RETRY_DELAY: Duration = Duration::from_secs(5);
-/// A finished episode's result is published again and again for this long (a NATS outage,
-/// a restart) before its work is handed back: the frozen snapshot is already stored, so only
-/// the publish is retried, never the work.
-const RESULT_PUBLISH_PATIENCE: Duration = Duration::from_secs(600);
 /// On shutdown the loop waits this much longer than the episode's grace before it gives up.
 const DRAIN_MARGIN: Duration = Duration::from_secs(10);
 
 /// What every worker loop of this process shares.
 #[derive(Debug, Clone)]
 pub struct WorkerContext {
-    pub bus: Bus,
+    /// The bus, this worker's id, its in-flight episodes (for `CancelEpisodes` notices), its
+    /// episode claims and the shutdown grace.
+    pub worker: EpisodeWorker,
     pub episode: EpisodeEnv,
-    pub worker_id: String,
     pub consumer: ConsumerOptions,
-    pub shutdown_grace: Duration,
-    /// In-flight episodes, for `CancelEpisodes` notices.
-    pub cancels: EpisodeCancels,
-    /// One episode per dispatched step (`lg-episodes`), whatever JetStream redelivers.
-    pub claims: EpisodeClaims,
     /// Episodes at once per capability loop (`[executor] concurrency`).
     pub concurrency: usize,
 }
@@ -88,7 +76,7 @@ pub(crate) async fn run_worker_loop(
     capability: Capability,
     cancel: CancellationToken,
 ) {
-    let span = tracing::info_span!("worker_loop", capability = capability.as_str(), worker = %ctx.worker_id);
+    let span = tracing::info_span!("worker_loop", capability = capability.as_str(), worker = %ctx.worker.worker_id);
     async {
         let Some(consumer) = bind_consumer(&ctx, capability, &cancel).await else {
             return;
@@ -98,7 +86,7 @@ pub(crate) async fn run_worker_loop(
             concurrency: ctx.concurrency,
             poll: POLL,
             ack_wait: ctx.consumer.ack_wait,
-            drain: ctx.shutdown_grace + DRAIN_MARGIN,
+            drain: ctx.worker.shutdown_grace + DRAIN_MARGIN,
         };
         let (handler_ctx, handler_cancel) = (ctx.clone(), cancel.clone());
         run_consumer(consumer, options, cancel, move |delivery, lease| {
@@ -124,7 +112,11 @@ async fn bind_consumer(
         Duration::MAX,
         cancel,
         |_| true,
-        || ctx.bus.work_consumer(Work::Exec(capability), ctx.consumer),
+        || {
+            ctx.worker
+                .bus
+                .work_consumer(Work::Exec(capability), ctx.consumer)
+        },
     )
     .await;
     bound.ok().flatten()
@@ -164,14 +156,6 @@ pub(crate) async fn handle_delivery(
         );
         return Settle::Term("stale: picked up after its start-by time".into());
     }
-    let dispatch = delivery.header(DISPATCH_ID_HEADER);
-    if ctx
-        .cancels
-        .is_dispatch_cancelled(&req.run_id, req.generation, dispatch.as_deref())
-    {
-        tracing::info!(run_id = %req.run_id, generation = req.generation, "request of a cancelled generation; dropping it");
-        return Settle::Term("its run generation was cancelled".into());
-    }
     let span = tracing::info_span!(
         "invoke_agent executor",
         "gen_ai.operation.name" = "invoke_agent",
@@ -179,7 +163,7 @@ pub(crate) async fn handle_delivery(
         "loopgate.run_id" = %req.run_id,
         "loopgate.generation" = req.generation,
         "loopgate.round" = req.round,
-        "loopgate.worker" = %ctx.worker_id,
+        "loopgate.worker" = %ctx.worker.worker_id,
         run_id = %req.run_id,
         generation = req.generation,
         round = req.round,
@@ -193,221 +177,85 @@ pub(crate) async fn handle_delivery(
             .header(loopgate_telemetry::otel::TRACEPARENT)
             .as_deref(),
     );
-    run_request(ctx, &delivery, req, cancel, lost)
+    let step = ExecStep {
+        ctx,
+        req: &req,
+        attempt,
+    };
+    run_claimed(&ctx.worker, &delivery, &step, cancel, lost)
         .instrument(span)
         .await
 }
 
-/// The dispatch id of a request without one on its delivery (`run:gen:round:exec`, as the
-/// manager names it).
-fn dispatch_of(req: &ExecRequest, header: Option<&str>) -> String {
-    header.map_or_else(
-        || DispatchId::exec(step_key(req)).into_string(),
-        str::to_string,
-    )
-}
-
-/// Claim the step (one episode per dispatch, whatever is redelivered), then run it; a step
-/// that has finished already gets its stored result published again instead.
-async fn run_request(
-    ctx: &WorkerContext,
-    delivery: &Delivery,
-    req: ExecRequest,
-    cancel: &CancellationToken,
-    lost: &CancellationToken,
-) -> Settle {
-    let dispatch = dispatch_of(&req, delivery.header(DISPATCH_ID_HEADER).as_deref());
-    let key = claim_key("exec", &dispatch);
-    let claimed = tokio::select! {
-        claimed = ctx.claims.claim(&key, lost) => claimed,
-        () = cancel.cancelled() => return Settle::Nak(None),
-    };
-    let guard = match claimed {
-        Ok(Some(Claimed::Owned(guard))) => guard,
-        Ok(Some(Claimed::Finished(stored))) => {
-            tracing::info!(%key, "this step has finished already: publishing its result again instead of redoing it");
-            return match publish_stored(&ctx.bus, &stored).await {
-                Ok(()) => Settle::Ack,
-                Err(err) => {
-                    tracing::error!(error = %err, "republishing the stored result failed; nak for redelivery");
-                    Settle::Nak(Some(RETRY_DELAY))
-                }
-            };
-        }
-        Ok(None) => return Settle::Nak(None),
-        Err(err) => {
-            tracing::warn!(%key, error = %err, "cannot claim the step; nak for redelivery");
-            return Settle::Nak(Some(RETRY_DELAY));
-        }
-    };
-    match run_claimed(ctx, delivery, &req, cancel, lost, &guard).await {
-        Ran::Settled(settle) => {
-            guard.release().await;
-            settle
-        }
-        Ran::TakenOver => Settle::Abandon,
-        Ran::Finished(stored) => finish(ctx, guard, &stored).await,
-    }
-}
-
-/// How a claimed episode ended.
-enum Ran {
-    /// Without a result: settle so (the claim is released).
-    Settled(Settle),
-    /// Another worker took the step over.
-    TakenOver,
-    /// With a result to store and publish.
-    Finished(StoredResult),
-}
-
-/// Store the result in the claim, then publish it: a redelivery from here on republishes it.
-async fn finish(ctx: &WorkerContext, guard: Box<ClaimGuard>, stored: &StoredResult) -> Settle {
-    match guard.finish(stored, RESULT_PUBLISH_PATIENCE).await {
-        Ok(Recorded::Stored) => {}
-        Ok(Recorded::TakenOver) => {
-            tracing::warn!("another worker took this step over while it finished; its result wins");
-            return Settle::Abandon;
-        }
-        Err(err) => {
-            tracing::error!(error = %err, "recording the finished episode failed; publishing its result anyway");
-        }
-    }
-    match publish_stored(&ctx.bus, stored).await {
-        Ok(()) => Settle::Ack,
-        Err(err) => {
-            tracing::error!(error = %err, "publishing the result failed; nak for redelivery");
-            Settle::Nak(Some(RETRY_DELAY))
-        }
-    }
-}
-
-/// Announce and run the episode under its claim.
-async fn run_claimed(
-    ctx: &WorkerContext,
-    delivery: &Delivery,
-    req: &ExecRequest,
-    cancel: &CancellationToken,
-    lost: &CancellationToken,
-    guard: &ClaimGuard,
-) -> Ran {
-    let attempt = delivery.attempt();
-    let dispatch = delivery.header(DISPATCH_ID_HEADER);
-    let registration =
-        ctx.cancels
-            .register_dispatch(&req.run_id, req.generation, dispatch.as_deref());
-    let started = EpisodeStarted {
-        run_id: req.run_id.clone(),
-        generation: req.generation,
-        round: req.round,
-        role: EpisodeRole::Executor,
-        delivery_attempt: attempt,
-        worker: ctx.worker_id.clone(),
-    };
-    announce_started(&ctx.bus, started, &started_msg_id(req, attempt)).await;
-    let started = Instant::now();
-    tracing::info!(objective = %req.increment.objective, "episode started");
-
-    let aborted = registration.token();
-    let mut episode = Box::pin(run_episode(req, attempt, &ctx.episode));
-    let end = tokio::select! {
-        end = &mut episode => Some(end),
-        () = aborted.cancelled() => None,
-        () = lost.cancelled() => {
-            tracing::warn!("the delivery was lost (no keep-alive reached NATS for ack_wait): stopping the episode");
-            drop(episode);
-            return Ran::Settled(Settle::Nak(None));
-        }
-        () = guard.lost().cancelled() => {
-            drop(episode);
-            if guard.is_taken_over() {
-                tracing::warn!("another worker took this step over: stopping the episode");
-                return Ran::TakenOver;
-            }
-            tracing::warn!("the episode claim could not be kept alive for ack_wait: stopping the episode");
-            return Ran::Settled(Settle::Nak(None));
-        }
-        () = cancel.cancelled() => {
-            tracing::info!(grace = ?ctx.shutdown_grace, "shutting down: giving the episode its grace period");
-            tokio::select! {
-                end = tokio::time::timeout(ctx.shutdown_grace, &mut episode) => end.ok(),
-                () = aborted.cancelled() => None,
-            }
-        }
-    };
-    // Dropping the episode removes its directory and kills any shell or agent it still runs.
-    drop(episode);
-    if aborted.is_cancelled() {
-        tracing::info!("episode cancelled by a control notice; terminating the request");
-        return Ran::Settled(Settle::Term("cancelled by a control notice".into()));
-    }
-
-    let (outcome, usage) = match end {
-        None => {
-            tracing::warn!("episode did not finish within the grace period; nak for redelivery");
-            return Ran::Settled(Settle::Nak(None));
-        }
-        Some(EpisodeEnd::Retry { reason }) => {
-            tracing::warn!(%reason, "infrastructure trouble; nak for redelivery");
-            return Ran::Settled(Settle::Nak(Some(RETRY_DELAY)));
-        }
-        Some(EpisodeEnd::Outcome { outcome, usage }) => (outcome, usage),
-    };
-    loopgate_telemetry::metrics::Metrics::new()
-        .record_episode("executor", started.elapsed().as_secs_f64());
-    let result = ExecResult {
-        run_id: req.run_id.clone(),
-        generation: req.generation,
-        round: req.round,
-        delivery_attempt: attempt,
-        worker: ctx.worker_id.clone(),
-        outcome,
-        usage,
-        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        agent_isolation: Some(ctx.episode.agent_isolation_for(&req.executor_profile)),
-    };
-    match stored_result(&ctx.bus, req, attempt, result) {
-        Ok(stored) => Ran::Finished(stored),
-        Err(err) => {
-            tracing::error!(error = %err, "encoding the result failed; terminating the request");
-            Ran::Settled(Settle::Term(format!("unencodable result: {err}")))
-        }
-    }
-}
-
-/// The result as published: subject, dedup id and wire envelope.
-pub(crate) fn stored_result(
-    bus: &Bus,
-    req: &ExecRequest,
+/// One exec request on the claimed-episode path.
+struct ExecStep<'a> {
+    ctx: &'a WorkerContext,
+    req: &'a ExecRequest,
     attempt: u64,
-    result: ExecResult,
-) -> Result<StoredResult, BusError> {
-    let message = Message::ExecResult(result);
-    Ok(StoredResult {
-        subject: bus.subjects().exec_result(&req.run_id),
-        msg_id: result_msg_id(req, attempt),
-        payload: serde_json::to_value(Envelope::new(&message))?,
-    })
 }
 
-/// Publish a result with its dedup id, retrying retryable failures for up to
-/// `RESULT_PUBLISH_PATIENCE` (the dedup id makes a repeated publish harmless).
-pub(crate) async fn publish_stored(bus: &Bus, stored: &StoredResult) -> Result<(), BusError> {
-    // Not the shutdown token: an episode finished within its shutdown grace still publishes
-    // (the consume loop's drain bounds how long).
-    let published = retry_with_patience(
-        "result publish",
-        RESULT_PUBLISH_PATIENCE,
-        &CancellationToken::new(),
-        BusError::is_retryable,
-        || bus.publish_json(&stored.subject, &stored.payload, &stored.msg_id, &[]),
-    )
-    .await?;
-    match published {
-        Some(()) => {
-            tracing::info!(subject = %stored.subject, msg_id = %stored.msg_id, "result published");
-            Ok(())
+impl ClaimedEpisode for ExecStep<'_> {
+    type End = EpisodeEnd;
+    type Output = ExecResult;
+
+    fn role(&self) -> EpisodeRole {
+        EpisodeRole::Executor
+    }
+
+    fn step(&self) -> StepKey<'_> {
+        step_key(self.req)
+    }
+
+    /// `run:gen:round:exec`, as the manager names it.
+    fn dispatch_without_header(&self) -> DispatchId {
+        DispatchId::exec(step_key(self.req))
+    }
+
+    fn started_msg_id(&self, attempt: u64) -> String {
+        started_msg_id(self.req, attempt)
+    }
+
+    fn run(&self) -> impl Future<Output = EpisodeEnd> + Send + '_ {
+        tracing::info!(objective = %self.req.increment.objective, "episode started");
+        run_episode(self.req, self.attempt, &self.ctx.episode)
+    }
+
+    fn conclude(&self, end: Option<EpisodeEnd>, elapsed: Duration) -> Concluded<ExecResult> {
+        let (outcome, usage) = match end {
+            None => {
+                tracing::warn!(
+                    "episode did not finish within the grace period; nak for redelivery"
+                );
+                return Concluded::Settle(Settle::Nak(None));
+            }
+            Some(EpisodeEnd::Retry { reason }) => {
+                tracing::warn!(%reason, "infrastructure trouble; nak for redelivery");
+                return Concluded::Settle(Settle::Nak(Some(REDELIVERY_DELAY)));
+            }
+            Some(EpisodeEnd::Outcome { outcome, usage }) => (outcome, usage),
+        };
+        loopgate_telemetry::metrics::Metrics::new()
+            .record_episode("executor", elapsed.as_secs_f64());
+        let req = self.req;
+        Concluded::Publish(ExecResult {
+            run_id: req.run_id.clone(),
+            generation: req.generation,
+            round: req.round,
+            delivery_attempt: self.attempt,
+            worker: self.ctx.worker.worker_id.clone(),
+            outcome,
+            usage,
+            duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+            agent_isolation: Some(self.ctx.episode.agent_isolation_for(&req.executor_profile)),
+        })
+    }
+
+    fn result(&self, result: &ExecResult, subjects: &Subjects) -> ResultMessage {
+        ResultMessage {
+            subject: subjects.exec_result(&self.req.run_id),
+            msg_id: result_msg_id(self.req, self.attempt),
+            message: Message::ExecResult(result.clone()),
         }
-        None => Err(BusError::Protocol("result publish abandoned".into())),
     }
 }
 

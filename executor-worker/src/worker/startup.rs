@@ -9,7 +9,8 @@ use std::sync::Arc;
 use loopgate_checks::{hidden_paths, probe_agent_sandbox, probe_for, AgentSandbox, SandboxError};
 use loopgate_snapshot::{SnapshotError, SnapshotStore, WorkspaceCache};
 use loopgate_transport::runtime::{
-    await_topology, connect_bus, EpisodeCancels, EpisodeClaims, TopologyWait, CONNECT_PATIENCE,
+    await_topology, connect_bus, EpisodeCancels, EpisodeClaims, EpisodeWorker, TopologyWait,
+    CONNECT_PATIENCE,
 };
 use loopgate_transport::{BusError, BusOptions, ConsumerOptions, TopologyRole};
 use tokio_util::sync::CancellationToken;
@@ -96,10 +97,20 @@ pub async fn prepare(
     {
         return Ok(None);
     }
-    let store = SnapshotStore::new(&bus).await?;
-    let workspaces = open_workspaces(settings);
+    let store = SnapshotStore::from_jetstream(bus.jetstream(), bus.request_timeout()).await?;
+    let workspaces = WorkspaceCache::open_for_worker(
+        &settings.work_dir,
+        &settings.worker_id,
+        settings.cache_bytes,
+    );
     Ok(Some(Arc::new(WorkerContext {
-        bus: bus.clone(),
+        worker: EpisodeWorker {
+            bus: bus.clone(),
+            worker_id: settings.worker_id.clone(),
+            cancels: EpisodeCancels::new(),
+            claims: EpisodeClaims::new(bus.clone(), &settings.worker_id, settings.ack_wait),
+            shutdown_grace: settings.shutdown_grace,
+        },
         episode: EpisodeEnv {
             store,
             work_dir,
@@ -116,15 +127,11 @@ pub async fn prepare(
             },
             workspaces,
         },
-        worker_id: settings.worker_id.clone(),
         consumer: ConsumerOptions {
             ack_wait: settings.ack_wait,
             max_deliver: settings.max_deliver,
             ..ConsumerOptions::default()
         },
-        shutdown_grace: settings.shutdown_grace,
-        cancels: EpisodeCancels::new(),
-        claims: EpisodeClaims::new(bus.clone(), &settings.worker_id, settings.ack_wait),
         concurrency: settings.concurrency,
     })))
 }
@@ -150,27 +157,15 @@ async fn agent_sandbox(settings: &Settings, work_dir: &Path) -> Result<AgentSand
     Ok(agent)
 }
 
-/// The warm-workspace cache under the work dir (the episode dirs' filesystem: kept trees move
-/// by rename), or `None` when `cache_bytes` is 0 or it cannot be set up (logged; episodes then
-/// materialize from scratch, as before).
-fn open_workspaces(settings: &Settings) -> Option<WorkspaceCache> {
-    if settings.cache_bytes == 0 {
-        return None;
-    }
-    let root = WorkspaceCache::worker_root(&settings.work_dir, &settings.worker_id);
-    match WorkspaceCache::open(&root, settings.cache_bytes) {
-        Ok(cache) => Some(cache),
-        Err(err) => {
-            tracing::warn!(error = %err, root = %root.display(), "warm workspace cache off");
-            None
-        }
-    }
-}
-
 /// Run one loop per capability until `cancel` fires and every loop has wound down. Control
 /// notices are subscribed to first, so none is missed once work is taken.
 pub async fn run_workers(ctx: Arc<WorkerContext>, settings: &Settings, cancel: CancellationToken) {
-    let listener = match ctx.cancels.listen(&ctx.bus, cancel.clone()).await {
+    let listener = match ctx
+        .worker
+        .cancels
+        .listen(&ctx.worker.bus, cancel.clone())
+        .await
+    {
         Ok(listener) => Some(listener),
         Err(err) => {
             tracing::error!(error = %err, "cannot subscribe to control notices; episodes cannot be cancelled");
@@ -178,7 +173,7 @@ pub async fn run_workers(ctx: Arc<WorkerContext>, settings: &Settings, cancel: C
         }
     };
     let announcer = tokio::spawn(loopgate_transport::runtime::announce_capabilities(
-        ctx.bus.clone(),
+        ctx.worker.bus.clone(),
         loopgate_transport::runtime::Announcement {
             worker_id: settings.worker_id.clone(),
             role: loopgate_protocol::wire::EpisodeRole::Executor,
@@ -202,7 +197,7 @@ pub async fn run_workers(ctx: Arc<WorkerContext>, settings: &Settings, cancel: C
         let _ = listener.await;
     }
     let _ = announcer.await;
-    if let Err(err) = ctx.bus.flush().await {
+    if let Err(err) = ctx.worker.bus.flush().await {
         tracing::warn!(error = %err, "final flush failed");
     }
 }

@@ -90,7 +90,7 @@ async fn real_cli_agent_episode() -> anyhow::Result<()> {
     let nats = NatsServer::start().await?;
     let bus = Bus::connect(&nats.url(), "loopgate", BusOptions::default()).await?;
     bus.ensure_topology().await?;
-    let store = SnapshotStore::new(&bus).await?;
+    let store = SnapshotStore::from_jetstream(bus.jetstream(), bus.request_timeout()).await?;
     let scratch = tempfile::tempdir()?;
     let env = EpisodeEnv {
         store: store.clone(),

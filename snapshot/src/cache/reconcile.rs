@@ -11,13 +11,13 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
 use loopgate_protocol::snapshot::Manifest;
+use loopgate_workspace_walk::{walk, Found};
 
 use crate::cache::workspace_cache::TreeState;
 use crate::error::SnapshotError;
 use crate::freeze::hash_file;
 use crate::materialize::io_error;
 use crate::stat_cache::{wall_clock_ns, FileStamp, StatCache};
-use crate::tree_walk::{self, Found};
 
 /// What `reconcile` left to do and what it verified.
 #[derive(Debug, Default)]
@@ -54,7 +54,7 @@ pub(crate) fn reconcile(
         doom
     };
     // Listed and `stat`ed on all cores; decided here, one entry at a time.
-    let found = tree_walk::walk(dir, &skip)?;
+    let found = walk(dir, &skip)?;
     for path in doomed.into_inner().unwrap_or_else(|p| p.into_inner()) {
         fs::remove_dir_all(&path).map_err(|e| io_error(&path, e))?;
         removed_any = true;
@@ -78,7 +78,7 @@ pub(crate) fn reconcile(
                 removed_any = true;
                 continue;
             }
-            Found::Symlink { rel, .. } | Found::Special { rel } => {
+            Found::Symlink { rel, .. } | Found::Special { rel, .. } => {
                 let path = dir.join(&rel);
                 fs::remove_file(&path).map_err(|e| io_error(&path, e))?;
                 removed_any = true;

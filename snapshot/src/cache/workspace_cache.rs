@@ -121,6 +121,28 @@ impl WorkspaceCache {
         work_dir.join(format!(".cache-{name}"))
     }
 
+    /// Worker `worker_id`'s cache under its work dir ([`WorkspaceCache::worker_root`]: the
+    /// filesystem of its episode and audit directories, so kept trees move by rename), or
+    /// `None` when `cache_bytes` is 0 or it cannot be set up (logged; every materialize is then
+    /// from scratch).
+    pub fn open_for_worker(
+        work_dir: &Path,
+        worker_id: &str,
+        cache_bytes: u64,
+    ) -> Option<WorkspaceCache> {
+        if cache_bytes == 0 {
+            return None;
+        }
+        let root = WorkspaceCache::worker_root(work_dir, worker_id);
+        match WorkspaceCache::open(&root, cache_bytes) {
+            Ok(cache) => Some(cache),
+            Err(err) => {
+                tracing::warn!(error = %err, root = %root.display(), "warm workspace cache off");
+                None
+            }
+        }
+    }
+
     pub fn root(&self) -> &Path {
         &self.shared.root
     }

@@ -352,7 +352,7 @@ async fn garbage_collection_keeps_what_live_runs_reference() -> anyhow::Result<(
     let done = stack.wait_terminal(&id, Duration::from_secs(60)).await?;
     assert_eq!(done["state"], "completed");
     let bus = Bus::connect(&stack.nats.url(), "loopgate", BusOptions::default()).await?;
-    let store = SnapshotStore::new(&bus).await?;
+    let store = SnapshotStore::from_jetstream(bus.jetstream(), bus.request_timeout()).await?;
     let orphan = store.put_bytes(b"nobody references this").await?;
     assert!(store.has_blob(&orphan).await?);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);

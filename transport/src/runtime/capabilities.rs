@@ -14,7 +14,8 @@ use loopgate_protocol::subjects::Capability;
 use loopgate_protocol::wire::EpisodeRole;
 use tokio_util::sync::CancellationToken;
 
-use crate::bus::{Bus, BusError};
+use crate::bus::Bus;
+use crate::bus_error::BusError;
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now()

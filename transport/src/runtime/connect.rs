@@ -10,7 +10,8 @@ use tokio::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::bus::{Bus, BusError, BusOptions};
+use crate::bus::{Bus, BusOptions};
+use crate::bus_error::BusError;
 
 /// How long start-up keeps retrying by default.
 pub const CONNECT_PATIENCE: Duration = Duration::from_secs(30);

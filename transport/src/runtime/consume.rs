@@ -16,7 +16,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::bus::BusError;
+use crate::bus_error::BusError;
 use crate::runtime::keep_alive::KeepAlive;
 use crate::work_consumer::{Delivery, WorkConsumer};
 

@@ -13,7 +13,8 @@ use loopgate_protocol::wire::{decode, Message};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::bus::{Bus, BusError, Subscriber};
+use crate::bus::{Bus, Subscriber};
+use crate::bus_error::BusError;
 
 /// The header naming a request's dispatch (its JetStream dedup id), which scoped notices name.
 pub const DISPATCH_ID_HEADER: &str = "Nats-Msg-Id";

@@ -27,7 +27,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::bus::{with_timeout, Bus, BusError};
+use crate::bus::{with_timeout, Bus};
+use crate::bus_error::{BusError, ClaimErrorKind, Operation};
 use crate::runtime::keep_alive::progress_interval;
 
 /// A result as it was published: republished as is for a redelivery of a finished step.
@@ -136,13 +137,16 @@ fn holder_name(worker: &str) -> String {
 /// the expected ones (a key that exists, a stale revision) from failures.
 async fn within<T>(
     bus: &Bus,
-    op: &'static str,
+    operation: ClaimErrorKind,
     fut: impl std::future::Future<Output = T>,
 ) -> Result<T, BusError> {
     let after = bus.request_timeout();
     tokio::time::timeout(after, fut)
         .await
-        .map_err(|_| BusError::Timeout { op, after })
+        .map_err(|_| BusError::Timeout {
+            op: operation.op(),
+            after,
+        })
 }
 
 /// The claims of one worker process (cheap to clone).
@@ -178,7 +182,7 @@ impl EpisodeClaims {
         self.store
             .get_or_try_init(|| {
                 with_timeout(
-                    "episode bucket",
+                    ClaimErrorKind::OpenBucket,
                     self.bus.request_timeout(),
                     self.bus
                         .jetstream()
@@ -191,7 +195,7 @@ impl EpisodeClaims {
     async fn entry(&self, key: &str) -> Result<Option<kv::Entry>, BusError> {
         let store = self.store().await?;
         with_timeout(
-            "episode claim read",
+            ClaimErrorKind::Read,
             self.bus.request_timeout(),
             store.entry(key),
         )
@@ -262,10 +266,10 @@ impl EpisodeClaims {
     /// Create-if-absent: `Some(revision)` when this worker got it, `None` when another did.
     async fn create(&self, key: &str, value: bytes::Bytes) -> Result<Option<u64>, BusError> {
         let store = self.store().await?;
-        match within(&self.bus, "episode claim", store.create(key, value)).await? {
+        match within(&self.bus, ClaimErrorKind::Create, store.create(key, value)).await? {
             Ok(revision) => Ok(Some(revision)),
             Err(err) if err.kind() == kv::CreateErrorKind::AlreadyExists => Ok(None),
-            Err(err) => Err(BusError::nats("episode claim", err)),
+            Err(err) => Err(ClaimErrorKind::Create.failed(err.into())),
         }
     }
 
@@ -278,10 +282,10 @@ impl EpisodeClaims {
     ) -> Result<Option<u64>, BusError> {
         let store = self.store().await?;
         let update = store.update(key, value, revision);
-        match within(&self.bus, "episode claim update", update).await? {
+        match within(&self.bus, ClaimErrorKind::Update, update).await? {
             Ok(revision) => Ok(Some(revision)),
             Err(err) if err.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(None),
-            Err(err) => Err(BusError::nats("episode claim update", err)),
+            Err(err) => Err(ClaimErrorKind::Update.failed(err.into())),
         }
     }
 

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::bus::BusError;
+use crate::bus_error::BusError;
 use crate::work_consumer::ProgressHandle;
 
 /// Progress acks go out three times per `ack_wait`, at least a second apart.

@@ -1,10 +1,10 @@
 //! The one worker runtime every daemon uses: connect with patience, one shutdown token for
 //! SIGTERM/SIGINT, the consume loop with its delivery keep-alive and settle step, the episode
-//! cancel registry with its control-notice listener, periodic tasks, capability heartbeats,
-//! and the child-process runner.
+//! cancel registry with its control-notice listener, episode claims and the one delivery path
+//! of a claimed episode (`claimed_episode`), periodic tasks and capability heartbeats.
 
 pub mod capabilities;
-pub mod child_process;
+pub mod claimed_episode;
 pub mod connect;
 pub mod consume;
 pub mod episode_cancels;
@@ -16,8 +16,9 @@ pub mod shutdown;
 pub mod topology_wait;
 
 pub use capabilities::{announce_capabilities, Announcement, CapabilityBoard};
-pub use child_process::{
-    run_child, shared, with_sink, ChildEnd, ChildError, ChildRun, GroupKill, OutputSink, SharedSink,
+pub use claimed_episode::{
+    publish_stored, run_claimed, ClaimedEpisode, Concluded, EpisodeWorker, ResultMessage,
+    REDELIVERY_DELAY, RESULT_PUBLISH_PATIENCE,
 };
 pub use connect::{connect_bus, retry_with_patience, CONNECT_PATIENCE};
 pub use consume::{

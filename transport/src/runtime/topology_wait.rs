@@ -4,14 +4,11 @@
 //! to stop, and it says what it still waits for.
 //!
 //! A worker never creates the topology, even where its credentials would let it (development,
-//! one user for everything). Until 2026-12-03 it did, with its own default sizing: in a
-//! three-node cluster the workers, up a moment before the manager, made the streams and buckets
-//! with one replica and the manager then scaled them to three. A scale-up that met a worker
-//! creating its durable on the same stream left it broken (`insufficient resources` on the
-//! consumer, pulls answered 503, about 1 start in 10 took no work for 90 s) or left the stream
-//! on its one first node (the `audit` durable "offline" once that node was killed). A worker
-//! gains nothing from creating: no work comes until a manager runs, and the manager makes the
-//! topology at its own sizing on its first start.
+//! one user for everything): a worker's default sizing would create streams and buckets with
+//! one replica for the manager to scale up later, and a scale-up racing a worker's durable
+//! creation on the same stream can leave the consumer broken or the stream on its first node
+//! only. A worker gains nothing from creating: no work comes until a manager runs, and the
+//! manager makes the topology at its own sizing on its first start.
 
 use std::time::Duration;
 

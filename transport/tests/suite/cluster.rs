@@ -126,9 +126,8 @@ async fn owner_replicas_reach_buckets_a_worker_created_and_they_survive_their_le
 
 /// Workers with the default sizing and the owner ensure the topology AT THE SAME TIME, as in
 /// a stack whose processes all start at once: whoever wins each create race, every stream ends
-/// with the owner's three replicas. (Before 2026-12-02 the owner's retry took "the stream
-/// exists" for done, so a stream a worker had just created stayed at one replica, and killing
-/// its node stopped every audit: 2 of 21 runs of the e2e cluster test.)
+/// with the owner's three replicas: the owner never takes "the stream exists" for done while
+/// its settings differ.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_get_the_owner_replicas_when_workers_race_it_to_create_them() -> Result<()> {
     bounded(async {

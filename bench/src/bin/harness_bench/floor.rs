@@ -184,7 +184,7 @@ async fn redis_parts(
 async fn snapshot_parts(nats_url: &str, n: usize) -> anyhow::Result<[Summary; 2]> {
     let bus = Bus::connect(nats_url, "loopgate", BusOptions::default()).await?;
     bus.ensure_topology().await?;
-    let store = SnapshotStore::new(&bus).await?;
+    let store = SnapshotStore::from_jetstream(bus.jetstream(), bus.request_timeout()).await?;
     let dir = tempfile::tempdir()?;
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws)?;

@@ -1,9 +1,10 @@
-//! Config sections shared by the daemons' config files (raw, `deny_unknown_fields`) and their
-//! resolution. Env values are passed in by `main`, never read here.
+//! `[nats]` in every daemon's config file, and its resolution (env values passed in).
 
 use serde::{Deserialize, Serialize};
 
 use loopgate_protocol::subjects::DEFAULT_PREFIX;
+
+use crate::config::error::ConfigError;
 
 pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4222";
 
@@ -11,11 +12,15 @@ pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4222";
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NatsSection {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
     /// Subject prefix (default `loopgate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
     /// Name of the env var holding the password (never the password itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub password_env: Option<String>,
 }
 
@@ -25,21 +30,6 @@ pub struct NatsSettings {
     pub prefix: String,
     pub user: Option<String>,
     pub password: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
-    #[error("config `{key}`: {problem}")]
-    Invalid { key: String, problem: String },
-}
-
-impl ConfigError {
-    pub fn invalid(key: impl Into<String>, problem: impl Into<String>) -> Self {
-        ConfigError::Invalid {
-            key: key.into(),
-            problem: problem.into(),
-        }
-    }
 }
 
 impl NatsSection {
@@ -80,26 +70,6 @@ impl NatsSection {
             user: self.user.clone(),
             password,
         })
-    }
-}
-
-/// `[metrics]` in the workers' config files: where to serve Prometheus `/metrics` and
-/// `/healthz` (the manager serves them on its API address).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MetricsSection {
-    /// `host:port`; absent = no metrics endpoint.
-    pub addr: Option<String>,
-}
-
-impl MetricsSection {
-    pub fn resolve(&self) -> Result<Option<std::net::SocketAddr>, ConfigError> {
-        match &self.addr {
-            None => Ok(None),
-            Some(a) => a.parse().map(Some).map_err(|_| {
-                ConfigError::invalid("metrics.addr", format!("'{a}' is not host:port"))
-            }),
-        }
     }
 }
 

@@ -1,19 +1,19 @@
 //! The directory walk of a freeze, on all cores: threads take directories from one shared
 //! queue, list them and `stat` each file relative to its directory (`statx` on the directory's
 //! fd, no path walk from the root), so a warm freeze of a large tree costs about the `stat`s
-//! divided by the cores. No decisions here beyond `skip`: `freeze.rs` refuses and hashes.
+//! divided by the cores. No decisions here beyond `skip`: `listing.rs` refuses, the freezer
+//! hashes.
 
 use std::ffi::OsString;
 use std::fs::{self, Metadata};
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-use crate::error::SnapshotError;
-use crate::materialize::io_error;
+use crate::error::{io_error, WalkError};
 
 /// One entry the walk found (directories are descended, never returned).
 #[derive(Debug)]
-pub(crate) enum Found {
+pub enum Found {
     /// A regular file and its `lstat`.
     File {
         rel: String,
@@ -24,7 +24,7 @@ pub(crate) enum Found {
         rel: String,
         path: PathBuf,
     },
-    /// A fifo, socket or device.
+    /// A fifo, socket or device ([`special_kind`] names which).
     Special {
         rel: String,
     },
@@ -38,11 +38,11 @@ pub(crate) enum Found {
 
 impl Found {
     /// The relative path, `/`-separated.
-    pub(crate) fn rel(&self) -> &str {
+    pub fn rel(&self) -> &str {
         match self {
             Found::File { rel, .. }
             | Found::Symlink { rel, .. }
-            | Found::Special { rel }
+            | Found::Special { rel, .. }
             | Found::NonUtf8 { rel, .. } => rel,
         }
     }
@@ -59,7 +59,7 @@ struct Queue {
     dirs: Vec<Dir>,
     /// Threads listing a directory now (the walk ends when none is and the queue is empty).
     busy: usize,
-    error: Option<SnapshotError>,
+    error: Option<WalkError>,
 }
 
 struct Shared {
@@ -91,7 +91,7 @@ impl Shared {
         }
     }
 
-    fn done(&self, listed: Result<Vec<Dir>, SnapshotError>) {
+    fn done(&self, listed: Result<Vec<Dir>, WalkError>) {
         let mut queue = self.lock();
         queue.busy -= 1;
         match listed {
@@ -101,6 +101,22 @@ impl Shared {
             }
         }
         self.wake.notify_all();
+    }
+}
+
+/// What a special file is, in words: `fifo`, `socket`, `block device`, `character device`.
+pub fn special_kind(file_type: &fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if file_type.is_fifo() {
+        "fifo"
+    } else if file_type.is_socket() {
+        "socket"
+    } else if file_type.is_block_device() {
+        "block device"
+    } else if file_type.is_char_device() {
+        "character device"
+    } else {
+        "special file"
     }
 }
 
@@ -121,7 +137,7 @@ fn list(
     dir: &Dir,
     skip: &(dyn Fn(&str, bool) -> bool + Sync),
     found: &mut Vec<Found>,
-) -> Result<Vec<Dir>, SnapshotError> {
+) -> Result<Vec<Dir>, WalkError> {
     let mut subdirs = Vec::new();
     let entries = fs::read_dir(&dir.path).map_err(|e| io_error(&dir.path, e))?;
     for entry in entries {
@@ -162,10 +178,10 @@ fn list(
 /// Every file, symlink, special file and non-UTF-8 name under `root` (which must be a
 /// directory), in no particular order; entries for which `skip(rel, is_dir)` holds are left
 /// out (a skipped directory is not descended). The first I/O error ends the walk.
-pub(crate) fn walk(
+pub fn walk(
     root: &Path,
     skip: &(dyn Fn(&str, bool) -> bool + Sync),
-) -> Result<Vec<Found>, SnapshotError> {
+) -> Result<Vec<Found>, WalkError> {
     let shared = Shared {
         queue: Mutex::new(Queue {
             dirs: vec![Dir {
@@ -195,10 +211,7 @@ pub(crate) fn walk(
                 .map(|h| h.join().map_err(|_| ()))
                 .collect::<Result<_, ()>>()
         })
-        .map_err(|()| SnapshotError::Io {
-            path: root.display().to_string(),
-            source: std::io::Error::other("a walking thread failed"),
-        })?
+        .map_err(|()| io_error(root, std::io::Error::other("a walking thread failed")))?
     };
     if let Some(err) = shared.lock().error.take() {
         return Err(err);
@@ -240,6 +253,6 @@ mod tests {
     fn an_unreadable_directory_is_an_error_not_a_gap() {
         let dir = tempfile::tempdir().unwrap();
         let err = walk(&dir.path().join("missing"), &|_, _| false).unwrap_err();
-        assert!(matches!(err, SnapshotError::Io { .. }), "{err:?}");
+        assert!(matches!(err, WalkError::Io { .. }), "{err:?}");
     }
 }

@@ -1,5 +1,26 @@
-//! Ignore patterns of a freeze (a gitignore-like subset, see `FreezeRules`): glob matching
-//! without allocation, since it runs for every pattern on every entry a freeze walks.
+//! Ignore patterns of a freeze (a gitignore-like subset): glob matching without allocation,
+//! since it runs for every pattern on every entry a freeze walks, and the default set.
+//!
+//! A trailing `/` matches directories only; a pattern without `/` (other than a trailing one)
+//! matches the entry's name at any depth; a pattern with an inner or leading `/` matches the
+//! whole relative path from the workspace root. `*` matches any run of characters except `/`,
+//! `?` one character.
+
+/// Ignored unless a task says otherwise: build outputs and caches (`target/`, `node_modules/`,
+/// `__pycache__/`, `.venv/`), loopgate's own state (`.loopgate/`) and `.git/`. `.git/` is
+/// excluded on purpose: its object store is large and churns (a `git gc` rewrites packs), its
+/// hooks are executable code that would ride into the auditor's sandbox, and history is not
+/// evidence: the snapshot is the artifact, and what changed is the manifest diff between base
+/// and candidate. A task that needs a repository inside its workspace can re-create it in a
+/// check (`git init`).
+pub const DEFAULT_IGNORES: &[&str] = &[
+    ".git/",
+    "target/",
+    "node_modules/",
+    "__pycache__/",
+    ".loopgate/",
+    ".venv/",
+];
 
 /// Does the glob `pattern` match all of `text`? `*` never crosses `/`.
 ///
@@ -75,7 +96,6 @@ pub fn is_ignored(rel_path: &str, is_dir: bool, patterns: &[String]) -> bool {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::freeze::FreezeRules;
 
     #[test]
     fn glob_table() {
@@ -111,7 +131,7 @@ mod tests {
         }
     }
 
-    /// The matcher this one replaced (a wildcard DP over chars): the two must agree.
+    /// A reference matcher (a wildcard DP over chars): the two must agree.
     fn reference_glob(pattern: &str, text: &str) -> bool {
         let p: Vec<char> = pattern.chars().collect();
         let t: Vec<char> = text.chars().collect();
@@ -164,7 +184,7 @@ mod tests {
 
     #[test]
     fn ignore_table() {
-        let rules = FreezeRules::default().ignore;
+        let rules: Vec<String> = DEFAULT_IGNORES.iter().map(|s| s.to_string()).collect();
         let extra = vec![
             "*.log".to_string(),
             "/out/gen".to_string(),

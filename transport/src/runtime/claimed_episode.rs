@@ -1,0 +1,310 @@
+//! The one delivery path of a worker's episode (an executor step, an audit), written once:
+//! drop a request of a cancelled generation, claim the step (one episode per dispatch id,
+//! whatever JetStream redelivers), publish the stored result again instead of re-running a
+//! step that has finished, announce `EpisodeStarted`, run the episode while the delivery and
+//! the claim are kept alive, store its result in the claim, then publish it; and settle as the
+//! end says:
+//! - a control notice cancels the episode: **term**, no result;
+//! - the delivery or the claim is lost, or the shutdown grace runs out: **nak** at once;
+//! - another worker took the claim over: leave the delivery **unsettled** (it is theirs);
+//! - infrastructure trouble (the worker's own verdict): **nak** after [`REDELIVERY_DELAY`];
+//! - a result published (or republished): **ack**; a publish that keeps failing: **nak** after
+//!   [`REDELIVERY_DELAY`], and the redelivery republishes the stored copy.
+//!
+//! What differs between workers is a [`ClaimedEpisode`]: the step, its role, the episode
+//! itself, what its end means and the result message (subject and msg id).
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use loopgate_protocol::dispatch_id::{DispatchId, StepKey};
+use loopgate_protocol::subjects::Subjects;
+use loopgate_protocol::wire::{Envelope, EpisodeRole, EpisodeStarted, Message};
+use tokio_util::sync::CancellationToken;
+
+use crate::bus::Bus;
+use crate::bus_error::BusError;
+use crate::runtime::connect::retry_with_patience;
+use crate::runtime::consume::Settle;
+use crate::runtime::episode_cancels::{EpisodeCancels, DISPATCH_ID_HEADER};
+use crate::runtime::episode_claim::{
+    claim_key, ClaimGuard, Claimed, EpisodeClaims, Recorded, StoredResult,
+};
+use crate::runtime::episode_started::announce_started;
+use crate::work_consumer::Delivery;
+
+/// Redelivery delay after infrastructure trouble or a failed publish.
+pub const REDELIVERY_DELAY: Duration = Duration::from_secs(5);
+/// A finished episode's result is stored in its claim and published again and again for this
+/// long (a NATS outage, a restart) before its delivery is handed back: the work is done, so
+/// only the publish is retried, never the work (the msg id makes a repeat harmless).
+pub const RESULT_PUBLISH_PATIENCE: Duration = Duration::from_secs(600);
+
+/// What one worker process's episodes share on the delivery path.
+#[derive(Debug, Clone)]
+pub struct EpisodeWorker {
+    pub bus: Bus,
+    pub worker_id: String,
+    /// In-flight episodes, for `CancelEpisodes` notices.
+    pub cancels: EpisodeCancels,
+    /// One episode per dispatched step (`lg-episodes`).
+    pub claims: EpisodeClaims,
+    /// How long an in-flight episode may run on after shutdown is requested.
+    pub shutdown_grace: Duration,
+}
+
+/// The result message of a finished episode.
+#[derive(Debug, Clone)]
+pub struct ResultMessage {
+    pub subject: String,
+    /// Its `Nats-Msg-Id` (`loopgate_protocol::dispatch_id`).
+    pub msg_id: String,
+    pub message: Message,
+}
+
+/// How an episode's end is settled.
+#[derive(Debug)]
+pub enum Concluded<Output> {
+    /// Without a result: release the claim and settle so.
+    Settle(Settle),
+    /// With a result: store it in the claim, publish it, ack.
+    Publish(Output),
+}
+
+/// One delivered request of a worker: what differs between the executor and the auditor.
+pub trait ClaimedEpisode: Sync {
+    /// What the episode ends with when it runs to its end.
+    type End: Send;
+    /// The result it publishes.
+    type Output: Send;
+
+    /// Whose episode it is: the claim's role (`exec`, `audit`) and the start notice's subject.
+    fn role(&self) -> EpisodeRole;
+    /// The step it serves.
+    fn step(&self) -> StepKey<'_>;
+    /// The dispatch id of a delivery that arrived without one in its header.
+    fn dispatch_without_header(&self) -> DispatchId;
+    /// The `Nats-Msg-Id` of its `EpisodeStarted` for delivery `attempt`.
+    fn started_msg_id(&self, attempt: u64) -> String;
+    /// The episode. Dropping the future stops it (its processes killed, its directory gone).
+    fn run(&self) -> impl Future<Output = Self::End> + Send + '_;
+    /// What its end means; `None` when the shutdown grace ran out first. `elapsed` runs from
+    /// the episode's start.
+    fn conclude(&self, end: Option<Self::End>, elapsed: Duration) -> Concluded<Self::Output>;
+    /// The result as it is published.
+    fn result(&self, output: &Self::Output, subjects: &Subjects) -> ResultMessage;
+    /// Headers of the result's first publish (a republished result carries none).
+    fn result_headers(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+    /// Called once the result is published.
+    fn published(&self, _output: &Self::Output) {}
+}
+
+/// The claim role of an episode role: claims of different roles never meet.
+fn claim_role(role: EpisodeRole) -> &'static str {
+    match role {
+        EpisodeRole::Executor => "exec",
+        EpisodeRole::Auditor => "audit",
+    }
+}
+
+/// Run `episode` for `delivery` under its claim and say how to settle the delivery. `shutdown`
+/// is the daemon's token (the episode then gets `shutdown_grace`); `lost` fires when the
+/// delivery's keep-alive failed for a whole ack_wait (the server may have given it away).
+pub async fn run_claimed<E: ClaimedEpisode>(
+    worker: &EpisodeWorker,
+    delivery: &Delivery,
+    episode: &E,
+    shutdown: &CancellationToken,
+    lost: &CancellationToken,
+) -> Settle {
+    let step = episode.step();
+    let header = delivery.header(DISPATCH_ID_HEADER);
+    if worker
+        .cancels
+        .is_dispatch_cancelled(step.run_id, step.generation, header.as_deref())
+    {
+        tracing::info!(run_id = %step.run_id, generation = step.generation,
+            "request of a cancelled generation; terminating it");
+        return Settle::Term("its run generation was cancelled".into());
+    }
+    let dispatch = header.unwrap_or_else(|| episode.dispatch_without_header().into_string());
+    let key = claim_key(claim_role(episode.role()), &dispatch);
+    let claimed = tokio::select! {
+        claimed = worker.claims.claim(&key, lost) => claimed,
+        () = shutdown.cancelled() => return Settle::Nak(None),
+    };
+    let guard = match claimed {
+        Ok(Some(Claimed::Owned(guard))) => guard,
+        Ok(Some(Claimed::Finished(stored))) => {
+            tracing::info!(%key, "this step has finished already: publishing its result again instead of redoing it");
+            return publish_settle(&worker.bus, &stored, &[]).await;
+        }
+        Ok(None) => return Settle::Nak(None),
+        Err(err) => {
+            tracing::warn!(%key, error = %err, "cannot claim the step; nak for redelivery");
+            return Settle::Nak(Some(REDELIVERY_DELAY));
+        }
+    };
+    match run_under_claim(worker, delivery, episode, &guard, shutdown, lost).await {
+        Ran::Settled(settle) => {
+            guard.release().await;
+            settle
+        }
+        Ran::TakenOver => Settle::Abandon,
+        Ran::Finished(output) => finish(worker, episode, guard, &output).await,
+    }
+}
+
+/// How a claimed episode ended.
+enum Ran<Output> {
+    /// Without a result: settle so (the claim is released).
+    Settled(Settle),
+    /// Another worker took the step over.
+    TakenOver,
+    /// With a result to store and publish.
+    Finished(Output),
+}
+
+/// Announce and run the episode under its claim until it ends, is cancelled by a control
+/// notice, loses its delivery or its claim, or outlives the shutdown grace.
+async fn run_under_claim<E: ClaimedEpisode>(
+    worker: &EpisodeWorker,
+    delivery: &Delivery,
+    episode: &E,
+    guard: &ClaimGuard,
+    shutdown: &CancellationToken,
+    lost: &CancellationToken,
+) -> Ran<E::Output> {
+    let step = episode.step();
+    let attempt = delivery.attempt();
+    let dispatch = delivery.header(DISPATCH_ID_HEADER);
+    let registration =
+        worker
+            .cancels
+            .register_dispatch(step.run_id, step.generation, dispatch.as_deref());
+    let started = EpisodeStarted {
+        run_id: step.run_id.to_string(),
+        generation: step.generation,
+        round: step.round,
+        role: episode.role(),
+        delivery_attempt: attempt,
+        worker: worker.worker_id.clone(),
+    };
+    announce_started(&worker.bus, started, &episode.started_msg_id(attempt)).await;
+    let started = Instant::now();
+    let aborted = registration.token().clone();
+    let mut running = Box::pin(episode.run());
+    let end = tokio::select! {
+        end = &mut running => Some(end),
+        () = aborted.cancelled() => None,
+        () = lost.cancelled() => {
+            tracing::warn!("the delivery was lost (no keep-alive reached NATS for ack_wait): stopping the episode");
+            return Ran::Settled(Settle::Nak(None));
+        }
+        () = guard.lost().cancelled() => {
+            if guard.is_taken_over() {
+                tracing::warn!("another worker took this step over: stopping the episode");
+                return Ran::TakenOver;
+            }
+            tracing::warn!("the episode claim could not be kept alive for ack_wait: stopping the episode");
+            return Ran::Settled(Settle::Nak(None));
+        }
+        () = shutdown.cancelled() => {
+            let grace = worker.shutdown_grace;
+            tracing::info!(?grace, "shutting down: giving the episode its grace period");
+            tokio::select! {
+                end = tokio::time::timeout(grace, &mut running) => end.ok(),
+                () = aborted.cancelled() => None,
+            }
+        }
+    };
+    // Dropping an unfinished episode kills what it still runs and removes its directory.
+    drop(running);
+    drop(registration);
+    if aborted.is_cancelled() {
+        tracing::info!("episode cancelled by a control notice; terminating the request");
+        return Ran::Settled(Settle::Term("cancelled by a control notice".into()));
+    }
+    match episode.conclude(end, started.elapsed()) {
+        Concluded::Settle(settle) => Ran::Settled(settle),
+        Concluded::Publish(output) => Ran::Finished(output),
+    }
+}
+
+/// Store the result in the claim, then publish it: a redelivery from here on republishes it.
+async fn finish<E: ClaimedEpisode>(
+    worker: &EpisodeWorker,
+    episode: &E,
+    guard: Box<ClaimGuard>,
+    output: &E::Output,
+) -> Settle {
+    let result = episode.result(output, worker.bus.subjects());
+    let stored = match serde_json::to_value(Envelope::new(&result.message)) {
+        Ok(payload) => StoredResult {
+            subject: result.subject,
+            msg_id: result.msg_id,
+            payload,
+        },
+        Err(err) => {
+            tracing::error!(error = %err, "encoding the result failed; terminating the request");
+            guard.release().await;
+            return Settle::Term(format!("unencodable result: {err}"));
+        }
+    };
+    match guard.finish(&stored, RESULT_PUBLISH_PATIENCE).await {
+        Ok(Recorded::Stored) => {}
+        Ok(Recorded::TakenOver) => {
+            tracing::warn!("another worker took this step over while it finished; its result wins");
+            return Settle::Abandon;
+        }
+        Err(err) => {
+            tracing::error!(error = %err, "recording the finished episode failed; publishing its result anyway");
+        }
+    }
+    let headers = episode.result_headers();
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let settle = publish_settle(&worker.bus, &stored, &headers).await;
+    if settle == Settle::Ack {
+        episode.published(output);
+    }
+    settle
+}
+
+/// Publish a stored result with its msg id: ack once published, else nak for redelivery.
+async fn publish_settle(bus: &Bus, stored: &StoredResult, headers: &[(&str, &str)]) -> Settle {
+    match publish_stored(bus, stored, headers).await {
+        Ok(()) => Settle::Ack,
+        Err(err) => {
+            tracing::error!(error = %err, "publishing the result failed; nak for redelivery");
+            Settle::Nak(Some(REDELIVERY_DELAY))
+        }
+    }
+}
+
+/// Publish a result with its dedup id, retrying retryable failures for up to
+/// [`RESULT_PUBLISH_PATIENCE`].
+pub async fn publish_stored(
+    bus: &Bus,
+    stored: &StoredResult,
+    headers: &[(&str, &str)],
+) -> Result<(), BusError> {
+    // Not the shutdown token: an episode finished within its shutdown grace still publishes
+    // (the consume loop's drain bounds how long).
+    let published = retry_with_patience(
+        "result publish",
+        RESULT_PUBLISH_PATIENCE,
+        &CancellationToken::new(),
+        BusError::is_retryable,
+        || bus.publish_json(&stored.subject, &stored.payload, &stored.msg_id, headers),
+    )
+    .await?;
+    match published {
+        Some(()) => {
+            tracing::info!(subject = %stored.subject, msg_id = %stored.msg_id, "result published");
+            Ok(())
+        }
+        None => Err(BusError::Protocol("result publish abandoned".into())),
+    }
+}
