@@ -1,6 +1,7 @@
 //! The run state machine: `decide(record, event, now) -> Decision`, pure. The manager loads the
 //! record, decides, stores the new record with compare-and-set, then publishes the outbox.
 
+mod audit_outcome;
 mod lifecycle;
 pub mod manager_prompt;
 mod manager_turn;

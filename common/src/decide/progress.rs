@@ -78,6 +78,17 @@ pub(super) fn note_progress(tx: &mut Tx, evidence: &[Evidence]) -> bool {
     moved
 }
 
+/// Count an audited round's progress: a candidate set aside lost ground, which is not
+/// progress however new its failure output; any other round moved when [`note_progress`] says
+/// so.
+pub(super) fn count_round_progress(tx: &mut Tx, set_aside: bool, evidence: &[Evidence]) {
+    if set_aside {
+        tx.record.streaks.stagnant_rounds += 1;
+    } else {
+        note_progress(tx, evidence);
+    }
+}
+
 /// After a round that did not move: every `stagnation_rounds` such rounds in a row, escalate
 /// (the executor ladder's next rung when there is one and the failed-rounds escalation did not
 /// just climb it, `ladder_stepped`), tell the manager its approach did not work, and let the

@@ -9,7 +9,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::state::RunRecord;
+use super::tx::Tx;
+use crate::state::{LogEvent, RunRecord};
 use loopgate_protocol::verdict::{CheckVerdict, Evidence};
 
 /// A candidate that passes less than the current snapshot.
@@ -89,6 +90,19 @@ pub(super) fn regression(
         candidate_passing: after.len(),
         blocking: blocking.len(),
     })
+}
+
+/// Set `candidate` aside as `regressed`: the artifact stays where it is, the log and the
+/// manager are told why.
+pub(super) fn set_aside(tx: &mut Tx, round: u32, candidate: &str, regressed: &Regression) {
+    let reason = regressed.reason();
+    tx.log(LogEvent::CandidateRejected {
+        candidate: candidate.to_string(),
+        reason: reason.clone(),
+    });
+    tx.feedback(format!(
+        "Round {round}: the candidate was set aside as {reason}."
+    ));
 }
 
 #[cfg(test)]

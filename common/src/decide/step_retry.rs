@@ -14,7 +14,7 @@
 //! manager must read it), or the round budget is spent.
 
 use super::manager_turn::dispatch_step;
-use super::progress::stagnation_due;
+use super::progress::{escalate_when_stagnant, stagnation_due};
 use super::tx::Tx;
 use crate::state::{LogEvent, RunRecord};
 use loopgate_protocol::subjects::Capability;
@@ -69,6 +69,22 @@ pub(super) fn retry_step(tx: &mut Tx, retry: Retry) {
         step: retry.step.clone(),
     });
     dispatch_step(tx, retry.capability, retry.step);
+}
+
+/// A round whose audit failed the gate: the failure is counted and, while the run may go on,
+/// the step is tried again (see [`step_to_retry`]) or the manager decides; a stagnating run
+/// escalates.
+pub(super) fn go_on_after_failed_round(tx: &mut Tx, reasons: &str) {
+    let level = tx.record.escalation_level;
+    let retry = step_to_retry(&tx.record);
+    if tx.count_failure(reasons) {
+        match retry {
+            Some(retry) => retry_step(tx, retry),
+            None => tx.continue_work(),
+        }
+    }
+    let ladder_stepped = tx.record.escalation_level != level;
+    escalate_when_stagnant(tx, ladder_stepped);
 }
 
 #[cfg(test)]
