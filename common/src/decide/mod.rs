@@ -11,6 +11,7 @@ mod regression;
 mod results;
 mod steering;
 mod step_retry;
+mod step_review;
 mod transition;
 mod tx;
 
