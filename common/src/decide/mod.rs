@@ -193,6 +193,8 @@ mod planning_tests;
 #[cfg(test)]
 mod progress_tests;
 #[cfg(test)]
+mod rubric_tests;
+#[cfg(test)]
 mod steering_tests;
 #[cfg(test)]
 mod tests;
