@@ -2,88 +2,24 @@ use super::parse::{ROUTE_KEYS, STATE_KEYS, TASK_KEYS};
 use super::*;
 
 #[test]
+#[rustfmt::skip]
 fn parse_table() {
     let ok: &[(&str, Route, &str, ParseLayer)] = &[
-        (
-            "Current task state: empty\nNext: cli\nTask: create hello.py",
-            Route::Cli,
-            "create hello.py",
-            ParseLayer::Lines,
-        ),
-        (
-            "**Next:** cli\n**Task:** write it",
-            Route::Cli,
-            "write it",
-            ParseLayer::Lines,
-        ),
-        (
-            "- Next: CLI.\n- Task: a\nmore detail",
-            Route::Cli,
-            "a\nmore detail",
-            ParseLayer::Lines,
-        ),
-        (
-            "Next: done\nTask: all checks pass",
-            Route::Done,
-            "all checks pass",
-            ParseLayer::Lines,
-        ),
+        ("Current task state: empty\nNext: cli\nTask: create hello.py", Route::Cli, "create hello.py", ParseLayer::Lines),
+        ("**Next:** cli\n**Task:** write it", Route::Cli, "write it", ParseLayer::Lines),
+        ("- Next: CLI.\n- Task: a\nmore detail", Route::Cli, "a\nmore detail", ParseLayer::Lines),
+        ("Next: done\nTask: all checks pass", Route::Done, "all checks pass", ParseLayer::Lines),
         ("Next: done", Route::Done, "", ParseLayer::Lines),
         ("Next: blocked", Route::Blocked, "", ParseLayer::Lines),
-        (
-            "Next: ask\nQuestion: which file?",
-            Route::Ask,
-            "which file?",
-            ParseLayer::Lines,
-        ),
-        (
-            "```json\n{\"next\": \"cli\", \"task\": \"do x\", \"current_task_state\": \"s\"}\n```",
-            Route::Cli,
-            "do x",
-            ParseLayer::Json,
-        ),
-        (
-            "Sure! {\"Next\": \"gui\", \"Task\": \"click\"} ok",
-            Route::Gui,
-            "click",
-            ParseLayer::Json,
-        ),
-        (
-            "{\"next_step\": \"invalid\", \"reason\": \"?\"}",
-            Route::Invalid,
-            "?",
-            ParseLayer::Json,
-        ),
-        (
-            "{\"other\": 1}\nNext: cli\nTask: t",
-            Route::Cli,
-            "t",
-            ParseLayer::Lines,
-        ),
-        (
-            "### Next: cli\n### Task: t {with braces}",
-            Route::Cli,
-            "t {with braces}",
-            ParseLayer::Lines,
-        ),
-        (
-            "Current task state: nothing yet. Next: cli. Task: create hello.py",
-            Route::Cli,
-            "create hello.py",
-            ParseLayer::Inline,
-        ),
-        (
-            "Next: cli Task: fix the bug\nin wordcount.py",
-            Route::Cli,
-            "fix the bug\nin wordcount.py",
-            ParseLayer::Inline,
-        ),
-        (
-            "I will go on. next: ASK, question: which file?",
-            Route::Ask,
-            "which file?",
-            ParseLayer::Inline,
-        ),
+        ("Next: ask\nQuestion: which file?", Route::Ask, "which file?", ParseLayer::Lines),
+        ("```json\n{\"next\": \"cli\", \"task\": \"do x\", \"current_task_state\": \"s\"}\n```", Route::Cli, "do x", ParseLayer::Json),
+        ("Sure! {\"Next\": \"gui\", \"Task\": \"click\"} ok", Route::Gui, "click", ParseLayer::Json),
+        ("{\"next_step\": \"invalid\", \"reason\": \"?\"}", Route::Invalid, "?", ParseLayer::Json),
+        ("{\"other\": 1}\nNext: cli\nTask: t", Route::Cli, "t", ParseLayer::Lines),
+        ("### Next: cli\n### Task: t {with braces}", Route::Cli, "t {with braces}", ParseLayer::Lines),
+        ("Current task state: nothing yet. Next: cli. Task: create hello.py", Route::Cli, "create hello.py", ParseLayer::Inline),
+        ("Next: cli Task: fix the bug\nin wordcount.py", Route::Cli, "fix the bug\nin wordcount.py", ParseLayer::Inline),
+        ("I will go on. next: ASK, question: which file?", Route::Ask, "which file?", ParseLayer::Inline),
         ("Next: done", Route::Done, "", ParseLayer::Lines),
     ];
     for (raw, route, task, layer) in ok {
