@@ -378,7 +378,7 @@ fn approve_is_refused_on_a_run_that_was_never_planned() {
 }
 
 // ------------------------------------------------------------------------------------------
-// Goal clauses in the planned contract (issue 14).
+// Goal clauses in the planned contract.
 
 #[test]
 fn the_proposer_sees_the_clauses_and_a_derived_check_broken_before_work_is_refused() {

@@ -1,11 +1,9 @@
 //! A candidate that lost ground is set aside: when it passes a strict subset of the blocking
 //! criteria the current snapshot passes (it broke at least one and fixed none), the artifact
 //! stays at the current snapshot, as for a rejected candidate, and the next step starts from
-//! there. Without this, the best work so far could be lost to a worse attempt: in the suite
-//! sitting r (1.5B model) `cli-exit-codes` passed 3 of 4 checks in round 1, round 2's retry
-//! passed 0 of 4, and the rounds after it started from the 0-of-4 file. `budget.
-//! rollback_regressions = false` keeps every candidate that is not an integrity violation, as
-//! before.
+//! there, so the best work so far is never lost to a worse attempt. With `budget.
+//! rollback_regressions = false` every candidate that is not an integrity violation becomes the
+//! artifact.
 
 use std::collections::BTreeSet;
 

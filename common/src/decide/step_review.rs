@@ -89,10 +89,10 @@ pub(super) fn send_back(tx: &mut Tx, seq: u32, reason: String) {
     tx.request_decision();
 }
 
-/// Is `task` a copy of the manager's own instructions rather than a step? In the 2026-12-02
-/// suite sitting the 1.5B manager answered `Task: Give the executor one bounded instruction to
-/// carry out in the workspace with shell and file tools` (its system prompt's line for `cli`),
-/// and the executor got that as the manager's note. Such a task says nothing about this one.
+/// Is `task` a copy of the manager's own instructions rather than a step: five words or more,
+/// all of them a run of the system prompt's words (a small manager may answer with the
+/// prompt's line for `cli`, `Task: Give the executor one bounded instruction ...`)? Such a
+/// task says nothing about this one; `dispatch_step` sends the goal's clauses for it instead.
 pub(super) fn copies_the_manager_prompt(task: &str) -> bool {
     let words = |t: &str| {
         t.split(|c: char| !c.is_alphanumeric())
