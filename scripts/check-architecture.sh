@@ -70,6 +70,7 @@ for bin in loopgate-manager loopgate-executor loopgate-auditor loopgate-cli; do
 done
 
 python3 scripts/import_cycles.py || fail=1
+python3 scripts/single_owner.py || fail=1
 
 if [ "$fail" = 0 ]; then echo "architecture: crate boundaries hold"; fi
 exit "$fail"

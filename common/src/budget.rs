@@ -209,126 +209,89 @@ impl BudgetFile {
         self.validate_over(&Budget::default())
     }
 
-    /// Resolve the keys given here over `base` (a resumed run's new budget).
+    /// Resolve the keys given here over `base` (a resumed run's new budget). Keys are checked
+    /// in the order below; the first out of range is the error.
     pub fn validate_over(&self, base: &Budget) -> Result<Budget, (String, String)> {
         let d = base;
-        let in_range = |key: &str, v: u64, lo: u64, hi: u64| -> Result<u64, (String, String)> {
-            if v < lo || v > hi {
-                Err((
-                    key.to_string(),
-                    format!("must be between {lo} and {hi}, got {v}"),
-                ))
-            } else {
-                Ok(v)
-            }
-        };
-        let rounds = self.max_rounds.unwrap_or(d.max_rounds);
+        let day = 86_400;
+        // A count key (or a duration key in seconds, from 1): the value given here, else
+        // `base`'s, within its bounds; the key's name is the field's.
+        macro_rules! count {
+            ($key:ident, $lo:expr, $hi:expr) => {
+                count(stringify!($key), self.$key, d.$key, $lo, $hi)?
+            };
+        }
+        macro_rules! secs {
+            ($key:ident, $hi:expr) => {
+                in_range(stringify!($key), self.$key.unwrap_or(d.$key), 1, $hi)?
+            };
+        }
         Ok(Budget {
-            max_rounds: in_range("max_rounds", rounds.into(), 1, HARD_CAP_ROUNDS.into())? as u32,
-            max_invalid_outputs: in_range(
-                "max_invalid_outputs",
-                self.max_invalid_outputs
-                    .unwrap_or(d.max_invalid_outputs)
-                    .into(),
-                0,
-                100,
-            )? as u32,
-            manager_episode_secs: in_range(
-                "manager_episode_secs",
-                self.manager_episode_secs.unwrap_or(d.manager_episode_secs),
-                1,
-                86_400,
-            )?,
-            executor_episode_secs: in_range(
-                "executor_episode_secs",
-                self.executor_episode_secs
-                    .unwrap_or(d.executor_episode_secs),
-                1,
-                86_400,
-            )?,
-            auditor_episode_secs: in_range(
-                "auditor_episode_secs",
-                self.auditor_episode_secs.unwrap_or(d.auditor_episode_secs),
-                1,
-                86_400,
-            )?,
-            max_steps: in_range(
-                "max_steps",
-                self.max_steps.unwrap_or(d.max_steps).into(),
-                1,
-                1000,
-            )? as u32,
+            max_rounds: count!(max_rounds, 1, HARD_CAP_ROUNDS),
+            max_invalid_outputs: count!(max_invalid_outputs, 0, 100),
+            manager_episode_secs: secs!(manager_episode_secs, day),
+            executor_episode_secs: secs!(executor_episode_secs, day),
+            auditor_episode_secs: secs!(auditor_episode_secs, day),
+            max_steps: count!(max_steps, 1, 1000),
             max_total_tokens: match self.max_total_tokens {
                 Some(0) => return Err(("max_total_tokens".into(), "must be positive".into())),
                 None => d.max_total_tokens,
                 other => other,
             },
-            max_cost_micros: match self.max_cost_usd {
-                None => d.max_cost_micros,
-                Some(usd) if usd.is_finite() && usd > 0.0 && usd <= 1_000_000.0 => {
-                    Some((usd * 1_000_000.0).round() as u64)
-                }
-                Some(_) => {
-                    return Err((
-                        "max_cost_usd".into(),
-                        "must be a positive number of dollars".into(),
-                    ))
-                }
-            },
+            max_cost_micros: cost_micros(self.max_cost_usd, d.max_cost_micros)?,
             max_wall_secs: match self.max_wall_secs {
                 None => d.max_wall_secs,
-                Some(v) => Some(in_range("max_wall_secs", v, 1, 30 * 86_400)?),
+                Some(v) => Some(in_range("max_wall_secs", v, 1, 30 * day)?),
             },
-            max_failed_rounds: in_range(
-                "max_failed_rounds",
-                self.max_failed_rounds.unwrap_or(d.max_failed_rounds).into(),
-                1,
-                1000,
-            )? as u32,
-            start_secs: in_range(
-                "start_secs",
-                self.start_secs.unwrap_or(d.start_secs),
-                1,
-                86_400,
-            )?,
-            escalate_after: in_range(
-                "escalate_after",
-                self.escalate_after.unwrap_or(d.escalate_after).into(),
-                1,
-                1000,
-            )? as u32,
-            max_done_refusals: in_range(
-                "max_done_refusals",
-                self.max_done_refusals.unwrap_or(d.max_done_refusals).into(),
-                1,
-                1000,
-            )? as u32,
-            stagnation_rounds: in_range(
-                "stagnation_rounds",
-                self.stagnation_rounds.unwrap_or(d.stagnation_rounds).into(),
-                0,
-                1000,
-            )? as u32,
-            self_checks: in_range(
-                "self_checks",
-                self.self_checks.unwrap_or(d.self_checks).into(),
-                0,
-                MAX_SELF_CHECKS.into(),
-            )? as u32,
-            episode_grace_secs: in_range(
-                "episode_grace_secs",
-                self.episode_grace_secs.unwrap_or(d.episode_grace_secs),
-                1,
-                86_400,
-            )?,
-            step_retries: in_range(
-                "step_retries",
-                self.step_retries.unwrap_or(d.step_retries).into(),
-                0,
-                MAX_STEP_RETRIES.into(),
-            )? as u32,
+            max_failed_rounds: count!(max_failed_rounds, 1, 1000),
+            start_secs: secs!(start_secs, day),
+            escalate_after: count!(escalate_after, 1, 1000),
+            max_done_refusals: count!(max_done_refusals, 1, 1000),
+            stagnation_rounds: count!(stagnation_rounds, 0, 1000),
+            self_checks: count!(self_checks, 0, MAX_SELF_CHECKS),
+            episode_grace_secs: secs!(episode_grace_secs, day),
+            step_retries: count!(step_retries, 0, MAX_STEP_RETRIES),
             rollback_regressions: self.rollback_regressions.unwrap_or(d.rollback_regressions),
         })
+    }
+}
+
+/// `v` when it lies in `lo..=hi`; else the key and why.
+fn in_range(key: &str, v: u64, lo: u64, hi: u64) -> Result<u64, (String, String)> {
+    if v < lo || v > hi {
+        Err((
+            key.to_string(),
+            format!("must be between {lo} and {hi}, got {v}"),
+        ))
+    } else {
+        Ok(v)
+    }
+}
+
+/// A count key: the given value, else `base`'s, within `lo..=hi`.
+fn count(
+    key: &str,
+    given: Option<u32>,
+    base: u32,
+    lo: u32,
+    hi: u32,
+) -> Result<u32, (String, String)> {
+    // Within `u32` bounds, so the value fits.
+    Ok(in_range(key, given.unwrap_or(base).into(), lo.into(), hi.into())? as u32)
+}
+
+/// `max_cost_usd` in micro-dollars: a positive, finite number of dollars up to a million, else
+/// `base`'s when not given.
+fn cost_micros(usd: Option<f64>, base: Option<u64>) -> Result<Option<u64>, (String, String)> {
+    match usd {
+        None => Ok(base),
+        Some(usd) if usd.is_finite() && usd > 0.0 && usd <= 1_000_000.0 => {
+            Ok(Some((usd * 1_000_000.0).round() as u64))
+        }
+        Some(_) => Err((
+            "max_cost_usd".into(),
+            "must be a positive number of dollars".into(),
+        )),
     }
 }
 

@@ -255,40 +255,7 @@ impl TaskFile {
             ));
         }
         let acceptance = validate_criteria(&self.acceptance, "acceptance")?;
-        let ladder: Vec<String> = match &self.roles.executor {
-            None => vec![DEFAULT_PROFILE.to_string()],
-            Some(ProfileChoice::One(name)) => vec![name.clone()],
-            Some(ProfileChoice::Ladder(names)) if names.is_empty() => {
-                return Err(TaskError::field(
-                    "roles.executor",
-                    "the profile list must not be empty",
-                ))
-            }
-            Some(ProfileChoice::Ladder(names)) => names.clone(),
-        };
-        let mut executors = Vec::with_capacity(ladder.len());
-        for (i, name) in ladder.iter().enumerate() {
-            let field = if ladder.len() == 1 {
-                "roles.executor".to_string()
-            } else {
-                format!("roles.executor[{i}]")
-            };
-            let name = clean_profile(&field, &Some(name.clone()))?.unwrap_or_default();
-            if executors.contains(&name) {
-                return Err(TaskError::field(
-                    field,
-                    format!("profile '{name}' appears twice"),
-                ));
-            }
-            executors.push(name);
-        }
-        let roles = Roles {
-            manager: clean_profile("roles.manager", &self.roles.manager)?
-                .unwrap_or_else(|| DEFAULT_PROFILE.to_string()),
-            executor: executors.remove(0),
-            executor_escalation: executors,
-            auditor: clean_profile("roles.auditor", &self.roles.auditor)?,
-        };
+        let roles = validate_roles(&self.roles)?;
         let budget = self
             .budget
             .validate()
@@ -302,18 +269,7 @@ impl TaskFile {
             ));
         }
         let derive_criteria = self.derive_criteria.unwrap_or(true);
-        if let Some(i) = acceptance
-            .iter()
-            .position(|c| c.blocking && c.check.is_none())
-        {
-            if roles.auditor.is_none() {
-                return Err(TaskError::field(
-                    format!("acceptance[{i}].check"),
-                    "a blocking goal clause without a check is judged by the auditor's model: \
-                     set roles.auditor, give it a check, or set blocking = false",
-                ));
-            }
-        }
+        judges_unchecked_clauses(&acceptance, &roles)?;
         let require_approval = self.require_approval.unwrap_or(false);
         if require_approval && !plan {
             return Err(TaskError::field(
@@ -321,21 +277,7 @@ impl TaskFile {
                 "applies to a planned contract: set plan = true too",
             ));
         }
-        let mut ignore = Vec::new();
-        for (i, pattern) in self.ignore.iter().enumerate() {
-            let p = pattern.trim();
-            if p.is_empty()
-                || p.starts_with('/')
-                || p.split('/').any(|c| c == "..")
-                || p.contains('\0')
-            {
-                return Err(TaskError::field(
-                    format!("ignore[{i}]"),
-                    "must be a non-empty pattern relative to the workspace",
-                ));
-            }
-            ignore.push(p.to_string());
-        }
+        let ignore = validate_ignore(&self.ignore)?;
         Ok(Task {
             ignore,
             name: self.name.clone().filter(|n| !n.trim().is_empty()),
@@ -359,6 +301,78 @@ impl TaskFile {
     }
 }
 
+/// The roles' model profiles: the manager's (default when not given), the executor's ladder
+/// (one profile or a non-empty list without repeats; the first runs, the rest are its
+/// escalation) and the auditor's judge, if any.
+fn validate_roles(roles: &RolesFile) -> Result<Roles, TaskError> {
+    let ladder: Vec<String> = match &roles.executor {
+        None => vec![DEFAULT_PROFILE.to_string()],
+        Some(ProfileChoice::One(name)) => vec![name.clone()],
+        Some(ProfileChoice::Ladder(names)) if names.is_empty() => {
+            return Err(TaskError::field(
+                "roles.executor",
+                "the profile list must not be empty",
+            ))
+        }
+        Some(ProfileChoice::Ladder(names)) => names.clone(),
+    };
+    let mut executors = Vec::with_capacity(ladder.len());
+    for (i, name) in ladder.iter().enumerate() {
+        let field = if ladder.len() == 1 {
+            "roles.executor".to_string()
+        } else {
+            format!("roles.executor[{i}]")
+        };
+        let name = clean_profile(&field, &Some(name.clone()))?.unwrap_or_default();
+        if executors.contains(&name) {
+            return Err(TaskError::field(
+                field,
+                format!("profile '{name}' appears twice"),
+            ));
+        }
+        executors.push(name);
+    }
+    Ok(Roles {
+        manager: clean_profile("roles.manager", &roles.manager)?
+            .unwrap_or_else(|| DEFAULT_PROFILE.to_string()),
+        executor: executors.remove(0),
+        executor_escalation: executors,
+        auditor: clean_profile("roles.auditor", &roles.auditor)?,
+    })
+}
+
+/// A blocking criterion without a check is judged by the auditor's model, so it needs one.
+fn judges_unchecked_clauses(acceptance: &[Criterion], roles: &Roles) -> Result<(), TaskError> {
+    let unchecked = acceptance
+        .iter()
+        .position(|c| c.blocking && c.check.is_none());
+    match unchecked {
+        Some(i) if roles.auditor.is_none() => Err(TaskError::field(
+            format!("acceptance[{i}].check"),
+            "a blocking goal clause without a check is judged by the auditor's model: \
+             set roles.auditor, give it a check, or set blocking = false",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `ignore` patterns: non-empty, relative to the workspace, trimmed.
+fn validate_ignore(patterns: &[String]) -> Result<Vec<String>, TaskError> {
+    let mut ignore = Vec::new();
+    for (i, pattern) in patterns.iter().enumerate() {
+        let p = pattern.trim();
+        if p.is_empty() || p.starts_with('/') || p.split('/').any(|c| c == "..") || p.contains('\0')
+        {
+            return Err(TaskError::field(
+                format!("ignore[{i}]"),
+                "must be a non-empty pattern relative to the workspace",
+            ));
+        }
+        ignore.push(p.to_string());
+    }
+    Ok(ignore)
+}
+
 /// Validate `[[acceptance]]` entries (task files and contract proposals); errors name
 /// `{field}[i].x`.
 pub(crate) fn validate_criteria(
@@ -374,73 +388,83 @@ pub(crate) fn validate_criteria(
     let mut acceptance: Vec<Criterion> = Vec::with_capacity(items.len());
     for (i, a) in items.iter().enumerate() {
         let at = |f: &str| format!("{field}[{i}].{f}");
-        let id = a.id.trim();
-        if !is_valid_id(id) {
-            return Err(TaskError::field(
-                at("id"),
-                "must be 1-64 chars of letters, digits, '-', '_', '.'",
-            ));
-        }
-        if id == RUBRIC_EVIDENCE_ID {
-            return Err(TaskError::field(
-                at("id"),
-                format!("'{RUBRIC_EVIDENCE_ID}' is reserved for the rubric's evidence"),
-            ));
-        }
-        if acceptance.iter().any(|c| c.id == id) {
-            return Err(TaskError::field(at("id"), format!("duplicate id '{id}'")));
-        }
-        let check = a
-            .check
-            .as_deref()
-            .map(str::trim)
-            .filter(|c| !c.is_empty())
-            .map(str::to_string);
-        if a.check.is_some() && check.is_none() {
-            return Err(TaskError::field(
-                at("check"),
-                "must not be empty when given",
-            ));
-        }
-        let clause = a
-            .clause
-            .as_deref()
-            .map(str::trim)
-            .filter(|c| !c.is_empty())
-            .map(str::to_string);
-        let source = a.source.unwrap_or_default();
-        if source == CriterionSource::Goal && clause.is_none() {
-            return Err(TaskError::field(
-                at("clause"),
-                "a criterion with source = \"goal\" quotes the goal clause it covers",
-            ));
-        }
-        let blocking = a.blocking.unwrap_or(true);
-        // A goal clause without a check is judged by the auditor's model, clause by clause.
-        if blocking && check.is_none() && source != CriterionSource::Goal {
-            return Err(TaskError::field(
-                at("check"),
-                "a blocking criterion needs a check command (set blocking = false for judged-only criteria)",
-            ));
-        }
-        let timeout_secs = a.timeout_secs.unwrap_or(DEFAULT_CHECK_TIMEOUT_SECS);
-        if timeout_secs == 0 || timeout_secs > MAX_CHECK_TIMEOUT_SECS {
-            return Err(TaskError::field(
-                at("timeout_secs"),
-                format!("must be between 1 and {MAX_CHECK_TIMEOUT_SECS}"),
-            ));
-        }
-        acceptance.push(Criterion {
-            id: id.to_string(),
-            description: a.description.trim().to_string(),
-            check,
-            blocking,
-            timeout_secs,
-            source: a.source.unwrap_or_default(),
-            clause,
-        });
+        let criterion = validate_criterion(a, &acceptance, at)?;
+        acceptance.push(criterion);
     }
     Ok(acceptance)
+}
+
+/// One `[[acceptance]]` entry, given the ones before it; `at` names a key of this entry.
+fn validate_criterion(
+    a: &AcceptanceFile,
+    earlier: &[Criterion],
+    at: impl Fn(&str) -> String,
+) -> Result<Criterion, TaskError> {
+    let id = a.id.trim();
+    if !is_valid_id(id) {
+        return Err(TaskError::field(
+            at("id"),
+            "must be 1-64 chars of letters, digits, '-', '_', '.'",
+        ));
+    }
+    if id == RUBRIC_EVIDENCE_ID {
+        return Err(TaskError::field(
+            at("id"),
+            format!("'{RUBRIC_EVIDENCE_ID}' is reserved for the rubric's evidence"),
+        ));
+    }
+    if earlier.iter().any(|c| c.id == id) {
+        return Err(TaskError::field(at("id"), format!("duplicate id '{id}'")));
+    }
+    let check = a
+        .check
+        .as_deref()
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(str::to_string);
+    if a.check.is_some() && check.is_none() {
+        return Err(TaskError::field(
+            at("check"),
+            "must not be empty when given",
+        ));
+    }
+    let clause = a
+        .clause
+        .as_deref()
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(str::to_string);
+    let source = a.source.unwrap_or_default();
+    if source == CriterionSource::Goal && clause.is_none() {
+        return Err(TaskError::field(
+            at("clause"),
+            "a criterion with source = \"goal\" quotes the goal clause it covers",
+        ));
+    }
+    let blocking = a.blocking.unwrap_or(true);
+    // A goal clause without a check is judged by the auditor's model, clause by clause.
+    if blocking && check.is_none() && source != CriterionSource::Goal {
+        return Err(TaskError::field(
+            at("check"),
+            "a blocking criterion needs a check command (set blocking = false for judged-only criteria)",
+        ));
+    }
+    let timeout_secs = a.timeout_secs.unwrap_or(DEFAULT_CHECK_TIMEOUT_SECS);
+    if timeout_secs == 0 || timeout_secs > MAX_CHECK_TIMEOUT_SECS {
+        return Err(TaskError::field(
+            at("timeout_secs"),
+            format!("must be between 1 and {MAX_CHECK_TIMEOUT_SECS}"),
+        ));
+    }
+    Ok(Criterion {
+        id: id.to_string(),
+        description: a.description.trim().to_string(),
+        check,
+        blocking,
+        timeout_secs,
+        source: a.source.unwrap_or_default(),
+        clause,
+    })
 }
 
 /// Validate `protected_paths` entries; errors name `{field}[i]`.

@@ -37,7 +37,7 @@ fn a_run_waiting_for_a_slot_dispatches_nothing_until_admitted() {
 
 #[test]
 fn admit_and_cancel_of_a_waiting_run() {
-    struct Case {
+    struct DeadLetterCase {
         name: &'static str,
         record: RunRecord,
         event: RunEvent,
@@ -45,14 +45,14 @@ fn admit_and_cancel_of_a_waiting_run() {
         state: RunState,
     }
     let cases = [
-        Case {
+        DeadLetterCase {
             name: "admit a run that is already started",
             record: started(),
             event: RunEvent::Admit,
             applies: false,
             state: RunState::Queued,
         },
-        Case {
+        DeadLetterCase {
             name: "cancel while waiting for a slot",
             record: waiting(),
             event: RunEvent::Cancel {
@@ -61,7 +61,7 @@ fn admit_and_cancel_of_a_waiting_run() {
             applies: true,
             state: RunState::Cancelled,
         },
-        Case {
+        DeadLetterCase {
             name: "a tick while waiting: no deadline",
             record: waiting(),
             event: RunEvent::Tick,
@@ -86,23 +86,54 @@ fn admit_and_cancel_of_a_waiting_run() {
     }
 }
 
+/// A dead letter of `kind` (for `generation` and `step`) sent to `record`.
+struct DeadLetterCase {
+    name: &'static str,
+    record: RunRecord,
+    kind: &'static str,
+    generation: u32,
+    step: u32,
+    /// None: ignored; Some(phase name after) otherwise.
+    then: Option<&'static str>,
+    failed_rounds: u32,
+}
+
+fn assert_dead_letter(case: DeadLetterCase) {
+    let event = RunEvent::DeadLettered {
+        kind: case.kind.into(),
+        generation: case.generation,
+        step: case.step,
+        reason: "10 deliveries failed".into(),
+    };
+    match (decide(&case.record, &event, 5), case.then) {
+        (Decision::Apply(s), Some(phase)) => {
+            assert_eq!(s.record.phase.name(), phase, "{}", case.name);
+            assert!(kinds(&s).contains(&"dead_letter"), "{}", case.name);
+            assert_eq!(
+                s.record.streaks.failed_rounds, case.failed_rounds,
+                "{}",
+                case.name
+            );
+            if phase != case.record.phase.name() && case.kind != "decide_request" {
+                assert!(
+                    s.outgoing().iter().any(|o| o.target == Target::Control),
+                    "{}: the abandoned step is cancelled",
+                    case.name
+                );
+            }
+        }
+        (Decision::Ignore(_), None) => {}
+        (other, _) => panic!("{}: {other:?}", case.name),
+    }
+}
+
 #[test]
 fn a_dead_letter_fails_the_step_it_belongs_to_and_only_logs_otherwise() {
     let r = started();
     let executing = reply(&r, "Next: cli\nTask: a").record;
     let auditing = exec_done(&executing, "c1").record;
-    struct Case {
-        name: &'static str,
-        record: RunRecord,
-        kind: &'static str,
-        generation: u32,
-        step: u32,
-        /// None: ignored; Some(phase name after) otherwise.
-        then: Option<&'static str>,
-        failed_rounds: u32,
-    }
     let cases = [
-        Case {
+        DeadLetterCase {
             name: "the executor's result of the round in flight",
             record: executing.clone(),
             kind: "exec_result",
@@ -111,7 +142,7 @@ fn a_dead_letter_fails_the_step_it_belongs_to_and_only_logs_otherwise() {
             then: Some("deciding"),
             failed_rounds: 1,
         },
-        Case {
+        DeadLetterCase {
             name: "the exec request of the round in flight",
             record: executing.clone(),
             kind: "exec_request",
@@ -120,7 +151,7 @@ fn a_dead_letter_fails_the_step_it_belongs_to_and_only_logs_otherwise() {
             then: Some("deciding"),
             failed_rounds: 1,
         },
-        Case {
+        DeadLetterCase {
             name: "an older round's result: logged only",
             record: executing.clone(),
             kind: "exec_result",
@@ -129,7 +160,7 @@ fn a_dead_letter_fails_the_step_it_belongs_to_and_only_logs_otherwise() {
             then: Some("executing"),
             failed_rounds: 0,
         },
-        Case {
+        DeadLetterCase {
             name: "the report of the audit in flight",
             record: auditing.clone(),
             kind: "audit_report",
@@ -138,7 +169,7 @@ fn a_dead_letter_fails_the_step_it_belongs_to_and_only_logs_otherwise() {
             then: Some("deciding"),
             failed_rounds: 1,
         },
-        Case {
+        DeadLetterCase {
             name: "the pending decision request: asked again",
             record: r.clone(),
             kind: "decide_request",
@@ -147,7 +178,7 @@ fn a_dead_letter_fails_the_step_it_belongs_to_and_only_logs_otherwise() {
             then: Some("deciding"),
             failed_rounds: 0,
         },
-        Case {
+        DeadLetterCase {
             name: "another generation",
             record: executing.clone(),
             kind: "exec_result",
@@ -158,32 +189,7 @@ fn a_dead_letter_fails_the_step_it_belongs_to_and_only_logs_otherwise() {
         },
     ];
     for case in cases {
-        let event = RunEvent::DeadLettered {
-            kind: case.kind.into(),
-            generation: case.generation,
-            step: case.step,
-            reason: "10 deliveries failed".into(),
-        };
-        match (decide(&case.record, &event, 5), case.then) {
-            (Decision::Apply(s), Some(phase)) => {
-                assert_eq!(s.record.phase.name(), phase, "{}", case.name);
-                assert!(kinds(&s).contains(&"dead_letter"), "{}", case.name);
-                assert_eq!(
-                    s.record.streaks.failed_rounds, case.failed_rounds,
-                    "{}",
-                    case.name
-                );
-                if phase != case.record.phase.name() && case.kind != "decide_request" {
-                    assert!(
-                        s.outgoing().iter().any(|o| o.target == Target::Control),
-                        "{}: the abandoned step is cancelled",
-                        case.name
-                    );
-                }
-            }
-            (Decision::Ignore(_), None) => {}
-            (other, _) => panic!("{}: {other:?}", case.name),
-        }
+        assert_dead_letter(case);
     }
 }
 

@@ -1,6 +1,7 @@
 //! The run state machine: `decide(record, event, now) -> Decision`, pure. The manager loads the
 //! record, decides, stores the new record with compare-and-set, then publishes the outbox.
 
+mod audit_outcome;
 mod lifecycle;
 pub mod manager_prompt;
 mod manager_turn;
@@ -10,6 +11,7 @@ mod regression;
 mod results;
 mod steering;
 mod step_retry;
+mod step_review;
 mod transition;
 mod tx;
 
@@ -190,6 +192,8 @@ mod lifecycle_tests;
 mod planning_tests;
 #[cfg(test)]
 mod progress_tests;
+#[cfg(test)]
+mod rubric_tests;
 #[cfg(test)]
 mod steering_tests;
 #[cfg(test)]

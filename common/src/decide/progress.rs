@@ -78,6 +78,17 @@ pub(super) fn note_progress(tx: &mut Tx, evidence: &[Evidence]) -> bool {
     moved
 }
 
+/// Count an audited round's progress: a candidate set aside lost ground, which is not
+/// progress however new its failure output; any other round moved when [`note_progress`] says
+/// so.
+pub(super) fn count_round_progress(tx: &mut Tx, set_aside: bool, evidence: &[Evidence]) {
+    if set_aside {
+        tx.record.streaks.stagnant_rounds += 1;
+    } else {
+        note_progress(tx, evidence);
+    }
+}
+
 /// After a round that did not move: every `stagnation_rounds` such rounds in a row, escalate
 /// (the executor ladder's next rung when there is one and the failed-rounds escalation did not
 /// just climb it, `ladder_stepped`), tell the manager its approach did not work, and let the
@@ -236,42 +247,11 @@ pub(super) fn exec_feedback(record: &RunRecord) -> ExecFeedback {
         .and_then(|c| remembered_audit(record, c))
         .map(|a| a.evidence.as_slice())
         .unwrap_or(&[]);
-    let failing = evidence
-        .iter()
-        .filter(|e| e.verdict != CheckVerdict::Pass)
-        .map(|e| FailingCheck {
-            criterion: e.check_id.clone(),
-            check: record
-                .contract
-                .criteria
-                .iter()
-                .find(|c| c.id == e.check_id)
-                .and_then(|c| c.check.clone()),
-            verdict: e.verdict,
-            exit_code: e.exit_code,
-            output_excerpt: cap_text(e.output_excerpt.trim(), FEEDBACK_EXCERPT_BYTES),
-        })
-        .collect();
+    let failing = failing_checks(record, evidence);
     let rejected = audited
         .as_deref()
         .filter(|c| *c != record.snapshot)
-        .map(|c| match (last.verdicts, &last.set_aside) {
-            (_, Some(why)) => format!(
-                "the last candidate {} was set aside as {why}: this step starts from that \
-                 snapshot, and the checks below are the ones that fail there",
-                short(c)
-            ),
-            (Some(v), None) if v.integrity == Integrity::Violation => format!(
-                "the last candidate {} was rejected (integrity violation: {}); this step starts \
-                 from the snapshot before it",
-                short(c),
-                last.gaps.join("; ")
-            ),
-            _ => format!(
-                "the last candidate {} was rolled back; this step starts from an earlier snapshot",
-                short(c)
-            ),
-        });
+        .map(|c| why_not_the_base(last, c));
     let stagnating = record.task.budget.stagnation_rounds > 0
         && record.streaks.stagnant_rounds >= record.task.budget.stagnation_rounds;
     ExecFeedback {
@@ -297,5 +277,47 @@ pub(super) fn exec_feedback(record: &RunRecord) -> ExecFeedback {
         } else {
             Vec::new()
         },
+    }
+}
+
+/// The checks that did not pass in `evidence`, with their commands and capped output.
+fn failing_checks(record: &RunRecord, evidence: &[Evidence]) -> Vec<FailingCheck> {
+    evidence
+        .iter()
+        .filter(|e| e.verdict != CheckVerdict::Pass)
+        .map(|e| FailingCheck {
+            criterion: e.check_id.clone(),
+            check: record
+                .contract
+                .criteria
+                .iter()
+                .find(|c| c.id == e.check_id)
+                .and_then(|c| c.check.clone()),
+            verdict: e.verdict,
+            exit_code: e.exit_code,
+            output_excerpt: cap_text(e.output_excerpt.trim(), FEEDBACK_EXCERPT_BYTES),
+        })
+        .collect()
+}
+
+/// Why the step does not start from `candidate`, the last audited round's candidate: it was
+/// set aside, rejected or rolled back.
+fn why_not_the_base(last: &RoundSummary, candidate: &str) -> String {
+    match (last.verdicts, &last.set_aside) {
+        (_, Some(why)) => format!(
+            "the last candidate {} was set aside as {why}: this step starts from that \
+             snapshot, and the checks below are the ones that fail there",
+            short(candidate)
+        ),
+        (Some(v), None) if v.integrity == Integrity::Violation => format!(
+            "the last candidate {} was rejected (integrity violation: {}); this step starts \
+             from the snapshot before it",
+            short(candidate),
+            last.gaps.join("; ")
+        ),
+        _ => format!(
+            "the last candidate {} was rolled back; this step starts from an earlier snapshot",
+            short(candidate)
+        ),
     }
 }

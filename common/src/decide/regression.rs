@@ -1,15 +1,14 @@
 //! A candidate that lost ground is set aside: when it passes a strict subset of the blocking
 //! criteria the current snapshot passes (it broke at least one and fixed none), the artifact
 //! stays at the current snapshot, as for a rejected candidate, and the next step starts from
-//! there. Without this, the best work so far could be lost to a worse attempt: in the suite
-//! sitting r (1.5B model) `cli-exit-codes` passed 3 of 4 checks in round 1, round 2's retry
-//! passed 0 of 4, and the rounds after it started from the 0-of-4 file. `budget.
-//! rollback_regressions = false` keeps every candidate that is not an integrity violation, as
-//! before.
+//! there, so the best work so far is never lost to a worse attempt. With `budget.
+//! rollback_regressions = false` every candidate that is not an integrity violation becomes the
+//! artifact.
 
 use std::collections::BTreeSet;
 
-use crate::state::RunRecord;
+use super::tx::Tx;
+use crate::state::{LogEvent, RunRecord};
 use loopgate_protocol::verdict::{CheckVerdict, Evidence};
 
 /// A candidate that passes less than the current snapshot.
@@ -89,6 +88,19 @@ pub(super) fn regression(
         candidate_passing: after.len(),
         blocking: blocking.len(),
     })
+}
+
+/// Set `candidate` aside as `regressed`: the artifact stays where it is, the log and the
+/// manager are told why.
+pub(super) fn set_aside(tx: &mut Tx, round: u32, candidate: &str, regressed: &Regression) {
+    let reason = regressed.reason();
+    tx.log(LogEvent::CandidateRejected {
+        candidate: candidate.to_string(),
+        reason: reason.clone(),
+    });
+    tx.feedback(format!(
+        "Round {round}: the candidate was set aside as {reason}."
+    ));
 }
 
 #[cfg(test)]

@@ -1,20 +1,18 @@
 //! A failed step tried again without a manager decision.
 //!
 //! After a round whose audit failed, the next executor already sees that audit's failing
-//! checks with their output (`ExecFeedback`). What the manager adds at that point is mostly
-//! time: in the suite sittings o and p (1.5B model, 2 cores) its round-2 decision repeated
-//! round 1's instruction word for word in 9 of 9 rounds, was sent back with the failure, and
-//! repeated it again, which cost 40-60 s of a 340 s run before round 2 could start, and the
-//! second round, the one the evidence is for, ran out of time in most failed runs. So the step
-//! goes straight back to an executor, at most `budget.step_retries` times in a row; the
-//! manager decides again after that, and at once when retrying could not help: the round
+//! checks with their output (`ExecFeedback`); a manager decision at that point adds mostly
+//! time (a small manager tends to repeat the failed instruction, and the retry it delays is
+//! the round the evidence is for). So the step goes straight back to an executor, at most
+//! `budget.step_retries` times in a row; the manager decides again after that, and at once
+//! when retrying could not help: the round
 //! changed nothing or reproduced an audited snapshot, its candidate was rejected, no check
 //! failed (the gate is closed for another reason), the run stagnates (the manager must be
 //! told its approach did not work), an operator instruction came in during the round (the
 //! manager must read it), or the round budget is spent.
 
 use super::manager_turn::dispatch_step;
-use super::progress::stagnation_due;
+use super::progress::{escalate_when_stagnant, stagnation_due};
 use super::tx::Tx;
 use crate::state::{LogEvent, RunRecord};
 use loopgate_protocol::subjects::Capability;
@@ -69,6 +67,22 @@ pub(super) fn retry_step(tx: &mut Tx, retry: Retry) {
         step: retry.step.clone(),
     });
     dispatch_step(tx, retry.capability, retry.step);
+}
+
+/// A round whose audit failed the gate: the failure is counted and, while the run may go on,
+/// the step is tried again (see [`step_to_retry`]) or the manager decides; a stagnating run
+/// escalates.
+pub(super) fn go_on_after_failed_round(tx: &mut Tx, reasons: &str) {
+    let level = tx.record.escalation_level;
+    let retry = step_to_retry(&tx.record);
+    if tx.count_failure(reasons) {
+        match retry {
+            Some(retry) => retry_step(tx, retry),
+            None => tx.continue_work(),
+        }
+    }
+    let ladder_stepped = tx.record.escalation_level != level;
+    escalate_when_stagnant(tx, ladder_stepped);
 }
 
 #[cfg(test)]

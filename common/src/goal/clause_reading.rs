@@ -1,10 +1,8 @@
 //! What a goal clause asks for, read mechanically where its words leave no doubt.
 //!
 //! The auditor's judge is a model, and a small one answers a plain question about a file it can
-//! see no better than a coin (measured: the local 1.5B model judged `met` on 10 of 25 clauses of
-//! artifacts that passed every check, `unknown` on "Write a shell script count_errors.sh." with
-//! the script in front of it). So a clause whose words a rule can decide is decided by the rule,
-//! and the judge is asked only about the rest:
+//! see no more reliably than a coin. So a clause whose words a rule can decide is decided by
+//! the rule, and the judge is asked only about the rest:
 //!
 //! - **creates a file** ("Create fizzbuzz.py.", "Write a shell script count_errors.sh."): the
 //!   clause names one file and says nothing else. A check that runs the file covers it; else its

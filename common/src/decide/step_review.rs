@@ -1,0 +1,134 @@
+//! The review a manager's step gets before any executor runs: it goes back to the manager when
+//! it alters the goal's exact words or repeats a failed round's instruction, and the goal's own
+//! clauses replace it when it alters them past the sends-back, or when it copies the manager's
+//! own instructions.
+
+use super::progress::ledger_lines;
+use super::tx::Tx;
+use crate::goal::words::{altered_words, clauses_for_step, Alteration};
+use crate::state::{LogEvent, RunRecord};
+use loopgate_protocol::verdict::{AuditStatus, ContractVerdict, Integrity};
+
+/// The goal's exact names, paths, strings and counts that `task` alters (the criteria's check
+/// commands may name more).
+fn goal_word_alterations(record: &RunRecord, task: &str) -> Vec<Alteration> {
+    let checks: Vec<&str> = record
+        .contract
+        .criteria
+        .iter()
+        .filter_map(|c| c.check.as_deref())
+        .collect();
+    altered_words(&record.contract.goal, task, &checks.join("\n"))
+}
+
+/// The step the executor gets instead of `task` when `task` still alters the goal's exact
+/// words once the sends-back are spent: the goal's own clauses for the step. A paraphrase
+/// that renames the goal's file poisons a small executor even below the goal's words (it
+/// writes the renamed file, or the name as content); the goal's words alone do not.
+pub(super) fn goal_words_step(record: &RunRecord, task: &str) -> Option<String> {
+    if goal_word_alterations(record, task).is_empty() {
+        return None;
+    }
+    let clauses = clauses_for_step(&record.contract.goal, task);
+    (!clauses.is_empty()).then(|| clauses.join(" "))
+}
+
+/// Why the manager's step goes back to it before any executor runs, if it does: it alters the
+/// goal's exact names, paths, strings or counts (while sends-back stay within
+/// `max_invalid_outputs` in a row; past that the executor gets the goal's own words as its
+/// step, see [`goal_words_step`]), or it repeats verbatim the instruction of the round that
+/// just failed (sent back once).
+pub(super) fn step_to_send_back(record: &RunRecord, task: &str) -> Option<String> {
+    let sent_back = record.streaks.steps_sent_back;
+    let altered = goal_word_alterations(record, task);
+    if !altered.is_empty() && sent_back < record.task.budget.max_invalid_outputs {
+        let list: Vec<String> = altered.iter().map(ToString::to_string).collect();
+        return Some(format!(
+            "Your step changes the goal's exact words ({}). Use the goal's exact names, paths \
+             and strings in the Task.",
+            list.join("; ")
+        ));
+    }
+    let normalize = |s: &str| {
+        s.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_lowercase()
+    };
+    let last = record.history.last()?;
+    let passed = last.failing.is_empty()
+        && last.verdicts.is_some_and(|v| {
+            v.status == AuditStatus::Complete
+                && v.integrity == Integrity::Clean
+                && v.contract == ContractVerdict::Aligned
+        });
+    if sent_back == 0 && !passed && normalize(&last.objective) == normalize(task) {
+        let failure = last
+            .failing
+            .first()
+            .map(|(id, excerpt)| format!("`{id}` failed: {}", excerpt.trim()))
+            .unwrap_or_else(|| last.exec_summary.clone());
+        return Some(format!(
+            "Your step repeats round {}'s instruction word for word, and that round failed ({failure}). \
+             Attempts so far:\n{}\nGive a different instruction that addresses the failure.",
+            last.round,
+            ledger_lines(record).join("\n")
+        ));
+    }
+    None
+}
+
+/// The step goes back to the manager with the reason; the decision is asked again.
+pub(super) fn send_back(tx: &mut Tx, seq: u32, reason: String) {
+    tx.record.streaks.steps_sent_back += 1;
+    tx.log(LogEvent::StepSentBack {
+        seq,
+        reason: reason.clone(),
+    });
+    tx.feedback(reason);
+    tx.request_decision();
+}
+
+/// Is `task` a copy of the manager's own instructions rather than a step: five words or more,
+/// all of them a run of the system prompt's words (a small manager may answer with the
+/// prompt's line for `cli`, `Task: Give the executor one bounded instruction ...`)? Such a
+/// task says nothing about this one; `dispatch_step` sends the goal's clauses for it instead.
+pub(super) fn copies_the_manager_prompt(task: &str) -> bool {
+    let words = |t: &str| {
+        t.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let task = words(task);
+    task.split(' ').count() >= 5
+        && words(&crate::decide::manager_prompt::system_prompt(true)).contains(&task)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_copied_from_the_manager_prompt_is_not_a_step() {
+        let cases = [
+            (
+                "Give the executor one bounded instruction to carry out in the workspace with \
+                 shell and file tools",
+                true,
+            ),
+            ("give the executor one bounded instruction.", true),
+            (
+                "Fix apply_discount in pricing.py: divide percent by 100.",
+                false,
+            ),
+            // Too short to tell a copy from a real step.
+            ("cli", false),
+            ("Preserve exact names", false),
+        ];
+        for (task, copied) in cases {
+            assert_eq!(copies_the_manager_prompt(task), copied, "{task:?}");
+        }
+    }
+}
