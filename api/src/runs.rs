@@ -324,10 +324,15 @@ pub struct RunList {
     pub runs: Vec<RunView>,
 }
 
+/// The key of the one-line headline the manager adds to every log entry it serves (`/log` and
+/// the `log` events of `/events`): `LogEvent::headline` in `loopgate-common`.
+pub const LOG_HEADLINE_KEY: &str = "headline";
+
 /// `GET /v1/runs/{id}/log`: the append-only run log, oldest first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct LogPage {
-    /// Each entry as stored (`LogEntry` in `loopgate-common`) plus its stream `id`.
+    /// Each entry as stored (`LogEntry` in `loopgate-common`) plus its stream `id` and its
+    /// `headline`.
     #[schema(value_type = Vec<Option<LogRecord>>)]
     pub entries: Vec<serde_json::Value>,
 }
