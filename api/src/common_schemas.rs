@@ -23,8 +23,9 @@ pub enum PhaseName {
 // A summary, not `LogEntry` itself: entries are answered as stored (never re-serialized),
 // including ones written by older or newer managers, so only the keys every entry has are
 // promised and the event's own keys stay open.
-/// One run log entry (`LogEntry` in `loopgate-common`) with its stream id; `type` names the
-/// event and decides the other fields. An entry this manager cannot read is `null`.
+/// One run log entry (`LogEntry` in `loopgate-common`) with its stream id and its headline;
+/// `type` names the event and decides the other fields. An entry this manager cannot read is
+/// `null`.
 #[derive(ToSchema)]
 #[allow(dead_code)]
 pub struct LogRecord {
@@ -37,6 +38,10 @@ pub struct LogRecord {
     /// other keys depend on it.
     #[serde(rename = "type")]
     kind: String,
+    /// The entry in one line, as people read it (`LogEvent::headline` in `loopgate-common`;
+    /// the event's name for an event this manager does not know): what `loopgate log` prints
+    /// after `[round N]` and the console's timeline shows. Added when the entry is served.
+    headline: String,
 }
 
 #[cfg(test)]
@@ -49,7 +54,8 @@ mod tests {
 
     use super::*;
 
-    /// Every key the summary promises is one every stored entry has (plus the stream `id`).
+    /// Every key the summary promises is one every stored entry has (plus the stream `id` and
+    /// the `headline`, which the manager adds when it serves the entry).
     #[test]
     fn log_records_promise_only_keys_every_entry_has() {
         let entry = LogEntry {
@@ -70,7 +76,7 @@ mod tests {
             .as_object()
             .unwrap()
             .keys()
-            .filter(|k| *k != "id")
+            .filter(|k| *k != "id" && *k != crate::LOG_HEADLINE_KEY)
             .cloned()
             .collect();
         assert!(promised.is_subset(&stored), "{promised:?} vs {stored:?}");

@@ -25,5 +25,5 @@ pub use rounds::{RoundList, RoundView};
 pub use runs::{
     AnswerRequest, Checks, ContinueRequest, EvidenceList, EvidenceView, GateView, InstructRequest,
     ListQuery, LogPage, ResumeRequest, RunList, RunView, ScreenshotView, SubmitRequest,
-    UploadedFile, WorkspaceUpload,
+    UploadedFile, WorkspaceUpload, LOG_HEADLINE_KEY,
 };

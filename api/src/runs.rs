@@ -286,12 +286,22 @@ pub struct WorkspaceUpload {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UploadedFile {
-    /// Relative, normalized path inside the workspace.
+    /// Relative, normalized path inside the workspace: `/`-separated, no empty, `.` or `..`
+    /// part, no `\` or NUL.
+    #[schema(
+        pattern = r"^(?:[^/\\\u0000.][^/\\\u0000]*|\.[^/\\\u0000.][^/\\\u0000]*|\.\.[^/\\\u0000]+)(?:/(?:[^/\\\u0000.][^/\\\u0000]*|\.[^/\\\u0000.][^/\\\u0000]*|\.\.[^/\\\u0000]+))*$"
+    )]
     pub path: String,
-    /// Unix permission bits (default 420 = 0o644).
+    /// Unix permission bits (default 420 = 0o644); the snapshot keeps 0o755 when any execute
+    /// bit is set, else 0o644.
     #[serde(default = "default_mode")]
+    #[schema(maximum = 4294967295_u32)]
     pub mode: u32,
-    /// The content, standard base64.
+    /// The content, standard base64 (padded, no spare bits set).
+    #[schema(
+        pattern = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$",
+        content_encoding = "base64"
+    )]
     pub content_b64: String,
 }
 
@@ -324,10 +334,15 @@ pub struct RunList {
     pub runs: Vec<RunView>,
 }
 
+/// The key of the one-line headline the manager adds to every log entry it serves (`/log` and
+/// the `log` events of `/events`): `LogEvent::headline` in `loopgate-common`.
+pub const LOG_HEADLINE_KEY: &str = "headline";
+
 /// `GET /v1/runs/{id}/log`: the append-only run log, oldest first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct LogPage {
-    /// Each entry as stored (`LogEntry` in `loopgate-common`) plus its stream `id`.
+    /// Each entry as stored (`LogEntry` in `loopgate-common`) plus its stream `id` and its
+    /// `headline`.
     #[schema(value_type = Vec<Option<LogRecord>>)]
     pub entries: Vec<serde_json::Value>,
 }
@@ -365,6 +380,9 @@ pub enum RunStreamEventKind {
 #[serde(deny_unknown_fields)]
 pub struct AnswerRequest {
     /// Must not be blank.
+    #[schema(
+        pattern = r"[^\u0009-\u000d\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+    )]
     pub text: String,
 }
 
@@ -373,6 +391,10 @@ pub struct AnswerRequest {
 #[serde(deny_unknown_fields)]
 pub struct InstructRequest {
     /// Must not be blank; at most 4000 characters (after trimming).
+    #[schema(
+        pattern = r"[^\u0009-\u000d\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]",
+        max_length = 4000
+    )]
     pub text: String,
 }
 
@@ -384,6 +406,10 @@ pub struct ContinueRequest {
     /// The new goal. Alone, it keeps the run's task otherwise (acceptance checks, roles,
     /// budget); with `task`, it replaces the task file's goal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        pattern = r"[^\u0009-\u000d\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]",
+        max_length = 20000
+    )]
     pub goal: Option<String>,
     /// A whole new task file (goal, acceptance, roles, budget, ...), validated as at submit.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -14,61 +14,83 @@ pub const DEFAULT_STEP_RETRIES: u32 = 1;
 pub const MAX_STEP_RETRIES: u32 = 20;
 
 /// The task file's `[budget]` keys as written (also the body of a resume's budget changes).
+/// Each key's range in the OpenAPI schema is the one [`BudgetFile::validate_over`] checks
+/// (`loopgate-api`'s tests hold the two together).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct BudgetFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000))]
     pub max_rounds: Option<u32>,
     /// Unparseable manager replies in a row before the run ends `blocked`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 100))]
     pub max_invalid_outputs: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 86400))]
     pub manager_episode_secs: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 86400))]
     pub executor_episode_secs: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 86400))]
     pub auditor_episode_secs: Option<u64>,
     /// Tool-loop steps per executor episode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000))]
     pub max_steps: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 1, maximum = 18446744073709551615_u64)
+    )]
     pub max_total_tokens: Option<u64>,
     /// Total model cost in US dollars (from the daemons' per-profile price tables).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(exclusive_minimum = 0, maximum = 1000000))]
     pub max_cost_usd: Option<f64>,
     /// Wall-clock limit for the whole run, in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 2592000))]
     pub max_wall_secs: Option<u64>,
     /// Consecutive failed rounds before the run stops and asks a human.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000))]
     pub max_failed_rounds: Option<u32>,
     /// How long a dispatched step may wait for a worker to pick it up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 86400))]
     pub start_secs: Option<u64>,
     /// Failed audits in a row before the executor escalates to the next profile of its ladder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000))]
     pub escalate_after: Option<u32>,
     /// Refused `done` replies in a row before the run ends `blocked`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000))]
     pub max_done_refusals: Option<u32>,
     /// Audited rounds in a row without progress (no newly passing criterion, no new failure
     /// output) before the harness escalates; 0 never escalates for stagnation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 1000))]
     pub stagnation_rounds: Option<u32>,
     /// Times per executor episode its `finish` runs the step's blocking checks on the live
     /// workspace (and is refused while one fails); 0 disables.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 20))]
     pub self_checks: Option<u32>,
     /// How long past a started episode's own time limit the manager waits for its result
     /// before it counts the episode lost (a stalled or partitioned worker) and fails only that
     /// step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 86400))]
     pub episode_grace_secs: Option<u64>,
     /// After a round whose audit failed, the same step goes straight back to an executor with
     /// that audit's evidence, without a manager decision, at most this many times in a row; 0
     /// asks the manager after every round.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 20))]
     pub step_retries: Option<u32>,
     /// A candidate that passes a strict subset of the blocking criteria the current snapshot
     /// passes is set aside, and the artifact stays at the current snapshot (default true).

@@ -4,10 +4,12 @@
 //!   summaries and usage per role;
 //! - [`RunRecord`] (`run_record`): the stored record, its field groups (`record_groups`), its
 //!   schema version (`schema`) and the state/phase consistency rule (`consistency`);
-//! - [`LogEntry`] / [`LogEvent`] (`log`): the append-only run log.
+//! - [`LogEntry`] / [`LogEvent`] (`log`): the append-only run log, and each event in one line
+//!   for people ([`LogEvent::headline`], `log_headline`).
 
 mod consistency;
 mod log;
+mod log_headline;
 mod record_groups;
 mod run_record;
 mod schema;
@@ -15,6 +17,7 @@ mod types;
 
 pub use consistency::{phases_allowed, state_agrees_with_phase, InconsistentRecord};
 pub use log::{LogEntry, LogEvent};
+pub use log_headline::{excerpt, short_id, verdicts_text, SNAPSHOT_PREFIX_LEN};
 pub use record_groups::{
     Accounting, AuditStanding, AuditedSnapshot, Deadlines, PauseHold, Planning, Steering, Streaks,
     AUDITS_REMEMBERED, FAILURES_REMEMBERED,

@@ -9,14 +9,28 @@ use loopgate_protocol::gui::{GuiFile, GuiSpec};
 use loopgate_protocol::rubric::{Rubric, RubricDimension};
 
 /// The task file exactly as written (TOML or the same shape in JSON). Unknown keys are errors.
+///
+/// The OpenAPI schema states each key's own rule as [`TaskFile::validate`] checks it (a
+/// pattern's class of spaces is what `str::trim` removes; `loopgate-api`'s tests hold the two
+/// together); rules across keys (criteria or `plan`, a rubric's judge, unique ids) and the
+/// model profiles a manager has are checked only when the task is submitted.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TaskFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// Not blank; at most 20000 characters.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            pattern = r"[^\u0009-\u000d\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]",
+            max_length = 20000
+        )
+    )]
     pub goal: String,
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_items = 100))]
     pub acceptance: Vec<AcceptanceFile>,
     #[serde(default)]
     pub roles: RolesFile,
@@ -45,6 +59,7 @@ pub struct TaskFile {
     pub rubric: Vec<RubricDimension>,
     /// The rubric's pass mark on 0..10 (default 8.0); `threshold` is accepted as an alias.
     #[serde(default, alias = "threshold", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(exclusive_minimum = 0, maximum = 10))]
     pub rubric_threshold: Option<f64>,
     /// Turn every goal clause no criterion covers into a judged criterion (`source = "goal"`)
     /// of the frozen contract (default true; needs `roles.auditor`, the judge).
@@ -60,15 +75,23 @@ pub struct TaskFile {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AcceptanceFile {
+    #[cfg_attr(feature = "openapi", schema(value_type = name_schemas::Name))]
     pub id: String,
     #[serde(default)]
     pub description: String,
-    /// Shell command run by the auditor; exit 0 = pass.
+    /// Shell command run by the auditor; exit 0 = pass. Not blank when given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            pattern = r"[^\u0009-\u000d\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+        )
+    )]
     pub check: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocking: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 3600))]
     pub timeout_secs: Option<u64>,
     /// `"goal"` for a criterion derived from a goal clause (written by the proposer or by
     /// loopgate), `"task"` (the default) for the author's own.
@@ -81,12 +104,15 @@ pub struct AcceptanceFile {
 
 /// One profile name, or a cost-ordered ladder of them (`executor = ["cheap", "strong"]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(untagged)]
 pub enum ProfileChoice {
     One(String),
     Ladder(Vec<String>),
 }
+
+/// The OpenAPI schemas of names in a task file (only the schemas exist).
+#[cfg(feature = "openapi")]
+pub mod name_schemas;
 
 /// Model profile names per role, as written.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -94,11 +120,14 @@ pub enum ProfileChoice {
 #[serde(deny_unknown_fields)]
 pub struct RolesFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<name_schemas::Name>))]
     pub manager: Option<String>,
     /// A profile, or a ladder escalated after `budget.escalate_after` failed audits in a row.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<name_schemas::ProfileChoice>))]
     pub executor: Option<ProfileChoice>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<name_schemas::Name>))]
     pub auditor: Option<String>,
 }
 

@@ -237,7 +237,7 @@ export function runView(main, id) {
   function renderTimeline() {
     const { rounds, general } = buildRounds(entries);
     clear(timeline,
-      general.map((e) => h('li', { class: 'note' }, note(e))),
+      general.map((e) => h('li', { class: 'note', dataset: { kind: e.type } }, headline(e))),
       rounds.map((r) => h('li', { class: 'round', dataset: { round: r.round, generation: r.generation } },
         h('h3', {}, `Round ${r.round}`, r.generation > 1 ? ` · generation ${r.generation}` : '', ' · ', h('span', { class: 'route' }, r.route)),
         h('p', { class: 'objective' }, r.objective),
@@ -252,7 +252,7 @@ export function runView(main, id) {
         r.gate ? h('div', { class: r.gate.passed ? 'gate ok' : 'gate bad' },
           h('strong', {}, 'Gate: '), r.gate.passed ? 'passed' : 'failed',
           r.gate.reasons.length ? h('ul', {}, r.gate.reasons.map((g) => h('li', {}, g))) : null) : null,
-        r.notes.length ? h('ul', { class: 'notes' }, r.notes.map((e) => h('li', {}, note(e)))) : null)));
+        r.notes.length ? h('ul', { class: 'notes' }, r.notes.map((e) => h('li', { dataset: { kind: e.type } }, headline(e)))) : null)));
   }
 
   let evidenceKey = null;
@@ -419,14 +419,8 @@ export function buildRounds(entries) {
   return { rounds, general };
 }
 
-const NOTE_FIELDS = ['question', 'text', 'reason', 'reasons', 'error', 'detail', 'summary', 'state', 'from_state', 'spec_hash', 'task', 'route', 'profile'];
-
-function note(e) {
-  const parts = [];
-  for (const f of NOTE_FIELDS) {
-    const v = e[f];
-    if (v === undefined || v === null || v === '') continue;
-    parts.push(Array.isArray(v) ? v.join('; ') : typeof v === 'object' ? JSON.stringify(v) : String(v));
-  }
-  return [h('span', { class: 'kind' }, e.type.replaceAll('_', ' ')), parts.length ? ': ' + parts.join(' — ') : ''];
+// An entry in one line: the `headline` the manager adds to every log entry it serves (the
+// same words `loopgate log` prints after `[round N]`), or the event's name without one.
+function headline(e) {
+  return e.headline || e.type.replaceAll('_', ' ');
 }

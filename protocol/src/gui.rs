@@ -15,8 +15,13 @@ pub const MAX_SERVE_CHARS: usize = 2_000;
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GuiFile {
-    /// Command started with `sh -c` in the workspace (e.g. `python3 -m http.server 8000`).
+    /// Command started with `sh -c` in the workspace (e.g. `python3 -m http.server 8000`): one
+    /// line of at most 2000 characters, no NUL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(max_length = 2000, pattern = r"^[^\u0000]*$")
+    )]
     pub serve: Option<String>,
     /// The URL the command serves (`http://127.0.0.1:8000/`); paths starting with `/` in the
     /// browser tools and `loopgate browse --url` are joined to it.

@@ -9,7 +9,8 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use loopgate_api::runs::RunStreamEvent;
-use loopgate_api::{EvidenceList, LogPage};
+use loopgate_api::{EvidenceList, LogPage, LOG_HEADLINE_KEY};
+use loopgate_common::state::LogEntry;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::http::error::{ApiError, ReadErrors};
@@ -17,12 +18,23 @@ use crate::http::extract::ApiPath;
 use crate::http::state::{load_run, Shared};
 use crate::http::views::run_view;
 
-/// A stored log entry (JSON text) with its stream id added; `null` when it is not JSON.
+/// A stored log entry (JSON text) with its stream id and its headline added (the event's
+/// `headline()`, or its `type` when this manager does not know the event); `null` when it is
+/// not JSON.
 pub(crate) fn entry_with_id(id: &str, entry: &str) -> serde_json::Value {
     let mut value: serde_json::Value =
         serde_json::from_str(entry).unwrap_or(serde_json::Value::Null);
+    let headline = match serde_json::from_str::<LogEntry>(entry) {
+        Ok(known) => known.event.headline(),
+        Err(_) => value
+            .get("type")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("entry")
+            .to_string(),
+    };
     if let Some(obj) = value.as_object_mut() {
         obj.insert("id".into(), serde_json::Value::String(id.to_string()));
+        obj.insert(LOG_HEADLINE_KEY.into(), serde_json::Value::String(headline));
     }
     value
 }
@@ -169,5 +181,29 @@ async fn stream_log(
         if tx.is_closed() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn served_entries_carry_their_stream_id_and_headline() {
+        let known = entry_with_id(
+            "1-0",
+            r#"{"at":1,"generation":1,"round":2,"type":"held","step":"decide"}"#,
+        );
+        assert_eq!(known["id"], "1-0");
+        assert_eq!(
+            known["headline"],
+            "held: the next step (decide) waits for unpause"
+        );
+        assert_eq!(known["step"], "decide");
+        let unknown = entry_with_id("2-0", r#"{"at":1,"generation":1,"round":2,"type":"new"}"#);
+        assert_eq!(unknown["headline"], "new");
+        assert_eq!(entry_with_id("3-0", "not json"), json!(null));
     }
 }

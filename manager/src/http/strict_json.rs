@@ -1,7 +1,11 @@
-//! Reading a request body strictly: a struct comes only from a JSON object. serde's derive
-//! also builds a struct from an array of its fields in order (`{"budget": [3]}` as
-//! `{"budget": {"max_rounds": 3}}`), which the documented schema refuses; [`Strict`] refuses it
-//! too, at any depth, and changes nothing else.
+//! Reading a request body as its JSON Schema reads it, where serde's derive differs:
+//! - a struct comes only from a JSON object. serde also builds a struct from an array of its
+//!   fields in order (`{"budget": [3]}` as `{"budget": {"max_rounds": 3}}`), which the
+//!   documented schema refuses; [`Strict`] refuses it too, at any depth;
+//! - an integer also comes from a number with a zero fraction (`3.0`), which is an `integer`
+//!   to JSON Schema; serde reads integers from integer tokens only.
+//!
+//! Nothing else changes.
 
 use std::fmt;
 
@@ -14,7 +18,16 @@ pub(crate) struct Strict<D>(pub D);
 macro_rules! forward_deserialize {
     ($($method:ident),* $(,)?) => {$(
         fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
-            self.0.$method(StrictVisitor(visitor))
+            self.0.$method(StrictVisitor::new(visitor))
+        }
+    )*};
+}
+
+/// The integer methods: a whole number written with a fraction reads as the integer.
+macro_rules! forward_deserialize_integer {
+    ($($method:ident),* $(,)?) => {$(
+        fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+            self.0.$method(StrictVisitor::integer(visitor))
         }
     )*};
 }
@@ -22,9 +35,7 @@ macro_rules! forward_deserialize {
 impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
     type Error = D::Error;
 
-    forward_deserialize!(
-        deserialize_any,
-        deserialize_bool,
+    forward_deserialize_integer!(
         deserialize_i8,
         deserialize_i16,
         deserialize_i32,
@@ -35,6 +46,11 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         deserialize_u32,
         deserialize_u64,
         deserialize_u128,
+    );
+
+    forward_deserialize!(
+        deserialize_any,
+        deserialize_bool,
         deserialize_f32,
         deserialize_f64,
         deserialize_char,
@@ -55,7 +71,8 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         name: &'static str,
         visitor: V,
     ) -> Result<V::Value, D::Error> {
-        self.0.deserialize_unit_struct(name, StrictVisitor(visitor))
+        self.0
+            .deserialize_unit_struct(name, StrictVisitor::new(visitor))
     }
 
     fn deserialize_newtype_struct<V: Visitor<'de>>(
@@ -64,7 +81,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         visitor: V,
     ) -> Result<V::Value, D::Error> {
         self.0
-            .deserialize_newtype_struct(name, StrictVisitor(visitor))
+            .deserialize_newtype_struct(name, StrictVisitor::new(visitor))
     }
 
     fn deserialize_tuple<V: Visitor<'de>>(
@@ -72,7 +89,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         len: usize,
         visitor: V,
     ) -> Result<V::Value, D::Error> {
-        self.0.deserialize_tuple(len, StrictVisitor(visitor))
+        self.0.deserialize_tuple(len, StrictVisitor::new(visitor))
     }
 
     fn deserialize_tuple_struct<V: Visitor<'de>>(
@@ -82,7 +99,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         visitor: V,
     ) -> Result<V::Value, D::Error> {
         self.0
-            .deserialize_tuple_struct(name, len, StrictVisitor(visitor))
+            .deserialize_tuple_struct(name, len, StrictVisitor::new(visitor))
     }
 
     /// The one change: a struct is read as a map, so an array is refused.
@@ -92,7 +109,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         _fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, D::Error> {
-        self.0.deserialize_map(StrictVisitor(visitor))
+        self.0.deserialize_map(StrictVisitor::new(visitor))
     }
 
     fn deserialize_enum<V: Visitor<'de>>(
@@ -102,7 +119,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         visitor: V,
     ) -> Result<V::Value, D::Error> {
         self.0
-            .deserialize_enum(name, variants, StrictVisitor(visitor))
+            .deserialize_enum(name, variants, StrictVisitor::new(visitor))
     }
 
     fn is_human_readable(&self) -> bool {
@@ -110,12 +127,53 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
     }
 }
 
-struct StrictVisitor<V>(V);
+struct StrictVisitor<V> {
+    visitor: V,
+    /// The value is an integer: a whole number with a fraction reads as one.
+    integer: bool,
+}
+
+impl<V> StrictVisitor<V> {
+    fn new(visitor: V) -> Self {
+        StrictVisitor {
+            visitor,
+            integer: false,
+        }
+    }
+
+    fn integer(visitor: V) -> Self {
+        StrictVisitor {
+            visitor,
+            integer: true,
+        }
+    }
+}
+
+/// `v` as an integer when it is a whole number in the range of `u64` or `i64`.
+enum Whole {
+    Unsigned(u64),
+    Signed(i64),
+}
+
+fn whole(v: f64) -> Option<Whole> {
+    // 2^64 and -2^63 are exact in f64; every whole f64 between them converts exactly.
+    const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
+    const MINUS_TWO_POW_63: f64 = -9_223_372_036_854_775_808.0;
+    if !v.is_finite() || v.fract() != 0.0 {
+        None
+    } else if (0.0..TWO_POW_64).contains(&v) {
+        Some(Whole::Unsigned(v as u64))
+    } else if (MINUS_TWO_POW_63..0.0).contains(&v) {
+        Some(Whole::Signed(v as i64))
+    } else {
+        None
+    }
+}
 
 macro_rules! forward_visit {
     ($($method:ident: $ty:ty),* $(,)?) => {$(
         fn $method<E: de::Error>(self, v: $ty) -> Result<V::Value, E> {
-            self.0.$method(v)
+            self.visitor.$method(v)
         }
     )*};
 }
@@ -124,7 +182,7 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for StrictVisitor<V> {
     type Value = V::Value;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.expecting(f)
+        self.visitor.expecting(f)
     }
 
     forward_visit!(
@@ -140,7 +198,6 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for StrictVisitor<V> {
         visit_u64: u64,
         visit_u128: u128,
         visit_f32: f32,
-        visit_f64: f64,
         visit_char: char,
         visit_str: &str,
         visit_borrowed_str: &'de str,
@@ -150,32 +207,40 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for StrictVisitor<V> {
         visit_byte_buf: Vec<u8>,
     );
 
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<V::Value, E> {
+        match whole(v).filter(|_| self.integer) {
+            Some(Whole::Unsigned(n)) => self.visitor.visit_u64(n),
+            Some(Whole::Signed(n)) => self.visitor.visit_i64(n),
+            None => self.visitor.visit_f64(v),
+        }
+    }
+
     fn visit_none<E: de::Error>(self) -> Result<V::Value, E> {
-        self.0.visit_none()
+        self.visitor.visit_none()
     }
 
     fn visit_unit<E: de::Error>(self) -> Result<V::Value, E> {
-        self.0.visit_unit()
+        self.visitor.visit_unit()
     }
 
     fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<V::Value, D::Error> {
-        self.0.visit_some(Strict(d))
+        self.visitor.visit_some(Strict(d))
     }
 
     fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<V::Value, D::Error> {
-        self.0.visit_newtype_struct(Strict(d))
+        self.visitor.visit_newtype_struct(Strict(d))
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<V::Value, A::Error> {
-        self.0.visit_seq(StrictAccess(seq))
+        self.visitor.visit_seq(StrictAccess(seq))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
-        self.0.visit_map(StrictAccess(map))
+        self.visitor.visit_map(StrictAccess(map))
     }
 
     fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<V::Value, A::Error> {
-        self.0.visit_enum(StrictAccess(data))
+        self.visitor.visit_enum(StrictAccess(data))
     }
 }
 
@@ -252,7 +317,7 @@ impl<'de, A: VariantAccess<'de>> VariantAccess<'de> for StrictAccess<A> {
     }
 
     fn tuple_variant<V: Visitor<'de>>(self, len: usize, visitor: V) -> Result<V::Value, A::Error> {
-        self.0.tuple_variant(len, StrictVisitor(visitor))
+        self.0.tuple_variant(len, StrictVisitor::new(visitor))
     }
 
     fn struct_variant<V: Visitor<'de>>(
@@ -260,7 +325,7 @@ impl<'de, A: VariantAccess<'de>> VariantAccess<'de> for StrictAccess<A> {
         fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, A::Error> {
-        self.0.struct_variant(fields, StrictVisitor(visitor))
+        self.0.struct_variant(fields, StrictVisitor::new(visitor))
     }
 }
 
@@ -316,6 +381,30 @@ mod tests {
         for (reads, value, ok) in cases {
             assert_eq!(reads(&value), ok, "{value}");
         }
+    }
+
+    #[test]
+    fn whole_numbers_read_as_integers() {
+        let resume = |budget: Value| reads::<ResumeRequest>(&json!({ "budget": budget }));
+        let cases = [
+            (json!({"start_secs": 2762.0}), true),
+            (json!({"max_total_tokens": 1e19}), true),
+            (json!({"max_rounds": 3.5}), false),
+            (json!({"max_rounds": -1.0}), false),
+            (json!({"max_rounds": 4294967296.0}), false),
+            (json!({"max_total_tokens": 2e19}), false),
+            (json!({"max_cost_usd": 2.0}), true),
+        ];
+        for (budget, ok) in cases {
+            assert_eq!(resume(budget.clone()), ok, "{budget}");
+        }
+        let value = json!({"budget": {"start_secs": 2762.0, "max_cost_usd": 2.0}});
+        let read = ResumeRequest::deserialize(Strict(&value)).unwrap();
+        let budget = read.budget.unwrap();
+        assert_eq!(
+            (budget.start_secs, budget.max_cost_usd),
+            (Some(2762), Some(2.0))
+        );
     }
 
     #[test]

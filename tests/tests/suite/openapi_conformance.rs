@@ -1,8 +1,10 @@
 //! The manager's HTTP API against its own OpenAPI document: schemathesis (PyPI, installed into
 //! `$LOOPGATE_CACHE/venv` by `scripts/install-deps.sh services`) fuzzes a live manager
 //! (nats-server, redis-server and the manager on free loopback ports, no workers) from
-//! `/openapi.json`, without and with a bearer token, and must find nothing: every status,
-//! content type, header and body as documented, invalid data rejected, no 5xx.
+//! `/openapi.json`, without and with a bearer token, with every check (`--checks all`), and
+//! must find nothing: every status, content type, header and body as documented, invalid data
+//! rejected, schema-valid data accepted (where a rule is beyond a JSON Schema, the config
+//! below says which and why), no 5xx.
 //!
 //! Bounded (a fixed seed, `MAX_EXAMPLES` cases per operation, one worker) to stay near half a
 //! minute per token mode. `LOOPGATE_SKIP_SCHEMATHESIS=1` skips it with a SKIP line; a missing
@@ -72,15 +74,21 @@ parameters = {{ "path.file" = "app.js" }}
 include-path = "/v1/blobs/{{sha256}}"
 parameters = {{ "path.sha256" = "{blob}" }}
 
-# A body can match the schema and still be refused by what no JSON Schema expresses: a task
-# that names a model profile this manager lacks or breaks a cross-field rule (`invalid_task`),
-# a blank answer, an edited contract that is not a valid contract file (`invalid_contract`), a
-# budget out of range (`invalid_budget`), an instruction over its length (`invalid_instruction`),
-# a continue body with neither `goal` nor `task`, a task file that is not TOML (`invalid_task`).
-# The document lists those 400s, and the 409s of a run in a state the change does not apply to
-# (pause, unpause, continue); they are expected.
+# Each body's own rules are in the document: lengths, ranges and patterns declared on the
+# types (goals and answers not blank, budgets in range, workspace paths relative, contents
+# base64), so `answer`, `instructions` and `resume` are held to "a schema-valid body is
+# accepted" (2xx, or 409 while the run is in a state the change does not apply to). Three
+# kinds of rule no JSON Schema of the body can state, so only these operations may also
+# answer 400:
+# - a task file (`POST /v1/runs`, the `task` of `continue`) must name model profiles this
+#   manager is configured with (`invalid_task`), and meet rules across keys: criteria or
+#   `plan = true`, a rubric or a judged criterion needs `roles.auditor`, unique criterion ids,
+#   `require_approval` needs `plan`, `gui.serve` needs a loopback `gui.url`; `continue` also
+#   needs `goal` or `task` (`invalid_request`);
+# - `POST /v1/tasks/parse` carries a task file as TOML text, which must parse and validate;
+# - `approve` may carry an edited contract as TOML text (`invalid_contract`).
 [[operations]]
-include-name = ["POST /v1/runs", "POST /v1/tasks/parse", "POST /v1/runs/{{id}}/answer", "POST /v1/runs/{{id}}/approve", "POST /v1/runs/{{id}}/resume", "POST /v1/runs/{{id}}/instructions", "POST /v1/runs/{{id}}/pause", "POST /v1/runs/{{id}}/unpause", "POST /v1/runs/{{id}}/continue"]
+include-name = ["POST /v1/runs", "POST /v1/runs/{{id}}/continue", "POST /v1/tasks/parse", "POST /v1/runs/{{id}}/approve"]
 checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "404", "409"]
 "#
     )
