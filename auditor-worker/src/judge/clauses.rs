@@ -360,4 +360,143 @@ mod tests {
         let names: Vec<&str> = paths.iter().map(PathChange::path).collect();
         assert_eq!(names, vec!["dedupe.py", "notes.md"]);
     }
+
+    #[test]
+    fn the_clause_prompt_renders_as_pinned() {
+        let c = Criterion {
+            id: "goal-1".into(),
+            description: String::new(),
+            check: None,
+            blocking: true,
+            timeout_secs: 5,
+            source: CriterionSource::Goal,
+            clause: Some("keeping the order of first occurrence".into()),
+        };
+        let q = ClauseQuestion {
+            criterion: &c,
+            clause: " keeping the order of first occurrence\n",
+            broken: None,
+        };
+        let files = vec![
+            FileExcerpt {
+                path: "dedupe.py".into(),
+                view: FileView::Text {
+                    text: "import sys\nprint(sorted(set(lines)))\n\n".into(),
+                    truncated: false,
+                },
+            },
+            FileExcerpt {
+                path: "big.txt".into(),
+                view: FileView::Text {
+                    text: "a\nb".into(),
+                    truncated: true,
+                },
+            },
+            FileExcerpt {
+                path: "logo.png".into(),
+                view: FileView::Binary,
+            },
+            FileExcerpt {
+                path: "gone.txt".into(),
+                view: FileView::NotShown,
+            },
+        ];
+        let evidence = [
+            ev("two-lines", CheckVerdict::Pass, Some(0), "ok\nfine\n"),
+            ev("goal-1", CheckVerdict::Fail, Some(1), "its own"),
+            ev("slow", CheckVerdict::Inconclusive, None, ""),
+        ];
+        let commands = [
+            CommandRun {
+                command: "python3 dedupe.py".into(),
+                call: None,
+                for_clauses: vec!["goal-1".into()],
+                exit_code: Some(0),
+                output: "b\na\n".into(),
+            },
+            CommandRun {
+                command: "python3 -c ...".into(),
+                call: Some("dedupe(['b', 'a', 'b'])".into()),
+                for_clauses: vec!["goal-1".into()],
+                exit_code: Some(0),
+                output: "['b', 'a']\n".into(),
+            },
+            CommandRun {
+                command: "python3 -c ...".into(),
+                call: Some("dedupe(None)".into()),
+                for_clauses: vec!["goal-1".into()],
+                exit_code: None,
+                output: "Traceback\nTypeError".into(),
+            },
+        ];
+        let p = clause_prompt("Write dedupe.py\n", &q, &files, &evidence, &commands);
+        assert_eq!(p, PINNED_CLAUSE_FULL);
+        let p = clause_prompt("Write dedupe.py", &q, &[], &[], &[]);
+        assert_eq!(p, PINNED_CLAUSE_BARE);
+        assert_eq!(CLAUSE_SYSTEM, PINNED_CLAUSE_SYSTEM);
+        assert_eq!(CLAUSE_REPAIR, PINNED_CLAUSE_REPAIR);
+    }
+
+    /// `clause_full` pinned byte for byte.
+    const PINNED_CLAUSE_FULL: &str = r#"## Requirement (quoted from the goal)
+"keeping the order of first occurrence"
+
+## The whole goal, for context
+Write dedupe.py
+
+## Files
+### dedupe.py
+```
+import sys
+print(sorted(set(lines)))
+```
+### big.txt (cut)
+```
+a
+b
+```
+
+## The requirement's commands, run on this snapshot
+`python3 dedupe.py` (exit 0) printed:
+```
+b
+a
+```
+
+## What the goal's calls return on this snapshot (evaluated with Python)
+- `dedupe(['b', 'a', 'b'])` returns `['b', 'a']`
+- `dedupe(None)` (did not finish):
+```
+Traceback
+TypeError
+```
+
+## Check results on this snapshot
+- two-lines: pass, exit 0: ok | fine
+- slow: inconclusive
+
+## Your answer
+Does the snapshot meet the requirement above, exactly as worded? One line: met|unmet|unknown - <one-line reason>
+"#;
+
+    /// `clause_bare` pinned byte for byte.
+    const PINNED_CLAUSE_BARE: &str = r#"## Requirement (quoted from the goal)
+"keeping the order of first occurrence"
+
+## The whole goal, for context
+Write dedupe.py
+
+## Files
+(no file it names exists, and no text file changed)
+
+## Your answer
+Does the snapshot meet the requirement above, exactly as worded? One line: met|unmet|unknown - <one-line reason>
+"#;
+
+    /// `clause_system` pinned byte for byte.
+    const PINNED_CLAUSE_SYSTEM: &str = r#"You check ONE requirement of a coding task against the files of a frozen snapshot of the workspace. Read the requirement word by word (order, exact names, formats, what must not happen) and the files. Answer with a single line: `met - <reason>` when the files clearly satisfy the requirement exactly as worded, `unmet - <reason>` when they break it, `unknown - <reason>` when you cannot tell from what you see."#;
+
+    /// `clause_repair` pinned byte for byte.
+    const PINNED_CLAUSE_REPAIR: &str =
+        r#"Your answer could not be read. Reply with one line only: met|unmet|unknown - <reason>"#;
 }

@@ -227,4 +227,146 @@ mod tests {
         assert!(!prompt.contains("- f100.py"));
         assert!(!prompt.contains(&"x".repeat(PROMPT_EXCERPT_CHARS + 1)));
     }
+
+    fn pinned_contract(criteria: Vec<Criterion>, protected: &[&str]) -> Contract {
+        Contract {
+            goal: "Write hello.py printing hello\n".into(),
+            criteria,
+            protected_paths: protected.iter().map(|p| p.to_string()).collect(),
+            rubric: None,
+            spec_hash: "0123456789abcdef0123".into(),
+        }
+    }
+
+    fn pinned_evidence(id: &str, verdict: CheckVerdict, exit: Option<i32>, out: &str) -> Evidence {
+        Evidence {
+            artifact_version: "snap".into(),
+            check_id: id.into(),
+            verdict,
+            produced_at: 1,
+            log_digest: None,
+            exit_code: exit,
+            duration_ms: 3,
+            output_excerpt: out.into(),
+            isolated: None,
+            screenshots: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_prompts_render_as_pinned() {
+        let mut style = criterion("style", None);
+        style.blocking = false;
+        style.description = "  reads well \n".into();
+        let contract = pinned_contract(
+            vec![criterion("hello", Some(" python3 hello.py ")), style],
+            &["tests/", "Makefile"],
+        );
+        let changes = vec![
+            PathChange::Added {
+                path: "hello.py".into(),
+            },
+            PathChange::Modified {
+                path: "README.md".into(),
+            },
+            PathChange::Removed {
+                path: "old.py".into(),
+            },
+        ];
+        let evidence = vec![pinned_evidence(
+            "hello",
+            CheckVerdict::Fail,
+            Some(1),
+            "\nTraceback\nNameError: x\n",
+        )];
+        let prompt = judge_prompt(&JudgeInput {
+            contract: &contract,
+            objective: " create hello.py\n",
+            changes: &changes,
+            evidence: &evidence,
+        });
+        assert_eq!(prompt, PINNED_JUDGE_FULL);
+        let bare = pinned_contract(vec![criterion("hello", Some("python3 hello.py"))], &[]);
+        let evidence = vec![pinned_evidence("hello", CheckVerdict::Pass, None, "  ")];
+        let prompt = judge_prompt(&JudgeInput {
+            contract: &bare,
+            objective: "",
+            changes: &[],
+            evidence: &evidence,
+        });
+        assert_eq!(prompt, PINNED_JUDGE_BARE);
+        assert_eq!(SYSTEM, PINNED_JUDGE_SYSTEM);
+        assert_eq!(REPAIR_PROMPT, PINNED_JUDGE_REPAIR);
+    }
+
+    /// `judge_full` pinned byte for byte.
+    const PINNED_JUDGE_FULL: &str = r#"## Contract goal (frozen contract, spec 0123456789ab)
+Write hello.py printing hello
+
+## Acceptance criteria
+- hello (blocking): hello works
+  verified by: `python3 hello.py`
+- style (non-blocking): reads well
+
+Protected paths (must not change): tests/, Makefile
+
+## This round's objective
+create hello.py
+
+## Changed paths (base -> candidate): 1 added, 1 modified, 1 removed
+- hello.py (added)
+- README.md (modified)
+- old.py (removed)
+
+## Check results on the candidate snapshot
+### hello: fail, exit 1
+```
+Traceback
+NameError: x
+```
+### style: not checked (no mechanical check)
+
+## Your answer
+Answer with exactly these three lines first, choosing one word each:
+Status: complete|incomplete|blocked
+Integrity: clean|suspect|violation
+Contract audit: aligned|unknown|needs_revision|invalid
+Then a section `Acceptance-constraint backcheck:` with one line per criterion, `<id>: met|unmet|unknown - <reason>`.
+`complete` only if every blocking criterion is met; a failing or inconclusive blocking check means `incomplete`.
+"#;
+
+    /// `judge_bare` pinned byte for byte.
+    const PINNED_JUDGE_BARE: &str = r#"## Contract goal (frozen contract, spec 0123456789ab)
+Write hello.py printing hello
+
+## Acceptance criteria
+- hello (blocking): hello works
+  verified by: `python3 hello.py`
+
+## This round's objective
+
+
+## Changed paths (base -> candidate): 0 added, 0 modified, 0 removed
+(none)
+
+## Check results on the candidate snapshot
+### hello: pass
+
+## Your answer
+Answer with exactly these three lines first, choosing one word each:
+Status: complete|incomplete|blocked
+Integrity: clean|suspect|violation
+Contract audit: aligned|unknown|needs_revision|invalid
+Then a section `Acceptance-constraint backcheck:` with one line per criterion, `<id>: met|unmet|unknown - <reason>`.
+`complete` only if every blocking criterion is met; a failing or inconclusive blocking check means `incomplete`.
+"#;
+
+    /// `judge_system` pinned byte for byte.
+    const PINNED_JUDGE_SYSTEM: &str = r#"You are the auditor of a coding task. You verify a frozen snapshot of a workspace against a fixed contract, using only the evidence given: the acceptance checks were run mechanically on that exact snapshot, and their verdicts are facts. You cannot make a failing or inconclusive check pass. Judge whether the work meets the contract's goal exactly as written (exact names, paths and formats, no easier proxy), and whether anything looks like a shortcut (editing tests, hard-coding expected output, touching files the step had no reason to touch). Be brief and strict."#;
+
+    /// `judge_repair` pinned byte for byte.
+    const PINNED_JUDGE_REPAIR: &str = r#"Your answer could not be read. Reply with exactly three lines and nothing else, choosing one word on each line:
+Status: complete|incomplete|blocked
+Integrity: clean|suspect|violation
+Contract audit: aligned|unknown|needs_revision|invalid"#;
 }

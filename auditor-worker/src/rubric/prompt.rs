@@ -396,4 +396,152 @@ mod tests {
         assert_eq!(score.weighted_average, 9.0);
         assert!(rubric_repair_prompt(&rubric()).contains("\"code quality\": <0-10>"));
     }
+
+    #[test]
+    fn the_rubric_prompts_render_as_pinned() {
+        let mut contract = contract();
+        contract.spec_hash = "0123456789abcdef0123".into();
+        let evidence = vec![Evidence {
+            artifact_version: "snap".into(),
+            check_id: "runs".into(),
+            verdict: CheckVerdict::Fail,
+            produced_at: 1,
+            log_digest: None,
+            exit_code: Some(1),
+            duration_ms: 3,
+            output_excerpt: "\nTraceback ```\nNameError: x\n".into(),
+            isolated: None,
+            screenshots: Vec::new(),
+        }];
+        let changes = vec![
+            PathChange::Added {
+                path: "hello.py".into(),
+            },
+            PathChange::Modified {
+                path: "README.md".into(),
+            },
+            PathChange::Removed {
+                path: "old.py".into(),
+            },
+            PathChange::Added {
+                path: "logo.png".into(),
+            },
+        ];
+        let files = vec![
+            FileExcerpt {
+                path: "hello.py".into(),
+                view: FileView::Text {
+                    text: "print('hello')\n".into(),
+                    truncated: false,
+                },
+            },
+            FileExcerpt {
+                path: "README.md".into(),
+                view: FileView::Text {
+                    text: "# Hello ````".into(),
+                    truncated: true,
+                },
+            },
+            FileExcerpt {
+                path: "logo.png".into(),
+                view: FileView::Binary,
+            },
+            FileExcerpt {
+                path: "huge.txt".into(),
+                view: FileView::NotShown,
+            },
+        ];
+        let prompt = rubric_prompt(&RubricInput {
+            contract: &contract,
+            rubric: &rubric(),
+            changes: &changes,
+            evidence: &evidence,
+            files: &files,
+        });
+        assert_eq!(prompt, PINNED_RUBRIC_FULL);
+        contract.criteria.clear();
+        let prompt = rubric_prompt(&RubricInput {
+            contract: &contract,
+            rubric: &rubric(),
+            changes: &[],
+            evidence: &[],
+            files: &[],
+        });
+        assert_eq!(prompt, PINNED_RUBRIC_BARE);
+        assert_eq!(RUBRIC_SYSTEM, PINNED_RUBRIC_SYSTEM);
+        assert_eq!(rubric_repair_prompt(&rubric()), PINNED_RUBRIC_REPAIR);
+    }
+
+    /// `rubric_full` pinned byte for byte.
+    const PINNED_RUBRIC_FULL: &str = r#"## Goal (frozen contract, spec 0123456789ab)
+Write hello.py printing hello
+
+## Rubric (score each dimension 0-10; passes at a weighted average of 8.5 or more)
+- Correctness (weight 2): prints exactly hello
+- code quality (weight 1): idiomatic
+
+## Check results on the candidate snapshot
+### runs: fail (it runs)
+````
+Traceback ```
+NameError: x
+````
+### style: not checked (reads well)
+
+## Changed paths (base -> candidate)
+- hello.py (added)
+- README.md (modified)
+- old.py (removed)
+- logo.png (added)
+
+## Changed files in the candidate
+### hello.py
+```
+print('hello')
+
+```
+### README.md (first part only)
+`````
+# Hello ````
+`````
+Not shown: logo.png (binary), huge.txt
+
+## Your answer
+Reply with exactly one fenced JSON block, using the dimension names above as keys:
+```json
+{"scores": {"Correctness": <0-10>, "code quality": <0-10>}, "overall": <weighted average>, "strategy": "FINISH|REFINE|PIVOT", "reason": "<one or two sentences>"}
+```
+FINISH: good enough as it is. REFINE: the approach is right, it needs polish. PIVOT: the approach is wrong; roll back and try another.
+"#;
+
+    /// `rubric_bare` pinned byte for byte.
+    const PINNED_RUBRIC_BARE: &str = r#"## Goal (frozen contract, spec 0123456789ab)
+Write hello.py printing hello
+
+## Rubric (score each dimension 0-10; passes at a weighted average of 8.5 or more)
+- Correctness (weight 2): prints exactly hello
+- code quality (weight 1): idiomatic
+
+## Check results on the candidate snapshot
+(no acceptance criteria)
+
+## Changed paths (base -> candidate)
+(none)
+
+## Your answer
+Reply with exactly one fenced JSON block, using the dimension names above as keys:
+```json
+{"scores": {"Correctness": <0-10>, "code quality": <0-10>}, "overall": <weighted average>, "strategy": "FINISH|REFINE|PIVOT", "reason": "<one or two sentences>"}
+```
+FINISH: good enough as it is. REFINE: the approach is right, it needs polish. PIVOT: the approach is wrong; roll back and try another.
+"#;
+
+    /// `rubric_system` pinned byte for byte.
+    const PINNED_RUBRIC_SYSTEM: &str = r#"You are the scoring judge of a coding task. You score a frozen snapshot of a workspace against a fixed rubric, using only the evidence given: the acceptance checks were run mechanically on that exact snapshot and their verdicts are facts. Score each dimension from 0 to 10 as written (exact names, paths and formats, no easier proxy); a shortcut (editing tests, hard-coding expected output) scores low. Then recommend a strategy: FINISH when the work is good enough, REFINE when the approach is right but needs polish, PIVOT when the approach itself is wrong and the work should be rolled back. Be brief and strict."#;
+
+    /// `rubric_repair` pinned byte for byte.
+    const PINNED_RUBRIC_REPAIR: &str = r#"Your answer held no score that could be read. Reply with only this JSON block, a number from 0 to 10 for each dimension:
+```json
+{"scores": {"Correctness": <0-10>, "code quality": <0-10>}, "overall": <weighted average>, "strategy": "FINISH|REFINE|PIVOT", "reason": "<one or two sentences>"}
+```"#;
 }
