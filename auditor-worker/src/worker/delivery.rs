@@ -189,7 +189,7 @@ pub async fn run_worker(
             None
         }
     };
-    tracing::info!(worker = %auditor.worker_id, "auditor ready");
+    tracing::info!(worker = %auditor.worker_id(), "auditor ready");
     let consume = ConsumeOptions {
         concurrency: options.concurrency.max(1),
         poll: POLL,
@@ -201,7 +201,7 @@ pub async fn run_worker(
         auditor: auditor.clone(),
         options,
         cancels,
-        claims: EpisodeClaims::new(bus.clone(), &auditor.worker_id, options.ack_wait),
+        claims: EpisodeClaims::new(bus.clone(), auditor.worker_id(), options.ack_wait),
         cancel: cancel.clone(),
     });
     run_consumer(consumer, consume, cancel, move |delivery, lease| {
@@ -210,7 +210,7 @@ pub async fn run_worker(
         async move { worker.handle_delivery(delivery, &lost).await }
     })
     .await;
-    tracing::info!(worker = %auditor.worker_id, "auditor stopped taking work");
+    tracing::info!(worker = %auditor.worker_id(), "auditor stopped taking work");
     stop_listening.cancel();
     if let Some(listener) = listener {
         let _ = listener.await;
@@ -273,7 +273,7 @@ impl AuditWorker {
         let span = tracing::info_span!("invoke_agent auditor",
             "gen_ai.operation.name" = "invoke_agent", "gen_ai.agent.name" = "auditor",
             "loopgate.run_id" = %request.run_id, "loopgate.generation" = request.generation,
-            "loopgate.round" = request.round, "loopgate.worker" = %self.auditor.worker_id,
+            "loopgate.round" = request.round, "loopgate.worker" = %self.auditor.worker_id(),
             "loopgate.snapshot" = %request.candidate_snapshot,
             "loopgate.status" = tracing::field::Empty, "loopgate.integrity" = tracing::field::Empty,
             "loopgate.contract" = tracing::field::Empty,
@@ -385,7 +385,7 @@ impl AuditWorker {
     ) -> Audited {
         let auditor = &self.auditor;
         tracing::info!(candidate = %request.candidate_snapshot, "audit started");
-        publish_started(&self.bus, &auditor.worker_id, request, delivery.attempt()).await;
+        publish_started(&self.bus, auditor.worker_id(), request, delivery.attempt()).await;
         let dispatch = delivery.header(DISPATCH_ID_HEADER);
         let registration = self.cancels.register_dispatch(
             &request.run_id,

@@ -19,7 +19,7 @@ use loopgate_transport::runtime::{await_topology, connect_bus, TopologyWait};
 use loopgate_transport::{Bus, BusError, BusOptions, TopologyRole};
 use tokio_util::sync::CancellationToken;
 
-use crate::audit::Auditor;
+use crate::audit::{Auditor, AuditorParts};
 use crate::config::AuditorSettings;
 use crate::worker::delivery::{run_worker, WorkerError, WorkerOptions};
 
@@ -136,7 +136,7 @@ pub async fn run_daemon(
              and managers that trust auditor keys refuse them"
         ),
     }
-    let auditor = Arc::new(Auditor {
+    let auditor = Arc::new(Auditor::new(AuditorParts {
         store,
         evidence,
         work_dir: settings.work_dir.clone(),
@@ -147,7 +147,7 @@ pub async fn run_daemon(
         judges,
         signing_key: settings.signing_key.clone(),
         workspaces: open_workspaces(&settings),
-    });
+    }));
     let options = WorkerOptions {
         ack_wait: settings.ack_wait,
         shutdown_grace: settings.shutdown_grace,
