@@ -18,6 +18,8 @@ mod plan;
 mod records;
 mod report;
 mod run_checks;
+#[cfg(test)]
+mod test_contracts;
 mod verdict_rules;
 mod workspace;
 

@@ -97,24 +97,24 @@ impl Auditor {
         changes: Vec<PathChange>,
         base_gap: Option<String>,
     ) -> Result<Findings, AuditError> {
-        let Audited {
-            req,
-            scratch,
-            workspace,
-            candidate,
-            deadline,
-        } = *audited;
+        let req = audited.req;
         let base_unverified = base_gap.is_some();
         let mut found_gaps: Vec<String> = base_gap.into_iter().collect();
         let mut evidence = self
-            .run_checks(req, scratch, workspace, candidate, &mut found_gaps)
+            .run_checks(
+                req,
+                audited.scratch,
+                audited.workspace,
+                audited.candidate,
+                &mut found_gaps,
+            )
             .await?;
         let cx = JudgeContext {
             req,
             changes: &changes,
-            workspace,
+            workspace: audited.workspace,
             model: self.judge_model(req),
-            deadline,
+            deadline: audited.deadline,
         };
         let (judge_asked, mut usage) = self
             .judge_clauses_unless_deferred(&cx, audited, &mut evidence, &mut found_gaps)

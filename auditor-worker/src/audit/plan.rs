@@ -26,14 +26,8 @@ impl Auditor {
         changes: Vec<PathChange>,
         gaps: Vec<String>,
     ) -> Result<Findings, AuditError> {
-        let Audited {
-            req,
-            scratch,
-            workspace,
-            candidate,
-            ..
-        } = *audited;
-        let mut findings = plan_findings(req, workspace, changes, gaps).await;
+        let req = audited.req;
+        let mut findings = plan_findings(req, audited.workspace, changes, gaps).await;
         if let Some(criteria) = findings
             .proposal
             .as_deref()
@@ -42,7 +36,13 @@ impl Auditor {
             let mut pre = req.clone();
             pre.contract.criteria = criteria;
             findings.evidence = self
-                .run_checks(&pre, scratch, workspace, candidate, &mut findings.gaps)
+                .run_checks(
+                    &pre,
+                    audited.scratch,
+                    audited.workspace,
+                    audited.candidate,
+                    &mut findings.gaps,
+                )
                 .await?;
         }
         Ok(findings)

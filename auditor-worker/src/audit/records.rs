@@ -118,36 +118,11 @@ pub(super) fn integrity_failure(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use crate::audit::test_contracts::checked_contract;
     use loopgate_checks::CheckEnd;
-    use loopgate_protocol::contract::Criterion;
     use loopgate_protocol::usage::Usage;
     use loopgate_protocol::wire::AuditPurpose;
     use std::time::Duration;
-
-    fn contract() -> Contract {
-        let criterion = |id: &str, check: Option<&str>| Criterion {
-            id: id.into(),
-            description: String::new(),
-            check: check.map(str::to_string),
-            blocking: true,
-            timeout_secs: 5,
-            source: Default::default(),
-            clause: None,
-        };
-        let mut c = Contract {
-            goal: "g".into(),
-            criteria: vec![
-                criterion("a", Some("true")),
-                criterion("b", Some("false")),
-                criterion("c", None),
-            ],
-            protected_paths: vec![],
-            rubric: None,
-            spec_hash: String::new(),
-        };
-        c.spec_hash = c.compute_hash();
-        c
-    }
 
     #[test]
     fn msg_id_names_run_round_purpose_and_attempt() {
@@ -211,7 +186,7 @@ mod tests {
         assert_eq!(evidence[1].verdict, CheckVerdict::Inconclusive);
         assert_eq!(evidence[1].exit_code, None);
         assert_eq!(
-            backcheck_lines(&contract(), &evidence),
+            backcheck_lines(&checked_contract(), &evidence),
             vec!["a: pass", "b: inconclusive", "c: not checked"]
         );
     }
@@ -219,7 +194,7 @@ mod tests {
     #[test]
     fn integrity_failure_marks_everything_inconclusive() {
         let (verdicts, evidence, gaps) =
-            integrity_failure(&contract(), "snap", "at 'hello.py': bad", 9);
+            integrity_failure(&checked_contract(), "snap", "at 'hello.py': bad", 9);
         assert_eq!(verdicts.integrity, Integrity::Violation);
         assert_eq!(verdicts.status, AuditStatus::Incomplete);
         assert_eq!(verdicts.contract, ContractVerdict::Unknown);

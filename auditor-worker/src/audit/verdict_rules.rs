@@ -245,6 +245,7 @@ fn wire_word<T: serde::Serialize>(value: &T) -> String {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::type_complexity)]
     use super::*;
+    use crate::audit::test_contracts::checked_contract;
     use loopgate_protocol::contract::Criterion;
 
     fn contract(protected: &[&str]) -> Contract {
@@ -404,32 +405,6 @@ mod tests {
         };
         assert_eq!(merge_opinion(good, bad), bad);
         assert_eq!(merge_opinion(bad, good), bad);
-    }
-
-    /// Three blocking criteria: `a` and `b` checked, `c` not.
-    fn checked_contract() -> Contract {
-        let criterion = |id: &str, check: Option<&str>| Criterion {
-            id: id.into(),
-            description: String::new(),
-            check: check.map(str::to_string),
-            blocking: true,
-            timeout_secs: 5,
-            source: Default::default(),
-            clause: None,
-        };
-        let mut c = Contract {
-            goal: "g".into(),
-            criteria: vec![
-                criterion("a", Some("true")),
-                criterion("b", Some("false")),
-                criterion("c", None),
-            ],
-            protected_paths: vec![],
-            rubric: None,
-            spec_hash: String::new(),
-        };
-        c.spec_hash = c.compute_hash();
-        c
     }
 
     #[test]

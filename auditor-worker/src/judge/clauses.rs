@@ -246,35 +246,13 @@ async fn ask_clause(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use loopgate_protocol::contract::{Criterion, CriterionSource};
     use loopgate_protocol::verdict::CheckVerdict;
 
-    fn ev(id: &str, verdict: CheckVerdict, exit: Option<i32>, out: &str) -> Evidence {
-        Evidence {
-            artifact_version: "s".into(),
-            check_id: id.into(),
-            verdict,
-            produced_at: 0,
-            log_digest: None,
-            exit_code: exit,
-            duration_ms: 0,
-            output_excerpt: out.into(),
-            isolated: None,
-            screenshots: Vec::new(),
-        }
-    }
+    use crate::prompt_text::fixtures::{check_evidence, goal_criterion};
 
     #[test]
     fn the_prompt_quotes_the_clause_and_shows_files_and_checks() {
-        let c = Criterion {
-            id: "goal-1".into(),
-            description: String::new(),
-            check: None,
-            blocking: true,
-            timeout_secs: 5,
-            source: CriterionSource::Goal,
-            clause: Some("keeping the order of first occurrence".into()),
-        };
+        let c = goal_criterion("goal-1", "keeping the order of first occurrence");
         let q = ClauseQuestion {
             criterion: &c,
             clause: "keeping the order of first occurrence",
@@ -291,7 +269,12 @@ mod tests {
             "Write dedupe.py",
             &q,
             &files,
-            &[ev("two-lines", CheckVerdict::Pass, Some(0), "ok")],
+            &[check_evidence(
+                "two-lines",
+                CheckVerdict::Pass,
+                Some(0),
+                "ok",
+            )],
             &[],
         );
         for needle in [
@@ -333,15 +316,7 @@ mod tests {
 
     #[test]
     fn the_clause_prompt_renders_as_pinned() {
-        let c = Criterion {
-            id: "goal-1".into(),
-            description: String::new(),
-            check: None,
-            blocking: true,
-            timeout_secs: 5,
-            source: CriterionSource::Goal,
-            clause: Some("keeping the order of first occurrence".into()),
-        };
+        let c = goal_criterion("goal-1", "keeping the order of first occurrence");
         let q = ClauseQuestion {
             criterion: &c,
             clause: " keeping the order of first occurrence\n",
@@ -372,9 +347,9 @@ mod tests {
             },
         ];
         let evidence = [
-            ev("two-lines", CheckVerdict::Pass, Some(0), "ok\nfine\n"),
-            ev("goal-1", CheckVerdict::Fail, Some(1), "its own"),
-            ev("slow", CheckVerdict::Inconclusive, None, ""),
+            check_evidence("two-lines", CheckVerdict::Pass, Some(0), "ok\nfine\n"),
+            check_evidence("goal-1", CheckVerdict::Fail, Some(1), "its own"),
+            check_evidence("slow", CheckVerdict::Inconclusive, None, ""),
         ];
         let commands = [
             CommandRun {

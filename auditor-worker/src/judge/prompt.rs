@@ -125,6 +125,8 @@ mod tests {
     use loopgate_protocol::contract::Criterion;
     use loopgate_protocol::verdict::CheckVerdict;
 
+    use crate::prompt_text::fixtures::{check_evidence, one_change_of_each_kind};
+
     fn criterion(id: &str, check: Option<&str>) -> Criterion {
         Criterion {
             id: id.into(),
@@ -150,18 +152,8 @@ mod tests {
             spec_hash: String::new(),
         };
         contract.spec_hash = contract.compute_hash();
-        let evidence = vec![Evidence {
-            artifact_version: "snap".into(),
-            check_id: "hello".into(),
-            verdict: CheckVerdict::Fail,
-            produced_at: 1,
-            log_digest: None,
-            exit_code: Some(1),
-            duration_ms: 3,
-            output_excerpt: format!("{}TAIL-MARKER", "x".repeat(5000)),
-            isolated: None,
-            screenshots: Vec::new(),
-        }];
+        let tail = format!("{}TAIL-MARKER", "x".repeat(5000));
+        let evidence = vec![check_evidence("hello", CheckVerdict::Fail, Some(1), &tail)];
         let paths: Vec<PathChange> = (0..150)
             .map(|i| PathChange::Added {
                 path: format!("f{i}.py"),
@@ -204,21 +196,6 @@ mod tests {
         }
     }
 
-    fn pinned_evidence(id: &str, verdict: CheckVerdict, exit: Option<i32>, out: &str) -> Evidence {
-        Evidence {
-            artifact_version: "snap".into(),
-            check_id: id.into(),
-            verdict,
-            produced_at: 1,
-            log_digest: None,
-            exit_code: exit,
-            duration_ms: 3,
-            output_excerpt: out.into(),
-            isolated: None,
-            screenshots: Vec::new(),
-        }
-    }
-
     #[test]
     fn the_prompts_render_as_pinned() {
         let mut style = criterion("style", None);
@@ -228,18 +205,8 @@ mod tests {
             vec![criterion("hello", Some(" python3 hello.py ")), style],
             &["tests/", "Makefile"],
         );
-        let changes = vec![
-            PathChange::Added {
-                path: "hello.py".into(),
-            },
-            PathChange::Modified {
-                path: "README.md".into(),
-            },
-            PathChange::Removed {
-                path: "old.py".into(),
-            },
-        ];
-        let evidence = vec![pinned_evidence(
+        let changes = one_change_of_each_kind();
+        let evidence = vec![check_evidence(
             "hello",
             CheckVerdict::Fail,
             Some(1),
@@ -251,21 +218,21 @@ mod tests {
             changes: &changes,
             evidence: &evidence,
         });
-        assert_eq!(prompt, PINNED_JUDGE_FULL);
+        assert_eq!(prompt, format!("{PINNED_JUDGE_FULL}{PINNED_JUDGE_ANSWER}"));
         let bare = pinned_contract(vec![criterion("hello", Some("python3 hello.py"))], &[]);
-        let evidence = vec![pinned_evidence("hello", CheckVerdict::Pass, None, "  ")];
+        let evidence = vec![check_evidence("hello", CheckVerdict::Pass, None, "  ")];
         let prompt = judge_prompt(&JudgeInput {
             contract: &bare,
             objective: "",
             changes: &[],
             evidence: &evidence,
         });
-        assert_eq!(prompt, PINNED_JUDGE_BARE);
+        assert_eq!(prompt, format!("{PINNED_JUDGE_BARE}{PINNED_JUDGE_ANSWER}"));
         assert_eq!(system_prompt(), PINNED_JUDGE_SYSTEM);
         assert_eq!(repair_prompt(), PINNED_JUDGE_REPAIR);
     }
 
-    /// `judge_full` pinned byte for byte.
+    /// `judge_full` pinned byte for byte, up to its answer section.
     const PINNED_JUDGE_FULL: &str = r#"## Contract goal (frozen contract, spec 0123456789ab)
 Write hello.py printing hello
 
@@ -292,16 +259,9 @@ NameError: x
 ```
 ### style: not checked (no mechanical check)
 
-## Your answer
-Answer with exactly these three lines first, choosing one word each:
-Status: complete|incomplete|blocked
-Integrity: clean|suspect|violation
-Contract audit: aligned|unknown|needs_revision|invalid
-Then a section `Acceptance-constraint backcheck:` with one line per criterion, `<id>: met|unmet|unknown - <reason>`.
-`complete` only if every blocking criterion is met; a failing or inconclusive blocking check means `incomplete`.
 "#;
 
-    /// `judge_bare` pinned byte for byte.
+    /// `judge_bare` pinned byte for byte, up to its answer section.
     const PINNED_JUDGE_BARE: &str = r#"## Contract goal (frozen contract, spec 0123456789ab)
 Write hello.py printing hello
 
@@ -318,13 +278,6 @@ Write hello.py printing hello
 ## Check results on the candidate snapshot
 ### hello: pass
 
-## Your answer
-Answer with exactly these three lines first, choosing one word each:
-Status: complete|incomplete|blocked
-Integrity: clean|suspect|violation
-Contract audit: aligned|unknown|needs_revision|invalid
-Then a section `Acceptance-constraint backcheck:` with one line per criterion, `<id>: met|unmet|unknown - <reason>`.
-`complete` only if every blocking criterion is met; a failing or inconclusive blocking check means `incomplete`.
 "#;
 
     /// `judge_system` pinned byte for byte.
@@ -335,4 +288,14 @@ Then a section `Acceptance-constraint backcheck:` with one line per criterion, `
 Status: complete|incomplete|blocked
 Integrity: clean|suspect|violation
 Contract audit: aligned|unknown|needs_revision|invalid"#;
+
+    /// Every judge prompt's answer section, pinned byte for byte.
+    const PINNED_JUDGE_ANSWER: &str = r#"## Your answer
+Answer with exactly these three lines first, choosing one word each:
+Status: complete|incomplete|blocked
+Integrity: clean|suspect|violation
+Contract audit: aligned|unknown|needs_revision|invalid
+Then a section `Acceptance-constraint backcheck:` with one line per criterion, `<id>: met|unmet|unknown - <reason>`.
+`complete` only if every blocking criterion is met; a failing or inconclusive blocking check means `incomplete`.
+"#;
 }

@@ -4,6 +4,8 @@
 //! (`files`). Pure, but for reading the files.
 
 pub(crate) mod files;
+#[cfg(test)]
+pub(crate) mod fixtures;
 mod template;
 
 use loopgate_protocol::snapshot::PathChange;

@@ -161,6 +161,8 @@ mod tests {
     use loopgate_protocol::rubric::RubricDimension;
     use loopgate_protocol::verdict::CheckVerdict;
 
+    use crate::prompt_text::fixtures::{check_evidence, one_change_of_each_kind};
+
     fn rubric() -> Rubric {
         Rubric {
             dimensions: vec![
@@ -210,21 +212,27 @@ mod tests {
         c
     }
 
+    /// The prompt for `rubric()`.
+    fn prompt_of(
+        contract: &Contract,
+        changes: &[PathChange],
+        evidence: &[Evidence],
+        files: &[FileExcerpt],
+    ) -> String {
+        rubric_prompt(&RubricInput {
+            contract,
+            rubric: &rubric(),
+            changes,
+            evidence,
+            files,
+        })
+    }
+
     #[test]
     fn prompt_holds_goal_rubric_evidence_paths_and_files() {
         let contract = contract();
-        let evidence = vec![Evidence {
-            artifact_version: "snap".into(),
-            check_id: "runs".into(),
-            verdict: CheckVerdict::Fail,
-            produced_at: 1,
-            log_digest: None,
-            exit_code: Some(1),
-            duration_ms: 3,
-            output_excerpt: format!("{}TAIL-MARKER", "x".repeat(5000)),
-            isolated: None,
-            screenshots: Vec::new(),
-        }];
+        let tail = format!("{}TAIL-MARKER", "x".repeat(5000));
+        let evidence = vec![check_evidence("runs", CheckVerdict::Fail, Some(1), &tail)];
         let changes = vec![
             PathChange::Added {
                 path: "hello.py".into(),
@@ -249,13 +257,7 @@ mod tests {
                 view: FileView::Binary,
             },
         ];
-        let prompt = rubric_prompt(&RubricInput {
-            contract: &contract,
-            rubric: &rubric(),
-            changes: &changes,
-            evidence: &evidence,
-            files: &files,
-        });
+        let prompt = prompt_of(&contract, &changes, &evidence, &files);
         for needle in [
             "Write hello.py printing hello",
             "weighted average of 8.5 or more",
@@ -293,32 +295,12 @@ mod tests {
     fn the_rubric_prompts_render_as_pinned() {
         let mut contract = contract();
         contract.spec_hash = "0123456789abcdef0123".into();
-        let evidence = vec![Evidence {
-            artifact_version: "snap".into(),
-            check_id: "runs".into(),
-            verdict: CheckVerdict::Fail,
-            produced_at: 1,
-            log_digest: None,
-            exit_code: Some(1),
-            duration_ms: 3,
-            output_excerpt: "\nTraceback ```\nNameError: x\n".into(),
-            isolated: None,
-            screenshots: Vec::new(),
-        }];
-        let changes = vec![
-            PathChange::Added {
-                path: "hello.py".into(),
-            },
-            PathChange::Modified {
-                path: "README.md".into(),
-            },
-            PathChange::Removed {
-                path: "old.py".into(),
-            },
-            PathChange::Added {
-                path: "logo.png".into(),
-            },
-        ];
+        let out = "\nTraceback ```\nNameError: x\n";
+        let evidence = vec![check_evidence("runs", CheckVerdict::Fail, Some(1), out)];
+        let mut changes = one_change_of_each_kind();
+        changes.push(PathChange::Added {
+            path: "logo.png".into(),
+        });
         let files = vec![
             FileExcerpt {
                 path: "hello.py".into(),
@@ -343,36 +325,23 @@ mod tests {
                 view: FileView::NotShown,
             },
         ];
-        let prompt = rubric_prompt(&RubricInput {
-            contract: &contract,
-            rubric: &rubric(),
-            changes: &changes,
-            evidence: &evidence,
-            files: &files,
-        });
-        assert_eq!(prompt, PINNED_RUBRIC_FULL);
+        let prompt = prompt_of(&contract, &changes, &evidence, &files);
+        assert_eq!(
+            prompt,
+            format!("{PINNED_RUBRIC_HEAD}{PINNED_RUBRIC_FULL}{PINNED_RUBRIC_ANSWER}")
+        );
         contract.criteria.clear();
-        let prompt = rubric_prompt(&RubricInput {
-            contract: &contract,
-            rubric: &rubric(),
-            changes: &[],
-            evidence: &[],
-            files: &[],
-        });
-        assert_eq!(prompt, PINNED_RUBRIC_BARE);
+        let prompt = prompt_of(&contract, &[], &[], &[]);
+        assert_eq!(
+            prompt,
+            format!("{PINNED_RUBRIC_HEAD}{PINNED_RUBRIC_BARE}{PINNED_RUBRIC_ANSWER}")
+        );
         assert_eq!(rubric_system_prompt(), PINNED_RUBRIC_SYSTEM);
         assert_eq!(rubric_repair_prompt(&rubric()), PINNED_RUBRIC_REPAIR);
     }
 
-    /// `rubric_full` pinned byte for byte.
-    const PINNED_RUBRIC_FULL: &str = r#"## Goal (frozen contract, spec 0123456789ab)
-Write hello.py printing hello
-
-## Rubric (score each dimension 0-10; passes at a weighted average of 8.5 or more)
-- Correctness (weight 2): prints exactly hello
-- code quality (weight 1): idiomatic
-
-## Check results on the candidate snapshot
+    /// `rubric_full` pinned byte for byte, between its head and its answer section.
+    const PINNED_RUBRIC_FULL: &str = r#"## Check results on the candidate snapshot
 ### runs: fail (it runs)
 ````
 Traceback ```
@@ -398,34 +367,15 @@ print('hello')
 `````
 Not shown: logo.png (binary), huge.txt
 
-## Your answer
-Reply with exactly one fenced JSON block, using the dimension names above as keys:
-```json
-{"scores": {"Correctness": <0-10>, "code quality": <0-10>}, "overall": <weighted average>, "strategy": "FINISH|REFINE|PIVOT", "reason": "<one or two sentences>"}
-```
-FINISH: good enough as it is. REFINE: the approach is right, it needs polish. PIVOT: the approach is wrong; roll back and try another.
 "#;
 
-    /// `rubric_bare` pinned byte for byte.
-    const PINNED_RUBRIC_BARE: &str = r#"## Goal (frozen contract, spec 0123456789ab)
-Write hello.py printing hello
-
-## Rubric (score each dimension 0-10; passes at a weighted average of 8.5 or more)
-- Correctness (weight 2): prints exactly hello
-- code quality (weight 1): idiomatic
-
-## Check results on the candidate snapshot
+    /// `rubric_bare` pinned byte for byte, between its head and its answer section.
+    const PINNED_RUBRIC_BARE: &str = r#"## Check results on the candidate snapshot
 (no acceptance criteria)
 
 ## Changed paths (base -> candidate)
 (none)
 
-## Your answer
-Reply with exactly one fenced JSON block, using the dimension names above as keys:
-```json
-{"scores": {"Correctness": <0-10>, "code quality": <0-10>}, "overall": <weighted average>, "strategy": "FINISH|REFINE|PIVOT", "reason": "<one or two sentences>"}
-```
-FINISH: good enough as it is. REFINE: the approach is right, it needs polish. PIVOT: the approach is wrong; roll back and try another.
 "#;
 
     /// `rubric_system` pinned byte for byte.
@@ -436,4 +386,23 @@ FINISH: good enough as it is. REFINE: the approach is right, it needs polish. PI
 ```json
 {"scores": {"Correctness": <0-10>, "code quality": <0-10>}, "overall": <weighted average>, "strategy": "FINISH|REFINE|PIVOT", "reason": "<one or two sentences>"}
 ```"#;
+
+    /// The head of a rubric prompt of `rubric()` (goal and rubric), pinned byte for byte.
+    const PINNED_RUBRIC_HEAD: &str = r#"## Goal (frozen contract, spec 0123456789ab)
+Write hello.py printing hello
+
+## Rubric (score each dimension 0-10; passes at a weighted average of 8.5 or more)
+- Correctness (weight 2): prints exactly hello
+- code quality (weight 1): idiomatic
+
+"#;
+
+    /// The answer section of a rubric prompt of `rubric()`, pinned byte for byte.
+    const PINNED_RUBRIC_ANSWER: &str = r#"## Your answer
+Reply with exactly one fenced JSON block, using the dimension names above as keys:
+```json
+{"scores": {"Correctness": <0-10>, "code quality": <0-10>}, "overall": <weighted average>, "strategy": "FINISH|REFINE|PIVOT", "reason": "<one or two sentences>"}
+```
+FINISH: good enough as it is. REFINE: the approach is right, it needs polish. PIVOT: the approach is wrong; roll back and try another.
+"#;
 }

@@ -2,25 +2,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use loopgate_protocol::contract::{Criterion, CriterionSource};
 use loopgate_protocol::snapshot::Manifest;
 
 use super::plan::{call_criteria, command_criteria, command_with_written_files};
 use super::section::{commands_section, CommandRun};
 use crate::judge::clause_questions::ClauseQuestion;
 use crate::judge::goal_calls::goal_calls;
-
-fn goal_criterion(id: &str, clause: &str) -> Criterion {
-    Criterion {
-        id: id.into(),
-        description: String::new(),
-        check: None,
-        blocking: true,
-        timeout_secs: 5,
-        source: CriterionSource::Goal,
-        clause: Some(clause.into()),
-    }
-}
+use crate::prompt_text::fixtures::goal_criterion;
 
 /// A snapshot manifest of one-byte files at `paths`.
 fn manifest_of(paths: &[&str]) -> Manifest {
