@@ -14,12 +14,13 @@ use loopgate_protocol::snapshot::Manifest;
 use loopgate_protocol::verdict::{Evidence, EvidenceScreenshot};
 use loopgate_protocol::wire::AuditRequest;
 
-use crate::audit::rules::{evidence_from_run, unix_millis};
-use crate::audit::{AuditError, Auditor};
+use crate::audit::auditor::{AuditError, Auditor};
+use crate::audit::records::evidence_from_run;
+use crate::evidence::unix_millis;
 
 impl Auditor {
     /// Run every check of the contract; gaps collects what could not be recorded.
-    pub(crate) async fn run_checks(
+    pub(super) async fn run_checks(
         &self,
         req: &AuditRequest,
         scratch: &Path,
@@ -56,7 +57,7 @@ impl Auditor {
                     })?;
             tracing::info!(run_id = %req.run_id, check = %criterion.id, verdict = ?run.verdict(),
                 end = ?run.end, duration_ms = run.duration.as_millis() as u64, "check finished");
-            let log_digest = self.store_output(&criterion.id, &run.output, gaps).await;
+            let log_digest = self.evidence.store(&criterion.id, &run.output, gaps).await;
             let mut record = evidence_from_run(
                 &criterion.id,
                 &run,
@@ -67,7 +68,7 @@ impl Auditor {
             );
             for shot in &run.screenshots {
                 let what = format!("{} screenshot {}", criterion.id, shot.path);
-                if let Some(digest) = self.store_output(&what, &shot.png, gaps).await {
+                if let Some(digest) = self.evidence.store(&what, &shot.png, gaps).await {
                     record.screenshots.push(EvidenceScreenshot {
                         digest,
                         media_type: "image/png".to_string(),
@@ -103,29 +104,6 @@ impl Auditor {
             Err(err) => {
                 tracing::warn!(error = %err, "preparing layered check copies; copying instead");
                 tree
-            }
-        }
-    }
-
-    /// Put a check's output into the evidence bucket; its digest, or None (with a gap).
-    pub(crate) async fn store_output(
-        &self,
-        check_id: &str,
-        output: &[u8],
-        gaps: &mut Vec<String>,
-    ) -> Option<String> {
-        let Some(evidence) = &self.evidence else {
-            gaps.push(format!(
-                "output of check '{check_id}' not stored: no evidence bucket"
-            ));
-            return None;
-        };
-        match evidence.put_bytes(output).await {
-            Ok(digest) => Some(digest),
-            Err(err) => {
-                tracing::warn!(check = %check_id, error = %err, "storing check output");
-                gaps.push(format!("output of check '{check_id}' could not be stored"));
-                None
             }
         }
     }

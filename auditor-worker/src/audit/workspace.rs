@@ -9,11 +9,11 @@ use std::path::Path;
 use loopgate_protocol::snapshot::Manifest;
 use loopgate_snapshot::SnapshotError;
 
-use crate::audit::Auditor;
+use crate::audit::auditor::Auditor;
 
 impl Auditor {
     /// Materialize `id` into `workspace` (which must not exist yet or be empty).
-    pub(crate) async fn materialize_candidate(
+    pub(super) async fn materialize_candidate(
         &self,
         id: &str,
         workspace: &Path,
@@ -36,7 +36,7 @@ impl Auditor {
     }
 
     /// After the audit: give the pristine tree back to the cache for the next audit.
-    pub(crate) async fn keep_workspace(&self, workspace: &Path) {
+    pub(super) async fn keep_workspace(&self, workspace: &Path) {
         let Some(cache) = &self.workspaces else {
             return;
         };

@@ -4,48 +4,40 @@
 //! reliable at one question at a time than at one holistic verdict. Each answer becomes the
 //! criterion's evidence on the candidate (`met` passes, `unmet` fails, `unknown` is
 //! inconclusive), so the gate stays closed on anything but `met` and the next executor sees the
-//! clause in its failing evidence.
+//! clause in its failing evidence. The texts are the templates in `clauses/`.
 
 use std::fmt::Write as _;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use loopgate_common::goal::criteria::{clause_excerpt, parse_clause_answer, ClauseVerdict};
 use loopgate_common::goal::words::exact_words;
-use loopgate_models::{ChatClient, ChatMessage, ChatRequest};
+use loopgate_models::ChatClient;
 use loopgate_protocol::snapshot::PathChange;
 use loopgate_protocol::usage::Usage;
 use loopgate_protocol::verdict::Evidence;
-use loopgate_protocol::wire::AuditRequest;
 
-use crate::audit::rules::unix_millis;
-use crate::audit::Auditor;
+use crate::evidence::unix_millis;
 use crate::judge::clause_commands::{commands_section, CommandRun};
 use crate::judge::clause_questions::{clause_questions, ClauseQuestion};
-use crate::judge::prompt::{tail_chars, verdict_word};
-use crate::rubric::judge::changed_file_excerpts;
-use crate::rubric::prompt::{FileExcerpt, FileView};
+use crate::judge_context::{ask, Asked, JudgeContext, Question};
+use crate::prompt_text::files::{changed_file_excerpts, FileExcerpt, FileView};
+use crate::prompt_text::{fill, tail_chars, verdict_word, without_final_newline};
 
 /// Characters of each check's output shown with a clause.
 const CLAUSE_EXCERPT_CHARS: usize = 300;
+/// No question is put to the judge with less time than this left.
+const LEAST_QUESTION_TIME: Duration = Duration::from_millis(50);
 
-/// Measured on 2026-12-02 by replaying the 25 clause questions of two `arms-bench --judge`
-/// sittings whose artifacts passed every check (the 1.5B judge): this wording answered `met` on
-/// 10. A version that also told the judge a sentence stating the problem is met once fixed,
-/// and that a passing check is evidence, and that listed each check's command, answered `met`
-/// on 4 (with the old question and checks but the new system prompt: 4 of 21). It was
-/// reverted. Replayed again on 2026-12-02 on the 11 questions still judged once clauses are
-/// read mechanically: this wording 3 and 5 `met` (two replays), the goal without its problem
-/// sentence 1, the problem sentence labelled 4, "look for a concrete violation" 0
-/// (docs/benchmarks.md, sitting j). Kept.
-pub(crate) const CLAUSE_SYSTEM: &str = "You check ONE requirement of a coding task against \
-the files of a frozen snapshot of the workspace. Read the requirement word by word (order, \
-exact names, formats, what must not happen) and the files. Answer with a single line: \
-`met - <reason>` when the files clearly satisfy the requirement exactly as worded, `unmet - \
-<reason>` when they break it, `unknown - <reason>` when you cannot tell from what you see.";
-
-const CLAUSE_REPAIR: &str =
-    "Your answer could not be read. Reply with one line only: met|unmet|unknown - <reason>";
+/// The clause judge's system prompt: judge the one requirement as worded, in one line. It
+/// says nothing more: wordings that also told the judge that a passing check is evidence, or
+/// listed the checks' commands, or asked for a concrete violation, made a small judge answer
+/// `met` less often on work that meets the clause.
+const SYSTEM: &str = include_str!("clauses/system.md");
+/// One clause's question: `{clause}`, `{goal}`, `{files}`, `{commands}` (what the clause's
+/// commands printed) and `{checks}` (the other checks' results).
+const QUESTION: &str = include_str!("clauses/question.md");
+/// Asked once when the answer could not be read.
+const REPAIR: &str = include_str!("clauses/repair.md");
 
 /// The user prompt for one clause: the quoted clause, the goal, the files it concerns (those it
 /// names, and the changed ones) and the other checks' results.
@@ -56,14 +48,24 @@ pub(crate) fn clause_prompt(
     evidence: &[Evidence],
     commands: &[CommandRun],
 ) -> String {
+    fill(
+        QUESTION,
+        &[
+            ("clause", question.clause.trim()),
+            ("goal", goal.trim()),
+            ("files", &file_sections(files)),
+            (
+                "commands",
+                &commands_section(&question.criterion.id, commands),
+            ),
+            ("checks", &other_checks(&question.criterion.id, evidence)),
+        ],
+    )
+}
+
+/// Each text file in a fence under its path.
+fn file_sections(files: &[FileExcerpt]) -> String {
     let mut p = String::new();
-    let _ = writeln!(
-        p,
-        "## Requirement (quoted from the goal)\n\"{}\"\n",
-        question.clause.trim()
-    );
-    let _ = writeln!(p, "## The whole goal, for context\n{}\n", goal.trim());
-    let _ = writeln!(p, "## Files");
     let mut shown = 0;
     for f in files {
         if let FileView::Text { text, truncated } = &f.view {
@@ -75,37 +77,36 @@ pub(crate) fn clause_prompt(
     if shown == 0 {
         let _ = writeln!(p, "(no file it names exists, and no text file changed)");
     }
-    p.push_str(&commands_section(&question.criterion.id, commands));
-    let checks: Vec<&Evidence> = evidence
-        .iter()
-        .filter(|e| e.check_id != question.criterion.id)
-        .collect();
-    if !checks.is_empty() {
-        let _ = writeln!(p, "\n## Check results on this snapshot");
-        for e in checks {
-            let exit = e
-                .exit_code
-                .map(|c| format!(", exit {c}"))
-                .unwrap_or_default();
-            let excerpt = tail_chars(e.output_excerpt.trim(), CLAUSE_EXCERPT_CHARS);
-            let _ = writeln!(
-                p,
-                "- {}: {}{exit}{}",
-                e.check_id,
-                verdict_word(e.verdict),
-                if excerpt.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", excerpt.replace('\n', " | "))
-                }
-            );
-        }
+    p
+}
+
+/// The results of the checks other than criterion `id`'s own, one line each; empty without
+/// any.
+fn other_checks(id: &str, evidence: &[Evidence]) -> String {
+    let checks: Vec<&Evidence> = evidence.iter().filter(|e| e.check_id != id).collect();
+    let mut p = String::new();
+    if checks.is_empty() {
+        return p;
     }
-    let _ = write!(
-        p,
-        "\n## Your answer\nDoes the snapshot meet the requirement above, exactly as worded? One \
-         line: met|unmet|unknown - <one-line reason>\n"
-    );
+    let _ = writeln!(p, "\n## Check results on this snapshot");
+    for e in checks {
+        let exit = e
+            .exit_code
+            .map(|c| format!(", exit {c}"))
+            .unwrap_or_default();
+        let excerpt = tail_chars(e.output_excerpt.trim(), CLAUSE_EXCERPT_CHARS);
+        let _ = writeln!(
+            p,
+            "- {}: {}{exit}{}",
+            e.check_id,
+            verdict_word(e.verdict),
+            if excerpt.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", excerpt.replace('\n', " | "))
+            }
+        );
+    }
     p
 }
 
@@ -128,90 +129,35 @@ fn clause_paths(clause: &str, changes: &[PathChange]) -> Vec<PathChange> {
     paths
 }
 
-impl Auditor {
-    /// Ask the request's judge about every clause question of the audit, in order, within
-    /// `deadline`: the answers replace or add to the checks' evidence for those criteria.
-    /// Returns the gap lines and the tokens. Without a judge model here every question is
-    /// `unknown` (nothing could judge it), which keeps the gate closed.
-    pub(crate) async fn judge_clauses(
-        &self,
-        req: &AuditRequest,
-        workspace: &Path,
-        changes: &[PathChange],
-        evidence: &mut Vec<Evidence>,
-        commands: &[CommandRun],
-        deadline: Instant,
-    ) -> (Vec<String>, Usage) {
-        let client = req
-            .auditor_profile
-            .as_ref()
-            .and_then(|n| self.judges.get(n));
-        judge_clauses(
-            client, req, workspace, changes, evidence, commands, deadline,
-        )
-        .await
-    }
-}
-
-async fn judge_clauses(
-    client: Option<&ChatClient>,
-    req: &AuditRequest,
-    workspace: &Path,
-    changes: &[PathChange],
+/// Ask the request's judge about every clause question of the audit, in order, within the
+/// audit's deadline: the answers replace or add to the checks' evidence for those criteria.
+/// Returns the gap lines and the tokens. Without a judge model here every question is
+/// `unknown` (nothing could judge it), which keeps the gate closed.
+pub(crate) async fn judge_clauses(
+    cx: &JudgeContext<'_>,
     evidence: &mut Vec<Evidence>,
     commands: &[CommandRun],
-    deadline: Instant,
 ) -> (Vec<String>, Usage) {
-    let questions: Vec<ClauseQuestion<'_>> = clause_questions(req, evidence);
+    let questions: Vec<ClauseQuestion<'_>> = clause_questions(cx.req, evidence);
     let mut gaps = Vec::new();
     let mut usage = Usage::default();
     let mut judged: Vec<Evidence> = Vec::new();
     for q in &questions {
         let started = Instant::now();
-        let (verdict, reason) = match client {
+        let (verdict, reason) = match cx.model.client() {
             None => (
                 ClauseVerdict::Unknown,
                 "no judge model is configured on this auditor".to_string(),
             ),
             Some(client) => {
                 let files =
-                    changed_file_excerpts(workspace, &clause_paths(q.clause, changes)).await;
-                let prompt = clause_prompt(&req.contract.goal, q, &files, evidence, commands);
-                let (answer, used) = ask(client, prompt, deadline).await;
-                usage.add(used);
-                answer
+                    changed_file_excerpts(cx.workspace, &clause_paths(q.clause, cx.changes)).await;
+                let prompt = clause_prompt(&cx.req.contract.goal, q, &files, evidence, commands);
+                ask_clause(client, prompt, cx.deadline, &mut usage).await
             }
         };
-        let mut excerpt = clause_excerpt(q.clause, verdict, &reason);
-        if let Some(why) = &q.broken {
-            gaps.push(format!(
-                "derived check '{}' is broken ({why}): it does not decide; its clause was judged \
-                 instead ({})",
-                q.criterion.id,
-                verdict.as_str()
-            ));
-            excerpt = format!("derived check broken: {why}; {excerpt}");
-        }
-        if verdict != ClauseVerdict::Met {
-            gaps.push(format!(
-                "goal clause '{}' judged {}: {reason}",
-                q.criterion.id,
-                verdict.as_str()
-            ));
-        }
-        judged.push(Evidence {
-            artifact_version: req.candidate_snapshot.clone(),
-            check_id: q.criterion.id.clone(),
-            verdict: verdict.check_verdict(),
-            produced_at: unix_millis(),
-            log_digest: None,
-            exit_code: None,
-            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            output_excerpt: excerpt,
-            // A judgment, not a command: nothing ran in or out of the sandbox.
-            isolated: None,
-            screenshots: Vec::new(),
-        });
+        gaps.extend(clause_gaps(q, verdict, &reason));
+        judged.push(clause_evidence(cx, q, verdict, &reason, started));
     }
     for j in judged {
         evidence.retain(|e| e.check_id != j.check_id);
@@ -220,91 +166,93 @@ async fn judge_clauses(
     (gaps, usage)
 }
 
+/// The gap lines of one judged clause: its derived check broken, its answer not `met`.
+fn clause_gaps(q: &ClauseQuestion<'_>, verdict: ClauseVerdict, reason: &str) -> Vec<String> {
+    let mut gaps = Vec::new();
+    if let Some(why) = &q.broken {
+        gaps.push(format!(
+            "derived check '{}' is broken ({why}): it does not decide; its clause was judged \
+             instead ({})",
+            q.criterion.id,
+            verdict.as_str()
+        ));
+    }
+    if verdict != ClauseVerdict::Met {
+        gaps.push(format!(
+            "goal clause '{}' judged {}: {reason}",
+            q.criterion.id,
+            verdict.as_str()
+        ));
+    }
+    gaps
+}
+
+/// The judged clause as its criterion's evidence on the candidate.
+fn clause_evidence(
+    cx: &JudgeContext<'_>,
+    q: &ClauseQuestion<'_>,
+    verdict: ClauseVerdict,
+    reason: &str,
+    started: Instant,
+) -> Evidence {
+    let mut excerpt = clause_excerpt(q.clause, verdict, reason);
+    if let Some(why) = &q.broken {
+        excerpt = format!("derived check broken: {why}; {excerpt}");
+    }
+    Evidence {
+        artifact_version: cx.req.candidate_snapshot.clone(),
+        check_id: q.criterion.id.clone(),
+        verdict: verdict.check_verdict(),
+        produced_at: unix_millis(),
+        log_digest: None,
+        exit_code: None,
+        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        output_excerpt: excerpt,
+        // A judgment, not a command: nothing ran in or out of the sandbox.
+        isolated: None,
+        screenshots: Vec::new(),
+    }
+}
+
 /// One question, one repair when the answer cannot be read; `unknown` when the model fails,
 /// runs out of time or still cannot be read.
-async fn ask(
+async fn ask_clause(
     client: &ChatClient,
     prompt: String,
     deadline: Instant,
-) -> ((ClauseVerdict, String), Usage) {
-    let mut usage = Usage::default();
-    let mut messages = vec![
-        ChatMessage::system(CLAUSE_SYSTEM),
-        ChatMessage::user(prompt),
-    ];
-    for _ in 0..2 {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left < Duration::from_millis(50) {
-            return (
-                (
-                    ClauseVerdict::Unknown,
-                    "the judge ran out of time".to_string(),
-                ),
-                usage,
-            );
-        }
-        let request = ChatRequest::new(messages.clone());
-        let reply = match tokio::time::timeout(left, client.chat(&request)).await {
-            Ok(Ok(reply)) => reply,
-            Ok(Err(err)) => {
-                let why = format!("the judge's call failed ({:?})", err.kind());
-                return ((ClauseVerdict::Unknown, why), usage);
-            }
-            Err(_) => {
-                let why = "the judge did not answer in time".to_string();
-                return ((ClauseVerdict::Unknown, why), usage);
-            }
-        };
-        usage.add(reply.usage);
-        let text = reply.content.unwrap_or_default();
-        if let Some(answer) = parse_clause_answer(&text) {
-            return (answer, usage);
-        }
-        messages.push(ChatMessage::assistant_text(text));
-        messages.push(ChatMessage::user(CLAUSE_REPAIR));
-    }
-    (
-        (
-            ClauseVerdict::Unknown,
-            "the judge's answer could not be read".to_string(),
-        ),
-        usage,
-    )
+    usage: &mut Usage,
+) -> (ClauseVerdict, String) {
+    let question = Question {
+        system: without_final_newline(SYSTEM),
+        prompt,
+        repair: without_final_newline(REPAIR).to_string(),
+        least_time: LEAST_QUESTION_TIME,
+    };
+    let why = match ask(client, question, deadline, usage, |text, _| {
+        parse_clause_answer(text)
+    })
+    .await
+    {
+        Asked::Answer(answer) => return answer,
+        Asked::OutOfTime => "the judge ran out of time".to_string(),
+        Asked::Failed(err) => format!("the judge's call failed ({:?})", err.kind()),
+        Asked::NoReplyWithin(_) => "the judge did not answer in time".to_string(),
+        Asked::Unreadable => "the judge's answer could not be read".to_string(),
+    };
+    (ClauseVerdict::Unknown, why)
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use loopgate_protocol::contract::{Criterion, CriterionSource};
     use loopgate_protocol::verdict::CheckVerdict;
 
-    fn ev(id: &str, verdict: CheckVerdict, exit: Option<i32>, out: &str) -> Evidence {
-        Evidence {
-            artifact_version: "s".into(),
-            check_id: id.into(),
-            verdict,
-            produced_at: 0,
-            log_digest: None,
-            exit_code: exit,
-            duration_ms: 0,
-            output_excerpt: out.into(),
-            isolated: None,
-            screenshots: Vec::new(),
-        }
-    }
+    use crate::prompt_text::fixtures::{check_evidence, goal_criterion};
 
     #[test]
     fn the_prompt_quotes_the_clause_and_shows_files_and_checks() {
-        let c = Criterion {
-            id: "goal-1".into(),
-            description: String::new(),
-            check: None,
-            blocking: true,
-            timeout_secs: 5,
-            source: CriterionSource::Goal,
-            clause: Some("keeping the order of first occurrence".into()),
-        };
+        let c = goal_criterion("goal-1", "keeping the order of first occurrence");
         let q = ClauseQuestion {
             criterion: &c,
             clause: "keeping the order of first occurrence",
@@ -321,7 +269,12 @@ mod tests {
             "Write dedupe.py",
             &q,
             &files,
-            &[ev("two-lines", CheckVerdict::Pass, Some(0), "ok")],
+            &[check_evidence(
+                "two-lines",
+                CheckVerdict::Pass,
+                Some(0),
+                "ok",
+            )],
             &[],
         );
         for needle in [
@@ -360,4 +313,135 @@ mod tests {
         let names: Vec<&str> = paths.iter().map(PathChange::path).collect();
         assert_eq!(names, vec!["dedupe.py", "notes.md"]);
     }
+
+    #[test]
+    fn the_clause_prompt_renders_as_pinned() {
+        let c = goal_criterion("goal-1", "keeping the order of first occurrence");
+        let q = ClauseQuestion {
+            criterion: &c,
+            clause: " keeping the order of first occurrence\n",
+            broken: None,
+        };
+        let files = vec![
+            FileExcerpt {
+                path: "dedupe.py".into(),
+                view: FileView::Text {
+                    text: "import sys\nprint(sorted(set(lines)))\n\n".into(),
+                    truncated: false,
+                },
+            },
+            FileExcerpt {
+                path: "big.txt".into(),
+                view: FileView::Text {
+                    text: "a\nb".into(),
+                    truncated: true,
+                },
+            },
+            FileExcerpt {
+                path: "logo.png".into(),
+                view: FileView::Binary,
+            },
+            FileExcerpt {
+                path: "gone.txt".into(),
+                view: FileView::NotShown,
+            },
+        ];
+        let evidence = [
+            check_evidence("two-lines", CheckVerdict::Pass, Some(0), "ok\nfine\n"),
+            check_evidence("goal-1", CheckVerdict::Fail, Some(1), "its own"),
+            check_evidence("slow", CheckVerdict::Inconclusive, None, ""),
+        ];
+        let commands = [
+            CommandRun {
+                command: "python3 dedupe.py".into(),
+                call: None,
+                for_clauses: vec!["goal-1".into()],
+                exit_code: Some(0),
+                output: "b\na\n".into(),
+            },
+            CommandRun {
+                command: "python3 -c ...".into(),
+                call: Some("dedupe(['b', 'a', 'b'])".into()),
+                for_clauses: vec!["goal-1".into()],
+                exit_code: Some(0),
+                output: "['b', 'a']\n".into(),
+            },
+            CommandRun {
+                command: "python3 -c ...".into(),
+                call: Some("dedupe(None)".into()),
+                for_clauses: vec!["goal-1".into()],
+                exit_code: None,
+                output: "Traceback\nTypeError".into(),
+            },
+        ];
+        let p = clause_prompt("Write dedupe.py\n", &q, &files, &evidence, &commands);
+        assert_eq!(p, PINNED_CLAUSE_FULL);
+        let p = clause_prompt("Write dedupe.py", &q, &[], &[], &[]);
+        assert_eq!(p, PINNED_CLAUSE_BARE);
+        assert_eq!(without_final_newline(SYSTEM), PINNED_CLAUSE_SYSTEM);
+        assert_eq!(without_final_newline(REPAIR), PINNED_CLAUSE_REPAIR);
+    }
+
+    /// `clause_full` pinned byte for byte.
+    const PINNED_CLAUSE_FULL: &str = r#"## Requirement (quoted from the goal)
+"keeping the order of first occurrence"
+
+## The whole goal, for context
+Write dedupe.py
+
+## Files
+### dedupe.py
+```
+import sys
+print(sorted(set(lines)))
+```
+### big.txt (cut)
+```
+a
+b
+```
+
+## The requirement's commands, run on this snapshot
+`python3 dedupe.py` (exit 0) printed:
+```
+b
+a
+```
+
+## What the goal's calls return on this snapshot (evaluated with Python)
+- `dedupe(['b', 'a', 'b'])` returns `['b', 'a']`
+- `dedupe(None)` (did not finish):
+```
+Traceback
+TypeError
+```
+
+## Check results on this snapshot
+- two-lines: pass, exit 0: ok | fine
+- slow: inconclusive
+
+## Your answer
+Does the snapshot meet the requirement above, exactly as worded? One line: met|unmet|unknown - <one-line reason>
+"#;
+
+    /// `clause_bare` pinned byte for byte.
+    const PINNED_CLAUSE_BARE: &str = r#"## Requirement (quoted from the goal)
+"keeping the order of first occurrence"
+
+## The whole goal, for context
+Write dedupe.py
+
+## Files
+(no file it names exists, and no text file changed)
+
+## Your answer
+Does the snapshot meet the requirement above, exactly as worded? One line: met|unmet|unknown - <one-line reason>
+"#;
+
+    /// `clause_system` pinned byte for byte.
+    const PINNED_CLAUSE_SYSTEM: &str = r#"You check ONE requirement of a coding task against the files of a frozen snapshot of the workspace. Read the requirement word by word (order, exact names, formats, what must not happen) and the files. Answer with a single line: `met - <reason>` when the files clearly satisfy the requirement exactly as worded, `unmet - <reason>` when they break it, `unknown - <reason>` when you cannot tell from what you see."#;
+
+    /// `clause_repair` pinned byte for byte.
+    const PINNED_CLAUSE_REPAIR: &str =
+        r#"Your answer could not be read. Reply with one line only: met|unmet|unknown - <reason>"#;
 }

@@ -6,9 +6,8 @@
 //! the report says in one gap line why they were not judged. The executor then sees the failing
 //! checks only, not a list of clauses nobody judged.
 //!
-//! Why: with the local 1.5B model on 2 cores the judge's calls took about 60-100 s of a round
-//! (sitting o: `cli-exit-codes` round 1's audit took 104 s, its two checks 24 ms each), while
-//! every blocking check still failed and the report could only say "incomplete". Pure.
+//! Why: on a small local model the judge's calls take most of a round's audit, and while a
+//! blocking check fails the report can only say "incomplete" whatever they answer. Pure.
 
 use loopgate_protocol::contract::Contract;
 use loopgate_protocol::contract::CriterionSource;

@@ -3,18 +3,11 @@
 //!
 //! A goal often states its requirement by example: what a function returns for a given
 //! argument, before the fix or after it. A small judge reading the code guesses what a call
-//! returns and guesses wrong (measured on 2026-12-02: the 1.5B judge answered "does not return
-//! 0 for empty" of `return len(text.split())` and kept a correct run open). The auditor instead
-//! evaluates each call the goal writes on the candidate, in the checks' sandbox, and shows the
-//! judge what it returned. Only calls of a function some Python file of the snapshot defines at
-//! its top level are evaluated, and only with literal arguments (strings, numbers, lists,
-//! `True`/`False`/`None`): a goal's prose such as "print() the result" names no workspace
-//! function and is left alone. Pure.
-//!
-//! Replayed on 2026-12-03 (docs/benchmarks.md, sitting k): shown "`count_words('')` returns
-//! `0`", the same 1.5B judge still answered `met` 0 times in 10 on the correct artifact (it
-//! reads the goal's problem sentence as the snapshot's behaviour), and `unmet` 9 in 10 on a
-//! wrong one either way. The results stay for judges that can read them.
+//! returns, and guesses wrong; the auditor instead evaluates each call the goal writes on the
+//! candidate, in the checks' sandbox, and shows the judge what it returned. Only calls of a
+//! function some Python file of the snapshot defines at its top level are evaluated, and only
+//! with literal arguments (strings, numbers, lists, `True`/`False`/`None`): a goal's prose such
+//! as "print() the result" names no workspace function and is left alone. Pure.
 
 /// At most this many calls of one goal are evaluated.
 const MAX_GOAL_CALLS: usize = 6;

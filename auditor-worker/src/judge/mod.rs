@@ -1,41 +1,38 @@
-//! The optional LLM judgment: one call, one repair call when the answer cannot be parsed, the
-//! whole thing bounded by the request's episode time. Its opinion can only tighten verdicts,
-//! so it is not asked while a blocking check fails (see `deferral`).
+//! The judge model's part of an audit: its holistic opinion (this module: one call, one repair
+//! call when the answer cannot be parsed, the whole thing bounded by the request's episode
+//! time), the goal's clauses judged one question at a time (`clauses`, with the commands they
+//! quote run for it: `clause_commands`) and when it is not asked at all (`deferral`). Its
+//! opinion can only tighten verdicts.
 
 pub(crate) mod clause_commands;
-pub(crate) mod clause_questions;
+mod clause_questions;
 pub(crate) mod clauses;
 pub(crate) mod deferral;
-pub(crate) mod goal_calls;
-pub(crate) mod opinion_parse;
+mod goal_calls;
+mod opinion_parse;
 pub(crate) mod prompt;
 
 use std::time::{Duration, Instant};
 
-use crate::judge::opinion_parse::{parse_audit_opinion, AuditOpinion};
-use loopgate_models::{ChatClient, ChatMessage, ChatRequest};
+use loopgate_models::ChatClient;
 use loopgate_protocol::usage::Usage;
 
-use crate::judge::prompt::{judge_prompt, JudgeInput, REPAIR_PROMPT, SYSTEM};
+use crate::judge::opinion_parse::{parse_audit_opinion, AuditOpinion};
+use crate::judge::prompt::{judge_prompt, repair_prompt, system_prompt, JudgeInput};
+use crate::judge_context::{ask, Asked, Question};
+use crate::prompt_text::cap_chars;
 
 /// Characters of the judge's reply kept in the report's `judgment`.
 pub(crate) const MAX_JUDGMENT_CHARS: usize = 2000;
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct JudgeOutcome {
-    pub opinion: Option<AuditOpinion>,
+    pub(crate) opinion: Option<AuditOpinion>,
     /// The reply (capped) that the opinion was read from.
-    pub judgment: Option<String>,
+    pub(crate) judgment: Option<String>,
     /// Why there is no opinion, when there is none.
-    pub gaps: Vec<String>,
-    pub usage: Usage,
-}
-
-fn cap_chars(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_string(),
-    }
+    pub(crate) gaps: Vec<String>,
+    pub(crate) usage: Usage,
 }
 
 /// Ask the judge. Never fails: problems become gap lines and the audit stays mechanical.
@@ -44,53 +41,47 @@ pub(crate) async fn judge(
     input: &JudgeInput<'_>,
     budget: Duration,
 ) -> JudgeOutcome {
-    let deadline = Instant::now() + budget;
     let model = client.profile().name.clone();
     let mut outcome = JudgeOutcome::default();
-    let mut messages = vec![
-        ChatMessage::system(SYSTEM),
-        ChatMessage::user(judge_prompt(input)),
-    ];
-    for attempt in 0..2 {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            outcome.gaps.push(format!(
-                "auditor model '{model}' ran out of time; mechanical audit only"
-            ));
-            return outcome;
+    let question = Question {
+        system: system_prompt(),
+        prompt: judge_prompt(input),
+        repair: repair_prompt().to_string(),
+        least_time: Duration::ZERO,
+    };
+    let read = |text: &str, attempt: usize| {
+        let opinion = parse_audit_opinion(text);
+        if opinion.is_none() {
+            tracing::info!(model = %model, attempt, "auditor model answer unparseable");
         }
-        let request = ChatRequest::new(messages.clone());
-        let reply = match tokio::time::timeout(left, client.chat(&request)).await {
-            Ok(Ok(reply)) => reply,
-            Ok(Err(err)) => {
-                tracing::warn!(model = %model, error = %err, "auditor model call failed");
-                outcome.gaps.push(format!(
-                    "auditor model '{model}' call failed ({:?}); mechanical audit only",
-                    err.kind()
-                ));
-                return outcome;
-            }
-            Err(_) => {
-                outcome.gaps.push(format!(
-                    "auditor model '{model}' did not answer within {}s; mechanical audit only",
-                    budget.as_secs()
-                ));
-                return outcome;
-            }
-        };
-        outcome.usage.add(reply.usage);
-        let text = reply.content.unwrap_or_default();
-        if let Some(opinion) = parse_audit_opinion(&text) {
+        Some((opinion?, cap_chars(text.trim(), MAX_JUDGMENT_CHARS)))
+    };
+    let deadline = Instant::now() + budget;
+    let gap = match ask(client, question, deadline, &mut outcome.usage, read).await {
+        Asked::Answer((opinion, judgment)) => {
             outcome.opinion = Some(opinion);
-            outcome.judgment = Some(cap_chars(text.trim(), MAX_JUDGMENT_CHARS));
+            outcome.judgment = Some(judgment);
             return outcome;
         }
-        tracing::info!(model = %model, attempt, "auditor model answer unparseable");
-        messages.push(ChatMessage::assistant_text(text));
-        messages.push(ChatMessage::user(REPAIR_PROMPT));
-    }
-    outcome.gaps.push(format!(
-        "auditor model '{model}' answer could not be parsed after a repair request; opinion ignored"
-    ));
+        Asked::OutOfTime => {
+            format!("auditor model '{model}' ran out of time; mechanical audit only")
+        }
+        Asked::Failed(err) => {
+            tracing::warn!(model = %model, error = %err, "auditor model call failed");
+            format!(
+                "auditor model '{model}' call failed ({:?}); mechanical audit only",
+                err.kind()
+            )
+        }
+        Asked::NoReplyWithin(_) => format!(
+            "auditor model '{model}' did not answer within {}s; mechanical audit only",
+            budget.as_secs()
+        ),
+        Asked::Unreadable => format!(
+            "auditor model '{model}' answer could not be parsed after a repair request; opinion \
+             ignored"
+        ),
+    };
+    outcome.gaps.push(gap);
     outcome
 }

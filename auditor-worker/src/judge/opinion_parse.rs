@@ -7,6 +7,8 @@ use serde_json::Value;
 
 use loopgate_protocol::verdict::{AuditStatus, ContractVerdict, Integrity, Verdicts};
 
+use crate::prompt_text::head_chars;
+
 /// Replies longer than this are cut before parsing (a judge should answer in a few lines).
 pub(crate) const MAX_REPLY_CHARS: usize = 64 * 1024;
 /// At most this many `{` positions are tried as the start of a JSON object.
@@ -24,7 +26,7 @@ pub(crate) struct AuditOpinion {
 
 /// Parse a judge reply. `None` when the three verdicts cannot all be read.
 pub(crate) fn parse_audit_opinion(reply: &str) -> Option<AuditOpinion> {
-    let text = cut_chars(reply, MAX_REPLY_CHARS);
+    let text = head_chars(reply, MAX_REPLY_CHARS);
     if let Some(opinion) = parse_json_opinion(text) {
         return Some(opinion);
     }
@@ -237,19 +239,12 @@ fn clean_backcheck_line(line: &str) -> Option<String> {
     if trimmed.is_empty() || trimmed.starts_with("```") {
         return None;
     }
-    Some(cut_chars(trimmed, MAX_BACKCHECK_LINE_CHARS).to_string())
+    Some(head_chars(trimmed, MAX_BACKCHECK_LINE_CHARS).to_string())
 }
 
 fn cap_lines(mut lines: Vec<String>) -> Vec<String> {
     lines.truncate(MAX_BACKCHECK_LINES);
     lines
-}
-
-fn cut_chars(text: &str, max: usize) -> &str {
-    match text.char_indices().nth(max) {
-        Some((cut, _)) => &text[..cut],
-        None => text,
-    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! Scoring the contract's rubric with the judge model: the prompt (`prompt`), the model call
-//! and its defensive parse (`judge`), and the verdict turned into evidence (`verdict`).
+//! (`score`), the reply's defensive parse (`reply`) and the verdict turned into evidence
+//! (`verdict`).
 
-pub(crate) mod judge;
-pub(crate) mod prompt;
-pub(crate) mod reply;
+mod prompt;
+mod reply;
+pub(crate) mod score;
 pub(crate) mod verdict;

@@ -1,7 +1,7 @@
 //! The rubric judge's prompt: the contract's goal, the rubric (dimensions, weights, threshold),
 //! the mechanical evidence, the changed paths and bounded excerpts of the changed text files of
-//! the frozen candidate. It asks for one fenced JSON block of scores and a strategy. Pure: the
-//! files are read by `rubric_judge.rs`; what an excerpt of their bytes is gets decided here.
+//! the frozen candidate (`prompt_text::files`). It asks for one fenced JSON block of scores and
+//! a strategy. The texts are the templates in `prompt/`. Pure.
 
 use std::fmt::Write as _;
 
@@ -10,92 +10,38 @@ use loopgate_protocol::rubric::Rubric;
 use loopgate_protocol::snapshot::PathChange;
 use loopgate_protocol::verdict::Evidence;
 
-use crate::judge::prompt::{tail_chars, verdict_word, MAX_PROMPT_PATHS};
+use crate::prompt_text::files::{FileExcerpt, FileView};
+use crate::prompt_text::{
+    changed_path_lines, fence_for, fill, tail_chars, verdict_word, without_final_newline,
+};
 
-/// Bytes of one changed file shown to the judge.
-pub(crate) const MAX_FILE_EXCERPT_BYTES: usize = 4 * 1024;
-/// Bytes of all changed files together shown to the judge.
-pub(crate) const MAX_EXCERPTS_TOTAL_BYTES: usize = 12 * 1024;
 /// Characters of each check's output excerpt shown to the judge.
 pub(crate) const RUBRIC_EXCERPT_CHARS: usize = 600;
 
-pub(crate) const RUBRIC_SYSTEM: &str =
-    "You are the scoring judge of a coding task. You score a frozen \
-snapshot of a workspace against a fixed rubric, using only the evidence given: the acceptance \
-checks were run mechanically on that exact snapshot and their verdicts are facts. Score each \
-dimension from 0 to 10 as written (exact names, paths and formats, no easier proxy); a shortcut \
-(editing tests, hard-coding expected output) scores low. Then recommend a strategy: FINISH when \
-the work is good enough, REFINE when the approach is right but needs polish, PIVOT when the \
-approach itself is wrong and the work should be rolled back. Be brief and strict.";
-
-/// What the judge sees of one changed file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum FileView {
-    /// UTF-8 text, cut to the excerpt limits when `truncated`.
-    Text { text: String, truncated: bool },
-    /// Not text (a NUL byte or invalid UTF-8): named, not shown.
-    Binary,
-    /// Not shown: the excerpt budget was spent, or it is not a readable regular file.
-    NotShown,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct FileExcerpt {
-    pub path: String,
-    pub view: FileView,
-}
+/// The rubric judge's system prompt: score each dimension, then FINISH, REFINE or PIVOT.
+const SYSTEM: &str = include_str!("prompt/system.md");
+/// The question: `{spec}`, `{goal}`, `{threshold}`, `{dimensions}`, `{check_results}`,
+/// `{changed_paths}`, `{changed_files}` and `{answer_shape}`.
+const SCORE: &str = include_str!("prompt/score.md");
+/// The JSON block asked for, with the rubric's own dimension names as `{scores}`.
+const ANSWER_SHAPE: &str = include_str!("prompt/answer_shape.md");
+/// Asked once when the judge's answer held no score.
+const REPAIR: &str = include_str!("prompt/repair.md");
 
 /// Everything the rubric judge may see.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RubricInput<'a> {
-    pub contract: &'a Contract,
-    pub rubric: &'a Rubric,
+    pub(crate) contract: &'a Contract,
+    pub(crate) rubric: &'a Rubric,
     /// base -> candidate.
-    pub changes: &'a [PathChange],
-    pub evidence: &'a [Evidence],
+    pub(crate) changes: &'a [PathChange],
+    pub(crate) evidence: &'a [Evidence],
     /// Excerpts of the added and modified files, in `changes` order.
-    pub files: &'a [FileExcerpt],
+    pub(crate) files: &'a [FileExcerpt],
 }
 
-/// The view of a file whose first `bytes` were read (up to `limit`); `full_len` is its size.
-/// Text is cut back to a character boundary; a NUL byte or invalid UTF-8 before the cut is
-/// binary.
-pub(crate) fn file_view(bytes: &[u8], limit: usize, full_len: u64) -> FileView {
-    let head = &bytes[..bytes.len().min(limit)];
-    if head.contains(&0) {
-        return FileView::Binary;
-    }
-    let text = match std::str::from_utf8(head) {
-        Ok(text) => text,
-        // Cut inside a multi-byte character at the end: keep what precedes it.
-        Err(err) if err.error_len().is_none() => {
-            std::str::from_utf8(&head[..err.valid_up_to()]).unwrap_or_default()
-        }
-        Err(_) => return FileView::Binary,
-    };
-    FileView::Text {
-        text: text.to_string(),
-        truncated: (text.len() as u64) < full_len,
-    }
-}
-
-fn change_word(change: &PathChange) -> &'static str {
-    match change {
-        PathChange::Added { .. } => "added",
-        PathChange::Modified { .. } => "modified",
-        PathChange::Removed { .. } => "removed",
-    }
-}
-
-/// The fence that safely wraps `text` (longer than any run of backticks in it).
-fn fence_for(text: &str) -> String {
-    let mut longest = 0;
-    let mut run = 0;
-    for c in text.chars() {
-        run = if c == '`' { run + 1 } else { 0 };
-        longest = longest.max(run);
-    }
-    "`".repeat((longest + 1).max(3))
+pub(crate) fn rubric_system_prompt() -> &'static str {
+    without_final_newline(SYSTEM)
 }
 
 /// The JSON shape asked for, with the rubric's own dimension names.
@@ -105,27 +51,41 @@ fn answer_shape(rubric: &Rubric) -> String {
         .iter()
         .map(|d| format!("{}: <0-10>", serde_json::Value::String(d.name.clone())))
         .collect();
-    format!(
-        "```json\n{{\"scores\": {{{}}}, \"overall\": <weighted average>, \
-         \"strategy\": \"FINISH|REFINE|PIVOT\", \"reason\": \"<one or two sentences>\"}}\n```",
-        scores.join(", ")
+    fill(
+        without_final_newline(ANSWER_SHAPE),
+        &[("scores", &scores.join(", "))],
     )
 }
 
 pub(crate) fn rubric_prompt(input: &RubricInput<'_>) -> String {
+    let contract = input.contract;
+    fill(
+        SCORE,
+        &[
+            ("spec", contract.short_hash()),
+            ("goal", contract.goal.trim()),
+            ("threshold", &input.rubric.threshold.to_string()),
+            ("dimensions", &dimension_lines(input.rubric)),
+            ("check_results", &check_results(input)),
+            ("changed_paths", &changed_path_lines(input.changes)),
+            ("changed_files", &changed_files(input.files)),
+            ("answer_shape", &answer_shape(input.rubric)),
+        ],
+    )
+}
+
+/// Asked once when the judge's answer held no score.
+pub(crate) fn rubric_repair_prompt(rubric: &Rubric) -> String {
+    fill(
+        without_final_newline(REPAIR),
+        &[("answer_shape", &answer_shape(rubric))],
+    )
+}
+
+/// `- <name> (weight <w>): <description>` each.
+fn dimension_lines(rubric: &Rubric) -> String {
     let mut p = String::new();
-    let _ = writeln!(
-        p,
-        "## Goal (frozen contract, spec {})\n{}\n",
-        input.contract.short_hash(),
-        input.contract.goal.trim()
-    );
-    let _ = writeln!(
-        p,
-        "## Rubric (score each dimension 0-10; passes at a weighted average of {} or more)",
-        input.rubric.threshold
-    );
-    for d in &input.rubric.dimensions {
+    for d in &rubric.dimensions {
         let _ = writeln!(
             p,
             "- {} (weight {}): {}",
@@ -134,7 +94,12 @@ pub(crate) fn rubric_prompt(input: &RubricInput<'_>) -> String {
             d.description.trim()
         );
     }
-    let _ = writeln!(p, "\n## Check results on the candidate snapshot");
+    p
+}
+
+/// Each criterion's verdict on the candidate, with the tail of its check's output fenced.
+fn check_results(input: &RubricInput<'_>) -> String {
+    let mut p = String::new();
     if input.contract.criteria.is_empty() {
         let _ = writeln!(p, "(no acceptance criteria)");
     }
@@ -159,25 +124,18 @@ pub(crate) fn rubric_prompt(input: &RubricInput<'_>) -> String {
             }
         }
     }
-    let _ = writeln!(p, "\n## Changed paths (base -> candidate)");
-    if input.changes.is_empty() {
-        let _ = writeln!(p, "(none)");
+    p
+}
+
+/// The changed files' excerpts, fenced, and the names of those not shown; empty without any.
+fn changed_files(files: &[FileExcerpt]) -> String {
+    let mut p = String::new();
+    if files.is_empty() {
+        return p;
     }
-    for change in input.changes.iter().take(MAX_PROMPT_PATHS) {
-        let _ = writeln!(p, "- {} ({})", change.path(), change_word(change));
-    }
-    if input.changes.len() > MAX_PROMPT_PATHS {
-        let _ = writeln!(
-            p,
-            "- ... and {} more",
-            input.changes.len() - MAX_PROMPT_PATHS
-        );
-    }
-    if !input.files.is_empty() {
-        let _ = writeln!(p, "\n## Changed files in the candidate");
-    }
+    let _ = writeln!(p, "\n## Changed files in the candidate");
     let mut not_shown = Vec::new();
-    for file in input.files {
+    for file in files {
         match &file.view {
             FileView::Text { text, truncated } => {
                 let cut = if *truncated { " (first part only)" } else { "" };
@@ -191,35 +149,19 @@ pub(crate) fn rubric_prompt(input: &RubricInput<'_>) -> String {
     if !not_shown.is_empty() {
         let _ = writeln!(p, "Not shown: {}", not_shown.join(", "));
     }
-    let _ = write!(
-        p,
-        "\n## Your answer\n\
-         Reply with exactly one fenced JSON block, using the dimension names above as keys:\n\
-         {}\n\
-         FINISH: good enough as it is. REFINE: the approach is right, it needs polish. \
-         PIVOT: the approach is wrong; roll back and try another.\n",
-        answer_shape(input.rubric)
-    );
     p
-}
-
-/// Asked once when the judge's answer held no score.
-pub(crate) fn rubric_repair_prompt(rubric: &Rubric) -> String {
-    format!(
-        "Your answer held no score that could be read. Reply with only this JSON block, \
-         a number from 0 to 10 for each dimension:\n{}",
-        answer_shape(rubric)
-    )
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::rubric::reply::parse_judge_output;
+    use crate::rubric::reply::parse_rubric_reply;
     use loopgate_protocol::contract::Criterion;
     use loopgate_protocol::rubric::RubricDimension;
     use loopgate_protocol::verdict::CheckVerdict;
+
+    use crate::prompt_text::fixtures::{check_evidence, one_change_of_each_kind};
 
     fn rubric() -> Rubric {
         Rubric {
@@ -270,69 +212,27 @@ mod tests {
         c
     }
 
-    #[test]
-    fn file_view_cases() {
-        let cases: &[(&[u8], usize, u64, FileView)] = &[
-            (
-                b"print('hi')\n",
-                100,
-                12,
-                FileView::Text {
-                    text: "print('hi')\n".into(),
-                    truncated: false,
-                },
-            ),
-            (
-                b"abcdef",
-                3,
-                6,
-                FileView::Text {
-                    text: "abc".into(),
-                    truncated: true,
-                },
-            ),
-            // "é" is two bytes; a cut between them keeps the text before it.
-            (
-                "aé".as_bytes(),
-                2,
-                3,
-                FileView::Text {
-                    text: "a".into(),
-                    truncated: true,
-                },
-            ),
-            (b"\x7fELF\0\x01", 100, 6, FileView::Binary),
-            (b"\xff\xfe\xfdabc", 100, 6, FileView::Binary),
-            (
-                b"",
-                100,
-                0,
-                FileView::Text {
-                    text: String::new(),
-                    truncated: false,
-                },
-            ),
-        ];
-        for (bytes, limit, len, want) in cases {
-            assert_eq!(&file_view(bytes, *limit, *len), want, "{bytes:?}");
-        }
+    /// The prompt for `rubric()`.
+    fn prompt_of(
+        contract: &Contract,
+        changes: &[PathChange],
+        evidence: &[Evidence],
+        files: &[FileExcerpt],
+    ) -> String {
+        rubric_prompt(&RubricInput {
+            contract,
+            rubric: &rubric(),
+            changes,
+            evidence,
+            files,
+        })
     }
 
     #[test]
     fn prompt_holds_goal_rubric_evidence_paths_and_files() {
         let contract = contract();
-        let evidence = vec![Evidence {
-            artifact_version: "snap".into(),
-            check_id: "runs".into(),
-            verdict: CheckVerdict::Fail,
-            produced_at: 1,
-            log_digest: None,
-            exit_code: Some(1),
-            duration_ms: 3,
-            output_excerpt: format!("{}TAIL-MARKER", "x".repeat(5000)),
-            isolated: None,
-            screenshots: Vec::new(),
-        }];
+        let tail = format!("{}TAIL-MARKER", "x".repeat(5000));
+        let evidence = vec![check_evidence("runs", CheckVerdict::Fail, Some(1), &tail)];
         let changes = vec![
             PathChange::Added {
                 path: "hello.py".into(),
@@ -357,13 +257,7 @@ mod tests {
                 view: FileView::Binary,
             },
         ];
-        let prompt = rubric_prompt(&RubricInput {
-            contract: &contract,
-            rubric: &rubric(),
-            changes: &changes,
-            evidence: &evidence,
-            files: &files,
-        });
+        let prompt = prompt_of(&contract, &changes, &evidence, &files);
         for needle in [
             "Write hello.py printing hello",
             "weighted average of 8.5 or more",
@@ -391,9 +285,124 @@ mod tests {
             .replace("<weighted average>", "9")
             .replace("FINISH|REFINE|PIVOT", "FINISH")
             .replace("<one or two sentences>", "fine");
-        let score = parse_judge_output(&reply, &rubric()).unwrap();
+        let score = parse_rubric_reply(&reply, &rubric()).unwrap();
         assert_eq!(score.scores.len(), 2);
         assert_eq!(score.weighted_average, 9.0);
         assert!(rubric_repair_prompt(&rubric()).contains("\"code quality\": <0-10>"));
     }
+
+    #[test]
+    fn the_rubric_prompts_render_as_pinned() {
+        let mut contract = contract();
+        contract.spec_hash = "0123456789abcdef0123".into();
+        let out = "\nTraceback ```\nNameError: x\n";
+        let evidence = vec![check_evidence("runs", CheckVerdict::Fail, Some(1), out)];
+        let mut changes = one_change_of_each_kind();
+        changes.push(PathChange::Added {
+            path: "logo.png".into(),
+        });
+        let files = vec![
+            FileExcerpt {
+                path: "hello.py".into(),
+                view: FileView::Text {
+                    text: "print('hello')\n".into(),
+                    truncated: false,
+                },
+            },
+            FileExcerpt {
+                path: "README.md".into(),
+                view: FileView::Text {
+                    text: "# Hello ````".into(),
+                    truncated: true,
+                },
+            },
+            FileExcerpt {
+                path: "logo.png".into(),
+                view: FileView::Binary,
+            },
+            FileExcerpt {
+                path: "huge.txt".into(),
+                view: FileView::NotShown,
+            },
+        ];
+        let prompt = prompt_of(&contract, &changes, &evidence, &files);
+        assert_eq!(
+            prompt,
+            format!("{PINNED_RUBRIC_HEAD}{PINNED_RUBRIC_FULL}{PINNED_RUBRIC_ANSWER}")
+        );
+        contract.criteria.clear();
+        let prompt = prompt_of(&contract, &[], &[], &[]);
+        assert_eq!(
+            prompt,
+            format!("{PINNED_RUBRIC_HEAD}{PINNED_RUBRIC_BARE}{PINNED_RUBRIC_ANSWER}")
+        );
+        assert_eq!(rubric_system_prompt(), PINNED_RUBRIC_SYSTEM);
+        assert_eq!(rubric_repair_prompt(&rubric()), PINNED_RUBRIC_REPAIR);
+    }
+
+    /// `rubric_full` pinned byte for byte, between its head and its answer section.
+    const PINNED_RUBRIC_FULL: &str = r#"## Check results on the candidate snapshot
+### runs: fail (it runs)
+````
+Traceback ```
+NameError: x
+````
+### style: not checked (reads well)
+
+## Changed paths (base -> candidate)
+- hello.py (added)
+- README.md (modified)
+- old.py (removed)
+- logo.png (added)
+
+## Changed files in the candidate
+### hello.py
+```
+print('hello')
+
+```
+### README.md (first part only)
+`````
+# Hello ````
+`````
+Not shown: logo.png (binary), huge.txt
+
+"#;
+
+    /// `rubric_bare` pinned byte for byte, between its head and its answer section.
+    const PINNED_RUBRIC_BARE: &str = r#"## Check results on the candidate snapshot
+(no acceptance criteria)
+
+## Changed paths (base -> candidate)
+(none)
+
+"#;
+
+    /// `rubric_system` pinned byte for byte.
+    const PINNED_RUBRIC_SYSTEM: &str = r#"You are the scoring judge of a coding task. You score a frozen snapshot of a workspace against a fixed rubric, using only the evidence given: the acceptance checks were run mechanically on that exact snapshot and their verdicts are facts. Score each dimension from 0 to 10 as written (exact names, paths and formats, no easier proxy); a shortcut (editing tests, hard-coding expected output) scores low. Then recommend a strategy: FINISH when the work is good enough, REFINE when the approach is right but needs polish, PIVOT when the approach itself is wrong and the work should be rolled back. Be brief and strict."#;
+
+    /// `rubric_repair` pinned byte for byte.
+    const PINNED_RUBRIC_REPAIR: &str = r#"Your answer held no score that could be read. Reply with only this JSON block, a number from 0 to 10 for each dimension:
+```json
+{"scores": {"Correctness": <0-10>, "code quality": <0-10>}, "overall": <weighted average>, "strategy": "FINISH|REFINE|PIVOT", "reason": "<one or two sentences>"}
+```"#;
+
+    /// The head of a rubric prompt of `rubric()` (goal and rubric), pinned byte for byte.
+    const PINNED_RUBRIC_HEAD: &str = r#"## Goal (frozen contract, spec 0123456789ab)
+Write hello.py printing hello
+
+## Rubric (score each dimension 0-10; passes at a weighted average of 8.5 or more)
+- Correctness (weight 2): prints exactly hello
+- code quality (weight 1): idiomatic
+
+"#;
+
+    /// The answer section of a rubric prompt of `rubric()`, pinned byte for byte.
+    const PINNED_RUBRIC_ANSWER: &str = r#"## Your answer
+Reply with exactly one fenced JSON block, using the dimension names above as keys:
+```json
+{"scores": {"Correctness": <0-10>, "code quality": <0-10>}, "overall": <weighted average>, "strategy": "FINISH|REFINE|PIVOT", "reason": "<one or two sentences>"}
+```
+FINISH: good enough as it is. REFINE: the approach is right, it needs polish. PIVOT: the approach is wrong; roll back and try another.
+"#;
 }

@@ -3,13 +3,16 @@
 //! counts: `pass` only when the outcome is a pass, `fail` for any other scored outcome,
 //! `inconclusive` when there is no score.
 
-use crate::rubric::reply::parse_judge_output;
+use loopgate_checks::EXCERPT_CHARS;
 use loopgate_protocol::contract::RUBRIC_EVIDENCE_ID;
-use loopgate_protocol::rubric::{rubric_outcome, Rubric, RubricParseError, RubricVerdict};
+use loopgate_protocol::rubric::{
+    normalize_key, rubric_outcome, Rubric, RubricParseError, RubricVerdict,
+};
 use loopgate_protocol::verdict::{CheckVerdict, Evidence};
 use serde_json::Value;
 
-use loopgate_checks::EXCERPT_CHARS;
+use crate::prompt_text::cap_chars;
+use crate::rubric::reply::parse_rubric_reply;
 
 /// Characters of the judge's reason kept in the verdict.
 pub(crate) const MAX_REASON_CHARS: usize = 500;
@@ -29,20 +32,6 @@ const REASON_KEYS: &[&str] = &[
 /// How deep nested objects are searched for a reason.
 const MAX_REASON_DEPTH: usize = 4;
 
-fn cap_chars(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_string(),
-    }
-}
-
-fn normalize_key(raw: &str) -> String {
-    raw.chars()
-        .filter(|c| c.is_alphanumeric())
-        .flat_map(char::to_lowercase)
-        .collect()
-}
-
 /// The verdict when there is no score: `reason` says why.
 pub(crate) fn unscored(rubric: &Rubric, reason: impl Into<String>) -> RubricVerdict {
     RubricVerdict {
@@ -58,7 +47,7 @@ pub(crate) fn verdict_from_reply(
     text: &str,
     rubric: &Rubric,
 ) -> Result<RubricVerdict, RubricParseError> {
-    let score = parse_judge_output(text, rubric)?;
+    let score = parse_rubric_reply(text, rubric)?;
     let outcome = rubric_outcome(&score, rubric);
     Ok(RubricVerdict {
         threshold: rubric.threshold,

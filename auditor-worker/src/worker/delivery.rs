@@ -143,7 +143,7 @@ pub async fn run_worker(
             None
         }
     };
-    tracing::info!(worker = %auditor.worker_id, "auditor ready");
+    tracing::info!(worker = %auditor.worker_id(), "auditor ready");
     let consume = ConsumeOptions {
         concurrency: options.concurrency.max(1),
         poll: POLL,
@@ -153,9 +153,9 @@ pub async fn run_worker(
     let worker = Arc::new(AuditWorker {
         worker: EpisodeWorker {
             bus: bus.clone(),
-            worker_id: auditor.worker_id.clone(),
+            worker_id: auditor.worker_id().to_string(),
             cancels,
-            claims: EpisodeClaims::new(bus.clone(), &auditor.worker_id, options.ack_wait),
+            claims: EpisodeClaims::new(bus.clone(), auditor.worker_id(), options.ack_wait),
             shutdown_grace: options.shutdown_grace,
         },
         auditor: auditor.clone(),
@@ -167,7 +167,7 @@ pub async fn run_worker(
         async move { worker.handle_delivery(delivery, &lost).await }
     })
     .await;
-    tracing::info!(worker = %auditor.worker_id, "auditor stopped taking work");
+    tracing::info!(worker = %auditor.worker_id(), "auditor stopped taking work");
     stop_listening.cancel();
     if let Some(listener) = listener {
         let _ = listener.await;
@@ -208,7 +208,7 @@ impl AuditWorker {
         let span = tracing::info_span!("invoke_agent auditor",
             "gen_ai.operation.name" = "invoke_agent", "gen_ai.agent.name" = "auditor",
             "loopgate.run_id" = %request.run_id, "loopgate.generation" = request.generation,
-            "loopgate.round" = request.round, "loopgate.worker" = %self.auditor.worker_id,
+            "loopgate.round" = request.round, "loopgate.worker" = %self.auditor.worker_id(),
             "loopgate.snapshot" = %request.candidate_snapshot,
             "loopgate.status" = tracing::field::Empty, "loopgate.integrity" = tracing::field::Empty,
             "loopgate.contract" = tracing::field::Empty,

@@ -19,7 +19,7 @@ use loopgate_transport::runtime::{await_topology, connect_bus, TopologyWait};
 use loopgate_transport::{Bus, BusError, BusOptions, TopologyRole};
 use tokio_util::sync::CancellationToken;
 
-use crate::audit::Auditor;
+use crate::audit::{Auditor, AuditorParts};
 use crate::config::AuditorSettings;
 use crate::worker::delivery::{run_worker, WorkerError, WorkerOptions};
 
@@ -138,7 +138,7 @@ pub async fn run_daemon(
              and managers that trust auditor keys refuse them"
         ),
     }
-    let auditor = Arc::new(Auditor {
+    let auditor = Arc::new(Auditor::new(AuditorParts {
         store,
         evidence,
         work_dir: settings.work_dir.clone(),
@@ -153,7 +153,7 @@ pub async fn run_daemon(
             &settings.worker_id,
             settings.cache_bytes,
         ),
-    });
+    }));
     let options = WorkerOptions {
         ack_wait: settings.ack_wait,
         shutdown_grace: settings.shutdown_grace,

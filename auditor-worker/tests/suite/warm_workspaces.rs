@@ -7,6 +7,7 @@ use crate::support;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use loopgate_auditor::Auditor;
 use loopgate_protocol::verdict::CheckVerdict;
 use loopgate_snapshot::WorkspaceCache;
 use support::*;
@@ -20,7 +21,7 @@ async fn concurrent_audits_of_one_snapshot_never_share_a_scratch_dir() -> anyhow
     let mut auditor = auditor_on(&env, work_dir.path(), BTreeMap::new());
     let cache = WorkspaceCache::open(&work_dir.path().join(".cache-test"), 1 << 20)?;
     auditor.workspaces = Some(cache.clone());
-    let auditor = Arc::new(auditor);
+    let auditor = Arc::new(Auditor::new(auditor));
 
     // One audit first, so a kept tree of the candidate is there for both to want.
     let warmup = contract(vec![criterion("exists", "test -f hello.py", 10)]);

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use loopgate_auditor::Sandbox;
-use loopgate_auditor::{run_worker, Auditor, WorkerOptions};
+use loopgate_auditor::{run_worker, Auditor, AuditorParts, WorkerOptions};
 use loopgate_models::{ChatClient, ModelProfileConfig, Provider};
 use loopgate_protocol::contract::Contract;
 use loopgate_protocol::contract::Criterion;
@@ -264,25 +264,30 @@ pub fn worker_options() -> WorkerOptions {
     }
 }
 
-/// An in-process auditor on `bus`; stop it by cancelling the token, then await the task.
+/// An in-process auditor built from `parts` on `bus`; stop it by cancelling the token, then
+/// await the task.
 pub fn spawn_auditor(
     bus: &Bus,
-    auditor: Auditor,
+    parts: AuditorParts,
     options: WorkerOptions,
 ) -> (CancellationToken, tokio::task::JoinHandle<()>) {
     let cancel = CancellationToken::new();
     let bus = bus.clone();
     let token = cancel.clone();
-    let auditor = Arc::new(auditor);
+    let auditor = Arc::new(Auditor::new(parts));
     let task = tokio::spawn(async move {
         run_worker(&bus, auditor, options, token).await.unwrap();
     });
     (cancel, task)
 }
 
-/// An in-process auditor with unisolated checks, evidence stored.
-pub fn auditor_on(env: &Env, work_dir: &Path, judges: BTreeMap<String, ChatClient>) -> Auditor {
-    Auditor {
+/// The parts of an in-process auditor with unisolated checks, evidence stored.
+pub fn auditor_on(
+    env: &Env,
+    work_dir: &Path,
+    judges: BTreeMap<String, ChatClient>,
+) -> AuditorParts {
+    AuditorParts {
         store: env.store.clone(),
         evidence: Some(env.evidence.clone()),
         work_dir: work_dir.to_path_buf(),

@@ -50,7 +50,7 @@ impl Findings {
     }
 }
 
-pub(crate) fn push_note(notes: &mut Vec<String>, note: String) {
+pub(super) fn push_note(notes: &mut Vec<String>, note: String) {
     if notes.len() < MAX_NOTES {
         notes.push(note);
     }

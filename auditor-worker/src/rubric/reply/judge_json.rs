@@ -7,7 +7,7 @@ use super::score_text::{
     first_score, key_in, scaled_score, strategy_value, Scale, MAX_LABEL_CHARS, NAME_KEYS,
     OVERALL_KEYS, SCORES_KEYS, STRATEGY_KEYS, VALUE_KEYS,
 };
-use super::text::cut_chars;
+use crate::prompt_text::head_chars;
 use loopgate_common::json_span::balanced_end;
 use loopgate_models::tool_call_recovery::parse_json_lenient;
 
@@ -24,7 +24,7 @@ const MAX_NOTE_NAME_CHARS: usize = 60;
 fn json_score(value: &Value) -> Option<Result<f64, String>> {
     match value {
         Value::Number(n) => n.as_f64().map(|v| scaled_score(v, Scale::Bare)),
-        Value::String(s) => first_score(cut_chars(s, MAX_LABEL_CHARS)),
+        Value::String(s) => first_score(head_chars(s, MAX_LABEL_CHARS)),
         Value::Object(map) => {
             map.iter()
                 .filter(|(k, _)| key_in(k, VALUE_KEYS))
@@ -206,7 +206,7 @@ fn collect_score_map(scores: &Map<String, Value>, dims: &DimensionIndex, found: 
                 &mut found.notes,
                 format!(
                     "unknown dimension '{}' ignored",
-                    cut_chars(key, MAX_NOTE_NAME_CHARS)
+                    head_chars(key, MAX_NOTE_NAME_CHARS)
                 ),
             );
         }

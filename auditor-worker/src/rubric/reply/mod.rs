@@ -12,15 +12,18 @@
 //!
 //! Scores live in `[0, 10]`; `x/N` (N > 0) and `x%` are scaled to /10; anything else out of range is
 //! ignored with a note. Hand-written matching, bounded work, never panics.
+//!
+//! [`ScoreLayer::Json`]: loopgate_protocol::rubric::ScoreLayer::Json
+//! [`ScoreLayer::DimensionLines`]: loopgate_protocol::rubric::ScoreLayer::DimensionLines
+//! [`ScoreLayer::OverallLine`]: loopgate_protocol::rubric::ScoreLayer::OverallLine
 
 mod findings;
 mod judge_json;
 mod judge_lines;
 mod parse;
 mod score_text;
-mod text;
 
-pub(crate) use parse::parse_judge_output;
+pub(crate) use parse::parse_rubric_reply;
 
 #[cfg(test)]
 mod tests;

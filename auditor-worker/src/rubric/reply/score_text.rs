@@ -1,7 +1,7 @@
 //! Reading the pieces of a judge's reply: normalised key names and their synonyms, scores written
 //! as numbers (`8`, `8/10`, `85/100`, `85%`, `8 out of 10`) and strategy words.
 
-use super::text::cut_chars;
+use crate::prompt_text::head_chars;
 use loopgate_protocol::rubric::normalize_key;
 use loopgate_protocol::rubric::{Strategy, SCORE_SCALE};
 
@@ -334,7 +334,7 @@ pub(super) fn strategy_words(text: &str) -> Vec<(Strategy, bool)> {
 
 /// A strategy value (`"FINISH"`, `"refine - more tests"`, `"转向"`); `None` for a template.
 pub(super) fn strategy_value(value: &str) -> Option<Strategy> {
-    let value = cut_chars(value, MAX_LABEL_CHARS);
+    let value = head_chars(value, MAX_LABEL_CHARS);
     if value.contains('|') {
         return None;
     }

@@ -358,7 +358,7 @@ fn judge_output_corpus() {
     let cases = corpus();
     assert!(cases.len() >= 30, "corpus has {} cases", cases.len());
     for (name, text, expect) in cases {
-        let got = parse_judge_output(&text, &rubric);
+        let got = parse_rubric_reply(&text, &rubric);
         match expect {
             Expect::Fails(want) => assert_eq!(got, Err(want), "case '{name}'"),
             Expect::Parses {
@@ -401,7 +401,7 @@ fn judge_output_corpus() {
 fn ignored_and_missing_scores_leave_notes() {
     let rubric = rubric();
     let text = "{\"scores\": {\"correctness\": 11, \"code quality\": 9, \"style\": 3}}";
-    let got = parse_judge_output(text, &rubric).unwrap();
+    let got = parse_rubric_reply(text, &rubric).unwrap();
     let notes = got.notes.join("\n");
     assert!(notes.contains("Correctness"), "{notes}");
     assert!(notes.contains("style"), "{notes}");
@@ -409,7 +409,7 @@ fn ignored_and_missing_scores_leave_notes() {
 
     // A layer that yields nothing still reports what it ignored.
     let got =
-        parse_judge_output("{\"scores\": {\"correctness\": 85}}\nOverall: 8", &rubric).unwrap();
+        parse_rubric_reply("{\"scores\": {\"correctness\": 85}}\nOverall: 8", &rubric).unwrap();
     assert_eq!(got.layer, ScoreLayer::OverallLine);
     assert!(
         got.notes.iter().any(|n| n.contains("85")),
@@ -423,8 +423,8 @@ fn no_prefix_of_the_corpus_panics() {
     let rubric = rubric();
     for (_, text, _) in corpus().into_iter().filter(|(_, t, _)| t.len() < 4096) {
         for (cut, _) in text.char_indices() {
-            let _ = parse_judge_output(&text[..cut], &rubric);
-            let _ = parse_judge_output(&text[cut..], &rubric);
+            let _ = parse_rubric_reply(&text[..cut], &rubric);
+            let _ = parse_rubric_reply(&text[cut..], &rubric);
         }
     }
     // Odd rubrics must not panic either.
@@ -433,7 +433,7 @@ fn no_prefix_of_the_corpus_panics() {
         threshold: f64::NAN,
     };
     for text in ["x: 5\ny: 7", "{\"x\": 5}", "Overall: 3", "nothing"] {
-        if let Ok(score) = parse_judge_output(text, &odd) {
+        if let Ok(score) = parse_rubric_reply(text, &odd) {
             assert!(score.weighted_average.is_finite());
             assert!(!rubric_outcome(&score, &odd).is_pass());
         }
@@ -584,7 +584,7 @@ fn rubric_and_score_serde() {
         serde_json::to_value(ScoreLayer::DimensionLines).unwrap(),
         "dimension_lines"
     );
-    let score = parse_judge_output("Overall: 9\nFINISH", &rubric).unwrap();
+    let score = parse_rubric_reply("Overall: 9\nFINISH", &rubric).unwrap();
     let back: RubricScore = serde_json::from_str(&serde_json::to_string(&score).unwrap()).unwrap();
     assert_eq!(back, score);
 }

@@ -1,29 +1,22 @@
-//! Pure rules of an audit: report identity, evidence records, backcheck lines, what an
-//! untrustworthy candidate yields, how scope and the judge's backcheck tighten verdicts.
+//! The pure records of an audit: the report's message id, a check run's evidence, the
+//! backcheck lines, what an untrustworthy candidate yields, and which store errors mean the
+//! snapshot cannot be trusted.
 
+use loopgate_checks::{CheckRun, EXCERPT_CHARS};
+use loopgate_common::output_cap::output_excerpt;
 use loopgate_protocol::contract::Contract;
 use loopgate_protocol::dispatch_id::StepKey;
-use loopgate_protocol::snapshot::{path_in_scope, PathChange};
 use loopgate_protocol::verdict::{
     AuditStatus, CheckVerdict, ContractVerdict, Evidence, Integrity, Verdicts,
 };
 use loopgate_protocol::wire::AuditReport;
 use loopgate_snapshot::SnapshotError;
-use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::judge::prompt::verdict_word;
-use loopgate_checks::{CheckRun, EXCERPT_CHARS};
-use loopgate_common::output_cap::output_excerpt;
-pub(crate) fn unix_millis() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
+use crate::prompt_text::verdict_word;
 
 /// Does this store error mean the snapshot itself cannot be trusted (as opposed to the store
 /// being unreachable)?
-pub(crate) fn is_untrustworthy(err: &SnapshotError) -> bool {
+pub(super) fn is_untrustworthy(err: &SnapshotError) -> bool {
     matches!(
         err,
         SnapshotError::Integrity { .. }
@@ -48,7 +41,7 @@ pub(crate) fn report_msg_id(report: &AuditReport) -> String {
 
 /// Evidence for one check run, bound to the candidate snapshot; `isolated`: whether it ran
 /// under the sandbox (see `Evidence::isolated`).
-pub(crate) fn evidence_from_run(
+pub(super) fn evidence_from_run(
     check_id: &str,
     run: &CheckRun,
     candidate: &str,
@@ -71,7 +64,7 @@ pub(crate) fn evidence_from_run(
 }
 
 /// One line per criterion: `<id>: pass|fail|inconclusive|not checked`.
-pub(crate) fn backcheck_lines(contract: &Contract, evidence: &[Evidence]) -> Vec<String> {
+pub(super) fn backcheck_lines(contract: &Contract, evidence: &[Evidence]) -> Vec<String> {
     contract
         .criteria
         .iter()
@@ -87,7 +80,7 @@ pub(crate) fn backcheck_lines(contract: &Contract, evidence: &[Evidence]) -> Vec
 }
 
 /// The candidate failed verification: nothing was run, nothing is accepted.
-pub(crate) fn integrity_failure(
+pub(super) fn integrity_failure(
     contract: &Contract,
     candidate: &str,
     reason: &str,
@@ -121,126 +114,15 @@ pub(crate) fn integrity_failure(
     )
 }
 
-/// A gap line describing how the judge tightened the mechanical verdicts, if it did.
-pub(crate) fn tightening_gap(mechanical: Verdicts, merged: Verdicts) -> Option<String> {
-    (mechanical != merged).then(|| {
-        format!(
-            "auditor model tightened the verdicts to status={}, integrity={}, contract={}",
-            wire_word(&merged.status),
-            wire_word(&merged.integrity),
-            wire_word(&merged.contract)
-        )
-    })
-}
-
-/// The snake_case wire name of a verdict enum value.
-fn wire_word<T: serde::Serialize>(value: &T) -> String {
-    match serde_json::to_value(value) {
-        Ok(serde_json::Value::String(word)) => word,
-        _ => "?".to_string(),
-    }
-}
-
-/// In strict mode any change outside a non-empty write scope is a violation.
-pub(crate) fn strict_scope_violation(
-    strict: bool,
-    changes: &[PathChange],
-    write_scope: &[String],
-) -> Option<String> {
-    if !strict || write_scope.is_empty() {
-        return None;
-    }
-    let outside: Vec<&str> = changes
-        .iter()
-        .map(PathChange::path)
-        .filter(|path| !path_in_scope(path, write_scope))
-        .collect();
-    (!outside.is_empty()).then(|| {
-        format!(
-            "strict write scope: {} change(s) outside the increment's write_scope ({})",
-            outside.len(),
-            outside.join(", ")
-        )
-    })
-}
-
-/// The judge's own acceptance-constraint backcheck can tighten its verdicts: a `complete` that
-/// lists a blocking criterion as unmet becomes incomplete/unknown (the judge contradicting
-/// itself is not a pass). Returns the verdicts to merge and a gap line when it applied.
-pub(crate) fn apply_backcheck(
-    contract: &Contract,
-    opinion: Verdicts,
-    backcheck: &[String],
-) -> (Verdicts, Option<String>) {
-    if opinion.status != AuditStatus::Complete {
-        return (opinion, None);
-    }
-    let unmet: Vec<&str> = contract
-        .blocking()
-        .map(|c| c.id.as_str())
-        .filter(|id| {
-            backcheck.iter().any(|line| {
-                let line = line.trim().trim_start_matches(['-', '*', ' ']);
-                line.strip_prefix(id)
-                    .and_then(|rest| rest.trim_start().strip_prefix(':'))
-                    .and_then(|rest| rest.split_whitespace().next())
-                    .is_some_and(|word| {
-                        word.trim_matches(|c: char| !c.is_ascii_alphanumeric())
-                            .eq_ignore_ascii_case("unmet")
-                    })
-            })
-        })
-        .collect();
-    if unmet.is_empty() {
-        return (opinion, None);
-    }
-    let tightened = Verdicts {
-        status: AuditStatus::Incomplete,
-        contract: ContractVerdict::Unknown,
-        ..opinion
-    };
-    let gap = format!(
-        "auditor model said complete but its backcheck lists blocking criteria as unmet: {}",
-        unmet.join(", ")
-    );
-    (tightened, Some(gap))
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::audit::verdict_rules::merge_opinion;
+    use crate::audit::test_contracts::checked_contract;
     use loopgate_checks::CheckEnd;
-    use loopgate_protocol::contract::Criterion;
     use loopgate_protocol::usage::Usage;
     use loopgate_protocol::wire::AuditPurpose;
     use std::time::Duration;
-
-    fn contract() -> Contract {
-        let criterion = |id: &str, check: Option<&str>| Criterion {
-            id: id.into(),
-            description: String::new(),
-            check: check.map(str::to_string),
-            blocking: true,
-            timeout_secs: 5,
-            source: Default::default(),
-            clause: None,
-        };
-        let mut c = Contract {
-            goal: "g".into(),
-            criteria: vec![
-                criterion("a", Some("true")),
-                criterion("b", Some("false")),
-                criterion("c", None),
-            ],
-            protected_paths: vec![],
-            rubric: None,
-            spec_hash: String::new(),
-        };
-        c.spec_hash = c.compute_hash();
-        c
-    }
 
     #[test]
     fn msg_id_names_run_round_purpose_and_attempt() {
@@ -304,7 +186,7 @@ mod tests {
         assert_eq!(evidence[1].verdict, CheckVerdict::Inconclusive);
         assert_eq!(evidence[1].exit_code, None);
         assert_eq!(
-            backcheck_lines(&contract(), &evidence),
+            backcheck_lines(&checked_contract(), &evidence),
             vec!["a: pass", "b: inconclusive", "c: not checked"]
         );
     }
@@ -312,7 +194,7 @@ mod tests {
     #[test]
     fn integrity_failure_marks_everything_inconclusive() {
         let (verdicts, evidence, gaps) =
-            integrity_failure(&contract(), "snap", "at 'hello.py': bad", 9);
+            integrity_failure(&checked_contract(), "snap", "at 'hello.py': bad", 9);
         assert_eq!(verdicts.integrity, Integrity::Violation);
         assert_eq!(verdicts.status, AuditStatus::Incomplete);
         assert_eq!(verdicts.contract, ContractVerdict::Unknown);
@@ -353,79 +235,5 @@ mod tests {
         for (err, want) in cases {
             assert_eq!(is_untrustworthy(&err), want, "{err:?}");
         }
-    }
-
-    #[test]
-    fn tightening_gap_only_when_changed() {
-        let good = Verdicts {
-            status: AuditStatus::Complete,
-            integrity: Integrity::Clean,
-            contract: ContractVerdict::Aligned,
-        };
-        assert_eq!(tightening_gap(good, good), None);
-        let worse = merge_opinion(
-            good,
-            Verdicts {
-                status: AuditStatus::Incomplete,
-                ..good
-            },
-        );
-        assert!(tightening_gap(good, worse)
-            .unwrap()
-            .contains("status=incomplete"));
-    }
-
-    #[test]
-    fn strict_scope_table() {
-        let changes = vec![
-            PathChange::Modified {
-                path: "src/a.rs".into(),
-            },
-            PathChange::Added {
-                path: "tests/t.rs".into(),
-            },
-        ];
-        let scope = vec!["src/".to_string()];
-        assert_eq!(strict_scope_violation(false, &changes, &scope), None);
-        assert_eq!(strict_scope_violation(true, &changes, &[]), None);
-        assert!(strict_scope_violation(true, &changes, &scope)
-            .unwrap()
-            .contains("tests/t.rs"));
-        assert_eq!(strict_scope_violation(true, &changes[..1], &scope), None);
-    }
-
-    #[test]
-    fn judge_backcheck_table() {
-        let good = Verdicts {
-            status: AuditStatus::Complete,
-            integrity: Integrity::Clean,
-            contract: ContractVerdict::Aligned,
-        };
-        let cases: &[(&[&str], bool)] = &[
-            (&["a: met - ok", "b: met"], false),
-            (&["a: unmet - prints the wrong thing"], true),
-            (&["- **a**: unmet"], false), // decorated id: not ours to guess
-            (&["* a: UNMET."], true),
-            (&["c: unmet - a blocking criterion without a check"], true),
-            (&["ab: unmet"], false),
-        ];
-        for (lines, tightened) in cases {
-            let lines: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
-            let (verdicts, gap) = apply_backcheck(&contract(), good, &lines);
-            assert_eq!(
-                verdicts.status == AuditStatus::Incomplete,
-                *tightened,
-                "{lines:?}"
-            );
-            assert_eq!(gap.is_some(), *tightened, "{lines:?}");
-        }
-        let incomplete = Verdicts {
-            status: AuditStatus::Incomplete,
-            ..good
-        };
-        assert_eq!(
-            apply_backcheck(&contract(), incomplete, &["a: unmet".to_string()]).0,
-            incomplete
-        );
     }
 }
