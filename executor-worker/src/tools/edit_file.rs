@@ -11,7 +11,7 @@ use crate::tools::mended_python::{mend_python, mended_note};
 use crate::tools::tool_def::{
     object_schema, parse_args, path_param, string_param, ToolDef, ToolEffect,
 };
-use crate::tools::workspace::{io_err, non_empty, ToolError, Workspace};
+use crate::tools::workspace::{io_err, TextFile, ToolError, Workspace};
 
 pub(crate) const DEF: ToolDef = ToolDef {
     name: "edit_file",
@@ -68,14 +68,8 @@ impl Workspace {
         if old.is_empty() {
             return Err(ToolError::EmptyOld);
         }
-        let (rel, _) = self.without_root_prefix(rel)?;
+        let TextFile { rel, path, text } = self.read_text(rel)?;
         let rel = rel.as_str();
-        let path = self.resolve(non_empty(rel)?)?;
-        if path.is_dir() {
-            return Err(ToolError::IsDirectory(rel.to_string()));
-        }
-        let bytes = fs::read(&path).map_err(|err| self.read_error(rel, err))?;
-        let text = String::from_utf8(bytes).map_err(|_| ToolError::NotText(rel.to_string()))?;
         let (edited, kind) =
             replace_once(&text, old, new).map_err(|NoUniqueMatch(count)| match count {
                 0 => ToolError::OldNotFound {

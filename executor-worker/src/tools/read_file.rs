@@ -1,14 +1,12 @@
 //! `read_file`: a text file's whole content, capped.
 
-use std::fs;
-
 use loopgate_common::output_cap::cap_text;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::tools::context::ToolContext;
 use crate::tools::tool_def::{object_schema, parse_args, path_param, ToolDef, ToolEffect};
-use crate::tools::workspace::{non_empty, ToolError, Workspace};
+use crate::tools::workspace::{ToolError, Workspace};
 
 pub(crate) const DEF: ToolDef = ToolDef {
     name: "read_file",
@@ -37,14 +35,7 @@ pub(crate) async fn run(ctx: &ToolContext, arguments: &Value) -> Result<String, 
 impl Workspace {
     /// Whole file as text, capped at `cap` bytes (head + tail).
     pub fn read_file(&self, rel: &str, cap: usize) -> Result<String, ToolError> {
-        let (rel, _) = self.without_root_prefix(rel)?;
-        let rel = rel.as_str();
-        let path = self.resolve(non_empty(rel)?)?;
-        if path.is_dir() {
-            return Err(ToolError::IsDirectory(rel.to_string()));
-        }
-        let bytes = fs::read(&path).map_err(|err| self.read_error(rel, err))?;
-        let text = String::from_utf8(bytes).map_err(|_| ToolError::NotText(rel.to_string()))?;
-        Ok(cap_text(&text, cap))
+        let file = self.read_text(rel)?;
+        Ok(cap_text(&file.text, cap))
     }
 }

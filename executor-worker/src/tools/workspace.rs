@@ -78,6 +78,15 @@ pub(crate) fn io_err<'a>(
     }
 }
 
+/// A text file a tool read.
+#[derive(Debug)]
+pub(crate) struct TextFile {
+    /// Its path as the tools name it (relative to the root).
+    pub(crate) rel: String,
+    pub(crate) path: PathBuf,
+    pub(crate) text: String,
+}
+
 /// A workspace directory; all tool paths resolve under its canonical root.
 #[derive(Debug, Clone)]
 pub struct Workspace {
@@ -156,6 +165,21 @@ impl Workspace {
             .display()
             .to_string()
     }
+    /// The text file at `rel` (a leading `workspace/` dropped; see
+    /// [`Workspace::without_root_prefix`]), for a tool that reads it.
+    pub(crate) fn read_text(&self, rel: &str) -> Result<TextFile, ToolError> {
+        let (rel, _) = self.without_root_prefix(rel)?;
+        let path = self.resolve(non_empty(&rel)?)?;
+        if path.is_dir() {
+            return Err(ToolError::IsDirectory(rel));
+        }
+        let bytes = fs::read(&path).map_err(|err| self.read_error(&rel, err))?;
+        match String::from_utf8(bytes) {
+            Ok(text) => Ok(TextFile { rel, path, text }),
+            Err(_) => Err(ToolError::NotText(rel)),
+        }
+    }
+
     /// A failed read of `rel`: when it does not exist but a file of its name does elsewhere
     /// in the workspace, the error names that file.
     pub(crate) fn read_error(&self, rel: &str, err: std::io::Error) -> ToolError {
