@@ -1,8 +1,10 @@
 //! The one list of tools: [`Tool`] has an arm per tool, each defined in a file of its own (its
 //! name, spec, lenient arguments and execution); the tool names, the specs offered to the
 //! model, what each tool does to the workspace and the dispatch of a call all come from here.
-//! Adding a tool: a file and an arm here (a browser tool: an arm of
-//! [`BrowserTool`](crate::tools::browser::browser_tool::BrowserTool)).
+//! Adding a tool: its file (a `DEF: ToolDef` and a `run`), and here a variant, its place in
+//! [`Tool::TEXT`] and its arm in `def` and `run` (the compiler asks for the arms). A browser
+//! tool goes under `browser/` and into
+//! [`BrowserTool`](crate::tools::browser::browser_tool::BrowserTool) the same way.
 
 use loopgate_models::{ImagePart, ToolSpec};
 use serde_json::Value;

@@ -1,5 +1,7 @@
 //! The browser tools: one arm per tool, each defined in a file of its own; their names, specs
-//! and dispatch come from here. Adding a browser tool: a file and an arm here.
+//! and dispatch come from here. Adding a browser tool: its file (a `DEF: ToolDef` and a
+//! `run`), and here a variant, its place in [`BrowserTool::ALL`] and its arm in `def` and
+//! `run`.
 
 use loopgate_browser::Session;
 use serde_json::Value;
