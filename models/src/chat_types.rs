@@ -196,17 +196,22 @@ impl ChatResponse {
     /// calls were recovered from the content, they are removed from the content so the history
     /// carries each call once, in the structured form.
     pub fn to_assistant_message(&self) -> ChatMessage {
-        let content = if self.tool_calls_from_content {
+        ChatMessage::Assistant {
+            content: self.assistant_content(),
+            tool_calls: self.tool_calls.clone(),
+        }
+    }
+
+    /// The content of [`ChatResponse::to_assistant_message`]: without the calls written into
+    /// it when they were recovered from it.
+    pub(crate) fn assistant_content(&self) -> Option<String> {
+        if self.tool_calls_from_content {
             self.content
                 .as_deref()
                 .map(strip_tool_calls)
                 .filter(|text| !text.trim().is_empty())
         } else {
             self.content.clone()
-        };
-        ChatMessage::Assistant {
-            content,
-            tool_calls: self.tool_calls.clone(),
         }
     }
 }

@@ -8,8 +8,8 @@ use serde_json::Value;
 use crate::chat_types::{ChatMessage, ChatRequest, ChatResponse, ToolCall, ToolSpec};
 use crate::model_error::ModelError;
 use crate::profile_config::{ModelProfile, StructuredOutput};
-pub use crate::response_draft::FALLBACK_CALL_ID_PREFIX;
 use crate::response_draft::{DraftCall, ResponseDraft};
+pub use crate::tool_call_recovery::FALLBACK_CALL_ID_PREFIX;
 
 #[derive(Debug, Serialize)]
 pub(crate) struct WireRequest<'a> {

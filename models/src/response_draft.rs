@@ -2,14 +2,11 @@
 //! [`ChatResponse`]: tool-call ids and arguments normalized, calls written into the content
 //! recovered (OpenAI-compatible servers only), usage estimated when the server reports none.
 
-use crate::tool_call_recovery::{parse_json_lenient, tool_calls_from_content};
+use crate::tool_call_recovery::{calls_from_content, parse_json_lenient};
 use loopgate_protocol::usage::Usage;
 use serde_json::{Map, Value};
 
 use crate::chat_types::{ChatResponse, ToolCall};
-
-/// Prefix of the ids given to tool calls recovered from content.
-pub const FALLBACK_CALL_ID_PREFIX: &str = "call_fallback_";
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct DraftCall {
@@ -52,19 +49,11 @@ impl ResponseDraft {
                 arguments: decode_arguments(call.arguments),
             })
             .collect();
-        let mut calls_from_content = false;
+        let mut recovered = false;
         if tool_calls.is_empty() && recover_calls {
             if let Some(text) = &content {
-                tool_calls = tool_calls_from_content(text)
-                    .into_iter()
-                    .enumerate()
-                    .map(|(index, parsed)| ToolCall {
-                        id: format!("{FALLBACK_CALL_ID_PREFIX}{index}"),
-                        name: parsed.name,
-                        arguments: parsed.arguments,
-                    })
-                    .collect();
-                calls_from_content = !tool_calls.is_empty();
+                tool_calls = calls_from_content(text);
+                recovered = !tool_calls.is_empty();
             }
         }
         let usage = self
@@ -73,7 +62,7 @@ impl ResponseDraft {
         ChatResponse {
             content,
             tool_calls,
-            tool_calls_from_content: calls_from_content,
+            tool_calls_from_content: recovered,
             finish_reason: self.finish_reason,
             usage,
             model: self

@@ -1,19 +1,16 @@
 //! Per-agent command lines and the prompt a CLI agent gets. Pure.
 
-use crate::prompt as executor;
 use loopgate_protocol::wire::ExecRequest;
 
 use crate::agents::config::{AgentKind, AgentProfile};
+use crate::prompt::task::task_prompt;
+use crate::prompt::template::text;
 
 /// The increment as a prompt for an agent with its own tools and loop.
 pub(crate) fn agent_prompt(req: &ExecRequest, files: &[String]) -> String {
-    let mut prompt = String::from(
-        "You are a coding agent working in the current directory, which holds the workspace. \
-         Do exactly the step below with your own tools, then end with a one-line summary of \
-         what you did. Do not edit acceptance tests and do not hard-code expected output.\n\n",
-    );
+    let mut prompt = format!("{}\n\n", text(include_str!("agent_prompt.md")));
     // An agent with its own tools reads the files it needs.
-    prompt.push_str(&executor::task_prompt(req, files, &[]));
+    prompt.push_str(&task_prompt(req, files, &[]));
     if !req.increment.write_scope.is_empty() {
         prompt.push_str(&format!(
             "Only change these paths: {}\n",

@@ -3,19 +3,22 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::prompt as executor;
 use loopgate_models::ChatMessage;
+use loopgate_protocol::snapshot::Manifest;
 use loopgate_protocol::wire::{ExecOutcome, ExecRequest};
 
 use crate::episode::env::{EpisodeEnd, EpisodeEnv};
 use crate::episode::workspace_dir::{
     episode_dir, freeze_dir, materialize_base, remove_episode_dir,
 };
+use crate::prompt::previews::{preview_paths, FilePreview, PREVIEW_FILE_BYTES};
+use crate::prompt::system::system_prompt;
+use crate::prompt::task::task_prompt;
 use crate::self_check::runner::SelfCheck;
 use crate::tool_loop::context_health::HealthPolicy;
 use crate::tool_loop::context_reset::HANDOFF_FILE;
 use crate::tool_loop::{run_tool_loop, ChatModel, LoopEnd, LoopLimits, LoopReport};
-use crate::tools::browser::{GuiTools, GUI_NOTE};
+use crate::tools::browser::gui_tools::GuiTools;
 use crate::tools::dispatch::EpisodeTools;
 use crate::tools::workspace::Workspace;
 
@@ -45,41 +48,10 @@ async fn episode_in_dir<M: ChatModel>(
         Ok(manifest) => manifest,
         Err(end) => return end,
     };
-    let workspace = match Workspace::new(dir) {
-        Ok(ws) => ws,
-        Err(err) => {
-            return EpisodeEnd::Retry {
-                reason: err.to_string(),
-            }
-        }
+    let (tools, prompt) = match episode_tools_and_prompt(req, env, dir, &base).await {
+        Ok(prepared) => prepared,
+        Err(end) => return end,
     };
-    let files: Vec<String> = base.entries.iter().map(|e| e.path.clone()).collect();
-    let sizes: Vec<(String, u64)> = base
-        .entries
-        .iter()
-        .map(|e| (e.path.clone(), e.size))
-        .collect();
-    let previews = read_previews(dir, &executor::preview_paths(req, &sizes)).await;
-    let gui = req.capability == loopgate_protocol::subjects::Capability::Gui;
-    let gui_tools = if gui {
-        match GuiTools::start(dir, req.gui.as_ref(), &env.agent, &env.tools.shell_env) {
-            Ok(tools) => Some(tools),
-            Err(err) => {
-                return EpisodeEnd::failed(format!("gui episode: {err}"), Default::default())
-            }
-        }
-    } else {
-        None
-    };
-    let system = if gui {
-        format!("{}{GUI_NOTE}", executor::SYSTEM)
-    } else {
-        executor::SYSTEM.to_string()
-    };
-    let prompt = vec![
-        ChatMessage::system(system),
-        ChatMessage::user(executor::task_prompt(req, &files, &previews)),
-    ];
     let limits = LoopLimits {
         max_steps: req.max_steps,
         episode: Duration::from_secs(req.episode_secs.max(1)),
@@ -88,11 +60,6 @@ async fn episode_in_dir<M: ChatModel>(
             .feedback
             .retries_failure(&req.increment.acceptance_checks),
     };
-    let tools = EpisodeTools::new(workspace, env.tools.clone())
-        .with_isolation(env.agent.clone())
-        .with_write_scope(req.increment.write_scope.clone())
-        .with_self_check(SelfCheck::for_request(req, &env.self_check, &env.work_dir))
-        .with_gui(gui_tools);
     let handoff = HandoffFile::capture(dir);
     let report = run_tool_loop(model, &tools, prompt, limits).await;
     if let Err(err) = handoff.restore() {
@@ -100,6 +67,75 @@ async fn episode_in_dir<M: ChatModel>(
             reason: format!("restoring {HANDOFF_FILE} before freezing: {err}"),
         };
     }
+    record_report(&report);
+    let usage = report.usage;
+    let (summary, claimed_done) = match frozen_summary(&report) {
+        Ok(summary) => summary,
+        Err(error) => return EpisodeEnd::failed(error, usage),
+    };
+    match freeze_dir(env, dir, &base, usage, &req.ignore).await {
+        Ok((candidate, files_changed)) => EpisodeEnd::Outcome {
+            outcome: ExecOutcome::Frozen {
+                candidate,
+                summary,
+                claimed_done,
+                steps: report.steps,
+                tool_calls: report.tool_calls,
+                files_changed,
+                self_check_refusals: report.self_check_refusals,
+            },
+            usage,
+        },
+        Err(end) => end,
+    }
+}
+
+/// The episode's tools on the materialized workspace in `dir` (the browser's too in a gui
+/// episode) and its prompt: the system prompt and the task with the workspace's files.
+async fn episode_tools_and_prompt(
+    req: &ExecRequest,
+    env: &EpisodeEnv,
+    dir: &Path,
+    base: &Manifest,
+) -> Result<(EpisodeTools, Vec<ChatMessage>), EpisodeEnd> {
+    let workspace = Workspace::new(dir).map_err(|err| EpisodeEnd::Retry {
+        reason: err.to_string(),
+    })?;
+    let files: Vec<String> = base.entries.iter().map(|e| e.path.clone()).collect();
+    let sizes: Vec<(String, u64)> = base
+        .entries
+        .iter()
+        .map(|e| (e.path.clone(), e.size))
+        .collect();
+    let previews = read_previews(dir, &preview_paths(req, &sizes)).await;
+    let gui = req.capability == loopgate_protocol::subjects::Capability::Gui;
+    let gui_tools = if gui {
+        match GuiTools::start(dir, req.gui.as_ref(), &env.agent, &env.tools.shell_env) {
+            Ok(tools) => Some(tools),
+            Err(err) => {
+                return Err(EpisodeEnd::failed(
+                    format!("gui episode: {err}"),
+                    Default::default(),
+                ))
+            }
+        }
+    } else {
+        None
+    };
+    let prompt = vec![
+        ChatMessage::system(system_prompt(gui)),
+        ChatMessage::user(task_prompt(req, &files, &previews)),
+    ];
+    let tools = EpisodeTools::new(workspace, env.tools.clone())
+        .with_isolation(env.agent.clone())
+        .with_write_scope(req.increment.write_scope.clone())
+        .with_self_check(SelfCheck::for_request(req, &env.self_check, &env.work_dir))
+        .with_gui(gui_tools);
+    Ok((tools, prompt))
+}
+
+/// The loop's report in the log, and its self-check refusals in the metrics.
+fn record_report(report: &LoopReport) {
     tracing::info!(
         steps = report.steps,
         tool_calls = report.tool_calls,
@@ -118,17 +154,20 @@ async fn episode_in_dir<M: ChatModel>(
             .self_check_refusals
             .add(u64::from(report.self_check_refusals), &[]);
     }
-    let usage = report.usage;
-    let Some((mut summary, claimed_done)) = summarize(&report) else {
-        let error = match report.end {
+}
+
+/// The summary and `claimed_done` to freeze with (see [`summarize`]), with the refusals and
+/// resets noted; `Err` with the round's error when it fails instead.
+fn frozen_summary(report: &LoopReport) -> Result<(String, bool), String> {
+    let Some((mut summary, claimed_done)) = summarize(report) else {
+        return Err(match &report.end {
             LoopEnd::ModelFailed(err) => format!(
                 "model call failed after {} tool calls: {}: {err}",
                 report.tool_calls,
                 err.kind().describe()
             ),
             _ => "episode produced nothing".to_string(),
-        };
-        return EpisodeEnd::failed(error, usage);
+        });
     };
     if report.self_check_refusals > 0 {
         summary.push_str(&format!(
@@ -142,21 +181,7 @@ async fn episode_in_dir<M: ChatModel>(
             report.resets
         ));
     }
-    match freeze_dir(env, dir, &base, usage, &req.ignore).await {
-        Ok((candidate, files_changed)) => EpisodeEnd::Outcome {
-            outcome: ExecOutcome::Frozen {
-                candidate,
-                summary,
-                claimed_done,
-                steps: report.steps,
-                tool_calls: report.tool_calls,
-                files_changed,
-                self_check_refusals: report.self_check_refusals,
-            },
-            usage,
-        },
-        Err(end) => end,
-    }
+    Ok((summary, claimed_done))
 }
 
 /// Keeps the handoff file out of the frozen snapshot: removed when the base had none, put
@@ -240,17 +265,17 @@ fn end_label(end: &LoopEnd) -> &'static str {
 
 /// The current text of each of `paths` in the freshly materialized `dir`; a file that is not
 /// UTF-8 text (or holds a NUL), grew past the preview cap or cannot be read is left out.
-async fn read_previews(dir: &Path, paths: &[String]) -> Vec<executor::FilePreview> {
+async fn read_previews(dir: &Path, paths: &[String]) -> Vec<FilePreview> {
     let mut previews = Vec::new();
     for path in paths {
         let Ok(bytes) = tokio::fs::read(dir.join(path)).await else {
             continue;
         };
-        if bytes.len() as u64 > executor::PREVIEW_FILE_BYTES || bytes.contains(&0) {
+        if bytes.len() as u64 > PREVIEW_FILE_BYTES || bytes.contains(&0) {
             continue;
         }
         if let Ok(text) = String::from_utf8(bytes) {
-            previews.push(executor::FilePreview {
+            previews.push(FilePreview {
                 path: path.clone(),
                 text,
             });

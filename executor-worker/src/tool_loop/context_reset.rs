@@ -4,6 +4,7 @@
 
 use loopgate_models::ChatMessage;
 
+use crate::prompt::template::{fill, text};
 use crate::tool_loop::turn_messages::append_to_last_user;
 
 /// The handoff file, in the workspace root. Removed again before the workspace is frozen
@@ -17,13 +18,13 @@ pub(crate) const KEEP_RECENT_TOOL_RESULTS: usize = 2;
 const ELIDED_PREFIX_CHARS: usize = 200;
 const ELIDED_MARKER: &str = "[older output elided to save context";
 
-pub(crate) const HANDOFF_REQUEST: &str =
-    "Your context window is nearly full, so a fresh agent will take \
-over this step from you. Before that, write the file progress.md in the workspace root with \
-write_file, with these sections:\n\
-## Done\n## In progress\n## Not done\n## Known problems\n## Next steps\n\
-Be specific: file names, commands that passed or failed, what to do next. Write only \
-progress.md now; do not call finish unless the whole step is already done.";
+/// What the agent is asked when its context is nearly full: its handoff in [`HANDOFF_FILE`].
+pub(crate) fn handoff_request() -> String {
+    fill(
+        include_str!("handoff_request.md"),
+        &[("file", HANDOFF_FILE)],
+    )
+}
 
 /// Replaces the content of all but the last `keep` tool results with a short prefix and a
 /// marker. Returns how many were elided now (0: nothing left to compact).
@@ -77,10 +78,7 @@ pub(crate) fn mechanical_handoff(messages: &[ChatMessage]) -> String {
             }
         }
     }
-    let mut text = String::from(
-        "## Done\n(The previous agent ran out of context before writing its own notes; these are \
-         the tool calls it made. Check the workspace to see what they achieved.)\n",
-    );
+    let mut text = format!("{}\n", text(include_str!("mechanical_handoff.md")));
     let shown = actions.len().min(40);
     text.push_str(&actions[actions.len() - shown..].join("\n"));
     if actions.len() > shown {
@@ -104,9 +102,15 @@ pub(crate) fn fresh_prompt(
     let mut messages = task.to_vec();
     let handoff: String = handoff.trim().chars().take(MAX_HANDOFF_CHARS).collect();
     let note = format!(
-        "\n\nContext reset {reset_number}: a previous agent worked on this step and ran out of \
-         context. Its handoff notes ({HANDOFF_FILE}):\n---\n{handoff}\n---\nContinue from \
-         there. Check the workspace yourself before relying on the notes."
+        "\n\n{}",
+        fill(
+            include_str!("context_reset_note.md"),
+            &[
+                ("reset", &reset_number.to_string()),
+                ("file", HANDOFF_FILE),
+                ("handoff", &handoff),
+            ],
+        )
     );
     append_to_last_user(&mut messages, &note);
     messages

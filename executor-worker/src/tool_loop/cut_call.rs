@@ -2,23 +2,18 @@
 //! parse the call the model wrote, so nothing ran and no reply came back. The same request
 //! would sample the same runaway output, so the client does not retry it; the loop tells the
 //! model instead, asks again at a wider temperature (see `LoopState::request`), and ends the
-//! episode only when it happens more than [`MAX_CUT_CALLS`] times.
-//!
-//! Why: in the suite's sitting n the 1.5B repeated one `def main()` until its 2048-token
-//! output limit cut the `write_file` call; llama.cpp's server answered HTTP 500 "Failed to parse
-//! tool call arguments as JSON", the client retried that three times (four runaway
-//! generations, most of the run's 340 s) and then the episode ended. Pure.
+//! episode only when it happens more than [`MAX_CUT_CALLS`] times. Such a reply is most often
+//! a model repeating the same lines until its output limit cuts the call. Pure.
 
 use loopgate_models::ChatMessage;
+
+use crate::prompt::template::text;
 
 /// Cut-off calls an episode answers with [`CUT_CALL_NOTE`]; the next one ends the episode.
 pub(crate) const MAX_CUT_CALLS: u32 = 2;
 
 /// What the model is told after a reply that was cut inside a tool call.
-pub(crate) const CUT_CALL_NOTE: &str = "Your last reply was cut off inside a tool call, so its \
-arguments could not be read and nothing ran (most often the reply repeated the same lines until \
-the output limit). Call the tool again with complete, short arguments: write each file's whole \
-content once, without repeating lines.";
+pub(crate) const CUT_CALL_NOTE: &str = text(include_str!("cut_call_note.md"));
 
 /// Adds [`CUT_CALL_NOTE`] for the next turn: to the last message when it is the user's (no
 /// two user messages in a row), as a user message of its own after a tool result.

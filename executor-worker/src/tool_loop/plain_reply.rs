@@ -11,40 +11,44 @@
 
 use loopgate_models::{ChatMessage, ToolCall};
 
+use crate::prompt::template::fill;
+use crate::tools::tool::Tool;
+use crate::tools::tool_def::ToolEffect;
+
 /// Plain replies before any tool call that get a nudge instead of ending the episode.
 pub(crate) const MAX_NO_TOOL_NUDGES: u32 = 1;
 /// Shortest earlier tool result that counts as echoed (shorter texts can be real content).
 const MIN_ECHO_CHARS: usize = 12;
 
-/// The user message that answers a plain reply made before any tool ran.
-pub(crate) fn no_tool_nudge(reply: &str, tool_names: &[String]) -> String {
-    let names = tool_names.join(", ");
-    let looks_like_call = reply.contains('{')
-        && (reply.contains("\"name\"")
-            || reply.contains("\"arguments\"")
-            || reply.contains("\"parameters\""));
-    let mut text = String::from("Your reply called no tool, so nothing in the workspace changed. ");
-    if looks_like_call {
-        text.push_str(
-            "It looks like a tool call written as plain text: that does not run anything. ",
-        );
-    }
-    text.push_str(&format!(
-        "Do the step by calling tools through the tool-call interface, using exactly these \
-         names: {names}. For example, to create a file call write_file with the file's path \
-         and its full content. Call finish when the step is done."
-    ));
-    text
+/// What the nudge says of a reply that looks like a tool call written as text.
+const WRITTEN_CALL_NOTE: &str =
+    "It looks like a tool call written as plain text: that does not run anything. ";
+
+/// The user message that answers a plain reply made before any tool ran; `looks_like_call`:
+/// the reply looks like a tool call written as text.
+pub(crate) fn no_tool_nudge(looks_like_call: bool, tool_names: &[&str]) -> String {
+    let written_call = if looks_like_call {
+        WRITTEN_CALL_NOTE
+    } else {
+        ""
+    };
+    fill(
+        include_str!("no_tool_nudge.md"),
+        &[
+            ("written_call", written_call),
+            ("tools", &tool_names.join(", ")),
+        ],
+    )
 }
 
-/// When `call` is a `write_file` whose content is the text of an earlier tool result of this
-/// conversation (a small model copying `wrote 26 bytes to hello.py` into the file), the error
-/// the call gets instead of running.
+/// When `call` writes a whole file (`write_file`) with the text of an earlier tool result of
+/// this conversation (a small model copying `wrote 26 bytes to hello.py` into the file), the
+/// error the call gets instead of running.
 pub(crate) fn echoed_tool_result(messages: &[ChatMessage], call: &ToolCall) -> Option<String> {
-    if call.name != "write_file" {
+    let Some(ToolEffect::WritesFile { text }) = Tool::effect_of(&call.name) else {
         return None;
-    }
-    let content = call.arguments.get("content")?.as_str()?.trim();
+    };
+    let content = call.arguments.get(text)?.as_str()?.trim();
     if content.chars().count() < MIN_ECHO_CHARS {
         return None;
     }
@@ -55,10 +59,9 @@ pub(crate) fn echoed_tool_result(messages: &[ChatMessage], call: &ToolCall) -> O
         _ => None,
     })?;
     let shown: String = echoed.trim().chars().take(120).collect();
-    Some(format!(
-        "error: write_file refused: the content you passed is the text of an earlier tool \
-         result (`{shown}`), not what the file should contain. Call write_file again with the \
-         file's real content."
+    Some(fill(
+        include_str!("echoed_result.md"),
+        &[("tool", &call.name), ("shown", &shown)],
     ))
 }
 
@@ -119,7 +122,8 @@ mod tests {
 
     #[test]
     fn nudge_names_the_tools_and_spots_calls_written_as_text() {
-        let names = vec!["write_file".to_string(), "finish".to_string()];
+        use loopgate_models::tool_call_recovery::looks_like_written_call;
+        let names = ["write_file", "finish"];
         let cases = [
             (
                 r#"{"name": "Create hello.py", "arguments": {"path": "."}}"#,
@@ -128,7 +132,7 @@ mod tests {
             ("I will create hello.py now.", false),
         ];
         for (reply, as_text) in cases {
-            let nudge = no_tool_nudge(reply, &names);
+            let nudge = no_tool_nudge(looks_like_written_call(reply), &names);
             assert!(nudge.contains("write_file, finish"), "{nudge}");
             assert_eq!(nudge.contains("written as plain text"), as_text, "{nudge}");
         }

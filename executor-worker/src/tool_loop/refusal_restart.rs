@@ -3,17 +3,15 @@
 //! episode (the workspace keeps them), and the refused turn with its `finish refused:` answer.
 //! Everything between them leaves the conversation: reads, shell runs, earlier writes and
 //! earlier refusals. The refused turn's own small written texts are elided as well (see
-//! `refused_writes`). Pure.
+//! `refused_writes`). The refusal itself stays the answer to the agent's `finish` call. Pure.
 //!
-//! Why: every model call re-sends the whole conversation. In the suite's sitting l (1.5B, 40K
-//! tokens a run), an episode with two refusals cost 13K-17K tokens against 2K-3.5K for a
-//! single-shot episode. So a run had two or three rounds. In the replays, a retry that began
-//! from a fresh prompt passed more often than one that went on after a refusal. Given the
-//! round-2 prompt, `cli-exit-codes` passed 5 of 10 asks. After a refusal inside an episode, it
-//! passed 0 of 10. The refusal itself stays the answer to the agent's `finish` call.
+//! Every model call re-sends the whole conversation, so the turns before a refusal would be
+//! paid for again on every call after it; and a retry that begins from a fresh prompt does
+//! better than one that goes on after its own failed attempt.
 
 use loopgate_models::ChatMessage;
 
+use crate::prompt::template::{fill, text};
 use crate::tool_loop::refused_writes::{elide_refused_writes, written_text_field};
 use crate::tool_loop::turn_messages::append_to_last_user;
 
@@ -67,9 +65,10 @@ pub(crate) fn restart_after_refusal(
 
 fn restart_note(written: &[String]) -> String {
     if written.is_empty() {
-        return "\n\nYou have already tried this step once in this episode, without writing a \
-                file. Your last turn and the self-check's findings follow."
-            .to_string();
+        return format!(
+            "\n\n{}",
+            text(include_str!("restart_note_nothing_written.md"))
+        );
     }
     let mut shown: Vec<String> = written
         .iter()
@@ -80,11 +79,11 @@ fn restart_note(written: &[String]) -> String {
         shown.push(format!("and {} more", written.len() - PATHS_SHOWN));
     }
     format!(
-        "\n\nYou have already tried this step in this episode. The workspace keeps what you \
-         wrote: {}. Your last turn and the self-check's findings on the workspace follow. \
-         Where a check fails with a file you wrote, write that file anew from the goal instead \
-         of repeating it (read_file shows it as it is).",
-        shown.join(", ")
+        "\n\n{}",
+        fill(
+            include_str!("restart_note.md"),
+            &[("paths", &shown.join(", "))]
+        )
     )
 }
 

@@ -4,28 +4,28 @@
 //! at most [`ELIDE_MAX_BYTES`] is replaced by a marker with its size. The file stays in the
 //! workspace, so `read_file` still shows it. Pure.
 //!
-//! Why: shown its own refused write, the 1.5B model wrote it again. In the suite's sittings,
-//! the episodes after a refusal mostly re-sent the very content that had just failed, at
-//! temperatures from 0.5 to 1.0, and the repeat guard then ended them as stuck. A model that
-//! cannot copy the failed text writes a different one (the same effect as a retry's prompt not
-//! previewing the file its failed round added; see `prompts::executor::withheld_previews`).
-//! A bigger write keeps its text, because rewriting a big file whole would cost more than an
-//! edit of it. A write whose content is the marker is refused ([`marker_write`]).
+//! A small model shown its own refused write tends to send it again; one that cannot copy the
+//! failed text writes a different one (as a retry's prompt withholds the file its failed round
+//! added; see `prompt::previews::withheld_previews`). A bigger write keeps its text, because
+//! rewriting a big file whole would cost more than an edit of it. A write whose content is the
+//! marker is refused ([`marker_write`]). Which tools write text, and in which argument, comes
+//! from the tools' definitions (`ToolEffect::written_text`).
 
 use loopgate_models::{ChatMessage, ToolCall};
 use serde_json::Value;
+
+use crate::prompt::template::fill;
+use crate::tools::tool::Tool;
+use crate::tools::tool_def::ToolEffect;
 
 /// Texts of at most this many bytes are elided (the size of a previewed file).
 pub(crate) const ELIDE_MAX_BYTES: usize = 3 * 1024;
 const MARKER: &str = "[loopgate: this text was removed after the self-check refused it";
 
-/// The argument of tool `name` that holds the text it writes.
+/// The argument of tool `name` that holds the text it writes into a file (see
+/// `ToolEffect::written_text`).
 pub(crate) fn written_text_field(name: &str) -> Option<&'static str> {
-    match name {
-        "write_file" => Some("content"),
-        "edit_file" => Some("new"),
-        _ => None,
-    }
+    Tool::effect_of(name).and_then(ToolEffect::written_text)
 }
 
 /// Replaces the refused attempt's small written texts in `messages` with the marker. Returns
@@ -62,10 +62,9 @@ pub(crate) fn marker_write(call: &ToolCall) -> Option<String> {
     let field = written_text_field(&call.name)?;
     let text = call.arguments.get(field)?.as_str()?;
     text.contains(MARKER).then(|| {
-        format!(
-            "error: {} refused: `{field}` is loopgate's note that an earlier text was removed, \
-             not what the file should contain. Call it again with the file's real content.",
-            call.name
+        fill(
+            include_str!("marker_write.md"),
+            &[("tool", &call.name), ("field", field)],
         )
     })
 }

@@ -1,22 +1,16 @@
-//! Turning a repeated write into feedback. Small models that believe they are done repeat
-//! their last `write_file` for every step they have left (the demo's 0.5B wrote
-//! `print 'hello, loopgate'` six times in a row, and saw why it fails only at `finish`). The
-//! second identical write in a row changes nothing, so the loop treats it as the agent's
-//! claim that the step is done: it runs the self-check at once (or, when nothing changed
-//! since the last one, repeats its findings) and answers the write with them. Pure: the loop
-//! runs the checks.
+//! Turning a repeated write into feedback. A model that believes it is done may repeat its
+//! last whole-file write (`write_file`) for every step it has left, and see why it fails only
+//! at `finish`. The second identical write in a row changes nothing, so the loop treats it as
+//! the agent's claim that the step is done: it runs the self-check at once (or, when nothing
+//! changed since the last one, repeats its findings) and answers the write with them. Which
+//! tools write whole files and which only read comes from the tools' definitions
+//! (`ToolEffect`). Pure: the loop runs the checks.
 
 use loopgate_models::ToolCall;
 
-/// Tools whose identical repeat changes nothing (writing the same bytes again).
-const IDEMPOTENT_WRITES: [&str; 1] = ["write_file"];
-/// Tools that only read the workspace.
-const READ_ONLY: [&str; 4] = [
-    "read_file",
-    "list_dir",
-    "browser_snapshot",
-    "browser_wait_for",
-];
+use crate::prompt::template::fill;
+use crate::tools::tool::Tool;
+use crate::tools::tool_def::ToolEffect;
 
 /// What the loop does after a tool call ran.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,10 +29,9 @@ pub(crate) enum AfterCall {
 }
 
 /// Times an episode answers a write that changes nothing with the findings the agent has
-/// already seen for that very workspace; the next such write is `AfterCall::Stuck`. In the
-/// suite runs of 2026-12-02 the 1.5B model, once it repeated a refused write, repeated it to
-/// the step cap (six identical writes in one episode, ~12K tokens of growing context), and its
-/// next episode, from a fresh prompt at a higher temperature, wrote something else.
+/// already seen for that very workspace; the next such write is `AfterCall::Stuck`: a model
+/// that repeats a refused write tends to repeat it to the step cap, and the next episode, from
+/// a fresh prompt at a higher temperature, is more likely to write something else.
 pub(crate) const MAX_REPEATED_FINDINGS: u32 = 1;
 
 /// The episode's memory of its last tool call and its last self-check.
@@ -58,8 +51,10 @@ impl RepeatGuard {
     /// Record one call that ran (`ok`: it did not fail) and say what the loop does next.
     pub(crate) fn after_call(&mut self, call: &ToolCall, ok: bool) -> AfterCall {
         let key = (call.name.clone(), call.arguments.to_string());
+        let effect = Tool::effect_of(&call.name);
+        // Writing the same bytes again changes nothing.
         let repeat = ok
-            && IDEMPOTENT_WRITES.contains(&call.name.as_str())
+            && matches!(effect, Some(ToolEffect::WritesFile { .. }))
             && self.last_call.as_ref() == Some(&key);
         self.last_call = Some(key);
         if repeat {
@@ -74,7 +69,7 @@ impl RepeatGuard {
                 _ => AfterCall::CheckNow,
             };
         }
-        if ok && !READ_ONLY.contains(&call.name.as_str()) {
+        if ok && effect != Some(ToolEffect::ReadOnly) {
             self.changed_since_check = true;
         }
         AfterCall::Nothing
@@ -90,10 +85,9 @@ impl RepeatGuard {
 
 /// The tool result of a repeated write: its own result, then why the loop checked.
 pub(crate) fn repeated_write_text(result: &str, findings: &str) -> String {
-    format!(
-        "{result}\nYou repeated the same write, so the step's checks ran on your workspace now. \
-         Writing the same content again will not change their result; change the content.\n\
-         {findings}"
+    fill(
+        include_str!("repeated_write.md"),
+        &[("result", result), ("findings", findings)],
     )
 }
 

@@ -2,12 +2,10 @@
 //! an episode's first try; each self-check refusal in the episode, and an episode that retries
 //! a step whose last audit failed, raise it by [`RETRY_STEP`], up to [`MAX_RETRY_TEMPERATURE`].
 //!
-//! Why: a low temperature makes a small model's first try its most likely answer (replaying
-//! the demo's executor requests, the 0.5B's first step was right in 17 of 27 at 0.2 and 9 of 27
-//! at 0.8), but when that answer is wrong it reproduces it on every retry: one demo run wrote
-//! the same Python 2 `print 'hello, loopgate'` in five rounds out of five at 0.2, refused with
-//! the `SyntaxError` each time. A profile without `temperature` keeps the server's default on
-//! every turn. Pure.
+//! A low temperature makes a small model's first try its most likely answer, but when that
+//! answer is wrong it reproduces it on every retry; so the first try keeps the profile's
+//! temperature and each retry samples wider. A profile without `temperature` keeps the
+//! server's default on every turn. Pure.
 
 /// Added per refusal or failed audit.
 pub(crate) const RETRY_STEP: f32 = 0.3;

@@ -1,8 +1,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::future::Future;
 use std::sync::Mutex;
+use std::time::Duration;
 
-use loopgate_models::ToolCall;
+use loopgate_models::{ChatRequest, ChatResponse, ToolCall};
+use loopgate_protocol::usage::Usage;
 use serde_json::json;
 
 use super::*;
@@ -193,8 +196,8 @@ async fn loop_endings_table() {
 
 #[tokio::test]
 async fn calls_written_as_a_tool_name_and_its_arguments_run() {
-    // As the 1.5B wrote them in sitting m: the name on its own line above the object, and two
-    // calls run together, each the name and then the object.
+    // As small models write them: the name on its own line above the object, and two calls
+    // run together, each the name and then the object.
     let (dir, tools) = scratch_tools();
     let model = ScriptedModel::new(
         vec![

@@ -1,10 +1,9 @@
 //! Small, pure edits of one turn's messages: call ids for calls that came without one, the
-//! screenshots a vision model keeps, the summary taken from the model's own words, and the
-//! calls a reply wrote as a tool's name and its arguments.
+//! screenshots a vision model keeps, the note a reset or a restart adds to the task, and the
+//! summary taken from the model's own words.
 
-use loopgate_models::tool_call_recovery::calls_after_tool_names;
 use loopgate_models::tool_call_recovery::strip_tool_calls;
-use loopgate_models::{ChatMessage, ChatResponse, ToolCall, ToolSpec};
+use loopgate_models::{ChatMessage, ToolCall};
 
 /// Longest summary kept from the model's own words.
 pub(crate) const MAX_SUMMARY_CHARS: usize = 2000;
@@ -42,49 +41,23 @@ pub(crate) fn append_to_last_user(messages: &mut Vec<ChatMessage>, note: &str) {
     }
 }
 
-/// Tool results must answer a call id; fallback-parsed calls may come without one.
-pub(crate) fn give_call_ids(message: &mut ChatMessage, seen: u32) {
-    if let ChatMessage::Assistant { tool_calls, .. } = message {
-        for (i, call) in tool_calls.iter_mut().enumerate() {
-            if call.id.trim().is_empty() {
-                call.id = format!("call_{}", seen as usize + i + 1);
-            }
+/// Tool results must answer a call id; calls recovered from a reply's text may come without
+/// one. `seen`: the calls of the episode before these.
+pub(crate) fn give_call_ids(calls: &mut [ToolCall], seen: u32) {
+    for (i, call) in calls.iter_mut().enumerate() {
+        if call.id.trim().is_empty() {
+            call.id = format!("call_{}", seen as usize + i + 1);
         }
     }
 }
 
-/// A reply without calls whose text writes calls of the offered tools as a name and a JSON
-/// object of arguments (see `named_tool_calls`): those become its calls, and the text around
-/// them its content. True when there were any.
-pub(crate) fn recover_named_calls(response: &mut ChatResponse, specs: &[ToolSpec]) -> bool {
-    if !response.tool_calls.is_empty() {
-        return false;
-    }
-    let Some(text) = response.content.as_deref() else {
-        return false;
-    };
-    let names: Vec<&str> = specs.iter().map(|spec| spec.name.as_str()).collect();
-    let found = calls_after_tool_names(text, &names);
-    if found.calls.is_empty() {
-        return false;
-    }
-    response.tool_calls = found
-        .calls
-        .into_iter()
-        .map(|call| ToolCall {
-            id: String::new(),
-            name: call.name,
-            arguments: call.arguments,
-        })
-        .collect();
-    response.content = Some(found.rest).filter(|rest| !rest.is_empty());
-    response.tool_calls_from_content = true;
-    true
-}
-
 /// The model's text as a summary: tool-call blocks removed, trimmed, bounded.
 pub(crate) fn summary_from_text(text: &str) -> String {
-    let text = strip_tool_calls(text);
+    bounded_summary(&strip_tool_calls(text))
+}
+
+/// A text without tool calls as a summary: trimmed, bounded.
+pub(crate) fn bounded_summary(text: &str) -> String {
     let text = text.trim();
     if text.is_empty() {
         return String::new();

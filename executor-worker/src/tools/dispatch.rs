@@ -1,196 +1,27 @@
-//! The executor's tool set as offered to the model, and the dispatch of one tool call to the
-//! workspace tools or the shell. Every failure becomes tool-result text for the model.
+//! One episode's tools as offered to the model ([`EpisodeTools`]): the tools of [`Tool`] it
+//! has, bound to its workspace, limits, write scope, sandbox and browser, and the dispatch of
+//! one call to them. Every failure becomes tool-result text for the model.
 
-use loopgate_models::{ImagePart, ToolCall, ToolSpec};
-use loopgate_protocol::snapshot::path_in_scope;
-use serde::de::DeserializeOwned;
-use serde::Deserialize;
-use serde_json::{json, Value};
+use std::sync::Arc;
+
+use loopgate_models::{ToolCall, ToolSpec};
 
 use crate::config::ToolLimits;
 use crate::isolation::AgentIsolationEnv;
 use crate::self_check::finish_rules::{finish_effect, FinishEffect, SelfCheckBudget};
 use crate::self_check::runner::SelfCheck;
-use crate::tools::browser::GuiTools;
-use crate::tools::shell::run_shell;
+use crate::tools::browser::gui_tools::GuiTools;
+use crate::tools::context::ToolContext;
+use crate::tools::tool::{unknown_tool, Tool};
+use crate::tools::tool_def::{arguments_value, ToolAction};
 use crate::tools::workspace::{ToolError, Workspace};
-
-pub(crate) const TOOL_NAMES: [&str; 6] = [
-    "write_file",
-    "read_file",
-    "edit_file",
-    "list_dir",
-    "shell",
-    "finish",
-];
-
-/// What the loop does after a tool call.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ToolAction {
-    /// Give this text back to the model as the tool result and go on; `images` (a
-    /// `browser_screenshot`'s PNG) go with it to vision models.
-    Continue {
-        result: String,
-        ok: bool,
-        images: Vec<ImagePart>,
-    },
-    /// The agent called `finish`.
-    Finish { summary: String },
-}
-
-// Argument structs are lenient on purpose: weak models use other common names for fields.
-#[derive(Deserialize)]
-struct PathArgs {
-    #[serde(alias = "file_path", alias = "filename", alias = "file", alias = "dir")]
-    path: String,
-}
-
-#[derive(Deserialize)]
-struct ListArgs {
-    #[serde(default, alias = "dir", alias = "directory")]
-    path: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct WriteArgs {
-    #[serde(alias = "file_path", alias = "filename", alias = "file")]
-    path: String,
-    #[serde(alias = "contents", alias = "text", alias = "data")]
-    content: String,
-}
-
-#[derive(Deserialize)]
-struct EditArgs {
-    #[serde(alias = "file_path", alias = "filename", alias = "file")]
-    path: String,
-    #[serde(
-        alias = "old_str",
-        alias = "old_string",
-        alias = "old_text",
-        alias = "search"
-    )]
-    old: String,
-    #[serde(
-        alias = "new_str",
-        alias = "new_string",
-        alias = "new_text",
-        alias = "replace"
-    )]
-    new: String,
-}
-
-#[derive(Deserialize)]
-struct ShellArgs {
-    #[serde(alias = "cmd", alias = "script")]
-    command: String,
-}
-
-#[derive(Deserialize)]
-struct FinishArgs {
-    #[serde(default, alias = "message", alias = "result")]
-    summary: Option<String>,
-}
-
-fn parse_args<T: DeserializeOwned>(tool: &str, arguments: &Value) -> Result<T, ToolError> {
-    let bad = |reason: String| ToolError::BadArguments {
-        tool: tool.to_string(),
-        reason,
-    };
-    let value = match arguments {
-        // Arguments the adapter could not decode arrive verbatim; some models double-encode.
-        Value::String(text) => serde_json::from_str::<Value>(text)
-            .map_err(|_| bad(format!("arguments are not a JSON object: {text}")))?,
-        Value::Null => json!({}),
-        other => other.clone(),
-    };
-    serde_json::from_value(value).map_err(|err| bad(err.to_string()))
-}
-
-fn string_param(description: &str) -> Value {
-    json!({"type": "string", "description": description})
-}
-
-fn object_schema(properties: Value, required: &[&str]) -> Value {
-    json!({"type": "object", "properties": properties, "required": required})
-}
-
-/// The tools offered to the model, in a fixed order.
-pub(crate) fn tool_specs() -> Vec<ToolSpec> {
-    let spec = |name: &str, description: &str, parameters: Value| ToolSpec {
-        name: name.to_string(),
-        description: description.to_string(),
-        parameters,
-    };
-    let path = string_param("Path relative to the workspace root");
-    vec![
-        spec(
-            "write_file",
-            "Create or overwrite a file with the complete content. Parent directories are created.",
-            object_schema(
-                json!({"path": path, "content": string_param("The complete file content")}),
-                &["path", "content"],
-            ),
-        ),
-        spec(
-            "read_file",
-            "Read a text file.",
-            object_schema(json!({"path": path}), &["path"]),
-        ),
-        spec(
-            "edit_file",
-            "Replace the single exact occurrence of `old` with `new` in a file. Fails if `old` is \
-             missing or appears more than once.",
-            object_schema(
-                json!({
-                    "path": path,
-                    "old": string_param("Exact text to replace, unique in the file"),
-                    "new": string_param("Replacement text"),
-                }),
-                &["path", "old", "new"],
-            ),
-        ),
-        spec(
-            "list_dir",
-            "List a directory (directories end with /).",
-            object_schema(
-                json!({"path": string_param("Directory relative to the workspace root; default '.'")}),
-                &[],
-            ),
-        ),
-        spec(
-            "shell",
-            "Run a shell command (sh -c) in the workspace root. Returns exit code and output.",
-            object_schema(
-                json!({"command": string_param("The command line")}),
-                &["command"],
-            ),
-        ),
-        spec(
-            "finish",
-            "Call when the step is done, with a one-line summary of what you did.",
-            object_schema(
-                json!({"summary": string_param("One-line summary")}),
-                &["summary"],
-            ),
-        ),
-    ]
-}
 
 /// One episode's tools, bound to its workspace and limits.
 #[derive(Debug, Clone)]
 pub struct EpisodeTools {
-    workspace: Workspace,
-    limits: ToolLimits,
-    /// The step's write scope (`dir/` prefixes or exact files); empty = the whole workspace.
-    /// `write_file` and `edit_file` refuse paths outside it at once, so the model can correct
-    /// itself; the audit still checks every change (the shell can write anywhere).
-    write_scope: Vec<String>,
+    context: ToolContext,
     /// The step's checks, run on a copy of the workspace before `finish` is accepted.
     self_check: Option<SelfCheck>,
-    /// Where `shell` commands run: the worker's agent sandbox.
-    isolation: AgentIsolationEnv,
-    /// The browser tools (gui episodes only).
-    gui: Option<std::sync::Arc<GuiTools>>,
 }
 
 impl EpisodeTools {
@@ -198,40 +29,59 @@ impl EpisodeTools {
     /// gives it the worker's sandbox (episodes always do).
     pub fn new(workspace: Workspace, limits: ToolLimits) -> Self {
         EpisodeTools {
-            workspace,
-            limits,
-            write_scope: Vec::new(),
+            context: ToolContext {
+                workspace,
+                limits,
+                write_scope: Vec::new(),
+                isolation: AgentIsolationEnv::unsandboxed("no sandbox given to these tools"),
+                gui: None,
+            },
             self_check: None,
-            isolation: AgentIsolationEnv::unsandboxed("no sandbox given to these tools"),
-            gui: None,
         }
     }
 
     /// Run `shell` commands as `isolation` says (the sandbox probed at start-up).
     pub fn with_isolation(mut self, isolation: AgentIsolationEnv) -> Self {
-        self.isolation = isolation;
+        self.context.isolation = isolation;
         self
     }
 
     /// Add the browser tools (a gui episode).
     pub(crate) fn with_gui(mut self, gui: Option<GuiTools>) -> Self {
-        self.gui = gui.map(std::sync::Arc::new);
+        self.context.gui = gui.map(Arc::new);
         self
     }
 
-    /// The tools offered to the model: the six text tools, plus the browser tools in gui
-    /// episodes.
-    pub(crate) fn specs(&self) -> Vec<ToolSpec> {
-        let mut specs = tool_specs();
-        if self.gui.is_some() {
-            specs.extend(GuiTools::specs());
-        }
-        specs
+    /// Paths outside `write_scope` (`dir/` prefixes or exact files; empty = the whole
+    /// workspace) are refused by the tools that write files.
+    pub fn with_write_scope(mut self, write_scope: Vec<String>) -> Self {
+        self.context.write_scope = write_scope;
+        self
     }
 
     pub(crate) fn with_self_check(mut self, self_check: Option<SelfCheck>) -> Self {
         self.self_check = self_check;
         self
+    }
+
+    /// The tools offered to the model, in order: the text tools, plus the browser tools in gui
+    /// episodes.
+    pub(crate) fn tools(&self) -> Vec<Tool> {
+        let browser = self.context.gui.is_some().then(Tool::browser);
+        Tool::TEXT
+            .into_iter()
+            .chain(browser.into_iter().flatten())
+            .collect()
+    }
+
+    /// The specs of [`EpisodeTools::tools`].
+    pub(crate) fn specs(&self) -> Vec<ToolSpec> {
+        self.tools().into_iter().map(Tool::spec).collect()
+    }
+
+    /// The names of [`EpisodeTools::tools`].
+    pub(crate) fn tool_names(&self) -> Vec<&'static str> {
+        self.tools().into_iter().map(Tool::name).collect()
     }
 
     /// Self-checks the episode may run (0 without a self-check).
@@ -249,7 +99,7 @@ impl EpisodeTools {
         if !budget.take() {
             return FinishEffect::Accept;
         }
-        match self_check.run(self.workspace.root()).await {
+        match self_check.run(self.context.workspace.root()).await {
             Ok(findings) => finish_effect(&findings),
             Err(err) => {
                 tracing::warn!(error = %err, "self-check could not run; finish accepted");
@@ -263,120 +113,34 @@ impl EpisodeTools {
         self.self_check.is_some() && budget.has_left()
     }
 
-    pub fn with_write_scope(mut self, write_scope: Vec<String>) -> Self {
-        self.write_scope = write_scope;
-        self
-    }
-
-    fn check_scope(&self, path: &str) -> Result<(), ToolError> {
-        let clean = path.trim().trim_start_matches("./");
-        if self.write_scope.is_empty() || path_in_scope(clean, &self.write_scope) {
-            return Ok(());
-        }
-        Err(ToolError::OutsideWriteScope {
-            path: path.to_string(),
-            scope: self.write_scope.join(", "),
-        })
-    }
-
     pub fn workspace(&self) -> &Workspace {
-        &self.workspace
+        &self.context.workspace
     }
 
     /// Carry out one call. Never fails: errors become the tool result text.
     pub async fn call(&self, call: &ToolCall) -> ToolAction {
-        if call.name == "finish" {
-            let summary = parse_args::<FinishArgs>("finish", &call.arguments)
-                .ok()
-                .and_then(|a| a.summary)
-                .unwrap_or_default();
-            return ToolAction::Finish { summary };
-        }
-        if let Some(gui) = self
-            .gui
-            .as_ref()
-            .filter(|_| call.name.starts_with("browser_"))
-        {
-            let scope = |path: &str| self.check_scope(path);
-            let parse = |tool: &str, args: &Value| parse_args::<Value>(tool, args);
-            return match gui.call(call, &self.workspace, scope, parse).await {
-                Ok(output) => ToolAction::Continue {
-                    result: output.text,
-                    ok: true,
-                    images: output.png.iter().map(|png| ImagePart::png(png)).collect(),
-                },
-                Err(err) => ToolAction::Continue {
-                    result: format!("error: {err}"),
-                    ok: false,
-                    images: Vec::new(),
-                },
-            };
-        }
-        match self.run(call).await {
-            Ok(result) => ToolAction::Continue {
-                result,
-                ok: true,
-                images: Vec::new(),
-            },
-            Err(err) => ToolAction::Continue {
-                result: format!("error: {err}"),
-                ok: false,
-                images: Vec::new(),
-            },
+        let offered = Tool::named(&call.name).filter(|tool| self.offers(*tool));
+        match offered {
+            Some(tool) => tool.run(&self.context, &call.arguments).await,
+            None => ToolAction::from_text(Err::<String, _>(self.unknown(call))),
         }
     }
 
-    async fn run(&self, call: &ToolCall) -> Result<String, ToolError> {
-        let cap = self.limits.output_cap_bytes;
-        let name = call.name.as_str();
-        match name {
-            "write_file" => {
-                let args: WriteArgs = parse_args(name, &call.arguments)?;
-                self.check_scope(&args.path)?;
-                self.blocking(move |ws| ws.write_file(&args.path, &args.content))
-                    .await
-            }
-            "read_file" => {
-                let args: PathArgs = parse_args(name, &call.arguments)?;
-                self.blocking(move |ws| ws.read_file(&args.path, cap)).await
-            }
-            "edit_file" => {
-                let args: EditArgs = parse_args(name, &call.arguments)?;
-                self.check_scope(&args.path)?;
-                self.blocking(move |ws| ws.edit_file(&args.path, &args.old, &args.new))
-                    .await
-            }
-            "list_dir" => {
-                let args: ListArgs = parse_args(name, &call.arguments)?;
-                let path = args.path.unwrap_or_default();
-                self.blocking(move |ws| ws.list_dir(&path)).await
-            }
-            "shell" => {
-                let args: ShellArgs = parse_args(name, &call.arguments)?;
-                let outcome = run_shell(
-                    self.workspace.root(),
-                    &args.command,
-                    &self.limits,
-                    &self.isolation,
-                )
-                .await?;
-                Ok(outcome.to_tool_text())
-            }
-            other => Err(ToolError::UnknownTool {
-                name: other.to_string(),
-                available: TOOL_NAMES.join(", "),
-            }),
-        }
+    fn offers(&self, tool: Tool) -> bool {
+        !matches!(tool, Tool::Browser(_)) || self.context.gui.is_some()
     }
 
-    async fn blocking<F>(&self, op: F) -> Result<String, ToolError>
-    where
-        F: FnOnce(&Workspace) -> Result<String, ToolError> + Send + 'static,
-    {
-        let workspace = self.workspace.clone();
-        tokio::task::spawn_blocking(move || op(&workspace))
-            .await
-            .map_err(|err| ToolError::Internal(err.to_string()))?
+    /// The error of a call of a tool the episode does not have: it names the browser tools
+    /// for a `browser_` name in a gui episode (once its arguments read as JSON), else the
+    /// text tools.
+    fn unknown(&self, call: &ToolCall) -> ToolError {
+        if self.context.gui.is_some() && call.name.starts_with("browser_") {
+            if let Err(err) = arguments_value(&call.name, &call.arguments) {
+                return err;
+            }
+            return unknown_tool(&call.name, Tool::browser());
+        }
+        unknown_tool(&call.name, Tool::TEXT)
     }
 }
 
@@ -384,6 +148,17 @@ impl EpisodeTools {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use serde_json::{json, Value};
+
+    /// The text tools, in the order offered.
+    const TOOL_NAMES: [&str; 6] = [
+        "write_file",
+        "read_file",
+        "edit_file",
+        "list_dir",
+        "shell",
+        "finish",
+    ];
 
     fn call(name: &str, arguments: Value) -> ToolCall {
         ToolCall {
@@ -447,7 +222,9 @@ mod tests {
 
     #[test]
     fn specs_cover_every_tool() {
-        let names: Vec<String> = tool_specs().into_iter().map(|s| s.name).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let tools = EpisodeTools::new(Workspace::new(dir.path()).unwrap(), ToolLimits::default());
+        let names: Vec<String> = tools.specs().into_iter().map(|s| s.name).collect();
         assert_eq!(names, TOOL_NAMES);
     }
 

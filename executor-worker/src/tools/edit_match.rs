@@ -2,10 +2,9 @@
 //! there, once more ignoring whitespace (codex's `apply_patch` does the same with trimmed
 //! lines). Small models retype the text they mean to replace and drift in it (a docstring's
 //! closing quotes moved to their own line, a tab for four spaces, a lost trailing newline);
-//! the whitespace part of that drift is what this forgives. In the suite sittings of
-//! 2026-12-02 the 1.5B model's misses mostly differed in more than whitespace (a dropped
-//! docstring line, another quote style), which only the file's text in the error helps with
-//! (`Workspace::edit_file`). The replaced region is whole lines' worth of the original when
+//! the whitespace part of that drift is what this forgives. A miss that differs in more than
+//! whitespace (a dropped docstring line, another quote style) gets the file's text in its
+//! error instead (`Workspace::edit_file`). The replaced region is whole lines' worth of the original when
 //! `old` began or ended with whitespace, so the indentation `new` brings is not doubled. Pure.
 
 /// Files over this many bytes get the exact match only (the lenient scan compares `old` at
@@ -133,7 +132,7 @@ mod tests {
             ("añb", "ñ", "n", Ok(("anb", MatchKind::Exact))),
             ("abc", "", "y", Err(0)),
             ("abc", " \n ", "y", Err(0)),
-            // The 1.5B's miss: the closing quotes on a line of their own.
+            // A retyped docstring with its closing quotes on a line of their own.
             (
                 doc,
                 "def count_words(text):\n    \"\"\"Words.\n    \"\"\"\n    return len(text.split(\" \"))",

@@ -1,11 +1,22 @@
-//! The tools of the built-in tool loop, confined to the episode's workspace: `shell`, the file
-//! tools (`read_file`, `write_file`, `edit_file`, `list_dir`) and `finish`, dispatched by name
-//! (`dispatch`), and in gui episodes the browser tools (`browser`).
+//! The tools of the built-in tool loop, confined to the episode's workspace. One file per tool
+//! (`write_file`, `read_file`, `edit_file`, `list_dir`, `shell`, `finish`, and in gui episodes
+//! the browser tools under `browser/`), all behind one `enum Tool` (`tool`); an episode's tool
+//! set and the dispatch of a call (`dispatch`).
 
+pub(crate) mod agent_env;
 pub(crate) mod browser;
+pub(crate) mod context;
 pub(crate) mod dispatch;
+pub(crate) mod edit_file;
 pub(crate) mod edit_match;
+pub(crate) mod finish;
+pub(crate) mod list_dir;
+pub(crate) mod mended_python;
 pub(crate) mod python_literals;
+pub(crate) mod read_file;
 pub(crate) mod same_name;
 pub(crate) mod shell;
+pub(crate) mod tool;
+pub(crate) mod tool_def;
 pub(crate) mod workspace;
+pub(crate) mod write_file;

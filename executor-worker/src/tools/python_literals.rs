@@ -3,22 +3,19 @@
 //!
 //! - **A line break inside a one-line string literal.** A model that writes `"content":
 //!   "...print(a + '\n')"` means the two characters `\n` in the code, but JSON decodes them to a
-//!   line break (`SyntaxError: unterminated string literal`). In the 2026-12-02 suite sitting the
-//!   1.5B model did this in every `csv-to-json` episode, in both arms, and its fixes re-sent the
+//!   line break (`SyntaxError: unterminated string literal`), and its fixes tend to re-send the
 //!   same JSON. Written as the escape `\n`, when the literal closes on the very next line.
 //! - **The two characters `\n` outside any string literal**, where the model escaped a line
 //!   break twice (`"def main():\\n    if ..."`). Outside a literal Python allows a backslash only
 //!   right before a line break (`SyntaxError: unexpected character after line continuation
-//!   character`). In sitting p the 1.5B wrote `checkage.py`'s whole function on one such line,
-//!   refused with that error in three attempts running. Written as line breaks.
+//!   character`). Written as line breaks.
 //! - **A NUL character inside a string literal** (`"\u0000"` in JSON for the regex
-//!   `[^\0-\x7F]`; `SyntaxError: source code cannot contain null bytes`, sitting p's
-//!   `refactor-extract-module`). Written as the escape `\x00`.
+//!   `[^\0-\x7F]`; `SyntaxError: source code cannot contain null bytes`). Written as the
+//!   escape `\x00`.
 //! - **A compound statement after `;` or after another statement's `:` on one line**
-//!   (`import json; with open(...) as f: for line in f: ...`, `SyntaxError: invalid syntax`): the
-//!   1.5B's `to_json.py` in sittings p and q, the same file in every round. Each such `with`,
-//!   `for`, `if`, `while`, `def`, `class` or `try` goes on a line of its own (one level deeper
-//!   after a `:`), which is what the one-liner means.
+//!   (`import json; with open(...) as f: for line in f: ...`, `SyntaxError: invalid syntax`).
+//!   Each such `with`, `for`, `if`, `while`, `def`, `class` or `try` goes on a line of its own
+//!   (one level deeper after a `:`), which is what the one-liner means.
 //!
 //! Anything the scanner cannot place (a quote that does not close on the next line) leaves the
 //! whole text as written. Pure.
@@ -56,141 +53,183 @@ fn push_once(lines: &mut Vec<usize>, line: usize) {
 /// scanner cannot tell where a literal ends.
 pub(crate) fn mend_python_source(src: &str) -> Option<Mended> {
     let chars: Vec<char> = src.chars().collect();
-    let mut m = Mended {
-        text: String::with_capacity(src.len() + 8),
-        ..Mended::default()
+    let mut scan = Scanner {
+        chars: &chars,
+        m: Mended {
+            text: String::with_capacity(src.len() + 8),
+            ..Mended::default()
+        },
+        line: 1,
+        sent: 1,
+        depth: 0,
+        i: 0,
     };
-    // `line` counts lines of the mended text, `sent` of the text as sent.
-    let mut line = 1usize;
-    let mut sent = 1usize;
-    // Open brackets outside literals: a `:` or `;` inside them is not a statement's.
-    let mut depth = 0usize;
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
+    while scan.i < chars.len() {
+        let c = chars[scan.i];
         match c {
             '#' => {
-                // A comment, to the end of the line.
-                while i < chars.len() && chars[i] != '\n' {
-                    m.text.push(chars[i]);
-                    i += 1;
-                }
+                scan.comment();
                 continue;
             }
             '\\' => {
-                let next = chars.get(i + 1).copied();
-                // `\n` twice escaped: a line break, unless a quote follows (the scanner may
-                // have lost a nested f-string's quotes there; leave it).
-                if next == Some('n') && !matches!(chars.get(i + 2), Some('\'' | '"')) {
-                    m.text.push('\n');
-                    push_once(&mut m.escaped_breaks, sent);
-                    line += 1;
-                    i += 2;
-                    continue;
-                }
-                m.text.push(c);
-                if let Some(next) = next {
-                    if next == '\n' {
-                        line += 1;
-                        sent += 1;
-                    }
-                    m.text.push(next);
-                }
-                i += 2;
+                scan.escape();
                 continue;
             }
-            '\'' | '"' if chars.get(i + 1) == Some(&c) && chars.get(i + 2) == Some(&c) => {
-                let end = triple_end(&chars, i + 3, c);
-                for &ch in &chars[i..end] {
-                    if ch == '\n' {
-                        line += 1;
-                        sent += 1;
-                    }
-                    if ch == '\0' {
-                        push_once(&mut m.nul_chars, sent);
-                        m.text.push_str("\\x00");
-                    } else {
-                        m.text.push(ch);
-                    }
-                }
-                i = end;
+            '\'' | '"'
+                if chars.get(scan.i + 1) == Some(&c) && chars.get(scan.i + 2) == Some(&c) =>
+            {
+                scan.triple_quoted(c);
                 continue;
             }
             '\'' | '"' => {
-                m.text.push(c);
-                i += 1;
-                while i < chars.len() {
-                    let ch = chars[i];
-                    if ch == '\\' {
-                        m.text.push(ch);
-                        if let Some(&next) = chars.get(i + 1) {
-                            if next == '\n' {
-                                line += 1;
-                                sent += 1;
-                            }
-                            m.text.push(next);
-                        }
-                        i += 2;
-                        continue;
-                    }
-                    if ch == c {
-                        m.text.push(ch);
-                        i += 1;
-                        break;
-                    }
-                    if ch == '\n' {
-                        if !closes_on_next_line(&chars, i + 1, c) {
-                            return None;
-                        }
-                        // Counted in the file as written, where this break is gone.
-                        m.lines.push(line);
-                        sent += 1;
-                        m.text.push_str("\\n");
-                        i += 1;
-                        continue;
-                    }
-                    if ch == '\0' {
-                        push_once(&mut m.nul_chars, sent);
-                        m.text.push_str("\\x00");
-                    } else {
-                        m.text.push(ch);
-                    }
-                    i += 1;
-                }
+                scan.one_line_literal(c)?;
                 continue;
             }
-            '(' | '[' | '{' => depth += 1,
-            ')' | ']' | '}' => depth = depth.saturating_sub(1),
-            ';' | ':' if depth == 0 => {
-                if let Some(keyword) = compound_keyword_at(&chars, i + 1) {
-                    // `import json; with ...:` or `with ...: for ...:` on one line: the
-                    // compound statement goes on a line of its own, one level deeper after
-                    // a `:`, as the one-liner means.
-                    let indent = current_indent(&m.text);
-                    if c == ':' {
-                        m.text.push(':');
-                    }
-                    m.text.push('\n');
-                    m.text.push_str(&indent);
-                    if c == ':' {
-                        m.text.push_str("    ");
-                    }
-                    push_once(&mut m.compound_lines, sent);
-                    line += 1;
-                    i = keyword;
-                    continue;
-                }
-            }
+            '(' | '[' | '{' => scan.depth += 1,
+            ')' | ']' | '}' => scan.depth = scan.depth.saturating_sub(1),
+            ';' | ':' if scan.depth == 0 && scan.compound_after(c) => continue,
             '\n' => {
-                line += 1;
-                sent += 1;
+                scan.line += 1;
+                scan.sent += 1;
             }
             _ => {}
         }
-        m.text.push(c);
-        i += 1;
+        scan.m.text.push(c);
+        scan.i += 1;
     }
-    (!m.is_empty()).then_some(m)
+    (!scan.m.is_empty()).then_some(scan.m)
+}
+
+/// The scan of one text: where it is, and what it has written and mended so far.
+struct Scanner<'a> {
+    chars: &'a [char],
+    m: Mended,
+    /// Lines of the mended text so far.
+    line: usize,
+    /// Lines of the text as sent so far.
+    sent: usize,
+    /// Open brackets outside literals: a `:` or `;` inside them is not a statement's.
+    depth: usize,
+    i: usize,
+}
+
+impl Scanner<'_> {
+    /// A comment at `i`, to the end of the line.
+    fn comment(&mut self) {
+        while self.i < self.chars.len() && self.chars[self.i] != '\n' {
+            self.m.text.push(self.chars[self.i]);
+            self.i += 1;
+        }
+    }
+
+    /// A backslash outside literals at `i`, and the character after it.
+    fn escape(&mut self) {
+        let next = self.chars.get(self.i + 1).copied();
+        // `\n` twice escaped: a line break, unless a quote follows (the scanner may have
+        // lost a nested f-string's quotes there; leave it).
+        if next == Some('n') && !matches!(self.chars.get(self.i + 2), Some('\'' | '"')) {
+            self.m.text.push('\n');
+            push_once(&mut self.m.escaped_breaks, self.sent);
+            self.line += 1;
+            self.i += 2;
+            return;
+        }
+        self.m.text.push('\\');
+        if let Some(next) = next {
+            if next == '\n' {
+                self.line += 1;
+                self.sent += 1;
+            }
+            self.m.text.push(next);
+        }
+        self.i += 2;
+    }
+
+    /// A triple-quoted literal opening at `i`: kept, NUL characters escaped.
+    fn triple_quoted(&mut self, quote: char) {
+        let end = triple_end(self.chars, self.i + 3, quote);
+        for &ch in &self.chars[self.i..end] {
+            if ch == '\n' {
+                self.line += 1;
+                self.sent += 1;
+            }
+            self.push_literal_char(ch);
+        }
+        self.i = end;
+    }
+
+    /// A one-line literal opening at `i`: a line break in it becomes `\n` when the literal
+    /// closes on the next line (`None` when it does not: the text is left as written).
+    fn one_line_literal(&mut self, quote: char) -> Option<()> {
+        self.m.text.push(quote);
+        self.i += 1;
+        while self.i < self.chars.len() {
+            let ch = self.chars[self.i];
+            if ch == '\\' {
+                self.m.text.push(ch);
+                if let Some(&next) = self.chars.get(self.i + 1) {
+                    if next == '\n' {
+                        self.line += 1;
+                        self.sent += 1;
+                    }
+                    self.m.text.push(next);
+                }
+                self.i += 2;
+                continue;
+            }
+            if ch == quote {
+                self.m.text.push(ch);
+                self.i += 1;
+                break;
+            }
+            if ch == '\n' {
+                if !closes_on_next_line(self.chars, self.i + 1, quote) {
+                    return None;
+                }
+                // Counted in the file as written, where this break is gone.
+                self.m.lines.push(self.line);
+                self.sent += 1;
+                self.m.text.push_str("\\n");
+                self.i += 1;
+                continue;
+            }
+            self.push_literal_char(ch);
+            self.i += 1;
+        }
+        Some(())
+    }
+
+    /// A character inside a literal: a NUL becomes the escape `\x00`.
+    fn push_literal_char(&mut self, ch: char) {
+        if ch == '\0' {
+            push_once(&mut self.m.nul_chars, self.sent);
+            self.m.text.push_str("\\x00");
+        } else {
+            self.m.text.push(ch);
+        }
+    }
+
+    /// `;` or `:` at `i` outside brackets: when a compound statement follows on the same line
+    /// (`import json; with ...:` or `with ...: for ...:`), it goes on a line of its own, one
+    /// level deeper after a `:`, as the one-liner means. True when it did.
+    fn compound_after(&mut self, c: char) -> bool {
+        let Some(keyword) = compound_keyword_at(self.chars, self.i + 1) else {
+            return false;
+        };
+        let indent = current_indent(&self.m.text);
+        if c == ':' {
+            self.m.text.push(':');
+        }
+        self.m.text.push('\n');
+        self.m.text.push_str(&indent);
+        if c == ':' {
+            self.m.text.push_str("    ");
+        }
+        push_once(&mut self.m.compound_lines, self.sent);
+        self.line += 1;
+        self.i = keyword;
+        true
+    }
 }
 
 /// Statements Python allows only at the start of a line (after `;` or a header's `:` they are

@@ -1,4 +1,4 @@
-//! The `shell` tool: `sh -c <command>` in the workspace, inside the agent sandbox (bubblewrap:
+//! `shell`: `sh -c <command>` in the workspace, inside the agent sandbox (bubblewrap:
 //! its own pid namespace, the host read-only without the worker's secrets, only the workspace
 //! writable, network only with `agent_network = "on"`; see `loopgate_checks::AgentSandbox`),
 //! in its own process group, with an environment of exactly PATH, HOME = workspace and LANG,
@@ -12,10 +12,48 @@ use std::time::Duration;
 use loopgate_checks::AgentLaunch;
 use loopgate_common::output_cap::OutputCap;
 use loopgate_process::{run_child, shared, with_sink, ChildEnd};
+use serde::Deserialize;
+use serde_json::{json, Value};
 
-use crate::config::{ShellEnv, ToolLimits};
+use crate::config::ToolLimits;
 use crate::isolation::AgentIsolationEnv;
+use crate::tools::agent_env::shell_env;
+use crate::tools::context::ToolContext;
+use crate::tools::tool_def::{object_schema, parse_args, string_param, ToolDef, ToolEffect};
 use crate::tools::workspace::ToolError;
+
+pub(crate) const DEF: ToolDef = ToolDef {
+    name: "shell",
+    description: "Run a shell command (sh -c) in the workspace root. Returns exit code and output.",
+    parameters,
+    effect: ToolEffect::Acts,
+};
+
+fn parameters() -> Value {
+    object_schema(
+        json!({"command": string_param("The command line")}),
+        &["command"],
+    )
+}
+
+// Argument structs are lenient on purpose: weak models use other common names for fields.
+#[derive(Deserialize)]
+struct Args {
+    #[serde(alias = "cmd", alias = "script")]
+    command: String,
+}
+
+pub(crate) async fn run(ctx: &ToolContext, arguments: &Value) -> Result<String, ToolError> {
+    let args: Args = parse_args(DEF.name, arguments)?;
+    let outcome = run_shell(
+        ctx.workspace.root(),
+        &args.command,
+        &ctx.limits,
+        &ctx.isolation,
+    )
+    .await?;
+    Ok(outcome.to_tool_text())
+}
 
 /// How the command ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,16 +91,6 @@ impl ShellOutcome {
     }
 }
 
-/// The shell's whole environment: PATH, HOME (the workspace for `shell`, the profile for the
-/// browser) and LANG.
-pub(crate) fn shell_env(home: &Path, env: &ShellEnv) -> Vec<(String, String)> {
-    vec![
-        ("PATH".to_string(), env.path.clone()),
-        ("HOME".to_string(), home.display().to_string()),
-        ("LANG".to_string(), env.lang.clone()),
-    ]
-}
-
 /// Run `command` with `sh -c` in `workspace`, isolated as `isolation` says.
 pub(crate) async fn run_shell(
     workspace: &Path,
@@ -72,7 +100,7 @@ pub(crate) async fn run_shell(
 ) -> Result<ShellOutcome, ToolError> {
     if command.trim().is_empty() {
         return Err(ToolError::BadArguments {
-            tool: "shell".into(),
+            tool: DEF.name.into(),
             reason: "`command` is empty".into(),
         });
     }

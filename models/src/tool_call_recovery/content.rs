@@ -1,5 +1,5 @@
 //! Tool calls that weak models write into the message *content* instead of the structured
-//! `tool_calls` field (Qwen2.5-Coder 0.5B/1.5B behind llama.cpp do this often).
+//! `tool_calls` field.
 //!
 //! Recognised shapes, in order of preference:
 //! - `<tool_call>{...}</tool_call>` tags (an unclosed tag runs to the next tag or the end);

@@ -1,13 +1,8 @@
 //! Tool calls that a weak model wrote as plain text: a tool's name and then its arguments as a
-//! JSON object, e.g. `write_file{"path": "a.py", "content": "..."}`, or the name on a line of
-//! its own above the object. The object has no `name` or `arguments` keys, so
-//! `tool_call_parse` does not take it for a call. Here, only the names of the tools that the
-//! request offered count. Pure; never panics.
-//!
-//! Seen in the suite's sitting m (1.5B behind llama.cpp): episodes ended on a reply
-//! `write_file\n{\n  "content": "...",\n  "path": "to_json.py"\n}` and on
-//! `write_file{"path": "app.log", ...}write_file{"path": "other.log", ...}`. Nothing was
-//! written, and the reply counted as `finish`.
+//! JSON object, e.g. `write_file{"path": "a.py", "content": "..."}`, the name on a line of its
+//! own above the object, or several such calls run together. The object has no `name` or
+//! `arguments` keys, so `content` does not take it for a call. Here, only the names of the
+//! tools that the request offered count. Pure; never panics.
 
 use super::content::{parse_json_lenient, ParsedToolCall};
 use loopgate_common::json_span::balanced_end;

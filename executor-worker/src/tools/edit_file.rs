@@ -1,0 +1,121 @@
+//! `edit_file`: replace the one occurrence of a text in a file.
+
+use std::fs;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::tools::context::ToolContext;
+use crate::tools::edit_match::{replace_once, MatchKind, NoUniqueMatch};
+use crate::tools::mended_python::{mend_python, mended_note};
+use crate::tools::tool_def::{
+    object_schema, parse_args, path_param, string_param, ToolDef, ToolEffect,
+};
+use crate::tools::workspace::{io_err, TextFile, ToolError, Workspace};
+
+pub(crate) const DEF: ToolDef = ToolDef {
+    name: "edit_file",
+    description: "Replace the single exact occurrence of `old` with `new` in a file. Fails if \
+                  `old` is missing or appears more than once.",
+    parameters,
+    effect: ToolEffect::EditsFile { text: "new" },
+};
+
+fn parameters() -> Value {
+    object_schema(
+        json!({
+            "path": path_param(),
+            "old": string_param("Exact text to replace, unique in the file"),
+            "new": string_param("Replacement text"),
+        }),
+        &["path", "old", "new"],
+    )
+}
+
+// Argument structs are lenient on purpose: weak models use other common names for fields.
+#[derive(Deserialize)]
+struct Args {
+    #[serde(alias = "file_path", alias = "filename", alias = "file")]
+    path: String,
+    #[serde(
+        alias = "old_str",
+        alias = "old_string",
+        alias = "old_text",
+        alias = "search"
+    )]
+    old: String,
+    #[serde(
+        alias = "new_str",
+        alias = "new_string",
+        alias = "new_text",
+        alias = "replace"
+    )]
+    new: String,
+}
+
+pub(crate) async fn run(ctx: &ToolContext, arguments: &Value) -> Result<String, ToolError> {
+    let args: Args = parse_args(DEF.name, arguments)?;
+    ctx.check_scope(&args.path)?;
+    ctx.blocking(move |ws| ws.edit_file(&args.path, &args.old, &args.new))
+        .await
+}
+
+impl Workspace {
+    /// Replace the single occurrence of `old` with `new`: the exact text, else the one region
+    /// that equals it ignoring whitespace (see `edit_match`; the result says so). When `old`
+    /// is not there, the error shows the file's current text (a small file) to copy from.
+    pub fn edit_file(&self, rel: &str, old: &str, new: &str) -> Result<String, ToolError> {
+        if old.is_empty() {
+            return Err(ToolError::EmptyOld);
+        }
+        let TextFile { rel, path, text } = self.read_text(rel)?;
+        let rel = rel.as_str();
+        let (edited, kind) =
+            replace_once(&text, old, new).map_err(|NoUniqueMatch(count)| match count {
+                0 => ToolError::OldNotFound {
+                    path: rel.to_string(),
+                    current: current_text_hint(&text),
+                },
+                count => ToolError::OldAmbiguous {
+                    path: rel.to_string(),
+                    count,
+                },
+            })?;
+        let mended = mend_python(rel, &edited);
+        let edited = mended.as_ref().map_or(edited.as_str(), |m| m.text.as_str());
+        if edited == text {
+            return Ok(format!(
+                "{rel} is unchanged: `new` is the same as `old`. Change something else, or \
+                 call finish if the step is done."
+            ));
+        }
+        fs::write(&path, edited).map_err(io_err("write", rel))?;
+        let mut result = match kind {
+            MatchKind::Exact => format!("edited {rel}"),
+            MatchKind::IgnoringWhitespace => format!(
+                "edited {rel} (`old` matched only with its whitespace ignored; read the file \
+                 if the indentation matters)"
+            ),
+        };
+        if let Some(m) = &mended {
+            result.push_str(&mended_note(m));
+        }
+        Ok(result)
+    }
+}
+
+/// Most bytes of a file's text an `edit_file` miss shows.
+const CURRENT_TEXT_SHOWN: usize = 1500;
+
+/// What an `edit_file` miss adds to its error: the file's current text when it is small (the
+/// model copies `old` from it on its next turn), else where to read it.
+fn current_text_hint(text: &str) -> String {
+    if text.len() > CURRENT_TEXT_SHOWN {
+        return "; read_file shows its current text, copy `old` from it exactly".to_string();
+    }
+    let fence = if text.ends_with('\n') { "" } else { "\n" };
+    format!(
+        "; its current text is:\n```\n{text}{fence}```\nCopy `old` from it exactly, or write \
+         the whole file with write_file"
+    )
+}
