@@ -16,6 +16,7 @@ pub mod goal;
 pub mod json_span;
 pub mod next_step;
 pub mod output_cap;
+pub mod prompt_template;
 pub mod redact;
 pub mod state;
 pub mod task;

@@ -21,7 +21,7 @@ use crate::judge::clause_commands::{commands_section, CommandRun};
 use crate::judge::clause_questions::{clause_questions, ClauseQuestion};
 use crate::judge_context::{ask, Asked, JudgeContext, Question};
 use crate::prompt_text::files::{changed_file_excerpts, FileExcerpt, FileView};
-use crate::prompt_text::{fill, tail_chars, verdict_word, without_final_newline};
+use crate::prompt_text::{fill, tail_chars, text, verdict_word};
 
 /// Characters of each check's output shown with a clause.
 const CLAUSE_EXCERPT_CHARS: usize = 300;
@@ -223,9 +223,9 @@ async fn ask_clause(
     usage: &mut Usage,
 ) -> (ClauseVerdict, String) {
     let question = Question {
-        system: without_final_newline(SYSTEM),
+        system: text(SYSTEM),
         prompt,
-        repair: without_final_newline(REPAIR).to_string(),
+        repair: text(REPAIR).to_string(),
         least_time: LEAST_QUESTION_TIME,
     };
     let why = match ask(client, question, deadline, usage, |text, _| {
@@ -378,8 +378,8 @@ mod tests {
         assert_eq!(p, PINNED_CLAUSE_FULL);
         let p = clause_prompt("Write dedupe.py", &q, &[], &[], &[]);
         assert_eq!(p, PINNED_CLAUSE_BARE);
-        assert_eq!(without_final_newline(SYSTEM), PINNED_CLAUSE_SYSTEM);
-        assert_eq!(without_final_newline(REPAIR), PINNED_CLAUSE_REPAIR);
+        assert_eq!(text(SYSTEM), PINNED_CLAUSE_SYSTEM);
+        assert_eq!(text(REPAIR), PINNED_CLAUSE_REPAIR);
     }
 
     /// `clause_full` pinned byte for byte.

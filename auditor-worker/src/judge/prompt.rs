@@ -9,9 +9,7 @@ use loopgate_protocol::contract::Contract;
 use loopgate_protocol::snapshot::PathChange;
 use loopgate_protocol::verdict::Evidence;
 
-use crate::prompt_text::{
-    changed_path_lines, fill, tail_chars, verdict_word, without_final_newline,
-};
+use crate::prompt_text::{changed_path_lines, fill, tail_chars, text, verdict_word};
 
 /// Characters of each check's output excerpt shown to the judge.
 pub(crate) const PROMPT_EXCERPT_CHARS: usize = 800;
@@ -35,11 +33,11 @@ pub(crate) struct JudgeInput<'a> {
 }
 
 pub(crate) fn system_prompt() -> &'static str {
-    without_final_newline(SYSTEM)
+    text(SYSTEM)
 }
 
 pub(crate) fn repair_prompt() -> &'static str {
-    without_final_newline(REPAIR)
+    text(REPAIR)
 }
 
 pub(crate) fn judge_prompt(input: &JudgeInput<'_>) -> String {

@@ -1,17 +1,16 @@
 //! The pieces of text the judge's, the clause judge's and the rubric judge's prompts share:
-//! verdict and change words, the changed-path list, fences, text cut to a length, the `.md`
-//! templates' placeholders (`template`) and what a prompt shows of the candidate's files
-//! (`files`). Pure, but for reading the files.
+//! verdict and change words, the changed-path list, fences, text cut to a length, the
+//! templates' `fill` (`loopgate_common::prompt_template`) and what a prompt shows of the
+//! candidate's files (`files`). Pure, but for reading the files.
 
 pub(crate) mod files;
 #[cfg(test)]
 pub(crate) mod fixtures;
-mod template;
 
 use loopgate_protocol::snapshot::PathChange;
 use loopgate_protocol::verdict::CheckVerdict;
 
-pub(crate) use template::{fill, without_final_newline};
+pub(crate) use loopgate_common::prompt_template::{fill, text};
 
 /// Changed paths listed in a prompt; the rest are counted.
 pub(crate) const MAX_PROMPT_PATHS: usize = 100;

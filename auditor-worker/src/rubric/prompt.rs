@@ -11,9 +11,7 @@ use loopgate_protocol::snapshot::PathChange;
 use loopgate_protocol::verdict::Evidence;
 
 use crate::prompt_text::files::{FileExcerpt, FileView};
-use crate::prompt_text::{
-    changed_path_lines, fence_for, fill, tail_chars, verdict_word, without_final_newline,
-};
+use crate::prompt_text::{changed_path_lines, fence_for, fill, tail_chars, text, verdict_word};
 
 /// Characters of each check's output excerpt shown to the judge.
 pub(crate) const RUBRIC_EXCERPT_CHARS: usize = 600;
@@ -41,7 +39,7 @@ pub(crate) struct RubricInput<'a> {
 }
 
 pub(crate) fn rubric_system_prompt() -> &'static str {
-    without_final_newline(SYSTEM)
+    text(SYSTEM)
 }
 
 /// The JSON shape asked for, with the rubric's own dimension names.
@@ -51,10 +49,7 @@ fn answer_shape(rubric: &Rubric) -> String {
         .iter()
         .map(|d| format!("{}: <0-10>", serde_json::Value::String(d.name.clone())))
         .collect();
-    fill(
-        without_final_newline(ANSWER_SHAPE),
-        &[("scores", &scores.join(", "))],
-    )
+    fill(text(ANSWER_SHAPE), &[("scores", &scores.join(", "))])
 }
 
 pub(crate) fn rubric_prompt(input: &RubricInput<'_>) -> String {
@@ -76,10 +71,7 @@ pub(crate) fn rubric_prompt(input: &RubricInput<'_>) -> String {
 
 /// Asked once when the judge's answer held no score.
 pub(crate) fn rubric_repair_prompt(rubric: &Rubric) -> String {
-    fill(
-        without_final_newline(REPAIR),
-        &[("answer_shape", &answer_shape(rubric))],
-    )
+    fill(text(REPAIR), &[("answer_shape", &answer_shape(rubric))])
 }
 
 /// `- <name> (weight <w>): <description>` each.

@@ -3,10 +3,9 @@
 
 use crate::decide::{ledger_lines, INSTRUCTIONS_PROMPT_CHARS};
 use crate::next_step::Route;
+use crate::prompt_template::{fill, text};
 use crate::state::{RoundSummary, RunRecord};
-use template::{body, fill};
 
-mod template;
 use loopgate_protocol::verdict::Verdicts;
 
 pub const DEFAULT_CHAR_BUDGET: usize = 24_000;
@@ -33,7 +32,7 @@ pub fn system_prompt(gui_offered: bool) -> String {
         .filter(|r| r.offered(gui_offered))
         .map(|r| r.as_str())
         .collect();
-    let template: String = body(SYSTEM)
+    let template: String = text(SYSTEM)
         .split_inclusive('\n')
         .filter(|line| gui_offered || !line.starts_with(GUI_ROUTE_LINE))
         .collect();
@@ -69,7 +68,7 @@ pub fn user_prompt(record: &RunRecord, char_budget: usize) -> String {
     }
     must.push_str(&instructions_section(record));
     let feedback = feedback_section(record);
-    let tail = format!("\n{}", body(REPLY_NOW));
+    let tail = format!("\n{}", text(REPLY_NOW));
     let fixed = must.len() + feedback.len() + tail.len();
     let rounds = recent_rounds(record, char_budget.saturating_sub(fixed));
     let mut out = must;
