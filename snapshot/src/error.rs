@@ -127,11 +127,18 @@ pub(crate) async fn bounded<T, E: std::fmt::Display>(
     }
 }
 
-/// Log a refusal by a reader's caps at warn, with its stable `reason` (a security event: the
-/// snapshot bucket is written by executors), and hand it back.
+/// Log a refusal by a reader's caps at warn on the `loopgate::security` target, with its
+/// stable `reason` (a security event: the snapshot bucket is written by executors), and hand
+/// it back. The daemons count it (`loopgate.security.refused_messages`).
 pub(crate) fn over_limit(err: SnapshotError) -> SnapshotError {
     if let Some(reason) = err.over_limit_reason() {
-        tracing::warn!(reason, error = %err, "snapshot refused: over a reader's limit");
+        tracing::warn!(
+            target: "loopgate::security",
+            security_event = "snapshot_refused",
+            reason,
+            error = %err,
+            "snapshot refused: over a reader's limit"
+        );
     }
     err
 }

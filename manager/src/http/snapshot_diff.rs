@@ -133,6 +133,10 @@ pub(crate) async fn integrity(
                     Err(err @ SnapshotError::BlobNotFound { .. }) => {
                         Ok(Some(violation("missing", err.to_string())))
                     }
+                    // Recorded far over what the manifest says (files are at most 64 MiB).
+                    Err(err @ SnapshotError::ObjectTooLarge { .. }) => {
+                        Ok(Some(violation("too_large", err.to_string())))
+                    }
                     Err(other) => Err(snapshot_error(other)),
                 }
             }
