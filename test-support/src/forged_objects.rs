@@ -52,10 +52,11 @@ fn sha256_hex(bytes: &[u8]) -> String {
 
 /// Plant, in snapshot bucket `bucket`, a paged manifest listing `listed` pages of
 /// [`PAGE_ENTRIES`] entries each (`listed * 1024` entries, each recorded as `entry_size`
-/// bytes), of which only the first `present` pages are stored (as `blob/<sha256>`): the rest
-/// exist only as digests in the index, so a reader that fetches them fails on a missing page.
-/// Returns the snapshot id it is stored under (`manifest/<id>`; not the hash of anything, as
-/// an index never is).
+/// bytes of the same never-stored content), of which only the first `present` pages are
+/// stored (as `blob/<sha256>`): the rest exist only as digests in the index, so a reader that
+/// fetches them fails on a missing page. Returns the snapshot id it is stored under
+/// (`manifest/<id>`): the true id (the sha256 of the canonical flat manifest) when every page
+/// is present, else a made-up one.
 pub async fn plant_paged_manifest(
     js: &jetstream::Context,
     bucket: &str,
@@ -65,28 +66,39 @@ pub async fn plant_paged_manifest(
 ) -> anyhow::Result<String> {
     let content = sha256_hex(b"planted");
     let mut pages = Vec::with_capacity(listed);
+    // The canonical flat manifest: `{"v":1,"entries":[` + every entry, comma-joined + `]}`,
+    // each entry with its fields in `ManifestEntry`'s order.
+    let mut canonical = <sha2::Sha256 as sha2::Digest>::new();
+    sha2::Digest::update(&mut canonical, br#"{"v":1,"entries":["#);
     for page in 0..listed {
         if page >= present {
             pages.push(sha256_hex(format!("absent page {page}").as_bytes()));
             continue;
         }
-        let entries: Vec<serde_json::Value> = (0..PAGE_ENTRIES)
+        let entries: Vec<String> = (0..PAGE_ENTRIES)
             .map(|i| {
-                serde_json::json!({
-                    "path": format!("p{page:07}/f{i:04}"),
-                    "mode": 0o644,
-                    "size": entry_size,
-                    "sha256": content,
-                })
+                format!(
+                    r#"{{"path":"p{page:07}/f{i:04}","mode":420,"size":{entry_size},"sha256":"{content}"}}"#
+                )
             })
             .collect();
-        let bytes = serde_json::to_vec(&entries)?;
+        let body = entries.join(",");
+        if page > 0 {
+            sha2::Digest::update(&mut canonical, b",");
+        }
+        sha2::Digest::update(&mut canonical, body.as_bytes());
+        let bytes = format!("[{body}]").into_bytes();
         let digest = sha256_hex(&bytes);
         put_object(js, bucket, &format!("blob/{digest}"), &bytes).await?;
         pages.push(digest);
     }
+    sha2::Digest::update(&mut canonical, b"]}");
+    let id = if present >= listed {
+        hex::encode(sha2::Digest::finalize(canonical))
+    } else {
+        sha256_hex(format!("planted index of {listed} pages").as_bytes())
+    };
     let index = serde_json::to_vec(&serde_json::json!({"paged": 1, "v": 1, "pages": pages}))?;
-    let id = sha256_hex(format!("planted index of {listed} pages").as_bytes());
     put_object(js, bucket, &format!("manifest/{id}"), &index).await?;
     Ok(id)
 }

@@ -82,7 +82,7 @@ impl Manager {
         let reply = match reply {
             Ok(reply) => reply,
             Err(err) => {
-                let exit = self.child.try_exit_status();
+                let exit = self.child.wait_exit(Duration::from_secs(5)).await.ok();
                 anyhow::bail!(
                     "GET {path} got no answer ({err}); manager exit status {exit:?}:\n{}",
                     self.child.log_tail(4000)

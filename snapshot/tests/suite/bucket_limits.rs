@@ -154,8 +154,14 @@ async fn a_manifest_of_ten_million_entries_is_refused_before_it_is_read() -> Res
 async fn a_tree_over_max_tree_bytes_is_refused_before_any_write() -> Result<()> {
     bounded(async {
         let (_server, bus, store) = nats_and_store().await?;
-        // Two pages, each entry recorded as 8 MiB: 16 GiB in all, over the 8 GiB default.
+        // Two pages, each entry recorded as 8 MiB: 16 GiB in all, over the 8 GiB default. A
+        // true manifest (it reassembles to its id): only the cap refuses it.
         let id = plant_paged_manifest(bus.jetstream(), SNAPSHOT_BUCKET, 2, 2, 8 << 20).await?;
+        let roomy = store.clone().with_limits(SnapshotLimits {
+            max_tree_bytes: 32 << 30,
+            ..SnapshotLimits::default()
+        });
+        assert_eq!(roomy.manifest(&id).await?.entries.len(), 2 * PAGE_ENTRIES);
         let dest = tempfile::tempdir()?;
         let err = store
             .materialize(&id, &dest.path().join("ws"))
