@@ -9,7 +9,6 @@ use loopgate_common::config::SnapshotLimits;
 use loopgate_protocol::snapshot::ManifestEntry;
 
 use crate::error::{over_limit, SnapshotError};
-use crate::manifests::MAX_PAGE_ENTRIES;
 
 /// Bytes a paged index spends per page it lists (a quoted sha256 and a comma: 67), rounded up.
 const INDEX_BYTES_PER_PAGE: u64 = 68;
@@ -92,11 +91,6 @@ impl<'a> Tally<'a> {
     }
 }
 
-/// A page's entry count is what a writer makes: 1 to `MAX_PAGE_ENTRIES`.
-pub(crate) fn page_size_is_valid(entries: usize) -> bool {
-    (1..=MAX_PAGE_ENTRIES).contains(&entries)
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -162,12 +156,9 @@ mod tests {
     }
 
     #[test]
-    fn head_and_page_caps() {
+    fn head_caps() {
         assert_eq!(head_limit(&limits(10, 1)), MIN_HEAD_BYTES);
         assert_eq!(head_limit(&limits(1_000_000, 1)), 68_000_064);
         assert_eq!(head_limit(&limits(u64::MAX, 1)), u64::MAX);
-        assert!(!page_size_is_valid(0));
-        assert!(page_size_is_valid(1) && page_size_is_valid(MAX_PAGE_ENTRIES));
-        assert!(!page_size_is_valid(MAX_PAGE_ENTRIES + 1));
     }
 }

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use crate::cache::pages::Page;
 use crate::cache::WorkspaceCache;
 use crate::error::{check_digest, SnapshotError};
-use crate::manifest_limits::{head_limit, page_size_is_valid, Tally, MAX_PAGE_BYTES};
+use crate::manifest_limits::{head_limit, Tally, MAX_PAGE_BYTES};
 use crate::stat_cache::StatCache;
 use crate::store::{manifest_object_name, SnapshotStore};
 
@@ -361,6 +361,11 @@ impl SnapshotStore {
     }
 }
 
+/// A page's entry count is what a writer makes: 1 to `MAX_PAGE_ENTRIES`.
+fn page_size_is_valid(entries: usize) -> bool {
+    (1..=MAX_PAGE_ENTRIES).contains(&entries)
+}
+
 /// The first path of `page` that does not come strictly after the one before it (`previous`
 /// for its first entry): a manifest's paths are sorted and unique.
 fn first_out_of_order<'a>(previous: Option<&str>, page: &'a [ManifestEntry]) -> Option<&'a str> {
@@ -420,6 +425,27 @@ mod tests {
             unsorted.entries.reverse();
             assert_eq!(stored_form(&unsorted).id, manifest.id(), "n={n}, unsorted");
         }
+    }
+
+    #[test]
+    fn pages_hold_what_a_writer_makes_in_path_order() {
+        assert!(!page_size_is_valid(0));
+        assert!(page_size_is_valid(1) && page_size_is_valid(MAX_PAGE_ENTRIES));
+        assert!(!page_size_is_valid(MAX_PAGE_ENTRIES + 1));
+        let page = entries(3);
+        assert_eq!(first_out_of_order(None, &page), None);
+        assert_eq!(first_out_of_order(Some(""), &page), None);
+        let last = page[2].path.clone();
+        assert_eq!(
+            first_out_of_order(Some(&last), &page),
+            Some(page[0].path.as_str())
+        );
+        let mut twice = page.clone();
+        twice[2] = twice[1].clone();
+        assert_eq!(
+            first_out_of_order(None, &twice),
+            Some(page[1].path.as_str())
+        );
     }
 
     #[test]
