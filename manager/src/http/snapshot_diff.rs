@@ -133,9 +133,9 @@ pub(crate) async fn integrity(
                     Err(err @ SnapshotError::BlobNotFound { .. }) => {
                         Ok(Some(violation("missing", err.to_string())))
                     }
-                    // Recorded far over what the manifest says (files are at most 64 MiB).
+                    // Recorded far over any file a freeze stores: not what the manifest says.
                     Err(err @ SnapshotError::ObjectTooLarge { .. }) => {
-                        Ok(Some(violation("too_large", err.to_string())))
+                        Ok(Some(violation("mismatch", err.to_string())))
                     }
                     Err(other) => Err(snapshot_error(other)),
                 }

@@ -179,6 +179,19 @@ async fn bad_bucket_metadata_gets_an_error_and_the_manager_keeps_serving() -> Re
             assert_too_large(path, status, &body, names);
         }
 
+        // The integrity check lists the lying blob as a violation instead of reading it.
+        let (status, report) = manager
+            .get(&format!("/v1/snapshots/{}/integrity", honest.id))
+            .await?;
+        assert_eq!(status, 200, "{report}");
+        let violations = report["violations"].as_array().cloned().unwrap_or_default();
+        assert_eq!(violations.len(), 1, "{report}");
+        assert_eq!(violations[0]["path"], "b.txt");
+        assert_eq!(violations[0]["kind"], "mismatch");
+        assert!(violations[0]["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("1000000000000 bytes")));
+
         // Still serving: the process runs, other routes answer, honest snapshots read.
         assert!(
             manager.child.is_running(),
