@@ -17,6 +17,9 @@
 //! # signing_key_file = "/path/key" # or from a file (64 hex digits); not both
 //! cache_bytes = 1073741824       # optional: warm-workspace cache (kept trees, blobs); 0 = off
 //! concurrency = 1                # optional: audits at once (1..=64; an autoscaler's per-pod target)
+//! [snapshot]                     # optional: the largest candidate read (defaults shown)
+//! max_manifest_entries = 1000000 # more entries: the candidate is untrustworthy, unread
+//! max_tree_bytes = 8589934592    # files adding up to more: untrustworthy, nothing written
 //! [models.local]                 # optional: LLM judgment when a request names it
 //! provider = "openai"
 //! base_url = "http://127.0.0.1:8080/v1"
@@ -28,7 +31,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use loopgate_common::config::{AuditorSection, NatsSection, NatsSettings};
+use loopgate_common::config::{
+    AuditorSection, NatsSection, NatsSettings, SnapshotLimits, SnapshotSection,
+};
 use loopgate_models::{ModelConfigError, ModelProfile, ModelProfiles};
 use loopgate_protocol::report::signing::ReportSigningKey;
 use loopgate_transport::runtime::EPISODES_PER_LOOP;
@@ -55,6 +60,9 @@ pub struct RawConfig {
     pub nats: NatsSection,
     #[serde(default)]
     pub auditor: AuditorSection,
+    /// `[snapshot]`: the largest candidate this auditor reads (shared with the other daemons).
+    #[serde(default)]
+    pub snapshot: SnapshotSection,
     #[serde(default)]
     pub models: ModelProfiles,
     /// `[metrics] addr`: Prometheus `/metrics` and `/healthz`.
@@ -108,6 +116,8 @@ pub struct AuditorSettings {
     pub cache_bytes: u64,
     /// Audits at once.
     pub concurrency: usize,
+    /// `[snapshot]`: caps on the candidates and bases this auditor reads.
+    pub snapshot: SnapshotLimits,
 }
 
 pub fn parse_config(text: &str) -> Result<RawConfig, ConfigError> {
@@ -232,6 +242,7 @@ impl RawConfig {
             signing_key: self.signing_key(env)?.map(Arc::new),
             cache_bytes: self.auditor.cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES),
             concurrency,
+            snapshot: self.snapshot.resolve()?,
         })
     }
 

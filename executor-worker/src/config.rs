@@ -12,7 +12,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use loopgate_checks::{is_valid_check_user, SandboxSettings};
-use loopgate_common::config::{ConfigError, ExecutorSection, NatsSection, NatsSettings};
+use loopgate_common::config::{
+    ConfigError, ExecutorSection, NatsSection, NatsSettings, SnapshotLimits, SnapshotSection,
+};
 use loopgate_models::{resolve_profiles, ModelConfigError, ModelProfile, ModelProfiles};
 use loopgate_protocol::subjects::Capability;
 use loopgate_transport::runtime::EPISODES_PER_LOOP;
@@ -43,6 +45,10 @@ pub struct ExecutorFile {
     pub nats: NatsSection,
     #[serde(default)]
     pub executor: ExecutorSection,
+    /// `[snapshot]`: the largest base this executor materializes and the largest tree it
+    /// freezes (shared with the other daemons).
+    #[serde(default)]
+    pub snapshot: SnapshotSection,
     #[serde(default)]
     pub models: ModelProfiles,
     /// External CLI agents, by profile name (a task's `roles.executor` names one of these or a
@@ -142,6 +148,8 @@ pub struct Settings {
     pub cache_bytes: u64,
     /// Episodes at once per capability loop.
     pub concurrency: usize,
+    /// `[snapshot]`: caps on the snapshots this worker reads and writes.
+    pub snapshot: SnapshotLimits,
 }
 
 impl Settings {
@@ -377,6 +385,7 @@ impl ExecutorFile {
             agent_hidden,
             cache_bytes: section.cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES),
             concurrency,
+            snapshot: self.snapshot.resolve()?,
         })
     }
 }

@@ -287,3 +287,20 @@ fn agent_sandbox_keys() {
         Err(SettingsError::Invalid(ConfigError::Invalid { key, .. })) if key == "executor.agent_hidden_paths"
     ));
 }
+
+#[test]
+fn snapshot_table_is_shared_and_checked() {
+    let parse = |text: &str| ExecutorFile::parse(text, "x").and_then(|f| f.resolve(&inputs()));
+    let defaults = parse("").unwrap();
+    assert_eq!(defaults.snapshot, SnapshotLimits::default());
+    let set = parse("[snapshot]\nmax_manifest_entries = 5000\nmax_tree_bytes = 1048576\n").unwrap();
+    assert_eq!(
+        set.snapshot,
+        SnapshotLimits {
+            max_manifest_entries: 5000,
+            max_tree_bytes: 1 << 20
+        }
+    );
+    assert!(parse("[snapshot]\nmax_tree_bytes = 0\n").is_err());
+    assert!(parse("[snapshot]\nmax_bytes = 1\n").is_err());
+}

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use loopgate_common::config::{
     ConfigError, HttpSection, ManagerSection, NatsSection, NatsSettings, RedisSection,
+    SnapshotLimits, SnapshotSection,
 };
 use loopgate_models::{resolve_profiles, ModelConfigError, ModelProfile, ModelProfiles};
 use loopgate_protocol::report::signing::{AuditorPublicKey, TrustedKeys};
@@ -31,6 +32,9 @@ pub struct ConfigFile {
     pub manager: ManagerSection,
     #[serde(default)]
     pub jetstream: JetStreamSection,
+    /// `[snapshot]`: the largest snapshot the API reads (shared with the workers).
+    #[serde(default)]
+    pub snapshot: SnapshotSection,
     #[serde(default)]
     pub models: ModelProfiles,
 }
@@ -127,6 +131,8 @@ pub struct Settings {
     pub outbox_republish_after: Duration,
     /// None: no admission limit.
     pub max_active_runs: Option<u64>,
+    /// `[snapshot]`: caps on the manifests the API and the snapshot GC read.
+    pub snapshot: SnapshotLimits,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -263,6 +269,7 @@ pub fn resolve(
             .map(|ms| Duration::from_millis(ms.clamp(200, 600_000)))
             .unwrap_or(crate::outbox::REPUBLISH_AFTER),
         max_active_runs: m.max_active_runs,
+        snapshot: file.snapshot.resolve()?,
         topology,
         nats,
         redis_url,

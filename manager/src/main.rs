@@ -120,7 +120,8 @@ async fn main() -> anyhow::Result<()> {
     let store = store.with_log_limits(settings.run_log_max_entries, Some(settings.retention));
     let snapshots = SnapshotStore::from_jetstream(bus.jetstream(), bus.request_timeout())
         .await
-        .context("snapshot store")?;
+        .context("snapshot store")?
+        .with_limits(settings.snapshot);
     let evidence = SnapshotStore::evidence_from_jetstream(bus.jetstream(), bus.request_timeout())
         .await
         .context("evidence store")?;

@@ -40,6 +40,30 @@ pub enum SnapshotError {
     Store { op: &'static str, reason: String },
     #[error("object store {op} timed out after {after:?}")]
     Timeout { op: &'static str, after: Duration },
+    /// An object's recorded size is over what a reader takes into memory: refused before any
+    /// byte of it is read (object metadata is written by executors and not trusted).
+    #[error(
+        "object '{object}' is recorded as {size} bytes, over the {limit} bytes a reader accepts"
+    )]
+    ObjectTooLarge {
+        object: String,
+        size: u64,
+        limit: u64,
+    },
+    /// A manifest lists more entries than `[snapshot] max_manifest_entries`: refused as soon as
+    /// its index or the pages read so far say so, before the rest is fetched.
+    #[error(
+        "snapshot '{id}' lists more than {limit} entries ([snapshot] max_manifest_entries): {detail}"
+    )]
+    TooManyEntries {
+        id: String,
+        limit: u64,
+        detail: String,
+    },
+    /// A manifest's files add up to more than `[snapshot] max_tree_bytes`: refused before
+    /// anything of it is written to disk.
+    #[error("snapshot '{id}' holds more than {limit} bytes of files ([snapshot] max_tree_bytes)")]
+    TreeTooLarge { id: String, limit: u64 },
 }
 
 impl SnapshotError {
@@ -50,6 +74,17 @@ impl SnapshotError {
             self,
             SnapshotError::Store { .. } | SnapshotError::Timeout { .. } | SnapshotError::Io { .. }
         )
+    }
+
+    /// For a snapshot refused by a reader's caps (an object recorded too large, too many
+    /// entries, too many bytes): the stable `reason` its warning and refusal counters carry.
+    pub fn over_limit_reason(&self) -> Option<&'static str> {
+        match self {
+            SnapshotError::ObjectTooLarge { .. } => Some("snapshot_object_too_large"),
+            SnapshotError::TooManyEntries { .. } => Some("snapshot_too_many_entries"),
+            SnapshotError::TreeTooLarge { .. } => Some("snapshot_tree_too_large"),
+            _ => None,
+        }
     }
 }
 
@@ -90,4 +125,20 @@ pub(crate) async fn bounded<T, E: std::fmt::Display>(
         Ok(Err(err)) => Err(store_error(op, err)),
         Err(_) => Err(SnapshotError::Timeout { op, after }),
     }
+}
+
+/// Log a refusal by a reader's caps at warn on the `loopgate::security` target, with its
+/// stable `reason` (a security event: the snapshot bucket is written by executors), and hand
+/// it back. The daemons count it (`loopgate.security.refused_messages`).
+pub(crate) fn over_limit(err: SnapshotError) -> SnapshotError {
+    if let Some(reason) = err.over_limit_reason() {
+        tracing::warn!(
+            target: "loopgate::security",
+            security_event = "snapshot_refused",
+            reason,
+            error = %err,
+            "snapshot refused: over a reader's limit"
+        );
+    }
+    err
 }

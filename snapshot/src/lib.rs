@@ -6,7 +6,8 @@
 //! Modules: `error` (the one error type, no dependencies on the rest), `store` (the bucket
 //! handle and blob reads/writes), `chunks` (direct-get chunk reads), `freeze` (the blocking
 //! half: the workspace listed by `loopgate_workspace_walk` on all cores, size limits, hashing),
-//! `upload` (freeze + upload), `manifests` (flat and paged manifests), `materialize`,
+//! `upload` (freeze + upload), `manifests` (flat and paged manifests), `manifest_limits` (the
+//! `[snapshot]` caps readers and writers hold manifests to), `materialize`,
 //! `stat_cache`, `gc`, `evidence`, and `cache` (warm workspaces: kept trees and blobs).
 
 pub mod cache;
@@ -15,6 +16,7 @@ mod error;
 mod evidence;
 pub mod freeze;
 pub mod gc;
+mod manifest_limits;
 pub mod manifests;
 mod materialize;
 pub mod stat_cache;
@@ -26,7 +28,9 @@ pub use error::{Refusal, SnapshotError};
 pub use evidence::EVIDENCE_BUCKET;
 pub use freeze::{FreezeRules, DEFAULT_IGNORES, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_TOTAL_BYTES};
 pub use gc::{GcRefusal, GcReport, GcRoots, DEFAULT_GC_GRACE, MIN_SAFE_GC_GRACE};
+pub use loopgate_common::config::SnapshotLimits;
 pub use stat_cache::StatCache;
 pub use store::{
     blob_object_name, manifest_object_name, FreezeOutcome, SnapshotStore, BLOB_REFRESH_AFTER,
+    MAX_BLOB_READ_BYTES,
 };

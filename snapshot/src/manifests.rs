@@ -12,7 +12,13 @@
 //!   uploads tens of kilobytes of manifest, not a megabyte.
 //!
 //! Readers accept both forms and always check the reassembled manifest against the id, so a
-//! tampered index or page is an `Integrity` error exactly like a tampered flat manifest.
+//! tampered index or page is an `Integrity` error exactly like a tampered flat manifest. The
+//! head is untrusted until then, so it is read only within a byte cap, and a paged manifest
+//! is checked as its pages stream in: each page against the digest the index names for it
+//! (on arrival, before it is appended), its entry count (1 to `MAX_PAGE_ENTRIES`), its paths
+//! following the previous page's in order, and the entries and bytes so far against the
+//! `[snapshot]` caps (`manifest_limits.rs`). The first failure stops the read: the pages after
+//! it are never fetched. Writers are held to the same caps.
 
 use std::ops::Range;
 
@@ -23,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use crate::cache::pages::Page;
 use crate::cache::WorkspaceCache;
 use crate::error::{check_digest, SnapshotError};
+use crate::manifest_limits::{head_limit, Tally, MAX_PAGE_BYTES};
 use crate::stat_cache::StatCache;
 use crate::store::{manifest_object_name, SnapshotStore};
 
@@ -181,13 +188,16 @@ impl SnapshotStore {
     }
 
     /// Store a manifest built by `Manifest::new` (validated there); pages `known` holds as
-    /// present are not even looked up.
+    /// present are not even looked up. A manifest over this handle's `[snapshot]` caps is
+    /// refused (`TooManyEntries`, `TreeTooLarge`) before anything is uploaded: no reader with
+    /// the same caps would accept it.
     pub(crate) async fn write_manifest(
         &self,
         manifest: &Manifest,
         known: Option<&StatCache>,
     ) -> Result<ManifestWrite, SnapshotError> {
         let StoredForm { id, head, pages } = stored_form(manifest);
+        Tally::new(&id, self.limits()).add(&manifest.entries, || "to write".to_string())?;
         let mut bytes_uploaded = 0;
         for (sha, bytes) in &pages {
             let present = known.is_some_and(|known| known.is_present(sha));
@@ -231,7 +241,7 @@ impl SnapshotStore {
         check_digest(id)?;
         let name = manifest_object_name(id);
         let bytes = self
-            .get_object(&name)
+            .get_object(&name, head_limit(&self.limits()))
             .await?
             .ok_or_else(|| SnapshotError::ManifestNotFound { id: id.to_string() })?;
         let integrity = |reason: String| SnapshotError::Integrity {
@@ -242,6 +252,7 @@ impl SnapshotStore {
         let (manifest, pages) = if actual == id {
             let manifest: Manifest = serde_json::from_slice(&bytes)
                 .map_err(|err| integrity(format!("manifest is not valid JSON: {err}")))?;
+            Tally::new(id, self.limits()).add(&manifest.entries, || "in all".to_string())?;
             (manifest, Vec::new())
         } else {
             let index: PagedIndex = serde_json::from_slice(&bytes)
@@ -252,7 +263,7 @@ impl SnapshotStore {
                     index.paged
                 )));
             }
-            let entries = self.read_pages(&index.pages, cache).await?;
+            let entries = self.read_pages(id, &index.pages, cache).await?;
             let manifest = Manifest {
                 v: index.v,
                 entries,
@@ -271,48 +282,101 @@ impl SnapshotStore {
         Ok((manifest, pages))
     }
 
-    /// Fetch (verified) and concatenate manifest pages in order; pages `cache` holds are not
-    /// fetched, the others are held there afterwards.
+    /// Fetch (verified) and concatenate the pages of manifest `id` in order, checking each as
+    /// it arrives (digest, entry count, path order, the caps so far) and stopping at the first
+    /// failure; pages `cache` holds are not fetched, the others are held there afterwards.
+    /// Up to `PAGE_FETCH_CONCURRENCY` pages are in flight ahead of the one being checked.
     async fn read_pages(
         &self,
+        id: &str,
         pages: &[String],
         cache: Option<&WorkspaceCache>,
     ) -> Result<Vec<ManifestEntry>, SnapshotError> {
+        let mut tally = Tally::new(id, self.limits());
+        tally.check_index(pages.len())?;
         // Owned ids: a closure over `&String` makes the future not `Send` for every lifetime,
         // which axum handlers and spawned tasks need.
-        let fetches = pages.iter().cloned().map(|sha| async move {
-            if let Some(page) = cache.and_then(|cache| cache.page(&sha)) {
-                return Ok::<Page, SnapshotError>(page);
+        let fetches = pages
+            .iter()
+            .cloned()
+            .map(|sha| async move { self.read_page(sha, cache).await });
+        let mut arriving = futures::stream::iter(fetches).buffered(PAGE_FETCH_CONCURRENCY);
+        let mut entries: Vec<ManifestEntry> = Vec::new();
+        let mut read = 0;
+        while let Some((sha, page)) = arriving.try_next().await? {
+            read += 1;
+            let integrity = |reason: String| SnapshotError::Integrity {
+                path: format!("manifest page {sha}"),
+                reason,
+            };
+            if !page_size_is_valid(page.len()) {
+                return Err(integrity(format!(
+                    "page holds {} entries (1 to {MAX_PAGE_ENTRIES} allowed)",
+                    page.len()
+                )));
             }
-            // `blob` checks the bytes against `sha`: only verified pages are held.
-            let bytes = self.blob(&sha).await.map_err(|err| match err {
+            let previous = entries.last().map(|e| e.path.as_str());
+            if let Some(at) = first_out_of_order(previous, &page) {
+                return Err(integrity(format!("paths out of order at '{at}'")));
+            }
+            tally.add(&page, || {
+                format!("after {read} of its {} pages", pages.len())
+            })?;
+            entries.extend(page.iter().cloned());
+        }
+        Ok(entries)
+    }
+
+    /// One page, from `cache` or the store (verified against `sha`, recorded as at most
+    /// `MAX_PAGE_BYTES`); a page fetched is held in `cache`.
+    async fn read_page(
+        &self,
+        sha: String,
+        cache: Option<&WorkspaceCache>,
+    ) -> Result<(String, Page), SnapshotError> {
+        if let Some(page) = cache.and_then(|cache| cache.page(&sha)) {
+            return Ok((sha, page));
+        }
+        // `blob_within` checks the bytes against `sha`: only verified pages are held.
+        let bytes = self
+            .blob_within(&sha, MAX_PAGE_BYTES)
+            .await
+            .map_err(|err| match err {
                 SnapshotError::BlobNotFound { sha256 } => SnapshotError::Integrity {
                     path: format!("manifest page {sha256}"),
                     reason: "page is missing".to_string(),
                 },
                 other => other,
             })?;
-            let page: Page = serde_json::from_slice::<Vec<ManifestEntry>>(&bytes)
-                .map_err(|err| SnapshotError::Integrity {
-                    path: format!("manifest page {sha}"),
-                    reason: format!("page is not valid JSON: {err}"),
-                })?
-                .into();
-            if let Some(cache) = cache {
-                cache.hold_page(&sha, page.clone());
-            }
-            Ok(page)
-        });
-        let parts: Vec<Page> = futures::stream::iter(fetches)
-            .buffered(PAGE_FETCH_CONCURRENCY)
-            .try_collect()
-            .await?;
-        let mut entries = Vec::with_capacity(parts.iter().map(|p| p.len()).sum());
-        for part in &parts {
-            entries.extend(part.iter().cloned());
+        let page: Page = serde_json::from_slice::<Vec<ManifestEntry>>(&bytes)
+            .map_err(|err| SnapshotError::Integrity {
+                path: format!("manifest page {sha}"),
+                reason: format!("page is not valid JSON: {err}"),
+            })?
+            .into();
+        if let Some(cache) = cache {
+            cache.hold_page(&sha, page.clone());
         }
-        Ok(entries)
+        Ok((sha, page))
     }
+}
+
+/// A page's entry count is what a writer makes: 1 to `MAX_PAGE_ENTRIES`.
+fn page_size_is_valid(entries: usize) -> bool {
+    (1..=MAX_PAGE_ENTRIES).contains(&entries)
+}
+
+/// The first path of `page` that does not come strictly after the one before it (`previous`
+/// for its first entry): a manifest's paths are sorted and unique.
+fn first_out_of_order<'a>(previous: Option<&str>, page: &'a [ManifestEntry]) -> Option<&'a str> {
+    let mut before = previous;
+    for entry in page {
+        if before.is_some_and(|b| b >= entry.path.as_str()) {
+            return Some(&entry.path);
+        }
+        before = Some(&entry.path);
+    }
+    None
 }
 
 #[cfg(test)]
@@ -361,6 +425,27 @@ mod tests {
             unsorted.entries.reverse();
             assert_eq!(stored_form(&unsorted).id, manifest.id(), "n={n}, unsorted");
         }
+    }
+
+    #[test]
+    fn pages_hold_what_a_writer_makes_in_path_order() {
+        assert!(!page_size_is_valid(0));
+        assert!(page_size_is_valid(1) && page_size_is_valid(MAX_PAGE_ENTRIES));
+        assert!(!page_size_is_valid(MAX_PAGE_ENTRIES + 1));
+        let page = entries(3);
+        assert_eq!(first_out_of_order(None, &page), None);
+        assert_eq!(first_out_of_order(Some(""), &page), None);
+        let last = page[2].path.clone();
+        assert_eq!(
+            first_out_of_order(Some(&last), &page),
+            Some(page[0].path.as_str())
+        );
+        let mut twice = page.clone();
+        twice[2] = twice[1].clone();
+        assert_eq!(
+            first_out_of_order(None, &twice),
+            Some(page[1].path.as_str())
+        );
     }
 
     #[test]

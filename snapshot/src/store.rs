@@ -4,18 +4,22 @@
 //! Objects are read with JetStream *direct gets* (`$JS.API.DIRECT.GET.OBJ_<bucket>`), one
 //! chunk per request, never through a consumer: a reader needs no right to create consumers,
 //! so read-only credentials stay read-only (see deploy/nats/). Every read is verified against
-//! the sha256 it is named by. Freezing lives in `upload.rs`, manifests in
-//! `manifests.rs`, materializing in `materialize.rs`, garbage collection in
-//! `gc.rs`.
+//! the sha256 it is named by. Object metadata (its recorded size and chunk count) is written
+//! by whoever wrote the object, executors included, so it never sizes an allocation: a whole
+//! object is read into memory only when its recorded size is within a cap the reader chose,
+//! and the buffer grows with the bytes that actually arrive. Freezing lives in `upload.rs`,
+//! manifests (and the `[snapshot]` caps on them) in `manifests.rs`, materializing in
+//! `materialize.rs`, garbage collection in `gc.rs`.
 
 use std::time::Duration;
 
 use async_nats::jetstream::{self, object_store};
+use loopgate_common::config::SnapshotLimits;
 use loopgate_protocol::snapshot::{sha256_hex, SnapshotId};
 use loopgate_protocol::subjects::SNAPSHOT_BUCKET;
 
 use crate::chunks::ChunkReader;
-use crate::error::{bounded, check_digest, store_error, SnapshotError};
+use crate::error::{bounded, check_digest, over_limit, store_error, SnapshotError};
 
 /// A freeze that reuses a stored blob older than this writes it again, so it is young (and
 /// kept) while the freeze's manifest is not written yet. With the stat cache's `PRESENT_TTL`
@@ -23,6 +27,11 @@ use crate::error::{bounded, check_digest, store_error, SnapshotError};
 /// `gc::MIN_SAFE_GC_GRACE` means no collection can sweep a blob a freeze in progress relies on
 /// (the sweep also re-reads each object's age right before deleting it).
 pub const BLOB_REFRESH_AFTER: std::time::Duration = std::time::Duration::from_secs(12 * 3600);
+
+/// The most a blob read whole into memory ([`SnapshotStore::blob`]) may be recorded as: four
+/// times the largest file a freeze stores (`DEFAULT_MAX_FILE_BYTES`, 64 MiB), above every
+/// transcript and check output. Larger blobs are only streamed to disk (materialize).
+pub const MAX_BLOB_READ_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Transfer time allowance on top of the per-request timeout: one second per this many bytes.
 const BYTES_PER_SECOND_ALLOWANCE: u64 = 8 * 1024 * 1024;
@@ -91,6 +100,8 @@ pub struct SnapshotStore {
     stream: jetstream::stream::Stream,
     bucket: String,
     timeout: Duration,
+    /// `[snapshot]`: the largest manifest and tree this reader accepts.
+    limits: SnapshotLimits,
 }
 
 impl std::fmt::Debug for SnapshotStore {
@@ -98,6 +109,7 @@ impl std::fmt::Debug for SnapshotStore {
         f.debug_struct("SnapshotStore")
             .field("bucket", &self.bucket)
             .field("timeout", &self.timeout)
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -138,7 +150,19 @@ impl SnapshotStore {
             stream,
             bucket: bucket.to_string(),
             timeout,
+            limits: SnapshotLimits::default(),
         })
+    }
+
+    /// This handle with the `[snapshot]` caps `limits` (the defaults until set).
+    pub fn with_limits(mut self, limits: SnapshotLimits) -> SnapshotStore {
+        self.limits = limits;
+        self
+    }
+
+    /// The `[snapshot]` caps manifests read or written through this handle are held to.
+    pub fn limits(&self) -> SnapshotLimits {
+        self.limits
     }
 
     pub fn bucket(&self) -> &str {
@@ -202,16 +226,31 @@ impl SnapshotStore {
         .await
     }
 
-    /// Whole object, or None when absent. Bytes are NOT verified here; callers check them
-    /// against the digest the object is named by.
-    pub(crate) async fn get_object(&self, name: &str) -> Result<Option<Vec<u8>>, SnapshotError> {
+    /// Whole object, or None when absent; `ObjectTooLarge` (nothing read) when it is recorded
+    /// as more than `limit` bytes. The buffer grows with the chunks that arrive, never to the
+    /// recorded size, and the chunk reader refuses bytes beyond that size: at most `limit`
+    /// bytes are held. Bytes are NOT verified here; callers check them against the digest the
+    /// object is named by.
+    pub(crate) async fn get_object(
+        &self,
+        name: &str,
+        limit: u64,
+    ) -> Result<Option<Vec<u8>>, SnapshotError> {
         let Some(info) = self.object_info(name).await? else {
             return Ok(None);
         };
-        let after = self.transfer_timeout(info.size as u64);
+        let size = info.size as u64;
+        if size > limit {
+            return Err(over_limit(SnapshotError::ObjectTooLarge {
+                object: name.to_string(),
+                size,
+                limit,
+            }));
+        }
+        let after = self.transfer_timeout(size);
         let read = async {
             let mut reader = ChunkReader::new(&self.stream, &self.bucket, self.timeout, &info);
-            let mut bytes = Vec::with_capacity(info.size);
+            let mut bytes = Vec::new();
             while let Some(chunk) = reader.next_chunk().await? {
                 bytes.extend_from_slice(&chunk);
             }
@@ -258,16 +297,26 @@ impl SnapshotStore {
         Ok(true)
     }
 
-    /// Fetch a blob and verify it hashes to `sha256`.
+    /// Fetch a blob and verify it hashes to `sha256`; `ObjectTooLarge` when it is recorded as
+    /// more than [`MAX_BLOB_READ_BYTES`].
     pub async fn blob(&self, sha256: &str) -> Result<Vec<u8>, SnapshotError> {
+        self.blob_within(sha256, MAX_BLOB_READ_BYTES).await
+    }
+
+    /// [`SnapshotStore::blob`] of a blob recorded as at most `limit` bytes.
+    pub(crate) async fn blob_within(
+        &self,
+        sha256: &str,
+        limit: u64,
+    ) -> Result<Vec<u8>, SnapshotError> {
         check_digest(sha256)?;
         let name = blob_object_name(sha256);
-        let bytes = self
-            .get_object(&name)
-            .await?
-            .ok_or_else(|| SnapshotError::BlobNotFound {
-                sha256: sha256.to_string(),
-            })?;
+        let bytes =
+            self.get_object(&name, limit)
+                .await?
+                .ok_or_else(|| SnapshotError::BlobNotFound {
+                    sha256: sha256.to_string(),
+                })?;
         let actual = sha256_hex(&bytes);
         if actual != sha256 {
             return Err(SnapshotError::Integrity {

@@ -8,6 +8,7 @@
 mod binaries;
 mod child_guard;
 mod errors;
+mod forged_objects;
 mod http_probe;
 mod local_model;
 mod nats_cluster;
@@ -19,6 +20,7 @@ mod standin;
 pub use binaries::{cache_dir, find_binary, workspace_bin};
 pub use child_guard::ChildGuard;
 pub use errors::SupportError;
+pub use forged_objects::{plant_paged_manifest, put_object, record_size, PAGE_ENTRIES};
 pub use http_probe::{http_get, HttpReply};
 pub use local_model::LocalModel;
 pub use nats_cluster::{meta_leader, wait_healthy as wait_cluster_healthy, NatsCluster};

@@ -13,7 +13,7 @@ use loopgate_protocol::wire::{AuditPurpose, AuditRequest};
 
 use crate::audit::auditor::{AuditError, Auditor};
 use crate::audit::findings::Findings;
-use crate::audit::records::is_untrustworthy;
+use crate::audit::records::{count_over_limit, is_untrustworthy};
 use crate::audit::report::SNAPSHOT_DIR;
 use crate::audit::verdict_rules::{
     apply_backcheck, mechanical_findings, merge_opinion, tightening_gap,
@@ -52,7 +52,10 @@ impl Auditor {
             .await
         {
             Ok(manifest) => manifest,
-            Err(err) if is_untrustworthy(&err) => return Ok(Findings::untrustworthy(req, &err)),
+            Err(err) if is_untrustworthy(&err) => {
+                count_over_limit(&err);
+                return Ok(Findings::untrustworthy(req, &err));
+            }
             Err(err) => return Err(err.into()),
         };
         let (changes, base_gap) = self.changes_from_base(req, &candidate).await?;
@@ -79,12 +82,15 @@ impl Auditor {
     ) -> Result<(Vec<PathChange>, Option<String>), AuditError> {
         match self.store.manifest(&req.base_snapshot).await {
             Ok(base) => Ok((diff_manifests(&base, candidate), None)),
-            Err(err) if is_untrustworthy(&err) => Ok((
-                Vec::new(),
-                Some(format!(
-                    "base snapshot unusable, changes not verified: {err}"
-                )),
-            )),
+            Err(err) if is_untrustworthy(&err) => {
+                count_over_limit(&err);
+                Ok((
+                    Vec::new(),
+                    Some(format!(
+                        "base snapshot unusable, changes not verified: {err}"
+                    )),
+                ))
+            }
             Err(err) => Err(err.into()),
         }
     }

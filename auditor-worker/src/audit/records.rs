@@ -15,7 +15,9 @@ use loopgate_snapshot::SnapshotError;
 use crate::prompt_text::verdict_word;
 
 /// Does this store error mean the snapshot itself cannot be trusted (as opposed to the store
-/// being unreachable)?
+/// being unreachable)? A snapshot over the `[snapshot]` caps, or an object whose metadata
+/// records more bytes than a reader takes, is: the audit reports it (integrity violated, the
+/// reason in the evidence) and the request is settled, never redelivered.
 pub(super) fn is_untrustworthy(err: &SnapshotError) -> bool {
     matches!(
         err,
@@ -25,7 +27,26 @@ pub(super) fn is_untrustworthy(err: &SnapshotError) -> bool {
             | SnapshotError::InvalidDigest(_)
             | SnapshotError::InvalidManifest(_)
             | SnapshotError::UnsafeDestination { .. }
+            | SnapshotError::ObjectTooLarge { .. }
+            | SnapshotError::TooManyEntries { .. }
+            | SnapshotError::TreeTooLarge { .. }
     )
+}
+
+/// Count a snapshot an audit refused for the `[snapshot]` caps (the store logged it as a
+/// security event) in `loopgate.security.refused_messages{kind="audit_request", reason}`.
+pub(super) fn count_over_limit(err: &SnapshotError) {
+    if let Some(reason) = err.over_limit_reason() {
+        loopgate_telemetry::metrics::Metrics::new()
+            .refused_messages
+            .add(
+                1,
+                &[
+                    opentelemetry::KeyValue::new("kind", "audit_request"),
+                    opentelemetry::KeyValue::new("reason", reason),
+                ],
+            );
+    }
 }
 
 /// `{run}:{generation}:{round}:audit-report:{purpose}:{attempt}`: JetStream drops a
@@ -217,6 +238,29 @@ mod tests {
             ),
             (SnapshotError::ManifestNotFound { id: "x".into() }, true),
             (SnapshotError::InvalidDigest("x".into()), true),
+            (
+                SnapshotError::ObjectTooLarge {
+                    object: "manifest/x".into(),
+                    size: 1_000_000_000_000,
+                    limit: 1,
+                },
+                true,
+            ),
+            (
+                SnapshotError::TooManyEntries {
+                    id: "x".into(),
+                    limit: 1,
+                    detail: "d".into(),
+                },
+                true,
+            ),
+            (
+                SnapshotError::TreeTooLarge {
+                    id: "x".into(),
+                    limit: 1,
+                },
+                true,
+            ),
             (
                 SnapshotError::Store {
                     op: "get",

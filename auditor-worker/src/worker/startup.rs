@@ -128,7 +128,9 @@ pub async fn run_daemon(
     {
         return Ok(());
     }
-    let store = SnapshotStore::from_jetstream(bus.jetstream(), bus.request_timeout()).await?;
+    let store = SnapshotStore::from_jetstream(bus.jetstream(), bus.request_timeout())
+        .await?
+        .with_limits(settings.snapshot);
     let evidence = open_evidence(&bus).await;
     match &settings.signing_key {
         Some(key) => tracing::info!(key_id = key.key_id(), public_key = %key.public_key(),

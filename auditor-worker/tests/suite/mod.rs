@@ -1,3 +1,4 @@
+mod bad_snapshots;
 mod contract_checks;
 mod episodes;
 mod host_isolation;

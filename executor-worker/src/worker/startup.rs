@@ -97,7 +97,9 @@ pub async fn prepare(
     {
         return Ok(None);
     }
-    let store = SnapshotStore::from_jetstream(bus.jetstream(), bus.request_timeout()).await?;
+    let store = SnapshotStore::from_jetstream(bus.jetstream(), bus.request_timeout())
+        .await?
+        .with_limits(settings.snapshot);
     let workspaces = WorkspaceCache::open_for_worker(
         &settings.work_dir,
         &settings.worker_id,

@@ -81,7 +81,8 @@ pub(crate) enum ReadErrors {
     /// `not_found`: no such run (an id that is not a UUID is never found), snapshot or blob.
     #[response(status = 404)]
     NotFound(ErrorBody),
-    /// `corrupt_record` or `integrity`: a stored record or blob is damaged.
+    /// `corrupt_record` or `integrity`: a stored record or blob is damaged; `too_large`: the
+    /// snapshot is over the `[snapshot]` caps or an object is recorded as too large to read.
     #[response(status = 500)]
     Internal(ErrorBody),
     /// `unavailable`: Redis or NATS cannot be reached.
@@ -123,7 +124,8 @@ pub(crate) enum CertificateErrors {
     /// `not_completed`: the run has not completed (yet), so nothing is certified.
     #[response(status = 409)]
     Conflict(ErrorBody),
-    /// `corrupt_record` or `integrity`: a stored record, report or manifest is damaged.
+    /// `corrupt_record` or `integrity`: a stored record, report or manifest is damaged;
+    /// `too_large`: the manifest is over the `[snapshot]` caps.
     #[response(status = 500)]
     Internal(ErrorBody),
     /// `unavailable`: Redis or NATS cannot be reached.

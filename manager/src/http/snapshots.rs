@@ -8,13 +8,31 @@ use axum::Json;
 use loopgate_protocol::snapshot::is_sha256_hex;
 use loopgate_protocol::snapshot::Manifest;
 use loopgate_snapshot::SnapshotError;
+use loopgate_telemetry::metrics::Metrics;
+use opentelemetry::KeyValue;
 
 use crate::http::error::{ApiError, ReadErrors};
 use crate::http::extract::ApiPath;
 use crate::http::state::Shared;
 
-/// The API's answer to a snapshot store error.
+/// The API's answer to a snapshot store error. A snapshot over the `[snapshot]` caps (logged
+/// by the store as a security event) is counted in `loopgate.security.refused_messages`
+/// (`kind = "snapshot"`) and answered `500 too_large`, naming the cap.
 pub(crate) fn snapshot_error(e: SnapshotError) -> ApiError {
+    if let Some(reason) = e.over_limit_reason() {
+        Metrics::new().refused_messages.add(
+            1,
+            &[
+                KeyValue::new("kind", "snapshot"),
+                KeyValue::new("reason", reason),
+            ],
+        );
+        return ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "too_large",
+            e.to_string(),
+        );
+    }
     match e {
         SnapshotError::ManifestNotFound { id } => ApiError::not_found("snapshot", &id),
         SnapshotError::BlobNotFound { sha256 } => ApiError::not_found("blob", &sha256),

@@ -1,2 +1,3 @@
+mod bad_snapshots;
 mod outbox;
 mod run_store;
