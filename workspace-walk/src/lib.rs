@@ -17,4 +17,4 @@ pub use beneath::{chown_tree, open_no_symlinks, BeneathError, RootDir};
 pub use error::{Refusal, WalkError};
 pub use ignore::{glob_match, is_ignored, DEFAULT_IGNORES};
 pub use listing::{list_workspace, normalize_mode, ListedFile, Listing};
-pub use tree_walk::{special_kind, walk, Found};
+pub use tree_walk::{special_kind, walk, FileStat, Found};
