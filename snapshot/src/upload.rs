@@ -13,8 +13,8 @@ use loopgate_protocol::snapshot::{
 
 use crate::error::{Refusal, SnapshotError};
 use crate::freeze::{normalize_mode, open_walked, walk_workspace_cached, FreezeRules};
-use crate::materialize::blocking_failed;
 use crate::manifests::ManifestWrite;
+use crate::materialize::blocking_failed;
 use crate::stat_cache::StatCache;
 use crate::store::{blob_object_name, FreezeOutcome, SnapshotStore};
 

@@ -10,10 +10,10 @@
 //! recursive `chown` that gives a workspace to the agent's user. They all go through here.
 
 use std::ffi::{OsStr, OsString};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::io::{self, Read, Write};
 use std::ops::Deref;
 use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
 use cap_std::fs::{Dir, Metadata, OpenOptions, ReadDir};
@@ -124,7 +124,13 @@ fn components(rel: &Path) -> Result<Vec<&OsStr>, BeneathError> {
 
 /// What a failed open of `name` in `parent` means: a symlink refused (`O_NOFOLLOW` gives
 /// `ELOOP`, `O_DIRECTORY|O_NOFOLLOW` `ENOTDIR`; the entry is looked at to tell), or i/o.
-fn classify(parent: &Dir, name: &OsStr, op: &'static str, shown: &Path, err: io::Error) -> BeneathError {
+fn classify(
+    parent: &Dir,
+    name: &OsStr,
+    op: &'static str,
+    shown: &Path,
+    err: io::Error,
+) -> BeneathError {
     let symlink = parent
         .symlink_metadata(name)
         .is_ok_and(|meta| meta.file_type().is_symlink());
@@ -180,7 +186,10 @@ impl RootDir {
     }
 
     /// The directory holding `rel` and `rel`'s last name (None for the root itself).
-    fn parent_of<'p>(&self, rel: &'p Path) -> Result<(Parent<'_>, Option<&'p OsStr>), BeneathError> {
+    fn parent_of<'p>(
+        &self,
+        rel: &'p Path,
+    ) -> Result<(Parent<'_>, Option<&'p OsStr>), BeneathError> {
         let parts = components(rel)?;
         match parts.split_last() {
             Some((name, dirs)) => Ok((self.descend(dirs, rel)?, Some(*name))),
@@ -189,7 +198,12 @@ impl RootDir {
     }
 
     /// `rel` with `options` (`O_NOFOLLOW` added), its directories opened without following.
-    fn open_with(&self, rel: &Path, options: &OpenOptions, op: &'static str) -> Result<std::fs::File, BeneathError> {
+    fn open_with(
+        &self,
+        rel: &Path,
+        options: &OpenOptions,
+        op: &'static str,
+    ) -> Result<std::fs::File, BeneathError> {
         let (parent, name) = self.parent_of(rel)?;
         let name = name.unwrap_or(OsStr::new("."));
         let mut options = options.clone();
@@ -243,7 +257,10 @@ impl RootDir {
             TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
         ));
         let mut options = OpenOptions::new();
-        options.write(true).create_new(true).follow(FollowSymlinks::No);
+        options
+            .write(true)
+            .create_new(true)
+            .follow(FollowSymlinks::No);
         let written = parent
             .open_with(&temp, &options)
             .and_then(|mut file| file.write_all(bytes))

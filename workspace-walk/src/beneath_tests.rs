@@ -65,14 +65,18 @@ fn a_planted_symlink_is_never_followed() {
     symlink("inside", ws.path().join("in_link")).unwrap();
     type Op = fn(&RootDir) -> Result<(), BeneathError>;
     let ops: Vec<(&str, Op)> = vec![
-        ("write through a dir link", |r| r.write("dir/secret", b"pwned")),
+        ("write through a dir link", |r| {
+            r.write("dir/secret", b"pwned")
+        }),
         ("write a new file through a dir link", |r| {
             r.write("dir/new", b"pwned")
         }),
         ("write a file link", |r| r.write("file", b"pwned")),
         ("write a dangling link", |r| r.write("dangling", b"pwned")),
         ("read a file link", |r| r.read("file").map(drop)),
-        ("read through a dir link", |r| r.read("dir/secret").map(drop)),
+        ("read through a dir link", |r| {
+            r.read("dir/secret").map(drop)
+        }),
         ("read an in-root link", |r| r.read("in_link").map(drop)),
         ("mkdir through a dir link", |r| r.create_dir_all("dir/sub")),
         ("list a dir link", |r| r.read_dir("dir").map(drop)),
@@ -100,9 +104,16 @@ fn replace_swaps_a_symlink_out_instead_of_writing_through_it() {
     root.replace("progress.md", b"restored").unwrap();
     let meta = fs::symlink_metadata(ws.path().join("progress.md")).unwrap();
     assert!(meta.is_file());
-    assert_eq!(fs::read(ws.path().join("progress.md")).unwrap(), b"restored");
+    assert_eq!(
+        fs::read(ws.path().join("progress.md")).unwrap(),
+        b"restored"
+    );
     assert_eq!(fs::read(outside.path().join("secret")).unwrap(), b"outside");
-    assert_eq!(fs::read_dir(ws.path()).unwrap().count(), 1, "no temp file left");
+    assert_eq!(
+        fs::read_dir(ws.path()).unwrap().count(),
+        1,
+        "no temp file left"
+    );
 }
 
 #[test]

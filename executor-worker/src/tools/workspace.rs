@@ -109,7 +109,10 @@ pub(crate) fn beneath_err<'a>(
             );
             loopgate_telemetry::metrics::Metrics::new()
                 .refused_paths
-                .add(1, &[opentelemetry::KeyValue::new("reason", "symlink_swapped")]);
+                .add(
+                    1,
+                    &[opentelemetry::KeyValue::new("reason", "symlink_swapped")],
+                );
             ToolError::SymlinkRefused(path.to_string())
         }
     }

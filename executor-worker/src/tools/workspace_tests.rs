@@ -367,7 +367,9 @@ fn a_symlink_swapped_in_after_the_check_is_never_followed() {
     fs::remove_file(ws.root().join("shot.png")).unwrap();
     symlink(outside.path().join("secret"), ws.root().join("shot.png")).unwrap();
 
-    let err = ws.write_target(&parent, "sub/secret", b"pwned").unwrap_err();
+    let err = ws
+        .write_target(&parent, "sub/secret", b"pwned")
+        .unwrap_err();
     assert!(matches!(err, ToolError::SymlinkRefused(_)), "{err:?}");
     let err = ws.write_target(&file, "shot.png", b"\x89PNG").unwrap_err();
     assert!(matches!(err, ToolError::SymlinkRefused(_)), "{err:?}");
