@@ -264,7 +264,7 @@ impl RootDir {
         let written = parent
             .open_with(&temp, &options)
             .and_then(|mut file| file.write_all(bytes))
-            .and_then(|()| parent.rename(&temp, &*parent, name));
+            .and_then(|()| parent.rename(&temp, &parent, name));
         if let Err(err) = written {
             let _ = parent.remove_file(&temp);
             return Err(io_error("replace", rel, err));

@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 use std::fs;
 use std::os::unix::fs::{symlink, MetadataExt};
@@ -146,7 +146,7 @@ fn is_root() -> bool {
 #[test]
 fn chown_tree_gives_the_tree_away_and_never_follows_a_link() {
     if !is_root() {
-        eprintln!("SKIPPED chown_tree_gives_the_tree_away_and_never_follows_a_link: needs root to chown to another user; the race test below runs as root too");
+        eprintln!("SKIP chown_tree_gives_the_tree_away_and_never_follows_a_link: needs root to chown to another user; the race test below runs as root too");
         return;
     }
     let (ws, outside, _root) = tree();
@@ -170,7 +170,7 @@ fn chown_tree_gives_the_tree_away_and_never_follows_a_link() {
 #[test]
 fn chown_tree_loses_no_race_against_a_directory_swapped_for_a_symlink() {
     if !is_root() {
-        eprintln!("SKIPPED chown_tree_loses_no_race_against_a_directory_swapped_for_a_symlink: needs root to chown to another user");
+        eprintln!("SKIP chown_tree_loses_no_race_against_a_directory_swapped_for_a_symlink: needs root to chown to another user");
         return;
     }
     let (ws, outside, _root) = tree();

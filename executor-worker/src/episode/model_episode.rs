@@ -291,24 +291,28 @@ fn end_label(end: &LoopEnd) -> &'static str {
 }
 
 /// The current text of each of `paths` in the freshly materialized `dir`; a file that is not
-/// UTF-8 text (or holds a NUL), grew past the preview cap or cannot be read is left out.
+/// UTF-8 text (or holds a NUL), grew past the preview cap or cannot be read is left out. Read
+/// beneath `dir` following no symlink.
 async fn read_previews(dir: &Path, paths: &[String]) -> Vec<FilePreview> {
-    let mut previews = Vec::new();
-    for path in paths {
-        let Ok(bytes) = tokio::fs::read(dir.join(path)).await else {
-            continue;
+    let (dir, paths) = (dir.to_path_buf(), paths.to_vec());
+    tokio::task::spawn_blocking(move || {
+        let Ok(root) = RootDir::open(&dir) else {
+            return Vec::new();
         };
-        if bytes.len() as u64 > PREVIEW_FILE_BYTES || bytes.contains(&0) {
-            continue;
-        }
-        if let Ok(text) = String::from_utf8(bytes) {
-            previews.push(FilePreview {
-                path: path.clone(),
-                text,
-            });
-        }
-    }
-    previews
+        paths
+            .into_iter()
+            .filter_map(|path| {
+                let bytes = root.read(&path).ok()?;
+                if bytes.len() as u64 > PREVIEW_FILE_BYTES || bytes.contains(&0) {
+                    return None;
+                }
+                let text = String::from_utf8(bytes).ok()?;
+                Some(FilePreview { path, text })
+            })
+            .collect()
+    })
+    .await
+    .unwrap_or_default()
 }
 
 #[cfg(test)]
