@@ -16,7 +16,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
-use cap_std::fs::{Dir, Metadata, OpenOptions, ReadDir};
+use cap_std::fs::{Dir, Metadata, OpenOptions, OpenOptionsExt, ReadDir};
 
 /// Makes the temporary names of [`RootDir::replace`] unique within the process.
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -198,6 +198,8 @@ impl RootDir {
     }
 
     /// `rel` with `options` (`O_NOFOLLOW` added), its directories opened without following.
+    /// `O_NONBLOCK` too: it changes nothing for a regular file or a directory, and a fifo
+    /// planted at the path cannot hang the worker's thread (its open or read fails instead).
     fn open_with(
         &self,
         rel: &Path,
@@ -207,7 +209,9 @@ impl RootDir {
         let (parent, name) = self.parent_of(rel)?;
         let name = name.unwrap_or(OsStr::new("."));
         let mut options = options.clone();
-        options.follow(FollowSymlinks::No);
+        options
+            .follow(FollowSymlinks::No)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
         parent
             .open_with(name, &options)
             .map(cap_std::fs::File::into_std)

@@ -97,6 +97,28 @@ fn a_planted_symlink_is_never_followed() {
     assert!(!outside.path().join("sub").exists());
 }
 
+/// A fifo the agent left where a worker reads or writes: an error, not a hung thread.
+#[test]
+fn a_planted_fifo_does_not_hang_a_read_or_a_write() {
+    let (ws, _outside, root) = tree();
+    let status = std::process::Command::new("mkfifo")
+        .arg(ws.path().join("fifo"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (done, waiter) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let read = root.read("fifo").map(|bytes| bytes.len());
+        let write = root.write("fifo", b"x").is_err();
+        let _ = done.send((read.ok(), write));
+    });
+    let (read, write_failed) = waiter
+        .recv_timeout(Duration::from_secs(5))
+        .expect("a fifo hung the worker's thread");
+    assert_eq!(read, Some(0), "no writer: nothing to read");
+    assert!(write_failed, "no reader: the write is refused (ENXIO)");
+}
+
 #[test]
 fn replace_swaps_a_symlink_out_instead_of_writing_through_it() {
     let (ws, outside, root) = tree();
