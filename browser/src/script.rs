@@ -1,8 +1,10 @@
 //! `loopgate browse`: open a page, fill fields and click controls by their label, expect text,
 //! save a screenshot. Each step is reported; the first failing step ends the script.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use loopgate_workspace_walk::{BeneathError, RootDir};
 
 use crate::error::BrowserError;
 use crate::session::Session;
@@ -120,13 +122,36 @@ pub async fn run_script(session: &mut Session, script: &BrowseScript) -> BrowseR
     report
 }
 
-fn write_png(path: &std::path::Path, png: &[u8]) -> Result<(), BrowserError> {
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| BrowserError::io(format!("creating {}", parent.display()), e))?;
+fn write_png(path: &Path, png: &[u8]) -> Result<(), BrowserError> {
+    write_png_in(Path::new("."), path, png)
+}
+
+/// Write the screenshot at `path`: a relative one beneath `cwd` (the check's copy of the
+/// workspace, which the code under test writes too) following no symlink, its missing
+/// directories made; an absolute one into its directory as named, never through a symlink at
+/// the file itself.
+fn write_png_in(cwd: &Path, path: &Path, png: &[u8]) -> Result<(), BrowserError> {
+    let failed = |what: String| move |e: BeneathError| BrowserError::io(what, e.into());
+    let (root, rel) = if path.is_absolute() {
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return Err(BrowserError::io(
+                format!("writing {}", path.display()),
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file path"),
+            ));
+        };
+        std::fs::create_dir_all(dir)
+            .map_err(|e| BrowserError::io(format!("creating {}", dir.display()), e))?;
+        (dir.to_path_buf(), PathBuf::from(name))
+    } else {
+        (cwd.to_path_buf(), path.to_path_buf())
+    };
+    let root = RootDir::open(&root).map_err(failed(format!("opening {}", root.display())))?;
+    if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+        root.create_dir_all(parent)
+            .map_err(failed(format!("creating {}", parent.display())))?;
     }
-    std::fs::write(path, png)
-        .map_err(|e| BrowserError::io(format!("writing {}", path.display()), e))
+    root.write(&rel, png)
+        .map_err(failed(format!("writing {}", path.display())))
 }
 
 async fn steps(
@@ -203,6 +228,32 @@ mod tests {
             role: role.into(),
             name: name.into(),
         }
+    }
+
+    /// `--screenshot` naming a symlink (or a path through one) the code under test planted in
+    /// the check's copy: refused, the file it points to untouched.
+    #[test]
+    #[allow(clippy::expect_used)]
+    fn a_screenshot_path_that_is_a_symlink_is_not_written_through() {
+        let cwd = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        let target = outside.path().join("target");
+        std::fs::write(&target, "outside").expect("write");
+        std::os::unix::fs::symlink(&target, cwd.path().join("shot.png")).expect("link");
+        std::os::unix::fs::symlink(outside.path(), cwd.path().join("shots")).expect("link");
+        for path in ["shot.png", "shots/new.png"] {
+            let written = write_png_in(cwd.path(), Path::new(path), b"\x89PNG");
+            assert!(written.is_err(), "{path}");
+        }
+        let absolute = cwd.path().join("shot.png");
+        assert!(write_png_in(cwd.path(), &absolute, b"\x89PNG").is_err());
+        assert_eq!(std::fs::read_to_string(&target).expect("read"), "outside");
+        assert!(!outside.path().join("new.png").exists());
+        write_png_in(cwd.path(), Path::new("ok/a.png"), b"\x89PNG").expect("honest path");
+        assert_eq!(
+            std::fs::read(cwd.path().join("ok/a.png")).expect("read"),
+            b"\x89PNG"
+        );
     }
 
     #[test]

@@ -3,48 +3,60 @@
 //! executor's live workspace (and so its frozen snapshot). The auditor copies a materialized
 //! snapshot ([`copy_tree`]); the executor copies the files its workspace would freeze to
 //! ([`copy_files`]), which is exactly the tree the auditor will materialize. Blocking; run it
-//! on `spawn_blocking`.
+//! on `spawn_blocking`. A live workspace's files are read without following a symlink anywhere
+//! on their path (`loopgate_workspace_walk::open_no_symlinks`): a file or directory the agent
+//! swapped for a symlink since the walk is refused, never copied from outside.
 
 use std::io;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use loopgate_protocol::snapshot::validate_relative_path;
+use loopgate_workspace_walk::{open_no_symlinks, RootDir};
 
 /// One file of a [`copy_files`] copy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CopyFile {
     /// Where it goes, relative to the copy's root (a snapshot path: `/`-separated, no `..`).
     pub path: String,
-    /// Where its bytes are read from.
+    /// Where its bytes are read from: a canonical path (as the workspace walk gives), opened
+    /// following no symlink.
     pub source: PathBuf,
     /// Its permission bits in the copy.
     pub mode: u32,
 }
 
 /// Copy directory `from` into `to` (created; must not exist): directories and regular files
-/// with their permission bits. A materialized snapshot holds nothing else; anything else is
-/// refused. Returns the bytes copied.
+/// with their permission bits, read beneath `from` following no symlink. A materialized
+/// snapshot holds nothing else; anything else is refused. Returns the bytes copied.
 pub fn copy_tree(from: &Path, to: &Path) -> io::Result<u64> {
+    let source = RootDir::open(from)?;
     std::fs::create_dir(to)?;
     let mut bytes = 0;
-    let mut stack = vec![(from.to_path_buf(), to.to_path_buf())];
+    let mut stack = vec![(PathBuf::new(), to.to_path_buf())];
     while let Some((source_dir, target_dir)) = stack.pop() {
-        for entry in std::fs::read_dir(&source_dir)? {
+        for entry in source.read_dir(&source_dir)? {
             let entry = entry?;
             let file_type = entry.file_type()?;
+            let rel = source_dir.join(entry.file_name());
             let target = target_dir.join(entry.file_name());
             if file_type.is_dir() {
                 std::fs::create_dir(&target)?;
-                stack.push((entry.path(), target));
+                stack.push((rel, target));
             } else if file_type.is_file() {
-                bytes += std::fs::copy(entry.path(), &target)?;
-                let mode = entry.metadata()?.permissions().mode() & 0o777;
-                std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode))?;
+                let mut file = source.open_file(&rel)?;
+                let mode = file.metadata()?.permissions().mode() & 0o777;
+                let mut copy = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(mode)
+                    .open(&target)?;
+                bytes += io::copy(&mut file, &mut copy)?;
+                copy.set_permissions(std::fs::Permissions::from_mode(mode))?;
             } else {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
-                    format!("{} is not a file or directory", entry.path().display()),
+                    format!("{} is not a file or directory", from.join(&rel).display()),
                 ));
             }
         }
@@ -64,8 +76,14 @@ pub fn copy_files(files: &[CopyFile], to: &Path) -> io::Result<u64> {
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        bytes += std::fs::copy(&file.source, &target)?;
-        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(file.mode & 0o777))?;
+        let mut source = open_no_symlinks(&file.source)?;
+        let mut copy = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(file.mode & 0o777)
+            .open(&target)?;
+        bytes += io::copy(&mut source, &mut copy)?;
+        copy.set_permissions(std::fs::Permissions::from_mode(file.mode & 0o777))?;
     }
     Ok(bytes)
 }
@@ -102,6 +120,35 @@ mod tests {
         std::os::unix::fs::symlink("top.txt", from.join("link")).unwrap();
         let err = copy_tree(&from, &root.path().join("again")).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+    }
+
+    /// The walk found `d/f` and `g`; before the copy, `d` and `g` became symlinks to files
+    /// outside the workspace (a process the agent left running can do that during a
+    /// self-check): the copy is refused and holds no outside byte.
+    #[test]
+    fn a_listed_file_swapped_for_a_symlink_is_not_copied_from_outside() {
+        let ws = tempfile::tempdir().unwrap();
+        let ws_root = ws.path().canonicalize().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("f"), b"outside secret").unwrap();
+        std::fs::create_dir(ws_root.join("d")).unwrap();
+        std::fs::write(ws_root.join("d/f"), b"mine").unwrap();
+        std::fs::write(ws_root.join("g"), b"mine").unwrap();
+        let listed = |path: &str| CopyFile {
+            path: path.into(),
+            source: ws_root.join(path),
+            mode: 0o644,
+        };
+        std::fs::remove_dir_all(ws_root.join("d")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), ws_root.join("d")).unwrap();
+        std::fs::remove_file(ws_root.join("g")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("f"), ws_root.join("g")).unwrap();
+        for path in ["d/f", "g"] {
+            let to = ws.path().join(format!("copy-{}", path.replace('/', "-")));
+            assert!(copy_files(&[listed(path)], &to).is_err(), "{path}");
+            let copied = std::fs::read(to.join(path)).unwrap_or_default();
+            assert!(copied.is_empty(), "{path}: {copied:?}");
+        }
     }
 
     #[test]

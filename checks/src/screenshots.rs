@@ -1,10 +1,14 @@
 //! A check's own screenshots: `loopgate browse` appends the path of each PNG it wrote to the
 //! record file named by `LOOPGATE_BROWSE_RECORD` (in the check's HOME); after the check, the
 //! listed files that are PNGs inside the check's copy are read, bounded, before the copy is
-//! removed. A path outside the copy, a link out of it, a file that is not a PNG or is too large
-//! is skipped (the check is hostile code's neighbour: the candidate's serve command runs in it).
+//! removed. A path outside the copy, a symlink (the record's too), a file that is not a PNG or
+//! is too large is skipped (the check is hostile code's neighbour: the candidate's serve command
+//! runs in it): everything is opened beneath its directory following no symlink.
 
-use std::path::Path;
+use std::io::Read;
+use std::path::{Component, Path, PathBuf};
+
+use loopgate_workspace_walk::RootDir;
 
 /// At most this many screenshots are kept per check.
 pub const MAX_SCREENSHOTS: usize = 8;
@@ -38,14 +42,10 @@ impl std::fmt::Debug for CheckScreenshot {
 /// from `files_in`: the workspace itself, or for a layered copy (whose mount is gone once the
 /// check ended) its upper layer, which holds every file the check wrote.
 pub(crate) fn collect(record: &Path, workspace: &Path, files_in: &Path) -> Vec<CheckScreenshot> {
-    use std::io::Read;
-    let mut text = String::new();
-    let read = std::fs::File::open(record)
-        .and_then(|f| f.take(MAX_RECORD_BYTES).read_to_string(&mut text));
-    if read.is_err() {
+    let Some(text) = read_record(record) else {
         return Vec::new();
-    }
-    let (Ok(shown), Ok(root)) = (workspace.canonicalize(), files_in.canonicalize()) else {
+    };
+    let (Ok(shown), Ok(root)) = (workspace.canonicalize(), RootDir::open(files_in)) else {
         return Vec::new();
     };
     let mut shots: Vec<CheckScreenshot> = Vec::new();
@@ -61,7 +61,7 @@ pub(crate) fn collect(record: &Path, workspace: &Path, files_in: &Path) -> Vec<C
                 .unwrap_or(Path::new(line)),
             Err(_) => Path::new(line),
         };
-        let Some(shot) = relative.to_str().and_then(|rel| one(&root, rel)) else {
+        let Some(shot) = one(&root, relative) else {
             tracing::debug!(path = line, "a recorded screenshot was skipped");
             continue;
         };
@@ -72,14 +72,44 @@ pub(crate) fn collect(record: &Path, workspace: &Path, files_in: &Path) -> Vec<C
     shots
 }
 
-fn one(root: &Path, line: &str) -> Option<CheckScreenshot> {
-    let real = root.join(line).canonicalize().ok()?;
-    let relative = real.strip_prefix(root).ok()?.to_str()?.to_string();
-    let meta = std::fs::metadata(&real).ok()?;
-    if !meta.is_file() || meta.len() > MAX_SCREENSHOT_BYTES || relative.is_empty() {
+/// The record's text (bounded), unless it is not a plain file in its directory.
+fn read_record(record: &Path) -> Option<String> {
+    let (dir, name) = (record.parent()?, record.file_name()?);
+    let mut text = String::new();
+    RootDir::open(dir)
+        .ok()?
+        .open_file(name)
+        .ok()?
+        .take(MAX_RECORD_BYTES)
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(text)
+}
+
+/// `path` as a clean relative one (`/`-separated), or None when it leaves the copy.
+fn clean_relative(path: &Path) -> Option<String> {
+    let mut clean = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::Normal(part) => clean.push(part),
+            Component::CurDir => {}
+            _ => return None,
+        }
+    }
+    clean.to_str().filter(|s| !s.is_empty()).map(str::to_string)
+}
+
+fn one(root: &RootDir, path: &Path) -> Option<CheckScreenshot> {
+    let relative = clean_relative(path)?;
+    let file = root.open_file(&relative).ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > MAX_SCREENSHOT_BYTES {
         return None;
     }
-    let png = std::fs::read(&real).ok()?;
+    let mut png = Vec::new();
+    file.take(MAX_SCREENSHOT_BYTES + 1)
+        .read_to_end(&mut png)
+        .ok()?;
     png.starts_with(PNG_MAGIC).then_some(CheckScreenshot {
         path: relative,
         png,
@@ -126,5 +156,26 @@ mod tests {
         let shots = collect(&record, &ws, &upper);
         assert_eq!(shots.len(), 1, "{shots:?}");
         assert_eq!(shots[0].path, "shots/b.png");
+    }
+
+    /// The check replaced its record with a symlink to a record outside, and recorded a PNG
+    /// path that is a symlink: neither is followed.
+    #[test]
+    fn a_symlinked_record_or_screenshot_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join("shots")).unwrap();
+        let png = [PNG_MAGIC, b"rest"].concat();
+        std::fs::write(ws.join("shots/a.png"), &png).unwrap();
+        std::os::unix::fs::symlink("a.png", ws.join("shots/link.png")).unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir(&home).unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::write(&elsewhere, "shots/a.png\n").unwrap();
+        std::os::unix::fs::symlink(&elsewhere, home.join("record")).unwrap();
+        assert!(collect(&home.join("record"), &ws, &ws).is_empty());
+        std::fs::remove_file(home.join("record")).unwrap();
+        std::fs::write(home.join("record"), "shots/link.png\n").unwrap();
+        assert!(collect(&home.join("record"), &ws, &ws).is_empty());
     }
 }

@@ -6,7 +6,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use loopgate_protocol::snapshot::ManifestEntry;
-use loopgate_workspace_walk::list_workspace;
+use loopgate_workspace_walk::{list_workspace, open_no_symlinks, BeneathError};
 use sha2::{Digest, Sha256};
 
 pub use crate::error::Refusal;
@@ -84,7 +84,32 @@ fn io_error(path: &Path, source: std::io::Error) -> SnapshotError {
 
 /// sha256 and byte count of a file, streaming; refuses if it grows past `limit`.
 pub fn hash_file(path: &Path, rel: &str, limit: u64) -> Result<(String, u64), SnapshotError> {
-    let mut file = fs::File::open(path).map_err(|e| io_error(path, e))?;
+    let file = fs::File::open(path).map_err(|e| io_error(path, e))?;
+    hash_open(file, path, rel, limit)
+}
+
+/// Open a walked file's `source` (canonical) without following a symlink anywhere on it: the
+/// walk saw a regular file there, so a symlink now means it was swapped since.
+pub(crate) fn open_walked(source: &Path, rel: &str) -> Result<fs::File, SnapshotError> {
+    open_no_symlinks(source).map_err(|err| match err {
+        BeneathError::Io { source: e, .. } => io_error(source, e),
+        _ => SnapshotError::ChangedDuringFreeze {
+            path: rel.to_string(),
+        },
+    })
+}
+
+/// As [`hash_file`], for a file the walk found (see [`open_walked`]).
+fn hash_walked(source: &Path, rel: &str, limit: u64) -> Result<(String, u64), SnapshotError> {
+    hash_open(open_walked(source, rel)?, source, rel, limit)
+}
+
+fn hash_open(
+    mut file: fs::File,
+    path: &Path,
+    rel: &str,
+    limit: u64,
+) -> Result<(String, u64), SnapshotError> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
     let mut size: u64 = 0;
@@ -114,6 +139,16 @@ pub fn walk_workspace_cached(
     rules: &FreezeRules,
     cache: Option<&StatCache>,
 ) -> Result<Vec<WalkedFile>, SnapshotError> {
+    let files = list_files(root, rules, cache)?;
+    hash_listed(files, rules)
+}
+
+/// The walk's files with their stats, sha256 filled in only where `cache` vouched for them.
+fn list_files(
+    root: &Path,
+    rules: &FreezeRules,
+    cache: Option<&StatCache>,
+) -> Result<Vec<WalkedFile>, SnapshotError> {
     let listing = list_workspace(root, &rules.ignore)?;
     let mut files = Vec::with_capacity(listing.size_hint().0);
     let mut total: u64 = 0;
@@ -130,7 +165,7 @@ pub fn walk_workspace_cached(
                 },
             ));
         }
-        let stamp = FileStamp::of(&metadata);
+        let stamp = FileStamp::of_stat(&metadata);
         let cached = cache
             .and_then(|c| c.lookup(rel, &stamp))
             .map(str::to_string);
@@ -158,6 +193,15 @@ pub fn walk_workspace_cached(
             recorded_at_ns: 0,
         });
     }
+    Ok(files)
+}
+
+/// Hash what the cache did not vouch for (each file re-opened without following a symlink),
+/// check the total again, sort by path.
+fn hash_listed(
+    mut files: Vec<WalkedFile>,
+    rules: &FreezeRules,
+) -> Result<Vec<WalkedFile>, SnapshotError> {
     hash_pending(&mut files, rules.max_file_bytes)?;
     let total: u64 = files.iter().map(|f| f.entry.size).sum();
     if total > rules.max_total_bytes {
@@ -187,7 +231,7 @@ fn hash_pending(files: &mut [WalkedFile], limit: u64) -> Result<(), SnapshotErro
         (
             i,
             recorded_at,
-            hash_file(&file.source, &file.entry.path, limit),
+            hash_walked(&file.source, &file.entry.path, limit),
         )
     };
     let work = || {
@@ -249,6 +293,38 @@ mod tests {
         assert!(is_ignored("dist", true, &rules.ignore));
         assert!(is_ignored("x/y.log", false, &rules.ignore));
         assert!(is_ignored(".git", true, &rules.ignore));
+    }
+
+    /// Between the walk and the read, a file and a directory of the workspace become symlinks
+    /// to files outside it: the freeze refuses, and no outside byte is hashed or read.
+    #[test]
+    fn a_file_swapped_for_a_symlink_after_the_walk_is_not_followed() {
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("secret"), b"outside secret").unwrap();
+        fs::write(outside.path().join("b.txt"), b"outside b").unwrap();
+        for swap_dir in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            fs::create_dir(dir.path().join("d")).unwrap();
+            fs::write(dir.path().join("a.txt"), b"one").unwrap();
+            fs::write(dir.path().join("d/b.txt"), b"two").unwrap();
+            let rules = FreezeRules::default();
+            let listed = list_files(dir.path(), &rules, None).unwrap();
+            assert_eq!(listed.len(), 2);
+            if swap_dir {
+                fs::remove_dir_all(dir.path().join("d")).unwrap();
+                std::os::unix::fs::symlink(outside.path(), dir.path().join("d")).unwrap();
+            } else {
+                fs::remove_file(dir.path().join("a.txt")).unwrap();
+                std::os::unix::fs::symlink(outside.path().join("secret"), dir.path().join("a.txt"))
+                    .unwrap();
+            }
+            let err = hash_listed(listed, &rules).unwrap_err();
+            let swapped = if swap_dir { "d/b.txt" } else { "a.txt" };
+            assert!(
+                matches!(&err, SnapshotError::ChangedDuringFreeze { path } if path == swapped),
+                "swap_dir {swap_dir}: {err:?}"
+            );
+        }
     }
 
     #[test]

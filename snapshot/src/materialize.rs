@@ -1,11 +1,11 @@
 //! Materialize a snapshot into a directory, re-hashing every blob on the way in.
 
 use std::collections::{BTreeSet, HashMap};
-use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use loopgate_protocol::snapshot::{Manifest, ManifestEntry};
+use loopgate_workspace_walk::{BeneathError, RootDir};
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
@@ -39,7 +39,7 @@ fn unsafe_destination(path: &Path, reason: &str) -> SnapshotError {
 /// Make every directory the files at `paths` (relative) need under `dest`, parents first,
 /// refusing to go through a symlink or anything else that is not a directory, and refusing a
 /// target that is a symlink or a directory (a regular file there is replaced by rename).
-/// Blocking.
+/// Beneath `dest`, following no symlink. Blocking.
 pub(crate) fn prepare_dirs<'a>(
     dest: &Path,
     paths: impl IntoIterator<Item = &'a str> + Clone,
@@ -50,40 +50,38 @@ pub(crate) fn prepare_dirs<'a>(
             dirs.insert(&path[..at]);
         }
     }
-    // BTreeSet order puts `a` before `a/b`: parents are made first.
+    let root = RootDir::open(dest).map_err(|e| io_error(dest, e.into()))?;
+    // BTreeSet order puts `a` before `a/b`: parents are made first; each is made or opened
+    // beneath `dest` following no symlink.
     for dir in dirs {
         let current = dest.join(dir);
-        match fs::symlink_metadata(&current) {
-            Ok(meta) if meta.file_type().is_symlink() => {
+        match root.create_dir_all(dir) {
+            Ok(()) => {}
+            Err(BeneathError::Symlink { .. }) => {
                 return Err(unsafe_destination(&current, "is a symlink"))
             }
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => {
+            Err(err) if err.io_kind() == Some(std::io::ErrorKind::NotADirectory) => {
                 return Err(unsafe_destination(
                     &current,
                     "exists and is not a directory",
                 ))
             }
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                match fs::create_dir(&current) {
-                    Ok(()) => {}
-                    Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
-                    Err(err) => return Err(io_error(&current, err)),
-                }
-            }
-            Err(err) => return Err(io_error(&current, err)),
+            Err(err) => return Err(io_error(&current, err.into())),
         }
     }
     for path in paths {
         let target = dest.join(path);
-        match fs::symlink_metadata(&target) {
+        match root.symlink_metadata(path) {
             Ok(meta) if meta.file_type().is_symlink() => {
                 return Err(unsafe_destination(&target, "is a symlink"))
             }
             Ok(meta) if meta.is_dir() => return Err(unsafe_destination(&target, "is a directory")),
             Ok(_) => {}
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
-            Err(err) => return Err(io_error(&target, err)),
+            Err(err) if err.io_kind() == Some(std::io::ErrorKind::NotFound) => {}
+            Err(BeneathError::Symlink { .. }) => {
+                return Err(unsafe_destination(&target, "goes through a symlink"))
+            }
+            Err(err) => return Err(io_error(&target, err.into())),
         }
     }
     Ok(())
@@ -261,6 +259,7 @@ pub(crate) async fn finish_file(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use std::fs;
 
     #[test]
     fn dirs_are_made_once_and_never_through_a_symlink() {

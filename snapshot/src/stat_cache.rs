@@ -46,6 +46,17 @@ impl FileStamp {
         }
     }
 
+    /// Of a `stat` the workspace walk took.
+    pub fn of_stat(stat: &loopgate_workspace_walk::FileStat) -> FileStamp {
+        FileStamp {
+            size: stat.size,
+            mtime_ns: stat.mtime_ns,
+            ctime_ns: stat.ctime_ns,
+            inode: stat.inode,
+            device: stat.device,
+        }
+    }
+
     fn coarse(&self) -> bool {
         self.mtime_ns % 1_000_000_000 == 0 && self.ctime_ns % 1_000_000_000 == 0
     }

@@ -12,8 +12,9 @@ use loopgate_protocol::snapshot::{
 };
 
 use crate::error::{Refusal, SnapshotError};
-use crate::freeze::{normalize_mode, walk_workspace_cached, FreezeRules};
+use crate::freeze::{normalize_mode, open_walked, walk_workspace_cached, FreezeRules};
 use crate::manifests::ManifestWrite;
+use crate::materialize::blocking_failed;
 use crate::stat_cache::StatCache;
 use crate::store::{blob_object_name, FreezeOutcome, SnapshotStore};
 
@@ -64,13 +65,10 @@ impl SnapshotStore {
                 if self.object_size(&name).await? == Some(file.entry.size) {
                     return Ok::<_, SnapshotError>(None);
                 }
-                let bytes =
-                    tokio::fs::read(&file.source)
-                        .await
-                        .map_err(|source| SnapshotError::Io {
-                            path: file.source.display().to_string(),
-                            source,
-                        })?;
+                let (source, rel) = (file.source.clone(), file.entry.path.clone());
+                let bytes = tokio::task::spawn_blocking(move || read_walked(&source, &rel))
+                    .await
+                    .map_err(|err| blocking_failed("read", err))??;
                 if sha256_hex(&bytes) != file.entry.sha256 {
                     return Err(SnapshotError::ChangedDuringFreeze {
                         path: file.entry.path.clone(),
@@ -185,6 +183,19 @@ impl SnapshotStore {
         let written = self.write_manifest(&manifest, None).await?;
         Ok(outcome(manifest, written, &[], 0))
     }
+}
+
+/// The bytes of a walked file (its canonical `source`), no symlink followed on the way.
+fn read_walked(source: &Path, rel: &str) -> Result<Vec<u8>, SnapshotError> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    open_walked(source, rel)?
+        .read_to_end(&mut bytes)
+        .map_err(|e| SnapshotError::Io {
+            path: source.display().to_string(),
+            source: e,
+        })?;
+    Ok(bytes)
 }
 
 fn outcome(

@@ -11,7 +11,8 @@
 //! `loopgate_queue_outstanding_messages`, `loopgate_queue_oldest_age_seconds`,
 //! `loopgate_queue_dead_letters`,
 //! `loopgate_worker_up`, `loopgate_executor_self_check_refusals_total`,
-//! `loopgate_security_refused_messages_total`, `loopgate_dead_letters_total`,
+//! `loopgate_security_refused_messages_total`, `loopgate_security_refused_paths_total`,
+//! `loopgate_dead_letters_total`,
 //! `loopgate_outbox_republished_total`, `loopgate_outbox_pending_runs`,
 //! `loopgate_admission_waiting_runs`, `loopgate_admission_oldest_wait_seconds`,
 //! `loopgate_queue_waits_total`, `loopgate_queue_wait_seconds`.
@@ -45,6 +46,9 @@ pub struct Metrics {
     /// subject, a run or role that disagrees with the subject, an unsigned or badly signed
     /// report); attributes `kind` and `reason`.
     pub refused_messages: Counter<u64>,
+    /// Paths in a tree an agent touched that a worker refused to follow (a symlink planted at,
+    /// or swapped into, a path a worker writes, reads or gives away); attribute `reason`.
+    pub refused_paths: Counter<u64>,
     /// Results and work that exhausted their deliveries and went to the dead-letter stream;
     /// attributes `kind` (the message kind) and `reason`.
     pub dead_letters: Counter<u64>,
@@ -137,6 +141,13 @@ impl Metrics {
                 .with_description(
                     "Results-stream messages refused before they reached the run: wrong \
                      subject, run or role mismatch, missing spec hash, unsigned or badly signed",
+                )
+                .build(),
+            refused_paths: meter
+                .u64_counter("loopgate.security.refused_paths")
+                .with_description(
+                    "Paths in an agent's tree a worker refused to follow: a symlink planted at \
+                     or swapped into a path the worker writes, reads or chowns",
                 )
                 .build(),
             dead_letters: meter

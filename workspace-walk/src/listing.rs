@@ -5,15 +5,14 @@
 //! paths a manifest can't hold. The freezer (`loopgate-snapshot`) and `loopgate submit`'s upload
 //! (`loopgate-cli`) both read a workspace through this.
 
-use std::fs::{self, Metadata};
-use std::os::unix::fs::PermissionsExt;
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use loopgate_protocol::snapshot::validate_relative_path;
 
 use crate::error::{io_error, refused, Refusal, WalkError};
 use crate::ignore::is_ignored;
-use crate::tree_walk::{walk, Found};
+use crate::tree_walk::{walk, FileStat, Found};
 
 /// One file of the workspace.
 #[derive(Debug)]
@@ -21,15 +20,17 @@ pub struct ListedFile {
     /// Relative to the root, `/`-separated, valid as a manifest path.
     pub rel: String,
     /// Where its content is read from: the file, or the in-workspace file a symlink resolves to.
+    /// Canonical (no symlink on it when it was listed): read it with
+    /// [`crate::open_no_symlinks`], so a component swapped for a symlink since is refused.
     pub source: PathBuf,
     /// The `lstat` of a regular file, the `stat` of a symlink's target.
-    pub metadata: Metadata,
+    pub metadata: FileStat,
 }
 
 impl ListedFile {
     /// The mode a snapshot stores for it (see [`normalize_mode`]).
     pub fn mode(&self) -> u32 {
-        normalize_mode(self.metadata.permissions().mode())
+        normalize_mode(self.metadata.mode)
     }
 }
 
@@ -113,7 +114,7 @@ fn resolve(root: &Path, item: Found) -> Result<ListedFile, WalkError> {
 }
 
 /// A symlink stands for the file it points to, if that is a regular file inside `root`.
-fn resolve_symlink(root: &Path, link: &Path, rel: &str) -> Result<(PathBuf, Metadata), WalkError> {
+fn resolve_symlink(root: &Path, link: &Path, rel: &str) -> Result<(PathBuf, FileStat), WalkError> {
     let target = fs::read_link(link)
         .map(|t| t.display().to_string())
         .unwrap_or_default();
@@ -134,7 +135,7 @@ fn resolve_symlink(root: &Path, link: &Path, rel: &str) -> Result<(PathBuf, Meta
     if !metadata.is_file() {
         return Err(refused(rel, Refusal::SpecialFile));
     }
-    Ok((resolved, metadata))
+    Ok((resolved, FileStat::of_std(&metadata)))
 }
 
 #[cfg(test)]
@@ -142,6 +143,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use crate::ignore::DEFAULT_IGNORES;
+    use std::os::unix::fs::PermissionsExt;
 
     fn defaults() -> Vec<String> {
         DEFAULT_IGNORES.iter().map(|s| s.to_string()).collect()

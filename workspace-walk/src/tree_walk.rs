@@ -1,15 +1,75 @@
 //! The directory walk of a freeze, on all cores: threads take directories from one shared
 //! queue, list them and `stat` each file relative to its directory (`statx` on the directory's
 //! fd, no path walk from the root), so a warm freeze of a large tree costs about the `stat`s
-//! divided by the cores. No decisions here beyond `skip`: `listing.rs` refuses, the freezer
-//! hashes.
+//! divided by the cores. Each directory is opened beneath the root without following a
+//! symlink (`beneath.rs`): one swapped for a symlink after it was listed is refused, never
+//! walked into. No decisions here beyond `skip`: `listing.rs` refuses, the freezer hashes.
 
 use std::ffi::OsString;
-use std::fs::{self, Metadata};
+use std::fs;
+use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-use crate::error::{io_error, WalkError};
+use cap_std::fs::MetadataExt as _;
+
+use crate::beneath::{BeneathError, RootDir};
+use crate::error::{io_error, refused, Refusal, WalkError};
+
+/// What the walk keeps of a file's `stat`: its size and mode, and what identifies one version
+/// of it (the freezer's stat cache compares these).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStat {
+    pub size: u64,
+    /// The `st_mode` bits (permissions included).
+    pub mode: u32,
+    pub nlink: u64,
+    pub mtime_ns: i128,
+    pub ctime_ns: i128,
+    pub inode: u64,
+    pub device: u64,
+}
+
+fn ns(secs: i64, nanos: i64) -> i128 {
+    i128::from(secs) * 1_000_000_000 + i128::from(nanos)
+}
+
+impl FileStat {
+    /// The size in bytes.
+    pub fn len(&self) -> u64 {
+        self.size
+    }
+
+    /// True for an empty file.
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+
+    /// Of a `std` metadata.
+    pub fn of_std(meta: &fs::Metadata) -> FileStat {
+        FileStat {
+            size: meta.len(),
+            mode: meta.mode(),
+            nlink: meta.nlink(),
+            mtime_ns: ns(meta.mtime(), meta.mtime_nsec()),
+            ctime_ns: ns(meta.ctime(), meta.ctime_nsec()),
+            inode: meta.ino(),
+            device: meta.dev(),
+        }
+    }
+
+    fn of_cap(meta: &cap_std::fs::Metadata) -> FileStat {
+        FileStat {
+            size: meta.len(),
+            mode: meta.mode(),
+            nlink: meta.nlink(),
+            mtime_ns: ns(meta.mtime(), meta.mtime_nsec()),
+            ctime_ns: ns(meta.ctime(), meta.ctime_nsec()),
+            inode: meta.ino(),
+            device: meta.dev(),
+        }
+    }
+}
 
 /// One entry the walk found (directories are descended, never returned).
 #[derive(Debug)]
@@ -18,7 +78,7 @@ pub enum Found {
     File {
         rel: String,
         path: PathBuf,
-        metadata: Metadata,
+        metadata: FileStat,
     },
     Symlink {
         rel: String,
@@ -48,9 +108,8 @@ impl Found {
     }
 }
 
-/// A directory to list: where it is and its relative path ("" for the root).
+/// A directory to list: its relative path ("" for the root).
 struct Dir {
-    path: PathBuf,
     rel: String,
 }
 
@@ -132,17 +191,24 @@ fn lossy(parent: &str, name: &OsString) -> String {
     join(parent, &name.to_string_lossy())
 }
 
-/// List `dir`: its files into `found`, its subdirectories (not skipped) returned.
+/// List `dir` beneath `root`: its files into `found`, its subdirectories (not skipped)
+/// returned.
 fn list(
+    root: &RootDir,
     dir: &Dir,
     skip: &(dyn Fn(&str, bool) -> bool + Sync),
     found: &mut Vec<Found>,
 ) -> Result<Vec<Dir>, WalkError> {
     let mut subdirs = Vec::new();
-    let entries = fs::read_dir(&dir.path).map_err(|e| io_error(&dir.path, e))?;
+    let dir_path = root.path().join(&dir.rel);
+    let entries = root.read_dir(&dir.rel).map_err(|err| match err {
+        // A directory when its parent was listed, a symlink now: never walked into.
+        BeneathError::Symlink { .. } => refused(dir.rel.as_str(), Refusal::SymlinkToDirectory),
+        other => io_error(&dir_path, other.into()),
+    })?;
     for entry in entries {
-        let entry = entry.map_err(|e| io_error(&dir.path, e))?;
-        let path = entry.path();
+        let entry = entry.map_err(|e| io_error(&dir_path, e))?;
+        let path = dir_path.join(entry.file_name());
         let file_type = entry.file_type().map_err(|e| io_error(&path, e))?;
         let name = entry.file_name();
         let Some(name_str) = name.to_str() else {
@@ -157,14 +223,14 @@ fn list(
             continue;
         }
         if file_type.is_dir() {
-            subdirs.push(Dir { path, rel });
+            subdirs.push(Dir { rel });
         } else if file_type.is_file() {
             // `statx` relative to the directory's fd, not following a link.
             let metadata = entry.metadata().map_err(|e| io_error(&path, e))?;
             found.push(Found::File {
                 rel,
                 path,
-                metadata,
+                metadata: FileStat::of_cap(&metadata),
             });
         } else if file_type.is_symlink() {
             found.push(Found::Symlink { rel, path });
@@ -177,17 +243,16 @@ fn list(
 
 /// Every file, symlink, special file and non-UTF-8 name under `root` (which must be a
 /// directory), in no particular order; entries for which `skip(rel, is_dir)` holds are left
-/// out (a skipped directory is not descended). The first I/O error ends the walk.
+/// out (a skipped directory is not descended). The first I/O error ends the walk; a directory
+/// that turned into a symlink while the walk ran is refused.
 pub fn walk(
     root: &Path,
     skip: &(dyn Fn(&str, bool) -> bool + Sync),
 ) -> Result<Vec<Found>, WalkError> {
+    let beneath = RootDir::open(root).map_err(|e| io_error(root, e.into()))?;
     let shared = Shared {
         queue: Mutex::new(Queue {
-            dirs: vec![Dir {
-                path: root.to_path_buf(),
-                rel: String::new(),
-            }],
+            dirs: vec![Dir { rel: String::new() }],
             ..Queue::default()
         }),
         wake: Condvar::new(),
@@ -196,7 +261,7 @@ pub fn walk(
     let work = || {
         let mut found = Vec::new();
         while let Some(dir) = shared.take() {
-            let listed = list(&dir, skip, &mut found);
+            let listed = list(&beneath, &dir, skip, &mut found);
             shared.done(listed);
         }
         found
@@ -247,6 +312,30 @@ mod tests {
         assert!(found
             .iter()
             .any(|f| matches!(f, Found::Symlink { rel, .. } if rel == "link")));
+    }
+
+    /// The walk lists `d` as a directory; before it is walked into, it becomes a symlink to a
+    /// directory outside (swapped in `skip`, which runs between the two): refused, and nothing
+    /// outside is listed.
+    #[test]
+    fn a_directory_swapped_for_a_symlink_is_not_walked_into() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("secret"), b"x").unwrap();
+        fs::create_dir(dir.path().join("d")).unwrap();
+        fs::write(dir.path().join("d/own"), b"x").unwrap();
+        let swap = |rel: &str, is_dir: bool| {
+            if is_dir && rel == "d" {
+                fs::rename(dir.path().join("d"), dir.path().join("parked")).unwrap();
+                std::os::unix::fs::symlink(outside.path(), dir.path().join("d")).unwrap();
+            }
+            rel == "parked"
+        };
+        let err = walk(dir.path(), &swap).unwrap_err();
+        assert!(
+            matches!(&err, WalkError::Refused { path, reason: Refusal::SymlinkToDirectory } if path == "d"),
+            "{err:?}"
+        );
     }
 
     #[test]

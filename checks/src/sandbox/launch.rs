@@ -203,24 +203,10 @@ pub(crate) fn find_on_path(name: &str) -> Option<PathBuf> {
 }
 
 /// Make `path` (recursively) owned by `owner`, so a check running as that user can write it.
+/// By directory handle, never following a symlink (`loopgate_workspace_walk::chown_tree`): the
+/// tree may be a workspace the agent is writing in at the same moment.
 pub(crate) fn chown_tree(path: &Path, owner: (u32, u32)) -> std::io::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let mut stack = vec![path.to_path_buf()];
-    while let Some(current) = stack.pop() {
-        let metadata = std::fs::symlink_metadata(&current)?;
-        if metadata.file_type().is_symlink() {
-            continue;
-        }
-        if (metadata.uid(), metadata.gid()) != owner {
-            std::os::unix::fs::chown(&current, Some(owner.0), Some(owner.1))?;
-        }
-        if metadata.is_dir() {
-            for entry in std::fs::read_dir(&current)? {
-                stack.push(entry?.path());
-            }
-        }
-    }
-    Ok(())
+    loopgate_workspace_walk::chown_tree(path, owner)
 }
 
 /// Let a check running as `run_as` use `owned` (chowned to it) inside `parent`, which stays

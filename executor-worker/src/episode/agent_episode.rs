@@ -8,6 +8,7 @@ use std::time::Duration;
 use loopgate_protocol::snapshot::Manifest;
 use loopgate_protocol::usage::Usage;
 use loopgate_protocol::wire::{ExecOutcome, ExecRequest};
+use loopgate_workspace_walk::RootDir;
 
 use crate::agents::config::AgentProfile;
 use crate::agents::run::{
@@ -180,17 +181,27 @@ async fn agent_in_dir(
     }
 }
 
+/// Remove the agents' state directories the base did not have, beneath `dir` following no
+/// symlink (one the agent left there is removed itself, its target untouched).
 fn drop_agent_state(dir: &Path, base: &Manifest) {
+    let Ok(root) = RootDir::open(dir) else {
+        return;
+    };
     for state_dir in AGENT_STATE_DIRS {
         let prefix = format!("{state_dir}/");
         if base.entries.iter().any(|e| e.path.starts_with(&prefix)) {
             continue;
         }
-        let path = dir.join(state_dir);
-        if path.is_dir() {
-            if let Err(err) = std::fs::remove_dir_all(&path) {
-                tracing::warn!(error = %err, dir = state_dir, "removing agent state failed");
+        let removed = match root.symlink_metadata(state_dir) {
+            Ok(meta) if meta.is_dir() => root.remove_dir_all(state_dir),
+            // A link to a directory: the link goes, what it points to stays.
+            Ok(meta) if meta.file_type().is_symlink() && dir.join(state_dir).is_dir() => {
+                root.remove_file(state_dir)
             }
+            _ => continue,
+        };
+        if let Err(err) = removed {
+            tracing::warn!(error = %err, dir = state_dir, "removing agent state failed");
         }
     }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use loopgate_models::ChatMessage;
 use loopgate_protocol::snapshot::Manifest;
 use loopgate_protocol::wire::{ExecOutcome, ExecRequest};
+use loopgate_workspace_walk::{BeneathError, RootDir};
 
 use crate::episode::env::{EpisodeEnd, EpisodeEnv};
 use crate::episode::workspace_dir::{
@@ -185,24 +186,50 @@ fn frozen_summary(report: &LoopReport) -> Result<(String, bool), String> {
 }
 
 /// Keeps the handoff file out of the frozen snapshot: removed when the base had none, put
-/// back as it was when the base had one.
+/// back as it was when the base had one. Both beneath the workspace root, following no
+/// symlink: whatever the agent left at `progress.md` (a symlink to a file outside included) is
+/// removed or replaced by a rename, never written through.
 struct HandoffFile {
-    path: PathBuf,
+    dir: PathBuf,
     original: Option<Vec<u8>>,
 }
 
 impl HandoffFile {
+    /// The handoff file of the freshly materialized workspace `dir`, as it is now.
     fn capture(dir: &Path) -> Self {
-        let path = dir.join(HANDOFF_FILE);
-        let original = std::fs::read(&path).ok();
-        HandoffFile { path, original }
+        let original = RootDir::open(dir)
+            .and_then(|root| root.read(HANDOFF_FILE))
+            .ok();
+        HandoffFile {
+            dir: dir.to_path_buf(),
+            original,
+        }
     }
 
-    fn restore(self) -> std::io::Result<()> {
+    fn restore(self) -> Result<(), BeneathError> {
+        let root = RootDir::open(&self.dir)?;
+        if root
+            .symlink_metadata(HANDOFF_FILE)
+            .is_ok_and(|meta| meta.file_type().is_symlink())
+        {
+            tracing::warn!(
+                target: "loopgate::security",
+                security_event = "path_refused",
+                reason = "handoff_symlink",
+                path = HANDOFF_FILE,
+                "the agent left a symlink at the handoff file; replaced, not followed"
+            );
+            loopgate_telemetry::metrics::Metrics::new()
+                .refused_paths
+                .add(
+                    1,
+                    &[opentelemetry::KeyValue::new("reason", "handoff_symlink")],
+                );
+        }
         match &self.original {
-            Some(bytes) => std::fs::write(&self.path, bytes),
-            None => match std::fs::remove_file(&self.path) {
-                Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(err),
+            Some(bytes) => root.replace(HANDOFF_FILE, bytes),
+            None => match root.remove_file(HANDOFF_FILE) {
+                Err(err) if err.io_kind() != Some(std::io::ErrorKind::NotFound) => Err(err),
                 _ => Ok(()),
             },
         }
@@ -264,24 +291,28 @@ fn end_label(end: &LoopEnd) -> &'static str {
 }
 
 /// The current text of each of `paths` in the freshly materialized `dir`; a file that is not
-/// UTF-8 text (or holds a NUL), grew past the preview cap or cannot be read is left out.
+/// UTF-8 text (or holds a NUL), grew past the preview cap or cannot be read is left out. Read
+/// beneath `dir` following no symlink.
 async fn read_previews(dir: &Path, paths: &[String]) -> Vec<FilePreview> {
-    let mut previews = Vec::new();
-    for path in paths {
-        let Ok(bytes) = tokio::fs::read(dir.join(path)).await else {
-            continue;
+    let (dir, paths) = (dir.to_path_buf(), paths.to_vec());
+    tokio::task::spawn_blocking(move || {
+        let Ok(root) = RootDir::open(&dir) else {
+            return Vec::new();
         };
-        if bytes.len() as u64 > PREVIEW_FILE_BYTES || bytes.contains(&0) {
-            continue;
-        }
-        if let Ok(text) = String::from_utf8(bytes) {
-            previews.push(FilePreview {
-                path: path.clone(),
-                text,
-            });
-        }
-    }
-    previews
+        paths
+            .into_iter()
+            .filter_map(|path| {
+                let bytes = root.read(&path).ok()?;
+                if bytes.len() as u64 > PREVIEW_FILE_BYTES || bytes.contains(&0) {
+                    return None;
+                }
+                let text = String::from_utf8(bytes).ok()?;
+                Some(FilePreview { path, text })
+            })
+            .collect()
+    })
+    .await
+    .unwrap_or_default()
 }
 
 #[cfg(test)]

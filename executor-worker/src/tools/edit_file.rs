@@ -1,7 +1,5 @@
 //! `edit_file`: replace the one occurrence of a text in a file.
 
-use std::fs;
-
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -11,7 +9,7 @@ use crate::tools::mended_python::{mend_python, mended_note};
 use crate::tools::tool_def::{
     object_schema, parse_args, path_param, string_param, ToolDef, ToolEffect,
 };
-use crate::tools::workspace::{io_err, TextFile, ToolError, Workspace};
+use crate::tools::workspace::{beneath_err, TextFile, ToolError, Workspace};
 
 pub(crate) const DEF: ToolDef = ToolDef {
     name: "edit_file",
@@ -68,7 +66,7 @@ impl Workspace {
         if old.is_empty() {
             return Err(ToolError::EmptyOld);
         }
-        let TextFile { rel, path, text } = self.read_text(rel)?;
+        let TextFile { rel, real, text } = self.read_text(rel)?;
         let rel = rel.as_str();
         let (edited, kind) =
             replace_once(&text, old, new).map_err(|NoUniqueMatch(count)| match count {
@@ -89,7 +87,9 @@ impl Workspace {
                  call finish if the step is done."
             ));
         }
-        fs::write(&path, edited).map_err(io_err("write", rel))?;
+        self.dir()
+            .write(&real, edited.as_bytes())
+            .map_err(beneath_err("write", rel))?;
         let mut result = match kind {
             MatchKind::Exact => format!("edited {rel}"),
             MatchKind::IgnoringWhitespace => format!(

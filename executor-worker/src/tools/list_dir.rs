@@ -1,13 +1,11 @@
 //! `list_dir`: a directory's entries.
 
-use std::fs;
-
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::tools::context::ToolContext;
 use crate::tools::tool_def::{object_schema, parse_args, string_param, ToolDef, ToolEffect};
-use crate::tools::workspace::{io_err, ToolError, Workspace};
+use crate::tools::workspace::{beneath_err, io_err, ToolError, Workspace};
 
 /// Most directory entries `list_dir` shows.
 pub(crate) const LIST_DIR_LIMIT: usize = 500;
@@ -42,14 +40,21 @@ pub(crate) async fn run(ctx: &ToolContext, arguments: &Value) -> Result<String, 
 impl Workspace {
     /// Sorted entries, directories with a trailing `/`, symlinks with a trailing `@`.
     pub fn list_dir(&self, rel: &str) -> Result<String, ToolError> {
-        let path = self.resolve(rel)?;
+        let target = self.resolve_target(rel)?;
         let shown = if rel.is_empty() { "." } else { rel };
-        let meta = fs::metadata(&path).map_err(io_err("list", shown))?;
+        let meta = self
+            .dir()
+            .symlink_metadata(&target.real)
+            .map_err(beneath_err("list", shown))?;
         if !meta.is_dir() {
             return Err(ToolError::NotDirectory(shown.to_string()));
         }
         let mut names = Vec::new();
-        for entry in fs::read_dir(&path).map_err(io_err("list", shown))? {
+        let entries = self
+            .dir()
+            .read_dir(&target.real)
+            .map_err(beneath_err("list", shown))?;
+        for entry in entries {
             let entry = entry.map_err(io_err("list", shown))?;
             let name = entry.file_name().to_string_lossy().into_owned();
             let suffix = match entry.file_type() {

@@ -4,8 +4,9 @@
 //! around. The walk is bounded (entries and results) and skips hidden and build directories,
 //! so a big workspace costs a tool call no more than a small one.
 
-use std::fs;
 use std::path::Path;
+
+use loopgate_workspace_walk::RootDir;
 
 /// Directory entries looked at, at most.
 const MAX_ENTRIES: usize = 5_000;
@@ -15,8 +16,9 @@ const MAX_FOUND: usize = 3;
 const SKIPPED_DIRS: [&str; 4] = ["node_modules", "target", "__pycache__", "venv"];
 
 /// Workspace-relative paths (`/`-separated, sorted) of the files other than `rel` whose file
-/// name is `rel`'s; empty when `rel` has no file name.
-pub(crate) fn files_named_like(root: &Path, rel: &str) -> Vec<String> {
+/// name is `rel`'s; empty when `rel` has no file name. Directories are listed beneath `root`
+/// without following a symlink.
+pub(crate) fn files_named_like(root: &RootDir, rel: &str) -> Vec<String> {
     let rel = rel.trim().trim_start_matches("./");
     let Some(name) = Path::new(rel).file_name().and_then(|n| n.to_str()) else {
         return Vec::new();
@@ -25,7 +27,7 @@ pub(crate) fn files_named_like(root: &Path, rel: &str) -> Vec<String> {
     let mut seen = 0usize;
     let mut stack = vec![String::new()];
     while let Some(dir) = stack.pop() {
-        let Ok(entries) = fs::read_dir(root.join(&dir)) else {
+        let Ok(entries) = root.read_dir(&dir) else {
             continue;
         };
         for entry in entries.flatten() {
@@ -74,6 +76,7 @@ pub(crate) fn listed(paths: &[String]) -> String {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use std::fs;
 
     #[test]
     fn finds_the_same_name_elsewhere_and_skips_hidden_and_build_dirs() {
@@ -99,7 +102,8 @@ mod tests {
             ("", &[]),
         ];
         for (rel, want) in cases {
-            assert_eq!(files_named_like(root, rel), want, "{rel}");
+            let beneath = RootDir::open(root).unwrap();
+            assert_eq!(files_named_like(&beneath, rel), want, "{rel}");
         }
     }
 

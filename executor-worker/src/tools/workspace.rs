@@ -3,10 +3,19 @@
 //! symlinks), and the tools' errors, which the model reads as tool results. The file tools
 //! themselves (`Workspace::read_file`, `write_file`, `edit_file`, `list_dir`) are each in the
 //! tool's own file.
+//!
+//! A path is checked first ([`Workspace::resolve_target`]: clear errors for `..`, absolute
+//! paths and symlinks leading out or nowhere; symlinks inside the workspace resolved), then
+//! used through the workspace's [`RootDir`]: the resolved path is opened beneath the root
+//! without following any symlink, so one swapped in between the check and the use (by a
+//! process the agent left running, such as a gui episode's `serve`) is refused, never followed.
 
 use std::fs;
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Read};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use loopgate_workspace_walk::{BeneathError, RootDir};
 
 use crate::tools::same_name::{files_named_like, listed};
 
@@ -23,6 +32,8 @@ pub enum ToolError {
     EscapesWorkspace(String),
     #[error("path '{0}' goes through a dangling symlink")]
     DanglingSymlink(String),
+    #[error("path '{0}' is, or goes through, a symlink that was not there when it was checked; refusing to follow it")]
+    SymlinkRefused(String),
     #[error("'{0}' does not exist")]
     NotFound(String),
     #[error("'{path}' does not exist; the workspace has {elsewhere}")]
@@ -78,19 +89,60 @@ pub(crate) fn io_err<'a>(
     }
 }
 
+/// The use of a checked path failed: a symlink refused (a security event: logged and
+/// counted) or an i/o error (`op` names the step for the model).
+pub(crate) fn beneath_err<'a>(
+    op: &'static str,
+    path: &'a str,
+) -> impl FnOnce(BeneathError) -> ToolError + 'a {
+    move |err| match err {
+        BeneathError::Io { source, .. } => io_err(op, path)(source),
+        refused => {
+            tracing::warn!(
+                target: "loopgate::security",
+                security_event = "path_refused",
+                reason = "symlink_swapped",
+                op,
+                path,
+                error = %refused,
+                "a tool's path turned into a symlink after it was checked; not followed"
+            );
+            loopgate_telemetry::metrics::Metrics::new()
+                .refused_paths
+                .add(
+                    1,
+                    &[opentelemetry::KeyValue::new("reason", "symlink_swapped")],
+                );
+            ToolError::SymlinkRefused(path.to_string())
+        }
+    }
+}
+
 /// A text file a tool read.
 #[derive(Debug)]
 pub(crate) struct TextFile {
     /// Its path as the tools name it (relative to the root).
     pub(crate) rel: String,
-    pub(crate) path: PathBuf,
+    /// Where it is, relative to the root, with symlinks inside the workspace resolved.
+    pub(crate) real: PathBuf,
     pub(crate) text: String,
+}
+
+/// A checked tool path: where it is as named, and where it really is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Target {
+    /// The root joined with the path as given (`.` and empty components dropped).
+    pub(crate) path: PathBuf,
+    /// Relative to the root, every symlink inside the workspace on the way resolved: the path
+    /// the tools open, beneath the root, following nothing.
+    pub(crate) real: PathBuf,
 }
 
 /// A workspace directory; all tool paths resolve under its canonical root.
 #[derive(Debug, Clone)]
 pub struct Workspace {
     root: PathBuf,
+    dir: Arc<RootDir>,
 }
 
 impl Workspace {
@@ -98,7 +150,16 @@ impl Workspace {
     pub fn new(root: &Path) -> Result<Workspace, ToolError> {
         let shown = root.display().to_string();
         let root = fs::canonicalize(root).map_err(io_err("open workspace", &shown))?;
-        Ok(Workspace { root })
+        let dir = RootDir::open(&root).map_err(beneath_err("open workspace", &shown))?;
+        Ok(Workspace {
+            root,
+            dir: Arc::new(dir),
+        })
+    }
+
+    /// The root, opened once: paths used through it resolve beneath it, following nothing.
+    pub(crate) fn dir(&self) -> &RootDir {
+        &self.dir
     }
 
     pub fn root(&self) -> &Path {
@@ -110,6 +171,11 @@ impl Workspace {
     /// outside the root (or nowhere). Components that don't exist yet are fine: the tools create
     /// them as plain directories.
     pub fn resolve(&self, rel: &str) -> Result<PathBuf, ToolError> {
+        self.resolve_target(rel).map(|target| target.path)
+    }
+
+    /// [`Workspace::resolve`], with where the path really is (see [`Target`]).
+    pub(crate) fn resolve_target(&self, rel: &str) -> Result<Target, ToolError> {
         if rel.contains('\0') {
             return Err(ToolError::BadArguments {
                 tool: "path".into(),
@@ -128,6 +194,8 @@ impl Workspace {
             }
         }
         let mut current = self.root.clone();
+        // `current` with every symlink on it resolved (inside the root, as checked).
+        let mut real = self.root.clone();
         let parts: Vec<Component> = clean.components().collect();
         for (i, part) in parts.iter().enumerate() {
             current.push(part);
@@ -142,20 +210,30 @@ impl Workspace {
                         return Err(ToolError::EscapesWorkspace(rel.to_string()))
                     }
                     Ok(target) if !is_last && !target.is_dir() => return Err(not_a_dir()),
-                    Ok(_) => {}
+                    Ok(target) => real = target,
                     Err(err) if err.kind() == ErrorKind::NotFound => {
                         return Err(ToolError::DanglingSymlink(rel.to_string()))
                     }
                     Err(err) => return Err(io_err("resolve", rel)(err)),
                 },
                 Ok(meta) if !is_last && !meta.is_dir() => return Err(not_a_dir()),
-                Ok(_) => {}
+                Ok(_) => real.push(part),
                 // Nothing further down exists; what is created there is created by us.
-                Err(err) if err.kind() == ErrorKind::NotFound => break,
+                Err(err) if err.kind() == ErrorKind::NotFound => {
+                    real.extend(&parts[i..]);
+                    break;
+                }
                 Err(err) => return Err(io_err("resolve", rel)(err)),
             }
         }
-        Ok(self.root.join(clean))
+        let real = real
+            .strip_prefix(&self.root)
+            .map(Path::to_path_buf)
+            .map_err(|_| ToolError::EscapesWorkspace(rel.to_string()))?;
+        Ok(Target {
+            path: self.root.join(clean),
+            real,
+        })
     }
 
     /// `path` relative to the root, as the file tools and the snapshot name it.
@@ -169,15 +247,63 @@ impl Workspace {
     /// [`Workspace::without_root_prefix`]), for a tool that reads it.
     pub(crate) fn read_text(&self, rel: &str) -> Result<TextFile, ToolError> {
         let (rel, _) = self.without_root_prefix(rel)?;
-        let path = self.resolve(non_empty(&rel)?)?;
-        if path.is_dir() {
+        let Target { real, .. } = self.resolve_target(non_empty(&rel)?)?;
+        let mut file = match self.dir.open_file(&real) {
+            Ok(file) => file,
+            Err(BeneathError::Io { source, .. }) => return Err(self.read_error(&rel, source)),
+            Err(refused) => return Err(beneath_err("read", &rel)(refused)),
+        };
+        let is_dir = file
+            .metadata()
+            .map_err(|err| self.read_error(&rel, err))?
+            .is_dir();
+        if is_dir {
             return Err(ToolError::IsDirectory(rel));
         }
-        let bytes = fs::read(&path).map_err(|err| self.read_error(&rel, err))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|err| self.read_error(&rel, err))?;
         match String::from_utf8(bytes) {
-            Ok(text) => Ok(TextFile { rel, path, text }),
+            Ok(text) => Ok(TextFile { rel, real, text }),
             Err(_) => Err(ToolError::NotText(rel)),
         }
+    }
+
+    /// Write `bytes` to the checked path `target` (named `rel` to the model), its missing
+    /// directories made; beneath the root, following no symlink.
+    pub(crate) fn write_target(
+        &self,
+        target: &Target,
+        rel: &str,
+        bytes: &[u8],
+    ) -> Result<(), ToolError> {
+        if let Some(parent) = target.real.parent() {
+            self.dir
+                .create_dir_all(parent)
+                .map_err(|err| match err.io_kind() {
+                    Some(ErrorKind::AlreadyExists | ErrorKind::NotADirectory) => {
+                        ToolError::NotDirectory(parent_rel(rel))
+                    }
+                    _ => beneath_err("create directories for", rel)(err),
+                })?;
+        }
+        self.dir
+            .write(&target.real, bytes)
+            .map_err(beneath_err("write", rel))
+    }
+
+    /// Save `bytes` at `rel` (a tool's output file, e.g. a screenshot): checked, then written
+    /// beneath the root following no symlink, its missing directories made.
+    pub(crate) fn save(&self, rel: &str, bytes: &[u8]) -> Result<(), ToolError> {
+        let target = self.resolve_target(rel)?;
+        self.write_target(&target, rel, bytes)
+    }
+
+    /// Whether the checked path is an existing directory (nothing followed).
+    pub(crate) fn is_dir(&self, target: &Target) -> bool {
+        self.dir
+            .symlink_metadata(&target.real)
+            .is_ok_and(|meta| meta.is_dir())
     }
 
     /// A failed read of `rel`: when it does not exist but a file of its name does elsewhere
@@ -185,7 +311,7 @@ impl Workspace {
     pub(crate) fn read_error(&self, rel: &str, err: std::io::Error) -> ToolError {
         match io_err("read", rel)(err) {
             ToolError::NotFound(path) => {
-                let elsewhere = files_named_like(&self.root, &path);
+                let elsewhere = files_named_like(&self.dir, &path);
                 if elsewhere.is_empty() {
                     ToolError::NotFound(path)
                 } else {
@@ -218,6 +344,14 @@ impl Workspace {
             _ => Ok((trimmed.to_string(), false)),
         }
     }
+}
+
+/// The directory part of `rel`, as the model named it.
+pub(crate) fn parent_rel(rel: &str) -> String {
+    Path::new(rel)
+        .parent()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
 }
 
 /// `rel`, unless it is blank.

@@ -348,3 +348,62 @@ fn a_python_line_break_escaped_twice_is_written_as_a_line_break() {
         assert_eq!(result.contains("line 1 as sent"), noted, "{path}: {result}");
     }
 }
+
+/// The check passes on a plain directory; before the write, the directory becomes a symlink to
+/// one outside (as a process the agent left running could do): the write is refused and
+/// nothing lands outside. Same for a read, and for a file swapped for a symlink.
+#[test]
+fn a_symlink_swapped_in_after_the_check_is_never_followed() {
+    let (_dir, ws) = workspace();
+    let outside = tempfile::tempdir().unwrap();
+    fs::write(outside.path().join("secret"), "outside").unwrap();
+    ws.write_file("sub/keep.txt", "mine").unwrap();
+    ws.write_file("shot.png", "old").unwrap();
+
+    let parent = ws.resolve_target("sub/secret").unwrap();
+    let file = ws.resolve_target("shot.png").unwrap();
+    fs::rename(ws.root().join("sub"), ws.root().join("parked")).unwrap();
+    symlink(outside.path(), ws.root().join("sub")).unwrap();
+    fs::remove_file(ws.root().join("shot.png")).unwrap();
+    symlink(outside.path().join("secret"), ws.root().join("shot.png")).unwrap();
+
+    let err = ws
+        .write_target(&parent, "sub/secret", b"pwned")
+        .unwrap_err();
+    assert!(matches!(err, ToolError::SymlinkRefused(_)), "{err:?}");
+    let err = ws.write_target(&file, "shot.png", b"\x89PNG").unwrap_err();
+    assert!(matches!(err, ToolError::SymlinkRefused(_)), "{err:?}");
+    assert_eq!(
+        fs::read_to_string(outside.path().join("secret")).unwrap(),
+        "outside"
+    );
+    assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 1);
+    // Checked and used at once, the tools refuse as before (the check sees the link).
+    assert!(matches!(
+        ws.write_file("sub/secret", "pwned"),
+        Err(ToolError::EscapesWorkspace(_))
+    ));
+    assert!(ws.read_file("shot.png", 100).is_err());
+}
+
+/// Symlinks inside the workspace still work for every file tool: the check resolves them and
+/// the use opens the file they lead to.
+#[test]
+fn symlinks_inside_the_workspace_still_lead_to_their_files() {
+    let (_dir, ws) = workspace();
+    ws.write_file("docs/README.md", "hello").unwrap();
+    symlink("docs/README.md", ws.root().join("README.md")).unwrap();
+    symlink("docs", ws.root().join("d")).unwrap();
+    assert_eq!(ws.read_file("README.md", 100).unwrap(), "hello");
+    ws.edit_file("README.md", "hello", "bye").unwrap();
+    ws.write_file("d/new.md", "x").unwrap();
+    assert_eq!(
+        fs::read_to_string(ws.root().join("docs/README.md")).unwrap(),
+        "bye"
+    );
+    assert_eq!(ws.list_dir("d").unwrap(), "README.md\nnew.md");
+    assert!(fs::symlink_metadata(ws.root().join("README.md"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+}

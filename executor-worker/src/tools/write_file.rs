@@ -1,9 +1,5 @@
 //! `write_file`: create or overwrite a file with its complete content.
 
-use std::fs;
-use std::io::ErrorKind;
-use std::path::Path;
-
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -13,7 +9,7 @@ use crate::tools::same_name::{files_named_like, listed};
 use crate::tools::tool_def::{
     object_schema, parse_args, path_param, string_param, ToolDef, ToolEffect,
 };
-use crate::tools::workspace::{io_err, non_empty, ToolError, Workspace};
+use crate::tools::workspace::{non_empty, ToolError, Workspace};
 
 pub(crate) const DEF: ToolDef = ToolDef {
     name: "write_file",
@@ -51,22 +47,18 @@ impl Workspace {
     pub fn write_file(&self, rel: &str, content: &str) -> Result<String, ToolError> {
         let (rel, dropped_prefix) = self.without_root_prefix(rel)?;
         let rel = rel.as_str();
-        let path = self.resolve(non_empty(rel)?)?;
-        if path.is_dir() {
+        let target = self.resolve_target(non_empty(rel)?)?;
+        if self.is_dir(&target) {
             return Err(ToolError::IsDirectory(rel.to_string()));
         }
-        let written = self.shown(&path);
-        if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent).map_err(|source| match source.kind() {
-                ErrorKind::AlreadyExists | ErrorKind::NotADirectory => {
-                    ToolError::NotDirectory(parent_rel(rel))
-                }
-                _ => io_err("create directories for", rel)(source),
-            })?;
-        }
+        let written = self.shown(&target.path);
         let mended = mend_python(rel, content);
         let content = mended.as_ref().map_or(content, |m| m.text.as_str());
-        if fs::read(&path).is_ok_and(|before| before == content.as_bytes()) {
+        if self
+            .dir()
+            .read(&target.real)
+            .is_ok_and(|before| before == content.as_bytes())
+        {
             // Small models repeat the same write for every step they have left; say plainly
             // that it changed nothing, so the next move is `finish` or a different change.
             return Ok(format!(
@@ -75,11 +67,11 @@ impl Workspace {
                 content.len()
             ));
         }
-        let created = !path.exists();
-        fs::write(&path, content).map_err(io_err("write", rel))?;
+        let created = self.dir().symlink_metadata(&target.real).is_err();
+        self.write_target(&target, rel, content.as_bytes())?;
         let mut result = format!("wrote {} bytes to {written}", content.len());
         if created {
-            let elsewhere = files_named_like(self.root(), &written);
+            let elsewhere = files_named_like(self.dir(), &written);
             if !elsewhere.is_empty() {
                 result.push_str(&format!(
                     " (a new file: the workspace also has {}; if you meant to change that \
@@ -99,11 +91,4 @@ impl Workspace {
         }
         Ok(result)
     }
-}
-
-fn parent_rel(rel: &str) -> String {
-    Path::new(rel)
-        .parent()
-        .map(|p| p.display().to_string())
-        .unwrap_or_default()
 }

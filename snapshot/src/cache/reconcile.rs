@@ -7,7 +7,6 @@
 //! agent's leftovers do not survive into the next materialize.
 
 use std::fs;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
 use loopgate_protocol::snapshot::Manifest;
@@ -92,13 +91,13 @@ pub(crate) fn reconcile(
         };
         let want = &target.entries[index];
         // A second hard link could be written through from outside the tree: rewrite it.
-        if metadata.permissions().mode() & 0o7777 != want.mode & 0o777
+        if metadata.mode & 0o7777 != want.mode & 0o777
             || metadata.len() != want.size
-            || metadata.nlink() != 1
+            || metadata.nlink != 1
         {
             continue;
         }
-        let stamp = FileStamp::of(&metadata);
+        let stamp = FileStamp::of_stat(&metadata);
         let vouched = stat.lookup(&rel, &stamp) == Some(want.sha256.as_str());
         if !vouched {
             let recorded_at = wall_clock_ns();
@@ -144,6 +143,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use loopgate_protocol::snapshot::{sha256_hex, ManifestEntry};
+    use std::os::unix::fs::PermissionsExt;
 
     fn entry(path: &str, content: &[u8]) -> ManifestEntry {
         ManifestEntry {

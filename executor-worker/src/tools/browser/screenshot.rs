@@ -39,19 +39,7 @@ pub(crate) async fn run(
     let args: Args = from_value(DEF.name, args)?;
     check_write(&args.path)?;
     let png = session.screenshot_png().await?;
-    let path = workspace.resolve(args.path.trim())?;
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|source| ToolError::Io {
-            op: "create directories for",
-            path: args.path.clone(),
-            source,
-        })?;
-    }
-    std::fs::write(&path, &png).map_err(|source| ToolError::Io {
-        op: "write",
-        path: args.path.clone(),
-        source,
-    })?;
+    workspace.save(args.path.trim(), &png)?;
     let text = format!("saved a {}-byte PNG to {}", png.len(), args.path.trim());
     Ok(BrowserOutput {
         text,
