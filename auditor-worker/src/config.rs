@@ -495,6 +495,47 @@ mod tests {
         }
     }
 
+    #[test]
+    fn secrets_checks_must_not_reach_table() {
+        let text = "[nats]\npassword_env = \"LG_NATS\"\n\
+                    [auditor]\nsigning_key_file = \"/keys/auditor.key\"\nallow_unsandboxed_signing = true\n\
+                    [models.judge]\nbase_url = \"http://x/v1\"\nmodel = \"m\"\napi_key_env = \"LG_JUDGE\"\n";
+        let mut raw = parse_config(text).unwrap();
+        // The key file is read at resolve: point it at a real one.
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("auditor.key");
+        std::fs::write(&key, SEED_HEX).unwrap();
+        raw.auditor.signing_key_file = Some(key.clone());
+        let env = env_of(&[("LG_NATS", "pw"), ("LG_JUDGE", "sk"), ("HOME", "/home/a")]);
+        let settings = raw
+            .resolve_at(&env, &host(), Some(Path::new("/etc/lg/auditor.toml")))
+            .unwrap();
+        assert!(settings.allow_unsandboxed_signing);
+        assert_eq!(settings.signing_key_file.as_deref(), Some(key.as_path()));
+        for hidden in [
+            key.as_path(),
+            Path::new("/etc/lg/auditor.toml"),
+            Path::new("/run/secrets"),
+            Path::new("/home/a/.ssh"),
+        ] {
+            assert!(
+                settings.check_hidden.iter().any(|h| h == hidden),
+                "{hidden:?} not in {:?}",
+                settings.check_hidden
+            );
+        }
+        assert_eq!(
+            settings.secret_vars,
+            ["LG_JUDGE", "LG_NATS", NATS_URL_ENV].map(String::from)
+        );
+        let env_key = parse_config("[auditor]\nsigning_key_env = \"LG_SIGN\"\n")
+            .unwrap()
+            .resolve(&env_of(&[("LG_SIGN", SEED_HEX)]), &host())
+            .unwrap();
+        assert!(env_key.secret_vars.contains(&"LG_SIGN".to_string()));
+        assert!(!env_key.allow_unsandboxed_signing);
+    }
+
     type EnvPairs = &'static [(&'static str, &'static str)];
     type ErrorCase = (&'static str, EnvPairs, fn(&ConfigError) -> bool);
 

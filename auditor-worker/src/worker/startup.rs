@@ -253,3 +253,106 @@ pub async fn run_daemon(
     }
     Ok(result?)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::config::{parse_config, HostFacts};
+    use std::os::unix::fs::PermissionsExt;
+
+    const SEED: &str = "0707070707070707070707070707070707070707070707070707070707070707";
+
+    fn settings(signing: &str, allow: bool) -> AuditorSettings {
+        let text = format!("[auditor]\n{signing}allow_unsandboxed_signing = {allow}\n");
+        let host = HostFacts {
+            hostname: "box".into(),
+            pid: 1,
+            temp_dir: "/tmp".into(),
+        };
+        parse_config(&text)
+            .unwrap()
+            .resolve(&|name| (name == "LG_SIGN").then(|| SEED.to_string()), &host)
+            .unwrap()
+    }
+
+    #[test]
+    fn signing_with_unsandboxed_checks_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = |mode: u32| {
+            let path = dir.path().join(format!("key-{mode:o}"));
+            std::fs::write(&path, SEED).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            format!("signing_key_file = {:?}\n", path.display().to_string())
+        };
+        let (env, private, public) = (
+            "signing_key_env = \"LG_SIGN\"\n".to_string(),
+            key(0o600),
+            key(0o644),
+        );
+        let isolated = Sandbox {
+            bwrap: Some("/usr/bin/bwrap".into()),
+            ..Sandbox::unisolated("test")
+        };
+        let as_own_user = Sandbox::unisolated("no bwrap");
+        let as_other_user = Sandbox {
+            run_as: Some((65534, 65534)),
+            ..Sandbox::unisolated("no bwrap")
+        };
+        let required = Sandbox {
+            required: true,
+            ..Sandbox::unisolated("no bwrap")
+        };
+        // (signing lines, allow, sandbox, Ok(gap added) or Err(the refusal names this))
+        let cases: Vec<(&str, bool, &Sandbox, Result<bool, &str>)> = vec![
+            ("", false, &as_own_user, Ok(false)),
+            (&env, false, &isolated, Ok(false)),
+            (&public, false, &isolated, Ok(false)),
+            (&env, false, &required, Ok(false)),
+            (
+                &env,
+                false,
+                &as_own_user,
+                Err("allow_unsandboxed_signing = true"),
+            ),
+            (&env, true, &as_own_user, Ok(true)),
+            (&private, true, &as_other_user, Ok(true)),
+            (
+                &public,
+                true,
+                &as_other_user,
+                Err("could read the signing key file"),
+            ),
+            (
+                &private,
+                true,
+                &as_own_user,
+                Err("could read the signing key file"),
+            ),
+        ];
+        for (signing, allow, sandbox, want) in cases {
+            let mut sandbox = sandbox.clone();
+            let before = sandbox.limitations.len();
+            let got = check_signing_isolation(&settings(signing, allow), &mut sandbox);
+            let case = format!("{signing:?} allow={allow} {sandbox:?}");
+            match (got, want) {
+                (Ok(()), Ok(gap)) => {
+                    assert_eq!(
+                        sandbox.limitations.len(),
+                        before + usize::from(gap),
+                        "{case}"
+                    );
+                    if gap {
+                        assert_eq!(sandbox.limitations.last().unwrap(), UNSANDBOXED_SIGNING_GAP);
+                    }
+                }
+                (Err(err), Err(names)) => {
+                    assert!(matches!(err, DaemonError::UnsandboxedSigning(_)), "{case}");
+                    assert!(err.to_string().contains(names), "{case}: {err}");
+                    assert!(!err.to_string().contains(SEED), "{err}");
+                }
+                (got, want) => panic!("{case}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+}

@@ -1,3 +1,4 @@
+mod check_secrets;
 mod contract_checks;
 mod episodes;
 mod host_isolation;

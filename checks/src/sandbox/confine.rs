@@ -257,4 +257,129 @@ mod tests {
             assert_eq!(is_hidden(Path::new(path), &hidden), want, "{path}");
         }
     }
+
+    /// UNIX sockets listening where the host keeps them (as root: under `/run/user` and
+    /// `/run/dbus`, which the test creates when missing and leaves, removing only its own
+    /// sockets; never `/run/docker.sock` itself, whose disappearance would break every other
+    /// sandbox probed meanwhile), and every host socket path that exists here: a check and an
+    /// agent's shell see none of them and connect to none.
+    #[tokio::test]
+    async fn host_sockets_are_out_of_every_sandboxs_reach() {
+        use crate::run_check::DEFAULT_CHECK_PATH;
+        use crate::sandbox::agent_launch::AgentLaunch;
+        use crate::scratch_check::{run_in_scratch_copy, CopySource, ScratchCheck};
+        use loopgate_common::output_cap::OutputCap;
+        use loopgate_process::{run_child, shared, with_sink};
+        use std::os::unix::net::UnixListener;
+        use std::time::Duration;
+
+        struct Sockets(Vec<(PathBuf, UnixListener)>);
+        impl Drop for Sockets {
+            fn drop(&mut self) {
+                for (path, _) in &self.0 {
+                    let _ = std::fs::remove_file(path);
+                    if let Some(dir) = path.parent().filter(|d| d.starts_with("/run/user/")) {
+                        let _ = std::fs::remove_dir(dir);
+                    }
+                }
+            }
+        }
+        let tag = format!("lg-{}-{}", std::process::id(), line!());
+        let mut sockets = Sockets(Vec::new());
+        if rustix::process::geteuid().is_root() {
+            for (dir, name) in [
+                (
+                    PathBuf::from("/run/user").join(format!("4{}", std::process::id())),
+                    "bus",
+                ),
+                (PathBuf::from("/run/dbus"), tag.as_str()),
+            ] {
+                std::fs::create_dir_all(&dir).unwrap();
+                let path = dir.join(name);
+                let listener = UnixListener::bind(&path).unwrap();
+                sockets.0.push((path, listener));
+            }
+        } else {
+            eprintln!("SKIP planting sockets (not root): only the host's own are tried");
+        }
+        let mut targets: Vec<String> = sockets
+            .0
+            .iter()
+            .map(|(p, _)| p.display().to_string())
+            .collect();
+        targets.extend(HOST_SOCKETS.iter().map(|p| p.to_string()));
+        // A socket, or a directory with anything in it (hidden ones are empty), is visible.
+        let command = format!(
+            "for p in {}; do \
+             if [ -S \"$p\" ] || {{ [ -d \"$p\" ] && [ -n \"$(ls -A \"$p\" 2>/dev/null)\" ]; }}; \
+             then echo \"VISIBLE $p\"; fi; \
+             command -v python3 >/dev/null && python3 -c 'import socket,sys; \
+             s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])' \"$p\" 2>/dev/null \
+             && echo \"CONNECTED $p\"; done; echo done",
+            targets.join(" ")
+        );
+
+        let root = tempfile::tempdir().unwrap();
+        let work = root.path().canonicalize().unwrap();
+        let settings = crate::SandboxSettings::default();
+        let mut outputs = Vec::new();
+        let checks = crate::probe(&settings, &work).await.unwrap();
+        if checks.isolates() {
+            let scratch = work.join("scratch");
+            std::fs::create_dir(&scratch).unwrap();
+            let tree = work.join("tree");
+            std::fs::create_dir(&tree).unwrap();
+            let check = ScratchCheck {
+                scratch: &scratch,
+                index: 0,
+                command: &command,
+                timeout: Duration::from_secs(30),
+                path_var: DEFAULT_CHECK_PATH,
+                sandbox: &checks,
+                extra_env: &[],
+            };
+            let run = run_in_scratch_copy(&check, &CopySource::Tree(tree))
+                .await
+                .unwrap();
+            outputs.push(("check", String::from_utf8_lossy(&run.output).into_owned()));
+        } else {
+            eprintln!("SKIP the check sandbox: {:?}", checks.limitations);
+        }
+        match crate::probe_agent_sandbox(&settings, &work, Vec::new()).await {
+            Ok(agent) => {
+                let ws = tempfile::tempdir_in(&work).unwrap();
+                agent.grant(&[ws.path()]).unwrap();
+                let args: Vec<OsString> = vec!["-c".into(), command.clone().into()];
+                let env = vec![("PATH".to_string(), DEFAULT_CHECK_PATH.to_string())];
+                let plan = agent.plan(&AgentLaunch {
+                    program: Path::new("sh"),
+                    args: &args,
+                    workspace: ws.path(),
+                    home: ws.path(),
+                    env: &env,
+                    network: false,
+                    read_only: &[],
+                });
+                let sink = shared(OutputCap::halves(64 * 1024));
+                run_child(
+                    plan.command(),
+                    Duration::from_secs(30),
+                    sink.clone(),
+                    sink.clone(),
+                )
+                .await
+                .unwrap();
+                outputs.push(("agent", with_sink(&sink, |o| o.render())));
+            }
+            Err(err) => eprintln!("SKIP the agent sandbox: {err}"),
+        }
+        for (sandbox, output) in &outputs {
+            assert!(output.contains("done"), "{sandbox}: {output}");
+            assert!(
+                !output.contains("VISIBLE") && !output.contains("CONNECTED"),
+                "{sandbox} reaches host sockets:\n{output}"
+            );
+        }
+        drop(sockets);
+    }
 }
