@@ -156,7 +156,7 @@ pub(crate) fn confinement_flags(network: bool, hidden: &[HiddenPath]) -> Vec<OsS
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
     use super::*;
 
     #[test]
