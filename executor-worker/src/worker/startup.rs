@@ -86,11 +86,10 @@ pub async fn prepare(
     };
     let self_check =
         SelfCheckEnv::in_agent_sandbox(agent.clone(), &work_dir, &settings.check_path).await;
-    tracing::info!(
-        network = agent.network.shell,
-        layered_copies = self_check.layers.is_some(),
-        "self-checks run in the agent sandbox"
-    );
+    let checks = self_check.sandbox();
+    tracing::info!(bubblewrap = ?checks.bwrap, run_as = ?checks.run_as, required = checks.required,
+        network = checks.network, layered_copies = checks.overlay.is_some(),
+        limitations = ?checks.limitations, "self-check sandbox");
     let nats = &settings.nats;
     let options = bus_options(settings);
     let Some(bus) =
