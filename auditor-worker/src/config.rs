@@ -15,6 +15,7 @@
 //! strict_scope = false           # optional: a change outside write_scope is a violation
 //! signing_key_env = "LOOPGATE_AUDITOR_SIGNING_KEY"  # optional: the pool's Ed25519 key
 //! # signing_key_file = "/path/key" # or from a file (64 hex digits); not both
+//! # allow_unsandboxed_signing = false  # sign although checks run outside bubblewrap
 //! cache_bytes = 1073741824       # optional: warm-workspace cache (kept trees, blobs); 0 = off
 //! concurrency = 1                # optional: audits at once (1..=64; an autoscaler's per-pod target)
 //! [snapshot]                     # optional: the largest candidate read (defaults shown)
@@ -112,6 +113,19 @@ pub struct AuditorSettings {
     /// The key every report is signed with; `None`: reports go out unsigned (a manager that
     /// trusts any auditor key refuses them).
     pub signing_key: Option<Arc<ReportSigningKey>>,
+    /// Where the signing key was read from, when from a file (hidden from every check).
+    pub signing_key_file: Option<PathBuf>,
+    /// Sign reports although checks run outside bubblewrap (`allow_unsandboxed_signing`).
+    pub allow_unsandboxed_signing: bool,
+    /// Host paths checks must not see, before start-up checks which exist: the config file,
+    /// the signing key file, model key files, the platform's secret mounts and credentials
+    /// under the auditor's home (`loopgate_checks::secret_paths`). The work dir and the host's
+    /// sockets are hidden too (by the probe).
+    pub check_hidden: Vec<PathBuf>,
+    /// The environment variables secrets were read from (the NATS password and URL, the
+    /// signing key, model API keys): `main` removes them from the process's environment before
+    /// anything starts (`loopgate_checks::seal_process`).
+    pub secret_vars: Vec<String>,
     /// Warm-workspace cache budget (0: off).
     pub cache_bytes: u64,
     /// Audits at once.
@@ -169,6 +183,17 @@ impl RawConfig {
         &self,
         env: &dyn Fn(&str) -> Option<String>,
         host: &HostFacts,
+    ) -> Result<AuditorSettings, ConfigError> {
+        self.resolve_at(env, host, None)
+    }
+
+    /// [`RawConfig::resolve`] of the file at `config_path` (`--config`), which checks must
+    /// not see either.
+    pub fn resolve_at(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+        host: &HostFacts,
+        config_path: Option<&Path>,
     ) -> Result<AuditorSettings, ConfigError> {
         if env(REDIS_URL_ENV).is_some() {
             return Err(ConfigError::RedisConfigured);
@@ -228,6 +253,14 @@ impl RawConfig {
             check_user: self.auditor.check_user.clone(),
             bwrap: self.auditor.bwrap.clone(),
         };
+        let mut key_files: Vec<PathBuf> = self
+            .models
+            .values()
+            .filter_map(|m| m.api_key_file.clone())
+            .collect();
+        key_files.extend(self.auditor.signing_key_file.iter().cloned());
+        let check_hidden =
+            loopgate_checks::secret_paths(config_path, env("HOME").as_deref(), &key_files, &[]);
         Ok(AuditorSettings {
             worker_id,
             work_dir,
@@ -240,10 +273,26 @@ impl RawConfig {
             strict_scope: self.auditor.strict_scope.unwrap_or(false),
             metrics_addr: self.metrics.resolve()?,
             signing_key: self.signing_key(env)?.map(Arc::new),
+            signing_key_file: self.auditor.signing_key_file.clone(),
+            allow_unsandboxed_signing: self.auditor.allow_unsandboxed_signing.unwrap_or(false),
+            check_hidden,
+            secret_vars: self.secret_vars(),
             cache_bytes: self.auditor.cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES),
             concurrency,
             snapshot: self.snapshot.resolve()?,
         })
+    }
+
+    /// The variables this file reads secrets from (see [`AuditorSettings::secret_vars`]), and
+    /// `LOOPGATE_NATS_URL`, which may carry a password.
+    fn secret_vars(&self) -> Vec<String> {
+        let mut vars = vec![NATS_URL_ENV.to_string()];
+        vars.extend(self.nats.password_env.iter().cloned());
+        vars.extend(self.auditor.signing_key_env.iter().cloned());
+        vars.extend(self.models.values().filter_map(|m| m.api_key_env.clone()));
+        vars.sort();
+        vars.dedup();
+        vars
     }
 
     /// The signing key from `signing_key_env` or `signing_key_file` (never both), read once.
@@ -455,6 +504,47 @@ mod tests {
             );
             assert!(!err.to_string().contains(SEED_HEX), "{err}");
         }
+    }
+
+    #[test]
+    fn secrets_checks_must_not_reach_table() {
+        let text = "[nats]\npassword_env = \"LG_NATS\"\n\
+                    [auditor]\nsigning_key_file = \"/keys/auditor.key\"\nallow_unsandboxed_signing = true\n\
+                    [models.judge]\nbase_url = \"http://x/v1\"\nmodel = \"m\"\napi_key_env = \"LG_JUDGE\"\n";
+        let mut raw = parse_config(text).unwrap();
+        // The key file is read at resolve: point it at a real one.
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("auditor.key");
+        std::fs::write(&key, SEED_HEX).unwrap();
+        raw.auditor.signing_key_file = Some(key.clone());
+        let env = env_of(&[("LG_NATS", "pw"), ("LG_JUDGE", "sk"), ("HOME", "/home/a")]);
+        let settings = raw
+            .resolve_at(&env, &host(), Some(Path::new("/etc/lg/auditor.toml")))
+            .unwrap();
+        assert!(settings.allow_unsandboxed_signing);
+        assert_eq!(settings.signing_key_file.as_deref(), Some(key.as_path()));
+        for hidden in [
+            key.as_path(),
+            Path::new("/etc/lg/auditor.toml"),
+            Path::new("/run/secrets"),
+            Path::new("/home/a/.ssh"),
+        ] {
+            assert!(
+                settings.check_hidden.iter().any(|h| h == hidden),
+                "{hidden:?} not in {:?}",
+                settings.check_hidden
+            );
+        }
+        assert_eq!(
+            settings.secret_vars,
+            ["LG_JUDGE", "LG_NATS", NATS_URL_ENV].map(String::from)
+        );
+        let env_key = parse_config("[auditor]\nsigning_key_env = \"LG_SIGN\"\n")
+            .unwrap()
+            .resolve(&env_of(&[("LG_SIGN", SEED_HEX)]), &host())
+            .unwrap();
+        assert!(env_key.secret_vars.contains(&"LG_SIGN".to_string()));
+        assert!(!env_key.allow_unsandboxed_signing);
     }
 
     type EnvPairs = &'static [(&'static str, &'static str)];

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use loopgate_auditor::run_daemon;
-use loopgate_auditor::{load_config, HostFacts};
+use loopgate_auditor::{load_config, run_daemon, AuditorSettings, HostFacts};
+use loopgate_checks::seal_process;
 use std::sync::Arc;
 
 use loopgate_telemetry::health::Health;
@@ -24,11 +24,18 @@ struct Cli {
     config: PathBuf,
 }
 
-async fn run(cli: Cli, telemetry: Arc<Telemetry>) -> anyhow::Result<()> {
+/// The settings from `--config` and the process environment, read once.
+fn load_settings(cli: &Cli) -> anyhow::Result<AuditorSettings> {
     let raw = load_config(&cli.config)?;
-    // The environment is read once, here.
     let env: std::collections::HashMap<String, String> = std::env::vars().collect();
-    let settings = raw.resolve(&|name| env.get(name).cloned(), &HostFacts::current())?;
+    Ok(raw.resolve_at(
+        &|name| env.get(name).cloned(),
+        &HostFacts::current(),
+        Some(&cli.config),
+    )?)
+}
+
+async fn run(settings: AuditorSettings, telemetry: Arc<Telemetry>) -> anyhow::Result<()> {
     tracing::info!(worker = %settings.worker_id, nats = %redact_url(&settings.nats.url),
         work_dir = %settings.work_dir.display(), models = ?settings.models.keys().collect::<Vec<_>>(),
         "configuration loaded");
@@ -52,6 +59,14 @@ async fn run(cli: Cli, telemetry: Arc<Telemetry>) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Still one thread: read the config, the key and the environment, then seal the process
+    // (secret variables removed, non-dumpable: no check can read them from
+    // `/proc/<auditor>`) before telemetry or the async runtime start any thread.
+    let settings = load_settings(&cli);
+    let sealed = match &settings {
+        Ok(settings) => seal_process(settings.secret_vars.iter().map(String::as_str)),
+        Err(_) => Ok(()),
+    };
     let telemetry = match start_from_env("loopgate-auditor", &|k| std::env::var(k).ok()) {
         Ok(t) => Arc::new(t),
         Err(err) => {
@@ -59,6 +74,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Err(err) = sealed {
+        tracing::error!(error = %err, reason = "seal_failed",
+            "cannot keep this worker's secrets from its checks");
+        return ExitCode::FAILURE;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -69,7 +89,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let code = match runtime.block_on(run(cli, telemetry.clone())) {
+    let result = match settings {
+        Ok(settings) => runtime.block_on(run(settings, telemetry.clone())),
+        Err(err) => Err(err),
+    };
+    let code = match result {
         Ok(()) => {
             tracing::info!("auditor exited cleanly");
             ExitCode::SUCCESS

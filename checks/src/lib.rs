@@ -5,8 +5,10 @@
 //! child process group with a scrubbed environment, a timeout and a bounded output
 //! (`run_check`), each check in its own scratch copy (`scratch_copy`, `scratch_check`) with the
 //! screenshots `loopgate browse` took in it collected as evidence (`screenshots`); and
-//! the sandbox the executor's agents run in (`sandbox/agent_launch.rs`, probed at start-up by
-//! `sandbox/agent_probe.rs`): the same bubblewrap isolation, the worker's secrets out of sight.
+//! the sandbox the executor's agents and self-checks run in (`sandbox/agent_launch.rs`, probed
+//! at start-up by `sandbox/agent_probe.rs`): the same bubblewrap isolation and hidden paths
+//! (`sandbox/confine.rs`), the worker's secrets out of sight (`sandbox/worker_secrets.rs`,
+//! which also seals the worker process itself at start-up).
 //!
 //! Processes run through the shared `loopgate_process::run_child`. No Redis, no
 //! snapshot store, no model: what a check runs on is handed in as a directory or a file list.
@@ -26,9 +28,9 @@ pub use run_check::{
     DEFAULT_CHECK_PATH, EXCERPT_CHARS,
 };
 pub use sandbox::{
-    hidden_paths, is_valid_check_user, probe, probe_agent_sandbox, probe_for, AgentLaunch,
-    AgentSandbox, HiddenPath, LaunchPlan, OverlayTools, Sandbox, SandboxError, SandboxMode,
-    SandboxSettings,
+    hidden_paths, is_valid_check_user, probe, probe_agent_sandbox, probe_for, probe_hiding,
+    probe_layers, seal_process, secret_paths, AgentLaunch, AgentSandbox, HiddenPath, LaunchPlan,
+    OverlayTools, Sandbox, SandboxError, SandboxMode, SandboxSettings, SealError,
 };
 pub use scratch_check::{run_in_scratch_copy, CopySource, ScratchCheck, ScratchCopyError};
 pub use scratch_copy::{copy_files, copy_tree, CopyFile};

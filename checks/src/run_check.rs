@@ -34,11 +34,12 @@ pub fn check_path(worker_path: Option<String>) -> String {
 
 /// The check PATH with this process's own directory first when `loopgate` is installed
 /// beside it (the daemons ship together), so browser checks can call `loopgate browse`.
-/// Checks may run as another user (`check_user`): when that directory is not reachable by
-/// other users (e.g. binaries under root's home), the binary is exposed read-only through a
+/// Checks may run as another user (`check_user`) and `sandbox` may hide the directory (e.g.
+/// binaries under `~/.cache/loopgate`): when that directory is not reachable by other users
+/// (e.g. binaries under root's home) or hidden, the binary is exposed read-only through a
 /// hard link (or a copy) in a world-reachable `/var/tmp/loopgate-bin-<device>-<inode>`, shared
 /// by every daemon of the same binary.
-pub fn with_loopgate_dir(check_path: &str) -> String {
+pub fn with_loopgate_dir(check_path: &str, sandbox: &Sandbox) -> String {
     let own = std::env::current_exe()
         .ok()
         .and_then(|exe| exe.parent().map(Path::to_path_buf))
@@ -46,7 +47,7 @@ pub fn with_loopgate_dir(check_path: &str) -> String {
     let Some(dir) = own else {
         return check_path.to_string();
     };
-    let dir = if reachable_by_others(&dir) {
+    let dir = if reachable_by_others(&dir) && !sandbox.hides(&dir) {
         dir
     } else {
         match expose_binary(&dir.join("loopgate"), Path::new("/var/tmp")) {
@@ -112,6 +113,7 @@ pub struct CheckSpec<'a> {
     /// `PATH` for the check.
     pub path_var: &'a str,
     pub timeout: Duration,
+    /// The isolation, hidden paths and network the check runs under.
     pub sandbox: &'a Sandbox,
     /// Where bubblewrap reports that it started the check (writable by the check user).
     pub status_file: &'a Path,

@@ -21,7 +21,7 @@ use loopgate_transport::runtime::EPISODES_PER_LOOP;
 use serde::Deserialize;
 
 use crate::agents::config::{AgentProfile, AgentProfileConfig};
-use crate::isolation::{hidden_candidates, AgentNetworkPolicy};
+use crate::isolation::AgentNetworkPolicy;
 
 pub(crate) const DEFAULT_SHELL_TIMEOUT_SECS: u64 = 120;
 pub(crate) const DEFAULT_OUTPUT_CAP_BYTES: usize = 16 * 1024;
@@ -150,6 +150,10 @@ pub struct Settings {
     pub concurrency: usize,
     /// `[snapshot]`: caps on the snapshots this worker reads and writes.
     pub snapshot: SnapshotLimits,
+    /// The environment variables secrets were read from (the NATS password and URL, model API
+    /// keys, what CLI agents get passed through): `main` removes them from the process's
+    /// environment before anything starts (`loopgate_checks::seal_process`).
+    pub secret_vars: Vec<String>,
 }
 
 impl Settings {
@@ -342,7 +346,7 @@ impl ExecutorFile {
             .values()
             .filter_map(|m| m.api_key_file.clone())
             .collect();
-        let agent_hidden = hidden_candidates(
+        let agent_hidden = loopgate_checks::secret_paths(
             inputs.config_path.as_deref(),
             inputs.env_var("HOME").as_deref(),
             &key_files,
@@ -386,7 +390,20 @@ impl ExecutorFile {
             cache_bytes: section.cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES),
             concurrency,
             snapshot: self.snapshot.resolve()?,
+            secret_vars: self.secret_vars(),
         })
+    }
+
+    /// The variables this file reads secrets from (see [`Settings::secret_vars`]), and
+    /// `LOOPGATE_NATS_URL`, which may carry a password.
+    fn secret_vars(&self) -> Vec<String> {
+        let mut vars = vec!["LOOPGATE_NATS_URL".to_string()];
+        vars.extend(self.nats.password_env.iter().cloned());
+        vars.extend(self.models.values().filter_map(|m| m.api_key_env.clone()));
+        vars.extend(self.agents.values().flat_map(|a| a.env.iter().cloned()));
+        vars.sort();
+        vars.dedup();
+        vars
     }
 }
 

@@ -66,6 +66,18 @@ fn full_file_resolves() {
     assert_eq!(codex.kind, crate::agents::config::AgentKind::Codex);
     assert_eq!(codex.command, PathBuf::from("/opt/bin/codex"));
     assert_eq!(codex.env, vec![("CODEX_KEY".to_string(), "ck".to_string())]);
+    // What `main` removes from its environment once read: the model key, what the CLI agent
+    // gets passed through, and the NATS URL (it may carry a password).
+    assert_eq!(
+        s.secret_vars,
+        [
+            "CODEX_KEY",
+            "LOOPGATE_API_KEY",
+            "LOOPGATE_NATS_URL",
+            "UNSET_VAR"
+        ]
+        .map(String::from)
+    );
 }
 
 #[test]

@@ -1,5 +1,7 @@
-//! `loopgate-executor`: flags, config and env resolved once, then the worker loops until
-//! SIGTERM/SIGINT.
+//! `loopgate-executor`: flags, config and env resolved once, the process sealed (the
+//! variables its secrets came from removed from its environment, non-dumpable: nothing it
+//! starts — agents, self-checks — can read them from `/proc/<executor>`), then the worker loops
+//! until SIGTERM/SIGINT.
 
 use loopgate_common::redact::redact_url;
 use std::collections::BTreeMap;
@@ -15,7 +17,7 @@ use std::sync::Arc;
 use loopgate_telemetry::health::Health;
 use loopgate_telemetry::metrics::Metrics;
 use loopgate_telemetry::metrics_server::serve_metrics;
-use loopgate_telemetry::otel::start_from_env;
+use loopgate_telemetry::otel::{start_from_env, Telemetry};
 use loopgate_transport::runtime::shutdown_on_signals;
 use tokio_util::sync::CancellationToken;
 
@@ -79,9 +81,17 @@ fn load_settings(flags: Flags) -> Result<Settings, loopgate_executor::SettingsEr
     file.resolve(&inputs)
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let flags = Flags::parse();
+    // Still one thread: read the config and the environment, then seal the process before
+    // telemetry or the async runtime start any thread.
+    let settings = load_settings(flags);
+    let sealed = match &settings {
+        Ok(settings) => {
+            loopgate_checks::seal_process(settings.secret_vars.iter().map(String::as_str))
+        }
+        Err(_) => Ok(()),
+    };
     let telemetry = match start_from_env("loopgate-executor", &|k| std::env::var(k).ok()) {
         Ok(t) => Arc::new(t),
         Err(err) => {
@@ -89,13 +99,35 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let settings = match load_settings(flags) {
+    let settings = match settings {
         Ok(settings) => settings,
         Err(err) => {
             tracing::error!(error = %err, "invalid configuration");
             return ExitCode::from(2);
         }
     };
+    if let Err(err) = sealed {
+        tracing::error!(error = %err, reason = "seal_failed",
+            "cannot keep this worker's secrets from what it starts");
+        return ExitCode::FAILURE;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            tracing::error!(error = %err, "cannot start the async runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = runtime.block_on(run(settings, telemetry.clone()));
+    drop(runtime);
+    telemetry.shutdown();
+    code
+}
+
+async fn run(settings: Settings, telemetry: Arc<Telemetry>) -> ExitCode {
     tracing::info!(
         worker_id = %settings.worker_id,
         capabilities = ?settings.capabilities,
@@ -116,14 +148,7 @@ async fn main() -> ExitCode {
     let health = Health::default();
     health.stop_on(&cancel);
     if let Some(addr) = settings.metrics_addr {
-        match serve_metrics(
-            addr,
-            telemetry.clone(),
-            health.clone(),
-            CancellationToken::new(),
-        )
-        .await
-        {
+        match serve_metrics(addr, telemetry, health.clone(), CancellationToken::new()).await {
             Ok(bound) => tracing::info!(%bound, "metrics endpoint listening"),
             Err(err) => {
                 tracing::error!(error = %err, %addr, "cannot bind the metrics endpoint");
@@ -151,6 +176,5 @@ async fn main() -> ExitCode {
         health.fail("the work loops ended");
     }
     tracing::info!("stopped");
-    telemetry.shutdown();
     ExitCode::SUCCESS
 }

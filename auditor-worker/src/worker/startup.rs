@@ -1,6 +1,8 @@
 //! Start-up and the life of the daemon: connect to NATS (retrying for a while), open the
-//! snapshot bucket (read only) and the evidence bucket, probe the check sandbox, build the
-//! judge clients, run the worker loop until cancelled, then drain.
+//! snapshot bucket (read only) and the evidence bucket, probe the check sandbox (the auditor's
+//! config, key files and work dir hidden from every check), refuse to sign reports when checks
+//! would run outside it unless the config allows it, build the judge clients, run the worker
+//! loop until cancelled, then drain.
 //!
 //! The auditor never creates or changes topology: with its restricted NATS user (see
 //! deploy/nats/) it may only look up the snapshot and evidence buckets and bind the `audit`
@@ -8,10 +10,11 @@
 //! the evidence bucket and the durable itself when they are missing.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use loopgate_checks::{probe, SandboxError};
+use loopgate_checks::{hidden_paths, probe_hiding, Sandbox, SandboxError};
 use loopgate_models::{ChatClient, ModelError};
 use loopgate_snapshot::{SnapshotError, SnapshotStore, WorkspaceCache};
 use loopgate_telemetry::health::Health;
@@ -44,8 +47,66 @@ pub enum DaemonError {
         #[source]
         source: ModelError,
     },
+    #[error("refusing to sign audit reports: {0}")]
+    UnsandboxedSigning(String),
     #[error(transparent)]
     Worker(#[from] WorkerError),
+}
+
+/// The note every report's gaps carry when reports are signed although checks run outside
+/// bubblewrap.
+pub(crate) const UNSANDBOXED_SIGNING_GAP: &str = "reports are signed although acceptance checks \
+     ran without the bubblewrap sandbox: allow_unsandboxed_signing = true in the auditor config";
+
+/// Can a check running outside bubblewrap as `run_as` (`None`: the auditor's own user, who
+/// read the key) read `path`? Judged by its mode bits; when in doubt, yes.
+fn readable_by_checks(path: &Path, run_as: Option<(u32, u32)>) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let (Some((uid, gid)), Ok(meta)) = (run_as, std::fs::metadata(path)) else {
+        return true;
+    };
+    let mode = meta.mode();
+    (meta.uid() == uid && mode & 0o400 != 0)
+        || (meta.gid() == gid && mode & 0o040 != 0)
+        || mode & 0o004 != 0
+}
+
+/// May this auditor sign reports with checks running as `sandbox` says? Always when checks run
+/// in bubblewrap (the key file and the config are hidden there) or not at all (`required`).
+/// Outside it a check is a plain child process of the auditor: never with a key file the
+/// check's user can read; otherwise only with `allow_unsandboxed_signing`, and then every
+/// report's gaps say so.
+pub(crate) fn check_signing_isolation(
+    settings: &AuditorSettings,
+    sandbox: &mut Sandbox,
+) -> Result<(), DaemonError> {
+    if settings.signing_key.is_none() || !sandbox.runs_unsandboxed() {
+        return Ok(());
+    }
+    let why = sandbox.limitations.join("; ");
+    if let Some(file) = &settings.signing_key_file {
+        if readable_by_checks(file, sandbox.run_as) {
+            return Err(DaemonError::UnsandboxedSigning(format!(
+                "acceptance checks run outside bubblewrap ({why}) and could read the signing \
+                 key file {}; give the key through signing_key_env, or make bubblewrap work here",
+                file.display()
+            )));
+        }
+    }
+    if !settings.allow_unsandboxed_signing {
+        return Err(DaemonError::UnsandboxedSigning(format!(
+            "acceptance checks would run outside bubblewrap ({why}), next to what the auditor \
+             holds; make bubblewrap work here, set `sandbox = \"required\"`, or set \
+             `[auditor] allow_unsandboxed_signing = true` to sign anyway (every report says so)"
+        )));
+    }
+    tracing::warn!(reason = "unsandboxed_signing", limitations = ?sandbox.limitations,
+        "reports are signed although acceptance checks run WITHOUT the bubblewrap sandbox \
+         (allow_unsandboxed_signing = true)");
+    sandbox
+        .limitations
+        .push(UNSANDBOXED_SIGNING_GAP.to_string());
+    Ok(())
 }
 
 fn bus_options(settings: &AuditorSettings) -> BusOptions {
@@ -104,8 +165,13 @@ pub async fn run_daemon(
     health: Health,
 ) -> Result<(), DaemonError> {
     let judges = judge_clients(&settings)?;
-    let sandbox = probe(&settings.sandbox, &settings.work_dir).await?;
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let hidden = hidden_paths(&settings.check_hidden, &cwd);
+    let mut sandbox =
+        probe_hiding(&settings.sandbox, &settings.work_dir, "auditor", hidden).await?;
+    check_signing_isolation(&settings, &mut sandbox)?;
     tracing::info!(bubblewrap = ?sandbox.bwrap, run_as = ?sandbox.run_as, required = sandbox.required,
+        hidden = ?sandbox.hidden.iter().map(|h| h.path().display().to_string()).collect::<Vec<_>>(),
         limitations = ?sandbox.limitations, "acceptance check sandbox");
     if !sandbox.isolates() {
         // Never silent: every evidence item says `isolated: false` and every report's gaps say why.
@@ -145,7 +211,7 @@ pub async fn run_daemon(
         evidence,
         work_dir: settings.work_dir.clone(),
         worker_id: settings.worker_id.clone(),
-        check_path: loopgate_checks::with_loopgate_dir(&settings.check_path),
+        check_path: loopgate_checks::with_loopgate_dir(&settings.check_path, &sandbox),
         sandbox,
         strict_scope: settings.strict_scope,
         judges,
@@ -188,4 +254,107 @@ pub async fn run_daemon(
         tracing::warn!(error = %err, "flushing NATS on shutdown");
     }
     Ok(result?)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::config::{parse_config, HostFacts};
+    use std::os::unix::fs::PermissionsExt;
+
+    const SEED: &str = "0707070707070707070707070707070707070707070707070707070707070707";
+
+    fn settings(signing: &str, allow: bool) -> AuditorSettings {
+        let text = format!("[auditor]\n{signing}allow_unsandboxed_signing = {allow}\n");
+        let host = HostFacts {
+            hostname: "box".into(),
+            pid: 1,
+            temp_dir: "/tmp".into(),
+        };
+        parse_config(&text)
+            .unwrap()
+            .resolve(&|name| (name == "LG_SIGN").then(|| SEED.to_string()), &host)
+            .unwrap()
+    }
+
+    #[test]
+    fn signing_with_unsandboxed_checks_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = |mode: u32| {
+            let path = dir.path().join(format!("key-{mode:o}"));
+            std::fs::write(&path, SEED).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            format!("signing_key_file = {:?}\n", path.display().to_string())
+        };
+        let (env, private, public) = (
+            "signing_key_env = \"LG_SIGN\"\n".to_string(),
+            key(0o600),
+            key(0o644),
+        );
+        let isolated = Sandbox {
+            bwrap: Some("/usr/bin/bwrap".into()),
+            ..Sandbox::unisolated("test")
+        };
+        let as_own_user = Sandbox::unisolated("no bwrap");
+        let as_other_user = Sandbox {
+            run_as: Some((65534, 65534)),
+            ..Sandbox::unisolated("no bwrap")
+        };
+        let required = Sandbox {
+            required: true,
+            ..Sandbox::unisolated("no bwrap")
+        };
+        // (signing lines, allow, sandbox, Ok(gap added) or Err(the refusal names this))
+        let cases: Vec<(&str, bool, &Sandbox, Result<bool, &str>)> = vec![
+            ("", false, &as_own_user, Ok(false)),
+            (&env, false, &isolated, Ok(false)),
+            (&public, false, &isolated, Ok(false)),
+            (&env, false, &required, Ok(false)),
+            (
+                &env,
+                false,
+                &as_own_user,
+                Err("allow_unsandboxed_signing = true"),
+            ),
+            (&env, true, &as_own_user, Ok(true)),
+            (&private, true, &as_other_user, Ok(true)),
+            (
+                &public,
+                true,
+                &as_other_user,
+                Err("could read the signing key file"),
+            ),
+            (
+                &private,
+                true,
+                &as_own_user,
+                Err("could read the signing key file"),
+            ),
+        ];
+        for (signing, allow, sandbox, want) in cases {
+            let mut sandbox = sandbox.clone();
+            let before = sandbox.limitations.len();
+            let got = check_signing_isolation(&settings(signing, allow), &mut sandbox);
+            let case = format!("{signing:?} allow={allow} {sandbox:?}");
+            match (got, want) {
+                (Ok(()), Ok(gap)) => {
+                    assert_eq!(
+                        sandbox.limitations.len(),
+                        before + usize::from(gap),
+                        "{case}"
+                    );
+                    if gap {
+                        assert_eq!(sandbox.limitations.last().unwrap(), UNSANDBOXED_SIGNING_GAP);
+                    }
+                }
+                (Err(err), Err(names)) => {
+                    assert!(matches!(err, DaemonError::UnsandboxedSigning(_)), "{case}");
+                    assert!(err.to_string().contains(names), "{case}: {err}");
+                    assert!(!err.to_string().contains(SEED), "{err}");
+                }
+                (got, want) => panic!("{case}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
 }

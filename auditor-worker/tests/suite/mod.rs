@@ -1,4 +1,5 @@
 mod bad_snapshots;
+mod check_secrets;
 mod contract_checks;
 mod episodes;
 mod host_isolation;

@@ -1,13 +1,14 @@
-//! The sandbox an executor's agent runs in — every `shell` command of the built-in tool loop
-//! and every CLI agent run — and how one process is launched in it. The same bubblewrap
-//! isolation as a check (`launch::isolation_flags`: its own pid namespace, so the worker's
-//! processes and their `/proc/*/environ` are invisible and everything left inside dies with
-//! it, `setsid` or not; private ipc/uts; the host read-only; fresh `/dev`, `/proc`, `/tmp`),
-//! plus:
+//! The sandbox an executor's agent runs in — every `shell` command of the built-in tool loop,
+//! every CLI agent run, and every self-check of the step (`AgentSandbox::for_checks`: a
+//! self-check sees exactly what the agent's `shell` sees) — and how one process is launched in
+//! it. The same bubblewrap isolation as a check (`confine::confinement_flags`: its own pid
+//! namespace, so the worker's processes and their `/proc/*/environ` are invisible and
+//! everything left inside dies with it, `setsid` or not; private ipc/uts; the host read-only;
+//! fresh `/dev`, `/proc`, `/tmp`; the hidden paths), plus:
 //! - network only when asked for (`--unshare-net` otherwise);
 //! - the worker's secrets out of sight: the work dir (other episodes' workspaces, self-check
-//!   copies) and every hidden path (the worker's config file, credential files and
-//!   directories) replaced by an empty directory or an empty file;
+//!   copies), every hidden path (the worker's config file, credential files and directories)
+//!   and the host's sockets replaced by an empty directory or an empty file;
 //! - only the workspace and the agent's own home writable;
 //! - an environment that is exactly the allow-list the caller passes (nothing inherited);
 //! - the check user (`nobody`) when the worker runs as root.
@@ -20,24 +21,9 @@ use std::path::{Path, PathBuf};
 
 use loopgate_protocol::wire::AgentIsolation;
 
-use crate::sandbox::launch::{chown_tree, isolation_flags};
-
-/// A host path the agent must not see.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HiddenPath {
-    /// A directory: an empty tmpfs takes its place.
-    Dir(PathBuf),
-    /// A file: an empty file takes its place.
-    File(PathBuf),
-}
-
-impl HiddenPath {
-    pub fn path(&self) -> &Path {
-        match self {
-            HiddenPath::Dir(path) | HiddenPath::File(path) => path,
-        }
-    }
-}
+use crate::sandbox::confine::{confinement_flags, is_hidden, HiddenPath};
+use crate::sandbox::launch::{chown_tree, Sandbox};
+use crate::sandbox::overlay::OverlayTools;
 
 /// How this executor isolates its agents, decided once at start-up
 /// ([`crate::probe_agent_sandbox`]).
@@ -47,10 +33,9 @@ pub struct AgentSandbox {
     pub bwrap: Option<PathBuf>,
     /// uid/gid agents run as (the check user when the worker runs as root).
     pub run_as: Option<(u32, u32)>,
-    /// What the agent must not see (absolute, existing, none inside another).
+    /// What the agent must not see (absolute, existing, none inside another; the work dir
+    /// and the host's sockets among them).
     pub hidden: Vec<HiddenPath>,
-    /// What is bound (read-only) over hidden files: `/dev/null`.
-    pub empty_file: PathBuf,
     /// What this host could not provide, one line each (logged at start-up; the first one is
     /// the note on every episode's record when unsandboxed).
     pub limitations: Vec<String>,
@@ -107,7 +92,6 @@ impl AgentSandbox {
             bwrap: None,
             run_as: None,
             hidden: Vec::new(),
-            empty_file: PathBuf::new(),
             limitations: vec![format!("agents run without a sandbox: {reason}")],
         }
     }
@@ -132,8 +116,24 @@ impl AgentSandbox {
     /// Is `path` out of the agent's sight in this sandbox: under `/tmp` (fresh inside) or a
     /// hidden path? Never when unsandboxed.
     pub fn hides(&self, path: &Path) -> bool {
-        self.is_sandboxed()
-            && (path.starts_with("/tmp") || self.hidden.iter().any(|h| path.starts_with(h.path())))
+        self.is_sandboxed() && is_hidden(path, &self.hidden)
+    }
+
+    /// The sandbox a check runs in when it must see exactly what this sandbox's agent sees
+    /// (the executor's self-checks): the same bubblewrap, user, hidden paths and `network`
+    /// (the agent's `shell` setting), with `overlay` for layered copies. Unsandboxed
+    /// (`sandbox = "off"`) checks run as plain child processes of the worker, as the agent
+    /// does.
+    pub fn for_checks(&self, network: bool, overlay: Option<OverlayTools>) -> Sandbox {
+        Sandbox {
+            bwrap: self.bwrap.clone(),
+            run_as: self.run_as,
+            required: false,
+            limitations: self.limitations.clone(),
+            overlay: self.bwrap.as_ref().and(overlay),
+            hidden: self.hidden.clone(),
+            network,
+        }
     }
 
     /// The user [`AgentSandbox::grant`] gives workspaces to, when it gives them to anyone:
@@ -168,17 +168,7 @@ impl AgentSandbox {
                 run_as: None,
             };
         };
-        let mut args = isolation_flags(launch.network);
-        for hidden in &self.hidden {
-            match hidden {
-                HiddenPath::Dir(dir) => args.extend(["--tmpfs".into(), dir.into()]),
-                HiddenPath::File(file) => args.extend([
-                    "--ro-bind".into(),
-                    self.empty_file.clone().into(),
-                    file.into(),
-                ]),
-            }
-        }
+        let mut args = confinement_flags(launch.network, &self.hidden);
         for path in launch.read_only {
             args.extend(["--ro-bind".into(), path.into(), path.into()]);
         }
@@ -217,7 +207,6 @@ mod tests {
                 HiddenPath::Dir("/run/secrets".into()),
                 HiddenPath::File("/etc/loopgate/executor.toml".into()),
             ],
-            empty_file: "/w/.empty".into(),
             limitations: Vec::new(),
         }
     }
@@ -249,7 +238,7 @@ mod tests {
                 vec![
                     "--die-with-parent --new-session --unshare-net --unshare-ipc --unshare-pid --unshare-uts",
                     "--ro-bind / / --dev /dev --proc /proc --tmpfs /tmp",
-                    "--tmpfs /w --tmpfs /run/secrets --ro-bind /w/.empty /etc/loopgate/executor.toml",
+                    "--tmpfs /w --tmpfs /run/secrets --ro-bind /dev/null /etc/loopgate/executor.toml",
                     "--bind /w/ep /w/ep --chdir /w/ep -- sh -c make test",
                 ],
                 vec!["--share-net", "/w/home"],
@@ -331,6 +320,45 @@ mod tests {
         assert!(record.note.contains("sandbox = \"off\""), "{record:?}");
         let on = sandbox().isolation(false);
         assert!(on.sandboxed && !on.network && on.note.is_empty());
+    }
+
+    #[test]
+    fn a_check_in_the_agents_sandbox_starts_with_the_agents_flags() {
+        use crate::sandbox::launch::launch_args;
+        let agent = sandbox();
+        for network in [false, true] {
+            let plan = agent.plan(&AgentLaunch {
+                program: Path::new("sh"),
+                args: &[],
+                workspace: Path::new("/w/ep"),
+                home: Path::new("/w/ep"),
+                env: &[],
+                network,
+                read_only: &[],
+            });
+            let checks = agent.for_checks(network, None);
+            assert_eq!(
+                (&checks.bwrap, checks.run_as, &checks.hidden, checks.network),
+                (&agent.bwrap, agent.run_as, &agent.hidden, network)
+            );
+            let (_, args) = launch_args(
+                &checks,
+                "make test",
+                Path::new("/w/sc/check-0/ws"),
+                Path::new("/w/sc/check-0/home"),
+                Path::new("/w/sc/check-0/status"),
+                None,
+            );
+            // The same isolation and hidden paths, then each binds its own directories.
+            let flags = confinement_flags(network, &agent.hidden);
+            let has_flags = |args: &[OsString]| -> bool {
+                args.windows(flags.len()).any(|w| w == flags.as_slice())
+            };
+            assert!(has_flags(&plan.args), "agent: {:?}", plan.args);
+            assert!(has_flags(&args), "check: {args:?}");
+        }
+        let off = AgentSandbox::unsandboxed("off").for_checks(false, None);
+        assert!(off.bwrap.is_none() && off.hidden.is_empty() && !off.required);
     }
 
     #[test]

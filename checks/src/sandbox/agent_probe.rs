@@ -1,60 +1,28 @@
-//! Deciding at start-up how this executor's agents are isolated: which host paths they must
-//! not see (only those that exist, absolute, none inside another), and a real sandboxed
+//! Deciding at start-up how this executor's agents are isolated: a real sandboxed
 //! process in a throwaway workspace under the work dir — as the check user first when the
 //! worker runs as root, then as the worker's own user (said in the limitations). Where
 //! bubblewrap is missing or cannot start, the executor refuses to run agents at all unless the
 //! config says `sandbox = "off"` (see `sandbox/agent_launch.rs`).
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use loopgate_common::output_cap::OutputCap;
 use loopgate_process::{run_child, shared, with_sink, ChildEnd};
 
 use crate::run_check::{CHECK_LANG, DEFAULT_CHECK_PATH};
-use crate::sandbox::agent_launch::{AgentLaunch, AgentSandbox, HiddenPath};
+use crate::sandbox::agent_launch::{AgentLaunch, AgentSandbox};
+use crate::sandbox::confine::{with_work_dir_and_sockets, HiddenPath};
 use crate::sandbox::launch::{SandboxError, SandboxMode, SandboxSettings};
 use crate::sandbox::probe::{bwrap_binary, unprivileged_ids};
 
 const PROBE_TIMEOUT: Duration = Duration::from_secs(15);
-/// What is bound over hidden files: reads as empty, writes go nowhere, and nothing is left
-/// behind in the work dir.
-const EMPTY_FILE: &str = "/dev/null";
-
-/// `candidates` as the sandbox hides them: made absolute (`relative_to`) and canonical,
-/// missing ones dropped, duplicates and paths inside another hidden directory dropped, `/`
-/// refused (hiding it would hide the shell itself). Directories first in path order, so a
-/// file inside a hidden directory never needs a mount of its own.
-pub fn hidden_paths(candidates: &[PathBuf], relative_to: &Path) -> Vec<HiddenPath> {
-    let mut found: Vec<HiddenPath> = Vec::new();
-    for candidate in candidates {
-        let absolute = if candidate.is_absolute() {
-            candidate.clone()
-        } else {
-            relative_to.join(candidate)
-        };
-        let Ok(canonical) = absolute.canonicalize() else {
-            continue;
-        };
-        if canonical == Path::new("/") {
-            continue;
-        }
-        let Ok(metadata) = std::fs::metadata(&canonical) else {
-            continue;
-        };
-        found.push(if metadata.is_dir() {
-            HiddenPath::Dir(canonical)
-        } else {
-            HiddenPath::File(canonical)
-        });
-    }
-    normalize(found)
-}
 
 /// Decide how agents run here: `sandbox = "off"` runs them unsandboxed (said on every
-/// episode's record); otherwise bubblewrap must work with `hidden` (from [`hidden_paths`])
-/// and the work dir hidden, or start-up fails with what was tried.
+/// episode's record); otherwise bubblewrap must work with `hidden` (from
+/// [`crate::hidden_paths`]), the work dir and the host's sockets hidden, or start-up fails
+/// with what was tried.
 pub async fn probe_agent_sandbox(
     settings: &SandboxSettings,
     work_dir: &Path,
@@ -78,10 +46,7 @@ pub async fn probe_agent_sandbox(
                 .to_string(),
         ));
     };
-    let empty_file = PathBuf::from(EMPTY_FILE);
-    let mut all_hidden = hidden;
-    all_hidden.push(HiddenPath::Dir(work_dir.clone()));
-    let all_hidden = normalize(all_hidden);
+    let all_hidden = with_work_dir_and_sockets(hidden, &work_dir);
     let is_root = rustix::process::geteuid().is_root();
     let dropped = unprivileged_ids(settings, is_root)?;
     let mut users = vec![dropped];
@@ -94,7 +59,6 @@ pub async fn probe_agent_sandbox(
             bwrap: Some(bwrap.clone()),
             run_as,
             hidden: all_hidden.clone(),
-            empty_file: empty_file.clone(),
             limitations: Vec::new(),
         };
         let who = match run_as {
@@ -124,25 +88,6 @@ pub async fn probe_agent_sandbox(
          \"off\"` to run them unsandboxed",
         failures.join("; ")
     )))
-}
-
-/// [`hidden_paths`]' ordering and nesting rules on an already resolved list.
-fn normalize(mut hidden: Vec<HiddenPath>) -> Vec<HiddenPath> {
-    hidden.sort_by(|a, b| a.path().cmp(b.path()));
-    hidden.dedup_by(|a, b| a.path() == b.path());
-    let dirs: Vec<PathBuf> = hidden
-        .iter()
-        .filter_map(|h| match h {
-            HiddenPath::Dir(dir) => Some(dir.clone()),
-            HiddenPath::File(_) => None,
-        })
-        .collect();
-    hidden.retain(|h| {
-        !dirs
-            .iter()
-            .any(|dir| h.path() != dir && h.path().starts_with(dir))
-    });
-    hidden
 }
 
 /// One sandboxed shell in a throwaway workspace: it must be able to write there.
@@ -192,33 +137,6 @@ async fn try_agent_sandbox(sandbox: &AgentSandbox, work_dir: &Path) -> Result<()
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-
-    #[test]
-    fn hidden_paths_table() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap();
-        std::fs::create_dir_all(root.join("secrets/inner")).unwrap();
-        std::fs::write(root.join("secrets/inner/key"), "k").unwrap();
-        std::fs::write(root.join("executor.toml"), "").unwrap();
-        std::fs::create_dir_all(root.join("cache")).unwrap();
-        let candidates = vec![
-            root.join("secrets"),
-            root.join("secrets/inner/key"),
-            PathBuf::from("executor.toml"),
-            root.join("missing"),
-            root.join("cache/../cache"),
-            root.join("cache"),
-            PathBuf::from("/"),
-        ];
-        assert_eq!(
-            hidden_paths(&candidates, &root),
-            vec![
-                HiddenPath::Dir(root.join("cache")),
-                HiddenPath::File(root.join("executor.toml")),
-                HiddenPath::Dir(root.join("secrets")),
-            ]
-        );
-    }
 
     #[tokio::test]
     async fn off_needs_no_bubblewrap_and_says_so() {

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 pub use loopgate_common::config::SandboxMode;
 
+use crate::sandbox::confine::{confinement_flags, is_hidden, HiddenPath};
 use crate::sandbox::overlay::{layered_launcher, OverlayTools};
 
 /// Default unprivileged user for checks when the worker runs as root.
@@ -41,6 +42,13 @@ pub struct Sandbox {
     /// With bubblewrap: checks can run on a layered copy (an overlay over a tree prepared once
     /// per audit, see `overlay.rs`) instead of a full copy each; `None`: full copies.
     pub overlay: Option<OverlayTools>,
+    /// With bubblewrap: what checks must not see (absolute, existing, none inside another):
+    /// the worker's secrets, its work dir (a check gets its own directories bound back in)
+    /// and the host's sockets (`confine.rs`).
+    pub hidden: Vec<HiddenPath>,
+    /// With bubblewrap: checks share the worker's network. The auditor's never do; the
+    /// executor's self-checks have the network exactly when its agent's `shell` has it.
+    pub network: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -68,7 +76,21 @@ impl Sandbox {
                 "acceptance checks ran without network isolation: {reason}"
             )],
             overlay: None,
+            hidden: Vec::new(),
+            network: false,
         }
+    }
+
+    /// Is `path` out of a check's sight here: under `/tmp` (fresh inside) or a hidden path?
+    /// Never without bubblewrap.
+    pub fn hides(&self, path: &Path) -> bool {
+        self.bwrap.is_some() && is_hidden(path, &self.hidden)
+    }
+
+    /// Do checks run here as plain child processes of the worker, outside bubblewrap? (A
+    /// sandbox that is required and missing runs none at all.)
+    pub fn runs_unsandboxed(&self) -> bool {
+        self.bwrap.is_none() && !self.required
     }
 
     /// Can checks run on layered copies here (bubblewrap plus a working overlay)?
@@ -91,35 +113,6 @@ impl Sandbox {
             )
         })
     }
-}
-
-/// The bubblewrap flags every sandboxed process starts with (checks and agents alike): it dies
-/// with its parent and runs in a session of its own, in private ipc, pid and uts namespaces —
-/// and a private network namespace (only a loopback of its own) unless `network` — with the
-/// host filesystem read-only and fresh `/dev`, `/proc` (only the sandbox's own processes) and
-/// `/tmp`. With `--unshare-pid` bubblewrap is pid 1 of the namespace: when the sandboxed
-/// command ends or bubblewrap is killed, the kernel kills everything left inside, processes
-/// that called `setsid` included.
-pub(crate) fn isolation_flags(network: bool) -> Vec<OsString> {
-    let mut flags: Vec<&str> = vec!["--die-with-parent", "--new-session"];
-    if !network {
-        flags.push("--unshare-net");
-    }
-    flags.extend([
-        "--unshare-ipc",
-        "--unshare-pid",
-        "--unshare-uts",
-        "--ro-bind",
-        "/",
-        "/",
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-        "--tmpfs",
-        "/tmp",
-    ]);
-    flags.into_iter().map(OsString::from).collect()
 }
 
 /// Program and arguments that run `command` under `sandbox` in `cwd`. With bubblewrap the
@@ -154,7 +147,7 @@ pub(crate) fn launch_args(
             ],
         ),
     };
-    args.extend(isolation_flags(false));
+    args.extend(confinement_flags(sandbox.network, &sandbox.hidden));
     for dir in [cwd, home] {
         args.extend(["--bind".into(), dir.into(), dir.into()]);
     }
@@ -251,6 +244,11 @@ mod tests {
             required: false,
             limitations: vec![],
             overlay: None,
+            hidden: vec![
+                HiddenPath::Dir("/w".into()),
+                HiddenPath::File("/etc/auditor.key".into()),
+            ],
+            network: false,
         };
         let (program, args) = launch_args(
             &sandbox,
@@ -271,8 +269,8 @@ mod tests {
             "--unshare-pid",
             "--die-with-parent",
             "--ro-bind / /",
-            "--bind /w/ws /w/ws",
-            "--bind /w/home /w/home",
+            // Hidden first, then the check's own directories bound back in.
+            "--tmpfs /w --ro-bind /dev/null /etc/auditor.key --bind /w/ws /w/ws --bind /w/home /w/home",
             "--chdir /w/ws",
             "--json-status-fd 3 -- sh -c pytest -q",
         ] {

@@ -13,18 +13,30 @@
 //! instead; `sandbox = "off"` skips bubblewrap. Timeouts, output caps, process-group kills and
 //! the scrubbed environment (`run_check`) apply in every mode.
 //!
+//! Every sandbox hides the same kinds of host paths (`confine`: one definition of the flags
+//! and of what is hidden): the worker's secrets (`worker_secrets`: its config file, key files,
+//! credential directories), its work dir (a process gets its own directories bound back in)
+//! and the host's UNIX sockets. The worker itself is sealed at start-up
+//! (`worker_secrets::seal_process`): secret variables out of its environment, non-dumpable.
+//!
 //! The executor's agents (its `shell` tool, CLI agents) run in the same isolation with a few
 //! differences of their own (`agent_launch`, probed by `agent_probe`): network as configured,
-//! the worker's secrets hidden, no fallback to running unsandboxed unless `sandbox = "off"`.
+//! no fallback to running unsandboxed unless `sandbox = "off"`. Its self-checks run in the
+//! agent's sandbox (`AgentSandbox::for_checks`): they see exactly what the agent's `shell`
+//! sees.
 
 pub(crate) mod agent_launch;
 pub(crate) mod agent_probe;
+pub(crate) mod confine;
 pub(crate) mod launch;
 pub(crate) mod overlay;
 pub(crate) mod probe;
+pub(crate) mod worker_secrets;
 
-pub use agent_launch::{AgentLaunch, AgentSandbox, HiddenPath, LaunchPlan};
-pub use agent_probe::{hidden_paths, probe_agent_sandbox};
+pub use agent_launch::{AgentLaunch, AgentSandbox, LaunchPlan};
+pub use agent_probe::probe_agent_sandbox;
+pub use confine::{hidden_paths, HiddenPath};
 pub use launch::{is_valid_check_user, Sandbox, SandboxError, SandboxMode, SandboxSettings};
 pub use overlay::OverlayTools;
-pub use probe::{probe, probe_for};
+pub use probe::{probe, probe_for, probe_hiding, probe_layers};
+pub use worker_secrets::{seal_process, secret_paths, SealError};

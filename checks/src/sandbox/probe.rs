@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::run_check::{run_check, run_check_in, CheckEnd, CheckSpec, DEFAULT_CHECK_PATH};
+use crate::sandbox::confine::{with_work_dir_and_sockets, HiddenPath};
 use crate::sandbox::launch::{
     find_on_path, prepare_check_dir, resolve_user, Sandbox, SandboxError, SandboxMode,
     SandboxSettings, DEFAULT_CHECK_USER,
@@ -42,6 +43,8 @@ pub(crate) fn bwrap_binary(settings: &SandboxSettings) -> Option<PathBuf> {
 struct Candidate {
     bwrap: Option<PathBuf>,
     run_as: Option<(u32, u32)>,
+    /// What checks under this candidate must not see (with bubblewrap).
+    hidden: Vec<HiddenPath>,
 }
 
 /// Try `candidate` on a throwaway scratch dir under `work_dir`: `Ok(())` when a check ran.
@@ -66,6 +69,8 @@ async fn try_candidate(candidate: &Candidate, work_dir: &Path) -> Result<(), Str
         required: false,
         limitations: Vec::new(),
         overlay: None,
+        hidden: candidate.hidden.clone(),
+        network: false,
     };
     let run = run_check(&CheckSpec {
         command: "echo ok > probe && test -s probe",
@@ -88,10 +93,10 @@ async fn try_candidate(candidate: &Candidate, work_dir: &Path) -> Result<(), Str
     }
 }
 
-/// Decide how the auditor's checks run here (see the module docs). Fails only when no way
-/// works at all.
+/// Decide how the auditor's checks run here (see the module docs), hiding the work dir and
+/// the host's sockets from them. Fails only when no way works at all.
 pub async fn probe(settings: &SandboxSettings, work_dir: &Path) -> Result<Sandbox, SandboxError> {
-    probe_for(settings, work_dir, "auditor").await
+    probe_hiding(settings, work_dir, "auditor", Vec::new()).await
 }
 
 /// [`probe`] for the worker named `role` (`auditor`, `executor`): the role only changes how
@@ -101,10 +106,24 @@ pub async fn probe_for(
     work_dir: &Path,
     role: &str,
 ) -> Result<Sandbox, SandboxError> {
-    std::fs::create_dir_all(work_dir).map_err(|source| SandboxError::Io {
+    probe_hiding(settings, work_dir, role, Vec::new()).await
+}
+
+/// [`probe_for`], with `hidden` (the worker's secrets, from [`crate::hidden_paths`]) out of
+/// every check's sight besides the work dir and the host's sockets: under bubblewrap each is
+/// replaced by an empty directory or file, and the probe's own check runs so.
+pub async fn probe_hiding(
+    settings: &SandboxSettings,
+    work_dir: &Path,
+    role: &str,
+    hidden: Vec<HiddenPath>,
+) -> Result<Sandbox, SandboxError> {
+    let io = |source| SandboxError::Io {
         path: work_dir.to_path_buf(),
         source,
-    })?;
+    };
+    std::fs::create_dir_all(work_dir).map_err(io)?;
+    let hidden = with_work_dir_and_sockets(hidden, &work_dir.canonicalize().map_err(io)?);
     let is_root = rustix::process::geteuid().is_root();
     let run_as = unprivileged_ids(settings, is_root)?;
     let bwrap = match settings.mode {
@@ -112,27 +131,20 @@ pub async fn probe_for(
         _ => bwrap_binary(settings),
     };
     let mut candidates = Vec::new();
+    let candidate = |bwrap: &Option<PathBuf>, run_as| Candidate {
+        bwrap: bwrap.clone(),
+        run_as,
+        hidden: hidden.clone(),
+    };
     if bwrap.is_some() {
-        candidates.push(Candidate {
-            bwrap: bwrap.clone(),
-            run_as,
-        });
+        candidates.push(candidate(&bwrap, run_as));
         if run_as.is_some() {
-            candidates.push(Candidate {
-                bwrap: bwrap.clone(),
-                run_as: None,
-            });
+            candidates.push(candidate(&bwrap, None));
         }
     }
-    candidates.push(Candidate {
-        bwrap: None,
-        run_as,
-    });
+    candidates.push(candidate(&None, run_as));
     if run_as.is_some() {
-        candidates.push(Candidate {
-            bwrap: None,
-            run_as: None,
-        });
+        candidates.push(candidate(&None, None));
     }
     let mut failures: Vec<String> = Vec::new();
     for candidate in &candidates {
@@ -146,12 +158,7 @@ pub async fn probe_for(
                     candidate,
                     &failures,
                 );
-                // Layered copies only for an unprivileged check user: a root worker whose
-                // checks could not drop privileges keeps plain copies.
-                let privileged = is_root && sandbox.run_as.is_none();
-                if sandbox.bwrap.is_some() && !privileged {
-                    sandbox.overlay = probe_overlay(&sandbox, work_dir).await;
-                }
+                sandbox.overlay = probe_layers(&sandbox, work_dir).await;
                 return Ok(sandbox);
             }
             Err(reason) => {
@@ -204,7 +211,21 @@ fn describe(
         required: settings.mode == SandboxMode::Required,
         limitations,
         overlay: None,
+        hidden: chosen.hidden.clone(),
+        network: false,
     }
+}
+
+/// Can checks under `sandbox` run on layered copies here? Only with bubblewrap and an
+/// unprivileged check user (a root worker whose checks could not drop privileges keeps full
+/// copies), tried for real in `work_dir`. The executor asks this of the sandbox its
+/// self-checks share with its agent.
+pub async fn probe_layers(sandbox: &Sandbox, work_dir: &Path) -> Option<OverlayTools> {
+    let privileged = rustix::process::geteuid().is_root() && sandbox.run_as.is_none();
+    if sandbox.bwrap.is_none() || privileged {
+        return None;
+    }
+    probe_overlay(sandbox, work_dir).await
 }
 
 /// `name` on PATH, else in the usual system directories (a worker's PATH may be short).

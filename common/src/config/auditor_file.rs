@@ -34,6 +34,11 @@ pub struct AuditorSection {
     /// process's environment from the sandbox, while files of the host stay readable there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signing_key_env: Option<String>,
+    /// Sign reports although acceptance checks run outside bubblewrap (no user namespaces, or
+    /// `sandbox = "off"`): without it such an auditor refuses to start with a signing key.
+    /// Every report then says so in its gaps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_unsandboxed_signing: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,18 +1,21 @@
 //! Running a step's self-checks: list the files the live workspace would freeze to (the
 //! freeze's own walk and ignore rules, so the copy is the tree the auditor will materialize),
 //! then run each targeted check in its own scratch copy under the executor's work dir through
-//! `loopgate_checks`, exactly as the auditor runs its checks. The live workspace is only read.
-//! Several checks of a big tree share one copy as the lower layer of each check's own layered
-//! copy, as the auditor's do.
+//! `loopgate_checks`, in the agent's own sandbox: a self-check sees exactly what the agent's
+//! `shell` sees (the same bubblewrap, user, hidden paths, pid namespace, environment
+//! allow-list and network). Its output goes back to the model, so it must reach nothing the
+//! agent cannot. The live workspace is only read. Several checks of a big tree share one copy
+//! as the lower layer of each check's own layered copy, as the auditor's do.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::isolation::AgentIsolationEnv;
 use crate::prompt::path_hints::missing_path_hints;
 use loopgate_checks::{
-    copy_files, run_in_scratch_copy, worth_layering, CheckBase, CopyFile, CopySource, Sandbox,
-    ScratchCheck, ScratchCopyError, DEFAULT_CHECK_PATH,
+    copy_files, run_in_scratch_copy, worth_layering, CheckBase, CopyFile, CopySource, OverlayTools,
+    Sandbox, ScratchCheck, ScratchCopyError, DEFAULT_CHECK_PATH,
 };
 use loopgate_protocol::verdict::CheckVerdict;
 use loopgate_protocol::wire::{EpisodeKind, ExecRequest};
@@ -22,22 +25,49 @@ use loopgate_snapshot::{FreezeRules, SnapshotError};
 use crate::self_check::finish_rules::CheckFinding;
 use crate::self_check::targets::{targeted_checks, TargetCheck};
 
-/// How this host runs checks, for every episode's self-checks.
+/// How this worker runs self-checks, for every episode.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SelfCheckEnv {
-    /// The isolation checks get (probed at start-up, as the auditor does).
-    pub sandbox: Sandbox,
+    /// The agent's sandbox and network (the one probed at start-up, shared with the episodes'
+    /// `shell`): every self-check runs in it, with the `shell`'s network.
+    pub agent: AgentIsolationEnv,
+    /// Layered copies in that sandbox (probed at start-up), or full copies.
+    pub layers: Option<OverlayTools>,
     /// `PATH` for checks.
     pub check_path: String,
 }
 
 impl SelfCheckEnv {
+    /// Self-checks in `agent`'s sandbox, with layered copies where they work there (probed
+    /// in `work_dir`) and `check_path` (plus `loopgate browse` where it is installed).
+    pub async fn in_agent_sandbox(
+        agent: AgentIsolationEnv,
+        work_dir: &Path,
+        check_path: &str,
+    ) -> Self {
+        let sandbox = agent.sandbox.for_checks(agent.network.shell, None);
+        let layers = loopgate_checks::probe_layers(&sandbox, work_dir).await;
+        SelfCheckEnv {
+            check_path: loopgate_checks::with_loopgate_dir(check_path, &sandbox),
+            agent,
+            layers,
+        }
+    }
+
     /// Checks without isolation and with the default `PATH` (tests).
     pub fn unisolated(reason: &str) -> Self {
         SelfCheckEnv {
-            sandbox: Sandbox::unisolated(reason),
+            agent: AgentIsolationEnv::unsandboxed(reason),
+            layers: None,
             check_path: DEFAULT_CHECK_PATH.to_string(),
         }
+    }
+
+    /// The sandbox every self-check runs in: the agent's (`AgentSandbox::for_checks`).
+    pub fn sandbox(&self) -> Sandbox {
+        self.agent
+            .sandbox
+            .for_checks(self.agent.network.shell, self.layers.clone())
     }
 }
 
@@ -99,16 +129,19 @@ impl SelfCheck {
     /// copied once into `scratch/base`, prepared as the read-only lower layer of every check's
     /// own layered copy (as the auditor does). Otherwise, or when that cannot be prepared, each
     /// check copies the files itself.
-    async fn copy_source(&self, files: Vec<CopyFile>, bytes: u64, scratch: &Path) -> CopySource {
+    async fn copy_source(
+        &self,
+        files: Vec<CopyFile>,
+        bytes: u64,
+        scratch: &Path,
+        sandbox: &Sandbox,
+    ) -> CopySource {
         let files = Arc::new(files);
         let per_check = CopySource::Files(files.clone());
-        if self.targets.len() < 2
-            || !self.env.sandbox.layers()
-            || !worth_layering(files.len(), bytes)
-        {
+        if self.targets.len() < 2 || !sandbox.layers() || !worth_layering(files.len(), bytes) {
             return per_check;
         }
-        let (base, sandbox) = (scratch.join("base"), self.env.sandbox.clone());
+        let (base, sandbox) = (scratch.join("base"), sandbox.clone());
         let prepared = tokio::task::spawn_blocking(move || {
             copy_files(&files, &base)?;
             CheckBase::prepare(&base, &sandbox)
@@ -156,7 +189,10 @@ impl SelfCheck {
             })
             .collect();
         let file_count = files.len();
-        let source = self.copy_source(files, bytes, scratch.path()).await;
+        let sandbox = self.env.sandbox();
+        let source = self
+            .copy_source(files, bytes, scratch.path(), &sandbox)
+            .await;
         let mut findings = Vec::with_capacity(self.targets.len());
         for (index, target) in self.targets.iter().enumerate() {
             let check = ScratchCheck {
@@ -165,7 +201,7 @@ impl SelfCheck {
                 command: &target.command,
                 timeout: target.timeout,
                 path_var: &self.env.check_path,
-                sandbox: &self.env.sandbox,
+                sandbox: &sandbox,
                 extra_env: &[],
             };
             let run = run_in_scratch_copy(&check, &source).await?;

@@ -1,12 +1,13 @@
-//! Process start-up: probe the self-check sandbox (as the auditor probes its own) and the
-//! agent sandbox (bubblewrap is required for agents unless `sandbox = "off"`), connect the
-//! bus (retrying while the server comes up, so `loopgate up` can start everything at once),
-//! create the topology, and build the worker context; then one worker loop per capability.
+//! Process start-up: probe the agent sandbox (bubblewrap is required for agents unless
+//! `sandbox = "off"`), which self-checks share (a self-check sees exactly what the agent's
+//! `shell` sees), connect the bus (retrying while the server comes up, so `loopgate up` can
+//! start everything at once), create the topology, and build the worker context; then one
+//! worker loop per capability.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use loopgate_checks::{hidden_paths, probe_agent_sandbox, probe_for, AgentSandbox, SandboxError};
+use loopgate_checks::{hidden_paths, probe_agent_sandbox, AgentSandbox, SandboxError};
 use loopgate_snapshot::{SnapshotError, SnapshotStore, WorkspaceCache};
 use loopgate_transport::runtime::{
     await_topology, connect_bus, EpisodeCancels, EpisodeClaims, EpisodeWorker, TopologyWait,
@@ -33,8 +34,6 @@ pub enum StartupError {
         #[source]
         source: std::io::Error,
     },
-    #[error("self-check sandbox: {0}")]
-    Sandbox(#[from] SandboxError),
     #[error("agent sandbox: {0}")]
     AgentSandbox(SandboxError),
     #[error("model profile '{name}': {source}")]
@@ -81,10 +80,16 @@ pub async fn prepare(
     std::fs::create_dir_all(&settings.work_dir).map_err(work_dir_error)?;
     // Absolute from here on: the agent sandbox binds episode dirs by path.
     let work_dir = settings.work_dir.canonicalize().map_err(work_dir_error)?;
-    let sandbox = probe_for(&settings.sandbox, &work_dir, "executor").await?;
-    tracing::info!(bubblewrap = ?sandbox.bwrap, run_as = ?sandbox.run_as, required = sandbox.required,
-        limitations = ?sandbox.limitations, "self-check sandbox");
-    let agent = agent_sandbox(settings, &work_dir).await?;
+    let agent = AgentIsolationEnv {
+        sandbox: Arc::new(agent_sandbox(settings, &work_dir).await?),
+        network: settings.agent_network,
+    };
+    let self_check =
+        SelfCheckEnv::in_agent_sandbox(agent.clone(), &work_dir, &settings.check_path).await;
+    let checks = self_check.sandbox();
+    tracing::info!(bubblewrap = ?checks.bwrap, run_as = ?checks.run_as, required = checks.required,
+        network = checks.network, layered_copies = checks.overlay.is_some(),
+        limitations = ?checks.limitations, "self-check sandbox");
     let nats = &settings.nats;
     let options = bus_options(settings);
     let Some(bus) =
@@ -119,14 +124,8 @@ pub async fn prepare(
             tools: settings.tools.clone(),
             models,
             agents: settings.agents.clone(),
-            self_check: SelfCheckEnv {
-                sandbox,
-                check_path: loopgate_checks::with_loopgate_dir(&settings.check_path),
-            },
-            agent: AgentIsolationEnv {
-                sandbox: Arc::new(agent),
-                network: settings.agent_network,
-            },
+            self_check,
+            agent,
             workspaces,
         },
         consumer: ConsumerOptions {

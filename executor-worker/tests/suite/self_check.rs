@@ -2,20 +2,19 @@
 //! the real OpenAI adapter against a stand-in model: `finish` runs the step's blocking checks
 //! on a scratch copy of the live workspace; a failing one answers `finish refused: ...`, at most
 //! `self_checks` times; at the step cap the agent gets one last turn with the refusal; the
-//! copy's side effects never reach the workspace or the candidate; and a self-check runs under
-//! exactly the sandbox the auditor's checks get. With the same harness: the first prompt
+//! copy's side effects never reach the workspace or the candidate; and a self-check runs in
+//! exactly the agent's sandbox: it sees what the agent's `shell` sees, and what it prints
+//! reaches the model without a key file or the work dir. With the same harness: the first prompt
 //! shows the current contents of the small files the step names.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 use crate::support;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::Context;
-use loopgate_checks::{probe, probe_for, run_in_scratch_copy, CopySource, ScratchCheck};
 use loopgate_executor::{prepare, run_episode, EpisodeEnd, EpisodeEnv};
-use loopgate_executor::{ExecutorFile, ExternalInputs, Settings};
+use loopgate_executor::{ExecutorFile, ExternalInputs};
 use loopgate_protocol::contract::Criterion;
 use loopgate_protocol::wire::{ExecOutcome, ExecRequest};
 use loopgate_snapshot::SnapshotStore;
@@ -32,7 +31,6 @@ struct Harness {
     model: StandInModel,
     store: SnapshotStore,
     env: EpisodeEnv,
-    settings: Settings,
     scratch: tempfile::TempDir,
 }
 
@@ -44,9 +42,17 @@ impl Harness {
 
     /// As `start`, with `profile_lines` added to the stand-in's model profile.
     async fn start_with(script: Script, profile_lines: &str) -> anyhow::Result<Harness> {
+        Harness::start_in(script, profile_lines, tempfile::tempdir()?).await
+    }
+
+    /// As `start_with`, with the work dir under `scratch`.
+    async fn start_in(
+        script: Script,
+        profile_lines: &str,
+        scratch: tempfile::TempDir,
+    ) -> anyhow::Result<Harness> {
         let nats = NatsServer::start().await?;
         let model = StandInModel::start(script).await?;
-        let scratch = tempfile::tempdir()?;
         // The test is the topology's owner (the manager): workers only wait for it.
         Bus::connect(&nats.url(), "loopgate", BusOptions::default())
             .await?
@@ -72,7 +78,6 @@ impl Harness {
             model,
             store: ctx.episode.store.clone(),
             env: ctx.episode.clone(),
-            settings,
             scratch,
         })
     }
@@ -366,79 +371,144 @@ async fn the_scratch_copy_leaves_the_workspace_and_the_candidate_untouched() -> 
     Ok(())
 }
 
+/// A fresh word for secrets and canaries.
+fn unique() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{nanos:x}{:x}", std::process::id())
+}
+
+/// A model API key file as a Kubernetes Secret volume mounts it by default (mode 0644), outside
+/// `/tmp` (which every sandbox replaces anyway), named in the stand-in's profile.
+fn world_readable_key_file() -> anyhow::Result<(tempfile::TempDir, PathBuf, String)> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR"))?;
+    let key = format!("sk-selfcheck-{}", unique());
+    let path = dir.path().join("openai-api-key");
+    std::fs::write(&path, &key)?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))?;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
+    Ok((dir, path, key))
+}
+
 #[tokio::test]
-async fn a_self_check_runs_in_exactly_the_auditors_sandbox() -> anyhow::Result<()> {
-    // Who runs the check, which network it sees, what environment it gets.
-    let report = "echo \"uid=$(id -u) net=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ,) \
-                  env=$(env | cut -d= -f1 | grep -v '^_$' | sort | tr '\\n' ,)\"; exit 3";
-    let script = Script::new()
-        .reply(MODEL, finish())
-        .fallback(MODEL, finish());
-    let h = Harness::start(script).await?;
-    // The executor probed the auditor's sandbox: the same probe, the same outcome.
-    let work_dir = h.work_dir();
-    let as_auditor = probe(&h.settings.sandbox, &work_dir).await?;
-    let as_executor = probe_for(&h.settings.sandbox, &work_dir, "executor").await?;
-    assert_eq!(h.env.self_check.sandbox, as_executor);
-    assert_eq!(
-        (&as_executor.bwrap, as_executor.run_as, as_executor.required),
-        (&as_auditor.bwrap, as_auditor.run_as, as_auditor.required)
+async fn a_self_check_sees_exactly_what_the_agents_shell_sees() -> anyhow::Result<()> {
+    let (_keys, key_file, key) = world_readable_key_file()?;
+    // Who runs it, which network and processes it sees, what environment it gets, and what
+    // of a hidden key file.
+    let report = format!(
+        "echo \"uid=$(id -u) net=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ,) \
+         pid1=$(cat /proc/1/comm) env=$(env | cut -d= -f1 | grep -v -e '^_$' -e '^PWD$' -e '^SHLVL$' \
+         -e '^OLDPWD$' -e '^LOOPGATE_BROWSE_RECORD$' | sort | tr '\\n' ,) key=[$(cat {} 2>&1)]\"; exit 3",
+        key_file.display()
     );
-    assert_eq!(h.env.self_check.check_path, h.settings.check_path);
+    let script = Script::new()
+        .reply(
+            MODEL,
+            Reply::tool_call("shell", json!({"command": report.clone()})),
+        )
+        .fallback(MODEL, finish());
+    let profile = format!("api_key_file = \"{}\"\n", key_file.display());
+    let h = Harness::start_with(script, &profile).await?;
+    // One definition: the episodes' agent sandbox is the self-checks' sandbox.
+    assert_eq!(h.env.self_check.agent, h.env.agent);
+    assert!(
+        h.env.agent.sandbox.hides(&key_file),
+        "{:?}",
+        h.env.agent.sandbox
+    );
 
     let base = h.base(&[]).await?;
     let (_, _, _, refusals) = h
-        .run(&request(&base, vec![criterion("probe", report)], 1, 4))
+        .run(&request(&base, vec![criterion("probe", &report)], 1, 4))
+        .await?;
+    assert_eq!(refusals, 1);
+    let requests = h.model.requests(MODEL);
+    let from_shell = last_message_content(&requests[1], "tool")
+        .and_then(|t| {
+            t.strip_prefix("exit code: 3\n")
+                .map(|l| l.trim().to_string())
+        })
+        .context("the shell's report")?;
+    let refusal = h.refusals_seen().remove(0);
+    let from_self_check = refusal
+        .lines()
+        .find_map(|l| l.strip_prefix("- probe (exit 3): "))
+        .context("the self-check's report")?
+        .trim()
+        .to_string();
+    assert_eq!(from_self_check, from_shell);
+    // Hidden: an empty file (or one that cannot be opened: a device node bound in a user
+    // namespace), never the key.
+    assert!(
+        !refusal.contains(&key) && !from_shell.contains(&key),
+        "{refusal}"
+    );
+    if h.env.agent.sandbox.is_sandboxed() {
+        // The built-in shell's default: no network; bubblewrap is pid 1.
+        assert!(from_shell.contains("net=lo,"), "{from_shell}");
+        assert!(from_shell.contains("pid1=bwrap"), "{from_shell}");
+    } else {
+        eprintln!("SKIP the sandboxed comparison: agents run unsandboxed here");
+    }
+    assert!(from_shell.contains("env=HOME,LANG,PATH,"), "{from_shell}");
+    Ok(())
+}
+
+/// Issue 38 item 1: the artifact the agent wrote is what the self-check runs, and a failing
+/// self-check's output goes back to the model as the `finish` tool result. An artifact that
+/// prints a profile's `api_key_file` (mode 0644, outside /tmp) and lists the executor's work dir
+/// gets neither into what the model reads.
+#[tokio::test]
+async fn a_self_check_cannot_show_the_model_a_key_file_or_the_work_dir() -> anyhow::Result<()> {
+    let (_keys, key_file, key) = world_readable_key_file()?;
+    // A work dir outside /tmp (every sandbox's /tmp is fresh anyway), as in a pod.
+    let scratch = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR"))?;
+    let work_dir = scratch.path().join("work");
+    let artifact = format!(
+        "echo listing:; ls -A {work}; echo key:; cat {key}; exit 1\n",
+        work = work_dir.display(),
+        key = key_file.display()
+    );
+    let script = Script::new()
+        .reply(MODEL, write("leak.sh", &artifact))
+        .fallback(MODEL, finish());
+    let profile = format!("api_key_file = \"{}\"\n", key_file.display());
+    let h = Harness::start_in(script, &profile, scratch).await?;
+    // Another run's tree beside this episode's.
+    let canary = format!("other-run-{}", unique());
+    std::fs::create_dir_all(h.work_dir().join(&canary))?;
+
+    let base = h.base(&[]).await?;
+    let (_, _, _, refusals) = h
+        .run(&request(&base, vec![criterion("leak", "sh leak.sh")], 1, 4))
         .await?;
     assert_eq!(refusals, 1);
     let refusal = h.refusals_seen().remove(0);
-    let from_executor = refusal
-        .lines()
-        .find_map(|l| l.strip_prefix("- probe (exit 3): "))
-        .context("the probe's line")?
-        .to_string();
-
-    // The same check as the auditor runs it: loopgate_checks, its probed sandbox, a copy.
-    let scratch = tempfile::tempdir_in(&work_dir)?;
-    let tree = scratch.path().join("tree");
-    std::fs::create_dir(&tree)?;
-    let run = run_in_scratch_copy(
-        &ScratchCheck {
-            scratch: scratch.path(),
-            index: 0,
-            command: report,
-            timeout: Duration::from_secs(30),
-            path_var: &h.settings.check_path,
-            sandbox: &as_auditor,
-            extra_env: &[],
-        },
-        &CopySource::Tree(tree),
-    )
-    .await?;
-    let from_auditor = String::from_utf8_lossy(&run.output).trim().to_string();
-    assert_eq!(from_executor, from_auditor);
-    if as_auditor.bwrap.is_some() {
-        assert!(from_executor.contains("net=lo,"), "{from_executor}");
-    }
-    if let Some((uid, _)) = as_auditor.run_as {
-        assert!(
-            from_executor.starts_with(&format!("uid={uid} ")),
-            "{from_executor}"
-        );
-    }
-    // The scrubbed environment: HOME, LANG and PATH, and where `loopgate browse` records its
-    // screenshots (besides what the shell sets itself).
-    let names: Vec<&str> = from_executor
-        .split_once("env=")
-        .map_or("", |(_, names)| names)
-        .split(',')
-        .filter(|n| !n.is_empty() && !matches!(*n, "PWD" | "SHLVL" | "OLDPWD"))
-        .collect();
-    assert_eq!(
-        names,
-        ["HOME", "LANG", "LOOPGATE_BROWSE_RECORD", "PATH"],
-        "{from_executor}"
+    // The artifact ran and failed, and its output reached the model ...
+    assert!(
+        refusal.contains("- leak (exit 1): listing:") && refusal.contains("key:"),
+        "{refusal}"
     );
+    // ... without the key or anything of the work dir but the check's own directory.
+    let everything: String = h
+        .model
+        .requests(MODEL)
+        .iter()
+        .map(|r| r.to_string())
+        .collect();
+    assert!(
+        !everything.contains(&key),
+        "the key reached the model: {refusal}"
+    );
+    assert!(
+        !everything.contains(&canary),
+        "the work dir's listing reached the model: {refusal}"
+    );
+    // Nor this run's own trees: the warm-workspace cache and the episode's directory.
+    assert!(!everything.contains(".cache-executor"), "{refusal}");
+    assert!(!everything.contains("run-self-check-r1"), "{refusal}");
     Ok(())
 }
 

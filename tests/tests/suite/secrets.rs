@@ -8,8 +8,9 @@
 //! check isolated, and no secret appears in any daemon's log, OTel span, the run log, the
 //! event stream or any API answer.
 //!
-//! The control (`sandbox = "off"`): the same shell without the sandbox does read the
-//! executor's secrets, so the grep can fail; the record says the agent ran unsandboxed.
+//! The control (`sandbox = "off"`): the same shell without the sandbox, run as root, does read
+//! the executor's secrets, so the grep can fail (as another user it cannot: the executor is
+//! non-dumpable); the record says the agent ran unsandboxed.
 
 use std::process::Command;
 use std::time::Duration;
@@ -242,9 +243,20 @@ async fn without_the_sandbox_the_record_says_so_and_the_secrets_are_within_reach
     let files = snapshot_files(&stack, snapshot).await?;
     let all: String = files.iter().map(|(_, t)| t.as_str()).collect();
     let found = secrets.found_in(&all);
-    assert!(
-        found.contains(&"NATS executor password") && found.contains(&"model API key"),
-        "unsandboxed, the shell should reach the executor's environment: {found:?}"
-    );
+    let root = std::fs::metadata("/proc/self").is_ok_and(|m| {
+        use std::os::unix::fs::MetadataExt;
+        m.uid() == 0
+    });
+    if root {
+        // A root shell has CAP_SYS_PTRACE: the executor's sealing (non-dumpable) cannot stop
+        // it reading `/proc/$PPID/environ`.
+        assert!(
+            found.contains(&"NATS executor password") && found.contains(&"model API key"),
+            "unsandboxed, a root shell should reach the executor's environment: {found:?}"
+        );
+    } else {
+        // Of its own user, it cannot: the executor sealed itself (issue 38 item 2).
+        assert!(found.is_empty(), "the shell read {found:?}");
+    }
     Ok(())
 }

@@ -326,3 +326,45 @@ fn manager_capabilities_are_what_the_deployed_executors_serve() -> anyhow::Resul
     }
     Ok(())
 }
+
+/// Issue 38 item 2: an auditor signs reports with checks outside bubblewrap only where the
+/// render says so (`allow_unsandboxed_signing`, the base and dev pods without user
+/// namespaces); prod runs its checks in bubblewrap (`sandbox = "required"`) and never allows
+/// it.
+#[test]
+fn prod_auditors_never_sign_with_unsandboxed_checks() -> anyhow::Result<()> {
+    use loopgate_auditor::{parse_config, HostFacts};
+    let Some(renders) = renders()? else {
+        return Ok(());
+    };
+    for r in renders {
+        for d in daemons(r)?.iter().filter(|d| d.role == Role::Auditor) {
+            let at = &d.at;
+            let text = config_of(r, d).with_context(|| at.clone())?;
+            let env = env_of(r, d.container).with_context(|| at.clone())?;
+            let host = HostFacts {
+                hostname: "pod".into(),
+                pid: 1,
+                temp_dir: "/tmp".into(),
+            };
+            let settings = parse_config(&text)
+                .with_context(|| at.clone())?
+                .resolve(&|k| env.get(k).cloned(), &host)
+                .with_context(|| at.clone())?;
+            let unsandboxed = settings.sandbox.mode != loopgate_auditor::SandboxMode::Required;
+            if r.name.starts_with("prod") {
+                ensure!(
+                    !unsandboxed && !settings.allow_unsandboxed_signing,
+                    "{at}: prod auditors sign only with checks in bubblewrap"
+                );
+            } else {
+                ensure!(
+                    !unsandboxed || settings.allow_unsandboxed_signing,
+                    "{at}: checks may run unsandboxed, so a signing auditor refuses to start \
+                     without allow_unsandboxed_signing"
+                );
+            }
+        }
+    }
+    Ok(())
+}
