@@ -1,2 +1,3 @@
+mod http_edges;
 mod outbox;
 mod run_store;
