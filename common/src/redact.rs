@@ -120,9 +120,7 @@ fn authority_len(rest: &str) -> usize {
         return naive;
     }
     match rest.rfind('@') {
-        Some(at) if at > colon => {
-            at + rest[at..].find(['/', '?', '#']).unwrap_or(rest.len() - at)
-        }
+        Some(at) if at > colon => at + rest[at..].find(['/', '?', '#']).unwrap_or(rest.len() - at),
         _ => naive,
     }
 }
@@ -216,15 +214,27 @@ mod tests {
             ("https://h?flag", "https://h?flag"),
             // Passwords written unescaped: `#`, `/`, `?` and `@` stay inside the userinfo.
             ("redis://:p#a/s@word@host", "redis://:***@host"),
-            ("redis://:p#a/s@word@host:6379/0", "redis://:***@host:6379/0"),
+            (
+                "redis://:p#a/s@word@host:6379/0",
+                "redis://:***@host:6379/0",
+            ),
             ("nats://user:p@ss@host", "nats://user:***@host"),
             ("nats://user:p@ss@host:4222", "nats://user:***@host:4222"),
-            ("redis://default:pa/ss@redis:6379/0", "redis://default:***@redis:6379/0"),
-            ("redis://:p?w#d@r:1?protocol=resp3", "redis://:***@r:1?protocol=resp3"),
+            (
+                "redis://default:pa/ss@redis:6379/0",
+                "redis://default:***@redis:6379/0",
+            ),
+            (
+                "redis://:p?w#d@r:1?protocol=resp3",
+                "redis://:***@r:1?protocol=resp3",
+            ),
             ("rediss://u:a#b@h", "rediss://u:***@h"),
             // host:port with an `@` further on stays a URL, not a password.
             ("https://h:8080/a@b/c", "https://h:8080/a@b/c"),
-            ("https://h:443/path?email=a@b", "https://h:443/path?email=a@b"),
+            (
+                "https://h:443/path?email=a@b",
+                "https://h:443/path?email=a@b",
+            ),
             ("http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1"),
             ("https://h/x:y@z", "https://h/x:y@z"),
         ];
