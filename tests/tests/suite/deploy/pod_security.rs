@@ -1,5 +1,5 @@
-//! Pod Security as admission enforces it, and the executors' part of it (issue 38 items 10 and
-//! 11), on every render:
+//! Pod Security as admission enforces it, and the executors' part of it (issue 38 item 11), on
+//! every render:
 //! - an evaluator of the "baseline" and "restricted" Pod Security Standards (policy version
 //!   "latest", at least 1.35: baseline lets a pod in its own user namespace unmask /proc)
 //!   admits every workload under the level its namespace enforces;
@@ -7,19 +7,15 @@
 //! - sandboxed executor pods run in their own user namespace (`hostUsers: false`) with the
 //!   Localhost seccomp and AppArmor profiles shipped in deploy/;
 //! - outside dev an executor's shutdown grace covers a default episode plus 60 s to freeze and
-//!   publish it, and its pod's termination grace covers that plus the drain;
-//! - NATS's monitoring port (no password; it names every connection and stream) listens on
-//!   loopback in deploy/nats, and where Kubernetes needs it on the pod network (KEDA, probes)
-//!   only the keda and monitoring namespaces may reach it.
+//!   publish it, and its pod's termination grace covers that plus the drain.
 
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use anyhow::{ensure, Context};
 use loopgate_common::budget::Budget;
 use serde_json::{json, Value};
 
-use super::{arr, config_of, daemons, find, kind_of, renders, repo, s, workloads, Role};
+use super::{arr, config_of, daemons, find, renders, repo, s, workloads, Role};
 use super::{EXEC_NAMESPACE, NAMESPACE};
 
 /// Time an executor needs after its episode's budget to freeze and publish the snapshot.
@@ -108,7 +104,7 @@ fn violations(pod: &Value, level: Level) -> Vec<String> {
     // Baseline.
     for field in ["hostNetwork", "hostPID", "hostIPC"] {
         if spec.get(field) == yes {
-            bad(format!("{field}"));
+            bad(field.to_string());
         }
     }
     for v in arr(spec, "/volumes") {
@@ -123,9 +119,10 @@ fn violations(pod: &Value, level: Level) -> Vec<String> {
             }
         }
     }
-    let contexts: Vec<(String, &Value)> = std::iter::once(("pod".to_string(), &spec["securityContext"]))
-        .chain(containers(spec).map(|c| (s(c, "/name").to_string(), &c["securityContext"])))
-        .collect();
+    let contexts: Vec<(String, &Value)> =
+        std::iter::once(("pod".to_string(), &spec["securityContext"]))
+            .chain(containers(spec).map(|c| (s(c, "/name").to_string(), &c["securityContext"])))
+            .collect();
     for (who, sc) in &contexts {
         if sc.pointer("/windowsOptions/hostProcess") == yes {
             bad(format!("{who}: hostProcess"));
@@ -145,7 +142,11 @@ fn violations(pod: &Value, level: Level) -> Vec<String> {
             bad(format!("{who}: SELinux options"));
         }
     }
-    for (key, value) in pod["metadata"]["annotations"].as_object().into_iter().flatten() {
+    for (key, value) in pod["metadata"]["annotations"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
         let value = value.as_str().unwrap_or("");
         let apparmor = key.starts_with("container.apparmor.security.beta.kubernetes.io/");
         if apparmor && !(value == "runtime/default" || value.starts_with("localhost/")) {
@@ -158,7 +159,10 @@ fn violations(pod: &Value, level: Level) -> Vec<String> {
         if sc.get("privileged") == yes {
             bad(format!("{name}: privileged"));
         }
-        for cap in arr(sc, "/capabilities/add").iter().filter_map(Value::as_str) {
+        for cap in arr(sc, "/capabilities/add")
+            .iter()
+            .filter_map(Value::as_str)
+        {
             if !BASELINE_CAPS.contains(&cap) {
                 bad(format!("{name}: adds {cap}"));
             }
@@ -170,7 +174,9 @@ fn violations(pod: &Value, level: Level) -> Vec<String> {
         }
         let proc_mount = s(sc, "/procMount");
         if !matches!(proc_mount, "" | "Default") && !user_namespace {
-            bad(format!("{name}: procMount {proc_mount} outside a user namespace"));
+            bad(format!(
+                "{name}: procMount {proc_mount} outside a user namespace"
+            ));
         }
         for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
             for handler in ["httpGet", "tcpSocket"] {
@@ -345,7 +351,11 @@ fn sandboxed_executors_use_a_user_namespace_and_the_shipped_profiles() -> anyhow
             );
         }
         if r.name.starts_with("prod") {
-            ensure!(sandboxed == 2, "{}: {sandboxed} sandboxed executor(s)", r.name);
+            ensure!(
+                sandboxed == 2,
+                "{}: {sandboxed} sandboxed executor(s)",
+                r.name
+            );
         }
     }
     Ok(())
@@ -389,82 +399,6 @@ fn executor_grace_covers_an_episode_its_freeze_and_publish() -> anyhow::Result<(
     Ok(())
 }
 
-/// The monitor address of a nats-server config (`http:`/`http_port:`/`monitor_port:`).
-fn monitor_listen(conf: &str) -> Option<String> {
-    conf.lines()
-        .map(|l| l.split('#').next().unwrap_or("").trim())
-        .find_map(|l| {
-            ["http:", "https:", "http_port:", "https_port:", "monitor_port:"]
-                .iter()
-                .find_map(|k| l.strip_prefix(k))
-                .map(|v| v.trim().trim_matches('"').to_string())
-        })
-}
-
-/// NATS's monitoring port: loopback in deploy/nats; in Kubernetes, where KEDA and the probes
-/// read it on the pod network, only the keda and monitoring namespaces may reach it.
-#[test]
-fn nats_monitoring_is_on_loopback_or_fenced_to_keda_and_monitoring() -> anyhow::Result<()> {
-    let standalone = std::fs::read_to_string(repo().join("deploy/nats/nats-server.conf"))?;
-    let listen = monitor_listen(&standalone).unwrap_or_default();
-    ensure!(
-        listen.starts_with("127.0.0.1:"),
-        "deploy/nats/nats-server.conf: monitoring listens on {listen:?}, not loopback"
-    );
-    let Some(renders) = renders()? else {
-        return Ok(());
-    };
-    for r in renders {
-        let conf = s(find(r, "ConfigMap", "nats-config").or_else(|_| {
-            kind_of(r, "ConfigMap")
-                .find(|c| s(c, "/metadata/name").starts_with("nats-config"))
-                .context("nats-config")
-        })?, "/data/nats-server.conf");
-        let listen = monitor_listen(conf).context("no monitoring listener")?;
-        if listen.starts_with("127.0.0.1:") {
-            continue;
-        }
-        let port = listen.rsplit(':').next().unwrap_or("").parse::<u64>()?;
-        let mut peers = BTreeSet::new();
-        for p in kind_of(r, "NetworkPolicy") {
-            let selects_nats =
-                s(p, "/spec/podSelector/matchLabels/app.kubernetes.io~1component") == "nats";
-            if !selects_nats || s(p, "/metadata/namespace") != NAMESPACE {
-                continue;
-            }
-            for rule in arr(p, "/spec/ingress") {
-                let ports = arr(rule, "/ports");
-                let covers = ports.is_empty()
-                    || ports.iter().any(|q| q.get("port").and_then(Value::as_u64) == Some(port));
-                if !covers {
-                    continue;
-                }
-                for peer in arr(rule, "/from") {
-                    let ns = s(peer, "/namespaceSelector/matchLabels/kubernetes.io~1metadata.name");
-                    let only_namespace = peer.get("podSelector").is_none()
-                        && peer.get("ipBlock").is_none()
-                        && !ns.is_empty();
-                    peers.insert(if only_namespace {
-                        ns.to_string()
-                    } else {
-                        peer.to_string()
-                    });
-                }
-                if arr(rule, "/from").is_empty() {
-                    peers.insert("anyone".into());
-                }
-            }
-        }
-        let want = BTreeSet::from(["keda".to_string(), "monitoring".to_string()]);
-        ensure!(
-            peers == want,
-            "{}: NATS monitoring ({listen}) is reachable from {peers:?}, want only {want:?}",
-            r.name
-        );
-    }
-    Ok(())
-}
-
 /// The evaluator itself, on pods that each break one rule.
 #[test]
 fn the_pod_security_evaluator_knows_the_rules() {
@@ -481,27 +415,112 @@ fn the_pod_security_evaluator_knows_the_rules() {
     // (what, change, violates baseline, violates restricted)
     let cases: Vec<(&str, Change, bool, bool)> = vec![
         ("as is", |_| {}, false, false),
-        ("privileged", |p| p["spec"]["containers"][0]["securityContext"]["privileged"] = json!(true), true, true),
-        ("hostPID", |p| p["spec"]["hostPID"] = json!(true), true, true),
-        ("hostPath", |p| p["spec"]["volumes"] = json!([{"name": "h", "hostPath": {"path": "/"}}]), true, true),
-        ("SYS_ADMIN", |p| p["spec"]["containers"][0]["securityContext"]["capabilities"]["add"] = json!(["SYS_ADMIN"]), true, true),
-        ("AppArmor Unconfined", |p| p["spec"]["containers"][0]["securityContext"]["appArmorProfile"] = json!({"type": "Unconfined"}), true, true),
-        ("AppArmor Localhost", |p| p["spec"]["containers"][0]["securityContext"]["appArmorProfile"] = json!({"type": "Localhost", "localhostProfile": "x"}), false, false),
-        ("seccomp Unconfined", |p| p["spec"]["containers"][0]["securityContext"]["seccompProfile"] = json!({"type": "Unconfined"}), true, true),
-        ("procMount Unmasked", |p| p["spec"]["containers"][0]["securityContext"]["procMount"] = json!("Unmasked"), true, true),
-        ("procMount Unmasked in a user namespace", |p| {
-            p["spec"]["hostUsers"] = json!(false);
-            p["spec"]["containers"][0]["securityContext"]["procMount"] = json!("Unmasked");
-        }, false, true),
-        ("root", |p| p["spec"]["securityContext"]["runAsUser"] = json!(0), false, true),
-        ("escalation", |p| p["spec"]["containers"][0]["securityContext"]["allowPrivilegeEscalation"] = json!(true), false, true),
-        ("hostPort", |p| p["spec"]["containers"][0]["ports"] = json!([{"containerPort": 80, "hostPort": 80}]), true, true),
+        (
+            "privileged",
+            |p| p["spec"]["containers"][0]["securityContext"]["privileged"] = json!(true),
+            true,
+            true,
+        ),
+        (
+            "hostPID",
+            |p| p["spec"]["hostPID"] = json!(true),
+            true,
+            true,
+        ),
+        (
+            "hostPath",
+            |p| p["spec"]["volumes"] = json!([{"name": "h", "hostPath": {"path": "/"}}]),
+            true,
+            true,
+        ),
+        (
+            "SYS_ADMIN",
+            |p| {
+                p["spec"]["containers"][0]["securityContext"]["capabilities"]["add"] =
+                    json!(["SYS_ADMIN"])
+            },
+            true,
+            true,
+        ),
+        (
+            "AppArmor Unconfined",
+            |p| {
+                p["spec"]["containers"][0]["securityContext"]["appArmorProfile"] =
+                    json!({"type": "Unconfined"})
+            },
+            true,
+            true,
+        ),
+        (
+            "AppArmor Localhost",
+            |p| {
+                p["spec"]["containers"][0]["securityContext"]["appArmorProfile"] =
+                    json!({"type": "Localhost", "localhostProfile": "x"})
+            },
+            false,
+            false,
+        ),
+        (
+            "seccomp Unconfined",
+            |p| {
+                p["spec"]["containers"][0]["securityContext"]["seccompProfile"] =
+                    json!({"type": "Unconfined"})
+            },
+            true,
+            true,
+        ),
+        (
+            "procMount Unmasked",
+            |p| p["spec"]["containers"][0]["securityContext"]["procMount"] = json!("Unmasked"),
+            true,
+            true,
+        ),
+        (
+            "procMount Unmasked in a user namespace",
+            |p| {
+                p["spec"]["hostUsers"] = json!(false);
+                p["spec"]["containers"][0]["securityContext"]["procMount"] = json!("Unmasked");
+            },
+            false,
+            true,
+        ),
+        (
+            "root",
+            |p| p["spec"]["securityContext"]["runAsUser"] = json!(0),
+            false,
+            true,
+        ),
+        (
+            "escalation",
+            |p| {
+                p["spec"]["containers"][0]["securityContext"]["allowPrivilegeEscalation"] =
+                    json!(true)
+            },
+            false,
+            true,
+        ),
+        (
+            "hostPort",
+            |p| {
+                p["spec"]["containers"][0]["ports"] = json!([{"containerPort": 80, "hostPort": 80}])
+            },
+            true,
+            true,
+        ),
     ];
     for (what, change, baseline, restricted) in cases {
         let mut pod = base();
         change(&mut pod);
-        assert_eq!(!violations(&pod, Level::Baseline).is_empty(), baseline, "{what} baseline");
-        assert_eq!(!violations(&pod, Level::Restricted).is_empty(), restricted, "{what} restricted");
+        assert_eq!(
+            !violations(&pod, Level::Baseline).is_empty(),
+            baseline,
+            "{what} baseline"
+        );
+        assert_eq!(
+            !violations(&pod, Level::Restricted).is_empty(),
+            restricted,
+            "{what} restricted"
+        );
         assert!(violations(&pod, Level::Privileged).is_empty());
     }
 }
