@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Offline checks of the Kubernetes deployment in deploy/k8s (no cluster, no network):
 #   1. the copies kustomize needs inside deploy/k8s (the NATS users file, the llama chat
-#      template) are byte-identical to their sources, and the nats-server and redis-server
-#      the tests use accept base/nats/nats-server.conf and base/redis/redis.conf;
+#      template) are byte-identical to their sources, the nats-server and redis-server the
+#      tests use accept base/nats/nats-server.conf, deploy/nats/nats-server.conf and
+#      base/redis/redis.conf, and apparmor_parser (when installed) the executors' profile;
 #   2. `kubectl kustomize` renders every target: overlays/dev, overlays/prod, and prod with the
 #      optional components (executor-hpa, otel);
 #   3. `kubernetes-validate --strict` (PyPI, in the cache venv) accepts every object of every
@@ -74,6 +75,10 @@ if [ -x "$NATS_BIN" ]; then
     LOOPGATE_NATS_AUDITOR_PASSWORD=x "$NATS_BIN" -t -c nats-server.conf >/dev/null 2>&1) \
     || fail "nats-server -t rejects deploy/k8s/base/nats/nats-server.conf"
   log "ok: nats-server accepts base/nats/nats-server.conf with the users file"
+  (cd "$REPO/deploy/nats" && LOOPGATE_NATS_MANAGER_PASSWORD=x LOOPGATE_NATS_EXECUTOR_PASSWORD=x \
+    LOOPGATE_NATS_AUDITOR_PASSWORD=x "$NATS_BIN" -t -c nats-server.conf >/dev/null 2>&1) \
+    || fail "nats-server -t rejects deploy/nats/nats-server.conf"
+  log "ok: nats-server accepts deploy/nats/nats-server.conf (monitoring on loopback)"
 else
   echo "SKIP: nats-server.conf not checked: $NATS_BIN missing (scripts/install-deps.sh services)"
 fi
@@ -96,6 +101,17 @@ if [ -x "$REDIS_BIN" ]; then
   log "ok: redis-server accepts base/redis/redis.conf"
 else
   echo "SKIP: redis.conf not checked: $REDIS_BIN missing (scripts/install-deps.sh services)"
+fi
+
+# The executors' AppArmor profile parses (no kernel needed: -Q skips loading it).
+APPARMOR_PARSER="${APPARMOR_PARSER:-apparmor_parser}"
+APPARMOR_PROFILE="$K8S/components/executor-sandbox/apparmor/loopgate-bwrap"
+if command -v "$APPARMOR_PARSER" >/dev/null 2>&1; then
+  "$APPARMOR_PARSER" -Q -K --skip-cache "$APPARMOR_PROFILE" > "$WORK/apparmor.err" 2>&1 \
+    || { cat "$WORK/apparmor.err" >&2; fail "apparmor_parser rejects $APPARMOR_PROFILE"; }
+  log "ok: apparmor_parser accepts components/executor-sandbox/apparmor/loopgate-bwrap"
+else
+  echo "SKIP: the AppArmor profile is not parsed: apparmor_parser not found (Debian package apparmor)"
 fi
 
 # 2. Render.

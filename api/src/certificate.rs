@@ -21,15 +21,18 @@ pub struct Certificate {
     /// Always `loopgate.certificate.v1` for this version.
     pub format: String,
     pub run_id: String,
-    /// The run's state when the certificate was issued (`completed`).
+    /// The run's state when the certificate was issued (`completed`), as the manager says:
+    /// not signed (managers hold no key). A verifier derives completion from the signed report
+    /// alone (`report.purpose` is `final`, or `report.completes_run` is true, and it passes).
     pub state: RunState,
     /// The run's final snapshot: the one the signed report is bound to.
     pub snapshot: String,
     /// The frozen contract; its `spec_hash` is the sha256 of its canonical form, so a verifier
     /// recomputes it, and the signed report must name the same hash.
     pub contract: Contract,
-    /// The claims of the signed final report (the audit that completed the run), in the
-    /// canonical form the signature covers (`loopgate.audit_report.v1`, RFC 8785 JSON).
+    /// The claims of the signed report of the audit that completed the run (a final audit, or
+    /// a round audit the auditor signed with `completes_run`), in the canonical form the
+    /// signature covers (`loopgate.audit_report.v1`, RFC 8785 JSON).
     pub report: ReportClaims,
     /// Ed25519 signature of `report`'s canonical bytes, 128 hex digits; empty when the
     /// auditor did not sign (no key configured), which no verifier accepts.
@@ -37,9 +40,10 @@ pub struct Certificate {
     /// The final snapshot's manifest: its sha256 is `snapshot`; every file is listed with its
     /// sha256, size and mode.
     pub manifest: Manifest,
-    /// The auditor public keys this manager trusts. Verifying against them only proves the
-    /// report was signed by a key the same server names; pin the pool's key out of band
-    /// (`loopgate verify --key FILE`) for a proof that does not trust the server.
+    /// The auditor public keys this manager trusts. Whoever wrote the certificate wrote this
+    /// list, so it proves nothing: `loopgate verify` refuses without a key from the user
+    /// (`--key FILE`, `LOOPGATE_TRUSTED_KEYS`, the trust store) and uses the list only to
+    /// name inconsistencies.
     pub trusted_keys: Vec<TrustedKey>,
 }
 

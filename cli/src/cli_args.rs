@@ -98,16 +98,19 @@ pub enum Command {
     Browse(BrowseArgs),
     /// Show what a round changed: a unified diff from its base to its candidate snapshot.
     Diff(DiffArgs),
-    /// Prove a run completed: check its certificate's signed final report against trusted
-    /// auditor keys, re-hash every blob of the final snapshot, and check every blocking
-    /// criterion has pass evidence on it under the frozen contract. Exits 0 only if all hold.
+    /// Prove a run completed: check its certificate's signed completing report (a final
+    /// audit, or a round audit signed as completing the run) against trusted auditor keys,
+    /// re-hash every blob of the final snapshot, and check every blocking criterion has pass
+    /// evidence on it under the frozen contract. Exits 0 only if all hold.
     ///
-    /// Trust root: without --key, the keys the certificate lists (the server's own list): that
-    /// proves nothing was altered since a key the server names signed it. With --key FILE, only
-    /// those keys (the auditor pool's public key, obtained out of band; `loopgate up` keeps its
-    /// keys in DIR/auditor-keys.pub). --offline FILE --snapshot DIR needs no server: FILE is a
-    /// certificate (`--export FILE`, or GET /v1/runs/{id}/certificate) and DIR the checked-out
-    /// final snapshot (`loopgate checkout RUN DIR`), which must hold exactly its files.
+    /// Trust root: only keys you hold: --key FILE (the auditor pool's public key, obtained out
+    /// of band; `loopgate up` keeps its keys in DIR/auditor-keys.pub), else the files in
+    /// $LOOPGATE_TRUSTED_KEYS (FILE[:FILE...]), else the trust store
+    /// ~/.config/loopgate/trusted-keys ($XDG_CONFIG_HOME). Without any, it exits 6 ("no
+    /// trusted key"): the key list inside a certificate proves nothing. --offline FILE
+    /// --snapshot DIR needs no server: FILE is a certificate (`--export FILE`, or GET
+    /// /v1/runs/{id}/certificate) and DIR the checked-out final snapshot (`loopgate checkout
+    /// RUN DIR`), which must hold exactly its files.
     Verify(VerifyArgs),
     /// Generate an Ed25519 auditor signing key: FILE (secret, mode 0600) and FILE.pub (the
     /// public key for [manager] auditor_keys and `loopgate verify --key`).
@@ -310,8 +313,8 @@ pub struct VerifyArgs {
     #[arg(long, value_name = "DIR", requires = "offline", conflicts_with = "run")]
     pub snapshot: Option<PathBuf>,
     /// Trusted auditor public keys (64 hex digits each, one per line, `#` comments); only
-    /// these are trusted. Repeatable.
-    #[arg(long, value_name = "FILE")]
+    /// these are trusted. Repeatable. Without it: $LOOPGATE_TRUSTED_KEYS, then the trust store.
+    #[arg(long, visible_alias = "key-file", value_name = "FILE")]
     pub key: Vec<PathBuf>,
     /// Also write the server's certificate to FILE (for `--offline` later).
     #[arg(long, value_name = "FILE", conflicts_with = "offline")]
@@ -397,6 +400,19 @@ mod tests {
             "loopgate", "verify", "r1", "--key", "a.pub", "--key", "b.pub",
         ];
         match Cli::try_parse_from(online).unwrap().command {
+            Command::Verify(args) => assert_eq!(args.key.len(), 2),
+            other => panic!("{other:?}"),
+        }
+        let key_file = [
+            "loopgate",
+            "verify",
+            "r1",
+            "--key-file",
+            "a.pub",
+            "--key",
+            "b",
+        ];
+        match Cli::try_parse_from(key_file).unwrap().command {
             Command::Verify(args) => assert_eq!(args.key.len(), 2),
             other => panic!("{other:?}"),
         }

@@ -17,8 +17,9 @@ pub enum ExitStatus {
     WaitingForInput,
     /// The manager could not be reached.
     Unreachable,
-    /// `loopgate verify`: the run's completion is not proven (not completed, unsigned or
-    /// badly signed report, untrusted key, tampered blob, missing evidence).
+    /// `loopgate verify`: the run's completion is not proven (no trusted key, not completed,
+    /// a report that does not complete the run, unsigned or badly signed report, untrusted
+    /// key, tampered blob, missing evidence).
     NotVerified,
 }
 
@@ -59,8 +60,8 @@ Exit codes:
   3  the run ended blocked, budget_exhausted, cancelled or failed
   4  the run is waiting for input (answer it with `loopgate answer RUN TEXT`)
   5  the manager is unreachable (is it running? `loopgate up`)
-  6  verify: the completion is not proven (not completed, bad or untrusted signature,
-     tampered blob, missing evidence)";
+  6  verify: the completion is not proven (no trusted key, not completed, a report that
+     does not complete the run, bad or untrusted signature, tampered blob, missing evidence)";
 
 #[cfg(test)]
 mod tests {

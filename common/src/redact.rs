@@ -55,7 +55,7 @@ pub fn redact_url(url: &str) -> String {
     };
     let rest_start = scheme_end + 3;
     let rest = &url[rest_start..];
-    let authority_len = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority_len = authority_len(rest);
     let authority = &rest[..authority_len];
     let mut out = String::with_capacity(url.len());
     out.push_str(&url[..rest_start]);
@@ -96,6 +96,33 @@ pub fn redact_url(url: &str) -> String {
     }
     out.push_str(fragment);
     out
+}
+
+/// The length of the authority (`[userinfo@]host[:port]`) at the start of `rest` (the URL
+/// after `://`). A password written into a URL unescaped may hold `/`, `?`, `#` and `@`, which
+/// would otherwise end the authority inside the password and leave its tail in view. So when
+/// a `user:` prefix comes before the first `/`, `?` or `#` and the text up to that delimiter
+/// is not `host:port`, the userinfo runs to the LAST `@` of the URL and the authority to the
+/// first delimiter after it. A path or query holding `@` behind such a userinfo is taken as
+/// part of it: over-redaction, never a leak.
+fn authority_len(rest: &str) -> usize {
+    let naive = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let Some(colon) = rest[..naive].find(':') else {
+        return naive;
+    };
+    let port = &rest[colon + 1..naive];
+    let host_and_port = colon > 0
+        && !port.is_empty()
+        && port.len() <= 5
+        && port.bytes().all(|b| b.is_ascii_digit())
+        && !rest[..naive].contains('@');
+    if host_and_port || naive == rest.len() {
+        return naive;
+    }
+    match rest.rfind('@') {
+        Some(at) if at > colon => at + rest[at..].find(['/', '?', '#']).unwrap_or(rest.len() - at),
+        _ => naive,
+    }
 }
 
 /// Characters that may start a URL scheme's run backwards from `://`.
@@ -185,6 +212,31 @@ mod tests {
             ("not a url", "not a url"),
             ("", ""),
             ("https://h?flag", "https://h?flag"),
+            // Passwords written unescaped: `#`, `/`, `?` and `@` stay inside the userinfo.
+            ("redis://:p#a/s@word@host", "redis://:***@host"),
+            (
+                "redis://:p#a/s@word@host:6379/0",
+                "redis://:***@host:6379/0",
+            ),
+            ("nats://user:p@ss@host", "nats://user:***@host"),
+            ("nats://user:p@ss@host:4222", "nats://user:***@host:4222"),
+            (
+                "redis://default:pa/ss@redis:6379/0",
+                "redis://default:***@redis:6379/0",
+            ),
+            (
+                "redis://:p?w#d@r:1?protocol=resp3",
+                "redis://:***@r:1?protocol=resp3",
+            ),
+            ("rediss://u:a#b@h", "rediss://u:***@h"),
+            // host:port with an `@` further on stays a URL, not a password.
+            ("https://h:8080/a@b/c", "https://h:8080/a@b/c"),
+            (
+                "https://h:443/path?email=a@b",
+                "https://h:443/path?email=a@b",
+            ),
+            ("http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1"),
+            ("https://h/x:y@z", "https://h/x:y@z"),
         ];
         for (input, want) in cases {
             assert_eq!(redact_url(input), want, "{input}");
@@ -205,6 +257,14 @@ mod tests {
             ("no urls here: a://", "no urls here: a://"),
             ("://bare", "://bare"),
             ("\"https://h?key=k\"", "\"https://h?key=***\""),
+            (
+                "connecting to redis://:p#a/s@word@host:6379 failed",
+                "connecting to redis://:***@host:6379 failed",
+            ),
+            (
+                "nats://user:p@ss@host: authorization violation",
+                "nats://user:***@host: authorization violation",
+            ),
         ];
         for (input, want) in cases {
             assert_eq!(redact_urls_in(input), want, "{input}");

@@ -124,6 +124,7 @@ mod tests {
             proposal: None,
             rubric: None,
             spec_hash: "h".into(),
+            completes_run: false,
             key_id: String::new(),
             signature: String::new(),
         }

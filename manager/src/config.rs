@@ -121,6 +121,9 @@ pub struct Settings {
     pub gui_offered: bool,
     /// Bearer token the API requires (always when bound to a non-loopback address).
     pub token: Option<String>,
+    /// The `Host` names the API answers besides the loopback ones (lowercase); `None`: `Host`
+    /// is not checked (a token is required and `[http] allowed_hosts` is unset).
+    pub allowed_hosts: Option<Vec<String>>,
     pub models: BTreeMap<String, ModelProfile>,
     /// Auditor keys whose signatures on audit reports are accepted; empty: reports are not
     /// authenticated (accepted unsigned, as before signing existed).
@@ -199,7 +202,7 @@ pub fn resolve(
     }
     let addr_text = overrides
         .http_addr
-        .or(file.http.addr)
+        .or(file.http.addr.clone())
         .unwrap_or_else(|| DEFAULT_HTTP_ADDR.to_string());
     let http_addr: SocketAddr = addr_text.parse().map_err(|_| {
         ConfigError::invalid("http.addr", format!("'{addr_text}' is not host:port"))
@@ -252,6 +255,7 @@ pub fn resolve(
         )
         .into());
     }
+    let allowed_hosts = resolve_allowed_hosts(&file.http, token.is_some())?;
     let auditor_keys = resolve_auditor_keys(&m, env)?;
     let run_log_max_entries = m.run_log_max_entries.unwrap_or(DEFAULT_RUN_LOG_MAX_ENTRIES);
     if run_log_max_entries < 100 {
@@ -287,9 +291,39 @@ pub fn resolve(
         gc_grace: Duration::from_secs(m.gc_grace_secs.unwrap_or(86_400)),
         gui_offered,
         token,
+        allowed_hosts,
         models: resolve_profiles(&file.models, env)?,
         auditor_keys,
     })
+}
+
+/// `[http] allowed_hosts`, lowercase: bare host names or IP literals (`[v6]`), no port,
+/// scheme or path. Checked whenever no token guards the API, or when configured.
+fn resolve_allowed_hosts(
+    http: &HttpSection,
+    token: bool,
+) -> Result<Option<Vec<String>>, ManagerConfigError> {
+    let Some(names) = &http.allowed_hosts else {
+        return Ok((!token).then(Vec::new));
+    };
+    let mut out = Vec::new();
+    for name in names {
+        let host = name.trim().trim_end_matches('.').to_ascii_lowercase();
+        let bad = host.is_empty()
+            || host
+                .chars()
+                .any(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '[' | ']' | ':')))
+            || (host.contains(':') && !host.starts_with('['));
+        if bad {
+            return Err(ConfigError::invalid(
+                "http.allowed_hosts",
+                format!("'{name}' is not a host name (no scheme, port or path; IPv6 as [::1])"),
+            )
+            .into());
+        }
+        out.push(host);
+    }
+    Ok(Some(out))
 }
 
 /// `[manager] auditor_keys` plus the keys in the variable `auditor_keys_env` names (which
@@ -485,6 +519,36 @@ mod tests {
             match settings(&text) {
                 Err(e) => assert!(e.to_string().contains("structured_output"), "{text}: {e}"),
                 Ok(_) => panic!("accepted: {text}"),
+            }
+        }
+    }
+
+    /// Without a token `Host` is always checked (loopback names plus `allowed_hosts`); with one
+    /// only when `allowed_hosts` is set; a name with a scheme, port or path is refused.
+    #[test]
+    fn allowed_hosts_follow_the_token() {
+        let no_env = |_: &str| -> Option<String> { None };
+        let env = |k: &str| (k == "TOKEN").then(|| "t".to_string());
+        let settings = |http: &str, env: &dyn Fn(&str) -> Option<String>| {
+            let text = format!("[http]\n{http}\n");
+            super::parse_file(&text, "manager.toml").and_then(|file| {
+                super::resolve(file, super::EnvOverrides::default(), env).map(|s| s.allowed_hosts)
+            })
+        };
+        let ok = |http: &str, env: &dyn Fn(&str) -> Option<String>| {
+            settings(http, env).unwrap_or_else(|e| panic!("{http}: {e}"))
+        };
+        assert_eq!(ok("", &no_env), Some(vec![]));
+        let names = "allowed_hosts = [\"Loopgate.Internal.\", \"[::2]\"]";
+        let want = Some(vec!["loopgate.internal".to_string(), "[::2]".to_string()]);
+        assert_eq!(ok(names, &no_env), want);
+        assert_eq!(ok("token_env = \"TOKEN\"", &env), None);
+        assert_eq!(ok(&format!("token_env = \"TOKEN\"\n{names}"), &env), want);
+        for bad in ["http://a", "a:8080", "a/b", ""] {
+            let http = format!("allowed_hosts = [\"{bad}\"]");
+            match settings(&http, &no_env) {
+                Err(e) => assert!(e.to_string().contains("http.allowed_hosts"), "{bad}: {e}"),
+                Ok(hosts) => panic!("{bad}: accepted as {hosts:?}"),
             }
         }
     }

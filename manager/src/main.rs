@@ -198,6 +198,7 @@ async fn main() -> anyhow::Result<()> {
         evidence,
         models,
         token: settings.token.clone(),
+        allowed_hosts: settings.allowed_hosts.clone(),
         telemetry: telemetry.clone(),
         auditor_keys: settings.auditor_keys.clone(),
         capabilities,

@@ -76,6 +76,7 @@ async fn serve(nats: &NatsServer, redis: &RedisServer, token: Option<&str>) -> S
         engine: Engine::new(bus, store, settings.retention, Metrics::new()),
         models: Arc::new(models),
         token: settings.token.clone(),
+        allowed_hosts: settings.allowed_hosts.clone(),
         telemetry: Arc::new(telemetry),
         auditor_keys: settings.auditor_keys.clone(),
     };

@@ -171,6 +171,7 @@ mod tests {
             proposal: None,
             rubric: None,
             spec_hash: String::new(),
+            completes_run: false,
             key_id: String::new(),
             signature: String::new(),
         };

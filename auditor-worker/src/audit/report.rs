@@ -76,6 +76,7 @@ impl Auditor {
             proposal: findings.proposal,
             rubric: findings.rubric,
             spec_hash: req.contract.spec_hash.clone(),
+            completes_run: req.completes_run,
             key_id: String::new(),
             signature: String::new(),
         }

@@ -225,6 +225,7 @@ pub fn request(run_id: &str, contract: Contract, base: &str, candidate: &str) ->
         auditor_profile: None,
         episode_secs: 60,
         gui: None,
+        completes_run: false,
     }
 }
 

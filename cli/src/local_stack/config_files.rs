@@ -204,6 +204,11 @@ impl LocalStack {
         self.dir.join("nats.conf")
     }
 
+    /// redis-server's config: this start's password (`redis_auth.rs`), mode 0600.
+    pub fn redis_config_path(&self) -> PathBuf {
+        self.dir.join("redis.conf")
+    }
+
     /// `[nats]`: the role's own user; the password comes from `LOOPGATE_NATS_PASSWORD`.
     fn nats(&self, role: Role) -> NatsSection {
         NatsSection {

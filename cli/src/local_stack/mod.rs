@@ -7,6 +7,7 @@ mod config_files;
 mod error;
 mod nats_users;
 mod readiness;
+mod redis_auth;
 mod supervisor;
 
 use std::ffi::OsString;
@@ -23,6 +24,7 @@ pub use config_files::{LocalStack, ModelProfileToml, SIGNING_KEY_ENV};
 use error::io_err;
 pub use error::StackError;
 pub use nats_users::{NatsPasswords, Role};
+pub use redis_auth::{RedisPassword, REDIS_URL_ENV};
 use supervisor::{Stage, Supervisor};
 
 use crate::api_client::ApiClient;
@@ -101,9 +103,16 @@ pub async fn up(args: &UpArgs) -> Result<(), CliError> {
     }
     let (stack, signing_key) = prepare_dir(args)?;
     let passwords = NatsPasswords::generate().map_err(io_err("generating the NATS passwords"))?;
+    let redis_password = RedisPassword::generate()?;
+    redis_auth::write_redis_conf(&stack.redis_config_path(), &redis_password)?;
+    let secrets = Secrets {
+        nats: passwords,
+        redis: redis_password,
+        signing_key,
+    };
     let mut supervisor = Supervisor::new();
     let started = tokio::select! {
-        result = start(&stack, &programs, &passwords, &signing_key, &mut supervisor) => Some(result),
+        result = start(&stack, &programs, &secrets, &mut supervisor) => Some(result),
         _ = signals.recv() => None,
     };
     let outcome = match started {
@@ -174,16 +183,23 @@ fn os_args(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Vec<OsString> {
     args.iter().map(|a| a.as_ref().to_os_string()).collect()
 }
 
+/// This start's secrets: the NATS passwords, the Redis password and the audit-report key.
+struct Secrets {
+    nats: NatsPasswords,
+    redis: RedisPassword,
+    signing_key: ReportSigningKey,
+}
+
 /// Servers first, then the manager (which creates the NATS topology and the `audit` durable),
 /// then, once it is ready, the executors and the auditor, whose users may only use that
 /// topology.
 async fn start(
     stack: &LocalStack,
     programs: &Programs,
-    passwords: &NatsPasswords,
-    signing_key: &ReportSigningKey,
+    secrets: &Secrets,
     sup: &mut Supervisor,
 ) -> Result<(), StackError> {
+    let passwords = &secrets.nats;
     let role_env = |role: Role| {
         [(
             nats_users::NATS_PASSWORD_ENV,
@@ -217,12 +233,17 @@ async fn start(
     )?;
     let redis_dir = stack.dir.join("redis");
     let redis_port = stack.redis_port.to_string();
-    output::note(format!("starting redis-server on 127.0.0.1:{redis_port}"));
+    let redis_conf = stack.redis_config_path();
+    output::note(format!(
+        "starting redis-server on 127.0.0.1:{redis_port} (password in {})",
+        redis_conf.display()
+    ));
     sup.spawn(
         "redis-server",
         Stage::Servers,
         &programs.redis,
         &os_args(&[
+            &redis_conf,
             &"--port",
             &redis_port,
             &"--bind",
@@ -249,19 +270,21 @@ async fn start(
         "redis-server",
         &log("redis-server"),
         SERVER_READY_TIMEOUT,
-        || readiness::redis_ready(port),
+        || readiness::redis_ready(port, secrets.redis.as_str()),
     )
     .await?;
 
     let config = |path: PathBuf| os_args(&[&"--config", &path]);
     output::note(format!("starting the manager on {}", stack.http_addr));
+    let mut manager_env = role_env(Role::Manager).to_vec();
+    manager_env.push((REDIS_URL_ENV, secrets.redis.url(stack.redis_port)));
     sup.spawn_with_env(
         "manager",
         Stage::Daemons,
         &programs.manager,
         &config(stack.manager_config_path()),
         &log("manager"),
-        &role_env(Role::Manager),
+        &manager_env,
     )?;
     let client = ApiClient::new(&manager_url(stack.http_addr), None)
         .map_err(|e| StackError::Config(e.to_string()))?;
@@ -286,7 +309,7 @@ async fn start(
         )?;
     }
     let mut auditor_env = role_env(Role::Auditor).to_vec();
-    auditor_env.push((SIGNING_KEY_ENV, signing_key.to_secret_hex()));
+    auditor_env.push((SIGNING_KEY_ENV, secrets.signing_key.to_secret_hex()));
     sup.spawn_with_env(
         "auditor",
         Stage::Daemons,

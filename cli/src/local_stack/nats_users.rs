@@ -52,7 +52,7 @@ impl std::fmt::Debug for NatsPasswords {
     }
 }
 
-fn random_hex(bytes: usize) -> std::io::Result<String> {
+pub(super) fn random_hex(bytes: usize) -> std::io::Result<String> {
     let mut buf = vec![0u8; bytes];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
     Ok(buf.iter().map(|b| format!("{b:02x}")).collect())

@@ -47,20 +47,30 @@ pub async fn nats_ready(port: u16) -> bool {
         .is_some_and(|line| line.starts_with("INFO "))
 }
 
-/// redis-server answers `PING` with `+PONG` once it has loaded its data (`-LOADING` before).
-pub async fn redis_ready(port: u16) -> bool {
+/// redis-server accepts `AUTH password` and answers `PING` with `+PONG` once it has loaded its
+/// data (`-LOADING` before; `-WRONGPASS` for another password). `password` is hex: it needs no
+/// quoting in the inline command.
+pub async fn redis_ready(port: u16, password: &str) -> bool {
     let Some(mut stream) = connect(loopback(port)).await else {
         return false;
     };
-    if timeout(PROBE_TIMEOUT, stream.write_all(b"PING\r\n"))
+    let command = format!("AUTH {password}\r\nPING\r\n");
+    if timeout(PROBE_TIMEOUT, stream.write_all(command.as_bytes()))
         .await
         .map_or(true, |r| r.is_err())
     {
         return false;
     }
-    first_line(stream)
-        .await
-        .is_some_and(|line| line.starts_with("+PONG"))
+    let mut reader = BufReader::new(stream);
+    let mut replies = Vec::new();
+    for _ in 0..2 {
+        let mut line = String::new();
+        match timeout(PROBE_TIMEOUT, reader.read_line(&mut line)).await {
+            Ok(Ok(n)) if n > 0 => replies.push(line),
+            _ => return false,
+        }
+    }
+    replies[0].starts_with("+OK") && replies[1].starts_with("+PONG")
 }
 
 #[cfg(test)]
@@ -91,16 +101,21 @@ mod tests {
         assert!(nats_ready(nats).await);
         let not_nats = fake_server(b"+PONG\r\n", false).await;
         assert!(!nats_ready(not_nats).await);
-        let redis = fake_server(b"+PONG\r\n", true).await;
-        assert!(redis_ready(redis).await);
-        let loading =
-            fake_server(b"-LOADING Redis is loading the dataset in memory\r\n", true).await;
-        assert!(!redis_ready(loading).await);
+        let redis = fake_server(b"+OK\r\n+PONG\r\n", true).await;
+        assert!(redis_ready(redis, "pw").await);
+        let loading = fake_server(
+            b"+OK\r\n-LOADING Redis is loading the dataset in memory\r\n",
+            true,
+        )
+        .await;
+        assert!(!redis_ready(loading, "pw").await);
+        let wrong = fake_server(b"-WRONGPASS invalid password\r\n+PONG\r\n", true).await;
+        assert!(!redis_ready(wrong, "pw").await);
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
         let closed_port = listener.local_addr().unwrap().port();
         assert!(port_in_use(loopback(closed_port)).await);
         drop(listener);
-        assert!(!redis_ready(closed_port).await);
+        assert!(!redis_ready(closed_port, "pw").await);
         assert!(!port_in_use(loopback(closed_port)).await);
     }
 }

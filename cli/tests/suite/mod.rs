@@ -3,4 +3,5 @@ mod checkout_submit;
 mod diff_rounds;
 mod standin;
 mod up;
+mod verify_offline;
 mod watch;

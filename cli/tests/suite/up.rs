@@ -23,7 +23,8 @@ fn script(dir: &Path, name: &str, body: &str) {
 /// Stand-in daemons that log their arguments and wait to be stopped.
 fn fake_daemons(dir: &Path, executor_body: &str) {
     let wait = "echo \"started with $*\" >&2\nexec sleep 600";
-    script(dir, "loopgate-manager", wait);
+    let manager = "echo \"redis url: $LOOPGATE_REDIS_URL\" >&2\nexec sleep 600";
+    script(dir, "loopgate-manager", manager);
     script(dir, "loopgate-auditor", wait);
     script(dir, "loopgate-executor", executor_body);
 }
@@ -83,6 +84,67 @@ async fn stderr_of(child: &mut Child) -> String {
     text
 }
 
+/// One inline command to the Redis server on `port`, one reply line.
+async fn redis_command(port: u16, command: &str) -> String {
+    use tokio::io::AsyncWriteExt;
+    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let mut reader = BufReader::new(stream);
+    reader
+        .get_mut()
+        .write_all(format!("{command}\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut line = String::new();
+    tokio::time::timeout(Duration::from_secs(5), reader.read_line(&mut line))
+        .await
+        .unwrap()
+        .unwrap();
+    line
+}
+
+/// The stack's Redis refuses clients without the password; the password is in DIR/redis.conf
+/// (mode 0600) and reaches the manager in its environment, not in `manager.toml`.
+async fn redis_requires_the_password_only_the_manager_gets(dir: &Path, port: u16) {
+    let reply = redis_command(port, "PING").await;
+    assert!(
+        reply.starts_with("-NOAUTH"),
+        "unauthenticated PING: {reply}"
+    );
+    let reply = redis_command(port, "CONFIG GET dir").await;
+    assert!(
+        reply.starts_with("-NOAUTH"),
+        "unauthenticated CONFIG: {reply}"
+    );
+    let conf = dir.join("redis.conf");
+    let mode = std::fs::metadata(&conf).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{}", conf.display());
+    let text = std::fs::read_to_string(&conf).unwrap();
+    let password = text
+        .lines()
+        .find_map(|l| l.strip_prefix("requirepass "))
+        .unwrap_or_else(|| panic!("no requirepass in {text}"))
+        .trim()
+        .to_string();
+    assert!(password.len() >= 32, "{password}");
+    let manager_log = dir.join("logs/manager.log");
+    let url = format!("redis://:{password}@127.0.0.1:{port}");
+    let logged = wait_until(Duration::from_secs(20), || async {
+        std::fs::read_to_string(&manager_log).is_ok_and(|log| log.contains(&url))
+    })
+    .await;
+    assert!(
+        logged.is_ok(),
+        "{:?}",
+        std::fs::read_to_string(&manager_log)
+    );
+    let manager_toml = std::fs::read_to_string(dir.join("manager.toml")).unwrap();
+    assert!(!manager_toml.contains(&password), "{manager_toml}");
+    let reply = redis_command(port, &format!("AUTH {password}")).await;
+    assert!(reply.starts_with("+OK"), "AUTH: {reply}");
+}
+
 #[tokio::test]
 async fn up_starts_the_stack_and_stops_it_on_sigterm() {
     let manager_api = standin::start(standin::Canned::default()).await;
@@ -122,6 +184,8 @@ async fn up_starts_the_stack_and_stops_it_on_sigterm() {
         "{:?}",
         std::fs::read_to_string(&exec_log)
     );
+
+    redis_requires_the_password_only_the_manager_gets(data.path(), up.redis_port).await;
 
     let pid = up.child.id().unwrap().to_string();
     let killed = Command::new("kill")

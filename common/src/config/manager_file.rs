@@ -25,6 +25,11 @@ pub struct HttpSection {
     /// Env var holding the API bearer token. Required when `addr` is not loopback.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_env: Option<String>,
+    /// Host names (any port) the API answers besides `localhost`, `127.0.0.1` and `[::1]`.
+    /// Without a token every request's `Host` must be one of them (and a browser's `Origin`
+    /// the API's own); with a token, only when this is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_hosts: Option<Vec<String>>,
 }
 
 /// `[manager]`.

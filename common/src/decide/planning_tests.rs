@@ -124,6 +124,7 @@ fn plan_audit_full(
             proposal: proposal.map(str::to_string),
             rubric: None,
             spec_hash: record.contract.spec_hash.clone(),
+            completes_run: false,
             key_id: String::new(),
             signature: String::new(),
         }),

@@ -132,6 +132,7 @@ pub(super) fn report(record: &RunRecord, pass: bool, integrity: Integrity) -> Au
         proposal: None,
         rubric: None,
         spec_hash: record.contract.spec_hash.clone(),
+        completes_run: false,
         key_id: String::new(),
         signature: String::new(),
     }

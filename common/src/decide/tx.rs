@@ -385,6 +385,9 @@ impl Tx {
             auditor_profile: r.task.roles.auditor.clone(),
             episode_secs: r.task.budget.auditor_episode_secs,
             gui: r.task.gui.clone(),
+            // What `go_on_after_audit` completes the run on, signed by the auditor.
+            completes_run: purpose == AuditPurpose::Final
+                || (purpose == AuditPurpose::Round && r.task.complete_on_gate),
         };
         let secs = r.task.budget.start_secs + r.task.budget.auditor_episode_secs;
         self.record.phase = Phase::Auditing {

@@ -112,6 +112,11 @@ pub fn router(state: Shared, max_body_bytes: usize) -> Router {
         .fallback(unknown_route)
         .layer(Extension(OpenApiJson::new(&doc)))
         .layer(DefaultBodyLimit::max(max_body_bytes))
+        // Outermost: a request for another host is refused before any route sees it.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_allowed_host,
+        ))
         .with_state(state)
 }
 

@@ -122,6 +122,13 @@ pub(crate) async fn events(
         .into_response())
 }
 
+/// How often a stream with no news reads the run log again. Every stream reads on the
+/// manager's one shared Redis connection (a non-blocking `XRANGE`), so N clients cost N short
+/// reads per interval, never N connections.
+const POLL: Duration = Duration::from_millis(250);
+/// Quiet polls between checks that the run still exists and has not ended (about 5 s).
+const STATE_CHECK_EVERY: u32 = 20;
+
 /// Forward the run log as SSE until a terminal entry, then send `end` with the final view.
 async fn stream_log(
     s: Shared,
@@ -129,18 +136,18 @@ async fn stream_log(
     mut after: Option<String>,
     tx: tokio::sync::mpsc::Sender<Result<Event, Infallible>>,
 ) {
+    let mut quiet: u32 = 0;
     loop {
         let batch = match s
             .engine
             .store()
-            .read_log(&id, after.as_deref(), 200, Some(Duration::from_secs(5)))
+            .read_log(&id, after.as_deref(), 200, None)
             .await
         {
             Ok(b) => b,
             Err(e) => {
                 tracing::warn!(run_id = %id, error = %e, "event stream read failed");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                if tx.is_closed() {
+                if wait_or_closed(&tx, Duration::from_millis(500)).await {
                     return;
                 }
                 continue;
@@ -161,7 +168,8 @@ async fn stream_log(
         if let Some(last) = batch.last() {
             after = Some(last.id.clone());
         }
-        if !ended && batch.is_empty() {
+        quiet = if batch.is_empty() { quiet + 1 } else { 0 };
+        if !ended && quiet % STATE_CHECK_EVERY == 1 {
             // No news: the run may have ended before we subscribed or expired.
             match s.engine.load(&id).await {
                 Ok(Some((_, r))) if r.state.is_terminal() && after.is_some() => ended = true,
@@ -178,9 +186,20 @@ async fn stream_log(
                 }
             }
         }
-        if tx.is_closed() {
+        if batch.is_empty() && wait_or_closed(&tx, POLL).await {
             return;
         }
+    }
+}
+
+/// Sleep `pause`; true when the client went away first.
+async fn wait_or_closed(
+    tx: &tokio::sync::mpsc::Sender<Result<Event, Infallible>>,
+    pause: Duration,
+) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(pause) => tx.is_closed(),
+        _ = tx.closed() => true,
     }
 }
 

@@ -20,6 +20,10 @@ pub struct ApiState {
     pub models: Arc<BTreeMap<String, ChatClient>>,
     /// When set, every `/v1` route requires `Authorization: Bearer <token>`.
     pub token: Option<String>,
+    /// When set, every route but the probes requires a `Host` (and `Origin`, when sent) of
+    /// `localhost`, `127.0.0.1`, `[::1]` or one of these names (`auth.rs`); the manager sets
+    /// it whenever no token is required (`Settings::allowed_hosts`).
+    pub allowed_hosts: Option<Vec<String>>,
     pub telemetry: Arc<loopgate_telemetry::otel::Telemetry>,
     /// The auditor keys reports must be signed by (listed in certificates).
     pub auditor_keys: TrustedKeys,

@@ -1,9 +1,9 @@
 //! The canonical form of an audit report: exactly what an auditor signs, and what a completion
 //! certificate carries. Defined once, here.
 //!
-//! The claims are the report's run, generation, round, purpose, audited snapshot, spec hash,
-//! verdicts and every evidence record (with its log digest and its screenshots' digests), plus
-//! the id of the signing key.
+//! The claims are the report's run, generation, round, purpose, whether a pass completes the
+//! run (`completes_run`), audited snapshot, spec hash, verdicts and every evidence record (with
+//! its log digest and its screenshots' digests), plus the id of the signing key.
 //! Their canonical bytes are the compact JSON of [`ReportClaims`] with every object's keys in
 //! lexicographic order and integers only, which is the RFC 8785 (JCS) form of that object:
 //! another implementation can rebuild the bytes from the JSON alone. The `format` field
@@ -27,6 +27,11 @@ pub const REPORT_CLAIMS_FORMAT: &str = "loopgate.audit_report.v1";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReportClaims {
+    /// A pass of this audit completes the run (the request said so: a round audit of a task
+    /// with `complete_on_gate`; final audits always do). Absent when false, so the signed
+    /// form of every report without it, older ones included, stays byte-identical.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub completes_run: bool,
     pub evidence: Vec<EvidenceClaim>,
     /// Always [`REPORT_CLAIMS_FORMAT`] for this version.
     pub format: String,
@@ -116,6 +121,7 @@ impl ReportClaims {
     /// The claims of `report`, under the key id it names.
     pub fn of(report: &AuditReport) -> ReportClaims {
         ReportClaims {
+            completes_run: report.completes_run,
             evidence: report.evidence.iter().map(EvidenceClaim::from).collect(),
             format: REPORT_CLAIMS_FORMAT.to_string(),
             generation: report.generation,
@@ -133,6 +139,13 @@ impl ReportClaims {
     pub fn canonical_bytes(&self) -> Vec<u8> {
         // Plain structs of strings, integers and enums: serializing cannot fail.
         serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Whether a pass of this audit completes the run, by what was signed: a final audit, or
+    /// one marked `completes_run`. A round or plan audit without the mark never does, so a
+    /// certificate carrying one proves no completion.
+    pub fn is_completing(&self) -> bool {
+        self.purpose == AuditPurpose::Final || self.completes_run
     }
 
     /// Whether `check_id` has `pass` evidence bound to the claims' own snapshot.
@@ -186,6 +199,7 @@ pub(crate) mod tests {
             proposal: None,
             rubric: None,
             spec_hash: "c".repeat(64),
+            completes_run: false,
             key_id: "0123456789abcdef".into(),
             signature: String::new(),
         }
@@ -207,6 +221,29 @@ pub(crate) mod tests {
             r#""verdicts":{"contract":"aligned","integrity":"clean","status":"complete"}}"#
         );
         assert_eq!(String::from_utf8(bytes).unwrap(), want);
+    }
+
+    /// `completes_run` is signed (its key sorts first) and absent when false: the bytes of a
+    /// report without it are the vector above, so signatures made before it existed verify.
+    #[test]
+    fn completes_run_is_signed_and_absent_when_false() {
+        let mut round = sample_report();
+        round.purpose = AuditPurpose::Round;
+        let plain = ReportClaims::of(&round);
+        assert!(!plain.is_completing());
+        let plain_text = String::from_utf8(plain.canonical_bytes()).unwrap();
+        assert!(!plain_text.contains("completes_run"), "{plain_text}");
+        round.completes_run = true;
+        let marked = ReportClaims::of(&round);
+        assert!(marked.is_completing());
+        let text = String::from_utf8(marked.canonical_bytes()).unwrap();
+        assert!(
+            text.starts_with(r#"{"completes_run":true,"evidence":["#),
+            "{text}"
+        );
+        let back: ReportClaims = serde_json::from_str(&plain_text).unwrap();
+        assert!(!back.completes_run);
+        assert!(ReportClaims::of(&sample_report()).is_completing(), "final");
     }
 
     /// The bytes read back as the same claims, and fields outside the claims change nothing.

@@ -189,8 +189,13 @@ impl ReportSigningKey {
     /// signature of its canonical claims.
     pub fn sign(&self, report: &mut AuditReport) {
         report.key_id = self.public.id.clone();
-        let signature = self.key.sign(&ReportClaims::of(report).canonical_bytes());
-        report.signature = hex::encode(signature.to_bytes());
+        report.signature = self.sign_claims(&ReportClaims::of(report));
+    }
+
+    /// The signature (128 hex digits) of `claims`' canonical bytes, as they are: the caller
+    /// names this key in `claims.key_id`.
+    pub fn sign_claims(&self, claims: &ReportClaims) -> String {
+        hex::encode(self.key.sign(&claims.canonical_bytes()).to_bytes())
     }
 }
 

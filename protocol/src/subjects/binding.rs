@@ -190,6 +190,7 @@ mod tests {
             proposal: None,
             rubric: None,
             spec_hash: spec_hash.into(),
+            completes_run: false,
             key_id: String::new(),
             signature: String::new(),
         })

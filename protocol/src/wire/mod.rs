@@ -172,6 +172,16 @@ pub struct AuditRequest {
     /// The task's `[gui]`: browser checks get `LOOPGATE_GUI_URL` / `LOOPGATE_GUI_SERVE`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gui: Option<crate::gui::GuiSpec>,
+    /// A passing audit of this request completes the run: every final audit, and a round
+    /// audit of a task with `complete_on_gate`. The auditor copies it into its report and
+    /// signs it (`completes_run` in the claims), so a certificate shows that its report was
+    /// the completing audit. Absent (false) from older managers.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub completes_run: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -208,6 +218,10 @@ pub struct AuditReport {
     /// contract, or about none, are refused).
     #[serde(default)]
     pub spec_hash: String,
+    /// The request's `completes_run`, signed: a passing report with it (or a passing final
+    /// report) is what completed the run. Absent (false) from older auditors.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub completes_run: bool,
     /// Id of the auditor pool key that signed the report (`report_signing::key_id`); empty
     /// when unsigned.
     #[serde(default, skip_serializing_if = "String::is_empty")]

@@ -8,11 +8,14 @@
 //! The per-container checks are in `deploy/daemon_configs.rs`, the cluster-wide policies
 //! (security contexts, network policies) in `deploy/cluster_policies.rs`, autoscaling and the
 //! never-below-busy-pods replica table in `deploy/scaling.rs`, the renamed namespaces in
-//! `deploy/namespaces.rs`.
+//! `deploy/namespaces.rs`, Pod Security admission and the executors' sandbox profiles and
+//! grace in `deploy/pod_security.rs`, NATS's monitoring port in `deploy/nats_monitor.rs`.
 
 mod cluster_policies;
 mod daemon_configs;
 mod namespaces;
+mod nats_monitor;
+mod pod_security;
 mod scaling;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,4 +1,5 @@
 mod backlog;
+mod certificate_purpose;
 mod chaos;
 mod console;
 mod control_plane;

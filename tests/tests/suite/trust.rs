@@ -152,6 +152,7 @@ fn all_pass_report(req: &AuditRequest) -> AuditReport {
         proposal: None,
         rubric: None,
         spec_hash: req.contract.spec_hash.clone(),
+        completes_run: req.completes_run,
         key_id: String::new(),
         signature: String::new(),
     }
@@ -210,6 +211,9 @@ async fn cli(stack: &Stack, args: &[&str]) -> anyhow::Result<Output> {
     Ok(tokio::process::Command::new(bin)
         .args(["--server", &stack.http])
         .args(args)
+        // Only the keys a test passes: no trusted keys from the developer's environment.
+        .env_remove("LOOPGATE_TRUSTED_KEYS")
+        .env("XDG_CONFIG_HOME", "/nonexistent/loopgate-tests")
         .output()
         .await?)
 }
@@ -383,9 +387,14 @@ async fn a_completed_run_verifies_and_tampering_does_not() -> anyhow::Result<()>
         v["criteria"],
         json!([{"id": "prints-greeting", "passed": true}])
     );
-    // Without --key the server's key list is the trust root; the human form says so.
+    // The run completed on a round audit (complete_on_gate): the auditor signed it as the
+    // completing one.
+    assert_eq!(v["completed_by"], "round", "{v}");
+    // Without a key from the user there is no trust root: the server's own key list proves
+    // nothing, and the human form says so.
     let out = cli(&stack, &["verify", &id]).await?;
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(NOT_VERIFIED), "{}", text(&out));
+    assert!(text(&out).contains("no trusted key"), "{}", text(&out));
 
     // Offline: the exported certificate and a checked-out tree, no server.
     let tree = work.path().join("tree");
@@ -398,6 +407,8 @@ async fn a_completed_run_verifies_and_tampering_does_not() -> anyhow::Result<()>
             // An unreachable server: offline means no server.
             let out = tokio::process::Command::new(bin)
                 .args(["--server", "http://127.0.0.1:9", "verify", "--offline"])
+                .env_remove("LOOPGATE_TRUSTED_KEYS")
+                .env("XDG_CONFIG_HOME", "/nonexistent/loopgate-tests")
                 .arg(&cert)
                 .arg("--snapshot")
                 .arg(&dir)

@@ -1,8 +1,14 @@
 //! What `loopgate verify` checks in a certificate, pure: the format and state, the contract's
 //! hash, the report bound to this run, snapshot and contract, its signature by a trusted key,
-//! its verdicts, passing evidence for every criterion the gate requires, and the manifest
-//! against the snapshot id. The blobs are re-hashed by the caller (online: downloaded;
-//! offline: read from the checked-out tree).
+//! that the signed report is the run's completing audit, its verdicts, passing evidence for
+//! every criterion the gate requires, and the manifest against the snapshot id. The blobs are
+//! re-hashed by the caller (online: downloaded; offline: read from the checked-out tree).
+//!
+//! The certificate's `state` is not signed (managers hold no key), so "completed" is derived
+//! from signed material only: a report whose claims say a pass completes the run (a final
+//! audit, or a round audit signed with `completes_run`) and that passes the gate. A passing
+//! round report of a run that went on, or was cancelled, proves nothing, whatever `state`
+//! says.
 
 use loopgate_api::{Certificate, CERTIFICATE_FORMAT};
 use loopgate_common::state::RunState;
@@ -90,6 +96,19 @@ pub fn check_certificate(cert: &Certificate, trusted: &TrustedKeys) -> Certifica
                 format!("the signed report names {what} {signed}, the certificate {certified}"),
             ));
         }
+    }
+    if !report.is_completing() {
+        problems.push(Problem::new(
+            "purpose",
+            format!(
+                "the signed report is a {} audit of round {} that does not complete the run \
+                 (only a passing final audit, or a round audit signed as completing it, does; \
+                 reports signed before `completes_run` existed never do): it proves no \
+                 completion",
+                report.purpose.as_str(),
+                report.round
+            ),
+        ));
     }
     let signed_by = match trusted.verify_claims(report, &cert.signature) {
         Ok(key) => Some(key.key_id().to_string()),
@@ -224,6 +243,7 @@ pub(crate) mod tests {
             proposal: None,
             rubric: None,
             spec_hash: contract.spec_hash.clone(),
+            completes_run: false,
             key_id: String::new(),
             signature: String::new(),
         };
@@ -263,6 +283,30 @@ pub(crate) mod tests {
         );
     }
 
+    /// `certificate()` with its report changed by `change` and signed again by the pool.
+    pub(crate) fn resigned(change: impl Fn(&mut ReportClaims)) -> Certificate {
+        let mut cert = certificate();
+        change(&mut cert.report);
+        let signature = pool_key().sign_claims(&cert.report);
+        cert.signature = signature;
+        cert
+    }
+
+    /// A round report signed as completing the run (a `complete_on_gate` task) holds; the same
+    /// round report without the mark, honestly signed by the pool, proves nothing.
+    #[test]
+    fn only_a_completing_report_proves_completion() {
+        for (completes_run, want) in [(true, vec![]), (false, vec!["purpose"])] {
+            let cert = resigned(|r| {
+                r.purpose = AuditPurpose::Round;
+                r.completes_run = completes_run;
+            });
+            let found = check_certificate(&cert, &trusted());
+            let checks: Vec<&str> = found.problems.iter().map(|p| p.check).collect();
+            assert_eq!(checks, want, "completes_run {completes_run}");
+        }
+    }
+
     #[test]
     fn each_broken_claim_is_named() {
         type Breakage = (&'static str, fn(&mut Certificate));
@@ -281,6 +325,10 @@ pub(crate) mod tests {
                 c.report.verdicts.status = AuditStatus::Incomplete
             }),
             ("signature", |c| c.signature = String::new()),
+            // A round audit made to look completing, or a plan audit: the claims are signed.
+            ("signature", |c| c.report.completes_run = true),
+            ("purpose", |c| c.report.purpose = AuditPurpose::Round),
+            ("purpose", |c| c.report.purpose = AuditPurpose::Plan),
             ("manifest", |c| c.manifest.entries[0].size += 1),
         ];
         for (want, breakage) in cases {

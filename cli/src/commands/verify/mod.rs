@@ -4,17 +4,19 @@
 //! `checks.rs`; every blob of the final snapshot is re-hashed: downloaded through
 //! `loopgate checkout`'s verified fetch, or read from a checked-out tree (`tree.rs`).
 //!
-//! The trust root is the set of auditor public keys the signature is checked against. With
-//! `--key FILE` it is exactly the keys in those files, obtained out of band: the proof then
-//! does not depend on the server. Without, it is the key list the certificate carries, i.e.
-//! what the same server (or whoever wrote the file) says it trusts: that proves the report
-//! was signed by a key the server names and that nothing was altered since, not who made it.
+//! The trust root is the set of auditor public keys the signature is checked against, and
+//! only keys the user holds count (`trust.rs`: `--key FILE`, `LOOPGATE_TRUSTED_KEYS`, the
+//! trust store). Without one, verification fails with "no trusted key": the key list a
+//! certificate carries is written by whoever made it, so a forgery signed with any key and
+//! listing that key would otherwise pass. The signature is still checked against that list,
+//! so the answer also names what else is wrong.
 
 mod checks;
 mod tree;
+mod trust;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use futures::StreamExt;
 use loopgate_api::Certificate;
@@ -25,6 +27,7 @@ use serde_json::Value;
 
 pub use checks::{check_certificate, CertificateFindings, CriterionCheck, Problem};
 pub use tree::check_tree;
+pub use trust::{TrustRoot, TRUSTED_KEYS_ENV};
 
 use crate::api_client::{ApiClient, ApiError};
 use crate::cli_args::VerifyArgs;
@@ -36,33 +39,8 @@ use crate::output;
 /// Blobs downloaded at once.
 const PARALLEL_DOWNLOADS: usize = 8;
 
-/// Where the trusted keys came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TrustRoot {
-    /// `--key FILE`: keys the user holds.
-    Pinned,
-    /// The key list of the server's certificate answer.
-    Server,
-    /// The key list inside an exported certificate file.
-    Certificate,
-}
-
-impl TrustRoot {
-    fn describe(self) -> &'static str {
-        match self {
-            TrustRoot::Pinned => "pinned with --key",
-            TrustRoot::Server => {
-                "the server's own key list; pin the auditor pool's key with --key FILE for a \
-                 proof that does not trust the server"
-            }
-            TrustRoot::Certificate => {
-                "the certificate's own key list, which anyone can write; pin the auditor \
-                 pool's key with --key FILE"
-            }
-        }
-    }
-}
+/// The user's keys and where they came from (`None`: the user gave none).
+type UserKeys = Option<(TrustedKeys, TrustRoot)>;
 
 /// The outcome, as `--json` prints it.
 #[derive(Debug, Clone, Serialize)]
@@ -73,6 +51,9 @@ pub struct Verification {
     pub spec_hash: String,
     /// The trusted key that signed the final report.
     pub signed_by: Option<String>,
+    /// The signed report's purpose (`final`, or `round` for a round audit signed as completing
+    /// the run): what the completion is derived from.
+    pub completed_by: &'static str,
     pub trust_root: TrustRoot,
     /// Files of the final snapshot re-hashed.
     pub files: usize,
@@ -81,15 +62,16 @@ pub struct Verification {
 }
 
 pub async fn verify(client: &ApiClient, args: &VerifyArgs) -> Result<ExitStatus, CliError> {
-    let pinned = pinned_keys(&args.key)?;
+    let env = |key: &str| std::env::var(key).ok();
+    let user = trust::user_keys(&args.key, &env)?;
     let verification = match (&args.offline, &args.run) {
         (Some(file), _) => {
             let dir = args.snapshot.as_deref().ok_or_else(|| {
                 CliError::Usage("--offline FILE needs --snapshot DIR (the checked-out tree)".into())
             })?;
-            verify_offline(file, dir, pinned)?
+            verify_offline(file, dir, user)?
         }
-        (None, Some(run)) => match verify_online(client, run, pinned, args).await? {
+        (None, Some(run)) => match verify_online(client, run, user, args).await? {
             Some(v) => v,
             None => return Ok(ExitStatus::NotVerified),
         },
@@ -105,25 +87,6 @@ pub async fn verify(client: &ApiClient, args: &VerifyArgs) -> Result<ExitStatus,
     } else {
         ExitStatus::NotVerified
     })
-}
-
-fn pinned_keys(files: &[PathBuf]) -> Result<Option<TrustedKeys>, CliError> {
-    if files.is_empty() {
-        return Ok(None);
-    }
-    let mut keys = Vec::new();
-    for path in files {
-        let text = std::fs::read_to_string(path).map_err(|source| CliError::ReadInput {
-            path: path.clone(),
-            source,
-        })?;
-        let listed = TrustedKeys::parse_list(&text).map_err(|e| CliError::InvalidFile {
-            path: path.clone(),
-            problem: e.to_string(),
-        })?;
-        keys.extend(listed.keys().iter().cloned());
-    }
-    Ok(Some(TrustedKeys::new(keys)))
 }
 
 /// The keys a certificate lists; a listed id that is not its key's is a problem.
@@ -142,16 +105,16 @@ fn listed_keys(cert: &Certificate, problems: &mut Vec<Problem>) -> TrustedKeys {
     TrustedKeys::new(keys)
 }
 
-/// The certificate's checks with the trust root chosen.
-fn verify_certificate(
-    cert: &Certificate,
-    pinned: Option<TrustedKeys>,
-    unpinned: TrustRoot,
-) -> Verification {
+/// The certificate's checks against the user's keys; without any, against the certificate's
+/// own list (`unpinned`), which can show inconsistencies but never verifies.
+fn verify_certificate(cert: &Certificate, user: UserKeys, unpinned: TrustRoot) -> Verification {
     let mut problems = Vec::new();
-    let (trusted, trust_root) = match pinned {
-        Some(keys) => (keys, TrustRoot::Pinned),
-        None => (listed_keys(cert, &mut problems), unpinned),
+    let (trusted, trust_root) = match user {
+        Some((keys, root)) => (keys, root),
+        None => {
+            problems.push(Problem::new("no_trusted_key", trust::NO_TRUSTED_KEY));
+            (listed_keys(cert, &mut problems), unpinned)
+        }
     };
     let CertificateFindings {
         problems: found,
@@ -160,11 +123,12 @@ fn verify_certificate(
     } = check_certificate(cert, &trusted);
     problems.extend(found);
     Verification {
-        verified: problems.is_empty(),
+        verified: problems.is_empty() && trust_root.is_trusted(),
         run_id: cert.run_id.clone(),
         snapshot: cert.snapshot.clone(),
         spec_hash: cert.contract.spec_hash.clone(),
         signed_by,
+        completed_by: cert.report.purpose.as_str(),
         trust_root,
         files: cert.manifest.entries.len(),
         criteria,
@@ -174,14 +138,10 @@ fn verify_certificate(
 
 fn add_problems(v: &mut Verification, more: Vec<Problem>) {
     v.problems.extend(more);
-    v.verified = v.problems.is_empty();
+    v.verified = v.problems.is_empty() && v.trust_root.is_trusted();
 }
 
-fn verify_offline(
-    file: &Path,
-    dir: &Path,
-    pinned: Option<TrustedKeys>,
-) -> Result<Verification, CliError> {
+fn verify_offline(file: &Path, dir: &Path, user: UserKeys) -> Result<Verification, CliError> {
     let text = std::fs::read_to_string(file).map_err(|source| CliError::ReadInput {
         path: file.to_path_buf(),
         source,
@@ -190,7 +150,7 @@ fn verify_offline(
         path: file.to_path_buf(),
         problem: format!("not a loopgate certificate: {e}"),
     })?;
-    let mut verification = verify_certificate(&cert, pinned, TrustRoot::Certificate);
+    let mut verification = verify_certificate(&cert, user, TrustRoot::Certificate);
     let tree = check_tree(&cert.manifest, dir).map_err(|source| CliError::ReadInput {
         path: dir.to_path_buf(),
         source,
@@ -203,7 +163,7 @@ fn verify_offline(
 async fn verify_online(
     client: &ApiClient,
     run: &str,
-    pinned: Option<TrustedKeys>,
+    user: UserKeys,
     args: &VerifyArgs,
 ) -> Result<Option<Verification>, CliError> {
     let value = match client.run_certificate(run).await {
@@ -222,7 +182,7 @@ async fn verify_online(
         what: "GET /v1/runs/{id}/certificate".into(),
         detail: format!("not a loopgate certificate: {e}"),
     })?;
-    let mut verification = verify_certificate(&cert, pinned, TrustRoot::Server);
+    let mut verification = verify_certificate(&cert, user, TrustRoot::Server);
     if !verification.problems.iter().any(|p| p.check == "manifest") {
         let blobs = rehash_blobs(client, &cert.manifest.entries).await?;
         add_problems(&mut verification, blobs);
@@ -317,10 +277,11 @@ fn report(v: &Verification, json: bool) -> Result<(), CliError> {
     }
     output::block(&[
         format!(
-            "verified: run {} completed on snapshot {} under contract {}",
+            "verified: run {} completed on snapshot {} under contract {} (signed {} audit)",
             v.run_id,
             short(&v.snapshot),
-            short(&v.spec_hash)
+            short(&v.spec_hash),
+            v.completed_by
         ),
         format!(
             "  {} file(s) re-hashed; {}/{} required criteria pass on that snapshot",
