@@ -1,6 +1,6 @@
 //! Clause-by-clause judgment: one short question per goal clause the contract has no working
 //! check for (a `source = "goal"` criterion without a check, or one whose derived check is
-//! broken), answered `met | unmet | unknown` with a one-line reason. Small models are far more
+//! broken by its own text: `check_text`), answered `met | unmet | unknown` with a one-line reason. Small models are far more
 //! reliable at one question at a time than at one holistic verdict. Each answer becomes the
 //! criterion's evidence on the candidate (`met` passes, `unmet` fails, `unknown` is
 //! inconclusive), so the gate stays closed on anything but `met` and the next executor sees the
@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use loopgate_common::goal::criteria::{clause_excerpt, parse_clause_answer, ClauseVerdict};
+use loopgate_common::goal::derived_checks::SetAside;
 use loopgate_common::goal::words::exact_words;
 use loopgate_models::ChatClient;
 use loopgate_protocol::snapshot::PathChange;
@@ -129,16 +130,18 @@ fn clause_paths(clause: &str, changes: &[PathChange]) -> Vec<PathChange> {
     paths
 }
 
-/// Ask the request's judge about every clause question of the audit, in order, within the
-/// audit's deadline: the answers replace or add to the checks' evidence for those criteria.
+/// Ask the request's judge about every clause question of the audit (`set_aside`: the derived
+/// checks whose clause is judged instead), in order, within the audit's deadline: the answers
+/// replace or add to the checks' evidence for those criteria.
 /// Returns the gap lines and the tokens. Without a judge model here every question is
 /// `unknown` (nothing could judge it), which keeps the gate closed.
 pub(crate) async fn judge_clauses(
     cx: &JudgeContext<'_>,
     evidence: &mut Vec<Evidence>,
     commands: &[CommandRun],
+    set_aside: &[SetAside<'_>],
 ) -> (Vec<String>, Usage) {
-    let questions: Vec<ClauseQuestion<'_>> = clause_questions(cx.req, evidence);
+    let questions: Vec<ClauseQuestion<'_>> = clause_questions(cx.req, set_aside);
     let mut gaps = Vec::new();
     let mut usage = Usage::default();
     let mut judged: Vec<Evidence> = Vec::new();
