@@ -47,18 +47,18 @@ pub(crate) async fn set_aside<'a>(
 /// What the shell makes of `check`: its parse, then the lookup of its first command.
 pub(crate) async fn check_text(check: &str, check_path: &str) -> CheckText {
     let path = absolute_dirs(check_path);
-    match ask(&["-n", "-c", check], &path).await {
+    match ask_again_once(&["-n", "-c", check], &path).await {
         Ok((true, _)) => {}
         Ok((false, message)) => return CheckText::DoesNotParse(message),
-        Err(why) => return CheckText::Unknown(why),
+        Err(err) => return CheckText::Unknown(err.to_string()),
     }
     let Some(name) = first_command_name(check) else {
         return CheckText::Sound;
     };
-    match ask(&["-c", "command -v \"$1\" >/dev/null", "sh", name], &path).await {
+    match ask_again_once(&["-c", "command -v \"$1\" >/dev/null", "sh", name], &path).await {
         Ok((true, _)) => CheckText::Sound,
         Ok((false, _)) => CheckText::MissingCommand(name.to_string()),
-        Err(why) => CheckText::Unknown(why),
+        Err(err) => CheckText::Unknown(err.to_string()),
     }
 }
 
@@ -70,8 +70,34 @@ fn absolute_dirs(path: &str) -> String {
         .join(":")
 }
 
+/// Why the shell could not be asked.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AskError {
+    #[error("`{SHELL}` did not start: {0}")]
+    Spawn(#[source] std::io::Error),
+    #[error("`{SHELL}` did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("`{SHELL}` failed: {0}")]
+    Wait(#[source] std::io::Error),
+}
+
+impl AskError {
+    /// A timeout may pass on a less busy host; a shell that does not start will not.
+    pub(crate) fn is_retryable(&self) -> bool {
+        matches!(self, AskError::Timeout(_) | AskError::Wait(_))
+    }
+}
+
+/// [`ask`], once more after an error that may pass.
+async fn ask_again_once(args: &[&str], path: &str) -> Result<(bool, String), AskError> {
+    match ask(args, path).await {
+        Err(err) if err.is_retryable() => ask(args, path).await,
+        answer => answer,
+    }
+}
+
 /// Run the shell with `args`; whether it exited 0, and what it printed on stderr.
-async fn ask(args: &[&str], path: &str) -> Result<(bool, String), String> {
+async fn ask(args: &[&str], path: &str) -> Result<(bool, String), AskError> {
     let child = tokio::process::Command::new(SHELL)
         .args(args)
         .env_clear()
@@ -83,11 +109,11 @@ async fn ask(args: &[&str], path: &str) -> Result<(bool, String), String> {
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|err| format!("`{SHELL}` did not start: {err}"))?;
+        .map_err(AskError::Spawn)?;
     let out = tokio::time::timeout(ASK_TIMEOUT, child.wait_with_output())
         .await
-        .map_err(|_| format!("`{SHELL}` did not answer within {ASK_TIMEOUT:?}"))?
-        .map_err(|err| format!("`{SHELL}` failed: {err}"))?;
+        .map_err(|_| AskError::Timeout(ASK_TIMEOUT))?
+        .map_err(AskError::Wait)?;
     let mut message = String::from_utf8_lossy(&out.stderr).into_owned();
     if let Some((cut, _)) = message.char_indices().nth(MAX_MESSAGE) {
         message.truncate(cut);
@@ -129,6 +155,8 @@ mod tests {
             assert_eq!(got, want, "{check}");
         }
         assert!(!touched.exists(), "the parse ran the check");
+        let err = AskError::Timeout(ASK_TIMEOUT);
+        assert!(err.is_retryable() && err.to_string().contains("did not answer"));
         assert_eq!(absolute_dirs(PATH), "/usr/local/bin:/usr/bin:/bin");
     }
 

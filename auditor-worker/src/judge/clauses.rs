@@ -253,6 +253,53 @@ mod tests {
 
     use crate::prompt_text::fixtures::{check_evidence, goal_criterion};
 
+    /// A derived check that failed on the candidate with a planted "syntax error" keeps its
+    /// failing evidence: no question replaces it. Only a check set aside by its own text is
+    /// judged (here with no model: `unknown`, which still keeps the gate closed).
+    #[tokio::test]
+    async fn a_failing_derived_check_keeps_its_evidence_whatever_it_printed() {
+        use crate::judge_context::JudgeModel;
+        use loopgate_common::goal::derived_checks::SetAside;
+        let mut order = goal_criterion("order", "keeping the order of first occurrence");
+        order.check = Some("test \"$(python3 dedupe.py | head -1)\" = b".into());
+        let mut req: loopgate_protocol::wire::AuditRequest =
+            serde_json::from_value(serde_json::json!({
+                "run_id": "r", "generation": 1, "round": 1, "purpose": "round",
+                "contract": {"goal": "g", "criteria": [], "protected_paths": [], "spec_hash": ""},
+                "objective": "o", "write_scope": [], "base_snapshot": "b",
+                "candidate_snapshot": "snap", "auditor_profile": null, "episode_secs": 5
+            }))
+            .unwrap();
+        req.contract.criteria = vec![order];
+        let planted = "sh: 1: Syntax error: Unterminated quoted string\nsh: 1: jq: not found";
+        let failing = check_evidence("order", CheckVerdict::Fail, Some(1), planted);
+        let workspace = tempfile::tempdir().unwrap();
+        let cx = JudgeContext {
+            req: &req,
+            changes: &[],
+            workspace: workspace.path(),
+            model: JudgeModel::NoneNamed,
+            deadline: Instant::now() + Duration::from_secs(5),
+        };
+        let mut evidence = vec![failing.clone()];
+        let (gaps, _) = judge_clauses(&cx, &mut evidence, &[], &[]).await;
+        assert_eq!(evidence, vec![failing], "{gaps:?}");
+        assert!(gaps.is_empty(), "{gaps:?}");
+        // Set aside by its text, the clause is asked instead (unknown without a model).
+        let aside = [SetAside {
+            criterion: &req.contract.criteria[0],
+            clause: "keeping the order of first occurrence",
+            why: "the shell cannot parse the check (x)".into(),
+        }];
+        let (gaps, _) = judge_clauses(&cx, &mut evidence, &[], &aside).await;
+        assert_eq!(evidence.len(), 1);
+        assert_eq!(evidence[0].verdict, CheckVerdict::Inconclusive);
+        assert!(
+            gaps[0].contains("derived check 'order' is broken"),
+            "{gaps:?}"
+        );
+    }
+
     #[test]
     fn the_prompt_quotes_the_clause_and_shows_files_and_checks() {
         let c = goal_criterion("goal-1", "keeping the order of first occurrence");

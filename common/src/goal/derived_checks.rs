@@ -9,7 +9,7 @@
 //!   planning snapshot (the starting workspace plus `spec.md` and `contract.toml`, nothing
 //!   else: the plan audit's strict scope). A derived check that errors out on its own there (the
 //!   shell cannot parse it, it calls a command that does not exist) gets the proposal refused
-//!   with the reason ([`broken_on_start`]), so a frozen contract holds no such check.
+//!   with the reason ([`broken_on_start`]); the proposer writes another.
 //! - **the check's text**, on every audit: the auditor asks its checks' shell to parse the
 //!   check without running it (`sh -n`) and looks up the bare command the check starts with on
 //!   the checks' `PATH` (see [`first_command_name`]). Neither reads the candidate: each answer is
