@@ -47,14 +47,14 @@ pub(super) fn mechanical_verdicts(
 /// What protects a changed path, if anything does: the contract's protected paths, else the
 /// test-plumbing rule; nothing for a path the task's author names writable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Protection {
+enum Protection {
     Protected,
     /// Test plumbing, and why (the runner that reads it).
     TestPlumbing(&'static str),
 }
 
 /// What protects `path` under `contract`.
-pub(super) fn protection(contract: &Contract, path: &str) -> Option<Protection> {
+fn protection(contract: &Contract, path: &str) -> Option<Protection> {
     if contract.names_writable(path) {
         return None;
     }
