@@ -147,6 +147,8 @@ pub fn contract_from_proposal(text: &str, task: &Task) -> Result<Contract, TaskE
         criteria,
         protected_paths,
         rubric,
+        // The task author's only: a proposal cannot lift a protection.
+        writable_paths: task.writable_paths.clone(),
         spec_hash: String::new(),
     };
     contract.spec_hash = contract.compute_hash();
@@ -184,6 +186,14 @@ pub fn contract_to_toml(contract: &Contract) -> String {
             };
             let _ = writeln!(out, "#   \"{}\" {by}", cover.clause.replace('\n', " "));
         }
+    }
+    if !contract.writable_paths.is_empty() {
+        // The task's own (a proposal cannot give them): shown, not part of the file.
+        let _ = writeln!(
+            out,
+            "# writable_paths (from the task): {}",
+            contract.writable_paths.join(", ")
+        );
     }
     let paths: Vec<String> = contract.protected_paths.iter().map(|p| q(p)).collect();
     let _ = writeln!(out, "protected_paths = [{}]", paths.join(", "));
@@ -249,6 +259,22 @@ blocking = false
         // The printed contract parses back to the same contract.
         let again = contract_from_proposal(&contract_to_toml(&c), &task).unwrap();
         assert_eq!(again, c);
+    }
+
+    #[test]
+    fn only_the_task_names_writable_paths() {
+        let task = planned_task("writable_paths = [\"conftest.py\"]");
+        let c = contract_from_proposal(GOOD, &task).unwrap();
+        assert_eq!(c.writable_paths, vec!["conftest.py"]);
+        let printed = contract_to_toml(&c);
+        assert!(printed.contains("# writable_paths (from the task): conftest.py"));
+        assert_eq!(contract_from_proposal(&printed, &task).unwrap(), c);
+        // A proposer cannot lift a protection: the key is unknown to a proposal.
+        let lifted = format!("writable_paths = [\"pytest.ini\"]\n{GOOD}");
+        assert!(matches!(
+            contract_from_proposal(&lifted, &task),
+            Err(TaskError::Syntax(_))
+        ));
     }
 
     #[test]

@@ -129,6 +129,7 @@ mod tests {
             ],
             protected_paths: vec![],
             rubric: None,
+            writable_paths: Vec::new(),
             spec_hash: String::new(),
         };
         c.spec_hash = c.compute_hash();

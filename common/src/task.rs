@@ -39,6 +39,11 @@ pub struct TaskFile {
     /// Paths the executor must not change (exact files or `dir/` prefixes).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub protected_paths: Vec<String>,
+    /// Paths the work may add, change or delete although a protection covers them: a test
+    /// runner's configuration or hook file (`conftest.py`, `pytest.ini`, `pyproject.toml`,
+    /// `jest.config.js`, ...), a default-protected test file (exact files or `dir/` prefixes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writable_paths: Vec<String>,
     /// Complete as soon as an audit passes the gate over every criterion (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub complete_on_gate: Option<bool>,
@@ -153,6 +158,9 @@ pub struct Task {
     pub roles: Roles,
     pub budget: Budget,
     pub protected_paths: Vec<String>,
+    /// See [`TaskFile::writable_paths`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writable_paths: Vec<String>,
     pub complete_on_gate: bool,
     #[serde(default)]
     pub ignore: Vec<String>,
@@ -256,6 +264,7 @@ impl Task {
             criteria: self.acceptance.clone(),
             protected_paths: self.protected_paths.clone(),
             rubric: self.rubric.clone(),
+            writable_paths: self.writable_paths.clone(),
             spec_hash: String::new(),
         };
         contract.spec_hash = contract.compute_hash();
@@ -290,6 +299,7 @@ impl TaskFile {
             .validate()
             .map_err(|(field, problem)| TaskError::field(format!("budget.{field}"), problem))?;
         let protected_paths = validate_protected_paths(&self.protected_paths, "protected_paths")?;
+        let writable_paths = validate_writable_paths(&self.writable_paths, &protected_paths)?;
         let rubric = validate_rubric(&self.rubric, self.rubric_threshold)?;
         if rubric.is_some() && roles.auditor.is_none() {
             return Err(TaskError::field(
@@ -315,6 +325,7 @@ impl TaskFile {
             roles,
             budget,
             protected_paths,
+            writable_paths,
             complete_on_gate: self.complete_on_gate.unwrap_or(true),
             plan,
             require_approval,
@@ -516,6 +527,31 @@ pub(crate) fn validate_protected_paths(
         }
     }
     Ok(protected_paths)
+}
+
+/// Validate `writable_paths` entries like protected paths; errors name `writable_paths[i]`.
+/// An entry may not also be one of the task's `protected_paths` (which would say both), nor
+/// `*` or `.` (every protection lifted at once).
+fn validate_writable_paths(
+    items: &[String],
+    protected_paths: &[String],
+) -> Result<Vec<String>, TaskError> {
+    for (i, p) in items.iter().enumerate() {
+        let p = p.trim();
+        if p == "*" || p == "." {
+            return Err(TaskError::field(
+                format!("writable_paths[{i}]"),
+                "name the files or directories the work may change, not the whole workspace",
+            ));
+        }
+        if protected_paths.iter().any(|q| q == p) {
+            return Err(TaskError::field(
+                format!("writable_paths[{i}]"),
+                format!("'{p}' is also in protected_paths: say one or the other"),
+            ));
+        }
+    }
+    validate_protected_paths(items, "writable_paths")
 }
 
 /// Validate `[[rubric]]` + `rubric_threshold` into a rubric (`None` when no dimension is given).

@@ -182,3 +182,38 @@ fn with_goal_validates_the_goal_and_keeps_the_rest() {
         }
     }
 }
+
+#[test]
+fn writable_paths_are_the_authors_and_reach_the_contract() {
+    let base = "goal = \"x\"\n[[acceptance]]\nid=\"a\"\ncheck=\"true\"\n";
+    let task = parse_task_toml(&format!(
+        "writable_paths = [\"conftest.py\", \"tests/\"]\n{base}"
+    ))
+    .unwrap();
+    assert_eq!(task.writable_paths, vec!["conftest.py", "tests/"]);
+    let contract = task.contract();
+    assert_eq!(contract.writable_paths, task.writable_paths);
+    assert!(contract.names_writable("conftest.py"));
+    assert!(contract.names_writable("tests/conftest.py"));
+    assert!(!contract.names_writable("pytest.ini"));
+    // Without any, the spec hash is what it was before the key existed.
+    let plain = parse_task_toml(base).unwrap().contract();
+    assert!(plain.writable_paths.is_empty());
+    assert!(!serde_json::to_string(&plain)
+        .unwrap()
+        .contains("writable_paths"));
+    assert_ne!(plain.spec_hash, contract.spec_hash);
+    let cases = [
+        ("writable_paths = [\"../x\"]\n", "writable_paths[0]"),
+        ("writable_paths = [\"ok.py\", \"*\"]\n", "writable_paths[1]"),
+        ("writable_paths = [\".\"]\n", "writable_paths[0]"),
+        (
+            "protected_paths = [\"conftest.py\"]\nwritable_paths = [\"conftest.py\"]\n",
+            "writable_paths[0]",
+        ),
+    ];
+    for (extra, field) in cases {
+        let err = parse_task_toml(&format!("{extra}{base}")).unwrap_err();
+        assert_eq!(err.field_name(), Some(field), "{extra}: {err}");
+    }
+}

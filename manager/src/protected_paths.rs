@@ -13,12 +13,24 @@
 //!   the whole directory (`dir/`) is protected.
 //!
 //! A check that names no path but runs a test runner (`pytest`, `cargo test`, `go test`,
-//! `npm test`, ...) protects every test-looking file of the manifest. Pure.
+//! `npm test`, ...) protects every test-looking file of the manifest.
+//!
+//! A default the task names writable (`writable_paths`) is left out. Test plumbing (a new
+//! `conftest.py`, `pytest.ini`, `jest.config.js`, ...) is not listed here at all: the auditor
+//! applies a pattern rule to every change (`auditor-worker/src/audit/test_plumbing.rs`), so a
+//! file the executor adds is covered too. Pure.
 
 use std::collections::BTreeSet;
 
+use loopgate_common::task::Task;
 use loopgate_protocol::contract::Criterion;
-use loopgate_protocol::snapshot::Manifest;
+use loopgate_protocol::snapshot::{path_in_scope, Manifest};
+
+/// Does `task` name `path` writable (exactly, or under a writable `dir/`)? Such a path gets no
+/// default protection.
+pub(crate) fn names_writable(task: &Task, path: &str) -> bool {
+    path_in_scope(path, &task.writable_paths)
+}
 
 /// Directory names whose content is test code.
 const TEST_DIRS: &[&str] = &[
@@ -272,6 +284,24 @@ mod tests {
                 want.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
                 "{command}"
             );
+        }
+    }
+
+    #[test]
+    fn defaults_the_task_names_writable_are_left_out() {
+        let task = loopgate_common::task::parse_task_toml(
+            "goal = \"g\"\nwritable_paths = [\"conftest.py\", \"fixtures/\"]\n\
+             [[acceptance]]\nid = \"a\"\ncheck = \"pytest -q\"",
+        )
+        .unwrap();
+        let cases = [
+            ("conftest.py", true),
+            ("fixtures/test_data.py", true),
+            ("tests/conftest.py", false),
+            ("tests/", false),
+        ];
+        for (path, want) in cases {
+            assert_eq!(names_writable(&task, path), want, "{path}");
         }
     }
 

@@ -19,6 +19,13 @@ pub struct Contract {
     /// Scored dimensions and pass mark, judged by the auditor's model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rubric: Option<Rubric>,
+    /// Paths the task's author lets the work add, change or delete although a protection
+    /// covers them (exact files or `dir/` prefixes, matched like `protected_paths`): the
+    /// test-plumbing rule (a test runner's configuration or hook file, such as `conftest.py`)
+    /// and the protected paths do not apply to them. Only the task file gives them (a
+    /// proposal cannot); left out of the JSON, and so of the spec hash, when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writable_paths: Vec<String>,
     /// sha256 of the canonical JSON of the fields above.
     pub spec_hash: String,
 }
@@ -30,6 +37,8 @@ struct HashedPart<'a> {
     protected_paths: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     rubric: Option<&'a Rubric>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    writable_paths: &'a [String],
 }
 
 impl Contract {
@@ -39,6 +48,7 @@ impl Contract {
             criteria: &self.criteria,
             protected_paths: &self.protected_paths,
             rubric: self.rubric.as_ref(),
+            writable_paths: &self.writable_paths,
         };
         sha256_hex(&serde_json::to_vec(&part).unwrap_or_default())
     }
@@ -58,6 +68,11 @@ impl Contract {
         self.blocking()
             .map(|c| c.id.as_str())
             .chain(self.rubric.as_ref().map(|_| RUBRIC_EVIDENCE_ID))
+    }
+
+    /// Does the task's author name `path` writable ([`Contract::writable_paths`])?
+    pub fn names_writable(&self, path: &str) -> bool {
+        crate::snapshot::path_in_scope(path, &self.writable_paths)
     }
 
     pub fn short_hash(&self) -> &str {

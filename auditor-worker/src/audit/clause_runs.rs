@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
+use loopgate_common::goal::derived_checks::SetAside;
 use loopgate_protocol::snapshot::Manifest;
-use loopgate_protocol::verdict::Evidence;
 
 use crate::audit::auditor::Auditor;
 use crate::judge::clause_commands::{command_runs, plan_clause_commands, CommandRun};
@@ -19,9 +19,9 @@ impl Auditor {
         cx: &JudgeContext<'_>,
         scratch: &Path,
         manifest: &Manifest,
-        evidence: &[Evidence],
+        set_aside: &[SetAside<'_>],
     ) -> Vec<CommandRun> {
-        let planned = plan_clause_commands(cx, manifest, evidence).await;
+        let planned = plan_clause_commands(cx, manifest, set_aside).await;
         if planned.is_empty() {
             return Vec::new();
         }

@@ -8,7 +8,7 @@
 //! (`auditor.rs`), the entry point and the report (`report.rs`), the phases (`pipeline.rs`,
 //! `plan.rs`), the checks (`run_checks.rs`, `clause_runs.rs`) and the candidate's tree
 //! (`workspace.rs`). The judge and the rubric are handed a `JudgeContext`, never the auditor.
-//! The decisions are pure: `verdict_rules.rs` and `records.rs`.
+//! The decisions are pure: `verdict_rules.rs` (with `test_plumbing.rs`) and `records.rs`.
 
 mod auditor;
 mod clause_runs;
@@ -20,6 +20,7 @@ mod report;
 mod run_checks;
 #[cfg(test)]
 mod test_contracts;
+mod test_plumbing;
 mod verdict_rules;
 mod workspace;
 

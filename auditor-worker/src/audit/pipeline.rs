@@ -16,8 +16,9 @@ use crate::audit::findings::Findings;
 use crate::audit::records::{count_over_limit, is_untrustworthy};
 use crate::audit::report::SNAPSHOT_DIR;
 use crate::audit::verdict_rules::{
-    apply_backcheck, mechanical_findings, merge_opinion, tightening_gap,
+    apply_backcheck, mechanical_findings, merge_opinion, plumbing_changes, tightening_gap,
 };
+use crate::judge::check_text::set_aside;
 use crate::judge::clauses::judge_clauses;
 use crate::judge::deferral::{deferral_gap, failing_task_checks};
 use crate::judge::judge;
@@ -133,6 +134,12 @@ impl Auditor {
             base_unverified,
             self.strict_scope,
         );
+        // A security event: the candidate touched what decides how its tests report (counted
+        // with the report's integrity in `loopgate.audit.verdicts`).
+        for (path, why) in plumbing_changes(&req.contract, &changes) {
+            tracing::warn!(run_id = %req.run_id, round = req.round, path, why,
+                reason = "test_plumbing_changed", "candidate changed test plumbing: integrity violation");
+        }
         let judgment = match judge_asked {
             true => opinion(&cx, &evidence, &mut verdicts, &mut gaps, &mut usage).await,
             false => not_asked(&cx, &mut gaps),
@@ -158,7 +165,8 @@ impl Auditor {
         })
     }
 
-    /// Goal clauses without a working check: one judged question each, as evidence, with what
+    /// Goal clauses without a working check (none, or a derived check set aside by its own
+    /// text): one judged question each, as evidence, with what
     /// the commands they quote print on the candidate. While one of the task's blocking checks
     /// fails no model is asked (see `deferral`) and a gap line says so. Returns whether the
     /// judge is asked at all, and the tokens.
@@ -176,10 +184,12 @@ impl Auditor {
             gaps.push(deferral_gap(&failing));
             return (false, Usage::default());
         }
+        // Decided from the checks' text on this auditor's shell, never from their runs.
+        let set_aside = set_aside(&req.contract.criteria, &self.check_path).await;
         let commands = self
-            .run_clause_commands(cx, audited.scratch, audited.candidate, evidence)
+            .run_clause_commands(cx, audited.scratch, audited.candidate, &set_aside)
             .await;
-        let (clause_gaps, usage) = judge_clauses(cx, evidence, &commands).await;
+        let (clause_gaps, usage) = judge_clauses(cx, evidence, &commands, &set_aside).await;
         gaps.extend(clause_gaps);
         (true, usage)
     }

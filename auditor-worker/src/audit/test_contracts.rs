@@ -22,6 +22,7 @@ pub(super) fn checked_contract() -> Contract {
         ],
         protected_paths: vec![],
         rubric: None,
+        writable_paths: Vec::new(),
         spec_hash: String::new(),
     };
     c.spec_hash = c.compute_hash();

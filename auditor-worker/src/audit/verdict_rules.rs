@@ -1,5 +1,6 @@
 //! The rules that decide an audit's verdicts: derived mechanically from its evidence and the
-//! candidate's changes (`mechanical_verdicts`, with the strict write scope, an unverified base
+//! candidate's changes (`mechanical_verdicts`: protected paths and test plumbing, see
+//! `test_plumbing`, the write scope; with the strict write scope, an unverified base
 //! and a tampered contract: `mechanical_findings`), and tightened, never loosened, by the
 //! judge's opinion (`merge_opinion`) and its own backcheck (`apply_backcheck`). Pure.
 
@@ -9,6 +10,8 @@ use loopgate_protocol::verdict::{
     AuditStatus, CheckVerdict, ContractVerdict, Evidence, Integrity, Verdicts,
 };
 use loopgate_protocol::wire::AuditRequest;
+
+use crate::audit::test_plumbing::test_plumbing;
 
 /// Derive verdicts from mechanical facts only. `changes` is base -> candidate;
 /// `write_scope` empty means the whole workspace.
@@ -41,8 +44,48 @@ pub(super) fn mechanical_verdicts(
     )
 }
 
-/// Integrity from where the changes are: a protected path changed is a violation, a change
-/// outside a non-empty write scope makes the candidate suspect.
+/// What protects a changed path, if anything does: the contract's protected paths, else the
+/// test-plumbing rule; nothing for a path the task's author names writable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protection {
+    Protected,
+    /// Test plumbing, and why (the runner that reads it).
+    TestPlumbing(&'static str),
+}
+
+/// What protects `path` under `contract`.
+fn protection(contract: &Contract, path: &str) -> Option<Protection> {
+    if contract.names_writable(path) {
+        return None;
+    }
+    if contract
+        .protected_paths
+        .iter()
+        .any(|p| path_in_scope(path, std::slice::from_ref(p)))
+    {
+        return Some(Protection::Protected);
+    }
+    test_plumbing(path).map(Protection::TestPlumbing)
+}
+
+/// The changes to test plumbing no writable path covers (added, changed or deleted alike), with
+/// why each is plumbing: what the audit logs as a security event.
+pub(super) fn plumbing_changes<'a>(
+    contract: &Contract,
+    changes: &'a [PathChange],
+) -> Vec<(&'a str, &'static str)> {
+    changes
+        .iter()
+        .filter_map(|c| match protection(contract, c.path()) {
+            Some(Protection::TestPlumbing(why)) => Some((c.path(), why)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Integrity from where the changes are: a protected path or test plumbing changed (added,
+/// modified or removed) is a violation, unless the task's author names the path writable; a
+/// change outside a non-empty write scope makes the candidate suspect.
 fn scope_integrity(
     contract: &Contract,
     changes: &[PathChange],
@@ -52,13 +95,15 @@ fn scope_integrity(
     let mut integrity = Integrity::Clean;
     for change in changes {
         let path = change.path();
-        if contract
-            .protected_paths
-            .iter()
-            .any(|p| path_in_scope(path, std::slice::from_ref(p)))
-        {
+        if let Some(protection) = protection(contract, path) {
             integrity = Integrity::Violation;
-            gaps.push(format!("protected path changed: {path}"));
+            gaps.push(match protection {
+                Protection::Protected => format!("protected path changed: {path}"),
+                Protection::TestPlumbing(why) => format!(
+                    "test plumbing changed: {path} ({why}; it can decide what the tests report, \
+                     so only the task's writable_paths may let the work change it)"
+                ),
+            });
         } else if !write_scope.is_empty() && !path_in_scope(path, write_scope) {
             integrity = integrity.max(Integrity::Suspect);
             gaps.push(format!("change outside write scope: {path}"));
@@ -274,6 +319,7 @@ mod tests {
             criteria,
             protected_paths: protected.iter().map(|s| s.to_string()).collect(),
             rubric: None,
+            writable_paths: Vec::new(),
             spec_hash: String::new(),
         };
         c.spec_hash = c.compute_hash();

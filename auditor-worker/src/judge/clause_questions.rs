@@ -1,10 +1,11 @@
 //! The questions the clause judge is asked: one per blocking goal clause the contract has no
-//! working check for (a `source = "goal"` criterion without a check, or one whose derived check
-//! is broken on the candidate).
+//! working check for: a `source = "goal"` criterion without a check, or one whose derived check
+//! is set aside (broken by its own text, found without the candidate: `check_text`). A derived
+//! check that failed on the candidate is never one of them, whatever it printed.
 
-use loopgate_common::goal::criteria::{broken_check, judged_clauses};
-use loopgate_protocol::contract::{Criterion, CriterionSource};
-use loopgate_protocol::verdict::{CheckVerdict, Evidence};
+use loopgate_common::goal::criteria::judged_clauses;
+use loopgate_common::goal::derived_checks::SetAside;
+use loopgate_protocol::contract::Criterion;
 use loopgate_protocol::wire::AuditRequest;
 
 /// A clause to judge: its criterion, and why its own check does not decide (broken), if it has
@@ -16,11 +17,11 @@ pub(crate) struct ClauseQuestion<'a> {
     pub broken: Option<String>,
 }
 
-/// The clauses of `req`'s contract to ask about, given the checks' evidence on the candidate:
-/// blocking goal criteria without a check, and derived checks found broken.
+/// The clauses of `req`'s contract to ask about: blocking goal criteria without a check, then
+/// the derived checks `set_aside`.
 pub(crate) fn clause_questions<'a>(
     req: &'a AuditRequest,
-    evidence: &[Evidence],
+    set_aside: &[SetAside<'a>],
 ) -> Vec<ClauseQuestion<'a>> {
     let mut out: Vec<ClauseQuestion<'a>> = judged_clauses(&req.contract.criteria)
         .filter_map(|c| {
@@ -31,26 +32,10 @@ pub(crate) fn clause_questions<'a>(
             })
         })
         .collect();
-    for c in &req.contract.criteria {
-        if c.source != CriterionSource::Goal || c.check.is_none() {
-            continue;
-        }
-        let (Some(clause), Some(e)) = (
-            c.clause.as_deref(),
-            evidence.iter().find(|e| e.check_id == c.id),
-        ) else {
-            continue;
-        };
-        if e.verdict == CheckVerdict::Pass {
-            continue;
-        }
-        if let Some(why) = broken_check(e.exit_code, &e.output_excerpt) {
-            out.push(ClauseQuestion {
-                criterion: c,
-                clause,
-                broken: Some(why),
-            });
-        }
-    }
+    out.extend(set_aside.iter().map(|s| ClauseQuestion {
+        criterion: s.criterion,
+        clause: s.clause,
+        broken: Some(s.why.clone()),
+    }));
     out
 }

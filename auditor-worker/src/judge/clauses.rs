@@ -1,6 +1,6 @@
 //! Clause-by-clause judgment: one short question per goal clause the contract has no working
 //! check for (a `source = "goal"` criterion without a check, or one whose derived check is
-//! broken), answered `met | unmet | unknown` with a one-line reason. Small models are far more
+//! broken by its own text: `check_text`), answered `met | unmet | unknown` with a one-line reason. Small models are far more
 //! reliable at one question at a time than at one holistic verdict. Each answer becomes the
 //! criterion's evidence on the candidate (`met` passes, `unmet` fails, `unknown` is
 //! inconclusive), so the gate stays closed on anything but `met` and the next executor sees the
@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use loopgate_common::goal::criteria::{clause_excerpt, parse_clause_answer, ClauseVerdict};
+use loopgate_common::goal::derived_checks::SetAside;
 use loopgate_common::goal::words::exact_words;
 use loopgate_models::ChatClient;
 use loopgate_protocol::snapshot::PathChange;
@@ -129,16 +130,18 @@ fn clause_paths(clause: &str, changes: &[PathChange]) -> Vec<PathChange> {
     paths
 }
 
-/// Ask the request's judge about every clause question of the audit, in order, within the
-/// audit's deadline: the answers replace or add to the checks' evidence for those criteria.
+/// Ask the request's judge about every clause question of the audit (`set_aside`: the derived
+/// checks whose clause is judged instead), in order, within the audit's deadline: the answers
+/// replace or add to the checks' evidence for those criteria.
 /// Returns the gap lines and the tokens. Without a judge model here every question is
 /// `unknown` (nothing could judge it), which keeps the gate closed.
 pub(crate) async fn judge_clauses(
     cx: &JudgeContext<'_>,
     evidence: &mut Vec<Evidence>,
     commands: &[CommandRun],
+    set_aside: &[SetAside<'_>],
 ) -> (Vec<String>, Usage) {
-    let questions: Vec<ClauseQuestion<'_>> = clause_questions(cx.req, evidence);
+    let questions: Vec<ClauseQuestion<'_>> = clause_questions(cx.req, set_aside);
     let mut gaps = Vec::new();
     let mut usage = Usage::default();
     let mut judged: Vec<Evidence> = Vec::new();
@@ -249,6 +252,53 @@ mod tests {
     use loopgate_protocol::verdict::CheckVerdict;
 
     use crate::prompt_text::fixtures::{check_evidence, goal_criterion};
+
+    /// A derived check that failed on the candidate with a planted "syntax error" keeps its
+    /// failing evidence: no question replaces it. Only a check set aside by its own text is
+    /// judged (here with no model: `unknown`, which still keeps the gate closed).
+    #[tokio::test]
+    async fn a_failing_derived_check_keeps_its_evidence_whatever_it_printed() {
+        use crate::judge_context::JudgeModel;
+        use loopgate_common::goal::derived_checks::SetAside;
+        let mut order = goal_criterion("order", "keeping the order of first occurrence");
+        order.check = Some("test \"$(python3 dedupe.py | head -1)\" = b".into());
+        let mut req: loopgate_protocol::wire::AuditRequest =
+            serde_json::from_value(serde_json::json!({
+                "run_id": "r", "generation": 1, "round": 1, "purpose": "round",
+                "contract": {"goal": "g", "criteria": [], "protected_paths": [], "spec_hash": ""},
+                "objective": "o", "write_scope": [], "base_snapshot": "b",
+                "candidate_snapshot": "snap", "auditor_profile": null, "episode_secs": 5
+            }))
+            .unwrap();
+        req.contract.criteria = vec![order];
+        let planted = "sh: 1: Syntax error: Unterminated quoted string\nsh: 1: jq: not found";
+        let failing = check_evidence("order", CheckVerdict::Fail, Some(1), planted);
+        let workspace = tempfile::tempdir().unwrap();
+        let cx = JudgeContext {
+            req: &req,
+            changes: &[],
+            workspace: workspace.path(),
+            model: JudgeModel::NoneNamed,
+            deadline: Instant::now() + Duration::from_secs(5),
+        };
+        let mut evidence = vec![failing.clone()];
+        let (gaps, _) = judge_clauses(&cx, &mut evidence, &[], &[]).await;
+        assert_eq!(evidence, vec![failing], "{gaps:?}");
+        assert!(gaps.is_empty(), "{gaps:?}");
+        // Set aside by its text, the clause is asked instead (unknown without a model).
+        let aside = [SetAside {
+            criterion: &req.contract.criteria[0],
+            clause: "keeping the order of first occurrence",
+            why: "the shell cannot parse the check (x)".into(),
+        }];
+        let (gaps, _) = judge_clauses(&cx, &mut evidence, &[], &aside).await;
+        assert_eq!(evidence.len(), 1);
+        assert_eq!(evidence[0].verdict, CheckVerdict::Inconclusive);
+        assert!(
+            gaps[0].contains("derived check 'order' is broken"),
+            "{gaps:?}"
+        );
+    }
 
     #[test]
     fn the_prompt_quotes_the_clause_and_shows_files_and_checks() {

@@ -15,7 +15,8 @@ use loopgate_protocol::verdict::{CheckVerdict, Evidence};
 
 /// The task's own blocking criteria with a check whose evidence on the candidate is not a pass
 /// (failed, or inconclusive: timed out, not run in a required sandbox), in contract order.
-/// Derived checks (`source = "goal"`) do not count: a broken one is judged instead of deciding.
+/// Derived checks (`source = "goal"`) do not count here (one set aside by its own text is judged
+/// instead); a failing one still keeps the gate closed through its own evidence.
 pub(crate) fn failing_task_checks(contract: &Contract, evidence: &[Evidence]) -> Vec<String> {
     contract
         .criteria
@@ -89,6 +90,7 @@ mod tests {
             criteria,
             protected_paths: Vec::new(),
             rubric: None,
+            writable_paths: Vec::new(),
             spec_hash: String::new(),
         };
         // (evidence on the candidate, the failing task checks)

@@ -1,9 +1,11 @@
 //! The judge model's part of an audit: its holistic opinion (this module: one call, one repair
 //! call when the answer cannot be parsed, the whole thing bounded by the request's episode
 //! time), the goal's clauses judged one question at a time (`clauses`, with the commands they
-//! quote run for it: `clause_commands`) and when it is not asked at all (`deferral`). Its
+//! quote run for it: `clause_commands`; a derived check broken by its own text is set aside
+//! for its clause: `check_text`) and when it is not asked at all (`deferral`). Its
 //! opinion can only tighten verdicts.
 
+pub(crate) mod check_text;
 pub(crate) mod clause_commands;
 mod clause_questions;
 pub(crate) mod clauses;

@@ -147,6 +147,7 @@ mod tests {
             ],
             protected_paths: vec!["tests/".into()],
             rubric: None,
+            writable_paths: Vec::new(),
             spec_hash: String::new(),
         };
         contract.spec_hash = contract.compute_hash();
@@ -190,6 +191,7 @@ mod tests {
             criteria,
             protected_paths: protected.iter().map(|p| p.to_string()).collect(),
             rubric: None,
+            writable_paths: Vec::new(),
             spec_hash: "0123456789abcdef0123".into(),
         }
     }

@@ -198,6 +198,7 @@ mod tests {
             ],
             protected_paths: vec![],
             rubric: Some(rubric()),
+            writable_paths: Vec::new(),
             spec_hash: String::new(),
         };
         c.spec_hash = c.compute_hash();

@@ -154,6 +154,7 @@ pub fn contract_protecting(criteria: Vec<Criterion>, protected_paths: Vec<String
         criteria,
         protected_paths,
         rubric: None,
+        writable_paths: Vec::new(),
         spec_hash: String::new(),
     };
     contract.spec_hash = contract.compute_hash();

@@ -230,7 +230,7 @@ pub(super) fn on_plan_audit(tx: &mut Tx, report: &AuditReport) {
                 return reject(tx, report, why);
             }
             let broken =
-                crate::goal::criteria::broken_on_start(&contract.criteria, &report.evidence);
+                crate::goal::derived_checks::broken_on_start(&contract.criteria, &report.evidence);
             if !broken.is_empty() {
                 let why = format!(
                     "{PROPOSAL_FILE} has derived checks that error out on their own before any \

@@ -4,9 +4,9 @@
 //! it, or as a statement of the problem: see [`crate::goal::clause_reading`]) or becomes a criterion
 //! of its own with `source = "goal"`: checked mechanically where a rule reads the clause as a
 //! file to create or a command that must pass, else judged by the auditor's model one clause at
-//! a time (`met | unmet | unknown`). Derived checks that break on their own (a shell syntax
-//! error, a command that does not exist) are *broken*: they stop deciding and their clause is
-//! judged instead. Pure.
+//! a time (`met | unmet | unknown`). When a derived check is *broken* (decided from the check
+//! itself, never from a candidate's run: [`crate::goal::derived_checks`]) its clause is judged
+//! instead. Pure.
 
 use crate::goal::clause_reading::{covering_check, mechanical_check, read_clause, ClauseReading};
 use crate::goal::words::goal_clauses;
@@ -275,83 +275,6 @@ pub fn clause_excerpt(clause: &str, verdict: ClauseVerdict, reason: &str) -> Str
         "goal clause \"{clause}\" judged {}: {reason}",
         verdict.as_str()
     )
-}
-
-/// Why a check run is *broken*, if it is: it failed on its own, whatever the work: the shell
-/// could not parse it (exit 2 with a syntax error), or it calls a command that does not exist
-/// (exit 127, `not found`, for a bare command name: a missing workspace file like `./run.sh`
-/// or `python3 x.py` is the work's failure, not the check's). Only derived checks (the
-/// proposer's, `source = "goal"`) are ever treated as broken; the author's checks decide as
-/// written.
-pub fn broken_check(exit_code: Option<i32>, output: &str) -> Option<String> {
-    let lower = output.to_lowercase();
-    let first = |needle: &str| {
-        output
-            .lines()
-            .find(|l| l.to_lowercase().contains(needle))
-            .map(|l| l.trim().to_string())
-            .unwrap_or_default()
-    };
-    match exit_code {
-        Some(2) | Some(1)
-            if [
-                "syntax error",
-                "unexpected eof",
-                "unterminated quoted string",
-                "bad substitution",
-                "unexpected end of file",
-            ]
-            .iter()
-            .any(|n| lower.contains(n)) =>
-        {
-            let line = first("syntax error");
-            let line = if line.is_empty() {
-                first("unexpected")
-            } else {
-                line
-            };
-            Some(format!("the shell cannot parse the check ({line})"))
-        }
-        Some(127) => {
-            let line = output
-                .lines()
-                .find(|l| l.contains("not found") || l.contains("command not found"))?;
-            // `sh: 1: jq: not found` / `bash: line 1: jq: command not found`
-            let name = line
-                .split(':')
-                .rev()
-                .nth(1)
-                .map(str::trim)
-                .unwrap_or_default();
-            (!name.is_empty() && !name.contains('/') && !name.contains('.')).then(|| {
-                format!(
-                    "the check calls `{name}`, which does not exist here ({})",
-                    line.trim()
-                )
-            })
-        }
-        _ => None,
-    }
-}
-
-/// A derived check's evidence on the planning snapshot: a proposal is refused when one of its
-/// derived checks is broken before any work (it must fail there, never error on its own).
-/// Returns one line per broken check.
-pub fn broken_on_start(
-    criteria: &[Criterion],
-    evidence: &[loopgate_protocol::verdict::Evidence],
-) -> Vec<String> {
-    criteria
-        .iter()
-        .filter(|c| c.source == CriterionSource::Goal && c.check.is_some() && !is_mechanical(c))
-        .filter_map(|c| {
-            let e = evidence.iter().find(|e| e.check_id == c.id)?;
-            if e.verdict == CheckVerdict::Pass {
-                return None;
-            }
-            broken_check(e.exit_code, &e.output_excerpt).map(|why| format!("{}: {why}", c.id))
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -248,38 +248,6 @@ fn judged_clauses_need_a_judge() {
 }
 
 #[test]
-fn derived_checks_broken_before_any_work_are_named() {
-    use loopgate_protocol::verdict::Evidence;
-    let mut derived = criterion("goal-1", Some("keep order"));
-    derived.source = CriterionSource::Goal;
-    let own = criterion("own", None);
-    let ev = |id: &str, verdict, code, out: &str| Evidence {
-        artifact_version: "s".into(),
-        check_id: id.into(),
-        verdict,
-        produced_at: 0,
-        log_digest: None,
-        exit_code: code,
-        duration_ms: 0,
-        output_excerpt: out.into(),
-        isolated: None,
-        screenshots: Vec::new(),
-    };
-    let broken = "sh: 1: Syntax error: Unterminated quoted string";
-    let cases = [
-        (ev("goal-1", CheckVerdict::Fail, Some(2), broken), 1),
-        (ev("goal-1", CheckVerdict::Fail, Some(1), "not sorted"), 0),
-        (ev("goal-1", CheckVerdict::Pass, Some(0), ""), 0),
-        // The author's own checks are never second-guessed.
-        (ev("own", CheckVerdict::Fail, Some(2), broken), 0),
-    ];
-    for (e, want) in cases {
-        let got = broken_on_start(&[derived.clone(), own.clone()], std::slice::from_ref(&e));
-        assert_eq!(got.len(), want, "{e:?}");
-    }
-}
-
-#[test]
 fn many_clauses_are_capped() {
     let goal: String = (0..30)
         .map(|i| format!("Rule number {i} holds. "))
@@ -318,40 +286,4 @@ fn clause_answers_parse() {
     assert!(parse_clause_answer(&long).unwrap().1.chars().count() <= MAX_REASON_CHARS + 1);
     assert_eq!(Unknown.check_verdict(), CheckVerdict::Inconclusive);
     assert!(clause_excerpt("keep order", Unmet, "sorted").contains("\"keep order\" judged unmet"));
-}
-
-#[test]
-fn broken_checks_are_the_checks_own_failures() {
-    let cases: &[(Option<i32>, &str, bool)] = &[
-        (
-            Some(2),
-            "sh: 1: Syntax error: Unterminated quoted string",
-            true,
-        ),
-        (Some(2), "sh: 1: Syntax error: \"(\" unexpected", true),
-        (
-            Some(1),
-            "bash: -c: line 1: syntax error near unexpected token `)'",
-            true,
-        ),
-        (Some(127), "sh: 1: jq: not found", true),
-        (Some(127), "bash: line 1: jq: command not found", true),
-        // The work's failures, not the check's.
-        (Some(127), "sh: 1: ./dedupe.sh: not found", false),
-        (
-            Some(2),
-            "python3: can't open file '/w/dedupe.py': [Errno 2]",
-            false,
-        ),
-        (Some(1), "AssertionError: b != a", false),
-        (Some(1), "", false),
-        (None, "timed out", false),
-    ];
-    for (code, output, broken) in cases {
-        assert_eq!(
-            broken_check(*code, output).is_some(),
-            *broken,
-            "{code:?} {output}"
-        );
-    }
 }

@@ -25,6 +25,7 @@ fn request(increment: Increment, feedback: ExecFeedback) -> ExecRequest {
                 clause: None,
             }],
             protected_paths: vec![],
+            writable_paths: Vec::new(),
             spec_hash: "h".repeat(64),
             rubric: None,
         },

@@ -69,6 +69,7 @@ mod tests {
             ],
             protected_paths: Vec::new(),
             rubric: None,
+            writable_paths: Vec::new(),
             spec_hash: String::new(),
         };
         let cases: &[(&[&str], &[&str])] = &[

@@ -18,6 +18,7 @@ pub fn request(run_id: &str, base: &str, profile: &str, episode_secs: u64) -> Ex
         criteria: Vec::new(),
         protected_paths: Vec::new(),
         rubric: None,
+        writable_paths: Vec::new(),
         spec_hash: String::new(),
     };
     contract.spec_hash = contract.compute_hash();

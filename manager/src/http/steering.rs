@@ -1,7 +1,7 @@
 //! Steering a run: operator instructions, pause and unpause, and continuing a completed run
 //! with a new goal (the transitions are in `loopgate_common::decide`).
 
-use crate::protected_paths::default_protected_paths;
+use crate::protected_paths::{default_protected_paths, names_writable};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
@@ -148,7 +148,7 @@ pub(crate) async fn continue_run(
         .await
         .map_err(snapshot_error)?;
     for path in default_protected_paths(&task.acceptance, &manifest) {
-        if !task.protected_paths.contains(&path) {
+        if !task.protected_paths.contains(&path) && !names_writable(&task, &path) {
             task.protected_paths.push(path);
         }
     }

@@ -221,6 +221,7 @@ mod tests {
             criteria: Vec::new(),
             protected_paths: Vec::new(),
             rubric: None,
+            writable_paths: Vec::new(),
             spec_hash: "h".into(),
         };
         Message::ExecRequest(ExecRequest {

@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use loopgate_common::goal::clause_reading::clause_commands;
+use loopgate_common::goal::derived_checks::SetAside;
 use loopgate_common::goal::words::exact_words;
 use loopgate_protocol::contract::{Criterion, CriterionSource};
 use loopgate_protocol::snapshot::Manifest;
@@ -36,15 +37,16 @@ pub(crate) struct PlannedRun {
     pub(crate) for_clauses: Vec<String>,
 }
 
-/// What to run for the clause questions of the audit: the commands they quote
+/// What to run for the clause questions of the audit (`set_aside`: the derived checks whose
+/// clause is judged instead): the commands they quote
 /// (`` `python3 fizzbuzz.py` ``) and the calls the goal writes out. Nothing when there is no
 /// question or no judge model here to read what they print.
 pub(crate) async fn plan_clause_commands(
     cx: &JudgeContext<'_>,
     manifest: &Manifest,
-    evidence: &[Evidence],
+    set_aside: &[SetAside<'_>],
 ) -> Vec<PlannedRun> {
-    let questions = clause_questions(cx.req, evidence);
+    let questions = clause_questions(cx.req, set_aside);
     if questions.is_empty() || cx.model.client().is_none() {
         return Vec::new();
     }

@@ -205,6 +205,7 @@ pub(crate) mod tests {
             }],
             protected_paths: Vec::new(),
             rubric: None,
+            writable_paths: Vec::new(),
             spec_hash: String::new(),
         };
         contract.spec_hash = contract.compute_hash();
