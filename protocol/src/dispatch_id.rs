@@ -239,7 +239,10 @@ mod tests {
                 Some(IdOwner::Auditor),
             ),
             (decide_msg_id("r1", 1, 1), Some(IdOwner::Manager)),
-            (sealed(&decide_msg_id("r1", 1, 1), "t"), Some(IdOwner::Manager)),
+            (
+                sealed(&decide_msg_id("r1", 1, 1), "t"),
+                Some(IdOwner::Manager),
+            ),
             // A squatter need not copy the whole shape.
             ("x:audit-report".to_string(), Some(IdOwner::Auditor)),
             ("decide".to_string(), Some(IdOwner::Manager)),

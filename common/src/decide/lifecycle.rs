@@ -2,10 +2,12 @@
 //! cancel, resume).
 
 use super::manager_turn::manager_miss;
-use super::transition::Decision;
+use super::transition::{Decision, Distrust};
 use super::tx::Tx;
 use crate::budget::Budget;
-use crate::state::{DeadlineKind, LogEvent, Phase, PlanningStage, RunRecord, RunState};
+use crate::state::{
+    DeadlineKind, EpisodeStart, LogEvent, Phase, PlanningStage, RunRecord, RunState,
+};
 use loopgate_protocol::subjects::Capability;
 use loopgate_protocol::wire::{EpisodeRole, EpisodeStarted};
 
@@ -71,6 +73,10 @@ pub(super) fn on_resume(record: &RunRecord, budget: &Budget, now: i64) -> Decisi
     tx.finish()
 }
 
+/// A worker announced that it started the step in flight. The first start of a step sets
+/// its episode deadline; a later one never moves it (whoever holds a worker's credentials
+/// could otherwise keep a run waiting forever): a redelivery's start (a higher attempt) is
+/// ignored, a repeat of an attempt already started is a security event.
 pub(super) fn on_episode_started(
     record: &RunRecord,
     started: &EpisodeStarted,
@@ -94,12 +100,25 @@ pub(super) fn on_episode_started(
             ))
         }
     };
+    if let Some(first) = record
+        .deadlines
+        .episode_started
+        .filter(|s| s.role == started.role && s.round == started.round)
+    {
+        return start_again(&first, started);
+    }
     let mut tx = Tx::new(record, now);
     tx.set_deadline(
         secs.0,
         secs.1.saturating_add(record.task.budget.episode_grace_secs),
     );
     tx.picked_up();
+    tx.record.deadlines.episode_started = Some(EpisodeStart {
+        role: started.role,
+        round: started.round,
+        attempt: started.delivery_attempt,
+        at_ms: now,
+    });
     tx.log(LogEvent::EpisodeStarted {
         role: started.role,
         worker: started.worker.clone(),
@@ -110,6 +129,28 @@ pub(super) fn on_episode_started(
             .map(|since| now.saturating_sub(since).max(0)),
     });
     tx.finish()
+}
+
+/// Another start of an episode that started already (`first`): it changes nothing.
+fn start_again(first: &EpisodeStart, started: &EpisodeStarted) -> Decision {
+    let what = format!(
+        "the {:?} episode of round {} started already (attempt {} at {}); its deadline stays",
+        started.role, started.round, first.attempt, first.at_ms
+    );
+    if started.delivery_attempt > first.attempt {
+        return Decision::Ignore(format!(
+            "a redelivery (attempt {}) started: {what}",
+            started.delivery_attempt
+        ));
+    }
+    Decision::Distrusted(Distrust {
+        kind: "episode_started",
+        reason: "repeated_episode_start",
+        detail: format!(
+            "a second start of attempt {} by {:?}: {what}",
+            started.delivery_attempt, started.worker
+        ),
+    })
 }
 
 /// Whether a passed start deadline is queue wait: the step is still queued and a live
