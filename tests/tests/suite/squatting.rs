@@ -201,7 +201,8 @@ async fn junk_under_the_auditors_next_report_id_does_not_stop_the_honest_report(
             }
         }
     }
-    for seq in 1..=4 {
+    // (The first decision request went out with the run.)
+    for seq in 2..=4 {
         squatted.push(decide_msg_id(&id, req.generation, seq));
     }
     for (i, msg_id) in squatted.iter().enumerate() {
@@ -269,7 +270,16 @@ async fn forged_usage_and_repeated_starts_neither_end_nor_stall_the_run() -> any
         agent_isolation: None,
     });
     publish(&executor, &s.exec_result(&id), &forged, "forged-result").await?;
-    wait_refused(&stack, "exec_result", "usage_over_ceiling", 1.0).await?;
+    let key = ("exec_result".to_string(), "usage_over_ceiling".to_string());
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !refusals(&stack).await?.contains_key(&key) {
+        let now = stack.run(&id).await?;
+        assert_eq!(now["state"], "running", "the forged usage ended the run: {now}");
+        if tokio::time::Instant::now() > deadline {
+            bail!("the forged result was not refused\n{}", stack.logs());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let now = stack.run(&id).await?;
     assert_eq!(now["state"], "running", "{now}");
     assert_eq!(now["usage"]["executor"]["input_tokens"], 0, "{now}");
