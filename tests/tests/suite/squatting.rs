@@ -274,7 +274,10 @@ async fn forged_usage_and_repeated_starts_neither_end_nor_stall_the_run() -> any
     let deadline = tokio::time::Instant::now() + WAIT;
     while !refusals(&stack).await?.contains_key(&key) {
         let now = stack.run(&id).await?;
-        assert_eq!(now["state"], "running", "the forged usage ended the run: {now}");
+        assert_eq!(
+            now["state"], "running",
+            "the forged usage ended the run: {now}"
+        );
         if tokio::time::Instant::now() > deadline {
             bail!("the forged result was not refused\n{}", stack.logs());
         }

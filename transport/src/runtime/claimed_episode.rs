@@ -360,7 +360,7 @@ mod tests {
             STEP.exec_started_msg_id(attempt)
         }
         fn run(&self) -> impl Future<Output = ()> + Send + '_ {
-            async {}
+            std::future::ready(())
         }
         fn conclude(&self, _end: Option<()>, _elapsed: Duration) -> Concluded<()> {
             Concluded::Publish(())
