@@ -146,32 +146,54 @@ fn only_the_first_start_of_a_step_sets_its_deadline() {
     assert_eq!(deadline.at_ms, 1_000 + episode_ms);
     // An exact redelivery of the start just applied is a replay: nothing moves.
     assert!(matches!(decide(&s, &first, 2_000), Decision::Replay(ref o) if o.is_empty()));
-    // Ten more starts, each later than the last: repeats of attempt 1 are security events,
-    // redeliveries' starts are ignored; none moves the deadline.
+    // Ten more starts, each later than the last: repeats of an attempt already started are
+    // security events; a redelivery's start (a higher attempt) is logged; none moves the
+    // deadline.
+    let mut s = s;
     let mut now = 2_000;
-    for i in 0..10 {
+    for i in 0..10u64 {
         now += 60_000;
         let (attempt, worker) = if i % 2 == 0 {
-            (1, format!("forger-{i}"))
+            (1 + i / 2, format!("forger-{i}"))
         } else {
             (2 + i, "exec-2".to_string())
         };
         let again = start(&s, EpisodeRole::Executor, attempt, &worker);
         match decide(&s, &again, now) {
             Decision::Distrusted(d) => {
-                assert_eq!(attempt, 1);
+                assert_eq!(i % 2, 0, "{}", d.detail);
                 assert_eq!(
                     (d.kind, d.reason),
                     ("episode_started", "repeated_episode_start")
                 );
             }
-            Decision::Ignore(why) => {
-                assert!(attempt > 1, "{why}");
-                assert!(why.contains("its deadline stays"), "{why}");
+            Decision::Apply(step) => {
+                assert_eq!(i % 2, 1, "start {i} (attempt {attempt})");
+                assert_eq!(super::tests::kinds(&step), ["episode_started"]);
+                s = step.record;
             }
             other => panic!("start {i} (attempt {attempt}): {other:?}"),
         }
+        assert_eq!(
+            s.deadlines.phase,
+            Some(deadline),
+            "start {i} moved the deadline"
+        );
     }
+    // Redeliveries' starts are logged a bounded number of times.
+    for attempt in 20..40 {
+        match decide(&s, &start(&s, EpisodeRole::Executor, attempt, "w"), now) {
+            Decision::Apply(step) => s = step.record,
+            Decision::Ignore(why) => {
+                assert!(why.contains("restarts"), "{why}");
+                break;
+            }
+            other => panic!("attempt {attempt}: {other:?}"),
+        }
+    }
+    let latest = s.deadlines.episode_started.expect("the first start");
+    assert_eq!(latest.restarts, lifecycle::MAX_LOGGED_RESTARTS);
+    assert_eq!(s.deadlines.phase, Some(deadline));
     // The deadline still passes when it was due: the step is cancelled and the run goes on.
     let t = match decide(&s, &RunEvent::Tick, deadline.at_ms) {
         Decision::Apply(t) => t,

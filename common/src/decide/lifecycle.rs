@@ -73,10 +73,13 @@ pub(super) fn on_resume(record: &RunRecord, budget: &Budget, now: i64) -> Decisi
     tx.finish()
 }
 
+/// Later starts of one step logged at most (redeliveries after lost workers).
+pub(super) const MAX_LOGGED_RESTARTS: u32 = 8;
+
 /// A worker announced that it started the step in flight. The first start of a step sets
 /// its episode deadline; a later one never moves it (whoever holds a worker's credentials
-/// could otherwise keep a run waiting forever): a redelivery's start (a higher attempt) is
-/// ignored, a repeat of an attempt already started is a security event.
+/// could otherwise keep a run waiting forever): a redelivery's start (a higher attempt than
+/// any before) is only logged, a repeat of an attempt already started is a security event.
 pub(super) fn on_episode_started(
     record: &RunRecord,
     started: &EpisodeStarted,
@@ -105,7 +108,7 @@ pub(super) fn on_episode_started(
         .episode_started
         .filter(|s| s.role == started.role && s.round == started.round)
     {
-        return start_again(&first, started);
+        return start_again(record, first, started, now);
     }
     let mut tx = Tx::new(record, now);
     tx.set_deadline(
@@ -118,6 +121,8 @@ pub(super) fn on_episode_started(
         round: started.round,
         attempt: started.delivery_attempt,
         at_ms: now,
+        latest_attempt: 0,
+        restarts: 0,
     });
     tx.log(LogEvent::EpisodeStarted {
         role: started.role,
@@ -131,26 +136,49 @@ pub(super) fn on_episode_started(
     tx.finish()
 }
 
-/// Another start of an episode that started already (`first`): it changes nothing.
-fn start_again(first: &EpisodeStart, started: &EpisodeStarted) -> Decision {
+/// Another start of an episode that started already (`first`): its deadline stays. A higher
+/// attempt than any before is a redelivery and is logged (at most [`MAX_LOGGED_RESTARTS`]
+/// times); any other is a repeat no honest worker sends.
+fn start_again(
+    record: &RunRecord,
+    first: EpisodeStart,
+    started: &EpisodeStarted,
+    now: i64,
+) -> Decision {
+    let latest = first.latest_attempt.max(first.attempt);
     let what = format!(
         "the {:?} episode of round {} started already (attempt {} at {}); its deadline stays",
         started.role, started.round, first.attempt, first.at_ms
     );
-    if started.delivery_attempt > first.attempt {
+    if started.delivery_attempt <= latest {
+        return Decision::Distrusted(Distrust {
+            kind: "episode_started",
+            reason: "repeated_episode_start",
+            detail: format!(
+                "another start of attempt {} (by {:?}; attempt {latest} started already): {what}",
+                started.delivery_attempt, started.worker
+            ),
+        });
+    }
+    if first.restarts >= MAX_LOGGED_RESTARTS {
         return Decision::Ignore(format!(
-            "a redelivery (attempt {}) started: {what}",
+            "attempt {} started after {MAX_LOGGED_RESTARTS} restarts: {what}",
             started.delivery_attempt
         ));
     }
-    Decision::Distrusted(Distrust {
-        kind: "episode_started",
-        reason: "repeated_episode_start",
-        detail: format!(
-            "a second start of attempt {} by {:?}: {what}",
-            started.delivery_attempt, started.worker
-        ),
-    })
+    let mut tx = Tx::new(record, now);
+    tx.record.deadlines.episode_started = Some(EpisodeStart {
+        latest_attempt: started.delivery_attempt,
+        restarts: first.restarts + 1,
+        ..first
+    });
+    tx.log(LogEvent::EpisodeStarted {
+        role: started.role,
+        worker: started.worker.clone(),
+        attempt: started.delivery_attempt,
+        queued_ms: None,
+    });
+    tx.finish()
 }
 
 /// Whether a passed start deadline is queue wait: the step is still queued and a live

@@ -111,6 +111,17 @@ pub struct EpisodeStart {
     pub attempt: u64,
     /// Unix millis when the manager heard of it.
     pub at_ms: i64,
+    /// The highest delivery attempt that announced a start since (a redelivery after a lost
+    /// worker); 0 while only the first did.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub latest_attempt: u64,
+    /// How many such later starts were logged (at most `MAX_LOGGED_RESTARTS`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub restarts: u32,
+}
+
+fn is_zero_u64(value: &u64) -> bool {
+    *value == 0
 }
 
 /// What operators steer the run with (`loopgate instruct`, `pause`). Both keys are left out of
