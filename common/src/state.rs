@@ -3,13 +3,15 @@
 //! - `types`: the run's states, phases and planning stages, deadlines, outgoing messages, round
 //!   summaries and usage per role;
 //! - [`RunRecord`] (`run_record`): the stored record, its field groups (`record_groups`), its
-//!   schema version (`schema`) and the state/phase consistency rule (`consistency`);
+//!   schema version (`schema`), the state/phase consistency rule (`consistency`) and the
+//!   secret its results-stream dedup ids are sealed with (`msg_id_secret`);
 //! - [`LogEntry`] / [`LogEvent`] (`log`): the append-only run log, and each event in one line
 //!   for people ([`LogEvent::headline`], `log_headline`).
 
 mod consistency;
 mod log;
 mod log_headline;
+mod msg_id_secret;
 mod record_groups;
 mod run_record;
 mod schema;
@@ -18,9 +20,10 @@ mod types;
 pub use consistency::{phases_allowed, state_agrees_with_phase, InconsistentRecord};
 pub use log::{LogEntry, LogEvent};
 pub use log_headline::{excerpt, short_id, verdicts_text, SNAPSHOT_PREFIX_LEN};
+pub use msg_id_secret::MsgIdSecret;
 pub use record_groups::{
-    Accounting, AuditStanding, AuditedSnapshot, Deadlines, PauseHold, Planning, Steering, Streaks,
-    AUDITS_REMEMBERED, FAILURES_REMEMBERED,
+    Accounting, AuditStanding, AuditedSnapshot, Deadlines, EpisodeStart, PauseHold, Planning,
+    Steering, Streaks, AUDITS_REMEMBERED, FAILURES_REMEMBERED,
 };
 pub use run_record::RunRecord;
 pub use schema::{RecordError, RUN_RECORD_SCHEMA};

@@ -5,11 +5,12 @@
 
 use std::time::Duration;
 
+use crate::admission::record_distrust;
 use crate::effects::stored_effects;
 use crate::run_store::{CasOutcome, CasWrite, RunStore, StoreError};
 use loopgate_common::decide::{decide, start_run_with, Decision, RunEvent, Step};
 use loopgate_common::state::LogEvent;
-use loopgate_common::state::{InconsistentRecord, Outgoing, RunRecord, Target};
+use loopgate_common::state::{InconsistentRecord, MsgIdSecret, Outgoing, RunRecord, Target};
 use loopgate_common::task::Task;
 use loopgate_protocol::subjects::Subjects;
 use loopgate_protocol::wire::Envelope;
@@ -132,7 +133,14 @@ impl Engine {
         task: Task,
         base_snapshot: &str,
     ) -> Result<RunRecord, EngineError> {
-        let mut step = start_run_with(id, task, base_snapshot, now_ms(), self.admission);
+        let mut step = start_run_with(
+            id,
+            task,
+            base_snapshot,
+            now_ms(),
+            self.admission,
+            fresh_msg_id_secret(),
+        );
         // The caller's span (`invoke_workflow loopgate`) is the run's root.
         step.record.trace_parent = current_traceparent();
         step.record
@@ -169,13 +177,22 @@ impl Engine {
     /// Apply one event with optimistic concurrency; retries on CAS conflicts.
     pub async fn apply(&self, id: &str, event: &RunEvent) -> Result<Applied, EngineError> {
         for attempt in 1..=MAX_CAS_ATTEMPTS {
-            let Some((version, record)) = self.load(id).await? else {
+            let Some((version, mut record)) = self.load(id).await? else {
                 return Err(EngineError::NotFound(id.to_string()));
             };
+            if record.msg_id_secret.is_empty() {
+                // A record stored before run secrets existed: it gets one with its next
+                // transition (stored in the same compare-and-set).
+                record.msg_id_secret = fresh_msg_id_secret();
+            }
             match decide(&record, event, now_ms()) {
                 Decision::Ignore(reason) => {
                     tracing::debug!(run_id = id, %reason, "event ignored");
                     return Ok(Applied::Ignored(reason));
+                }
+                Decision::Distrusted(why) => {
+                    record_distrust(&self.metrics, id, &why);
+                    return Ok(Applied::Ignored(why.detail));
                 }
                 Decision::Replay(outbox) => {
                     tracing::info!(
@@ -397,6 +414,16 @@ impl Engine {
             }
         }
     }
+}
+
+/// A fresh secret for a run's results-stream dedup ids (`MsgIdSecret`): 244 random bits from
+/// the OS (two v4 UUIDs), never sent to a worker.
+fn fresh_msg_id_secret() -> MsgIdSecret {
+    MsgIdSecret::new(format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    ))
 }
 
 /// A stored record, any schema this build reads; anything else (a newer schema included) is

@@ -1,7 +1,7 @@
 //! The owner loop of this replica's share of the results stream, on the shared runtime
 //! (`run_consumer` pulls, keeps deliveries alive and settles): executor results, audit reports
-//! and decision requests, each admitted first (on its own subject, reports signed: see
-//! `admission`), then handled by a plain function and acked only after its effects are stored
+//! and decision requests, each admitted first (on its own subject, under an id of its own
+//! role's shape, reports signed: see `admission`), then handled by a plain function and acked only after its effects are stored
 //! and published.
 
 use std::collections::BTreeMap;
@@ -11,12 +11,13 @@ use std::time::Duration;
 use loopgate_common::decide::RunEvent;
 use loopgate_models::ChatClient;
 use loopgate_protocol::report::signing::TrustedKeys;
+use loopgate_protocol::subjects::binding::check_msg_id;
 use loopgate_protocol::wire::{decode, Message};
-use loopgate_transport::runtime::{run_consumer, ConsumeOptions, Settle};
+use loopgate_transport::runtime::{run_consumer, ConsumeOptions, Settle, DISPATCH_ID_HEADER};
 use loopgate_transport::{ConsumerOptions, Delivery, Work};
 use tokio_util::sync::CancellationToken;
 
-use crate::admission::{admit, record_refusal};
+use crate::admission::{admit, record_refusal, record_undecodable_refusal, Refusal};
 use crate::dead_letters::{dead_letter, is_last_delivery, reason_class, retry_delay, Original};
 use crate::decision::take_decision;
 use crate::engine::{Applied, Engine, EngineError};
@@ -64,17 +65,26 @@ impl ResultsLoop {
 
     /// Decode, apply, settle: acked only after the effects are stored and published.
     async fn handle(&self, delivery: Delivery) -> Settle {
+        let msg_id = delivery.header(DISPATCH_ID_HEADER);
+        let subjects = self.engine.bus().subjects();
         let message = match decode(delivery.payload()) {
             Ok(m) => m,
             Err(e) => {
+                // Junk under another role's id is a squatting attempt: a security event.
+                if let Err(why) = check_msg_id(subjects, delivery.subject(), msg_id.as_deref()) {
+                    let why = Refusal::from(why);
+                    record_undecodable_refusal(self.engine.metrics(), delivery.subject(), &why);
+                    return Settle::Term(format!("refused: {}: {why}", why.reason()));
+                }
                 tracing::error!(subject = delivery.subject(), error = %e, "undecodable message on the results stream; dropped");
                 return Settle::Term(format!("undecodable: {e}"));
             }
         };
         if let Err(why) = admit(
-            self.engine.bus().subjects(),
+            subjects,
             &self.auditor_keys,
             delivery.subject(),
+            msg_id.as_deref(),
             &message,
         ) {
             record_refusal(self.engine.metrics(), delivery.subject(), &message, &why);

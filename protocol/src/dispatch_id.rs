@@ -1,7 +1,25 @@
 //! The ids messages are deduplicated by (`Nats-Msg-Id`): the dispatch id of every request the
 //! manager publishes, which also names the step in cancellation notices and episode claims, and
-//! the ids of the results and start notices the workers publish about it. Every format lives
-//! here and nowhere else.
+//! the ids of the results, start notices and decision requests published on the results stream.
+//! Every format lives here and nowhere else.
+//!
+//! **Results-stream ids are sealed.** JetStream deduplicates per stream, whatever the subject,
+//! and every role may publish somewhere on `LG_RESULTS`: whoever can predict another role's
+//! next id can publish junk under it first, and the honest message is then dropped as a
+//! duplicate. So every id published there ends in a seal no other role can guess:
+//! `{readable prefix}:{seal}` ([`sealed`]). A worker's seal is a random nonce made once per
+//! result and stored with it in the episode claim, so a republished result keeps its id (the
+//! worker runtime, `loopgate_transport::runtime::claimed_episode`); the manager's is derived
+//! from a per-run secret in the run record (`loopgate_common::state::MsgIdSecret`), so a
+//! replayed transition and the outbox relay publish the same id. A prefix scoped by role would
+//! not help: a squatter writes any prefix it likes.
+//!
+//! The dispatch ids of work requests (`LG_EXEC`, `LG_AUDIT`) stay readable: only managers may
+//! publish on those streams, and workers need them as claim keys and cancellation scopes.
+//!
+//! The prefix's marker (`exec-result`, `audit-report`, `decide`, ...) names the role that
+//! publishes such ids ([`id_owner`]): the manager refuses, as a security event, a message whose
+//! id has the shape of another role's than the one its subject belongs to.
 
 use std::fmt;
 
@@ -18,25 +36,87 @@ pub struct StepKey<'a> {
 }
 
 impl StepKey<'_> {
-    /// `{run}:{generation}:{round}:exec-result:{attempt}`.
+    /// `{run}:{generation}:{round}:exec-result:{attempt}`: the prefix of an exec result's id
+    /// (the worker runtime seals it, see [`sealed`]).
     pub fn exec_result_msg_id(&self, attempt: u64) -> String {
-        format!("{self}:exec-result:{attempt}")
+        format!("{self}:{EXEC_RESULT}:{attempt}")
     }
 
-    /// `{run}:{generation}:{round}:exec-started:{attempt}`.
+    /// `{run}:{generation}:{round}:exec-started:{attempt}` (a prefix, sealed when published).
     pub fn exec_started_msg_id(&self, attempt: u64) -> String {
-        format!("{self}:exec-started:{attempt}")
+        format!("{self}:{EXEC_STARTED}:{attempt}")
     }
 
-    /// `{run}:{generation}:{round}:audit-started:{purpose}:{attempt}`.
+    /// `{run}:{generation}:{round}:audit-started:{purpose}:{attempt}` (a prefix, sealed when
+    /// published).
     pub fn audit_started_msg_id(&self, purpose: AuditPurpose, attempt: u64) -> String {
-        format!("{self}:audit-started:{}:{attempt}", purpose.as_str())
+        format!("{self}:{AUDIT_STARTED}:{}:{attempt}", purpose.as_str())
     }
 
-    /// `{run}:{generation}:{round}:audit-report:{purpose}:{attempt}`.
+    /// `{run}:{generation}:{round}:audit-report:{purpose}:{attempt}` (a prefix, sealed when
+    /// published).
     pub fn audit_report_msg_id(&self, purpose: AuditPurpose, attempt: u64) -> String {
-        format!("{self}:audit-report:{}:{attempt}", purpose.as_str())
+        format!("{self}:{AUDIT_REPORT}:{}:{attempt}", purpose.as_str())
     }
+}
+
+const EXEC_RESULT: &str = "exec-result";
+const EXEC_STARTED: &str = "exec-started";
+const AUDIT_REPORT: &str = "audit-report";
+const AUDIT_STARTED: &str = "audit-started";
+const DECIDE: &str = "decide";
+
+/// `{run}:{generation}:decide:{seq}`: the prefix of a decision request's id (the manager seals
+/// it with the run's secret).
+pub fn decide_msg_id(run_id: &str, generation: u32, seq: u32) -> String {
+    format!("{run_id}:{generation}:{DECIDE}:{seq}")
+}
+
+/// `{prefix}:{seal}`: the id a results-stream message is published under. `seal` is what no
+/// other role can guess (a worker's random nonce, the manager's keyed digest).
+pub fn sealed(prefix: &str, seal: &str) -> String {
+    format!("{prefix}:{seal}")
+}
+
+/// The role that publishes results-stream messages under ids of some shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdOwner {
+    Manager,
+    Executor,
+    Auditor,
+}
+
+impl IdOwner {
+    /// The stable name (log field and metric attribute).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            IdOwner::Manager => "manager",
+            IdOwner::Executor => "executor",
+            IdOwner::Auditor => "auditor",
+        }
+    }
+}
+
+/// Whose id `msg_id` looks like: the role whose marker (`exec-result`, `exec-started`:
+/// executors; `audit-report`, `audit-started`: auditors; `decide`: managers) is one of its
+/// `:`-separated parts, wherever it stands and sealed or not (a squatter need not copy the
+/// whole shape). `None` for an id with no marker, or with markers of two roles.
+pub fn id_owner(msg_id: &str) -> Option<IdOwner> {
+    let mut owner = None;
+    for part in msg_id.split(':') {
+        let this = match part {
+            EXEC_RESULT | EXEC_STARTED => IdOwner::Executor,
+            AUDIT_REPORT | AUDIT_STARTED => IdOwner::Auditor,
+            DECIDE => IdOwner::Manager,
+            _ => continue,
+        };
+        match owner {
+            None => owner = Some(this),
+            Some(seen) if seen == this => {}
+            Some(_) => return None,
+        }
+    }
+    owner
 }
 
 impl fmt::Display for StepKey<'_> {
@@ -134,9 +214,46 @@ mod tests {
                 STEP.audit_report_msg_id(AuditPurpose::Final, 4),
                 "r1:2:3:audit-report:final:4",
             ),
+            (decide_msg_id("r1", 2, 7), "r1:2:decide:7"),
+            (sealed("r1:2:decide:7", "abc"), "r1:2:decide:7:abc"),
         ];
         for (got, want) in cases {
             assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn owners_of_id_shapes() {
+        let cases: &[(String, Option<IdOwner>)] = &[
+            (STEP.exec_result_msg_id(1), Some(IdOwner::Executor)),
+            (
+                sealed(&STEP.exec_started_msg_id(1), "n0nce"),
+                Some(IdOwner::Executor),
+            ),
+            (
+                STEP.audit_report_msg_id(AuditPurpose::Round, 1),
+                Some(IdOwner::Auditor),
+            ),
+            (
+                sealed(&STEP.audit_started_msg_id(AuditPurpose::Final, 2), "n"),
+                Some(IdOwner::Auditor),
+            ),
+            (decide_msg_id("r1", 1, 1), Some(IdOwner::Manager)),
+            (
+                sealed(&decide_msg_id("r1", 1, 1), "t"),
+                Some(IdOwner::Manager),
+            ),
+            // A squatter need not copy the whole shape.
+            ("x:audit-report".to_string(), Some(IdOwner::Auditor)),
+            ("decide".to_string(), Some(IdOwner::Manager)),
+            // No marker, or markers of two roles: nobody's.
+            ("forged-report-0".to_string(), None),
+            (DispatchId::exec(STEP).into_string(), None),
+            ("r1:exec-result:audit-report".to_string(), None),
+            ("r1:1:1:decided:1".to_string(), None),
+        ];
+        for (id, want) in cases {
+            assert_eq!(id_owner(id), *want, "{id}");
         }
     }
 }

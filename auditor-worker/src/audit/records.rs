@@ -49,8 +49,9 @@ pub(super) fn count_over_limit(err: &SnapshotError) {
     }
 }
 
-/// `{run}:{generation}:{round}:audit-report:{purpose}:{attempt}`: JetStream drops a
-/// republished duplicate.
+/// `{run}:{generation}:{round}:audit-report:{purpose}:{attempt}`: the prefix of the report's id,
+/// which the runtime seals with a nonce stored with the report (a republish keeps it; JetStream
+/// drops the duplicate).
 pub(crate) fn report_msg_id(report: &AuditReport) -> String {
     StepKey {
         run_id: &report.run_id,

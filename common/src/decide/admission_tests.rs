@@ -8,12 +8,27 @@ use crate::task::parse_task_toml;
 use loopgate_protocol::wire::{DecideRequest, Message};
 
 fn waiting() -> RunRecord {
-    start_run_with("r1", parse_task_toml(TASK).unwrap(), "base", 1_000, true).record
+    start_run_with(
+        "r1",
+        parse_task_toml(TASK).unwrap(),
+        "base",
+        1_000,
+        true,
+        Default::default(),
+    )
+    .record
 }
 
 #[test]
 fn a_run_waiting_for_a_slot_dispatches_nothing_until_admitted() {
-    let step = start_run_with("r1", parse_task_toml(TASK).unwrap(), "base", 1_000, true);
+    let step = start_run_with(
+        "r1",
+        parse_task_toml(TASK).unwrap(),
+        "base",
+        1_000,
+        true,
+        Default::default(),
+    );
     assert_eq!(step.record.state, RunState::Queued);
     assert_eq!(step.record.phase, Phase::Admission);
     assert!(step.outgoing().is_empty());

@@ -2,10 +2,12 @@
 //! cancel, resume).
 
 use super::manager_turn::manager_miss;
-use super::transition::Decision;
+use super::transition::{Decision, Distrust};
 use super::tx::Tx;
 use crate::budget::Budget;
-use crate::state::{DeadlineKind, LogEvent, Phase, PlanningStage, RunRecord, RunState};
+use crate::state::{
+    DeadlineKind, EpisodeStart, LogEvent, Phase, PlanningStage, RunRecord, RunState,
+};
 use loopgate_protocol::subjects::Capability;
 use loopgate_protocol::wire::{EpisodeRole, EpisodeStarted};
 
@@ -71,6 +73,13 @@ pub(super) fn on_resume(record: &RunRecord, budget: &Budget, now: i64) -> Decisi
     tx.finish()
 }
 
+/// Later starts of one step logged at most (redeliveries after lost workers).
+pub(super) const MAX_LOGGED_RESTARTS: u32 = 8;
+
+/// A worker announced that it started the step in flight. The first start of a step sets
+/// its episode deadline; a later one never moves it (whoever holds a worker's credentials
+/// could otherwise keep a run waiting forever): a redelivery's start (a higher attempt than
+/// any before) is only logged, a repeat of an attempt already started is a security event.
 pub(super) fn on_episode_started(
     record: &RunRecord,
     started: &EpisodeStarted,
@@ -94,12 +103,27 @@ pub(super) fn on_episode_started(
             ))
         }
     };
+    if let Some(first) = record
+        .deadlines
+        .episode_started
+        .filter(|s| s.role == started.role && s.round == started.round)
+    {
+        return start_again(record, first, started, now);
+    }
     let mut tx = Tx::new(record, now);
     tx.set_deadline(
         secs.0,
         secs.1.saturating_add(record.task.budget.episode_grace_secs),
     );
     tx.picked_up();
+    tx.record.deadlines.episode_started = Some(EpisodeStart {
+        role: started.role,
+        round: started.round,
+        attempt: started.delivery_attempt,
+        at_ms: now,
+        latest_attempt: 0,
+        restarts: 0,
+    });
     tx.log(LogEvent::EpisodeStarted {
         role: started.role,
         worker: started.worker.clone(),
@@ -108,6 +132,51 @@ pub(super) fn on_episode_started(
             .then_some(record.deadlines.queued_since_ms)
             .flatten()
             .map(|since| now.saturating_sub(since).max(0)),
+    });
+    tx.finish()
+}
+
+/// Another start of an episode that started already (`first`): its deadline stays. A higher
+/// attempt than any before is a redelivery and is logged (at most [`MAX_LOGGED_RESTARTS`]
+/// times); any other is a repeat no honest worker sends.
+fn start_again(
+    record: &RunRecord,
+    first: EpisodeStart,
+    started: &EpisodeStarted,
+    now: i64,
+) -> Decision {
+    let latest = first.latest_attempt.max(first.attempt);
+    let what = format!(
+        "the {:?} episode of round {} started already (attempt {} at {}); its deadline stays",
+        started.role, started.round, first.attempt, first.at_ms
+    );
+    if started.delivery_attempt <= latest {
+        return Decision::Distrusted(Distrust {
+            kind: "episode_started",
+            reason: "repeated_episode_start",
+            detail: format!(
+                "another start of attempt {} (by {:?}; attempt {latest} started already): {what}",
+                started.delivery_attempt, started.worker
+            ),
+        });
+    }
+    if first.restarts >= MAX_LOGGED_RESTARTS {
+        return Decision::Ignore(format!(
+            "attempt {} started after {MAX_LOGGED_RESTARTS} restarts: {what}",
+            started.delivery_attempt
+        ));
+    }
+    let mut tx = Tx::new(record, now);
+    tx.record.deadlines.episode_started = Some(EpisodeStart {
+        latest_attempt: started.delivery_attempt,
+        restarts: first.restarts + 1,
+        ..first
+    });
+    tx.log(LogEvent::EpisodeStarted {
+        role: started.role,
+        worker: started.worker.clone(),
+        attempt: started.delivery_attempt,
+        queued_ms: None,
     });
     tx.finish()
 }

@@ -2,6 +2,7 @@
 //! record, decides, stores the new record with compare-and-set, then publishes the outbox.
 
 mod audit_outcome;
+mod episode_bounds;
 mod lifecycle;
 pub mod manager_prompt;
 mod manager_turn;
@@ -16,11 +17,12 @@ mod transition;
 mod tx;
 
 use crate::state::{
-    Accounting, AuditStanding, Deadlines, LogEvent, Phase, Planning, PlanningStage, RunRecord,
-    RunState, Steering, Streaks, RUN_RECORD_SCHEMA,
+    Accounting, AuditStanding, Deadlines, LogEvent, MsgIdSecret, Phase, Planning, PlanningStage,
+    RunRecord, RunState, Steering, Streaks, RUN_RECORD_SCHEMA,
 };
 use crate::task::Task;
 
+pub use episode_bounds::{COST_MICROS_PER_EPISODE_SEC, TOKENS_PER_EPISODE_SEC};
 pub use planning::{approval_question, edited_contract};
 pub use progress::ledger_lines;
 pub use results::guard_report;
@@ -29,24 +31,27 @@ pub use steering::{
     INSTRUCTION_MAX_CHARS,
 };
 pub use transition::{
-    Decision, RunEvent, Step, DECISION_SLACK_SECS, EPISODE_GRACE_SECS, FEEDBACK_KEEP, HISTORY_KEEP,
-    RAW_LOG_CHARS,
+    Decision, Distrust, RunEvent, Step, DECISION_SLACK_SECS, EPISODE_GRACE_SECS, FEEDBACK_KEEP,
+    HISTORY_KEEP, RAW_LOG_CHARS,
 };
 use tx::Tx;
 
-/// Create the record of a new run and request its first decision.
+/// Create the record of a new run and request its first decision (a run without a msg-id
+/// secret: its ids are the bare prefixes; the manager uses [`start_run_with`]).
 pub fn start_run(id: &str, task: Task, base_snapshot: &str, now: i64) -> Step {
-    start_run_with(id, task, base_snapshot, now, false)
+    start_run_with(id, task, base_snapshot, now, false, MsgIdSecret::default())
 }
 
 /// [`start_run`], or with `wait_for_slot` a run that waits in `queued` (phase `admission`)
-/// until a [`RunEvent::Admit`] starts it.
+/// until a [`RunEvent::Admit`] starts it. `msg_id_secret` seals the run's results-stream
+/// dedup ids (random, made by the caller; see [`MsgIdSecret`]).
 pub fn start_run_with(
     id: &str,
     task: Task,
     base_snapshot: &str,
     now: i64,
     wait_for_slot: bool,
+    msg_id_secret: MsgIdSecret,
 ) -> Step {
     let contract = crate::goal::criteria::contract_for(&task);
     let wall_deadline_ms = task.budget.max_wall_secs.map(|s| now + (s as i64) * 1000);
@@ -77,11 +82,13 @@ pub fn start_run_with(
             phase: None,
             wall_ms: wall_deadline_ms,
             queued_since_ms: None,
+            episode_started: None,
         },
         trace_parent: None,
         escalation_level: 0,
         planning: Planning::default(),
         steering: Steering::default(),
+        msg_id_secret,
     };
     let mut tx = Tx::new(&record, now);
     tx.log(LogEvent::Submitted {
@@ -184,6 +191,8 @@ pub fn decide(record: &RunRecord, event: &RunEvent, now: i64) -> Decision {
 
 #[cfg(test)]
 mod admission_tests;
+#[cfg(test)]
+mod bounds_tests;
 #[cfg(test)]
 mod consistency_tests;
 #[cfg(test)]

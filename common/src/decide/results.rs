@@ -1,8 +1,9 @@
-//! Executor results and audit reports: each is checked against the pending step, recorded,
-//! and handed on (an executor's candidate to its audit, an audit's outcome to
-//! [`apply_audit`]).
+//! Executor results and audit reports: each is checked against what its episode could have
+//! spent (`episode_bounds`) and the pending step, recorded, and handed on (an executor's
+//! candidate to its audit, an audit's outcome to [`apply_audit`]).
 
 use super::audit_outcome::{apply_audit, AuditOutcome};
+use super::episode_bounds::check_usage;
 use super::planning::on_plan_audit;
 use super::progress::remembered_audit;
 use super::transition::{Decision, HISTORY_KEEP};
@@ -11,7 +12,9 @@ use crate::state::{LogEvent, Phase, RoundSummary, RunRecord};
 use loopgate_protocol::contract::Contract;
 use loopgate_protocol::subjects::Capability;
 use loopgate_protocol::verdict::{AuditStatus, CheckVerdict, ContractVerdict, Evidence, Verdicts};
-use loopgate_protocol::wire::{AuditPurpose, AuditReport, ExecOutcome, ExecResult, Increment};
+use loopgate_protocol::wire::{
+    AuditPurpose, AuditReport, EpisodeRole, ExecOutcome, ExecResult, Increment,
+};
 
 fn push_history(tx: &mut Tx, summary: RoundSummary) {
     tx.record.history.push(summary);
@@ -60,6 +63,16 @@ impl Produced {
 }
 
 pub(super) fn on_exec(record: &RunRecord, result: &ExecResult, now: i64) -> Decision {
+    let budget = &record.task.budget;
+    if let Err(lie) = check_usage(
+        budget,
+        EpisodeRole::Executor,
+        "exec_result",
+        result.round,
+        result.usage,
+    ) {
+        return Decision::Distrusted(lie);
+    }
     let (increment, capability) = match pending_step(record, result) {
         Ok(pending) => pending,
         Err(why) => return Decision::Ignore(why),
@@ -246,6 +259,16 @@ pub fn guard_report(contract: &Contract, report: &AuditReport) -> (Verdicts, boo
 }
 
 pub(super) fn on_audit(record: &RunRecord, report: &AuditReport, now: i64) -> Decision {
+    let budget = &record.task.budget;
+    if let Err(lie) = check_usage(
+        budget,
+        EpisodeRole::Auditor,
+        "audit_report",
+        report.round,
+        report.usage,
+    ) {
+        return Decision::Distrusted(lie);
+    }
     let (purpose, candidate) = match pending_audit(record, report) {
         Ok(pending) => pending,
         Err(why) => return Decision::Ignore(why),

@@ -104,10 +104,12 @@ impl RunEvent {
             | RunEvent::ManagerFailed {
                 generation, seq, ..
             } => format!("decide:{generation}:{seq}"),
+            // The worker too: a redelivery of the notice just applied is a replay, another
+            // worker's start of the same attempt is not (see `lifecycle::on_episode_started`).
             RunEvent::EpisodeStarted(s) => {
                 format!(
-                    "started:{}:{}:{:?}:{}",
-                    s.generation, s.round, s.role, s.delivery_attempt
+                    "started:{}:{}:{:?}:{}:{}",
+                    s.generation, s.round, s.role, s.delivery_attempt, s.worker
                 )
             }
             RunEvent::ExecFinished(r) => format!("exec:{}:{}", r.generation, r.round),
@@ -182,10 +184,27 @@ pub enum Decision {
     Replay(Vec<Outgoing>),
     /// Stale or irrelevant; acknowledge and drop.
     Ignore(String),
+    /// The message claims what its sender could not have done (see [`Distrust`]): dropped
+    /// like [`Decision::Ignore`], and a security event for the driver to log and count.
+    Distrusted(Distrust),
     /// The transition would store a record whose state and phase disagree (a bug, or a stored
     /// record that already disagreed): nothing may be stored. The driver logs it and treats
     /// the event as failed; the stored record stays as it was.
     Refused(InconsistentRecord),
+}
+
+/// A worker's message refused because it claims more than its dispatch allowed: usage no
+/// episode of that length can spend, or a second start of an episode that already started.
+/// Nothing of it reaches the record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Distrust {
+    /// The message's kind (`exec_result`, `audit_report`, `episode_started`).
+    pub kind: &'static str,
+    /// The stable name of the refusal (log field and metric attribute):
+    /// `usage_over_ceiling`, `repeated_episode_start`.
+    pub reason: &'static str,
+    /// What was claimed and what was allowed, for the log.
+    pub detail: String,
 }
 
 impl RunEvent {

@@ -5,7 +5,7 @@ use crate::state::{
     Deadline, DeadlineKind, HeldStep, LogEntry, LogEvent, Outgoing, Phase, RunRecord, RunState,
     Target,
 };
-use loopgate_protocol::dispatch_id::{DispatchId, StepKey};
+use loopgate_protocol::dispatch_id::{decide_msg_id, DispatchId, StepKey};
 use loopgate_protocol::subjects::Capability;
 use loopgate_protocol::verdict::Evidence;
 use loopgate_protocol::wire::{
@@ -66,6 +66,11 @@ impl Tx {
         self.record.feedback.push(line);
         let excess = self.record.feedback.len().saturating_sub(FEEDBACK_KEEP);
         self.record.feedback.drain(..excess);
+    }
+
+    /// A new step goes out: no episode of it has started yet.
+    fn new_step(&mut self) {
+        self.record.deadlines.episode_started = None;
     }
 
     /// A worker has picked up the step: it no longer waits in the queue.
@@ -129,7 +134,10 @@ impl Tx {
         let secs = self.record.task.budget.manager_episode_secs + DECISION_SLACK_SECS;
         self.set_deadline(DeadlineKind::Decision, secs);
         let r = &self.record;
-        let msg_id = format!("{}:{}:decide:{}", r.id, r.generation, seq);
+        // Sealed with the run's secret: no worker can squat it on the results stream.
+        let msg_id = r
+            .msg_id_secret
+            .seal(&decide_msg_id(&r.id, r.generation, seq));
         let message = Message::DecideRequest(DecideRequest {
             run_id: r.id.clone(),
             generation: r.generation,
@@ -201,6 +209,7 @@ impl Tx {
             return;
         }
         self.record.round += 1;
+        self.new_step();
         let start_secs = self.record.task.budget.start_secs;
         self.set_deadline(DeadlineKind::ExecStart, start_secs);
         self.record.deadlines.queued_since_ms = Some(self.now);
@@ -366,6 +375,7 @@ impl Tx {
             });
             return;
         }
+        self.new_step();
         let r = &self.record;
         let base_snapshot = match purpose {
             AuditPurpose::Round | AuditPurpose::Plan => r.snapshot.clone(),

@@ -14,6 +14,7 @@ use loopgate_protocol::contract::Contract;
 use loopgate_protocol::rubric::{RubricStanding, RubricVerdict};
 use loopgate_protocol::snapshot::SnapshotId;
 use loopgate_protocol::verdict::{Evidence, Verdicts};
+use loopgate_protocol::wire::EpisodeRole;
 
 /// Things that went wrong in a row. Each counter is bounded by a budget in `task.budget` and
 /// resets when the run makes the kind of progress it counts against.
@@ -94,6 +95,33 @@ pub struct Deadlines {
     /// empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued_since_ms: Option<i64>,
+    /// The first start announced for the step in flight: it alone set the episode's deadline,
+    /// later starts of the same step never move it. Cleared when a step is dispatched; left
+    /// out of the stored JSON while empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub episode_started: Option<EpisodeStart>,
+}
+
+/// An episode's first announced start (see [`Deadlines::episode_started`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EpisodeStart {
+    pub role: EpisodeRole,
+    pub round: u32,
+    /// Its delivery attempt.
+    pub attempt: u64,
+    /// Unix millis when the manager heard of it.
+    pub at_ms: i64,
+    /// The highest delivery attempt that announced a start since (a redelivery after a lost
+    /// worker); 0 while only the first did.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub latest_attempt: u64,
+    /// How many such later starts were logged (at most `MAX_LOGGED_RESTARTS`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub restarts: u32,
+}
+
+fn is_zero_u64(value: &u64) -> bool {
+    *value == 0
 }
 
 /// What operators steer the run with (`loopgate instruct`, `pause`). Both keys are left out of

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::msg_id_secret::MsgIdSecret;
 use super::record_groups::{Accounting, AuditStanding, Deadlines, Planning, Steering, Streaks};
 use super::schema::{self, RecordError};
 use super::{Outgoing, Phase, PlanningStage, RoundSummary, RunState};
@@ -73,6 +74,10 @@ pub struct RunRecord {
     /// Operator steering (`instructions`, `paused`).
     #[serde(flatten)]
     pub steering: Steering,
+    /// What the manager's results-stream dedup ids are sealed with (never sent to a worker,
+    /// never in an API answer); empty in records stored before it existed.
+    #[serde(default, skip_serializing_if = "MsgIdSecret::is_empty")]
+    pub msg_id_secret: MsgIdSecret,
 }
 
 impl RunRecord {

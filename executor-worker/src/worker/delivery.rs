@@ -40,12 +40,14 @@ pub struct WorkerContext {
     pub concurrency: usize,
 }
 
-/// `{run}:{generation}:{round}:exec-result:{attempt}`: JetStream drops a republished duplicate.
+/// `{run}:{generation}:{round}:exec-result:{attempt}`: the prefix of the result's id, which the
+/// runtime seals with a nonce stored with the result (a republish keeps it; JetStream drops
+/// the duplicate).
 pub(crate) fn result_msg_id(req: &ExecRequest, attempt: u64) -> String {
     step_key(req).exec_result_msg_id(attempt)
 }
 
-/// `{run}:{generation}:{round}:exec-started:{attempt}`.
+/// `{run}:{generation}:{round}:exec-started:{attempt}` (a prefix the runtime seals).
 pub(crate) fn started_msg_id(req: &ExecRequest, attempt: u64) -> String {
     step_key(req).exec_started_msg_id(attempt)
 }

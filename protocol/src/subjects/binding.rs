@@ -13,9 +13,17 @@
 //!
 //! Anything else (another kind, another subject, the run id or role disagreeing with the
 //! subject, an audit report without a spec hash) is refused before it reaches `decide`.
+//!
+//! The message's `Nats-Msg-Id` is bound the same way ([`check_msg_id`]): an id with the shape of
+//! another role's (`crate::dispatch_id::id_owner`) than the subject's publishers is an attempt
+//! to squat that role's dedup id, refused whatever the payload (even an undecodable one).
 
+use crate::dispatch_id::{id_owner, IdOwner};
 use crate::subjects::{ResultChannel, Subjects};
 use crate::wire::{EpisodeRole, Message};
+
+/// How much of a refused message id a refusal quotes.
+const QUOTED_ID_CHARS: usize = 120;
 
 /// Why a results-stream message was refused. `reason()` is the stable name (log field and
 /// metric attribute).
@@ -39,6 +47,13 @@ pub enum BindingError {
     },
     #[error("the audit report names no spec hash (reports must name the contract they checked)")]
     MissingSpecHash,
+    #[error("message id {msg_id:?} on {subject} has the shape of the {owner} role's ids, but only the {publisher} role publishes there (an attempt to squat another role's dedup id)")]
+    ForeignMsgId {
+        msg_id: String,
+        subject: String,
+        owner: &'static str,
+        publisher: &'static str,
+    },
 }
 
 impl BindingError {
@@ -48,7 +63,7 @@ impl BindingError {
     }
 
     /// The stable name of the refusal: `unknown_subject`, `wrong_subject`, `run_mismatch`,
-    /// `role_mismatch`, `missing_spec_hash`.
+    /// `role_mismatch`, `missing_spec_hash`, `foreign_msg_id`.
     pub fn reason(&self) -> &'static str {
         match self {
             BindingError::UnknownSubject { .. } => "unknown_subject",
@@ -56,7 +71,40 @@ impl BindingError {
             BindingError::RunMismatch { .. } => "run_mismatch",
             BindingError::RoleMismatch { .. } => "role_mismatch",
             BindingError::MissingSpecHash => "missing_spec_hash",
+            BindingError::ForeignMsgId { .. } => "foreign_msg_id",
         }
+    }
+}
+
+/// The role whose NATS user may publish on `channel`.
+fn publisher_of(channel: ResultChannel) -> IdOwner {
+    match channel {
+        ResultChannel::Exec | ResultChannel::ExecStarted => IdOwner::Executor,
+        ResultChannel::Audit | ResultChannel::AuditStarted => IdOwner::Auditor,
+        ResultChannel::Decide => IdOwner::Manager,
+    }
+}
+
+/// Refuse a message whose `Nats-Msg-Id` has the shape of another role's id than the role that
+/// publishes on `subject`. An id of no role's shape, a missing id and a subject that is not a
+/// results subject pass (the subject is [`check_binding`]'s to judge).
+pub fn check_msg_id(
+    subjects: &Subjects,
+    subject: &str,
+    msg_id: Option<&str>,
+) -> Result<(), BindingError> {
+    let (Some(msg_id), Some(parsed)) = (msg_id, subjects.parse_result(subject)) else {
+        return Ok(());
+    };
+    let publisher = publisher_of(parsed.channel);
+    match id_owner(msg_id) {
+        Some(owner) if owner != publisher => Err(BindingError::ForeignMsgId {
+            msg_id: msg_id.chars().take(QUOTED_ID_CHARS).collect(),
+            subject: subject.to_string(),
+            owner: owner.as_str(),
+            publisher: publisher.as_str(),
+        }),
+        _ => Ok(()),
     }
 }
 
@@ -357,6 +405,58 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "audit_report is not accepted on loopgate.result.exec.r1 (only on result.audit.<run>)"
+        );
+    }
+
+    /// Every role's id shape on every results subject: refused exactly where another role
+    /// publishes.
+    #[test]
+    fn message_ids_bound_to_their_publishers() {
+        use crate::dispatch_id::{decide_msg_id, sealed, StepKey};
+        let s = Subjects::default();
+        let step = StepKey {
+            run_id: RUN,
+            generation: 1,
+            round: 1,
+        };
+        let ids = [
+            ("executor", sealed(&step.exec_result_msg_id(1), "n")),
+            ("executor", step.exec_started_msg_id(2)),
+            (
+                "auditor",
+                sealed(&step.audit_report_msg_id(AuditPurpose::Round, 1), "n"),
+            ),
+            ("auditor", step.audit_started_msg_id(AuditPurpose::Final, 1)),
+            ("manager", sealed(&decide_msg_id(RUN, 1, 1), "t")),
+            ("nobody", "forged-report-0".to_string()),
+        ];
+        let subjects = [
+            ("executor", s.exec_result(RUN)),
+            ("executor", s.exec_started(RUN)),
+            ("auditor", s.audit_result(RUN)),
+            ("auditor", s.audit_started(RUN)),
+            ("manager", s.decide(RUN)),
+            ("unknown", s.control(RUN)),
+        ];
+        for (owner, id) in &ids {
+            for (publisher, subject) in &subjects {
+                let got = check_msg_id(&s, subject, Some(id)).map_err(|e| e.reason());
+                let foreign = *owner != "nobody" && *publisher != "unknown" && owner != publisher;
+                let want = if foreign {
+                    Err("foreign_msg_id")
+                } else {
+                    Ok(())
+                };
+                assert_eq!(got, want, "{id} on {subject}");
+            }
+        }
+        assert_eq!(check_msg_id(&s, &s.exec_result(RUN), None), Ok(()));
+        let err = check_msg_id(&s, &s.exec_result(RUN), Some(&ids[2].1)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "message id \"r1:1:1:audit-report:round:1:n\" on loopgate.result.exec.r1 has the shape \
+             of the auditor role's ids, but only the executor role publishes there (an attempt \
+             to squat another role's dedup id)"
         );
     }
 }

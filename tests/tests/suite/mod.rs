@@ -16,6 +16,7 @@ mod restarts;
 mod rubric;
 mod secrets;
 mod self_check;
+mod squatting;
 mod steering;
 mod structured_output;
 mod telemetry;

@@ -13,11 +13,16 @@
 //!
 //! What differs between workers is a [`ClaimedEpisode`]: the step, its role, the episode
 //! itself, what its end means and the result message (subject and msg id).
+//!
+//! Every id this path publishes on the results stream is sealed with a random nonce
+//! (`loopgate_protocol::dispatch_id::sealed`): JetStream deduplicates that stream across all
+//! subjects, so an id another role could predict could be squatted. A result's nonce is made
+//! once, when the result is stored in the claim, and every republish uses the stored id.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use loopgate_protocol::dispatch_id::{DispatchId, StepKey};
+use loopgate_protocol::dispatch_id::{sealed, DispatchId, StepKey};
 use loopgate_protocol::subjects::Subjects;
 use loopgate_protocol::wire::{Envelope, EpisodeRole, EpisodeStarted, Message};
 use tokio_util::sync::CancellationToken;
@@ -57,7 +62,8 @@ pub struct EpisodeWorker {
 #[derive(Debug, Clone)]
 pub struct ResultMessage {
     pub subject: String,
-    /// Its `Nats-Msg-Id` (`loopgate_protocol::dispatch_id`).
+    /// The readable prefix of its `Nats-Msg-Id` (`loopgate_protocol::dispatch_id`); the
+    /// runtime seals it with a random nonce once and stores the sealed id with the result.
     pub msg_id: String,
     pub message: Message,
 }
@@ -84,7 +90,8 @@ pub trait ClaimedEpisode: Sync {
     fn step(&self) -> StepKey<'_>;
     /// The dispatch id of a delivery that arrived without one in its header.
     fn dispatch_without_header(&self) -> DispatchId;
-    /// The `Nats-Msg-Id` of its `EpisodeStarted` for delivery `attempt`.
+    /// The readable prefix of its `EpisodeStarted`'s `Nats-Msg-Id` for delivery `attempt` (the
+    /// runtime seals it with a random nonce).
     fn started_msg_id(&self, attempt: u64) -> String;
     /// The episode. Dropping the future stops it (its processes killed, its directory gone).
     fn run(&self) -> impl Future<Output = Self::End> + Send + '_;
@@ -107,6 +114,12 @@ fn claim_role(role: EpisodeRole) -> &'static str {
         EpisodeRole::Executor => "exec",
         EpisodeRole::Auditor => "audit",
     }
+}
+
+/// A fresh seal for a results-stream id: 122 random bits from the OS (a v4 UUID), so no other
+/// role can guess the id.
+fn msg_id_nonce() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
 }
 
 /// Run `episode` for `delivery` under its claim and say how to settle the delivery. `shutdown`
@@ -192,7 +205,8 @@ async fn run_under_claim<E: ClaimedEpisode>(
         delivery_attempt: attempt,
         worker: worker.worker_id.clone(),
     };
-    announce_started(&worker.bus, started, &episode.started_msg_id(attempt)).await;
+    let started_id = sealed(&episode.started_msg_id(attempt), &msg_id_nonce());
+    announce_started(&worker.bus, started, &started_id).await;
     let started = Instant::now();
     let aborted = registration.token().clone();
     let mut running = Box::pin(episode.run());
@@ -244,7 +258,8 @@ async fn finish<E: ClaimedEpisode>(
     let stored = match serde_json::to_value(Envelope::new(&result.message)) {
         Ok(payload) => StoredResult {
             subject: result.subject,
-            msg_id: result.msg_id,
+            // Made once and stored: a republish of this result keeps its id.
+            msg_id: sealed(&result.msg_id, &msg_id_nonce()),
             payload,
         },
         Err(err) => {
@@ -306,5 +321,143 @@ pub async fn publish_stored(
             Ok(())
         }
         None => Err(BusError::Protocol("result publish abandoned".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::runtime::EpisodeClaims;
+    use crate::{BusOptions, ConsumerOptions, Work};
+    use loopgate_protocol::subjects::Capability;
+    use loopgate_protocol::usage::Usage;
+    use loopgate_protocol::wire::{ExecOutcome, ExecResult};
+    use loopgate_test_support::NatsServer;
+
+    const STEP: StepKey<'static> = StepKey {
+        run_id: "r1",
+        generation: 1,
+        round: 1,
+    };
+
+    /// An executor episode that ends at once with a failed result.
+    struct Instant;
+
+    impl ClaimedEpisode for Instant {
+        type End = ();
+        type Output = ();
+        fn role(&self) -> EpisodeRole {
+            EpisodeRole::Executor
+        }
+        fn step(&self) -> StepKey<'_> {
+            STEP
+        }
+        fn dispatch_without_header(&self) -> DispatchId {
+            DispatchId::exec(STEP)
+        }
+        fn started_msg_id(&self, attempt: u64) -> String {
+            STEP.exec_started_msg_id(attempt)
+        }
+        fn run(&self) -> impl Future<Output = ()> + Send + '_ {
+            std::future::ready(())
+        }
+        fn conclude(&self, _end: Option<()>, _elapsed: Duration) -> Concluded<()> {
+            Concluded::Publish(())
+        }
+        fn result(&self, _output: &(), subjects: &Subjects) -> ResultMessage {
+            ResultMessage {
+                subject: subjects.exec_result(STEP.run_id),
+                msg_id: STEP.exec_result_msg_id(1),
+                message: Message::ExecResult(ExecResult {
+                    run_id: STEP.run_id.into(),
+                    generation: 1,
+                    round: 1,
+                    delivery_attempt: 1,
+                    worker: "w1".into(),
+                    outcome: ExecOutcome::Failed { error: "x".into() },
+                    usage: Usage::default(),
+                    duration_ms: 1,
+                    agent_isolation: None,
+                }),
+            }
+        }
+    }
+
+    fn msg_id(message: &async_nats::jetstream::message::StreamMessage) -> String {
+        message
+            .headers
+            .get(DISPATCH_ID_HEADER)
+            .map(|v| v.as_str().to_string())
+            .unwrap_or_default()
+    }
+
+    /// The result and the start notice go out under ids sealed with a fresh nonce; the
+    /// republish of a finished step's stored result reuses its id, so JetStream drops it as a
+    /// duplicate instead of storing a second result.
+    #[tokio::test]
+    async fn results_are_sealed_once_and_republished_under_the_same_id() {
+        let server = NatsServer::start().await.unwrap();
+        let options = BusOptions {
+            request_timeout: Duration::from_secs(5),
+            ..BusOptions::default()
+        };
+        let bus = Bus::connect(&server.url(), "loopgate", options)
+            .await
+            .unwrap();
+        bus.ensure_topology().await.unwrap();
+        let subjects = bus.subjects().clone();
+        let dispatch = DispatchId::exec(STEP).into_string();
+        bus.publish_json(&subjects.exec(Capability::Cli), &"{}", &dispatch, &[])
+            .await
+            .unwrap();
+        let ack_wait = Duration::from_secs(5);
+        let mut consumer = bus
+            .work_consumer(
+                Work::Exec(Capability::Cli),
+                ConsumerOptions {
+                    ack_wait,
+                    ..ConsumerOptions::default()
+                },
+            )
+            .await
+            .unwrap();
+        let delivery = consumer.next(ack_wait).await.unwrap().expect("the request");
+        let worker = EpisodeWorker {
+            bus: bus.clone(),
+            worker_id: "w1".into(),
+            cancels: EpisodeCancels::new(),
+            claims: EpisodeClaims::new(bus.clone(), "w1", ack_wait),
+            shutdown_grace: Duration::from_secs(1),
+        };
+        let never = CancellationToken::new();
+        for _ in 0..2 {
+            // The second time the step has finished: its stored result is published again.
+            let settle = run_claimed(&worker, &delivery, &Instant, &never, &never).await;
+            assert_eq!(settle, Settle::Ack);
+        }
+        let stream = bus.jetstream().get_stream("LG_RESULTS").await.unwrap();
+        let result = stream
+            .get_last_raw_message_by_subject(&subjects.exec_result(STEP.run_id))
+            .await
+            .unwrap();
+        let started = stream
+            .get_last_raw_message_by_subject(&subjects.exec_started(STEP.run_id))
+            .await
+            .unwrap();
+        for (message, prefix) in [
+            (&result, STEP.exec_result_msg_id(1)),
+            (&started, STEP.exec_started_msg_id(1)),
+        ] {
+            let id = msg_id(message);
+            let nonce = id.strip_prefix(&format!("{prefix}:")).unwrap_or_default();
+            assert_eq!(nonce.len(), 32, "{id}");
+            assert!(nonce.chars().all(|c| c.is_ascii_hexdigit()), "{id}");
+        }
+        // One start (the second delivery found the step finished) and one result: the
+        // republish carried the stored id and was dropped as a duplicate.
+        let info = stream.get_info().await.unwrap();
+        assert_eq!(info.state.messages, 2, "{info:?}");
+        assert_eq!(result.sequence, 2);
     }
 }
