@@ -1,0 +1,2 @@
+mod continuation;
+mod loop_arm;
