@@ -282,7 +282,8 @@ mod tests {
         );
         assert_eq!(shipped.budget.max_total_tokens, Some(1000));
         assert_eq!(shipped.budget.max_rounds, task.file.budget.max_rounds);
-        let cases: [(Arm, fn(&TaskFile) -> bool); 5] = [
+        type PartOff = fn(&TaskFile) -> bool;
+        let cases: [(Arm, PartOff); 5] = [
             (Arm::NoRollback, |f| {
                 f.budget.rollback_regressions == Some(false)
             }),

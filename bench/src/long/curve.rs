@@ -266,30 +266,26 @@ mod tests {
                 _ => 1,
             }
         };
-        // (rounds, final, best held, best round, final is best, best candidate, lost ground)
-        let cases: Vec<(
-            Vec<RoundSnapshots>,
-            u32,
-            u32,
-            u32,
-            bool,
-            Option<u32>,
-            Vec<u32>,
-        )> = vec![
+        let want =
+            |final_passed, best_held, best_held_round, best_candidate, lost: &[u32]| CurveSummary {
+                final_passed,
+                best_held,
+                best_held_round,
+                final_is_best: final_passed >= best_held,
+                best_candidate,
+                lost_ground: lost.to_vec(),
+            };
+        let cases: Vec<(Vec<RoundSnapshots>, CurveSummary)> = vec![
             (
                 vec![
                     rs(0, None, "s0"),
                     rs(1, Some("c1"), "c1"),
                     rs(2, Some("c2"), "c2"),
                 ],
-                5,
-                5,
-                2,
-                true,
-                Some(5),
-                vec![],
+                want(5, 5, 2, Some(5), &[]),
             ),
-            // Held c2 (5) after round 2, ended at c3 (2): below the best it held.
+            // Held c2 (5) after round 1, lost ground in round 2 and ended at c1 (3): below the
+            // best it held.
             (
                 vec![
                     rs(0, None, "s0"),
@@ -297,12 +293,7 @@ mod tests {
                     rs(2, Some("c3"), "c3"),
                     rs(3, Some("c1"), "c1"),
                 ],
-                3,
-                5,
-                1,
-                false,
-                Some(5),
-                vec![2],
+                want(3, 5, 1, Some(5), &[2]),
             ),
             // A better candidate set aside does not count as held.
             (
@@ -311,25 +302,14 @@ mod tests {
                     rs(1, Some("c1"), "c1"),
                     rs(2, Some("c2"), "c1"),
                 ],
-                3,
-                3,
-                1,
-                true,
-                Some(5),
-                vec![],
+                want(3, 3, 1, Some(5), &[]),
             ),
-            (vec![rs(0, None, "s0")], 0, 0, 0, true, None, vec![]),
+            (vec![rs(0, None, "s0")], want(0, 0, 0, None, &[])),
         ];
-        for (rounds, final_passed, best_held, best_round, final_is_best, best_cand, lost) in cases {
-            let c = curve(&rounds, passed);
-            let s = summarize(&c);
-            assert_eq!(s.final_passed, final_passed, "{rounds:?}");
-            assert_eq!(s.best_held, best_held, "{rounds:?}");
-            assert_eq!(s.best_held_round, best_round, "{rounds:?}");
-            assert_eq!(s.final_is_best, final_is_best, "{rounds:?}");
-            assert_eq!(s.best_candidate, best_cand, "{rounds:?}");
-            assert_eq!(s.lost_ground, lost, "{rounds:?}");
+        for (rounds, expected) in cases {
+            assert_eq!(summarize(&curve(&rounds, passed)), expected, "{rounds:?}");
         }
+        assert!(!want(3, 5, 1, None, &[]).final_is_best);
         assert!(summarize(&[]).final_is_best);
     }
 }

@@ -186,8 +186,9 @@ mod tests {
     #[test]
     fn hidden_output_is_read_against_the_task_ids() {
         let task = ids(&["load", "count", "total"]);
-        // (stdout, passed, failed, unexpected)
-        let cases: [(&str, &[&str], &[&str], &[&str]); 7] = [
+        /// (stdout, passed, failed, unexpected)
+        type Case<'a> = (&'a str, &'a [&'a str], &'a [&'a str], &'a [&'a str]);
+        let cases: [Case; 7] = [
             (
                 "PASS load\nPASS count\nPASS total\n",
                 &["load", "count", "total"],
