@@ -43,8 +43,8 @@ pub const RUNNING: &str = r#"## Running the benchmarks
 
 `make bench` runs every benchmark above and rewrites this file and the charts in `bench/`
 (`BENCH_SKIP_ARMS=1 make bench` skips the real-model steps: about 1.5 minutes with the release
-binaries built, 5 with the build; each model's arms take roughly 20 minutes on 2 cores). Knobs
-(environment variables of `scripts/bench.sh`):
+binaries built, 5 with the build; each model's arms take roughly 20 minutes on 2 cores, the
+long tasks' arms hours). Knobs (environment variables of `scripts/bench.sh`):
 
 | variable | what |
 |---|---|
