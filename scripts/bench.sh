@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Benchmarks: harness cost (instant stand-in model), throughput and RSS, manager prompt size,
 # snapshot cost, the verified-results arms on examples/suite and on a HumanEval subset (a real
-# local model), and `make demo` repeated; then docs/benchmarks.md and the charts in docs/bench/
-# (bench-report). `make bench` runs this.
+# local model), the long tasks of examples/long on every arm, and `make demo` repeated; then
+# docs/benchmarks.md and the charts in docs/bench/ (bench-report). `make bench` runs this.
 # Env:
 #   BENCH_OUT            raw results directory (default target/bench under the repository)
 #   BENCH_SKIP_ARMS=1    skip every real-model step: the arms, HumanEval and the demo repeat (no
@@ -18,6 +18,10 @@
 #   BENCH_DEMO_RUNS      `make demo` repeats (default 10; 0 skips), model $LOOPGATE_DEMO_MODEL
 #   BENCH_LOOSE_ARGS     extra arguments for loose-bench (loose checks, hidden strict checks)
 #   BENCH_SKIP_LOOSE=1   skip loose-bench (it also needs the real model)
+#   BENCH_SKIP_LONG=1    skip the long tasks (arms-bench --suite long: examples/long on single_shot,
+#                        continuation, loopgate and its ablations; hours with the real model)
+#   BENCH_LONG_ARGS      extra arguments for arms-bench --suite long (e.g. "--arms continuation,loopgate
+#                        --tasks ledger-cli --resume")
 #   BENCH_WORKSPACE_ARGS arguments for workspace-bench (e.g. "--files 10000 --mb 100 --churn-files 2000")
 # A failing step is recorded (and shown in the report) and the rest still run; the exit code is
 # non-zero if any step failed.
@@ -143,8 +147,9 @@ step build cargo build --release -j"$JOBS" -p loopgate-manager -p loopgate-execu
   --bin loopgate-executor --bin loopgate-auditor --bin snapshot_bench --bin bench-report \
   --bin harness-bench --bin manager-bench --bin workspace-bench
 if [ "${BENCH_SKIP_ARMS:-0}" != 1 ]; then
-  step build-arms cargo build --release -j"$JOBS" -p loopgate-bench --bin arms-bench \
-    --bin loose-bench
+  # The CLI too: the web task's checks (examples/long) call `loopgate browse`.
+  step build-arms cargo build --release -j"$JOBS" -p loopgate-bench -p loopgate-cli \
+    --bin arms-bench --bin loose-bench --bin loopgate
 fi
 
 # shellcheck disable=SC2086 # the *_ARGS knobs are word-split on purpose
@@ -188,6 +193,20 @@ else
   for size in $MODELS; do
     # shellcheck disable=SC2086
     step "loose-bench-$size" "$BIN/loose-bench" --model "$size" --out "$OUT" ${BENCH_LOOSE_ARGS:-}
+  done
+fi
+
+# Issue 39's arms: the long tasks (examples/long/, 9-12 clauses each) on single_shot, continuation
+# (the loop a user scripts), loopgate and one ablation per part of the loop, with the hidden
+# criteria after every round.
+if [ "${BENCH_SKIP_ARMS:-0}" = 1 ] || [ "${BENCH_SKIP_LONG:-0}" = 1 ]; then
+  skip arms-long "BENCH_SKIP_ARMS=1 or BENCH_SKIP_LONG=1"
+elif [ ! -x "$BIN/arms-bench" ]; then
+  fail arms-long "not run: $BIN/arms-bench was not built"
+else
+  for size in $MODELS; do
+    # shellcheck disable=SC2086
+    step "arms-long-$size" "$BIN/arms-bench" --suite long --model "$size" --out "$OUT" ${BENCH_LONG_ARGS:-}
   done
 fi
 

@@ -1,12 +1,18 @@
 //! loopgate-bench: benchmarks that print tables (they are not tests). Shared pieces: a
-//! deterministic generated source tree, a plain-text table, the HumanEval tasks (`humaneval`)
-//! and the budget keys added only where the daemons know them (`task_toml`).
+//! deterministic generated source tree, a plain-text table, the HumanEval tasks (`humaneval`),
+//! the long-task suite and its arms (`long`), the budget keys added only where the daemons know
+//! them (`task_toml`), commands run in scratch copies (`scratch_check`), waiting for a run's end
+//! (`run_wait`) and tokens by role (`role_tokens`).
 
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
 pub mod humaneval;
+pub mod long;
+pub mod role_tokens;
+pub mod run_wait;
+pub mod scratch_check;
 pub mod task_toml;
 
 /// A deterministic pseudo-random generator (xorshift64*), so every run builds the same tree.

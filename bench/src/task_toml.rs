@@ -19,8 +19,26 @@ pub fn budget_accepts(key: &str, value: i64) -> bool {
     parse_task_file_toml(&format!("goal = \"probe\"\n[budget]\n{key} = {value}\n")).is_ok()
 }
 
+/// Does this build's task file accept `[budget] <key> = <true|false>`?
+pub fn budget_accepts_bool(key: &str, value: bool) -> bool {
+    parse_task_file_toml(&format!("goal = \"probe\"\n[budget]\n{key} = {value}\n")).is_ok()
+}
+
 /// `toml_text` with `[budget] <key> = <value>` set (the table is created when absent).
 pub fn with_budget_key(toml_text: &str, key: &str, value: i64) -> Result<String, TaskTomlError> {
+    with_budget_value(toml_text, key, toml::Value::Integer(value))
+}
+
+/// `toml_text` with `[budget] <key> = <true|false>` set.
+pub fn with_budget_bool(toml_text: &str, key: &str, value: bool) -> Result<String, TaskTomlError> {
+    with_budget_value(toml_text, key, toml::Value::Boolean(value))
+}
+
+fn with_budget_value(
+    toml_text: &str,
+    key: &str,
+    value: toml::Value,
+) -> Result<String, TaskTomlError> {
     let mut doc: toml::Table =
         toml::from_str(toml_text).map_err(|e| TaskTomlError::Parse(e.to_string()))?;
     let budget = doc
@@ -29,7 +47,7 @@ pub fn with_budget_key(toml_text: &str, key: &str, value: i64) -> Result<String,
     let toml::Value::Table(budget) = budget else {
         return Err(TaskTomlError::BudgetNotATable);
     };
-    budget.insert(key.to_string(), toml::Value::Integer(value));
+    budget.insert(key.to_string(), value);
     toml::to_string(&doc).map_err(|e| TaskTomlError::Serialize(e.to_string()))
 }
 
@@ -87,6 +105,11 @@ mod tests {
     fn known_and_unknown_budget_keys() {
         assert!(budget_accepts("max_rounds", 1));
         assert!(!budget_accepts("no_such_key_anywhere", 0));
+        assert!(budget_accepts_bool("rollback_regressions", false));
+        assert!(!budget_accepts_bool("max_rounds", false), "a number key");
+        let text = with_budget_bool("goal = \"g\"\n", "rollback_regressions", false).unwrap();
+        assert!(text.contains("rollback_regressions = false"), "{text}");
+        assert!(parse_task_file_toml(&text).is_ok(), "{text}");
         let (text, note) = single_shot_budget("goal = \"g\"\n").unwrap();
         // Whichever this build is, the text it sends is one the parser accepts.
         assert!(parse_task_file_toml(&text).is_ok(), "{note}: {text}");

@@ -165,14 +165,15 @@ def run_check(tree, a, env):
 
 
 def run_hidden(task_dir, tree, env):
-    """(exit code, [(PASS|FAIL, id)], stderr) of hidden/check.sh in a scratch copy of tree."""
-    script = open(os.path.join(task_dir, "hidden", "check.sh")).read()
+    """(exit code, [(PASS|FAIL, id)], stderr) of hidden/check.sh in a scratch copy of tree: run
+    by its path, as the bench runs it, so it finds the shared harness in lib/."""
+    script = os.path.join(task_dir, "hidden", "check.sh")
     with tempfile.TemporaryDirectory(prefix="long-hidden-") as tmp:
         work = os.path.join(tmp, "w")
         shutil.copytree(tree, work, symlinks=True)
         env = dict(env, LONG_HIDDEN_VERBOSE="1")
         try:
-            r = subprocess.run(["sh", "-c", script], cwd=work, env=env, stdin=subprocess.DEVNULL,
+            r = subprocess.run(["sh", script], cwd=work, env=env, stdin=subprocess.DEVNULL,
                                capture_output=True, text=True, timeout=1800)
         except subprocess.TimeoutExpired:
             return None, [], "timed out"

@@ -11,6 +11,8 @@
 
 use std::time::{Duration, Instant};
 
+use loopgate_bench::run_wait::{wait_for_end, GRACE_SECS};
+
 use anyhow::Context;
 use loopgate_test_support::{Reply, StandInModel};
 use loopgate_tests::Stack;
@@ -38,51 +40,6 @@ pub struct Caps {
     pub judge: bool,
     /// The loopgate arm's `budget.step_retries` (`--step-retries`); None keeps the task's.
     pub step_retries: Option<u32>,
-}
-
-/// How long past its own wall cap the bench waits for a run before cancelling it.
-const GRACE_SECS: u64 = 90;
-
-const TERMINAL: [&str; 5] = [
-    "completed",
-    "blocked",
-    "budget_exhausted",
-    "cancelled",
-    "failed",
-];
-
-/// Poll until the run is terminal (or waits for a human, which nobody here answers). Past
-/// `timeout` the bench cancels the run itself and says so in the returned note.
-async fn wait_end(stack: &Stack, id: &str, timeout: Duration) -> anyhow::Result<(Value, String)> {
-    let deadline = Instant::now() + timeout;
-    let mut note = String::new();
-    loop {
-        let v = stack.run(id).await?;
-        let state = v["state"].as_str().unwrap_or("");
-        if TERMINAL.contains(&state) {
-            return Ok((v, note));
-        }
-        if state == "waiting_for_input" && note.is_empty() {
-            note = format!(
-                "the manager asked a question nobody answers here: {}; cancelled by the bench",
-                v["question"].as_str().unwrap_or("?")
-            );
-            stack
-                .post_raw(&format!("/v1/runs/{id}/cancel"), &json!({}))
-                .await?;
-        } else if Instant::now() > deadline && note.is_empty() {
-            note = format!(
-                "still {state} {} s past the wall cap; cancelled by the bench",
-                GRACE_SECS
-            );
-            stack
-                .post_raw(&format!("/v1/runs/{id}/cancel"), &json!({}))
-                .await?;
-        } else if Instant::now() > deadline + Duration::from_secs(60) {
-            anyhow::bail!("run {id} did not stop after cancel: {v}");
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
 }
 
 fn files_of(task: &SuiteTask) -> Vec<(&str, &str)> {
@@ -152,7 +109,7 @@ pub async fn single_shot(
         .context("submit answered without an id")?
         .to_string();
     let timeout = Duration::from_secs(caps.single_wall_secs + GRACE_SECS);
-    let (done, wait_note) = wait_end(stack, &id, timeout).await?;
+    let (done, wait_note) = wait_for_end(stack, &id, timeout).await?;
     let wall_s = started.elapsed().as_secs_f64();
     let execs = exec_results(stack, &id).await?;
     let first = execs.first().cloned().unwrap_or(Value::Null);
@@ -215,7 +172,7 @@ pub async fn loopgate(stack: &Stack, task: &SuiteTask, caps: Caps) -> anyhow::Re
         .context("submit answered without an id")?
         .to_string();
     let timeout = Duration::from_secs(caps.loop_wall_secs + GRACE_SECS);
-    let (done, wait_note) = wait_end(stack, &id, timeout).await?;
+    let (done, wait_note) = wait_for_end(stack, &id, timeout).await?;
     let wall_s = started.elapsed().as_secs_f64();
     let state = done["state"].as_str().unwrap_or("?").to_string();
     let snapshot = done["snapshot"]

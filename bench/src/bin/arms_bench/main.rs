@@ -7,13 +7,18 @@
 //! every task and prints a table with solve rate, false-completion rate and tokens per solved
 //! task per arm.
 //!
+//! `--suite long` runs `examples/long` on more arms (`single_shot`, `continuation`, `loopgate`
+//! and one ablation per part of the loop; `--arms` picks them) and records hidden criteria
+//! (k of n) at the end and after every round: `<out>/long-<size>.json` (see `long_suite.rs`
+//! and `loopgate_bench::long`).
+//!
 //! ```text
 //! cargo build --release -p loopgate-manager -p loopgate-executor -p loopgate-auditor --bins
 //! cargo build --release -p loopgate-bench --bin arms-bench
 //! $CARGO_TARGET_DIR/release/arms-bench --model 1.5b --out target/bench
-//!     [--suite examples|humaneval] [--tasks a,b] [--humaneval-n N] [--humaneval-data FILE]
-//!     [--token-budget N] [--episode-secs S] [--single-wall-secs S] [--loop-wall-secs S]
-//!     [--stop-after-mins M]
+//!     [--suite examples|humaneval|long] [--tasks a,b] [--arms a,b] [--humaneval-n N]
+//!     [--humaneval-data FILE] [--token-budget N] [--episode-secs S] [--single-wall-secs S]
+//!     [--loop-wall-secs S] [--hidden-secs S[,TASK=S]] [--stop-after-mins M]
 //! ```
 //! The daemons are taken from the directory of the `arms-bench` executable (or
 //! `LOOPGATE_BIN_DIR`); llama-server and the GGUF from `~/.cache/loopgate` as for the e2e tests;
@@ -28,6 +33,7 @@
 mod arms;
 mod checks;
 mod humaneval;
+mod long_suite;
 mod report;
 mod suite;
 
@@ -36,6 +42,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use loopgate_bench::humaneval::{TaskLimits, DEFAULT_SUBSET_SIZE};
+use loopgate_bench::long::HiddenTimeouts;
 use loopgate_bench::task_toml::single_shot_budget;
 use loopgate_test_support::{cache_dir, LocalModel};
 use loopgate_test_support::{Script, StandInModel};
@@ -50,16 +57,41 @@ use suite::{load_suite, suite_dir, SuiteTask};
 enum SuiteChoice {
     Examples,
     HumanEval,
+    Long,
 }
+
+/// The caps as given on the command line; what is not given takes the suite's default.
+#[derive(Clone, Copy, Default)]
+struct GivenCaps {
+    token_budget: Option<u64>,
+    episode_secs: Option<u64>,
+    single_wall_secs: Option<u64>,
+    loop_wall_secs: Option<u64>,
+}
+
+/// `examples/suite` and HumanEval: one-file tasks won or lost in a round or two.
+const SHORT_TASK_CAPS: Caps = Caps {
+    token_budget: 40_000,
+    episode_secs: 160,
+    single_wall_secs: 190,
+    loop_wall_secs: 340,
+    judge: false,
+    step_retries: None,
+};
 
 struct Args {
     size: String,
     out: PathBuf,
     suite: SuiteChoice,
     tasks: Vec<String>,
+    /// `--arms` (the long suite only); None: every arm this build can run.
+    arms: Option<Vec<String>>,
+    /// `--hidden-secs`: the long suite's hidden scripts' time limit.
+    hidden_timeouts: HiddenTimeouts,
     humaneval_n: usize,
     humaneval_data: PathBuf,
     humaneval_limits: TaskLimits,
+    given_caps: GivenCaps,
     caps: Caps,
     stop_after: Option<Duration>,
     /// `structured_output` of the loopgate arm's manager profile: `json_schema` (what `loopgate
@@ -73,10 +105,12 @@ struct Args {
 }
 
 const USAGE: &str =
-    "usage: arms-bench --model 1.5b|0.5b --out DIR [--suite examples|humaneval] [--tasks a,b] \
+    "usage: arms-bench --model 1.5b|0.5b --out DIR [--suite examples|humaneval|long] [--tasks a,b] \
 [--humaneval-n N] [--humaneval-data FILE] [--max-rounds N] [--max-steps N] [--token-budget N] \
 [--episode-secs S] [--single-wall-secs S] [--loop-wall-secs S] [--stop-after-mins M] [--structured-output json_schema|off] [--step-retries N] [--judge] [--resume]
-       arms-bench --list [--suite examples|humaneval] [--humaneval-n N]   (the tasks, no runs)";
+       arms-bench --suite long --model 1.5b|0.5b --out DIR [--arms a,b] [--tasks a,b] [--token-budget N] \
+[--episode-secs S] [--single-wall-secs S] [--loop-wall-secs S] [--hidden-secs S[,TASK=S]] [--stop-after-mins M] [--structured-output json_schema|off] [--resume]
+       arms-bench --list [--suite examples|humaneval|long] [--humaneval-n N] [--arms a,b]   (the tasks, no runs)";
 
 fn parse_args() -> anyhow::Result<Args> {
     let mut args = Args {
@@ -84,20 +118,16 @@ fn parse_args() -> anyhow::Result<Args> {
         out: PathBuf::new(),
         suite: SuiteChoice::Examples,
         tasks: Vec::new(),
+        arms: None,
+        hidden_timeouts: HiddenTimeouts::default(),
         humaneval_n: DEFAULT_SUBSET_SIZE,
         humaneval_data: humaneval::default_data_path(),
         humaneval_limits: TaskLimits {
             max_rounds: 4,
             max_steps: 8,
         },
-        caps: Caps {
-            token_budget: 40_000,
-            episode_secs: 160,
-            single_wall_secs: 190,
-            loop_wall_secs: 340,
-            judge: false,
-            step_retries: None,
-        },
+        given_caps: GivenCaps::default(),
+        caps: SHORT_TASK_CAPS,
         stop_after: None,
         structured_output: "json_schema".into(),
         list: false,
@@ -139,21 +169,32 @@ fn parse_args() -> anyhow::Result<Args> {
                     .filter(|s| !s.is_empty())
                     .collect()
             }
+            "--arms" => {
+                args.arms = Some(
+                    value
+                        .split(',')
+                        .map(|s| s.trim().to_string())
+                        .filter(|s| !s.is_empty())
+                        .collect(),
+                )
+            }
+            "--hidden-secs" => args.hidden_timeouts = HiddenTimeouts::parse(&value)?,
             "--suite" => {
                 args.suite = match value.as_str() {
                     "examples" => SuiteChoice::Examples,
                     "humaneval" => SuiteChoice::HumanEval,
-                    _ => bail!("--suite must be examples or humaneval\n{USAGE}"),
+                    "long" => SuiteChoice::Long,
+                    _ => bail!("--suite must be examples, humaneval or long\n{USAGE}"),
                 }
             }
             "--humaneval-n" => args.humaneval_n = num()? as usize,
             "--humaneval-data" => args.humaneval_data = PathBuf::from(&value),
             "--max-rounds" => args.humaneval_limits.max_rounds = num()? as u32,
             "--max-steps" => args.humaneval_limits.max_steps = num()? as u32,
-            "--token-budget" => args.caps.token_budget = num()?,
-            "--episode-secs" => args.caps.episode_secs = num()?,
-            "--single-wall-secs" => args.caps.single_wall_secs = num()?,
-            "--loop-wall-secs" => args.caps.loop_wall_secs = num()?,
+            "--token-budget" => args.given_caps.token_budget = Some(num()?),
+            "--episode-secs" => args.given_caps.episode_secs = Some(num()?),
+            "--single-wall-secs" => args.given_caps.single_wall_secs = Some(num()?),
+            "--loop-wall-secs" => args.given_caps.loop_wall_secs = Some(num()?),
             "--step-retries" => args.caps.step_retries = Some(num()? as u32),
             "--stop-after-mins" => args.stop_after = Some(Duration::from_secs(num()? * 60)),
             "--structured-output" => {
@@ -164,6 +205,22 @@ fn parse_args() -> anyhow::Result<Args> {
             }
             _ => bail!("unknown flag {flag}\n{USAGE}"),
         }
+    }
+    let given = args.given_caps;
+    let defaults = match args.suite {
+        SuiteChoice::Long => long_suite::LONG_TASK_CAPS,
+        SuiteChoice::Examples | SuiteChoice::HumanEval => SHORT_TASK_CAPS,
+    };
+    args.caps.token_budget = given.token_budget.unwrap_or(defaults.token_budget);
+    args.caps.episode_secs = given.episode_secs.unwrap_or(defaults.episode_secs);
+    args.caps.single_wall_secs = given.single_wall_secs.unwrap_or(defaults.single_wall_secs);
+    args.caps.loop_wall_secs = given.loop_wall_secs.unwrap_or(defaults.loop_wall_secs);
+    if args.suite == SuiteChoice::Long {
+        if args.caps.judge || args.caps.step_retries.is_some() {
+            bail!("--judge and --step-retries are not for --suite long: its arms set the judge and the step retries themselves (--arms)\n{USAGE}");
+        }
+    } else if args.arms.is_some() {
+        bail!("--arms picks arms of --suite long\n{USAGE}");
     }
     if args.list {
         return Ok(args);
@@ -265,7 +322,7 @@ fn base_notes(args: &Args) -> Vec<String> {
          off by the wall cap)."
             .into(),
         match args.suite {
-            SuiteChoice::Examples => "passes = the bench checked the final snapshot out (single_shot: the \
+            SuiteChoice::Examples | SuiteChoice::Long => "passes = the bench checked the final snapshot out (single_shot: the \
                 episode's candidate) and ran every acceptance check itself with sh -c, each in a fresh copy."
                 .into(),
             SuiteChoice::HumanEval => format!(
@@ -290,6 +347,9 @@ fn base_notes(args: &Args) -> Vec<String> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
+    if args.suite == SuiteChoice::Long {
+        return long_suite::run(&args).await;
+    }
     let (tasks, suite_name, subset, mut suite_notes) = match args.suite {
         SuiteChoice::Examples => (
             load_suite(&suite_dir(), &args.tasks)?,
@@ -306,6 +366,7 @@ async fn main() -> anyhow::Result<()> {
             .await?;
             (he.tasks, "humaneval", Some(he.subset), he.notes)
         }
+        SuiteChoice::Long => bail!("the long suite runs in long_suite.rs"),
     };
     if args.list {
         for task in &tasks {
@@ -321,8 +382,8 @@ async fn main() -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(&args.out)?;
     let file_stem = match args.suite {
-        SuiteChoice::Examples => "arms",
         SuiteChoice::HumanEval => "humaneval",
+        SuiteChoice::Examples | SuiteChoice::Long => "arms",
     };
     let gguf = gguf_path(&args.size);
     if let Some(why) = LocalModel::unavailable_reason(&args.size) {
@@ -412,8 +473,10 @@ async fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|e| bench_error(task, "single_shot", &e));
             eprintln!("[arms-bench]   single_shot: {single:?}");
             let runs_dir = match args.suite {
-                SuiteChoice::Examples => args.out.join(format!("runs-{}", args.size)),
                 SuiteChoice::HumanEval => args.out.join(format!("runs-humaneval-{}", args.size)),
+                SuiteChoice::Examples | SuiteChoice::Long => {
+                    args.out.join(format!("runs-{}", args.size))
+                }
             };
             arms::dump_run(
                 &stack,

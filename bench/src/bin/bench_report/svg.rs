@@ -3,7 +3,8 @@
 use std::fmt::Write as _;
 
 const PALETTE: &[&str] = &[
-    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1",
+    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1", "#edc948", "#ff9da7",
+    "#9c755f", "#bab0ac",
 ];
 const FONT: &str = "font-family=\"Helvetica,Arial,sans-serif\"";
 
@@ -38,19 +39,42 @@ fn tick_label(v: f64) -> String {
     }
 }
 
-fn legend(out: &mut String, names: &[&str], x: f64, y: f64) {
+/// Height of one legend row.
+const LEGEND_ROW: f64 = 18.0;
+
+/// The x of each legend entry, in rows that each fit between `x` and `max_x` (one row unless
+/// the names do not fit).
+fn legend_rows(names: &[&str], x: f64, max_x: f64) -> Vec<Vec<(usize, f64)>> {
+    let mut rows: Vec<Vec<(usize, f64)>> = vec![Vec::new()];
     let mut cx = x;
     for (i, name) in names.iter().enumerate() {
-        let color = PALETTE[i % PALETTE.len()];
-        let _ = write!(
-            out,
-            r#"<rect x="{cx:.1}" y="{:.1}" width="12" height="12" fill="{color}"/><text x="{:.1}" y="{:.1}" font-size="12" {FONT}>{}</text>"#,
-            y - 10.0,
-            cx + 16.0,
-            y,
-            escape(name)
-        );
-        cx += 28.0 + 7.0 * name.chars().count() as f64;
+        let w = 28.0 + 7.0 * name.chars().count() as f64;
+        if cx + w > max_x && cx > x {
+            rows.push(Vec::new());
+            cx = x;
+        }
+        if let Some(row) = rows.last_mut() {
+            row.push((i, cx));
+        }
+        cx += w;
+    }
+    rows
+}
+
+/// The legend from `(x, y)`, wrapped into rows before `max_x`.
+fn legend(out: &mut String, names: &[&str], x: f64, y: f64, max_x: f64) {
+    for (r, row) in legend_rows(names, x, max_x).iter().enumerate() {
+        let ry = y + LEGEND_ROW * r as f64;
+        for &(i, cx) in row {
+            let color = PALETTE[i % PALETTE.len()];
+            let _ = write!(
+                out,
+                r#"<rect x="{cx:.1}" y="{:.1}" width="12" height="12" fill="{color}"/><text x="{:.1}" y="{ry:.1}" font-size="12" {FONT}>{}</text>"#,
+                ry - 10.0,
+                cx + 16.0,
+                escape(names[i])
+            );
+        }
     }
 }
 
@@ -88,7 +112,7 @@ pub fn hbar_chart(
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}"><rect width="100%" height="100%" fill="white"/><text x="10" y="20" font-size="15" font-weight="bold" {FONT}>{}</text>"#,
         escape(title)
     );
-    legend(&mut out, series, label_w, 42.0);
+    legend(&mut out, series, label_w, 42.0, f64::INFINITY);
     let bottom = top + row_h * rows.len() as f64;
     for i in 0..=5 {
         let v = max * f64::from(i) / 5.0;
@@ -140,36 +164,49 @@ pub fn hbar_chart(
 }
 
 /// One line per series. `x_ticks` replaces numeric x ticks with labelled positions (e.g. a
-/// categorical axis); `x_max`/`y_max` default to nice bounds of the data.
+/// categorical axis); the x bound is a nice bound of the data, the y bound `y_max` or else one.
 pub struct LineChart<'a> {
     pub title: &'a str,
     pub x_label: &'a str,
     pub y_label: &'a str,
     pub series: Vec<(String, Vec<(f64, f64)>)>,
     pub x_ticks: Option<Vec<(f64, String)>>,
+    /// The top of the y axis (e.g. a task's number of criteria); None: a nice bound of the data.
+    pub y_max: Option<f64>,
     pub markers: bool,
 }
 
 impl LineChart<'_> {
     pub fn render(&self) -> String {
-        let (left, top, plot_w, plot_h) = (64.0, 54.0, 520.0, 280.0);
-        let (width, height) = (left + plot_w + 30.0, top + plot_h + 50.0);
+        let (left, plot_w, plot_h) = (64.0, 520.0, 280.0);
+        let names: Vec<&str> = self.series.iter().map(|(n, _)| n.as_str()).collect();
+        let width = left + plot_w + 30.0;
+        let legend_lines = legend_rows(&names, left, width - 10.0).len().max(1);
+        let top = 54.0 + LEGEND_ROW * (legend_lines - 1) as f64;
+        let height = top + plot_h + 50.0;
         let points = || self.series.iter().flat_map(|(_, p)| p.iter().copied());
         let x_max = match &self.x_ticks {
             Some(ticks) => ticks.iter().map(|t| t.0).fold(0.0, f64::max),
             None => nice_max(points().map(|p| p.0).fold(0.0, f64::max)),
         };
-        let y_max = nice_max(points().map(|p| p.1).fold(0.0, f64::max));
+        let y_max = self
+            .y_max
+            .filter(|m| m.is_finite() && *m > 0.0)
+            .unwrap_or_else(|| nice_max(points().map(|p| p.1).fold(0.0, f64::max)));
         let sx = |x: f64| left + plot_w * x / x_max.max(1e-9);
         let sy = |y: f64| top + plot_h - plot_h * y / y_max;
         let mut out = format!(
             r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}"><rect width="100%" height="100%" fill="white"/><text x="10" y="20" font-size="15" font-weight="bold" {FONT}>{}</text>"#,
             escape(self.title)
         );
-        let names: Vec<&str> = self.series.iter().map(|(n, _)| n.as_str()).collect();
-        legend(&mut out, &names, left, 42.0);
-        for i in 0..=5 {
-            let v = y_max * f64::from(i) / 5.0;
+        legend(&mut out, &names, left, 42.0, width - 10.0);
+        // A given small whole-number bound (a count of criteria) gets a tick per unit.
+        let y_steps = match self.y_max {
+            Some(m) if m.fract() == 0.0 && (1.0..=15.0).contains(&m) => m as u32,
+            _ => 5,
+        };
+        for i in 0..=y_steps {
+            let v = y_max * f64::from(i) / f64::from(y_steps);
             let y = sy(v);
             let _ = write!(
                 out,
@@ -232,5 +269,45 @@ impl LineChart<'_> {
         }
         out.push_str("</svg>\n");
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_legend_wraps_only_when_its_names_do_not_fit() {
+        let names = ["single_shot", "continuation", "loopgate"];
+        let one_row = legend_rows(&names, 64.0, f64::INFINITY);
+        assert_eq!(one_row.len(), 1);
+        assert_eq!(one_row[0].len(), 3);
+        let rows = legend_rows(&names, 64.0, 300.0);
+        let counts: Vec<usize> = rows.iter().map(Vec::len).collect();
+        assert_eq!(counts, [2, 1], "{rows:?}");
+        assert_eq!(rows[1][0], (2, 64.0), "a new row starts at x");
+        // A name wider than the room still gets a row of its own.
+        assert_eq!(legend_rows(&["a-very-long-name"], 0.0, 10.0).len(), 1);
+    }
+
+    #[test]
+    fn a_given_count_bound_gets_a_tick_per_unit() {
+        let chart = LineChart {
+            title: "t",
+            x_label: "x",
+            y_label: "y",
+            series: vec![("a".into(), vec![(0.0, 0.0), (1.0, 2.0)])],
+            x_ticks: None,
+            y_max: Some(4.0),
+            markers: true,
+        }
+        .render();
+        // The y labels are the right-aligned texts: 0, 1, 2, 3, 4.
+        let y_labels: Vec<&str> = chart
+            .split(r#"text-anchor="end""#)
+            .skip(1)
+            .filter_map(|rest| rest.split('>').nth(1)?.split('<').next())
+            .collect();
+        assert_eq!(y_labels, ["0", "1", "2", "3", "4"], "{chart}");
     }
 }

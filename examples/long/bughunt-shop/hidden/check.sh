@@ -1,51 +1,12 @@
 # Hidden checks of examples/long/bughunt-shop: kept by the bench, never uploaded, never shown to any role.
-# Convention (examples/long/README.md): run with `sh -c` in a scratch copy of a snapshot; prints
-# one `PASS <id>` or `FAIL <id>` line per goal clause, in the goal's order (the ids of the
-# task's [[acceptance]] entries), each criterion in its own fresh copy; exits 0 only if all pass.
-# LONG_HIDDEN_VERBOSE=1 adds each failure's reason on stderr.
-h=$(mktemp -d) || exit 2
-trap 'rm -rf "$h"' EXIT
-cat > "$h/hidden.py" <<'PY'
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
-
-TIMEOUT = 60
-CHECKS = []
-
-
-def check(cid):
-    def add(fn):
-        CHECKS.append((cid, fn))
-        return fn
-    return add
-
-
-def run(*argv, stdin=None):
-    """Run a command in the criterion's copy; text output."""
-    return subprocess.run(list(argv), input=stdin, capture_output=True, text=True, timeout=30)
-
-
-def py(*args):
-    return run(sys.executable, *args)
-
-
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-
-
-def read(path):
-    with open(path) as f:
-        return f.read()
-
-
-def eq(got, want, what="value"):
-    if got != want:
-        raise AssertionError(f"{what}: got {got!r}, want {want!r}")
-
+# Convention (examples/long/README.md): run by its path (`sh examples/long/bughunt-shop/hidden/check.sh`)
+# in a scratch copy of a snapshot; prints one `PASS <id>` or `FAIL <id>` line per goal clause, in
+# the goal's order (the ids of the task's [[acceptance]] entries), each criterion in its own fresh
+# copy; exits 0 only if all pass. LONG_HIDDEN_VERBOSE=1 adds each failure's reason on stderr.
+# The helpers (`check`, `run`, `py`, `write`, `read`, `eq`) and the runner are the shared
+# harness, examples/long/lib/hidden_harness.py.
+. "$(dirname "$0")/../../lib/hidden-harness.sh"
+run_hidden_criteria <<'PY'
 # ---- the hidden criteria, one per goal clause, in the goal's order ----
 def raises(exc, fn, *args):
     try:
@@ -156,39 +117,4 @@ def _():
     eq(receipt([("cap", "0.05", 1)]), ["cap x1 0.05", "TOTAL 0.05"], "one line")
     eq(receipt([("a", "1.00", 1), ("b", "2.00", 2), ("c", "0.29", 3)]),
        ["a x1 1.00", "b x2 4.00", "c x3 0.87", "TOTAL 5.87"], "three lines")
-
-
-def main():
-    if len(sys.argv) == 3 and sys.argv[1] == "--one":
-        sys.path.insert(0, os.getcwd())
-        dict(CHECKS)[sys.argv[2]]()
-        return 0
-    src = os.getcwd()
-    failed = 0
-    for cid, _ in CHECKS:
-        tmp = tempfile.mkdtemp(prefix="hidden-")
-        try:
-            work = os.path.join(tmp, "w")
-            shutil.copytree(src, work, symlinks=True)
-            try:
-                r = subprocess.run(
-                    [sys.executable, os.path.abspath(__file__), "--one", cid],
-                    cwd=work, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                    timeout=TIMEOUT,
-                )
-                ok, why = r.returncode == 0, (r.stderr or r.stdout).strip().splitlines()[-1:]
-            except subprocess.TimeoutExpired:
-                ok, why = False, [f"timed out after {TIMEOUT}s"]
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        print(("PASS " if ok else "FAIL ") + cid, flush=True)
-        if not ok:
-            failed += 1
-            if os.environ.get("LONG_HIDDEN_VERBOSE"):
-                print(f"    {cid}: {' '.join(why)}", file=sys.stderr, flush=True)
-    return 1 if failed else 0
-
-
-sys.exit(main())
 PY
-python3 "$h/hidden.py"

@@ -1,0 +1,3 @@
+mod continuation;
+mod loop_arm;
+mod suite_dry_run;
