@@ -57,6 +57,7 @@ fn certificate(key: &ReportSigningKey, purpose: AuditPurpose, completes_run: boo
             clause: None,
         }],
         protected_paths: Vec::new(),
+        writable_paths: Vec::new(),
         rubric: None,
         spec_hash: String::new(),
     };
