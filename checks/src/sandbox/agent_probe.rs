@@ -13,7 +13,7 @@ use loopgate_process::{run_child, shared, with_sink, ChildEnd};
 
 use crate::run_check::{CHECK_LANG, DEFAULT_CHECK_PATH};
 use crate::sandbox::agent_launch::{AgentLaunch, AgentSandbox};
-use crate::sandbox::confine::{with_work_dir_and_sockets, HiddenPath};
+use crate::sandbox::confine::{reachable_by, with_work_dir_and_sockets, HiddenPath};
 use crate::sandbox::launch::{SandboxError, SandboxMode, SandboxSettings};
 use crate::sandbox::probe::{bwrap_binary, unprivileged_ids};
 
@@ -58,7 +58,7 @@ pub async fn probe_agent_sandbox(
         let sandbox = AgentSandbox {
             bwrap: Some(bwrap.clone()),
             run_as,
-            hidden: all_hidden.clone(),
+            hidden: reachable_by(&all_hidden, run_as),
             limitations: Vec::new(),
         };
         let who = match run_as {

@@ -90,6 +90,43 @@ pub(crate) fn with_work_dir_and_sockets(
     normalize(hidden)
 }
 
+/// The part of `hidden` a process of `ids` (uid, gid) could reach at all: a path below a
+/// directory that user may not search is out of its sight already, and bubblewrap, running as
+/// that user, could not make the mount point that would hide it (`Can't mkdir parents`).
+/// `None` (the worker's own user) keeps everything; a directory that cannot be read for its
+/// mode counts as searchable, so the path stays hidden.
+pub(crate) fn reachable_by(hidden: &[HiddenPath], ids: Option<(u32, u32)>) -> Vec<HiddenPath> {
+    let Some((uid, gid)) = ids else {
+        return hidden.to_vec();
+    };
+    hidden
+        .iter()
+        .filter(|h| {
+            h.path()
+                .ancestors()
+                .skip(1)
+                .all(|dir| may_search(dir, uid, gid))
+        })
+        .cloned()
+        .collect()
+}
+
+/// May `uid` (with primary group `gid`) search `dir`, by its owner, group and other bits?
+fn may_search(dir: &Path, uid: u32, gid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(dir) else {
+        return true;
+    };
+    let bit = if meta.uid() == uid {
+        0o100
+    } else if meta.gid() == gid {
+        0o010
+    } else {
+        0o001
+    };
+    meta.mode() & bit != 0
+}
+
 /// [`hidden_paths`]' ordering and nesting rules on an already resolved list.
 pub(crate) fn normalize(mut hidden: Vec<HiddenPath>) -> Vec<HiddenPath> {
     hidden.sort_by(|a, b| a.path().cmp(b.path()));
@@ -158,6 +195,37 @@ pub(crate) fn confinement_flags(network: bool, hidden: &[HiddenPath]) -> Vec<OsS
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
     use super::*;
+
+    #[test]
+    fn paths_a_user_cannot_reach_need_no_hiding_from_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let closed = dir.path().join("closed");
+        let open = dir.path().join("open");
+        for (path, mode) in [(&closed, 0o700), (&open, 0o755)] {
+            std::fs::create_dir_all(path.join("secret")).unwrap();
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let hidden = vec![
+            HiddenPath::Dir(closed.join("secret")),
+            HiddenPath::Dir(open.join("secret")),
+        ];
+        let owner = {
+            use std::os::unix::fs::MetadataExt;
+            let meta = std::fs::metadata(&closed).unwrap();
+            (meta.uid(), meta.gid())
+        };
+        // Another user cannot pass the 0700 directory: only the open one needs a mount.
+        let other = (owner.0.wrapping_add(4242), owner.1.wrapping_add(4242));
+        assert_eq!(
+            reachable_by(&hidden, Some(other)),
+            vec![HiddenPath::Dir(open.join("secret"))]
+        );
+        // The owner, and the worker's own user, reach both.
+        assert_eq!(reachable_by(&hidden, Some(owner)), hidden);
+        assert_eq!(reachable_by(&hidden, None), hidden);
+    }
 
     #[test]
     fn hidden_paths_table() {
@@ -256,6 +324,53 @@ mod tests {
         ] {
             assert_eq!(is_hidden(Path::new(path), &hidden), want, "{path}");
         }
+    }
+
+    /// A root worker hides a secret under a 0700 directory (as `~/.cache/loopgate` under
+    /// `/root`): checks and agents still drop to the check user, since that user could not reach
+    /// the secret anyway and bubblewrap running as it could not mount over it.
+    #[tokio::test]
+    async fn a_secret_behind_a_closed_directory_does_not_keep_sandboxes_on_root() {
+        use crate::sandbox::agent_probe::probe_agent_sandbox;
+        use crate::sandbox::launch::{SandboxMode, SandboxSettings};
+        use crate::sandbox::probe::probe_hiding;
+        use std::os::unix::fs::PermissionsExt;
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("SKIP a_secret_behind_a_closed_directory_does_not_keep_sandboxes_on_root: needs root (checks drop to the check user only from root)");
+            return;
+        }
+        if crate::sandbox::probe::bwrap_binary(&SandboxSettings::default()).is_none() {
+            eprintln!("SKIP a_secret_behind_a_closed_directory_does_not_keep_sandboxes_on_root: bubblewrap is not installed");
+            return;
+        }
+        // Outside /tmp: a sandbox's /tmp is fresh anyway, so nothing under it needs a mount.
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(home.join(".cache/loopgate")).unwrap();
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let work = dir.path().join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let hidden = hidden_paths(&[home.join(".cache/loopgate")], dir.path());
+        let settings = SandboxSettings {
+            mode: SandboxMode::Auto,
+            ..SandboxSettings::default()
+        };
+        let checks = probe_hiding(&settings, &work, "auditor", hidden.clone())
+            .await
+            .unwrap();
+        assert!(
+            checks.run_as.is_some(),
+            "checks fell back to root: {:?}",
+            checks.limitations
+        );
+        let agents = probe_agent_sandbox(&settings, &work, hidden).await.unwrap();
+        assert!(
+            agents.run_as.is_some(),
+            "agents fell back to root: {:?}",
+            agents.limitations
+        );
     }
 
     /// UNIX sockets listening where the host keeps them (as root: under `/run/user` and

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::run_check::{run_check, run_check_in, CheckEnd, CheckSpec, DEFAULT_CHECK_PATH};
-use crate::sandbox::confine::{with_work_dir_and_sockets, HiddenPath};
+use crate::sandbox::confine::{reachable_by, with_work_dir_and_sockets, HiddenPath};
 use crate::sandbox::launch::{
     find_on_path, prepare_check_dir, resolve_user, Sandbox, SandboxError, SandboxMode,
     SandboxSettings, DEFAULT_CHECK_USER,
@@ -134,7 +134,7 @@ pub async fn probe_hiding(
     let candidate = |bwrap: &Option<PathBuf>, run_as| Candidate {
         bwrap: bwrap.clone(),
         run_as,
-        hidden: hidden.clone(),
+        hidden: reachable_by(&hidden, run_as),
     };
     if bwrap.is_some() {
         candidates.push(candidate(&bwrap, run_as));
