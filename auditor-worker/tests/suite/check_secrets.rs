@@ -29,6 +29,12 @@ use loopgate_protocol::wire::AuditReport;
 use loopgate_test_support::ChildGuard;
 use support::*;
 
+/// Where the secrets these tests plant live: outside `/tmp` (every sandbox's `/tmp` is fresh
+/// anyway) and below directories the check user may search, so hiding them is what keeps them
+/// out of reach (under a 0700 home such as the default target dir in `/root/.cache`, the check
+/// user could not reach them at all, and the test would prove nothing).
+const REACHABLE_TMP: &str = "/var/tmp";
+
 const PASSWORD_ENV: &str = "LG_TEST_AUDITOR_PASSWORD";
 const SIGNING_KEY_ENV: &str = "LG_TEST_AUDITOR_SIGNING_KEY";
 /// The uid/gid an unprivileged auditor runs as when the tests run as root.
@@ -100,7 +106,7 @@ async fn audit_with(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sandboxed_check_reads_no_key_file_no_config_and_no_other_tree() -> anyhow::Result<()> {
     // Outside /tmp (every sandbox's /tmp is fresh anyway), traversable by the check user.
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR"))?;
+    let dir = tempfile::tempdir_in(REACHABLE_TMP)?;
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
     let sandbox = probe(&SandboxSettings::default(), &dir.path().join("probe")).await?;
     if !sandbox.isolates() {

@@ -23,6 +23,12 @@ use loopgate_transport::{Bus, BusOptions};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
+/// Where the secrets these tests plant live: outside `/tmp` (every sandbox's `/tmp` is fresh
+/// anyway) and below directories the check user may search, so hiding them is what keeps them
+/// out of reach (under a 0700 home such as the default target dir in `/root/.cache`, the check
+/// user could not reach them at all, and the test would prove nothing).
+const REACHABLE_TMP: &str = "/var/tmp";
+
 const MODEL: &str = "standin-selfcheck";
 const REFUSED: &str = "finish refused:";
 
@@ -383,7 +389,7 @@ fn unique() -> String {
 /// `/tmp` (which every sandbox replaces anyway), named in the stand-in's profile.
 fn world_readable_key_file() -> anyhow::Result<(tempfile::TempDir, PathBuf, String)> {
     use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR"))?;
+    let dir = tempfile::tempdir_in(REACHABLE_TMP)?;
     let key = format!("sk-selfcheck-{}", unique());
     let path = dir.path().join("openai-api-key");
     std::fs::write(&path, &key)?;
@@ -464,7 +470,7 @@ async fn a_self_check_sees_exactly_what_the_agents_shell_sees() -> anyhow::Resul
 async fn a_self_check_cannot_show_the_model_a_key_file_or_the_work_dir() -> anyhow::Result<()> {
     let (_keys, key_file, key) = world_readable_key_file()?;
     // A work dir outside /tmp (every sandbox's /tmp is fresh anyway), as in a pod.
-    let scratch = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR"))?;
+    let scratch = tempfile::tempdir_in(REACHABLE_TMP)?;
     let work_dir = scratch.path().join("work");
     let artifact = format!(
         "echo listing:; ls -A {work}; echo key:; cat {key}; exit 1\n",
