@@ -51,7 +51,15 @@ async fn one_run_is_one_connected_trace_across_all_binaries() -> anyhow::Result<
     let port = free_port()?;
     let mut cmd = Command::new(&oteltap);
     cmd.args(["--port", &port.to_string()]);
-    let receiver = ChildGuard::spawn("oteltap", cmd)?;
+    let mut receiver = ChildGuard::spawn("oteltap", cmd)?;
+    // A cold Python start can take seconds: the daemons' exports before it listens would be lost.
+    receiver
+        .wait_ready(Duration::from_secs(60), || async move {
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+        })
+        .await?;
     let model = StandInModel::start(
         Script::new()
             .replies(
@@ -147,11 +155,12 @@ async fn one_run_is_one_connected_trace_across_all_binaries() -> anyhow::Result<
         }
         anyhow::ensure!(
             tokio::time::Instant::now() < deadline,
-            "spans missing: {:?}; seen: {names:?}\n{}",
+            "spans missing: {:?}; seen: {names:?}\n--- oteltap ---\n{}\n{}",
             wanted
                 .iter()
                 .filter(|w| !names.contains(**w))
                 .collect::<Vec<_>>(),
+            receiver.log_tail(4000),
             stack.logs()
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
