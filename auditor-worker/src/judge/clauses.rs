@@ -1,6 +1,8 @@
 //! Clause-by-clause judgment: one short question per goal clause the contract has no working
 //! check for (a `source = "goal"` criterion without a check, or one whose derived check is
-//! broken by its own text: `check_text`), answered `met | unmet | unknown` with a one-line reason. Small models are far more
+//! broken by its own text: `check_text`), answered `met | unmet | unknown` with a one-line
+//! reason; a `met` stands only on a quote of what the judge was shown (`quotes`, unless the
+//! request says `unquoted_met`). Small models are far more
 //! reliable at one question at a time than at one holistic verdict. Each answer becomes the
 //! criterion's evidence on the candidate (`met` passes, `unmet` fails, `unknown` is
 //! inconclusive), so the gate stays closed on anything but `met` and the next executor sees the
@@ -20,6 +22,7 @@ use loopgate_protocol::verdict::Evidence;
 use crate::evidence::unix_millis;
 use crate::judge::clause_commands::{commands_section, CommandRun};
 use crate::judge::clause_questions::{clause_questions, ClauseQuestion};
+use crate::judge::quotes::earned_verdict;
 use crate::judge_context::{ask, Asked, JudgeContext, Question};
 use crate::prompt_text::files::{changed_file_excerpts, FileExcerpt, FileView};
 use crate::prompt_text::{fill, tail_chars, text, verdict_word};
@@ -62,6 +65,26 @@ pub(crate) fn clause_prompt(
             ("checks", &other_checks(&question.criterion.id, evidence)),
         ],
     )
+}
+
+/// What the judge was shown of the snapshot for one clause: the files' text, what the
+/// clause's commands printed and the other checks' results (not the clause or the goal, which
+/// are no evidence). A `met` must quote it ([`earned_verdict`]).
+fn shown_evidence(
+    question: &ClauseQuestion<'_>,
+    files: &[FileExcerpt],
+    evidence: &[Evidence],
+    commands: &[CommandRun],
+) -> String {
+    let mut shown = String::new();
+    for f in files {
+        if let FileView::Text { text, .. } = &f.view {
+            let _ = writeln!(shown, "{text}");
+        }
+    }
+    shown.push_str(&commands_section(&question.criterion.id, commands));
+    shown.push_str(&other_checks(&question.criterion.id, evidence));
+    shown
 }
 
 /// Each text file in a fence under its path.
@@ -156,7 +179,8 @@ pub(crate) async fn judge_clauses(
                 let files =
                     changed_file_excerpts(cx.workspace, &clause_paths(q.clause, cx.changes)).await;
                 let prompt = clause_prompt(&cx.req.contract.goal, q, &files, evidence, commands);
-                ask_clause(client, prompt, cx.deadline, &mut usage).await
+                let shown = Some(shown_evidence(q, &files, evidence, commands));
+                ask_clause(client, prompt, shown.as_deref(), cx.deadline, &mut usage).await
             }
         };
         gaps.extend(clause_gaps(q, verdict, &reason));
@@ -218,10 +242,12 @@ fn clause_evidence(
 }
 
 /// One question, one repair when the answer cannot be read; `unknown` when the model fails,
-/// runs out of time or still cannot be read.
+/// runs out of time or still cannot be read. With `shown` (what the judge was shown), a `met`
+/// stands only on a quote of it ([`earned_verdict`]).
 async fn ask_clause(
     client: &ChatClient,
     prompt: String,
+    shown: Option<&str>,
     deadline: Instant,
     usage: &mut Usage,
 ) -> (ClauseVerdict, String) {
@@ -232,7 +258,11 @@ async fn ask_clause(
         least_time: LEAST_QUESTION_TIME,
     };
     let why = match ask(client, question, deadline, usage, |text, _| {
-        parse_clause_answer(text)
+        let (verdict, reason) = parse_clause_answer(text)?;
+        Some(match shown {
+            Some(shown) => earned_verdict(verdict, reason, text, shown),
+            None => (verdict, reason),
+        })
     })
     .await
     {
@@ -472,6 +502,7 @@ TypeError
 
 ## Your answer
 Does the snapshot meet the requirement above, exactly as worded? One line: met|unmet|unknown - <one-line reason>
+A `met` quotes in backticks the line of a file or output above that it rests on, copied exactly: met - `<the line>` <reason>
 "#;
 
     /// `clause_bare` pinned byte for byte.
@@ -486,12 +517,12 @@ Write dedupe.py
 
 ## Your answer
 Does the snapshot meet the requirement above, exactly as worded? One line: met|unmet|unknown - <one-line reason>
+A `met` quotes in backticks the line of a file or output above that it rests on, copied exactly: met - `<the line>` <reason>
 "#;
 
     /// `clause_system` pinned byte for byte.
-    const PINNED_CLAUSE_SYSTEM: &str = r#"You check ONE requirement of a coding task against the files of a frozen snapshot of the workspace. Read the requirement word by word (order, exact names, formats, what must not happen) and the files. Answer with a single line: `met - <reason>` when the files clearly satisfy the requirement exactly as worded, `unmet - <reason>` when they break it, `unknown - <reason>` when you cannot tell from what you see."#;
+    const PINNED_CLAUSE_SYSTEM: &str = r#"You check ONE requirement of a coding task against the files of a frozen snapshot of the workspace. Read the requirement word by word (order, exact names, formats, what must not happen) and the files. Answer with a single line: `met - <reason>` when the files clearly satisfy the requirement exactly as worded, quoting in backticks the line of a file or of a command's output that shows it, copied exactly; `unmet - <reason>` when they break it; `unknown - <reason>` when you cannot tell from what you see. A `met` without such a quote counts as `unknown`."#;
 
     /// `clause_repair` pinned byte for byte.
-    const PINNED_CLAUSE_REPAIR: &str =
-        r#"Your answer could not be read. Reply with one line only: met|unmet|unknown - <reason>"#;
+    const PINNED_CLAUSE_REPAIR: &str = r#"Your answer could not be read. Reply with one line only: met|unmet|unknown - <reason> (a `met` quotes in backticks the line it rests on)"#;
 }

@@ -13,6 +13,7 @@ pub(crate) mod deferral;
 mod goal_calls;
 mod opinion_parse;
 pub(crate) mod prompt;
+mod quotes;
 
 use std::time::{Duration, Instant};
 

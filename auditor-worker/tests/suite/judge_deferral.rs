@@ -43,9 +43,10 @@ async fn the_judge_waits_until_every_blocking_check_passes() -> anyhow::Result<(
     let mut env = env().await?;
     let (base, candidate) = freeze_hello(&env.store).await?;
     let model = "standin-judge";
-    let standin =
-        StandInModel::start(Script::new().fallback(model, Reply::content("met - it prints hello")))
-            .await?;
+    let standin = StandInModel::start(
+        Script::new().fallback(model, Reply::content("met - `print('hello')` prints hello")),
+    )
+    .await?;
     let judges = standin_judges(&standin, "judge", model)?;
     let work_dir = tempfile::tempdir()?;
     let (cancel, worker) = spawn_worker(&env, work_dir.path(), judges);
