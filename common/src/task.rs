@@ -70,6 +70,11 @@ pub struct TaskFile {
     /// of the frozen contract (default true; needs `roles.auditor`, the judge).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub derive_criteria: Option<bool>,
+    /// A judged clause passes on `met` only when the judge quotes a line of a file or of a
+    /// command's output it was shown, found there verbatim (default true); false takes a bare
+    /// `met`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_quotes: Option<bool>,
     /// `[gui] serve, url`: what serves the artifact for gui episodes and browser checks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gui: Option<GuiFile>,
@@ -177,6 +182,9 @@ pub struct Task {
     /// [`TaskFile::derive_criteria`]).
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub derive_criteria: bool,
+    /// A judged clause's `met` must quote its evidence (see [`TaskFile::judge_quotes`]).
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub judge_quotes: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gui: Option<GuiSpec>,
 }
@@ -331,6 +339,7 @@ impl TaskFile {
             require_approval,
             rubric,
             derive_criteria,
+            judge_quotes: self.judge_quotes.unwrap_or(true),
             gui: self
                 .gui
                 .as_ref()

@@ -217,3 +217,20 @@ fn writable_paths_are_the_authors_and_reach_the_contract() {
         assert_eq!(err.field_name(), Some(field), "{extra}: {err}");
     }
 }
+
+#[test]
+fn judge_quotes_defaults_on_and_reaches_the_audit_request_as_unquoted_met() {
+    for (extra, want) in [
+        ("", true),
+        ("judge_quotes = true\n", true),
+        ("judge_quotes = false\n", false),
+    ] {
+        let task = parse_task_toml(&format!("{extra}{HELLO}")).unwrap();
+        assert_eq!(task.judge_quotes, want, "{extra:?}");
+        // Serialized, the default is left out, so stored records from before read the same.
+        let json = serde_json::to_value(&task).unwrap();
+        assert_eq!(json.get("judge_quotes").is_none(), want, "{extra:?}");
+        let back: Task = serde_json::from_value(json).unwrap();
+        assert_eq!(back.judge_quotes, want);
+    }
+}

@@ -179,7 +179,8 @@ pub(crate) async fn judge_clauses(
                 let files =
                     changed_file_excerpts(cx.workspace, &clause_paths(q.clause, cx.changes)).await;
                 let prompt = clause_prompt(&cx.req.contract.goal, q, &files, evidence, commands);
-                let shown = Some(shown_evidence(q, &files, evidence, commands));
+                let shown =
+                    (!cx.req.unquoted_met).then(|| shown_evidence(q, &files, evidence, commands));
                 ask_clause(client, prompt, shown.as_deref(), cx.deadline, &mut usage).await
             }
         };

@@ -227,6 +227,7 @@ pub fn request(run_id: &str, contract: Contract, base: &str, candidate: &str) ->
         episode_secs: 60,
         gui: None,
         completes_run: false,
+        unquoted_met: false,
     }
 }
 

@@ -398,6 +398,7 @@ impl Tx {
             // What `go_on_after_audit` completes the run on, signed by the auditor.
             completes_run: purpose == AuditPurpose::Final
                 || (purpose == AuditPurpose::Round && r.task.complete_on_gate),
+            unquoted_met: !r.task.judge_quotes,
         };
         let secs = r.task.budget.start_secs + r.task.budget.auditor_episode_secs;
         self.record.phase = Phase::Auditing {

@@ -178,6 +178,11 @@ pub struct AuditRequest {
     /// the completing audit. Absent (false) from older managers.
     #[serde(default, skip_serializing_if = "is_false")]
     pub completes_run: bool,
+    /// A clause judge's `met` stands without a quote of the evidence it was shown (the task's
+    /// `judge_quotes = false`). Absent (false) by default and from older managers: a `met`
+    /// must quote a line of a file or of a command's output the judge was shown.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub unquoted_met: bool,
 }
 
 fn is_false(b: &bool) -> bool {
