@@ -68,13 +68,15 @@ fn clause_judge(decide: impl Fn(&str) -> Reply + Send + Sync + 'static) -> Reply
 }
 
 /// A judge that reads a single clause carefully: a `sorted(` in the files breaks "keeping the
-/// order".
+/// order"; its `met` quotes the line it rests on.
 fn judge() -> Reply {
     clause_judge(|text| {
         if text.contains("sorted(") {
             Reply::content("unmet - the lines are printed sorted, not in first-occurrence order")
         } else {
-            Reply::content("met - the first occurrence of each line is printed, in order")
+            Reply::content(
+                "met - `if line not in seen:` prints the first occurrence of each line, in order",
+            )
         }
     })
 }
@@ -298,7 +300,7 @@ async fn a_goals_own_words_decide_its_clauses_and_the_judge_sees_its_commands_ou
     // The judge reads the command's output: upper case is met, anything else is not.
     let judge = clause_judge(|text| {
         if text.contains("`python3 greet.py` (exit 0) printed:\n```\nHELLO\n```") {
-            Reply::content("met - it prints HELLO")
+            Reply::content("met - `print('HELLO')` prints HELLO")
         } else {
             Reply::content("unmet - the greeting is not in upper case")
         }
@@ -398,7 +400,7 @@ async fn the_judge_sees_what_the_goals_calls_return_on_the_candidate() -> anyhow
     };
     let judge = clause_judge(|text| {
         if text.contains("- `count_words('a  b')` returns `2`") {
-            Reply::content("met - two words")
+            Reply::content("met - `return len(text.split())` splits on any whitespace")
         } else {
             Reply::content("unmet - a run of spaces is not one separator")
         }
@@ -453,7 +455,9 @@ self_checks = 0
 async fn the_judge_sees_the_file_a_clauses_command_writes() -> anyhow::Result<()> {
     let judge = clause_judge(|text| {
         if text.contains("--- numbers.json, as the command left it:\n[1, 2, 3]") {
-            Reply::content("met - numbers.json holds [1, 2, 3]")
+            Reply::content(
+                "met - `json.dump([1, 2, 3], open('numbers.json', 'w'))` writes the array",
+            )
         } else {
             Reply::content("unmet - the snapshot does not produce any JSON output")
         }

@@ -63,7 +63,7 @@ async fn pivot_rolls_back_then_a_passing_rubric_completes_the_run() -> anyhow::R
             let n = drafts.fetch_add(1, Ordering::SeqCst) + 1;
             Reply::tool_call(
                 "write_file",
-                json!({"path": "NOTES.md", "content": format!("draft {n}\n")}),
+                json!({"path": "NOTES.md", "content": format!("draft {n}\nWhat this project does, and how to run it.\n")}),
             )
         })
     };
@@ -72,7 +72,9 @@ async fn pivot_rolls_back_then_a_passing_rubric_completes_the_run() -> anyhow::R
         Reply::dynamic(move |req: &Value| {
             // The goal's clause, judged on its own (issue 14).
             if user_text(req).contains("## Requirement (quoted from the goal)") {
-                return Reply::content("met - NOTES.md explains the project");
+                return Reply::content(
+                    "met - `What this project does, and how to run it.` explains the project",
+                );
             }
             if !user_text(req).contains("## Rubric") {
                 return Reply::content(
@@ -153,7 +155,7 @@ async fn pivot_rolls_back_then_a_passing_rubric_completes_the_run() -> anyhow::R
         .await?;
     assert_eq!(
         std::fs::read_to_string(out.path().join("NOTES.md"))?,
-        "draft 2\n"
+        "draft 2\nWhat this project does, and how to run it.\n"
     );
     Ok(())
 }
