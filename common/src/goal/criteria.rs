@@ -9,6 +9,7 @@
 //! instead. Pure.
 
 use crate::goal::clause_reading::{covering_check, mechanical_check, read_clause, ClauseReading};
+use crate::goal::requirements::requirements;
 use crate::goal::words::goal_clauses;
 use crate::task::{Task, DEFAULT_CHECK_TIMEOUT_SECS, MAX_CRITERIA};
 use loopgate_protocol::contract::Contract;
@@ -96,6 +97,11 @@ pub enum ClauseCover {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClauseCoverage {
     pub clause: String,
+    /// Its place in the goal: `1` for the first sentence, `1a`, `1b`, ... for the requirements
+    /// of a sentence split at them ([`crate::goal::requirements`]).
+    pub label: String,
+    /// The goal sentence the clause is (part of).
+    pub sentence: String,
     pub reading: ClauseReading,
     pub cover: ClauseCover,
 }
@@ -113,46 +119,76 @@ impl ClauseCoverage {
 /// Each clause of `goal` with what covers it, in the goal's order: a criterion that quotes it,
 /// the protected paths for a clause that keeps files, nothing for one that states the problem,
 /// a blocking check that already runs its exact words (see [`crate::goal::clause_reading`]).
+/// A sentence nothing covers whole is split at its requirements (`1a`, `1b`, ...), each
+/// covered or not on its own.
 pub fn clause_coverage(
     goal: &str,
     criteria: &[Criterion],
     protected_paths: &[String],
 ) -> Vec<ClauseCoverage> {
     let clauses = goal_clauses(goal);
-    (0..clauses.len())
-        .map(|i| {
-            let clause = clauses[i].clone();
-            let reading = read_clause(&clauses, i);
-            let quoted = criteria
-                .iter()
-                .find(|c| c.clause.as_deref().is_some_and(|q| same_clause(q, &clause)));
-            let cover = if let Some(c) = quoted {
-                ClauseCover::Criterion(c.id.clone())
-            } else {
-                match &reading {
-                    ClauseReading::KeepsFiles(names)
-                        if names.iter().all(|n| protected_paths.contains(n)) =>
-                    {
-                        ClauseCover::ProtectedPaths(names.clone())
-                    }
-                    ClauseReading::StatesProblem => ClauseCover::StatesProblem,
-                    _ => covering_check(&clause, &reading, criteria)
-                        .map_or(ClauseCover::Uncovered, |c| {
-                            ClauseCover::Criterion(c.id.clone())
-                        }),
-                }
-            };
-            ClauseCoverage {
-                clause,
-                reading,
-                cover,
+    let mut out = Vec::new();
+    for (i, sentence) in clauses.iter().enumerate() {
+        let whole = cover_of(&clauses, i, criteria, protected_paths, (i + 1).to_string());
+        let parts = requirements(sentence);
+        if whole.cover != ClauseCover::Uncovered || parts.len() < 2 {
+            out.push(ClauseCoverage {
+                sentence: sentence.clone(),
+                ..whole
+            });
+            continue;
+        }
+        for (j, letter) in (0..parts.len()).zip('a'..='z') {
+            let label = format!("{}{letter}", i + 1);
+            out.push(ClauseCoverage {
+                sentence: sentence.clone(),
+                ..cover_of(&parts, j, criteria, protected_paths, label)
+            });
+        }
+    }
+    out
+}
+
+/// What covers clause `i` of `clauses` (its `sentence` is left empty).
+fn cover_of(
+    clauses: &[String],
+    i: usize,
+    criteria: &[Criterion],
+    protected_paths: &[String],
+    label: String,
+) -> ClauseCoverage {
+    let clause = clauses[i].clone();
+    let reading = read_clause(clauses, i);
+    let quoted = criteria
+        .iter()
+        .find(|c| c.clause.as_deref().is_some_and(|q| same_clause(q, &clause)));
+    let cover = if let Some(c) = quoted {
+        ClauseCover::Criterion(c.id.clone())
+    } else {
+        match &reading {
+            ClauseReading::KeepsFiles(names)
+                if names.iter().all(|n| protected_paths.contains(n)) =>
+            {
+                ClauseCover::ProtectedPaths(names.clone())
             }
-        })
-        .collect()
+            ClauseReading::StatesProblem => ClauseCover::StatesProblem,
+            _ => covering_check(&clause, &reading, criteria).map_or(ClauseCover::Uncovered, |c| {
+                ClauseCover::Criterion(c.id.clone())
+            }),
+        }
+    };
+    ClauseCoverage {
+        clause,
+        label,
+        sentence: String::new(),
+        reading,
+        cover,
+    }
 }
 
 /// The criteria to add for the clauses of `goal` that nothing in `existing` (or the protected
-/// paths) covers: `goal-1`, `goal-2`, ... (numbered by the clause's place in the goal),
+/// paths) covers: `goal-1`, `goal-2`, ... (numbered by the clause's place in the goal; the
+/// requirements of a split sentence `goal-1a`, `goal-1b`, ...),
 /// blocking. A clause a rule reads as a file to create or a command that must pass gets that
 /// check ([`mechanical_check`]); any other is judged by the auditor's model.
 pub fn derive_goal_criteria(
@@ -162,14 +198,11 @@ pub fn derive_goal_criteria(
 ) -> Vec<Criterion> {
     let room = MAX_CRITERIA.saturating_sub(existing.len());
     let mut derived: Vec<Criterion> = Vec::new();
-    for (i, cover) in clause_coverage(goal, existing, protected_paths)
-        .into_iter()
-        .enumerate()
-    {
+    for cover in clause_coverage(goal, existing, protected_paths) {
         if cover.cover != ClauseCover::Uncovered || derived.len() >= room.min(MAX_DERIVED) {
             continue;
         }
-        let mut id = format!("goal-{}", i + 1);
+        let mut id = format!("goal-{}", cover.label);
         while existing.iter().chain(&derived).any(|c| c.id == id) {
             id.push('x');
         }

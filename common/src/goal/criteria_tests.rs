@@ -287,3 +287,44 @@ fn clause_answers_parse() {
     assert_eq!(Unknown.check_verdict(), CheckVerdict::Inconclusive);
     assert!(clause_excerpt("keep order", Unmet, "sorted").contains("\"keep order\" judged unmet"));
 }
+
+/// The issue's CSV sentence: a file, a header, one row per entry and an order, each its own
+/// criterion; a criterion quoting the whole sentence still covers it whole, and one quoting a
+/// part covers that part.
+#[test]
+fn a_sentence_nothing_covers_is_split_at_its_requirements() {
+    const CSV: &str = "Write people.csv from people.txt with a header name,age and one row \
+        per person, sorted by age.";
+    let cases: Vec<(Vec<Criterion>, Vec<(&str, &str)>)> = vec![
+        (
+            vec![criterion("rows", None)],
+            vec![
+                ("goal-1a", "Write people.csv from people.txt"),
+                ("goal-1b", "with a header name,age"),
+                ("goal-1c", "one row per person"),
+                ("goal-1d", "sorted by age"),
+            ],
+        ),
+        (vec![criterion("whole", Some(CSV))], vec![]),
+        (
+            vec![criterion("order", Some("sorted by age"))],
+            vec![
+                ("goal-1a", "Write people.csv from people.txt"),
+                ("goal-1b", "with a header name,age"),
+                ("goal-1c", "one row per person"),
+            ],
+        ),
+    ];
+    for (existing, want) in cases {
+        let derived = derive_goal_criteria(CSV, &existing, &[]);
+        let got: Vec<(&str, &str)> = derived
+            .iter()
+            .map(|c| (c.id.as_str(), c.clause.as_deref().unwrap_or_default()))
+            .collect();
+        assert_eq!(got, want, "{existing:?}");
+    }
+    let coverage = clause_coverage(CSV, &[], &[]);
+    let labels: Vec<&str> = coverage.iter().map(|c| c.label.as_str()).collect();
+    assert_eq!(labels, vec!["1a", "1b", "1c", "1d"]);
+    assert!(coverage.iter().all(|c| c.sentence == CSV));
+}
