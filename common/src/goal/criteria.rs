@@ -10,6 +10,7 @@
 
 use crate::goal::clause_reading::{covering_check, mechanical_check, read_clause, ClauseReading};
 use crate::goal::requirements::requirements;
+use crate::goal::value_checks::value_check;
 use crate::goal::words::goal_clauses;
 use crate::task::{Task, DEFAULT_CHECK_TIMEOUT_SECS, MAX_CRITERIA};
 use loopgate_protocol::contract::Contract;
@@ -190,7 +191,9 @@ fn cover_of(
 /// paths) covers: `goal-1`, `goal-2`, ... (numbered by the clause's place in the goal; the
 /// requirements of a split sentence `goal-1a`, `goal-1b`, ...),
 /// blocking. A clause a rule reads as a file to create or a command that must pass gets that
-/// check ([`mechanical_check`]); any other is judged by the auditor's model.
+/// check ([`mechanical_check`]), one that names a value a command can compare (a header, an
+/// order, a count, a string) a value check ([`value_check`]); any other is judged by the
+/// auditor's model.
 pub fn derive_goal_criteria(
     goal: &str,
     existing: &[Criterion],
@@ -209,7 +212,8 @@ pub fn derive_goal_criteria(
         derived.push(Criterion {
             id,
             description: format!("the goal's clause holds: {}", cover.clause),
-            check: mechanical_check(&cover.reading),
+            check: mechanical_check(&cover.reading)
+                .or_else(|| value_check(&cover.clause, &cover.sentence)),
             blocking: true,
             timeout_secs: DEFAULT_CHECK_TIMEOUT_SECS,
             source: CriterionSource::Goal,

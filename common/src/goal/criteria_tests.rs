@@ -323,6 +323,12 @@ fn a_sentence_nothing_covers_is_split_at_its_requirements() {
             .collect();
         assert_eq!(got, want, "{existing:?}");
     }
+    // The header and the order get value checks; the file and the rows per entry are judged
+    // (the head names two files and more than one).
+    let derived = derive_goal_criteria(CSV, &[], &[]);
+    let checked: Vec<bool> = derived.iter().map(|c| c.check.is_some()).collect();
+    assert_eq!(checked, vec![false, true, false, true], "{derived:#?}");
+    assert!(derived.iter().all(|c| !is_mechanical(c)));
     let coverage = clause_coverage(CSV, &[], &[]);
     let labels: Vec<&str> = coverage.iter().map(|c| c.label.as_str()).collect();
     assert_eq!(labels, vec!["1a", "1b", "1c", "1d"]);

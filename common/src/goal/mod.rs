@@ -7,4 +7,5 @@ pub mod clause_reading;
 pub mod criteria;
 pub mod derived_checks;
 pub mod requirements;
+pub mod value_checks;
 pub mod words;

@@ -19,6 +19,7 @@ const MARKERS: &[&str] = &[
     "a line per",
     "sorted by",
     "sorted in",
+    "sorted alphabetically",
     "ordered by",
     "in ascending order",
     "in descending order",
@@ -142,6 +143,15 @@ mod tests {
                     "names.txt lists the users",
                     "in alphabetical order",
                     "with exactly 3 lines",
+                ],
+            ),
+            (
+                "Write words.py that reads text from stdin and prints each distinct word once, \
+                 one per line, in lowercase, sorted alphabetically.",
+                &[
+                    "Write words.py that reads text from stdin and prints each distinct word \
+                     once, one per line, in lowercase",
+                    "sorted alphabetically",
                 ],
             ),
             // One requirement: nothing to split.
