@@ -1,12 +1,14 @@
 //! A planning episode's audit: which paths changed and whether they stay in the write scope
 //! (strictly: anything outside it is a violation), and the proposal file as frozen in the
 //! snapshot. No judge is asked: there is no contract to judge yet. The proposed contract's
-//! checks run once, before any work: a contract that already passes tests nothing (the manager
-//! refuses it).
+//! checks run once, before any work, with the value checks the run will derive for the goal
+//! clauses it leaves uncovered: a contract that already passes tests nothing, and a derived
+//! check that errors out on its own there is broken (the manager refuses either).
 
 use std::path::Path;
 
 use loopgate_common::contract_proposal::{proposal_criteria, MAX_PROPOSAL_BYTES, PROPOSAL_FILE};
+use loopgate_common::goal::derived_checks::proposal_value_checks;
 use loopgate_protocol::snapshot::PathChange;
 use loopgate_protocol::usage::Usage;
 use loopgate_protocol::verdict::Integrity;
@@ -34,7 +36,9 @@ impl Auditor {
             .and_then(|text| proposal_criteria(text).ok())
         {
             let mut pre = req.clone();
+            let value_checks = proposal_value_checks(&req.contract, &criteria);
             pre.contract.criteria = criteria;
+            pre.contract.criteria.extend(value_checks);
             findings.evidence = self
                 .run_checks(
                     &pre,

@@ -19,10 +19,10 @@
 //! A derived check that parses and names commands that exist decides like any other check: its
 //! failure on a candidate, whatever it printed, keeps the gate closed. Pure.
 
-use loopgate_protocol::contract::{Criterion, CriterionSource};
+use loopgate_protocol::contract::{Contract, Criterion, CriterionSource};
 use loopgate_protocol::verdict::{CheckVerdict, Evidence};
 
-use crate::goal::criteria::is_mechanical;
+use crate::goal::criteria::{derive_goal_criteria, is_mechanical};
 
 /// What the checks' shell makes of a check's text, found without running the check (nothing of
 /// the candidate is read).
@@ -204,6 +204,32 @@ pub fn broken_on_start(criteria: &[Criterion], evidence: &[Evidence]) -> Vec<Str
             broken_on_start_run(e.exit_code, &e.output_excerpt)
                 .map(|why| format!("{}: {why}", c.id))
         })
+        .collect()
+}
+
+/// The value checks a run's contract will derive for the goal clauses a proposal (`proposed`,
+/// its criteria) leaves uncovered, for the plan audit to run with the proposal's own on the
+/// starting workspace: one that errors out there gets the proposal refused, as the proposer's
+/// own derived checks do. `contract` is the run's contract while it plans (the task's criteria,
+/// and the goal's derived ones when it derives any; none: nothing is derived).
+pub fn proposal_value_checks(contract: &Contract, proposed: &[Criterion]) -> Vec<Criterion> {
+    if !contract
+        .criteria
+        .iter()
+        .any(|c| c.source == CriterionSource::Goal)
+    {
+        return Vec::new();
+    }
+    let mut known: Vec<Criterion> = contract
+        .criteria
+        .iter()
+        .filter(|c| c.source == CriterionSource::Task)
+        .cloned()
+        .collect();
+    known.extend(proposed.iter().cloned());
+    derive_goal_criteria(&contract.goal, &known, &contract.protected_paths)
+        .into_iter()
+        .filter(|c| c.check.is_some() && !is_mechanical(c))
         .collect()
 }
 

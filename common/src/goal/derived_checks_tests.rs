@@ -177,3 +177,42 @@ fn check_texts_say_why_they_are_broken() {
         .unwrap()
         .contains("(no message)"));
 }
+
+#[test]
+fn a_proposal_is_run_with_the_value_checks_its_contract_will_derive() {
+    use loopgate_protocol::contract::{Contract, Criterion, CriterionSource};
+    let goal_criterion = |id: &str, clause: &str| Criterion {
+        id: id.into(),
+        description: String::new(),
+        check: None,
+        blocking: true,
+        timeout_secs: 5,
+        source: CriterionSource::Goal,
+        clause: Some(clause.into()),
+    };
+    let mut contract = Contract {
+        goal: "Write people.csv from people.txt with a header name,age and one row per person, sorted by age.".into(),
+        criteria: vec![goal_criterion(
+            "goal-1a",
+            "Write people.csv from people.txt",
+        )],
+        protected_paths: vec![],
+        rubric: None,
+        writable_paths: vec![],
+        spec_hash: String::new(),
+    };
+    let ids = |proposed: &[Criterion], contract: &Contract| -> Vec<String> {
+        proposal_value_checks(contract, proposed)
+            .into_iter()
+            .map(|c| c.id)
+            .collect()
+    };
+    assert_eq!(ids(&[], &contract), vec!["goal-1b", "goal-1d"]);
+    // A proposal that quotes the order covers it: its own check runs instead.
+    let mut order = goal_criterion("order", "sorted by age");
+    order.check = Some("true".into());
+    assert_eq!(ids(&[order], &contract), vec!["goal-1b"]);
+    // A run that derives nothing (derive_criteria = false) runs none.
+    contract.criteria.clear();
+    assert!(ids(&[], &contract).is_empty());
+}

@@ -5,7 +5,7 @@
 //! names, when the clause is one requirement of a split sentence) only where they leave no
 //! doubt, and is a derived check like the proposer's: a proposal's run on the starting
 //! workspace finds it broken if it errors out on its own there
-//! ([`crate::goal::derived_checks::broken_on_start`]), and every audit sets it aside if the
+//! ([`crate::goal::derived_checks::proposal_value_checks`]), and every audit sets it aside if the
 //! shell cannot parse it, its clause then judged. Pure.
 //!
 //! | clause (in its sentence) | check |
