@@ -5,6 +5,7 @@ mod console;
 mod control_plane;
 mod deploy;
 mod derived_check_output;
+mod earned_met;
 mod effective_loop;
 mod faults;
 mod goal_clauses;
