@@ -5,5 +5,6 @@ mod episodes;
 mod host_isolation;
 mod isolation;
 mod judge_deferral;
+mod plan_value_checks;
 mod rubric;
 mod warm_workspaces;
