@@ -20,7 +20,7 @@ use loopgate_protocol::usage::Usage;
 use loopgate_protocol::verdict::Evidence;
 
 use crate::evidence::unix_millis;
-use crate::judge::clause_commands::{commands_section, CommandRun};
+use crate::judge::clause_commands::{command_outputs, commands_section, CommandRun};
 use crate::judge::clause_questions::{clause_questions, ClauseQuestion};
 use crate::judge::quotes::earned_verdict;
 use crate::judge_context::{ask, Asked, JudgeContext, Question};
@@ -67,9 +67,10 @@ pub(crate) fn clause_prompt(
     )
 }
 
-/// What the judge was shown of the snapshot for one clause: the files' text, what the
-/// clause's commands printed and the other checks' results (not the clause or the goal, which
-/// are no evidence). A `met` must quote it ([`earned_verdict`]).
+/// What the judge was shown of the snapshot for one clause, as a quote may be taken from it:
+/// the files' text, what the clause's commands printed and the other checks' output, one
+/// paragraph each. Not the clause or the goal, which are no evidence, nor the prompt's own
+/// words around them (a check's `pass, exit 0` line says nothing of this clause).
 fn shown_evidence(
     question: &ClauseQuestion<'_>,
     files: &[FileExcerpt],
@@ -79,11 +80,17 @@ fn shown_evidence(
     let mut shown = String::new();
     for f in files {
         if let FileView::Text { text, .. } = &f.view {
-            let _ = writeln!(shown, "{text}");
+            let _ = writeln!(shown, "{text}\n");
         }
     }
-    shown.push_str(&commands_section(&question.criterion.id, commands));
-    shown.push_str(&other_checks(&question.criterion.id, evidence));
+    let id = &question.criterion.id;
+    for output in command_outputs(id, commands) {
+        let _ = writeln!(shown, "{output}\n");
+    }
+    for e in evidence.iter().filter(|e| &e.check_id != id) {
+        let excerpt = tail_chars(e.output_excerpt.trim(), CLAUSE_EXCERPT_CHARS);
+        let _ = writeln!(shown, "{excerpt}\n");
+    }
     shown
 }
 
@@ -393,6 +400,50 @@ mod tests {
         );
         let names: Vec<&str> = paths.iter().map(PathChange::path).collect();
         assert_eq!(names, vec!["dedupe.py", "notes.md"]);
+    }
+
+    /// A quote must come from the files or from what a command printed: the prompt's own
+    /// words around them (a check's verdict line, a command's header) are no evidence.
+    #[test]
+    fn what_a_met_may_quote_is_the_files_and_the_outputs() {
+        let c = goal_criterion("goal-1", "sorted by age");
+        let q = ClauseQuestion {
+            criterion: &c,
+            clause: "sorted by age",
+            broken: None,
+        };
+        let files = vec![FileExcerpt {
+            path: "people.csv".into(),
+            view: FileView::Text {
+                text: "name,age\nbob,7\nada,19\n".into(),
+                truncated: false,
+            },
+        }];
+        let evidence = [check_evidence(
+            "row-count",
+            CheckVerdict::Pass,
+            Some(0),
+            "3 rows counted",
+        )];
+        let run = CommandRun {
+            command: "python3 show_people.py".into(),
+            call: None,
+            for_clauses: vec!["goal-1".into()],
+            exit_code: Some(0),
+            output: "ages in order: 7 19\n".into(),
+        };
+        let shown = shown_evidence(&q, &files, &evidence, &[run]);
+        use crate::judge::quotes::quote_found;
+        for (answer, found) in [
+            ("met - `bob,7 ada,19`", true),
+            ("met - `ages in order: 7 19`", true),
+            ("met - `3 rows counted`", true),
+            ("met - `row-count: pass, exit 0`", false),
+            ("met - `python3 show_people.py`", false),
+            ("met - `sorted by age`", false),
+        ] {
+            assert_eq!(quote_found(answer, &shown), found, "{answer}\n{shown}");
+        }
     }
 
     #[test]

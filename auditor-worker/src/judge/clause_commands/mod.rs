@@ -13,7 +13,7 @@ mod plan;
 mod section;
 
 pub(crate) use plan::{command_runs, plan_clause_commands};
-pub(crate) use section::{commands_section, CommandRun};
+pub(crate) use section::{command_outputs, commands_section, CommandRun};
 
 #[cfg(test)]
 mod tests;

@@ -20,6 +20,18 @@ pub(crate) struct CommandRun {
     pub(crate) output: String,
 }
 
+/// What criterion `id`'s commands printed, as its prompt shows it (each cut to its last
+/// characters), without the prompt's words around it.
+pub(crate) fn command_outputs<'a>(
+    id: &'a str,
+    commands: &'a [CommandRun],
+) -> impl Iterator<Item = &'a str> + 'a {
+    commands
+        .iter()
+        .filter(move |r| r.for_clauses.iter().any(|c| c == id))
+        .map(|r| tail_chars(r.output.trim(), COMMAND_OUTPUT_CHARS))
+}
+
 /// The prompt's sections for criterion `id`: what the requirement's commands printed, and what
 /// the goal's calls returned. Empty when there is nothing for it.
 pub(crate) fn commands_section(id: &str, commands: &[CommandRun]) -> String {
