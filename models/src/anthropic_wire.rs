@@ -160,6 +160,10 @@ impl WireUsage {
     pub(crate) fn output(&self) -> Option<u64> {
         self.output_tokens
     }
+    /// The input tokens read from the prompt cache (`cache_read_input_tokens`).
+    pub(crate) fn cached(&self) -> Option<u64> {
+        self.cache_read_input_tokens
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -217,9 +221,10 @@ pub(crate) fn parse_response(
             _ => {} // thinking, redacted_thinking, ...
         }
     }
-    let usage = wire
-        .usage
-        .and_then(|u| Some(Usage::tokens(u.input()?, u.output().unwrap_or(0))));
+    let usage = wire.usage.and_then(|u| {
+        let cached = u.cached().unwrap_or(0);
+        Some(Usage::tokens(u.input()?, u.output().unwrap_or(0)).with_cached(cached))
+    });
     let draft = ResponseDraft {
         content,
         calls,

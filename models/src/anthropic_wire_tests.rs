@@ -110,7 +110,7 @@ fn response_mapping() {
     assert_eq!(response.content.as_deref(), Some("Listing."));
     assert_eq!(response.model, "claude-served");
     assert_eq!(response.finish_reason.as_deref(), Some("tool_calls"));
-    assert_eq!(response.usage, Usage::tokens(150, 20));
+    assert_eq!(response.usage, Usage::tokens(150, 20).with_cached(50));
     assert_eq!(
         response.tool_calls,
         vec![call("toolu_1", "shell", json!({"command": "ls"}))]
@@ -153,7 +153,7 @@ fn streamed_message_assembles() {
     let events = [
         (
             "message_start",
-            json!({"type": "message_start", "message": {"model": "claude-x", "usage": {"input_tokens": 30, "output_tokens": 1}}}),
+            json!({"type": "message_start", "message": {"model": "claude-x", "usage": {"input_tokens": 30, "cache_read_input_tokens": 12, "output_tokens": 1}}}),
         ),
         (
             "content_block_start",
@@ -210,7 +210,7 @@ fn streamed_message_assembles() {
     assert_eq!(response.content.as_deref(), Some("Working"));
     assert_eq!(response.model, "claude-x");
     assert_eq!(response.finish_reason.as_deref(), Some("tool_calls"));
-    assert_eq!(response.usage, Usage::tokens(30, 42));
+    assert_eq!(response.usage, Usage::tokens(42, 42).with_cached(12));
     assert_eq!(
         response.tool_calls,
         vec![call(

@@ -236,6 +236,69 @@ fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
 }
 
 #[test]
+fn cached_prompt_tokens_table() {
+    // (wire format, the body's `usage` and `timings`, input tokens, cached tokens)
+    let cases: Vec<(&str, Value, Option<Value>, u64, u64)> = vec![
+        (
+            "openai: prompt_tokens_details.cached_tokens",
+            json!({"prompt_tokens": 2006, "completion_tokens": 300, "prompt_tokens_details": {"cached_tokens": 1920}}),
+            None,
+            2006,
+            1920,
+        ),
+        (
+            "deepseek: prompt_cache_hit_tokens",
+            json!({"prompt_tokens": 900, "completion_tokens": 5, "prompt_cache_hit_tokens": 640, "prompt_cache_miss_tokens": 260}),
+            None,
+            900,
+            640,
+        ),
+        (
+            "llama-server: details win over timings",
+            json!({"prompt_tokens": 500, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 480}}),
+            Some(json!({"cache_n": 470, "prompt_n": 30})),
+            500,
+            480,
+        ),
+        (
+            "llama-server without details: timings.cache_n",
+            json!({"prompt_tokens": 500, "completion_tokens": 5}),
+            Some(json!({"cache_n": 470, "prompt_n": 30})),
+            500,
+            470,
+        ),
+        (
+            "nothing cached",
+            json!({"prompt_tokens": 500, "completion_tokens": 5, "prompt_tokens_details": {"audio_tokens": 0}}),
+            None,
+            500,
+            0,
+        ),
+        (
+            "more cached than the prompt is clamped",
+            json!({"prompt_tokens": 10, "completion_tokens": 5}),
+            Some(json!({"cache_n": 99})),
+            10,
+            10,
+        ),
+    ];
+    for (name, usage, timings, input, cached) in cases {
+        let mut body: Value = serde_json::from_str(&completion(
+            json!({"role": "assistant", "content": "ok"}),
+            "stop",
+            Some(usage),
+        ))
+        .unwrap();
+        if let Some(timings) = timings {
+            body["timings"] = timings;
+        }
+        let response = parse_response(&body.to_string(), "asked", 10).unwrap();
+        assert_eq!(response.usage.input_tokens, input, "{name}");
+        assert_eq!(response.usage.cached_prompt_tokens, cached, "{name}");
+    }
+}
+
+#[test]
 fn response_mapping_table() {
     let cases: Vec<(&str, String, ChatResponse)> = vec![
         (
