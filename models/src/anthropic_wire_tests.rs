@@ -28,11 +28,7 @@ fn profile(max_tokens: Option<u32>, stream: bool) -> ModelProfile {
 }
 
 fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
-    ToolCall {
-        id: id.into(),
-        name: name.into(),
-        arguments,
-    }
+    ToolCall::new(id, name, arguments)
 }
 
 #[test]
@@ -213,11 +209,14 @@ fn streamed_message_assembles() {
     assert_eq!(response.usage, Usage::tokens(42, 42).with_cached(12));
     assert_eq!(
         response.tool_calls,
-        vec![call(
-            "toolu_9",
-            "write_file",
-            json!({"path": "a", "content": "A"})
-        )]
+        vec![ToolCall {
+            raw_arguments: Some(r#"{"path": "a", "content": "A"}"#.into()),
+            ..call(
+                "toolu_9",
+                "write_file",
+                json!({"path": "a", "content": "A"})
+            )
+        }]
     );
     // Cut before message_stop.
     let cut: String = body

@@ -241,7 +241,8 @@ mod tests {
             ),
         ];
         for (last, cached) in cases {
-            let response = run(&sse(&[content.clone(), last.clone()], true)).unwrap();
+            let response =
+                run(&sse(&[content.clone(), last.clone()], true)).unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(response.usage.input_tokens, 90, "{last}");
             assert_eq!(response.usage.cached_prompt_tokens, cached, "{last}");
         }
@@ -272,6 +273,11 @@ mod tests {
         assert_eq!(response.tool_calls[0].arguments, json!({"command": "ls"}));
         assert_eq!(response.tool_calls[1].name, "read_file");
         assert_eq!(response.tool_calls[1].arguments, json!({"path": "a"}));
+        // The pieces joined are the text that goes back in later requests.
+        assert_eq!(
+            response.tool_calls[0].raw_arguments.as_deref(),
+            Some("{\"command\": \"ls\"}")
+        );
         // No usage chunk: estimated.
         assert_eq!(response.usage.input_tokens, 100);
     }

@@ -4,6 +4,7 @@
 use loopgate_protocol::usage::Usage;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::borrow::Cow;
 
 use crate::chat_types::{ChatMessage, ChatRequest, ChatResponse, ToolCall, ToolSpec};
 use crate::model_error::ModelError;
@@ -102,8 +103,8 @@ struct WireToolCallOut<'a> {
 #[derive(Debug, Serialize)]
 struct WireFunctionOut<'a> {
     name: &'a str,
-    /// A JSON string, as the API wants it.
-    arguments: String,
+    /// A JSON string, as the API wants it (see [`ToolCall::arguments_text`]).
+    arguments: Cow<'a, str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -219,17 +220,12 @@ fn wire_message(message: &ChatMessage) -> WireMessageOut<'_> {
 }
 
 fn wire_tool_call(call: &ToolCall) -> WireToolCallOut<'_> {
-    let arguments = match &call.arguments {
-        // Arguments that were not JSON go back verbatim, as the model wrote them.
-        Value::String(raw) => raw.clone(),
-        other => other.to_string(),
-    };
     WireToolCallOut {
         id: &call.id,
         kind: "function",
         function: WireFunctionOut {
             name: &call.name,
-            arguments,
+            arguments: call.arguments_text(),
         },
     }
 }
@@ -400,3 +396,6 @@ pub(crate) fn content_text(content: Value) -> Option<String> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod prefix_tests;

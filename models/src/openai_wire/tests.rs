@@ -92,11 +92,7 @@ fn request_mapping_table() {
                 ChatMessage::user("list"),
                 ChatMessage::Assistant {
                     content: None,
-                    tool_calls: vec![ToolCall {
-                        id: "call_1".into(),
-                        name: "shell".into(),
-                        arguments: json!({"command": "ls"}),
-                    }],
+                    tool_calls: vec![ToolCall::new("call_1", "shell", json!({"command": "ls"}))],
                 },
                 ChatMessage::tool_result("call_1", "shell", "a.txt\n"),
             ])
@@ -124,11 +120,11 @@ fn request_mapping_table() {
             ChatRequest::new(vec![
                 ChatMessage::Assistant {
                     content: Some("trying".into()),
-                    tool_calls: vec![ToolCall {
-                        id: "call_fallback_0".into(),
-                        name: "shell".into(),
-                        arguments: Value::String("{command: ls".into()),
-                    }],
+                    tool_calls: vec![ToolCall::new(
+                        "call_fallback_0",
+                        "shell",
+                        Value::String("{command: ls".into()),
+                    )],
                 },
                 ChatMessage::Assistant {
                     content: None,
@@ -228,11 +224,7 @@ fn usage(prompt: u64, completion: u64) -> Option<Value> {
 }
 
 fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
-    ToolCall {
-        id: id.into(),
-        name: name.into(),
-        arguments,
-    }
+    ToolCall::new(id, name, arguments)
 }
 
 #[test]
@@ -328,7 +320,10 @@ fn response_mapping_table() {
             ChatResponse {
                 content: None,
                 tool_calls: vec![
-                    call("call_a", "shell", json!({"command": "ls"})),
+                    ToolCall {
+                        raw_arguments: Some(r#"{"command": "ls"}"#.into()),
+                        ..call("call_a", "shell", json!({"command": "ls"}))
+                    },
                     call("call_b", "read_file", json!({"path": "x"})),
                     call("call_c", "shell", Value::String("{command: ls".into())),
                     call("call_3", "list_dir", json!({})),
@@ -366,7 +361,10 @@ fn response_mapping_table() {
             ),
             ChatResponse {
                 content: Some("<tool_call>{\"name\": \"shell\", \"arguments\": {}}</tool_call>".into()),
-                tool_calls: vec![call("c1", "finish", json!({}))],
+                tool_calls: vec![ToolCall {
+                    raw_arguments: Some("{}".into()),
+                    ..call("c1", "finish", json!({}))
+                }],
                 tool_calls_from_content: false,
                 finish_reason: Some("tool_calls".into()),
                 usage: Usage::tokens(1, 1),
@@ -452,16 +450,8 @@ fn tool_result_images_follow_as_a_user_turn_for_vision_profiles_only() {
         ChatMessage::Assistant {
             content: None,
             tool_calls: vec![
-                ToolCall {
-                    id: "c1".into(),
-                    name: "browser_screenshot".into(),
-                    arguments: json!({"path": "a.png"}),
-                },
-                ToolCall {
-                    id: "c2".into(),
-                    name: "browser_snapshot".into(),
-                    arguments: json!({}),
-                },
+                ToolCall::new("c1", "browser_screenshot", json!({"path": "a.png"})),
+                ToolCall::new("c2", "browser_snapshot", json!({})),
             ],
         },
         ChatMessage::tool_result_with_images("c1", "browser_screenshot", "saved", vec![image]),
