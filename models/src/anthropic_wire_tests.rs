@@ -64,7 +64,7 @@ fn request_mapping() {
             "model": "claude-sonnet",
             "max_tokens": DEFAULT_MAX_TOKENS,
             "stream": true,
-            "system": "sys one\n\nsys two",
+            "system": [{"type": "text", "text": "sys one\n\nsys two", "cache_control": {"type": "ephemeral"}}],
             "tools": [{"name": "shell", "description": "run", "input_schema": {"type": "object"}}],
             "messages": [
                 {"role": "user", "content": [{"type": "text", "text": "do it"}]},
@@ -76,7 +76,7 @@ fn request_mapping() {
                 {"role": "user", "content": [
                     {"type": "tool_result", "tool_use_id": "t1", "content": "a.txt"},
                     {"type": "tool_result", "tool_use_id": "t2", "content": "error: bad args"},
-                    {"type": "text", "text": "go on"}
+                    {"type": "text", "text": "go on", "cache_control": {"type": "ephemeral"}}
                 ]}
             ]
         })
@@ -87,6 +87,70 @@ fn request_mapping() {
     assert_eq!(body["max_tokens"], 100);
     assert_eq!(body["temperature"], 0.5);
     assert!(body.get("system").is_none() && body.get("tools").is_none());
+}
+
+#[test]
+fn cache_breakpoints_table() {
+    let breakpoint = json!({"type": "ephemeral"});
+    // (messages, the system prompt's breakpoint, the last block's breakpoint)
+    let cases: Vec<(&str, Vec<ChatMessage>, bool, bool)> = vec![
+        (
+            "system and a user turn",
+            vec![ChatMessage::system("sys"), ChatMessage::user("go")],
+            true,
+            true,
+        ),
+        (
+            "no system: the last turn only",
+            vec![ChatMessage::user("go")],
+            false,
+            true,
+        ),
+        (
+            "the last block is a tool result",
+            vec![
+                ChatMessage::system("sys"),
+                ChatMessage::user("go"),
+                ChatMessage::Assistant {
+                    content: None,
+                    tool_calls: vec![call("t1", "shell", json!({"command": "ls"}))],
+                },
+                ChatMessage::tool_result("t1", "shell", "a.txt"),
+            ],
+            true,
+            true,
+        ),
+        (
+            "an empty text block gets none",
+            vec![ChatMessage::system(" "), ChatMessage::user("")],
+            false,
+            false,
+        ),
+    ];
+    for (name, messages, system, last) in cases {
+        let body = wire_request(&profile(None, false), &ChatRequest::new(messages));
+        assert_eq!(
+            body.pointer("/system/0/cache_control").cloned(),
+            system.then(|| breakpoint.clone()),
+            "{name}"
+        );
+        let turns = body["messages"].as_array().unwrap();
+        let last_block = turns
+            .last()
+            .and_then(|t| t["content"].as_array()?.last().cloned());
+        assert_eq!(
+            last_block.and_then(|b| b.get("cache_control").cloned()),
+            last.then(|| breakpoint.clone()),
+            "{name}"
+        );
+        // Only the last block of the last turn has one.
+        let marked = turns
+            .iter()
+            .flat_map(|t| t["content"].as_array().cloned().unwrap_or_default())
+            .filter(|b| b.get("cache_control").is_some())
+            .count();
+        assert!(marked <= 1, "{name}: {body}");
+    }
 }
 
 #[test]
@@ -269,7 +333,8 @@ fn tool_result_images_become_image_blocks_for_vision_profiles_only() {
         assert_eq!(
             body["messages"][2],
             json!({"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": "t1", "content": content}
+                {"type": "tool_result", "tool_use_id": "t1", "content": content,
+                 "cache_control": {"type": "ephemeral"}}
             ]}),
             "{name}: {body}"
         );
