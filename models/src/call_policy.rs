@@ -25,6 +25,7 @@ pub(crate) fn chat_span(profile: &ModelProfile) -> Span {
         gen_ai.response.model = Empty,
         gen_ai.usage.input_tokens = Empty,
         gen_ai.usage.output_tokens = Empty,
+        gen_ai.usage.cache_read.input_tokens = Empty,
         loopgate.model_profile = %profile.name,
         loopgate.cost_micros = Empty,
         loopgate.retries = Empty,
@@ -54,7 +55,8 @@ pub(crate) async fn wait_before_retry(
     true
 }
 
-/// Prices the reply and records the outcome on the span.
+/// Prices the reply and records the outcome on the span (the prompt tokens read from the
+/// provider's cache only when there were some).
 pub(crate) fn finish_call(
     span: &Span,
     profile: &ModelProfile,
@@ -71,6 +73,12 @@ pub(crate) fn finish_call(
             span.record("gen_ai.response.model", response.model.as_str());
             span.record("gen_ai.usage.input_tokens", response.usage.input_tokens);
             span.record("gen_ai.usage.output_tokens", response.usage.output_tokens);
+            if response.usage.cached_prompt_tokens > 0 {
+                span.record(
+                    "gen_ai.usage.cache_read.input_tokens",
+                    response.usage.cached_prompt_tokens,
+                );
+            }
             span.record("loopgate.cost_micros", response.usage.cost_micros);
             span.record(
                 "loopgate.tool_calls_from_content",
