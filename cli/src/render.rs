@@ -81,7 +81,7 @@ pub fn run_summary(view: &RunView, now_ms: i64) -> Vec<String> {
         }
     }
     if let Some(tokens) = view.total_tokens {
-        lines.push(format!("tokens: {tokens}"));
+        lines.push(tokens_line(view, tokens));
     }
     if let Some(task_state) = &view.task_state {
         lines.push(format!("task state: {}", excerpt(task_state, 300)));
@@ -113,6 +113,22 @@ pub fn run_summary(view: &RunView, now_ms: i64) -> Vec<String> {
     }
     lines.extend(evidence_lines(view));
     lines
+}
+
+/// `tokens: N`, with the prompt tokens the providers read from their caches when there were
+/// some.
+fn tokens_line(view: &RunView, tokens: u64) -> String {
+    let u = &view.usage;
+    let cached = [u.manager, u.executor, u.auditor]
+        .iter()
+        .fold(0u64, |sum, role| {
+            sum.saturating_add(role.cached_prompt_tokens)
+        });
+    if cached == 0 {
+        format!("tokens: {tokens}")
+    } else {
+        format!("tokens: {tokens} ({cached} prompt tokens read from cache)")
+    }
 }
 
 fn evidence_lines(view: &RunView) -> Vec<String> {
@@ -254,6 +270,33 @@ mod tests {
         for (value, expected) in cases {
             let got = line(value);
             assert!(got.starts_with(expected), "got {got:?}, want {expected:?}");
+        }
+    }
+
+    #[test]
+    fn tokens_line_shows_cached_prompt_tokens_when_some() {
+        let cases = [
+            (json!({}), "tokens: 120"),
+            (
+                json!({"executor": {"input_tokens": 100, "output_tokens": 20}}),
+                "tokens: 120",
+            ),
+            (
+                json!({
+                    "executor": {"input_tokens": 80, "output_tokens": 10, "cached_prompt_tokens": 60},
+                    "manager": {"input_tokens": 20, "output_tokens": 10, "cached_prompt_tokens": 5},
+                    "auditor": {"input_tokens": 0, "output_tokens": 0}
+                }),
+                "tokens: 120 (65 prompt tokens read from cache)",
+            ),
+        ];
+        for (usage, want) in cases {
+            let view = RunView::from_value(&json!({
+                "id": "r1", "state": "running", "usage": usage, "total_tokens": 120
+            }))
+            .unwrap();
+            let lines = run_summary(&view, 0);
+            assert!(lines.contains(&want.to_string()), "{lines:?}");
         }
     }
 

@@ -73,6 +73,7 @@ fn usage(input_tokens: u64, output_tokens: u64, cost_micros: u64) -> Usage {
         input_tokens,
         output_tokens,
         cost_micros,
+        ..Usage::default()
     }
 }
 

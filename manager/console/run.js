@@ -93,7 +93,12 @@ export function runView(main, id) {
       h('td', {}, l.limit === null || l.limit === undefined ? 'unlimited' : fmt(l.limit)),
       h('td', {}, l.left === null || l.left === undefined ? '—' : fmt(l.left)));
     const u = run.usage || {};
-    const role = (name) => u[name] ? `${name} ${u[name].input_tokens + u[name].output_tokens}` : null;
+    const role = (name) => {
+      const r = u[name];
+      if (!r) return null;
+      const cached = r.cached_prompt_tokens ? ` (${r.cached_prompt_tokens} prompt tokens from cache)` : '';
+      return `${name} ${r.input_tokens + r.output_tokens}${cached}`;
+    };
     clear(budget,
       h('h2', { id: 'budget-h' }, 'Budgets'),
       h('table', { class: 'budget' },

@@ -32,6 +32,7 @@ pub(crate) struct AnthropicStream {
     model: Option<String>,
     input_tokens: Option<u64>,
     output_tokens: Option<u64>,
+    cached_tokens: Option<u64>,
     stop_reason: Option<String>,
     done: bool,
 }
@@ -121,6 +122,9 @@ impl AnthropicStream {
         if let Some(input) = usage.input() {
             self.input_tokens = Some(input);
         }
+        if let Some(cached) = usage.cached() {
+            self.cached_tokens = Some(cached);
+        }
         if let Some(output) = usage.output() {
             // Cumulative in `message_delta`.
             self.output_tokens = Some(output);
@@ -164,9 +168,10 @@ impl AnthropicStream {
                 Block::Other => {}
             }
         }
+        let cached = self.cached_tokens.unwrap_or(0);
         let usage = self
             .input_tokens
-            .map(|input| Usage::tokens(input, self.output_tokens.unwrap_or(0)));
+            .map(|input| Usage::tokens(input, self.output_tokens.unwrap_or(0)).with_cached(cached));
         let draft = ResponseDraft {
             content,
             calls,

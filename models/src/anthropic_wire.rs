@@ -4,7 +4,10 @@
 //! Mapping: system messages join into `system`; tool calls become `tool_use` blocks of the
 //! assistant turn; tool results become `tool_result` blocks of a user turn (with `image`
 //! blocks beside their text for a vision profile); consecutive turns
-//! of one role merge (the API wants them alternating).
+//! of one role merge (the API wants them alternating). Two prompt-cache breakpoints
+//! (`cache_control: {"type": "ephemeral"}`): on the system prompt (which caches the tools
+//! before it too) and on the last block of the last turn, so the next turn of a tool loop
+//! reads everything before its new messages from the cache.
 
 use loopgate_protocol::usage::Usage;
 use serde::Deserialize;
@@ -73,6 +76,9 @@ pub(crate) fn wire_request(profile: &ModelProfile, req: &ChatRequest) -> Value {
             _ => turns.push((role, blocks)),
         }
     }
+    if let Some(last) = turns.last_mut().and_then(|(_, blocks)| blocks.last_mut()) {
+        mark_breakpoint(last);
+    }
     let messages: Vec<Value> = turns
         .into_iter()
         .map(|(role, content)| json!({"role": role, "content": content}))
@@ -84,7 +90,9 @@ pub(crate) fn wire_request(profile: &ModelProfile, req: &ChatRequest) -> Value {
         "stream": profile.stream,
     });
     if !system.is_empty() {
-        body["system"] = Value::String(system.join("\n\n"));
+        let mut block = text_block(&system.join("\n\n"));
+        mark_breakpoint(&mut block);
+        body["system"] = json!([block]);
     }
     if !req.tools.is_empty() {
         body["tools"] = req
@@ -103,6 +111,19 @@ pub(crate) fn wire_request(profile: &ModelProfile, req: &ChatRequest) -> Value {
         body["temperature"] = json!(t);
     }
     body
+}
+
+/// A prompt-cache breakpoint on `block`: the prefix up to and including it is cached for the
+/// next request. A text block without text gets none (the API refuses one there).
+fn mark_breakpoint(block: &mut Value) {
+    let empty_text = block.get("type").and_then(Value::as_str) == Some("text")
+        && block
+            .get("text")
+            .and_then(Value::as_str)
+            .is_none_or(|text| text.trim().is_empty());
+    if let (false, Some(block)) = (empty_text, block.as_object_mut()) {
+        block.insert("cache_control".into(), json!({"type": "ephemeral"}));
+    }
 }
 
 fn text_block(text: &str) -> Value {
@@ -159,6 +180,10 @@ impl WireUsage {
     }
     pub(crate) fn output(&self) -> Option<u64> {
         self.output_tokens
+    }
+    /// The input tokens read from the prompt cache (`cache_read_input_tokens`).
+    pub(crate) fn cached(&self) -> Option<u64> {
+        self.cache_read_input_tokens
     }
 }
 
@@ -217,9 +242,10 @@ pub(crate) fn parse_response(
             _ => {} // thinking, redacted_thinking, ...
         }
     }
-    let usage = wire
-        .usage
-        .and_then(|u| Some(Usage::tokens(u.input()?, u.output().unwrap_or(0))));
+    let usage = wire.usage.and_then(|u| {
+        let cached = u.cached().unwrap_or(0);
+        Some(Usage::tokens(u.input()?, u.output().unwrap_or(0)).with_cached(cached))
+    });
     let draft = ResponseDraft {
         content,
         calls,

@@ -28,11 +28,7 @@ fn profile(max_tokens: Option<u32>, stream: bool) -> ModelProfile {
 }
 
 fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
-    ToolCall {
-        id: id.into(),
-        name: name.into(),
-        arguments,
-    }
+    ToolCall::new(id, name, arguments)
 }
 
 #[test]
@@ -68,7 +64,7 @@ fn request_mapping() {
             "model": "claude-sonnet",
             "max_tokens": DEFAULT_MAX_TOKENS,
             "stream": true,
-            "system": "sys one\n\nsys two",
+            "system": [{"type": "text", "text": "sys one\n\nsys two", "cache_control": {"type": "ephemeral"}}],
             "tools": [{"name": "shell", "description": "run", "input_schema": {"type": "object"}}],
             "messages": [
                 {"role": "user", "content": [{"type": "text", "text": "do it"}]},
@@ -80,7 +76,7 @@ fn request_mapping() {
                 {"role": "user", "content": [
                     {"type": "tool_result", "tool_use_id": "t1", "content": "a.txt"},
                     {"type": "tool_result", "tool_use_id": "t2", "content": "error: bad args"},
-                    {"type": "text", "text": "go on"}
+                    {"type": "text", "text": "go on", "cache_control": {"type": "ephemeral"}}
                 ]}
             ]
         })
@@ -91,6 +87,70 @@ fn request_mapping() {
     assert_eq!(body["max_tokens"], 100);
     assert_eq!(body["temperature"], 0.5);
     assert!(body.get("system").is_none() && body.get("tools").is_none());
+}
+
+#[test]
+fn cache_breakpoints_table() {
+    let breakpoint = json!({"type": "ephemeral"});
+    // (messages, the system prompt's breakpoint, the last block's breakpoint)
+    let cases: Vec<(&str, Vec<ChatMessage>, bool, bool)> = vec![
+        (
+            "system and a user turn",
+            vec![ChatMessage::system("sys"), ChatMessage::user("go")],
+            true,
+            true,
+        ),
+        (
+            "no system: the last turn only",
+            vec![ChatMessage::user("go")],
+            false,
+            true,
+        ),
+        (
+            "the last block is a tool result",
+            vec![
+                ChatMessage::system("sys"),
+                ChatMessage::user("go"),
+                ChatMessage::Assistant {
+                    content: None,
+                    tool_calls: vec![call("t1", "shell", json!({"command": "ls"}))],
+                },
+                ChatMessage::tool_result("t1", "shell", "a.txt"),
+            ],
+            true,
+            true,
+        ),
+        (
+            "an empty text block gets none",
+            vec![ChatMessage::system(" "), ChatMessage::user("")],
+            false,
+            false,
+        ),
+    ];
+    for (name, messages, system, last) in cases {
+        let body = wire_request(&profile(None, false), &ChatRequest::new(messages));
+        assert_eq!(
+            body.pointer("/system/0/cache_control").cloned(),
+            system.then(|| breakpoint.clone()),
+            "{name}"
+        );
+        let turns = body["messages"].as_array().unwrap();
+        let last_block = turns
+            .last()
+            .and_then(|t| t["content"].as_array()?.last().cloned());
+        assert_eq!(
+            last_block.and_then(|b| b.get("cache_control").cloned()),
+            last.then(|| breakpoint.clone()),
+            "{name}"
+        );
+        // Only the last block of the last turn has one.
+        let marked = turns
+            .iter()
+            .flat_map(|t| t["content"].as_array().cloned().unwrap_or_default())
+            .filter(|b| b.get("cache_control").is_some())
+            .count();
+        assert!(marked <= 1, "{name}: {body}");
+    }
 }
 
 #[test]
@@ -110,7 +170,7 @@ fn response_mapping() {
     assert_eq!(response.content.as_deref(), Some("Listing."));
     assert_eq!(response.model, "claude-served");
     assert_eq!(response.finish_reason.as_deref(), Some("tool_calls"));
-    assert_eq!(response.usage, Usage::tokens(150, 20));
+    assert_eq!(response.usage, Usage::tokens(150, 20).with_cached(50));
     assert_eq!(
         response.tool_calls,
         vec![call("toolu_1", "shell", json!({"command": "ls"}))]
@@ -153,7 +213,7 @@ fn streamed_message_assembles() {
     let events = [
         (
             "message_start",
-            json!({"type": "message_start", "message": {"model": "claude-x", "usage": {"input_tokens": 30, "output_tokens": 1}}}),
+            json!({"type": "message_start", "message": {"model": "claude-x", "usage": {"input_tokens": 30, "cache_read_input_tokens": 12, "output_tokens": 1}}}),
         ),
         (
             "content_block_start",
@@ -210,14 +270,17 @@ fn streamed_message_assembles() {
     assert_eq!(response.content.as_deref(), Some("Working"));
     assert_eq!(response.model, "claude-x");
     assert_eq!(response.finish_reason.as_deref(), Some("tool_calls"));
-    assert_eq!(response.usage, Usage::tokens(30, 42));
+    assert_eq!(response.usage, Usage::tokens(42, 42).with_cached(12));
     assert_eq!(
         response.tool_calls,
-        vec![call(
-            "toolu_9",
-            "write_file",
-            json!({"path": "a", "content": "A"})
-        )]
+        vec![ToolCall {
+            raw_arguments: Some(r#"{"path": "a", "content": "A"}"#.into()),
+            ..call(
+                "toolu_9",
+                "write_file",
+                json!({"path": "a", "content": "A"})
+            )
+        }]
     );
     // Cut before message_stop.
     let cut: String = body
@@ -270,7 +333,8 @@ fn tool_result_images_become_image_blocks_for_vision_profiles_only() {
         assert_eq!(
             body["messages"][2],
             json!({"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": "t1", "content": content}
+                {"type": "tool_result", "tool_use_id": "t1", "content": content,
+                 "cache_control": {"type": "ephemeral"}}
             ]}),
             "{name}: {body}"
         );

@@ -4,6 +4,7 @@ use crate::tool_call_recovery::strip_tool_calls;
 use loopgate_protocol::usage::Usage;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::borrow::Cow;
 
 /// One message of a conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -120,6 +121,37 @@ pub struct ToolCall {
     pub id: String,
     pub name: String,
     pub arguments: Value,
+    /// The arguments as the model wrote them (a JSON string that decodes strictly), sent back
+    /// verbatim in later requests (see [`ToolCall::arguments_text`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_arguments: Option<String>,
+}
+
+impl ToolCall {
+    /// A call without the model's own text of its arguments.
+    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: Value) -> Self {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments,
+            raw_arguments: None,
+        }
+    }
+
+    /// The arguments as a JSON string for the wire: the model's own text while it still
+    /// decodes to `arguments` (so the prompt prefix a server cached stays byte-identical),
+    /// else arguments that were not JSON verbatim, else `arguments` serialized.
+    pub fn arguments_text(&self) -> Cow<'_, str> {
+        if let Some(raw) = &self.raw_arguments {
+            if serde_json::from_str::<Value>(raw).is_ok_and(|value| value == self.arguments) {
+                return Cow::Borrowed(raw);
+            }
+        }
+        match &self.arguments {
+            Value::String(raw) => Cow::Borrowed(raw),
+            other => Cow::Owned(other.to_string()),
+        }
+    }
 }
 
 /// A tool offered to the model.

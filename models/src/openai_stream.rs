@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::chat_types::ChatResponse;
 use crate::model_error::ModelError;
-use crate::openai_wire::WireUsage;
+use crate::openai_wire::{WireTimings, WireUsage};
 use crate::response_draft::{stream_error, DraftCall, ResponseDraft};
 use crate::sse::SseEvent;
 
@@ -21,6 +21,8 @@ struct Chunk {
     choices: Vec<ChunkChoice>,
     #[serde(default)]
     usage: Option<WireUsage>,
+    #[serde(default)]
+    timings: Option<WireTimings>,
     #[serde(default)]
     error: Option<Value>,
 }
@@ -73,7 +75,9 @@ pub(crate) struct OpenAiStream {
     content: Option<String>,
     calls: BTreeMap<u64, PartialCall>,
     finish_reason: Option<String>,
-    usage: Option<loopgate_protocol::usage::Usage>,
+    usage: Option<WireUsage>,
+    /// llama-server's, on the last chunk.
+    timings: Option<WireTimings>,
     model: Option<String>,
     done: bool,
 }
@@ -97,8 +101,11 @@ impl OpenAiStream {
         if chunk.model.as_deref().is_some_and(|m| !m.is_empty()) {
             self.model = chunk.model;
         }
-        if let Some(usage) = chunk.usage.and_then(WireUsage::into_usage) {
-            self.usage = Some(usage);
+        if chunk.usage.is_some() {
+            self.usage = chunk.usage;
+        }
+        if chunk.timings.is_some() {
+            self.timings = chunk.timings;
         }
         for choice in chunk.choices {
             if choice.finish_reason.is_some() {
@@ -160,7 +167,7 @@ impl OpenAiStream {
             content: self.content,
             calls,
             finish_reason: self.finish_reason,
-            usage: self.usage,
+            usage: self.usage.and_then(|usage| usage.into_usage(self.timings)),
             model: self.model,
         };
         Ok(draft.finish(requested_model, request_len, true))
@@ -217,6 +224,31 @@ mod tests {
     }
 
     #[test]
+    fn cached_tokens_from_the_usage_chunk_or_llama_server_timings() {
+        let content = json!({"choices": [{"delta": {"content": "hi"}, "finish_reason": "stop"}]});
+        let cases = [
+            (
+                json!({"choices": [], "usage": {"prompt_tokens": 90, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 64}}}),
+                64,
+            ),
+            (
+                json!({"choices": [], "usage": {"prompt_tokens": 90, "completion_tokens": 2}, "timings": {"cache_n": 80}}),
+                80,
+            ),
+            (
+                json!({"choices": [], "usage": {"prompt_tokens": 90, "completion_tokens": 2}}),
+                0,
+            ),
+        ];
+        for (last, cached) in cases {
+            let response =
+                run(&sse(&[content.clone(), last.clone()], true)).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(response.usage.input_tokens, 90, "{last}");
+            assert_eq!(response.usage.cached_prompt_tokens, cached, "{last}");
+        }
+    }
+
+    #[test]
     fn tool_call_deltas_assemble_by_index() {
         let call = |index: u64, id: Option<&str>, name: Option<&str>, args: &str| {
             json!({"choices": [{"delta": {"tool_calls": [{
@@ -241,6 +273,11 @@ mod tests {
         assert_eq!(response.tool_calls[0].arguments, json!({"command": "ls"}));
         assert_eq!(response.tool_calls[1].name, "read_file");
         assert_eq!(response.tool_calls[1].arguments, json!({"path": "a"}));
+        // The pieces joined are the text that goes back in later requests.
+        assert_eq!(
+            response.tool_calls[0].raw_arguments.as_deref(),
+            Some("{\"command\": \"ls\"}")
+        );
         // No usage chunk: estimated.
         assert_eq!(response.usage.input_tokens, 100);
     }

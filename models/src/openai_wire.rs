@@ -4,6 +4,7 @@
 use loopgate_protocol::usage::Usage;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::borrow::Cow;
 
 use crate::chat_types::{ChatMessage, ChatRequest, ChatResponse, ToolCall, ToolSpec};
 use crate::model_error::ModelError;
@@ -102,8 +103,8 @@ struct WireToolCallOut<'a> {
 #[derive(Debug, Serialize)]
 struct WireFunctionOut<'a> {
     name: &'a str,
-    /// A JSON string, as the API wants it.
-    arguments: String,
+    /// A JSON string, as the API wants it (see [`ToolCall::arguments_text`]).
+    arguments: Cow<'a, str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -219,17 +220,12 @@ fn wire_message(message: &ChatMessage) -> WireMessageOut<'_> {
 }
 
 fn wire_tool_call(call: &ToolCall) -> WireToolCallOut<'_> {
-    let arguments = match &call.arguments {
-        // Arguments that were not JSON go back verbatim, as the model wrote them.
-        Value::String(raw) => raw.clone(),
-        other => other.to_string(),
-    };
     WireToolCallOut {
         id: &call.id,
         kind: "function",
         function: WireFunctionOut {
             name: &call.name,
-            arguments,
+            arguments: call.arguments_text(),
         },
     }
 }
@@ -253,6 +249,9 @@ struct WireResponse {
     choices: Option<Vec<WireChoice>>,
     #[serde(default)]
     usage: Option<WireUsage>,
+    /// llama-server's own counters, sent beside `usage`.
+    #[serde(default)]
+    timings: Option<WireTimings>,
     #[serde(default)]
     error: Option<Value>,
 }
@@ -297,6 +296,25 @@ pub(crate) struct WireUsage {
     prompt_tokens: Option<u64>,
     #[serde(default)]
     completion_tokens: Option<u64>,
+    /// OpenAI (and llama-server since it reports it): `{"cached_tokens": n}`.
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptTokensDetails>,
+    /// DeepSeek: the prompt tokens its context cache held.
+    #[serde(default)]
+    prompt_cache_hit_tokens: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PromptTokensDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+/// llama-server's `timings`: `cache_n` prompt tokens were reused from its KV cache.
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub(crate) struct WireTimings {
+    #[serde(default)]
+    cache_n: Option<u64>,
 }
 
 /// Decodes a success response. `request_len` (bytes of the request body) feeds the usage
@@ -337,19 +355,28 @@ pub(crate) fn parse_response(
             })
             .collect(),
         finish_reason: choice.finish_reason,
-        usage: wire.usage.and_then(WireUsage::into_usage),
+        usage: wire.usage.and_then(|usage| usage.into_usage(wire.timings)),
         model: wire.model,
     };
     Ok(draft.finish(requested_model, request_len, true))
 }
 
 impl WireUsage {
-    /// `None` without `prompt_tokens` (the caller estimates then).
-    pub(crate) fn into_usage(self) -> Option<Usage> {
-        Some(Usage::tokens(
-            self.prompt_tokens?,
-            self.completion_tokens.unwrap_or(0),
-        ))
+    /// `None` without `prompt_tokens` (the caller estimates then). The cached prompt tokens
+    /// come from `prompt_tokens_details.cached_tokens`, else DeepSeek's
+    /// `prompt_cache_hit_tokens`, else llama-server's `timings.cache_n`.
+    pub(crate) fn into_usage(self, timings: Option<WireTimings>) -> Option<Usage> {
+        let cached = self
+            .prompt_tokens_details
+            .and_then(|details| details.cached_tokens)
+            .or(self.prompt_cache_hit_tokens)
+            .or(timings.and_then(|t| t.cache_n))
+            .unwrap_or(0);
+        let input = self.prompt_tokens?;
+        Some(
+            Usage::tokens(input, self.completion_tokens.unwrap_or(0))
+                .with_cached(cached.min(input)),
+        )
     }
 }
 
@@ -369,3 +396,6 @@ pub(crate) fn content_text(content: Value) -> Option<String> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod prefix_tests;

@@ -46,6 +46,7 @@ impl ResponseDraft {
                     .filter(|id| !id.is_empty())
                     .unwrap_or_else(|| format!("call_{index}")),
                 name: call.name.unwrap_or_default(),
+                raw_arguments: strict_json_text(&call.arguments),
                 arguments: decode_arguments(call.arguments),
             })
             .collect();
@@ -81,6 +82,16 @@ pub(crate) fn decode_arguments(raw: Value) -> Value {
         Value::String(text) if text.trim().is_empty() => Value::Object(Map::new()),
         Value::String(text) => parse_json_lenient(&text).unwrap_or(Value::String(text)),
         other => other,
+    }
+}
+
+/// Arguments sent as a string that is strict JSON: the text to send back verbatim. Text that
+/// only the lenient parser reads is not kept (a server that decodes the history would reject
+/// it).
+fn strict_json_text(raw: &Value) -> Option<String> {
+    match raw {
+        Value::String(text) if serde_json::from_str::<Value>(text).is_ok() => Some(text.clone()),
+        _ => None,
     }
 }
 

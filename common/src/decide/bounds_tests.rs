@@ -84,6 +84,7 @@ fn usage_no_episode_could_spend_is_refused_and_never_charged() {
             input_tokens: 1,
             output_tokens: 1,
             cost_micros: cost_ceiling + 1,
+            ..Default::default()
         },
     ];
     for usage in forged {

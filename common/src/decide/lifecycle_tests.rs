@@ -193,6 +193,7 @@ fn cost_budget_ends_the_run() {
             input_tokens: 1,
             output_tokens: 1,
             cost_micros: 101,
+            ..Default::default()
         },
         gui_offered: true,
     };

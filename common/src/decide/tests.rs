@@ -46,6 +46,7 @@ pub(super) fn reply(record: &RunRecord, raw: &str) -> Step {
                 input_tokens: 10,
                 output_tokens: 5,
                 cost_micros: 0,
+                ..Default::default()
             },
             gui_offered: true,
         },

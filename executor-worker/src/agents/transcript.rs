@@ -162,6 +162,7 @@ impl TranscriptReader {
                         input_tokens: input,
                         output_tokens: count(usage, "output_tokens"),
                         cost_micros: usd_micros(event.get("total_cost_usd")),
+                        cached_prompt_tokens: count(usage, "cache_read_input_tokens"),
                     });
                 }
             }
@@ -212,10 +213,10 @@ impl TranscriptReader {
                     self.report.success = Some(true);
                 }
                 if let Some(usage) = event.get("usage") {
-                    self.add_usage(Usage::tokens(
-                        count(usage, "input_tokens"),
-                        count(usage, "output_tokens"),
-                    ));
+                    self.add_usage(
+                        Usage::tokens(count(usage, "input_tokens"), count(usage, "output_tokens"))
+                            .with_cached(count(usage, "cached_input_tokens")),
+                    );
                 }
             }
             Some("turn.failed") => {
@@ -248,6 +249,7 @@ impl TranscriptReader {
                         input_tokens: input,
                         output_tokens: output,
                         cost_micros: usd_micros(part.get("cost")),
+                        cached_prompt_tokens: count(&cache, "read"),
                     });
                 }
                 if !self.step_text.trim().is_empty() {

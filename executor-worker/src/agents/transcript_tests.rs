@@ -39,7 +39,8 @@ fn claude_stream_json() {
         Some(Usage {
             input_tokens: 150,
             output_tokens: 40,
-            cost_micros: 12_300
+            cost_micros: 12_300,
+            cached_prompt_tokens: 50,
         })
     );
     assert_eq!((success.turns, success.tool_calls), (3, 1));
@@ -72,7 +73,7 @@ fn codex_exec_json() {
     );
     assert_eq!(success.final_message.as_deref(), Some("Created hello.py"));
     assert_eq!(success.success, Some(true));
-    assert_eq!(success.usage, Some(Usage::tokens(900, 70)));
+    assert_eq!(success.usage, Some(Usage::tokens(900, 70).with_cached(100)));
     assert_eq!((success.turns, success.tool_calls), (1, 2));
 
     let failure = read(
@@ -141,7 +142,8 @@ fn opencode_run_json() {
         Some(Usage {
             input_tokens: 1300,
             output_tokens: 35,
-            cost_micros: 3000
+            cost_micros: 3000,
+            cached_prompt_tokens: 100,
         })
     );
     assert_eq!((success.turns, success.tool_calls), (2, 1));

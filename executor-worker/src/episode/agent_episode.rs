@@ -144,6 +144,7 @@ async fn agent_in_dir(
         tool_calls = run.report.tool_calls,
         input_tokens = usage.input_tokens,
         output_tokens = usage.output_tokens,
+        cached_prompt_tokens = usage.cached_prompt_tokens,
         cost_micros = usage.cost_micros,
         failure = verdict.failure.as_deref().unwrap_or(""),
         "agent ended"

@@ -142,6 +142,7 @@ fn record_report(report: &LoopReport) {
         tool_calls = report.tool_calls,
         input_tokens = report.usage.input_tokens,
         output_tokens = report.usage.output_tokens,
+        cached_prompt_tokens = report.usage.cached_prompt_tokens,
         cost_micros = report.usage.cost_micros,
         resets = report.resets,
         compactions = report.compactions,

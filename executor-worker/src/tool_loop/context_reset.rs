@@ -128,11 +128,7 @@ mod tests {
             tool_calls: calls
                 .into_iter()
                 .enumerate()
-                .map(|(i, (name, arguments))| ToolCall {
-                    id: format!("c{i}"),
-                    name: name.into(),
-                    arguments,
-                })
+                .map(|(i, (name, arguments))| ToolCall::new(format!("c{i}"), name, arguments))
                 .collect(),
         }
     }

@@ -72,11 +72,11 @@ mod tests {
     use serde_json::json;
 
     fn write(content: &str) -> ToolCall {
-        ToolCall {
-            id: "c".into(),
-            name: "write_file".into(),
-            arguments: json!({"path": "hello.py", "content": content}),
-        }
+        ToolCall::new(
+            "c",
+            "write_file",
+            json!({"path": "hello.py", "content": content}),
+        )
     }
 
     #[test]
@@ -92,19 +92,15 @@ mod tests {
             (write("print('hello, loopgate')\n"), false),
             (write("short"), false),
             (
-                ToolCall {
-                    id: "c".into(),
-                    name: "shell".into(),
-                    arguments: json!({"command": "wrote 26 bytes to hello.py"}),
-                },
+                ToolCall::new(
+                    "c",
+                    "shell",
+                    json!({"command": "wrote 26 bytes to hello.py"}),
+                ),
                 false,
             ),
             (
-                ToolCall {
-                    id: "c".into(),
-                    name: "write_file".into(),
-                    arguments: json!({"path": "x"}),
-                },
+                ToolCall::new("c", "write_file", json!({"path": "x"})),
                 false,
             ),
         ];

@@ -100,10 +100,8 @@ mod tests {
             tool_calls: calls
                 .iter()
                 .enumerate()
-                .map(|(i, (name, arguments))| ToolCall {
-                    id: format!("c{i}"),
-                    name: (*name).to_string(),
-                    arguments: arguments.clone(),
+                .map(|(i, (name, arguments))| {
+                    ToolCall::new(format!("c{i}"), (*name).to_string(), arguments.clone())
                 })
                 .collect(),
         }

@@ -50,6 +50,7 @@ pub(crate) fn elide_refused_writes(messages: &mut [ChatMessage]) -> usize {
                 "{MARKER} ({} bytes); write the file anew instead of repeating it]",
                 text.len()
             );
+            call.raw_arguments = None;
             elided += 1;
         }
     }
@@ -76,11 +77,7 @@ mod tests {
     use serde_json::json;
 
     fn call(name: &str, arguments: Value) -> ToolCall {
-        ToolCall {
-            id: "c".into(),
-            name: name.into(),
-            arguments,
-        }
+        ToolCall::new("c", name, arguments)
     }
 
     fn assistant(calls: Vec<ToolCall>) -> ChatMessage {

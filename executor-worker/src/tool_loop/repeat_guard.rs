@@ -102,11 +102,7 @@ mod tests {
     use serde_json::json;
 
     fn call(name: &str, args: serde_json::Value) -> ToolCall {
-        ToolCall {
-            id: "c".into(),
-            name: name.into(),
-            arguments: args,
-        }
+        ToolCall::new("c", name, args)
     }
 
     #[test]

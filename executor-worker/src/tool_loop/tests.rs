@@ -13,6 +13,8 @@ use crate::config::ToolLimits;
 use crate::tool_loop::turn_messages::MAX_SUMMARY_CHARS;
 use crate::tools::workspace::Workspace;
 
+mod cache_prefix;
+
 /// Replies from a fixed script (then keeps repeating the last reply), recording requests.
 struct ScriptedModel {
     replies: Mutex<Vec<Result<ChatResponse, ModelError>>>,
@@ -54,14 +56,13 @@ fn reply(content: Option<&str>, calls: Vec<(&str, serde_json::Value)>) -> ChatRe
         tool_calls: calls
             .into_iter()
             .enumerate()
-            .map(|(i, (name, arguments))| ToolCall {
-                id: if i == 0 {
+            .map(|(i, (name, arguments))| {
+                let id = if i == 0 {
                     String::new()
                 } else {
                     format!("id{i}")
-                },
-                name: name.to_string(),
-                arguments,
+                };
+                ToolCall::new(id, name, arguments)
             })
             .collect(),
         tool_calls_from_content: false,

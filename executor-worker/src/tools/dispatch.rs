@@ -161,11 +161,7 @@ mod tests {
     ];
 
     fn call(name: &str, arguments: Value) -> ToolCall {
-        ToolCall {
-            id: "c1".into(),
-            name: name.into(),
-            arguments,
-        }
+        ToolCall::new("c1", name, arguments)
     }
 
     #[tokio::test]

@@ -130,7 +130,8 @@ async fn claude_code_success_is_frozen_with_usage_cost_and_transcript() -> anyho
         Usage {
             input_tokens: 1500,
             output_tokens: 80,
-            cost_micros: 4200
+            cost_micros: 4200,
+            cached_prompt_tokens: 300,
         }
     );
     assert_eq!(

@@ -92,11 +92,7 @@ fn request_mapping_table() {
                 ChatMessage::user("list"),
                 ChatMessage::Assistant {
                     content: None,
-                    tool_calls: vec![ToolCall {
-                        id: "call_1".into(),
-                        name: "shell".into(),
-                        arguments: json!({"command": "ls"}),
-                    }],
+                    tool_calls: vec![ToolCall::new("call_1", "shell", json!({"command": "ls"}))],
                 },
                 ChatMessage::tool_result("call_1", "shell", "a.txt\n"),
             ])
@@ -124,11 +120,11 @@ fn request_mapping_table() {
             ChatRequest::new(vec![
                 ChatMessage::Assistant {
                     content: Some("trying".into()),
-                    tool_calls: vec![ToolCall {
-                        id: "call_fallback_0".into(),
-                        name: "shell".into(),
-                        arguments: Value::String("{command: ls".into()),
-                    }],
+                    tool_calls: vec![ToolCall::new(
+                        "call_fallback_0",
+                        "shell",
+                        Value::String("{command: ls".into()),
+                    )],
                 },
                 ChatMessage::Assistant {
                     content: None,
@@ -228,10 +224,69 @@ fn usage(prompt: u64, completion: u64) -> Option<Value> {
 }
 
 fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
-    ToolCall {
-        id: id.into(),
-        name: name.into(),
-        arguments,
+    ToolCall::new(id, name, arguments)
+}
+
+#[test]
+fn cached_prompt_tokens_table() {
+    // (wire format, the body's `usage` and `timings`, input tokens, cached tokens)
+    let cases: Vec<(&str, Value, Option<Value>, u64, u64)> = vec![
+        (
+            "openai: prompt_tokens_details.cached_tokens",
+            json!({"prompt_tokens": 2006, "completion_tokens": 300, "prompt_tokens_details": {"cached_tokens": 1920}}),
+            None,
+            2006,
+            1920,
+        ),
+        (
+            "deepseek: prompt_cache_hit_tokens",
+            json!({"prompt_tokens": 900, "completion_tokens": 5, "prompt_cache_hit_tokens": 640, "prompt_cache_miss_tokens": 260}),
+            None,
+            900,
+            640,
+        ),
+        (
+            "llama-server: details win over timings",
+            json!({"prompt_tokens": 500, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 480}}),
+            Some(json!({"cache_n": 470, "prompt_n": 30})),
+            500,
+            480,
+        ),
+        (
+            "llama-server without details: timings.cache_n",
+            json!({"prompt_tokens": 500, "completion_tokens": 5}),
+            Some(json!({"cache_n": 470, "prompt_n": 30})),
+            500,
+            470,
+        ),
+        (
+            "nothing cached",
+            json!({"prompt_tokens": 500, "completion_tokens": 5, "prompt_tokens_details": {"audio_tokens": 0}}),
+            None,
+            500,
+            0,
+        ),
+        (
+            "more cached than the prompt is clamped",
+            json!({"prompt_tokens": 10, "completion_tokens": 5}),
+            Some(json!({"cache_n": 99})),
+            10,
+            10,
+        ),
+    ];
+    for (name, usage, timings, input, cached) in cases {
+        let mut body: Value = serde_json::from_str(&completion(
+            json!({"role": "assistant", "content": "ok"}),
+            "stop",
+            Some(usage),
+        ))
+        .unwrap();
+        if let Some(timings) = timings {
+            body["timings"] = timings;
+        }
+        let response = parse_response(&body.to_string(), "asked", 10).unwrap();
+        assert_eq!(response.usage.input_tokens, input, "{name}");
+        assert_eq!(response.usage.cached_prompt_tokens, cached, "{name}");
     }
 }
 
@@ -265,7 +320,10 @@ fn response_mapping_table() {
             ChatResponse {
                 content: None,
                 tool_calls: vec![
-                    call("call_a", "shell", json!({"command": "ls"})),
+                    ToolCall {
+                        raw_arguments: Some(r#"{"command": "ls"}"#.into()),
+                        ..call("call_a", "shell", json!({"command": "ls"}))
+                    },
                     call("call_b", "read_file", json!({"path": "x"})),
                     call("call_c", "shell", Value::String("{command: ls".into())),
                     call("call_3", "list_dir", json!({})),
@@ -303,7 +361,10 @@ fn response_mapping_table() {
             ),
             ChatResponse {
                 content: Some("<tool_call>{\"name\": \"shell\", \"arguments\": {}}</tool_call>".into()),
-                tool_calls: vec![call("c1", "finish", json!({}))],
+                tool_calls: vec![ToolCall {
+                    raw_arguments: Some("{}".into()),
+                    ..call("c1", "finish", json!({}))
+                }],
                 tool_calls_from_content: false,
                 finish_reason: Some("tool_calls".into()),
                 usage: Usage::tokens(1, 1),
@@ -389,16 +450,8 @@ fn tool_result_images_follow_as_a_user_turn_for_vision_profiles_only() {
         ChatMessage::Assistant {
             content: None,
             tool_calls: vec![
-                ToolCall {
-                    id: "c1".into(),
-                    name: "browser_screenshot".into(),
-                    arguments: json!({"path": "a.png"}),
-                },
-                ToolCall {
-                    id: "c2".into(),
-                    name: "browser_snapshot".into(),
-                    arguments: json!({}),
-                },
+                ToolCall::new("c1", "browser_screenshot", json!({"path": "a.png"})),
+                ToolCall::new("c2", "browser_snapshot", json!({})),
             ],
         },
         ChatMessage::tool_result_with_images("c1", "browser_screenshot", "saved", vec![image]),

@@ -18,10 +18,12 @@ pub fn calls_from_content(content: &str) -> Vec<ToolCall> {
     tool_calls_from_content(content)
         .into_iter()
         .enumerate()
-        .map(|(index, parsed)| ToolCall {
-            id: format!("{FALLBACK_CALL_ID_PREFIX}{index}"),
-            name: parsed.name,
-            arguments: parsed.arguments,
+        .map(|(index, parsed)| {
+            ToolCall::new(
+                format!("{FALLBACK_CALL_ID_PREFIX}{index}"),
+                parsed.name,
+                parsed.arguments,
+            )
         })
         .collect()
 }
@@ -113,11 +115,7 @@ fn take_calls_after_names(response: &mut ChatResponse, offered: &[&str]) -> bool
     response.tool_calls = found
         .calls
         .into_iter()
-        .map(|call| ToolCall {
-            id: String::new(),
-            name: call.name,
-            arguments: call.arguments,
-        })
+        .map(|call| ToolCall::new(String::new(), call.name, call.arguments))
         .collect();
     response.content = Some(found.rest).filter(|rest| !rest.is_empty());
     response.tool_calls_from_content = true;
@@ -143,11 +141,7 @@ mod tests {
     }
 
     fn call(id: &str, name: &str, arguments: serde_json::Value) -> ToolCall {
-        ToolCall {
-            id: id.into(),
-            name: name.into(),
-            arguments,
-        }
+        ToolCall::new(id, name, arguments)
     }
 
     #[test]

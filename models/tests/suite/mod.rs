@@ -1,4 +1,5 @@
 mod conformance;
 mod live_providers;
+mod prompt_cache;
 mod structured_output;
 mod vision;

@@ -29,11 +29,11 @@ fn conversation() -> ChatRequest {
         ChatMessage::user("Look at the page."),
         ChatMessage::Assistant {
             content: None,
-            tool_calls: vec![ToolCall {
-                id: "call_1".into(),
-                name: "browser_screenshot".into(),
-                arguments: json!({"path": "shots/page.png"}),
-            }],
+            tool_calls: vec![ToolCall::new(
+                "call_1",
+                "browser_screenshot",
+                json!({"path": "shots/page.png"}),
+            )],
         },
         ChatMessage::tool_result_with_images(
             "call_1",
