@@ -248,14 +248,15 @@ pub(super) fn dispatch_clause_step(tx: &mut Tx, step: ClauseStep) {
     }
     note_clause_try(tx, &step);
     tx.record.streaks.step_retries = 0;
-    tx.log(LogEvent::ClauseStep {
-        round: tx.record.round + 1,
+    let event = LogEvent::ClauseStep {
         clause: step.clause as u32 + 1,
         of: step.of as u32,
         text: step.text.clone(),
         attempt: step.tries,
-    });
+    };
     dispatch_step(tx, Capability::Cli, step.step);
+    // Logged in the step's round.
+    tx.log(event);
 }
 
 #[cfg(test)]

@@ -52,8 +52,9 @@ fn each_clause_goes_out_in_turn_without_a_manager_decision() {
     let s = start_run("r", task("", ""), "base", 0);
     assert_eq!(
         kinds(&s),
-        vec!["submitted", "clause_step", "exec_dispatched"]
+        vec!["submitted", "exec_dispatched", "clause_step"]
     );
+    assert_eq!(s.log[2].round, 1);
     assert_eq!(s.record.state, RunState::Running);
     assert!(
         objective(&s).starts_with("Create a.py.\n"),
@@ -63,7 +64,7 @@ fn each_clause_goes_out_in_turn_without_a_manager_decision() {
     assert!(objective(&s).contains("`python3 a.py`"));
     let s = round(&s.record, "c1", &["a"]);
     assert!(
-        kinds(&s).ends_with(&["clause_step", "exec_dispatched"]),
+        kinds(&s).ends_with(&["exec_dispatched", "clause_step"]),
         "{:?}",
         kinds(&s)
     );

@@ -214,10 +214,10 @@ pub enum LogEvent {
         /// The step, as round `from_round` ran it.
         step: String,
     },
-    /// The clause policy (`budget.clause_steps`) chose round `round`'s step without a manager
-    /// call: clause `clause` (1-based) of the goal's `of` clauses, in the goal's own words.
+    /// The clause policy (`budget.clause_steps`) chose the entry's round's step without a
+    /// manager call: clause `clause` (1-based) of the goal's `of` clauses, in the goal's own
+    /// words.
     ClauseStep {
-        round: u32,
         clause: u32,
         of: u32,
         text: String,

@@ -134,13 +134,12 @@ fn manager_step(event: &LogEvent) -> String {
             excerpt(step, 120)
         ),
         E::ClauseStep {
-            round,
             clause,
             of,
             text,
             attempt,
         } => format!(
-            "round {round}'s step is goal clause {clause} of {of} (try {attempt}), no manager decision (budget.clause_steps): {}",
+            "the step is goal clause {clause} of {of} (try {attempt}), no manager decision (budget.clause_steps): {}",
             excerpt(text, 120)
         ),
         E::StepReplaced { dropped, step, .. } => format!(

@@ -173,8 +173,8 @@ fn every_event_has_its_own_headline() {
             "round 1's step failed its audit: an executor tries it again with that audit's evidence, no manager decision (budget.step_retries): fix it",
         ),
         (
-            json!({"type": "clause_step", "round": 2, "clause": 2, "of": 3, "text": "Print 1 to 9.", "attempt": 1}),
-            "round 2's step is goal clause 2 of 3 (try 1), no manager decision (budget.clause_steps): Print 1 to 9.",
+            json!({"type": "clause_step", "clause": 2, "of": 3, "text": "Print 1 to 9.", "attempt": 1}),
+            "the step is goal clause 2 of 3 (try 1), no manager decision (budget.clause_steps): Print 1 to 9.",
         ),
         (
             json!({"type": "step_replaced", "seq": 3, "dropped": "print hi", "step": "print hello"}),
