@@ -233,6 +233,22 @@ pub(super) fn note_clause_try(tx: &mut Tx, step: &ClauseStep) {
     });
 }
 
+/// Whether the clause of the policy's last step is settled: it passes now, or it has had its
+/// tries. `false` when the clauses have no checks to tell (the goal as the first step).
+pub(super) fn last_clause_settled(record: &RunRecord) -> bool {
+    let Some(tried) = record.streaks.clause_tries else {
+        return false;
+    };
+    let Some((clauses, _)) = checked_clauses(record) else {
+        return false;
+    };
+    tried.tries >= CLAUSE_TRIES
+        || clauses
+            .iter()
+            .find(|c| c.index == tried.clause as usize)
+            .is_some_and(|c| passes(record, c))
+}
+
 /// Whether the round that just ended ran the clause policy's step (or a retry of it).
 pub(super) fn last_round_was_clause_step(record: &RunRecord) -> bool {
     record

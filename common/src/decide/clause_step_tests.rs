@@ -188,3 +188,19 @@ fn without_a_manager_a_passing_gate_gets_its_final_audit_and_the_rounds_run_out(
     let s = round(&s.record, "c1", &["a"]);
     assert_eq!(s.record.state, RunState::BudgetExhausted, "{:?}", kinds(&s));
 }
+
+#[test]
+fn a_goal_of_one_unchecked_clause_is_the_first_step_and_is_retried_like_any_step() {
+    let toml = "goal = \"Make the tests pass.\"\n[[acceptance]]\nid = \"a\"\ncheck = \
+                \"python3 -m unittest\"\n[budget]\nmax_rounds = 6\n";
+    let s = start_run("r", parse_task_toml(toml).unwrap(), "base", 0);
+    assert_eq!(
+        kinds(&s),
+        vec!["submitted", "exec_dispatched", "clause_step"]
+    );
+    assert_eq!(objective(&s), "Make the tests pass.");
+    let s = round(&s.record, "c1", &[]);
+    assert!(kinds(&s).contains(&"step_retried"), "{:?}", kinds(&s));
+    let s = round(&s.record, "c2", &[]);
+    assert!(deciding(&s), "{:?}", kinds(&s));
+}

@@ -12,7 +12,8 @@
 //! manager must read it), or the round budget is spent.
 
 use super::clause_step::{
-    clause_step, dispatch_clause_step, last_round_was_clause_step, note_clause_try, ClauseStep,
+    clause_step, dispatch_clause_step, last_clause_settled, last_round_was_clause_step,
+    note_clause_try, ClauseStep,
 };
 use super::manager_turn::dispatch_step;
 use super::progress::{escalate_when_stagnant, stagnation_due};
@@ -83,9 +84,9 @@ pub(super) enum AfterFailure {
 }
 
 /// The step after a failed round: a clause step's own clause failing again is tried again
-/// (as a step retry when one is allowed); a clause step that is done, or whose clause has had
-/// its tries, gives way to the next clause or the manager and is never retried; after a
-/// manager's step the clause policy goes first, then a retry.
+/// (as a step retry when one is allowed); a clause step whose clause passes, or has had its
+/// tries, gives way to the next clause or the manager and is never retried; after a manager's
+/// step (or the goal as the first step) the clause policy goes first, then a retry.
 pub(super) fn after_failure(record: &RunRecord) -> AfterFailure {
     let retry = step_to_retry(record);
     let clause = clause_step(record);
@@ -99,7 +100,9 @@ pub(super) fn after_failure(record: &RunRecord) -> AfterFailure {
     match (clause, retry) {
         (Some(c), Some(r)) if was_clause && same_clause(&c) => AfterFailure::Retry(r, Some(c)),
         (Some(c), _) => AfterFailure::Clause(c),
-        (None, Some(r)) if !was_clause => AfterFailure::Retry(r, None),
+        (None, Some(r)) if !(was_clause && last_clause_settled(record)) => {
+            AfterFailure::Retry(r, None)
+        }
         (None, _) => AfterFailure::Manager,
     }
 }
