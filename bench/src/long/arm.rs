@@ -357,4 +357,38 @@ mod tests {
             "the public checks stay"
         );
     }
+
+    /// The `no_clause_steps` arm measures something: in every long task each goal clause is
+    /// decided by a blocking check, so the clause policy gives every step of the shipped arm
+    /// until the manager is due (web-shopping's `[gui]` table keeps the policy off there).
+    #[test]
+    fn every_long_task_clause_has_a_blocking_check() {
+        use loopgate_common::goal::criteria::{clause_coverage, contract_for, ClauseCover};
+        for name in [
+            "ledger-cli",
+            "bughunt-shop",
+            "pipeline-orders",
+            "refactor-report",
+            "textkit-lib",
+            "web-shopping",
+        ] {
+            let task = load_long_task(&long_suite_dir().join(name)).unwrap();
+            let contract = contract_for(&task.file.validate().unwrap());
+            for cover in clause_coverage(
+                &contract.goal,
+                &contract.criteria,
+                &contract.protected_paths,
+            ) {
+                let checked = match &cover.cover {
+                    ClauseCover::Criterion(id) => contract
+                        .criteria
+                        .iter()
+                        .any(|c| &c.id == id && c.blocking && c.check.is_some()),
+                    _ => false,
+                };
+                assert!(checked, "{name}: {}", cover.clause);
+            }
+            assert_eq!(task.file.gui.is_some(), name == "web-shopping", "{name}");
+        }
+    }
 }
