@@ -8,8 +8,9 @@
 //! blocking check, every clause's checks passing while the gate does not, the same clause
 //! given [`CLAUSE_TRIES`] times in a row and still failing (a step retry of it counts), the run
 //! planning its contract, stagnation due, an operator instruction in the current round, the
-//! round budget spent, a task with a `gui` step, or `budget.manager = false` (every step is
-//! the goal then). A goal of one clause is the first step by itself, checked or not.
+//! round budget spent, a task with a `[gui]` table (a clause step is `cli`), or
+//! `budget.manager = false` (every step is the goal then). A goal of one clause is the first
+//! step by itself, checked or not.
 
 use super::manager_turn::dispatch_step;
 use super::progress::stagnation_due;

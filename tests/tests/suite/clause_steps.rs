@@ -1,6 +1,7 @@
 //! The clause policy (`budget.clause_steps`) end to end on the real stack: a goal whose
 //! clauses each have a check is worked clause by clause with no manager call, and a clause
-//! that fails twice as the step goes to the manager.
+//! that fails twice as the step goes to the manager. And a run without a manager
+//! (`budget.manager = false`): no manager profile, the goal as every step.
 
 use std::time::Duration;
 
@@ -46,8 +47,13 @@ fn finish() -> Reply {
 
 /// Run `TASK` on `model` to its end, which must be `completed`; its log entries.
 async fn completed_log(model: &StandInModel) -> anyhow::Result<Vec<Value>> {
+    completed_log_of(model, TASK).await
+}
+
+/// Run `task` on `model` to its end, which must be `completed`; its log entries.
+async fn completed_log_of(model: &StandInModel, task: &str) -> anyhow::Result<Vec<Value>> {
     let stack = Stack::start(StackOptions::new(profiles(model), 1)).await?;
-    let run = stack.submit(TASK, &[]).await?;
+    let run = stack.submit(task, &[]).await?;
     let id = run["id"].as_str().unwrap_or_default().to_string();
     let done = stack.wait_terminal(&id, WAIT).await?;
     anyhow::ensure!(done["state"] == "completed", "{done}\n{}", stack.logs());
@@ -151,5 +157,41 @@ async fn a_clause_failing_twice_goes_to_the_manager() -> anyhow::Result<()> {
     let last_try = kinds.iter().rposition(|(r, t)| *r == 2 && t == "gate");
     assert!(decision.is_some() && decision > last_try, "{kinds:?}");
     assert_eq!(count(&entries, "decision"), 1, "{kinds:?}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_manager_the_goal_is_every_step_and_no_profile_is_needed() -> anyhow::Result<()> {
+    let model = StandInModel::start(Script::new().replies(
+        "standin-executor",
+        [
+            // Round 1 does half the goal; round 2 (the goal again) the rest.
+            write("a.txt"),
+            finish(),
+            write("b.txt"),
+            finish(),
+        ],
+    ))
+    .await?;
+    // A manager profile no daemon has: nothing uses it.
+    let task = TASK
+        .replace("manager = \"mgr\"", "manager = \"nobody\"")
+        .replace("[budget]\n", "[budget]\nmanager = false\n");
+    let entries = completed_log_of(&model, &task).await?;
+    let kinds = kinds(&entries);
+    assert_eq!(model.request_count("standin-manager"), 0, "{kinds:?}");
+    for kind in ["decision", "clause_step"] {
+        assert_eq!(count(&entries, kind), 0, "{kind}: {kinds:?}");
+    }
+    let objectives: Vec<&str> = entries
+        .iter()
+        .filter(|e| e["type"] == "exec_dispatched")
+        .filter_map(|e| e["objective"].as_str())
+        .collect();
+    assert_eq!(
+        objectives,
+        ["Create a.txt. Create b.txt.", "Create a.txt. Create b.txt."],
+        "{kinds:?}"
+    );
     Ok(())
 }
