@@ -1,8 +1,8 @@
 //! The clause policy (`budget.clause_steps`): when every clause of the goal that asks for
 //! something has a blocking check, the next step is the first such clause (in the goal's
-//! order) whose checks do not all pass on the current snapshot, in the goal's own words, with
-//! one line on what the earlier clauses built and the checks that must pass. It is dispatched
-//! without a manager call.
+//! order) whose criteria do not all pass on the current snapshot (its checks, and a judged
+//! criterion quoting it), in the goal's own words, with one line on what the earlier clauses
+//! built and the checks that must pass. It is dispatched without a manager call.
 //!
 //! The manager is asked instead when the policy has no step to give: a clause without a
 //! blocking check, every clause's checks passing while the gate does not, the same clause
@@ -15,6 +15,7 @@
 use super::manager_turn::dispatch_step;
 use super::progress::stagnation_due;
 use super::tx::Tx;
+use crate::goal::clause_reading::covering_check;
 use crate::goal::criteria::{clause_coverage, same_clause, ClauseCover};
 use crate::state::{ClauseTries, LogEvent, RunRecord, RunState};
 use loopgate_protocol::contract::Criterion;
@@ -39,14 +40,17 @@ pub(super) struct ClauseStep {
     pub tries: u32,
 }
 
-/// A clause that asks for something, with the blocking checks that decide it.
+/// A clause that asks for something, with the blocking criteria that decide it (at least one
+/// of them a check; a judged one counts for whether the clause passes).
 struct CheckedClause<'a> {
     index: usize,
     text: String,
-    checks: Vec<&'a Criterion>,
+    criteria: Vec<&'a Criterion>,
 }
 
-/// The goal's clauses split into those a step serves (with their blocking checks) and those
+/// The goal's clauses split into those a step serves (with the blocking criteria that quote
+/// or cover them: the one [`clause_coverage`] names, any other quoting the clause, the check
+/// that decides its words) and those
 /// that only inform one (files to keep, the problem stated); `None` when a clause that asks
 /// for something has no blocking check.
 fn checked_clauses(record: &RunRecord) -> Option<(Vec<CheckedClause<'_>>, Vec<String>)> {
@@ -68,24 +72,26 @@ fn checked_clauses(record: &RunRecord) -> Option<(Vec<CheckedClause<'_>>, Vec<St
             }
             ClauseCover::Uncovered | ClauseCover::Criterion(_) => {}
         }
-        let checks: Vec<&Criterion> = contract
+        let covering = covering_check(&cover.clause, &cover.reading, &contract.criteria);
+        let criteria: Vec<&Criterion> = contract
             .criteria
             .iter()
-            .filter(|c| c.blocking && c.check.is_some())
+            .filter(|c| c.blocking)
             .filter(|c| {
                 cover.criterion() == Some(c.id.as_str())
+                    || covering.is_some_and(|k| k.id == c.id)
                     || c.clause
                         .as_deref()
                         .is_some_and(|q| same_clause(q, &cover.clause))
             })
             .collect();
-        if checks.is_empty() {
+        if !criteria.iter().any(|c| c.check.is_some()) {
             return None;
         }
         steps.push(CheckedClause {
             index,
             text: cover.clause,
-            checks,
+            criteria,
         });
     }
     Some((steps, context))
@@ -108,9 +114,9 @@ fn may_choose(record: &RunRecord) -> bool {
         && !instructed
 }
 
-/// Whether every check of `clause` passed on the current snapshot.
+/// Whether every criterion of `clause` passed on the current snapshot.
 fn passes(record: &RunRecord, clause: &CheckedClause) -> bool {
-    clause.checks.iter().all(|c| {
+    clause.criteria.iter().all(|c| {
         record
             .audit
             .evidence
@@ -208,7 +214,7 @@ fn instruction(clauses: &[CheckedClause], at: usize, context: &[String]) -> Stri
         ));
     }
     let commands: Vec<String> = clause
-        .checks
+        .criteria
         .iter()
         .filter_map(|c| c.check.as_deref())
         .map(|cmd| format!("`{cmd}`"))
@@ -328,7 +334,7 @@ mod tests {
     fn the_step_is_the_first_failing_clause_while_it_has_tries_left() {
         type Edit = fn(&mut RunRecord);
         // (name, budget, edit, (clause, tries) given as the step)
-        let cases: [(&str, &str, Edit, Option<(usize, u32)>); 17] = [
+        let cases: [(&str, &str, Edit, Option<(usize, u32)>); 18] = [
             ("nothing audited yet", "", |_| {}, Some((0, 1))),
             ("a passes", "", |r| audited(r, true, false), Some((1, 1))),
             (
@@ -385,6 +391,24 @@ mod tests {
                 "",
                 |r| r.contract.criteria[1].blocking = false,
                 None,
+            ),
+            (
+                "b's check passes, its judged criterion not",
+                "",
+                |r| {
+                    audited(r, true, true);
+                    r.contract.criteria.push(Criterion {
+                        id: "goal-2".into(),
+                        description: "judged".into(),
+                        check: None,
+                        blocking: true,
+                        timeout_secs: 60,
+                        source: loopgate_protocol::contract::CriterionSource::Goal,
+                        clause: Some("Create b.py.".into()),
+                    });
+                    r.audit.evidence.push(evidence("s1", "goal-2", false));
+                },
+                Some((1, 1)),
             ),
             ("turned off", "clause_steps = false", |_| {}, None),
             ("no manager", "manager = false", |_| {}, None),
