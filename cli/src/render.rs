@@ -242,6 +242,11 @@ mod tests {
                 "[round 3] budget_exhausted: max_rounds reached (snapshot aaaaaaaaaaaa)",
             ),
             (
+                json!({"at":1,"generation":1,"round":2,"type":"clause_step","clause":2,"of":2,
+                       "text":"Create b.txt.","attempt":1}),
+                "[round 2] the step is goal clause 2 of 2 (try 1), no manager decision (budget.clause_steps): Create b.txt.",
+            ),
+            (
                 json!({"at":1,"generation":1,"round":2,"type":"instructed","text":"use pytest\nnot unittest"}),
                 "[round 2] instruction: use pytest not unittest",
             ),

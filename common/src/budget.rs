@@ -96,6 +96,14 @@ pub struct BudgetFile {
     /// passes is set aside, and the artifact stays at the current snapshot (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback_regressions: Option<bool>,
+    /// When each clause of the goal has a blocking check, the next step is the first clause
+    /// whose checks fail, in the goal's own words, without a manager call (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clause_steps: Option<bool>,
+    /// false: no manager model is called; every step is the goal itself and the run ends on
+    /// the gate or a budget (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manager: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -142,6 +150,12 @@ pub struct Budget {
     /// Stored only when it is not the default, so records keep the keys they had.
     #[serde(default = "default_true", skip_serializing_if = "is_true")]
     pub rollback_regressions: bool,
+    /// Stored only when it is not the default, so records keep the keys they had.
+    #[serde(default = "default_true", skip_serializing_if = "is_true")]
+    pub clause_steps: bool,
+    /// Stored only when it is not the default, so records keep the keys they had.
+    #[serde(default = "default_true", skip_serializing_if = "is_true")]
+    pub manager: bool,
 }
 
 fn default_true() -> bool {
@@ -221,6 +235,8 @@ impl Default for Budget {
             episode_grace_secs: DEFAULT_EPISODE_GRACE_SECS,
             step_retries: DEFAULT_STEP_RETRIES,
             rollback_regressions: true,
+            clause_steps: true,
+            manager: true,
         }
     }
 }
@@ -274,6 +290,8 @@ impl BudgetFile {
             episode_grace_secs: secs!(episode_grace_secs, day),
             step_retries: count!(step_retries, 0, MAX_STEP_RETRIES),
             rollback_regressions: self.rollback_regressions.unwrap_or(d.rollback_regressions),
+            clause_steps: self.clause_steps.unwrap_or(d.clause_steps),
+            manager: self.manager.unwrap_or(d.manager),
         })
     }
 }
@@ -518,5 +536,36 @@ mod tests {
             serde_json::to_value(&off).unwrap()["rollback_regressions"],
             false
         );
+    }
+
+    #[test]
+    fn clause_steps_and_manager_default_on_and_are_stored_only_when_off() {
+        type Key = fn(&Budget) -> bool;
+        type Set = fn(&mut BudgetFile);
+        let keys: [(&str, Key, Set); 2] = [
+            (
+                "clause_steps",
+                |b| b.clause_steps,
+                |f| f.clause_steps = Some(false),
+            ),
+            ("manager", |b| b.manager, |f| f.manager = Some(false)),
+        ];
+        for (name, get, set_off) in keys {
+            let mut file = BudgetFile::default();
+            set_off(&mut file);
+            let off = file.validate().unwrap();
+            assert!(!get(&off), "{name}");
+            assert!(get(&BudgetFile::default().validate().unwrap()), "{name}");
+            // A resumed run keeps its value unless the new budget names the key.
+            assert!(
+                !get(&BudgetFile::default().validate_over(&off).unwrap()),
+                "{name}"
+            );
+            let stored = serde_json::to_value(Budget::default()).unwrap();
+            assert!(stored.get(name).is_none(), "{name}: {stored}");
+            let back: Budget = serde_json::from_value(stored).unwrap();
+            assert!(get(&back), "{name}");
+            assert_eq!(serde_json::to_value(&off).unwrap()[name], false, "{name}");
+        }
     }
 }

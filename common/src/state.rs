@@ -22,8 +22,8 @@ pub use log::{LogEntry, LogEvent};
 pub use log_headline::{excerpt, short_id, verdicts_text, SNAPSHOT_PREFIX_LEN};
 pub use msg_id_secret::MsgIdSecret;
 pub use record_groups::{
-    Accounting, AuditStanding, AuditedSnapshot, Deadlines, EpisodeStart, PauseHold, Planning,
-    Steering, Streaks, AUDITS_REMEMBERED, FAILURES_REMEMBERED,
+    Accounting, AuditStanding, AuditedSnapshot, ClauseTries, Deadlines, EpisodeStart, PauseHold,
+    Planning, Steering, Streaks, AUDITS_REMEMBERED, FAILURES_REMEMBERED,
 };
 pub use run_record::RunRecord;
 pub use schema::{RecordError, RUN_RECORD_SCHEMA};

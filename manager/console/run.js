@@ -244,7 +244,8 @@ export function runView(main, id) {
     clear(timeline,
       general.map((e) => h('li', { class: 'note', dataset: { kind: e.type } }, headline(e))),
       rounds.map((r) => h('li', { class: 'round', dataset: { round: r.round, generation: r.generation } },
-        h('h3', {}, `Round ${r.round}`, r.generation > 1 ? ` · generation ${r.generation}` : '', ' · ', h('span', { class: 'route' }, r.route)),
+        h('h3', {}, `Round ${r.round}`, r.generation > 1 ? ` · generation ${r.generation}` : '', ' · ', h('span', { class: 'route' }, r.route),
+          r.clause ? h('span', { class: 'clause-step', title: headline(r.clause) }, ` · goal clause ${r.clause.clause} of ${r.clause.of} (try ${r.clause.attempt}), no manager decision`) : ''),
         h('p', { class: 'objective' }, r.objective),
         r.exec ? h('div', { class: 'exec' },
           h('strong', {}, 'Executor: '), r.exec.summary || (r.exec.error ? 'failed' : '—'),
@@ -384,8 +385,9 @@ export function verdictTriple(v) {
     h('span', { class: 'v v-' + v.contract }, v.contract.replaceAll('_', ' ')));
 }
 
-// Rounds from the run log: a round starts at `exec_dispatched` (with the decision before it);
-// its result, audit and gate follow. Other entries are notes on the round they happen in.
+// Rounds from the run log: a round starts at `exec_dispatched` (with the decision before it,
+// or the `clause_step` after it when the goal's clause was the step without a decision); its
+// result, audit and gate follow. Other entries are notes on the round they happen in.
 export function buildRounds(entries) {
   const rounds = [];
   const general = [];
@@ -402,9 +404,13 @@ export function buildRounds(entries) {
         else (cur ? cur.notes : general).push(e);
         break;
       case 'exec_dispatched':
-        cur = { generation: e.generation, round: e.round, route: e.capability || (decision && decision.route) || '?', objective: e.objective || (decision && decision.task) || '', decision, notes: [], exec: null, audit: null, gate: null };
+        cur = { generation: e.generation, round: e.round, route: e.capability || (decision && decision.route) || '?', objective: e.objective || (decision && decision.task) || '', decision, clause: null, notes: [], exec: null, audit: null, gate: null };
         decision = null;
         rounds.push(cur);
+        break;
+      case 'clause_step':
+        if (cur && cur.round === e.round && !cur.clause) cur.clause = e;
+        else (cur ? cur.notes : general).push(e);
         break;
       case 'exec_result':
         if (cur && !cur.exec) cur.exec = e;

@@ -126,7 +126,7 @@ impl Engine {
         Ok(Some((v.version, decode_record(id, &v.record)?)))
     }
 
-    /// Store a new run and publish its first decision request.
+    /// Store a new run with its log entries and publish its first step.
     pub async fn create_run(
         &self,
         id: &str,
@@ -147,7 +147,7 @@ impl Engine {
             .check_consistency()
             .map_err(|source| refused(id, source))?;
         let record_json = to_json(&step.record);
-        let first_log = step.log.first().map(to_json);
+        let log: Vec<String> = step.log.iter().map(to_json).collect();
         let effects = stored_effects(step.outgoing(), step.record.trace_parent.as_deref());
         let created = self
             .store
@@ -157,7 +157,7 @@ impl Engine {
                 step.record.state.as_str(),
                 step.record.created_at.max(0) as u64,
                 step.record.next_deadline_ms(),
-                first_log.as_deref(),
+                &log,
                 &effects,
             )
             .await?;

@@ -30,6 +30,8 @@ max_rounds = 6
 self_checks = 0
 # The manager asks for the second attempt: a retry of the first would be a third episode.
 step_retries = 0
+# The manager writes every step, the first one too (not the goal's one clause).
+clause_steps = false
 "#;
 
 /// Which attempt (1: first, 2: second) a step's text asks for: the stand-in manager writes

@@ -28,6 +28,12 @@ executor = "exec"
 max_rounds = 5
 "#;
 
+/// [`HELLO_TASK`] with every step the manager's, the first one too (not the goal's one
+/// clause: `suite/clause_steps.rs` tests the steps taken without the manager).
+fn manager_first() -> String {
+    HELLO_TASK.replace("max_rounds = 5", "max_rounds = 5\nclause_steps = false")
+}
+
 fn standin_profiles(model: &StandInModel) -> Vec<Profile> {
     vec![
         Profile::new("mgr", &model.base_url(), "standin-manager"),
@@ -69,7 +75,7 @@ async fn failing_attempt_is_audited_replanned_and_then_completes() -> anyhow::Re
     // Without self-checks, so the wrong first attempt reaches the auditor (the self-check's own
     // end-to-end test is suite/self_check.rs), and without a retry, so the manager plans round 2
     // (the retry's own is suite/effective_loop.rs).
-    let task = HELLO_TASK.replace(
+    let task = manager_first().replace(
         "max_rounds = 5",
         "max_rounds = 5\nself_checks = 0\nstep_retries = 0",
     );
@@ -168,7 +174,7 @@ async fn done_before_any_passing_audit_is_refused() -> anyhow::Result<()> {
     )
     .await?;
     let stack = Stack::start(StackOptions::new(standin_profiles(&model), 1)).await?;
-    let id = stack.submit(HELLO_TASK, &[]).await?["id"]
+    let id = stack.submit(&manager_first(), &[]).await?["id"]
         .as_str()
         .unwrap()
         .to_string();
@@ -208,7 +214,7 @@ async fn malformed_manager_output_is_reasked_and_the_run_goes_on() -> anyhow::Re
     )
     .await?;
     let stack = Stack::start(StackOptions::new(standin_profiles(&model), 1)).await?;
-    let id = stack.submit(HELLO_TASK, &[]).await?["id"]
+    let id = stack.submit(&manager_first(), &[]).await?["id"]
         .as_str()
         .unwrap()
         .to_string();

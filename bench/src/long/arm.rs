@@ -31,10 +31,12 @@ pub enum Arm {
     NoJudge,
     /// `[budget] manager = false`: the goal as every step, no manager model.
     NoManager,
+    /// `[budget] clause_steps = false`: the manager chooses every step.
+    NoClauseSteps,
 }
 
 /// Every arm, in the order the bench runs them.
-pub const ALL_ARMS: [Arm; 9] = [
+pub const ALL_ARMS: [Arm; 10] = [
     Arm::SingleShot,
     Arm::Continuation,
     Arm::Loopgate,
@@ -44,6 +46,7 @@ pub const ALL_ARMS: [Arm; 9] = [
     Arm::NoDerive,
     Arm::NoJudge,
     Arm::NoManager,
+    Arm::NoClauseSteps,
 ];
 
 /// The budget key the manager ablation needs; not in every build.
@@ -82,6 +85,7 @@ impl Arm {
             Arm::NoDerive => "no_derive",
             Arm::NoJudge => "no_judge",
             Arm::NoManager => "no_manager",
+            Arm::NoClauseSteps => "no_clause_steps",
         }
     }
 
@@ -101,6 +105,7 @@ impl Arm {
             Arm::NoDerive => "loopgate with derive_criteria = false (no judged criteria derived from uncovered goal clauses)",
             Arm::NoJudge => "loopgate without roles.auditor (no judge, no judged criteria)",
             Arm::NoManager => "loopgate with [budget] manager = false (the goal as every step, no manager model)",
+            Arm::NoClauseSteps => "loopgate with budget.clause_steps = false (the manager chooses every step, the first one too, instead of the first failing goal clause with its checks)",
         }
     }
 
@@ -190,6 +195,7 @@ pub fn loop_arm_toml(
         Arm::NoStepRetry => file.budget.step_retries = Some(0),
         Arm::NoDerive => file.derive_criteria = Some(false),
         Arm::NoJudge => file.roles.auditor = None,
+        Arm::NoClauseSteps => file.budget.clause_steps = Some(false),
         _ => {}
     }
     let text = to_toml(task, &file)?;
@@ -204,7 +210,8 @@ pub fn loop_arm_toml(
 
 /// The task file of one episode of `single_shot` or `continuation`: `goal` (the task's, or the
 /// task's with the failing checks), the stand-in manager, one round, no self-check, no step
-/// retry, no judge and no derived criteria; the public checks stay the criteria, so the
+/// retry, no clause step (the episode's step is the whole goal), no judge and no derived
+/// criteria; the public checks stay the criteria, so the
 /// mechanical audit runs them (it spends no tokens).
 pub fn episode_toml(
     task: &LongTask,
@@ -222,6 +229,7 @@ pub fn episode_toml(
     file.budget.max_rounds = Some(1);
     file.budget.self_checks = Some(0);
     file.budget.step_retries = Some(0);
+    file.budget.clause_steps = Some(false);
     to_toml(task, &file)
 }
 
@@ -283,7 +291,7 @@ mod tests {
         assert_eq!(shipped.budget.max_total_tokens, Some(1000));
         assert_eq!(shipped.budget.max_rounds, task.file.budget.max_rounds);
         type PartOff = fn(&TaskFile) -> bool;
-        let cases: [(Arm, PartOff); 5] = [
+        let cases: [(Arm, PartOff); 6] = [
             (Arm::NoRollback, |f| {
                 f.budget.rollback_regressions == Some(false)
             }),
@@ -291,6 +299,7 @@ mod tests {
             (Arm::NoStepRetry, |f| f.budget.step_retries == Some(0)),
             (Arm::NoDerive, |f| f.derive_criteria == Some(false)),
             (Arm::NoJudge, |f| f.roles.auditor.is_none()),
+            (Arm::NoClauseSteps, |f| f.budget.clause_steps == Some(false)),
         ];
         for (arm, part_off) in cases {
             let file =
@@ -303,25 +312,19 @@ mod tests {
     }
 
     #[test]
-    fn the_manager_ablation_needs_its_knob() {
+    fn the_manager_ablation_runs_with_its_knob() {
         let task = load_long_task(&long_suite_dir().join("ledger-cli")).unwrap();
-        let built = loop_arm_toml(&task, Arm::NoManager, &profiles(), LIMITS);
-        match Arm::NoManager.missing_knob() {
-            Some(why) => {
-                assert!(why.contains("needs [budget] manager = false (not built yet)"));
-                assert!(built.unwrap_err().to_string().contains("not built yet"));
-                let err = select_arms(Some(&["no_manager".to_string()])).unwrap_err();
-                assert!(err.to_string().contains("not built yet"), "{err}");
-                let (arms, notes) = select_arms(None).unwrap();
-                assert!(!arms.contains(&Arm::NoManager));
-                assert!(notes[0].contains("no_manager"), "{notes:?}");
-            }
-            None => {
-                let text = built.unwrap();
-                assert!(text.contains("manager = false"), "{text}");
-                assert!(parse_task_file_toml(&text).is_ok());
-            }
-        }
+        // This build has `[budget] manager`: the arm is runnable and selected by default.
+        assert_eq!(Arm::NoManager.missing_knob(), None);
+        let text = loop_arm_toml(&task, Arm::NoManager, &profiles(), LIMITS).unwrap();
+        let file = parse_task_file_toml(&text).unwrap();
+        assert_eq!(file.budget.manager, Some(false), "{text}");
+        assert!(file.validate().is_ok());
+        let (arms, notes) = select_arms(None).unwrap();
+        assert_eq!(arms, ALL_ARMS);
+        assert!(notes.is_empty(), "{notes:?}");
+        let (arms, _) = select_arms(Some(&["no_manager".to_string()])).unwrap();
+        assert_eq!(arms, [Arm::NoManager]);
     }
 
     #[test]
@@ -348,9 +351,44 @@ mod tests {
         assert_eq!(file.budget.max_rounds, Some(1));
         assert_eq!(file.budget.self_checks, Some(0));
         assert_eq!(file.budget.step_retries, Some(0));
+        assert_eq!(file.budget.clause_steps, Some(false));
         assert_eq!(
             file.acceptance, task.file.acceptance,
             "the public checks stay"
         );
+    }
+
+    /// The `no_clause_steps` arm measures something: in every long task each goal clause is
+    /// decided by a blocking check, so the clause policy gives every step of the shipped arm
+    /// until the manager is due (web-shopping's `[gui]` table keeps the policy off there).
+    #[test]
+    fn every_long_task_clause_has_a_blocking_check() {
+        use loopgate_common::goal::criteria::{clause_coverage, contract_for, ClauseCover};
+        for name in [
+            "ledger-cli",
+            "bughunt-shop",
+            "pipeline-orders",
+            "refactor-report",
+            "textkit-lib",
+            "web-shopping",
+        ] {
+            let task = load_long_task(&long_suite_dir().join(name)).unwrap();
+            let contract = contract_for(&task.file.validate().unwrap());
+            for cover in clause_coverage(
+                &contract.goal,
+                &contract.criteria,
+                &contract.protected_paths,
+            ) {
+                let checked = match &cover.cover {
+                    ClauseCover::Criterion(id) => contract
+                        .criteria
+                        .iter()
+                        .any(|c| &c.id == id && c.blocking && c.check.is_some()),
+                    _ => false,
+                };
+                assert!(checked, "{name}: {}", cover.clause);
+            }
+            assert_eq!(task.file.gui.is_some(), name == "web-shopping", "{name}");
+        }
     }
 }

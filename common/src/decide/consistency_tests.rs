@@ -16,8 +16,10 @@ goal = "Create hello.py"
 id = "prints"
 check = "python3 hello.py"
 [budget]
-# A failing audit goes back to the manager here (not to an executor, as a retry would).
+# Every step is the manager's here: a failing audit goes back to it (not to an executor, as
+# a retry would), and the first step is its decision (not the goal's clause).
 step_retries = 0
+clause_steps = false
 "#;
 
 fn task(extra: &str) -> Task {

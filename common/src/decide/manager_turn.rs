@@ -1,7 +1,7 @@
 //! The manager's reply: parse defensively, then route (cli, gui, done, blocked, ask, invalid);
 //! a `cli`/`gui` step is reviewed (see `step_review`) before it is dispatched.
 
-use super::progress::exec_feedback;
+use super::exec_feedback::exec_feedback;
 use super::step_review::{
     copies_the_manager_prompt, goal_words_step, send_back, step_to_send_back,
 };

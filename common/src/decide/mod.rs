@@ -2,7 +2,9 @@
 //! record, decides, stores the new record with compare-and-set, then publishes the outbox.
 
 mod audit_outcome;
+mod clause_step;
 mod episode_bounds;
+mod exec_feedback;
 mod lifecycle;
 pub mod manager_prompt;
 mod manager_turn;
@@ -23,8 +25,8 @@ use crate::state::{
 use crate::task::Task;
 
 pub use episode_bounds::{COST_MICROS_PER_EPISODE_SEC, TOKENS_PER_EPISODE_SEC};
+pub use exec_feedback::ledger_lines;
 pub use planning::{approval_question, edited_contract};
-pub use progress::ledger_lines;
 pub use results::guard_report;
 pub use steering::{
     validate_instruction, InstructionError, INSTRUCTIONS_KEEP, INSTRUCTIONS_PROMPT_CHARS,
@@ -105,13 +107,17 @@ pub fn start_run_with(
     tx.into_step()
 }
 
-/// A run's first step: planning when the task asks for it, else its first decision.
+/// A run's first step: planning when the task asks for it, the goal's first clause when the
+/// clause policy gives it (see `clause_step`), else its first decision.
 fn begin(tx: &mut Tx) {
     if tx.record.task.plan {
         tx.record.state = RunState::Running;
         tx.record.planning.stage = Some(PlanningStage::Spec);
     }
-    tx.continue_work();
+    match clause_step::first_step(&tx.record) {
+        Some(step) => clause_step::dispatch_clause_step(tx, step),
+        None => tx.continue_work(),
+    }
 }
 
 fn on_admit(record: &RunRecord, now: i64) -> Decision {
@@ -193,6 +199,8 @@ pub fn decide(record: &RunRecord, event: &RunEvent, now: i64) -> Decision {
 mod admission_tests;
 #[cfg(test)]
 mod bounds_tests;
+#[cfg(test)]
+mod clause_step_tests;
 #[cfg(test)]
 mod consistency_tests;
 #[cfg(test)]

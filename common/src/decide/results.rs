@@ -4,8 +4,8 @@
 
 use super::audit_outcome::{apply_audit, AuditOutcome};
 use super::episode_bounds::check_usage;
+use super::exec_feedback::remembered_audit;
 use super::planning::on_plan_audit;
-use super::progress::remembered_audit;
 use super::transition::{Decision, HISTORY_KEEP};
 use super::tx::Tx;
 use crate::state::{LogEvent, Phase, RoundSummary, RunRecord};

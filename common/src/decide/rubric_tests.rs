@@ -21,6 +21,8 @@ auditor = "judge"
 [budget]
 max_rounds = 5
 max_failed_rounds = 5
+# The manager decides every step here, the first one too.
+clause_steps = false
 "#;
 
 fn rubric_run() -> RunRecord {

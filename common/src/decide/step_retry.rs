@@ -11,6 +11,10 @@
 //! told its approach did not work), an operator instruction came in during the round (the
 //! manager must read it), or the round budget is spent.
 
+use super::clause_step::{
+    clause_step, dispatch_clause_step, last_clause_settled, last_round_was_clause_step,
+    note_clause_try, ClauseStep,
+};
 use super::manager_turn::dispatch_step;
 use super::progress::{escalate_when_stagnant, stagnation_due};
 use super::tx::Tx;
@@ -69,16 +73,56 @@ pub(super) fn retry_step(tx: &mut Tx, retry: Retry) {
     dispatch_step(tx, retry.capability, retry.step);
 }
 
+/// What a failed round goes on with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum AfterFailure {
+    /// The same step again; with the clause it tries again when it was a clause step.
+    Retry(Retry, Option<ClauseStep>),
+    /// A goal clause chosen by the clause policy.
+    Clause(ClauseStep),
+    Manager,
+}
+
+/// The step after a failed round: a clause step's own clause failing again is tried again
+/// (as a step retry when one is allowed); a clause step whose clause passes, or has had its
+/// tries, gives way to the next clause or the manager and is never retried; after a manager's
+/// step (or the goal as the first step) the clause policy goes first, then a retry.
+pub(super) fn after_failure(record: &RunRecord) -> AfterFailure {
+    let retry = step_to_retry(record);
+    let clause = clause_step(record);
+    let was_clause = last_round_was_clause_step(record);
+    let same_clause = |c: &ClauseStep| {
+        record
+            .streaks
+            .clause_tries
+            .is_some_and(|t| t.clause as usize == c.clause)
+    };
+    match (clause, retry) {
+        (Some(c), Some(r)) if was_clause && same_clause(&c) => AfterFailure::Retry(r, Some(c)),
+        (Some(c), _) => AfterFailure::Clause(c),
+        (None, Some(r)) if !(was_clause && last_clause_settled(record)) => {
+            AfterFailure::Retry(r, None)
+        }
+        (None, _) => AfterFailure::Manager,
+    }
+}
+
 /// A round whose audit failed the gate: the failure is counted and, while the run may go on,
-/// the step is tried again (see [`step_to_retry`]) or the manager decides; a stagnating run
-/// escalates.
+/// the step is tried again (see [`step_to_retry`]), the next goal clause is the step (see
+/// `clause_step`) or the manager decides; a stagnating run escalates.
 pub(super) fn go_on_after_failed_round(tx: &mut Tx, reasons: &str) {
     let level = tx.record.escalation_level;
-    let retry = step_to_retry(&tx.record);
+    let next = after_failure(&tx.record);
     if tx.count_failure(reasons) {
-        match retry {
-            Some(retry) => retry_step(tx, retry),
-            None => tx.continue_work(),
+        match next {
+            AfterFailure::Retry(retry, clause) => {
+                if let Some(clause) = clause {
+                    note_clause_try(tx, &clause);
+                }
+                retry_step(tx, retry);
+            }
+            AfterFailure::Clause(step) => dispatch_clause_step(tx, step),
+            AfterFailure::Manager => tx.continue_work(),
         }
     }
     let ladder_stepped = tx.record.escalation_level != level;

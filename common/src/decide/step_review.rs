@@ -3,7 +3,7 @@
 //! clauses replace it when it alters them past the sends-back, or when it copies the manager's
 //! own instructions.
 
-use super::progress::ledger_lines;
+use super::exec_feedback::ledger_lines;
 use super::tx::Tx;
 use crate::goal::words::{altered_words, clauses_for_step, Alteration};
 use crate::state::{LogEvent, RunRecord};

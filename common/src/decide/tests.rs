@@ -15,9 +15,11 @@ check = "python3 hello.py"
 [budget]
 max_rounds = 3
 max_invalid_outputs = 2
-# These tests drive the manager after every round; step_retry.rs and progress_tests.rs test
-# a failed step tried again without it.
+# These tests drive the manager for every step; step_retry.rs and progress_tests.rs test a
+# failed step tried again without it, clause_step.rs and clause_step_tests.rs a goal clause
+# given as the step without it.
 step_retries = 0
+clause_steps = false
 "#;
 
 pub(super) fn started() -> RunRecord {

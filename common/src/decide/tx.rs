@@ -1,6 +1,9 @@
 //! One transition in the making: the new record, its log entries, evidence and outbox.
 
+use super::exec_feedback::exec_feedback;
 use super::transition::{Decision, Step, DECISION_SLACK_SECS, FEEDBACK_KEEP};
+use crate::gate::evaluate_gate;
+use crate::goal::words::clauses_for_step;
 use crate::state::{
     Deadline, DeadlineKind, HeldStep, LogEntry, LogEvent, Outgoing, Phase, RunRecord, RunState,
     Target,
@@ -124,8 +127,14 @@ impl Tx {
         }
     }
 
+    /// Ask the manager for the next step (with `budget.manager = false`, take the step it
+    /// stands for: see [`Tx::go_on_without_manager`]).
     pub fn request_decision(&mut self) {
         if self.hold(HeldStep::Decide) {
+            return;
+        }
+        if !self.record.task.budget.manager {
+            self.go_on_without_manager();
             return;
         }
         self.record.decide_seq += 1;
@@ -144,6 +153,51 @@ impl Tx {
             seq,
         });
         self.publish(Target::Decide, msg_id, message);
+    }
+
+    /// `budget.manager = false`: no model decides. The final audit once the gate passes on the
+    /// artifact, the end when the round budget is spent, else the goal itself as the next step.
+    fn go_on_without_manager(&mut self) {
+        let r = &self.record;
+        let verdicts = r.audit.last_verdicts.as_ref().map(|(v, s)| (v, s.as_str()));
+        let gate = evaluate_gate(&r.contract, verdicts, &r.audit.evidence, &r.snapshot);
+        if gate.passed {
+            let snapshot = r.snapshot.clone();
+            self.dispatch_audit(
+                AuditPurpose::Final,
+                snapshot,
+                "final audit before completion".into(),
+                Vec::new(),
+            );
+            return;
+        }
+        let max = r.task.budget.max_rounds;
+        if r.rounds_this_generation() >= max {
+            self.terminal(
+                RunState::BudgetExhausted,
+                format!("max_rounds ({max}) reached without passing the gate"),
+            );
+            return;
+        }
+        if self.record.state == RunState::Queued {
+            self.record.state = RunState::Running;
+        }
+        let goal = self.record.contract.goal.clone();
+        let increment = Increment {
+            objective: goal.clone(),
+            instructions: goal.clone(),
+            acceptance_checks: self
+                .record
+                .contract
+                .criteria
+                .iter()
+                .map(|c| c.id.clone())
+                .collect(),
+            write_scope: Vec::new(),
+            goal_clauses: clauses_for_step(&goal, &goal),
+        };
+        let feedback = exec_feedback(&self.record);
+        self.dispatch_exec(Capability::Cli, increment, EpisodeKind::Step, feedback);
     }
 
     /// After a round that did not pass: ask the manager again, or a human once

@@ -214,6 +214,16 @@ pub enum LogEvent {
         /// The step, as round `from_round` ran it.
         step: String,
     },
+    /// The clause policy (`budget.clause_steps`) chose the entry's round's step without a
+    /// manager call: clause `clause` (1-based) of the goal's `of` clauses, in the goal's own
+    /// words.
+    ClauseStep {
+        clause: u32,
+        of: u32,
+        text: String,
+        /// This clause's tries as the step in a row, this one included.
+        attempt: u32,
+    },
     /// The manager's step still altered the goal's exact words after it was sent back as often
     /// as `max_invalid_outputs` allows: the executor gets the goal's own words as its step and
     /// not the manager's wording.
@@ -280,6 +290,7 @@ impl LogEvent {
             LogEvent::StepSentBack { .. } => "step_sent_back",
             LogEvent::StepReplaced { .. } => "step_replaced",
             LogEvent::StepRetried { .. } => "step_retried",
+            LogEvent::ClauseStep { .. } => "clause_step",
             LogEvent::Instructed { .. } => "instructed",
             LogEvent::Paused { .. } => "paused",
             LogEvent::Held { .. } => "held",

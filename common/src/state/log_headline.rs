@@ -74,6 +74,7 @@ impl LogEvent {
             | E::DoneRefused { .. }
             | E::StepSentBack { .. }
             | E::StepRetried { .. }
+            | E::ClauseStep { .. }
             | E::StepReplaced { .. } => manager_step(self),
             E::ExecDispatched { .. }
             | E::EpisodeStarted { .. }
@@ -110,7 +111,8 @@ impl LogEvent {
     }
 }
 
-/// The manager's decisions, and its steps refused, sent back, retried or replaced.
+/// The manager's decisions, its steps refused, sent back, retried or replaced, and the steps chosen
+/// without it.
 fn manager_step(event: &LogEvent) -> String {
     use LogEvent as E;
     match event {
@@ -130,6 +132,15 @@ fn manager_step(event: &LogEvent) -> String {
         E::StepRetried { from_round, step } => format!(
             "round {from_round}'s step failed its audit: an executor tries it again with that audit's evidence, no manager decision (budget.step_retries): {}",
             excerpt(step, 120)
+        ),
+        E::ClauseStep {
+            clause,
+            of,
+            text,
+            attempt,
+        } => format!(
+            "the step is goal clause {clause} of {of} (try {attempt}), no manager decision (budget.clause_steps): {}",
+            excerpt(text, 120)
         ),
         E::StepReplaced { dropped, step, .. } => format!(
             "the manager's step kept changing the goal's exact words (`{}`): the executor gets the goal's own words instead: {}",

@@ -173,6 +173,10 @@ fn every_event_has_its_own_headline() {
             "round 1's step failed its audit: an executor tries it again with that audit's evidence, no manager decision (budget.step_retries): fix it",
         ),
         (
+            json!({"type": "clause_step", "clause": 2, "of": 3, "text": "Print 1 to 9.", "attempt": 1}),
+            "the step is goal clause 2 of 3 (try 1), no manager decision (budget.clause_steps): Print 1 to 9.",
+        ),
+        (
             json!({"type": "step_replaced", "seq": 3, "dropped": "print hi", "step": "print hello"}),
             "the manager's step kept changing the goal's exact words (`print hi`): the executor gets the goal's own words instead: print hello",
         ),
@@ -200,7 +204,7 @@ fn every_event_has_its_own_headline() {
         assert_eq!(headline(value), want);
     }
     // Every event of `LogEvent` is in the table above.
-    assert_eq!(kinds.len(), 38, "{kinds:?}");
+    assert_eq!(kinds.len(), 39, "{kinds:?}");
 }
 
 #[test]

@@ -48,6 +48,21 @@ pub struct Streaks {
     /// at most). Reset by a step the manager chose.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub step_retries: u32,
+    /// The goal clause the clause policy (`budget.clause_steps`) last gave as the step, and its
+    /// tries in a row. Replaced when the policy gives another clause.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clause_tries: Option<ClauseTries>,
+}
+
+/// A goal clause given as the step without a manager call, and how often in a row.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClauseTries {
+    /// The clause's index among the goal's clauses (0-based).
+    pub clause: u32,
+    /// Its tries as the step in a row (a step retry of it included).
+    pub tries: u32,
+    /// The round of its last try.
+    pub round: u32,
 }
 
 fn is_zero(value: &u32) -> bool {

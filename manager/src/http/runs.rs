@@ -25,15 +25,17 @@ use crate::http::views::{run_view, with_sorted_keys};
 const DEFAULT_LIMIT: usize = 50;
 const MAX_LIMIT: usize = 500;
 
-/// A task's manager profile must be one this manager has (`invalid_task`).
+/// A task's manager profile must be one this manager has (`invalid_task`), unless the task
+/// runs without a manager model (`budget.manager = false`).
 pub(crate) fn check_manager_profile(s: &Shared, task: &Task) -> Result<(), ApiError> {
-    if s.models.contains_key(&task.roles.manager) {
+    if !task.budget.manager || s.models.contains_key(&task.roles.manager) {
         return Ok(());
     }
     Err(ApiError::bad_request(
         "invalid_task",
         format!(
-            "task field `roles.manager`: no model profile named '{}' on this manager (configured: {})",
+            "task field `roles.manager`: no model profile named '{}' on this manager (configured: {}); \
+             a task with `[budget] manager = false` needs none",
             task.roles.manager,
             s.models.keys().cloned().collect::<Vec<_>>().join(", ")
         ),

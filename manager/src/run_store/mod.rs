@@ -266,19 +266,13 @@ impl RunStore {
         deadline_ms: Option<i64>,
         first_log: Option<&str>,
     ) -> Result<bool, StoreError> {
-        self.create_with_effects(
-            id,
-            record_json,
-            state,
-            created_ms,
-            deadline_ms,
-            first_log,
-            &[],
-        )
-        .await
+        let log: Vec<String> = first_log.map(String::from).into_iter().collect();
+        self.create_with_effects(id, record_json, state, created_ms, deadline_ms, &log, &[])
+            .await
     }
 
-    /// [`RunStore::create`] that also stores the first transition's pending effects.
+    /// [`RunStore::create`] that also stores the first transition's pending effects, with its
+    /// log entries in order.
     #[allow(clippy::too_many_arguments)]
     pub async fn create_with_effects(
         &self,
@@ -287,7 +281,7 @@ impl RunStore {
         state: &str,
         created_ms: u64,
         deadline_ms: Option<i64>,
-        first_log: Option<&str>,
+        log: &[String],
         effects: &[(String, String)],
     ) -> Result<bool, StoreError> {
         check_name("run id", id)?;
@@ -310,7 +304,7 @@ impl RunStore {
         for (effect_id, effect) in effects {
             invocation.arg(effect_id).arg(effect);
         }
-        if let Some(entry) = first_log {
+        for entry in log {
             invocation.arg(entry);
         }
         let mut conn = self.conn.clone();

@@ -5,7 +5,7 @@
 pub(super) const CREATE_SCRIPT: &str = r#"
 -- KEYS: run, log, state index, all index, deadlines, outbox, outbox index.
 -- ARGV: id, record, created_ms, deadline ms (-1 = none), log max entries, n effects,
---       effect id, effect json...[, first log entry]
+--       effect id, effect json..., log entries...
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'version', 1, 'record', ARGV[2])
 redis.call('SADD', KEYS[3], ARGV[1])
@@ -18,8 +18,9 @@ for _ = 1, n_effects do
   i = i + 2
 end
 if n_effects > 0 then redis.call('ZADD', KEYS[7], 'NX', ARGV[3], ARGV[1]) end
-if #ARGV >= i then
+while i <= #ARGV do
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', 'entry', ARGV[i])
+  i = i + 1
 end
 return 1
 "#;

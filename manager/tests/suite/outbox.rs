@@ -21,7 +21,7 @@ async fn effects_stored_with_the_record_stay_pending_until_published() -> Result
         let first = effects(&["r1:1:decide:1"]);
         assert!(
             store
-                .create_with_effects("r1", "{}", "queued", 1_000, None, None, &first)
+                .create_with_effects("r1", "{}", "queued", 1_000, None, &[], &first)
                 .await?
         );
         // Not yet old enough at 3_000 with a 3 s age: nothing is claimed.

@@ -40,8 +40,10 @@ executor = "nobody"
 [budget]
 max_rounds = 4
 self_checks = 0
-# The manager asks its question after the failed round (no retry first).
+# The manager asks its question after the failed round (no retry first), and decides the
+# first step too (not the goal's one clause).
 step_retries = 0
+clause_steps = false
 "#;
 
 fn write_hello(content: &str) -> Reply {

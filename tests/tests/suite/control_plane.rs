@@ -20,6 +20,11 @@ max_rounds = 5
 start_secs = 2
 "#;
 
+/// [`TASK`] with the manager's reply as the first step (not the goal's one clause).
+fn manager_first() -> String {
+    TASK.replace("[budget]\n", "[budget]\nclause_steps = false\n")
+}
+
 fn profiles(model: &StandInModel) -> Vec<Profile> {
     vec![
         Profile::new("mgr", &model.base_url(), "standin-manager"),
@@ -68,7 +73,7 @@ async fn ask_waits_for_a_human_and_the_answer_reaches_the_manager() -> anyhow::R
     )
     .await?;
     let stack = Stack::start(StackOptions::new(profiles(&model), 1)).await?;
-    let id = stack.submit(TASK, &[]).await?["id"]
+    let id = stack.submit(&manager_first(), &[]).await?["id"]
         .as_str()
         .unwrap_or_default()
         .to_string();
@@ -114,7 +119,7 @@ async fn gui_step_with_no_gui_worker_is_replanned_not_hung() -> anyhow::Result<(
     )
     .await?;
     let stack = Stack::start(StackOptions::new(profiles(&model), 1)).await?;
-    let id = stack.submit(TASK, &[]).await?["id"]
+    let id = stack.submit(&manager_first(), &[]).await?["id"]
         .as_str()
         .unwrap_or_default()
         .to_string();

@@ -35,6 +35,11 @@ fn task(executor: &str) -> String {
     TASK.replace("EXECUTOR", executor)
 }
 
+/// [`task`] with the manager's reply as the first step (not the goal's one clause).
+fn manager_first(executor: &str) -> String {
+    task(executor).replace("[budget]\n", "[budget]\nclause_steps = false\n")
+}
+
 fn profiles(model: &StandInModel) -> Vec<Profile> {
     vec![
         Profile::new("mgr", &model.base_url(), "standin-manager"),
@@ -193,7 +198,7 @@ async fn a_step_that_renames_the_goals_file_goes_back_to_the_manager() -> anyhow
             ),
     )
     .await?;
-    let (stack, id, done) = run_to_completion(&model, &task("\"exec\"")).await?;
+    let (stack, id, done) = run_to_completion(&model, &manager_first("\"exec\"")).await?;
     assert_eq!(done["round"], 1, "no round was spent on the renamed file");
     let types: Vec<String> = log_entries(&stack, &id)
         .await?
@@ -291,7 +296,7 @@ async fn a_failed_step_is_tried_again_with_its_evidence_and_no_manager_decision(
     )
     .await?;
     // The task's budget with the default retry (the key left out).
-    let task = task("\"exec\"").replace("stagnation_rounds = 2\n", "");
+    let task = manager_first("\"exec\"").replace("stagnation_rounds = 2\n", "");
     let (stack, id, done) = run_to_completion(&model, &task).await?;
     assert_eq!(done["round"], 2);
     // One manager decision in all: round 2 ran round 1's step.

@@ -381,6 +381,10 @@ blocking = true
 [roles]
 manager = "mgr"
 executor = "exec"
+
+[budget]
+# The probe is the manager's decision (not the goal's one clause as the first step).
+clause_steps = false
 "#;
 
 /// Submit a run (its one manager decision asks a question, so the run stops there) and say

@@ -1,6 +1,7 @@
 mod backlog;
 mod certificate_purpose;
 mod chaos;
+mod clause_steps;
 mod console;
 mod control_plane;
 mod deploy;

@@ -74,7 +74,9 @@ async fn a_dispatch_stored_by_a_manager_killed_before_publishing_is_published_by
     let mut opts = StackOptions::new(profiles(&model), 1);
     opts.manager_extra = "ack_wait_secs = 3\nsweep_interval_ms = 200".into();
     let mut stack = Stack::start(opts).await?;
-    let id = stack.submit(TASK, &[]).await?["id"]
+    // The first step is the manager's slow decision (not the goal's one clause).
+    let manager_first = TASK.replace("[budget]\n", "[budget]\nclause_steps = false\n");
+    let id = stack.submit(&manager_first, &[]).await?["id"]
         .as_str()
         .unwrap_or_default()
         .to_string();

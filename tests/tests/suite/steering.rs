@@ -18,6 +18,8 @@ manager = "mgr"
 executor = "exec"
 [budget]
 max_rounds = 5
+# The manager decides every step here, the first one too: steering reaches it.
+clause_steps = false
 "#;
 
 const NOTE: &str = "OPERATOR-NOTE-7f3: keep hello.py to a single print call";

@@ -11,7 +11,7 @@ use loopgate_test_support::{Reply, Script, StandInModel};
 use loopgate_tests::{Profile, Stack, StackOptions};
 use serde_json::json;
 
-use crate::{finish, write_hello, HELLO_TASK};
+use crate::{finish, manager_first, write_hello};
 
 const MANAGER: &str = "standin-manager";
 const EXECUTOR: &str = "standin-executor";
@@ -43,7 +43,7 @@ async fn manager_sends_its_schema_and_completes_with_a_structured_reply() -> any
     let mut options = StackOptions::new(profiles, 1);
     options.manager_extra = "capabilities = [\"cli\"]".into();
     let stack = Stack::start(options).await?;
-    let run = stack.submit(HELLO_TASK, &[]).await?;
+    let run = stack.submit(&manager_first(), &[]).await?;
     let id = run["id"].as_str().unwrap_or_default().to_string();
     let done = stack.wait_terminal(&id, Duration::from_secs(90)).await?;
     assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());

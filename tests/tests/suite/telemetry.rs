@@ -19,6 +19,9 @@ check = "test \"$(python3 hello.py)\" = 'hello, loopgate'"
 [roles]
 manager = "mgr"
 executor = "exec"
+[budget]
+# The trace holds the manager's decision: it decides the first step (not the goal's clause).
+clause_steps = false
 "#;
 
 fn attr<'a>(span: &'a Value, key: &str) -> Option<&'a Value> {

@@ -101,6 +101,7 @@ pub async fn single_shot(
             self_checks: Some(0),
             judge: None,
             step_retries: None,
+            clause_steps: Some(false),
         },
     )?;
     let started = Instant::now();
@@ -164,6 +165,7 @@ pub async fn loopgate(stack: &Stack, task: &SuiteTask, caps: Caps) -> anyhow::Re
             self_checks: None,
             judge: caps.judge.then(|| MANAGER_PROFILE.to_string()),
             step_retries: caps.step_retries,
+            clause_steps: None,
         },
     )?;
     let started = Instant::now();

@@ -54,6 +54,9 @@ pub struct ArmBudget {
     pub judge: Option<String>,
     /// `budget.step_retries`; None keeps the task's (the default when it names none).
     pub step_retries: Option<u32>,
+    /// `Some(false)` for the single-shot arm: its one step is the goal the stand-in manager
+    /// gives, not the goal's first clause; None keeps the task's.
+    pub clause_steps: Option<bool>,
 }
 
 pub fn suite_dir() -> PathBuf {
@@ -144,6 +147,9 @@ impl SuiteTask {
         }
         if let Some(retries) = b.step_retries {
             file.budget.step_retries = Some(retries);
+        }
+        if let Some(on) = b.clause_steps {
+            file.budget.clause_steps = Some(on);
         }
         file.validate()
             .with_context(|| format!("task {} after the bench's overrides", self.name))?;

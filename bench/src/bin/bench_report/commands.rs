@@ -85,8 +85,8 @@ $CARGO_TARGET_DIR/release/bench-report                           # target/bench/
 (`roles.auditor`), so derived criteria and the clause judge run. `arms-bench --suite long`
 defaults to a token budget of 300000 per task and arm, 300 s episodes, a 420 s single-shot wall
 and 2400 s for a loop run (or a whole continuation), and 300 s per hidden script
-(`--hidden-secs 300,web-shopping=600` sets one per task); `--arms no_manager` needs
-`[budget] manager`, which this build's task file may not have yet (the bench says so).
+(`--hidden-secs 300,web-shopping=600` sets one per task). `no_manager` sets `[budget] manager =
+false` and `no_clause_steps` sets `[budget] clause_steps = false`.
 
 The chaos run (`make chaos`) has its figures in [reliability.md](reliability.md#figures); the role
 images are built and tested with `make image-test`

@@ -209,7 +209,8 @@ budget: `single_shot` (one executor episode); `continuation` (the loop a user sc
 executor re-run on its last snapshot with the goal plus the failing public checks' commands and \
 output, until they pass or the budget ends; no manager, no judge, no derived criteria); \
 `loopgate` as shipped; and one ablation per part of the loop (`no_rollback`, `no_self_check`, \
-`no_step_retry`, `no_derive`, `no_judge`, and `no_manager` once `[budget] manager` exists). \
+`no_step_retry`, `no_derive`, `no_judge`, `no_manager` (no manager model: the goal is every \
+step) and `no_clause_steps` (the manager chooses every step)). \
 Binary: `arms-bench --suite long`.\n\n\
 - **hidden criteria at the end**: criteria passing on the final snapshot, summed over the tasks \
 (k of n).\n\

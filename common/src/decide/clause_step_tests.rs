@@ -1,0 +1,206 @@
+//! The clause policy (`budget.clause_steps`) and a run without a manager (`budget.manager =
+//! false`) through the state machine.
+
+use super::tests::{apply, evidence, exec_done, kinds, reply, report};
+use super::*;
+use crate::state::Target;
+use crate::task::parse_task_toml;
+use loopgate_protocol::verdict::Integrity;
+use loopgate_protocol::wire::Message;
+
+/// Two clauses, a check for each; `extra` goes under `[budget]`, `more` after the criteria.
+fn task(budget: &str, more: &str) -> Task {
+    let toml = format!(
+        "goal = \"Create a.py. Create b.py.\"\n[[acceptance]]\nid = \"a\"\ncheck = \"python3 \
+         a.py\"\n[[acceptance]]\nid = \"b\"\ncheck = \"python3 b.py\"\n{more}\n[budget]\n\
+         max_rounds = 10\nmax_failed_rounds = 20\n{budget}"
+    );
+    parse_task_toml(&toml).unwrap()
+}
+
+/// The objective of the exec request `step` sends.
+fn objective(step: &Step) -> String {
+    step.outgoing()
+        .iter()
+        .find_map(|o| match &o.message {
+            Message::ExecRequest(r) => Some(r.increment.objective.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no exec request: {:?}", kinds(step)))
+}
+
+/// Finish the round in flight with these checks passing (`a`, `b`, `c` as present).
+fn round(record: &RunRecord, candidate: &str, passing: &[&str]) -> Step {
+    let s = exec_done(record, candidate);
+    let all = record.contract.criteria.len() == passing.len();
+    let mut report = report(&s.record, all, Integrity::Clean);
+    report.evidence = record
+        .contract
+        .criteria
+        .iter()
+        .map(|c| evidence(candidate, &c.id, passing.contains(&c.id.as_str())))
+        .collect();
+    apply(&s.record, RunEvent::AuditFinished(report))
+}
+
+fn deciding(step: &Step) -> bool {
+    matches!(step.record.phase, Phase::Deciding { .. })
+}
+
+#[test]
+fn each_clause_goes_out_in_turn_without_a_manager_decision() {
+    let s = start_run("r", task("", ""), "base", 0);
+    assert_eq!(
+        kinds(&s),
+        vec!["submitted", "exec_dispatched", "clause_step"]
+    );
+    assert_eq!(s.log[2].round, 1);
+    assert_eq!(s.record.state, RunState::Running);
+    assert!(
+        objective(&s).starts_with("Create a.py.\n"),
+        "{}",
+        objective(&s)
+    );
+    assert!(objective(&s).contains("`python3 a.py`"));
+    let s = round(&s.record, "c1", &["a"]);
+    assert!(
+        kinds(&s).ends_with(&["exec_dispatched", "clause_step"]),
+        "{:?}",
+        kinds(&s)
+    );
+    let step = objective(&s);
+    assert!(step.starts_with("Create b.py.\n"), "{step}");
+    assert!(step.contains("\"Create a.py.\""), "{step}");
+    let s = round(&s.record, "c2", &["a", "b"]);
+    assert_eq!(s.record.state, RunState::Completed);
+}
+
+#[test]
+fn a_clause_failing_twice_goes_to_the_manager() {
+    // (budget, the kinds that send the second try)
+    let cases = [
+        ("step_retries = 0", "clause_step"),
+        ("step_retries = 1", "step_retried"),
+    ];
+    for (budget, second) in cases {
+        let s = start_run("r", task(budget, ""), "base", 0);
+        let s = round(&s.record, "c1", &[]);
+        assert!(kinds(&s).contains(&second), "{budget}: {:?}", kinds(&s));
+        assert_eq!(s.record.streaks.clause_tries.map(|t| t.tries), Some(2));
+        let s = round(&s.record, "c2", &[]);
+        assert!(deciding(&s), "{budget}: {:?}", kinds(&s));
+        // The manager's step fails with clause a still failing: it stays the manager's (tried
+        // again as a step retry, where one is allowed).
+        let mut s = reply(&s.record, "Next: cli\nTask: write a.py and b.py");
+        while !deciding(&s) {
+            s = round(&s.record, &format!("c3-{}", s.record.round), &["b"]);
+            assert!(
+                !kinds(&s).contains(&"clause_step"),
+                "{budget}: {:?}",
+                kinds(&s)
+            );
+        }
+        // Once clause a passes, the policy gives clause b again.
+        let s = reply(&s.record, "Next: cli\nTask: fix a.py");
+        let s = round(&s.record, "c4", &["a"]);
+        assert!(
+            kinds(&s).contains(&"clause_step"),
+            "{budget}: {:?}",
+            kinds(&s)
+        );
+    }
+}
+
+#[test]
+fn every_clause_passing_with_the_gate_closed_asks_the_manager() {
+    let more = "[[acceptance]]\nid = \"c\"\ncheck = \"python3 -m pyflakes .\"";
+    let s = start_run("r", task("", more), "base", 0);
+    let s = round(&s.record, "c1", &["a", "b"]);
+    assert!(deciding(&s), "{:?}", kinds(&s));
+}
+
+#[test]
+fn a_clause_step_whose_clause_passed_is_not_retried() {
+    let s = start_run("r", task("step_retries = 3", ""), "base", 0);
+    let s = round(&s.record, "c1", &["a"]);
+    assert!(!kinds(&s).contains(&"step_retried"), "{:?}", kinds(&s));
+    assert!(objective(&s).starts_with("Create b.py."));
+}
+
+#[test]
+fn turned_off_the_manager_decides_every_step() {
+    let s = start_run(
+        "r",
+        task("clause_steps = false\nstep_retries = 0", ""),
+        "base",
+        0,
+    );
+    assert_eq!(kinds(&s), vec!["submitted"]);
+    assert_eq!(s.outgoing()[0].target, Target::Decide);
+    let s = reply(&s.record, "Next: cli\nTask: write a.py");
+    let s = round(&s.record, "c1", &["a"]);
+    assert!(deciding(&s), "{:?}", kinds(&s));
+}
+
+#[test]
+fn an_instruction_during_a_clause_step_goes_to_the_manager() {
+    let s = start_run("r", task("", ""), "base", 0);
+    let s = apply(
+        &s.record,
+        RunEvent::Instruct {
+            text: "use argparse".into(),
+        },
+    );
+    let s = round(&s.record, "c1", &["a"]);
+    assert!(deciding(&s), "{:?}", kinds(&s));
+}
+
+#[test]
+fn without_a_manager_every_step_is_the_goal_and_the_gate_ends_the_run() {
+    let s = start_run(
+        "r",
+        task("manager = false\nstep_retries = 0", ""),
+        "base",
+        0,
+    );
+    assert_eq!(kinds(&s), vec!["submitted", "exec_dispatched"]);
+    assert_eq!(objective(&s), "Create a.py. Create b.py.");
+    let s = round(&s.record, "c1", &["a"]);
+    assert_eq!(objective(&s), "Create a.py. Create b.py.");
+    assert!(!s.outgoing().iter().any(|o| o.target == Target::Decide));
+    let s = round(&s.record, "c2", &["a", "b"]);
+    assert_eq!(s.record.state, RunState::Completed);
+}
+
+#[test]
+fn without_a_manager_a_passing_gate_gets_its_final_audit_and_the_rounds_run_out() {
+    let mut t = task("manager = false\nstep_retries = 0", "");
+    t.budget.max_rounds = 1;
+    t.complete_on_gate = false;
+    let s = start_run("r", t.clone(), "base", 0);
+    let s = round(&s.record, "c1", &["a", "b"]);
+    assert!(
+        matches!(s.outgoing()[0].message, Message::AuditRequest(ref a) if a.purpose == loopgate_protocol::wire::AuditPurpose::Final),
+        "{:?}",
+        kinds(&s)
+    );
+    let s = start_run("r", t, "base", 0);
+    let s = round(&s.record, "c1", &["a"]);
+    assert_eq!(s.record.state, RunState::BudgetExhausted, "{:?}", kinds(&s));
+}
+
+#[test]
+fn a_goal_of_one_unchecked_clause_is_the_first_step_and_is_retried_like_any_step() {
+    let toml = "goal = \"Make the tests pass.\"\n[[acceptance]]\nid = \"a\"\ncheck = \
+                \"python3 -m unittest\"\n[budget]\nmax_rounds = 6\n";
+    let s = start_run("r", parse_task_toml(toml).unwrap(), "base", 0);
+    assert_eq!(
+        kinds(&s),
+        vec!["submitted", "exec_dispatched", "clause_step"]
+    );
+    assert_eq!(objective(&s), "Make the tests pass.");
+    let s = round(&s.record, "c1", &[]);
+    assert!(kinds(&s).contains(&"step_retried"), "{:?}", kinds(&s));
+    let s = round(&s.record, "c2", &[]);
+    assert!(deciding(&s), "{:?}", kinds(&s));
+}

@@ -1,0 +1,197 @@
+//! The clause policy (`budget.clause_steps`) end to end on the real stack: a goal whose
+//! clauses each have a check is worked clause by clause with no manager call, and a clause
+//! that fails twice as the step goes to the manager. And a run without a manager
+//! (`budget.manager = false`): no manager profile, the goal as every step.
+
+use std::time::Duration;
+
+use loopgate_test_support::{Reply, Script, StandInModel};
+use loopgate_tests::{Profile, Stack, StackOptions};
+use serde_json::{json, Value};
+
+const WAIT: Duration = Duration::from_secs(120);
+
+/// Two clauses, one public check each.
+const TASK: &str = r#"
+goal = "Create a.txt. Create b.txt."
+[[acceptance]]
+id = "a"
+check = "test -f a.txt"
+[[acceptance]]
+id = "b"
+check = "test -f b.txt"
+[roles]
+manager = "mgr"
+executor = "exec"
+[budget]
+max_rounds = 6
+max_failed_rounds = 10
+# The scripted executor calls `finish` on wrong work on purpose.
+self_checks = 0
+"#;
+
+fn profiles(model: &StandInModel) -> Vec<Profile> {
+    vec![
+        Profile::new("mgr", &model.base_url(), "standin-manager"),
+        Profile::new("exec", &model.base_url(), "standin-executor"),
+    ]
+}
+
+fn write(path: &str) -> Reply {
+    Reply::tool_call("write_file", json!({"path": path, "content": "x\n"}))
+}
+
+fn finish() -> Reply {
+    Reply::tool_call("finish", json!({"summary": "done"}))
+}
+
+/// Run `TASK` on `model` to its end, which must be `completed`; its log entries.
+async fn completed_log(model: &StandInModel) -> anyhow::Result<Vec<Value>> {
+    completed_log_of(model, TASK).await
+}
+
+/// Run `task` on `model` to its end, which must be `completed`; its log entries.
+async fn completed_log_of(model: &StandInModel, task: &str) -> anyhow::Result<Vec<Value>> {
+    let stack = Stack::start(StackOptions::new(profiles(model), 1)).await?;
+    let run = stack.submit(task, &[]).await?;
+    let id = run["id"].as_str().unwrap_or_default().to_string();
+    let done = stack.wait_terminal(&id, WAIT).await?;
+    anyhow::ensure!(done["state"] == "completed", "{done}\n{}", stack.logs());
+    let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
+    Ok(log["entries"].as_array().cloned().unwrap_or_default())
+}
+
+/// `(round, type)` of the entries, workers' `episode_started` left out.
+fn kinds(entries: &[Value]) -> Vec<(u64, String)> {
+    entries
+        .iter()
+        .map(|e| {
+            (
+                e["round"].as_u64().unwrap_or(0),
+                e["type"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .filter(|(_, t)| t != "episode_started")
+        .collect()
+}
+
+fn count(entries: &[Value], kind: &str) -> usize {
+    entries.iter().filter(|e| e["type"] == kind).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_clause_is_a_step_without_a_manager_call() -> anyhow::Result<()> {
+    let model = StandInModel::start(Script::new().replies(
+        "standin-executor",
+        [write("a.txt"), finish(), write("b.txt"), finish()],
+    ))
+    .await?;
+    let entries = completed_log(&model).await?;
+    assert_eq!(model.request_count("standin-manager"), 0);
+    assert_eq!(count(&entries, "decision"), 0, "{:?}", kinds(&entries));
+    let steps: Vec<(u64, u64, String)> = entries
+        .iter()
+        .filter(|e| e["type"] == "clause_step")
+        .map(|e| {
+            (
+                e["round"].as_u64().unwrap_or(0),
+                e["clause"].as_u64().unwrap_or(0),
+                e["text"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            (1, 1, "Create a.txt.".to_string()),
+            (2, 2, "Create b.txt.".to_string())
+        ],
+        "{:?}",
+        kinds(&entries)
+    );
+    // Every clause step has its headline.
+    assert!(entries
+        .iter()
+        .filter(|e| e["type"] == "clause_step")
+        .all(|e| e["headline"]
+            .as_str()
+            .is_some_and(|h| h.contains("goal clause"))));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clause_failing_twice_goes_to_the_manager() -> anyhow::Result<()> {
+    let model = StandInModel::start(
+        Script::new()
+            .replies(
+                "standin-manager",
+                [Reply::content(
+                    "Current task state: a.txt is missing\nNext: cli\nTask: create a.txt and \
+                     b.txt",
+                )],
+            )
+            .replies(
+                "standin-executor",
+                [
+                    // Clause 1's two tries write the wrong file.
+                    write("x1.txt"),
+                    finish(),
+                    write("x2.txt"),
+                    finish(),
+                    // The manager's step.
+                    write("a.txt"),
+                    write("b.txt"),
+                    finish(),
+                ],
+            ),
+    )
+    .await?;
+    let entries = completed_log(&model).await?;
+    let kinds = kinds(&entries);
+    assert_eq!(model.request_count("standin-manager"), 1, "{kinds:?}");
+    // Round 1 is clause 1; round 2 tries it again (a step retry, the default); the manager's
+    // decision comes after round 2's gate and before round 3.
+    assert!(kinds.contains(&(1, "clause_step".into())), "{kinds:?}");
+    assert!(kinds.contains(&(1, "step_retried".into())), "{kinds:?}");
+    let decision = kinds.iter().position(|(_, t)| t == "decision");
+    let last_try = kinds.iter().rposition(|(r, t)| *r == 2 && t == "gate");
+    assert!(decision.is_some() && decision > last_try, "{kinds:?}");
+    assert_eq!(count(&entries, "decision"), 1, "{kinds:?}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_manager_the_goal_is_every_step_and_no_profile_is_needed() -> anyhow::Result<()> {
+    let model = StandInModel::start(Script::new().replies(
+        "standin-executor",
+        [
+            // Round 1 does half the goal; round 2 (the goal again) the rest.
+            write("a.txt"),
+            finish(),
+            write("b.txt"),
+            finish(),
+        ],
+    ))
+    .await?;
+    // A manager profile no daemon has: nothing uses it.
+    let task = TASK
+        .replace("manager = \"mgr\"", "manager = \"nobody\"")
+        .replace("[budget]\n", "[budget]\nmanager = false\n");
+    let entries = completed_log_of(&model, &task).await?;
+    let kinds = kinds(&entries);
+    assert_eq!(model.request_count("standin-manager"), 0, "{kinds:?}");
+    for kind in ["decision", "clause_step"] {
+        assert_eq!(count(&entries, kind), 0, "{kind}: {kinds:?}");
+    }
+    let objectives: Vec<&str> = entries
+        .iter()
+        .filter(|e| e["type"] == "exec_dispatched")
+        .filter_map(|e| e["objective"].as_str())
+        .collect();
+    assert_eq!(
+        objectives,
+        ["Create a.txt. Create b.txt.", "Create a.txt. Create b.txt."],
+        "{kinds:?}"
+    );
+    Ok(())
+}
