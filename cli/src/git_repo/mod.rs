@@ -5,6 +5,8 @@
 //! HEAD are never written.
 
 mod eol;
+#[cfg(test)]
+mod repo_tests;
 mod error;
 mod message;
 mod result_commit;

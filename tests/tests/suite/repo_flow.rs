@@ -1,0 +1,286 @@
+//! Your repository in, a verified branch out (issue 41), against a real git repository made
+//! here with the `git` binary and a stack whose auditor signs its reports:
+//!
+//! - `loopgate submit --repo` uploads the tree of HEAD only: an untracked `.env` and an
+//!   ignored `build/` never reach the starting snapshot, and the run records the start commit
+//!   and tree (`origin`, shown by `loopgate status`);
+//! - `loopgate apply` on the completed run creates `loopgate/<short id>` with the expected
+//!   tree, the start commit as parent and the `Loopgate-Certificate:` trailer, and leaves HEAD,
+//!   the index and the working tree byte-identical;
+//! - `--patch` writes a file `git am` applies on the start commit, to the same tree;
+//! - an edited certificate (the stored report changed after signing) and a tampered blob
+//!   (overwritten in the snapshot bucket) make `apply` exit 6 and create nothing.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Output;
+use std::time::Duration;
+
+use anyhow::{ensure, Context};
+use loopgate_manager::run_store::RunStore;
+use loopgate_test_support::{Reply, Script, StandInModel};
+use loopgate_tests::{Profile, Stack, StackOptions};
+use loopgate_transport::{Bus, BusOptions};
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const WAIT: Duration = Duration::from_secs(90);
+const NOT_VERIFIED: i32 = 6;
+const GREETING: &str = "print('hello, loopgate')\n";
+
+const TASK: &str = r#"
+goal = "Make hello.py print exactly: hello, loopgate"
+[[acceptance]]
+id = "prints-greeting"
+description = "python3 hello.py prints the greeting"
+check = "test \"$(python3 hello.py)\" = 'hello, loopgate'"
+blocking = true
+[roles]
+manager = "mgr"
+executor = "exec"
+[budget]
+max_rounds = 3
+self_checks = 0
+"#;
+
+async fn model() -> anyhow::Result<StandInModel> {
+    StandInModel::start(
+        Script::new()
+            .replies(
+                "standin-manager",
+                [Reply::content("Next: cli\nTask: fix hello.py")],
+            )
+            .replies(
+                "standin-executor",
+                [
+                    Reply::tool_call(
+                        "write_file",
+                        json!({"path": "hello.py", "content": GREETING}),
+                    ),
+                    Reply::tool_call("finish", json!({"summary": "fixed hello.py"})),
+                ],
+            ),
+    )
+    .await
+}
+
+fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
+    let out = std::process::Command::new("git")
+        .current_dir(dir)
+        .args(["-c", "user.name=Tester", "-c", "user.email=tester@example.com"])
+        .args(args)
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8(out.stdout)?.trim().to_string())
+}
+
+fn write(root: &Path, rel: &str, content: &str) -> anyhow::Result<()> {
+    let path = root.join(rel);
+    std::fs::create_dir_all(path.parent().context("a parent")?)?;
+    Ok(std::fs::write(path, content)?)
+}
+
+/// A project with a committed `hello.py` that prints the wrong thing, an executable, a
+/// `.gitignore`d `build/` with output in it and an untracked `.env`.
+fn project(root: &Path) -> anyhow::Result<()> {
+    git(root, &["init", "-q", "-b", "main"])?;
+    write(root, "hello.py", "print('hi')\n")?;
+    write(root, "README.md", "# hello\n")?;
+    write(root, "scripts/check.sh", "#!/bin/sh\npython3 hello.py\n")?;
+    std::fs::set_permissions(
+        root.join("scripts/check.sh"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )?;
+    write(root, ".gitignore", "build/\n")?;
+    git(root, &["add", "-A"])?;
+    git(root, &["commit", "-q", "-m", "start"])?;
+    write(root, ".env", "API_KEY=do-not-upload\n")?;
+    write(root, "build/out.txt", "built\n")?;
+    Ok(())
+}
+
+/// HEAD, the index and every file of the working tree (`.git/` aside), byte for byte.
+fn repo_state(root: &Path) -> anyhow::Result<BTreeMap<String, Vec<u8>>> {
+    let mut state = BTreeMap::new();
+    for name in ["HEAD", "index"] {
+        state.insert(format!(".git/{name}"), std::fs::read(root.join(".git").join(name))?);
+    }
+    for entry in walkdir::WalkDir::new(root) {
+        let entry = entry?;
+        let rel = entry.path().strip_prefix(root)?.to_string_lossy().to_string();
+        if rel.starts_with(".git") && !rel.starts_with(".gitignore") || !entry.file_type().is_file() {
+            continue;
+        }
+        state.insert(rel, std::fs::read(entry.path())?);
+    }
+    Ok(state)
+}
+
+async fn loopgate(stack: &Stack, dir: &Path, args: &[&str]) -> anyhow::Result<Output> {
+    let bin = loopgate_test_support::workspace_bin("loopgate")?;
+    Ok(tokio::process::Command::new(bin)
+        .current_dir(dir)
+        .args(["--server", &stack.http])
+        .args(args)
+        .env_remove("LOOPGATE_TRUSTED_KEYS")
+        .env("XDG_CONFIG_HOME", "/nonexistent/loopgate-tests")
+        .output()
+        .await?)
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "exit {:?}\n{}\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `HSET key field value` on the stack's Redis (no password on this stack), in RESP.
+async fn redis_hset(port: u16, key: &str, field: &str, value: &str) -> anyhow::Result<()> {
+    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    let parts = ["HSET", key, field, value];
+    let mut command = format!("*{}\r\n", parts.len()).into_bytes();
+    for part in parts {
+        command.extend(format!("${}\r\n{part}\r\n", part.len()).as_bytes());
+    }
+    conn.write_all(&command).await?;
+    let mut reply = [0u8; 64];
+    let n = conn.read(&mut reply).await?;
+    ensure!(reply[..n].starts_with(b":"), "HSET answered {:?}", String::from_utf8_lossy(&reply[..n]));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repository_in_and_a_verified_branch_out() -> anyhow::Result<()> {
+    let model = model().await?;
+    let profiles = vec![
+        Profile::new("mgr", &model.base_url(), "standin-manager"),
+        Profile::new("exec", &model.base_url(), "standin-executor"),
+    ];
+    let mut options = StackOptions::new(profiles, 1);
+    options.signed = true;
+    let stack = Stack::start(options).await?;
+    let keys = stack.auditor_keys_file.clone().context("a signed stack")?;
+    let keys = keys.to_str().context("utf-8 path")?.to_string();
+    let work = tempfile::tempdir()?;
+    let root = work.path().join("project");
+    std::fs::create_dir(&root)?;
+    project(&root)?;
+    let start = git(&root, &["rev-parse", "HEAD"])?;
+    let start_tree = git(&root, &["rev-parse", "HEAD^{tree}"])?;
+    std::fs::write(work.path().join("task.toml"), TASK)?;
+
+    // Submit from the repository: only the commit's tree leaves the machine.
+    let out = loopgate(&stack, work.path(), &["submit", "task.toml", "--repo", "project", "--json"]).await?;
+    ensure!(out.status.success(), "{}", text(&out));
+    let created: Value = serde_json::from_slice(&out.stdout).context(text(&out))?;
+    let id = created["id"].as_str().context("run id")?.to_string();
+    assert_eq!(created["origin"]["commit"], json!(start), "{created}");
+    assert_eq!(created["origin"]["tree"], json!(start_tree), "{created}");
+    let base = created["base_snapshot"].as_str().context("base")?;
+    let manifest = stack.get(&format!("/v1/snapshots/{base}")).await?;
+    let uploaded: Vec<(&str, u64)> = manifest["entries"]
+        .as_array()
+        .context("entries")?
+        .iter()
+        .filter_map(|e| Some((e["path"].as_str()?, e["mode"].as_u64()?)))
+        .collect();
+    assert_eq!(
+        uploaded,
+        [(".gitignore", 0o644), ("README.md", 0o644), ("hello.py", 0o644), ("scripts/check.sh", 0o755)],
+        "no .env, no build/: {manifest}"
+    );
+
+    let done = stack.wait_terminal(&id, WAIT).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    let out = loopgate(&stack, work.path(), &["status", &id]).await?;
+    let status = text(&out);
+    assert!(status.contains(&format!("started from commit main @ {}", &start[..12])), "{status}");
+    assert!(status.contains(&format!("loopgate apply {id}")), "{status}");
+
+    // Apply: one commit on a new branch; HEAD, the index and the working tree untouched.
+    let before = repo_state(&root)?;
+    let branch = format!("loopgate/{}", &id[..8]);
+    let out = loopgate(&stack, &root, &["apply", &id, "--key", &keys, "--json"]).await?;
+    ensure!(out.status.success(), "{}", text(&out));
+    let applied: Value = serde_json::from_slice(&out.stdout).context(text(&out))?;
+    assert_eq!(repo_state(&root)?, before, "apply changed HEAD, the index or the working tree");
+    assert_eq!(git(&root, &["rev-parse", "HEAD"])?, start);
+    assert_eq!(git(&root, &["rev-parse", &format!("{branch}^")])?, start);
+    assert_eq!(git(&root, &["rev-parse", &branch])?, applied["commit"].as_str().context("commit")?);
+    assert_eq!(git(&root, &["show", &format!("{branch}:hello.py")])? + "\n", GREETING);
+    assert_eq!(git(&root, &["diff", "--name-only", &start, &branch])?, "hello.py");
+    let digest = applied["certificate_digest"].as_str().context("digest")?;
+    let trailer = git(&root, &["log", "-1", "--format=%(trailers:key=Loopgate-Certificate,valueonly)", &branch])?;
+    assert_eq!(trailer, digest);
+    let body = git(&root, &["log", "-1", "--format=%B", &branch])?;
+    assert!(body.contains("Make hello.py print exactly: hello, loopgate") && body.contains(&id), "{body}");
+    // The expected tree, made by git itself: the start tree with the fixed hello.py.
+    let clone = work.path().join("clone");
+    git(work.path(), &["clone", "-q", "project", "clone"])?;
+    git(&clone, &["checkout", "-q", &start])?;
+    std::fs::write(clone.join("hello.py"), GREETING)?;
+    git(&clone, &["add", "hello.py"])?;
+    let expected_tree = git(&clone, &["write-tree"])?;
+    assert_eq!(git(&root, &["rev-parse", &format!("{branch}^{{tree}}")])?, expected_tree);
+    // Applying again refuses: the branch exists.
+    let out = loopgate(&stack, &root, &["apply", &id, "--key", &keys]).await?;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("exists already"), "{}", text(&out));
+
+    // --patch: a format-patch file `git am` applies on the start commit.
+    let patch = work.path().join("run.patch");
+    let patch_arg = patch.to_str().context("path")?;
+    let out = loopgate(&stack, &root, &["apply", &id, "--key", &keys, "--patch", patch_arg]).await?;
+    ensure!(out.status.success(), "{}", text(&out));
+    assert_eq!(repo_state(&root)?, before);
+    git(&clone, &["checkout", "-q", "-f", &start])?;
+    git(&clone, &["am", "-q", patch_arg])?;
+    assert_eq!(git(&clone, &["rev-parse", "HEAD^{tree}"])?, expected_tree);
+    assert_eq!(git(&clone, &["rev-parse", "HEAD^"])?, start);
+
+    // An edited certificate: the stored report changed after it was signed.
+    let snapshot = done["snapshot"].as_str().context("snapshot")?.to_string();
+    let store = RunStore::connect(&stack.redis.url(), Duration::from_secs(5)).await?;
+    let stored = store.report(&id, &snapshot).await?.context("the stored report")?;
+    let mut edited: Value = serde_json::from_str(&stored)?;
+    edited["evidence"][0]["exit_code"] = json!(1);
+    let reports = format!("lg:run:{id}:reports");
+    redis_hset(stack.redis.port(), &reports, &snapshot, &edited.to_string()).await?;
+    let refs_before = git(&root, &["for-each-ref"])?;
+    let out = loopgate(&stack, &root, &["apply", &id, "--key", &keys, "--branch", "edited"]).await?;
+    assert_eq!(out.status.code(), Some(NOT_VERIFIED), "{}", text(&out));
+    assert!(text(&out).contains("signature"), "{}", text(&out));
+    assert_eq!(git(&root, &["for-each-ref"])?, refs_before, "apply created a ref");
+    assert_eq!(repo_state(&root)?, before);
+    redis_hset(stack.redis.port(), &reports, &snapshot, &stored).await?;
+
+    // A tampered blob: hello.py's content overwritten in the snapshot bucket.
+    let entry = stack.get(&format!("/v1/snapshots/{snapshot}")).await?["entries"]
+        .as_array()
+        .context("entries")?
+        .iter()
+        .find(|e| e["path"] == "hello.py")
+        .cloned()
+        .context("hello.py in the final snapshot")?;
+    let sha = entry["sha256"].as_str().context("sha256")?;
+    let bus = Bus::connect(&stack.nats.url(), "loopgate", BusOptions::default()).await?;
+    let bucket = bus
+        .jetstream()
+        .get_object_store(loopgate_protocol::subjects::SNAPSHOT_BUCKET)
+        .await?;
+    let mut tampered: &[u8] = b"print('hello, l00pgate')\n";
+    bucket.put(format!("blob/{sha}").as_str(), &mut tampered).await?;
+    let out = loopgate(&stack, &root, &["apply", &id, "--key", &keys, "--branch", "tampered"]).await?;
+    assert_eq!(out.status.code(), Some(NOT_VERIFIED), "{}", text(&out));
+    assert!(text(&out).contains("blob"), "{}", text(&out));
+    assert_eq!(git(&root, &["for-each-ref"])?, refs_before, "apply created a ref");
+    assert_eq!(repo_state(&root)?, before);
+    Ok(())
+}
