@@ -82,10 +82,12 @@ fn final_files<'a>(
         .entries
         .iter()
         .map(|entry| {
-            let content = blobs.get(&entry.sha256).ok_or_else(|| ApiError::BadResponse {
-                what: "GET /v1/blobs/{sha256}".into(),
-                detail: format!("'{}' was not downloaded", entry.path),
-            })?;
+            let content = blobs
+                .get(&entry.sha256)
+                .ok_or_else(|| ApiError::BadResponse {
+                    what: "GET /v1/blobs/{sha256}".into(),
+                    detail: format!("'{}' was not downloaded", entry.path),
+                })?;
             Ok(FinalFile {
                 path: &entry.path,
                 mode: entry.mode,

@@ -132,6 +132,8 @@ mod tests {
         let text = message(&long).text();
         let subject = text.lines().next().unwrap();
         assert_eq!(subject, format!("loopgate: {}...", "x".repeat(69)));
-        assert!(message("\n  \n").text().starts_with("loopgate: the run's result\n"));
+        assert!(message("\n  \n")
+            .text()
+            .starts_with("loopgate: the run's result\n"));
     }
 }

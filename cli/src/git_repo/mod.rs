@@ -5,10 +5,10 @@
 //! HEAD are never written.
 
 mod eol;
-#[cfg(test)]
-mod repo_tests;
 mod error;
 mod message;
+#[cfg(test)]
+mod repo_tests;
 mod result_commit;
 mod start_tree;
 mod tree_select;

@@ -16,7 +16,11 @@ fn git(dir: &Path, args: &[&str]) -> String {
         .args(args)
         .output()
         .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -58,12 +62,22 @@ fn the_start_is_the_commit_tree_only() {
     let start = read_start(root, None, false, 1 << 20).unwrap();
     assert_eq!(
         paths(&start),
-        [".gitattributes", ".gitignore", "app.py", "notes.txt", "run.sh", "src/app.py"]
+        [
+            ".gitattributes",
+            ".gitignore",
+            "app.py",
+            "notes.txt",
+            "run.sh",
+            "src/app.py"
+        ]
     );
     let file = |p: &str| start.files.iter().find(|f| f.path == p).unwrap();
     assert_eq!(file("src/app.py").content, b"print('hi')\n");
     assert_eq!(file("app.py").content, b"print('hi')\n");
-    assert_eq!((file("run.sh").mode, file("notes.txt").mode), (0o755, 0o644));
+    assert_eq!(
+        (file("run.sh").mode, file("notes.txt").mode),
+        (0o755, 0o644)
+    );
     let head = git(root, &["rev-parse", "HEAD"]);
     let tree = git(root, &["rev-parse", "HEAD^{tree}"]);
     assert_eq!(start.origin.commit, head.trim());
@@ -113,15 +127,24 @@ fn submodules_are_refused() {
     git(root, &["update-index", "--add", "--cacheinfo", &cacheinfo]);
     git(root, &["commit", "-q", "-m", "submodule"]);
     let err = read_start(root, None, false, 1 << 20).unwrap_err();
-    assert!(matches!(err, RepoError::Submodule { ref path } if path == "vendor/lib"), "{err}");
-    assert!(err.to_string().contains("submodules are not supported"), "{err}");
+    assert!(
+        matches!(err, RepoError::Submodule { ref path } if path == "vendor/lib"),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("submodules are not supported"),
+        "{err}"
+    );
 }
 
 fn status_snapshot(root: &Path) -> (String, String, String, Vec<u8>) {
     (
         git(root, &["rev-parse", "HEAD"]),
         git(root, &["symbolic-ref", "HEAD"]),
-        git(root, &["--no-optional-locks", "status", "--porcelain", "--ignored"]),
+        git(
+            root,
+            &["--no-optional-locks", "status", "--porcelain", "--ignored"],
+        ),
         std::fs::read(root.join(".git/index")).unwrap(),
     )
 }
@@ -137,7 +160,11 @@ fn the_result_is_one_commit_on_a_new_branch_or_a_patch() {
         .filter(|f| f.path != "run.sh")
         .map(|f| (f.path.clone(), f.mode, f.content.clone()))
         .collect();
-    files.push(("new/tool.sh".into(), 0o755, b"#!/bin/sh\necho new\n".to_vec()));
+    files.push((
+        "new/tool.sh".into(),
+        0o755,
+        b"#!/bin/sh\necho new\n".to_vec(),
+    ));
     for f in files.iter_mut() {
         if f.0 == "notes.txt" {
             f.2 = b"one\r\ntwo\r\nthree\r\n".to_vec();
@@ -155,31 +182,65 @@ fn the_result_is_one_commit_on_a_new_branch_or_a_patch() {
     let branch = ResultTarget::Branch("loopgate/r1".into());
     let message = "loopgate: test\n\nLoopgate-Certificate: abc\n";
     let written = write_result(root, &start.origin, &finals, message, &branch).unwrap();
-    assert_eq!(status_snapshot(root), before, "HEAD, index and working tree unchanged");
-    assert_eq!(git(root, &["rev-parse", "loopgate/r1"]).trim(), written.commit);
-    assert_eq!(git(root, &["rev-parse", "loopgate/r1^"]).trim(), start.origin.commit);
+    assert_eq!(
+        status_snapshot(root),
+        before,
+        "HEAD, index and working tree unchanged"
+    );
+    assert_eq!(
+        git(root, &["rev-parse", "loopgate/r1"]).trim(),
+        written.commit
+    );
+    assert_eq!(
+        git(root, &["rev-parse", "loopgate/r1^"]).trim(),
+        start.origin.commit
+    );
     let listing = git(root, &["ls-tree", "-r", "loopgate/r1"]);
     let modes: Vec<(String, String)> = listing
         .lines()
         .map(|l| {
             let (meta, path) = l.split_once('\t').unwrap();
-            (path.to_string(), meta.split(' ').next().unwrap().to_string())
+            (
+                path.to_string(),
+                meta.split(' ').next().unwrap().to_string(),
+            )
         })
         .collect();
     let mode = |p: &str| modes.iter().find(|(q, _)| q == p).map(|(_, m)| m.as_str());
     assert_eq!(mode("app.py"), Some("120000"), "the symlink stays one");
     assert_eq!(mode("new/tool.sh"), Some("100755"));
     assert_eq!(mode("run.sh"), None, "removed");
-    assert_eq!(git(root, &["show", "loopgate/r1:notes.txt"]), "one\ntwo\nthree\n");
     assert_eq!(
-        git(root, &["log", "-1", "--format=%(trailers:key=Loopgate-Certificate,valueonly)", "loopgate/r1"]).trim(),
+        git(root, &["show", "loopgate/r1:notes.txt"]),
+        "one\ntwo\nthree\n"
+    );
+    assert_eq!(
+        git(
+            root,
+            &[
+                "log",
+                "-1",
+                "--format=%(trailers:key=Loopgate-Certificate,valueonly)",
+                "loopgate/r1"
+            ]
+        )
+        .trim(),
         "abc"
     );
     // The branch exists now: refused, nothing moved.
     let again = write_result(root, &start.origin, &finals, message, &branch);
-    assert!(matches!(again, Err(RepoError::BranchExists(_))), "{again:?}");
+    assert!(
+        matches!(again, Err(RepoError::BranchExists(_))),
+        "{again:?}"
+    );
     assert!(matches!(
-        write_result(root, &start.origin, &finals, message, &ResultTarget::Branch("a..b".into())),
+        write_result(
+            root,
+            &start.origin,
+            &finals,
+            message,
+            &ResultTarget::Branch("a..b".into())
+        ),
         Err(RepoError::BadBranchName(_))
     ));
 
@@ -194,7 +255,10 @@ fn the_result_is_one_commit_on_a_new_branch_or_a_patch() {
         write_result(root, &start.origin, &finals, message, &target),
         Err(RepoError::PatchExists(_))
     ));
-    git(root, &["switch", "-q", "-c", "am-check", &start.origin.commit]);
+    git(
+        root,
+        &["switch", "-q", "-c", "am-check", &start.origin.commit],
+    );
     git(root, &["am", "-q", patch.to_str().unwrap()]);
     assert_eq!(
         git(root, &["rev-parse", "HEAD^{tree}"]),

@@ -9,11 +9,15 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use git2::{Commit, ObjectType, Repository, Status, StatusOptions, Tree, TreeWalkMode, TreeWalkResult};
+use git2::{
+    Commit, ObjectType, Repository, Status, StatusOptions, Tree, TreeWalkMode, TreeWalkResult,
+};
 use loopgate_common::state::RepoOrigin;
 
 use super::error::RepoError;
-use super::tree_select::{select_files, SelectedFile, TreeItem, MODE_EXECUTABLE, MODE_SUBMODULE, MODE_SYMLINK};
+use super::tree_select::{
+    select_files, SelectedFile, TreeItem, MODE_EXECUTABLE, MODE_SUBMODULE, MODE_SYMLINK,
+};
 
 /// The starting workspace and where it came from.
 #[derive(Debug)]
@@ -89,7 +93,10 @@ fn ref_name(repo: &Repository, rev: Option<&str>) -> Option<String> {
 
 /// Every entry of `tree` below the root, by path: blobs read, symlinks with their target,
 /// submodules marked.
-pub fn tree_items(repo: &Repository, tree: &Tree<'_>) -> Result<BTreeMap<String, TreeItem>, RepoError> {
+pub fn tree_items(
+    repo: &Repository,
+    tree: &Tree<'_>,
+) -> Result<BTreeMap<String, TreeItem>, RepoError> {
     let mut items = BTreeMap::new();
     let mut failure: Option<RepoError> = None;
     tree.walk(TreeWalkMode::PreOrder, |root, entry| {
@@ -189,7 +196,13 @@ fn overlay_dirty(
                 let id = repo.blob_path(&abs)?;
                 let content = repo.find_blob(id)?.content().to_vec();
                 let executable = meta.permissions().mode() & 0o111 != 0;
-                items.insert(rel.clone(), TreeItem::File { executable, content });
+                items.insert(
+                    rel.clone(),
+                    TreeItem::File {
+                        executable,
+                        content,
+                    },
+                );
             }
         }
         taken.push(rel);

@@ -180,17 +180,24 @@ mod tests {
             ("a", "/etc/passwd", None),
         ];
         for (link, target, want) in cases {
-            assert_eq!(resolve_link(link, target).as_deref(), want, "{link} -> {target}");
+            assert_eq!(
+                resolve_link(link, target).as_deref(),
+                want,
+                "{link} -> {target}"
+            );
         }
     }
 
     #[test]
     fn files_keep_modes_and_links_carry_their_target() {
         let items = tree(&[
-            ("bin/run.sh", TreeItem::File {
-                executable: true,
-                content: b"#!/bin/sh\n".to_vec(),
-            }),
+            (
+                "bin/run.sh",
+                TreeItem::File {
+                    executable: true,
+                    content: b"#!/bin/sh\n".to_vec(),
+                },
+            ),
             ("docs/alias.md", link("../README.md")),
             ("README.md", file("# hi\n")),
             ("twice", link("docs/alias.md")),
@@ -216,27 +223,34 @@ mod tests {
         let lfs = "version https://git-lfs.github.com/spec/v1\noid sha256:ab\nsize 12\n";
         type Expect = fn(&RepoError) -> bool;
         let cases: Vec<(Vec<(&str, TreeItem)>, Expect)> = vec![
-            (vec![("vendor/lib", TreeItem::Submodule)], |e| {
-                matches!(e, RepoError::Submodule { path } if path == "vendor/lib")
-            }),
-            (vec![("big.bin", file(lfs))], |e| {
-                matches!(e, RepoError::LfsPointer { path } if path == "big.bin")
-            }),
-            (vec![("up", link("../secret"))], |e| {
-                matches!(e, RepoError::SymlinkOutside { path, .. } if path == "up")
-            }),
-            (vec![("abs", link("/etc/passwd"))], |e| {
-                matches!(e, RepoError::SymlinkOutside { path, .. } if path == "abs")
-            }),
-            (vec![("dangling", link("nowhere"))], |e| {
-                matches!(e, RepoError::SymlinkUnresolved { path, .. } if path == "dangling")
-            }),
-            (vec![("a", link("b")), ("b", link("a"))], |e| {
-                matches!(e, RepoError::SymlinkUnresolved { path, .. } if path == "a")
-            }),
-            (vec![("a\\b", file("x"))], |e| {
-                matches!(e, RepoError::BadPath { path, .. } if path == "a\\b")
-            }),
+            (
+                vec![("vendor/lib", TreeItem::Submodule)],
+                |e| matches!(e, RepoError::Submodule { path } if path == "vendor/lib"),
+            ),
+            (
+                vec![("big.bin", file(lfs))],
+                |e| matches!(e, RepoError::LfsPointer { path } if path == "big.bin"),
+            ),
+            (
+                vec![("up", link("../secret"))],
+                |e| matches!(e, RepoError::SymlinkOutside { path, .. } if path == "up"),
+            ),
+            (
+                vec![("abs", link("/etc/passwd"))],
+                |e| matches!(e, RepoError::SymlinkOutside { path, .. } if path == "abs"),
+            ),
+            (
+                vec![("dangling", link("nowhere"))],
+                |e| matches!(e, RepoError::SymlinkUnresolved { path, .. } if path == "dangling"),
+            ),
+            (
+                vec![("a", link("b")), ("b", link("a"))],
+                |e| matches!(e, RepoError::SymlinkUnresolved { path, .. } if path == "a"),
+            ),
+            (
+                vec![("a\\b", file("x"))],
+                |e| matches!(e, RepoError::BadPath { path, .. } if path == "a\\b"),
+            ),
         ];
         for (items, expect) in cases {
             let err = select_files(&tree(&items), 1 << 20).unwrap_err();
@@ -245,12 +259,18 @@ mod tests {
         // An LFS-looking first line on a large file is content.
         let mut large = lfs.as_bytes().to_vec();
         large.resize(4096, b'x');
-        let items = tree(&[("data", TreeItem::File {
-            executable: false,
-            content: large,
-        })]);
+        let items = tree(&[(
+            "data",
+            TreeItem::File {
+                executable: false,
+                content: large,
+            },
+        )]);
         assert!(select_files(&items, 1 << 20).is_ok());
         let err = select_files(&tree(&[("a", file("12345")), ("b", file("678"))]), 7).unwrap_err();
-        assert!(matches!(err, RepoError::TooLarge { ref path, .. } if path == "b"), "{err:?}");
+        assert!(
+            matches!(err, RepoError::TooLarge { ref path, .. } if path == "b"),
+            "{err:?}"
+        );
     }
 }

@@ -13,10 +13,16 @@ pub const MAX_REF_NAME_CHARS: usize = 256;
 #[serde(deny_unknown_fields)]
 pub struct RepoOrigin {
     /// The start commit's id (40 lowercase hex digits, or 64 in a sha256 repository).
-    #[cfg_attr(feature = "openapi", schema(pattern = r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+    )]
     pub commit: String,
     /// The id of that commit's tree: the starting workspace, unless `dirty`.
-    #[cfg_attr(feature = "openapi", schema(pattern = r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+    )]
     pub tree: String,
     /// The name the commit was given by (`HEAD`, `refs/heads/main`, `v1.2`), for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -39,10 +45,16 @@ impl RepoOrigin {
     /// The first field that is not well formed, with what is wrong with it.
     pub fn problem(&self) -> Option<(&'static str, &'static str)> {
         if !is_git_object_id(&self.commit) {
-            return Some(("commit", "must be a git object id (40 or 64 lowercase hex digits)"));
+            return Some((
+                "commit",
+                "must be a git object id (40 or 64 lowercase hex digits)",
+            ));
         }
         if !is_git_object_id(&self.tree) {
-            return Some(("tree", "must be a git object id (40 or 64 lowercase hex digits)"));
+            return Some((
+                "tree",
+                "must be a git object id (40 or 64 lowercase hex digits)",
+            ));
         }
         if let Some(name) = &self.ref_name {
             if name.is_empty() || name.chars().count() > MAX_REF_NAME_CHARS {

@@ -67,7 +67,12 @@ async fn model() -> anyhow::Result<StandInModel> {
 fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
     let out = std::process::Command::new("git")
         .current_dir(dir)
-        .args(["-c", "user.name=Tester", "-c", "user.email=tester@example.com"])
+        .args([
+            "-c",
+            "user.name=Tester",
+            "-c",
+            "user.email=tester@example.com",
+        ])
         .args(args)
         .output()?;
     ensure!(
@@ -107,12 +112,20 @@ fn project(root: &Path) -> anyhow::Result<()> {
 fn repo_state(root: &Path) -> anyhow::Result<BTreeMap<String, Vec<u8>>> {
     let mut state = BTreeMap::new();
     for name in ["HEAD", "index"] {
-        state.insert(format!(".git/{name}"), std::fs::read(root.join(".git").join(name))?);
+        state.insert(
+            format!(".git/{name}"),
+            std::fs::read(root.join(".git").join(name))?,
+        );
     }
     for entry in walkdir::WalkDir::new(root) {
         let entry = entry?;
-        let rel = entry.path().strip_prefix(root)?.to_string_lossy().to_string();
-        if rel.starts_with(".git") && !rel.starts_with(".gitignore") || !entry.file_type().is_file() {
+        let rel = entry
+            .path()
+            .strip_prefix(root)?
+            .to_string_lossy()
+            .to_string();
+        if rel.starts_with(".git") && !rel.starts_with(".gitignore") || !entry.file_type().is_file()
+        {
             continue;
         }
         state.insert(rel, std::fs::read(entry.path())?);
@@ -152,7 +165,11 @@ async fn redis_hset(port: u16, key: &str, field: &str, value: &str) -> anyhow::R
     conn.write_all(&command).await?;
     let mut reply = [0u8; 64];
     let n = conn.read(&mut reply).await?;
-    ensure!(reply[..n].starts_with(b":"), "HSET answered {:?}", String::from_utf8_lossy(&reply[..n]));
+    ensure!(
+        reply[..n].starts_with(b":"),
+        "HSET answered {:?}",
+        String::from_utf8_lossy(&reply[..n])
+    );
     Ok(())
 }
 
@@ -177,7 +194,12 @@ async fn a_repository_in_and_a_verified_branch_out() -> anyhow::Result<()> {
     std::fs::write(work.path().join("task.toml"), TASK)?;
 
     // Submit from the repository: only the commit's tree leaves the machine.
-    let out = loopgate(&stack, work.path(), &["submit", "task.toml", "--repo", "project", "--json"]).await?;
+    let out = loopgate(
+        &stack,
+        work.path(),
+        &["submit", "task.toml", "--repo", "project", "--json"],
+    )
+    .await?;
     ensure!(out.status.success(), "{}", text(&out));
     let created: Value = serde_json::from_slice(&out.stdout).context(text(&out))?;
     let id = created["id"].as_str().context("run id")?.to_string();
@@ -193,7 +215,12 @@ async fn a_repository_in_and_a_verified_branch_out() -> anyhow::Result<()> {
         .collect();
     assert_eq!(
         uploaded,
-        [(".gitignore", 0o644), ("README.md", 0o644), ("hello.py", 0o644), ("scripts/check.sh", 0o755)],
+        [
+            (".gitignore", 0o644),
+            ("README.md", 0o644),
+            ("hello.py", 0o644),
+            ("scripts/check.sh", 0o755)
+        ],
         "no .env, no build/: {manifest}"
     );
 
@@ -201,7 +228,10 @@ async fn a_repository_in_and_a_verified_branch_out() -> anyhow::Result<()> {
     assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
     let out = loopgate(&stack, work.path(), &["status", &id]).await?;
     let status = text(&out);
-    assert!(status.contains(&format!("started from commit main @ {}", &start[..12])), "{status}");
+    assert!(
+        status.contains(&format!("started from commit main @ {}", &start[..12])),
+        "{status}"
+    );
     assert!(status.contains(&format!("loopgate apply {id}")), "{status}");
 
     // Apply: one commit on a new branch; HEAD, the index and the working tree untouched.
@@ -210,17 +240,41 @@ async fn a_repository_in_and_a_verified_branch_out() -> anyhow::Result<()> {
     let out = loopgate(&stack, &root, &["apply", &id, "--key", &keys, "--json"]).await?;
     ensure!(out.status.success(), "{}", text(&out));
     let applied: Value = serde_json::from_slice(&out.stdout).context(text(&out))?;
-    assert_eq!(repo_state(&root)?, before, "apply changed HEAD, the index or the working tree");
+    assert_eq!(
+        repo_state(&root)?,
+        before,
+        "apply changed HEAD, the index or the working tree"
+    );
     assert_eq!(git(&root, &["rev-parse", "HEAD"])?, start);
     assert_eq!(git(&root, &["rev-parse", &format!("{branch}^")])?, start);
-    assert_eq!(git(&root, &["rev-parse", &branch])?, applied["commit"].as_str().context("commit")?);
-    assert_eq!(git(&root, &["show", &format!("{branch}:hello.py")])? + "\n", GREETING);
-    assert_eq!(git(&root, &["diff", "--name-only", &start, &branch])?, "hello.py");
+    assert_eq!(
+        git(&root, &["rev-parse", &branch])?,
+        applied["commit"].as_str().context("commit")?
+    );
+    assert_eq!(
+        git(&root, &["show", &format!("{branch}:hello.py")])? + "\n",
+        GREETING
+    );
+    assert_eq!(
+        git(&root, &["diff", "--name-only", &start, &branch])?,
+        "hello.py"
+    );
     let digest = applied["certificate_digest"].as_str().context("digest")?;
-    let trailer = git(&root, &["log", "-1", "--format=%(trailers:key=Loopgate-Certificate,valueonly)", &branch])?;
+    let trailer = git(
+        &root,
+        &[
+            "log",
+            "-1",
+            "--format=%(trailers:key=Loopgate-Certificate,valueonly)",
+            &branch,
+        ],
+    )?;
     assert_eq!(trailer, digest);
     let body = git(&root, &["log", "-1", "--format=%B", &branch])?;
-    assert!(body.contains("Make hello.py print exactly: hello, loopgate") && body.contains(&id), "{body}");
+    assert!(
+        body.contains("Make hello.py print exactly: hello, loopgate") && body.contains(&id),
+        "{body}"
+    );
     // The expected tree, made by git itself: the start tree with the fixed hello.py.
     let clone = work.path().join("clone");
     git(work.path(), &["clone", "-q", "project", "clone"])?;
@@ -228,7 +282,10 @@ async fn a_repository_in_and_a_verified_branch_out() -> anyhow::Result<()> {
     std::fs::write(clone.join("hello.py"), GREETING)?;
     git(&clone, &["add", "hello.py"])?;
     let expected_tree = git(&clone, &["write-tree"])?;
-    assert_eq!(git(&root, &["rev-parse", &format!("{branch}^{{tree}}")])?, expected_tree);
+    assert_eq!(
+        git(&root, &["rev-parse", &format!("{branch}^{{tree}}")])?,
+        expected_tree
+    );
     // Applying again refuses: the branch exists.
     let out = loopgate(&stack, &root, &["apply", &id, "--key", &keys]).await?;
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
@@ -237,7 +294,12 @@ async fn a_repository_in_and_a_verified_branch_out() -> anyhow::Result<()> {
     // --patch: a format-patch file `git am` applies on the start commit.
     let patch = work.path().join("run.patch");
     let patch_arg = patch.to_str().context("path")?;
-    let out = loopgate(&stack, &root, &["apply", &id, "--key", &keys, "--patch", patch_arg]).await?;
+    let out = loopgate(
+        &stack,
+        &root,
+        &["apply", &id, "--key", &keys, "--patch", patch_arg],
+    )
+    .await?;
     ensure!(out.status.success(), "{}", text(&out));
     assert_eq!(repo_state(&root)?, before);
     git(&clone, &["checkout", "-q", "-f", &start])?;
@@ -248,16 +310,28 @@ async fn a_repository_in_and_a_verified_branch_out() -> anyhow::Result<()> {
     // An edited certificate: the stored report changed after it was signed.
     let snapshot = done["snapshot"].as_str().context("snapshot")?.to_string();
     let store = RunStore::connect(&stack.redis.url(), Duration::from_secs(5)).await?;
-    let stored = store.report(&id, &snapshot).await?.context("the stored report")?;
+    let stored = store
+        .report(&id, &snapshot)
+        .await?
+        .context("the stored report")?;
     let mut edited: Value = serde_json::from_str(&stored)?;
     edited["evidence"][0]["exit_code"] = json!(1);
     let reports = format!("lg:run:{id}:reports");
     redis_hset(stack.redis.port(), &reports, &snapshot, &edited.to_string()).await?;
     let refs_before = git(&root, &["for-each-ref"])?;
-    let out = loopgate(&stack, &root, &["apply", &id, "--key", &keys, "--branch", "edited"]).await?;
+    let out = loopgate(
+        &stack,
+        &root,
+        &["apply", &id, "--key", &keys, "--branch", "edited"],
+    )
+    .await?;
     assert_eq!(out.status.code(), Some(NOT_VERIFIED), "{}", text(&out));
     assert!(text(&out).contains("signature"), "{}", text(&out));
-    assert_eq!(git(&root, &["for-each-ref"])?, refs_before, "apply created a ref");
+    assert_eq!(
+        git(&root, &["for-each-ref"])?,
+        refs_before,
+        "apply created a ref"
+    );
     assert_eq!(repo_state(&root)?, before);
     redis_hset(stack.redis.port(), &reports, &snapshot, &stored).await?;
 
@@ -276,11 +350,22 @@ async fn a_repository_in_and_a_verified_branch_out() -> anyhow::Result<()> {
         .get_object_store(loopgate_protocol::subjects::SNAPSHOT_BUCKET)
         .await?;
     let mut tampered: &[u8] = b"print('hello, l00pgate')\n";
-    bucket.put(format!("blob/{sha}").as_str(), &mut tampered).await?;
-    let out = loopgate(&stack, &root, &["apply", &id, "--key", &keys, "--branch", "tampered"]).await?;
+    bucket
+        .put(format!("blob/{sha}").as_str(), &mut tampered)
+        .await?;
+    let out = loopgate(
+        &stack,
+        &root,
+        &["apply", &id, "--key", &keys, "--branch", "tampered"],
+    )
+    .await?;
     assert_eq!(out.status.code(), Some(NOT_VERIFIED), "{}", text(&out));
     assert!(text(&out).contains("blob"), "{}", text(&out));
-    assert_eq!(git(&root, &["for-each-ref"])?, refs_before, "apply created a ref");
+    assert_eq!(
+        git(&root, &["for-each-ref"])?,
+        refs_before,
+        "apply created a ref"
+    );
     assert_eq!(repo_state(&root)?, before);
     Ok(())
 }
