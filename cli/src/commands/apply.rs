@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use loopgate_api::{Certificate, RunView};
+use loopgate_common::apply_message::{default_branch, ApplyMessage};
 use loopgate_common::state::RepoOrigin;
 use serde_json::json;
 
@@ -18,9 +19,7 @@ use crate::commands::verify::{
 };
 use crate::errors::CliError;
 use crate::exit_status::ExitStatus;
-use crate::git_repo::{
-    default_branch, write_result, ApplyMessage, FinalFile, ResultTarget, Written,
-};
+use crate::git_repo::{write_result, FinalFile, ResultTarget, Written};
 use crate::output;
 
 pub async fn apply(client: &ApiClient, args: &ApplyArgs) -> Result<ExitStatus, CliError> {

