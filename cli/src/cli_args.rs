@@ -409,6 +409,19 @@ mod tests {
             &["loopgate", "instruct", "r1"],
             &["loopgate", "pause"],
             &["loopgate", "continue", "r1"],
+            &["loopgate", "submit", "t.toml", "--ref", "main"],
+            &["loopgate", "submit", "t.toml", "--include-dirty"],
+            &[
+                "loopgate",
+                "submit",
+                "t.toml",
+                "--repo",
+                ".",
+                "--workspace",
+                "d",
+            ],
+            &["loopgate", "apply"],
+            &["loopgate", "apply", "r1", "--branch", "b", "--patch", "p"],
         ];
         for args in bad {
             let err = Cli::try_parse_from(*args).unwrap_err();
@@ -424,6 +437,33 @@ mod tests {
             .command
         {
             Command::Continue(args) => assert_eq!(args.goal.as_deref(), Some("g")),
+            other => panic!("{other:?}"),
+        }
+        let submit = [
+            "loopgate",
+            "submit",
+            "t.toml",
+            "--repo",
+            "..",
+            "--ref",
+            "v1",
+            "--include-dirty",
+        ];
+        match Cli::try_parse_from(submit).unwrap().command {
+            Command::Submit(args) => {
+                assert_eq!(args.rev.as_deref(), Some("v1"));
+                assert!(args.include_dirty && args.workspace.is_none());
+            }
+            other => panic!("{other:?}"),
+        }
+        match Cli::try_parse_from(["loopgate", "apply", "r1"])
+            .unwrap()
+            .command
+        {
+            Command::Apply(args) => {
+                assert_eq!(args.repo, std::path::Path::new("."));
+                assert!(args.branch.is_none() && args.patch.is_none());
+            }
             other => panic!("{other:?}"),
         }
         let offline = [

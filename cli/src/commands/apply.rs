@@ -19,7 +19,7 @@ use crate::commands::verify::{
 };
 use crate::errors::CliError;
 use crate::exit_status::ExitStatus;
-use crate::git_repo::{write_result, FinalFile, ResultTarget, Written};
+use crate::git_repo::{write_result, FinalFile, RepoError, ResultTarget, Written};
 use crate::output;
 
 pub async fn apply(client: &ApiClient, args: &ApplyArgs) -> Result<ExitStatus, CliError> {
@@ -64,12 +64,8 @@ async fn run_origin(client: &ApiClient, run: &str) -> Result<RepoOrigin, CliErro
         what: "GET /v1/runs/{id}".into(),
         detail: e.to_string(),
     })?;
-    view.origin.ok_or_else(|| {
-        CliError::Usage(format!(
-            "run {run} did not start from a git repository (submit --repo PATH): \
-             use `loopgate checkout {run} DIR` to get its files"
-        ))
-    })
+    view.origin
+        .ok_or_else(|| RepoError::NoOrigin(run.to_string()).into())
 }
 
 /// The certified manifest's files with their re-hashed content.

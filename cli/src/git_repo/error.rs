@@ -30,6 +30,8 @@ pub enum RepoError {
     },
     #[error("the run's start commit {commit} is not in the repository at {} (was it rebased away, or is this another clone? fetch it, then run apply again)", path.display())]
     StartCommitGone { path: PathBuf, commit: String },
+    #[error("run {0} did not start from a git repository (submit --repo PATH): there is no commit to apply on; `loopgate checkout {0} DIR` gets its files")]
+    NoOrigin(String),
     #[error("the start commit {commit} has tree {actual}, the run recorded tree {recorded}")]
     TreeMismatch {
         commit: String,
@@ -77,6 +79,7 @@ impl RepoError {
     pub fn kind(&self) -> RepoErrorKind {
         match self {
             RepoError::NotARepository { .. }
+            | RepoError::NoOrigin(_)
             | RepoError::NoSuchRevision { .. }
             | RepoError::StartCommitGone { .. }
             | RepoError::TreeMismatch { .. } => RepoErrorKind::NotFound,

@@ -174,9 +174,34 @@ async fn redis_hset(port: u16, key: &str, field: &str, value: &str) -> anyhow::R
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_repository_in_and_a_verified_branch_out() -> anyhow::Result<()> {
-    let model = model().await?;
+/// The stack, the project and the run, as the phases of the test share them.
+struct Flow {
+    stack: Stack,
+    work: tempfile::TempDir,
+    root: std::path::PathBuf,
+    /// The trusted auditor key file (`--key`).
+    keys: String,
+    start: String,
+    id: String,
+}
+
+impl Flow {
+    /// `loopgate apply RUN --key KEYS ARGS...` in the project.
+    async fn apply(&self, args: &[&str]) -> anyhow::Result<Output> {
+        let mut all = vec!["apply", &self.id, "--key", &self.keys];
+        all.extend_from_slice(args);
+        loopgate(&self.stack, &self.root, &all).await
+    }
+
+    fn trailer(&self, dir: &Path, rev: &str) -> anyhow::Result<String> {
+        let format = "--format=%(trailers:key=Loopgate-Certificate,valueonly)";
+        git(dir, &["log", "-1", format, rev])
+    }
+}
+
+/// A signed stack, the project, and a run submitted from it with `--repo`: only the commit's
+/// tree left the machine, and the run recorded the start commit.
+async fn submit_from_repository(model: &StandInModel) -> anyhow::Result<Flow> {
     let profiles = vec![
         Profile::new("mgr", &model.base_url(), "standin-manager"),
         Profile::new("exec", &model.base_url(), "standin-executor"),
@@ -191,20 +216,14 @@ async fn a_repository_in_and_a_verified_branch_out() -> anyhow::Result<()> {
     std::fs::create_dir(&root)?;
     project(&root)?;
     let start = git(&root, &["rev-parse", "HEAD"])?;
-    let start_tree = git(&root, &["rev-parse", "HEAD^{tree}"])?;
     std::fs::write(work.path().join("task.toml"), TASK)?;
-
-    // Submit from the repository: only the commit's tree leaves the machine.
-    let out = loopgate(
-        &stack,
-        work.path(),
-        &["submit", "task.toml", "--repo", "project", "--json"],
-    )
-    .await?;
+    let args = ["submit", "task.toml", "--repo", "project", "--json"];
+    let out = loopgate(&stack, work.path(), &args).await?;
     ensure!(out.status.success(), "{}", text(&out));
     let created: Value = serde_json::from_slice(&out.stdout).context(text(&out))?;
     let id = created["id"].as_str().context("run id")?.to_string();
     assert_eq!(created["origin"]["commit"], json!(start), "{created}");
+    let start_tree = git(&root, &["rev-parse", "HEAD^{tree}"])?;
     assert_eq!(created["origin"]["tree"], json!(start_tree), "{created}");
     let base = created["base_snapshot"].as_str().context("base")?;
     let manifest = stack.get(&format!("/v1/snapshots/{base}")).await?;
@@ -214,162 +233,140 @@ async fn a_repository_in_and_a_verified_branch_out() -> anyhow::Result<()> {
         .iter()
         .filter_map(|e| Some((e["path"].as_str()?, e["mode"].as_u64()?)))
         .collect();
-    assert_eq!(
-        uploaded,
-        [
-            (".gitignore", 0o644),
-            ("README.md", 0o644),
-            ("hello.py", 0o644),
-            ("scripts/check.sh", 0o755)
-        ],
-        "no .env, no build/: {manifest}"
-    );
+    let tracked = [
+        (".gitignore", 0o644),
+        ("README.md", 0o644),
+        ("hello.py", 0o644),
+        ("scripts/check.sh", 0o755),
+    ];
+    assert_eq!(uploaded, tracked, "no .env, no build/: {manifest}");
+    Ok(Flow {
+        stack,
+        work,
+        root,
+        keys,
+        start,
+        id,
+    })
+}
 
-    let done = stack.wait_terminal(&id, WAIT).await?;
-    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
-    let out = loopgate(&stack, work.path(), &["status", &id]).await?;
-    let status = text(&out);
-    assert!(
-        status.contains(&format!("started from commit main @ {}", &start[..12])),
-        "{status}"
-    );
-    assert!(status.contains(&format!("loopgate apply {id}")), "{status}");
-
-    // Apply: one commit on a new branch; HEAD, the index and the working tree untouched.
-    let before = repo_state(&root)?;
+/// `apply` on the completed run: one commit on `loopgate/<short id>` with the tree git itself
+/// makes, HEAD, the index and the working tree untouched. Returns the expected tree and the
+/// certificate digest.
+async fn apply_makes_a_branch(f: &Flow) -> anyhow::Result<(String, String)> {
+    let (root, id, start) = (&f.root, &f.id, &f.start);
+    let before = repo_state(root)?;
     let branch = format!("loopgate/{}", &id[..8]);
-    let out = loopgate(&stack, &root, &["apply", &id, "--key", &keys, "--json"]).await?;
+    let out = f.apply(&["--json"]).await?;
     ensure!(out.status.success(), "{}", text(&out));
     let applied: Value = serde_json::from_slice(&out.stdout).context(text(&out))?;
     assert_eq!(
-        repo_state(&root)?,
+        repo_state(root)?,
         before,
-        "apply changed HEAD, the index or the working tree"
+        "HEAD, the index or the working tree changed"
     );
-    assert_eq!(git(&root, &["rev-parse", "HEAD"])?, start);
-    assert_eq!(git(&root, &["rev-parse", &format!("{branch}^")])?, start);
+    assert_eq!(git(root, &["rev-parse", "HEAD"])?, *start);
+    assert_eq!(git(root, &["rev-parse", &format!("{branch}^")])?, *start);
+    let commit = applied["commit"].as_str().context("commit")?;
+    assert_eq!(git(root, &["rev-parse", &branch])?, commit);
+    let shown = git(root, &["show", &format!("{branch}:hello.py")])?;
+    assert_eq!(shown + "\n", GREETING);
     assert_eq!(
-        git(&root, &["rev-parse", &branch])?,
-        applied["commit"].as_str().context("commit")?
-    );
-    assert_eq!(
-        git(&root, &["show", &format!("{branch}:hello.py")])? + "\n",
-        GREETING
-    );
-    assert_eq!(
-        git(&root, &["diff", "--name-only", &start, &branch])?,
+        git(root, &["diff", "--name-only", start, &branch])?,
         "hello.py"
     );
     let digest = applied["certificate_digest"].as_str().context("digest")?;
-    let trailer = git(
-        &root,
-        &[
-            "log",
-            "-1",
-            "--format=%(trailers:key=Loopgate-Certificate,valueonly)",
-            &branch,
-        ],
-    )?;
-    assert_eq!(trailer, digest);
-    let body = git(&root, &["log", "-1", "--format=%B", &branch])?;
-    assert!(
-        body.contains("Make hello.py print exactly: hello, loopgate") && body.contains(&id),
-        "{body}"
-    );
+    assert_eq!(f.trailer(root, &branch)?, digest);
+    let body = git(root, &["log", "-1", "--format=%B", &branch])?;
+    let goal = "Make hello.py print exactly: hello, loopgate";
+    assert!(body.contains(goal) && body.contains(id.as_str()), "{body}");
     // The expected tree, made by git itself: the start tree with the fixed hello.py.
-    let clone = work.path().join("clone");
-    git(work.path(), &["clone", "-q", "project", "clone"])?;
-    git(&clone, &["checkout", "-q", &start])?;
+    let clone = f.work.path().join("clone");
+    git(f.work.path(), &["clone", "-q", "project", "clone"])?;
+    git(&clone, &["checkout", "-q", start])?;
     std::fs::write(clone.join("hello.py"), GREETING)?;
     git(&clone, &["add", "hello.py"])?;
     let expected_tree = git(&clone, &["write-tree"])?;
-    assert_eq!(
-        git(&root, &["rev-parse", &format!("{branch}^{{tree}}")])?,
-        expected_tree
-    );
+    let tree = git(root, &["rev-parse", &format!("{branch}^{{tree}}")])?;
+    assert_eq!(tree, expected_tree);
     // Applying again refuses: the branch exists.
-    let out = loopgate(&stack, &root, &["apply", &id, "--key", &keys]).await?;
+    let out = f.apply(&[]).await?;
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("exists already"), "{}", text(&out));
+    Ok((expected_tree, digest.to_string()))
+}
 
-    // --patch: a format-patch file `git am` applies on the start commit.
-    let patch = work.path().join("run.patch");
+/// `apply --patch` and the console's `GET /v1/runs/{id}/patch` both apply with `git am` on the
+/// start commit, to the expected tree, with the trailer.
+async fn patches_apply_with_git_am(f: &Flow, tree: &str, digest: &str) -> anyhow::Result<()> {
+    let before = repo_state(&f.root)?;
+    let clone = f.work.path().join("clone");
+    let patch = f.work.path().join("run.patch");
     let patch_arg = patch.to_str().context("path")?;
-    let out = loopgate(
-        &stack,
-        &root,
-        &["apply", &id, "--key", &keys, "--patch", patch_arg],
-    )
-    .await?;
+    let out = f.apply(&["--patch", patch_arg]).await?;
     ensure!(out.status.success(), "{}", text(&out));
-    assert_eq!(repo_state(&root)?, before);
-    git(&clone, &["checkout", "-q", "-f", &start])?;
-    git(&clone, &["am", "-q", patch_arg])?;
-    assert_eq!(git(&clone, &["rev-parse", "HEAD^{tree}"])?, expected_tree);
-    assert_eq!(git(&clone, &["rev-parse", "HEAD^"])?, start);
-    // The console's download (`GET /v1/runs/{id}/patch`) applies the same way.
-    let served = reqwest::get(format!("{}/v1/runs/{id}/patch", stack.http)).await?;
+    assert_eq!(repo_state(&f.root)?, before);
+    let served = reqwest::get(format!("{}/v1/runs/{}/patch", f.stack.http, f.id)).await?;
     ensure!(
         served.status().is_success(),
         "patch route: {}",
         served.status()
     );
-    let served_patch = work.path().join("served.patch");
+    let served_patch = f.work.path().join("served.patch");
     std::fs::write(&served_patch, served.text().await?)?;
-    git(&clone, &["checkout", "-q", "-f", &start])?;
-    git(
-        &clone,
-        &["am", "-q", served_patch.to_str().context("path")?],
-    )?;
-    assert_eq!(git(&clone, &["rev-parse", "HEAD^{tree}"])?, expected_tree);
-    let served_trailer = git(
-        &clone,
-        &[
-            "log",
-            "-1",
-            "--format=%(trailers:key=Loopgate-Certificate,valueonly)",
-        ],
-    )?;
-    assert_eq!(served_trailer, digest);
+    for file in [patch.as_path(), served_patch.as_path()] {
+        git(&clone, &["checkout", "-q", "-f", &f.start])?;
+        git(&clone, &["am", "-q", file.to_str().context("path")?])?;
+        assert_eq!(
+            git(&clone, &["rev-parse", "HEAD^{tree}"])?,
+            tree,
+            "{file:?}"
+        );
+        assert_eq!(git(&clone, &["rev-parse", "HEAD^"])?, f.start, "{file:?}");
+        assert_eq!(f.trailer(&clone, "HEAD")?, digest, "{file:?}");
+    }
+    Ok(())
+}
 
-    // An edited certificate: the stored report changed after it was signed.
-    let snapshot = done["snapshot"].as_str().context("snapshot")?.to_string();
-    let store = RunStore::connect(&stack.redis.url(), Duration::from_secs(5)).await?;
+/// `apply --branch NAME` exits 6 naming `check`, and creates nothing.
+async fn apply_is_refused(f: &Flow, branch: &str, check: &str) -> anyhow::Result<()> {
+    let (refs, state) = (git(&f.root, &["for-each-ref"])?, repo_state(&f.root)?);
+    let out = f.apply(&["--branch", branch]).await?;
+    assert_eq!(out.status.code(), Some(NOT_VERIFIED), "{}", text(&out));
+    assert!(text(&out).contains(check), "{}", text(&out));
+    assert_eq!(
+        git(&f.root, &["for-each-ref"])?,
+        refs,
+        "apply created a ref"
+    );
+    assert_eq!(repo_state(&f.root)?, state);
+    Ok(())
+}
+
+/// An edited certificate (the stored report changed after it was signed), then a tampered
+/// blob (hello.py overwritten in the snapshot bucket): `apply` refuses both.
+async fn tampering_is_refused(f: &Flow, snapshot: &str) -> anyhow::Result<()> {
+    let store = RunStore::connect(&f.stack.redis.url(), Duration::from_secs(5)).await?;
     let stored = store
-        .report(&id, &snapshot)
+        .report(&f.id, snapshot)
         .await?
         .context("the stored report")?;
     let mut edited: Value = serde_json::from_str(&stored)?;
     edited["evidence"][0]["exit_code"] = json!(1);
-    let reports = format!("lg:run:{id}:reports");
-    redis_hset(stack.redis.port(), &reports, &snapshot, &edited.to_string()).await?;
-    let refs_before = git(&root, &["for-each-ref"])?;
-    let out = loopgate(
-        &stack,
-        &root,
-        &["apply", &id, "--key", &keys, "--branch", "edited"],
-    )
-    .await?;
-    assert_eq!(out.status.code(), Some(NOT_VERIFIED), "{}", text(&out));
-    assert!(text(&out).contains("signature"), "{}", text(&out));
-    assert_eq!(
-        git(&root, &["for-each-ref"])?,
-        refs_before,
-        "apply created a ref"
-    );
-    assert_eq!(repo_state(&root)?, before);
-    redis_hset(stack.redis.port(), &reports, &snapshot, &stored).await?;
+    let (port, reports) = (f.stack.redis.port(), format!("lg:run:{}:reports", f.id));
+    redis_hset(port, &reports, snapshot, &edited.to_string()).await?;
+    apply_is_refused(f, "edited", "signature").await?;
+    redis_hset(port, &reports, snapshot, &stored).await?;
 
-    // A tampered blob: hello.py's content overwritten in the snapshot bucket.
-    let entry = stack.get(&format!("/v1/snapshots/{snapshot}")).await?["entries"]
+    let manifest = f.stack.get(&format!("/v1/snapshots/{snapshot}")).await?;
+    let entry = manifest["entries"]
         .as_array()
         .context("entries")?
         .iter()
         .find(|e| e["path"] == "hello.py")
-        .cloned()
         .context("hello.py in the final snapshot")?;
     let sha = entry["sha256"].as_str().context("sha256")?;
-    let bus = Bus::connect(&stack.nats.url(), "loopgate", BusOptions::default()).await?;
+    let bus = Bus::connect(&f.stack.nats.url(), "loopgate", BusOptions::default()).await?;
     let bucket = bus
         .jetstream()
         .get_object_store(loopgate_protocol::subjects::SNAPSHOT_BUCKET)
@@ -378,19 +375,26 @@ async fn a_repository_in_and_a_verified_branch_out() -> anyhow::Result<()> {
     bucket
         .put(format!("blob/{sha}").as_str(), &mut tampered)
         .await?;
-    let out = loopgate(
-        &stack,
-        &root,
-        &["apply", &id, "--key", &keys, "--branch", "tampered"],
-    )
-    .await?;
-    assert_eq!(out.status.code(), Some(NOT_VERIFIED), "{}", text(&out));
-    assert!(text(&out).contains("blob"), "{}", text(&out));
-    assert_eq!(
-        git(&root, &["for-each-ref"])?,
-        refs_before,
-        "apply created a ref"
+    apply_is_refused(f, "tampered", "blob").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repository_in_and_a_verified_branch_out() -> anyhow::Result<()> {
+    let model = model().await?;
+    let f = submit_from_repository(&model).await?;
+    let done = f.stack.wait_terminal(&f.id, WAIT).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", f.stack.logs());
+    let out = loopgate(&f.stack, f.work.path(), &["status", &f.id]).await?;
+    let status = text(&out);
+    let origin = format!("started from commit main @ {}", &f.start[..12]);
+    assert!(status.contains(&origin), "{status}");
+    assert!(
+        status.contains(&format!("loopgate apply {}", f.id)),
+        "{status}"
     );
-    assert_eq!(repo_state(&root)?, before);
-    Ok(())
+
+    let (tree, digest) = apply_makes_a_branch(&f).await?;
+    patches_apply_with_git_am(&f, &tree, &digest).await?;
+    let snapshot = done["snapshot"].as_str().context("snapshot")?;
+    tampering_is_refused(&f, snapshot).await
 }
