@@ -10,7 +10,9 @@
 //! - `--patch` writes a file `git am` applies on the start commit, to the same tree, and so
 //!   does the console's download, `GET /v1/runs/{id}/patch`;
 //! - an edited certificate (the stored report changed after signing) and a tampered blob
-//!   (overwritten in the snapshot bucket) make `apply` exit 6 and create nothing.
+//!   (overwritten in the snapshot bucket) make `apply` exit 6 and create nothing;
+//! - the console (headless Chromium, behind a token) shows a run's start commit and, once it
+//!   completed, the `loopgate apply` command line and a patch download.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -397,4 +399,60 @@ async fn a_repository_in_and_a_verified_branch_out() -> anyhow::Result<()> {
     patches_apply_with_git_am(&f, &tree, &digest).await?;
     let snapshot = done["snapshot"].as_str().context("snapshot")?;
     tampering_is_refused(&f, snapshot).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_shows_the_start_commit_and_the_way_back() -> anyhow::Result<()> {
+    use super::console::{assert_no_page_errors, click, open_console, wait_js, TOKEN};
+    let model = model().await?;
+    let mut options = StackOptions::new(
+        vec![
+            Profile::new("mgr", &model.base_url(), "standin-manager"),
+            Profile::new("exec", &model.base_url(), "standin-executor"),
+        ],
+        1,
+    );
+    options.token = Some(TOKEN.to_string());
+    let stack = Stack::start(options).await?;
+    let (commit, tree) = ("1a2b3c4d5e6f".repeat(4)[..40].to_string(), "f".repeat(40));
+    let body = json!({
+        "task": loopgate_common::task::parse_task_file_toml(TASK)?,
+        "workspace": {"files": [{"path": "hello.py", "content_b64": "cHJpbnQoJ2hpJykK"}]},
+        "origin": {"commit": commit, "tree": tree, "ref_name": "refs/heads/main"},
+    });
+    let (status, created) = stack.post_raw("/v1/runs", &body).await?;
+    ensure!(status == 201, "{status} {created}");
+    let id = created["id"].as_str().context("run id")?.to_string();
+    let done = stack.wait_terminal(&id, WAIT).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+
+    let mut s = open_console(&stack.http, &format!("#/runs/{id}")).await?;
+    let origin = wait_js(
+        &mut s,
+        "document.getElementById('run-origin')?.textContent",
+        "the start commit",
+    )
+    .await?;
+    assert_eq!(origin, json!(format!("main @ {}", &commit[..12])));
+    let command = wait_js(
+        &mut s,
+        "document.getElementById('apply-command')?.textContent",
+        "the apply command",
+    )
+    .await?;
+    assert_eq!(command, json!(format!("loopgate apply {id} --repo PATH")));
+    click(&mut s, "Download patch").await?;
+    // What the button fetches, with the tab's token: the mbox `git am` reads.
+    let fetched = format!(
+        "fetch('/v1/runs/{id}/patch', {{headers: {{Authorization: 'Bearer ' + sessionStorage.getItem('loopgate.token')}}}}).then((r) => r.text())"
+    );
+    let patch = s.evaluate(&fetched).await?;
+    let patch = patch.as_str().context("the patch text")?;
+    assert!(
+        patch.starts_with("From 0000000000000000000000000000000000000000 "),
+        "{patch}"
+    );
+    assert!(patch.contains("+print('hello, loopgate')"), "{patch}");
+    assert_no_page_errors(&s);
+    Ok(())
 }
