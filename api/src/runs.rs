@@ -8,7 +8,7 @@
 
 use loopgate_common::budget::BudgetFile;
 use loopgate_common::gate::GateVerdict;
-use loopgate_common::state::{Instruction, PlanningStage, RoleUsage, RunState};
+use loopgate_common::state::{Instruction, PlanningStage, RepoOrigin, RoleUsage, RunState};
 use loopgate_common::task::TaskFile;
 use loopgate_protocol::rubric::RubricStanding;
 use loopgate_protocol::verdict::{CheckVerdict, Evidence, Verdicts};
@@ -120,6 +120,11 @@ pub struct RunView {
     #[serde(default, deserialize_with = "lenient::or_default")]
     #[schema(required = true)]
     pub queued_since: Option<i64>,
+    /// The git commit the run started from (`loopgate submit --repo`); null for a run
+    /// started from an uploaded directory or an empty workspace.
+    #[serde(default, deserialize_with = "lenient::or_default")]
+    #[schema(required = true)]
+    pub origin: Option<RepoOrigin>,
 }
 
 impl RunView {
@@ -273,6 +278,10 @@ pub struct SubmitRequest {
     pub task: TaskFile,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<WorkspaceUpload>,
+    /// The git commit `workspace` was read from (`loopgate submit --repo`), recorded with the
+    /// run so `loopgate apply` can commit the result on top of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<RepoOrigin>,
 }
 
 /// The starting workspace: every file with its mode and base64 content.

@@ -8,6 +8,7 @@ use base64::Engine as _;
 use loopgate_api::{AnswerRequest, ContinueRequest, InstructRequest, UploadedFile};
 use loopgate_common::budget::BudgetFile;
 use loopgate_common::decide::{validate_instruction, INSTRUCTION_MAX_CHARS};
+use loopgate_common::state::{is_git_object_id, RepoOrigin, MAX_REF_NAME_CHARS};
 use loopgate_common::task::{
     name_schemas, AcceptanceFile, TaskFile, MAX_CHECK_TIMEOUT_SECS, MAX_CRITERIA, MAX_GOAL_CHARS,
 };
@@ -258,6 +259,61 @@ fn workspace_paths_and_contents_are_what_a_submit_accepts() {
             content.is_match(&text),
             engine.decode(&text).is_ok(),
             "{text:?}"
+        );
+    }
+}
+
+#[test]
+fn a_start_commit_is_what_a_submit_accepts() {
+    let origin = schema::<RepoOrigin>();
+    let id = "0123456789abcdef0123456789abcdef01234567";
+    let ids = [
+        id.to_string(),
+        format!("{id}{}", &id[..24]),
+        id.to_uppercase(),
+        id[..39].to_string(),
+        format!("{id}0"),
+        format!("{id} "),
+        String::new(),
+        "g".repeat(40),
+    ];
+    for field in ["commit", "tree"] {
+        let declared = pattern(&property(&origin, field));
+        for value in &ids {
+            assert_eq!(
+                declared.is_match(value),
+                is_git_object_id(value),
+                "{field}: {value:?}"
+            );
+        }
+    }
+    let name = property(&origin, "ref_name");
+    assert_eq!(name["maxLength"], json!(MAX_REF_NAME_CHARS), "{name}");
+    let declared = pattern(&name);
+    let valid = |v: &str| {
+        RepoOrigin {
+            commit: id.into(),
+            tree: id.into(),
+            ref_name: Some(v.into()),
+            dirty: false,
+        }
+        .problem()
+        .is_none()
+    };
+    for value in [
+        "main",
+        "refs/heads/main",
+        "v1.2",
+        "HEAD~2",
+        "",
+        "a\nb",
+        "a\u{7f}",
+        "ü",
+    ] {
+        assert_eq!(
+            declared.is_match(value),
+            valid(value),
+            "ref_name: {value:?}"
         );
     }
 }

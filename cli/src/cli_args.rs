@@ -112,6 +112,16 @@ pub enum Command {
     /// /v1/runs/{id}/certificate) and DIR the checked-out final snapshot (`loopgate checkout
     /// RUN DIR`), which must hold exactly its files.
     Verify(VerifyArgs),
+    /// Put a completed run started from a git repository (`submit --repo`) back into it: one
+    /// commit whose parent is the run's start commit, on a new branch (default
+    /// loopgate/<short run id>), or with --patch a `git format-patch` file.
+    ///
+    /// First runs every check of `loopgate verify RUN` (signature against your trusted keys,
+    /// every blob re-hashed, evidence for every blocking criterion) and refuses with exit 6,
+    /// writing nothing, when one fails. Never touches the working tree, the index, HEAD or an
+    /// existing branch. The message carries the goal, the run id and the certificate digest
+    /// (a `Loopgate-Certificate:` trailer).
+    Apply(ApplyArgs),
     /// Generate an Ed25519 auditor signing key: FILE (secret, mode 0600) and FILE.pub (the
     /// public key for [manager] auditor_keys and `loopgate verify --key`).
     Keygen(KeygenArgs),
@@ -144,8 +154,21 @@ pub struct SubmitArgs {
     pub task: PathBuf,
     /// Directory uploaded as the run's starting workspace (without it the run starts empty).
     /// Skips .git/, target/, node_modules/, .loopgate/, __pycache__/, .venv/.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "repo")]
     pub workspace: Option<PathBuf>,
+    /// A git repository: the run starts from the tree of a commit (--ref, default HEAD):
+    /// tracked files only, read from git, so untracked and ignored files never leave the
+    /// machine. The run records the commit; `loopgate apply RUN` puts the verified result on
+    /// a branch on top of it.
+    #[arg(long, value_name = "PATH")]
+    pub repo: Option<PathBuf>,
+    /// With --repo: the commit to start from (a branch, tag or commit id; default HEAD).
+    #[arg(long = "ref", value_name = "REV", requires = "repo")]
+    pub rev: Option<String>,
+    /// With --repo: also take tracked files modified in the working tree (listed before the
+    /// upload); untracked files are still left out.
+    #[arg(long, requires = "repo")]
+    pub include_dirty: bool,
     /// Follow the run after submitting (as `loopgate watch`).
     #[arg(long)]
     pub watch: bool,
@@ -325,6 +348,28 @@ pub struct VerifyArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct ApplyArgs {
+    pub run: String,
+    /// The repository the run started from (any directory inside it).
+    #[arg(long, value_name = "PATH", default_value = ".")]
+    pub repo: PathBuf,
+    /// The new branch (must not exist; default loopgate/<first 8 characters of the run id>).
+    #[arg(long, value_name = "NAME", conflicts_with = "patch")]
+    pub branch: Option<String>,
+    /// Write the commit as a `git format-patch` mbox file (must not exist) instead of a
+    /// branch; `git am FILE` applies it on the start commit.
+    #[arg(long, value_name = "FILE")]
+    pub patch: Option<PathBuf>,
+    /// Trusted auditor public keys, as for `loopgate verify`. Repeatable. Without it:
+    /// $LOOPGATE_TRUSTED_KEYS, then the trust store.
+    #[arg(long, value_name = "FILE")]
+    pub key: Vec<PathBuf>,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct KeygenArgs {
     /// Where the secret key goes (must not exist); the public key goes to FILE.pub.
     pub file: PathBuf,
@@ -364,6 +409,19 @@ mod tests {
             &["loopgate", "instruct", "r1"],
             &["loopgate", "pause"],
             &["loopgate", "continue", "r1"],
+            &["loopgate", "submit", "t.toml", "--ref", "main"],
+            &["loopgate", "submit", "t.toml", "--include-dirty"],
+            &[
+                "loopgate",
+                "submit",
+                "t.toml",
+                "--repo",
+                ".",
+                "--workspace",
+                "d",
+            ],
+            &["loopgate", "apply"],
+            &["loopgate", "apply", "r1", "--branch", "b", "--patch", "p"],
         ];
         for args in bad {
             let err = Cli::try_parse_from(*args).unwrap_err();
@@ -379,6 +437,33 @@ mod tests {
             .command
         {
             Command::Continue(args) => assert_eq!(args.goal.as_deref(), Some("g")),
+            other => panic!("{other:?}"),
+        }
+        let submit = [
+            "loopgate",
+            "submit",
+            "t.toml",
+            "--repo",
+            "..",
+            "--ref",
+            "v1",
+            "--include-dirty",
+        ];
+        match Cli::try_parse_from(submit).unwrap().command {
+            Command::Submit(args) => {
+                assert_eq!(args.rev.as_deref(), Some("v1"));
+                assert!(args.include_dirty && args.workspace.is_none());
+            }
+            other => panic!("{other:?}"),
+        }
+        match Cli::try_parse_from(["loopgate", "apply", "r1"])
+            .unwrap()
+            .command
+        {
+            Command::Apply(args) => {
+                assert_eq!(args.repo, std::path::Path::new("."));
+                assert!(args.branch.is_none() && args.patch.is_none());
+            }
             other => panic!("{other:?}"),
         }
         let offline = [

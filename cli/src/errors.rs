@@ -7,6 +7,7 @@ use loopgate_common::task::TaskError;
 use crate::api_client::ApiError;
 use crate::commands::checkout::CheckoutError;
 use crate::exit_status::ExitStatus;
+use crate::git_repo::RepoError;
 use crate::local_stack::StackError;
 use crate::workspace_upload::WorkspaceError;
 
@@ -33,6 +34,8 @@ pub enum CliError {
     #[error(transparent)]
     Checkout(#[from] CheckoutError),
     #[error(transparent)]
+    Repo(#[from] RepoError),
+    #[error(transparent)]
     Stack(#[from] StackError),
     #[error("{0}")]
     Usage(String),
@@ -57,6 +60,7 @@ impl CliError {
             | CliError::WriteOutput { .. }
             | CliError::Workspace(_)
             | CliError::Checkout(_)
+            | CliError::Repo(_)
             | CliError::Stack(_)
             | CliError::Browser(_)
             | CliError::StdoutClosed

@@ -60,7 +60,7 @@ Exit codes:
   3  the run ended blocked, budget_exhausted, cancelled or failed
   4  the run is waiting for input (answer it with `loopgate answer RUN TEXT`)
   5  the manager is unreachable (is it running? `loopgate up`)
-  6  verify: the completion is not proven (no trusted key, not completed, a report that
+  6  verify / apply: the completion is not proven (no trusted key, not completed, a report that
      does not complete the run, bad or untrusted signature, tampered blob, missing evidence)";
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ pub mod cli_args;
 pub mod commands;
 pub mod errors;
 pub mod exit_status;
+pub mod git_repo;
 pub mod local_stack;
 pub mod output;
 pub mod render;
@@ -53,6 +54,7 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
         }
         Command::Diff(args) => commands::diff::diff(&client, args).await,
         Command::Verify(args) => commands::verify::verify(&client, args).await,
+        Command::Apply(args) => commands::apply::apply(&client, args).await,
         Command::Up(_) | Command::Keygen(_) | Command::Browse(_) => Ok(ExitStatus::Ok),
     }
 }

@@ -55,6 +55,16 @@ pub fn run_summary(view: &RunView, now_ms: i64) -> Vec<String> {
         let base = view.base_snapshot.as_deref().map(short_id).unwrap_or("?");
         lines.push(format!("snapshot: {snapshot} (base {base})"));
     }
+    if let Some(origin) = &view.origin {
+        lines.push(format!(
+            "started from commit {} (tree {})",
+            origin.describe(),
+            short_id(&origin.tree)
+        ));
+        if view.state == RunState::Completed {
+            lines.push(format!("put it on a branch: loopgate apply {}", view.id));
+        }
+    }
     match (&view.progress, view.checks) {
         (Some(progress), _) => lines.push(format!("progress: {progress}")),
         (None, Some(checks)) => lines.push(format!(
@@ -164,6 +174,12 @@ pub fn final_report(view: &RunView) -> Vec<String> {
     lines.extend(evidence_lines(view));
     if view.snapshot.is_some() {
         lines.push(format!("get the files: loopgate checkout {} DIR", view.id));
+    }
+    if view.origin.is_some() && view.state == RunState::Completed {
+        lines.push(format!(
+            "put it on a branch (verified first): loopgate apply {}",
+            view.id
+        ));
     }
     lines
 }

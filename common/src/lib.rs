@@ -6,6 +6,7 @@
     allow(clippy::unwrap_used, clippy::expect_used, clippy::type_complexity)
 )]
 
+pub mod apply_message;
 pub mod budget;
 pub mod config;
 pub mod contract_proposal;

@@ -4,7 +4,8 @@
 //!   summaries and usage per role;
 //! - [`RunRecord`] (`run_record`): the stored record, its field groups (`record_groups`), its
 //!   schema version (`schema`), the state/phase consistency rule (`consistency`) and the
-//!   secret its results-stream dedup ids are sealed with (`msg_id_secret`);
+//!   secret its results-stream dedup ids are sealed with (`msg_id_secret`), and the git commit
+//!   a run started from (`repo_origin`);
 //! - [`LogEntry`] / [`LogEvent`] (`log`): the append-only run log, and each event in one line
 //!   for people ([`LogEvent::headline`], `log_headline`).
 
@@ -13,6 +14,7 @@ mod log;
 mod log_headline;
 mod msg_id_secret;
 mod record_groups;
+mod repo_origin;
 mod run_record;
 mod schema;
 mod types;
@@ -25,6 +27,7 @@ pub use record_groups::{
     Accounting, AuditStanding, AuditedSnapshot, ClauseTries, Deadlines, EpisodeStart, PauseHold,
     Planning, Steering, Streaks, AUDITS_REMEMBERED, FAILURES_REMEMBERED,
 };
+pub use repo_origin::{is_git_object_id, RepoOrigin, MAX_REF_NAME_CHARS};
 pub use run_record::RunRecord;
 pub use schema::{RecordError, RUN_RECORD_SCHEMA};
 pub use types::{

@@ -95,6 +95,12 @@ export async function screenshot(id, digest, opts) {
   return r.blob();
 }
 
+// A completed run's change as a `git format-patch` file (`GET /v1/runs/{id}/patch`).
+export async function patch(id, opts) {
+  const r = await call('GET', `/v1/runs/${id}/patch`, undefined, { ...opts, raw: true });
+  return r.text();
+}
+
 // Server-Sent Events over fetch (EventSource cannot send the Authorization header).
 // Reconnects with Last-Event-ID until the stream sends `end` or `signal` aborts.
 export async function events(path, onEvent, signal, onState) {

@@ -1,7 +1,8 @@
 // One run: header, budgets, actions, contract, the live round-by-round timeline (over the
-// SSE stream), evidence, the snapshot's integrity and the completion certificate.
+// SSE stream), evidence, the snapshot's integrity and the completion certificate (with, for a
+// run started from a git repository, the `loopgate apply` command line and the patch download).
 
-import { get, post, blob, screenshot, events, hasRoute } from './api.js';
+import { get, post, blob, screenshot, patch, events, hasRoute } from './api.js';
 import { h, clear, short, stateBadge, usd, TERMINAL, toast, errorText, action, form } from './dom.js';
 
 const REFRESH_MS = 300;
@@ -77,6 +78,7 @@ export function runView(main, id) {
         h('dt', {}, 'Run id'), h('dd', { class: 'mono' }, run.id),
         h('dt', {}, 'Generation / round'), h('dd', {}, `${run.generation} / ${run.round}`),
         h('dt', {}, 'Snapshot'), h('dd', { class: 'mono' }, short(run.snapshot)),
+        run.origin ? [h('dt', {}, 'Start commit'), h('dd', { id: 'run-origin', class: 'mono' }, originText(run.origin))] : null,
         h('dt', {}, 'Checks'), h('dd', { id: 'run-checks' }, run.checks ? `${run.checks.passing}/${run.checks.total} passing` : '—'),
         run.verdicts ? [h('dt', {}, 'Verdicts'), h('dd', {}, verdictTriple(run.verdicts))] : null,
         run.gate ? [h('dt', {}, 'Gate'), h('dd', {}, run.gate.passed ? 'passed' : 'failed', run.gate.reasons.length ? ': ' + run.gate.reasons.join('; ') : '')] : null,
@@ -330,6 +332,28 @@ export function runView(main, id) {
     }
   }
 
+  function originText(o) {
+    const name = o.ref_name ? o.ref_name.replace(/^refs\/heads\//, '') + ' @ ' : '';
+    return name + short(o.commit) + (o.dirty ? ' + uncommitted changes' : '');
+  }
+
+  // The way back into the repository: `loopgate apply` (verifies, then commits on a new
+  // branch) and the patch file the manager serves (not verified by the console).
+  function applyPart(o) {
+    const items = [h('h3', {}, 'Back into your repository'),
+      h('p', {}, 'Verify and commit it on a new branch on top of ', h('code', {}, short(o.commit)), ': ',
+        h('code', { id: 'apply-command' }, `loopgate apply ${id} --repo PATH`))];
+    if (hasRoute('GET', '/v1/runs/{id}/patch')) {
+      items.push(h('p', {}, action('Download patch', async () => {
+        const text = await patch(id, { signal: ctl.signal });
+        const link = h('a', { href: URL.createObjectURL(new Blob([text], { type: 'text/plain' })), download: `loopgate-${id.slice(0, 8)}.patch` });
+        link.click();
+        setTimeout(() => URL.revokeObjectURL(link.href), 60000);
+      }, { id: 'patch-download' }), ' — ', h('code', {}, 'git am FILE'), ` applies it on ${short(o.commit)}${o.dirty ? ' plus the uncommitted changes the run started with' : ''}; unlike `, h('code', {}, 'loopgate apply'), ', it is not verified'));
+    }
+    return h('div', { id: 'apply' }, items);
+  }
+
   async function renderCertificate() {
     try {
       const c = await get(`/v1/runs/${id}/certificate`, { signal: ctl.signal });
@@ -343,7 +367,8 @@ export function runView(main, id) {
           h('dt', {}, 'Spec hash'), h('dd', { class: 'mono' }, c.contract && c.contract.spec_hash),
           h('dt', {}, 'Signed by'), h('dd', { class: 'mono' }, (c.signature && (c.signature.key_id || JSON.stringify(c.signature))) || 'unsigned'),
           h('dt', {}, 'Trusted keys'), h('dd', { class: 'mono' }, (c.trusted_keys || []).map((k) => k.key_id).join(', ') || 'none')),
-        h('p', {}, h('a', { href: url, download: `certificate-${id}.json` }, 'Download certificate'), ' — check it with ', h('code', {}, 'loopgate verify --offline')));
+        h('p', {}, h('a', { href: url, download: `certificate-${id}.json` }, 'Download certificate'), ' — check it with ', h('code', {}, 'loopgate verify --offline')),
+        run.origin ? applyPart(run.origin) : null);
       certificate.hidden = false;
     } catch (e) {
       if (!ctl.signal.aborted && e.status !== 404) toast('Certificate: ' + errorText(e), 'bad');

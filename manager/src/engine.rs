@@ -10,7 +10,9 @@ use crate::effects::stored_effects;
 use crate::run_store::{CasOutcome, CasWrite, RunStore, StoreError};
 use loopgate_common::decide::{decide, start_run_with, Decision, RunEvent, Step};
 use loopgate_common::state::LogEvent;
-use loopgate_common::state::{InconsistentRecord, MsgIdSecret, Outgoing, RunRecord, Target};
+use loopgate_common::state::{
+    InconsistentRecord, MsgIdSecret, Outgoing, RepoOrigin, RunRecord, Target,
+};
 use loopgate_common::task::Task;
 use loopgate_protocol::subjects::Subjects;
 use loopgate_protocol::wire::Envelope;
@@ -132,6 +134,7 @@ impl Engine {
         id: &str,
         task: Task,
         base_snapshot: &str,
+        origin: Option<RepoOrigin>,
     ) -> Result<RunRecord, EngineError> {
         let mut step = start_run_with(
             id,
@@ -143,6 +146,7 @@ impl Engine {
         );
         // The caller's span (`invoke_workflow loopgate`) is the run's root.
         step.record.trace_parent = current_traceparent();
+        step.record.origin = origin;
         step.record
             .check_consistency()
             .map_err(|source| refused(id, source))?;

@@ -1,5 +1,6 @@
 //! One module per group of user commands.
 
+pub mod apply;
 pub mod browse;
 pub mod checkout;
 pub mod contract;

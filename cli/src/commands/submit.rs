@@ -1,8 +1,11 @@
-//! `loopgate submit TASK.toml [--workspace DIR] [--watch] [--json]`.
+//! `loopgate submit TASK.toml [--workspace DIR | --repo PATH [--ref REV] [--include-dirty]]
+//! [--watch] [--json]`.
 
 use std::path::Path;
 
-use loopgate_api::SubmitRequest;
+use base64::Engine as _;
+use loopgate_api::{SubmitRequest, UploadedFile, WorkspaceUpload};
+use loopgate_common::state::RepoOrigin;
 use loopgate_common::task::{parse_task_file_toml, TaskFile};
 use serde_json::Value;
 
@@ -11,6 +14,7 @@ use crate::cli_args::SubmitArgs;
 use crate::commands::watch;
 use crate::errors::CliError;
 use crate::exit_status::ExitStatus;
+use crate::git_repo::read_start;
 use crate::output;
 use crate::workspace_upload::{collect_workspace, DEFAULT_MAX_TOTAL_BYTES};
 
@@ -39,11 +43,19 @@ pub fn load_task_with_goal(path: &Path, goal: Option<&str>) -> Result<TaskFile, 
 
 pub async fn submit(client: &ApiClient, args: &SubmitArgs) -> Result<ExitStatus, CliError> {
     let task = load_task(&args.task)?;
-    let workspace = match &args.workspace {
-        Some(dir) => Some(collect_workspace(dir, DEFAULT_MAX_TOTAL_BYTES)?),
-        None => None,
+    let (workspace, origin) = match (&args.workspace, &args.repo) {
+        (Some(dir), _) => (Some(collect_workspace(dir, DEFAULT_MAX_TOTAL_BYTES)?), None),
+        (None, Some(repo)) => {
+            let (upload, origin) = repo_workspace(repo, args)?;
+            (Some(upload), Some(origin))
+        }
+        (None, None) => (None, None),
     };
-    let body = SubmitRequest { task, workspace };
+    let body = SubmitRequest {
+        task,
+        workspace,
+        origin,
+    };
     let created = client.create_run(&body).await?;
     let run_id = created
         .get("id")
@@ -65,6 +77,44 @@ pub async fn submit(client: &ApiClient, args: &SubmitArgs) -> Result<ExitStatus,
         output::note(format!("follow it: loopgate watch {run_id}"));
     }
     Ok(ExitStatus::Ok)
+}
+
+/// The starting workspace from a commit of the repository at `repo`, and the commit; the
+/// working-tree changes `--include-dirty` takes are listed first (on stderr).
+fn repo_workspace(
+    repo: &Path,
+    args: &SubmitArgs,
+) -> Result<(WorkspaceUpload, RepoOrigin), CliError> {
+    let start = read_start(
+        repo,
+        args.rev.as_deref(),
+        args.include_dirty,
+        DEFAULT_MAX_TOTAL_BYTES,
+    )?;
+    if !start.dirty.is_empty() {
+        let mut lines = vec![format!(
+            "uploading {} tracked file(s) as modified in the working tree (--include-dirty):",
+            start.dirty.len()
+        )];
+        lines.extend(start.dirty.iter().map(|p| format!("  {p}")));
+        output::note(lines.join("\n"));
+    }
+    output::note(format!(
+        "starting from {} (tree {}, {} files)",
+        start.origin.describe(),
+        start.origin.tree.get(..12).unwrap_or(&start.origin.tree),
+        start.files.len()
+    ));
+    let files = start
+        .files
+        .into_iter()
+        .map(|f| UploadedFile {
+            path: f.path,
+            mode: f.mode,
+            content_b64: base64::engine::general_purpose::STANDARD.encode(&f.content),
+        })
+        .collect();
+    Ok((WorkspaceUpload { files }, start.origin))
 }
 
 #[cfg(test)]
@@ -111,6 +161,7 @@ mod tests {
         let without = serde_json::to_value(SubmitRequest {
             task: task.clone(),
             workspace: None,
+            origin: None,
         })
         .unwrap();
         assert_eq!(without["task"]["goal"], "g");
@@ -118,6 +169,7 @@ mod tests {
         let with = serde_json::to_value(SubmitRequest {
             task,
             workspace: Some(loopgate_api::WorkspaceUpload { files: vec![] }),
+            origin: None,
         })
         .unwrap();
         assert_eq!(with["workspace"]["files"], serde_json::json!([]));

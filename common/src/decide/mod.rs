@@ -91,6 +91,7 @@ pub fn start_run_with(
         planning: Planning::default(),
         steering: Steering::default(),
         msg_id_secret,
+        origin: None,
     };
     let mut tx = Tx::new(&record, now);
     tx.log(LogEvent::Submitted {

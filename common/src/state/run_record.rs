@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use super::msg_id_secret::MsgIdSecret;
 use super::record_groups::{Accounting, AuditStanding, Deadlines, Planning, Steering, Streaks};
 use super::schema::{self, RecordError};
-use super::{Outgoing, Phase, PlanningStage, RoundSummary, RunState};
+use super::{Outgoing, Phase, PlanningStage, RepoOrigin, RoundSummary, RunState};
 use crate::task::Task;
 use loopgate_protocol::contract::Contract;
 use loopgate_protocol::rubric::RubricStanding;
@@ -78,6 +78,10 @@ pub struct RunRecord {
     /// never in an API answer); empty in records stored before it existed.
     #[serde(default, skip_serializing_if = "MsgIdSecret::is_empty")]
     pub msg_id_secret: MsgIdSecret,
+    /// The git commit the starting workspace came from (`loopgate submit --repo`); absent
+    /// for an uploaded directory and in records stored before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<RepoOrigin>,
 }
 
 impl RunRecord {

@@ -210,7 +210,8 @@ pub(crate) enum CancelErrors {
 #[allow(dead_code)]
 pub(crate) enum SubmitErrors {
     /// `invalid_request` (not a submit body), `invalid_task` (the task fails validation or
-    /// names a model profile this manager lacks) or `invalid_workspace`.
+    /// names a model profile this manager lacks), `invalid_workspace` or `invalid_origin` (a
+    /// malformed `origin`).
     #[response(status = 400)]
     BadRequest(ErrorBody),
     /// `conflict`: a run with the new id exists already.

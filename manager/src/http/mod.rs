@@ -17,6 +17,7 @@ mod probes;
 mod rounds;
 mod router;
 mod run_log;
+mod run_patch;
 mod runs;
 mod screenshots;
 mod snapshot_diff;

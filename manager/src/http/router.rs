@@ -19,6 +19,7 @@ use crate::http::openapi::{self, OpenApiJson};
 use crate::http::probes;
 use crate::http::rounds;
 use crate::http::run_log;
+use crate::http::run_patch;
 use crate::http::runs;
 use crate::http::screenshots;
 use crate::http::snapshot_diff;
@@ -48,6 +49,7 @@ fn routes() -> (OpenApiRouter<Shared>, OpenApiRouter<Shared>) {
         .routes(routes!(contract::get_contract))
         .routes(routes!(contract::approve))
         .routes(routes!(certificate::get_certificate))
+        .routes(routes!(run_patch::get_patch))
         .routes(routes!(snapshots::get_manifest))
         .routes(routes!(snapshots::get_blob))
         .routes(routes!(rounds::list_rounds))
@@ -149,6 +151,7 @@ mod tests {
         "GET /v1/runs/{id}/contract",
         "POST /v1/runs/{id}/approve",
         "GET /v1/runs/{id}/certificate",
+        "GET /v1/runs/{id}/patch",
         "GET /v1/snapshots/{id}",
         "GET /v1/blobs/{sha256}",
         "GET /v1/runs/{id}/rounds",

@@ -59,6 +59,12 @@ pub(crate) async fn submit(
         .validate()
         .map_err(|e| ApiError::bad_request("invalid_task", e.to_string()))?;
     check_manager_profile(&s, &task)?;
+    if let Some((field, problem)) = req.origin.as_ref().and_then(|o| o.problem()) {
+        return Err(ApiError::bad_request(
+            "invalid_origin",
+            format!("origin.{field}: {problem}"),
+        ));
+    }
     let outcome = match req.workspace {
         None => s.snapshots.freeze_empty().await,
         Some(upload) => {
@@ -105,7 +111,7 @@ pub(crate) async fn submit(
     let record = {
         use tracing::Instrument;
         s.engine
-            .create_run(&id, task, &outcome.id)
+            .create_run(&id, task, &outcome.id, req.origin)
             .instrument(root.clone())
             .await?
     };

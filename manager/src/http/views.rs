@@ -58,6 +58,7 @@ pub(crate) fn run_view(r: &RunRecord) -> RunView {
         queued_since: matches!(r.phase, Phase::Executing { .. })
             .then_some(r.deadlines.queued_since_ms)
             .flatten(),
+        origin: r.origin.clone(),
     }
 }
 

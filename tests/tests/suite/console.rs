@@ -21,7 +21,7 @@ use loopgate_tests::{Profile, Stack, StackOptions};
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(90);
-const TOKEN: &str = "console-test-token";
+pub(super) const TOKEN: &str = "console-test-token";
 const ANSWER: &str = "Yes: end it with a newline";
 
 const TASK: &str = r#"name = "console-hello"
@@ -105,7 +105,11 @@ async fn save_screenshot(session: &mut Session, name: &str) -> anyhow::Result<()
 }
 
 /// Poll a JavaScript expression until it is truthy.
-async fn wait_js(session: &mut Session, expr: &str, what: &str) -> anyhow::Result<Value> {
+pub(super) async fn wait_js(
+    session: &mut Session,
+    expr: &str,
+    what: &str,
+) -> anyhow::Result<Value> {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let v = session.evaluate(expr).await?;
@@ -132,7 +136,7 @@ async fn find(session: &mut Session, label: &str, roles: &[&str]) -> anyhow::Res
 /// found it and the action: find it again (a few times) when that happens.
 const STALE_RETRIES: usize = 5;
 
-async fn click(session: &mut Session, label: &str) -> anyhow::Result<()> {
+pub(super) async fn click(session: &mut Session, label: &str) -> anyhow::Result<()> {
     let mut tries = 0;
     loop {
         let r = find(session, label, &["button", "link"]).await?;
@@ -180,7 +184,7 @@ async fn go(session: &mut Session, hash: &str) -> anyhow::Result<()> {
 }
 
 /// A headless Chromium on the console at `{http}/{hash}`, past its token prompt.
-async fn open_console(http: &str, hash: &str) -> anyhow::Result<Session> {
+pub(super) async fn open_console(http: &str, hash: &str) -> anyhow::Result<Session> {
     let policy = TargetPolicy {
         workspace: None,
         base_url: None,
@@ -199,7 +203,7 @@ async fn open_console(http: &str, hash: &str) -> anyhow::Result<Session> {
     Ok(s)
 }
 
-fn assert_no_page_errors(session: &Session) {
+pub(super) fn assert_no_page_errors(session: &Session) {
     let errors = session.page_errors();
     assert!(
         errors.is_empty(),

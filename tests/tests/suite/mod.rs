@@ -14,6 +14,7 @@ mod gui;
 mod openapi_conformance;
 mod outbox;
 mod planning;
+mod repo_flow;
 mod restarts;
 mod rubric;
 mod secrets;

@@ -21,7 +21,7 @@ use std::path::Path;
 use futures::StreamExt;
 use loopgate_api::Certificate;
 use loopgate_protocol::report::signing::{AuditorPublicKey, TrustedKeys};
-use loopgate_protocol::snapshot::ManifestEntry;
+use loopgate_protocol::snapshot::{sha256_hex, ManifestEntry};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -40,7 +40,7 @@ use crate::output;
 const PARALLEL_DOWNLOADS: usize = 8;
 
 /// The user's keys and where they came from (`None`: the user gave none).
-type UserKeys = Option<(TrustedKeys, TrustRoot)>;
+pub type UserKeys = Option<(TrustedKeys, TrustRoot)>;
 
 /// The outcome, as `--json` prints it.
 #[derive(Debug, Clone, Serialize)]
@@ -59,11 +59,73 @@ pub struct Verification {
     pub files: usize,
     pub criteria: Vec<CriterionCheck>,
     pub problems: Vec<Problem>,
+    /// sha256 of the signed report claims' canonical bytes (what the signature covers): the
+    /// digest `loopgate apply` writes in its `Loopgate-Certificate:` trailer.
+    pub certificate_digest: String,
+}
+
+/// The certificate digest: sha256 of the canonical bytes of its signed report claims.
+pub fn certificate_digest(cert: &Certificate) -> String {
+    sha256_hex(&cert.report.canonical_bytes())
+}
+
+/// An online check of a run (`verify RUN`, `apply RUN`).
+pub enum Online {
+    /// The run has no certificate because it did not complete.
+    NotCompleted(Problem),
+    /// The certificate checked, and the final snapshot's blobs by sha256 (those that hash to
+    /// their digest).
+    Checked {
+        verification: Verification,
+        certificate: Box<Certificate>,
+        blobs: BTreeMap<String, Vec<u8>>,
+    },
+}
+
+/// The user's trusted keys (`--key FILE`, `LOOPGATE_TRUSTED_KEYS`, the trust store).
+pub fn trusted_keys(files: &[std::path::PathBuf]) -> Result<UserKeys, CliError> {
+    let env = |key: &str| std::env::var(key).ok();
+    trust::user_keys(files, &env)
+}
+
+/// Everything `loopgate verify RUN` checks: the server's certificate against `user`'s keys
+/// and every blob of the final snapshot re-hashed.
+pub async fn check_online(
+    client: &ApiClient,
+    run: &str,
+    user: UserKeys,
+    export_to: Option<&Path>,
+) -> Result<Online, CliError> {
+    let value = match client.run_certificate(run).await {
+        Ok(value) => value,
+        Err(ApiError::Server { code, message, .. }) if code == "not_completed" => {
+            return Ok(Online::NotCompleted(Problem::new("not_completed", message)));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if let Some(path) = export_to {
+        export(path, &value)?;
+    }
+    let cert: Certificate = serde_json::from_value(value).map_err(|e| ApiError::BadResponse {
+        what: "GET /v1/runs/{id}/certificate".into(),
+        detail: format!("not a loopgate certificate: {e}"),
+    })?;
+    let mut verification = verify_certificate(&cert, user, TrustRoot::Server);
+    let mut blobs = BTreeMap::new();
+    if !verification.problems.iter().any(|p| p.check == "manifest") {
+        let (problems, fetched) = rehash_blobs(client, &cert.manifest.entries).await?;
+        add_problems(&mut verification, problems);
+        blobs = fetched;
+    }
+    Ok(Online::Checked {
+        verification,
+        certificate: Box::new(cert),
+        blobs,
+    })
 }
 
 pub async fn verify(client: &ApiClient, args: &VerifyArgs) -> Result<ExitStatus, CliError> {
-    let env = |key: &str| std::env::var(key).ok();
-    let user = trust::user_keys(&args.key, &env)?;
+    let user = trusted_keys(&args.key)?;
     let verification = match (&args.offline, &args.run) {
         (Some(file), _) => {
             let dir = args.snapshot.as_deref().ok_or_else(|| {
@@ -133,6 +195,7 @@ fn verify_certificate(cert: &Certificate, user: UserKeys, unpinned: TrustRoot) -
         files: cert.manifest.entries.len(),
         criteria,
         problems,
+        certificate_digest: certificate_digest(cert),
     }
 }
 
@@ -166,28 +229,13 @@ async fn verify_online(
     user: UserKeys,
     args: &VerifyArgs,
 ) -> Result<Option<Verification>, CliError> {
-    let value = match client.run_certificate(run).await {
-        Ok(value) => value,
-        Err(ApiError::Server { code, message, .. }) if code == "not_completed" => {
-            let problem = Problem::new("not_completed", message);
+    match check_online(client, run, user, args.export.as_deref()).await? {
+        Online::NotCompleted(problem) => {
             not_completed(run, problem, args.json)?;
-            return Ok(None);
+            Ok(None)
         }
-        Err(e) => return Err(e.into()),
-    };
-    if let Some(path) = &args.export {
-        export(path, &value)?;
+        Online::Checked { verification, .. } => Ok(Some(verification)),
     }
-    let cert: Certificate = serde_json::from_value(value).map_err(|e| ApiError::BadResponse {
-        what: "GET /v1/runs/{id}/certificate".into(),
-        detail: format!("not a loopgate certificate: {e}"),
-    })?;
-    let mut verification = verify_certificate(&cert, user, TrustRoot::Server);
-    if !verification.problems.iter().any(|p| p.check == "manifest") {
-        let blobs = rehash_blobs(client, &cert.manifest.entries).await?;
-        add_problems(&mut verification, blobs);
-    }
-    Ok(Some(verification))
 }
 
 fn export(path: &Path, value: &Value) -> Result<(), CliError> {
@@ -199,11 +247,12 @@ fn export(path: &Path, value: &Value) -> Result<(), CliError> {
 }
 
 /// Download every distinct blob through checkout's verified fetch; a blob that does not hash
-/// to its digest is a problem, an unreachable server an error.
+/// to its digest is a problem, an unreachable server an error. The intact blobs come back by
+/// sha256.
 async fn rehash_blobs(
     client: &ApiClient,
     entries: &[ManifestEntry],
-) -> Result<Vec<Problem>, CliError> {
+) -> Result<(Vec<Problem>, BTreeMap<String, Vec<u8>>), CliError> {
     let mut by_digest: BTreeMap<&str, &ManifestEntry> = BTreeMap::new();
     for entry in entries {
         by_digest.entry(entry.sha256.as_str()).or_insert(entry);
@@ -211,13 +260,16 @@ async fn rehash_blobs(
     let mut downloads = futures::stream::iter(
         by_digest
             .into_values()
-            .map(|entry| async move { fetch_content(client, entry).await }),
+            .map(|entry| async move { (entry, fetch_content(client, entry).await) }),
     )
     .buffer_unordered(PARALLEL_DOWNLOADS);
     let mut problems = Vec::new();
-    while let Some(result) = downloads.next().await {
+    let mut blobs = BTreeMap::new();
+    while let Some((entry, result)) = downloads.next().await {
         match result {
-            Ok(_) => {}
+            Ok(bytes) => {
+                blobs.insert(entry.sha256.clone(), bytes);
+            }
             Err(CliError::Checkout(CheckoutError::BlobMismatch {
                 path,
                 expected,
@@ -241,10 +293,10 @@ async fn rehash_blobs(
             Err(e) => return Err(e),
         }
     }
-    Ok(problems)
+    Ok((problems, blobs))
 }
 
-fn not_completed(run: &str, problem: Problem, json: bool) -> Result<(), CliError> {
+pub fn not_completed(run: &str, problem: Problem, json: bool) -> Result<(), CliError> {
     if json {
         let v = serde_json::json!({
             "verified": false, "run_id": run, "problems": [problem],
@@ -261,7 +313,7 @@ fn short(id: &str) -> &str {
     id.get(..12).unwrap_or(id)
 }
 
-fn report(v: &Verification, json: bool) -> Result<(), CliError> {
+pub fn report(v: &Verification, json: bool) -> Result<(), CliError> {
     if json {
         return output::line(serde_json::to_string(v).unwrap_or_default());
     }
@@ -294,5 +346,6 @@ fn report(v: &Verification, json: bool) -> Result<(), CliError> {
             v.signed_by.as_deref().unwrap_or("?"),
             v.trust_root.describe()
         ),
+        format!("  certificate digest {}", v.certificate_digest),
     ])
 }
