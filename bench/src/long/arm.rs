@@ -33,10 +33,12 @@ pub enum Arm {
     NoManager,
     /// `[budget] clause_steps = false`: the manager chooses every step.
     NoClauseSteps,
+    /// `judge_quotes = false`: a judge's bare `met` stands without a quote of its evidence.
+    NoJudgeQuotes,
 }
 
 /// Every arm, in the order the bench runs them.
-pub const ALL_ARMS: [Arm; 10] = [
+pub const ALL_ARMS: [Arm; 11] = [
     Arm::SingleShot,
     Arm::Continuation,
     Arm::Loopgate,
@@ -47,6 +49,7 @@ pub const ALL_ARMS: [Arm; 10] = [
     Arm::NoJudge,
     Arm::NoManager,
     Arm::NoClauseSteps,
+    Arm::NoJudgeQuotes,
 ];
 
 /// The budget key the manager ablation needs; not in every build.
@@ -86,6 +89,7 @@ impl Arm {
             Arm::NoJudge => "no_judge",
             Arm::NoManager => "no_manager",
             Arm::NoClauseSteps => "no_clause_steps",
+            Arm::NoJudgeQuotes => "no_judge_quotes",
         }
     }
 
@@ -106,6 +110,7 @@ impl Arm {
             Arm::NoJudge => "loopgate without roles.auditor (no judge, no judged criteria)",
             Arm::NoManager => "loopgate with [budget] manager = false (the goal as every step, no manager model)",
             Arm::NoClauseSteps => "loopgate with budget.clause_steps = false (the manager chooses every step, the first one too, instead of the first failing goal clause with its checks)",
+            Arm::NoJudgeQuotes => "loopgate with judge_quotes = false (a judge's met stands without quoting the evidence it rests on)",
         }
     }
 
@@ -196,6 +201,7 @@ pub fn loop_arm_toml(
         Arm::NoDerive => file.derive_criteria = Some(false),
         Arm::NoJudge => file.roles.auditor = None,
         Arm::NoClauseSteps => file.budget.clause_steps = Some(false),
+        Arm::NoJudgeQuotes => file.judge_quotes = Some(false),
         _ => {}
     }
     let text = to_toml(task, &file)?;
@@ -291,7 +297,7 @@ mod tests {
         assert_eq!(shipped.budget.max_total_tokens, Some(1000));
         assert_eq!(shipped.budget.max_rounds, task.file.budget.max_rounds);
         type PartOff = fn(&TaskFile) -> bool;
-        let cases: [(Arm, PartOff); 6] = [
+        let cases: [(Arm, PartOff); 7] = [
             (Arm::NoRollback, |f| {
                 f.budget.rollback_regressions == Some(false)
             }),
@@ -300,6 +306,7 @@ mod tests {
             (Arm::NoDerive, |f| f.derive_criteria == Some(false)),
             (Arm::NoJudge, |f| f.roles.auditor.is_none()),
             (Arm::NoClauseSteps, |f| f.budget.clause_steps == Some(false)),
+            (Arm::NoJudgeQuotes, |f| f.judge_quotes == Some(false)),
         ];
         for (arm, part_off) in cases {
             let file =
