@@ -7,13 +7,12 @@ use super::step_review::{
 };
 use super::transition::{Decision, RAW_LOG_CHARS};
 use super::tx::Tx;
-use crate::gate::evaluate_gate;
 use crate::goal::words::clauses_for_step;
 use crate::next_step::{parse_next_step, NextStep, NextStepError, Route};
 use crate::state::{LogEvent, Phase, RunRecord, RunState};
 use loopgate_protocol::subjects::Capability;
 use loopgate_protocol::usage::Usage;
-use loopgate_protocol::wire::{AuditPurpose, EpisodeKind, Increment};
+use loopgate_protocol::wire::{EpisodeKind, Increment};
 
 fn expecting_decision(record: &RunRecord, generation: u32, seq: u32) -> Result<(), String> {
     if generation != record.generation {
@@ -208,19 +207,9 @@ fn take_step(tx: &mut Tx, seq: u32, step: NextStep) {
 /// manager asked again, and a manager that keeps claiming success without a passing gate
 /// (more than `max_done_refusals` in a row) blocks the run instead of looping forever.
 fn check_done(tx: &mut Tx) {
-    let r = &tx.record;
-    let verdicts = r.audit.last_verdicts.as_ref().map(|(v, s)| (v, s.as_str()));
-    let gate = evaluate_gate(&r.contract, verdicts, &r.audit.evidence, &r.snapshot);
-    if gate.passed {
-        let snapshot = r.snapshot.clone();
-        tx.dispatch_audit(
-            AuditPurpose::Final,
-            snapshot,
-            "final audit before completion".into(),
-            Vec::new(),
-        );
+    let Some(gate) = tx.final_audit_if_gate_passes() else {
         return;
-    }
+    };
     tx.log(LogEvent::DoneRefused {
         reasons: gate.reasons.clone(),
     });

@@ -2,7 +2,7 @@
 
 use super::exec_feedback::exec_feedback;
 use super::transition::{Decision, Step, DECISION_SLACK_SECS, FEEDBACK_KEEP};
-use crate::gate::evaluate_gate;
+use crate::gate::{evaluate_gate, GateVerdict};
 use crate::goal::words::clauses_for_step;
 use crate::state::{
     Deadline, DeadlineKind, HeldStep, LogEntry, LogEvent, Outgoing, Phase, RunRecord, RunState,
@@ -155,22 +155,32 @@ impl Tx {
         self.publish(Target::Decide, msg_id, message);
     }
 
-    /// `budget.manager = false`: no model decides. The final audit once the gate passes on the
-    /// artifact, the end when the round budget is spent, else the goal itself as the next step.
-    fn go_on_without_manager(&mut self) {
+    /// With the completion gate open on the artifact, dispatches the final audit and gives
+    /// `None`; with it closed, gives the closed gate (its reasons) and dispatches nothing.
+    pub(super) fn final_audit_if_gate_passes(&mut self) -> Option<GateVerdict> {
         let r = &self.record;
         let verdicts = r.audit.last_verdicts.as_ref().map(|(v, s)| (v, s.as_str()));
         let gate = evaluate_gate(&r.contract, verdicts, &r.audit.evidence, &r.snapshot);
-        if gate.passed {
-            let snapshot = r.snapshot.clone();
-            self.dispatch_audit(
-                AuditPurpose::Final,
-                snapshot,
-                "final audit before completion".into(),
-                Vec::new(),
-            );
+        if !gate.passed {
+            return Some(gate);
+        }
+        let snapshot = r.snapshot.clone();
+        self.dispatch_audit(
+            AuditPurpose::Final,
+            snapshot,
+            "final audit before completion".into(),
+            Vec::new(),
+        );
+        None
+    }
+
+    /// `budget.manager = false`: no model decides. The final audit once the gate passes on the
+    /// artifact, the end when the round budget is spent, else the goal itself as the next step.
+    fn go_on_without_manager(&mut self) {
+        if self.final_audit_if_gate_passes().is_none() {
             return;
         }
+        let r = &self.record;
         let max = r.task.budget.max_rounds;
         if r.rounds_this_generation() >= max {
             self.terminal(

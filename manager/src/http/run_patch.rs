@@ -12,38 +12,19 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use loopgate_common::apply_message::{mbox, ApplyMessage};
-use loopgate_common::git_diff::{file_diff, Side};
-use loopgate_protocol::snapshot::{diff_manifests, sha256_hex, ManifestEntry};
+use loopgate_common::git_diff::file_diff;
+use loopgate_protocol::snapshot::{diff_manifests, sha256_hex};
 use time::format_description::well_known::Rfc2822;
 
 use crate::http::certificate::get_certificate;
 use crate::http::error::{ApiError, CertificateErrors};
 use crate::http::extract::ApiPath;
+use crate::http::snapshot_diff::{as_side, side};
 use crate::http::snapshots::snapshot_error;
 use crate::http::state::{load_run, Shared};
 
 /// Blobs fetched at once.
 const PARALLEL_BLOBS: usize = 8;
-
-async fn fetch(
-    s: &Shared,
-    entry: Option<&ManifestEntry>,
-) -> Result<Option<(u32, Vec<u8>)>, ApiError> {
-    match entry {
-        Some(e) => Ok(Some((
-            e.mode,
-            s.snapshots.blob(&e.sha256).await.map_err(snapshot_error)?,
-        ))),
-        None => Ok(None),
-    }
-}
-
-fn side(fetched: &Option<(u32, Vec<u8>)>) -> Option<Side<'_>> {
-    fetched.as_ref().map(|(mode, content)| Side {
-        mode: *mode,
-        content,
-    })
-}
 
 /// The run's change as a patch file. Only a completed run has one (`not_completed`, 409).
 #[utoipa::path(
@@ -79,9 +60,9 @@ pub(crate) async fn get_patch(
         futures::stream::iter(paths.into_iter().map(|path| {
             let (s, old, new) = (s.clone(), old.clone(), new.clone());
             async move {
-                let a = fetch(&s, old.get(&path)).await?;
-                let b = fetch(&s, new.get(&path)).await?;
-                Ok(file_diff(&path, side(&a), side(&b)))
+                let a = side(&s, old.get(&path)).await?;
+                let b = side(&s, new.get(&path)).await?;
+                Ok(file_diff(&path, as_side(&a), as_side(&b)))
             }
         }))
         .buffered(PARALLEL_BLOBS)

@@ -28,7 +28,8 @@ async fn manifest(s: &Shared, id: &str) -> Result<Manifest, ApiError> {
     s.snapshots.manifest(id).await.map_err(snapshot_error)
 }
 
-async fn side(
+/// The mode and content of a manifest entry's blob (re-hashed by the store), or `None`.
+pub(crate) async fn side(
     s: &Shared,
     entry: Option<&ManifestEntry>,
 ) -> Result<Option<(u32, Vec<u8>)>, ApiError> {
@@ -41,7 +42,8 @@ async fn side(
     }
 }
 
-fn as_side(fetched: &Option<(u32, Vec<u8>)>) -> Option<Side<'_>> {
+/// The fetched blob as one side of a file diff.
+pub(crate) fn as_side(fetched: &Option<(u32, Vec<u8>)>) -> Option<Side<'_>> {
     fetched.as_ref().map(|(mode, content)| Side {
         mode: *mode,
         content,
