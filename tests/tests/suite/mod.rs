@@ -15,6 +15,7 @@ mod openapi_conformance;
 mod outbox;
 mod planning;
 mod repo_flow;
+mod repo_pypi;
 mod restarts;
 mod rubric;
 mod secrets;

@@ -67,7 +67,7 @@ async fn model() -> anyhow::Result<StandInModel> {
     .await
 }
 
-fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
+pub(super) fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
     let out = std::process::Command::new("git")
         .current_dir(dir)
         .args([
@@ -136,7 +136,7 @@ fn repo_state(root: &Path) -> anyhow::Result<BTreeMap<String, Vec<u8>>> {
     Ok(state)
 }
 
-async fn loopgate(stack: &Stack, dir: &Path, args: &[&str]) -> anyhow::Result<Output> {
+pub(super) async fn loopgate(stack: &Stack, dir: &Path, args: &[&str]) -> anyhow::Result<Output> {
     let bin = loopgate_test_support::workspace_bin("loopgate")?;
     Ok(tokio::process::Command::new(bin)
         .current_dir(dir)
@@ -148,7 +148,7 @@ async fn loopgate(stack: &Stack, dir: &Path, args: &[&str]) -> anyhow::Result<Ou
         .await?)
 }
 
-fn text(out: &Output) -> String {
+pub(super) fn text(out: &Output) -> String {
     format!(
         "exit {:?}\n{}\n{}",
         out.status.code(),
