@@ -16,6 +16,8 @@
 #   BENCH_HUMANEVAL_N    HumanEval subset size (default 40; the first N of the seeded order)
 #   BENCH_HUMANEVAL_ARGS extra arguments for arms-bench --suite humaneval
 #   BENCH_DEMO_RUNS      `make demo` repeats (default 10; 0 skips), model $LOOPGATE_DEMO_MODEL
+#   BENCH_SKIP_REPO=1    skip the repository flow on a real project with the local model
+#                        (scripts/repo-demo.sh: more-itertools from PyPI, submit --repo, apply)
 #   BENCH_LOOSE_ARGS     extra arguments for loose-bench (loose checks, hidden strict checks)
 #   BENCH_SKIP_LOOSE=1   skip loose-bench (it also needs the real model)
 #   BENCH_SKIP_LONG=1    skip the long tasks (arms-bench --suite long: examples/long on single_shot,
@@ -42,7 +44,7 @@ say() { echo "[bench] $*" >&2; }
 
 mkdir -p "$OUT"
 # Only what this run regenerates (arms-<size>.json of sizes it runs are replaced by arms-bench).
-rm -f "$OUT"/harness.json "$OUT"/throughput.json "$OUT"/manager.json "$OUT"/snapshot.json \
+rm -f "$OUT"/repo-demo.json "$OUT"/harness.json "$OUT"/throughput.json "$OUT"/manager.json "$OUT"/snapshot.json \
   "$OUT"/workspace.json "$OUT"/env.tsv "$OUT"/steps.tsv "$OUT"/models.tsv "$OUT"/cpu-samples.tsv
 
 # Other work on the machine skews the numbers. All along, sample which processes that are not
@@ -220,6 +222,14 @@ elif [ "$DEMO_RUNS" = 0 ]; then
 else
   step build-cli cargo build --release -j"$JOBS" -p loopgate-cli --bin loopgate
   step demo-repeat env BENCH_OUT="$OUT" LOOPGATE_BIN_DIR="$BIN" scripts/demo-repeat.sh "$DEMO_RUNS"
+fi
+
+# The repository flow with the local model (issue 41): more-itertools from PyPI in a fresh repo,
+# submit --repo, the run, apply, and the package's own tests on the branch (scripts/repo-demo.sh).
+if [ "${BENCH_SKIP_ARMS:-0}" = 1 ] || [ "${BENCH_SKIP_REPO:-0}" = 1 ]; then
+  skip repo-demo "BENCH_SKIP_ARMS=1 or BENCH_SKIP_REPO=1"
+else
+  step repo-demo env BENCH_OUT="$OUT" LOOPGATE_BIN_DIR="$BIN" scripts/repo-demo.sh
 fi
 
 # Processes that are not this benchmark's, with how many samples they showed up in and their

@@ -9,8 +9,11 @@
 # it uses that OpenAI-compatible endpoint instead.
 # Env: LOOPGATE_DEMO_MODEL (0.5b|1.5b, default 0.5b), LOOPGATE_DEMO_TASK (examples/hello/task.toml),
 #      LOOPGATE_SERVER (http://127.0.0.1:7600), LOOPGATE_UP_TIMEOUT_S (120),
-#      LOOPGATE_BIN_DIR (use the loopgate binaries there instead of building release ones).
-# Exit code 0 only if the run completed.
+#      LOOPGATE_BIN_DIR (use the loopgate binaries there instead of building release ones),
+#      LOOPGATE_DEMO_REPO (a git repository: the run starts from its HEAD with `submit --repo`,
+#      and a completed run comes back as a branch with `loopgate apply`; see
+#      examples/repo-more-itertools and scripts/repo-demo.sh).
+# Exit code 0 only if the run completed (and, with LOOPGATE_DEMO_REPO, `apply` wrote its branch).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -100,9 +103,15 @@ until curl -fsS --max-time 3 "$API/readyz" >/dev/null 2>&1; do
 done
 say "$(grep -m1 'loopgate is up' "$STATE/up.log" || echo "loopgate is up: $API")"
 
-say "submitting $TASK"
+SUBMIT_ARGS=()
+if [ -n "${LOOPGATE_DEMO_REPO:-}" ]; then
+  git -C "$LOOPGATE_DEMO_REPO" rev-parse --verify -q HEAD >/dev/null \
+    || { say "LOOPGATE_DEMO_REPO=$LOOPGATE_DEMO_REPO is not a git repository with a commit"; exit 1; }
+  SUBMIT_ARGS+=(--repo "$LOOPGATE_DEMO_REPO")
+fi
+say "submitting $TASK${LOOPGATE_DEMO_REPO:+ from the repository $LOOPGATE_DEMO_REPO}"
 set +e
-loopgate submit "$TASK" --watch | tee "$STATE/submit.log"
+loopgate submit "$TASK" "${SUBMIT_ARGS[@]}" --watch | tee "$STATE/submit.log"
 SUBMIT_RC=${PIPESTATUS[0]}
 set -e
 
@@ -124,6 +133,14 @@ else
   say "checkout failed"
 fi
 
+if [ "$SUBMIT_RC" -eq 0 ] && [ -n "${LOOPGATE_DEMO_REPO:-}" ]; then
+  say "applying run $RUN to $LOOPGATE_DEMO_REPO (verified first; HEAD, index and working tree untouched)"
+  if loopgate apply "$RUN" --repo "$LOOPGATE_DEMO_REPO" --key "$STATE/auditor-keys.pub"; then
+    git -C "$LOOPGATE_DEMO_REPO" log --stat -1 "loopgate/${RUN:0:8}" >&2 || true
+  else
+    say "apply refused run $RUN"; SUBMIT_RC=1
+  fi
+fi
 if [ "$SUBMIT_RC" -eq 0 ]; then
   say "run $RUN COMPLETED"
 else

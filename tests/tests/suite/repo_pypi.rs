@@ -48,13 +48,16 @@ const INIT_NEW: &str = "from .recipes import *  # noqa\nfrom .every_nth import e
 
 /// `examples/repo-more-itertools/task.toml` with the stand-in's profiles for its roles.
 fn task() -> anyhow::Result<String> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../examples/repo-more-itertools/task.toml");
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/repo-more-itertools/task.toml");
     let text = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
     let roles = "manager = \"local\"\nexecutor = \"local\"";
     ensure!(text.contains(roles), "the example's roles changed");
     let task = text.replace(roles, "manager = \"mgr\"\nexecutor = \"exec\"");
-    ensure!(task.contains(NEW_CHECK), "the example's check is not NEW_CHECK");
+    ensure!(
+        task.contains(NEW_CHECK),
+        "the example's check is not NEW_CHECK"
+    );
     Ok(task + "self_checks = 0\n")
 }
 
@@ -121,7 +124,10 @@ fn project_from_sdist(work: &Path, sdist: &Path) -> anyhow::Result<(PathBuf, Str
     git(&root, &["init", "-q", "-b", "main"])?;
     std::fs::write(root.join(".gitignore"), "__pycache__/\n*.egg-info/\n")?;
     git(&root, &["add", "-A"])?;
-    git(&root, &["commit", "-q", "-m", "more-itertools 10.5.0 from PyPI"])?;
+    git(
+        &root,
+        &["commit", "-q", "-m", "more-itertools 10.5.0 from PyPI"],
+    )?;
     let start = git(&root, &["rev-parse", "HEAD"])?;
     Ok((root, start))
 }
@@ -198,7 +204,11 @@ async fn a_package_from_pypi_in_and_a_verified_branch_out() -> anyhow::Result<()
     ensure!(out.status.success(), "{}", text(&out));
     let branch = format!("loopgate/{}", &id[..8]);
     assert_eq!(git(&root, &["rev-parse", "HEAD"])?, start, "HEAD moved");
-    assert_eq!(git(&root, &["status", "--porcelain"])?, "", "the tree changed");
+    assert_eq!(
+        git(&root, &["status", "--porcelain"])?,
+        "",
+        "the tree changed"
+    );
     let changed = git(&root, &["diff", "--name-only", &start, &branch])?;
     assert_eq!(
         changed,

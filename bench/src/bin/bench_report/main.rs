@@ -1,7 +1,7 @@
 //! `bench-report`: read the JSON files the benchmarks wrote into the output directory
 //! (`target/bench` by default: harness.json, throughput.json, manager.json, snapshot.json,
 //! workspace.json, arms-<size>.json, humaneval-<size>.json, loose-<size>.json, long-<size>.json,
-//! demo-repeat.json,
+//! demo-repeat.json, repo-demo.json,
 //! and scripts/bench.sh's env.tsv, steps.tsv, models.tsv) and write `docs/benchmarks.md` plus SVG
 //! charts into `docs/bench/`. The document holds the current results only, each section with the
 //! command that produced it; it is rewritten whole, and the history lives in `docs/journal/`.
@@ -18,6 +18,7 @@ mod headlines;
 mod humaneval;
 mod long;
 mod loose;
+mod repo_demo;
 mod sections;
 mod svg;
 
@@ -286,6 +287,7 @@ fn main() -> anyhow::Result<()> {
     let manager = read_json(&args.out.join("manager.json"))?;
     let snapshot = read_json(&args.out.join("snapshot.json"))?;
     let demo = read_json(&args.out.join("demo-repeat.json"))?;
+    let repo = read_json(&args.out.join("repo-demo.json"))?;
     let workspace = read_json(&args.out.join("workspace.json"))?;
     let arms_files = json_files(&args.out, "arms-");
     let humaneval_files = json_files(&args.out, "humaneval-");
@@ -317,7 +319,7 @@ fn main() -> anyhow::Result<()> {
         &arms_docs,
         &more,
     ));
-    doc.push_str("## Contents\n\n1. [Machine](#machine)\n2. [Commands](#commands)\n3. [Harness cost per round](#harness-cost-per-round)\n4. [Throughput and memory](#throughput-and-memory)\n5. [Manager prompt size](#manager-prompt-size)\n6. [Snapshot cost](#snapshot-cost)\n7. [Warm workspaces](#warm-workspaces)\n8. [Verified results: solve rate per arm](#verified-results-solve-rate-per-arm)\n9. [Loose checks: false completions](#loose-checks-false-completions)\n10. [Long tasks: hidden criteria per arm](#long-tasks-hidden-criteria-per-arm)\n11. [HumanEval: hidden pass rate per arm](#humaneval-hidden-pass-rate-per-arm)\n12. [make demo, repeated](#make-demo-repeated)\n13. [Running the benchmarks](#running-the-benchmarks)\n\n");
+    doc.push_str("## Contents\n\n1. [Machine](#machine)\n2. [Commands](#commands)\n3. [Harness cost per round](#harness-cost-per-round)\n4. [Throughput and memory](#throughput-and-memory)\n5. [Manager prompt size](#manager-prompt-size)\n6. [Snapshot cost](#snapshot-cost)\n7. [Warm workspaces](#warm-workspaces)\n8. [Verified results: solve rate per arm](#verified-results-solve-rate-per-arm)\n9. [Loose checks: false completions](#loose-checks-false-completions)\n10. [Long tasks: hidden criteria per arm](#long-tasks-hidden-criteria-per-arm)\n11. [HumanEval: hidden pass rate per arm](#humaneval-hidden-pass-rate-per-arm)\n12. [make demo, repeated](#make-demo-repeated)\n13. [A real repository, local model](#a-real-repository-local-model)\n14. [Running the benchmarks](#running-the-benchmarks)\n\n");
 
     doc.push_str("## Machine\n\n");
     doc.push_str(&machine(&env));
@@ -512,6 +514,19 @@ fn main() -> anyhow::Result<()> {
         None => doc.push_str(&not_run(
             "the demo repeat was skipped (`BENCH_DEMO_RUNS=0` or `BENCH_SKIP_ARMS=1`) or failed",
             "demo-repeat.json",
+        )),
+    }
+    doc.push_str("\n## A real repository, local model\n\n`scripts/repo-demo.sh`: more-itertools 10.5.0 from PyPI's sources committed into a fresh git repository, `scripts/demo.sh` with `examples/repo-more-itertools/task.toml` from it (`submit --repo`, then `apply` on completion), and the package's own unittest suite plus the task's new check run on the branch `apply` wrote.\n\n");
+    doc.push_str(&commands::note(
+        &steps,
+        "repo-demo",
+        "LOOPGATE_BIN_DIR=$CARGO_TARGET_DIR/release scripts/repo-demo.sh",
+    ));
+    match &repo {
+        Some(r) => doc.push_str(&repo_demo::section(r)),
+        None => doc.push_str(&not_run(
+            "the repository flow was skipped (`BENCH_SKIP_REPO=1` or `BENCH_SKIP_ARMS=1`) or failed",
+            "repo-demo.json",
         )),
     }
     doc.push('\n');
