@@ -51,7 +51,7 @@ long tasks' arms hours). Knobs (environment variables of `scripts/bench.sh`):
 | `BENCH_OUT` | raw results directory (default `target/bench`) |
 | `BENCH_SKIP_ARMS=1` | skip every real-model step: the arms, HumanEval, loose checks and the demo repeat |
 | `BENCH_MODELS` | model sizes for the arms (default `"1.5b"`; e.g. `"1.5b 0.5b"`) |
-| `BENCH_SKIP_SUITE=1`, `BENCH_SKIP_HUMANEVAL=1`, `BENCH_SKIP_LOOSE=1`, `BENCH_SKIP_LONG=1` | skip the `examples/suite` arms, the HumanEval arms, `loose-bench`, the long tasks (`arms-bench --suite long`: every arm on six tasks, hours) |
+| `BENCH_SKIP_SUITE=1`, `BENCH_SKIP_HUMANEVAL=1`, `BENCH_SKIP_LOOSE=1`, `BENCH_SKIP_LONG=1`, `BENCH_SKIP_REPO=1` | skip the `examples/suite` arms, the HumanEval arms, `loose-bench`, the long tasks (`arms-bench --suite long`: every arm on six tasks, hours), the real-repository flow (`scripts/repo-demo.sh`) |
 | `BENCH_HUMANEVAL_N` | HumanEval subset size (default 40; the first N of the seeded order) |
 | `BENCH_DEMO_RUNS` | `make demo` repeats (default 10; 0 skips; uses ports 7600 and 8080 and `LOOPGATE_DEMO_MODEL`) |
 | `BENCH_HARNESS_ARGS`, `BENCH_SNAPSHOT_ARGS`, `BENCH_WORKSPACE_ARGS`, `BENCH_ARMS_ARGS`, `BENCH_HUMANEVAL_ARGS`, `BENCH_LOOSE_ARGS`, `BENCH_LONG_ARGS` | extra arguments for each benchmark (e.g. `BENCH_HUMANEVAL_ARGS="--token-budget 20000 --max-rounds 3"`, `BENCH_LONG_ARGS="--arms continuation,loopgate --resume"`) |
