@@ -120,6 +120,7 @@ pub async fn resume(client: &ApiClient, args: &ResumeArgs) -> Result<ExitStatus,
         max_total_tokens: args.max_total_tokens,
         max_cost_usd: args.max_cost_usd,
         max_wall_secs: args.max_wall_secs,
+        attempts: args.attempts,
         ..BudgetFile::default()
     };
     let answer = client.resume(&args.run, budget).await?;
