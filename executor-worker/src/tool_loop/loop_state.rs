@@ -75,3 +75,36 @@ impl LoopState {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Siblings of a step are sampled apart: sibling k samples k - 1 retries wider and asks for
+    /// seed k; the first samples as a step of one episode.
+    #[test]
+    fn siblings_sample_apart() {
+        // (attempt, profile temperature, asked temperature, seed)
+        let cases = [
+            (0, Some(0.2), Some(0.2), None),
+            (1, Some(0.2), Some(0.2), None),
+            (2, Some(0.2), Some(0.5), Some(2)),
+            (3, Some(0.2), Some(0.8), Some(3)),
+            (3, None, None, Some(3)),
+        ];
+        for (attempt, base, temperature, seed) in cases {
+            let state = LoopState {
+                attempt,
+                base_temperature: base,
+                ..LoopState::default()
+            };
+            let request = state.request(&[], &[]);
+            assert_eq!(request.seed, seed, "{attempt}");
+            match (request.temperature, temperature) {
+                (None, None) => {}
+                (Some(got), Some(want)) => assert!((got - want).abs() < 1e-6, "{attempt}: {got}"),
+                (got, want) => panic!("{attempt}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+}
