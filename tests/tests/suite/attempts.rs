@@ -214,6 +214,18 @@ async fn three_attempts_pick_the_candidate_passing_most() -> anyhow::Result<()> 
     let loser = rejected[0]["candidate"].as_str().unwrap_or_default();
     let browse = tempfile::tempdir()?;
     stack.checkout(loser, browse.path()).await?;
+    // `loopgate status` names the winner.
+    let cli = loopgate_test_support::workspace_bin("loopgate")?;
+    let status = tokio::process::Command::new(&cli)
+        .args(["--server", &stack.http, "status", &id])
+        .output()
+        .await?;
+    let stdout = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        stdout.contains("attempts:  [round 1] attempt 2 of 3 won: 2/3 checks"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
     Ok(())
 }
 
