@@ -19,6 +19,7 @@ use crate::state::{
 };
 use loopgate_protocol::contract::Contract;
 use loopgate_protocol::dispatch_id::{DispatchId, StepKey};
+use loopgate_protocol::subjects::Capability;
 use loopgate_protocol::verdict::{CheckVerdict, Evidence, Integrity};
 use loopgate_protocol::wire::{
     AuditPurpose, AuditReport, AuditRequest, EpisodeRole, EpisodeStarted, ExecResult, Message,
@@ -361,10 +362,62 @@ fn settle(tx: Tx) -> Decision {
     decide_round(tx, early)
 }
 
+/// The capability of the step in flight when its deadline passed while some of its siblings
+/// still wait in the queue and a live executor serves that capability (`serving`; `None`: the
+/// sweep does not know): they wait behind busy executors.
+pub(super) fn queued_behind_busy(
+    record: &RunRecord,
+    serving: Option<&[Capability]>,
+) -> Option<Capability> {
+    let Phase::Executing {
+        capability,
+        attempts,
+        ..
+    } = &record.phase
+    else {
+        return None;
+    };
+    let queued = attempts.iter().any(|a| a.stage == AttemptStage::Queued);
+    (queued && serving?.contains(capability)).then_some(*capability)
+}
+
+/// Queue wait of a step of several attempts, not a failure: the siblings past their own time
+/// (started, or audited, before the deadline that covered them passed) are cancelled, the
+/// queued ones keep waiting under a fresh start budget (as `LogEvent::QueueWait` says).
+pub(super) fn on_queue_wait(mut tx: Tx, capability: Capability) -> Decision {
+    let late: Vec<String> = siblings(&tx.record)
+        .iter()
+        .filter(|a| !a.is_settled() && a.stage != AttemptStage::Queued)
+        .map(|a| a.index.to_string())
+        .collect();
+    if !late.is_empty() {
+        let detail = format!(
+            "attempt(s) {} of round {} did not finish in time; the queued ones wait on",
+            late.join(", "),
+            tx.record.round
+        );
+        tx.log(LogEvent::DeadlineMissed {
+            kind: DeadlineKind::ExecEpisode,
+            detail: detail.clone(),
+        });
+        tx.cancel_siblings(&detail, true);
+    }
+    let b = &tx.record.task.budget;
+    let start_secs = b.start_secs;
+    let since = tx.record.deadlines.queued_since_ms.unwrap_or(tx.now);
+    tx.set_deadline(DeadlineKind::ExecStart, start_secs);
+    tx.log(LogEvent::QueueWait {
+        round: tx.record.round,
+        capability,
+        waited_ms: tx.now.saturating_sub(since).max(0),
+    });
+    tx.finish()
+}
+
 /// The step's deadline passed with siblings unsettled: they are cancelled (lost), and the
 /// round goes on with what was scored, or fails as a step of one episode does.
 pub(super) fn on_deadline(mut tx: Tx, detail: &str) -> Decision {
-    tx.cancel_siblings(detail);
+    tx.cancel_siblings(detail, false);
     if siblings(&tx.record).iter().any(|a| a.score.is_some()) {
         return decide_round(tx, None);
     }
@@ -379,7 +432,10 @@ pub(super) fn on_deadline(mut tx: Tx, detail: &str) -> Decision {
 /// candidate that may win, the round failed.
 fn decide_round(mut tx: Tx, early: Option<u32>) -> Decision {
     if let Some(k) = early {
-        tx.cancel_siblings(&format!("attempt {k} passed every blocking criterion"));
+        tx.cancel_siblings(
+            &format!("attempt {k} passed every blocking criterion"),
+            false,
+        );
     }
     let (increment, capability, all) = match &tx.record.phase {
         Phase::Executing {

@@ -433,3 +433,40 @@ fn a_full_audit_report_while_siblings_run_is_ignored() {
         Decision::Ignore(_)
     ));
 }
+
+/// One executor busy elsewhere: the step's deadline passes while siblings still queue behind
+/// it. That is queue wait, not a failure: the sibling past its time is cancelled, the queued
+/// ones wait on under a fresh start budget.
+#[test]
+fn siblings_queued_behind_busy_executors_wait_on() {
+    let r = dispatched().record;
+    let s = apply(&r, start(&r, 1, 1));
+    let at = s.record.deadlines.phase.unwrap().at_ms;
+    let serving = RunEvent::Sweep {
+        serving: vec![loopgate_protocol::subjects::Capability::Cli],
+    };
+    let s = match decide(&s.record, &serving, at + 1) {
+        Decision::Apply(step) => *step,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(cancels(&s), vec!["r1:1:1:exec".to_string()]);
+    assert_eq!(kinds(&s), vec!["deadline_missed", "queue_wait"]);
+    assert_eq!(
+        stages(&s.record),
+        vec![
+            AttemptStage::Lost,
+            AttemptStage::Queued,
+            AttemptStage::Queued
+        ]
+    );
+    assert_eq!(
+        s.record.deadlines.phase.map(|d| d.kind),
+        Some(DeadlineKind::ExecStart)
+    );
+    // Without an executor serving the step, the deadline settles it.
+    let s = match decide(&s.record, &RunEvent::Tick, at + 1_000_000) {
+        Decision::Apply(step) => *step,
+        other => panic!("{other:?}"),
+    };
+    assert!(matches!(s.record.phase, Phase::Deciding { .. }));
+}

@@ -1,7 +1,9 @@
 //! Events from outside the round: workers starting episodes, deadlines, people (answer,
 //! cancel, resume).
 
-use super::attempts::{is_sibling_step, on_deadline, on_sibling_started};
+use super::attempts::{
+    is_sibling_step, on_deadline, on_queue_wait, on_sibling_started, queued_behind_busy,
+};
 use super::manager_turn::manager_miss;
 use super::transition::{Decision, Distrust};
 use super::tx::Tx;
@@ -249,6 +251,9 @@ pub(super) fn on_tick(record: &RunRecord, now: i64, serving: Option<&[Capability
             deadline.kind,
             DeadlineKind::ExecStart | DeadlineKind::ExecEpisode
         );
+    if let Some(capability) = queued_behind_busy(record, serving).filter(|_| siblings_due) {
+        return on_queue_wait(tx, capability);
+    }
     let detail = match (deadline.kind, &record.phase) {
         (DeadlineKind::Decision, _) => format!(
             "the manager did not decide within {} s",

@@ -354,8 +354,9 @@ impl Tx {
 
     /// Stop every sibling of the step in flight that has not settled (its episode, or its
     /// checks-only audit), each by its own dispatch id, and mark it lost: another sibling won,
-    /// or the step's deadline passed. Whatever they report later is ignored.
-    pub fn cancel_siblings(&mut self, reason: &str) {
+    /// or the step's deadline passed. Whatever they report later is ignored. With
+    /// `keep_queued`, siblings no executor has started yet are left waiting.
+    pub fn cancel_siblings(&mut self, reason: &str, keep_queued: bool) {
         let run_id = self.record.id.clone();
         let step = StepKey {
             run_id: &run_id,
@@ -366,7 +367,8 @@ impl Tx {
             return;
         };
         let mut dispatches = Vec::new();
-        for a in attempts.iter_mut().filter(|a| !a.is_settled()) {
+        let keep = |a: &Attempt| keep_queued && a.stage == AttemptStage::Queued;
+        for a in attempts.iter_mut().filter(|a| !a.is_settled() && !keep(a)) {
             let dispatch = match a.stage {
                 AttemptStage::Auditing => DispatchId::attempt_audit(step, a.index),
                 _ => DispatchId::exec_attempt(step, a.index),
@@ -424,7 +426,7 @@ impl Tx {
     pub fn cancel_step(&mut self, reason: &str) {
         let dispatch = match &self.record.phase {
             Phase::Executing { attempts, .. } if !attempts.is_empty() => {
-                self.cancel_siblings(reason);
+                self.cancel_siblings(reason, false);
                 self.episode_in_flight = false;
                 return;
             }
