@@ -253,6 +253,29 @@ pub(crate) mod tests {
         assert!(ReportClaims::of(&sample_report()).is_completing(), "final");
     }
 
+    /// `mechanical_only` (a sibling's checks-only audit) is signed, absent when false, and such
+    /// a report completes nothing, whatever else it says.
+    #[test]
+    fn a_checks_only_report_is_signed_as_such_and_never_completes() {
+        let plain =
+            String::from_utf8(ReportClaims::of(&sample_report()).canonical_bytes()).unwrap();
+        assert!(!plain.contains("mechanical_only"), "{plain}");
+        for purpose in [AuditPurpose::Final, AuditPurpose::Round] {
+            let mut report = sample_report();
+            report.purpose = purpose;
+            report.completes_run = true;
+            report.mechanical_only = true;
+            let claims = ReportClaims::of(&report);
+            assert!(!claims.is_completing(), "{purpose:?}");
+            let text = String::from_utf8(claims.canonical_bytes()).unwrap();
+            assert!(text.contains(r#""key_id":"#), "{text}");
+            assert!(
+                text.contains(r#","mechanical_only":true,"purpose":"#),
+                "sorted between key_id and purpose: {text}"
+            );
+        }
+    }
+
     /// The bytes read back as the same claims, and fields outside the claims change nothing.
     #[test]
     fn claims_read_back_and_ignore_unsigned_fields() {
