@@ -470,3 +470,22 @@ fn siblings_queued_behind_busy_executors_wait_on() {
     };
     assert!(matches!(s.record.phase, Phase::Deciding { .. }));
 }
+
+/// Planning episodes (spec, proposal) run once whatever `attempts` says; the work steps after
+/// the contract is frozen run as siblings.
+#[test]
+fn planning_episodes_run_once() {
+    let task =
+        parse_task_toml("goal = \"Make a greeter CLI\"\nplan = true\n[budget]\nattempts = 3\n")
+            .unwrap();
+    let s = start_run("r1", task, "base", 0);
+    let sent: Vec<&Message> = s.outgoing().iter().map(|o| &o.message).collect();
+    assert!(
+        matches!(sent[..], [Message::ExecRequest(ref r)] if r.attempt == 1),
+        "{sent:?}"
+    );
+    let Phase::Executing { attempts, .. } = &s.record.phase else {
+        panic!("{:?}", s.record.phase);
+    };
+    assert!(attempts.is_empty());
+}
