@@ -169,6 +169,10 @@ pub struct SubmitArgs {
     /// upload); untracked files are still left out.
     #[arg(long, requires = "repo")]
     pub include_dirty: bool,
+    /// Sibling episodes per executor step (1..=8), over the task file's `[budget] attempts`: each step
+    /// runs N times from the same base, and the auditor's evidence picks the winner.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=8))]
+    pub attempts: Option<u32>,
     /// Follow the run after submitting (as `loopgate watch`).
     #[arg(long)]
     pub watch: bool,
@@ -263,6 +267,10 @@ pub struct ContinueArgs {
     /// Wall-clock budget for the new generation, in seconds.
     #[arg(long)]
     pub max_wall_secs: Option<u64>,
+    /// Sibling episodes per executor step (1..=8; the task's `[budget] attempts`): each step
+    /// runs N times from the same base, and the auditor's evidence picks the winner.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=8))]
+    pub attempts: Option<u32>,
     /// Print the run JSON.
     #[arg(long)]
     pub json: bool,
@@ -295,6 +303,10 @@ pub struct ResumeArgs {
     /// Wall-clock budget for the new generation, in seconds.
     #[arg(long)]
     pub max_wall_secs: Option<u64>,
+    /// Sibling episodes per executor step (1..=8; the task's `[budget] attempts`): each step
+    /// runs N times from the same base, and the auditor's evidence picks the winner.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=8))]
+    pub attempts: Option<u32>,
     /// Print the run JSON.
     #[arg(long)]
     pub json: bool,

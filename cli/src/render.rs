@@ -25,6 +25,20 @@ pub fn log_line(record: &LogRecord) -> String {
     }
 }
 
+/// `attempts: [round N] attempt K of M won: P/B checks ...`: the latest round of several
+/// attempts in the run's log entries (its `attempt_won` headline), for `loopgate status`;
+/// `None` when no step ran as several attempts.
+pub fn attempts_line(entries: &[Value]) -> Option<String> {
+    let last = entries
+        .iter()
+        .rev()
+        .find(|e| e.get("type").and_then(Value::as_str) == Some("attempt_won"))?;
+    Some(format!(
+        "attempts:  {}",
+        log_line(&LogRecord::from_value(last.clone()))
+    ))
+}
+
 /// `loopgate status` in human form, at `now_ms` (Unix milliseconds).
 pub fn run_summary(view: &RunView, now_ms: i64) -> Vec<String> {
     let rounds = match (view.max_rounds, view.counted_rounds) {
@@ -215,6 +229,22 @@ pub fn runs_table(views: &[RunView]) -> Vec<String> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[test]
+    fn the_latest_round_of_attempts_is_the_status_line() {
+        let won = |round: u64, attempt: u64| {
+            serde_json::json!({"type": "attempt_won", "at": 0, "generation": 1, "round": round,
+                "attempt": attempt, "of": 3, "candidate": "a".repeat(64), "worker": "w",
+                "tokens": 1, "passing": 7, "blocking": 9, "early": false, "others": ""})
+        };
+        let other = serde_json::json!({"type": "gate", "at": 0, "generation": 1, "round": 2,
+            "passed": false, "snapshot": "s", "reasons": []});
+        assert_eq!(attempts_line(std::slice::from_ref(&other)), None);
+        assert_eq!(
+            attempts_line(&[won(1, 1), won(2, 2), other]).as_deref(),
+            Some("attempts:  [round 2] attempt 2 of 3 won: 7/9 checks (snapshot aaaaaaaaaaaa)")
+        );
+    }
     use serde_json::json;
 
     fn line(v: Value) -> String {

@@ -437,11 +437,18 @@ export function buildRounds(entries) {
         if (cur && cur.round === e.round && !cur.clause) cur.clause = e;
         else (cur ? cur.notes : general).push(e);
         break;
+      // A step of several attempts: each sibling's episode and checks-only audit is a note;
+      // the winner's episode and the full audit are the round's.
       case 'exec_result':
-        if (cur && !cur.exec) cur.exec = e;
+        if (e.step_attempt) (cur ? cur.notes : general).push(e);
+        else if (cur && !cur.exec) cur.exec = e;
+        break;
+      case 'attempt_won':
+        if (cur && !cur.exec) cur.exec = cur.notes.find((n) => n.type === 'exec_result' && n.step_attempt === e.attempt) || null;
+        (cur ? cur.notes : general).push(e);
         break;
       case 'audit_report':
-        if (cur && !cur.audit && e.purpose !== 'plan') cur.audit = e;
+        if (cur && !cur.audit && e.purpose !== 'plan' && !e.step_attempt) cur.audit = e;
         else (cur ? cur.notes : general).push(e);
         break;
       case 'gate':

@@ -33,7 +33,13 @@ pub async fn status(client: &ApiClient, args: &RunJsonArgs) -> Result<ExitStatus
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-        output::block(&render::run_summary(&view, now_ms))?;
+        let mut lines = render::run_summary(&view, now_ms);
+        // Best effort: a step of several attempts says which won (the log holds it).
+        if let Ok(log) = client.run_log(&args.run).await {
+            let entries = log.get("entries").and_then(Value::as_array);
+            lines.extend(entries.and_then(|e| render::attempts_line(e)));
+        }
+        output::block(&lines)?;
     }
     Ok(ExitStatus::for_run_state(view.state))
 }
@@ -120,6 +126,7 @@ pub async fn resume(client: &ApiClient, args: &ResumeArgs) -> Result<ExitStatus,
         max_total_tokens: args.max_total_tokens,
         max_cost_usd: args.max_cost_usd,
         max_wall_secs: args.max_wall_secs,
+        attempts: args.attempts,
         ..BudgetFile::default()
     };
     let answer = client.resume(&args.run, budget).await?;

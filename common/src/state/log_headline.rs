@@ -82,6 +82,7 @@ impl LogEvent {
             | E::CandidateRejected { .. }
             | E::AuditDispatched { .. }
             | E::AuditReport { .. }
+            | E::AttemptWon { .. }
             | E::Gate { .. } => round_step(self),
             E::Submitted { .. }
             | E::SpecWritten { .. }
@@ -158,10 +159,14 @@ fn round_step(event: &LogEvent) -> String {
         E::ExecDispatched {
             capability,
             objective,
+            attempts,
             ..
         } => format!(
-            "executor ({}) dispatched: {}",
+            "executor ({}) dispatched{}: {}",
             capability.as_str(),
+            attempts
+                .map(|n| format!(" as {n} attempts"))
+                .unwrap_or_default(),
             excerpt(objective, TASK_EXCERPT_CHARS)
         ),
         E::EpisodeStarted {
@@ -169,8 +174,37 @@ fn round_step(event: &LogEvent) -> String {
             worker,
             attempt,
             queued_ms,
-        } => episode_started(*role, worker, *attempt, *queued_ms),
-        E::ExecResult { .. } => exec_result(event),
+            step_attempt,
+        } => format!(
+            "{}{}",
+            sibling_prefix(*step_attempt),
+            episode_started(*role, worker, *attempt, *queued_ms)
+        ),
+        E::ExecResult { step_attempt, .. } => {
+            format!("{}{}", sibling_prefix(*step_attempt), exec_result(event))
+        }
+        E::AttemptWon {
+            attempt,
+            of,
+            candidate,
+            passing,
+            blocking,
+            early,
+            others,
+            ..
+        } => {
+            let mut text = format!(
+                "attempt {attempt} of {of} won: {passing}/{blocking} checks (snapshot {})",
+                short_id(candidate)
+            );
+            if *early {
+                text.push_str("; the others were cancelled");
+            }
+            if !others.is_empty() {
+                text.push_str(&format!("; {}", detail(others)));
+            }
+            text
+        }
         E::CandidateRejected { candidate, reason } => {
             format!(
                 "snapshot {} rejected: {}",
@@ -183,7 +217,9 @@ fn round_step(event: &LogEvent) -> String {
             wire_name(purpose),
             short_id(candidate)
         ),
-        E::AuditReport { .. } => audit_report(event),
+        E::AuditReport { step_attempt, .. } => {
+            format!("{}{}", sibling_prefix(*step_attempt), audit_report(event))
+        }
         E::Gate {
             passed: true,
             snapshot,
@@ -192,6 +228,13 @@ fn round_step(event: &LogEvent) -> String {
         E::Gate { reasons, .. } => format!("gate: closed — {}", detail(&reasons.join("; "))),
         other => other.kind().to_string(),
     }
+}
+
+/// `attempt K: ` before an entry about sibling K of a step of several attempts.
+fn sibling_prefix(step_attempt: Option<u32>) -> String {
+    step_attempt
+        .map(|k| format!("attempt {k}: "))
+        .unwrap_or_default()
 }
 
 fn episode_started(
@@ -225,6 +268,7 @@ fn exec_result(event: &LogEvent) -> String {
         self_check_refusals,
         agent_isolation,
         tokens,
+        ..
     } = event
     else {
         return event.kind().to_string();

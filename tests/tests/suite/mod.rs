@@ -1,3 +1,4 @@
+mod attempts;
 mod backlog;
 mod certificate_purpose;
 mod chaos;

@@ -210,6 +210,7 @@ pub(crate) mod tests {
         };
         contract.spec_hash = contract.compute_hash();
         let mut report = AuditReport {
+            mechanical_only: false,
             run_id: "r1".into(),
             generation: 1,
             round: 1,
