@@ -21,6 +21,7 @@ pub use console::{
 };
 pub use contract::{ApproveRequest, ContractView};
 pub use error::{ErrorBody, ErrorDetail};
+pub use loopgate_protocol::transcript::{Transcript, TranscriptEntry};
 pub use rounds::{RoundList, RoundView};
 pub use runs::{
     AnswerRequest, Checks, ContinueRequest, EvidenceList, EvidenceView, GateView, InstructRequest,

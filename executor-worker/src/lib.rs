@@ -15,6 +15,7 @@ mod agents;
 mod config;
 mod episode;
 mod isolation;
+mod observe;
 mod prompt;
 mod self_check;
 mod tool_loop;

@@ -121,6 +121,11 @@ impl ResultsLoop {
                     .apply(&run_id, &RunEvent::EpisodeStarted(started))
                     .await
             }
+            Message::EpisodeProgress(progress) => {
+                self.engine
+                    .apply(&run_id, &RunEvent::EpisodeProgress(progress))
+                    .await
+            }
             other => Ok(Applied::Ignored(format!(
                 "unexpected {} on the results stream",
                 other.kind()

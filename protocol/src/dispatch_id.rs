@@ -47,6 +47,12 @@ impl StepKey<'_> {
         format!("{self}:{EXEC_STARTED}:{attempt}")
     }
 
+    /// `{run}:{generation}:{round}:exec-progress:{attempt}:{sibling}:{seq}`: a progress
+    /// notice's id (the worker adds a random seal, see [`sealed`]).
+    pub fn exec_progress_msg_id(&self, attempt: u64, sibling: u32, seq: u64) -> String {
+        format!("{self}:{EXEC_PROGRESS}:{attempt}:{sibling}:{seq}")
+    }
+
     /// `{run}:{generation}:{round}:audit-started:{purpose}:{attempt}` (a prefix, sealed when
     /// published).
     pub fn audit_started_msg_id(&self, purpose: AuditPurpose, attempt: u64) -> String {
@@ -62,6 +68,7 @@ impl StepKey<'_> {
 
 const EXEC_RESULT: &str = "exec-result";
 const EXEC_STARTED: &str = "exec-started";
+const EXEC_PROGRESS: &str = "exec-progress";
 const AUDIT_REPORT: &str = "audit-report";
 const AUDIT_STARTED: &str = "audit-started";
 const DECIDE: &str = "decide";
@@ -105,7 +112,7 @@ pub fn id_owner(msg_id: &str) -> Option<IdOwner> {
     let mut owner = None;
     for part in msg_id.split(':') {
         let this = match part {
-            EXEC_RESULT | EXEC_STARTED => IdOwner::Executor,
+            EXEC_RESULT | EXEC_STARTED | EXEC_PROGRESS => IdOwner::Executor,
             AUDIT_REPORT | AUDIT_STARTED => IdOwner::Auditor,
             DECIDE => IdOwner::Manager,
             _ => continue,

@@ -16,6 +16,7 @@ pub mod report;
 pub mod rubric;
 pub mod snapshot;
 pub mod subjects;
+pub mod transcript;
 pub mod usage;
 pub mod verdict;
 pub mod wire;

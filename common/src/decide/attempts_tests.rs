@@ -40,6 +40,7 @@ fn try_apply(record: &RunRecord, event: RunEvent) -> Decision {
 
 fn sibling_result(record: &RunRecord, k: u32, candidate: Option<&str>, tokens: u64) -> RunEvent {
     RunEvent::ExecFinished(ExecResult {
+        transcript: None,
         run_id: record.id.clone(),
         generation: record.generation,
         round: record.round,

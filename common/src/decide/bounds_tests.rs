@@ -30,6 +30,7 @@ fn executing() -> RunRecord {
 
 fn result(record: &RunRecord, usage: Usage) -> RunEvent {
     RunEvent::ExecFinished(ExecResult {
+        transcript: None,
         attempt: 1,
         run_id: record.id.clone(),
         generation: record.generation,

@@ -70,6 +70,7 @@ fn a_transition_to_an_inconsistent_record_is_refused() {
         worker: "w1".into(),
     });
     let frozen = RunEvent::ExecFinished(ExecResult {
+        transcript: None,
         attempt: 1,
         run_id: "r1".into(),
         generation: 1,

@@ -137,6 +137,7 @@ fn a_started_episode_gets_its_own_deadline_and_is_cancelled_when_it_passes() {
     assert!(matches!(t.record.phase, Phase::Deciding { .. }));
     // the late result of the timed-out episode is ignored
     let late = RunEvent::ExecFinished(ExecResult {
+        transcript: None,
         attempt: 1,
         run_id: "r1".into(),
         generation: 1,
@@ -221,6 +222,7 @@ fn resume_starts_a_new_generation_and_drops_old_results() {
     assert!(kinds(&resumed).contains(&"resumed"));
     // generation-1 result arrives late
     let old = RunEvent::ExecFinished(ExecResult {
+        transcript: None,
         attempt: 1,
         run_id: "r1".into(),
         generation: 1,

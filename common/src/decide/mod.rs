@@ -6,6 +6,7 @@ mod attempts;
 mod audit_outcome;
 mod clause_step;
 mod episode_bounds;
+mod episode_progress;
 mod exec_feedback;
 mod lifecycle;
 pub mod manager_prompt;
@@ -96,6 +97,7 @@ pub fn start_run_with(
         steering: Steering::default(),
         msg_id_secret,
         origin: None,
+        episode_progress: Vec::new(),
     };
     let mut tx = Tx::new(&record, now);
     tx.log(LogEvent::Submitted {
@@ -173,6 +175,9 @@ pub fn decide(record: &RunRecord, event: &RunEvent, now: i64) -> Decision {
             usage,
         } => manager_turn::on_manager_failed(record, *generation, *seq, error, *usage, now),
         RunEvent::EpisodeStarted(started) => lifecycle::on_episode_started(record, started, now),
+        RunEvent::EpisodeProgress(progress) => {
+            episode_progress::on_episode_progress(record, progress, now)
+        }
         RunEvent::ExecFinished(result) => results::on_exec(record, result, now),
         RunEvent::AuditFinished(report) => results::on_audit(record, report, now),
         RunEvent::Answer { text } => lifecycle::on_answer(record, text, now),
@@ -189,7 +194,11 @@ pub fn decide(record: &RunRecord, event: &RunEvent, now: i64) -> Decision {
     };
     match decision {
         Decision::Apply(mut step) => {
-            step.record.last_event = event.replayable().then(|| event.key());
+            // A progress notice leaves the last applied event as it was: a redelivery of that
+            // one is still recognised.
+            if !matches!(event, RunEvent::EpisodeProgress(_)) {
+                step.record.last_event = event.replayable().then(|| event.key());
+            }
             // Every transition ends here: never hand back a record that may not be stored.
             match step.record.check_consistency() {
                 Ok(()) => Decision::Apply(step),

@@ -73,6 +73,8 @@ pub(super) fn log_exec_result(
                 .saturating_add(result.usage.output_tokens),
         ),
         step_attempt,
+        duration_ms: Some(result.duration_ms),
+        transcript: result.transcript.clone(),
     });
 }
 

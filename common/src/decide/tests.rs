@@ -59,6 +59,7 @@ pub(super) fn exec_done(record: &RunRecord, candidate: &str) -> Step {
     apply(
         record,
         RunEvent::ExecFinished(ExecResult {
+            transcript: None,
             attempt: 1,
             run_id: record.id.clone(),
             generation: record.generation,
@@ -309,6 +310,7 @@ fn stale_and_duplicate_events() {
     let e = exec_done(&s.record, "c1");
     let _ = e;
     let res = RunEvent::ExecFinished(ExecResult {
+        transcript: None,
         attempt: 1,
         run_id: "r1".into(),
         generation: 1,
@@ -352,6 +354,7 @@ fn cancel_is_terminal_and_late_results_are_ignored() {
     let late = exec_done(&s.record, "c1");
     let _ = late;
     let ev = RunEvent::ExecFinished(ExecResult {
+        transcript: None,
         attempt: 1,
         run_id: "r1".into(),
         generation: 1,

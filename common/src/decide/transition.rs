@@ -8,7 +8,7 @@ use crate::task::Task;
 use loopgate_protocol::contract::Contract;
 use loopgate_protocol::usage::Usage;
 use loopgate_protocol::verdict::Evidence;
-use loopgate_protocol::wire::{AuditReport, EpisodeStarted, ExecResult};
+use loopgate_protocol::wire::{AuditReport, EpisodeProgress, EpisodeStarted, ExecResult};
 
 /// Rounds kept in the record for the manager's prompt.
 pub const HISTORY_KEEP: usize = 5;
@@ -41,6 +41,8 @@ pub enum RunEvent {
         usage: Usage,
     },
     EpisodeStarted(EpisodeStarted),
+    /// A running executor episode's progress (see `episode_progress`).
+    EpisodeProgress(EpisodeProgress),
     ExecFinished(ExecResult),
     AuditFinished(AuditReport),
     Answer {
@@ -119,6 +121,10 @@ impl RunEvent {
                     sibling_suffix(s.attempt)
                 )
             }
+            RunEvent::EpisodeProgress(p) => format!(
+                "progress:{}:{}:{}:{}:{}",
+                p.generation, p.round, p.attempt, p.worker, p.elapsed_ms
+            ),
             RunEvent::ExecFinished(r) => format!(
                 "exec:{}:{}{}",
                 r.generation,
@@ -251,6 +257,7 @@ impl RunEvent {
             Message::AuditReport(m) => (m.generation, m.round),
             Message::DecideRequest(m) => (m.generation, m.seq),
             Message::EpisodeStarted(m) => (m.generation, m.round),
+            Message::EpisodeProgress(m) => (m.generation, m.round),
             Message::CancelEpisodes(_) => return None,
         };
         Some(RunEvent::DeadLettered {

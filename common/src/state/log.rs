@@ -75,6 +75,12 @@ pub enum LogEvent {
         /// one episode).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         step_attempt: Option<u32>,
+        /// How long the episode ran, in milliseconds (absent from older entries).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        duration_ms: Option<u64>,
+        /// The episode's transcript in the evidence bucket, by digest (absent: none stored).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        transcript: Option<String>,
     },
     AuditDispatched {
         purpose: AuditPurpose,
@@ -117,6 +123,22 @@ pub enum LogEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         queued_ms: Option<i64>,
         /// The sibling of a step of several attempts that started (absent: the step has one).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step_attempt: Option<u32>,
+    },
+    /// A running executor episode's progress (the worker's throttled notice): logged when its
+    /// turn or tool changes.
+    EpisodeProgress {
+        worker: String,
+        turn: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool: Option<String>,
+        #[serde(default)]
+        tool_calls: u32,
+        #[serde(default)]
+        tokens: u64,
+        elapsed_ms: u64,
+        /// The sibling of a step of several attempts (absent: the step has one).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         step_attempt: Option<u32>,
     },
@@ -304,6 +326,7 @@ impl LogEvent {
             LogEvent::CandidateRejected { .. } => "candidate_rejected",
             LogEvent::Question { .. } => "question",
             LogEvent::EpisodeStarted { .. } => "episode_started",
+            LogEvent::EpisodeProgress { .. } => "episode_progress",
             LogEvent::DeadlineMissed { .. } => "deadline_missed",
             LogEvent::Answered { .. } => "answered",
             LogEvent::Resumed { .. } => "resumed",

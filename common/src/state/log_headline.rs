@@ -78,6 +78,7 @@ impl LogEvent {
             | E::StepReplaced { .. } => manager_step(self),
             E::ExecDispatched { .. }
             | E::EpisodeStarted { .. }
+            | E::EpisodeProgress { .. }
             | E::ExecResult { .. }
             | E::CandidateRejected { .. }
             | E::AuditDispatched { .. }
@@ -180,6 +181,22 @@ fn round_step(event: &LogEvent) -> String {
             sibling_prefix(*step_attempt),
             episode_started(*role, worker, *attempt, *queued_ms)
         ),
+        E::EpisodeProgress {
+            worker,
+            turn,
+            tool,
+            tool_calls,
+            tokens,
+            elapsed_ms,
+            step_attempt,
+        } => format!(
+            "{}executor {worker} working: turn {turn}{}, {tool_calls} tool calls, {tokens} tokens, {} elapsed",
+            sibling_prefix(*step_attempt),
+            tool.as_deref()
+                .map(|t| format!(", calling {t}"))
+                .unwrap_or_default(),
+            seconds(i64::try_from(*elapsed_ms).unwrap_or(i64::MAX))
+        ),
         E::ExecResult { step_attempt, .. } => {
             format!("{}{}", sibling_prefix(*step_attempt), exec_result(event))
         }
@@ -268,6 +285,7 @@ fn exec_result(event: &LogEvent) -> String {
         self_check_refusals,
         agent_isolation,
         tokens,
+        duration_ms,
         ..
     } = event
     else {
@@ -298,6 +316,12 @@ fn exec_result(event: &LogEvent) -> String {
     }
     if let Some(warning) = agent_isolation.as_ref().and_then(AgentIsolation::warning) {
         text.push_str(&format!(" [{warning}]"));
+    }
+    if let Some(ms) = duration_ms {
+        text.push_str(&format!(
+            " [took {}]",
+            seconds(i64::try_from(*ms).unwrap_or(i64::MAX))
+        ));
     }
     if *claimed_done {
         text.push_str(" (claims done)");

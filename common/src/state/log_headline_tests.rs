@@ -118,6 +118,21 @@ fn every_event_has_its_own_headline() {
             "auditor audit-1 started (attempt 2)",
         ),
         (
+            json!({"type": "episode_progress", "worker": "exec-1", "turn": 3, "tool": "shell",
+                "tool_calls": 2, "tokens": 1200, "elapsed_ms": 4500}),
+            "executor exec-1 working: turn 3, calling shell, 2 tool calls, 1200 tokens, 4.5 s elapsed",
+        ),
+        (
+            json!({"type": "episode_progress", "worker": "exec-1", "turn": 1, "elapsed_ms": 300,
+                "step_attempt": 2}),
+            "attempt 2: executor exec-1 working: turn 1, 0 tool calls, 0 tokens, 0.3 s elapsed",
+        ),
+        (
+            json!({"type": "exec_result", "worker": "exec-1", "candidate": null, "summary": "did it",
+                "claimed_done": false, "error": null, "duration_ms": 61000, "transcript": "ab"}),
+            "executor exec-1: did it [took 61.0 s]",
+        ),
+        (
             json!({"type": "deadline_missed", "kind": "exec_start", "detail": "no executor picked it up"}),
             "deadline missed: no executor picked it up",
         ),
@@ -235,7 +250,7 @@ fn every_event_has_its_own_headline() {
         assert_eq!(headline(value), want);
     }
     // Every event of `LogEvent` is in the table above.
-    assert_eq!(kinds.len(), 40, "{kinds:?}");
+    assert_eq!(kinds.len(), 41, "{kinds:?}");
 }
 
 #[test]

@@ -82,6 +82,10 @@ pub struct RunRecord {
     /// for an uploaded directory and in records stored before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<RepoOrigin>,
+    /// The latest progress notice of each executor episode of the round in flight (absent:
+    /// none yet, and in records stored before it existed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub episode_progress: Vec<loopgate_protocol::wire::EpisodeProgress>,
 }
 
 impl RunRecord {

@@ -19,6 +19,7 @@ use crate::episode::env::{EpisodeEnd, EpisodeEnv};
 use crate::episode::workspace_dir::{
     episode_dir, freeze_dir, materialize_base, remove_episode_dir,
 };
+use crate::observe::Observer;
 use crate::tool_loop::summary_from_text;
 
 /// State directories agents create in the project; dropped before freezing unless the base
@@ -87,6 +88,7 @@ pub(crate) async fn run_agent_episode(
     attempt: u64,
     env: &EpisodeEnv,
     agent: &AgentProfile,
+    observer: &Observer,
 ) -> EpisodeEnd {
     let dir = match episode_dir(req, attempt, env) {
         Ok(dir) => dir,
@@ -104,7 +106,7 @@ pub(crate) async fn run_agent_episode(
             };
         }
     };
-    let end = agent_in_dir(req, env, agent, dir.path(), home.path()).await;
+    let end = agent_in_dir(req, env, agent, dir.path(), home.path(), observer).await;
     remove_episode_dir(dir);
     remove_episode_dir(home);
     end
@@ -116,6 +118,7 @@ async fn agent_in_dir(
     agent: &AgentProfile,
     dir: &Path,
     home: &Path,
+    observer: &Observer,
 ) -> EpisodeEnd {
     let base = match materialize_base(env, req, dir).await {
         Ok(manifest) => manifest,
@@ -134,6 +137,9 @@ async fn agent_in_dir(
         Err(err) => return EpisodeEnd::failed(err.to_string(), Usage::default()),
     };
     let usage = run.report.usage.unwrap_or_default();
+    for line in String::from_utf8_lossy(&run.transcript).lines() {
+        observer.output(line);
+    }
     let verdict = agent_verdict(&agent.name, &run);
     tracing::info!(
         agent = %agent.name,

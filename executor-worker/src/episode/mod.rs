@@ -12,12 +12,23 @@ use loopgate_protocol::wire::ExecRequest;
 
 use self::agent_episode::run_agent_episode;
 pub use self::env::{EpisodeEnd, EpisodeEnv};
-pub(crate) use self::model_episode::run_episode_with;
+use self::model_episode::run_episode_with;
+use crate::observe::Observer;
 
 /// Run one episode with the agent or model named by the request's `executor_profile`.
 pub async fn run_episode(req: &ExecRequest, attempt: u64, env: &EpisodeEnv) -> EpisodeEnd {
+    run_episode_observed(req, attempt, env, Observer::default()).await
+}
+
+/// [`run_episode`], telling `observer` what the agent does (progress and transcript).
+pub(crate) async fn run_episode_observed(
+    req: &ExecRequest,
+    attempt: u64,
+    env: &EpisodeEnv,
+    observer: Observer,
+) -> EpisodeEnd {
     if let Some(agent) = env.agents.get(&req.executor_profile) {
-        return run_agent_episode(req, attempt, env, agent).await;
+        return run_agent_episode(req, attempt, env, agent, &observer).await;
     }
     let Some(client) = env.models.get(&req.executor_profile) else {
         let known: Vec<&str> = env
@@ -39,5 +50,5 @@ pub async fn run_episode(req: &ExecRequest, attempt: u64, env: &EpisodeEnv) -> E
             Usage::default(),
         );
     };
-    run_episode_with(req, attempt, env, client).await
+    run_episode_with(req, attempt, env, client, observer).await
 }

@@ -12,29 +12,32 @@ use crate::episode::env::{EpisodeEnd, EpisodeEnv};
 use crate::episode::workspace_dir::{
     episode_dir, freeze_dir, materialize_base, remove_episode_dir,
 };
+use crate::observe::Observer;
 use crate::prompt::previews::{preview_paths, FilePreview, PREVIEW_FILE_BYTES};
 use crate::prompt::system::system_prompt;
 use crate::prompt::task::task_prompt;
 use crate::self_check::runner::SelfCheck;
 use crate::tool_loop::context_health::HealthPolicy;
 use crate::tool_loop::context_reset::HANDOFF_FILE;
-use crate::tool_loop::{run_tool_loop, ChatModel, LoopEnd, LoopLimits, LoopReport};
+use crate::tool_loop::{run_tool_loop_observed, ChatModel, LoopEnd, LoopLimits, LoopReport};
 use crate::tools::browser::gui_tools::GuiTools;
 use crate::tools::dispatch::EpisodeTools;
 use crate::tools::workspace::Workspace;
 
 /// Same as [`crate::episode::run_episode`] with a given model (the built-in tool loop).
+/// `observer` is told what the tool loop does.
 pub(crate) async fn run_episode_with<M: ChatModel>(
     req: &ExecRequest,
     attempt: u64,
     env: &EpisodeEnv,
     model: &M,
+    observer: Observer,
 ) -> EpisodeEnd {
     let dir = match episode_dir(req, attempt, env) {
         Ok(dir) => dir,
         Err(end) => return end,
     };
-    let end = episode_in_dir(req, env, model, dir.path()).await;
+    let end = episode_in_dir(req, env, model, dir.path(), observer).await;
     remove_episode_dir(dir);
     end
 }
@@ -44,6 +47,7 @@ async fn episode_in_dir<M: ChatModel>(
     env: &EpisodeEnv,
     model: &M,
     dir: &Path,
+    observer: Observer,
 ) -> EpisodeEnd {
     let base = match materialize_base(env, req, dir).await {
         Ok(manifest) => manifest,
@@ -63,7 +67,7 @@ async fn episode_in_dir<M: ChatModel>(
         attempt: req.attempt,
     };
     let handoff = HandoffFile::capture(dir);
-    let report = run_tool_loop(model, &tools, prompt, limits).await;
+    let report = run_tool_loop_observed(model, &tools, prompt, limits, observer).await;
     if let Err(err) = handoff.restore() {
         return EpisodeEnd::Retry {
             reason: format!("restoring {HANDOFF_FILE} before freezing: {err}"),

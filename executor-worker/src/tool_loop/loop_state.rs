@@ -4,6 +4,7 @@
 use loopgate_models::{ChatMessage, ChatRequest, ToolSpec};
 use loopgate_protocol::usage::Usage;
 
+use crate::observe::Observer;
 use crate::self_check::finish_rules::SelfCheckBudget;
 use crate::tool_loop::refusal_restart::{collect_written_paths, restart_after_refusal};
 use crate::tool_loop::repeat_guard::RepeatGuard;
@@ -37,6 +38,8 @@ pub(crate) struct LoopState {
     pub(crate) written: Vec<String>,
     /// Replies cut off inside a tool call, answered with a note (see `cut_call`).
     pub(crate) cut_calls: u32,
+    /// The episode's progress and transcript (the default observes nothing).
+    pub(crate) observer: Observer,
 }
 
 impl LoopState {

@@ -39,6 +39,7 @@ pub(crate) mod turn_messages;
 use loopgate_models::tool_call_recovery::TextReply;
 use loopgate_models::{ChatMessage, ModelError, ModelErrorKind, ToolSpec};
 
+use crate::observe::Observer;
 use crate::self_check::finish_rules::{step_cap_message, FinishEffect, SelfCheckBudget};
 pub(crate) use crate::tool_loop::chat_model::ChatModel;
 use crate::tool_loop::context_health::{ContextHealth, HealthLevel, HealthPolicy};
@@ -63,7 +64,19 @@ pub async fn run_tool_loop<M: ChatModel>(
     prompt: Vec<ChatMessage>,
     limits: LoopLimits,
 ) -> LoopReport {
+    run_tool_loop_observed(model, tools, prompt, limits, Observer::default()).await
+}
+
+/// [`run_tool_loop`], telling `observer` what happens (progress and transcript).
+pub(crate) async fn run_tool_loop_observed<M: ChatModel>(
+    model: &M,
+    tools: &EpisodeTools,
+    prompt: Vec<ChatMessage>,
+    limits: LoopLimits,
+    observer: Observer,
+) -> LoopReport {
     let mut state = LoopState {
+        observer,
         self_checks: SelfCheckBudget::new(tools.self_checks_allowed()),
         vision: model.vision(),
         base_temperature: model.temperature(),
@@ -150,6 +163,7 @@ async fn drive<M: ChatModel>(
         }
         compact_when_warned(&mut talk, state);
         let request = state.request(&talk.messages, &specs);
+        state.observer.awaiting_model(state.steps + 1);
         let response = match model.chat(&request).await {
             Ok(response) => response,
             Err(err) => match after_failed_call(err, tools, &mut talk, limits, state) {
@@ -159,6 +173,7 @@ async fn drive<M: ChatModel>(
         };
         state.steps += 1;
         state.usage.add(response.usage);
+        observe_reply(state, &response);
         talk.health
             .observe(response.usage.input_tokens, response.usage.output_tokens);
         match run_turn(tools, &mut talk.messages, response, state).await {
@@ -176,6 +191,18 @@ async fn drive<M: ChatModel>(
         }
     }
     after_step_cap(model, tools, &talk.base, &mut talk.messages, &specs, state).await
+}
+
+/// The reply of the turn just counted, to the observer.
+fn observe_reply(state: &LoopState, response: &loopgate_models::ChatResponse) {
+    let tokens =
+        |u: &loopgate_protocol::usage::Usage| u.input_tokens.saturating_add(u.output_tokens);
+    state.observer.model_turn(
+        state.steps,
+        response.content.as_deref().unwrap_or(""),
+        tokens(&response.usage),
+        tokens(&state.usage),
+    );
 }
 
 /// At the warn level of context health, old tool output is compacted.
@@ -238,6 +265,7 @@ async fn after_step_cap<M: ChatModel>(
     messages.push(ChatMessage::user(step_cap_message(&refusal)));
     state.restart_after_refusal(base, messages);
     let request = state.request(messages, specs);
+    state.observer.awaiting_model(state.steps + 1);
     let response = match model.chat(&request).await {
         Ok(response) => response,
         Err(err) => {
@@ -247,6 +275,7 @@ async fn after_step_cap<M: ChatModel>(
     };
     state.steps += 1;
     state.usage.add(response.usage);
+    observe_reply(state, &response);
     match run_turn(tools, messages, response, state).await {
         TurnEnd::Finished { summary } => LoopEnd::Finished { summary },
         TurnEnd::Replied(reply) => LoopEnd::Replied {

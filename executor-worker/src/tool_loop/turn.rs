@@ -85,13 +85,16 @@ async fn run_call(
     state: &mut LoopState,
 ) -> Option<TurnEnd> {
     state.tool_calls += 1;
+    state.observer.tool_call(&call.name, &call.arguments_text());
     if let Some(refusal) = echoed_tool_result(messages, call) {
         tracing::info!(tool = %call.name, "refused a write of an earlier tool result's text");
+        state.observer.tool_result(&call.name, false, &refusal);
         messages.push(ChatMessage::tool_result(&call.id, &call.name, refusal));
         return None;
     }
     if let Some(refusal) = marker_write(call) {
         tracing::info!(tool = %call.name, "refused a write of the removed-text marker");
+        state.observer.tool_result(&call.name, false, &refusal);
         messages.push(ChatMessage::tool_result(&call.id, &call.name, refusal));
         return None;
     }
@@ -122,11 +125,13 @@ async fn run_call(
                 }
                 Repeated::Answer(text) => text,
                 Repeated::Stuck(text) => {
+                    state.observer.tool_result(&call.name, ok, &text);
                     messages.push(ChatMessage::tool_result(&call.id, &call.name, text));
                     return Some(TurnEnd::Stuck);
                 }
                 Repeated::No => result,
             };
+            state.observer.tool_result(&call.name, ok, &result);
             push_result(messages, call, result, images, state.vision);
             None
         }
@@ -215,7 +220,8 @@ pub(crate) async fn self_check_before_finish(
         };
         state.repeats.checked(refusal);
     }
-    if let FinishEffect::Refuse { failing, .. } = &effect {
+    if let FinishEffect::Refuse { failing, text } = &effect {
+        state.observer.refusal(text);
         state.self_check_refusals += 1;
         tracing::info!(
             failing,

@@ -21,7 +21,15 @@ use loopgate_transport::{ConsumerOptions, Delivery, Work, WorkConsumer};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::episode::{run_episode, EpisodeEnd, EpisodeEnv};
+use crate::episode::{run_episode_observed, EpisodeEnd, EpisodeEnv};
+use crate::observe::progress::publish_progress;
+use crate::observe::{Observer, ProgressNow};
+use loopgate_protocol::transcript::Transcript;
+use loopgate_protocol::wire::EpisodeProgress;
+use loopgate_snapshot::SnapshotStore;
+
+/// How long storing an episode's transcript may take.
+const TRANSCRIPT_STORE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long one pull waits before the loop looks at the cancel token again.
 const POLL: Duration = Duration::from_secs(5);
@@ -38,6 +46,11 @@ pub struct WorkerContext {
     pub consumer: ConsumerOptions,
     /// Episodes at once per capability loop (`[executor] concurrency`).
     pub concurrency: usize,
+    /// The evidence bucket, where episode transcripts go (`None`: none is stored).
+    pub evidence: Option<SnapshotStore>,
+    /// The secret values this worker knows (model API keys, its NATS password): redacted
+    /// from transcripts.
+    pub secrets: Arc<Vec<String>>,
 }
 
 /// `{run}:{generation}:{round}:exec-result:{attempt}`: the prefix of the result's id, which the
@@ -183,6 +196,7 @@ pub(crate) async fn handle_delivery(
         ctx,
         req: &req,
         attempt,
+        transcript: std::sync::Mutex::new(None),
     };
     run_claimed(&ctx.worker, &delivery, &step, cancel, lost)
         .instrument(span)
@@ -194,6 +208,73 @@ struct ExecStep<'a> {
     ctx: &'a WorkerContext,
     req: &'a ExecRequest,
     attempt: u64,
+    /// The episode's stored transcript, by digest, once it ran.
+    transcript: std::sync::Mutex<Option<String>>,
+}
+
+impl ExecStep<'_> {
+    /// The episode, observed: its progress published while it runs, its transcript stored
+    /// in the evidence bucket when it ends.
+    async fn observed(&self) -> EpisodeEnd {
+        let req = self.req;
+        let (tx, rx) = tokio::sync::watch::channel(ProgressNow::default());
+        let template = EpisodeProgress {
+            run_id: req.run_id.clone(),
+            generation: req.generation,
+            round: req.round,
+            delivery_attempt: self.attempt,
+            worker: self.ctx.worker.worker_id.clone(),
+            attempt: req.attempt,
+            turn: 0,
+            tool: None,
+            tool_calls: 0,
+            tokens: 0,
+            elapsed_ms: 0,
+        };
+        let publisher = tokio::spawn(publish_progress(self.ctx.worker.bus.clone(), template, rx));
+        let header = Transcript {
+            run_id: req.run_id.clone(),
+            generation: req.generation,
+            round: req.round,
+            attempt: req.attempt.max(1),
+            worker: self.ctx.worker.worker_id.clone(),
+            profile: req.executor_profile.clone(),
+            ..Transcript::default()
+        };
+        let observer = Observer::new(header, self.ctx.secrets.clone(), Some(tx));
+        let end =
+            run_episode_observed(req, self.attempt, &self.ctx.episode, observer.clone()).await;
+        publisher.abort();
+        if let (Some(bucket), Some(transcript)) = (&self.ctx.evidence, observer.transcript()) {
+            let digest = store_transcript(bucket, &transcript).await;
+            if let Ok(mut slot) = self.transcript.lock() {
+                *slot = digest;
+            }
+        }
+        end
+    }
+}
+
+/// Put `transcript` into the evidence bucket: its digest, or `None` (logged).
+async fn store_transcript(bucket: &SnapshotStore, transcript: &Transcript) -> Option<String> {
+    let bytes = match serde_json::to_vec(transcript) {
+        Ok(bytes) => bytes,
+        Err(err) => {
+            tracing::warn!(error = %err, "encoding the episode transcript failed");
+            return None;
+        }
+    };
+    match tokio::time::timeout(TRANSCRIPT_STORE_TIMEOUT, bucket.put_bytes(&bytes)).await {
+        Ok(Ok(digest)) => Some(digest),
+        Ok(Err(err)) => {
+            tracing::warn!(error = %err, "storing the episode transcript failed");
+            None
+        }
+        Err(_) => {
+            tracing::warn!("storing the episode transcript timed out");
+            None
+        }
+    }
 }
 
 impl ClaimedEpisode for ExecStep<'_> {
@@ -223,7 +304,7 @@ impl ClaimedEpisode for ExecStep<'_> {
 
     fn run(&self) -> impl Future<Output = EpisodeEnd> + Send + '_ {
         tracing::info!(objective = %self.req.increment.objective, "episode started");
-        run_episode(self.req, self.attempt, &self.ctx.episode)
+        self.observed()
     }
 
     fn conclude(&self, end: Option<EpisodeEnd>, elapsed: Duration) -> Concluded<ExecResult> {
@@ -244,6 +325,7 @@ impl ClaimedEpisode for ExecStep<'_> {
             .record_episode("executor", elapsed.as_secs_f64());
         let req = self.req;
         Concluded::Publish(ExecResult {
+            transcript: self.transcript.lock().ok().and_then(|t| t.clone()),
             run_id: req.run_id.clone(),
             generation: req.generation,
             round: req.round,

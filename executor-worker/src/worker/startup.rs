@@ -13,7 +13,7 @@ use loopgate_transport::runtime::{
     await_topology, connect_bus, EpisodeCancels, EpisodeClaims, EpisodeWorker, TopologyWait,
     CONNECT_PATIENCE,
 };
-use loopgate_transport::{BusError, BusOptions, ConsumerOptions, TopologyRole};
+use loopgate_transport::{Bus, BusError, BusOptions, ConsumerOptions, TopologyRole};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Settings;
@@ -134,7 +134,34 @@ pub async fn prepare(
             ..ConsumerOptions::default()
         },
         concurrency: settings.concurrency,
+        evidence: open_evidence(&bus).await,
+        secrets: Arc::new(known_secrets(settings)),
     })))
+}
+
+/// The evidence bucket (the manager creates it), where episode transcripts go; `None` (logged)
+/// when it cannot be opened: episodes then run without a stored transcript.
+async fn open_evidence(bus: &Bus) -> Option<SnapshotStore> {
+    match SnapshotStore::evidence_from_jetstream(bus.jetstream(), bus.request_timeout()).await {
+        Ok(store) => Some(store),
+        Err(err) => {
+            tracing::warn!(error = %err, "no evidence bucket: episode transcripts will not be stored");
+            None
+        }
+    }
+}
+
+/// The secret values this worker holds (model API keys, its NATS password), to redact from
+/// what it writes down.
+fn known_secrets(settings: &Settings) -> Vec<String> {
+    let keys = settings
+        .models
+        .values()
+        .filter_map(|profile| profile.api_key.as_ref())
+        .map(|key| key.expose().to_string());
+    keys.chain(settings.nats.password.iter().cloned())
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 /// Probe the agent sandbox; `sandbox = "off"` is logged as a warning (every episode's record

@@ -25,6 +25,7 @@ mod snapshots;
 mod state;
 mod steering;
 mod strict_json;
+mod transcript;
 mod views;
 
 pub use router::{openapi_document, router};

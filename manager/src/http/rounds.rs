@@ -176,6 +176,8 @@ mod tests {
                     self_check_refusals: 0,
                     agent_isolation: None,
                     tokens: None,
+                    duration_ms: None,
+                    transcript: None,
                 },
             ),
             entry(
@@ -238,6 +240,8 @@ mod tests {
             self_check_refusals: 0,
             agent_isolation: None,
             tokens: Some(10),
+            duration_ms: None,
+            transcript: None,
         };
         let audit = |k: Option<u32>, c: &str, integrity| LogEvent::AuditReport {
             step_attempt: k,

@@ -26,6 +26,7 @@ use crate::http::snapshot_diff;
 use crate::http::snapshots;
 use crate::http::state::Shared;
 use crate::http::steering;
+use crate::http::transcript;
 
 /// The public routes (never behind the token) and the `/v1` API.
 fn routes() -> (OpenApiRouter<Shared>, OpenApiRouter<Shared>) {
@@ -54,6 +55,7 @@ fn routes() -> (OpenApiRouter<Shared>, OpenApiRouter<Shared>) {
         .routes(routes!(snapshots::get_blob))
         .routes(routes!(rounds::list_rounds))
         .routes(routes!(rounds::resume))
+        .routes(routes!(transcript::get_transcript))
         .routes(routes!(steering::instruct))
         .routes(routes!(steering::pause))
         .routes(routes!(steering::unpause))

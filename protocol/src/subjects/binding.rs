@@ -10,6 +10,7 @@
 //! | `decide_request` | `result.decide.<run>` | managers |
 //! | `episode_started` (role executor) | `result.started.exec.<run>` | executors |
 //! | `episode_started` (role auditor) | `result.started.audit.<run>` | auditors |
+//! | `episode_progress` | `result.progress.exec.<run>` | executors |
 //!
 //! Anything else (another kind, another subject, the run id or role disagreeing with the
 //! subject, an audit report without a spec hash) is refused before it reaches `decide`.
@@ -79,7 +80,9 @@ impl BindingError {
 /// The role whose NATS user may publish on `channel`.
 fn publisher_of(channel: ResultChannel) -> IdOwner {
     match channel {
-        ResultChannel::Exec | ResultChannel::ExecStarted => IdOwner::Executor,
+        ResultChannel::Exec | ResultChannel::ExecStarted | ResultChannel::ExecProgress => {
+            IdOwner::Executor
+        }
         ResultChannel::Audit | ResultChannel::AuditStarted => IdOwner::Auditor,
         ResultChannel::Decide => IdOwner::Manager,
     }
@@ -126,6 +129,7 @@ pub fn channel_for(message: &Message) -> Option<ResultChannel> {
             EpisodeRole::Executor => ResultChannel::ExecStarted,
             EpisodeRole::Auditor => ResultChannel::AuditStarted,
         }),
+        Message::EpisodeProgress(_) => Some(ResultChannel::ExecProgress),
         Message::ExecRequest(_) | Message::AuditRequest(_) | Message::CancelEpisodes(_) => None,
     }
 }
@@ -201,6 +205,7 @@ mod tests {
 
     fn exec_result(run: &str) -> Message {
         Message::ExecResult(ExecResult {
+            transcript: None,
             attempt: 1,
             run_id: run.into(),
             generation: 1,

@@ -85,6 +85,8 @@ pub enum ResultChannel {
     ExecStarted,
     /// `result.started.audit.<run>`: an auditor picked an audit up.
     AuditStarted,
+    /// `result.progress.exec.<run>`: a running executor episode's progress.
+    ExecProgress,
 }
 
 impl ResultChannel {
@@ -96,6 +98,7 @@ impl ResultChannel {
             ResultChannel::Decide => "result.decide.<run>",
             ResultChannel::ExecStarted => "result.started.exec.<run>",
             ResultChannel::AuditStarted => "result.started.audit.<run>",
+            ResultChannel::ExecProgress => "result.progress.exec.<run>",
         }
     }
 }
@@ -177,6 +180,10 @@ impl Subjects {
     pub fn audit_started(&self, run_id: &str) -> String {
         format!("{}.result.started.audit.{}", self.prefix, run_id)
     }
+    /// `loopgate.result.progress.exec.<run>`: an executor reports a running episode's progress.
+    pub fn exec_progress(&self, run_id: &str) -> String {
+        format!("{}.result.progress.exec.{}", self.prefix, run_id)
+    }
     /// The results subject `subject` names (the inverse of the builders above), or `None` for
     /// anything else: another prefix, an unknown channel, the pre-role `result.started.<run>`,
     /// a run id that is empty or holds a wildcard. The run id is borrowed from `subject`.
@@ -192,6 +199,8 @@ impl Subjects {
                 _ => return None,
             };
             (channel, run_id)
+        } else if let Some(progress) = rest.strip_prefix("progress.") {
+            (ResultChannel::ExecProgress, progress.strip_prefix("exec.")?)
         } else {
             let (name, run_id) = rest.split_once('.')?;
             let channel = match name {

@@ -147,6 +147,10 @@ pub struct ExecResult {
     /// The request's `attempt` (absent: the first).
     #[serde(default = "first_attempt", skip_serializing_if = "is_first_attempt")]
     pub attempt: u32,
+    /// The episode's transcript (`crate::transcript::Transcript` as JSON) in the evidence
+    /// bucket, by sha256 digest (absent from older executors, or when it could not be stored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -289,6 +293,35 @@ pub struct EpisodeStarted {
     pub attempt: u32,
 }
 
+/// A running executor episode's progress (on `result.progress.exec.<run>`), throttled by the
+/// worker to at most one a second: the model turn it is in, the tool being called, the tokens
+/// and tool calls so far and the time since the episode started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EpisodeProgress {
+    pub run_id: String,
+    pub generation: u32,
+    pub round: u32,
+    pub delivery_attempt: u64,
+    pub worker: String,
+    /// The sibling of the step (the request's `attempt`; absent: the first).
+    #[serde(default = "first_attempt", skip_serializing_if = "is_first_attempt")]
+    pub attempt: u32,
+    /// Model turns so far (1 while the first reply is awaited or run).
+    #[serde(default)]
+    pub turn: u32,
+    /// The tool being called, when one is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    #[serde(default)]
+    pub tool_calls: u32,
+    /// Tokens spent so far, input plus output.
+    #[serde(default)]
+    pub tokens: u64,
+    /// Milliseconds since the episode started.
+    #[serde(default)]
+    pub elapsed_ms: u64,
+}
+
 /// Control notice on `control.<run>` (core NATS): stop in-flight episodes of this run whose
 /// generation is at most `generation`, or only the one of `dispatch` (kill their process
 /// groups); their results are ignored.
@@ -322,6 +355,7 @@ pub enum Message {
     DecideRequest(DecideRequest),
     EpisodeStarted(EpisodeStarted),
     CancelEpisodes(CancelEpisodes),
+    EpisodeProgress(EpisodeProgress),
 }
 
 impl Message {
@@ -334,6 +368,7 @@ impl Message {
             Message::DecideRequest(_) => "decide_request",
             Message::EpisodeStarted(_) => "episode_started",
             Message::CancelEpisodes(_) => "cancel_episodes",
+            Message::EpisodeProgress(_) => "episode_progress",
         }
     }
     pub fn run_id(&self) -> &str {
@@ -345,6 +380,7 @@ impl Message {
             Message::DecideRequest(m) => &m.run_id,
             Message::EpisodeStarted(m) => &m.run_id,
             Message::CancelEpisodes(m) => &m.run_id,
+            Message::EpisodeProgress(m) => &m.run_id,
         }
     }
 }

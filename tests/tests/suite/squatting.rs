@@ -257,6 +257,7 @@ async fn forged_usage_and_repeated_starts_neither_end_nor_stall_the_run() -> any
 
     // A forged result that claims 10^9 tokens: refused, never charged.
     let forged = Message::ExecResult(ExecResult {
+        transcript: None,
         attempt: 1,
         run_id: id.clone(),
         generation: 1,

@@ -375,6 +375,7 @@ mod tests {
                 subject: subjects.exec_result(STEP.run_id),
                 msg_id: STEP.exec_result_msg_id(1),
                 message: Message::ExecResult(ExecResult {
+                    transcript: None,
                     attempt: 1,
                     run_id: STEP.run_id.into(),
                     generation: 1,

@@ -9,6 +9,7 @@ pub mod connect;
 pub mod consume;
 pub mod episode_cancels;
 pub mod episode_claim;
+pub mod episode_progress;
 pub mod episode_started;
 pub mod keep_alive;
 pub mod periodic;
@@ -26,6 +27,7 @@ pub use consume::{
 };
 pub use episode_cancels::{EpisodeCancels, Registration, DISPATCH_ID_HEADER, REMEMBER_CANCELLED};
 pub use episode_claim::{claim_key, ClaimGuard, Claimed, EpisodeClaims, Recorded, StoredResult};
+pub use episode_progress::report_progress;
 pub use episode_started::announce_started;
 pub use keep_alive::{progress_interval, KeepAlive};
 pub use periodic::{run_periodically, FirstPass};
