@@ -216,6 +216,20 @@ impl ApiClient {
         self.json("GET /v1/runs/{id}/log", req).await
     }
 
+    /// `GET /v1/runs/{id}/rounds/{n}/transcript`: round `n`'s episode transcript.
+    pub async fn round_transcript(&self, run: &str, round: u32) -> Result<Value, ApiError> {
+        let n = round.to_string();
+        let req = self
+            .request(
+                &self.http,
+                Method::GET,
+                self.url(&["v1", "runs", run, "rounds", &n, "transcript"]),
+            )
+            .timeout(REQUEST_TIMEOUT);
+        self.json("GET /v1/runs/{id}/rounds/{n}/transcript", req)
+            .await
+    }
+
     /// `GET /v1/runs/{id}/rounds`: each round's base and candidate snapshots.
     pub async fn run_rounds(&self, run: &str) -> Result<Value, ApiError> {
         let req = self

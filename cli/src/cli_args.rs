@@ -54,7 +54,7 @@ pub enum Command {
     /// List runs.
     Runs(RunsArgs),
     /// Print a run's log.
-    Log(RunJsonArgs),
+    Log(LogArgs),
     /// Cancel a run.
     Cancel(RunArg),
     /// Answer the question a run is waiting on.
@@ -195,6 +195,20 @@ pub struct RunJsonArgs {
     /// Print the server's JSON as is.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `loopgate log RUN [--json] [--round N --transcript]`.
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    #[command(flatten)]
+    pub run: RunJsonArgs,
+    /// The round whose episode transcript `--transcript` prints.
+    #[arg(long, requires = "transcript")]
+    pub round: Option<u32>,
+    /// Print round N's episode transcript (model turns, tool calls with arguments and
+    /// results, self-check refusals; redacted) instead of the run log.
+    #[arg(long, requires = "round")]
+    pub transcript: bool,
 }
 
 #[derive(Debug, Args)]

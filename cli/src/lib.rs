@@ -8,6 +8,7 @@ pub mod errors;
 pub mod exit_status;
 pub mod git_repo;
 pub mod local_stack;
+pub mod log_clock;
 pub mod output;
 pub mod render;
 pub mod run_view;
@@ -38,7 +39,12 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
         Command::Watch(args) => commands::watch::watch(&client, &args.run, args.json).await,
         Command::Status(args) => commands::run_commands::status(&client, args).await,
         Command::Runs(args) => commands::run_commands::runs(&client, args).await,
-        Command::Log(args) => commands::run_commands::log(&client, args).await,
+        Command::Log(args) => match (args.transcript, args.round) {
+            (true, Some(round)) => {
+                commands::transcript::transcript(&client, &args.run, round).await
+            }
+            _ => commands::run_commands::log(&client, &args.run).await,
+        },
         Command::Cancel(args) => commands::run_commands::cancel(&client, args).await,
         Command::Answer(args) => commands::run_commands::answer(&client, args).await,
         Command::Contract(args) => commands::contract::contract(&client, args).await,

@@ -165,8 +165,12 @@ fn evidence_lines(view: &RunView) -> Vec<String> {
             .exit_code
             .map(|c| format!(", exit {c}"))
             .unwrap_or_default();
+        let took = e
+            .duration_ms
+            .map(|ms| format!(", took {ms} ms"))
+            .unwrap_or_default();
         lines.push(format!(
-            "  {}: {} on snapshot {}{exit}",
+            "  {}: {} on snapshot {}{exit}{took}",
             e.check_id,
             e.verdict,
             short_id(&e.artifact_version)

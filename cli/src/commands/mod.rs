@@ -9,5 +9,6 @@ pub mod keygen;
 pub mod run_commands;
 pub mod steering;
 pub mod submit;
+pub mod transcript;
 pub mod verify;
 pub mod watch;

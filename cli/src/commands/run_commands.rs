@@ -73,8 +73,9 @@ pub async fn log(client: &ApiClient, args: &RunJsonArgs) -> Result<ExitStatus, C
         .get("entries")
         .and_then(Value::as_array)
         .ok_or_else(|| bad_response("GET /v1/runs/{id}/log", "no `entries` array"))?;
+    let mut clock = crate::log_clock::LogClock::default();
     for entry in entries {
-        output::line(render::log_line(&LogRecord::from_value(entry.clone())))?;
+        output::line(clock.line(&LogRecord::from_value(entry.clone())))?;
     }
     Ok(ExitStatus::Ok)
 }

@@ -12,6 +12,7 @@ use serde_json::Value;
 use crate::api_client::{ApiClient, ApiError};
 use crate::errors::CliError;
 use crate::exit_status::ExitStatus;
+use crate::log_clock::LogClock;
 use crate::output;
 use crate::render;
 use crate::run_view::{LogRecord, RunView};
@@ -40,6 +41,8 @@ struct WatchState {
     saw_terminal: bool,
     /// A stream was opened at least once (before that, errors are reported at once).
     opened: bool,
+    /// Round and audit start times, for the durations on the lines.
+    clock: LogClock,
 }
 
 pub async fn watch(client: &ApiClient, run: &str, json: bool) -> Result<ExitStatus, CliError> {
@@ -50,6 +53,7 @@ pub async fn watch(client: &ApiClient, run: &str, json: bool) -> Result<ExitStat
         last_event_id: None,
         saw_terminal: false,
         opened: false,
+        clock: LogClock::default(),
     };
     let mut failures: u32 = 0;
     loop {
@@ -155,7 +159,7 @@ async fn handle_event(
             if state.json {
                 output::line(&record.raw)?;
             } else {
-                output::line(render::log_line(&record))?;
+                output::line(state.clock.line(&record))?;
             }
             if record.is_terminal() {
                 state.saw_terminal = true;

@@ -55,13 +55,13 @@ async fn watch_reconnects_skips_replayed_entries_and_exits_0_on_completed() {
     let ran = loopgate(&server.url, &["watch", "r1"]).await;
     assert_eq!(ran.code, Some(0), "{}\n{}", ran.stdout, ran.stderr);
     let lines: Vec<&str> = ran.stdout.lines().collect();
-    assert_eq!(lines[0], "[round 1] next: cli — Create hello.py");
+    assert_eq!(lines[0], "00:00:00 [round 1] next: cli — Create hello.py");
     assert_eq!(
         lines[1],
-        "[round 1] audit: complete/clean/aligned — checks 1/1 passing"
+        "00:00:00 [round 1] audit: complete/clean/aligned — checks 1/1 passing"
     );
     assert!(
-        lines[2].starts_with("[round 1] completed: gate passed"),
+        lines[2].starts_with("00:00:00 [round 1] completed: gate passed"),
         "{lines:?}"
     );
     assert_eq!(lines[3], "run r1 completed: gate passed");
