@@ -4,8 +4,11 @@
 
 import { get, post, blob, screenshot, patch, events, hasRoute } from './api.js';
 import { h, clear, short, stateBadge, usd, TERMINAL, toast, errorText, action, form } from './dom.js';
+import { transcriptPanel, clockTime, span, progressText } from './transcript.js';
 
 const REFRESH_MS = 300;
+// How often a running episode's elapsed time moves on the page.
+const TICK_MS = 500;
 
 export function runView(main, id) {
   const ctl = new AbortController();
@@ -13,6 +16,11 @@ export function runView(main, id) {
   let run = null;
   let refreshTimer = null;
   let checkedIntegrity = '';
+  // Each round's transcript panel, kept across re-renders (an open one stays open).
+  const panels = new Map();
+  // Each shown progress line's notice, to move its elapsed time on.
+  const progressOf = new WeakMap();
+  const ticker = setInterval(tickProgress, TICK_MS);
 
   const title = h('h1', { id: 'run-title' }, short(id));
   const head = h('div', { id: 'run-head', class: 'card' });
@@ -241,18 +249,50 @@ export function runView(main, id) {
     }
   }
 
+  // A running episode's elapsed time: its latest notice's, plus the time since it arrived.
+  function elapsedOf(p) {
+    return (p.elapsed_ms || 0) + Math.max(0, Date.now() - (p._seen || Date.now()));
+  }
+
+  function tickProgress() {
+    for (const el of timeline.querySelectorAll('p.progress')) {
+      const p = progressOf.get(el);
+      if (p) el.textContent = progressText(p, elapsedOf(p));
+    }
+  }
+
+  function progressLine(p) {
+    const el = h('p', { class: 'progress muted', dataset: { tool: p.tool || '', turn: p.turn } }, progressText(p, elapsedOf(p)));
+    progressOf.set(el, p);
+    return el;
+  }
+
+  function panelFor(r) {
+    const key = `${r.generation}:${r.round}:${r.exec.transcript}`;
+    if (!panels.has(key)) panels.set(key, transcriptPanel(id, r.round, r.base, r.exec.candidate, ctl.signal));
+    return panels.get(key);
+  }
+
+  function at(e) {
+    return h('span', { class: 'at' }, clockTime(e.at));
+  }
+
   function renderTimeline() {
     const { rounds, general } = buildRounds(entries);
+    const terminal = run && TERMINAL.includes(run.state);
     clear(timeline,
-      general.map((e) => h('li', { class: 'note', dataset: { kind: e.type } }, headline(e))),
+      general.map((e) => h('li', { class: 'note', dataset: { kind: e.type } }, at(e), headline(e))),
       rounds.map((r) => h('li', { class: 'round', dataset: { round: r.round, generation: r.generation } },
-        h('h3', {}, `Round ${r.round}`, r.generation > 1 ? ` · generation ${r.generation}` : '', ' · ', h('span', { class: 'route' }, r.route),
+        h('h3', {}, h('span', { class: 'at' }, clockTime(r.startedAt)), `Round ${r.round}`, r.generation > 1 ? ` · generation ${r.generation}` : '', ' · ', h('span', { class: 'route' }, r.route),
+          r.gate && r.startedAt ? h('span', { class: 'muted round-took' }, ` · took ${span(r.gate.at - r.startedAt)}`) : '',
           r.clause ? h('span', { class: 'clause-step', title: headline(r.clause) }, ` · goal clause ${r.clause.clause} of ${r.clause.of} (try ${r.clause.attempt}), no manager decision`) : ''),
         h('p', { class: 'objective' }, r.objective),
         r.exec ? h('div', { class: 'exec' },
           h('strong', {}, 'Executor: '), r.exec.summary || (r.exec.error ? 'failed' : '—'),
-          h('span', { class: 'muted' }, ` · ${r.exec.tool_calls} tool calls · ${r.exec.self_check_refusals} self-check refusals`, r.exec.claimed_done ? ' · claimed done' : '', r.exec.tokens != null ? h('span', { class: 'tokens' }, ` · ${r.exec.tokens} tokens`) : ''),
-          r.exec.error ? h('div', { class: 'error' }, r.exec.error) : null) : h('p', { class: 'muted' }, 'executing…'),
+          h('span', { class: 'muted' }, ` · ${r.exec.tool_calls} tool calls · ${r.exec.self_check_refusals} self-check refusals`, r.exec.claimed_done ? ' · claimed done' : '', r.exec.tokens != null ? h('span', { class: 'tokens' }, ` · ${r.exec.tokens} tokens`) : '',
+            r.exec.duration_ms != null ? h('span', { class: 'exec-took' }, ` · took ${span(r.exec.duration_ms)}`) : ''),
+          r.exec.error ? h('div', { class: 'error' }, r.exec.error) : null,
+          r.exec.transcript ? panelFor(r) : null) : r.progress && !terminal ? progressLine(r.progress) : h('p', { class: 'muted' }, 'executing…'),
         r.audit ? h('div', { class: 'audit' },
           h('strong', {}, 'Audit: '), verdictTriple(r.audit.verdicts),
           h('span', { class: 'evidence-count' }, ` · evidence ${r.audit.passing}/${r.audit.checked}`),
@@ -260,7 +300,7 @@ export function runView(main, id) {
         r.gate ? h('div', { class: r.gate.passed ? 'gate ok' : 'gate bad' },
           h('strong', {}, 'Gate: '), r.gate.passed ? 'passed' : 'failed',
           r.gate.reasons.length ? h('ul', {}, r.gate.reasons.map((g) => h('li', {}, g))) : null) : null,
-        r.notes.length ? h('ul', { class: 'notes' }, r.notes.map((e) => h('li', { dataset: { kind: e.type } }, headline(e)))) : null)));
+        r.notes.length ? h('ul', { class: 'notes' }, r.notes.map((e) => h('li', { dataset: { kind: e.type } }, at(e), headline(e)))) : null)));
   }
 
   let evidenceKey = null;
@@ -379,7 +419,10 @@ export function runView(main, id) {
     events(`/v1/runs/${id}/events`, (ev) => {
       if (ev.event === 'log') {
         try {
-          entries.push(JSON.parse(ev.data));
+          const entry = JSON.parse(ev.data);
+          // When it arrived here: a running episode's elapsed time moves on from it.
+          if (entry && typeof entry === 'object') entry._seen = Date.now();
+          entries.push(entry);
         } catch (_) {
           return;
         }
@@ -396,6 +439,7 @@ export function runView(main, id) {
   });
 
   return () => {
+    clearInterval(ticker);
     ctl.abort();
     clearTimeout(refreshTimer);
     for (const u of shotUrls) URL.revokeObjectURL(u);
@@ -424,12 +468,17 @@ export function buildRounds(entries) {
       case 'episode_started':
       case 'audit_dispatched':
         break;
+      // A running episode's latest progress: shown live on its round, not as a note.
+      case 'episode_progress':
+        if (cur && cur.round === e.round && cur.generation === e.generation) cur.progress = e;
+        break;
       case 'decision':
         if (e.route === 'cli' || e.route === 'gui') decision = e;
         else (cur ? cur.notes : general).push(e);
         break;
       case 'exec_dispatched':
-        cur = { generation: e.generation, round: e.round, route: e.capability || (decision && decision.route) || '?', objective: e.objective || (decision && decision.task) || '', decision, clause: null, notes: [], exec: null, audit: null, gate: null };
+        cur = { generation: e.generation, round: e.round, route: e.capability || (decision && decision.route) || '?', objective: e.objective || (decision && decision.task) || '', decision, clause: null, notes: [], exec: null, audit: null, gate: null,
+          base: e.base_snapshot, startedAt: (decision && decision.at) || e.at, progress: null };
         decision = null;
         rounds.push(cur);
         break;

@@ -56,6 +56,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         "text/javascript; charset=utf-8",
         include_str!("../../console/archive.js"),
     ),
+    (
+        "transcript.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../console/transcript.js"),
+    ),
 ];
 
 const INDEX: &str = include_str!("../../console/index.html");
