@@ -162,7 +162,7 @@ async fn walk(nats: &NatsServer, redis: &RedisServer, token: Option<&'static str
     }
     // Cancel last, so the routes before it see a live run.
     operations.sort_by_key(|(_, path)| path.ends_with("/cancel"));
-    assert_eq!(operations.len(), 33);
+    assert_eq!(operations.len(), 34);
     for (method, template) in &operations {
         let digest = if template.contains("/screenshots/") {
             &screenshot

@@ -158,6 +158,7 @@ mod tests {
         "GET /v1/blobs/{sha256}",
         "GET /v1/runs/{id}/rounds",
         "POST /v1/runs/{id}/resume",
+        "GET /v1/runs/{id}/rounds/{n}/transcript",
         "POST /v1/runs/{id}/instructions",
         "POST /v1/runs/{id}/pause",
         "POST /v1/runs/{id}/unpause",
