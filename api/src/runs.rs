@@ -125,6 +125,12 @@ pub struct RunView {
     #[serde(default, deserialize_with = "lenient::or_default")]
     #[schema(required = true)]
     pub origin: Option<RepoOrigin>,
+    /// While the round's executor episodes run: the latest progress notice of each (turn, the
+    /// tool being called, tool calls, tokens, `elapsed_ms` when it was sent, worker); empty
+    /// otherwise.
+    #[serde(default, deserialize_with = "lenient::or_default")]
+    #[schema(required = true)]
+    pub episode_progress: Vec<loopgate_protocol::wire::EpisodeProgress>,
 }
 
 impl RunView {

@@ -94,6 +94,20 @@ pub fn run_summary(view: &RunView, now_ms: i64) -> Vec<String> {
             view.round
         ));
     }
+    for p in &view.episode_progress {
+        lines.push(format!(
+            "running: executor {} turn {}{}, {} tool calls, {} tokens, {} s in (its last notice)",
+            p.worker,
+            p.turn,
+            p.tool
+                .as_deref()
+                .map(|t| format!(", calling {t}"))
+                .unwrap_or_default(),
+            p.tool_calls,
+            p.tokens,
+            p.elapsed_ms / 1000
+        ));
+    }
     if let Some(verdicts) = &view.verdicts {
         lines.push(format!("audit: {}", verdicts_text(verdicts)));
     }
@@ -353,6 +367,26 @@ mod tests {
             let lines = run_summary(&view, 0);
             assert!(lines.contains(&want.to_string()), "{lines:?}");
         }
+    }
+
+    #[test]
+    fn status_says_what_a_running_episode_does() {
+        let view = RunView::from_value(&json!({
+            "id": "r1", "state": "running", "episode_progress": [
+                {"run_id": "r1", "generation": 1, "round": 2, "delivery_attempt": 1,
+                 "worker": "exec-1", "turn": 3, "tool": "shell", "tool_calls": 2,
+                 "tokens": 900, "elapsed_ms": 7400}
+            ]
+        }))
+        .unwrap();
+        let lines = run_summary(&view, 0);
+        assert!(
+            lines.contains(
+                &"running: executor exec-1 turn 3, calling shell, 2 tool calls, 900 tokens, 7 s in (its last notice)"
+                    .to_string()
+            ),
+            "{lines:?}"
+        );
     }
 
     #[test]

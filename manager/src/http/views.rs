@@ -59,6 +59,15 @@ pub(crate) fn run_view(r: &RunRecord) -> RunView {
             .then_some(r.deadlines.queued_since_ms)
             .flatten(),
         origin: r.origin.clone(),
+        episode_progress: match r.phase {
+            Phase::Executing { round, .. } => r
+                .episode_progress
+                .iter()
+                .filter(|p| p.round == round && p.generation == r.generation)
+                .cloned()
+                .collect(),
+            _ => Vec::new(),
+        },
     }
 }
 

@@ -297,6 +297,7 @@ pub struct EpisodeStarted {
 /// worker to at most one a second: the model turn it is in, the tool being called, the tokens
 /// and tool calls so far and the time since the episode started.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EpisodeProgress {
     pub run_id: String,
     pub generation: u32,

@@ -5,7 +5,8 @@
 //! round is done, its transcript (the model's turn, the call with its arguments, the result)
 //! is readable on the page beside the diff and from `loopgate log RUN --round 1 --transcript`,
 //! with the model API key the agent wrote into its command redacted; `loopgate log` lines
-//! carry their time, and the episode's duration.
+//! carry their time, and the episode's duration; the run (`GET /v1/runs/{id}`, `loopgate
+//! status`) keeps the running episode's latest progress.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -124,6 +125,15 @@ async fn a_running_episode_shows_its_call_and_its_transcript_reads_redacted() ->
     );
     assert!(text.contains("calling shell"), "{text}");
     assert!(text.contains("s elapsed"), "{text}");
+    // The run keeps the episode's latest progress, and `loopgate status` says it.
+    let run = stack.run(&id).await?;
+    assert_eq!(run["episode_progress"][0]["tool"], "shell", "{run}");
+    let out = cli(&stack, &["status", &id]).await?;
+    let status = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        status.contains("running: executor exec-1 turn 1, calling shell"),
+        "{status}"
+    );
     // The elapsed time moves on while the call runs.
     wait_js(
         &mut s,
