@@ -188,8 +188,9 @@ impl Harness {
                 let subject = delivery.subject().to_string();
                 match decode(delivery.payload())? {
                     Message::ExecResult(result) => return Ok((subject, result)),
-                    // Announced before each episode (tests/episode_control.rs covers it).
-                    Message::EpisodeStarted(_) => {}
+                    // Announced before each episode (tests/episode_control.rs covers it), and
+                    // its progress while it runs.
+                    Message::EpisodeStarted(_) | Message::EpisodeProgress(_) => {}
                     other => bail!("unexpected {} on {subject}", other.kind()),
                 }
             }
