@@ -109,4 +109,11 @@ mod tests {
         // The last applied event stays what it was: a redelivery of it is still a replay.
         assert_eq!(r3.last_event, r.last_event);
     }
+
+    /// A progress notice that exhausted its deliveries fails nothing.
+    #[test]
+    fn a_lost_notice_is_no_dead_letter_event() {
+        let lost = loopgate_protocol::wire::Message::EpisodeProgress(notice(1, 1, None, 1));
+        assert!(RunEvent::dead_lettered(&lost, "max deliveries").is_none());
+    }
 }

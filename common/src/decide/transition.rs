@@ -244,7 +244,8 @@ pub struct Distrust {
 
 impl RunEvent {
     /// The infrastructure-failure event for `message`, which exhausted its deliveries for
-    /// `reason`; None for a message that belongs to no step (a cancel notice).
+    /// `reason`; None for a message that belongs to no step (a cancel notice) or whose loss
+    /// changes nothing (a progress notice).
     pub fn dead_lettered(
         message: &loopgate_protocol::wire::Message,
         reason: &str,
@@ -257,8 +258,8 @@ impl RunEvent {
             Message::AuditReport(m) => (m.generation, m.round),
             Message::DecideRequest(m) => (m.generation, m.seq),
             Message::EpisodeStarted(m) => (m.generation, m.round),
-            Message::EpisodeProgress(m) => (m.generation, m.round),
-            Message::CancelEpisodes(_) => return None,
+            // A lost progress notice changes nothing: the next one, or the result, follows.
+            Message::EpisodeProgress(_) | Message::CancelEpisodes(_) => return None,
         };
         Some(RunEvent::DeadLettered {
             kind: message.kind().to_string(),
