@@ -1,5 +1,5 @@
-//! Garbage collection of unreferenced snapshot blobs and check outputs. Roots are every
-//! snapshot and log digest referenced by a run still in Redis (terminal runs expire after the
+//! Garbage collection of unreferenced snapshot blobs, check outputs and episode transcripts.
+//! Roots are every snapshot, log digest and transcript digest referenced by a run still in Redis (terminal runs expire after the
 //! retention period, which is when their objects become collectable). Objects younger than the
 //! grace period are always kept, so a run created during a collection is never harmed.
 
@@ -61,10 +61,14 @@ impl SnapshotGc {
                         LogEvent::ExecDispatched { base_snapshot, .. } => {
                             roots.snapshots.insert(base_snapshot);
                         }
+                        // The candidate, and the episode's transcript in the evidence bucket.
                         LogEvent::ExecResult {
-                            candidate: Some(c), ..
+                            candidate,
+                            transcript,
+                            ..
                         } => {
-                            roots.snapshots.insert(c);
+                            roots.snapshots.extend(candidate);
+                            roots.blobs.extend(transcript);
                         }
                         LogEvent::AuditReport { snapshot, .. } => {
                             roots.snapshots.insert(snapshot);
