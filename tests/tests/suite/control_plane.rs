@@ -333,7 +333,8 @@ executor = "exec"
     Ok(())
 }
 
-/// Unreferenced blobs are collected; everything a live run references survives.
+/// Unreferenced blobs are collected; everything a live run references survives (its
+/// snapshots, and its episodes' transcripts in the evidence bucket).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_collection_keeps_what_live_runs_reference() -> anyhow::Result<()> {
     use loopgate_snapshot::SnapshotStore;
@@ -369,6 +370,27 @@ async fn garbage_collection_keeps_what_live_runs_reference() -> anyhow::Result<(
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // The evidence bucket too: an orphan goes, the run's episode transcript stays.
+    let evidence =
+        SnapshotStore::evidence_from_jetstream(bus.jetstream(), bus.request_timeout()).await?;
+    let orphan = evidence.put_bytes(b"no run names this").await?;
+    while evidence.has_blob(&orphan).await? {
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the orphan evidence was never collected\n{}",
+            stack.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let transcript = stack
+        .get(&format!("/v1/runs/{id}/rounds/1/transcript"))
+        .await?;
+    assert!(
+        transcript["entries"]
+            .as_array()
+            .is_some_and(|e| !e.is_empty()),
+        "{transcript}"
+    );
     // The run's snapshots (base and final) are intact after collections.
     let out = tempfile::tempdir()?;
     stack
