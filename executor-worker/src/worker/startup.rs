@@ -151,15 +151,20 @@ async fn open_evidence(bus: &Bus) -> Option<SnapshotStore> {
     }
 }
 
-/// The secret values this worker holds (model API keys, its NATS password), to redact from
-/// what it writes down.
+/// The secret values this worker holds (model API keys, the values it passes through to CLI
+/// agents, its NATS password), to redact from what it writes down.
 fn known_secrets(settings: &Settings) -> Vec<String> {
     let keys = settings
         .models
         .values()
         .filter_map(|profile| profile.api_key.as_ref())
         .map(|key| key.expose().to_string());
-    keys.chain(settings.nats.password.iter().cloned())
+    let passed = settings
+        .agents
+        .values()
+        .flat_map(|agent| agent.env.iter().map(|(_, value)| value.clone()));
+    keys.chain(passed)
+        .chain(settings.nats.password.iter().cloned())
         .filter(|s| !s.is_empty())
         .collect()
 }
@@ -227,5 +232,52 @@ pub async fn run_workers(ctx: Arc<WorkerContext>, settings: &Settings, cancel: C
     let _ = announcer.await;
     if let Err(err) = ctx.worker.bus.flush().await {
         tracing::warn!(error = %err, "final flush failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::config::{ExecutorFile, ExternalInputs};
+
+    /// What a transcript is redacted with: the model API keys, the values passed through to CLI
+    /// agents and the NATS password; an unset variable adds nothing.
+    #[test]
+    fn known_secrets_are_what_the_worker_was_given() {
+        let file = r#"
+[nats]
+url = "nats://127.0.0.1:14222"
+user = "executor"
+password_env = "NATS_PW"
+[models.local]
+provider = "openai"
+base_url = "http://127.0.0.1:8080/v1"
+model = "qwen"
+api_key_env = "MODEL_KEY"
+[agents.codex]
+kind = "codex"
+command = "/opt/bin/codex"
+env = ["CODEX_KEY", "UNSET_VAR"]
+"#;
+        let mut inputs = ExternalInputs {
+            hostname: Some("box".into()),
+            temp_dir: PathBuf::from("/tmp"),
+            ..Default::default()
+        };
+        for (k, v) in [
+            ("NATS_PW", "nats-secret-1"),
+            ("MODEL_KEY", "sk-model-2"),
+            ("CODEX_KEY", "ck-agent-3"),
+        ] {
+            inputs.env.insert(k.into(), v.into());
+        }
+        let settings = ExecutorFile::parse(file, "x")
+            .unwrap()
+            .resolve(&inputs)
+            .unwrap();
+        let mut secrets = known_secrets(&settings);
+        secrets.sort();
+        assert_eq!(secrets, ["ck-agent-3", "nats-secret-1", "sk-model-2"]);
     }
 }
