@@ -145,6 +145,12 @@ impl ResultsLoop {
                 tracing::error!(run_id, "result for a missing or unreadable run, or one its transition would corrupt; dropped");
                 Settle::Term("its run is missing, unreadable or the transition was refused".into())
             }
+            // Best effort: a progress notice is not retried (nor dead-lettered); the next one,
+            // or the episode's result, follows.
+            Err(e) if matches!(kind, "episode_progress") => {
+                tracing::debug!(run_id, error = %e, "progress notice not applied; dropped");
+                Settle::Term(format!("progress notice not applied: {e}"))
+            }
             Err(e) => {
                 let attempt = delivery.attempt();
                 if !is_last_delivery(attempt, self.consumer_options.max_deliver) {
