@@ -333,6 +333,15 @@ pub struct ListQuery {
     /// Runs to answer (default 50, at most 500: larger values answer 500).
     #[param(maximum = 18446744073709551615_usize)]
     pub limit: Option<usize>,
+    /// Only runs whose id starts with this (hex digits and dashes, case-insensitive): how a
+    /// client resolves a short id (`loopgate status 0193a2b4-c5d`). With `state`, both apply.
+    #[param(pattern = r"^[0-9A-Fa-f-]{1,36}$", max_length = 36, min_length = 1)]
+    pub id_prefix: Option<String>,
+}
+
+/// The pattern of `ListQuery::id_prefix`.
+pub fn is_id_prefix(prefix: &str) -> bool {
+    (1..=36).contains(&prefix.len()) && prefix.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
 }
 
 /// `GET /v1/runs`: runs, newest first.
@@ -341,6 +350,50 @@ pub struct RunList {
     pub limit: usize,
     pub offset: usize,
     pub runs: Vec<RunView>,
+    /// Whether runs exist past this page (ask again with `offset = next_offset`).
+    #[serde(default)]
+    #[schema(required = true)]
+    pub has_more: bool,
+    /// The `offset` of the next page, when `has_more`.
+    #[serde(default)]
+    #[schema(value_type = Option<usize>, required = true)]
+    pub next_offset: Option<usize>,
+}
+
+/// A run's rounds in the one wording the CLI, the API (`RunView::rounds`) and the console use:
+/// `3/5` (rounds counted against `max_rounds` of it), or `7 (3/5 counted)` when the run's round
+/// number (every round of every generation, planning too: what log entries are tagged with)
+/// differs from the rounds counted.
+pub fn rounds_text(round: u32, counted: Option<u32>, max: Option<u32>) -> String {
+    match (max, counted) {
+        (Some(max), Some(counted)) if counted != round => {
+            format!("{round} ({counted}/{max} counted)")
+        }
+        (Some(max), _) => format!("{round}/{max}"),
+        (None, _) => round.to_string(),
+    }
+}
+
+/// How many characters of a run id the CLI and the console show, and the shortest prefix they
+/// suggest: `0193a2b4-c5d` (a UUIDv7's first 11 hex digits: its creation time to 16 ms).
+pub const SHORT_ID_LEN: usize = 12;
+
+/// The id each of `ids` is shown by in a list: its first [`SHORT_ID_LEN`] characters, longer
+/// where that prefix is shared with another id of the list (so every shown id resolves).
+pub fn short_ids(ids: &[&str]) -> Vec<String> {
+    ids.iter()
+        .map(|id| {
+            let mut len = SHORT_ID_LEN.min(id.len());
+            while len < id.len()
+                && ids
+                    .iter()
+                    .any(|other| other != id && other.get(..len) == id.get(..len))
+            {
+                len += 1;
+            }
+            id.get(..len).unwrap_or(id).to_string()
+        })
+        .collect()
 }
 
 /// The key of the one-line headline the manager adds to every log entry it serves (`/log` and
@@ -463,6 +516,29 @@ mod tests {
             json!({"state": "running"}),
         ] {
             assert!(RunView::from_value(&bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn short_ids_stay_unique_within_a_list() {
+        let a = "0193a2b4-c5d6-7000-8000-000000000001";
+        let b = "0193a2b4-c5d6-7000-8000-000000000002";
+        let c = "0193a2b4-ffff-7000-8000-000000000003";
+        let cases: [(&[&str], Vec<&str>); 3] = [
+            (&[a], vec!["0193a2b4-c5d"]),
+            (&[a, c], vec!["0193a2b4-c5d", "0193a2b4-fff"]),
+            (&[a, b], vec![a, b]),
+        ];
+        for (ids, want) in cases {
+            assert_eq!(short_ids(ids), want);
+        }
+        for (prefix, ok) in [
+            ("0193a2b4-c5d", true),
+            ("", false),
+            ("01*", false),
+            ("ABC", true),
+        ] {
+            assert_eq!(is_id_prefix(prefix), ok, "{prefix}");
         }
     }
 

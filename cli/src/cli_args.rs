@@ -127,6 +127,32 @@ pub enum Command {
     Keygen(KeygenArgs),
 }
 
+impl Command {
+    /// The RUN argument of a command that takes one (resolved from a short id before the
+    /// command runs).
+    pub fn run_mut(&mut self) -> Option<&mut String> {
+        match self {
+            Command::Watch(a) => Some(&mut a.run),
+            Command::Status(a) | Command::Log(a) | Command::Contract(a) => Some(&mut a.run),
+            Command::Cancel(a) | Command::Pause(a) | Command::Unpause(a) => Some(&mut a.run),
+            Command::Answer(a) => Some(&mut a.run),
+            Command::Approve(a) => Some(&mut a.run),
+            Command::Resume(a) => Some(&mut a.run),
+            Command::Instruct(a) => Some(&mut a.run),
+            Command::Continue(a) => Some(&mut a.run),
+            Command::Checkout(a) => Some(&mut a.run),
+            Command::Diff(a) => Some(&mut a.run),
+            Command::Verify(a) => a.run.as_mut(),
+            Command::Apply(a) => Some(&mut a.run),
+            Command::Up(_)
+            | Command::Submit(_)
+            | Command::Runs(_)
+            | Command::Browse(_)
+            | Command::Keygen(_) => None,
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct UpArgs {
     /// Where data, configs and logs live.
@@ -198,6 +224,12 @@ pub struct RunsArgs {
     /// Only runs in this state.
     #[arg(long, value_parser = state_parser())]
     pub state: Option<String>,
+    /// Runs to show (newest first; the manager answers at most 500).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=500))]
+    pub limit: u64,
+    /// Runs to skip, newest first (the footer names the next page's offset).
+    #[arg(long, default_value_t = 0)]
+    pub offset: u64,
     /// Print the server's JSON as is.
     #[arg(long)]
     pub json: bool,

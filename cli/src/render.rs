@@ -1,6 +1,6 @@
 //! Human-readable lines for runs and run log entries (the `--json` forms print the server's JSON).
 
-use loopgate_api::LOG_HEADLINE_KEY;
+use loopgate_api::{short_ids, LOG_HEADLINE_KEY};
 pub use loopgate_common::state::excerpt;
 use loopgate_common::state::{short_id, verdicts_text, RunState};
 use serde_json::Value;
@@ -27,13 +27,7 @@ pub fn log_line(record: &LogRecord) -> String {
 
 /// `loopgate status` in human form, at `now_ms` (Unix milliseconds).
 pub fn run_summary(view: &RunView, now_ms: i64) -> Vec<String> {
-    let rounds = match (view.max_rounds, view.counted_rounds) {
-        (Some(max), Some(counted)) if counted != view.round => {
-            format!("{}, {counted}/{max} counted", view.round)
-        }
-        (Some(max), _) => format!("{}/{max}", view.round),
-        (None, _) => view.round.to_string(),
-    };
+    let rounds = rounds_text(view);
     let name = view
         .name
         .as_deref()
@@ -186,29 +180,128 @@ pub fn final_report(view: &RunView) -> Vec<String> {
 
 /// `loopgate runs` in human form.
 pub fn runs_table(views: &[RunView]) -> Vec<String> {
+    runs_table_at(views, 0, None)
+}
+
+/// The width `loopgate runs` fits its lines to on a terminal: `$COLUMNS`, else 120.
+pub fn terminal_width() -> usize {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|w| *w >= 40)
+        .unwrap_or(120)
+}
+
+/// Goals are never cut shorter than this, whatever the width.
+const MIN_GOAL_WIDTH: usize = 30;
+
+/// `loopgate runs` at `now_ms` (Unix ms; 0 leaves ages out): one line a run, ids as short as
+/// stays unambiguous (each one a RUN argument), name, state, rounds, checks, age and goal.
+/// With `width` (a terminal) the goal's first line is cut to fit it; without, it is whole.
+pub fn runs_table_at(views: &[RunView], now_ms: i64, width: Option<usize>) -> Vec<String> {
     if views.is_empty() {
         return vec!["no runs".to_string()];
     }
-    let id_width = views.iter().map(|v| v.id.len()).max().unwrap_or(2).max(2);
-    let mut lines = vec![format!(
-        "{:id_width$}  {:17}  {:>5}  {:>6}  GOAL",
-        "ID", "STATE", "ROUND", "CHECKS"
-    )];
-    for v in views {
-        let checks = v
-            .checks
-            .map(|c| format!("{}/{}", c.passing, c.total))
-            .unwrap_or_else(|| "-".to_string());
-        lines.push(format!(
-            "{:id_width$}  {:17}  {:>5}  {:>6}  {}",
-            v.id,
-            v.state.as_str(),
-            v.round,
-            checks,
-            excerpt(v.goal.as_deref().unwrap_or(""), 60)
+    let ids: Vec<&str> = views.iter().map(|v| v.id.as_str()).collect();
+    let shown = short_ids(&ids);
+    let rows: Vec<[String; 6]> = views
+        .iter()
+        .zip(shown)
+        .map(|(v, id)| {
+            let checks = v
+                .checks
+                .map(|c| format!("{}/{}", c.passing, c.total))
+                .unwrap_or_else(|| "-".to_string());
+            let age = if now_ms > 0 && v.created_at > 0 {
+                age_text(now_ms.saturating_sub(v.created_at))
+            } else {
+                "-".to_string()
+            };
+            [
+                id,
+                v.name.clone().unwrap_or_else(|| "-".to_string()),
+                v.state.as_str().to_string(),
+                rounds_text(v),
+                checks,
+                age,
+            ]
+        })
+        .collect();
+    let header = ["ID", "NAME", "STATE", "ROUND", "CHECKS", "AGE"];
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let fmt = |cells: [&str; 6], goal: &str| {
+        let mut line = String::new();
+        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+            let pad = w.saturating_sub(cell.chars().count());
+            // Numbers right-aligned, words left-aligned.
+            if (3..=5).contains(&i) {
+                line.push_str(&" ".repeat(pad));
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                line.push_str(&" ".repeat(pad));
+            }
+            line.push_str("  ");
+        }
+        line.push_str(goal);
+        line
+    };
+    let prefix_width: usize = widths.iter().map(|w| w + 2).sum();
+    let goal_width = width.map(|w| w.saturating_sub(prefix_width).max(MIN_GOAL_WIDTH));
+    let mut lines = vec![fmt(header, "GOAL")];
+    for (v, row) in views.iter().zip(&rows) {
+        let goal = v.goal.as_deref().unwrap_or("");
+        let goal = match goal_width {
+            Some(w) => excerpt(goal, w.saturating_sub(1).max(1)),
+            None => goal.split_whitespace().collect::<Vec<_>>().join(" "),
+        };
+        lines.push(fmt(
+            [&row[0], &row[1], &row[2], &row[3], &row[4], &row[5]],
+            &goal,
         ));
     }
     lines
+}
+
+/// `3/5` (this generation's counted rounds of `max_rounds`), `7 (3/5 counted)` when the run's
+/// round number differs from the rounds counted (planning rounds, an earlier generation).
+pub fn rounds_text(view: &RunView) -> String {
+    loopgate_api::rounds_text(view.round, view.counted_rounds, view.max_rounds)
+}
+
+/// `42s`, `5m`, `3h`, `2d`.
+pub fn age_text(ms: i64) -> String {
+    let s = ms.max(0) / 1000;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m", s / 60),
+        3600..=86_399 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+/// The line under a page of `loopgate runs`: which runs these are and, when more exist, the
+/// command for the next page.
+pub fn runs_footer(
+    offset: u64,
+    shown: usize,
+    next_offset: Option<u64>,
+    state: Option<&str>,
+) -> Vec<String> {
+    let Some(next) = next_offset else {
+        return Vec::new();
+    };
+    let state = state.map(|s| format!(" --state {s}")).unwrap_or_default();
+    vec![format!(
+        "runs {}-{} shown; more exist: loopgate runs{state} --offset {next}",
+        offset + 1,
+        offset + shown as u64
+    )]
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use base64::Engine as _;
-use loopgate_api::{AnswerRequest, ListQuery, RunList, RunView, SubmitRequest};
+use loopgate_api::{is_id_prefix, AnswerRequest, ListQuery, RunList, RunView, SubmitRequest};
 use loopgate_common::decide::RunEvent;
 use loopgate_common::state::RunState;
 use loopgate_common::task::Task;
@@ -24,6 +24,8 @@ use crate::http::views::{run_view, with_sorted_keys};
 /// Runs listed when `limit` is not given, and the most one page holds.
 const DEFAULT_LIMIT: usize = 50;
 const MAX_LIMIT: usize = 500;
+/// The most runs one id prefix is matched against (a prefix matching more is far too short).
+const PREFIX_SCAN_LIMIT: usize = 1000;
 
 /// A task's manager profile must be one this manager has (`invalid_task`), unless the task
 /// runs without a manager model (`budget.manager = false`).
@@ -156,15 +158,21 @@ pub(crate) async fn list_runs(
         }
     }
     let limit = q.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT);
+    if let Some(prefix) = &q.id_prefix {
+        return list_by_prefix(&s, prefix, q.state.as_deref(), q.offset, limit).await;
+    }
     // No store holds more runs than this; a larger offset answers the same empty page
     // (and keeps `offset + limit` in range).
     let offset = q.offset.min(u32::MAX as usize);
-    let ids = s
+    // One more than asked for says whether there is a next page.
+    let mut ids = s
         .engine
         .store()
-        .list(q.state.as_deref(), offset, limit)
+        .list(q.state.as_deref(), offset, limit.saturating_add(1))
         .await
         .map_err(|e| ApiError::unavailable(e.to_string()))?;
+    let has_more = ids.len() > limit;
+    ids.truncate(limit);
     let mut runs = Vec::with_capacity(ids.len());
     for id in ids {
         if let Some((_, r)) = s.engine.load(&id).await? {
@@ -175,6 +183,53 @@ pub(crate) async fn list_runs(
         limit,
         offset: q.offset,
         runs,
+        has_more,
+        next_offset: has_more.then(|| offset + limit),
+    }))
+}
+
+/// Runs whose id starts with `prefix` (one page, newest first): what a short id resolves to.
+async fn list_by_prefix(
+    s: &Shared,
+    prefix: &str,
+    state: Option<&str>,
+    offset: usize,
+    limit: usize,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    if !is_id_prefix(prefix) {
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            format!("id_prefix '{prefix}': hex digits and dashes, 1 to 36 of them"),
+        ));
+    }
+    let ids = s
+        .engine
+        .store()
+        .ids_with_prefix(prefix, PREFIX_SCAN_LIMIT)
+        .await
+        .map_err(|e| ApiError::unavailable(e.to_string()))?;
+    let mut records = Vec::with_capacity(ids.len());
+    for id in ids {
+        if let Some((_, r)) = s.engine.load(&id).await? {
+            if state.is_none_or(|st| r.state.as_str() == st) {
+                records.push(r);
+            }
+        }
+    }
+    records.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.id.cmp(&b.id)));
+    let has_more = records.len() > offset.saturating_add(limit);
+    let runs = records
+        .iter()
+        .skip(offset)
+        .take(limit)
+        .map(run_view)
+        .collect();
+    Ok(with_sorted_keys(&RunList {
+        limit,
+        offset,
+        runs,
+        has_more,
+        next_offset: has_more.then(|| offset + limit),
     }))
 }
 

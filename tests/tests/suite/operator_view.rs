@@ -1,0 +1,226 @@
+//! The operator's view (issue 42): the run list pages past its first 50 runs and says so, in
+//! the API and in `loopgate runs`; every command that takes a RUN takes the short id `loopgate
+//! runs` shows (an unknown or ambiguous prefix exits 7).
+
+use std::process::Output;
+use std::time::Duration;
+
+use anyhow::Context;
+use loopgate_test_support::{Reply, Script, StandInModel};
+use loopgate_tests::{ControlPlane, Profile, Stack, StackOptions};
+use serde_json::{json, Value};
+
+async fn cli(server: &str, args: &[&str]) -> anyhow::Result<Output> {
+    let bin = loopgate_test_support::workspace_bin("loopgate")?;
+    Ok(tokio::process::Command::new(bin)
+        .args(["--server", server])
+        .args(args)
+        .env_remove("LOOPGATE_TRUSTED_KEYS")
+        .env("XDG_CONFIG_HOME", "/nonexistent/loopgate-tests")
+        .output()
+        .await?)
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "exit {:?}\n{}\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The ID column of `loopgate runs` (the short ids it shows), newest first.
+fn listed_ids(out: &Output) -> Vec<String> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .skip(1)
+        .filter(|l| !l.starts_with("runs "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
+async fn get(http: &str, path: &str) -> anyhow::Result<Value> {
+    let r = reqwest::get(format!("{http}{path}")).await?;
+    let status = r.status();
+    let v: Value = r.json().await?;
+    anyhow::ensure!(status.is_success(), "GET {path}: {status} {v}");
+    Ok(v)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_run_list_pages_past_fifty_and_short_ids_resolve() -> anyhow::Result<()> {
+    let plane = ControlPlane::start(&[], None).await?;
+    let mut ids = Vec::new();
+    for i in 0..55 {
+        let run = plane
+            .submit(&json!({"task": {"name": format!("run-{i}"), "goal": format!("Goal number {i}: {}", "a long goal ".repeat(12)), "acceptance": [{"id": "a", "check": "true"}], "budget": {"manager": false}}}))
+            .await?;
+        ids.push(run["id"].as_str().context("id")?.to_string());
+    }
+    let first = get(&plane.http, "/v1/runs").await?;
+    assert_eq!(first["runs"].as_array().map(Vec::len), Some(50), "{first}");
+    assert_eq!(
+        (first["has_more"].clone(), first["next_offset"].clone()),
+        (json!(true), json!(50))
+    );
+    let rest = get(&plane.http, "/v1/runs?offset=50").await?;
+    assert_eq!(rest["runs"].as_array().map(Vec::len), Some(5));
+    assert_eq!(
+        (rest["has_more"].clone(), rest["next_offset"].clone()),
+        (json!(false), Value::Null)
+    );
+    let mut seen: Vec<String> = first["runs"]
+        .as_array()
+        .into_iter()
+        .chain(rest["runs"].as_array())
+        .flatten()
+        .filter_map(|r| r["id"].as_str().map(str::to_string))
+        .collect();
+    seen.sort();
+    let mut want = ids.clone();
+    want.sort();
+    assert_eq!(seen, want, "every run once over the two pages");
+
+    // The CLI: a page says more exist and how to get them; names, ages, whole goals.
+    let page = cli(&plane.http, &["runs"]).await?;
+    let out = text(&page);
+    assert!(page.status.success(), "{out}");
+    assert!(
+        out.contains("runs 1-50 shown; more exist: loopgate runs --offset 50"),
+        "{out}"
+    );
+    assert!(out.contains("run-54") && out.contains("AGE"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "Goal number 54: {}",
+            "a long goal ".repeat(12).trim()
+        )),
+        "{out}"
+    );
+    let shown = listed_ids(&page);
+    assert_eq!(shown.len(), 50, "{out}");
+    let last = cli(&plane.http, &["runs", "--offset", "50", "--limit", "50"]).await?;
+    assert!(!text(&last).contains("more exist"), "{}", text(&last));
+    assert_eq!(listed_ids(&last).len(), 5, "{}", text(&last));
+
+    // A short id from the list resolves; an unknown or ambiguous prefix exits 7.
+    let short = &shown[0];
+    assert!(
+        short.len() >= 12 && ids[54].starts_with(short.as_str()),
+        "{short}"
+    );
+    let status = cli(&plane.http, &["status", short]).await?;
+    assert!(
+        status.status.success() && text(&status).contains(&ids[54]),
+        "{}",
+        text(&status)
+    );
+    let cases = [
+        ("0", "ambiguous"),
+        ("ffffffff", "no run id starts with 'ffffffff'"),
+    ];
+    for (prefix, want) in cases {
+        let out = cli(&plane.http, &["status", prefix]).await?;
+        assert_eq!(out.status.code(), Some(7), "{}", text(&out));
+        assert!(text(&out).contains(want), "{}", text(&out));
+    }
+    let by_prefix = get(&plane.http, &format!("/v1/runs?id_prefix={short}")).await?;
+    assert_eq!(by_prefix["runs"][0]["id"], ids[54].as_str(), "{by_prefix}");
+    Ok(())
+}
+
+const TASK: &str = r#"
+name = "short-ids"
+goal = "Create hello.py that prints exactly: hello, loopgate"
+[[acceptance]]
+id = "prints-greeting"
+check = "test \"$(python3 hello.py)\" = 'hello, loopgate'"
+[roles]
+manager = "mgr"
+executor = "exec"
+[budget]
+max_rounds = 3
+"#;
+
+/// Every command that takes a RUN, given the 12-character id `loopgate runs` shows, reaches
+/// that run: it succeeds, or the manager refuses it for the run's state (which it can say only
+/// of a run it found).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_run_command_takes_a_short_id() -> anyhow::Result<()> {
+    let model = StandInModel::start(Script::new().replies(
+        "standin-executor",
+        [
+            Reply::tool_call(
+                "write_file",
+                json!({"path": "hello.py", "content": "print('hello, loopgate')\n"}),
+            ),
+            Reply::tool_call("finish", json!({"summary": "wrote hello.py"})),
+        ],
+    ))
+    .await?;
+    let mut opts = StackOptions::new(
+        vec![
+            Profile::new("mgr", &model.base_url(), "standin-manager"),
+            Profile::new("exec", &model.base_url(), "standin-executor"),
+        ],
+        1,
+    );
+    opts.signed = true;
+    let stack = Stack::start(opts).await?;
+    let id = stack.submit(TASK, &[]).await?["id"]
+        .as_str()
+        .context("id")?
+        .to_string();
+    let done = stack.wait_terminal(&id, Duration::from_secs(90)).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    let listed = cli(&stack.http, &["runs"]).await?;
+    let short = listed_ids(&listed)
+        .first()
+        .cloned()
+        .context("a listed run")?;
+    assert_eq!(short.len(), 12, "{}", text(&listed));
+    assert!(id.starts_with(&short));
+
+    let work = tempfile::tempdir()?;
+    let dir = work.path().join("co");
+    let dir = dir.to_str().context("path")?;
+    let keys = stack.auditor_keys_file.clone().context("a signed stack")?;
+    let keys = keys.to_str().context("path")?;
+    // (arguments, Ok(()) for success or Err(the manager's refusal code))
+    let cases: Vec<(Vec<&str>, Result<(), &str>)> = vec![
+        (vec!["status", &short], Ok(())),
+        (vec!["log", &short], Ok(())),
+        (vec!["watch", &short], Ok(())),
+        (vec!["contract", &short], Ok(())),
+        (vec!["diff", &short], Ok(())),
+        (vec!["checkout", &short, dir], Ok(())),
+        (vec!["verify", &short, "--key", keys], Ok(())),
+        (vec!["answer", &short, "yes"], Err("not_waiting_for_input")),
+        (vec!["approve", &short], Err("contract_frozen")),
+        (vec!["resume", &short], Err("not_resumable")),
+        (vec!["instruct", &short, "go on"], Err("not_instructable")),
+        (vec!["pause", &short], Err("not_pausable")),
+        (vec!["unpause", &short], Err("not_paused")),
+        (vec!["cancel", &short], Err("not_cancellable")),
+        (
+            vec!["apply", &short, "--key", keys, "--repo", dir],
+            Err("did not start from a git"),
+        ),
+        (vec!["continue", &short, "--goal", "Also print bye"], Ok(())),
+    ];
+    for (args, want) in cases {
+        let out = cli(&stack.http, &args).await?;
+        let all = text(&out);
+        assert_ne!(out.status.code(), Some(7), "{args:?}: {all}");
+        assert!(!all.contains("not_found"), "{args:?}: {all}");
+        match want {
+            Ok(()) => assert!(out.status.success(), "{args:?}: {all}"),
+            Err(code) => assert!(
+                !out.status.success() && all.contains(code),
+                "{args:?}: {all}"
+            ),
+        }
+    }
+    Ok(())
+}
