@@ -8,7 +8,9 @@
 
 use loopgate_common::budget::BudgetFile;
 use loopgate_common::gate::GateVerdict;
-use loopgate_common::state::{Instruction, PlanningStage, RepoOrigin, RoleUsage, RunState};
+use loopgate_common::state::{
+    gate_word, short_id, Instruction, PlanningStage, RepoOrigin, RoleUsage, RunState,
+};
 use loopgate_common::task::TaskFile;
 use loopgate_protocol::rubric::RubricStanding;
 use loopgate_protocol::verdict::{CheckVerdict, Evidence, Verdicts};
@@ -125,6 +127,102 @@ pub struct RunView {
     #[serde(default, deserialize_with = "lenient::or_default")]
     #[schema(required = true)]
     pub origin: Option<RepoOrigin>,
+    /// The rounds in the one wording every client shows ([`rounds_text`]): `3/5`, or
+    /// `7 (3/5 counted)`.
+    #[serde(default, deserialize_with = "lenient::or_default")]
+    #[schema(required = true)]
+    pub rounds: String,
+    /// Where the run stands, from facts only: its state and phase, the gate and the checks on
+    /// the current snapshot ([`standing_text`]); never a model's words (`task_state` is the
+    /// manager's note, a claim).
+    #[serde(default, deserialize_with = "lenient::or_default")]
+    #[schema(required = true)]
+    pub standing: String,
+    /// The changes the API accepts on this run now, decided by the same rule the routes refuse
+    /// with (a route may still refuse a bad body): offer exactly these.
+    #[serde(default, deserialize_with = "lenient::or_default")]
+    #[schema(required = true)]
+    pub actions: Vec<RunAction>,
+}
+
+/// A change a person can make to a run, by the route that makes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunAction {
+    /// `POST /v1/runs/{id}/cancel`
+    Cancel,
+    /// `POST /v1/runs/{id}/answer`
+    Answer,
+    /// `POST /v1/runs/{id}/approve`
+    Approve,
+    /// `POST /v1/runs/{id}/resume`
+    Resume,
+    /// `POST /v1/runs/{id}/instructions`
+    Instruct,
+    /// `POST /v1/runs/{id}/pause`
+    Pause,
+    /// `POST /v1/runs/{id}/unpause`
+    Unpause,
+    /// `POST /v1/runs/{id}/continue`
+    Continue,
+}
+
+impl RunAction {
+    pub const ALL: [RunAction; 8] = [
+        RunAction::Cancel,
+        RunAction::Answer,
+        RunAction::Approve,
+        RunAction::Resume,
+        RunAction::Instruct,
+        RunAction::Pause,
+        RunAction::Unpause,
+        RunAction::Continue,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunAction::Cancel => "cancel",
+            RunAction::Answer => "answer",
+            RunAction::Approve => "approve",
+            RunAction::Resume => "resume",
+            RunAction::Instruct => "instruct",
+            RunAction::Pause => "pause",
+            RunAction::Unpause => "unpause",
+            RunAction::Continue => "continue",
+        }
+    }
+}
+
+/// Where a run stands, in words, from facts only: `completed; gate open on snapshot
+/// abc123456789; checks 1/1 passing`, `running (executing); gate closed on snapshot ...:
+/// check 'a' fails; checks 0/1 passing`, `queued; no gate yet`.
+pub fn standing_text(
+    state: RunState,
+    phase: &str,
+    gate: Option<&GateView>,
+    checks: Option<Checks>,
+) -> String {
+    let mut text = state.as_str().replace('_', " ");
+    if !phase.is_empty() && phase != "finished" {
+        text.push_str(&format!(" ({})", phase.replace('_', " ")));
+    }
+    match gate {
+        Some(g) => {
+            let snapshot = short_id(&g.snapshot);
+            text.push_str(&format!(
+                "; gate {} on snapshot {snapshot}",
+                gate_word(g.passed)
+            ));
+            if !g.passed && !g.reasons.is_empty() {
+                text.push_str(&format!(": {}", g.reasons.join("; ")));
+            }
+        }
+        None => text.push_str("; no gate yet"),
+    }
+    if let Some(c) = checks.filter(|c| c.total > 0) {
+        text.push_str(&format!("; checks {}/{} passing", c.passing, c.total));
+    }
+    text
 }
 
 impl RunView {
@@ -171,6 +269,10 @@ pub struct GateView {
     #[serde(default)]
     #[schema(required = true)]
     pub reasons: Vec<String>,
+    /// `open` (passed) or `closed`: the gate's one word in every client.
+    #[serde(default, deserialize_with = "lenient::or_default")]
+    #[schema(required = true)]
+    pub word: String,
 }
 
 impl From<&GateVerdict> for GateView {
@@ -181,6 +283,7 @@ impl From<&GateVerdict> for GateView {
             passing: g.passing,
             checked: g.checked,
             reasons: g.reasons.clone(),
+            word: gate_word(g.passed).to_string(),
         }
     }
 }

@@ -1,8 +1,8 @@
 //! Human-readable lines for runs and run log entries (the `--json` forms print the server's JSON).
 
-use loopgate_api::{short_ids, LOG_HEADLINE_KEY};
+use loopgate_api::{short_ids, standing_text, LOG_HEADLINE_KEY};
 pub use loopgate_common::state::excerpt;
-use loopgate_common::state::{short_id, verdicts_text, RunState};
+use loopgate_common::state::{gate_word, short_id, verdicts_text, RunState};
 use serde_json::Value;
 
 use crate::run_view::{LogRecord, RunView};
@@ -25,6 +25,26 @@ pub fn log_line(record: &LogRecord) -> String {
     }
 }
 
+/// Identical consecutive lines as one, with their count: `[round 3] done refused: ... (×11)`.
+pub fn collapse_repeats(lines: Vec<String>) -> Vec<String> {
+    let mut out: Vec<(String, usize)> = Vec::new();
+    for line in lines {
+        match out.last_mut() {
+            Some((last, n)) if *last == line => *n += 1,
+            _ => out.push((line, 1)),
+        }
+    }
+    out.into_iter()
+        .map(|(line, n)| {
+            if n > 1 {
+                format!("{line} (×{n})")
+            } else {
+                line
+            }
+        })
+        .collect()
+}
+
 /// `loopgate status` in human form, at `now_ms` (Unix milliseconds).
 pub fn run_summary(view: &RunView, now_ms: i64) -> Vec<String> {
     let rounds = rounds_text(view);
@@ -42,6 +62,7 @@ pub fn run_summary(view: &RunView, now_ms: i64) -> Vec<String> {
     if let Some(goal) = &view.goal {
         lines.push(format!("goal: {}", excerpt(goal, 200)));
     }
+    lines.push(format!("standing: {}", standing(view)));
     if let Some(phase) = view.phase_name() {
         lines.push(format!("phase: {phase}"));
     }
@@ -79,16 +100,23 @@ pub fn run_summary(view: &RunView, now_ms: i64) -> Vec<String> {
     }
     if let Some(gate) = &view.gate {
         if gate.passed {
-            lines.push("gate: passed".to_string());
+            lines.push(format!("gate: {}", gate_word(true)));
         } else {
-            lines.push(format!("gate: closed — {}", gate.reasons.join("; ")));
+            lines.push(format!(
+                "gate: {} — {}",
+                gate_word(false),
+                gate.reasons.join("; ")
+            ));
         }
     }
     if let Some(tokens) = view.total_tokens {
         lines.push(tokens_line(view, tokens));
     }
     if let Some(task_state) = &view.task_state {
-        lines.push(format!("task state: {}", excerpt(task_state, 300)));
+        lines.push(format!(
+            "manager's note (its claim, not checked): {}",
+            excerpt(task_state, 300)
+        ));
     }
     if view.state == RunState::WaitingForInput {
         if let Some(question) = &view.question {
@@ -117,6 +145,16 @@ pub fn run_summary(view: &RunView, now_ms: i64) -> Vec<String> {
     }
     lines.extend(evidence_lines(view));
     lines
+}
+
+/// Where the run stands from facts only: the manager's `standing`, or (from a manager that
+/// sends none) the same words made here by [`standing_text`].
+pub fn standing(view: &RunView) -> String {
+    if view.standing.is_empty() {
+        standing_text(view.state, &view.phase, view.gate.as_ref(), view.checks)
+    } else {
+        view.standing.clone()
+    }
 }
 
 /// `tokens: N`, with the prompt tokens the providers read from their caches when there were
@@ -337,13 +375,13 @@ mod tests {
             (
                 json!({"at":1,"generation":1,"round":2,"type":"exec_result","worker":"exec-1","candidate":snap,
                        "summary":"wrote hello.py","claimed_done":true,"tool_calls":3,"error":null}),
-                "[round 2] executor exec-1: snapshot aaaaaaaaaaaa — wrote hello.py [3 tool calls] (claims done)",
+                "[round 2] executor exec-1: snapshot aaaaaaaaaaaa — its summary (a claim): wrote hello.py [3 tool calls] (claims done)",
             ),
             (
                 json!({"at":1,"generation":1,"round":2,"type":"exec_result","worker":"exec-1","candidate":snap,
                        "summary":"fixed hello.py","claimed_done":true,"tool_calls":5,"error":null,
                        "self_check_refusals":2}),
-                "[round 2] executor exec-1: snapshot aaaaaaaaaaaa — fixed hello.py [5 tool calls] [finish refused 2x by self-check] (claims done)",
+                "[round 2] executor exec-1: snapshot aaaaaaaaaaaa — its summary (a claim): fixed hello.py [5 tool calls] [finish refused 2x by self-check] (claims done)",
             ),
             (
                 json!({"at":1,"generation":1,"round":3,"type":"terminal","state":"budget_exhausted",
@@ -388,6 +426,22 @@ mod tests {
     }
 
     #[test]
+    fn identical_consecutive_lines_collapse_with_a_count() {
+        let lines = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let cases = [
+            (
+                lines(&["a", "a", "a", "b", "a"]),
+                lines(&["a (×3)", "b", "a"]),
+            ),
+            (lines(&["a", "b"]), lines(&["a", "b"])),
+            (lines(&[]), lines(&[])),
+        ];
+        for (input, want) in cases {
+            assert_eq!(collapse_repeats(input), want);
+        }
+    }
+
+    #[test]
     fn tokens_line_shows_cached_prompt_tokens_when_some() {
         let cases = [
             (json!({}), "tokens: 120"),
@@ -412,6 +466,28 @@ mod tests {
             let lines = run_summary(&view, 0);
             assert!(lines.contains(&want.to_string()), "{lines:?}");
         }
+    }
+
+    #[test]
+    fn status_states_facts_and_marks_the_managers_note_as_a_claim() {
+        let view = RunView::from_value(&json!({
+            "id": "r1", "state": "completed", "phase": "finished", "task_state": "working.",
+            "gate": {"passed": true, "snapshot": "f".repeat(64), "reasons": []},
+            "checks": {"passing": 1, "total": 1}
+        }))
+        .unwrap();
+        let lines = run_summary(&view, 0);
+        for want in [
+            "standing: completed; gate open on snapshot ffffffffffff; checks 1/1 passing",
+            "gate: open",
+            "manager's note (its claim, not checked): working.",
+        ] {
+            assert!(lines.contains(&want.to_string()), "{want}: {lines:?}");
+        }
+        assert!(
+            !lines.iter().any(|l| l.starts_with("task state")),
+            "{lines:?}"
+        );
     }
 
     #[test]

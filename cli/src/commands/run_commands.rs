@@ -93,9 +93,11 @@ pub async fn log(client: &ApiClient, args: &RunJsonArgs) -> Result<ExitStatus, C
         .get("entries")
         .and_then(Value::as_array)
         .ok_or_else(|| bad_response("GET /v1/runs/{id}/log", "no `entries` array"))?;
-    for entry in entries {
-        output::line(render::log_line(&LogRecord::from_value(entry.clone())))?;
-    }
+    let lines: Vec<String> = entries
+        .iter()
+        .map(|entry| render::log_line(&LogRecord::from_value(entry.clone())))
+        .collect();
+    output::block(&render::collapse_repeats(lines))?;
     Ok(ExitStatus::Ok)
 }
 

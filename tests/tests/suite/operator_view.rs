@@ -224,3 +224,173 @@ async fn every_run_command_takes_a_short_id() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+const CLAIMS_TASK: &str = r#"
+name = "claims"
+goal = "Create hello.py that prints exactly: hello, loopgate"
+[[acceptance]]
+id = "prints-greeting"
+check = "test \"$(python3 hello.py)\" = 'hello, loopgate'"
+[roles]
+manager = "mgr"
+executor = "exec"
+[budget]
+max_rounds = 4
+self_checks = 0
+step_retries = 0
+clause_steps = false
+"#;
+
+/// Each action's control on the run page.
+const ACTION_CONTROLS: [(&str, &str); 8] = [
+    ("cancel", "#cancel"),
+    ("answer", "form#answer"),
+    ("approve", "#approve"),
+    ("resume", "form#resume"),
+    ("instruct", "form#instruct"),
+    ("pause", "#pause"),
+    ("unpause", "#unpause"),
+    ("continue", "form#continue"),
+];
+
+/// A completed run whose manager kept saying "working." and whose executor said "All checks
+/// pass." of a round the audit failed: its page (headless Chromium) states where it stands
+/// from the gate, shows both models' words only as their claims beside the evidence, and
+/// offers exactly the actions the API accepts (every other one is refused by its route).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completed_runs_page_states_no_claim_as_fact_and_offers_only_accepted_actions(
+) -> anyhow::Result<()> {
+    use super::console::{assert_no_page_errors, open_console, wait_js, TOKEN};
+    let step = |task: &str| {
+        Reply::content(format!(
+            "Current task state: working.\nNext: cli\nTask: {task}"
+        ))
+    };
+    let write = |content: &str| {
+        Reply::tool_call(
+            "write_file",
+            json!({"path": "hello.py", "content": content}),
+        )
+    };
+    let model = StandInModel::start(
+        Script::new()
+            .replies(
+                "standin-manager",
+                [step("write hello.py"), step("fix hello.py")],
+            )
+            .replies(
+                "standin-executor",
+                [
+                    write("print('hello')\n"),
+                    Reply::tool_call("finish", json!({"summary": "All checks pass."})),
+                    write("print('hello, loopgate')\n"),
+                    Reply::tool_call("finish", json!({"summary": "Fixed the greeting."})),
+                ],
+            ),
+    )
+    .await?;
+    let mut opts = StackOptions::new(
+        vec![
+            Profile::new("mgr", &model.base_url(), "standin-manager"),
+            Profile::new("exec", &model.base_url(), "standin-executor"),
+        ],
+        1,
+    );
+    opts.token = Some(TOKEN.to_string());
+    let stack = Stack::start(opts).await?;
+    let id = stack.submit(CLAIMS_TASK, &[]).await?["id"]
+        .as_str()
+        .context("id")?
+        .to_string();
+    let done = stack.wait_terminal(&id, Duration::from_secs(90)).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    assert_eq!(done["task_state"], "working.", "{done}");
+    let accepted: Vec<String> = done["actions"]
+        .as_array()
+        .context("actions")?
+        .iter()
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .collect();
+    assert_eq!(accepted, ["continue"], "{done}");
+
+    let mut s = open_console(&stack.http, &format!("#/runs/{id}")).await?;
+    let standing = wait_js(
+        &mut s,
+        "(document.getElementById('run-standing') || {}).textContent",
+        "the standing",
+    )
+    .await?;
+    assert!(
+        standing
+            .as_str()
+            .unwrap_or("")
+            .starts_with("completed; gate open on snapshot"),
+        "{standing}"
+    );
+    wait_js(
+        &mut s,
+        "document.querySelectorAll('#timeline li.round .gate').length === 2",
+        "both rounds' gates",
+    )
+    .await?;
+    let page = s.page_text().await?;
+    assert!(!page.contains("Task state"), "{page}");
+    // The manager's words only under its label, as a claim.
+    let note = s
+        .evaluate("(() => { const n = document.getElementById('manager-note'); return n && n.previousElementSibling.textContent + ' | ' + n.textContent; })()")
+        .await?;
+    let note = note.as_str().unwrap_or("");
+    assert!(
+        note.starts_with("Manager's note (claim) | working."),
+        "{note}"
+    );
+    // The executor's "All checks pass." only as its claim, beside the audit that failed it.
+    let round1 = s
+        .evaluate("(() => { const r = document.querySelector('#timeline li.round'); return [r.querySelector('.exec .claim').textContent, r.querySelector('.exec strong').textContent, !!r.querySelector('.refuted'), r.querySelector('.gate').textContent]; })()")
+        .await?;
+    assert_eq!(round1[0], "All checks pass.", "{round1}");
+    assert_eq!(round1[1], "Executor's summary (claim): ", "{round1}");
+    assert_eq!(round1[2], true, "{round1}");
+    assert!(
+        round1[3].as_str().unwrap_or("").starts_with("Gate: closed"),
+        "{round1}"
+    );
+    // Every text that is the executor's summary sits inside a claim.
+    let bare = s
+        .evaluate("[...document.querySelectorAll('#run-head dd, #timeline h3, #timeline p')].filter((e) => /All checks pass\\.|working\\./.test(e.textContent) && !e.querySelector('.claim') && !e.classList.contains('claim')).length")
+        .await?;
+    assert_eq!(bare, json!(0));
+
+    // The controls offered are exactly the accepted actions; the API refuses every other.
+    wait_js(
+        &mut s,
+        "document.querySelector('form#continue')",
+        "the continue form",
+    )
+    .await?;
+    for (action, selector) in ACTION_CONTROLS {
+        let shown = s
+            .evaluate(&format!("!!document.querySelector('#actions {selector}')"))
+            .await?;
+        assert_eq!(
+            shown,
+            json!(accepted.iter().any(|a| a == action)),
+            "{action}"
+        );
+        if accepted.iter().any(|a| a == action) {
+            continue;
+        }
+        let path = match action {
+            "instruct" => format!("/v1/runs/{id}/instructions"),
+            other => format!("/v1/runs/{id}/{other}"),
+        };
+        let body = match action {
+            "answer" | "instruct" => json!({"text": "x"}),
+            _ => json!({}),
+        };
+        let (status, v) = stack.post_raw(&path, &body).await?;
+        assert_eq!(status, 409, "{action}: {v}");
+    }
+    assert_no_page_errors(&s);
+    Ok(())
+}
