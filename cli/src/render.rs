@@ -25,24 +25,40 @@ pub fn log_line(record: &LogRecord) -> String {
     }
 }
 
-/// Identical consecutive lines as one, with their count: `[round 3] done refused: ... (×11)`.
+/// Blocks of lines repeated back to back, at most this long, are collapsed.
+const MAX_REPEAT_PERIOD: usize = 3;
+
+/// Identical consecutive lines as one, with their count: `[round 3] done refused: ... (×11)`;
+/// a block of up to 3 lines repeated back to back (a `next: done` decision and its `done
+/// refused`, again and again) as one block, its last line ending `(these 2 lines ×11)`.
 pub fn collapse_repeats(lines: Vec<String>) -> Vec<String> {
-    let mut out: Vec<(String, usize)> = Vec::new();
-    for line in lines {
-        match out.last_mut() {
-            Some((last, n)) if *last == line => *n += 1,
-            _ => out.push((line, 1)),
-        }
-    }
-    out.into_iter()
-        .map(|(line, n)| {
-            if n > 1 {
-                format!("{line} (×{n})")
-            } else {
-                line
+    let n = lines.len();
+    let mut out = Vec::with_capacity(n);
+    let mut i = 0;
+    while i < n {
+        // The period covering the most lines from `i`, the shortest on a tie.
+        let (mut period, mut repeats) = (1, 1);
+        for p in 1..=MAX_REPEAT_PERIOD.min(n - i) {
+            let mut r = 1;
+            while i + (r + 1) * p <= n && lines[i + r * p..i + (r + 1) * p] == lines[i..i + p] {
+                r += 1;
             }
-        })
-        .collect()
+            if r > 1 && r * p > period * repeats {
+                (period, repeats) = (p, r);
+            }
+        }
+        for (k, line) in lines[i..i + period].iter().enumerate() {
+            let last = k + 1 == period;
+            out.push(match (repeats, period) {
+                (1, _) => line.clone(),
+                (_, 1) => format!("{line} (×{repeats})"),
+                _ if last => format!("{line} (these {period} lines ×{repeats})"),
+                _ => line.clone(),
+            });
+        }
+        i += period * repeats;
+    }
+    out
 }
 
 /// `loopgate status` in human form, at `now_ms` (Unix milliseconds).
@@ -435,6 +451,11 @@ mod tests {
             ),
             (lines(&["a", "b"]), lines(&["a", "b"])),
             (lines(&[]), lines(&[])),
+            (
+                lines(&["x", "d", "r", "d", "r", "d", "r", "y"]),
+                lines(&["x", "d", "r (these 2 lines ×3)", "y"]),
+            ),
+            (lines(&["a", "a", "b", "b"]), lines(&["a (×2)", "b (×2)"])),
         ];
         for (input, want) in cases {
             assert_eq!(collapse_repeats(input), want);

@@ -476,21 +476,33 @@ export function gateWord(g) {
   return g.word || (g.passed ? 'open' : 'closed');
 }
 
-// Identical consecutive entries (same headline) as one, with how many there were.
+// Entries repeated back to back (same headlines) as one, with how many times: one entry
+// (`×11`) or a block of up to 3 (a `next: done` and its `done refused`, again and again), as
+// `loopgate log` collapses them.
 export function collapse(entries) {
   const out = [];
-  for (const e of entries) {
-    const last = out[out.length - 1];
-    if (last && headline(last.entry) === headline(e)) last.count++;
-    else out.push({ entry: e, count: 1 });
+  const key = entries.map(headline);
+  const same = (a, b, p) => { for (let k = 0; k < p; k++) if (key[a + k] !== key[b + k]) return false; return true; };
+  let i = 0;
+  while (i < entries.length) {
+    let period = 1;
+    let repeats = 1;
+    for (let p = 1; p <= Math.min(3, entries.length - i); p++) {
+      let r = 1;
+      while (i + (r + 1) * p <= entries.length && same(i, i + r * p, p)) r++;
+      if (r > 1 && r * p > period * repeats) { period = p; repeats = r; }
+    }
+    for (let k = 0; k < period; k++) out.push({ entry: entries[i + k], count: k === period - 1 ? repeats : 1, period });
+    i += period * repeats;
   }
   return out;
 }
 
 function noteItem(n) {
   const dataset = n.count > 1 ? { kind: n.entry.type, count: String(n.count) } : { kind: n.entry.type };
+  const label = n.period > 1 ? ` (these ${n.period} entries ×${n.count})` : ` ×${n.count}`;
   return h('li', { dataset }, headline(n.entry),
-    n.count > 1 ? h('span', { class: 'repeat', title: `${n.count} identical entries in a row` }, ` ×${n.count}`) : null);
+    n.count > 1 ? h('span', { class: 'repeat', title: `repeated ${n.count} times in a row` }, label) : null);
 }
 
 // An entry in one line: the `headline` the manager adds to every log entry it serves (the
