@@ -91,7 +91,8 @@ pub enum Command {
     /// controls by label, expect text, save a screenshot. Exit 0 when every step passed.
     ///
     /// Steps run in this order: --url, every --fill, every --click, every --expect-text (each
-    /// waited for up to --timeout-secs); the --screenshot is written last, also on failure.
+    /// field, control and text waited for up to --timeout-secs, so controls rendered after load
+    /// are found); the --screenshot is written last, also on failure.
     /// --url is a path relative to the current directory (opened as a file), a path starting
     /// with / joined to --base-url when one is set, or an http URL on loopback. Chromium comes
     /// from $LOOPGATE_CHROMIUM, else /usr/lib/chromium/chromium, else PATH.
@@ -553,7 +554,7 @@ pub struct BrowseArgs {
     /// Write a PNG of the page here at the end (also when a step failed).
     #[arg(long, value_name = "PATH")]
     pub screenshot: Option<PathBuf>,
-    /// Limit for loading the page and for each expected text to appear.
+    /// Limit for loading the page and for each field, control and expected text to appear.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
     pub timeout_secs: u64,
     /// Base for --url values starting with / (the task's `[gui] url`; the auditor sets it).
