@@ -3,7 +3,7 @@
 // run started from a git repository, the `loopgate apply` command line and the patch download).
 
 import { get, post, blob, screenshot, patch, events, hasRoute } from './api.js';
-import { h, clear, short, stateBadge, usd, TERMINAL, toast, errorText, action, form } from './dom.js';
+import { h, clear, short, isIdPrefix, stateBadge, usd, TERMINAL, toast, errorText, action, form } from './dom.js';
 
 const REFRESH_MS = 300;
 
@@ -50,6 +50,12 @@ export function runView(main, id) {
   }
 
   async function refresh() {
+    if (!run && id.length < 36 && isIdPrefix(id)) {
+      // A short id: find its run (`id_prefix`) rather than ask for a run of that id.
+      ctl.abort();
+      await missing({ code: 'not_found', message: `no run id is ${id}` });
+      return false;
+    }
     try {
       const [r, b] = await Promise.all([get(`/v1/runs/${id}`, { signal: ctl.signal }), get(`/v1/runs/${id}/budget`, { signal: ctl.signal })]);
       const changed = !run || run.state !== r.state || run.phase !== r.phase || run.planning !== r.planning || run.question !== r.question
@@ -64,9 +70,40 @@ export function runView(main, id) {
       renderEvidence();
       if (r.snapshot && r.snapshot !== checkedIntegrity) checkIntegrity(r.snapshot);
       if (r.state === 'completed' && certificate.hidden) renderCertificate();
+      return true;
     } catch (e) {
-      if (!ctl.signal.aborted) toast('Cannot load the run: ' + errorText(e), 'bad');
+      if (ctl.signal.aborted) return false;
+      if (!run && e.status === 404) {
+        ctl.abort();
+        await missing(e);
+        return false;
+      }
+      toast('Cannot load the run: ' + errorText(e), 'bad');
+      return Boolean(run);
     }
+  }
+
+  // No run has this id: a short id (a prefix) goes to its one run; otherwise the page says so,
+  // with the runs the prefix matches, if several.
+  async function missing(e) {
+    let matches = [];
+    if (isIdPrefix(id)) {
+      try {
+        matches = (await get(`/v1/runs?id_prefix=${encodeURIComponent(id)}&limit=10`)).runs || [];
+      } catch (_) {
+        matches = [];
+      }
+    }
+    if (matches.length === 1) {
+      location.replace(`#/runs/${matches[0].id}`);
+      return;
+    }
+    clear(main,
+      h('h1', {}, 'No such run'),
+      h('div', { class: 'alert', role: 'alert', id: 'run-missing' },
+        matches.length ? `${matches.length} runs have an id starting with ${id}: pick one.` : `No run has the id ${id} (${errorText(e)}). Runs expire from the store some days after they end.`),
+      matches.length ? h('ul', { id: 'run-candidates' }, matches.map((r) => h('li', {}, h('a', { href: `#/runs/${r.id}` }, r.id), ' ', r.name || '', ' · ', r.state))) : null,
+      h('p', {}, h('a', { href: '#/' }, 'Back to the runs')));
   }
 
   function renderHead() {
@@ -391,7 +428,8 @@ export function runView(main, id) {
     }
   }
 
-  refresh().then(() => {
+  refresh().then((found) => {
+    if (!found) return;
     events(`/v1/runs/${id}/events`, (ev) => {
       if (ev.event === 'log') {
         try {

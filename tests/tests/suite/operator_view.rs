@@ -1,6 +1,7 @@
 //! The operator's view (issue 42): the run list pages past its first 50 runs and says so, in
 //! the API and in `loopgate runs`; every command that takes a RUN takes the short id `loopgate
-//! runs` shows (an unknown or ambiguous prefix exits 7).
+//! runs` shows (an unknown or ambiguous prefix exits 7); a completed run's console page states
+//! no model's claim as fact and offers only the actions the API accepts.
 
 use std::process::Output;
 use std::time::Duration;
@@ -256,11 +257,14 @@ const ACTION_CONTROLS: [(&str, &str); 8] = [
 /// A completed run whose manager kept saying "working." and whose executor said "All checks
 /// pass." of a round the audit failed: its page (headless Chromium) states where it stands
 /// from the gate, shows both models' words only as their claims beside the evidence, and
-/// offers exactly the actions the API accepts (every other one is refused by its route).
+/// offers exactly the actions the API accepts (every other one is refused by its route). Then
+/// the rest of the console's fixes: the Files view shows a text file without a stray `null`, a
+/// short id in the URL opens its run, the submit form's example names profiles the stack
+/// serves and submits as it stands, and an unknown run id gets a page saying so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_completed_runs_page_states_no_claim_as_fact_and_offers_only_accepted_actions(
 ) -> anyhow::Result<()> {
-    use super::console::{assert_no_page_errors, open_console, wait_js, TOKEN};
+    use super::console::{assert_no_page_errors, click, open_console, wait_js, TOKEN};
     let step = |task: &str| {
         Reply::content(format!(
             "Current task state: working.\nNext: cli\nTask: {task}"
@@ -391,6 +395,80 @@ async fn a_completed_runs_page_states_no_claim_as_fact_and_offers_only_accepted_
         let (status, v) = stack.post_raw(&path, &body).await?;
         assert_eq!(status, 409, "{action}: {v}");
     }
+
+    // The Files view shows a text file's text and nothing more (no "null" under it).
+    go(&mut s, &format!("#/runs/{id}/files?path=hello.py")).await?;
+    let view = wait_js(
+        &mut s,
+        "document.getElementById('file-text') && document.getElementById('file-view').textContent",
+        "the file's text",
+    )
+    .await?;
+    let view = view.as_str().unwrap_or("");
+    assert!(view.contains("print('hello, loopgate')"), "{view}");
+    assert!(!view.contains("null"), "{view}");
+
+    // A short id goes to its run.
+    go(&mut s, &format!("#/runs/{}", &id[..12])).await?;
+    wait_js(
+        &mut s,
+        &format!("location.hash === '#/runs/{id}' && document.getElementById('run-standing')"),
+        "the short id to open its run",
+    )
+    .await?;
+    // The submit form's example names profiles this stack serves, and submits as it stands.
+    go(&mut s, "#/submit").await?;
+    let example = wait_js(
+        &mut s,
+        "document.querySelector('#role-executor option[value=exec]') && document.getElementById('task-toml').value",
+        "the example filled from /v1/models",
+    )
+    .await?;
+    let example = example.as_str().unwrap_or("");
+    assert!(example.contains("executor = \"exec\""), "{example}");
+    click(&mut s, "Submit run").await?;
+    let submitted = wait_js(
+        &mut s,
+        &format!("/^#\\/runs\\/[0-9a-f-]{{36}}$/.test(location.hash) && location.hash !== '#/runs/{id}' && location.hash"),
+        "the example run's page",
+    )
+    .await?;
+    let text = s.page_text().await?;
+    assert!(!text.contains("no model profile"), "{submitted}: {text}");
     assert_no_page_errors(&s);
+
+    // An unknown id: the page says so (the browser logs the manager's 404s for it, nothing else).
+    go(&mut s, "#/runs/ffffffff-ffff-7fff-bfff-ffffffffffff").await?;
+    let missing = wait_js(
+        &mut s,
+        "(document.getElementById('run-missing') || {}).textContent",
+        "the unknown run's page",
+    )
+    .await?;
+    assert!(
+        missing
+            .as_str()
+            .unwrap_or("")
+            .starts_with("No run has the id ffffffff"),
+        "{missing}"
+    );
+
+    let errors: Vec<String> = s
+        .page_errors()
+        .into_iter()
+        .filter(|e| !e.contains("404 (Not Found) (http") || !e.contains("/v1/runs/ffffffff-"))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    Ok(())
+}
+
+/// Go to a console page in the same document (a hash change, as its links do).
+async fn go(session: &mut loopgate_browser::Session, hash: &str) -> anyhow::Result<()> {
+    session
+        .evaluate(&format!(
+            "(location.hash = {}, true)",
+            serde_json::to_string(hash)?
+        ))
+        .await?;
     Ok(())
 }
