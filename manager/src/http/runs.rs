@@ -202,34 +202,51 @@ async fn list_by_prefix(
             format!("id_prefix '{prefix}': hex digits and dashes, 1 to 36 of them"),
         ));
     }
-    let ids = s
+    let mut ids = s
         .engine
         .store()
         .ids_with_prefix(prefix, PREFIX_SCAN_LIMIT)
         .await
         .map_err(|e| ApiError::unavailable(e.to_string()))?;
-    let mut records = Vec::with_capacity(ids.len());
-    for id in ids {
-        if let Some((_, r)) = s.engine.load(&id).await? {
-            if state.is_none_or(|st| r.state.as_str() == st) {
-                records.push(r);
+    // Run ids are UUIDv7s: in reverse order they are newest first, as the list is.
+    ids.sort_unstable_by(|a, b| b.cmp(a));
+    let page_end = offset.saturating_add(limit);
+    let (page, has_more) = match state {
+        // Without a state filter only the page's records are read.
+        None => {
+            let mut runs = Vec::with_capacity(limit.min(ids.len()));
+            for id in ids.iter().skip(offset).take(limit) {
+                if let Some((_, r)) = s.engine.load(id).await? {
+                    runs.push(run_view(&r));
+                }
             }
+            (runs, ids.len() > page_end)
         }
-    }
-    records.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.id.cmp(&b.id)));
-    let has_more = records.len() > offset.saturating_add(limit);
-    let runs = records
-        .iter()
-        .skip(offset)
-        .take(limit)
-        .map(run_view)
-        .collect();
+        Some(state) => {
+            let mut matching = Vec::new();
+            for id in &ids {
+                if let Some((_, r)) = s.engine.load(id).await? {
+                    if r.state.as_str() == state {
+                        matching.push(r);
+                    }
+                }
+            }
+            let more = matching.len() > page_end;
+            let runs = matching
+                .iter()
+                .skip(offset)
+                .take(limit)
+                .map(run_view)
+                .collect();
+            (runs, more)
+        }
+    };
     Ok(with_sorted_keys(&RunList {
         limit,
         offset,
-        runs,
+        runs: page,
         has_more,
-        next_offset: has_more.then(|| offset + limit),
+        next_offset: has_more.then_some(page_end),
     }))
 }
 
