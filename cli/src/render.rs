@@ -219,6 +219,7 @@ pub fn final_report(view: &RunView) -> Vec<String> {
     if let Some(progress) = &view.progress {
         lines.push(format!("progress: {progress}"));
     }
+    lines.push(format!("standing: {}", standing(view)));
     lines.extend(evidence_lines(view));
     if view.snapshot.is_some() {
         lines.push(format!("get the files: loopgate checkout {} DIR", view.id));
