@@ -1,7 +1,8 @@
 //! The operator's view (issue 42): the run list pages past its first 50 runs and says so, in
 //! the API and in `loopgate runs`; every command that takes a RUN takes the short id `loopgate
 //! runs` shows (an unknown or ambiguous prefix exits 7); a completed run's console page states
-//! no model's claim as fact and offers only the actions the API accepts.
+//! no model's claim as fact and offers only the actions the API accepts; the console's list pages
+//! as the CLI does and shows the same short ids.
 
 use std::process::Output;
 use std::time::Duration;
@@ -51,6 +52,7 @@ async fn get(http: &str, path: &str) -> anyhow::Result<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_run_list_pages_past_fifty_and_short_ids_resolve() -> anyhow::Result<()> {
+    use super::console::{assert_no_page_errors, click, wait_js};
     let plane = ControlPlane::start(&[], None).await?;
     let mut ids = Vec::new();
     for i in 0..55 {
@@ -128,6 +130,37 @@ async fn the_run_list_pages_past_fifty_and_short_ids_resolve() -> anyhow::Result
     }
     let by_prefix = get(&plane.http, &format!("/v1/runs?id_prefix={short}")).await?;
     assert_eq!(by_prefix["runs"][0]["id"], ids[54].as_str(), "{by_prefix}");
+
+    // The console's list pages the same way and shows the ids the CLI shows (and accepts).
+    let policy = loopgate_browser::TargetPolicy {
+        workspace: None,
+        base_url: None,
+        allow_network: false,
+    };
+    let mut s = loopgate_browser::Session::new(loopgate_browser::LaunchSettings::detect()?, policy);
+    s.navigate(&format!("{}/#/", plane.http)).await?;
+    wait_js(
+        &mut s,
+        "document.querySelectorAll('#run-rows tr').length === 50 && !document.getElementById('runs-next').disabled",
+        "the first page of 50 with a next page",
+    )
+    .await?;
+    let console_ids = s
+        .evaluate("[...document.querySelectorAll('#run-rows [data-short-id]')].map((e) => e.dataset.shortId)")
+        .await?;
+    assert_eq!(
+        console_ids,
+        json!(shown),
+        "the console shows the CLI's short ids"
+    );
+    click(&mut s, "Older").await?;
+    wait_js(
+        &mut s,
+        "document.querySelectorAll('#run-rows tr').length === 5 && document.getElementById('runs-next').disabled && location.hash.includes('offset=50')",
+        "the last page of 5",
+    )
+    .await?;
+    assert_no_page_errors(&s);
     Ok(())
 }
 
