@@ -101,7 +101,9 @@ export function runView(main, id) {
     clear(main,
       h('h1', {}, 'No such run'),
       h('div', { class: 'alert', role: 'alert', id: 'run-missing' },
-        matches.length ? `${matches.length} runs have an id starting with ${id}: pick one.` : `No run has the id ${id} (${errorText(e)}). Runs expire from the store some days after they end.`),
+        matches.length ? `${matches.length} runs have an id starting with ${id}: pick one.`
+          : id.length < 36 && isIdPrefix(id) ? `No run id starts with ${id}.`
+            : `No run has the id ${id} (${errorText(e)}). Runs expire from the store some days after they end.`),
       matches.length ? h('ul', { id: 'run-candidates' }, matches.map((r) => h('li', {}, h('a', { href: `#/runs/${r.id}` }, r.id), ' ', r.name || '', ' · ', r.state))) : null,
       h('p', {}, h('a', { href: '#/' }, 'Back to the runs')));
   }
