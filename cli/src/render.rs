@@ -443,6 +443,45 @@ mod tests {
     }
 
     #[test]
+    fn runs_table_shows_short_ids_names_ages_and_fits_goals_to_a_terminal() {
+        let goal = "Create hello.py that prints exactly: hello, loopgate; then write its tests";
+        let views: Vec<RunView> = [
+            ("0193a2b4-c5d6-7000-8000-000000000001", Some("hello"), 3_000),
+            ("0193a2b4-ffff-7000-8000-000000000002", None, 7_200_000),
+        ]
+        .iter()
+        .map(|(id, name, age)| {
+            RunView::from_value(&json!({
+                "id": id, "name": name, "state": "running", "round": 2, "counted_rounds": 2,
+                "max_rounds": 5, "checks": {"passing": 0, "total": 1},
+                "created_at": 10_000_000 - age, "goal": goal
+            }))
+            .unwrap()
+        })
+        .collect();
+        let whole = runs_table_at(&views, 10_000_000, None);
+        assert_eq!(
+            whole,
+            vec![
+                "ID            NAME   STATE    ROUND  CHECKS  AGE  GOAL".to_string(),
+                format!("0193a2b4-c5d  hello  running    2/5     0/1   3s  {goal}"),
+                format!("0193a2b4-fff  -      running    2/5     0/1   2h  {goal}"),
+            ]
+        );
+        let narrow = runs_table_at(&views, 10_000_000, Some(80));
+        assert!(
+            narrow.iter().all(|l| l.chars().count() <= 80),
+            "{narrow:#?}"
+        );
+        assert!(narrow[1].ends_with('…'), "{narrow:#?}");
+        assert_eq!(
+            runs_footer(50, 50, Some(100), Some("running")),
+            vec!["runs 51-100 shown; more exist: loopgate runs --state running --offset 100"]
+        );
+        assert!(runs_footer(0, 3, None, None).is_empty());
+    }
+
+    #[test]
     fn identical_consecutive_lines_collapse_with_a_count() {
         let lines = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let cases = [
