@@ -61,6 +61,67 @@ pub fn collapse_repeats(lines: Vec<String>) -> Vec<String> {
     out
 }
 
+/// [`collapse_repeats`] for a stream (`loopgate watch`): each line is printed as it comes,
+/// except one that repeats the line (or the block of up to 3 lines) before it, which is held
+/// back and counted; the count is printed when something else comes, or at [`flush`].
+///
+/// [`flush`]: RepeatFilter::flush
+#[derive(Debug, Default)]
+pub struct RepeatFilter {
+    /// The latest lines seen (printed or held back), at most twice the longest period.
+    recent: Vec<String>,
+    /// The period being repeated, and how many lines of it were held back.
+    repeating: Option<(usize, usize)>,
+}
+
+impl RepeatFilter {
+    /// The lines to print now for `line`.
+    pub fn push(&mut self, line: String) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some((period, held)) = self.repeating {
+            if self.recent.len() >= period && self.recent[self.recent.len() - period] == line {
+                self.repeating = Some((period, held + 1));
+                self.remember(line);
+                return out;
+            }
+            out.extend(self.flush());
+        }
+        let n = self.recent.len();
+        let starts_repeat = (1..=MAX_REPEAT_PERIOD).find(|&p| {
+            // `line` completes a block of `p` lines equal to the `p` lines before it.
+            n + 1 >= 2 * p
+                && self.recent[n + 1 - p..]
+                    .iter()
+                    .chain(std::iter::once(&line))
+                    .eq(self.recent[n + 1 - 2 * p..n + 1 - p].iter())
+        });
+        match starts_repeat {
+            Some(period) => self.repeating = Some((period, 1)),
+            None => out.push(line.clone()),
+        }
+        self.remember(line);
+        out
+    }
+
+    /// The count of lines held back, if any (the stream ended or moved on).
+    pub fn flush(&mut self) -> Option<String> {
+        let (period, held) = self.repeating.take()?;
+        Some(if period == 1 {
+            format!("  (the line above ×{} in all)", held + 1)
+        } else {
+            format!("  ({held} more lines repeating the {period} above)")
+        })
+    }
+
+    fn remember(&mut self, line: String) {
+        self.recent.push(line);
+        let keep = 2 * MAX_REPEAT_PERIOD;
+        if self.recent.len() > keep {
+            self.recent.drain(..self.recent.len() - keep);
+        }
+    }
+}
+
 /// `loopgate status` in human form, at `now_ms` (Unix milliseconds).
 pub fn run_summary(view: &RunView, now_ms: i64) -> Vec<String> {
     let rounds = rounds_text(view);
@@ -479,6 +540,34 @@ mod tests {
             vec!["runs 51-100 shown; more exist: loopgate runs --state running --offset 100"]
         );
         assert!(runs_footer(0, 3, None, None).is_empty());
+    }
+
+    #[test]
+    fn a_stream_holds_back_repeats_and_counts_them() {
+        let feed = |lines: &[&str]| {
+            let mut f = RepeatFilter::default();
+            let mut out: Vec<String> = Vec::new();
+            for l in lines {
+                out.extend(f.push(l.to_string()));
+            }
+            out.extend(f.flush());
+            out
+        };
+        let cases: [(&[&str], Vec<&str>); 4] = [
+            (&["a", "b"], vec!["a", "b"]),
+            (
+                &["a", "a", "a", "b"],
+                vec!["a", "  (the line above ×3 in all)", "b"],
+            ),
+            (
+                &["x", "d", "r", "d", "r", "d", "r"],
+                vec!["x", "d", "r", "d", "  (3 more lines repeating the 2 above)"],
+            ),
+            (&["a", "a"], vec!["a", "  (the line above ×2 in all)"]),
+        ];
+        for (input, want) in cases {
+            assert_eq!(feed(input), want, "{input:?}");
+        }
     }
 
     #[test]
