@@ -220,6 +220,10 @@ pub fn run_summary(view: &RunView, now_ms: i64) -> Vec<String> {
     if let Some(reason) = &view.terminal_reason {
         lines.push(format!("reason: {reason}"));
     }
+    if !view.actions.is_empty() {
+        let names: Vec<&str> = view.actions.iter().map(|a| a.as_str()).collect();
+        lines.push(format!("accepts now: {}", names.join(", ")));
+    }
     lines.extend(evidence_lines(view));
     lines
 }
@@ -623,7 +627,7 @@ mod tests {
         let view = RunView::from_value(&json!({
             "id": "r1", "state": "completed", "phase": "finished", "task_state": "working.",
             "gate": {"passed": true, "snapshot": "f".repeat(64), "reasons": []},
-            "checks": {"passing": 1, "total": 1}
+            "checks": {"passing": 1, "total": 1}, "actions": ["continue"]
         }))
         .unwrap();
         let lines = run_summary(&view, 0);
@@ -631,6 +635,7 @@ mod tests {
             "standing: completed; gate open on snapshot ffffffffffff; checks 1/1 passing",
             "gate: open",
             "manager's note (its claim, not checked): working.",
+            "accepts now: continue",
         ] {
             assert!(lines.contains(&want.to_string()), "{want}: {lines:?}");
         }
