@@ -127,7 +127,7 @@ export function runView(main, id) {
         run.queued_since ? [h('dt', {}, 'Queue'), h('dd', { id: 'run-queued' },
           `round ${run.round} waits for a free worker (${Math.max(0, Math.round((Date.now() - run.queued_since) / 1000))} s so far; a wait costs no round)`)] : null,
         // The manager's own words about the task: shown as its claim, beside the facts above.
-        run.task_state ? [h('dt', {}, "Manager's note (claim)"), h('dd', { id: 'manager-note', class: 'claim' }, run.task_state,
+        run.task_state ? [h('dt', {}, "Manager's note (claim)"), h('dd', { id: 'manager-note' }, h('span', { class: 'claim' }, run.task_state),
           h('span', { class: 'muted' }, TERMINAL.includes(run.state) ? ' — its last note before the run ended; not checked' : ' — not checked; the standing above is from the gate'))] : null,
         run.terminal_reason ? [h('dt', {}, 'Ended'), h('dd', { id: 'terminal-reason' }, run.terminal_reason)] : null));
   }

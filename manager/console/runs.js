@@ -66,7 +66,7 @@ export function runsView(main, params) {
     const shown = runs.filter((r) => !q || r.id.toLowerCase().startsWith(q) || (r.name || '').toLowerCase().includes(q));
     const ids = shortIds(shown.map((r) => r.id));
     clear(table, shown.map((r, i) => h('tr', { dataset: { run: r.id, state: r.state } },
-      h('td', { 'data-label': 'Run' }, h('a', { href: `#/runs/${r.id}` }, r.name || ids[i]), h('div', { class: 'muted mono', dataset: { shortId: ids[i] }, title: r.id }, ids[i]), h('div', { class: 'goal' }, r.goal || '')),
+      h('td', { 'data-label': 'Run' }, h('a', { href: `#/runs/${r.id}` }, r.name || ids[i]), h('div', { class: 'muted mono', dataset: { shortId: ids[i] }, title: r.id }, ids[i]), h('div', { class: 'goal', title: r.goal || '' }, r.goal || '')),
       h('td', { 'data-label': 'State' }, stateBadge(r.state), r.phase && r.phase !== 'finished' ? h('div', { class: 'muted' }, r.phase.replaceAll('_', ' ')) : null),
       h('td', { 'data-label': 'Round' }, r.rounds || `${r.counted_rounds ?? r.round}/${r.max_rounds ?? '?'}`),
       h('td', { 'data-label': 'Checks' }, r.checks ? `${r.checks.passing}/${r.checks.total}` : '—'),
@@ -78,6 +78,8 @@ export function runsView(main, params) {
       : (offset ? 'No runs on this page.' : 'No runs match.');
     prev.disabled = offset === 0;
     next.disabled = !more;
+    // One page only: no pager.
+    pager.hidden = offset === 0 && !more;
   }
 
   function renderCounts(c) {
