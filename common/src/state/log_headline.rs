@@ -25,6 +25,16 @@ pub fn short_id(id: &str) -> &str {
     }
 }
 
+/// The gate in the one word the CLI, the API (`GateView::word`, log headlines) and the console
+/// use: `open` when it passed (the run may complete on its snapshot), `closed` when not.
+pub fn gate_word(passed: bool) -> &'static str {
+    if passed {
+        "open"
+    } else {
+        "closed"
+    }
+}
+
 /// First `max` characters of `text` on one line, with `…` when cut.
 pub fn excerpt(text: &str, max: usize) -> String {
     let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -224,8 +234,16 @@ fn round_step(event: &LogEvent) -> String {
             passed: true,
             snapshot,
             ..
-        } => format!("gate: passed on snapshot {}", short_id(snapshot)),
-        E::Gate { reasons, .. } => format!("gate: closed — {}", detail(&reasons.join("; "))),
+        } => format!(
+            "gate: {} on snapshot {}",
+            gate_word(true),
+            short_id(snapshot)
+        ),
+        E::Gate { reasons, .. } => format!(
+            "gate: {} — {}",
+            gate_word(false),
+            detail(&reasons.join("; "))
+        ),
         other => other.kind().to_string(),
     }
 }
@@ -256,7 +274,8 @@ fn episode_started(
     }
 }
 
-/// `executor W: snapshot S — summary [N tool calls] ... (claims done)`.
+/// `executor W: snapshot S — its summary (a claim): summary [N tool calls] ... (claims done)`:
+/// what the executor said is marked as its word; the audit and the gate say what holds.
 fn exec_result(event: &LogEvent) -> String {
     let LogEvent::ExecResult {
         worker,
@@ -276,12 +295,12 @@ fn exec_result(event: &LogEvent) -> String {
     let mut text = match (candidate, error) {
         (_, Some(error)) => format!("executor {worker} failed: {}", detail(error)),
         (Some(candidate), None) => format!(
-            "executor {worker}: snapshot {} — {}",
+            "executor {worker}: snapshot {} — its summary (a claim): {}",
             short_id(candidate),
             excerpt(summary, TASK_EXCERPT_CHARS)
         ),
         (None, None) => format!(
-            "executor {worker}: {}",
+            "executor {worker}: its summary (a claim): {}",
             excerpt(summary, TASK_EXCERPT_CHARS)
         ),
     };

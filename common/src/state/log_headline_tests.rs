@@ -42,7 +42,7 @@ fn every_event_has_its_own_headline() {
         (
             json!({"type": "exec_result", "worker": "exec-1", "candidate": s, "summary": "wrote hello.py",
                    "claimed_done": true, "tool_calls": 3, "error": null, "tokens": 120}),
-            "executor exec-1: snapshot aaaaaaaaaaaa — wrote hello.py [3 tool calls] [120 tokens] (claims done)",
+            "executor exec-1: snapshot aaaaaaaaaaaa — its summary (a claim): wrote hello.py [3 tool calls] [120 tokens] (claims done)",
         ),
         (
             json!({"type": "exec_result", "worker": "exec-1", "candidate": null, "summary": "",
@@ -91,7 +91,7 @@ fn every_event_has_its_own_headline() {
         ),
         (
             json!({"type": "gate", "passed": true, "snapshot": s, "reasons": []}),
-            "gate: passed on snapshot aaaaaaaaaaaa",
+            "gate: open on snapshot aaaaaaaaaaaa",
         ),
         (
             json!({"type": "gate", "passed": false, "snapshot": s, "reasons": ["check 'a' fails", "x"]}),

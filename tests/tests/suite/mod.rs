@@ -13,6 +13,7 @@ mod faults;
 mod goal_clauses;
 mod gui;
 mod openapi_conformance;
+mod operator_view;
 mod outbox;
 mod planning;
 mod repo_flow;
