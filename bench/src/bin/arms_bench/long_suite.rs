@@ -32,6 +32,7 @@ pub const LONG_TASK_CAPS: Caps = Caps {
     loop_wall_secs: 2400,
     judge: false,
     step_retries: None,
+    attempts: None,
 };
 
 /// The long suite's result file.
