@@ -149,10 +149,21 @@ fn manager_step(event: &LogEvent) -> String {
             of,
             text,
             attempt,
-        } => format!(
-            "the step is goal clause {clause} of {of} (try {attempt}), no manager decision (budget.clause_steps): {}",
-            excerpt(text, 120)
-        ),
+            set_aside,
+        } => {
+            let aside = match set_aside.as_slice() {
+                [] => String::new(),
+                [one] => format!("; clause {one} set aside, still failing after its tries"),
+                many => format!(
+                    "; clauses {} set aside, still failing after their tries",
+                    many.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+                ),
+            };
+            format!(
+                "the step is goal clause {clause} of {of} (try {attempt}){aside}, no manager decision (budget.clause_steps): {}",
+                excerpt(text, 120)
+            )
+        }
         E::StepReplaced { dropped, step, .. } => format!(
             "the manager's step kept changing the goal's exact words (`{}`): the executor gets the goal's own words instead: {}",
             excerpt(dropped, 80),

@@ -57,7 +57,7 @@ fn every_event_has_its_own_headline() {
         (
             json!({"type": "exec_result", "worker": "exec-2", "candidate": s, "summary": "wrote it",
                    "claimed_done": false, "error": null, "tokens": 90, "step_attempt": 2}),
-            "attempt 2: executor exec-2: snapshot aaaaaaaaaaaa — wrote it [90 tokens]",
+            "attempt 2: executor exec-2: snapshot aaaaaaaaaaaa — its summary (a claim): wrote it [90 tokens]",
         ),
         (
             json!({"type": "episode_started", "role": "executor", "worker": "exec-2", "attempt": 1,
@@ -206,6 +206,10 @@ fn every_event_has_its_own_headline() {
         (
             json!({"type": "clause_step", "clause": 2, "of": 3, "text": "Print 1 to 9.", "attempt": 1}),
             "the step is goal clause 2 of 3 (try 1), no manager decision (budget.clause_steps): Print 1 to 9.",
+        ),
+        (
+            json!({"type": "clause_step", "clause": 3, "of": 3, "text": "Print 10.", "attempt": 1, "set_aside": [1, 2]}),
+            "the step is goal clause 3 of 3 (try 1); clauses 1, 2 set aside, still failing after their tries, no manager decision (budget.clause_steps): Print 10.",
         ),
         (
             json!({"type": "step_replaced", "seq": 3, "dropped": "print hi", "step": "print hello"}),
