@@ -1,6 +1,7 @@
 //! Test support for loopgate: starts REAL nats-server, redis-server and llama-server processes
 //! on free loopback ports, each killed (and reaped) on drop, plus helpers to locate the
-//! workspace binaries and to wait on readiness without fixed sleeps.
+//! workspace binaries and to wait on readiness without fixed sleeps, and a TCP proxy that
+//! injects network faults between a daemon and its servers.
 //!
 //! Binaries are looked up in `LOOPGATE_<NAME>` env vars, then `~/.cache/loopgate/bin/`
 //! (installed by `scripts/install-deps.sh`), then `PATH`.
@@ -8,6 +9,7 @@
 mod binaries;
 mod child_guard;
 mod errors;
+mod fault_proxy;
 mod forged_objects;
 mod http_probe;
 mod local_model;
@@ -20,6 +22,7 @@ mod standin;
 pub use binaries::{cache_dir, find_binary, workspace_bin};
 pub use child_guard::ChildGuard;
 pub use errors::SupportError;
+pub use fault_proxy::{FaultProxy, ProxyFault};
 pub use forged_objects::{plant_paged_manifest, put_object, record_size, PAGE_ENTRIES};
 pub use http_probe::{http_get, HttpReply};
 pub use local_model::LocalModel;
