@@ -16,6 +16,7 @@ mod local_model;
 mod nats_cluster;
 mod nats_server;
 mod readiness;
+mod redis_sentinel;
 mod redis_server;
 mod standin;
 
@@ -29,6 +30,7 @@ pub use local_model::LocalModel;
 pub use nats_cluster::{meta_leader, wait_healthy as wait_cluster_healthy, NatsCluster};
 pub use nats_server::NatsServer;
 pub use readiness::{free_port, wait_until, WaitTimedOut};
+pub use redis_sentinel::{RedisHa, RedisSentinel, MASTER_NAME as REDIS_MASTER_NAME};
 pub use redis_server::RedisServer;
 pub use standin::{
     last_message_content, last_tool_result, Fault, RecordedImage, Reply, Script, StandInModel,
