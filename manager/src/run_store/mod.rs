@@ -9,7 +9,12 @@
 //! same script as the record so the two never disagree; `lg:run:<id>:outbox` HASH of the
 //! transition effects not yet published (dedup id -> stored effect) and `lg:outbox` ZSET of
 //! run ids with pending effects, scored by when the oldest was stored (or last claimed): the
-//! transactional outbox (see `crate::outbox`).
+//! transactional outbox (see `crate::outbox`); `lg:replica:barrier` a counter written only so
+//! that `WAIT` has a write to wait behind ([`RunStore::replica_barrier`]).
+//!
+//! With `[redis] min_replicas_acked`, every write that stores effects (creation, transition,
+//! the relay's claim) is followed by `WAIT` in its pipeline and is acknowledged only when
+//! enough replicas hold it ([`StoreError::NotReplicated`] otherwise).
 //!
 //! The log is bounded: each append trims it to about `log_max_entries`, and (on live runs)
 //! drops entries older than the retention; a terminal run's keys expire after the retention.
@@ -180,6 +185,8 @@ pub const OUTBOX_KEY: &str = "lg:outbox";
 pub const ADMISSION_LEASE_KEY: &str = "lg:admission:lease";
 /// Run ids scored by their next deadline (unix millis).
 pub const DEADLINES_KEY: &str = "lg:deadlines";
+/// A counter [`RunStore::replica_barrier`] increments: a write for `WAIT` to wait behind.
+pub const REPLICA_BARRIER_KEY: &str = "lg:replica:barrier";
 
 /// Ids and states become key parts: refuse anything that could alias another key.
 pub fn check_name(what: &'static str, value: &str) -> Result<(), StoreError> {
@@ -286,6 +293,36 @@ impl RunStore {
             self.link.after_error(err).await;
         }
         result
+    }
+
+    /// With replica acknowledgements: returns once the replicas hold every write the primary
+    /// took before this call (a one-key write, then `WAIT`, in one pipeline: `WAIT` waits for
+    /// the replication offset of this connection's last write, which is past all of them).
+    /// Without: at once. For effects published again (a redelivered event's replay), whose
+    /// transition may have been stored by a write that was not acknowledged.
+    pub async fn replica_barrier(&self) -> Result<(), StoreError> {
+        let Some(acks) = self.replica_acks else {
+            return Ok(());
+        };
+        let wait_ms = u64::try_from(acks.timeout.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let mut pipe = redis::pipe();
+        pipe.cmd("INCR")
+            .arg(REPLICA_BARRIER_KEY)
+            .ignore()
+            .cmd("WAIT")
+            .arg(acks.replicas)
+            .arg(wait_ms);
+        let mut conn = self.link.conn();
+        let (acked,): (u64,) = self
+            .call(
+                "replica_barrier",
+                self.timeout + acks.timeout,
+                pipe.query_async(&mut conn),
+            )
+            .await?;
+        replicated("replica_barrier", Some((acked, acks.replicas)))
     }
 
     /// Run `invocation` of `script`; with replica acknowledgements, in one pipeline with

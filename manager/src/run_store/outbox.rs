@@ -37,7 +37,10 @@ impl RunStore {
 
     /// Claim up to `batch` runs whose oldest pending effect was stored (or last claimed) at or
     /// before `cutoff_ms`; their score moves to `now_ms`, so another replica claims them again
-    /// only once they are that old again.
+    /// only once they are that old again. With replica acknowledgements the claim (a write)
+    /// waits for the replicas too: that covers every write the primary took before it, so
+    /// effects are republished only once their transitions (whoever wrote them) are on the
+    /// replicas.
     pub async fn claim_pending(
         &self,
         cutoff_ms: i64,
@@ -50,13 +53,13 @@ impl RunStore {
             .arg(cutoff_ms)
             .arg(now_ms)
             .arg(batch.max(1));
-        let mut conn = self.link.conn();
-        self.call(
-            "claim_pending",
-            self.timeout,
-            invocation.invoke_async(&mut conn),
-        )
-        .await
+        let (claimed, acked): (Vec<String>, _) = self
+            .write_script("claim_pending", &self.claim_script, &invocation)
+            .await?;
+        if !claimed.is_empty() {
+            super::replicated("claim_pending", acked)?;
+        }
+        Ok(claimed)
     }
 
     /// The pending effects of run `id`: `(dedup id, stored effect json)`.

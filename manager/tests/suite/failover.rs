@@ -129,9 +129,36 @@ async fn a_write_no_replica_holds_is_not_acknowledged() -> Result<()> {
             "{cut:?}"
         );
         assert!(cut.as_ref().err().is_some_and(StoreError::is_retryable));
+        // A replay's barrier, and the relay's claim of old pending effects, wait the same way.
+        let barrier = store.replica_barrier().await;
+        assert!(
+            matches!(barrier, Err(StoreError::NotReplicated { .. })),
+            "{barrier:?}"
+        );
+        link.heal();
+        assert!(
+            store
+                .create_with_effects(
+                    "r2",
+                    "{}",
+                    "pending",
+                    1,
+                    None,
+                    &[],
+                    &[("e1".into(), "{}".into())]
+                )
+                .await?
+        );
+        link.drop_traffic();
+        let claim = store.claim_pending(i64::MAX - 1, 1, 10).await;
+        assert!(
+            matches!(claim, Err(StoreError::NotReplicated { .. })),
+            "{claim:?}"
+        );
         // Not acknowledged, not undone: the primary holds it, and the replica gets it once
         // the link heals (the engine's redelivery finds the transition already applied).
         link.heal();
+        store.replica_barrier().await?;
         cas_until_applied(&store, 3, Duration::from_secs(10)).await?;
         Ok(())
     })

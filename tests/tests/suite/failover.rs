@@ -1,0 +1,182 @@
+//! Network and Redis faults under a whole stack, through the fault proxy and Redis Sentinel: a
+//! manager cut off from Redis for longer than its `ack_wait`, and the Redis primary killed
+//! mid-run (the sentinels promote the replica). Every run must complete, every round once, and
+//! nothing acknowledged may be lost.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use loopgate_test_support::{wait_until, Reply, Script, StandInModel};
+use loopgate_tests::episode_faults::hello_executor;
+use loopgate_tests::{Profile, Stack, StackOptions};
+use serde_json::Value;
+
+const TASK: &str = r#"
+goal = "Create hello.py that prints exactly: hello, loopgate"
+[[acceptance]]
+id = "prints-greeting"
+check = "test \"$(python3 hello.py)\" = 'hello, loopgate'"
+[roles]
+manager = "mgr"
+executor = "exec"
+[budget]
+max_rounds = 4
+"#;
+
+/// The managers' `ack_wait`: the partition below lasts several of them.
+const ACK_WAIT: Duration = Duration::from_secs(2);
+
+fn profiles(model: &StandInModel) -> Vec<Profile> {
+    vec![
+        Profile::new("mgr", &model.base_url(), "standin-manager"),
+        Profile::new("exec", &model.base_url(), "standin-executor"),
+    ]
+}
+
+/// The executor's first model call takes `first_delay`, so its episode is in flight when the
+/// fault comes.
+async fn model(first_delay: Duration) -> anyhow::Result<StandInModel> {
+    StandInModel::start(
+        Script::new()
+            .fallback(
+                "standin-manager",
+                Reply::content("Next: cli\nTask: write hello.py"),
+            )
+            .fallback("standin-executor", hello_executor(first_delay)),
+    )
+    .await
+}
+
+async fn entries(stack: &Stack, id: &str) -> anyhow::Result<Vec<Value>> {
+    let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
+    Ok(log["entries"].as_array().cloned().unwrap_or_default())
+}
+
+/// Every round was dispatched, executed, audited and its executor episode started once.
+fn assert_each_round_once(id: &str, entries: &[Value]) {
+    let count = |kind: &str, role: Option<&str>| {
+        let mut counts: BTreeMap<(u64, u64), usize> = BTreeMap::new();
+        for e in entries
+            .iter()
+            .filter(|e| e["type"] == kind && role.is_none_or(|r| e["role"] == r))
+        {
+            let key = (
+                e["generation"].as_u64().unwrap_or(0),
+                e["round"].as_u64().unwrap_or(0),
+            );
+            *counts.entry(key).or_insert(0) += 1;
+        }
+        counts
+    };
+    for (kind, role) in [
+        ("exec_dispatched", None),
+        ("exec_result", None),
+        ("audit_report", None),
+        ("episode_started", Some("executor")),
+    ] {
+        let counts = count(kind, role);
+        assert!(!counts.is_empty(), "run {id}: no {kind}");
+        for (key, n) in counts {
+            assert_eq!(
+                n, 1,
+                "run {id}: {kind} for (generation, round) {key:?} appears {n} times"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manager_cut_off_from_redis_past_ack_wait_finishes_the_run_once_healed(
+) -> anyhow::Result<()> {
+    let model = model(Duration::from_secs(1)).await?;
+    let mut opts = StackOptions::new(profiles(&model), 1);
+    opts.manager_extra = format!(
+        "ack_wait_secs = {}\nsweep_interval_ms = 200",
+        ACK_WAIT.as_secs()
+    );
+    opts.redis_proxy = true;
+    let stack = Stack::start(opts).await?;
+    let id = stack.submit(TASK, &[]).await?["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    stack
+        .first_episode_executor(&id, Duration::from_secs(60))
+        .await?;
+    let proxy = stack.redis_proxy.as_ref().expect("a Redis proxy");
+    proxy.drop_traffic();
+    // The executor's result reaches the manager, which cannot store it.
+    let tried = wait_until(Duration::from_secs(60), || async {
+        stack.manager_log().contains("handling failed; will retry")
+    })
+    .await;
+    assert!(
+        tried.is_ok(),
+        "the result never met the partition\n{}",
+        stack.logs()
+    );
+    // The partition lasts several ack_waits past that: JetStream redelivers the result while
+    // the first try still hangs on Redis.
+    tokio::time::sleep(ACK_WAIT * 3).await;
+    proxy.heal();
+    let done = stack.wait_terminal(&id, Duration::from_secs(120)).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    assert_each_round_once(&id, &entries(&stack, &id).await?);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_failover_mid_run_loses_no_transition() -> anyhow::Result<()> {
+    let model = model(Duration::from_secs(2)).await?;
+    let mut opts = StackOptions::new(profiles(&model), 1);
+    opts.manager_extra = format!(
+        "ack_wait_secs = {}\nsweep_interval_ms = 200",
+        ACK_WAIT.as_secs()
+    );
+    opts.redis_ha = true;
+    let mut stack = Stack::start(opts).await?;
+    let id = stack.submit(TASK, &[]).await?["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    stack
+        .first_episode_executor(&id, Duration::from_secs(60))
+        .await?;
+    // Everything the API showed before the kill was acknowledged, so on the replica.
+    let before = entries(&stack, &id).await?;
+    let ha = stack.redis_ha.as_mut().expect("Redis with sentinels");
+    let old = ha.kill_primary().await?;
+    let new = ha.wait_failover(old, Duration::from_secs(30)).await?;
+    // The old primary comes back as a replica of the new one, so writes can be acknowledged
+    // again (with one replica, min_replicas_acked = 1 holds every transition until then).
+    let node = ha
+        .node_mut(old)
+        .ok_or_else(|| anyhow::anyhow!("no node :{old}"))?;
+    node.restart_as_replica_of(new).await?;
+    node.wait_replicating(Duration::from_secs(30)).await?;
+    let done = stack.wait_terminal(&id, Duration::from_secs(120)).await?;
+    let logs = || {
+        format!(
+            "{}\n{}",
+            stack.logs(),
+            stack
+                .redis_ha
+                .as_ref()
+                .map(|h| h.logs())
+                .unwrap_or_default()
+        )
+    };
+    assert_eq!(done["state"], "completed", "{done}\n{}", logs());
+    let after = entries(&stack, &id).await?;
+    assert!(
+        after.len() >= before.len() && after[..before.len()] == before[..],
+        "the log lost or changed entries across the failover:\nbefore {before:?}\nafter {after:?}"
+    );
+    assert_each_round_once(&id, &after);
+    assert!(
+        stack.manager_log().contains("following the new primary"),
+        "the manager never moved to the promoted replica\n{}",
+        logs()
+    );
+    Ok(())
+}
