@@ -16,6 +16,7 @@ mod local_model;
 mod nats_cluster;
 mod nats_server;
 mod readiness;
+mod redis_command;
 mod redis_sentinel;
 mod redis_server;
 mod standin;

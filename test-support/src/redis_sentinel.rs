@@ -13,6 +13,7 @@ use crate::binaries::find_binary;
 use crate::child_guard::ChildGuard;
 use crate::errors::SupportError;
 use crate::readiness::{free_port, wait_until};
+use crate::redis_command::{command, COMMAND_TIMEOUT};
 use crate::redis_server::RedisServer;
 
 const INSTALL_HINT: &str = "run scripts/install-deps.sh services";
@@ -22,26 +23,6 @@ const SENTINELS: usize = 3;
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a primary may not answer before a sentinel thinks it down.
 const DOWN_AFTER_MS: u64 = 1000;
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// One command to 127.0.0.1:`port` on a fresh connection, bounded by a short timeout.
-pub(crate) async fn command(port: u16, args: &[&str]) -> anyhow::Result<redis::Value> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}"))?;
-    let config = redis::AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(COMMAND_TIMEOUT))
-        .set_response_timeout(Some(COMMAND_TIMEOUT));
-    let exchange = async {
-        let mut conn = client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await?;
-        let mut cmd = redis::cmd(args.first().copied().unwrap_or("PING"));
-        for arg in args.iter().skip(1) {
-            cmd.arg(*arg);
-        }
-        cmd.query_async::<redis::Value>(&mut conn).await
-    };
-    Ok(tokio::time::timeout(COMMAND_TIMEOUT * 2, exchange).await??)
-}
 
 /// One redis sentinel process, killed on drop.
 pub struct RedisSentinel {

@@ -174,7 +174,7 @@ impl RedisServer {
     pub async fn wait_replicating(&self, timeout: Duration) -> anyhow::Result<()> {
         let port = self.port;
         crate::readiness::wait_until(timeout, || async move {
-            crate::redis_sentinel::command(port, &["INFO", "replication"])
+            crate::redis_command::command(port, &["INFO", "replication"])
                 .await
                 .ok()
                 .and_then(|v| redis::from_redis_value::<String>(v).ok())

@@ -11,7 +11,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::time::Instant;
 
-use super::{bounded, StoreError};
+use super::error::{bounded, StoreError};
 
 /// Asking the sentinels again sooner than this after the last time is skipped.
 const REDISCOVER_INTERVAL: Duration = Duration::from_millis(250);

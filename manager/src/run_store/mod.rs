@@ -19,6 +19,7 @@
 //! The log is bounded: each append trims it to about `log_max_entries`, and (on live runs)
 //! drops entries older than the retention; a terminal run's keys expire after the retention.
 
+mod error;
 mod link;
 mod outbox;
 mod queries;
@@ -26,6 +27,8 @@ mod scripts;
 
 use std::time::Duration;
 
+pub(crate) use self::error::bounded;
+pub use self::error::StoreError;
 use self::link::Link;
 pub use self::link::RedisTarget;
 use self::scripts::{CAS_SCRIPT, CLAIM_SCRIPT, CREATE_SCRIPT, PUBLISHED_SCRIPT};
@@ -36,72 +39,6 @@ const LIST_PRUNE_ROUNDS: usize = 8;
 const BLOCK_GRACE: Duration = Duration::from_secs(2);
 /// Default cap on a run's log (entries; trimmed approximately, on append).
 pub const DEFAULT_LOG_MAX_ENTRIES: u64 = 10_000;
-
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("redis {op} failed: {source}")]
-    Redis {
-        op: &'static str,
-        #[source]
-        source: redis::RedisError,
-    },
-    #[error("redis {op} timed out after {after:?}")]
-    Timeout { op: &'static str, after: Duration },
-    #[error("invalid {what} '{value}': must be non-empty, without ':' or whitespace (states: not 'all')")]
-    InvalidName { what: &'static str, value: String },
-    #[error("unexpected reply to {op}: {detail}")]
-    Protocol { op: &'static str, detail: String },
-    /// No sentinel named a primary for `master_name` (all unreachable, or none monitors it).
-    #[error("no primary for '{master_name}': {detail}")]
-    NoPrimary { master_name: String, detail: String },
-    /// The write is on the primary but fewer replicas than required acknowledged it in time:
-    /// it is not acknowledged (its effects wait in the outbox).
-    #[error("{op}: {acked} of {wanted} replicas acknowledged the write in time")]
-    NotReplicated {
-        op: &'static str,
-        acked: u64,
-        wanted: u64,
-    },
-}
-
-impl StoreError {
-    /// Whether the same call may succeed later: Redis was unreachable, restarting or slow.
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            StoreError::Redis { source, .. } => {
-                source.is_io_error()
-                    || source.is_connection_refusal()
-                    || source.is_connection_dropped()
-                    || source.is_timeout()
-                    || source.is_cluster_error()
-                    || matches!(
-                        source.kind(),
-                        redis::ErrorKind::Server(
-                            redis::ServerErrorKind::BusyLoading
-                                | redis::ServerErrorKind::ReadOnly
-                                | redis::ServerErrorKind::MasterDown
-                        )
-                    )
-            }
-            StoreError::Timeout { .. }
-            | StoreError::NoPrimary { .. }
-            | StoreError::NotReplicated { .. } => true,
-            StoreError::InvalidName { .. } | StoreError::Protocol { .. } => false,
-        }
-    }
-
-    /// Whether the primary may have moved: it is unreachable or slow, or the node answering
-    /// is a replica now (`READONLY`, `MASTERDOWN`). With sentinels, the store asks again.
-    pub fn may_mean_failover(&self) -> bool {
-        match self {
-            StoreError::Redis { .. } | StoreError::Timeout { .. } => self.is_retryable(),
-            StoreError::NoPrimary { .. }
-            | StoreError::NotReplicated { .. }
-            | StoreError::InvalidName { .. }
-            | StoreError::Protocol { .. } => false,
-        }
-    }
-}
 
 /// How many replicas must hold a write before it is acknowledged, and how long to wait for
 /// them (Redis `WAIT`).
@@ -233,18 +170,6 @@ impl std::fmt::Debug for RunStore {
             .field("timeout", &self.timeout)
             .field("replica_acks", &self.replica_acks)
             .finish()
-    }
-}
-
-pub(crate) async fn bounded<T>(
-    op: &'static str,
-    after: Duration,
-    fut: impl std::future::Future<Output = redis::RedisResult<T>>,
-) -> Result<T, StoreError> {
-    match tokio::time::timeout(after, fut).await {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(source)) => Err(StoreError::Redis { op, source }),
-        Err(_) => Err(StoreError::Timeout { op, after }),
     }
 }
 
