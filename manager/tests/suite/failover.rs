@@ -51,6 +51,7 @@ async fn cas_until_applied(store: &RunStore, expected: u64, within: Duration) ->
 }
 
 #[tokio::test]
+#[allow(clippy::print_stderr)] // how long the failover took
 async fn the_store_follows_the_primary_the_sentinels_promote() -> Result<()> {
     bounded(async {
         let mut ha = RedisHa::start().await?;
@@ -65,8 +66,10 @@ async fn the_store_follows_the_primary_the_sentinels_promote() -> Result<()> {
         for v in 1..5 {
             cas_until_applied(&store, v, Duration::from_secs(5)).await?;
         }
+        let killed = Instant::now();
         let old = ha.kill_primary().await?;
         let new = ha.wait_failover(old, Duration::from_secs(30)).await?;
+        let promoted = killed.elapsed();
         // The old primary comes back as a replica of the new one (as an operator, or a
         // StatefulSet's start script, brings it back), so a write can be acknowledged again.
         ha.node_mut(old)
@@ -90,6 +93,11 @@ async fn the_store_follows_the_primary_the_sentinels_promote() -> Result<()> {
             .await
             .with_context(|| ha.logs())?;
         assert_eq!(store.load("r1").await?.map(|l| l.version), Some(6));
+        eprintln!(
+            "failover: replica promoted {} ms after the primary's SIGKILL; first acknowledged write {} ms after it (old primary back as a replica in between)",
+            promoted.as_millis(),
+            killed.elapsed().as_millis()
+        );
         Ok(())
     })
     .await
