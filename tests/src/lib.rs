@@ -73,6 +73,9 @@ pub struct StackOptions {
     /// managers find the primary through the sentinels and wait for the replica on every
     /// transition (`min_replicas_acked = 1`).
     pub redis_ha: bool,
+    /// Each executor reaches NATS through its own fault proxy (`Stack::executor_nats_proxies`,
+    /// in executor order); one nats-server only.
+    pub executor_nats_proxy: bool,
 }
 
 impl StackOptions {
@@ -97,6 +100,7 @@ impl StackOptions {
             nats_nodes: 1,
             redis_proxy: false,
             redis_ha: false,
+            executor_nats_proxy: false,
         }
     }
 
@@ -188,6 +192,8 @@ pub struct Stack {
     pub redis_ha: Option<RedisHa>,
     /// The managers' `[redis]` table.
     manager_redis: String,
+    /// Between each executor and NATS (`StackOptions::executor_nats_proxy`).
+    pub executor_nats_proxies: Vec<FaultProxy>,
     pub managers: Vec<ManagerProc>,
     pub executors: Vec<ChildGuard>,
     pub auditor: ChildGuard,
@@ -339,14 +345,27 @@ impl Stack {
         let mut executors = Vec::new();
         let mut worker_specs = Vec::new();
         let executor = identity("executor");
+        let mut executor_nats_proxies = Vec::new();
         for i in 1..=opts.executors {
             let cfg = dir.path().join(format!("executor-{i}.toml"));
             let work = dir.path().join(format!("work-exec-{i}"));
+            let nats_toml = if opts.executor_nats_proxy {
+                anyhow::ensure!(
+                    nats_peers.is_empty(),
+                    "executor NATS proxies run with one nats-server"
+                );
+                let proxy = FaultProxy::to_port(nats.port()).await?;
+                let proxied = format!("nats://127.0.0.1:{}", proxy.port());
+                executor_nats_proxies.push(proxy);
+                executor.nats_toml.replace(&nats_url, &proxied)
+            } else {
+                executor.nats_toml.clone()
+            };
             std::fs::write(
                 &cfg,
                 format!(
                     "{}{}[executor]\nworker_id = \"exec-{i}\"\ncapabilities = {}\nwork_dir = \"{}\"\n{}\n\n{models}",
-                    executor.nats_toml,
+                    nats_toml,
                     metrics_table()?,
                     serde_json::to_string(&opts.capabilities)?,
                     work.display(),
@@ -425,6 +444,7 @@ impl Stack {
             redis_proxy,
             redis_ha,
             manager_redis,
+            executor_nats_proxies,
             managers: Vec::new(),
             executors,
             auditor,

@@ -200,3 +200,59 @@ async fn a_redis_failover_mid_run_loses_no_transition() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_executor_cut_off_from_nats_mid_episode_loses_its_step_to_another_once(
+) -> anyhow::Result<()> {
+    // The first episode's first model call is slow, so it is in flight when its worker's NATS
+    // traffic is cut; the stand-in model is reached directly, so the episode itself finishes.
+    let model = model(Duration::from_secs(3)).await?;
+    let mut opts = StackOptions::new(profiles(&model), 2);
+    opts.executor_extra = "ack_wait_secs = 3".into();
+    opts.executor_nats_proxy = true;
+    let stack = Stack::start(opts).await?;
+    let id = stack.submit(TASK, &[]).await?["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let victim = stack
+        .first_episode_executor(&id, Duration::from_secs(60))
+        .await?;
+    let proxy = &stack.executor_nats_proxies[victim];
+    proxy.drop_traffic();
+    // The step is redelivered past ack_wait and, once the victim's claim has lapsed, taken
+    // over by the other executor.
+    let taken_over = wait_until(Duration::from_secs(90), || async {
+        entries(&stack, &id).await.is_ok_and(|e| {
+            e.iter()
+                .filter(|e| e["type"] == "episode_started" && e["role"] == "executor")
+                .count()
+                >= 2
+        })
+    })
+    .await;
+    assert!(
+        taken_over.is_ok(),
+        "no other executor took the step over\n{}",
+        stack.logs()
+    );
+    // The victim comes back with its own (late) result of the same step.
+    proxy.heal();
+    let done = stack.wait_terminal(&id, Duration::from_secs(120)).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    let all = entries(&stack, &id).await?;
+    assert_eq!(done["round"], 1, "{done}");
+    let workers: Vec<&str> = all
+        .iter()
+        .filter(|e| e["type"] == "episode_started" && e["role"] == "executor")
+        .filter_map(|e| e["worker"].as_str())
+        .collect();
+    assert_eq!(workers.len(), 2, "{all:?}");
+    assert_ne!(
+        workers[0], workers[1],
+        "another executor took the step over"
+    );
+    let results = all.iter().filter(|e| e["type"] == "exec_result").count();
+    assert_eq!(results, 1, "one result applied for the step: {all:?}");
+    Ok(())
+}
