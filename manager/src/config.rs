@@ -214,6 +214,7 @@ pub fn resolve(
         overrides.redis_url,
         overrides.redis_sentinels,
         overrides.redis_master_name,
+        env,
     )?;
     let addr_text = overrides
         .http_addr
@@ -313,12 +314,14 @@ pub fn resolve(
 }
 
 /// `[redis]` with the environment's overrides: exactly one of `url` and `sentinels` (neither:
-/// [`DEFAULT_REDIS_URL`]); `master_name` with sentinels only; the replica acknowledgements.
+/// [`DEFAULT_REDIS_URL`]); `master_name` and `password_env` with sentinels only; the replica
+/// acknowledgements.
 fn resolve_redis(
     file: &RedisSection,
     url: Option<String>,
     sentinels: Option<String>,
     master_name: Option<String>,
+    env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<RedisSettings, ConfigError> {
     let url = url.or(file.url.clone());
     let sentinels: Option<Vec<String>> = match sentinels {
@@ -343,6 +346,12 @@ fn resolve_redis(
                 return Err(ConfigError::invalid(
                     "redis.master_name",
                     "only with redis.sentinels",
+                ));
+            }
+            if file.password_env.is_some() {
+                return Err(ConfigError::invalid(
+                    "redis.password_env",
+                    "only with redis.sentinels (a URL carries its own password)",
                 ));
             }
             let url = url.unwrap_or_else(|| DEFAULT_REDIS_URL.to_string());
@@ -378,9 +387,19 @@ fn resolve_redis(
                         "required (one word) with redis.sentinels",
                     )
                 })?;
+            let password = match &file.password_env {
+                Some(var) => Some(env(var).filter(|p| !p.is_empty()).ok_or_else(|| {
+                    ConfigError::invalid(
+                        "redis.password_env",
+                        format!("env var {var} is unset or empty"),
+                    )
+                })?),
+                None => None,
+            };
             RedisTarget::Sentinel {
                 sentinels,
                 master_name,
+                password,
             }
         }
     };
@@ -574,6 +593,7 @@ mod tests {
         let sentinel = |names: &[&str], master: &str| RedisTarget::Sentinel {
             sentinels: names.iter().map(|s| s.to_string()).collect(),
             master_name: master.into(),
+            password: None,
         };
         // Accepted: (file, env) -> target.
         let good: Vec<(&str, EnvOverrides, RedisTarget)> = vec![
@@ -672,6 +692,37 @@ mod tests {
                 timeout: Duration::from_millis(250)
             })
         );
+        // The data nodes' password comes from the variable `password_env` names.
+        let text = "[redis]\nsentinels = [\"a:1\"]\nmaster_name = \"m\"\npassword_env = \"LG_RPW\"";
+        let env = |k: &str| (k == "LG_RPW").then(|| "pw".to_string());
+        let with_password = resolve(
+            parse_file(text, "x").unwrap_or_default(),
+            EnvOverrides::default(),
+            &env,
+        )
+        .map(|s| s.redis.target);
+        assert_eq!(
+            with_password.as_ref().ok(),
+            Some(&RedisTarget::Sentinel {
+                sentinels: vec!["a:1".into()],
+                master_name: "m".into(),
+                password: Some("pw".into()),
+            })
+        );
+        assert!(
+            !format!("{with_password:?}").contains("pw\""),
+            "{with_password:?}"
+        );
+        for (text, key) in [
+            (text, "redis.password_env"),
+            ("[redis]\npassword_env = \"LG_RPW\"", "redis.password_env"),
+        ] {
+            let err = resolve_text(text, EnvOverrides::default()).err();
+            assert!(
+                err.as_ref().is_some_and(|e| e.to_string().contains(key)),
+                "{text}: {err:?}"
+            );
+        }
         let off = resolve_text("[redis]\nmin_replicas_acked = 0", EnvOverrides::default())
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(off.replica_acks, None);

@@ -8,7 +8,20 @@ pub(crate) const COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// One command to 127.0.0.1:`port` on a fresh connection, bounded by a short timeout.
 pub(crate) async fn command(port: u16, args: &[&str]) -> anyhow::Result<redis::Value> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}"))?;
+    command_as(port, None, args).await
+}
+
+/// [`command`] after `AUTH password`, when given.
+pub(crate) async fn command_as(
+    port: u16,
+    password: Option<&str>,
+    args: &[&str],
+) -> anyhow::Result<redis::Value> {
+    let url = match password {
+        Some(p) => format!("redis://:{p}@127.0.0.1:{port}"),
+        None => format!("redis://127.0.0.1:{port}"),
+    };
+    let client = redis::Client::open(url)?;
     let config = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(COMMAND_TIMEOUT))
         .set_response_timeout(Some(COMMAND_TIMEOUT));

@@ -13,7 +13,7 @@ use crate::binaries::find_binary;
 use crate::child_guard::ChildGuard;
 use crate::errors::SupportError;
 use crate::readiness::{free_port, wait_until};
-use crate::redis_command::{command, COMMAND_TIMEOUT};
+use crate::redis_command::{command, command_as, COMMAND_TIMEOUT};
 use crate::redis_server::RedisServer;
 
 const INSTALL_HINT: &str = "run scripts/install-deps.sh services";
@@ -32,8 +32,13 @@ pub struct RedisSentinel {
 }
 
 impl RedisSentinel {
-    /// Starts a sentinel monitoring 127.0.0.1:`primary_port` as [`MASTER_NAME`] with `quorum`.
-    pub async fn start(primary_port: u16, quorum: usize) -> anyhow::Result<RedisSentinel> {
+    /// Starts a sentinel monitoring 127.0.0.1:`primary_port` as [`MASTER_NAME`] with `quorum`
+    /// (authenticating to the nodes with `password`, when given).
+    pub async fn start(
+        primary_port: u16,
+        quorum: usize,
+        password: Option<&str>,
+    ) -> anyhow::Result<RedisSentinel> {
         let binary = find_binary("redis-server", "LOOPGATE_REDIS_SERVER", INSTALL_HINT)?;
         let dir = tempfile::Builder::new()
             .prefix("loopgate-sentinel-")
@@ -49,8 +54,11 @@ impl RedisSentinel {
                  sentinel monitor {MASTER_NAME} 127.0.0.1 {primary_port} {quorum}\n\
                  sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}\n\
                  sentinel failover-timeout {MASTER_NAME} 10000\n\
-                 sentinel parallel-syncs {MASTER_NAME} 1\n",
+                 sentinel parallel-syncs {MASTER_NAME} 1\n{auth}",
                 dir = dir.path().display(),
+                auth = password
+                    .map(|p| format!("sentinel auth-pass {MASTER_NAME} {p}\n"))
+                    .unwrap_or_default(),
             ),
         )
         .map_err(|e| SupportError::io("writing sentinel.conf", e))?;
@@ -117,22 +125,41 @@ pub struct RedisHa {
     /// The two data nodes, in start order (the first starts as the primary).
     pub nodes: Vec<RedisServer>,
     pub sentinels: Vec<RedisSentinel>,
+    /// The data nodes' password (the sentinels take none).
+    password: Option<String>,
 }
 
 impl RedisHa {
     /// Starts the group and waits until the replica has synced and every sentinel knows the
     /// replica and the two other sentinels (so a failover can be authorised).
     pub async fn start() -> anyhow::Result<RedisHa> {
-        let primary = RedisServer::start().await?;
-        let replica = RedisServer::start_replica_of(primary.port()).await?;
+        RedisHa::launch(None).await
+    }
+
+    /// [`RedisHa::start`] with data nodes that require `password` (`--requirepass`,
+    /// `--masterauth`; the sentinels `auth-pass`).
+    pub async fn start_with_password(password: &str) -> anyhow::Result<RedisHa> {
+        RedisHa::launch(Some(password)).await
+    }
+
+    async fn launch(password: Option<&str>) -> anyhow::Result<RedisHa> {
+        let primary = match password {
+            Some(p) => RedisServer::start_group_member_with_password(p).await?,
+            None => RedisServer::start().await?,
+        };
+        let replica = match password {
+            Some(p) => RedisServer::start_replica_with_password(primary.port(), p).await?,
+            None => RedisServer::start_replica_of(primary.port()).await?,
+        };
         replica.wait_replicating(READY_TIMEOUT).await?;
         let mut sentinels = Vec::new();
         for _ in 0..SENTINELS {
-            sentinels.push(RedisSentinel::start(primary.port(), 2).await?);
+            sentinels.push(RedisSentinel::start(primary.port(), 2, password).await?);
         }
         let ha = RedisHa {
             nodes: vec![primary, replica],
             sentinels,
+            password: password.map(str::to_string),
         };
         let ready = wait_until(READY_TIMEOUT, || async {
             for s in &ha.sentinels {
@@ -192,6 +219,7 @@ impl RedisHa {
     /// it is a master; its port.
     pub async fn wait_failover(&self, old_port: u16, timeout: Duration) -> anyhow::Result<u16> {
         let promoted = std::cell::Cell::new(None);
+        let password = self.password.as_deref();
         let done = wait_until(timeout, || {
             let promoted = &promoted;
             async move {
@@ -205,7 +233,7 @@ impl RedisHa {
                 if port == old_port || named.iter().any(|n| *n != Some(port)) {
                     return false;
                 }
-                let role = command(port, &["ROLE"]).await.ok();
+                let role = command_as(port, password, &["ROLE"]).await.ok();
                 let is_master = matches!(&role, Some(redis::Value::Array(items))
                     if matches!(items.first(), Some(redis::Value::BulkString(b)) if b.as_slice() == b"master"));
                 if is_master {

@@ -59,6 +59,33 @@ impl RedisServer {
         Self::launch_with(None, false, replica_args(primary_port)).await
     }
 
+    /// [`RedisServer::start_replica_of`] a primary that requires `password`; this one requires
+    /// it too (`--requirepass`, `--masterauth`), as every node of a group does.
+    pub async fn start_replica_with_password(
+        primary_port: u16,
+        password: &str,
+    ) -> anyhow::Result<RedisServer> {
+        let mut extra = replica_args(primary_port);
+        extra.extend(["--masterauth".into(), password.into()]);
+        Self::launch_with(Some(password.to_string()), false, extra).await
+    }
+
+    /// Like [`RedisServer::start_with_password`], also able to become a replica of another
+    /// node that requires the same password (`--masterauth`).
+    pub async fn start_group_member_with_password(password: &str) -> anyhow::Result<RedisServer> {
+        Self::launch_with(
+            Some(password.to_string()),
+            false,
+            vec!["--masterauth".into(), password.into()],
+        )
+        .await
+    }
+
+    /// `--requirepass`, when started with one.
+    pub fn password(&self) -> Option<&str> {
+        self.password.as_deref()
+    }
+
     async fn launch(password: Option<String>, persistent: bool) -> anyhow::Result<RedisServer> {
         Self::launch_with(password, persistent, Vec::new()).await
     }
@@ -173,8 +200,9 @@ impl RedisServer {
     /// Waits until this replica's link to its primary is up (`master_link_status:up`).
     pub async fn wait_replicating(&self, timeout: Duration) -> anyhow::Result<()> {
         let port = self.port;
+        let password = self.password.as_deref();
         crate::readiness::wait_until(timeout, || async move {
-            crate::redis_command::command(port, &["INFO", "replication"])
+            crate::redis_command::command_as(port, password, &["INFO", "replication"])
                 .await
                 .ok()
                 .and_then(|v| redis::from_redis_value::<String>(v).ok())

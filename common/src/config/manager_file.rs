@@ -17,6 +17,9 @@ pub struct RedisSection {
     /// The name the sentinels monitor the primary under.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub master_name: Option<String>,
+    /// With sentinels: the env var holding the data nodes' password (a URL carries its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_env: Option<String>,
     /// Replicas that must hold a transition before it is acknowledged (Redis `WAIT`); 0 or
     /// unset: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -16,16 +16,24 @@ use super::error::{bounded, StoreError};
 /// Asking the sentinels again sooner than this after the last time is skipped.
 const REDISCOVER_INTERVAL: Duration = Duration::from_millis(250);
 
-/// Where to find the run store's primary.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where to find the run store's primary. Its `Debug` shows no password.
+#[derive(Clone, PartialEq, Eq)]
 pub enum RedisTarget {
     /// `redis://host:port/db` (or `rediss://`), as configured.
     Url(String),
-    /// Ask these sentinels (`host:port`) for the primary of `master_name`.
+    /// Ask these sentinels (`host:port`) for the primary of `master_name`; `AUTH` to the data
+    /// nodes with `password` (the sentinels take none).
     Sentinel {
         sentinels: Vec<String>,
         master_name: String,
+        password: Option<String>,
     },
+}
+
+impl std::fmt::Debug for RedisTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
+    }
 }
 
 impl RedisTarget {
@@ -36,7 +44,16 @@ impl RedisTarget {
             RedisTarget::Sentinel {
                 sentinels,
                 master_name,
-            } => format!("sentinel {master_name} via {}", sentinels.join(",")),
+                password,
+            } => format!(
+                "sentinel {master_name} via {}{}",
+                sentinels.join(","),
+                if password.is_some() {
+                    " (password)"
+                } else {
+                    ""
+                }
+            ),
         }
     }
 }
@@ -65,14 +82,16 @@ impl Link {
         timeout: Duration,
     ) -> Result<Link, StoreError> {
         let primary = match &target {
-            RedisTarget::Url(url) => open(None, url, timeout).await?,
+            RedisTarget::Url(url) => open(None, client_for(url, None)?, timeout).await?,
             RedisTarget::Sentinel {
                 sentinels,
                 master_name,
+                password,
             } => {
                 let addr = ask_sentinels(sentinels, master_name, timeout).await?;
-                check_master(&addr, timeout).await?;
-                open(Some(addr.clone()), &format!("redis://{addr}"), timeout).await?
+                let client = client_for(&format!("redis://{addr}"), password.as_deref())?;
+                check_master(&addr, &client, timeout).await?;
+                open(Some(addr), client, timeout).await?
             }
         };
         Ok(Link {
@@ -105,6 +124,7 @@ impl Link {
         let RedisTarget::Sentinel {
             sentinels,
             master_name,
+            password,
         } = &self.target
         else {
             return;
@@ -129,11 +149,18 @@ impl Link {
         if self.primary().addr.as_deref() == Some(addr.as_str()) {
             return;
         }
-        if let Err(e) = check_master(&addr, self.timeout).await {
+        let client = match client_for(&format!("redis://{addr}"), password.as_deref()) {
+            Ok(client) => client,
+            Err(e) => {
+                tracing::warn!(%addr, error = %e, "run store: the named primary's address is unusable");
+                return;
+            }
+        };
+        if let Err(e) = check_master(&addr, &client, self.timeout).await {
             tracing::warn!(%addr, error = %e, "run store: the named primary is not a master (yet)");
             return;
         }
-        match open(Some(addr.clone()), &format!("redis://{addr}"), self.timeout).await {
+        match open(Some(addr.clone()), client, self.timeout).await {
             Ok(primary) => {
                 tracing::warn!(%addr, master_name, "run store: following the new primary");
                 if let Ok(mut current) = self.current.write() {
@@ -145,9 +172,22 @@ impl Link {
     }
 }
 
-async fn open(addr: Option<String>, url: &str, timeout: Duration) -> Result<Primary, StoreError> {
-    let client =
-        redis::Client::open(url).map_err(|source| StoreError::Redis { op: "open", source })?;
+/// A client for `url`, with `password` for `AUTH` when given.
+fn client_for(url: &str, password: Option<&str>) -> Result<redis::Client, StoreError> {
+    let refused = |source| StoreError::Redis { op: "open", source };
+    let mut info = redis::IntoConnectionInfo::into_connection_info(url).map_err(refused)?;
+    if let Some(password) = password {
+        let settings = info.redis_settings().clone().set_password(password);
+        info = info.set_redis_settings(settings);
+    }
+    redis::Client::open(info).map_err(refused)
+}
+
+async fn open(
+    addr: Option<String>,
+    client: redis::Client,
+    timeout: Duration,
+) -> Result<Primary, StoreError> {
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(timeout))
         .set_response_timeout(Some(timeout))
@@ -162,13 +202,11 @@ async fn open(addr: Option<String>, url: &str, timeout: Duration) -> Result<Prim
     Ok(Primary { addr, client, conn })
 }
 
-/// One short-lived connection to `addr` (`host:port`), bounded by `timeout`.
+/// One short-lived connection through `client`, bounded by `timeout`.
 async fn direct(
-    addr: &str,
+    client: &redis::Client,
     timeout: Duration,
 ) -> Result<redis::aio::MultiplexedConnection, StoreError> {
-    let client = redis::Client::open(format!("redis://{addr}"))
-        .map_err(|source| StoreError::Redis { op: "open", source })?;
     let config = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(timeout))
         .set_response_timeout(Some(timeout));
@@ -189,7 +227,8 @@ async fn ask_sentinels(
     let mut last = String::from("no sentinel configured");
     for sentinel in sentinels {
         let answer = async {
-            let mut conn = direct(sentinel, timeout).await?;
+            let mut conn =
+                direct(&client_for(&format!("redis://{sentinel}"), None)?, timeout).await?;
             bounded::<Option<(String, u16)>>(
                 "sentinel get-master-addr-by-name",
                 timeout,
@@ -215,8 +254,12 @@ async fn ask_sentinels(
 
 /// Refuses a node that is not a master (the sentinels may name a replica they are still
 /// promoting, or an old primary they have not yet seen fail).
-async fn check_master(addr: &str, timeout: Duration) -> Result<(), StoreError> {
-    let mut conn = direct(addr, timeout).await?;
+async fn check_master(
+    addr: &str,
+    client: &redis::Client,
+    timeout: Duration,
+) -> Result<(), StoreError> {
+    let mut conn = direct(client, timeout).await?;
     let role: Vec<redis::Value> =
         bounded("role", timeout, redis::cmd("ROLE").query_async(&mut conn)).await?;
     let is_master = match role.first() {

@@ -10,10 +10,11 @@ use loopgate_test_support::{wait_until, FaultProxy, RedisHa, RedisServer};
 
 use crate::{bounded, cas, STORE_TIMEOUT};
 
-fn sentinel_target(ha: &RedisHa) -> RedisTarget {
+fn sentinel_target(ha: &RedisHa, password: Option<&str>) -> RedisTarget {
     RedisTarget::Sentinel {
         sentinels: ha.sentinel_addrs(),
         master_name: ha.master_name().to_string(),
+        password: password.map(str::to_string),
     }
 }
 
@@ -54,8 +55,10 @@ async fn cas_until_applied(store: &RunStore, expected: u64, within: Duration) ->
 #[allow(clippy::print_stderr)] // how long the failover took
 async fn the_store_follows_the_primary_the_sentinels_promote() -> Result<()> {
     bounded(async {
-        let mut ha = RedisHa::start().await?;
-        let store = RunStore::connect_to(sentinel_target(&ha), STORE_TIMEOUT)
+        // The data nodes require a password, as in a deployment.
+        const PASSWORD: &str = "failover-test-pw";
+        let mut ha = RedisHa::start_with_password(PASSWORD).await?;
+        let store = RunStore::connect_to(sentinel_target(&ha, Some(PASSWORD)), STORE_TIMEOUT)
             .await?
             .with_replica_acks(acks(1, 2000));
         assert!(
