@@ -30,7 +30,9 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// Whether the same call may succeed later: Redis was unreachable, restarting or slow.
+    /// Whether the same call may succeed later: Redis was unreachable, restarting or slow, the
+    /// node answering is a replica now (a failover), no sentinel named a primary, or too few
+    /// replicas acknowledged a write.
     pub fn is_retryable(&self) -> bool {
         match self {
             StoreError::Redis { source, .. } => {
