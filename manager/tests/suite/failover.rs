@@ -187,7 +187,7 @@ async fn what_waiting_for_the_replica_costs_per_write() -> Result<()> {
         let replica = RedisServer::start_replica_of(primary.port()).await?;
         replica.wait_replicating(Duration::from_secs(30)).await?;
         let mut report = Vec::new();
-        for (label, replica_acks) in [("no WAIT", None), ("WAIT 1", acks(1, 1000))] {
+        for (label, replica_acks) in [("no WAIT", None), ("WAIT 1", acks(1, 5000))] {
             let store = RunStore::connect(&primary.url(), STORE_TIMEOUT)
                 .await?
                 .with_replica_acks(replica_acks);
