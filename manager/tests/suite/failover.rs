@@ -116,7 +116,7 @@ async fn a_write_no_replica_holds_is_not_acknowledged() -> Result<()> {
         replica.wait_replicating(Duration::from_secs(30)).await?;
         let store = RunStore::connect(&primary.url(), STORE_TIMEOUT)
             .await?
-            .with_replica_acks(acks(1, 300));
+            .with_replica_acks(acks(1, 1000));
         assert!(
             store
                 .create("r1", r#"{"n":1}"#, "pending", 1, None, None)
