@@ -22,6 +22,7 @@ pub use console::{
 pub use contract::{ApproveRequest, ContractView};
 pub use error::{ErrorBody, ErrorDetail};
 pub use rounds::{RoundList, RoundView};
+pub use runs::{is_id_prefix, rounds_text, short_ids, standing_text, RunAction, SHORT_ID_LEN};
 pub use runs::{
     AnswerRequest, Checks, ContinueRequest, EvidenceList, EvidenceView, GateView, InstructRequest,
     ListQuery, LogPage, ResumeRequest, RunList, RunView, ScreenshotView, SubmitRequest,

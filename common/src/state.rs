@@ -6,9 +6,11 @@
 //!   schema version (`schema`), the state/phase consistency rule (`consistency`) and the
 //!   secret its results-stream dedup ids are sealed with (`msg_id_secret`), and the git commit
 //!   a run started from (`repo_origin`);
+//! - [`Attempt`] (`attempt`): the siblings of a step of several attempts while it runs;
 //! - [`LogEntry`] / [`LogEvent`] (`log`): the append-only run log, and each event in one line
 //!   for people ([`LogEvent::headline`], `log_headline`).
 
+mod attempt;
 mod consistency;
 mod log;
 mod log_headline;
@@ -19,9 +21,10 @@ mod run_record;
 mod schema;
 mod types;
 
+pub use attempt::{Attempt, AttemptScore, AttemptStage};
 pub use consistency::{phases_allowed, state_agrees_with_phase, InconsistentRecord};
 pub use log::{LogEntry, LogEvent};
-pub use log_headline::{excerpt, short_id, verdicts_text, SNAPSHOT_PREFIX_LEN};
+pub use log_headline::{excerpt, gate_word, short_id, verdicts_text, SNAPSHOT_PREFIX_LEN};
 pub use msg_id_secret::MsgIdSecret;
 pub use record_groups::{
     Accounting, AuditStanding, AuditedSnapshot, ClauseTries, Deadlines, EpisodeStart, PauseHold,

@@ -87,6 +87,7 @@ fn refusals_are_logged_with_the_exec_result() {
     ];
     for (outcome, want) in cases {
         let result = ExecResult {
+            attempt: 1,
             run_id: "r1".into(),
             generation: 1,
             round: step.record.round,

@@ -137,6 +137,7 @@ mod tests {
 
     fn report() -> AuditReport {
         AuditReport {
+            mechanical_only: false,
             run_id: "r1".into(),
             generation: 1,
             round: 1,

@@ -183,6 +183,10 @@ pub struct ChatRequest {
     /// Overrides the profile's `temperature`.
     #[serde(default)]
     pub temperature: Option<f32>,
+    /// The sampling seed, where the API takes one (OpenAI-compatible servers: `seed`; the
+    /// Anthropic adapter has none and leaves it out). `None`: the server's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
     /// The reply's schema, if the caller has one (see [`ReplySchema`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_schema: Option<ReplySchema>,

@@ -22,6 +22,8 @@ pub(crate) struct WireRequest<'a> {
     max_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seed: Option<u64>,
     stream: bool,
     /// With `stream`: ask for the usage chunk at the end (OpenAI, vLLM, llama.cpp honour it).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -131,6 +133,7 @@ pub(crate) fn wire_request<'a>(profile: &'a ModelProfile, req: &'a ChatRequest) 
         tools: req.tools.iter().map(wire_tool).collect(),
         max_tokens: req.max_tokens.or(profile.max_tokens),
         temperature: req.temperature.or(profile.temperature),
+        seed: req.seed,
         stream: profile.stream,
         stream_options: profile.stream.then_some(StreamOptions {
             include_usage: true,

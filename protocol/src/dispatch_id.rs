@@ -137,6 +137,21 @@ impl DispatchId {
         DispatchId(format!("{step}:exec"))
     }
 
+    /// `{run}:{generation}:{round}:exec` for a step's first attempt (as [`DispatchId::exec`]),
+    /// `{run}:{generation}:{round}:exec:attempt-{k}` for its sibling `k` (1-based).
+    pub fn exec_attempt(step: StepKey<'_>, attempt: u32) -> DispatchId {
+        match attempt {
+            0 | 1 => DispatchId::exec(step),
+            k => DispatchId(format!("{step}:exec:attempt-{k}")),
+        }
+    }
+
+    /// `{run}:{generation}:{round}:audit:attempt-{k}`: the checks-only audit of sibling `k`'s
+    /// candidate (the winner's full audit is the round's own, [`DispatchId::audit`]).
+    pub fn attempt_audit(step: StepKey<'_>, attempt: u32) -> DispatchId {
+        DispatchId(format!("{step}:audit:attempt-{attempt}"))
+    }
+
     /// `{run}:{generation}:{round}:audit` for a round's (or a plan's) audit;
     /// `{run}:{generation}:{round}:final:{decide_seq}` for a final audit, which also names the
     /// decision it checks, so a retried `done` is a new request.
@@ -188,6 +203,18 @@ mod tests {
     fn formats() {
         let cases: &[(String, &str)] = &[
             (DispatchId::exec(STEP).into_string(), "r1:2:3:exec"),
+            (
+                DispatchId::exec_attempt(STEP, 1).into_string(),
+                "r1:2:3:exec",
+            ),
+            (
+                DispatchId::exec_attempt(STEP, 3).into_string(),
+                "r1:2:3:exec:attempt-3",
+            ),
+            (
+                DispatchId::attempt_audit(STEP, 2).into_string(),
+                "r1:2:3:audit:attempt-2",
+            ),
             (
                 DispatchId::audit(STEP, AuditPurpose::Round, 9).into_string(),
                 "r1:2:3:audit",

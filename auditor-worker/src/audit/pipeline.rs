@@ -123,9 +123,14 @@ impl Auditor {
             model: self.judge_model(req),
             deadline: audited.deadline,
         };
-        let (judge_asked, mut usage) = self
-            .judge_clauses_unless_deferred(&cx, audited, &mut evidence, &mut found_gaps)
-            .await;
+        // A sibling's checks-only audit asks no model: the winner's full audit does.
+        let (judge_asked, mut usage) = match req.mechanical_only {
+            true => (false, Usage::default()),
+            false => {
+                self.judge_clauses_unless_deferred(&cx, audited, &mut evidence, &mut found_gaps)
+                    .await
+            }
+        };
         let (mut verdicts, mut gaps) = mechanical_findings(
             req,
             &evidence,
@@ -140,13 +145,19 @@ impl Auditor {
             tracing::warn!(run_id = %req.run_id, round = req.round, path, why,
                 reason = "test_plumbing_changed", "candidate changed test plumbing: integrity violation");
         }
-        let judgment = match judge_asked {
-            true => opinion(&cx, &evidence, &mut verdicts, &mut gaps, &mut usage).await,
-            false => not_asked(&cx, &mut gaps),
+        let judgment = match (judge_asked, req.mechanical_only) {
+            (_, true) => None,
+            (true, false) => opinion(&cx, &evidence, &mut verdicts, &mut gaps, &mut usage).await,
+            (false, false) => not_asked(&cx, &mut gaps),
         };
         // Scored after the judge's opinion, which never sees the rubric's evidence.
         let mut rubric = None;
-        if let Some(contract_rubric) = &req.contract.rubric {
+        let contract_rubric = req
+            .contract
+            .rubric
+            .as_ref()
+            .filter(|_| !req.mechanical_only);
+        if let Some(contract_rubric) = contract_rubric {
             let scored = rubric_findings(&cx, contract_rubric, &evidence, &self.evidence).await;
             usage.add(scored.usage);
             gaps.extend(scored.gaps);

@@ -149,6 +149,7 @@ mod tests {
     #[test]
     fn msg_id_names_run_round_purpose_and_attempt() {
         let report = AuditReport {
+            mechanical_only: false,
             run_id: "r1".into(),
             generation: 2,
             round: 3,

@@ -76,7 +76,8 @@ impl Auditor {
             proposal: findings.proposal,
             rubric: findings.rubric,
             spec_hash: req.contract.spec_hash.clone(),
-            completes_run: req.completes_run,
+            completes_run: req.completes_run && !req.mechanical_only,
+            mechanical_only: req.mechanical_only,
             key_id: String::new(),
             signature: String::new(),
         }

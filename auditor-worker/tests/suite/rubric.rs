@@ -312,3 +312,41 @@ async fn an_untrustworthy_candidate_is_not_scored() -> anyhow::Result<()> {
     assert_eq!(standin.request_count(MODEL), 0);
     Ok(())
 }
+
+/// A sibling's checks-only audit (`mechanical_only`, issue 40): the checks run, no model is
+/// asked (no clause judge, no opinion, no rubric), the flag is in the report, and it never
+/// completes a run whatever the request says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checks_only_audit_asks_no_model() -> anyhow::Result<()> {
+    let mut env = env().await?;
+    let candidate = freeze(&env.store, &[("hello.py", HELLO)]).await?;
+    let base = env.store.freeze_empty().await?.id;
+    let standin = StandInModel::start(Script::new()).await?;
+    let work_dir = tempfile::tempdir()?;
+    let (cancel, worker) = spawn_worker(
+        &env,
+        work_dir.path(),
+        standin_judges(&standin, PROFILE, MODEL)?,
+    );
+    let mut req = request("run-checks-only", rubric_contract(), &base, &candidate);
+    req.auditor_profile = Some(PROFILE.into());
+    req.mechanical_only = true;
+    req.completes_run = true;
+    publish_request(&env.bus, &req).await?;
+    let report = next_report(&mut env.results).await?;
+    cancel.cancel();
+    worker.await?;
+    assert!(report.mechanical_only);
+    assert!(!report.completes_run);
+    assert!(report.rubric.is_none() && report.judgment.is_none());
+    let ids: Vec<&str> = report
+        .evidence
+        .iter()
+        .map(|e| e.check_id.as_str())
+        .collect();
+    assert_eq!(ids, ["hello-exists"]);
+    assert_eq!(report.evidence[0].verdict, CheckVerdict::Pass);
+    assert_eq!(standin.request_count(MODEL), 0);
+    assert_eq!(report.usage.input_tokens + report.usage.output_tokens, 0);
+    Ok(())
+}

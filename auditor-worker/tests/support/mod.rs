@@ -214,6 +214,7 @@ pub async fn tamper_hello_blob(bus: &Bus) -> anyhow::Result<()> {
 
 pub fn request(run_id: &str, contract: Contract, base: &str, candidate: &str) -> AuditRequest {
     AuditRequest {
+        mechanical_only: false,
         run_id: run_id.into(),
         generation: 1,
         round: 1,

@@ -55,6 +55,7 @@ pub async fn continue_run(client: &ApiClient, args: &ContinueArgs) -> Result<Exi
         max_total_tokens: args.max_total_tokens,
         max_cost_usd: args.max_cost_usd,
         max_wall_secs: args.max_wall_secs,
+        attempts: args.attempts,
         ..BudgetFile::default()
     };
     let body = ContinueRequest {

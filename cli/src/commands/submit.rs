@@ -42,7 +42,11 @@ pub fn load_task_with_goal(path: &Path, goal: Option<&str>) -> Result<TaskFile, 
 }
 
 pub async fn submit(client: &ApiClient, args: &SubmitArgs) -> Result<ExitStatus, CliError> {
-    let task = load_task(&args.task)?;
+    let mut task = load_task(&args.task)?;
+    if let Some(attempts) = args.attempts {
+        // In range by the flag's parser; the manager validates the task again.
+        task.budget.attempts = Some(attempts);
+    }
     let (workspace, origin) = match (&args.workspace, &args.repo) {
         (Some(dir), _) => (Some(collect_workspace(dir, DEFAULT_MAX_TOTAL_BYTES)?), None),
         (None, Some(repo)) => {

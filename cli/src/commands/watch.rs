@@ -40,6 +40,8 @@ struct WatchState {
     saw_terminal: bool,
     /// A stream was opened at least once (before that, errors are reported at once).
     opened: bool,
+    /// Lines repeating the ones before them, held back and counted.
+    repeats: render::RepeatFilter,
 }
 
 pub async fn watch(client: &ApiClient, run: &str, json: bool) -> Result<ExitStatus, CliError> {
@@ -50,6 +52,7 @@ pub async fn watch(client: &ApiClient, run: &str, json: bool) -> Result<ExitStat
         last_event_id: None,
         saw_terminal: false,
         opened: false,
+        repeats: render::RepeatFilter::default(),
     };
     let mut failures: u32 = 0;
     loop {
@@ -65,8 +68,8 @@ pub async fn watch(client: &ApiClient, run: &str, json: bool) -> Result<ExitStat
             Err(e) => return Err(e),
         };
         match end {
-            StreamEnd::Ended(view, raw) => return finish(&state, &view, &raw),
-            StreamEnd::Waiting(view) => return waiting(&state, &view),
+            StreamEnd::Ended(view, raw) => return finish(&mut state, &view, &raw),
+            StreamEnd::Waiting(view) => return waiting(&mut state, &view),
             StreamEnd::Dropped { progressed } => {
                 if progressed {
                     failures = 0;
@@ -75,7 +78,7 @@ pub async fn watch(client: &ApiClient, run: &str, json: bool) -> Result<ExitStat
                     // The terminal entry arrived but `end` did not: the state is final anyway.
                     let (view, raw) = fetch_view(client, run).await?;
                     if view.state.is_terminal() {
-                        return finish(&state, &view, &raw);
+                        return finish(&mut state, &view, &raw);
                     }
                 }
                 let backoff = Duration::from_millis(250u64 << failures.min(5)).min(MAX_BACKOFF);
@@ -155,13 +158,16 @@ async fn handle_event(
             if state.json {
                 output::line(&record.raw)?;
             } else {
-                output::line(render::log_line(&record))?;
+                for line in state.repeats.push(render::log_line(&record)) {
+                    output::line(line)?;
+                }
             }
             if record.is_terminal() {
                 state.saw_terminal = true;
             } else if !state.json && record.moves_progress() {
                 if let Ok((view, _)) = fetch_view(client, &state.run).await {
                     if let Some(progress) = &view.progress {
+                        flush_repeats(state)?;
                         output::line(format!("  progress: {progress}"))?;
                     }
                 }
@@ -189,7 +195,8 @@ async fn handle_event(
 }
 
 /// Prints the outcome (with --json: the final RunView as one JSON line, after the entries).
-fn finish(state: &WatchState, view: &RunView, raw: &Value) -> Result<ExitStatus, CliError> {
+fn finish(state: &mut WatchState, view: &RunView, raw: &Value) -> Result<ExitStatus, CliError> {
+    flush_repeats(state)?;
     if state.json {
         output::line(raw)?;
     } else {
@@ -198,7 +205,16 @@ fn finish(state: &WatchState, view: &RunView, raw: &Value) -> Result<ExitStatus,
     Ok(ExitStatus::for_run_state(view.state))
 }
 
-fn waiting(state: &WatchState, view: &RunView) -> Result<ExitStatus, CliError> {
+/// The count of repeated lines held back, printed before whatever comes next.
+fn flush_repeats(state: &mut WatchState) -> Result<(), CliError> {
+    if let Some(line) = state.repeats.flush() {
+        output::line(line)?;
+    }
+    Ok(())
+}
+
+fn waiting(state: &mut WatchState, view: &RunView) -> Result<ExitStatus, CliError> {
+    flush_repeats(state)?;
     if !state.json {
         if view.planning.as_deref() == Some("approval") {
             output::line(format!(

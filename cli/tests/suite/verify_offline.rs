@@ -63,6 +63,7 @@ fn certificate(key: &ReportSigningKey, purpose: AuditPurpose, completes_run: boo
     };
     contract.spec_hash = contract.compute_hash();
     let mut report = AuditReport {
+        mechanical_only: false,
         run_id: "r1".into(),
         generation: 1,
         round: 1,

@@ -233,6 +233,7 @@ fn evaluate_and_log_gate(tx: &mut Tx, o: &AuditOutcome) -> (GateVerdict, u32) {
         (own.passing, own.checked)
     };
     tx.log(LogEvent::AuditReport {
+        step_attempt: None,
         purpose: o.purpose,
         worker: o.worker.clone(),
         snapshot: o.candidate.clone(),

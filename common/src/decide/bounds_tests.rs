@@ -30,6 +30,7 @@ fn executing() -> RunRecord {
 
 fn result(record: &RunRecord, usage: Usage) -> RunEvent {
     RunEvent::ExecFinished(ExecResult {
+        attempt: 1,
         run_id: record.id.clone(),
         generation: record.generation,
         round: record.round,
@@ -46,6 +47,7 @@ fn result(record: &RunRecord, usage: Usage) -> RunEvent {
 
 fn start(record: &RunRecord, role: EpisodeRole, attempt: u64, worker: &str) -> RunEvent {
     RunEvent::EpisodeStarted(EpisodeStarted {
+        attempt: 1,
         run_id: record.id.clone(),
         generation: record.generation,
         round: record.round,

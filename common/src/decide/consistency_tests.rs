@@ -61,6 +61,7 @@ fn queued_but_executing() -> RunRecord {
 fn a_transition_to_an_inconsistent_record_is_refused() {
     let record = queued_but_executing();
     let started = RunEvent::EpisodeStarted(loopgate_protocol::wire::EpisodeStarted {
+        attempt: 1,
         run_id: "r1".into(),
         generation: 1,
         round: 1,
@@ -69,6 +70,7 @@ fn a_transition_to_an_inconsistent_record_is_refused() {
         worker: "w1".into(),
     });
     let frozen = RunEvent::ExecFinished(ExecResult {
+        attempt: 1,
         run_id: "r1".into(),
         generation: 1,
         round: 1,

@@ -1,6 +1,9 @@
 //! Events from outside the round: workers starting episodes, deadlines, people (answer,
 //! cancel, resume).
 
+use super::attempts::{
+    is_sibling_step, on_deadline, on_queue_wait, on_sibling_started, queued_behind_busy,
+};
 use super::manager_turn::manager_miss;
 use super::transition::{Decision, Distrust};
 use super::tx::Tx;
@@ -88,6 +91,12 @@ pub(super) fn on_episode_started(
     if started.generation != record.generation {
         return Decision::Ignore(format!("stale generation {}", started.generation));
     }
+    if started.role == EpisodeRole::Executor
+        && record.round == started.round
+        && is_sibling_step(record)
+    {
+        return on_sibling_started(record, started, now);
+    }
     let secs = match (&record.phase, started.role) {
         (Phase::Executing { round, .. }, EpisodeRole::Executor) if *round == started.round => (
             DeadlineKind::ExecEpisode,
@@ -125,6 +134,7 @@ pub(super) fn on_episode_started(
         restarts: 0,
     });
     tx.log(LogEvent::EpisodeStarted {
+        step_attempt: None,
         role: started.role,
         worker: started.worker.clone(),
         attempt: started.delivery_attempt,
@@ -173,6 +183,7 @@ fn start_again(
         ..first
     });
     tx.log(LogEvent::EpisodeStarted {
+        step_attempt: None,
         role: started.role,
         worker: started.worker.clone(),
         attempt: started.delivery_attempt,
@@ -235,6 +246,14 @@ pub(super) fn on_tick(record: &RunRecord, now: i64, serving: Option<&[Capability
         });
         return tx.finish();
     }
+    let siblings_due = is_sibling_step(record)
+        && matches!(
+            deadline.kind,
+            DeadlineKind::ExecStart | DeadlineKind::ExecEpisode
+        );
+    if let Some(capability) = queued_behind_busy(record, serving).filter(|_| siblings_due) {
+        return on_queue_wait(tx, capability);
+    }
     let detail = match (deadline.kind, &record.phase) {
         (DeadlineKind::Decision, _) => format!(
             "the manager did not decide within {} s",
@@ -260,6 +279,9 @@ pub(super) fn on_tick(record: &RunRecord, now: i64, serving: Option<&[Capability
         kind: deadline.kind,
         detail: detail.clone(),
     });
+    if siblings_due {
+        return on_deadline(tx, &detail);
+    }
     match deadline.kind {
         DeadlineKind::Decision => manager_miss(&mut tx, detail),
         DeadlineKind::ExecStart => {
@@ -289,9 +311,13 @@ pub(super) fn on_dead_letter(
         return Decision::Ignore(format!("stale generation {generation}"));
     }
     let current = match (&record.phase, kind) {
-        (Phase::Executing { round, .. }, "exec_request" | "exec_result" | "episode_started") => {
-            *round == step
-        }
+        // A sibling's message: which sibling is unknown, so the step's deadline settles it.
+        (
+            Phase::Executing {
+                round, attempts, ..
+            },
+            "exec_request" | "exec_result" | "episode_started",
+        ) => *round == step && attempts.is_empty(),
         (Phase::Auditing { round, .. }, "audit_request" | "audit_report" | "episode_started") => {
             *round == step
         }

@@ -88,6 +88,7 @@ fn a_started_episode_gets_its_own_deadline_and_is_cancelled_when_it_passes() {
     let s = reply(&r, "Next: cli\nTask: write");
     let exec_id = s.outgoing()[0].msg_id.clone();
     let started_ev = RunEvent::EpisodeStarted(loopgate_protocol::wire::EpisodeStarted {
+        attempt: 1,
         run_id: "r1".into(),
         generation: 1,
         round: 1,
@@ -136,6 +137,7 @@ fn a_started_episode_gets_its_own_deadline_and_is_cancelled_when_it_passes() {
     assert!(matches!(t.record.phase, Phase::Deciding { .. }));
     // the late result of the timed-out episode is ignored
     let late = RunEvent::ExecFinished(ExecResult {
+        attempt: 1,
         run_id: "r1".into(),
         generation: 1,
         round: 1,
@@ -219,6 +221,7 @@ fn resume_starts_a_new_generation_and_drops_old_results() {
     assert!(kinds(&resumed).contains(&"resumed"));
     // generation-1 result arrives late
     let old = RunEvent::ExecFinished(ExecResult {
+        attempt: 1,
         run_id: "r1".into(),
         generation: 1,
         round: 1,
@@ -462,6 +465,7 @@ fn a_picked_up_step_is_no_longer_queued() {
     let s = reply(&r, "Next: cli\nTask: write");
     assert!(s.record.deadlines.queued_since_ms.is_some());
     let started_ev = RunEvent::EpisodeStarted(loopgate_protocol::wire::EpisodeStarted {
+        attempt: 1,
         run_id: "r1".into(),
         generation: 1,
         round: 1,

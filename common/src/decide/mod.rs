@@ -1,6 +1,8 @@
 //! The run state machine: `decide(record, event, now) -> Decision`, pure. The manager loads the
 //! record, decides, stores the new record with compare-and-set, then publishes the outbox.
 
+mod attempt_choice;
+mod attempts;
 mod audit_outcome;
 mod clause_step;
 mod episode_bounds;
@@ -12,6 +14,7 @@ mod planning;
 mod progress;
 mod regression;
 mod results;
+mod round_parts;
 mod steering;
 mod step_retry;
 mod step_review;
@@ -24,6 +27,7 @@ use crate::state::{
 };
 use crate::task::Task;
 
+pub use attempt_choice::{choose_winner, Contender};
 pub use episode_bounds::{COST_MICROS_PER_EPISODE_SEC, TOKENS_PER_EPISODE_SEC};
 pub use exec_feedback::ledger_lines;
 pub use planning::{approval_question, edited_contract};
@@ -198,6 +202,8 @@ pub fn decide(record: &RunRecord, event: &RunEvent, now: i64) -> Decision {
 
 #[cfg(test)]
 mod admission_tests;
+#[cfg(test)]
+mod attempts_tests;
 #[cfg(test)]
 mod bounds_tests;
 #[cfg(test)]

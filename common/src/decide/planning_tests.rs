@@ -87,6 +87,7 @@ fn plan_audit_full(
     apply(
         record,
         RunEvent::AuditFinished(AuditReport {
+            mechanical_only: false,
             run_id: record.id.clone(),
             generation: record.generation,
             round: record.round,

@@ -2,65 +2,20 @@
 //! spent (`episode_bounds`) and the pending step, recorded, and handed on (an executor's
 //! candidate to its audit, an audit's outcome to [`apply_audit`]).
 
+use super::attempts::{is_sibling_step, on_sibling_audit, on_sibling_exec};
 use super::audit_outcome::{apply_audit, AuditOutcome};
 use super::episode_bounds::check_usage;
-use super::exec_feedback::remembered_audit;
 use super::planning::on_plan_audit;
-use super::transition::{Decision, HISTORY_KEEP};
+use super::round_parts::{
+    log_exec_result, reuse_earlier_audit, round_summary, same_contract, Produced,
+};
+use super::transition::Decision;
 use super::tx::Tx;
-use crate::state::{LogEvent, Phase, RoundSummary, RunRecord};
+use crate::state::{LogEvent, Phase, RunRecord};
 use loopgate_protocol::contract::Contract;
 use loopgate_protocol::subjects::Capability;
 use loopgate_protocol::verdict::{AuditStatus, CheckVerdict, ContractVerdict, Evidence, Verdicts};
-use loopgate_protocol::wire::{
-    AuditPurpose, AuditReport, EpisodeRole, ExecOutcome, ExecResult, Increment,
-};
-
-fn push_history(tx: &mut Tx, summary: RoundSummary) {
-    tx.record.history.push(summary);
-    let excess = tx.record.history.len().saturating_sub(HISTORY_KEEP);
-    tx.record.history.drain(..excess);
-}
-
-/// What an executor episode produced, read off its outcome.
-struct Produced {
-    candidate: Option<String>,
-    summary: String,
-    claimed_done: bool,
-    tool_calls: u32,
-    error: Option<String>,
-    self_check_refusals: u32,
-}
-
-impl Produced {
-    fn of(outcome: &ExecOutcome) -> Produced {
-        match outcome {
-            ExecOutcome::Frozen {
-                candidate,
-                summary,
-                claimed_done,
-                tool_calls,
-                self_check_refusals,
-                ..
-            } => Produced {
-                candidate: Some(candidate.clone()),
-                summary: summary.clone(),
-                claimed_done: *claimed_done,
-                tool_calls: *tool_calls,
-                error: None,
-                self_check_refusals: *self_check_refusals,
-            },
-            ExecOutcome::Failed { error } => Produced {
-                candidate: None,
-                summary: String::new(),
-                claimed_done: false,
-                tool_calls: 0,
-                error: Some(error.clone()),
-                self_check_refusals: 0,
-            },
-        }
-    }
-}
+use loopgate_protocol::wire::{AuditPurpose, AuditReport, EpisodeRole, ExecResult, Increment};
 
 pub(super) fn on_exec(record: &RunRecord, result: &ExecResult, now: i64) -> Decision {
     let budget = &record.task.budget;
@@ -77,13 +32,16 @@ pub(super) fn on_exec(record: &RunRecord, result: &ExecResult, now: i64) -> Deci
         Ok(pending) => pending,
         Err(why) => return Decision::Ignore(why),
     };
+    if is_sibling_step(record) {
+        return on_sibling_exec(record, result, now);
+    }
     let mut tx = Tx::new(record, now);
     tx.episode_in_flight = false;
     tx.record.accounting.usage.executor.add(result.usage);
     let produced = Produced::of(&result.outcome);
-    log_exec_result(&mut tx, result, &produced);
-    let summary = round_summary(record, result, &increment, capability, &produced);
-    push_history(&mut tx, summary);
+    log_exec_result(&mut tx, result, &produced, None);
+    let summary = round_summary(record, result.round, &increment, capability, &produced);
+    tx.push_history(summary);
     if tx.check_spend_budget() {
         return tx.finish();
     }
@@ -113,102 +71,13 @@ fn pending_step(
             round,
             increment,
             capability,
+            ..
         } if *round == result.round => Ok((increment.clone(), *capability)),
         _ => Err(format!(
             "no executor result for round {} is pending",
             result.round
         )),
     }
-}
-
-fn log_exec_result(tx: &mut Tx, result: &ExecResult, p: &Produced) {
-    tx.log(LogEvent::ExecResult {
-        worker: result.worker.clone(),
-        candidate: p.candidate.clone(),
-        summary: p.summary.clone(),
-        claimed_done: p.claimed_done,
-        tool_calls: p.tool_calls,
-        error: p.error.clone(),
-        self_check_refusals: p.self_check_refusals,
-        agent_isolation: result.agent_isolation.clone(),
-        tokens: Some(
-            result
-                .usage
-                .input_tokens
-                .saturating_add(result.usage.output_tokens),
-        ),
-    });
-}
-
-/// The round's summary as the executor leaves it (its audit completes it).
-fn round_summary(
-    record: &RunRecord,
-    result: &ExecResult,
-    increment: &Increment,
-    capability: Capability,
-    p: &Produced,
-) -> RoundSummary {
-    RoundSummary {
-        round: result.round,
-        objective: increment.objective.clone(),
-        exec_summary: p
-            .error
-            .clone()
-            .map(|e| format!("executor failed: {e}"))
-            .unwrap_or_else(|| p.summary.clone()),
-        candidate: p.candidate.clone(),
-        verdicts: None,
-        gaps: Vec::new(),
-        failing: Vec::new(),
-        passing: Vec::new(),
-        base: Some(record.snapshot.clone()),
-        changed_paths: Vec::new(),
-        added_paths: Vec::new(),
-        checked: 0,
-        reused_from: None,
-        capability: Some(capability),
-        retried: record.streaks.step_retries > 0,
-        set_aside: None,
-    }
-}
-
-/// An identical candidate is not audited again: the earlier report is bound to this very
-/// snapshot id under the same contract. The outcome of that earlier audit, when a round's
-/// candidate has one.
-fn reuse_earlier_audit(
-    tx: &mut Tx,
-    record: &RunRecord,
-    round: u32,
-    purpose: AuditPurpose,
-    p: &Produced,
-) -> Option<AuditOutcome> {
-    let earlier = p
-        .candidate
-        .as_deref()
-        .filter(|_| purpose == AuditPurpose::Round)
-        .and_then(|c| remembered_audit(record, c))?
-        .clone();
-    tx.log(LogEvent::AuditReused {
-        snapshot: earlier.snapshot.clone(),
-        from_round: earlier.round,
-    });
-    if let Some(last) = tx.record.history.last_mut() {
-        last.reused_from = Some(earlier.round);
-    }
-    Some(AuditOutcome {
-        round,
-        purpose,
-        candidate: earlier.snapshot,
-        verdicts: earlier.verdicts,
-        downgraded: earlier.downgraded,
-        evidence: earlier.evidence,
-        gaps: earlier.gaps,
-        changed_paths: earlier.changed_paths,
-        added_paths: earlier.added_paths,
-        rubric: earlier.rubric,
-        worker: format!("reused from round {}", earlier.round),
-        reused: true,
-    })
 }
 
 /// A frozen candidate goes to its audit; a failed episode is a failed round the manager hears
@@ -269,6 +138,9 @@ pub(super) fn on_audit(record: &RunRecord, report: &AuditReport, now: i64) -> De
     ) {
         return Decision::Distrusted(lie);
     }
+    if report.mechanical_only {
+        return on_sibling_audit(record, report, now);
+    }
     let (purpose, candidate) = match pending_audit(record, report) {
         Ok(pending) => pending,
         Err(why) => return Decision::Ignore(why),
@@ -308,24 +180,14 @@ fn pending_audit(
         }
         _ => return Err(format!("no audit of round {} is pending", report.round)),
     };
-    if report.spec_hash.is_empty() {
-        // A report that names no contract cannot be checked against the run's (the results
-        // loop already refuses it as a security event; this is the state machine's own guard).
-        return Err("the audit report names no spec hash".to_string());
-    }
-    if report.spec_hash != record.contract.spec_hash {
-        return Err(format!(
-            "the audit was made against contract {}, not the run's frozen contract {}",
-            report.spec_hash.get(..12).unwrap_or(&report.spec_hash),
-            record.contract.short_hash()
-        ));
-    }
+    same_contract(record, report)?;
     Ok((purpose, candidate))
 }
 
 /// A plan audit is logged and handed to planning (while the budget lasts).
 fn apply_plan_audit(tx: &mut Tx, report: &AuditReport, candidate: String) {
     tx.log(LogEvent::AuditReport {
+        step_attempt: None,
         purpose: AuditPurpose::Plan,
         worker: report.worker.clone(),
         snapshot: candidate,

@@ -59,6 +59,7 @@ pub(super) fn exec_done(record: &RunRecord, candidate: &str) -> Step {
     apply(
         record,
         RunEvent::ExecFinished(ExecResult {
+            attempt: 1,
             run_id: record.id.clone(),
             generation: record.generation,
             round: record.round,
@@ -108,6 +109,7 @@ pub(super) fn report(record: &RunRecord, pass: bool, integrity: Integrity) -> Au
         p => panic!("not auditing: {p:?}"),
     };
     AuditReport {
+        mechanical_only: false,
         run_id: record.id.clone(),
         generation: record.generation,
         round: record.round,
@@ -307,6 +309,7 @@ fn stale_and_duplicate_events() {
     let e = exec_done(&s.record, "c1");
     let _ = e;
     let res = RunEvent::ExecFinished(ExecResult {
+        attempt: 1,
         run_id: "r1".into(),
         generation: 1,
         round: 1,
@@ -349,6 +352,7 @@ fn cancel_is_terminal_and_late_results_are_ignored() {
     let late = exec_done(&s.record, "c1");
     let _ = late;
     let ev = RunEvent::ExecFinished(ExecResult {
+        attempt: 1,
         run_id: "r1".into(),
         generation: 1,
         round: 1,

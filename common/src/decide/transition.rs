@@ -106,17 +106,37 @@ impl RunEvent {
             } => format!("decide:{generation}:{seq}"),
             // The worker too: a redelivery of the notice just applied is a replay, another
             // worker's start of the same attempt is not (see `lifecycle::on_episode_started`).
+            // A sibling of a step of several attempts is its own episode (the first keeps the
+            // key of a step of one); a checks-only audit is not the round's own.
             RunEvent::EpisodeStarted(s) => {
                 format!(
-                    "started:{}:{}:{:?}:{}:{}",
-                    s.generation, s.round, s.role, s.delivery_attempt, s.worker
+                    "started:{}:{}:{:?}:{}:{}{}",
+                    s.generation,
+                    s.round,
+                    s.role,
+                    s.delivery_attempt,
+                    s.worker,
+                    sibling_suffix(s.attempt)
                 )
             }
-            RunEvent::ExecFinished(r) => format!("exec:{}:{}", r.generation, r.round),
+            RunEvent::ExecFinished(r) => format!(
+                "exec:{}:{}{}",
+                r.generation,
+                r.round,
+                sibling_suffix(r.attempt)
+            ),
             RunEvent::AuditFinished(r) => {
                 format!(
-                    "audit:{}:{}:{:?}:{}",
-                    r.generation, r.round, r.purpose, r.snapshot
+                    "audit:{}:{}:{:?}:{}{}",
+                    r.generation,
+                    r.round,
+                    r.purpose,
+                    r.snapshot,
+                    if r.mechanical_only {
+                        ":checks-only"
+                    } else {
+                        ""
+                    }
                 )
             }
             RunEvent::Answer { .. } => "answer".to_string(),
@@ -154,6 +174,15 @@ impl RunEvent {
                 | RunEvent::Sweep { .. }
                 | RunEvent::Admit
         )
+    }
+}
+
+/// `:attempt-K` for sibling K > 1 of a step, nothing for the first.
+fn sibling_suffix(attempt: u32) -> String {
+    if attempt > loopgate_protocol::wire::FIRST_ATTEMPT {
+        format!(":attempt-{attempt}")
+    } else {
+        String::new()
     }
 }
 

@@ -1,19 +1,19 @@
 //! One transition in the making: the new record, its log entries, evidence and outbox.
 
 use super::exec_feedback::exec_feedback;
-use super::transition::{Decision, Step, DECISION_SLACK_SECS, FEEDBACK_KEEP};
+use super::transition::{Decision, Step, DECISION_SLACK_SECS, FEEDBACK_KEEP, HISTORY_KEEP};
 use crate::gate::{evaluate_gate, GateVerdict};
 use crate::goal::words::clauses_for_step;
 use crate::state::{
-    Deadline, DeadlineKind, HeldStep, LogEntry, LogEvent, Outgoing, Phase, RunRecord, RunState,
-    Target,
+    Attempt, AttemptStage, Deadline, DeadlineKind, HeldStep, LogEntry, LogEvent, Outgoing, Phase,
+    RoundSummary, RunRecord, RunState, Target,
 };
 use loopgate_protocol::dispatch_id::{decide_msg_id, DispatchId, StepKey};
 use loopgate_protocol::subjects::Capability;
 use loopgate_protocol::verdict::Evidence;
 use loopgate_protocol::wire::{
     AuditPurpose, AuditReport, AuditRequest, CancelEpisodes, DecideRequest, EpisodeKind,
-    ExecFeedback, ExecRequest, Increment, Message,
+    ExecFeedback, ExecRequest, Increment, Message, FIRST_ATTEMPT,
 };
 
 pub(super) struct Tx {
@@ -63,6 +63,13 @@ impl Tx {
             msg_id,
             message,
         });
+    }
+
+    /// Keep a round's summary in the history the manager's prompt reads (the last few).
+    pub fn push_history(&mut self, summary: RoundSummary) {
+        self.record.history.push(summary);
+        let excess = self.record.history.len().saturating_sub(HISTORY_KEEP);
+        self.record.history.drain(..excess);
     }
 
     pub fn feedback(&mut self, line: String) {
@@ -255,7 +262,9 @@ impl Tx {
         }
     }
 
-    /// Dispatch one executor episode (a round) from the current snapshot.
+    /// Dispatch a round from the current snapshot: one executor episode, or for a step with
+    /// `budget.attempts = N > 1` N sibling episodes (planning episodes run once), each its own
+    /// request and dispatch id (the first keeps the id of a step of one episode).
     pub fn dispatch_exec(
         &mut self,
         capability: Capability,
@@ -282,6 +291,10 @@ impl Tx {
         // manager still waits for. Workers still honour one that is set.
         let start_by_ms = None;
         let r = &self.record;
+        let siblings = match episode {
+            EpisodeKind::Step => r.task.budget.attempts.max(1),
+            EpisodeKind::Plan | EpisodeKind::Propose => 1,
+        };
         let request = ExecRequest {
             run_id: r.id.clone(),
             generation: r.generation,
@@ -299,24 +312,76 @@ impl Tx {
             feedback,
             self_checks: r.task.budget.self_checks,
             gui: r.task.gui.clone(),
+            attempt: FIRST_ATTEMPT,
         };
-        let msg_id = exec_dispatch_id(r);
+        let requests: Vec<(String, ExecRequest)> = (FIRST_ATTEMPT..=siblings)
+            .map(|attempt| {
+                let msg_id = DispatchId::exec_attempt(step_key(r), attempt).into_string();
+                (
+                    msg_id,
+                    ExecRequest {
+                        attempt,
+                        ..request.clone()
+                    },
+                )
+            })
+            .collect();
         let base_snapshot = r.snapshot.clone();
         self.record.phase = Phase::Executing {
             round: self.record.round,
             capability,
             increment: increment.clone(),
+            attempts: if siblings > 1 {
+                (FIRST_ATTEMPT..=siblings).map(Attempt::queued).collect()
+            } else {
+                Vec::new()
+            },
         };
-        self.publish(
-            Target::Exec { capability },
-            msg_id,
-            Message::ExecRequest(request),
-        );
+        for (msg_id, request) in requests {
+            self.publish(
+                Target::Exec { capability },
+                msg_id,
+                Message::ExecRequest(request),
+            );
+        }
         self.log(LogEvent::ExecDispatched {
             capability,
             objective: increment.objective,
             base_snapshot,
+            attempts: (siblings > 1).then_some(siblings),
         });
+    }
+
+    /// Stop every sibling of the step in flight that has not settled (its episode, or its
+    /// checks-only audit), each by its own dispatch id, and mark it lost: another sibling won,
+    /// or the step's deadline passed. Whatever they report later is ignored. With
+    /// `keep_queued`, siblings no executor has started yet are left waiting.
+    pub fn cancel_siblings(&mut self, reason: &str, keep_queued: bool) {
+        let run_id = self.record.id.clone();
+        let step = StepKey {
+            run_id: &run_id,
+            generation: self.record.generation,
+            round: self.record.round,
+        };
+        let Phase::Executing { attempts, .. } = &mut self.record.phase else {
+            return;
+        };
+        let mut dispatches = Vec::new();
+        let keep = |a: &Attempt| keep_queued && a.stage == AttemptStage::Queued;
+        for a in attempts.iter_mut().filter(|a| !a.is_settled() && !keep(a)) {
+            let dispatch = match a.stage {
+                AttemptStage::Auditing => DispatchId::attempt_audit(step, a.index),
+                _ => DispatchId::exec_attempt(step, a.index),
+            };
+            dispatches.push(dispatch.into_string());
+            a.stage = AttemptStage::Lost;
+        }
+        let in_flight = self.episode_in_flight;
+        for dispatch in dispatches {
+            self.publish_cancel(format!("{dispatch}:cancel"), reason, Some(dispatch));
+        }
+        // Cancelling some siblings leaves the step itself in flight.
+        self.episode_in_flight = in_flight;
     }
 
     /// Cost-aware escalation: every `escalate_after` failed rounds in a row, move the executor
@@ -360,6 +425,11 @@ impl Tx {
     /// the run's later steps in this generation are not touched.
     pub fn cancel_step(&mut self, reason: &str) {
         let dispatch = match &self.record.phase {
+            Phase::Executing { attempts, .. } if !attempts.is_empty() => {
+                self.cancel_siblings(reason, false);
+                self.episode_in_flight = false;
+                return;
+            }
             Phase::Executing { .. } => exec_dispatch_id(&self.record),
             Phase::Auditing { purpose, .. } => audit_dispatch_id(&self.record, *purpose),
             _ => return self.cancel_episodes(reason),
@@ -447,6 +517,7 @@ impl Tx {
         };
         let msg_id = audit_dispatch_id(r, purpose);
         let request = AuditRequest {
+            mechanical_only: false,
             run_id: r.id.clone(),
             generation: r.generation,
             round: r.round,

@@ -83,6 +83,7 @@ mod tests {
         [
             Phase::Deciding { seq: 3 },
             Phase::Executing {
+                attempts: Vec::new(),
                 round: 1,
                 capability: Capability::Cli,
                 increment: Increment {

@@ -49,6 +49,9 @@ pub enum LogEvent {
         /// The snapshot the executor starts from.
         #[serde(default)]
         base_snapshot: SnapshotId,
+        /// Sibling episodes dispatched for the step (`budget.attempts`; absent: one).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        attempts: Option<u32>,
     },
     ExecResult {
         worker: String,
@@ -68,6 +71,10 @@ pub enum LogEvent {
         /// Tokens the episode used, input plus output (absent from older entries).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tokens: Option<u64>,
+        /// The sibling of a step of several attempts this episode was (absent: the step had
+        /// one episode).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step_attempt: Option<u32>,
     },
     AuditDispatched {
         purpose: AuditPurpose,
@@ -82,6 +89,10 @@ pub enum LogEvent {
         checked: u32,
         gaps: Vec<String>,
         downgraded: bool,
+        /// The sibling whose candidate this checks-only audit scored (absent: the round's own
+        /// audit).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step_attempt: Option<u32>,
     },
     Gate {
         passed: bool,
@@ -105,6 +116,9 @@ pub enum LogEvent {
         /// How long an exec step waited in its work queue before this pickup (the first).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         queued_ms: Option<i64>,
+        /// The sibling of a step of several attempts that started (absent: the step has one).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step_attempt: Option<u32>,
     },
     DeadlineMissed {
         kind: DeadlineKind,
@@ -249,6 +263,22 @@ pub enum LogEvent {
         capability: loopgate_protocol::subjects::Capability,
         waited_ms: i64,
     },
+    /// Sibling `attempt` of `of` won its step (`budget.attempts`): its candidate passed
+    /// `passing` of the contract's `blocking` blocking criteria in its checks-only audit, the
+    /// most (ties: fewer tokens, then the smaller diff); `early` when it passed them all and the
+    /// siblings still running were cancelled. Its candidate goes on to the round's full audit.
+    AttemptWon {
+        attempt: u32,
+        of: u32,
+        candidate: SnapshotId,
+        worker: String,
+        tokens: u64,
+        passing: u32,
+        blocking: u32,
+        early: bool,
+        /// The losers in one line (`attempt 1: 5/9 checks, outscored; attempt 3: failed`).
+        others: String,
+    },
     /// A message of this run exhausted its deliveries and went to the dead-letter stream: an
     /// infrastructure failure, not the agent's.
     DeadLetter {
@@ -300,6 +330,7 @@ impl LogEvent {
             LogEvent::Admitted { .. } => "admitted",
             LogEvent::DeadLetter { .. } => "dead_letter",
             LogEvent::QueueWait { .. } => "queue_wait",
+            LogEvent::AttemptWon { .. } => "attempt_won",
         }
     }
 }

@@ -25,6 +25,16 @@ pub fn short_id(id: &str) -> &str {
     }
 }
 
+/// The gate in the one word the CLI, the API (`GateView::word`, log headlines) and the console
+/// use: `open` when it passed (the run may complete on its snapshot), `closed` when not.
+pub fn gate_word(passed: bool) -> &'static str {
+    if passed {
+        "open"
+    } else {
+        "closed"
+    }
+}
+
 /// First `max` characters of `text` on one line, with `…` when cut.
 pub fn excerpt(text: &str, max: usize) -> String {
     let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -82,6 +92,7 @@ impl LogEvent {
             | E::CandidateRejected { .. }
             | E::AuditDispatched { .. }
             | E::AuditReport { .. }
+            | E::AttemptWon { .. }
             | E::Gate { .. } => round_step(self),
             E::Submitted { .. }
             | E::SpecWritten { .. }
@@ -158,10 +169,14 @@ fn round_step(event: &LogEvent) -> String {
         E::ExecDispatched {
             capability,
             objective,
+            attempts,
             ..
         } => format!(
-            "executor ({}) dispatched: {}",
+            "executor ({}) dispatched{}: {}",
             capability.as_str(),
+            attempts
+                .map(|n| format!(" as {n} attempts"))
+                .unwrap_or_default(),
             excerpt(objective, TASK_EXCERPT_CHARS)
         ),
         E::EpisodeStarted {
@@ -169,8 +184,37 @@ fn round_step(event: &LogEvent) -> String {
             worker,
             attempt,
             queued_ms,
-        } => episode_started(*role, worker, *attempt, *queued_ms),
-        E::ExecResult { .. } => exec_result(event),
+            step_attempt,
+        } => format!(
+            "{}{}",
+            sibling_prefix(*step_attempt),
+            episode_started(*role, worker, *attempt, *queued_ms)
+        ),
+        E::ExecResult { step_attempt, .. } => {
+            format!("{}{}", sibling_prefix(*step_attempt), exec_result(event))
+        }
+        E::AttemptWon {
+            attempt,
+            of,
+            candidate,
+            passing,
+            blocking,
+            early,
+            others,
+            ..
+        } => {
+            let mut text = format!(
+                "attempt {attempt} of {of} won: {passing}/{blocking} checks (snapshot {})",
+                short_id(candidate)
+            );
+            if *early {
+                text.push_str("; the others were cancelled");
+            }
+            if !others.is_empty() {
+                text.push_str(&format!("; {}", detail(others)));
+            }
+            text
+        }
         E::CandidateRejected { candidate, reason } => {
             format!(
                 "snapshot {} rejected: {}",
@@ -183,15 +227,32 @@ fn round_step(event: &LogEvent) -> String {
             wire_name(purpose),
             short_id(candidate)
         ),
-        E::AuditReport { .. } => audit_report(event),
+        E::AuditReport { step_attempt, .. } => {
+            format!("{}{}", sibling_prefix(*step_attempt), audit_report(event))
+        }
         E::Gate {
             passed: true,
             snapshot,
             ..
-        } => format!("gate: passed on snapshot {}", short_id(snapshot)),
-        E::Gate { reasons, .. } => format!("gate: closed — {}", detail(&reasons.join("; "))),
+        } => format!(
+            "gate: {} on snapshot {}",
+            gate_word(true),
+            short_id(snapshot)
+        ),
+        E::Gate { reasons, .. } => format!(
+            "gate: {} — {}",
+            gate_word(false),
+            detail(&reasons.join("; "))
+        ),
         other => other.kind().to_string(),
     }
+}
+
+/// `attempt K: ` before an entry about sibling K of a step of several attempts.
+fn sibling_prefix(step_attempt: Option<u32>) -> String {
+    step_attempt
+        .map(|k| format!("attempt {k}: "))
+        .unwrap_or_default()
 }
 
 fn episode_started(
@@ -213,7 +274,8 @@ fn episode_started(
     }
 }
 
-/// `executor W: snapshot S — summary [N tool calls] ... (claims done)`.
+/// `executor W: snapshot S — its summary (a claim): summary [N tool calls] ... (claims done)`:
+/// what the executor said is marked as its word; the audit and the gate say what holds.
 fn exec_result(event: &LogEvent) -> String {
     let LogEvent::ExecResult {
         worker,
@@ -225,6 +287,7 @@ fn exec_result(event: &LogEvent) -> String {
         self_check_refusals,
         agent_isolation,
         tokens,
+        ..
     } = event
     else {
         return event.kind().to_string();
@@ -232,12 +295,12 @@ fn exec_result(event: &LogEvent) -> String {
     let mut text = match (candidate, error) {
         (_, Some(error)) => format!("executor {worker} failed: {}", detail(error)),
         (Some(candidate), None) => format!(
-            "executor {worker}: snapshot {} — {}",
+            "executor {worker}: snapshot {} — its summary (a claim): {}",
             short_id(candidate),
             excerpt(summary, TASK_EXCERPT_CHARS)
         ),
         (None, None) => format!(
-            "executor {worker}: {}",
+            "executor {worker}: its summary (a claim): {}",
             excerpt(summary, TASK_EXCERPT_CHARS)
         ),
     };

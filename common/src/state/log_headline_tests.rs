@@ -42,12 +42,43 @@ fn every_event_has_its_own_headline() {
         (
             json!({"type": "exec_result", "worker": "exec-1", "candidate": s, "summary": "wrote hello.py",
                    "claimed_done": true, "tool_calls": 3, "error": null, "tokens": 120}),
-            "executor exec-1: snapshot aaaaaaaaaaaa — wrote hello.py [3 tool calls] [120 tokens] (claims done)",
+            "executor exec-1: snapshot aaaaaaaaaaaa — its summary (a claim): wrote hello.py [3 tool calls] [120 tokens] (claims done)",
         ),
         (
             json!({"type": "exec_result", "worker": "exec-1", "candidate": null, "summary": "",
                    "claimed_done": false, "error": "model unreachable"}),
             "executor exec-1 failed: model unreachable",
+        ),
+        (
+            json!({"type": "exec_dispatched", "capability": "cli", "objective": "write it", "base_snapshot": b,
+                   "attempts": 3}),
+            "executor (cli) dispatched as 3 attempts: write it",
+        ),
+        (
+            json!({"type": "exec_result", "worker": "exec-2", "candidate": s, "summary": "wrote it",
+                   "claimed_done": false, "error": null, "tokens": 90, "step_attempt": 2}),
+            "attempt 2: executor exec-2: snapshot aaaaaaaaaaaa — wrote it [90 tokens]",
+        ),
+        (
+            json!({"type": "episode_started", "role": "executor", "worker": "exec-2", "attempt": 1,
+                   "step_attempt": 3}),
+            "attempt 3: executor exec-2 started (attempt 1)",
+        ),
+        (
+            json!({"type": "audit_report", "purpose": "round", "worker": "a", "snapshot": s, "verdicts": verdicts,
+                   "passing": 7, "checked": 9, "gaps": [], "downgraded": false, "step_attempt": 1}),
+            "attempt 1: audit: complete/clean/aligned — checks 7/9 passing",
+        ),
+        (
+            json!({"type": "attempt_won", "attempt": 2, "of": 3, "candidate": s, "worker": "exec-2",
+                   "tokens": 900, "passing": 7, "blocking": 9, "early": false,
+                   "others": "attempt 1: 5/9 checks, outscored; attempt 3: failed"}),
+            "attempt 2 of 3 won: 7/9 checks (snapshot aaaaaaaaaaaa); attempt 1: 5/9 checks, outscored; attempt 3: failed",
+        ),
+        (
+            json!({"type": "attempt_won", "attempt": 1, "of": 2, "candidate": s, "worker": "exec-1",
+                   "tokens": 10, "passing": 2, "blocking": 2, "early": true, "others": ""}),
+            "attempt 1 of 2 won: 2/2 checks (snapshot aaaaaaaaaaaa); the others were cancelled",
         ),
         (
             json!({"type": "audit_dispatched", "purpose": "final", "candidate": s}),
@@ -60,7 +91,7 @@ fn every_event_has_its_own_headline() {
         ),
         (
             json!({"type": "gate", "passed": true, "snapshot": s, "reasons": []}),
-            "gate: passed on snapshot aaaaaaaaaaaa",
+            "gate: open on snapshot aaaaaaaaaaaa",
         ),
         (
             json!({"type": "gate", "passed": false, "snapshot": s, "reasons": ["check 'a' fails", "x"]}),
@@ -204,7 +235,7 @@ fn every_event_has_its_own_headline() {
         assert_eq!(headline(value), want);
     }
     // Every event of `LogEvent` is in the table above.
-    assert_eq!(kinds.len(), 39, "{kinds:?}");
+    assert_eq!(kinds.len(), 40, "{kinds:?}");
 }
 
 #[test]

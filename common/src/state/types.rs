@@ -115,6 +115,10 @@ pub enum Phase {
         round: u32,
         capability: Capability,
         increment: Increment,
+        /// The siblings of a step of several attempts (`budget.attempts`), while they run and
+        /// are audited; empty for a step of one episode (and then absent when stored).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        attempts: Vec<super::Attempt>,
     },
     /// Waiting for the auditor's report on `candidate`.
     Auditing {

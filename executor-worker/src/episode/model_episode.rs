@@ -60,6 +60,7 @@ async fn episode_in_dir<M: ChatModel>(
         retrying: req
             .feedback
             .retries_failure(&req.increment.acceptance_checks),
+        attempt: req.attempt,
     };
     let handoff = HandoffFile::capture(dir);
     let report = run_tool_loop(model, &tools, prompt, limits).await;

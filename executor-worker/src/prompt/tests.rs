@@ -9,6 +9,7 @@ use loopgate_protocol::wire::{EpisodeKind, ExecFeedback, ExecRequest, FailingChe
 
 fn request(increment: Increment, feedback: ExecFeedback) -> ExecRequest {
     ExecRequest {
+        attempt: 1,
         run_id: "r".into(),
         generation: 1,
         round: 2,

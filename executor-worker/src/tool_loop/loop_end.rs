@@ -19,6 +19,9 @@ pub struct LoopLimits {
     /// The episode retries a step whose last audit failed: its first turn already samples
     /// wider (see `temperature`).
     pub retrying: bool,
+    /// Which sibling of its step the episode is (`ExecRequest::attempt`, 1-based): each one
+    /// past the first samples wider and with its own seed (see `temperature`).
+    pub attempt: u32,
 }
 
 /// Why the loop stopped.

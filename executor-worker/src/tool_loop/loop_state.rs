@@ -7,7 +7,7 @@ use loopgate_protocol::usage::Usage;
 use crate::self_check::finish_rules::SelfCheckBudget;
 use crate::tool_loop::refusal_restart::{collect_written_paths, restart_after_refusal};
 use crate::tool_loop::repeat_guard::RepeatGuard;
-use crate::tool_loop::temperature::turn_temperature;
+use crate::tool_loop::temperature::{sibling_seed, turn_temperature};
 
 /// The counters and guards of one episode's loop (one owner: the loop's task).
 #[derive(Debug, Default)]
@@ -29,6 +29,8 @@ pub(crate) struct LoopState {
     pub(crate) base_temperature: Option<f32>,
     /// The episode retries a failed audit.
     pub(crate) retrying: bool,
+    /// Which sibling of its step the episode is (1-based; 0 reads as the first).
+    pub(crate) attempt: u32,
     /// `self_check_refusals` when the conversation last restarted after a refusal.
     pub(crate) restarted_at_refusals: u32,
     /// The files the agent wrote in this episode (across restarts).
@@ -42,8 +44,12 @@ impl LoopState {
     /// cut off inside a tool call counts as one: the same sampling runs away again).
     pub(crate) fn request(&self, messages: &[ChatMessage], specs: &[ToolSpec]) -> ChatRequest {
         let mut request = ChatRequest::new(messages.to_vec()).with_tools(specs.to_vec());
-        let retries = self.self_check_refusals + u32::from(self.retrying) + self.cut_calls;
+        let retries = self.self_check_refusals
+            + u32::from(self.retrying)
+            + self.cut_calls
+            + self.attempt.saturating_sub(1);
         request.temperature = turn_temperature(self.base_temperature, retries);
+        request.seed = sibling_seed(self.attempt);
         request
     }
 
@@ -67,5 +73,38 @@ impl LoopState {
             "finish was refused: the conversation starts again from the prompt with the refused turn"
         );
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Siblings of a step are sampled apart: sibling k samples k - 1 retries wider and asks for
+    /// seed k; the first samples as a step of one episode.
+    #[test]
+    fn siblings_sample_apart() {
+        // (attempt, profile temperature, asked temperature, seed)
+        let cases = [
+            (0, Some(0.2), Some(0.2), None),
+            (1, Some(0.2), Some(0.2), None),
+            (2, Some(0.2), Some(0.5), Some(2)),
+            (3, Some(0.2), Some(0.8), Some(3)),
+            (3, None, None, Some(3)),
+        ];
+        for (attempt, base, temperature, seed) in cases {
+            let state = LoopState {
+                attempt,
+                base_temperature: base,
+                ..LoopState::default()
+            };
+            let request = state.request(&[], &[]);
+            assert_eq!(request.seed, seed, "{attempt}");
+            match (request.temperature, temperature) {
+                (None, None) => {}
+                (Some(got), Some(want)) => assert!((got - want).abs() < 1e-6, "{attempt}: {got}"),
+                (got, want) => panic!("{attempt}: got {got:?}, want {want:?}"),
+            }
+        }
     }
 }

@@ -68,6 +68,7 @@ pub async fn run_tool_loop<M: ChatModel>(
         vision: model.vision(),
         base_temperature: model.temperature(),
         retrying: limits.retrying,
+        attempt: limits.attempt,
         ..LoopState::default()
     };
     let driven = tokio::time::timeout(

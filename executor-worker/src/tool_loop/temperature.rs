@@ -5,7 +5,11 @@
 //! A low temperature makes a small model's first try its most likely answer, but when that
 //! answer is wrong it reproduces it on every retry; so the first try keeps the profile's
 //! temperature and each retry samples wider. A profile without `temperature` keeps the
-//! server's default on every turn. Pure.
+//! server's default on every turn.
+//!
+//! Siblings of a step of several attempts (`budget.attempts`) are sampled apart: sibling `k`
+//! counts `k - 1` retries more, and past the first asks for seed `k` where the model API
+//! takes one (the first sibling is sampled as a step of one episode). Pure.
 
 /// Added per refusal or failed audit.
 pub(crate) const RETRY_STEP: f32 = 0.3;
@@ -23,9 +27,23 @@ pub(crate) fn turn_temperature(base: Option<f32>, retries: u32) -> Option<f32> {
     Some(raised.min(MAX_RETRY_TEMPERATURE))
 }
 
+/// The seed sibling `attempt` asks for: none for the first (the server's own, as a step of
+/// one episode), `attempt` for every other.
+pub(crate) fn sibling_seed(attempt: u32) -> Option<u64> {
+    (attempt > loopgate_protocol::wire::FIRST_ATTEMPT).then_some(u64::from(attempt))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn siblings_past_the_first_get_their_own_seed() {
+        let cases = [(0, None), (1, None), (2, Some(2)), (8, Some(8))];
+        for (attempt, want) in cases {
+            assert_eq!(sibling_seed(attempt), want, "{attempt}");
+        }
+    }
 
     #[test]
     fn temperature_table() {

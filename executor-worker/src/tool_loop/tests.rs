@@ -83,6 +83,7 @@ fn http_error(code: u16, body: &str) -> Result<ChatResponse, ModelError> {
 
 fn limits(max_steps: u32) -> LoopLimits {
     LoopLimits {
+        attempt: 1,
         max_steps,
         episode: Duration::from_secs(30),
         health: HealthPolicy::default(),
@@ -337,6 +338,7 @@ async fn deadline_ends_the_loop() {
     }
     let (_dir, tools) = scratch_tools();
     let limits = LoopLimits {
+        attempt: 1,
         max_steps: 5,
         episode: Duration::from_millis(100),
         health: HealthPolicy::default(),
@@ -366,6 +368,7 @@ fn with_input(mut response: ChatResponse, input_tokens: u64) -> ChatResponse {
 
 fn small_window(max_resets: u32) -> LoopLimits {
     LoopLimits {
+        attempt: 1,
         max_steps: 20,
         episode: Duration::from_secs(30),
         health: HealthPolicy {

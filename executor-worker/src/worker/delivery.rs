@@ -208,9 +208,13 @@ impl ClaimedEpisode for ExecStep<'_> {
         step_key(self.req)
     }
 
-    /// `run:gen:round:exec`, as the manager names it.
+    /// `run:gen:round:exec` (`...:exec:attempt-K` for sibling K), as the manager names it.
     fn dispatch_without_header(&self) -> DispatchId {
-        DispatchId::exec(step_key(self.req))
+        DispatchId::exec_attempt(step_key(self.req), self.req.attempt)
+    }
+
+    fn sibling(&self) -> u32 {
+        self.req.attempt
     }
 
     fn started_msg_id(&self, attempt: u64) -> String {
@@ -249,6 +253,7 @@ impl ClaimedEpisode for ExecStep<'_> {
             usage,
             duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
             agent_isolation: Some(self.ctx.episode.agent_isolation_for(&req.executor_profile)),
+            attempt: req.attempt,
         })
     }
 

@@ -76,6 +76,7 @@ async fn inflating_context_resets_through_every_adapter() -> anyhow::Result<()> 
         let dir = tempfile::tempdir()?;
         let tools = EpisodeTools::new(Workspace::new(dir.path())?, ToolLimits::default());
         let limits = LoopLimits {
+            attempt: 1,
             max_steps: 10,
             episode: Duration::from_secs(30),
             health: HealthPolicy::for_window(profile.context_window),

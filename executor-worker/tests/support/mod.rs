@@ -23,6 +23,7 @@ pub fn request(run_id: &str, base: &str, profile: &str, episode_secs: u64) -> Ex
     };
     contract.spec_hash = contract.compute_hash();
     ExecRequest {
+        attempt: 1,
         run_id: run_id.into(),
         generation: 1,
         round: 1,

@@ -38,10 +38,26 @@ pub(crate) fn rounds_from_log(entries: &[LogEntry]) -> Vec<RoundView> {
                 verdicts: None,
                 gate_passed: None,
             }),
-            (LogEvent::ExecResult { candidate, .. }, Some(r)) => r.candidate = candidate.clone(),
+            // A step of several attempts: its round's candidate is the winner's, and its
+            // verdicts the winner's full audit's (the siblings' checks-only audits are not).
+            (
+                LogEvent::ExecResult {
+                    candidate,
+                    step_attempt: None,
+                    ..
+                },
+                Some(r),
+            ) => r.candidate = candidate.clone(),
+            (LogEvent::AttemptWon { candidate, .. }, Some(r)) => {
+                r.candidate = Some(candidate.clone());
+                r.verdicts = None;
+            }
             (
                 LogEvent::AuditReport {
-                    verdicts, snapshot, ..
+                    verdicts,
+                    snapshot,
+                    step_attempt: None,
+                    ..
                 },
                 Some(r),
             ) if r.candidate.as_ref() == Some(snapshot) => r.verdicts = Some(*verdicts),
@@ -141,6 +157,7 @@ mod tests {
             entry(
                 1,
                 LogEvent::ExecDispatched {
+                    attempts: None,
                     capability: Capability::Cli,
                     objective: "a".into(),
                     base_snapshot: "s0".into(),
@@ -149,6 +166,7 @@ mod tests {
             entry(
                 1,
                 LogEvent::ExecResult {
+                    step_attempt: None,
                     worker: "w".into(),
                     candidate: Some("s1".into()),
                     summary: String::new(),
@@ -163,6 +181,7 @@ mod tests {
             entry(
                 1,
                 LogEvent::AuditReport {
+                    step_attempt: None,
                     purpose: AuditPurpose::Round,
                     worker: "a".into(),
                     snapshot: "s1".into(),
@@ -184,6 +203,7 @@ mod tests {
             entry(
                 2,
                 LogEvent::ExecDispatched {
+                    attempts: None,
                     capability: Capability::Cli,
                     objective: "b".into(),
                     base_snapshot: "s1".into(),
@@ -196,5 +216,75 @@ mod tests {
         assert_eq!(rounds[0].gate_passed, Some(true));
         assert_eq!(rounds[1].base_snapshot, "s1");
         assert_eq!(rounds[1].candidate, None);
+    }
+
+    /// A round of three attempts: its candidate is the winner's, its verdicts the winner's
+    /// full audit's, whatever order the siblings reported in.
+    #[test]
+    fn a_round_of_attempts_is_its_winner() {
+        let v = |integrity| Verdicts {
+            status: AuditStatus::Incomplete,
+            integrity,
+            contract: ContractVerdict::Aligned,
+        };
+        let exec = |k, c: &str| LogEvent::ExecResult {
+            step_attempt: Some(k),
+            worker: format!("w{k}"),
+            candidate: Some(c.into()),
+            summary: String::new(),
+            claimed_done: true,
+            tool_calls: 1,
+            error: None,
+            self_check_refusals: 0,
+            agent_isolation: None,
+            tokens: Some(10),
+        };
+        let audit = |k: Option<u32>, c: &str, integrity| LogEvent::AuditReport {
+            step_attempt: k,
+            purpose: AuditPurpose::Round,
+            worker: "a".into(),
+            snapshot: c.into(),
+            verdicts: v(integrity),
+            passing: 1,
+            checked: 2,
+            gaps: vec![],
+            downgraded: false,
+        };
+        let log = vec![
+            entry(
+                1,
+                LogEvent::ExecDispatched {
+                    attempts: Some(2),
+                    capability: Capability::Cli,
+                    objective: "a".into(),
+                    base_snapshot: "s0".into(),
+                },
+            ),
+            entry(1, exec(2, "c2")),
+            entry(1, audit(Some(2), "c2", Integrity::Clean)),
+            entry(1, exec(1, "c1")),
+            entry(1, audit(Some(1), "c1", Integrity::Suspect)),
+            entry(
+                1,
+                LogEvent::AttemptWon {
+                    attempt: 2,
+                    of: 2,
+                    candidate: "c2".into(),
+                    worker: "w2".into(),
+                    tokens: 10,
+                    passing: 1,
+                    blocking: 2,
+                    early: false,
+                    others: "attempt 1: 1/2 checks, outscored".into(),
+                },
+            ),
+        ];
+        let rounds = rounds_from_log(&log);
+        assert_eq!(rounds[0].candidate.as_deref(), Some("c2"));
+        assert_eq!(rounds[0].verdicts, None, "no full audit yet");
+        let mut log = log;
+        log.push(entry(1, audit(None, "c2", Integrity::Clean)));
+        let rounds = rounds_from_log(&log);
+        assert_eq!(rounds[0].verdicts, Some(v(Integrity::Clean)));
     }
 }

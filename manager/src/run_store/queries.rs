@@ -248,6 +248,51 @@ impl RunStore {
             .collect())
     }
 
+    /// Ids of runs (any state, unordered) that start with `prefix`, at most `limit`: a scan of
+    /// the run index. `prefix` must be hex digits and dashes (a run id's characters), so it is
+    /// no glob pattern. Ids of expired runs may be among them (the caller loads each).
+    pub async fn ids_with_prefix(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        if prefix.is_empty() || !prefix.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+            return Err(StoreError::Protocol {
+                op: "ids_with_prefix",
+                detail: format!("'{prefix}' is not a run id prefix"),
+            });
+        }
+        let pattern = format!("{}*", prefix.to_ascii_lowercase());
+        let mut conn = self.link.conn();
+        let mut cursor: u64 = 0;
+        let mut ids = Vec::new();
+        loop {
+            let (next, page): (u64, Vec<String>) = self
+                .call(
+                    "ids_with_prefix",
+                    self.timeout,
+                    redis::cmd("ZSCAN")
+                        .arg(ALL_RUNS_KEY)
+                        .arg(cursor)
+                        .arg("MATCH")
+                        .arg(&pattern)
+                        .arg("COUNT")
+                        .arg(1000)
+                        .query_async(&mut conn),
+                )
+                .await?;
+            // ZSCAN answers member, score, member, score, ...
+            ids.extend(page.into_iter().step_by(2));
+            if next == 0 || ids.len() >= limit {
+                ids.sort();
+                ids.dedup();
+                ids.truncate(limit);
+                return Ok(ids);
+            }
+            cursor = next;
+        }
+    }
+
     /// Which of `ids` have no `lg:run:<id>` key any more.
     async fn missing_runs(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
         if ids.is_empty() {

@@ -71,6 +71,7 @@ fn request_mapping_table() {
             "request overrides profile limits",
             profile(Some(512), Some(0.5)),
             ChatRequest {
+                seed: None,
                 messages: vec![ChatMessage::user("hi")],
                 tools: vec![],
                 max_tokens: Some(64),

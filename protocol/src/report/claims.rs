@@ -38,6 +38,11 @@ pub struct ReportClaims {
     pub generation: u32,
     /// The signing key's id (see `report_signing::key_id`).
     pub key_id: String,
+    /// A sibling's checks-only audit (see `AuditRequest::mechanical_only`): it scores a
+    /// candidate and never completes a run. Absent when false, so the signed form of every
+    /// other report stays byte-identical.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mechanical_only: bool,
     pub purpose: AuditPurpose,
     pub round: u32,
     pub run_id: String,
@@ -126,6 +131,7 @@ impl ReportClaims {
             format: REPORT_CLAIMS_FORMAT.to_string(),
             generation: report.generation,
             key_id: report.key_id.clone(),
+            mechanical_only: report.mechanical_only,
             purpose: report.purpose,
             round: report.round,
             run_id: report.run_id.clone(),
@@ -142,10 +148,10 @@ impl ReportClaims {
     }
 
     /// Whether a pass of this audit completes the run, by what was signed: a final audit, or
-    /// one marked `completes_run`. A round or plan audit without the mark never does, so a
-    /// certificate carrying one proves no completion.
+    /// one marked `completes_run`. A round or plan audit without the mark never does, nor
+    /// does a sibling's checks-only audit, so a certificate carrying one proves no completion.
     pub fn is_completing(&self) -> bool {
-        self.purpose == AuditPurpose::Final || self.completes_run
+        !self.mechanical_only && (self.purpose == AuditPurpose::Final || self.completes_run)
     }
 
     /// Whether `check_id` has `pass` evidence bound to the claims' own snapshot.
@@ -165,6 +171,7 @@ pub(crate) mod tests {
 
     pub(crate) fn sample_report() -> AuditReport {
         AuditReport {
+            mechanical_only: false,
             run_id: "0190a3c2-7b1e-7c4d-9f00-123456789abc".into(),
             generation: 1,
             round: 2,
@@ -244,6 +251,29 @@ pub(crate) mod tests {
         let back: ReportClaims = serde_json::from_str(&plain_text).unwrap();
         assert!(!back.completes_run);
         assert!(ReportClaims::of(&sample_report()).is_completing(), "final");
+    }
+
+    /// `mechanical_only` (a sibling's checks-only audit) is signed, absent when false, and such
+    /// a report completes nothing, whatever else it says.
+    #[test]
+    fn a_checks_only_report_is_signed_as_such_and_never_completes() {
+        let plain =
+            String::from_utf8(ReportClaims::of(&sample_report()).canonical_bytes()).unwrap();
+        assert!(!plain.contains("mechanical_only"), "{plain}");
+        for purpose in [AuditPurpose::Final, AuditPurpose::Round] {
+            let mut report = sample_report();
+            report.purpose = purpose;
+            report.completes_run = true;
+            report.mechanical_only = true;
+            let claims = ReportClaims::of(&report);
+            assert!(!claims.is_completing(), "{purpose:?}");
+            let text = String::from_utf8(claims.canonical_bytes()).unwrap();
+            assert!(text.contains(r#""key_id":"#), "{text}");
+            assert!(
+                text.contains(r#","mechanical_only":true,"purpose":"#),
+                "sorted between key_id and purpose: {text}"
+            );
+        }
     }
 
     /// The bytes read back as the same claims, and fields outside the claims change nothing.

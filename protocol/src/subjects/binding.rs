@@ -201,6 +201,7 @@ mod tests {
 
     fn exec_result(run: &str) -> Message {
         Message::ExecResult(ExecResult {
+            attempt: 1,
             run_id: run.into(),
             generation: 1,
             round: 1,
@@ -215,6 +216,7 @@ mod tests {
 
     fn audit_report(run: &str, spec_hash: &str) -> Message {
         Message::AuditReport(AuditReport {
+            mechanical_only: false,
             run_id: run.into(),
             generation: 1,
             round: 1,
@@ -254,6 +256,7 @@ mod tests {
 
     fn started(run: &str, role: EpisodeRole) -> Message {
         Message::EpisodeStarted(EpisodeStarted {
+            attempt: 1,
             run_id: run.into(),
             generation: 1,
             round: 1,
@@ -273,6 +276,7 @@ mod tests {
             spec_hash: "h".into(),
         };
         Message::ExecRequest(ExecRequest {
+            attempt: 1,
             run_id: RUN.into(),
             generation: 1,
             round: 1,

@@ -23,6 +23,18 @@ pub const DEFAULT_SELF_CHECKS: u32 = 2;
 fn default_self_checks() -> u32 {
     DEFAULT_SELF_CHECKS
 }
+
+/// The attempt index of a message that names none: the first (and, with `attempts = 1`,
+/// only) sibling of its step.
+pub const FIRST_ATTEMPT: u32 = 1;
+
+fn first_attempt() -> u32 {
+    FIRST_ATTEMPT
+}
+
+fn is_first_attempt(attempt: &u32) -> bool {
+    *attempt == FIRST_ATTEMPT
+}
 /// Messages larger than this are refused on decode (they should carry digests instead).
 pub const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 
@@ -91,6 +103,11 @@ pub struct ExecRequest {
     /// The task's `[gui]`: gui episodes start its `serve` command and open its `url`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gui: Option<crate::gui::GuiSpec>,
+    /// Which sibling of the step this is (1-based; the task's `budget.attempts` siblings run
+    /// from the same base, and the executor samples each apart). Absent: the first, so a step
+    /// of one attempt is the message it was before siblings existed.
+    #[serde(default = "first_attempt", skip_serializing_if = "is_first_attempt")]
+    pub attempt: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,6 +144,9 @@ pub struct ExecResult {
     /// How the episode's agent was isolated from the executor (absent from older executors).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_isolation: Option<AgentIsolation>,
+    /// The request's `attempt` (absent: the first).
+    #[serde(default = "first_attempt", skip_serializing_if = "is_first_attempt")]
+    pub attempt: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -183,6 +203,12 @@ pub struct AuditRequest {
     /// must quote a line of a file or of a command's output the judge was shown.
     #[serde(default, skip_serializing_if = "is_false")]
     pub unquoted_met: bool,
+    /// Audit a sibling candidate of a step of several attempts: the checks only (no judge,
+    /// no rubric), so the manager can pick the winner by evidence; the winner then gets the
+    /// round's full audit. The auditor copies it into its report and signs it. Absent (false)
+    /// by default and from older managers.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub mechanical_only: bool,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -227,6 +253,10 @@ pub struct AuditReport {
     /// report) is what completed the run. Absent (false) from older auditors.
     #[serde(default, skip_serializing_if = "is_false")]
     pub completes_run: bool,
+    /// The request's `mechanical_only`, signed: a sibling's checks-only audit, which scores a
+    /// candidate and never completes anything. Absent (false) from older auditors.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub mechanical_only: bool,
     /// Id of the auditor pool key that signed the report (`report_signing::key_id`); empty
     /// when unsigned.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -254,6 +284,9 @@ pub struct EpisodeStarted {
     pub role: EpisodeRole,
     pub delivery_attempt: u64,
     pub worker: String,
+    /// The sibling of the step (the request's `attempt`; absent: the first).
+    #[serde(default = "first_attempt", skip_serializing_if = "is_first_attempt")]
+    pub attempt: u32,
 }
 
 /// Control notice on `control.<run>` (core NATS): stop in-flight episodes of this run whose
@@ -423,6 +456,27 @@ mod tests {
             let err = decode(&bytes).unwrap_err();
             assert!(check(&err), "{err}");
         }
+    }
+
+    /// A message of the first attempt serializes without the field, as before siblings, and
+    /// one without it reads as the first attempt.
+    #[test]
+    fn first_attempt_is_absent_on_the_wire() {
+        let started = |attempt| EpisodeStarted {
+            run_id: "r".into(),
+            generation: 1,
+            round: 2,
+            role: EpisodeRole::Executor,
+            delivery_attempt: 1,
+            worker: "w".into(),
+            attempt,
+        };
+        let one = serde_json::to_value(started(1)).unwrap();
+        assert!(one.get("attempt").is_none(), "{one}");
+        let back: EpisodeStarted = serde_json::from_value(one).unwrap();
+        assert_eq!(back.attempt, FIRST_ATTEMPT);
+        let three = serde_json::to_value(started(3)).unwrap();
+        assert_eq!(three["attempt"], 3);
     }
 
     #[test]

@@ -1,3 +1,4 @@
+mod attempts;
 mod backlog;
 mod certificate_purpose;
 mod chaos;
@@ -13,6 +14,7 @@ mod faults;
 mod goal_clauses;
 mod gui;
 mod openapi_conformance;
+mod operator_view;
 mod outbox;
 mod planning;
 mod repo_flow;

@@ -257,6 +257,7 @@ async fn forged_usage_and_repeated_starts_neither_end_nor_stall_the_run() -> any
 
     // A forged result that claims 10^9 tokens: refused, never charged.
     let forged = Message::ExecResult(ExecResult {
+        attempt: 1,
         run_id: id.clone(),
         generation: 1,
         round: 1,
@@ -291,6 +292,7 @@ async fn forged_usage_and_repeated_starts_neither_end_nor_stall_the_run() -> any
     // repeats never move it, so it passes while they still come.
     let start = |i: usize| {
         Message::EpisodeStarted(EpisodeStarted {
+            attempt: 1,
             run_id: id.clone(),
             generation: 1,
             round: 1,

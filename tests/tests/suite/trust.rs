@@ -129,6 +129,7 @@ fn all_pass_report(req: &AuditRequest) -> AuditReport {
         })
         .collect();
     AuditReport {
+        mechanical_only: false,
         run_id: req.run_id.clone(),
         generation: req.generation,
         round: req.round,

@@ -93,6 +93,10 @@ pub trait ClaimedEpisode: Sync {
     /// The readable prefix of its `EpisodeStarted`'s `Nats-Msg-Id` for delivery `attempt` (the
     /// runtime seals it with a random nonce).
     fn started_msg_id(&self, attempt: u64) -> String;
+    /// Which sibling of its step it is (an exec request's `attempt`; 1 for every other).
+    fn sibling(&self) -> u32 {
+        loopgate_protocol::wire::FIRST_ATTEMPT
+    }
     /// The episode. Dropping the future stops it (its processes killed, its directory gone).
     fn run(&self) -> impl Future<Output = Self::End> + Send + '_;
     /// What its end means; `None` when the shutdown grace ran out first. `elapsed` runs from
@@ -204,6 +208,7 @@ async fn run_under_claim<E: ClaimedEpisode>(
         role: episode.role(),
         delivery_attempt: attempt,
         worker: worker.worker_id.clone(),
+        attempt: episode.sibling(),
     };
     let started_id = sealed(&episode.started_msg_id(attempt), &msg_id_nonce());
     announce_started(&worker.bus, started, &started_id).await;
@@ -370,6 +375,7 @@ mod tests {
                 subject: subjects.exec_result(STEP.run_id),
                 msg_id: STEP.exec_result_msg_id(1),
                 message: Message::ExecResult(ExecResult {
+                    attempt: 1,
                     run_id: STEP.run_id.into(),
                     generation: 1,
                     round: 1,
