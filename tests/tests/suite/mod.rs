@@ -9,6 +9,7 @@ mod deploy;
 mod derived_check_output;
 mod earned_met;
 mod effective_loop;
+mod failover;
 mod faults;
 mod goal_clauses;
 mod gui;
