@@ -12,6 +12,7 @@
 #   BENCH_SNAPSHOT_ARGS  arguments for snapshot_bench (default "10000 100": files, total MB)
 #   BENCH_ARMS_ARGS      extra arguments for arms-bench on examples/suite
 #   BENCH_SKIP_SUITE=1   skip the examples/suite arms only
+#   BENCH_SKIP_ATTEMPTS=1  skip the examples/suite arms' second pass with --attempts 3 (issue 40)
 #   BENCH_SKIP_HUMANEVAL=1  skip the HumanEval arms
 #   BENCH_HUMANEVAL_N    HumanEval subset size (default 40; the first N of the seeded order)
 #   BENCH_HUMANEVAL_ARGS extra arguments for arms-bench --suite humaneval
@@ -174,6 +175,14 @@ else
     else
       # shellcheck disable=SC2086
       step "arms-bench-$size" "$BIN/arms-bench" --model "$size" --out "$OUT" ${BENCH_ARMS_ARGS:-}
+      # Parallel attempts (issue 40): the same suite with every loopgate step as 3 sibling
+      # episodes on two executors, in the same sitting (arms-<size>-attempts3.json).
+      if [ "${BENCH_SKIP_ATTEMPTS:-0}" = 1 ]; then
+        skip "arms-bench-$size-attempts3" "BENCH_SKIP_ATTEMPTS=1"
+      else
+        # shellcheck disable=SC2086
+        step "arms-bench-$size-attempts3" "$BIN/arms-bench" --model "$size" --out "$OUT" --attempts 3 ${BENCH_ARMS_ARGS:-}
+      fi
     fi
     if [ "${BENCH_SKIP_HUMANEVAL:-0}" = 1 ]; then
       skip "humaneval-$size" "BENCH_SKIP_HUMANEVAL=1"

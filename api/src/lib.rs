@@ -23,6 +23,7 @@ pub use contract::{ApproveRequest, ContractView};
 pub use error::{ErrorBody, ErrorDetail};
 pub use loopgate_protocol::transcript::{Transcript, TranscriptEntry};
 pub use rounds::{RoundList, RoundView};
+pub use runs::{is_id_prefix, rounds_text, short_ids, standing_text, RunAction, SHORT_ID_LEN};
 pub use runs::{
     AnswerRequest, Checks, ContinueRequest, EvidenceList, EvidenceView, GateView, InstructRequest,
     ListQuery, LogPage, ResumeRequest, RunList, RunView, ScreenshotView, SubmitRequest,

@@ -8,7 +8,9 @@
 
 use loopgate_common::budget::BudgetFile;
 use loopgate_common::gate::GateVerdict;
-use loopgate_common::state::{Instruction, PlanningStage, RepoOrigin, RoleUsage, RunState};
+use loopgate_common::state::{
+    gate_word, short_id, Instruction, PlanningStage, RepoOrigin, RoleUsage, RunState,
+};
 use loopgate_common::task::TaskFile;
 use loopgate_protocol::rubric::RubricStanding;
 use loopgate_protocol::verdict::{CheckVerdict, Evidence, Verdicts};
@@ -131,6 +133,102 @@ pub struct RunView {
     #[serde(default, deserialize_with = "lenient::or_default")]
     #[schema(required = true)]
     pub episode_progress: Vec<loopgate_protocol::wire::EpisodeProgress>,
+    /// The rounds in the one wording every client shows ([`rounds_text`]): `3/5`, or
+    /// `7 (3/5 counted)`.
+    #[serde(default, deserialize_with = "lenient::or_default")]
+    #[schema(required = true)]
+    pub rounds: String,
+    /// Where the run stands, from facts only: its state and phase, the gate and the checks on
+    /// the current snapshot ([`standing_text`]); never a model's words (`task_state` is the
+    /// manager's note, a claim).
+    #[serde(default, deserialize_with = "lenient::or_default")]
+    #[schema(required = true)]
+    pub standing: String,
+    /// The changes the API accepts on this run now, decided by the same rule the routes refuse
+    /// with (a route may still refuse a bad body): offer exactly these.
+    #[serde(default, deserialize_with = "lenient::or_default")]
+    #[schema(required = true)]
+    pub actions: Vec<RunAction>,
+}
+
+/// A change a person can make to a run, by the route that makes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunAction {
+    /// `POST /v1/runs/{id}/cancel`
+    Cancel,
+    /// `POST /v1/runs/{id}/answer`
+    Answer,
+    /// `POST /v1/runs/{id}/approve`
+    Approve,
+    /// `POST /v1/runs/{id}/resume`
+    Resume,
+    /// `POST /v1/runs/{id}/instructions`
+    Instruct,
+    /// `POST /v1/runs/{id}/pause`
+    Pause,
+    /// `POST /v1/runs/{id}/unpause`
+    Unpause,
+    /// `POST /v1/runs/{id}/continue`
+    Continue,
+}
+
+impl RunAction {
+    pub const ALL: [RunAction; 8] = [
+        RunAction::Cancel,
+        RunAction::Answer,
+        RunAction::Approve,
+        RunAction::Resume,
+        RunAction::Instruct,
+        RunAction::Pause,
+        RunAction::Unpause,
+        RunAction::Continue,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunAction::Cancel => "cancel",
+            RunAction::Answer => "answer",
+            RunAction::Approve => "approve",
+            RunAction::Resume => "resume",
+            RunAction::Instruct => "instruct",
+            RunAction::Pause => "pause",
+            RunAction::Unpause => "unpause",
+            RunAction::Continue => "continue",
+        }
+    }
+}
+
+/// Where a run stands, in words, from facts only: `completed; gate open on snapshot
+/// abc123456789; checks 1/1 passing`, `running (executing); gate closed on snapshot ...:
+/// check 'a' fails; checks 0/1 passing`, `queued; no gate yet`.
+pub fn standing_text(
+    state: RunState,
+    phase: &str,
+    gate: Option<&GateView>,
+    checks: Option<Checks>,
+) -> String {
+    let mut text = state.as_str().replace('_', " ");
+    if !phase.is_empty() && phase != "finished" {
+        text.push_str(&format!(" ({})", phase.replace('_', " ")));
+    }
+    match gate {
+        Some(g) => {
+            let snapshot = short_id(&g.snapshot);
+            text.push_str(&format!(
+                "; gate {} on snapshot {snapshot}",
+                gate_word(g.passed)
+            ));
+            if !g.passed && !g.reasons.is_empty() {
+                text.push_str(&format!(": {}", g.reasons.join("; ")));
+            }
+        }
+        None => text.push_str("; no gate yet"),
+    }
+    if let Some(c) = checks.filter(|c| c.total > 0) {
+        text.push_str(&format!("; checks {}/{} passing", c.passing, c.total));
+    }
+    text
 }
 
 impl RunView {
@@ -177,6 +275,10 @@ pub struct GateView {
     #[serde(default)]
     #[schema(required = true)]
     pub reasons: Vec<String>,
+    /// `open` (passed) or `closed`: the gate's one word in every client.
+    #[serde(default, deserialize_with = "lenient::or_default")]
+    #[schema(required = true)]
+    pub word: String,
 }
 
 impl From<&GateVerdict> for GateView {
@@ -187,6 +289,7 @@ impl From<&GateVerdict> for GateView {
             passing: g.passing,
             checked: g.checked,
             reasons: g.reasons.clone(),
+            word: gate_word(g.passed).to_string(),
         }
     }
 }
@@ -339,6 +442,15 @@ pub struct ListQuery {
     /// Runs to answer (default 50, at most 500: larger values answer 500).
     #[param(maximum = 18446744073709551615_usize)]
     pub limit: Option<usize>,
+    /// Only runs whose id starts with this (hex digits and dashes, case-insensitive): how a
+    /// client resolves a short id (`loopgate status 0193a2b4-c5d`). With `state`, both apply.
+    #[param(pattern = r"^[0-9A-Fa-f-]{1,36}$", max_length = 36, min_length = 1)]
+    pub id_prefix: Option<String>,
+}
+
+/// The pattern of `ListQuery::id_prefix`.
+pub fn is_id_prefix(prefix: &str) -> bool {
+    (1..=36).contains(&prefix.len()) && prefix.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
 }
 
 /// `GET /v1/runs`: runs, newest first.
@@ -347,6 +459,50 @@ pub struct RunList {
     pub limit: usize,
     pub offset: usize,
     pub runs: Vec<RunView>,
+    /// Whether runs exist past this page (ask again with `offset = next_offset`).
+    #[serde(default)]
+    #[schema(required = true)]
+    pub has_more: bool,
+    /// The `offset` of the next page, when `has_more`.
+    #[serde(default)]
+    #[schema(value_type = Option<usize>, required = true)]
+    pub next_offset: Option<usize>,
+}
+
+/// A run's rounds in the one wording the CLI, the API (`RunView::rounds`) and the console use:
+/// `3/5` (rounds counted against `max_rounds` of it), or `7 (3/5 counted)` when the run's round
+/// number (every round of every generation, planning too: what log entries are tagged with)
+/// differs from the rounds counted.
+pub fn rounds_text(round: u32, counted: Option<u32>, max: Option<u32>) -> String {
+    match (max, counted) {
+        (Some(max), Some(counted)) if counted != round => {
+            format!("{round} ({counted}/{max} counted)")
+        }
+        (Some(max), _) => format!("{round}/{max}"),
+        (None, _) => round.to_string(),
+    }
+}
+
+/// How many characters of a run id the CLI and the console show, and the shortest prefix they
+/// suggest: `0193a2b4-c5d` (a UUIDv7's first 11 hex digits: its creation time to 16 ms).
+pub const SHORT_ID_LEN: usize = 12;
+
+/// The id each of `ids` is shown by in a list: its first [`SHORT_ID_LEN`] characters, longer
+/// where that prefix is shared with another id of the list (so every shown id resolves).
+pub fn short_ids(ids: &[&str]) -> Vec<String> {
+    ids.iter()
+        .map(|id| {
+            let mut len = SHORT_ID_LEN.min(id.len());
+            while len < id.len()
+                && ids
+                    .iter()
+                    .any(|other| other != id && other.get(..len) == id.get(..len))
+            {
+                len += 1;
+            }
+            id.get(..len).unwrap_or(id).to_string()
+        })
+        .collect()
 }
 
 /// The key of the one-line headline the manager adds to every log entry it serves (`/log` and
@@ -469,6 +625,29 @@ mod tests {
             json!({"state": "running"}),
         ] {
             assert!(RunView::from_value(&bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn short_ids_stay_unique_within_a_list() {
+        let a = "0193a2b4-c5d6-7000-8000-000000000001";
+        let b = "0193a2b4-c5d6-7000-8000-000000000002";
+        let c = "0193a2b4-ffff-7000-8000-000000000003";
+        let cases: [(&[&str], Vec<&str>); 3] = [
+            (&[a], vec!["0193a2b4-c5d"]),
+            (&[a, c], vec!["0193a2b4-c5d", "0193a2b4-fff"]),
+            (&[a, b], vec![a, b]),
+        ];
+        for (ids, want) in cases {
+            assert_eq!(short_ids(ids), want);
+        }
+        for (prefix, ok) in [
+            ("0193a2b4-c5d", true),
+            ("", false),
+            ("01*", false),
+            ("ABC", true),
+        ] {
+            assert_eq!(is_id_prefix(prefix), ok, "{prefix}");
         }
     }
 

@@ -50,13 +50,16 @@ pub enum BrowserError {
         /// Why.
         reason: String,
     },
-    /// No element matched a label (`loopgate browse --click LABEL`).
-    #[error("no {what} labelled {label:?} on the page")]
+    /// No element matched a label (`loopgate browse --click LABEL`), not even after waiting
+    /// `timeout` for one to be rendered.
+    #[error("no {what} labelled {label:?} appeared on the page within {}s", timeout.as_secs_f64())]
     NoSuchLabel {
         /// What kind of element was looked for.
         what: &'static str,
         /// The label.
         label: String,
+        /// How long it was waited for.
+        timeout: Duration,
     },
     /// A key name not on the US keyboard layout.
     #[error("unknown key {0:?}: use names like Enter, Tab, Escape, Backspace, ArrowDown, a")]

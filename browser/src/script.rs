@@ -24,7 +24,8 @@ pub struct BrowseScript {
     pub expect_texts: Vec<String>,
     /// Where to write a PNG of the page at the end.
     pub screenshot: Option<PathBuf>,
-    /// How long each expected text may take to appear.
+    /// How long each expected text, and each field or control to fill or click, may take to
+    /// appear.
     pub wait: Duration,
 }
 
@@ -172,12 +173,12 @@ async fn steps(
     step(format!("navigate {}", script.url), &nav);
     nav?;
     for (label, value) in &script.fills {
-        let r = fill(session, label, value).await;
+        let r = fill(session, label, value, script.wait).await;
         step(format!("fill {label:?} = {value:?}"), &r);
         r?;
     }
     for label in &script.clicks {
-        let r = click(session, label).await;
+        let r = click(session, label, script.wait).await;
         step(format!("click {label:?}"), &r);
         r?;
     }
@@ -192,27 +193,49 @@ async fn steps(
     Ok(())
 }
 
-async fn fill(session: &mut Session, label: &str, value: &str) -> Result<String, BrowserError> {
-    let rendered = session.snapshot_raw().await?;
-    let node = find_by_label(&rendered.nodes, label, FIELD_ROLES).ok_or_else(|| {
-        BrowserError::NoSuchLabel {
-            what: "field",
-            label: label.to_string(),
+/// How often a label is looked for again while the page may still be rendering it.
+const LABEL_POLL: Duration = Duration::from_millis(100);
+
+/// The element `label` names among `roles`, waiting up to `wait` for the page to render it
+/// (as `--expect-text` waits for its text): a control a script adds after load is found.
+async fn wait_for_label(
+    session: &mut Session,
+    label: &str,
+    roles: &[&str],
+    what: &'static str,
+    wait: Duration,
+) -> Result<RenderedNode, BrowserError> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let rendered = session.snapshot_raw().await?;
+        if let Some(node) = find_by_label(&rendered.nodes, label, roles) {
+            return Ok(node.clone());
         }
-    })?;
+        if tokio::time::Instant::now() >= deadline {
+            return Err(BrowserError::NoSuchLabel {
+                what,
+                label: label.to_string(),
+                timeout: wait,
+            });
+        }
+        tokio::time::sleep(LABEL_POLL).await;
+    }
+}
+
+async fn fill(
+    session: &mut Session,
+    label: &str,
+    value: &str,
+    wait: Duration,
+) -> Result<String, BrowserError> {
+    let node = wait_for_label(session, label, FIELD_ROLES, "field", wait).await?;
     let described = format!("{} {:?} [ref={}]", node.role, node.name, node.reference);
     session.type_text(&node.reference, value, false).await?;
     Ok(described)
 }
 
-async fn click(session: &mut Session, label: &str) -> Result<String, BrowserError> {
-    let rendered = session.snapshot_raw().await?;
-    let node = find_by_label(&rendered.nodes, label, CLICK_ROLES).ok_or_else(|| {
-        BrowserError::NoSuchLabel {
-            what: "control",
-            label: label.to_string(),
-        }
-    })?;
+async fn click(session: &mut Session, label: &str, wait: Duration) -> Result<String, BrowserError> {
+    let node = wait_for_label(session, label, CLICK_ROLES, "control", wait).await?;
     let described = format!("{} {:?} [ref={}]", node.role, node.name, node.reference);
     session.click(&node.reference).await?;
     Ok(described)

@@ -192,6 +192,7 @@ async fn browse_script_passes_only_after_the_click() -> Result<()> {
 
     let no_label = BrowseScript {
         clicks: vec!["Nope".into()],
+        wait: Duration::from_millis(300),
         ..with_click
     };
     let report = run_script(&mut s, &no_label).await;
@@ -199,5 +200,45 @@ async fn browse_script_passes_only_after_the_click() -> Result<()> {
         report.error,
         Some(BrowserError::NoSuchLabel { .. })
     ));
+    let why = report
+        .steps
+        .iter()
+        .find(|st| st.step.starts_with("click"))
+        .map(|st| st.outcome.clone());
+    assert!(
+        matches!(&why, Some(Err(e)) if e.contains("appeared on the page within 0.3s")),
+        "{why:?}"
+    );
+    Ok(())
+}
+
+/// A page whose field and button a script adds after load (a framework rendering): `--fill`
+/// and `--click` wait for them, as `--expect-text` waits for its text.
+const LATE_GREETER: &str = r#"<!doctype html><html><body><main id="app">loading…</main>
+<script>
+setTimeout(() => {
+  document.getElementById('app').innerHTML =
+    '<label for="n">Name</label><input id="n"><button id="b">Greet</button><p id="out"></p>';
+  document.getElementById('b').onclick = () => {
+    document.getElementById('out').textContent = 'Hello, ' + document.getElementById('n').value + '!';
+  };
+}, 400);
+</script></body></html>"#;
+
+#[tokio::test]
+async fn fills_and_clicks_wait_for_controls_rendered_after_load() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    std::fs::write(dir.path().join("late.html"), LATE_GREETER)?;
+    let mut s = session(dir.path())?;
+    let script = BrowseScript {
+        url: "late.html".into(),
+        fills: vec![("Name".into(), "Ada".into())],
+        clicks: vec!["Greet".into()],
+        expect_texts: vec!["Hello, Ada!".into()],
+        screenshot: None,
+        wait: Duration::from_secs(10),
+    };
+    let report = run_script(&mut s, &script).await;
+    assert!(report.passed, "{:?}", report.steps);
     Ok(())
 }

@@ -195,14 +195,46 @@ impl ApiClient {
     }
 
     pub async fn list_runs(&self, state: Option<RunState>) -> Result<Value, ApiError> {
+        self.list_runs_page(state, 0, None).await
+    }
+
+    /// One page of runs, newest first: `offset` runs skipped, at most `limit` (the server's
+    /// default when None). The answer says `has_more` and `next_offset`.
+    pub async fn list_runs_page(
+        &self,
+        state: Option<RunState>,
+        offset: usize,
+        limit: Option<usize>,
+    ) -> Result<Value, ApiError> {
         let mut url = self.url(&["v1", "runs"]);
-        if let Some(state) = state {
-            url.query_pairs_mut().append_pair("state", state.as_str());
+        {
+            let mut q = url.query_pairs_mut();
+            if let Some(state) = state {
+                q.append_pair("state", state.as_str());
+            }
+            if offset > 0 {
+                q.append_pair("offset", &offset.to_string());
+            }
+            if let Some(limit) = limit {
+                q.append_pair("limit", &limit.to_string());
+            }
         }
         let req = self
             .request(&self.http, Method::GET, url)
             .timeout(REQUEST_TIMEOUT);
         self.json("GET /v1/runs", req).await
+    }
+
+    /// The runs whose id starts with `prefix` (at most two: enough to tell one from many).
+    pub async fn runs_with_prefix(&self, prefix: &str) -> Result<Value, ApiError> {
+        let mut url = self.url(&["v1", "runs"]);
+        url.query_pairs_mut()
+            .append_pair("id_prefix", prefix)
+            .append_pair("limit", "2");
+        let req = self
+            .request(&self.http, Method::GET, url)
+            .timeout(REQUEST_TIMEOUT);
+        self.json("GET /v1/runs?id_prefix=", req).await
     }
 
     pub async fn run_log(&self, run: &str) -> Result<Value, ApiError> {

@@ -91,7 +91,8 @@ pub enum Command {
     /// controls by label, expect text, save a screenshot. Exit 0 when every step passed.
     ///
     /// Steps run in this order: --url, every --fill, every --click, every --expect-text (each
-    /// waited for up to --timeout-secs); the --screenshot is written last, also on failure.
+    /// field, control and text waited for up to --timeout-secs, so controls rendered after load
+    /// are found); the --screenshot is written last, also on failure.
     /// --url is a path relative to the current directory (opened as a file), a path starting
     /// with / joined to --base-url when one is set, or an http URL on loopback. Chromium comes
     /// from $LOOPGATE_CHROMIUM, else /usr/lib/chromium/chromium, else PATH.
@@ -125,6 +126,33 @@ pub enum Command {
     /// Generate an Ed25519 auditor signing key: FILE (secret, mode 0600) and FILE.pub (the
     /// public key for [manager] auditor_keys and `loopgate verify --key`).
     Keygen(KeygenArgs),
+}
+
+impl Command {
+    /// The RUN argument of a command that takes one (resolved from a short id before the
+    /// command runs).
+    pub fn run_mut(&mut self) -> Option<&mut String> {
+        match self {
+            Command::Watch(a) => Some(&mut a.run),
+            Command::Status(a) | Command::Contract(a) => Some(&mut a.run),
+            Command::Log(a) => Some(&mut a.run.run),
+            Command::Cancel(a) | Command::Pause(a) | Command::Unpause(a) => Some(&mut a.run),
+            Command::Answer(a) => Some(&mut a.run),
+            Command::Approve(a) => Some(&mut a.run),
+            Command::Resume(a) => Some(&mut a.run),
+            Command::Instruct(a) => Some(&mut a.run),
+            Command::Continue(a) => Some(&mut a.run),
+            Command::Checkout(a) => Some(&mut a.run),
+            Command::Diff(a) => Some(&mut a.run),
+            Command::Verify(a) => a.run.as_mut(),
+            Command::Apply(a) => Some(&mut a.run),
+            Command::Up(_)
+            | Command::Submit(_)
+            | Command::Runs(_)
+            | Command::Browse(_)
+            | Command::Keygen(_) => None,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -216,6 +244,12 @@ pub struct RunsArgs {
     /// Only runs in this state.
     #[arg(long, value_parser = state_parser())]
     pub state: Option<String>,
+    /// Runs to show (newest first; the manager answers at most 500).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=500))]
+    pub limit: u64,
+    /// Runs to skip, newest first (the footer names the next page's offset).
+    #[arg(long, default_value_t = 0)]
+    pub offset: u64,
     /// Print the server's JSON as is.
     #[arg(long)]
     pub json: bool,
@@ -547,7 +581,7 @@ pub struct BrowseArgs {
     /// Write a PNG of the page here at the end (also when a step failed).
     #[arg(long, value_name = "PATH")]
     pub screenshot: Option<PathBuf>,
-    /// Limit for loading the page and for each expected text to appear.
+    /// Limit for loading the page and for each field, control and expected text to appear.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
     pub timeout_secs: u64,
     /// Base for --url values starting with / (the task's `[gui] url`; the auditor sets it).

@@ -39,6 +39,9 @@ pub enum CliError {
     Stack(#[from] StackError),
     #[error("{0}")]
     Usage(String),
+    /// The RUN argument names no run, or more than one.
+    #[error(transparent)]
+    RunRef(#[from] crate::run_ref::RunRefError),
     #[error(transparent)]
     Browser(#[from] loopgate_browser::BrowserError),
     /// stdout was closed (e.g. `loopgate log RUN | head`): stop quietly.
@@ -54,6 +57,8 @@ impl CliError {
             CliError::Api(api) => api.exit_status(),
             CliError::Checkout(CheckoutError::Blob { source, .. }) => source.exit_status(),
             CliError::Usage(_) => ExitStatus::Usage,
+            CliError::RunRef(crate::run_ref::RunRefError::Api(api)) => api.exit_status(),
+            CliError::RunRef(_) => ExitStatus::NoSuchRun,
             CliError::InvalidTask { .. }
             | CliError::ReadInput { .. }
             | CliError::InvalidFile { .. }
@@ -98,6 +103,20 @@ mod tests {
                 1,
             ),
             (CliError::Usage("bad".into()), 2),
+            (
+                CliError::RunRef(crate::run_ref::RunRefError::Unknown {
+                    prefix: "0193".into(),
+                }),
+                7,
+            ),
+            (
+                CliError::RunRef(crate::run_ref::RunRefError::Ambiguous {
+                    prefix: "0193".into(),
+                    count: 2,
+                    shown: "a, b".into(),
+                }),
+                7,
+            ),
             (
                 CliError::Checkout(CheckoutError::Blob {
                     path: "a.txt".into(),

@@ -21,6 +21,8 @@ pub enum ExitStatus {
     /// a report that does not complete the run, unsigned or badly signed report, untrusted
     /// key, tampered blob, missing evidence).
     NotVerified,
+    /// The RUN argument is a prefix no run id starts with, or one more than one starts with.
+    NoSuchRun,
 }
 
 impl ExitStatus {
@@ -33,6 +35,7 @@ impl ExitStatus {
             ExitStatus::WaitingForInput => 4,
             ExitStatus::Unreachable => 5,
             ExitStatus::NotVerified => 6,
+            ExitStatus::NoSuchRun => 7,
         }
     }
 
@@ -61,7 +64,10 @@ Exit codes:
   4  the run is waiting for input (answer it with `loopgate answer RUN TEXT`)
   5  the manager is unreachable (is it running? `loopgate up`)
   6  verify / apply: the completion is not proven (no trusted key, not completed, a report that
-     does not complete the run, bad or untrusted signature, tampered blob, missing evidence)";
+     does not complete the run, bad or untrusted signature, tampered blob, missing evidence)
+  7  RUN is a short id no run starts with, or more than one does (give more characters)
+
+RUN is a run id or an unambiguous prefix of one (the short ids `loopgate runs` shows).";
 
 #[cfg(test)]
 mod tests {
@@ -95,6 +101,7 @@ mod tests {
             ExitStatus::WaitingForInput,
             ExitStatus::Unreachable,
             ExitStatus::NotVerified,
+            ExitStatus::NoSuchRun,
         ] {
             let needle = format!("\n  {}  ", status.code());
             assert!(EXIT_CODES_HELP.contains(&needle), "{status:?}");

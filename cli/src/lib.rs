@@ -11,6 +11,7 @@ pub mod local_stack;
 pub mod log_clock;
 pub mod output;
 pub mod render;
+pub mod run_ref;
 pub mod run_view;
 pub mod sse;
 pub mod workspace_upload;
@@ -34,6 +35,10 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
         return commands::browse::browse(args).await;
     }
     let client = ApiClient::new(&cli.server, cli.token.clone())?;
+    let mut cli = cli;
+    if let Some(run) = cli.command.run_mut() {
+        *run = run_ref::resolve_run(&client, run).await?;
+    }
     match &cli.command {
         Command::Submit(args) => commands::submit::submit(&client, args).await,
         Command::Watch(args) => commands::watch::watch(&client, &args.run, args.json).await,

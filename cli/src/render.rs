@@ -1,8 +1,8 @@
 //! Human-readable lines for runs and run log entries (the `--json` forms print the server's JSON).
 
-use loopgate_api::LOG_HEADLINE_KEY;
+use loopgate_api::{short_ids, standing_text, LOG_HEADLINE_KEY};
 pub use loopgate_common::state::excerpt;
-use loopgate_common::state::{short_id, verdicts_text, RunState};
+use loopgate_common::state::{gate_word, short_id, verdicts_text, RunState};
 use serde_json::Value;
 
 use crate::run_view::{LogRecord, RunView};
@@ -39,15 +39,134 @@ pub fn attempts_line(entries: &[Value]) -> Option<String> {
     ))
 }
 
+/// Blocks of lines repeated back to back, at most this long, are collapsed.
+const MAX_REPEAT_PERIOD: usize = 3;
+
+/// What repeats compare: a line without its leading `HH:MM:SS ` (the time `loopgate log` and
+/// `watch` put before each entry, `crate::log_clock`), so an entry repeated at other times is
+/// still a repeat (printed with the time of its first).
+fn repeat_key(line: &str) -> &str {
+    let b = line.as_bytes();
+    let timed = b.len() > 9
+        && b[2] == b':'
+        && b[5] == b':'
+        && b[8] == b' '
+        && [0, 1, 3, 4, 6, 7].iter().all(|&k| b[k].is_ascii_digit());
+    if timed {
+        &line[9..]
+    } else {
+        line
+    }
+}
+
+fn same_lines(a: &[String], b: &[String]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| repeat_key(x) == repeat_key(y))
+}
+
+/// Identical consecutive lines as one, with their count: `[round 3] done refused: ... (×11)`;
+/// a block of up to 3 lines repeated back to back (a `next: done` decision and its `done
+/// refused`, again and again) as one block, its last line ending `(these 2 lines ×11)`.
+pub fn collapse_repeats(lines: Vec<String>) -> Vec<String> {
+    let n = lines.len();
+    let mut out = Vec::with_capacity(n);
+    let mut i = 0;
+    while i < n {
+        // The period covering the most lines from `i`, the shortest on a tie.
+        let (mut period, mut repeats) = (1, 1);
+        for p in 1..=MAX_REPEAT_PERIOD.min(n - i) {
+            let mut r = 1;
+            while i + (r + 1) * p <= n
+                && same_lines(&lines[i + r * p..i + (r + 1) * p], &lines[i..i + p])
+            {
+                r += 1;
+            }
+            if r > 1 && r * p > period * repeats {
+                (period, repeats) = (p, r);
+            }
+        }
+        for (k, line) in lines[i..i + period].iter().enumerate() {
+            let last = k + 1 == period;
+            out.push(match (repeats, period) {
+                (1, _) => line.clone(),
+                (_, 1) => format!("{line} (×{repeats})"),
+                _ if last => format!("{line} (these {period} lines ×{repeats})"),
+                _ => line.clone(),
+            });
+        }
+        i += period * repeats;
+    }
+    out
+}
+
+/// [`collapse_repeats`] for a stream (`loopgate watch`): each line is printed as it comes,
+/// except one that repeats the line (or the block of up to 3 lines) before it, which is held
+/// back and counted; the count is printed when something else comes, or at [`flush`].
+///
+/// [`flush`]: RepeatFilter::flush
+#[derive(Debug, Default)]
+pub struct RepeatFilter {
+    /// The latest lines seen (printed or held back), at most twice the longest period.
+    recent: Vec<String>,
+    /// The period being repeated, and how many lines of it were held back.
+    repeating: Option<(usize, usize)>,
+}
+
+impl RepeatFilter {
+    /// The lines to print now for `line`.
+    pub fn push(&mut self, line: String) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some((period, held)) = self.repeating {
+            if self.recent.len() >= period
+                && repeat_key(&self.recent[self.recent.len() - period]) == repeat_key(&line)
+            {
+                self.repeating = Some((period, held + 1));
+                self.remember(line);
+                return out;
+            }
+            out.extend(self.flush());
+        }
+        let n = self.recent.len();
+        let starts_repeat = (1..=MAX_REPEAT_PERIOD).find(|&p| {
+            // `line` completes a block of `p` lines equal to the `p` lines before it.
+            n + 1 >= 2 * p
+                && self.recent[n + 1 - p..]
+                    .iter()
+                    .chain(std::iter::once(&line))
+                    .map(|l| repeat_key(l))
+                    .eq(self.recent[n + 1 - 2 * p..n + 1 - p]
+                        .iter()
+                        .map(|l| repeat_key(l)))
+        });
+        match starts_repeat {
+            Some(period) => self.repeating = Some((period, 1)),
+            None => out.push(line.clone()),
+        }
+        self.remember(line);
+        out
+    }
+
+    /// The count of lines held back, if any (the stream ended or moved on).
+    pub fn flush(&mut self) -> Option<String> {
+        let (period, held) = self.repeating.take()?;
+        Some(if period == 1 {
+            format!("  (the line above ×{} in all)", held + 1)
+        } else {
+            format!("  ({held} more lines repeating the {period} above)")
+        })
+    }
+
+    fn remember(&mut self, line: String) {
+        self.recent.push(line);
+        let keep = 2 * MAX_REPEAT_PERIOD;
+        if self.recent.len() > keep {
+            self.recent.drain(..self.recent.len() - keep);
+        }
+    }
+}
+
 /// `loopgate status` in human form, at `now_ms` (Unix milliseconds).
 pub fn run_summary(view: &RunView, now_ms: i64) -> Vec<String> {
-    let rounds = match (view.max_rounds, view.counted_rounds) {
-        (Some(max), Some(counted)) if counted != view.round => {
-            format!("{}, {counted}/{max} counted", view.round)
-        }
-        (Some(max), _) => format!("{}/{max}", view.round),
-        (None, _) => view.round.to_string(),
-    };
+    let rounds = rounds_text(view);
     let name = view
         .name
         .as_deref()
@@ -62,6 +181,7 @@ pub fn run_summary(view: &RunView, now_ms: i64) -> Vec<String> {
     if let Some(goal) = &view.goal {
         lines.push(format!("goal: {}", excerpt(goal, 200)));
     }
+    lines.push(format!("standing: {}", standing(view)));
     if let Some(phase) = view.phase_name() {
         lines.push(format!("phase: {phase}"));
     }
@@ -113,16 +233,23 @@ pub fn run_summary(view: &RunView, now_ms: i64) -> Vec<String> {
     }
     if let Some(gate) = &view.gate {
         if gate.passed {
-            lines.push("gate: passed".to_string());
+            lines.push(format!("gate: {}", gate_word(true)));
         } else {
-            lines.push(format!("gate: closed — {}", gate.reasons.join("; ")));
+            lines.push(format!(
+                "gate: {} — {}",
+                gate_word(false),
+                gate.reasons.join("; ")
+            ));
         }
     }
     if let Some(tokens) = view.total_tokens {
         lines.push(tokens_line(view, tokens));
     }
     if let Some(task_state) = &view.task_state {
-        lines.push(format!("task state: {}", excerpt(task_state, 300)));
+        lines.push(format!(
+            "manager's note (its claim, not checked): {}",
+            excerpt(task_state, 300)
+        ));
     }
     if view.state == RunState::WaitingForInput {
         if let Some(question) = &view.question {
@@ -149,8 +276,22 @@ pub fn run_summary(view: &RunView, now_ms: i64) -> Vec<String> {
     if let Some(reason) = &view.terminal_reason {
         lines.push(format!("reason: {reason}"));
     }
+    if !view.actions.is_empty() {
+        let names: Vec<&str> = view.actions.iter().map(|a| a.as_str()).collect();
+        lines.push(format!("accepts now: {}", names.join(", ")));
+    }
     lines.extend(evidence_lines(view));
     lines
+}
+
+/// Where the run stands from facts only: the manager's `standing`, or (from a manager that
+/// sends none) the same words made here by [`standing_text`].
+pub fn standing(view: &RunView) -> String {
+    if view.standing.is_empty() {
+        standing_text(view.state, &view.phase, view.gate.as_ref(), view.checks)
+    } else {
+        view.standing.clone()
+    }
 }
 
 /// `tokens: N`, with the prompt tokens the providers read from their caches when there were
@@ -203,6 +344,7 @@ pub fn final_report(view: &RunView) -> Vec<String> {
     if let Some(progress) = &view.progress {
         lines.push(format!("progress: {progress}"));
     }
+    lines.push(format!("standing: {}", standing(view)));
     lines.extend(evidence_lines(view));
     if view.snapshot.is_some() {
         lines.push(format!("get the files: loopgate checkout {} DIR", view.id));
@@ -218,29 +360,128 @@ pub fn final_report(view: &RunView) -> Vec<String> {
 
 /// `loopgate runs` in human form.
 pub fn runs_table(views: &[RunView]) -> Vec<String> {
+    runs_table_at(views, 0, None)
+}
+
+/// The width `loopgate runs` fits its lines to on a terminal: `$COLUMNS`, else 120.
+pub fn terminal_width() -> usize {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|w| *w >= 40)
+        .unwrap_or(120)
+}
+
+/// Goals are never cut shorter than this, whatever the width.
+const MIN_GOAL_WIDTH: usize = 30;
+
+/// `loopgate runs` at `now_ms` (Unix ms; 0 leaves ages out): one line a run, ids as short as
+/// stays unambiguous (each one a RUN argument), name, state, rounds, checks, age and goal.
+/// With `width` (a terminal) the goal's first line is cut to fit it; without, it is whole.
+pub fn runs_table_at(views: &[RunView], now_ms: i64, width: Option<usize>) -> Vec<String> {
     if views.is_empty() {
         return vec!["no runs".to_string()];
     }
-    let id_width = views.iter().map(|v| v.id.len()).max().unwrap_or(2).max(2);
-    let mut lines = vec![format!(
-        "{:id_width$}  {:17}  {:>5}  {:>6}  GOAL",
-        "ID", "STATE", "ROUND", "CHECKS"
-    )];
-    for v in views {
-        let checks = v
-            .checks
-            .map(|c| format!("{}/{}", c.passing, c.total))
-            .unwrap_or_else(|| "-".to_string());
-        lines.push(format!(
-            "{:id_width$}  {:17}  {:>5}  {:>6}  {}",
-            v.id,
-            v.state.as_str(),
-            v.round,
-            checks,
-            excerpt(v.goal.as_deref().unwrap_or(""), 60)
+    let ids: Vec<&str> = views.iter().map(|v| v.id.as_str()).collect();
+    let shown = short_ids(&ids);
+    let rows: Vec<[String; 6]> = views
+        .iter()
+        .zip(shown)
+        .map(|(v, id)| {
+            let checks = v
+                .checks
+                .map(|c| format!("{}/{}", c.passing, c.total))
+                .unwrap_or_else(|| "-".to_string());
+            let age = if now_ms > 0 && v.created_at > 0 {
+                age_text(now_ms.saturating_sub(v.created_at))
+            } else {
+                "-".to_string()
+            };
+            [
+                id,
+                v.name.clone().unwrap_or_else(|| "-".to_string()),
+                v.state.as_str().to_string(),
+                rounds_text(v),
+                checks,
+                age,
+            ]
+        })
+        .collect();
+    let header = ["ID", "NAME", "STATE", "ROUND", "CHECKS", "AGE"];
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let fmt = |cells: [&str; 6], goal: &str| {
+        let mut line = String::new();
+        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+            let pad = w.saturating_sub(cell.chars().count());
+            // Numbers right-aligned, words left-aligned.
+            if (3..=5).contains(&i) {
+                line.push_str(&" ".repeat(pad));
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                line.push_str(&" ".repeat(pad));
+            }
+            line.push_str("  ");
+        }
+        line.push_str(goal);
+        line
+    };
+    let prefix_width: usize = widths.iter().map(|w| w + 2).sum();
+    let goal_width = width.map(|w| w.saturating_sub(prefix_width).max(MIN_GOAL_WIDTH));
+    let mut lines = vec![fmt(header, "GOAL")];
+    for (v, row) in views.iter().zip(&rows) {
+        let goal = v.goal.as_deref().unwrap_or("");
+        let goal = match goal_width {
+            Some(w) => excerpt(goal, w.saturating_sub(1).max(1)),
+            None => goal.split_whitespace().collect::<Vec<_>>().join(" "),
+        };
+        lines.push(fmt(
+            [&row[0], &row[1], &row[2], &row[3], &row[4], &row[5]],
+            &goal,
         ));
     }
     lines
+}
+
+/// `3/5` (this generation's counted rounds of `max_rounds`), `7 (3/5 counted)` when the run's
+/// round number differs from the rounds counted (planning rounds, an earlier generation).
+pub fn rounds_text(view: &RunView) -> String {
+    loopgate_api::rounds_text(view.round, view.counted_rounds, view.max_rounds)
+}
+
+/// `42s`, `5m`, `3h`, `2d`.
+pub fn age_text(ms: i64) -> String {
+    let s = ms.max(0) / 1000;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m", s / 60),
+        3600..=86_399 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+/// The line under a page of `loopgate runs`: which runs these are and, when more exist, the
+/// command for the next page.
+pub fn runs_footer(
+    offset: u64,
+    shown: usize,
+    next_offset: Option<u64>,
+    state: Option<&str>,
+) -> Vec<String> {
+    let Some(next) = next_offset else {
+        return Vec::new();
+    };
+    let state = state.map(|s| format!(" --state {s}")).unwrap_or_default();
+    vec![format!(
+        "runs {}-{} shown; more exist: loopgate runs{state} --offset {next}",
+        offset + 1,
+        offset + shown as u64
+    )]
 }
 
 #[cfg(test)]
@@ -292,13 +533,13 @@ mod tests {
             (
                 json!({"at":1,"generation":1,"round":2,"type":"exec_result","worker":"exec-1","candidate":snap,
                        "summary":"wrote hello.py","claimed_done":true,"tool_calls":3,"error":null}),
-                "[round 2] executor exec-1: snapshot aaaaaaaaaaaa — wrote hello.py [3 tool calls] (claims done)",
+                "[round 2] executor exec-1: snapshot aaaaaaaaaaaa — its summary (a claim): wrote hello.py [3 tool calls] (claims done)",
             ),
             (
                 json!({"at":1,"generation":1,"round":2,"type":"exec_result","worker":"exec-1","candidate":snap,
                        "summary":"fixed hello.py","claimed_done":true,"tool_calls":5,"error":null,
                        "self_check_refusals":2}),
-                "[round 2] executor exec-1: snapshot aaaaaaaaaaaa — fixed hello.py [5 tool calls] [finish refused 2x by self-check] (claims done)",
+                "[round 2] executor exec-1: snapshot aaaaaaaaaaaa — its summary (a claim): fixed hello.py [5 tool calls] [finish refused 2x by self-check] (claims done)",
             ),
             (
                 json!({"at":1,"generation":1,"round":3,"type":"terminal","state":"budget_exhausted",
@@ -339,6 +580,94 @@ mod tests {
         for (value, expected) in cases {
             let got = line(value);
             assert!(got.starts_with(expected), "got {got:?}, want {expected:?}");
+        }
+    }
+
+    #[test]
+    fn runs_table_shows_short_ids_names_ages_and_fits_goals_to_a_terminal() {
+        let goal = "Create hello.py that prints exactly: hello, loopgate; then write its tests";
+        let views: Vec<RunView> = [
+            ("0193a2b4-c5d6-7000-8000-000000000001", Some("hello"), 3_000),
+            ("0193a2b4-ffff-7000-8000-000000000002", None, 7_200_000),
+        ]
+        .iter()
+        .map(|(id, name, age)| {
+            RunView::from_value(&json!({
+                "id": id, "name": name, "state": "running", "round": 2, "counted_rounds": 2,
+                "max_rounds": 5, "checks": {"passing": 0, "total": 1},
+                "created_at": 10_000_000 - age, "goal": goal
+            }))
+            .unwrap()
+        })
+        .collect();
+        let whole = runs_table_at(&views, 10_000_000, None);
+        assert_eq!(
+            whole,
+            vec![
+                "ID            NAME   STATE    ROUND  CHECKS  AGE  GOAL".to_string(),
+                format!("0193a2b4-c5d  hello  running    2/5     0/1   3s  {goal}"),
+                format!("0193a2b4-fff  -      running    2/5     0/1   2h  {goal}"),
+            ]
+        );
+        let narrow = runs_table_at(&views, 10_000_000, Some(80));
+        assert!(
+            narrow.iter().all(|l| l.chars().count() <= 80),
+            "{narrow:#?}"
+        );
+        assert!(narrow[1].ends_with('…'), "{narrow:#?}");
+        assert_eq!(
+            runs_footer(50, 50, Some(100), Some("running")),
+            vec!["runs 51-100 shown; more exist: loopgate runs --state running --offset 100"]
+        );
+        assert!(runs_footer(0, 3, None, None).is_empty());
+    }
+
+    #[test]
+    fn a_stream_holds_back_repeats_and_counts_them() {
+        let feed = |lines: &[&str]| {
+            let mut f = RepeatFilter::default();
+            let mut out: Vec<String> = Vec::new();
+            for l in lines {
+                out.extend(f.push(l.to_string()));
+            }
+            out.extend(f.flush());
+            out
+        };
+        let cases: [(&[&str], Vec<&str>); 4] = [
+            (&["a", "b"], vec!["a", "b"]),
+            (
+                &["a", "a", "a", "b"],
+                vec!["a", "  (the line above ×3 in all)", "b"],
+            ),
+            (
+                &["x", "d", "r", "d", "r", "d", "r"],
+                vec!["x", "d", "r", "d", "  (3 more lines repeating the 2 above)"],
+            ),
+            (&["a", "a"], vec!["a", "  (the line above ×2 in all)"]),
+        ];
+        for (input, want) in cases {
+            assert_eq!(feed(input), want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn identical_consecutive_lines_collapse_with_a_count() {
+        let lines = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let cases = [
+            (
+                lines(&["a", "a", "a", "b", "a"]),
+                lines(&["a (×3)", "b", "a"]),
+            ),
+            (lines(&["a", "b"]), lines(&["a", "b"])),
+            (lines(&[]), lines(&[])),
+            (
+                lines(&["x", "d", "r", "d", "r", "d", "r", "y"]),
+                lines(&["x", "d", "r (these 2 lines ×3)", "y"]),
+            ),
+            (lines(&["a", "a", "b", "b"]), lines(&["a (×2)", "b (×2)"])),
+        ];
+        for (input, want) in cases {
+            assert_eq!(collapse_repeats(input), want);
         }
     }
 
@@ -385,6 +714,29 @@ mod tests {
                 &"running: executor exec-1 turn 3, calling shell, 2 tool calls, 900 tokens, 7 s in (its last notice)"
                     .to_string()
             ),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
+    fn status_states_facts_and_marks_the_managers_note_as_a_claim() {
+        let view = RunView::from_value(&json!({
+            "id": "r1", "state": "completed", "phase": "finished", "task_state": "working.",
+            "gate": {"passed": true, "snapshot": "f".repeat(64), "reasons": []},
+            "checks": {"passing": 1, "total": 1}, "actions": ["continue"]
+        }))
+        .unwrap();
+        let lines = run_summary(&view, 0);
+        for want in [
+            "standing: completed; gate open on snapshot ffffffffffff; checks 1/1 passing",
+            "gate: open",
+            "manager's note (its claim, not checked): working.",
+            "accepts now: continue",
+        ] {
+            assert!(lines.contains(&want.to_string()), "{want}: {lines:?}");
+        }
+        assert!(
+            !lines.iter().any(|l| l.starts_with("task state")),
             "{lines:?}"
         );
     }

@@ -24,7 +24,7 @@ mod types;
 pub use attempt::{Attempt, AttemptScore, AttemptStage};
 pub use consistency::{phases_allowed, state_agrees_with_phase, InconsistentRecord};
 pub use log::{LogEntry, LogEvent};
-pub use log_headline::{excerpt, short_id, verdicts_text, SNAPSHOT_PREFIX_LEN};
+pub use log_headline::{excerpt, gate_word, short_id, verdicts_text, SNAPSHOT_PREFIX_LEN};
 pub use msg_id_secret::MsgIdSecret;
 pub use record_groups::{
     Accounting, AuditStanding, AuditedSnapshot, ClauseTries, Deadlines, EpisodeStart, PauseHold,

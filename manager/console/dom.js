@@ -28,8 +28,26 @@ export function clear(el, ...children) {
   return el;
 }
 
+// The characters of a run id shown: the first 12 (what `loopgate` accepts as RUN).
+export const SHORT_ID_LEN = 12;
+
 export function short(id) {
-  return id ? String(id).slice(0, 12) : '—';
+  return id ? String(id).slice(0, SHORT_ID_LEN) : '—';
+}
+
+// The id each of `ids` is shown by in a list: its first 12 characters, longer where another id
+// of the list shares them (as `loopgate runs` shows them: each one resolves to its run).
+export function shortIds(ids) {
+  return ids.map((id) => {
+    let len = Math.min(SHORT_ID_LEN, id.length);
+    while (len < id.length && ids.some((o) => o !== id && o.slice(0, len) === id.slice(0, len))) len++;
+    return id.slice(0, len);
+  });
+}
+
+// Whether `text` can be a run id prefix (hex digits and dashes).
+export function isIdPrefix(text) {
+  return /^[0-9a-fA-F-]{1,36}$/.test(text);
 }
 
 export function stateBadge(state) {

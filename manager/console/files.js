@@ -95,7 +95,9 @@ export function filesView(main, id, params) {
         view.append(h('p', { class: 'muted' }, 'binary file'));
       } else {
         const text = new TextDecoder().decode(bytes.slice(0, MAX_TEXT));
-        view.append(h('pre', { class: 'code', id: 'file-text' }, text), bytes.length > MAX_TEXT ? h('p', { class: 'muted' }, 'truncated') : null);
+        // Element.append writes a null as the text "null": append only what there is.
+        view.append(h('pre', { class: 'code', id: 'file-text' }, text));
+        if (bytes.length > MAX_TEXT) view.append(h('p', { class: 'muted', id: 'file-truncated' }, `truncated: the first ${MAX_TEXT} of ${bytes.length} bytes`));
       }
     } catch (e) {
       if (!ctl.signal.aborted) view.append(h('p', { class: 'alert', role: 'alert' }, e.code === 'integrity' ? 'Integrity violation: ' : '', errorText(e)));

@@ -3,7 +3,7 @@
 // run started from a git repository, the `loopgate apply` command line and the patch download).
 
 import { get, post, blob, screenshot, patch, events, hasRoute } from './api.js';
-import { h, clear, short, stateBadge, usd, TERMINAL, toast, errorText, action, form } from './dom.js';
+import { h, clear, short, isIdPrefix, stateBadge, usd, TERMINAL, toast, errorText, action, form } from './dom.js';
 import { transcriptPanel, clockTime, span, progressText } from './transcript.js';
 
 const REFRESH_MS = 300;
@@ -58,9 +58,16 @@ export function runView(main, id) {
   }
 
   async function refresh() {
+    if (!run && id.length < 36 && isIdPrefix(id)) {
+      // A short id: find its run (`id_prefix`) rather than ask for a run of that id.
+      ctl.abort();
+      await missing({ code: 'not_found', message: `no run id is ${id}` });
+      return false;
+    }
     try {
       const [r, b] = await Promise.all([get(`/v1/runs/${id}`, { signal: ctl.signal }), get(`/v1/runs/${id}/budget`, { signal: ctl.signal })]);
-      const changed = !run || run.state !== r.state || run.phase !== r.phase || run.planning !== r.planning || run.question !== r.question;
+      const changed = !run || run.state !== r.state || run.phase !== r.phase || run.planning !== r.planning || run.question !== r.question
+        || JSON.stringify(run.actions) !== JSON.stringify(r.actions);
       run = r;
       renderHead();
       renderBudget(b);
@@ -71,9 +78,42 @@ export function runView(main, id) {
       renderEvidence();
       if (r.snapshot && r.snapshot !== checkedIntegrity) checkIntegrity(r.snapshot);
       if (r.state === 'completed' && certificate.hidden) renderCertificate();
+      return true;
     } catch (e) {
-      if (!ctl.signal.aborted) toast('Cannot load the run: ' + errorText(e), 'bad');
+      if (ctl.signal.aborted) return false;
+      if (!run && e.status === 404) {
+        ctl.abort();
+        await missing(e);
+        return false;
+      }
+      toast('Cannot load the run: ' + errorText(e), 'bad');
+      return Boolean(run);
     }
+  }
+
+  // No run has this id: a short id (a prefix) goes to its one run; otherwise the page says so,
+  // with the runs the prefix matches, if several.
+  async function missing(e) {
+    let matches = [];
+    if (isIdPrefix(id)) {
+      try {
+        matches = (await get(`/v1/runs?id_prefix=${encodeURIComponent(id)}&limit=10`)).runs || [];
+      } catch (_) {
+        matches = [];
+      }
+    }
+    if (matches.length === 1) {
+      location.replace(`#/runs/${matches[0].id}`);
+      return;
+    }
+    clear(main,
+      h('h1', {}, 'No such run'),
+      h('div', { class: 'alert', role: 'alert', id: 'run-missing' },
+        matches.length ? `${matches.length} runs have an id starting with ${id}: pick one.`
+          : id.length < 36 && isIdPrefix(id) ? `No run id starts with ${id}.`
+            : `No run has the id ${id} (${errorText(e)}). Runs expire from the store some days after they end.`),
+      matches.length ? h('ul', { id: 'run-candidates' }, matches.map((r) => h('li', {}, h('a', { href: `#/runs/${r.id}` }, r.id), ' ', r.name || '', ' · ', r.state))) : null,
+      h('p', {}, h('a', { href: '#/' }, 'Back to the runs')));
   }
 
   function renderHead() {
@@ -81,18 +121,22 @@ export function runView(main, id) {
     clear(head,
       h('div', { class: 'row' }, stateBadge(run.state), h('span', { class: 'muted' }, run.phase ? run.phase.replaceAll('_', ' ') : ''),
         run.planning ? h('span', { class: 'muted' }, 'planning: ' + run.planning) : null),
+      // Where the run stands, from its state, the gate and the checks only (the API's words).
+      h('p', { id: 'run-standing', class: 'standing' }, run.standing || run.state.replaceAll('_', ' ')),
       h('dl', { class: 'facts' },
         h('dt', {}, 'Goal'), h('dd', { id: 'run-goal' }, run.goal || '—'),
         h('dt', {}, 'Run id'), h('dd', { class: 'mono' }, run.id),
-        h('dt', {}, 'Generation / round'), h('dd', {}, `${run.generation} / ${run.round}`),
+        h('dt', {}, 'Generation / rounds'), h('dd', { id: 'run-rounds' }, `${run.generation} / ${run.rounds || run.round}`),
         h('dt', {}, 'Snapshot'), h('dd', { class: 'mono' }, short(run.snapshot)),
         run.origin ? [h('dt', {}, 'Start commit'), h('dd', { id: 'run-origin', class: 'mono' }, originText(run.origin))] : null,
         h('dt', {}, 'Checks'), h('dd', { id: 'run-checks' }, run.checks ? `${run.checks.passing}/${run.checks.total} passing` : '—'),
         run.verdicts ? [h('dt', {}, 'Verdicts'), h('dd', {}, verdictTriple(run.verdicts))] : null,
-        run.gate ? [h('dt', {}, 'Gate'), h('dd', {}, run.gate.passed ? 'passed' : 'failed', run.gate.reasons.length ? ': ' + run.gate.reasons.join('; ') : '')] : null,
+        run.gate ? [h('dt', {}, 'Gate'), h('dd', { id: 'run-gate' }, gateWord(run.gate), run.gate.reasons.length ? ': ' + run.gate.reasons.join('; ') : '')] : null,
         run.queued_since ? [h('dt', {}, 'Queue'), h('dd', { id: 'run-queued' },
           `round ${run.round} waits for a free worker (${Math.max(0, Math.round((Date.now() - run.queued_since) / 1000))} s so far; a wait costs no round)`)] : null,
-        run.task_state ? [h('dt', {}, 'Task state'), h('dd', {}, run.task_state)] : null,
+        // The manager's own words about the task: shown as its claim, beside the facts above.
+        run.task_state ? [h('dt', {}, "Manager's note (claim)"), h('dd', { id: 'manager-note' }, h('span', { class: 'claim' }, run.task_state),
+          h('span', { class: 'muted' }, TERMINAL.includes(run.state) ? ' — its last note before the run ended; not checked' : ' — not checked; the standing above is from the gate'))] : null,
         run.terminal_reason ? [h('dt', {}, 'Ended'), h('dd', { id: 'terminal-reason' }, run.terminal_reason)] : null));
   }
 
@@ -130,7 +174,10 @@ export function runView(main, id) {
     const focused = actions.contains(document.activeElement) ? document.activeElement.id : '';
     const items = [h('h2', { id: 'actions-h' }, 'Actions')];
     const terminal = TERMINAL.includes(run.state);
-    if (run.question && run.planning !== 'approval') {
+    // Offer what the API accepts now (`actions`, the routes' own rule); a manager that does not
+    // send the list gets the console's older guesses.
+    const can = (a, guess) => (Array.isArray(run.actions) ? run.actions.includes(a) : guess);
+    if (run.question && run.planning !== 'approval' && can('answer', true)) {
       items.push(h('p', { class: 'question', id: 'question' }, 'Question: ', run.question),
         form('answer', [{ name: 'text', label: 'Answer', required: true }], 'Send answer', async (v, inputs) => {
           run = await post(`/v1/runs/${id}/answer`, { text: v.text });
@@ -139,7 +186,7 @@ export function runView(main, id) {
           renderActions();
         }));
     }
-    if (run.planning === 'approval') {
+    if (run.planning === 'approval' && can('approve', true)) {
       items.push(h('p', {}, 'The proposed contract waits for approval (see Contract below).'),
         action('Approve contract', async () => {
           run = await post(`/v1/runs/${id}/approve`, {});
@@ -148,36 +195,37 @@ export function runView(main, id) {
           renderContract();
         }, { id: 'approve' }));
     }
-    if (!terminal) {
-      if (hasRoute('post', '/v1/runs/{id}/instructions')) items.push(form('instruct', [{ name: 'text', label: 'Instruction to the manager', multiline: true, rows: 2, required: true, placeholder: 'e.g. prefer the standard library' }], 'Send instruction', async (v, inputs) => {
+    {
+      if (can('instruct', !terminal) && hasRoute('post', '/v1/runs/{id}/instructions')) items.push(form('instruct', [{ name: 'text', label: 'Instruction to the manager', multiline: true, rows: 2, required: true, placeholder: 'e.g. prefer the standard library' }], 'Send instruction', async (v, inputs) => {
         await post(`/v1/runs/${id}/instructions`, { text: v.text });
         inputs.text.value = '';
         toast('Instruction sent');
       }));
       const row = h('div', { class: 'row' });
       const canPause = hasRoute('post', '/v1/runs/{id}/pause');
-      if (canPause && run.state === 'paused') {
+      if (canPause && can('unpause', !terminal && run.state === 'paused')) {
         row.append(action('Unpause', async () => {
           run = await post(`/v1/runs/${id}/unpause`);
           toast('Unpaused');
           renderActions();
         }, { id: 'unpause' }));
-      } else if (canPause) {
+      } else if (canPause && can('pause', !terminal && run.state !== 'paused')) {
         row.append(action('Pause', async () => {
           run = await post(`/v1/runs/${id}/pause`);
           toast('Paused: the episode in flight finishes, no new step starts');
           renderActions();
         }, { id: 'pause' }));
       }
-      row.append(action('Cancel run', async () => {
+      if (can('cancel', !terminal)) row.append(action('Cancel run', async () => {
         if (!confirmCancel()) return;
         run = await post(`/v1/runs/${id}/cancel`);
         toast('Cancelled');
         renderHead();
         renderActions();
       }, { id: 'cancel', class: 'danger' }));
-      items.push(row);
-    } else {
+      if (row.childNodes.length) items.push(row);
+    }
+    if (can('resume', terminal)) {
       items.push(form('resume', [
         { name: 'max_rounds', label: 'Resume with max rounds', type: 'number', min: 1, inputmode: 'numeric', value: String((run.max_rounds || 3)) },
         { name: 'max_total_tokens', label: 'and max total tokens (empty: unchanged)', type: 'number', min: 1, inputmode: 'numeric' },
@@ -189,7 +237,9 @@ export function runView(main, id) {
         toast('Resumed as generation ' + run.generation);
         renderActions();
       }));
-      if (run.state === 'completed' && hasRoute('post', '/v1/runs/{id}/continue')) {
+    }
+    {
+      if (can('continue', run.state === 'completed') && hasRoute('post', '/v1/runs/{id}/continue')) {
         items.push(form('continue', [{ name: 'goal', label: 'Continue with a new goal', multiline: true, rows: 2, required: true }], 'Continue', async (v) => {
           run = await post(`/v1/runs/${id}/continue`, { goal: v.goal });
           toast('Continued as generation ' + run.generation);
@@ -197,6 +247,7 @@ export function runView(main, id) {
         }));
       }
     }
+    if (items.length === 1) items.push(h('p', { class: 'muted', id: 'no-actions' }, 'Nothing to do: the API accepts no change to this run now.'));
     clear(actions, items);
     for (const [fid, value] of typed) {
       const el = document.getElementById(fid);
@@ -273,34 +324,32 @@ export function runView(main, id) {
     return panels.get(key);
   }
 
-  function at(e) {
-    return h('span', { class: 'at' }, clockTime(e.at));
-  }
-
   function renderTimeline() {
     const { rounds, general } = buildRounds(entries);
     const terminal = run && TERMINAL.includes(run.state);
     clear(timeline,
-      general.map((e) => h('li', { class: 'note', dataset: { kind: e.type } }, at(e), headline(e))),
+      collapse(general).map((n) => { const li = noteItem(n); li.className = 'note'; return li; }),
       rounds.map((r) => h('li', { class: 'round', dataset: { round: r.round, generation: r.generation } },
         h('h3', {}, h('span', { class: 'at' }, clockTime(r.startedAt)), `Round ${r.round}`, r.generation > 1 ? ` · generation ${r.generation}` : '', ' · ', h('span', { class: 'route' }, r.route),
           r.gate && r.startedAt ? h('span', { class: 'muted round-took' }, ` · took ${span(r.gate.at - r.startedAt)}`) : '',
           r.clause ? h('span', { class: 'clause-step', title: headline(r.clause) }, ` · goal clause ${r.clause.clause} of ${r.clause.of} (try ${r.clause.attempt}), no manager decision`) : ''),
         h('p', { class: 'objective' }, r.objective),
         r.exec ? h('div', { class: 'exec' },
-          h('strong', {}, 'Executor: '), r.exec.summary || (r.exec.error ? 'failed' : '—'),
+          // The executor's own account: a claim, with what the audit and the gate say below it.
+          h('strong', {}, "Executor's summary (claim): "), h('span', { class: 'claim' }, r.exec.summary || (r.exec.error ? 'failed' : '—')),
           h('span', { class: 'muted' }, ` · ${r.exec.tool_calls} tool calls · ${r.exec.self_check_refusals} self-check refusals`, r.exec.claimed_done ? ' · claimed done' : '', r.exec.tokens != null ? h('span', { class: 'tokens' }, ` · ${r.exec.tokens} tokens`) : '',
             r.exec.duration_ms != null ? h('span', { class: 'exec-took' }, ` · took ${span(r.exec.duration_ms)}`) : ''),
+          r.exec.claimed_done && r.gate && !r.gate.passed ? h('div', { class: 'refuted' }, 'The executor claimed done; the gate stayed closed (below).') : null,
           r.exec.error ? h('div', { class: 'error' }, r.exec.error) : null,
           r.exec.transcript ? panelFor(r) : null) : r.progress && !terminal ? progressLine(r.progress) : h('p', { class: 'muted' }, 'executing…'),
         r.audit ? h('div', { class: 'audit' },
-          h('strong', {}, 'Audit: '), verdictTriple(r.audit.verdicts),
+          h('strong', {}, 'Audit (evidence): '), verdictTriple(r.audit.verdicts),
           h('span', { class: 'evidence-count' }, ` · evidence ${r.audit.passing}/${r.audit.checked}`),
           r.audit.gaps && r.audit.gaps.length ? h('ul', {}, r.audit.gaps.map((g) => h('li', {}, g))) : null) : r.exec ? h('p', { class: 'muted' }, 'auditing…') : null,
         r.gate ? h('div', { class: r.gate.passed ? 'gate ok' : 'gate bad' },
-          h('strong', {}, 'Gate: '), r.gate.passed ? 'passed' : 'failed',
+          h('strong', {}, 'Gate: '), gateWord(r.gate),
           r.gate.reasons.length ? h('ul', {}, r.gate.reasons.map((g) => h('li', {}, g))) : null) : null,
-        r.notes.length ? h('ul', { class: 'notes' }, r.notes.map((e) => h('li', { dataset: { kind: e.type } }, at(e), headline(e)))) : null)));
+        r.notes.length ? h('ul', { class: 'notes' }, collapse(r.notes).map(noteItem)) : null)));
   }
 
   let evidenceKey = null;
@@ -360,7 +409,9 @@ export function runView(main, id) {
     checkedIntegrity = snapshot;
     try {
       const rep = await get(`/v1/snapshots/${snapshot}/integrity`, { signal: ctl.signal });
-      if (rep.intact) {
+      if (rep.intact && !rep.checked) {
+        clear(integrity, h('p', { class: 'muted', id: 'integrity-empty' }, `Snapshot ${short(snapshot)} holds no files: there was nothing to check.`));
+      } else if (rep.intact) {
         clear(integrity, h('p', { class: 'ok', id: 'integrity-ok' }, `Snapshot ${short(snapshot)}: all ${rep.checked} files match their digests.`));
       } else {
         clear(integrity, h('div', { class: 'alert', role: 'alert', id: 'integrity-violation' },
@@ -415,7 +466,8 @@ export function runView(main, id) {
     }
   }
 
-  refresh().then(() => {
+  refresh().then((found) => {
+    if (!found) return;
     events(`/v1/runs/${id}/events`, (ev) => {
       if (ev.event === 'log') {
         try {
@@ -509,6 +561,40 @@ export function buildRounds(entries) {
     }
   }
   return { rounds, general };
+}
+
+// The gate's one word (`open` / `closed`), as the API, `loopgate` and the log headlines say it.
+export function gateWord(g) {
+  return g.word || (g.passed ? 'open' : 'closed');
+}
+
+// Entries repeated back to back (same headlines) as one, with how many times: one entry
+// (`×11`) or a block of up to 3 (a `next: done` and its `done refused`, again and again), as
+// `loopgate log` collapses them.
+export function collapse(entries) {
+  const out = [];
+  const key = entries.map(headline);
+  const same = (a, b, p) => { for (let k = 0; k < p; k++) if (key[a + k] !== key[b + k]) return false; return true; };
+  let i = 0;
+  while (i < entries.length) {
+    let period = 1;
+    let repeats = 1;
+    for (let p = 1; p <= Math.min(3, entries.length - i); p++) {
+      let r = 1;
+      while (i + (r + 1) * p <= entries.length && same(i, i + r * p, p)) r++;
+      if (r > 1 && r * p > period * repeats) { period = p; repeats = r; }
+    }
+    for (let k = 0; k < period; k++) out.push({ entry: entries[i + k], count: k === period - 1 ? repeats : 1, period });
+    i += period * repeats;
+  }
+  return out;
+}
+
+function noteItem(n) {
+  const dataset = n.count > 1 ? { kind: n.entry.type, count: String(n.count) } : { kind: n.entry.type };
+  const label = n.period > 1 ? ` (these ${n.period} entries ×${n.count})` : ` ×${n.count}`;
+  return h('li', { dataset }, h('span', { class: 'at' }, clockTime(n.entry.at)), headline(n.entry),
+    n.count > 1 ? h('span', { class: 'repeat', title: `repeated ${n.count} times in a row` }, label) : null);
 }
 
 // An entry in one line: the `headline` the manager adds to every log entry it serves (the

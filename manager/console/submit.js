@@ -7,6 +7,8 @@ import { get, post } from './api.js';
 import { h, clear, toast, errorText } from './dom.js';
 import { workspaceFrom } from './archive.js';
 
+// The example task; its [roles] are filled from `GET /v1/models` (the profiles this manager
+// and its live workers have), so the example submits as it stands.
 const EXAMPLE = `name = "hello"
 goal = "Create hello.py that prints exactly: hello, loopgate"
 
@@ -17,17 +19,32 @@ check = "test \\"$(python3 hello.py)\\" = 'hello, loopgate'"
 blocking = true
 
 [roles]
-manager = "mgr"
-executor = "exec"
-
+__ROLES__
 [budget]
 max_rounds = 3
 `;
 
+// The example with the roles this manager can serve: the first manager profile (or, with
+// none, no manager model: `[budget] manager = false` runs the goal's clauses as the steps) and
+// the first profile live executors announce.
+export function exampleTask(models) {
+  const served = (models && models.roles) || {};
+  const manager = (served.manager && served.manager[0]) || (models && models.models && models.models[0]);
+  const executor = served.executor && served.executor[0];
+  const lines = [];
+  if (manager) lines.push(`manager = "${manager.name}"`);
+  if (executor) lines.push(`executor = "${executor.name}"`);
+  let text = EXAMPLE.replace('__ROLES__\n', lines.length ? lines.join('\n') + '\n\n' : '\n');
+  if (!manager) text = text.replace('max_rounds = 3', 'max_rounds = 3\nmanager = false');
+  return text;
+}
+
 export function submitView(main) {
   const ctl = new AbortController();
   const toml = h('textarea', { id: 'task-toml', rows: 16, spellcheck: 'false', class: 'mono' });
-  toml.value = EXAMPLE;
+  // Until the profiles are known, the example without roles; filled in below unless edited.
+  toml.value = exampleTask(null);
+  const untouched = () => toml.value === exampleTask(null);
   const roles = h('fieldset', { id: 'roles' }, h('legend', {}, 'Model profile per role'));
   const selects = {};
   const upload = h('input', { id: 'workspace-file', type: 'file', accept: '.zip,.tar,.tar.gz,.tgz' });
@@ -42,6 +59,7 @@ export function submitView(main) {
   clear(main, h('h1', {}, 'New run'), f);
 
   get('/v1/models', { signal: ctl.signal }).then((m) => {
+    if (untouched()) toml.value = exampleTask(m);
     const model = new Map(m.models.map((p) => [p.name, p.model]));
     const served = m.roles || {};
     for (const role of ['manager', 'executor', 'auditor']) {

@@ -14,6 +14,8 @@ use loopgate_protocol::report::signing::{AuditorPublicKey, TrustedKeys};
 use loopgate_transport::TopologyOptions;
 use serde::Deserialize;
 
+use crate::run_store::{RedisTarget, ReplicaAcks};
+
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:7600";
 /// `[manager] run_log_max_entries` when unset.
@@ -101,13 +103,34 @@ pub const DEFAULT_STREAM_MAX_BYTES: i64 = 256 << 20;
 pub struct EnvOverrides {
     pub nats_url: Option<String>,
     pub redis_url: Option<String>,
+    /// `LOOPGATE_REDIS_SENTINELS`: comma-separated `host:port` list.
+    pub redis_sentinels: Option<String>,
+    /// `LOOPGATE_REDIS_MASTER_NAME`.
+    pub redis_master_name: Option<String>,
     pub http_addr: Option<String>,
+}
+
+/// `[redis] replica_ack_timeout_ms` when unset.
+pub const DEFAULT_REPLICA_ACK_TIMEOUT: Duration = Duration::from_millis(1000);
+
+/// The run store: where its primary is, and the replicas a write waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisSettings {
+    pub target: RedisTarget,
+    pub replica_acks: Option<ReplicaAcks>,
+}
+
+impl RedisSettings {
+    /// For logs, without passwords.
+    pub fn describe(&self) -> String {
+        self.target.describe()
+    }
 }
 
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub nats: NatsSettings,
-    pub redis_url: String,
+    pub redis: RedisSettings,
     pub http_addr: SocketAddr,
     pub max_body_bytes: usize,
     pub prompt_char_budget: usize,
@@ -186,20 +209,13 @@ pub fn resolve(
 ) -> Result<Settings, ManagerConfigError> {
     let nats = file.nats.resolve(overrides.nats_url, env)?;
     let topology = file.jetstream.resolve()?;
-    let redis_url = overrides
-        .redis_url
-        .or(file.redis.url)
-        .unwrap_or_else(|| DEFAULT_REDIS_URL.to_string());
-    if !(redis_url.starts_with("redis://") || redis_url.starts_with("rediss://")) {
-        return Err(ConfigError::invalid(
-            "redis.url",
-            format!(
-                "'{}' is not a redis:// URL",
-                loopgate_common::redact::redact_url(&redis_url)
-            ),
-        )
-        .into());
-    }
+    let redis = resolve_redis(
+        &file.redis,
+        overrides.redis_url,
+        overrides.redis_sentinels,
+        overrides.redis_master_name,
+        env,
+    )?;
     let addr_text = overrides
         .http_addr
         .or(file.http.addr.clone())
@@ -276,7 +292,7 @@ pub fn resolve(
         snapshot: file.snapshot.resolve()?,
         topology,
         nats,
-        redis_url,
+        redis,
         http_addr,
         max_body_bytes: file.http.max_body_bytes.unwrap_or(64 * 1024 * 1024),
         prompt_char_budget,
@@ -295,6 +311,132 @@ pub fn resolve(
         models: resolve_profiles(&file.models, env)?,
         auditor_keys,
     })
+}
+
+/// `[redis]` with the environment's overrides: exactly one of `url` and `sentinels` (neither:
+/// [`DEFAULT_REDIS_URL`]); `master_name` and `password_env` with sentinels only; the replica
+/// acknowledgements.
+fn resolve_redis(
+    file: &RedisSection,
+    url: Option<String>,
+    sentinels: Option<String>,
+    master_name: Option<String>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<RedisSettings, ConfigError> {
+    let url = url.or(file.url.clone());
+    let sentinels: Option<Vec<String>> = match sentinels {
+        Some(list) => Some(
+            list.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect(),
+        ),
+        None => file.sentinels.clone(),
+    };
+    let master_name = master_name.or(file.master_name.clone());
+    let target = match (url, sentinels) {
+        (Some(_), Some(_)) => {
+            return Err(ConfigError::invalid(
+                "redis.sentinels",
+                "set redis.url or redis.sentinels (with redis.master_name), not both",
+            ))
+        }
+        (url, None) => {
+            if master_name.is_some() {
+                return Err(ConfigError::invalid(
+                    "redis.master_name",
+                    "only with redis.sentinels",
+                ));
+            }
+            if file.password_env.is_some() {
+                return Err(ConfigError::invalid(
+                    "redis.password_env",
+                    "only with redis.sentinels (a URL carries its own password)",
+                ));
+            }
+            let url = url.unwrap_or_else(|| DEFAULT_REDIS_URL.to_string());
+            if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+                return Err(ConfigError::invalid(
+                    "redis.url",
+                    format!(
+                        "'{}' is not a redis:// URL",
+                        loopgate_common::redact::redact_url(&url)
+                    ),
+                ));
+            }
+            RedisTarget::Url(url)
+        }
+        (None, Some(sentinels)) => {
+            if sentinels.is_empty() {
+                return Err(ConfigError::invalid(
+                    "redis.sentinels",
+                    "must list at least one host:port",
+                ));
+            }
+            if let Some(bad) = sentinels.iter().find(|s| !is_host_port(s)) {
+                return Err(ConfigError::invalid(
+                    "redis.sentinels",
+                    format!("'{bad}' is not host:port"),
+                ));
+            }
+            let master_name = master_name
+                .filter(|n| !n.trim().is_empty() && !n.chars().any(char::is_whitespace))
+                .ok_or_else(|| {
+                    ConfigError::invalid(
+                        "redis.master_name",
+                        "required (one word) with redis.sentinels",
+                    )
+                })?;
+            let password = match &file.password_env {
+                Some(var) => Some(env(var).filter(|p| !p.is_empty()).ok_or_else(|| {
+                    ConfigError::invalid(
+                        "redis.password_env",
+                        format!("env var {var} is unset or empty"),
+                    )
+                })?),
+                None => None,
+            };
+            RedisTarget::Sentinel {
+                sentinels,
+                master_name,
+                password,
+            }
+        }
+    };
+    let replicas = file.min_replicas_acked.unwrap_or(0);
+    if replicas > 16 {
+        return Err(ConfigError::invalid(
+            "redis.min_replicas_acked",
+            "at most 16",
+        ));
+    }
+    let timeout = file
+        .replica_ack_timeout_ms
+        .map(Duration::from_millis)
+        .unwrap_or(DEFAULT_REPLICA_ACK_TIMEOUT);
+    if !(Duration::from_millis(10)..=Duration::from_secs(60)).contains(&timeout) {
+        return Err(ConfigError::invalid(
+            "redis.replica_ack_timeout_ms",
+            "must be between 10 and 60000",
+        ));
+    }
+    Ok(RedisSettings {
+        target,
+        replica_acks: (replicas > 0).then_some(ReplicaAcks { replicas, timeout }),
+    })
+}
+
+/// `host:port` with a non-empty host and a port number.
+fn is_host_port(text: &str) -> bool {
+    match text.rsplit_once(':') {
+        Some((host, port)) => {
+            !host.is_empty()
+                && !host.contains('/')
+                && !host.chars().any(char::is_whitespace)
+                && port.parse::<u16>().is_ok_and(|p| p > 0)
+        }
+        None => false,
+    }
 }
 
 /// `[http] allowed_hosts`, lowercase: bare host names or IP literals (`[v6]`), no port,
@@ -412,7 +554,7 @@ mod tests {
             &no_env,
         );
         let s = s.unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(s.redis_url, "redis://env:2");
+        assert_eq!(s.redis.target, RedisTarget::Url("redis://env:2".into()));
         assert_eq!(s.http_addr.port(), 9);
         assert!(matches!(
             parse_file("[bogus]\nx=1", "x"),
@@ -436,6 +578,154 @@ mod tests {
             resolve(with_token, EnvOverrides::default(), &env).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(s.token.as_deref(), Some("secret"));
         assert!(s.auditor_keys.is_empty());
+    }
+
+    #[test]
+    fn redis_url_or_sentinels() {
+        let resolve_text = |text: &str, overrides: EnvOverrides| {
+            resolve(
+                parse_file(text, "x").unwrap_or_default(),
+                overrides,
+                &no_env,
+            )
+            .map(|s| s.redis)
+        };
+        let sentinel = |names: &[&str], master: &str| RedisTarget::Sentinel {
+            sentinels: names.iter().map(|s| s.to_string()).collect(),
+            master_name: master.into(),
+            password: None,
+        };
+        // Accepted: (file, env) -> target.
+        let good: Vec<(&str, EnvOverrides, RedisTarget)> = vec![
+            (
+                "",
+                EnvOverrides::default(),
+                RedisTarget::Url(DEFAULT_REDIS_URL.into()),
+            ),
+            (
+                "[redis]\nsentinels = [\"a:26379\", \"b:26379\"]\nmaster_name = \"lg\"",
+                EnvOverrides::default(),
+                sentinel(&["a:26379", "b:26379"], "lg"),
+            ),
+            (
+                "",
+                EnvOverrides {
+                    redis_sentinels: Some("s1:1, s2:2,".into()),
+                    redis_master_name: Some("m".into()),
+                    ..Default::default()
+                },
+                sentinel(&["s1:1", "s2:2"], "m"),
+            ),
+        ];
+        for (text, overrides, target) in good {
+            let got = resolve_text(text, overrides).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(got.target, target, "{text}");
+            assert_eq!(got.replica_acks, None);
+        }
+        // Refused: (file, env) -> the key named.
+        let bad: Vec<(&str, EnvOverrides, &str)> = vec![
+            (
+                "[redis]\nurl = \"redis://x:1\"\nsentinels = [\"a:1\"]\nmaster_name = \"m\"",
+                EnvOverrides::default(),
+                "redis.sentinels",
+            ),
+            (
+                "[redis]\nsentinels = [\"a:1\"]\nmaster_name = \"m\"",
+                EnvOverrides {
+                    redis_url: Some("redis://env:2".into()),
+                    ..Default::default()
+                },
+                "redis.sentinels",
+            ),
+            (
+                "[redis]\nsentinels = [\"a:1\"]",
+                EnvOverrides::default(),
+                "redis.master_name",
+            ),
+            (
+                "[redis]\nsentinels = []\nmaster_name = \"m\"",
+                EnvOverrides::default(),
+                "redis.sentinels",
+            ),
+            (
+                "[redis]\nsentinels = [\"nohost\"]\nmaster_name = \"m\"",
+                EnvOverrides::default(),
+                "redis.sentinels",
+            ),
+            (
+                "[redis]\nmaster_name = \"m\"",
+                EnvOverrides::default(),
+                "redis.master_name",
+            ),
+            (
+                "[redis]\nurl = \"http://x\"",
+                EnvOverrides::default(),
+                "redis.url",
+            ),
+            (
+                "[redis]\nmin_replicas_acked = 17",
+                EnvOverrides::default(),
+                "redis.min_replicas_acked",
+            ),
+            (
+                "[redis]\nmin_replicas_acked = 1\nreplica_ack_timeout_ms = 5",
+                EnvOverrides::default(),
+                "redis.replica_ack_timeout_ms",
+            ),
+        ];
+        for (text, overrides, key) in bad {
+            let err = resolve_text(text, overrides).err();
+            assert!(
+                err.as_ref().is_some_and(|e| e.to_string().contains(key)),
+                "{text}: {err:?}"
+            );
+        }
+        let acks = resolve_text(
+            "[redis]\nmin_replicas_acked = 1\nreplica_ack_timeout_ms = 250",
+            EnvOverrides::default(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            acks.replica_acks,
+            Some(ReplicaAcks {
+                replicas: 1,
+                timeout: Duration::from_millis(250)
+            })
+        );
+        // The data nodes' password comes from the variable `password_env` names.
+        let text = "[redis]\nsentinels = [\"a:1\"]\nmaster_name = \"m\"\npassword_env = \"LG_RPW\"";
+        let env = |k: &str| (k == "LG_RPW").then(|| "pw".to_string());
+        let with_password = resolve(
+            parse_file(text, "x").unwrap_or_default(),
+            EnvOverrides::default(),
+            &env,
+        )
+        .map(|s| s.redis.target);
+        assert_eq!(
+            with_password.as_ref().ok(),
+            Some(&RedisTarget::Sentinel {
+                sentinels: vec!["a:1".into()],
+                master_name: "m".into(),
+                password: Some("pw".into()),
+            })
+        );
+        assert!(
+            !format!("{with_password:?}").contains("pw\""),
+            "{with_password:?}"
+        );
+        for (text, key) in [
+            (text, "redis.password_env"),
+            ("[redis]\npassword_env = \"LG_RPW\"", "redis.password_env"),
+        ] {
+            let err = resolve_text(text, EnvOverrides::default()).err();
+            assert!(
+                err.as_ref().is_some_and(|e| e.to_string().contains(key)),
+                "{text}: {err:?}"
+            );
+        }
+        let off = resolve_text("[redis]\nmin_replicas_acked = 0", EnvOverrides::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(off.replica_acks, None);
     }
 
     fn public_hex(seed: u8) -> String {

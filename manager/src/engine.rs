@@ -199,6 +199,9 @@ impl Engine {
                     return Ok(Applied::Ignored(why.detail));
                 }
                 Decision::Replay(outbox) => {
+                    // The first delivery's write may not have been acknowledged by the
+                    // replicas (that is why this one came): publish only once it is.
+                    self.store.replica_barrier().await?;
                     tracing::info!(
                         run_id = id,
                         messages = outbox.len(),

@@ -60,6 +60,8 @@ async fn main() -> anyhow::Result<()> {
     let overrides = EnvOverrides {
         nats_url: process_env("LOOPGATE_NATS_URL"),
         redis_url: process_env("LOOPGATE_REDIS_URL"),
+        redis_sentinels: process_env("LOOPGATE_REDIS_SENTINELS"),
+        redis_master_name: process_env("LOOPGATE_REDIS_MASTER_NAME"),
         http_addr: args
             .http_addr
             .clone()
@@ -72,7 +74,7 @@ async fn main() -> anyhow::Result<()> {
         1,
         &[opentelemetry::KeyValue::new("loopgate.role", "manager")],
     );
-    tracing::info!(nats = %redact_url(&settings.nats.url), redis = %redact_url(&settings.redis_url), http = %settings.http_addr, "starting");
+    tracing::info!(nats = %redact_url(&settings.nats.url), redis = %settings.redis.describe(), http = %settings.http_addr, "starting");
 
     let mut models = BTreeMap::new();
     for (name, profile) in &settings.models {
@@ -111,13 +113,15 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let Some(store) = with_patience("Redis", &cancel, StoreError::is_retryable, || {
-        RunStore::connect(&settings.redis_url, Duration::from_secs(5))
+        RunStore::connect_to(settings.redis.target.clone(), Duration::from_secs(5))
     })
     .await?
     else {
         return Ok(());
     };
-    let store = store.with_log_limits(settings.run_log_max_entries, Some(settings.retention));
+    let store = store
+        .with_log_limits(settings.run_log_max_entries, Some(settings.retention))
+        .with_replica_acks(settings.redis.replica_acks);
     let snapshots = SnapshotStore::from_jetstream(bus.jetstream(), bus.request_timeout())
         .await
         .context("snapshot store")?

@@ -52,7 +52,49 @@ impl RedisServer {
         Self::launch(Some(password.to_string()), false).await
     }
 
+    /// Like [`RedisServer::start`], as a replica of the server on 127.0.0.1:`primary_port`
+    /// (`--replicaof`); ready once it answers PING, which is before it has synced (see
+    /// [`RedisServer::wait_replicating`]).
+    pub async fn start_replica_of(primary_port: u16) -> anyhow::Result<RedisServer> {
+        Self::launch_with(None, false, replica_args(primary_port)).await
+    }
+
+    /// [`RedisServer::start_replica_of`] a primary that requires `password`; this one requires
+    /// it too (`--requirepass`, `--masterauth`), as every node of a group does.
+    pub async fn start_replica_with_password(
+        primary_port: u16,
+        password: &str,
+    ) -> anyhow::Result<RedisServer> {
+        let mut extra = replica_args(primary_port);
+        extra.extend(["--masterauth".into(), password.into()]);
+        Self::launch_with(Some(password.to_string()), false, extra).await
+    }
+
+    /// Like [`RedisServer::start_with_password`], also able to become a replica of another
+    /// node that requires the same password (`--masterauth`).
+    pub async fn start_group_member_with_password(password: &str) -> anyhow::Result<RedisServer> {
+        Self::launch_with(
+            Some(password.to_string()),
+            false,
+            vec!["--masterauth".into(), password.into()],
+        )
+        .await
+    }
+
+    /// `--requirepass`, when started with one.
+    pub fn password(&self) -> Option<&str> {
+        self.password.as_deref()
+    }
+
     async fn launch(password: Option<String>, persistent: bool) -> anyhow::Result<RedisServer> {
+        Self::launch_with(password, persistent, Vec::new()).await
+    }
+
+    async fn launch_with(
+        password: Option<String>,
+        persistent: bool,
+        extra: Vec<OsString>,
+    ) -> anyhow::Result<RedisServer> {
         let binary = find_binary("redis-server", "LOOPGATE_REDIS_SERVER", INSTALL_HINT)?;
         let mut dir = tempfile::Builder::new()
             .prefix("loopgate-redis-")
@@ -78,7 +120,11 @@ impl RedisServer {
                 "no".into(),
                 "--dir".into(),
                 dir.path().as_os_str().to_owned(),
+                // A replica's first sync starts at once (the default waits 5 s for others).
+                "--repl-diskless-sync-delay".into(),
+                "0".into(),
             ];
+            args.extend(extra.iter().cloned());
             if let Some(password) = &password {
                 args.extend(["--requirepass".into(), password.into()]);
             }
@@ -141,6 +187,36 @@ impl RedisServer {
         self.wait_ready().await
     }
 
+    /// Kills the server if running and starts it again (empty, unless persistent) as a
+    /// replica of 127.0.0.1:`primary_port`, as an operator brings a failed primary back.
+    pub async fn restart_as_replica_of(&mut self, primary_port: u16) -> anyhow::Result<()> {
+        if let Some(at) = self.args.iter().position(|a| a == "--replicaof") {
+            self.args.drain(at..(at + 3).min(self.args.len()));
+        }
+        self.args.extend(replica_args(primary_port));
+        self.restart().await
+    }
+
+    /// Waits until this replica's link to its primary is up (`master_link_status:up`).
+    pub async fn wait_replicating(&self, timeout: Duration) -> anyhow::Result<()> {
+        let port = self.port;
+        let password = self.password.as_deref();
+        crate::readiness::wait_until(timeout, || async move {
+            crate::redis_command::command_as(port, password, &["INFO", "replication"])
+                .await
+                .ok()
+                .and_then(|v| redis::from_redis_value::<String>(v).ok())
+                .is_some_and(|info| info.contains("master_link_status:up"))
+        })
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "redis :{port} did not start replicating: {e}\n{}",
+                self.log_text()
+            )
+        })
+    }
+
     async fn wait_ready(&mut self) -> anyhow::Result<()> {
         let port = self.port;
         let password = self.password.clone();
@@ -164,6 +240,14 @@ impl std::fmt::Debug for RedisServer {
             .field("dir", &self.dir.path())
             .finish()
     }
+}
+
+fn replica_args(primary_port: u16) -> Vec<OsString> {
+    vec![
+        "--replicaof".into(),
+        "127.0.0.1".into(),
+        primary_port.to_string().into(),
+    ]
 }
 
 fn spawn(binary: &PathBuf, args: &[OsString], log_path: &Path) -> anyhow::Result<ChildGuard> {

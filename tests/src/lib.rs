@@ -8,7 +8,9 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use base64::Engine as _;
 use loopgate_protocol::report::signing::ReportSigningKey;
-use loopgate_test_support::{free_port, ChildGuard, NatsCluster, NatsServer, RedisServer};
+use loopgate_test_support::{
+    free_port, ChildGuard, FaultProxy, NatsCluster, NatsServer, RedisHa, RedisServer,
+};
 use serde_json::Value;
 
 pub mod chaos;
@@ -65,6 +67,15 @@ pub struct StackOptions {
     /// nats-server nodes: 1 (default) or a JetStream cluster of this many (every daemon gets
     /// every node's URL; `Stack::nats` is the first node, `Stack::nats_peers` the others).
     pub nats_nodes: usize,
+    /// The managers reach Redis through a fault proxy (`Stack::redis_proxy`).
+    pub redis_proxy: bool,
+    /// Redis with failover (`Stack::redis_ha`: a primary, a replica and three sentinels): the
+    /// managers find the primary through the sentinels and wait for the replica on every
+    /// transition (`min_replicas_acked = 1`).
+    pub redis_ha: bool,
+    /// Each executor reaches NATS through its own fault proxy (`Stack::executor_nats_proxies`,
+    /// in executor order); one nats-server only.
+    pub executor_nats_proxy: bool,
 }
 
 impl StackOptions {
@@ -87,6 +98,9 @@ impl StackOptions {
             manager_tables: String::new(),
             persistent_redis: false,
             nats_nodes: 1,
+            redis_proxy: false,
+            redis_ha: false,
+            executor_nats_proxy: false,
         }
     }
 
@@ -172,6 +186,14 @@ pub struct Stack {
     /// The other nodes of a cluster (`StackOptions::nats_nodes`), in order.
     pub nats_peers: Vec<NatsServer>,
     pub redis: RedisServer,
+    /// Between the managers and `redis` (`StackOptions::redis_proxy`).
+    pub redis_proxy: Option<FaultProxy>,
+    /// The managers' Redis when `StackOptions::redis_ha` (then `redis` is unused).
+    pub redis_ha: Option<RedisHa>,
+    /// The managers' `[redis]` table.
+    manager_redis: String,
+    /// Between each executor and NATS (`StackOptions::executor_nats_proxy`).
+    pub executor_nats_proxies: Vec<FaultProxy>,
     pub managers: Vec<ManagerProc>,
     pub executors: Vec<ChildGuard>,
     pub auditor: ChildGuard,
@@ -247,6 +269,31 @@ impl Stack {
             None if opts.persistent_redis => RedisServer::start_persistent().await?,
             None => RedisServer::start().await?,
         };
+        let redis_proxy = if opts.redis_proxy {
+            anyhow::ensure!(
+                opts.secrets.is_none(),
+                "the Redis proxy runs without a password"
+            );
+            Some(FaultProxy::to_port(redis.port()).await?)
+        } else {
+            None
+        };
+        let redis_ha = if opts.redis_ha {
+            Some(RedisHa::start().await?)
+        } else {
+            None
+        };
+        let manager_redis = match (&redis_ha, &redis_proxy) {
+            (Some(ha), _) => format!(
+                "[redis]\nsentinels = {}\nmaster_name = \"{}\"\nmin_replicas_acked = 1\n",
+                serde_json::to_string(&ha.sentinel_addrs())?,
+                ha.master_name()
+            ),
+            (None, Some(proxy)) => {
+                format!("[redis]\nurl = \"redis://127.0.0.1:{}\"\n", proxy.port())
+            }
+            (None, None) => format!("[redis]\nurl = \"{}\"\n", redis.url()),
+        };
 
         let dir = tempfile::tempdir()?;
         let signing_key = opts.signed.then(|| {
@@ -298,14 +345,27 @@ impl Stack {
         let mut executors = Vec::new();
         let mut worker_specs = Vec::new();
         let executor = identity("executor");
+        let mut executor_nats_proxies = Vec::new();
         for i in 1..=opts.executors {
             let cfg = dir.path().join(format!("executor-{i}.toml"));
             let work = dir.path().join(format!("work-exec-{i}"));
+            let nats_toml = if opts.executor_nats_proxy {
+                anyhow::ensure!(
+                    nats_peers.is_empty(),
+                    "executor NATS proxies run with one nats-server"
+                );
+                let proxy = FaultProxy::to_port(nats.port()).await?;
+                let proxied = format!("nats://127.0.0.1:{}", proxy.port());
+                executor_nats_proxies.push(proxy);
+                executor.nats_toml.replace(&nats_url, &proxied)
+            } else {
+                executor.nats_toml.clone()
+            };
             std::fs::write(
                 &cfg,
                 format!(
                     "{}{}[executor]\nworker_id = \"exec-{i}\"\ncapabilities = {}\nwork_dir = \"{}\"\n{}\n\n{models}",
-                    executor.nats_toml,
+                    nats_toml,
                     metrics_table()?,
                     serde_json::to_string(&opts.capabilities)?,
                     work.display(),
@@ -381,6 +441,10 @@ impl Stack {
             nats,
             nats_peers,
             redis,
+            redis_proxy,
+            redis_ha,
+            manager_redis,
+            executor_nats_proxies,
             managers: Vec::new(),
             executors,
             auditor,
@@ -416,9 +480,9 @@ impl Stack {
         std::fs::write(
             &cfg,
             format!(
-                "{}[redis]\nurl = \"{}\"\n[http]\naddr = \"127.0.0.1:{port}\"\n{}[manager]\n{}\n\n{}",
+                "{}{}[http]\naddr = \"127.0.0.1:{port}\"\n{}[manager]\n{}\n\n{}",
                 self.manager_nats,
-                self.redis.url(),
+                self.manager_redis,
                 if self.token.is_some() {
                     format!("token_env = \"{API_TOKEN_ENV}\"\n")
                 } else {

@@ -35,10 +35,13 @@ pub enum Arm {
     NoClauseSteps,
     /// `judge_quotes = false`: a judge's bare `met` stands without a quote of its evidence.
     NoJudgeQuotes,
+    /// Not an ablation: loopgate as shipped with `[budget] attempts = 3` (each step as three
+    /// sibling episodes, the auditor's evidence picks the winner), on a stack of two executors.
+    Attempts3,
 }
 
 /// Every arm, in the order the bench runs them.
-pub const ALL_ARMS: [Arm; 11] = [
+pub const ALL_ARMS: [Arm; 12] = [
     Arm::SingleShot,
     Arm::Continuation,
     Arm::Loopgate,
@@ -50,7 +53,18 @@ pub const ALL_ARMS: [Arm; 11] = [
     Arm::NoManager,
     Arm::NoClauseSteps,
     Arm::NoJudgeQuotes,
+    Arm::Attempts3,
 ];
+
+/// Executors on the stack of a task whose arms include these: two when an arm runs parallel
+/// attempts (`attempts_3`), else one.
+pub fn executors_for(arms: &[Arm]) -> usize {
+    if arms.contains(&Arm::Attempts3) {
+        2
+    } else {
+        1
+    }
+}
 
 /// The budget key the manager ablation needs; not in every build.
 pub const MANAGER_KNOB: &str = "manager";
@@ -90,6 +104,7 @@ impl Arm {
             Arm::NoManager => "no_manager",
             Arm::NoClauseSteps => "no_clause_steps",
             Arm::NoJudgeQuotes => "no_judge_quotes",
+            Arm::Attempts3 => "attempts_3",
         }
     }
 
@@ -111,6 +126,7 @@ impl Arm {
             Arm::NoManager => "loopgate with [budget] manager = false (the goal as every step, no manager model)",
             Arm::NoClauseSteps => "loopgate with budget.clause_steps = false (the manager chooses every step, the first one too, instead of the first failing goal clause with its checks)",
             Arm::NoJudgeQuotes => "loopgate with judge_quotes = false (a judge's met stands without quoting the evidence it rests on)",
+            Arm::Attempts3 => "loopgate with [budget] attempts = 3 (every step as three sibling episodes from the same base, the candidate passing most blocking checks wins; two executors on the stack)",
         }
     }
 
@@ -202,6 +218,7 @@ pub fn loop_arm_toml(
         Arm::NoJudge => file.roles.auditor = None,
         Arm::NoClauseSteps => file.budget.clause_steps = Some(false),
         Arm::NoJudgeQuotes => file.judge_quotes = Some(false),
+        Arm::Attempts3 => file.budget.attempts = Some(3),
         _ => {}
     }
     let text = to_toml(task, &file)?;
@@ -274,6 +291,13 @@ mod tests {
     };
 
     #[test]
+    fn only_the_attempts_arm_asks_for_a_second_executor() {
+        assert_eq!(executors_for(&[Arm::Continuation, Arm::Loopgate]), 1);
+        assert_eq!(executors_for(&[Arm::Loopgate, Arm::Attempts3]), 2);
+        assert_eq!(executors_for(&[]), 1);
+    }
+
+    #[test]
     fn arm_names_round_trip() {
         for arm in ALL_ARMS {
             assert_eq!(Arm::from_name(arm.name()), Some(arm));
@@ -297,7 +321,7 @@ mod tests {
         assert_eq!(shipped.budget.max_total_tokens, Some(1000));
         assert_eq!(shipped.budget.max_rounds, task.file.budget.max_rounds);
         type PartOff = fn(&TaskFile) -> bool;
-        let cases: [(Arm, PartOff); 7] = [
+        let cases: [(Arm, PartOff); 8] = [
             (Arm::NoRollback, |f| {
                 f.budget.rollback_regressions == Some(false)
             }),
@@ -307,6 +331,7 @@ mod tests {
             (Arm::NoJudge, |f| f.roles.auditor.is_none()),
             (Arm::NoClauseSteps, |f| f.budget.clause_steps == Some(false)),
             (Arm::NoJudgeQuotes, |f| f.judge_quotes == Some(false)),
+            (Arm::Attempts3, |f| f.budget.attempts == Some(3)),
         ];
         for (arm, part_off) in cases {
             let file =

@@ -16,7 +16,8 @@ mod runner;
 mod task;
 
 pub use arm::{
-    episode_toml, loop_arm_toml, select_arms, Arm, ArmProfiles, RunLimits, ALL_ARMS, MANAGER_KNOB,
+    episode_toml, executors_for, loop_arm_toml, select_arms, Arm, ArmProfiles, RunLimits, ALL_ARMS,
+    MANAGER_KNOB,
 };
 pub use continuation::{
     continuation_goal, next_episode, EpisodeAllowance, EpisodeBudget, EpisodeStop, FailingCheck,

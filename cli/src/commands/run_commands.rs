@@ -2,6 +2,7 @@
 
 use loopgate_common::budget::BudgetFile;
 use serde_json::Value;
+use std::io::IsTerminal;
 
 use crate::api_client::{ApiClient, ApiError};
 use crate::cli_args::{AnswerArgs, ResumeArgs, RunArg, RunJsonArgs, RunsArgs};
@@ -30,10 +31,7 @@ pub async fn status(client: &ApiClient, args: &RunJsonArgs) -> Result<ExitStatus
     if args.json {
         output::line(pretty(&value))?;
     } else {
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-        let mut lines = render::run_summary(&view, now_ms);
+        let mut lines = render::run_summary(&view, now_ms());
         // Best effort: a step of several attempts says which won (the log holds it).
         if let Ok(log) = client.run_log(&args.run).await {
             let entries = log.get("entries").and_then(Value::as_array);
@@ -45,7 +43,11 @@ pub async fn status(client: &ApiClient, args: &RunJsonArgs) -> Result<ExitStatus
 }
 
 pub async fn runs(client: &ApiClient, args: &RunsArgs) -> Result<ExitStatus, CliError> {
-    let value = client.list_runs(args.run_state()).await?;
+    let offset = usize::try_from(args.offset).unwrap_or(usize::MAX);
+    let limit = usize::try_from(args.limit).ok();
+    let value = client
+        .list_runs_page(args.run_state(), offset, limit)
+        .await?;
     if args.json {
         output::line(pretty(&value))?;
         return Ok(ExitStatus::Ok);
@@ -59,8 +61,32 @@ pub async fn runs(client: &ApiClient, args: &RunsArgs) -> Result<ExitStatus, Cli
         .map(RunView::from_value)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| bad_response("GET /v1/runs", e))?;
-    output::block(&render::runs_table(&views))?;
+    let width = std::io::stdout().is_terminal().then(render::terminal_width);
+    let mut lines = render::runs_table_at(&views, now_ms(), width);
+    let next_offset = value
+        .get("has_more")
+        .and_then(Value::as_bool)
+        .filter(|more| *more)
+        .map(|_| {
+            value
+                .get("next_offset")
+                .and_then(Value::as_u64)
+                .unwrap_or(args.offset + views.len() as u64)
+        });
+    lines.extend(render::runs_footer(
+        args.offset,
+        views.len(),
+        next_offset,
+        args.state.as_deref(),
+    ));
+    output::block(&lines)?;
     Ok(ExitStatus::Ok)
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 pub async fn log(client: &ApiClient, args: &RunJsonArgs) -> Result<ExitStatus, CliError> {
@@ -74,9 +100,11 @@ pub async fn log(client: &ApiClient, args: &RunJsonArgs) -> Result<ExitStatus, C
         .and_then(Value::as_array)
         .ok_or_else(|| bad_response("GET /v1/runs/{id}/log", "no `entries` array"))?;
     let mut clock = crate::log_clock::LogClock::default();
-    for entry in entries {
-        output::line(clock.line(&LogRecord::from_value(entry.clone())))?;
-    }
+    let lines: Vec<String> = entries
+        .iter()
+        .map(|entry| clock.line(&LogRecord::from_value(entry.clone())))
+        .collect();
+    output::block(&render::collapse_repeats(lines))?;
     Ok(ExitStatus::Ok)
 }
 

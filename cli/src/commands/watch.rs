@@ -43,6 +43,8 @@ struct WatchState {
     opened: bool,
     /// Round and audit start times, for the durations on the lines.
     clock: LogClock,
+    /// Lines repeating the ones before them, held back and counted.
+    repeats: render::RepeatFilter,
 }
 
 pub async fn watch(client: &ApiClient, run: &str, json: bool) -> Result<ExitStatus, CliError> {
@@ -54,6 +56,7 @@ pub async fn watch(client: &ApiClient, run: &str, json: bool) -> Result<ExitStat
         saw_terminal: false,
         opened: false,
         clock: LogClock::default(),
+        repeats: render::RepeatFilter::default(),
     };
     let mut failures: u32 = 0;
     loop {
@@ -69,8 +72,8 @@ pub async fn watch(client: &ApiClient, run: &str, json: bool) -> Result<ExitStat
             Err(e) => return Err(e),
         };
         match end {
-            StreamEnd::Ended(view, raw) => return finish(&state, &view, &raw),
-            StreamEnd::Waiting(view) => return waiting(&state, &view),
+            StreamEnd::Ended(view, raw) => return finish(&mut state, &view, &raw),
+            StreamEnd::Waiting(view) => return waiting(&mut state, &view),
             StreamEnd::Dropped { progressed } => {
                 if progressed {
                     failures = 0;
@@ -79,7 +82,7 @@ pub async fn watch(client: &ApiClient, run: &str, json: bool) -> Result<ExitStat
                     // The terminal entry arrived but `end` did not: the state is final anyway.
                     let (view, raw) = fetch_view(client, run).await?;
                     if view.state.is_terminal() {
-                        return finish(&state, &view, &raw);
+                        return finish(&mut state, &view, &raw);
                     }
                 }
                 let backoff = Duration::from_millis(250u64 << failures.min(5)).min(MAX_BACKOFF);
@@ -159,13 +162,16 @@ async fn handle_event(
             if state.json {
                 output::line(&record.raw)?;
             } else {
-                output::line(state.clock.line(&record))?;
+                for line in state.repeats.push(state.clock.line(&record)) {
+                    output::line(line)?;
+                }
             }
             if record.is_terminal() {
                 state.saw_terminal = true;
             } else if !state.json && record.moves_progress() {
                 if let Ok((view, _)) = fetch_view(client, &state.run).await {
                     if let Some(progress) = &view.progress {
+                        flush_repeats(state)?;
                         output::line(format!("  progress: {progress}"))?;
                     }
                 }
@@ -193,7 +199,8 @@ async fn handle_event(
 }
 
 /// Prints the outcome (with --json: the final RunView as one JSON line, after the entries).
-fn finish(state: &WatchState, view: &RunView, raw: &Value) -> Result<ExitStatus, CliError> {
+fn finish(state: &mut WatchState, view: &RunView, raw: &Value) -> Result<ExitStatus, CliError> {
+    flush_repeats(state)?;
     if state.json {
         output::line(raw)?;
     } else {
@@ -202,7 +209,16 @@ fn finish(state: &WatchState, view: &RunView, raw: &Value) -> Result<ExitStatus,
     Ok(ExitStatus::for_run_state(view.state))
 }
 
-fn waiting(state: &WatchState, view: &RunView) -> Result<ExitStatus, CliError> {
+/// The count of repeated lines held back, printed before whatever comes next.
+fn flush_repeats(state: &mut WatchState) -> Result<(), CliError> {
+    if let Some(line) = state.repeats.flush() {
+        output::line(line)?;
+    }
+    Ok(())
+}
+
+fn waiting(state: &mut WatchState, view: &RunView) -> Result<ExitStatus, CliError> {
+    flush_repeats(state)?;
     if !state.json {
         if view.planning.as_deref() == Some("approval") {
             output::line(format!(

@@ -232,6 +232,7 @@ impl LocalStack {
                 nats: self.nats(Role::Manager),
                 redis: RedisSection {
                     url: Some(self.redis_url()),
+                    ..RedisSection::default()
                 },
                 http: HttpSection {
                     addr: Some(self.http_addr.to_string()),

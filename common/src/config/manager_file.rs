@@ -5,12 +5,28 @@
 
 use serde::{Deserialize, Serialize};
 
-/// `[redis]`: the run store.
+/// `[redis]`: the run store. Either `url`, or `sentinels` with `master_name`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RedisSection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// Redis Sentinel addresses (`host:port`), asked for the primary of `master_name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sentinels: Option<Vec<String>>,
+    /// The name the sentinels monitor the primary under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub master_name: Option<String>,
+    /// With sentinels: the env var holding the data nodes' password (a URL carries its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_env: Option<String>,
+    /// Replicas that must hold a transition before it is acknowledged (Redis `WAIT`); 0 or
+    /// unset: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_replicas_acked: Option<u64>,
+    /// How long a transition waits for those replicas, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_ack_timeout_ms: Option<u64>,
 }
 
 /// `[http]`: the API.

@@ -4,9 +4,13 @@
 //! criterion quoting it), in the goal's own words, with one line on what the earlier clauses
 //! built and the checks that must pass. It is dispatched without a manager call.
 //!
+//! A clause given [`CLAUSE_TRIES`] times in a row and still failing (a step retry of it
+//! counts) is set aside: the next failing clause is the step, so one clause the executor
+//! cannot do does not hold back the clauses after it.
+//!
 //! The manager is asked instead when the policy has no step to give: a clause without a
-//! blocking check, every clause's checks passing while the gate does not, the same clause
-//! given [`CLAUSE_TRIES`] times in a row and still failing (a step retry of it counts), the run
+//! blocking check, every clause's checks passing while the gate does not, every failing clause
+//! set aside, the run
 //! planning its contract, stagnation due, an operator instruction in the current round, the
 //! round budget spent, a task with a `[gui]` table (a clause step is `cli`), or
 //! `budget.manager = false` (every step is the goal then). A goal of one clause is the first
@@ -127,6 +131,16 @@ fn passes(record: &RunRecord, clause: &CheckedClause) -> bool {
     })
 }
 
+/// Whether `clause` had its tries and still fails: set aside earlier, or the policy's last
+/// clause given [`CLAUSE_TRIES`] times in a row.
+fn set_aside(record: &RunRecord, clause: usize) -> bool {
+    record.streaks.clauses_set_aside.contains(&(clause as u32))
+        || record
+            .streaks
+            .clause_tries
+            .is_some_and(|t| t.clause as usize == clause && t.tries >= CLAUSE_TRIES)
+}
+
 /// The tries `clause` has as the step with this one: one more than before when it was the
 /// policy's last clause, else the first.
 fn tries(record: &RunRecord, clause: usize) -> u32 {
@@ -142,7 +156,9 @@ pub(super) fn clause_step(record: &RunRecord) -> Option<ClauseStep> {
         return None;
     }
     let (clauses, context) = checked_clauses(record)?;
-    let at = clauses.iter().position(|c| !passes(record, c))?;
+    let at = clauses
+        .iter()
+        .position(|c| !passes(record, c) && !set_aside(record, c.index))?;
     let clause = &clauses[at];
     let tries = tries(record, clause.index);
     if tries > CLAUSE_TRIES {
@@ -269,6 +285,16 @@ pub(super) fn dispatch_clause_step(tx: &mut Tx, step: ClauseStep) {
     if tx.record.state == RunState::Queued {
         tx.record.state = RunState::Running;
     }
+    // The last clause, given its tries and still failing, is set aside for this one.
+    if let Some(last) = tx.record.streaks.clause_tries {
+        let aside = &mut tx.record.streaks.clauses_set_aside;
+        if last.clause as usize != step.clause
+            && last.tries >= CLAUSE_TRIES
+            && !aside.contains(&last.clause)
+        {
+            aside.push(last.clause);
+        }
+    }
     note_clause_try(tx, &step);
     tx.record.streaks.step_retries = 0;
     let event = LogEvent::ClauseStep {
@@ -276,6 +302,13 @@ pub(super) fn dispatch_clause_step(tx: &mut Tx, step: ClauseStep) {
         of: step.of as u32,
         text: step.text.clone(),
         attempt: step.tries,
+        set_aside: tx
+            .record
+            .streaks
+            .clauses_set_aside
+            .iter()
+            .map(|c| c + 1)
+            .collect(),
     };
     dispatch_step(tx, Capability::Cli, step.step);
     // Logged in the step's round.
@@ -334,7 +367,7 @@ mod tests {
     fn the_step_is_the_first_failing_clause_while_it_has_tries_left() {
         type Edit = fn(&mut RunRecord);
         // (name, budget, edit, (clause, tries) given as the step)
-        let cases: [(&str, &str, Edit, Option<(usize, u32)>); 18] = [
+        let cases: [(&str, &str, Edit, Option<(usize, u32)>); 20] = [
             ("nothing audited yet", "", |_| {}, Some((0, 1))),
             ("a passes", "", |r| audited(r, true, false), Some((1, 1))),
             (
@@ -362,13 +395,32 @@ mod tests {
                 Some((0, 2)),
             ),
             (
-                "a failed twice as the step",
+                "a failed twice as the step: set aside for b",
                 "",
                 |r| {
                     audited(r, false, false);
                     tried(r, 0, 2);
                 },
+                Some((1, 1)),
+            ),
+            (
+                "a set aside, b failed twice: every failing clause set aside",
+                "",
+                |r| {
+                    audited(r, false, false);
+                    r.streaks.clauses_set_aside = vec![0];
+                    tried(r, 1, 2);
+                },
                 None,
+            ),
+            (
+                "a set aside and passing now, b fails",
+                "",
+                |r| {
+                    audited(r, true, false);
+                    r.streaks.clauses_set_aside = vec![0];
+                },
+                Some((1, 1)),
             ),
             (
                 "b had its tries, a fails now",

@@ -259,6 +259,10 @@ pub enum LogEvent {
         text: String,
         /// This clause's tries as the step in a row, this one included.
         attempt: u32,
+        /// Clauses (1-based) set aside, still failing after their tries, when this step went
+        /// out.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        set_aside: Vec<u32>,
     },
     /// The manager's step still altered the goal's exact words after it was sent back as often
     /// as `max_invalid_outputs` allows: the executor gets the goal's own words as its step and

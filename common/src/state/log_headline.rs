@@ -25,6 +25,16 @@ pub fn short_id(id: &str) -> &str {
     }
 }
 
+/// The gate in the one word the CLI, the API (`GateView::word`, log headlines) and the console
+/// use: `open` when it passed (the run may complete on its snapshot), `closed` when not.
+pub fn gate_word(passed: bool) -> &'static str {
+    if passed {
+        "open"
+    } else {
+        "closed"
+    }
+}
+
 /// First `max` characters of `text` on one line, with `…` when cut.
 pub fn excerpt(text: &str, max: usize) -> String {
     let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -140,10 +150,21 @@ fn manager_step(event: &LogEvent) -> String {
             of,
             text,
             attempt,
-        } => format!(
-            "the step is goal clause {clause} of {of} (try {attempt}), no manager decision (budget.clause_steps): {}",
-            excerpt(text, 120)
-        ),
+            set_aside,
+        } => {
+            let aside = match set_aside.as_slice() {
+                [] => String::new(),
+                [one] => format!("; clause {one} set aside, still failing after its tries"),
+                many => format!(
+                    "; clauses {} set aside, still failing after their tries",
+                    many.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+                ),
+            };
+            format!(
+                "the step is goal clause {clause} of {of} (try {attempt}){aside}, no manager decision (budget.clause_steps): {}",
+                excerpt(text, 120)
+            )
+        }
         E::StepReplaced { dropped, step, .. } => format!(
             "the manager's step kept changing the goal's exact words (`{}`): the executor gets the goal's own words instead: {}",
             excerpt(dropped, 80),
@@ -241,8 +262,16 @@ fn round_step(event: &LogEvent) -> String {
             passed: true,
             snapshot,
             ..
-        } => format!("gate: passed on snapshot {}", short_id(snapshot)),
-        E::Gate { reasons, .. } => format!("gate: closed — {}", detail(&reasons.join("; "))),
+        } => format!(
+            "gate: {} on snapshot {}",
+            gate_word(true),
+            short_id(snapshot)
+        ),
+        E::Gate { reasons, .. } => format!(
+            "gate: {} — {}",
+            gate_word(false),
+            detail(&reasons.join("; "))
+        ),
         other => other.kind().to_string(),
     }
 }
@@ -273,7 +302,8 @@ fn episode_started(
     }
 }
 
-/// `executor W: snapshot S — summary [N tool calls] ... (claims done)`.
+/// `executor W: snapshot S — its summary (a claim): summary [N tool calls] ... (claims done)`:
+/// what the executor said is marked as its word; the audit and the gate say what holds.
 fn exec_result(event: &LogEvent) -> String {
     let LogEvent::ExecResult {
         worker,
@@ -294,12 +324,12 @@ fn exec_result(event: &LogEvent) -> String {
     let mut text = match (candidate, error) {
         (_, Some(error)) => format!("executor {worker} failed: {}", detail(error)),
         (Some(candidate), None) => format!(
-            "executor {worker}: snapshot {} — {}",
+            "executor {worker}: snapshot {} — its summary (a claim): {}",
             short_id(candidate),
             excerpt(summary, TASK_EXCERPT_CHARS)
         ),
         (None, None) => format!(
-            "executor {worker}: {}",
+            "executor {worker}: its summary (a claim): {}",
             excerpt(summary, TASK_EXCERPT_CHARS)
         ),
     };

@@ -42,7 +42,7 @@ fn every_event_has_its_own_headline() {
         (
             json!({"type": "exec_result", "worker": "exec-1", "candidate": s, "summary": "wrote hello.py",
                    "claimed_done": true, "tool_calls": 3, "error": null, "tokens": 120}),
-            "executor exec-1: snapshot aaaaaaaaaaaa — wrote hello.py [3 tool calls] [120 tokens] (claims done)",
+            "executor exec-1: snapshot aaaaaaaaaaaa — its summary (a claim): wrote hello.py [3 tool calls] [120 tokens] (claims done)",
         ),
         (
             json!({"type": "exec_result", "worker": "exec-1", "candidate": null, "summary": "",
@@ -57,7 +57,7 @@ fn every_event_has_its_own_headline() {
         (
             json!({"type": "exec_result", "worker": "exec-2", "candidate": s, "summary": "wrote it",
                    "claimed_done": false, "error": null, "tokens": 90, "step_attempt": 2}),
-            "attempt 2: executor exec-2: snapshot aaaaaaaaaaaa — wrote it [90 tokens]",
+            "attempt 2: executor exec-2: snapshot aaaaaaaaaaaa — its summary (a claim): wrote it [90 tokens]",
         ),
         (
             json!({"type": "episode_started", "role": "executor", "worker": "exec-2", "attempt": 1,
@@ -91,7 +91,7 @@ fn every_event_has_its_own_headline() {
         ),
         (
             json!({"type": "gate", "passed": true, "snapshot": s, "reasons": []}),
-            "gate: passed on snapshot aaaaaaaaaaaa",
+            "gate: open on snapshot aaaaaaaaaaaa",
         ),
         (
             json!({"type": "gate", "passed": false, "snapshot": s, "reasons": ["check 'a' fails", "x"]}),
@@ -221,6 +221,10 @@ fn every_event_has_its_own_headline() {
         (
             json!({"type": "clause_step", "clause": 2, "of": 3, "text": "Print 1 to 9.", "attempt": 1}),
             "the step is goal clause 2 of 3 (try 1), no manager decision (budget.clause_steps): Print 1 to 9.",
+        ),
+        (
+            json!({"type": "clause_step", "clause": 3, "of": 3, "text": "Print 10.", "attempt": 1, "set_aside": [1, 2]}),
+            "the step is goal clause 3 of 3 (try 1); clauses 1, 2 set aside, still failing after their tries, no manager decision (budget.clause_steps): Print 10.",
         ),
         (
             json!({"type": "step_replaced", "seq": 3, "dropped": "print hi", "step": "print hello"}),

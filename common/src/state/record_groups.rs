@@ -18,7 +18,7 @@ use loopgate_protocol::wire::EpisodeRole;
 
 /// Things that went wrong in a row. Each counter is bounded by a budget in `task.budget` and
 /// resets when the run makes the kind of progress it counts against.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Streaks {
     /// Manager decisions in a row that gave nothing usable: an unparseable reply, a model
     /// error or a missed decision deadline (stored as `invalid_streak`). Bounded by
@@ -52,6 +52,11 @@ pub struct Streaks {
     /// tries in a row. Replaced when the policy gives another clause.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clause_tries: Option<ClauseTries>,
+    /// Goal clauses (0-based) the clause policy gave their tries and moved past while they
+    /// still failed: it gives the next failing clause instead, and asks the manager once every
+    /// failing clause is here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clauses_set_aside: Vec<u32>,
 }
 
 /// A goal clause given as the step without a manager call, and how often in a row.

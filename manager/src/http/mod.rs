@@ -16,6 +16,7 @@ mod openapi;
 mod probes;
 mod rounds;
 mod router;
+mod run_actions;
 mod run_log;
 mod run_patch;
 mod runs;

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use base64::Engine as _;
-use loopgate_api::{AnswerRequest, ListQuery, RunList, RunView, SubmitRequest};
+use loopgate_api::{is_id_prefix, AnswerRequest, ListQuery, RunList, RunView, SubmitRequest};
 use loopgate_common::decide::RunEvent;
 use loopgate_common::state::RunState;
 use loopgate_common::task::Task;
@@ -24,6 +24,8 @@ use crate::http::views::{run_view, with_sorted_keys};
 /// Runs listed when `limit` is not given, and the most one page holds.
 const DEFAULT_LIMIT: usize = 50;
 const MAX_LIMIT: usize = 500;
+/// The most runs one id prefix is matched against (a prefix matching more is far too short).
+const PREFIX_SCAN_LIMIT: usize = 1000;
 
 /// A task's manager profile must be one this manager has (`invalid_task`), unless the task
 /// runs without a manager model (`budget.manager = false`).
@@ -156,15 +158,21 @@ pub(crate) async fn list_runs(
         }
     }
     let limit = q.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT);
+    if let Some(prefix) = &q.id_prefix {
+        return list_by_prefix(&s, prefix, q.state.as_deref(), q.offset, limit).await;
+    }
     // No store holds more runs than this; a larger offset answers the same empty page
     // (and keeps `offset + limit` in range).
     let offset = q.offset.min(u32::MAX as usize);
-    let ids = s
+    // One more than asked for says whether there is a next page.
+    let mut ids = s
         .engine
         .store()
-        .list(q.state.as_deref(), offset, limit)
+        .list(q.state.as_deref(), offset, limit.saturating_add(1))
         .await
         .map_err(|e| ApiError::unavailable(e.to_string()))?;
+    let has_more = ids.len() > limit;
+    ids.truncate(limit);
     let mut runs = Vec::with_capacity(ids.len());
     for id in ids {
         if let Some((_, r)) = s.engine.load(&id).await? {
@@ -175,6 +183,70 @@ pub(crate) async fn list_runs(
         limit,
         offset: q.offset,
         runs,
+        has_more,
+        next_offset: has_more.then(|| offset + limit),
+    }))
+}
+
+/// Runs whose id starts with `prefix` (one page, newest first): what a short id resolves to.
+async fn list_by_prefix(
+    s: &Shared,
+    prefix: &str,
+    state: Option<&str>,
+    offset: usize,
+    limit: usize,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    if !is_id_prefix(prefix) {
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            format!("id_prefix '{prefix}': hex digits and dashes, 1 to 36 of them"),
+        ));
+    }
+    let mut ids = s
+        .engine
+        .store()
+        .ids_with_prefix(prefix, PREFIX_SCAN_LIMIT)
+        .await
+        .map_err(|e| ApiError::unavailable(e.to_string()))?;
+    // Run ids are UUIDv7s: in reverse order they are newest first, as the list is.
+    ids.sort_unstable_by(|a, b| b.cmp(a));
+    let page_end = offset.saturating_add(limit);
+    let (page, has_more) = match state {
+        // Without a state filter only the page's records are read.
+        None => {
+            let mut runs = Vec::with_capacity(limit.min(ids.len()));
+            for id in ids.iter().skip(offset).take(limit) {
+                if let Some((_, r)) = s.engine.load(id).await? {
+                    runs.push(run_view(&r));
+                }
+            }
+            (runs, ids.len() > page_end)
+        }
+        Some(state) => {
+            let mut matching = Vec::new();
+            for id in &ids {
+                if let Some((_, r)) = s.engine.load(id).await? {
+                    if r.state.as_str() == state {
+                        matching.push(r);
+                    }
+                }
+            }
+            let more = matching.len() > page_end;
+            let runs = matching
+                .iter()
+                .skip(offset)
+                .take(limit)
+                .map(run_view)
+                .collect();
+            (runs, more)
+        }
+    };
+    Ok(with_sorted_keys(&RunList {
+        limit,
+        offset,
+        runs: page,
+        has_more,
+        next_offset: has_more.then_some(page_end),
     }))
 }
 

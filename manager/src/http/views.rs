@@ -1,9 +1,12 @@
 //! The public views of stored records: a `RunRecord` as the API's [`RunView`].
 
 use axum::Json;
-use loopgate_api::{Checks, EvidenceView, GateView, RunView};
+use loopgate_api::{rounds_text, standing_text, Checks, EvidenceView, GateView, RunView};
 use loopgate_common::state::{Phase, RunRecord};
 use serde::Serialize;
+
+use crate::engine::now_ms;
+use crate::http::run_actions::run_actions;
 
 /// `value` as JSON with every object's keys sorted: the list answers (`GET /v1/runs`,
 /// `.../rounds`) have always been built through a `serde_json::Value`, and keep those bytes.
@@ -14,6 +17,13 @@ pub(crate) fn with_sorted_keys<T: Serialize>(value: &T) -> Json<serde_json::Valu
 /// The view of a stored run (every field filled).
 pub(crate) fn run_view(r: &RunRecord) -> RunView {
     let (passing, total) = r.checks_passing();
+    let counted_rounds = if r.planning.stage.is_some() {
+        0
+    } else {
+        r.rounds_this_generation()
+    };
+    let gate = r.audit.last_gate.as_ref().map(GateView::from);
+    let checks = Checks { passing, total };
     RunView {
         id: r.id.clone(),
         name: r.task.name.clone(),
@@ -22,20 +32,17 @@ pub(crate) fn run_view(r: &RunRecord) -> RunView {
         generation: r.generation,
         round: r.round,
         max_rounds: Some(r.task.budget.max_rounds),
-        counted_rounds: Some(if r.planning.stage.is_some() {
-            0
-        } else {
-            r.rounds_this_generation()
-        }),
+        counted_rounds: Some(counted_rounds),
         snapshot: Some(r.snapshot.clone()),
         base_snapshot: Some(r.base_snapshot.clone()),
         spec_hash: r.contract.spec_hash.clone(),
         goal: Some(r.contract.goal.clone()),
         progress: Some(r.progress()),
         planning: r.planning.stage.map(|p| p.as_str().to_string()),
-        checks: Some(Checks { passing, total }),
+        checks: Some(checks),
         rubric: r.audit.rubric.clone(),
-        gate: r.audit.last_gate.as_ref().map(GateView::from),
+        standing: standing_text(r.state, r.phase.name(), gate.as_ref(), Some(checks)),
+        gate,
         verdicts: r
             .audit
             .last_verdicts
@@ -68,6 +75,12 @@ pub(crate) fn run_view(r: &RunRecord) -> RunView {
                 .collect(),
             _ => Vec::new(),
         },
+        rounds: rounds_text(
+            r.round,
+            Some(counted_rounds),
+            Some(r.task.budget.max_rounds),
+        ),
+        actions: run_actions(r, now_ms()),
     }
 }
 

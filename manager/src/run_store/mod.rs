@@ -9,19 +9,28 @@
 //! same script as the record so the two never disagree; `lg:run:<id>:outbox` HASH of the
 //! transition effects not yet published (dedup id -> stored effect) and `lg:outbox` ZSET of
 //! run ids with pending effects, scored by when the oldest was stored (or last claimed): the
-//! transactional outbox (see `crate::outbox`).
+//! transactional outbox (see `crate::outbox`); `lg:replica:barrier` a counter written only so
+//! that `WAIT` has a write to wait behind ([`RunStore::replica_barrier`]).
+//!
+//! With `[redis] min_replicas_acked`, every write that stores effects (creation, transition,
+//! the relay's claim) is followed by `WAIT` in its pipeline and is acknowledged only when
+//! enough replicas hold it ([`StoreError::NotReplicated`] otherwise).
 //!
 //! The log is bounded: each append trims it to about `log_max_entries`, and (on live runs)
 //! drops entries older than the retention; a terminal run's keys expire after the retention.
 
+mod error;
+mod link;
 mod outbox;
 mod queries;
 mod scripts;
 
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-
+pub(crate) use self::error::bounded;
+pub use self::error::StoreError;
+use self::link::Link;
+pub use self::link::RedisTarget;
 use self::scripts::{CAS_SCRIPT, CLAIM_SCRIPT, CREATE_SCRIPT, PUBLISHED_SCRIPT};
 
 /// Refill rounds when listing prunes ids of expired runs.
@@ -31,41 +40,12 @@ const BLOCK_GRACE: Duration = Duration::from_secs(2);
 /// Default cap on a run's log (entries; trimmed approximately, on append).
 pub const DEFAULT_LOG_MAX_ENTRIES: u64 = 10_000;
 
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("redis {op} failed: {source}")]
-    Redis {
-        op: &'static str,
-        #[source]
-        source: redis::RedisError,
-    },
-    #[error("redis {op} timed out after {after:?}")]
-    Timeout { op: &'static str, after: Duration },
-    #[error("invalid {what} '{value}': must be non-empty, without ':' or whitespace (states: not 'all')")]
-    InvalidName { what: &'static str, value: String },
-    #[error("unexpected reply to {op}: {detail}")]
-    Protocol { op: &'static str, detail: String },
-}
-
-impl StoreError {
-    /// Whether the same call may succeed later: Redis was unreachable, restarting or slow.
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            StoreError::Redis { source, .. } => {
-                source.is_io_error()
-                    || source.is_connection_refusal()
-                    || source.is_connection_dropped()
-                    || source.is_timeout()
-                    || source.is_cluster_error()
-                    || matches!(
-                        source.kind(),
-                        redis::ErrorKind::Server(redis::ServerErrorKind::BusyLoading)
-                    )
-            }
-            StoreError::Timeout { .. } => true,
-            StoreError::InvalidName { .. } | StoreError::Protocol { .. } => false,
-        }
-    }
+/// How many replicas must hold a write before it is acknowledged, and how long to wait for
+/// them (Redis `WAIT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaAcks {
+    pub replicas: u64,
+    pub timeout: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,6 +122,8 @@ pub const OUTBOX_KEY: &str = "lg:outbox";
 pub const ADMISSION_LEASE_KEY: &str = "lg:admission:lease";
 /// Run ids scored by their next deadline (unix millis).
 pub const DEADLINES_KEY: &str = "lg:deadlines";
+/// A counter [`RunStore::replica_barrier`] increments: a write for `WAIT` to wait behind.
+pub const REPLICA_BARRIER_KEY: &str = "lg:replica:barrier";
 
 /// Ids and states become key parts: refuse anything that could alias another key.
 pub fn check_name(what: &'static str, value: &str) -> Result<(), StoreError> {
@@ -169,9 +151,10 @@ pub fn check_state(state: &str) -> Result<(), StoreError> {
 /// Handle on the run store. Cheap to clone; reconnects on its own.
 #[derive(Clone)]
 pub struct RunStore {
-    client: redis::Client,
-    conn: ConnectionManager,
+    link: Link,
     timeout: Duration,
+    /// Transitions and creations wait for these replica acknowledgements (None: none).
+    replica_acks: Option<ReplicaAcks>,
     create_script: redis::Script,
     cas_script: redis::Script,
     published_script: redis::Script,
@@ -185,42 +168,28 @@ impl std::fmt::Debug for RunStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RunStore")
             .field("timeout", &self.timeout)
+            .field("replica_acks", &self.replica_acks)
             .finish()
-    }
-}
-
-pub(crate) async fn bounded<T>(
-    op: &'static str,
-    after: Duration,
-    fut: impl std::future::Future<Output = redis::RedisResult<T>>,
-) -> Result<T, StoreError> {
-    match tokio::time::timeout(after, fut).await {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(source)) => Err(StoreError::Redis { op, source }),
-        Err(_) => Err(StoreError::Timeout { op, after }),
     }
 }
 
 impl RunStore {
     /// Connect to `url` (`redis://host:port/db`); `timeout` bounds connecting and every call.
     pub async fn connect(url: &str, timeout: Duration) -> Result<RunStore, StoreError> {
-        let client =
-            redis::Client::open(url).map_err(|source| StoreError::Redis { op: "open", source })?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout))
-            .set_number_of_retries(3)
-            .set_max_delay(Duration::from_secs(2));
-        let conn = bounded(
-            "connect",
-            timeout.saturating_mul(2),
-            ConnectionManager::new_with_config(client.clone(), config),
-        )
-        .await?;
+        RunStore::connect_to(RedisTarget::Url(url.to_string()), timeout).await
+    }
+
+    /// Connect to `target`'s primary (with sentinels: the one they name, followed when it
+    /// moves); `timeout` bounds connecting and every call.
+    pub async fn connect_to(
+        target: RedisTarget,
+        timeout: Duration,
+    ) -> Result<RunStore, StoreError> {
+        let link = Link::connect(target, timeout).await?;
         Ok(RunStore {
-            client,
-            conn,
+            link,
             timeout,
+            replica_acks: None,
             create_script: redis::Script::new(CREATE_SCRIPT),
             cas_script: redis::Script::new(CAS_SCRIPT),
             published_script: redis::Script::new(PUBLISHED_SCRIPT),
@@ -228,6 +197,89 @@ impl RunStore {
             log_max_entries: DEFAULT_LOG_MAX_ENTRIES,
             log_retention: None,
         })
+    }
+
+    /// Acknowledge a creation or transition only once `acks.replicas` replicas hold it
+    /// (`WAIT` on the connection that wrote it, in the same pipeline); zero replicas: off.
+    pub fn with_replica_acks(mut self, acks: Option<ReplicaAcks>) -> RunStore {
+        self.replica_acks = acks.filter(|a| a.replicas > 0);
+        self
+    }
+
+    /// [`bounded`], and on an error that may mean the primary moved, look for it again.
+    pub(crate) async fn call<T>(
+        &self,
+        op: &'static str,
+        after: Duration,
+        fut: impl std::future::Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, StoreError> {
+        let result = bounded(op, after, fut).await;
+        if let Err(err) = &result {
+            self.link.after_error(err).await;
+        }
+        result
+    }
+
+    /// With replica acknowledgements: returns once the replicas hold every write the primary
+    /// took before this call (a one-key write, then `WAIT`, in one pipeline: `WAIT` waits for
+    /// the replication offset of this connection's last write, which is past all of them).
+    /// Without: at once. For effects published again (a redelivered event's replay), whose
+    /// transition may have been stored by a write that was not acknowledged.
+    pub async fn replica_barrier(&self) -> Result<(), StoreError> {
+        let Some(acks) = self.replica_acks else {
+            return Ok(());
+        };
+        let wait_ms = u64::try_from(acks.timeout.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let mut pipe = redis::pipe();
+        pipe.cmd("INCR")
+            .arg(REPLICA_BARRIER_KEY)
+            .ignore()
+            .cmd("WAIT")
+            .arg(acks.replicas)
+            .arg(wait_ms);
+        let mut conn = self.link.conn();
+        let (acked,): (u64,) = self
+            .call(
+                "replica_barrier",
+                self.timeout + acks.timeout,
+                pipe.query_async(&mut conn),
+            )
+            .await?;
+        replicated("replica_barrier", Some((acked, acks.replicas)))
+    }
+
+    /// Run `invocation` of `script`; with replica acknowledgements, in one pipeline with
+    /// `SCRIPT LOAD` and `WAIT`, so the wait covers this very write. The reply, and how many
+    /// replicas acknowledged it (None when none are required).
+    async fn write_script<T: redis::FromRedisValue>(
+        &self,
+        op: &'static str,
+        script: &redis::Script,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> Result<(T, Option<(u64, u64)>), StoreError> {
+        let mut conn = self.link.conn();
+        let Some(acks) = self.replica_acks else {
+            let reply = self
+                .call(op, self.timeout, invocation.invoke_async(&mut conn))
+                .await?;
+            return Ok((reply, None));
+        };
+        let wait_ms = u64::try_from(acks.timeout.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let mut pipe = redis::pipe();
+        pipe.load_script(script)
+            .ignore()
+            .invoke_script(invocation)
+            .cmd("WAIT")
+            .arg(acks.replicas)
+            .arg(wait_ms);
+        let (reply, acked): (T, u64) = self
+            .call(op, self.timeout + acks.timeout, pipe.query_async(&mut conn))
+            .await?;
+        Ok((reply, Some((acked, acks.replicas))))
     }
 
     /// Bound every run's log: about `max_entries` entries (at least 1), and on live runs none
@@ -239,13 +291,14 @@ impl RunStore {
     }
 
     pub async fn ping(&self) -> Result<(), StoreError> {
-        let mut conn = self.conn.clone();
-        let reply: String = bounded(
-            "ping",
-            self.timeout,
-            redis::cmd("PING").query_async(&mut conn),
-        )
-        .await?;
+        let mut conn = self.link.conn();
+        let reply: String = self
+            .call(
+                "ping",
+                self.timeout,
+                redis::cmd("PING").query_async(&mut conn),
+            )
+            .await?;
         if reply == "PONG" {
             Ok(())
         } else {
@@ -307,25 +360,29 @@ impl RunStore {
         for entry in log {
             invocation.arg(entry);
         }
-        let mut conn = self.conn.clone();
-        let created: i64 =
-            bounded("create", self.timeout, invocation.invoke_async(&mut conn)).await?;
+        let (created, acked): (i64, _) = self
+            .write_script("create", &self.create_script, &invocation)
+            .await?;
+        if created == 1 {
+            replicated("create", acked)?;
+        }
         Ok(created == 1)
     }
 
     pub async fn load(&self, id: &str) -> Result<Option<Versioned>, StoreError> {
         check_name("run id", id)?;
-        let mut conn = self.conn.clone();
-        let (version, record): (Option<u64>, Option<String>) = bounded(
-            "load",
-            self.timeout,
-            redis::cmd("HMGET")
-                .arg(run_key(id))
-                .arg("version")
-                .arg("record")
-                .query_async(&mut conn),
-        )
-        .await?;
+        let mut conn = self.link.conn();
+        let (version, record): (Option<u64>, Option<String>) = self
+            .call(
+                "load",
+                self.timeout,
+                redis::cmd("HMGET")
+                    .arg(run_key(id))
+                    .arg("version")
+                    .arg("record")
+                    .query_async(&mut conn),
+            )
+            .await?;
         match (version, record) {
             (Some(version), Some(record)) => Ok(Some(Versioned { version, record })),
             (None, None) => Ok(None),
@@ -388,13 +445,12 @@ impl RunStore {
         for (effect_id, effect) in &write.effects {
             invocation.arg(effect_id).arg(effect);
         }
-        let mut conn = self.conn.clone();
-        let (applied, version): (i64, u64) = bounded(
-            "compare_and_set",
-            self.timeout,
-            invocation.invoke_async(&mut conn),
-        )
-        .await?;
+        let ((applied, version), acked): ((i64, u64), _) = self
+            .write_script("compare_and_set", &self.cas_script, &invocation)
+            .await?;
+        if applied == 1 {
+            replicated("compare_and_set", acked)?;
+        }
         Ok(if applied == 1 {
             CasOutcome::Applied {
                 new_version: version,
@@ -404,6 +460,16 @@ impl RunStore {
                 current_version: version,
             }
         })
+    }
+}
+
+/// A write stored on the primary is acknowledged only when enough replicas hold it.
+fn replicated(op: &'static str, acked: Option<(u64, u64)>) -> Result<(), StoreError> {
+    match acked {
+        Some((acked, wanted)) if acked < wanted => {
+            Err(StoreError::NotReplicated { op, acked, wanted })
+        }
+        _ => Ok(()),
     }
 }
 
@@ -432,6 +498,72 @@ mod tests {
         }
         assert!(check_state("running").is_ok());
         assert!(check_state("all").is_err());
+    }
+
+    #[test]
+    fn a_write_is_acknowledged_only_with_enough_replicas() {
+        // (acked, wanted) -> acknowledged
+        for (acked, ok) in [
+            (None, true),
+            (Some((1, 1)), true),
+            (Some((2, 1)), true),
+            (Some((0, 1)), false),
+            (Some((1, 2)), false),
+        ] {
+            let got = replicated("compare_and_set", acked);
+            assert_eq!(got.is_ok(), ok, "{acked:?}: {got:?}");
+            if let Err(e) = got {
+                assert!(e.is_retryable());
+                assert!(!e.may_mean_failover());
+            }
+        }
+    }
+
+    #[test]
+    fn which_errors_send_the_store_back_to_the_sentinels() {
+        let server = |kind, text: &str| StoreError::Redis {
+            op: "compare_and_set",
+            source: redis::RedisError::from((redis::ErrorKind::Server(kind), "x", text.into())),
+        };
+        let io = StoreError::Redis {
+            op: "load",
+            source: redis::RedisError::from(std::io::Error::from(
+                std::io::ErrorKind::ConnectionRefused,
+            )),
+        };
+        let cases = [
+            (server(redis::ServerErrorKind::ReadOnly, "READONLY"), true),
+            (
+                server(redis::ServerErrorKind::MasterDown, "MASTERDOWN"),
+                true,
+            ),
+            (server(redis::ServerErrorKind::NoScript, "NOSCRIPT"), false),
+            (io, true),
+            (
+                StoreError::Timeout {
+                    op: "load",
+                    after: Duration::from_secs(1),
+                },
+                true,
+            ),
+            (
+                StoreError::NoPrimary {
+                    master_name: "m".into(),
+                    detail: "none".into(),
+                },
+                false,
+            ),
+            (
+                StoreError::Protocol {
+                    op: "role",
+                    detail: "replica".into(),
+                },
+                false,
+            ),
+        ];
+        for (err, failover) in cases {
+            assert_eq!(err.may_mean_failover(), failover, "{err}");
+        }
     }
 
     #[test]

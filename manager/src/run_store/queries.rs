@@ -7,7 +7,7 @@ use redis::streams::{StreamId, StreamRangeReply, StreamReadReply};
 use redis::AsyncCommands;
 
 use super::{
-    bounded, check_name, check_state, evidence_key, log_key, reports_key, run_key, state_index_key,
+    check_name, check_state, evidence_key, log_key, reports_key, run_key, state_index_key,
     LogRecord, RunStore, StoreError, ALL_RUNS_KEY, BLOCK_GRACE, DEADLINES_KEY, LIST_PRUNE_ROUNDS,
 };
 
@@ -39,19 +39,20 @@ impl RunStore {
             let start = after
                 .map(|a| format!("({a}"))
                 .unwrap_or_else(|| "-".to_string());
-            let mut conn = self.conn.clone();
-            let reply: StreamRangeReply = bounded(
-                "read_log",
-                self.timeout,
-                redis::cmd("XRANGE")
-                    .arg(&key)
-                    .arg(start)
-                    .arg("+")
-                    .arg("COUNT")
-                    .arg(count)
-                    .query_async(&mut conn),
-            )
-            .await?;
+            let mut conn = self.link.conn();
+            let reply: StreamRangeReply = self
+                .call(
+                    "read_log",
+                    self.timeout,
+                    redis::cmd("XRANGE")
+                        .arg(&key)
+                        .arg(start)
+                        .arg("+")
+                        .arg("COUNT")
+                        .arg(count)
+                        .query_async(&mut conn),
+                )
+                .await?;
             return reply
                 .ids
                 .into_iter()
@@ -64,27 +65,30 @@ impl RunStore {
         let config = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.timeout))
             .set_response_timeout(Some(block + self.timeout + BLOCK_GRACE));
-        let mut conn = bounded(
-            "connect",
-            self.timeout,
-            self.client
-                .get_multiplexed_async_connection_with_config(&config),
-        )
-        .await?;
-        let reply: Option<StreamReadReply> = bounded(
-            "read_log",
-            block + self.timeout + BLOCK_GRACE,
-            redis::cmd("XREAD")
-                .arg("COUNT")
-                .arg(count)
-                .arg("BLOCK")
-                .arg(block_ms)
-                .arg("STREAMS")
-                .arg(&key)
-                .arg(after.unwrap_or("0-0"))
-                .query_async(&mut conn),
-        )
-        .await?;
+        let mut conn = self
+            .call(
+                "connect",
+                self.timeout,
+                self.link
+                    .client()
+                    .get_multiplexed_async_connection_with_config(&config),
+            )
+            .await?;
+        let reply: Option<StreamReadReply> = self
+            .call(
+                "read_log",
+                block + self.timeout + BLOCK_GRACE,
+                redis::cmd("XREAD")
+                    .arg("COUNT")
+                    .arg(count)
+                    .arg("BLOCK")
+                    .arg(block_ms)
+                    .arg("STREAMS")
+                    .arg(&key)
+                    .arg(after.unwrap_or("0-0"))
+                    .query_async(&mut conn),
+            )
+            .await?;
         reply
             .map(|r| r.keys)
             .unwrap_or_default()
@@ -102,8 +106,8 @@ impl RunStore {
         now_ms: i64,
         limit: usize,
     ) -> Result<Vec<String>, StoreError> {
-        let mut conn = self.conn.clone();
-        bounded(
+        let mut conn = self.link.conn();
+        self.call(
             "due_deadlines",
             self.timeout,
             redis::cmd("ZRANGEBYSCORE")
@@ -121,22 +125,26 @@ impl RunStore {
     /// Runs currently indexed under `state` (for the `loopgate_runs` gauge).
     pub async fn count(&self, state: &str) -> Result<u64, StoreError> {
         check_state(state)?;
-        let mut conn = self.conn.clone();
-        bounded("count", self.timeout, conn.scard(state_index_key(state))).await
+        let mut conn = self.link.conn();
+        self.call("count", self.timeout, conn.scard(state_index_key(state)))
+            .await
     }
 
     /// Drop a run from the deadline index (e.g. its record expired or is unreadable).
     pub async fn clear_deadline(&self, id: &str) -> Result<(), StoreError> {
-        let mut conn = self.conn.clone();
-        let _: i64 = bounded("clear_deadline", self.timeout, conn.zrem(DEADLINES_KEY, id)).await?;
+        let mut conn = self.link.conn();
+        let _: i64 = self
+            .call("clear_deadline", self.timeout, conn.zrem(DEADLINES_KEY, id))
+            .await?;
         Ok(())
     }
 
     pub async fn evidence(&self, id: &str) -> Result<Vec<(String, String)>, StoreError> {
         check_name("run id", id)?;
-        let mut conn = self.conn.clone();
-        let mut pairs: Vec<(String, String)> =
-            bounded("evidence", self.timeout, conn.hgetall(evidence_key(id))).await?;
+        let mut conn = self.link.conn();
+        let mut pairs: Vec<(String, String)> = self
+            .call("evidence", self.timeout, conn.hgetall(evidence_key(id)))
+            .await?;
         pairs.sort();
         Ok(pairs)
     }
@@ -144,8 +152,9 @@ impl RunStore {
     /// The accepted audit report stored for `snapshot` (its JSON as received), if any.
     pub async fn report(&self, id: &str, snapshot: &str) -> Result<Option<String>, StoreError> {
         check_name("run id", id)?;
-        let mut conn = self.conn.clone();
-        bounded("report", self.timeout, conn.hget(reports_key(id), snapshot)).await
+        let mut conn = self.link.conn();
+        self.call("report", self.timeout, conn.hget(reports_key(id), snapshot))
+            .await
     }
 
     /// Run ids, newest first; all runs or those in `state`. Ids of runs whose keys expired are
@@ -169,22 +178,24 @@ impl RunStore {
     }
 
     async fn list_all(&self, offset: usize, limit: usize) -> Result<Vec<String>, StoreError> {
-        let mut conn = self.conn.clone();
+        let mut conn = self.link.conn();
         for _ in 0..LIST_PRUNE_ROUNDS {
             let stop = isize::try_from(offset + limit - 1).unwrap_or(isize::MAX);
             let start = isize::try_from(offset).unwrap_or(isize::MAX);
-            let ids: Vec<String> = bounded(
-                "list",
-                self.timeout,
-                conn.zrevrange(ALL_RUNS_KEY, start, stop),
-            )
-            .await?;
+            let ids: Vec<String> = self
+                .call(
+                    "list",
+                    self.timeout,
+                    conn.zrevrange(ALL_RUNS_KEY, start, stop),
+                )
+                .await?;
             let stale = self.missing_runs(&ids).await?;
             if stale.is_empty() {
                 return Ok(ids);
             }
-            let _: i64 =
-                bounded("list prune", self.timeout, conn.zrem(ALL_RUNS_KEY, &stale)).await?;
+            let _: i64 = self
+                .call("list prune", self.timeout, conn.zrem(ALL_RUNS_KEY, &stale))
+                .await?;
         }
         Err(StoreError::Protocol {
             op: "list",
@@ -198,14 +209,19 @@ impl RunStore {
         offset: usize,
         limit: usize,
     ) -> Result<Vec<String>, StoreError> {
-        let mut conn = self.conn.clone();
+        let mut conn = self.link.conn();
         let index = state_index_key(state);
-        let members: Vec<String> = bounded("list", self.timeout, conn.smembers(&index)).await?;
+        let members: Vec<String> = self
+            .call("list", self.timeout, conn.smembers(&index))
+            .await?;
         let stale = self.missing_runs(&members).await?;
         if !stale.is_empty() {
-            let _: i64 = bounded("list prune", self.timeout, conn.srem(&index, &stale)).await?;
-            let _: i64 =
-                bounded("list prune", self.timeout, conn.zrem(ALL_RUNS_KEY, &stale)).await?;
+            let _: i64 = self
+                .call("list prune", self.timeout, conn.srem(&index, &stale))
+                .await?;
+            let _: i64 = self
+                .call("list prune", self.timeout, conn.zrem(ALL_RUNS_KEY, &stale))
+                .await?;
         }
         let live: Vec<String> = members.into_iter().filter(|m| !stale.contains(m)).collect();
         if live.is_empty() {
@@ -215,8 +231,9 @@ impl RunStore {
         for id in &live {
             pipe.zscore(ALL_RUNS_KEY, id);
         }
-        let scores: Vec<Option<f64>> =
-            bounded("list", self.timeout, pipe.query_async(&mut conn)).await?;
+        let scores: Vec<Option<f64>> = self
+            .call("list", self.timeout, pipe.query_async(&mut conn))
+            .await?;
         let mut scored: Vec<(f64, String)> = live
             .into_iter()
             .zip(scores)
@@ -231,6 +248,51 @@ impl RunStore {
             .collect())
     }
 
+    /// Ids of runs (any state, unordered) that start with `prefix`, at most `limit`: a scan of
+    /// the run index. `prefix` must be hex digits and dashes (a run id's characters), so it is
+    /// no glob pattern. Ids of expired runs may be among them (the caller loads each).
+    pub async fn ids_with_prefix(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        if prefix.is_empty() || !prefix.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+            return Err(StoreError::Protocol {
+                op: "ids_with_prefix",
+                detail: format!("'{prefix}' is not a run id prefix"),
+            });
+        }
+        let pattern = format!("{}*", prefix.to_ascii_lowercase());
+        let mut conn = self.link.conn();
+        let mut cursor: u64 = 0;
+        let mut ids = Vec::new();
+        loop {
+            let (next, page): (u64, Vec<String>) = self
+                .call(
+                    "ids_with_prefix",
+                    self.timeout,
+                    redis::cmd("ZSCAN")
+                        .arg(ALL_RUNS_KEY)
+                        .arg(cursor)
+                        .arg("MATCH")
+                        .arg(&pattern)
+                        .arg("COUNT")
+                        .arg(1000)
+                        .query_async(&mut conn),
+                )
+                .await?;
+            // ZSCAN answers member, score, member, score, ...
+            ids.extend(page.into_iter().step_by(2));
+            if next == 0 || ids.len() >= limit {
+                ids.sort();
+                ids.dedup();
+                ids.truncate(limit);
+                return Ok(ids);
+            }
+            cursor = next;
+        }
+    }
+
     /// Which of `ids` have no `lg:run:<id>` key any more.
     async fn missing_runs(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
         if ids.is_empty() {
@@ -240,9 +302,10 @@ impl RunStore {
         for id in ids {
             pipe.exists(run_key(id));
         }
-        let mut conn = self.conn.clone();
-        let exists: Vec<bool> =
-            bounded("exists", self.timeout, pipe.query_async(&mut conn)).await?;
+        let mut conn = self.link.conn();
+        let exists: Vec<bool> = self
+            .call("exists", self.timeout, pipe.query_async(&mut conn))
+            .await?;
         Ok(ids
             .iter()
             .zip(exists)

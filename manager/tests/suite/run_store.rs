@@ -176,6 +176,36 @@ async fn log_order_evidence_and_state_indexes() -> Result<()> {
 }
 
 #[tokio::test]
+async fn ids_with_a_prefix_are_found_by_a_scan_of_the_index() -> Result<()> {
+    bounded(async {
+        let (_server, store) = redis_store().await?;
+        for (i, id) in ["ab12", "ab34", "cd56"].iter().enumerate() {
+            let score = 1000 * (i as u64 + 1);
+            assert!(store.create(id, "{}", "pending", score, None, None).await?);
+        }
+        let cases: [(&str, usize, Vec<&str>); 4] = [
+            ("ab", 10, vec!["ab12", "ab34"]),
+            ("AB3", 10, vec!["ab34"]),
+            ("ef", 10, vec![]),
+            ("ab", 1, vec!["ab12"]),
+        ];
+        for (prefix, limit, want) in cases {
+            assert_eq!(
+                store.ids_with_prefix(prefix, limit).await?,
+                want,
+                "{prefix}"
+            );
+        }
+        // Not a run id's characters: refused, never used as a glob pattern.
+        for bad in ["a*", "", "a?b", "[ab]"] {
+            assert!(store.ids_with_prefix(bad, 10).await.is_err(), "{bad}");
+        }
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
 async fn deadlines_move_with_the_record() -> Result<()> {
     bounded(async {
         let (_server, store) = redis_store().await?;

@@ -1,6 +1,7 @@
 //! The clause policy (`budget.clause_steps`) end to end on the real stack: a goal whose
-//! clauses each have a check is worked clause by clause with no manager call, and a clause
-//! that fails twice as the step goes to the manager. And a run without a manager
+//! clauses each have a check is worked clause by clause with no manager call, a clause that
+//! fails twice as the step is set aside for the next one, and the manager decides once every
+//! failing clause is set aside. And a run without a manager
 //! (`budget.manager = false`): no manager profile, the goal as every step.
 
 use std::time::Duration;
@@ -120,14 +121,13 @@ async fn each_clause_is_a_step_without_a_manager_call() -> anyhow::Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_clause_failing_twice_goes_to_the_manager() -> anyhow::Result<()> {
+async fn a_clause_failing_twice_is_set_aside_and_then_the_manager_decides() -> anyhow::Result<()> {
     let model = StandInModel::start(
         Script::new()
             .replies(
                 "standin-manager",
                 [Reply::content(
-                    "Current task state: a.txt is missing\nNext: cli\nTask: create a.txt and \
-                     b.txt",
+                    "Current task state: a.txt is missing\nNext: cli\nTask: create a.txt",
                 )],
             )
             .replies(
@@ -138,9 +138,11 @@ async fn a_clause_failing_twice_goes_to_the_manager() -> anyhow::Result<()> {
                     finish(),
                     write("x2.txt"),
                     finish(),
-                    // The manager's step.
-                    write("a.txt"),
+                    // Clause 1 set aside: clause 2 is the step.
                     write("b.txt"),
+                    finish(),
+                    // Every failing clause set aside: the manager's step.
+                    write("a.txt"),
                     finish(),
                 ],
             ),
@@ -149,13 +151,18 @@ async fn a_clause_failing_twice_goes_to_the_manager() -> anyhow::Result<()> {
     let entries = completed_log(&model).await?;
     let kinds = kinds(&entries);
     assert_eq!(model.request_count("standin-manager"), 1, "{kinds:?}");
-    // Round 1 is clause 1; round 2 tries it again (a step retry, the default); the manager's
-    // decision comes after round 2's gate and before round 3.
+    // Round 1 is clause 1; round 2 tries it again (a step retry, the default); round 3 is
+    // clause 2 with clause 1 set aside; the manager's decision comes after round 3's gate.
     assert!(kinds.contains(&(1, "clause_step".into())), "{kinds:?}");
     assert!(kinds.contains(&(1, "step_retried".into())), "{kinds:?}");
+    let set_aside = entries
+        .iter()
+        .find(|e| e["type"] == "clause_step" && e["round"] == 3)
+        .map(|e| e["set_aside"].clone());
+    assert_eq!(set_aside, Some(json!([1])), "{kinds:?}");
     let decision = kinds.iter().position(|(_, t)| t == "decision");
-    let last_try = kinds.iter().rposition(|(r, t)| *r == 2 && t == "gate");
-    assert!(decision.is_some() && decision > last_try, "{kinds:?}");
+    let clause_2 = kinds.iter().rposition(|(r, t)| *r == 3 && t == "gate");
+    assert!(decision.is_some() && decision > clause_2, "{kinds:?}");
     assert_eq!(count(&entries, "decision"), 1, "{kinds:?}");
     Ok(())
 }

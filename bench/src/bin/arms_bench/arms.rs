@@ -40,6 +40,20 @@ pub struct Caps {
     pub judge: bool,
     /// The loopgate arm's `budget.step_retries` (`--step-retries`); None keeps the task's.
     pub step_retries: Option<u32>,
+    /// The loopgate arm's `budget.attempts` (`--attempts`, issue 40); None keeps the task's
+    /// (one). With more than one, the stack has two executors.
+    pub attempts: Option<u32>,
+}
+
+impl Caps {
+    /// Executors on the stack: two when the loopgate arm runs parallel attempts, else one.
+    pub fn executors(&self) -> usize {
+        if self.attempts.is_some_and(|n| n > 1) {
+            2
+        } else {
+            1
+        }
+    }
 }
 
 fn files_of(task: &SuiteTask) -> Vec<(&str, &str)> {
@@ -102,6 +116,7 @@ pub async fn single_shot(
             judge: None,
             step_retries: None,
             clause_steps: Some(false),
+            attempts: None,
         },
     )?;
     let started = Instant::now();
@@ -166,6 +181,7 @@ pub async fn loopgate(stack: &Stack, task: &SuiteTask, caps: Caps) -> anyhow::Re
             judge: caps.judge.then(|| MANAGER_PROFILE.to_string()),
             step_retries: caps.step_retries,
             clause_steps: None,
+            attempts: caps.attempts,
         },
     )?;
     let started = Instant::now();

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use loopgate_bench::long::{
-    load_long_suite, long_suite_dir, select_arms, Arm, ArmProfiles, LongBench, LongCaps,
-    LongRecord, LongTask, BENCH_ERROR,
+    executors_for, load_long_suite, long_suite_dir, select_arms, Arm, ArmProfiles, LongBench,
+    LongCaps, LongRecord, LongTask, BENCH_ERROR,
 };
 use loopgate_bench::run_wait::GRACE_SECS;
 use loopgate_test_support::{workspace_bin, LocalModel, Script, StandInModel};
@@ -32,6 +32,7 @@ pub const LONG_TASK_CAPS: Caps = Caps {
     loop_wall_secs: 2400,
     judge: false,
     step_retries: None,
+    attempts: None,
 };
 
 /// The long suite's result file.
@@ -342,8 +343,10 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
             if todo.is_empty() {
                 continue;
             }
-            let mut options =
-                StackOptions::new(profiles(&llm, &standin, &args.structured_output), 1);
+            let mut options = StackOptions::new(
+                profiles(&llm, &standin, &args.structured_output),
+                executors_for(&todo),
+            );
             if task.is_gui() {
                 options.capabilities = vec!["cli", "gui"];
             }

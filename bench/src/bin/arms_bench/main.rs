@@ -77,6 +77,7 @@ const SHORT_TASK_CAPS: Caps = Caps {
     loop_wall_secs: 340,
     judge: false,
     step_retries: None,
+    attempts: None,
 };
 
 struct Args {
@@ -107,7 +108,7 @@ struct Args {
 const USAGE: &str =
     "usage: arms-bench --model 1.5b|0.5b --out DIR [--suite examples|humaneval|long] [--tasks a,b] \
 [--humaneval-n N] [--humaneval-data FILE] [--max-rounds N] [--max-steps N] [--token-budget N] \
-[--episode-secs S] [--single-wall-secs S] [--loop-wall-secs S] [--stop-after-mins M] [--structured-output json_schema|off] [--step-retries N] [--judge] [--resume]
+[--episode-secs S] [--single-wall-secs S] [--loop-wall-secs S] [--stop-after-mins M] [--structured-output json_schema|off] [--step-retries N] [--attempts N] [--judge] [--resume]
        arms-bench --suite long --model 1.5b|0.5b --out DIR [--arms a,b] [--tasks a,b] [--token-budget N] \
 [--episode-secs S] [--single-wall-secs S] [--loop-wall-secs S] [--hidden-secs S[,TASK=S]] [--stop-after-mins M] [--structured-output json_schema|off] [--resume]
        arms-bench --list [--suite examples|humaneval|long] [--humaneval-n N] [--arms a,b]   (the tasks, no runs)";
@@ -196,6 +197,16 @@ fn parse_args() -> anyhow::Result<Args> {
             "--single-wall-secs" => args.given_caps.single_wall_secs = Some(num()?),
             "--loop-wall-secs" => args.given_caps.loop_wall_secs = Some(num()?),
             "--step-retries" => args.caps.step_retries = Some(num()? as u32),
+            "--attempts" => {
+                let n = num()? as u32;
+                if !(1..=loopgate_common::budget::MAX_ATTEMPTS).contains(&n) {
+                    bail!(
+                        "--attempts must be 1 to {}\n{USAGE}",
+                        loopgate_common::budget::MAX_ATTEMPTS
+                    );
+                }
+                args.caps.attempts = Some(n);
+            }
             "--stop-after-mins" => args.stop_after = Some(Duration::from_secs(num()? * 60)),
             "--structured-output" => {
                 if !["json_schema", "off"].contains(&value.as_str()) {
@@ -216,8 +227,8 @@ fn parse_args() -> anyhow::Result<Args> {
     args.caps.single_wall_secs = given.single_wall_secs.unwrap_or(defaults.single_wall_secs);
     args.caps.loop_wall_secs = given.loop_wall_secs.unwrap_or(defaults.loop_wall_secs);
     if args.suite == SuiteChoice::Long {
-        if args.caps.judge || args.caps.step_retries.is_some() {
-            bail!("--judge and --step-retries are not for --suite long: its arms set the judge and the step retries themselves (--arms)\n{USAGE}");
+        if args.caps.judge || args.caps.step_retries.is_some() || args.caps.attempts.is_some() {
+            bail!("--judge, --step-retries and --attempts are not for --suite long: its arms set them themselves (--arms; attempts_3)\n{USAGE}");
         }
     } else if args.arms.is_some() {
         bail!("--arms picks arms of --suite long\n{USAGE}");
@@ -299,7 +310,7 @@ fn base_notes(args: &Args) -> Vec<String> {
         format!(
             "loopgate: full loop (local-model manager and executor, {}, task's own max_rounds \
              and max_steps; the manager's profile has structured_output = \"{}\"; step_retries \
-             {}); claimed_done = the run reached completed; tokens = run total; wall cap {} s per \
+             {}; {}); claimed_done = the run reached completed; tokens = run total; wall cap {} s per \
              run (max_wall_secs), episode cap {} s.",
             if c.judge {
                 "an auditor whose judge is the same local model (--judge: roles.auditor is set, so \
@@ -311,6 +322,13 @@ fn base_notes(args: &Args) -> Vec<String> {
             c.step_retries
                 .map(|n| format!("= {n} (--step-retries)"))
                 .unwrap_or_else(|| "as the task has it (the default unless it names one)".into()),
+            match c.attempts {
+                Some(n) if n > 1 => format!(
+                    "attempts = {n} (--attempts: every step as {n} sibling episodes, the candidate \
+                     passing most blocking checks wins; two executors on the stack)"
+                ),
+                _ => "one attempt per step".into(),
+            },
             c.loop_wall_secs,
             c.episode_secs
         ),
@@ -392,7 +410,10 @@ async fn main() -> anyhow::Result<()> {
     let mut notes = base_notes(&args);
     notes.append(&mut suite_notes);
     let mut report = Report {
-        path: args.out.join(format!("{file_stem}-{}.json", args.size)),
+        path: args.out.join(match args.caps.attempts.filter(|n| *n > 1) {
+            Some(n) => format!("{file_stem}-{}-attempts{n}.json", args.size),
+            None => format!("{file_stem}-{}.json", args.size),
+        }),
         suite: suite_name,
         subset,
         anchor: (args.suite == SuiteChoice::HumanEval).then_some(humaneval::ANCHOR),
@@ -465,7 +486,7 @@ async fn main() -> anyhow::Result<()> {
             );
             let stack = Stack::start(StackOptions::new(
                 profiles(&llm, &standin, &args.structured_output),
-                1,
+                args.caps.executors(),
             ))
             .await?;
             let single = arms::single_shot(&stack, &standin, task, args.caps)

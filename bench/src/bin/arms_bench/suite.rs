@@ -57,6 +57,8 @@ pub struct ArmBudget {
     /// `Some(false)` for the single-shot arm: its one step is the goal the stand-in manager
     /// gives, not the goal's first clause; None keeps the task's.
     pub clause_steps: Option<bool>,
+    /// `budget.attempts` (sibling episodes per step, `--attempts`); None keeps the task's.
+    pub attempts: Option<u32>,
 }
 
 pub fn suite_dir() -> PathBuf {
@@ -150,6 +152,9 @@ impl SuiteTask {
         }
         if let Some(on) = b.clause_steps {
             file.budget.clause_steps = Some(on);
+        }
+        if let Some(n) = b.attempts {
+            file.budget.attempts = Some(n);
         }
         file.validate()
             .with_context(|| format!("task {} after the bench's overrides", self.name))?;

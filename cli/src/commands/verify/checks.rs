@@ -12,10 +12,18 @@
 
 use loopgate_api::{Certificate, CERTIFICATE_FORMAT};
 use loopgate_common::state::RunState;
-use loopgate_protocol::report::signing::TrustedKeys;
+use loopgate_protocol::report::signing::{SignatureError, TrustedKeys};
 use serde::Serialize;
 
 use crate::commands::checkout::verify_manifest;
+
+/// Why an unsigned completing report proves nothing, and how to get a run that verifies.
+pub const UNSIGNED_HOW_TO: &str = "the completing report is not signed: the auditor that \
+    audited this run has no signing key, so nothing proves the report is the auditor's. To get \
+    a signed run, give the auditor pool a key (`loopgate keygen auditor.key`; `[auditor] \
+    signing_key_file` or `signing_key_env`), trust its public key in the manager (`[manager] \
+    auditor_keys`) and here (`--key auditor.key.pub`), then run the task again (`loopgate \
+    submit`); `loopgate up` signs every report (its key: DIR/auditor-keys.pub)";
 
 /// One thing that does not hold. `check` is a stable name (`--json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -112,6 +120,10 @@ pub fn check_certificate(cert: &Certificate, trusted: &TrustedKeys) -> Certifica
     }
     let signed_by = match trusted.verify_claims(report, &cert.signature) {
         Ok(key) => Some(key.key_id().to_string()),
+        Err(SignatureError::Unsigned) => {
+            problems.push(Problem::new("signature", UNSIGNED_HOW_TO));
+            None
+        }
         Err(e) => {
             problems.push(Problem::new("signature", e.to_string()));
             None
@@ -340,6 +352,18 @@ pub(crate) mod tests {
             let checks: Vec<&str> = found.problems.iter().map(|p| p.check).collect();
             assert!(checks.contains(&want), "{want}: {:?}", found.problems);
         }
+        // Not signed at all: the problem says how to get a signed run.
+        let mut unsigned = certificate();
+        unsigned.signature = String::new();
+        unsigned.report.key_id = String::new();
+        let found = check_certificate(&unsigned, &trusted());
+        let signature = found.problems.iter().find(|p| p.check == "signature");
+        assert!(
+            signature.is_some_and(|p| p.detail.contains("To get a signed run")
+                && p.detail.contains("loopgate keygen")),
+            "{:?}",
+            found.problems
+        );
         // Signed correctly, but by a key nobody pinned.
         let stranger =
             TrustedKeys::new([ReportSigningKey::from_seed(&[6u8; 32]).public_key().clone()]);

@@ -107,6 +107,8 @@ fn daemons_get_configs_env_and_grace_their_binaries_accept() -> anyhow::Result<(
                     let overrides = EnvOverrides {
                         nats_url: get("LOOPGATE_NATS_URL"),
                         redis_url: get("LOOPGATE_REDIS_URL"),
+                        redis_sentinels: get("LOOPGATE_REDIS_SENTINELS"),
+                        redis_master_name: get("LOOPGATE_REDIS_MASTER_NAME"),
                         http_addr: get("LOOPGATE_HTTP_ADDR"),
                     };
                     let settings = resolve(file, overrides, &get).with_context(|| at.clone())?;

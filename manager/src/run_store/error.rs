@@ -1,0 +1,83 @@
+//! The run store's errors, and the timeout every call runs under.
+
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("redis {op} failed: {source}")]
+    Redis {
+        op: &'static str,
+        #[source]
+        source: redis::RedisError,
+    },
+    #[error("redis {op} timed out after {after:?}")]
+    Timeout { op: &'static str, after: Duration },
+    #[error("invalid {what} '{value}': must be non-empty, without ':' or whitespace (states: not 'all')")]
+    InvalidName { what: &'static str, value: String },
+    #[error("unexpected reply to {op}: {detail}")]
+    Protocol { op: &'static str, detail: String },
+    /// No sentinel named a primary for `master_name` (all unreachable, or none monitors it).
+    #[error("no primary for '{master_name}': {detail}")]
+    NoPrimary { master_name: String, detail: String },
+    /// The write is on the primary but fewer replicas than required acknowledged it in time:
+    /// it is not acknowledged (its effects wait in the outbox).
+    #[error("{op}: {acked} of {wanted} replicas acknowledged the write in time")]
+    NotReplicated {
+        op: &'static str,
+        acked: u64,
+        wanted: u64,
+    },
+}
+
+impl StoreError {
+    /// Whether the same call may succeed later: Redis was unreachable, restarting or slow, the
+    /// node answering is a replica now (a failover), no sentinel named a primary, or too few
+    /// replicas acknowledged a write.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            StoreError::Redis { source, .. } => {
+                source.is_io_error()
+                    || source.is_connection_refusal()
+                    || source.is_connection_dropped()
+                    || source.is_timeout()
+                    || source.is_cluster_error()
+                    || matches!(
+                        source.kind(),
+                        redis::ErrorKind::Server(
+                            redis::ServerErrorKind::BusyLoading
+                                | redis::ServerErrorKind::ReadOnly
+                                | redis::ServerErrorKind::MasterDown
+                        )
+                    )
+            }
+            StoreError::Timeout { .. }
+            | StoreError::NoPrimary { .. }
+            | StoreError::NotReplicated { .. } => true,
+            StoreError::InvalidName { .. } | StoreError::Protocol { .. } => false,
+        }
+    }
+
+    /// Whether the primary may have moved: it is unreachable or slow, or the node answering
+    /// is a replica now (`READONLY`, `MASTERDOWN`). With sentinels, the store asks again.
+    pub fn may_mean_failover(&self) -> bool {
+        match self {
+            StoreError::Redis { .. } | StoreError::Timeout { .. } => self.is_retryable(),
+            StoreError::NoPrimary { .. }
+            | StoreError::NotReplicated { .. }
+            | StoreError::InvalidName { .. }
+            | StoreError::Protocol { .. } => false,
+        }
+    }
+}
+
+pub(crate) async fn bounded<T>(
+    op: &'static str,
+    after: Duration,
+    fut: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> Result<T, StoreError> {
+    match tokio::time::timeout(after, fut).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(source)) => Err(StoreError::Redis { op, source }),
+        Err(_) => Err(StoreError::Timeout { op, after }),
+    }
+}

@@ -1,0 +1,218 @@
+//! The run store with failover: a primary found through Redis Sentinel and followed when the
+//! sentinels promote its replica; writes acknowledged only once a replica holds them (`WAIT`);
+//! what that wait costs per write.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use loopgate_manager::run_store::{CasOutcome, RedisTarget, ReplicaAcks, RunStore, StoreError};
+use loopgate_test_support::{wait_until, FaultProxy, RedisHa, RedisServer};
+
+use crate::{bounded, cas, STORE_TIMEOUT};
+
+fn sentinel_target(ha: &RedisHa, password: Option<&str>) -> RedisTarget {
+    RedisTarget::Sentinel {
+        sentinels: ha.sentinel_addrs(),
+        master_name: ha.master_name().to_string(),
+        password: password.map(str::to_string),
+    }
+}
+
+fn acks(replicas: u64, timeout_ms: u64) -> Option<ReplicaAcks> {
+    Some(ReplicaAcks {
+        replicas,
+        timeout: Duration::from_millis(timeout_ms),
+    })
+}
+
+/// Retries the transition `expected -> expected + 1` until the store applies it (the
+/// failover in between makes calls fail for a while); the outcome.
+async fn cas_until_applied(store: &RunStore, expected: u64, within: Duration) -> Result<()> {
+    let last = std::sync::Mutex::new(String::new());
+    let done = wait_until(within, || async {
+        match store
+            .compare_and_set("r1", cas(expected, &format!(r#"{{"n":{}}}"#, expected + 1)))
+            .await
+        {
+            Ok(CasOutcome::Applied { new_version }) if new_version == expected + 1 => true,
+            other => {
+                *last.lock().unwrap() = format!("{other:?}");
+                false
+            }
+        }
+    })
+    .await;
+    done.with_context(|| {
+        format!(
+            "v{expected} -> v{}: last {}",
+            expected + 1,
+            last.lock().unwrap()
+        )
+    })
+}
+
+#[tokio::test]
+#[allow(clippy::print_stderr)] // how long the failover took
+async fn the_store_follows_the_primary_the_sentinels_promote() -> Result<()> {
+    bounded(async {
+        // The data nodes require a password, as in a deployment.
+        const PASSWORD: &str = "failover-test-pw";
+        let mut ha = RedisHa::start_with_password(PASSWORD).await?;
+        let store = RunStore::connect_to(sentinel_target(&ha, Some(PASSWORD)), STORE_TIMEOUT)
+            .await?
+            .with_replica_acks(acks(1, 2000));
+        assert!(
+            store
+                .create("r1", r#"{"n":1}"#, "pending", 1, None, None)
+                .await?
+        );
+        for v in 1..5 {
+            cas_until_applied(&store, v, Duration::from_secs(5)).await?;
+        }
+        let killed = Instant::now();
+        let old = ha.kill_primary().await?;
+        let new = ha.wait_failover(old, Duration::from_secs(30)).await?;
+        let promoted = killed.elapsed();
+        // The old primary comes back as a replica of the new one (as an operator, or a
+        // StatefulSet's start script, brings it back), so a write can be acknowledged again.
+        ha.node_mut(old)
+            .context("old primary")?
+            .restart_as_replica_of(new)
+            .await?;
+        ha.node_mut(old)
+            .context("old primary")?
+            .wait_replicating(Duration::from_secs(30))
+            .await
+            .with_context(|| ha.logs())?;
+        // Every acknowledged transition survived the promotion, and the store writes on.
+        let loaded = store.load("r1").await;
+        let loaded = match loaded {
+            Ok(l) => l,
+            // The first call after the failover may still meet the dead primary.
+            Err(_) => store.load("r1").await?,
+        };
+        assert_eq!(loaded.map(|l| l.version), Some(5));
+        cas_until_applied(&store, 5, Duration::from_secs(20))
+            .await
+            .with_context(|| ha.logs())?;
+        assert_eq!(store.load("r1").await?.map(|l| l.version), Some(6));
+        eprintln!(
+            "failover: replica promoted {} ms after the primary's SIGKILL; first acknowledged write {} ms after it (old primary back as a replica in between)",
+            promoted.as_millis(),
+            killed.elapsed().as_millis()
+        );
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_write_no_replica_holds_is_not_acknowledged() -> Result<()> {
+    bounded(async {
+        let primary = RedisServer::start().await?;
+        // The replication link runs through a proxy, so the test can cut it.
+        let link = FaultProxy::to_port(primary.port()).await?;
+        let replica = RedisServer::start_replica_of(link.port()).await?;
+        replica.wait_replicating(Duration::from_secs(30)).await?;
+        let store = RunStore::connect(&primary.url(), STORE_TIMEOUT)
+            .await?
+            .with_replica_acks(acks(1, 1000));
+        assert!(
+            store
+                .create("r1", r#"{"n":1}"#, "pending", 1, None, None)
+                .await?
+        );
+        assert_eq!(
+            store.compare_and_set("r1", cas(1, r#"{"n":2}"#)).await?,
+            CasOutcome::Applied { new_version: 2 }
+        );
+        link.drop_traffic();
+        let cut = store.compare_and_set("r1", cas(2, r#"{"n":3}"#)).await;
+        assert!(
+            matches!(
+                cut,
+                Err(StoreError::NotReplicated {
+                    acked: 0,
+                    wanted: 1,
+                    ..
+                })
+            ),
+            "{cut:?}"
+        );
+        assert!(cut.as_ref().err().is_some_and(StoreError::is_retryable));
+        // A replay's barrier, and the relay's claim of old pending effects, wait the same way.
+        let barrier = store.replica_barrier().await;
+        assert!(
+            matches!(barrier, Err(StoreError::NotReplicated { .. })),
+            "{barrier:?}"
+        );
+        link.heal();
+        assert!(
+            store
+                .create_with_effects(
+                    "r2",
+                    "{}",
+                    "pending",
+                    1,
+                    None,
+                    &[],
+                    &[("e1".into(), "{}".into())]
+                )
+                .await?
+        );
+        link.drop_traffic();
+        let claim = store.claim_pending(i64::MAX - 1, 1, 10).await;
+        assert!(
+            matches!(claim, Err(StoreError::NotReplicated { .. })),
+            "{claim:?}"
+        );
+        // Not acknowledged, not undone: the primary holds it, and the replica gets it once
+        // the link heals (the engine's redelivery finds the transition already applied).
+        link.heal();
+        store.replica_barrier().await?;
+        cas_until_applied(&store, 3, Duration::from_secs(10)).await?;
+        Ok(())
+    })
+    .await
+}
+
+/// Per-write latency of a transition without and with `WAIT 1` (primary and replica on
+/// loopback): the figure `docs/reliability.md` quotes.
+#[tokio::test]
+#[allow(clippy::print_stderr)] // the measured figures
+async fn what_waiting_for_the_replica_costs_per_write() -> Result<()> {
+    bounded(async {
+        const WRITES: u64 = 300;
+        let primary = RedisServer::start().await?;
+        let replica = RedisServer::start_replica_of(primary.port()).await?;
+        replica.wait_replicating(Duration::from_secs(30)).await?;
+        let mut report = Vec::new();
+        for (label, replica_acks) in [("no WAIT", None), ("WAIT 1", acks(1, 5000))] {
+            let store = RunStore::connect(&primary.url(), STORE_TIMEOUT)
+                .await?
+                .with_replica_acks(replica_acks);
+            let id = format!("bench-{}", report.len());
+            assert!(store.create(&id, "{}", "pending", 1, None, None).await?);
+            let mut took = Vec::new();
+            for v in 1..=WRITES {
+                let mut write = cas(v, &format!(r#"{{"n":{v},"pad":"{}"}}"#, "x".repeat(2000)));
+                write.log_entries = vec![format!(r#"{{"type":"x","v":{v}}}"#)];
+                let started = Instant::now();
+                let outcome = store.compare_and_set(&id, write).await?;
+                took.push(started.elapsed());
+                assert_eq!(outcome, CasOutcome::Applied { new_version: v + 1 });
+            }
+            took.sort();
+            let median = took[took.len() / 2];
+            let p99 = took[took.len() * 99 / 100];
+            report.push(format!(
+                "{label}: median {:.0} us, p99 {:.0} us over {WRITES} transitions",
+                median.as_secs_f64() * 1e6,
+                p99.as_secs_f64() * 1e6
+            ));
+        }
+        eprintln!("replica acknowledgement cost: {}", report.join("; "));
+        Ok(())
+    })
+    .await
+}

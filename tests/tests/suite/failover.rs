@@ -1,0 +1,258 @@
+//! Network and Redis faults under a whole stack, through the fault proxy and Redis Sentinel: a
+//! manager cut off from Redis for longer than its `ack_wait`, and the Redis primary killed
+//! mid-run (the sentinels promote the replica). Every run must complete, every round once, and
+//! nothing acknowledged may be lost.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use loopgate_test_support::{wait_until, Reply, Script, StandInModel};
+use loopgate_tests::episode_faults::hello_executor;
+use loopgate_tests::{Profile, Stack, StackOptions};
+use serde_json::Value;
+
+const TASK: &str = r#"
+goal = "Create hello.py that prints exactly: hello, loopgate"
+[[acceptance]]
+id = "prints-greeting"
+check = "test \"$(python3 hello.py)\" = 'hello, loopgate'"
+[roles]
+manager = "mgr"
+executor = "exec"
+[budget]
+max_rounds = 4
+"#;
+
+/// The managers' `ack_wait`: the partition below lasts several of them.
+const ACK_WAIT: Duration = Duration::from_secs(2);
+
+fn profiles(model: &StandInModel) -> Vec<Profile> {
+    vec![
+        Profile::new("mgr", &model.base_url(), "standin-manager"),
+        Profile::new("exec", &model.base_url(), "standin-executor"),
+    ]
+}
+
+/// The executor's first model call takes `first_delay`, so its episode is in flight when the
+/// fault comes.
+async fn model(first_delay: Duration) -> anyhow::Result<StandInModel> {
+    StandInModel::start(
+        Script::new()
+            .fallback(
+                "standin-manager",
+                Reply::content("Next: cli\nTask: write hello.py"),
+            )
+            .fallback("standin-executor", hello_executor(first_delay)),
+    )
+    .await
+}
+
+async fn entries(stack: &Stack, id: &str) -> anyhow::Result<Vec<Value>> {
+    let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
+    Ok(log["entries"].as_array().cloned().unwrap_or_default())
+}
+
+/// The run took one round with one executor episode, nothing was dead-lettered, and every
+/// round was dispatched, executed, audited and its executor episode started once.
+fn assert_one_round_once(id: &str, done: &Value, entries: &[Value]) {
+    assert_eq!(done["round"], 1, "run {id}: {done}");
+    let episodes = entries
+        .iter()
+        .filter(|e| e["type"] == "episode_started" && e["role"] == "executor")
+        .count();
+    assert_eq!(
+        episodes, 1,
+        "run {id}: {episodes} executor episodes: {entries:?}"
+    );
+    assert!(
+        !entries.iter().any(|e| e["type"] == "dead_letter"),
+        "run {id}: a message was dead-lettered: {entries:?}"
+    );
+    assert_each_round_once(id, entries);
+}
+
+/// Every round was dispatched, executed, audited and its executor episode started once.
+fn assert_each_round_once(id: &str, entries: &[Value]) {
+    let count = |kind: &str, role: Option<&str>| {
+        let mut counts: BTreeMap<(u64, u64), usize> = BTreeMap::new();
+        for e in entries
+            .iter()
+            .filter(|e| e["type"] == kind && role.is_none_or(|r| e["role"] == r))
+        {
+            let key = (
+                e["generation"].as_u64().unwrap_or(0),
+                e["round"].as_u64().unwrap_or(0),
+            );
+            *counts.entry(key).or_insert(0) += 1;
+        }
+        counts
+    };
+    for (kind, role) in [
+        ("exec_dispatched", None),
+        ("exec_result", None),
+        ("audit_report", None),
+        ("episode_started", Some("executor")),
+    ] {
+        let counts = count(kind, role);
+        assert!(!counts.is_empty(), "run {id}: no {kind}");
+        for (key, n) in counts {
+            assert_eq!(
+                n, 1,
+                "run {id}: {kind} for (generation, round) {key:?} appears {n} times"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manager_cut_off_from_redis_past_ack_wait_finishes_the_run_once_healed(
+) -> anyhow::Result<()> {
+    let model = model(Duration::from_secs(1)).await?;
+    let mut opts = StackOptions::new(profiles(&model), 1);
+    opts.manager_extra = format!(
+        "ack_wait_secs = {}\nsweep_interval_ms = 200",
+        ACK_WAIT.as_secs()
+    );
+    opts.redis_proxy = true;
+    let stack = Stack::start(opts).await?;
+    let id = stack.submit(TASK, &[]).await?["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    stack
+        .first_episode_executor(&id, Duration::from_secs(60))
+        .await?;
+    let proxy = stack.redis_proxy.as_ref().expect("a Redis proxy");
+    proxy.drop_traffic();
+    // The executor finishes its episode during the partition: its result reaches a manager
+    // that cannot store it.
+    let published = wait_until(Duration::from_secs(60), || async {
+        stack.executors[0].log_text().contains("result published")
+    })
+    .await;
+    assert!(
+        published.is_ok(),
+        "the executor never published its result\n{}",
+        stack.logs()
+    );
+    // The partition lasts several ack_waits past that: JetStream redelivers the result while
+    // the first try still hangs on Redis.
+    tokio::time::sleep(ACK_WAIT * 3).await;
+    proxy.heal();
+    let done = stack.wait_terminal(&id, Duration::from_secs(120)).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    assert_one_round_once(&id, &done, &entries(&stack, &id).await?);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_failover_mid_run_loses_no_transition() -> anyhow::Result<()> {
+    let model = model(Duration::from_secs(2)).await?;
+    let mut opts = StackOptions::new(profiles(&model), 1);
+    opts.manager_extra = format!(
+        "ack_wait_secs = {}\nsweep_interval_ms = 200",
+        ACK_WAIT.as_secs()
+    );
+    opts.redis_ha = true;
+    let mut stack = Stack::start(opts).await?;
+    let id = stack.submit(TASK, &[]).await?["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    stack
+        .first_episode_executor(&id, Duration::from_secs(60))
+        .await?;
+    // Everything the API showed before the kill was acknowledged, so on the replica.
+    let before = entries(&stack, &id).await?;
+    let ha = stack.redis_ha.as_mut().expect("Redis with sentinels");
+    let old = ha.kill_primary().await?;
+    let new = ha.wait_failover(old, Duration::from_secs(30)).await?;
+    // The old primary comes back as a replica of the new one, so writes can be acknowledged
+    // again (with one replica, min_replicas_acked = 1 holds every transition until then).
+    let node = ha
+        .node_mut(old)
+        .ok_or_else(|| anyhow::anyhow!("no node :{old}"))?;
+    node.restart_as_replica_of(new).await?;
+    node.wait_replicating(Duration::from_secs(30)).await?;
+    let done = stack.wait_terminal(&id, Duration::from_secs(120)).await?;
+    let logs = || {
+        format!(
+            "{}\n{}",
+            stack.logs(),
+            stack
+                .redis_ha
+                .as_ref()
+                .map(|h| h.logs())
+                .unwrap_or_default()
+        )
+    };
+    assert_eq!(done["state"], "completed", "{done}\n{}", logs());
+    let after = entries(&stack, &id).await?;
+    assert!(
+        after.len() >= before.len() && after[..before.len()] == before[..],
+        "the log lost or changed entries across the failover:\nbefore {before:?}\nafter {after:?}"
+    );
+    assert_one_round_once(&id, &done, &after);
+    assert!(
+        stack.manager_log().contains("following the new primary"),
+        "the manager never moved to the promoted replica\n{}",
+        logs()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_executor_cut_off_from_nats_mid_episode_loses_its_step_to_another_once(
+) -> anyhow::Result<()> {
+    // The first episode's first model call is slow, so it is in flight when its worker's NATS
+    // traffic is cut; the stand-in model is reached directly, so the episode itself finishes.
+    let model = model(Duration::from_secs(3)).await?;
+    let mut opts = StackOptions::new(profiles(&model), 2);
+    opts.executor_extra = "ack_wait_secs = 3".into();
+    opts.executor_nats_proxy = true;
+    let stack = Stack::start(opts).await?;
+    let id = stack.submit(TASK, &[]).await?["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let victim = stack
+        .first_episode_executor(&id, Duration::from_secs(60))
+        .await?;
+    let proxy = &stack.executor_nats_proxies[victim];
+    proxy.drop_traffic();
+    // The step is redelivered past ack_wait and, once the victim's claim has lapsed, taken
+    // over by the other executor.
+    let taken_over = wait_until(Duration::from_secs(90), || async {
+        entries(&stack, &id).await.is_ok_and(|e| {
+            e.iter()
+                .filter(|e| e["type"] == "episode_started" && e["role"] == "executor")
+                .count()
+                >= 2
+        })
+    })
+    .await;
+    assert!(
+        taken_over.is_ok(),
+        "no other executor took the step over\n{}",
+        stack.logs()
+    );
+    // The victim comes back with its own (late) result of the same step.
+    proxy.heal();
+    let done = stack.wait_terminal(&id, Duration::from_secs(120)).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    let all = entries(&stack, &id).await?;
+    assert_eq!(done["round"], 1, "{done}");
+    let workers: Vec<&str> = all
+        .iter()
+        .filter(|e| e["type"] == "episode_started" && e["role"] == "executor")
+        .filter_map(|e| e["worker"].as_str())
+        .collect();
+    assert_eq!(workers.len(), 2, "{all:?}");
+    assert_ne!(
+        workers[0], workers[1],
+        "another executor took the step over"
+    );
+    let results = all.iter().filter(|e| e["type"] == "exec_result").count();
+    assert_eq!(results, 1, "one result applied for the step: {all:?}");
+    Ok(())
+}
