@@ -192,7 +192,7 @@ mod tests {
                 json!({"at": 24_000, "generation": 1, "round": 1, "type": "gate", "passed": true,
                 "snapshot": snap, "reasons": []})
             ),
-            "00:00:24 [round 1] gate: passed on snapshot aaaaaaaaaaaa (round took 14.0 s)"
+            "00:00:24 [round 1] gate: open on snapshot aaaaaaaaaaaa (round took 14.0 s)"
         );
     }
 

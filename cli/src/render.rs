@@ -633,7 +633,7 @@ mod tests {
             out.extend(f.flush());
             out
         };
-        let cases: [(&[&str], Vec<&str>); 4] = [
+        let cases: [(&[&str], Vec<&str>); 5] = [
             (&["a", "b"], vec!["a", "b"]),
             (
                 &["a", "a", "a", "b"],
@@ -644,6 +644,10 @@ mod tests {
                 vec!["x", "d", "r", "d", "  (3 more lines repeating the 2 above)"],
             ),
             (&["a", "a"], vec!["a", "  (the line above ×2 in all)"]),
+            (
+                &["12:00:00 a", "12:00:03 a", "12:00:04 b"],
+                vec!["12:00:00 a", "  (the line above ×2 in all)", "12:00:04 b"],
+            ),
         ];
         for (input, want) in cases {
             assert_eq!(feed(input), want, "{input:?}");
@@ -665,6 +669,12 @@ mod tests {
                 lines(&["x", "d", "r (these 2 lines ×3)", "y"]),
             ),
             (lines(&["a", "a", "b", "b"]), lines(&["a (×2)", "b (×2)"])),
+            // The time before a line (`loopgate log`) is not part of what repeats: the first
+            // one's time stays.
+            (
+                lines(&["00:00:01 [round 3] x", "00:00:09 [round 3] x", "00:00:10 b"]),
+                lines(&["00:00:01 [round 3] x (×2)", "00:00:10 b"]),
+            ),
         ];
         for (input, want) in cases {
             assert_eq!(collapse_repeats(input), want);
