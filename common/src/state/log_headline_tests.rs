@@ -130,7 +130,7 @@ fn every_event_has_its_own_headline() {
         (
             json!({"type": "exec_result", "worker": "exec-1", "candidate": null, "summary": "did it",
                 "claimed_done": false, "error": null, "duration_ms": 61000, "transcript": "ab"}),
-            "executor exec-1: did it [took 61.0 s]",
+            "executor exec-1: its summary (a claim): did it [took 61.0 s]",
         ),
         (
             json!({"type": "deadline_missed", "kind": "exec_start", "detail": "no executor picked it up"}),
