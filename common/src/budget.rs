@@ -96,8 +96,8 @@ pub struct BudgetFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 20))]
     pub step_retries: Option<u32>,
-    /// A candidate that passes a strict subset of the blocking criteria the current snapshot
-    /// passes is set aside, and the artifact stays at the current snapshot (default true).
+    /// A candidate that passes fewer blocking criteria than the current snapshot is set aside,
+    /// and the artifact stays at the current snapshot (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback_regressions: Option<bool>,
     /// When each clause of the goal has a blocking check, the next step is the first clause
