@@ -116,13 +116,14 @@ async fn failing_attempt_is_audited_replanned_and_then_completes() -> anyhow::Re
         "print('hello, loopgate')\n"
     );
     // The run log tells the story in order.
-    // (the workers' episode_started entries are left out: when they land relative to the
-    // manager's own entries is the workers' timing, not the run's story.)
+    // (the workers' episode_started and episode_progress entries are left out: when and
+    // whether they land relative to the manager's own entries is the workers' timing, not the
+    // run's story.)
     let types: Vec<String> = stack
         .log_types(&id)
         .await?
         .into_iter()
-        .filter(|t| t != "episode_started")
+        .filter(|t| t != "episode_started" && t != "episode_progress")
         .collect();
     let round = [
         "decision",

@@ -102,7 +102,7 @@ async fn log_entries(stack: &Stack, id: &str) -> anyhow::Result<Vec<(u64, String
                 e["type"].as_str().unwrap_or("").to_string(),
             )
         })
-        .filter(|(_, t)| t != "episode_started")
+        .filter(|(_, t)| t != "episode_started" && t != "episode_progress")
         .collect())
 }
 

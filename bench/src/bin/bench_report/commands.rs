@@ -86,8 +86,9 @@ $CARGO_TARGET_DIR/release/bench-report                           # target/bench/
 defaults to a token budget of 300000 per task and arm, 300 s episodes, a 420 s single-shot wall
 and 2400 s for a loop run (or a whole continuation), and 300 s per hidden script
 (`--hidden-secs 300,web-shopping=600` sets one per task). `no_manager` sets `[budget] manager =
-false`, `no_clause_steps` sets `[budget] clause_steps = false` and `no_judge_quotes` sets
-`judge_quotes = false`.
+false`, `no_clause_steps` sets `[budget] clause_steps = false`, `no_judge_quotes` sets
+`judge_quotes = false` and `attempts_3` sets `[budget] attempts = 3` (two executors on that
+task's stack).
 
 The chaos run (`make chaos`) has its figures in [reliability.md](reliability.md#figures); the role
 images are built and tested with `make image-test`

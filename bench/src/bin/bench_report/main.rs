@@ -212,7 +212,8 @@ output, until they pass or the budget ends; no manager, no judge, no derived cri
 `loopgate` as shipped; and one ablation per part of the loop (`no_rollback`, `no_self_check`, \
 `no_step_retry`, `no_derive`, `no_judge`, `no_manager` (no manager model: the goal is every \
 step), `no_clause_steps` (the manager chooses every step) and `no_judge_quotes` (a judge's bare \
-`met` stands)). \
+`met` stands)); and `attempts_3` (loopgate with `[budget] attempts = 3`, two executors on the \
+stack). \
 Binary: `arms-bench --suite long`.\n\n\
 - **hidden criteria at the end**: criteria passing on the final snapshot, summed over the tasks \
 (k of n).\n\
