@@ -183,6 +183,20 @@ async fn go(session: &mut Session, hash: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A stack behind the console's `TOKEN`, with the stand-in's manager (`mgr`) and executor
+/// (`exec`) profiles and one executor.
+pub(super) async fn token_stack(model: &StandInModel) -> anyhow::Result<Stack> {
+    let mut opts = StackOptions::new(
+        vec![
+            Profile::new("mgr", &model.base_url(), "standin-manager"),
+            Profile::new("exec", &model.base_url(), "standin-executor"),
+        ],
+        1,
+    );
+    opts.token = Some(TOKEN.to_string());
+    Stack::start(opts).await
+}
+
 /// A headless Chromium on the console at `{http}/{hash}`, past its token prompt.
 pub(super) async fn open_console(http: &str, hash: &str) -> anyhow::Result<Session> {
     let policy = TargetPolicy {
@@ -586,15 +600,7 @@ async fn the_console_instructs_pauses_and_unpauses_a_live_run() -> anyhow::Resul
             ),
     )
     .await?;
-    let mut opts = StackOptions::new(
-        vec![
-            Profile::new("mgr", &model.base_url(), "standin-manager"),
-            Profile::new("exec", &model.base_url(), "standin-executor"),
-        ],
-        1,
-    );
-    opts.token = Some(TOKEN.to_string());
-    let stack = Stack::start(opts).await?;
+    let stack = token_stack(&model).await?;
     let task = TASK
         .replace("console-hello", "steered")
         .replace("manager = \"nobody\"", "manager = \"mgr\"")
@@ -723,15 +729,7 @@ async fn the_console_shows_a_browser_checks_screenshots() -> anyhow::Result<()> 
             ),
     )
     .await?;
-    let mut opts = StackOptions::new(
-        vec![
-            Profile::new("mgr", &model.base_url(), "standin-manager"),
-            Profile::new("exec", &model.base_url(), "standin-executor"),
-        ],
-        1,
-    );
-    opts.token = Some(TOKEN.to_string());
-    let stack = Stack::start(opts).await?;
+    let stack = token_stack(&model).await?;
     let id = stack.submit(BROWSE_TASK, &[]).await?["id"]
         .as_str()
         .context("id")?

@@ -297,7 +297,7 @@ const ACTION_CONTROLS: [(&str, &str); 8] = [
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_completed_runs_page_states_no_claim_as_fact_and_offers_only_accepted_actions(
 ) -> anyhow::Result<()> {
-    use super::console::{assert_no_page_errors, click, open_console, wait_js, TOKEN};
+    use super::console::{assert_no_page_errors, click, open_console, token_stack, wait_js};
     let step = |task: &str| {
         Reply::content(format!(
             "Current task state: working.\nNext: cli\nTask: {task}"
@@ -326,15 +326,7 @@ async fn a_completed_runs_page_states_no_claim_as_fact_and_offers_only_accepted_
             ),
     )
     .await?;
-    let mut opts = StackOptions::new(
-        vec![
-            Profile::new("mgr", &model.base_url(), "standin-manager"),
-            Profile::new("exec", &model.base_url(), "standin-executor"),
-        ],
-        1,
-    );
-    opts.token = Some(TOKEN.to_string());
-    let stack = Stack::start(opts).await?;
+    let stack = token_stack(&model).await?;
     let id = stack.submit(CLAIMS_TASK, &[]).await?["id"]
         .as_str()
         .context("id")?
