@@ -229,3 +229,30 @@ fn a_goal_of_one_unchecked_clause_is_the_first_step_and_is_retried_like_any_step
     let s = round(&s.record, "c2", &[]);
     assert!(deciding(&s), "{:?}", kinds(&s));
 }
+
+#[test]
+fn a_resumed_run_gives_its_set_aside_clauses_fresh_tries() {
+    let s = start_run(
+        "r",
+        task("step_retries = 0\nstagnation_rounds = 10", ""),
+        "base",
+        0,
+    );
+    let s = round(&s.record, "c1", &[]);
+    let s = round(&s.record, "c2", &[]);
+    assert_eq!(s.record.streaks.clauses_set_aside, vec![0]);
+    let s = apply(
+        &s.record,
+        RunEvent::Cancel {
+            reason: "stop".into(),
+        },
+    );
+    assert!(s.record.state.is_terminal(), "{:?}", kinds(&s));
+    let budget = s.record.task.budget.clone();
+    let s = apply(&s.record, RunEvent::Resume { budget });
+    assert!(
+        s.record.streaks.clauses_set_aside.is_empty(),
+        "{:?}",
+        kinds(&s)
+    );
+}

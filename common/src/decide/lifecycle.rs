@@ -62,6 +62,9 @@ pub(super) fn on_resume(record: &RunRecord, budget: &Budget, now: i64) -> Decisi
     r.streaks.failed_rounds = 0;
     r.streaks.stagnant_rounds = 0;
     r.streaks.steps_sent_back = 0;
+    // A resumed run gives the clauses it set aside fresh tries.
+    r.streaks.clause_tries = None;
+    r.streaks.clauses_set_aside.clear();
     // Progress is counted per generation; remembered audits stay valid (same contract).
     r.audit.passing_ever.clear();
     r.audit.failures_seen.clear();
