@@ -242,3 +242,63 @@ async fn fills_and_clicks_wait_for_controls_rendered_after_load() -> Result<()> 
     assert!(report.passed, "{:?}", report.steps);
     Ok(())
 }
+
+/// A page whose layout shifts on the pointer's first move: a banner is inserted above the
+/// button, so the button's measured centre is the banner's by the time the mouse is pressed.
+const SHIFTING: &str = r#"<!doctype html><html><head><title>Shifting</title></head><body>
+<div id="top"></div>
+<button id="go" onclick="document.getElementById('out').textContent='go '+(++window.goes)">Go</button>
+<p id="out"></p>
+<script>
+window.goes = 0; window.banners = 0;
+document.addEventListener('mousemove', () => {
+  const b = document.createElement('button');
+  b.textContent = 'Banner';
+  b.style.cssText = 'display:block;width:100%;height:300px';
+  b.onclick = () => { window.banners++; };
+  document.getElementById('top').append(b);
+}, { once: true });
+</script>
+</body></html>"#;
+
+#[tokio::test]
+async fn a_click_on_a_page_that_shifts_under_the_pointer_reaches_its_element_once() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    std::fs::write(dir.path().join("index.html"), SHIFTING)?;
+    let mut s = session(dir.path())?;
+    s.navigate("index.html").await?;
+    let snap = s.snapshot().await?;
+    let go = ref_of(&snap, "button \"Go\"").ok_or_else(|| anyhow::anyhow!("{snap}"))?;
+    s.click(&go).await?;
+    s.wait_for_text("go 1", Duration::from_secs(5)).await?;
+    let banners = s.evaluate("window.banners").await?;
+    assert_eq!(banners, serde_json::json!(0), "the banner took the click");
+    let goes = s.evaluate("window.goes").await?;
+    assert_eq!(goes, serde_json::json!(1));
+    Ok(())
+}
+
+/// A button under a transparent overlay that takes every pointer event.
+const COVERED: &str = r#"<!doctype html><html><head><title>Covered</title></head><body>
+<button id="go" onclick="window.goes++">Go</button>
+<div id="veil" style="position:fixed;inset:0;z-index:10">veil</div>
+<script>window.goes = 0;</script>
+</body></html>"#;
+
+#[tokio::test]
+async fn a_click_on_a_covered_element_is_refused_with_what_covers_it() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    std::fs::write(dir.path().join("index.html"), COVERED)?;
+    let mut s = session(dir.path())?;
+    s.navigate("index.html").await?;
+    let snap = s.snapshot().await?;
+    let go = ref_of(&snap, "button \"Go\"").ok_or_else(|| anyhow::anyhow!("{snap}"))?;
+    match s.click(&go).await {
+        Err(BrowserError::StaleRef { reason, .. }) => {
+            assert!(reason.contains("div"), "{reason}");
+        }
+        other => anyhow::bail!("expected a refused click, got {other:?}"),
+    }
+    assert_eq!(s.evaluate("window.goes").await?, serde_json::json!(0));
+    Ok(())
+}
