@@ -3,7 +3,7 @@
 
 use super::exec_feedback::exec_feedback;
 use super::step_review::{
-    copies_the_manager_prompt, goal_words_step, send_back, step_to_send_back,
+    ask_without_question, copies_the_manager_prompt, goal_words_step, send_back, step_to_send_back,
 };
 use super::transition::{Decision, RAW_LOG_CHARS};
 use super::tx::Tx;
@@ -83,7 +83,7 @@ pub(super) fn on_manager_reply(
     if tx.check_spend_budget() {
         return tx.finish();
     }
-    let step = match usable_step(raw, gui_offered) {
+    let step = match usable_step(raw, gui_offered, &tx.record.contract.goal) {
         Ok(step) => step,
         Err(error) => {
             refuse_unusable_reply(&mut tx, seq, raw, &error);
@@ -108,10 +108,14 @@ pub(super) fn on_manager_reply(
     tx.finish()
 }
 
-/// The manager's reply as a step the run can take: it parses, names a real route, and that
-/// route is offered here.
-fn usable_step(raw: &str, gui_offered: bool) -> Result<NextStep, NextStepError> {
+/// The manager's reply as a step the run can take: it parses, names a real route, that route
+/// is offered here, and an `ask` asks something the goal does not already say.
+fn usable_step(raw: &str, gui_offered: bool, goal: &str) -> Result<NextStep, NextStepError> {
     parse_next_step(raw).and_then(|step| match step.route {
+        Route::Ask => match ask_without_question(goal, &step.task) {
+            Some(why) => Err(NextStepError::NotAQuestion { why }),
+            None => Ok(step),
+        },
         Route::Invalid => Err(NextStepError::UnknownRoute {
             word: format!("invalid ({})", step.task),
         }),
@@ -135,7 +139,7 @@ fn refuse_unusable_reply(tx: &mut Tx, seq: u32, raw: &str, error: &NextStepError
         tx.terminal(
             RunState::Blocked,
             format!(
-                "the manager's reply could not be parsed {} times in a row; last error: {error}",
+                "the manager's reply was not usable {} times in a row; last error: {error}",
                 tx.record.streaks.invalid_decisions
             ),
         );

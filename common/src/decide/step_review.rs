@@ -106,9 +106,80 @@ pub(super) fn copies_the_manager_prompt(task: &str) -> bool {
         && words(&crate::decide::manager_prompt::system_prompt(true)).contains(&task)
 }
 
+/// Why an `ask` is not a question for a person, if it is not: it repeats the goal (the person
+/// wrote the goal; asking it back answers nothing), or it copies the manager's own prompt.
+pub(super) fn ask_without_question(goal: &str, question: &str) -> Option<String> {
+    if copies_the_manager_prompt(question) {
+        return Some("copies the instructions the manager was given".to_string());
+    }
+    let words = |t: &str| {
+        t.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect::<Vec<_>>()
+    };
+    let asked = words(question);
+    let goal = words(goal);
+    if asked.len() < 6 || goal.is_empty() {
+        return None;
+    }
+    let joined = |w: &[String]| format!(" {} ", w.join(" "));
+    let (asked_text, goal_text) = (joined(&asked), joined(&goal));
+    let repeats = goal_text.contains(&asked_text)
+        || (goal.len() >= 6 && asked_text.contains(&goal_text))
+        || {
+            let known: std::collections::HashSet<&String> = goal.iter().collect();
+            let shared = asked.iter().filter(|w| known.contains(w)).count();
+            asked.len() >= 10 && shared * 10 >= asked.len() * 9
+        };
+    repeats.then(|| "repeats the goal".to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ask_that_repeats_the_goal_is_not_a_question() {
+        let goal = "Add a --json flag to the report command of report.py so that it prints the \
+                    totals as one JSON object, and keep the text output unchanged.";
+        let cases = [
+            // The goal verbatim, or a part of it.
+            (goal, true),
+            ("add a --json flag to the report command of report.py", true),
+            // The goal with a few words around it.
+            (
+                "Task: Add a --json flag to the report command of report.py so that it prints \
+                 the totals as one JSON object, and keep the text output unchanged. Please.",
+                true,
+            ),
+            // Mostly the goal's words, reshuffled.
+            (
+                "the report command of report.py prints the totals: add a --json flag, keep \
+                 the text output unchanged",
+                true,
+            ),
+            // Real questions.
+            (
+                "Should the JSON keys be sorted, or kept in the text output's order?",
+                false,
+            ),
+            ("Which Python version must report.py support?", false),
+            ("Is it json?", false),
+            (
+                "Give the executor one bounded instruction to carry out in the workspace with \
+                 shell and file tools",
+                true,
+            ),
+        ];
+        for (question, junk) in cases {
+            assert_eq!(
+                ask_without_question(goal, question).is_some(),
+                junk,
+                "{question:?}"
+            );
+        }
+    }
 
     #[test]
     fn a_task_copied_from_the_manager_prompt_is_not_a_step() {

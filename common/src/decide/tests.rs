@@ -341,6 +341,23 @@ fn ask_waits_and_answer_resumes() {
 }
 
 #[test]
+fn an_ask_that_hands_the_goal_back_goes_back_to_the_manager_not_to_a_person() {
+    let mut r = started();
+    let goal = "Create hello.py that prints hello, loopgate on one line and exits 0.";
+    r.contract.goal = goal.to_string();
+    let s = reply(&r, &format!("Next: ask\nTask: {goal}"));
+    assert_eq!(s.record.state, RunState::Running, "no person was asked");
+    assert!(s.log.iter().any(|e| matches!(
+        &e.event,
+        LogEvent::InvalidOutput { error, .. } if error.contains("repeats the goal")
+    )));
+    assert!(
+        matches!(s.record.phase, Phase::Deciding { .. }),
+        "asked again"
+    );
+}
+
+#[test]
 fn cancel_is_terminal_and_late_results_are_ignored() {
     let r = started();
     let s = reply(&r, "Next: cli\nTask: write");

@@ -96,4 +96,9 @@ pub enum NextStepError {
     MissingTask { route: String },
     #[error("the `{route}` route is not available here (no worker serves it); use cli")]
     RouteNotOffered { route: String },
+    #[error(
+        "`Next: ask` needs a question a person can answer, and this one {why}; ask something \
+         the goal does not already say, or reply `Next: cli` with a step"
+    )]
+    NotAQuestion { why: String },
 }
