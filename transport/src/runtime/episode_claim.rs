@@ -8,10 +8,15 @@
 //!   the delivery acked, the work is not redone;
 //! - the claim is **running** and its heartbeats go on: the delivery waits (kept alive by the
 //!   consume loop) until it finishes or its holder goes silent;
-//! - the holder has been silent for longer than it may live without a heartbeat (`ack_wait`
-//!   plus two heartbeat intervals, measured on the watcher's own clock, so no clocks are
-//!   compared): the claim is taken over by compare-and-set, and the old holder, whose next
-//!   heartbeat fails with a wrong revision, stops its episode.
+//! - the holder has been silent for longer than it may live without a heartbeat: the claim is
+//!   taken over by compare-and-set, and the old holder, whose next heartbeat fails with a wrong
+//!   revision, stops its episode. A holder stops itself `ack_wait` after it *sent* its last
+//!   heartbeat that landed (so before the server stamped it); a watcher takes over once the
+//!   server's own clock says the claim's last revision is `ack_wait` plus a margin old. Both
+//!   ages are read from server stamps (the claim's, and a probe key's written now), so no two
+//!   machines' clocks are compared, and a step whose holder was killed moves about `ack_wait`
+//!   plus the margin after its last heartbeat instead of a further `ack_wait` after the
+//!   redelivery.
 //!
 //! Workers talk to NATS only; the bucket is part of the topology the manager creates.
 
@@ -100,10 +105,36 @@ fn seen(entry: Option<&kv::Entry>) -> Seen {
     }
 }
 
-/// How long a running claim may go without a new revision before a watcher takes it over:
-/// its holder stops after `ack_wait` without a successful heartbeat, checked every interval.
+/// How much later than a silent holder must have stopped a watcher takes its claim over: the
+/// time an episode takes to stop once told, and the skew between the stamps of two NATS
+/// servers when the bucket's leader moved.
+pub const TAKE_OVER_MARGIN: Duration = Duration::from_secs(1);
+
+/// How old (by the server's stamps) a running claim's last revision must be before a watcher
+/// takes it over: its holder stopped `ack_wait` after sending that heartbeat at the latest.
 pub fn stale_after(ack_wait: Duration) -> Duration {
-    ack_wait + 2 * progress_interval(ack_wait)
+    ack_wait + TAKE_OVER_MARGIN
+}
+
+/// A running claim a watcher has seen: its revision, how old that revision was by the
+/// server's clock when first seen, and when (on the watcher's clock) that was.
+#[derive(Debug, Clone, Copy)]
+struct Watched {
+    revision: u64,
+    silent_at_sight: Duration,
+    sighted: Instant,
+}
+
+impl Watched {
+    /// How long until the revision is stale (zero when it is).
+    fn due_in(&self, ack_wait: Duration) -> Duration {
+        take_over_due_in(self.silent_at_sight + self.sighted.elapsed(), ack_wait)
+    }
+}
+
+/// Pure rule: a claim silent for `silent` is taken over in this long (zero: now).
+fn take_over_due_in(silent: Duration, ack_wait: Duration) -> Duration {
+    stale_after(ack_wait).saturating_sub(silent)
 }
 
 /// The claim key of a dispatch (`run:gen:round:exec`), under its role (`exec`, `audit`):
@@ -216,34 +247,43 @@ impl EpisodeClaims {
         };
         let value: bytes::Bytes = serde_json::to_vec(&running)?.into();
         let every = progress_interval(self.ack_wait);
-        // The revision a watch has seen, and since when it has not changed.
-        let mut watched: Option<(u64, Instant)> = None;
+        // The running revision this watcher has seen, and how old it is.
+        let mut watched: Option<Watched> = None;
         loop {
             let entry = self.entry(key).await?;
             let revision = entry.as_ref().map_or(0, |e| e.revision);
+            // The claim write is sent after this instant: the holder's own deadline counts
+            // from it.
+            let sent = Instant::now();
             let taken = match next(seen(entry.as_ref())) {
                 Next::Republish(result) => return Ok(Some(Claimed::Finished(result))),
                 Next::Create => self.create(key, value.clone()).await?,
                 Next::Take => self.take(key, value.clone(), revision).await?,
                 Next::Watch => match watched {
-                    Some((seen_revision, since))
-                        if seen_revision == revision
-                            && since.elapsed() >= stale_after(self.ack_wait) =>
-                    {
+                    Some(w) if w.revision == revision && w.due_in(self.ack_wait).is_zero() => {
                         tracing::warn!(
                             key,
-                            silent = ?since.elapsed(),
+                            silent = ?(w.silent_at_sight + w.sighted.elapsed()),
                             "the episode holding this step went silent; taking it over"
                         );
                         self.take(key, value.clone(), revision).await?
                     }
-                    Some((seen_revision, _)) if seen_revision == revision => None,
+                    Some(w) if w.revision == revision => None,
                     _ => {
+                        let silent = match entry.as_ref() {
+                            Some(entry) => self.silent_for(key, entry).await,
+                            None => Duration::ZERO,
+                        };
                         tracing::info!(
                             key,
+                            ?silent,
                             "another episode of this step is running; waiting for it instead of starting a second"
                         );
-                        watched = Some((revision, Instant::now()));
+                        watched = Some(Watched {
+                            revision,
+                            silent_at_sight: silent,
+                            sighted: Instant::now(),
+                        });
                         None
                     }
                 },
@@ -254,13 +294,55 @@ impl EpisodeClaims {
                     key.to_string(),
                     holder,
                     revision,
+                    sent,
                 )))));
             }
+            // Look again after a heartbeat interval, or right when the claim turns stale.
+            let pause = watched.map_or(every, |w| every.min(w.due_in(self.ack_wait)));
             tokio::select! {
                 () = stop.cancelled() => return Ok(None),
-                () = tokio::time::sleep(every) => {}
+                () = tokio::time::sleep(pause) => {}
             }
         }
+    }
+
+    /// How old `entry` is by the server's clock: the stamp of a probe key written now, less
+    /// the entry's stamp. Zero when the probe fails (the watch then counts from now, which
+    /// only waits longer).
+    async fn silent_for(&self, key: &str, entry: &kv::Entry) -> Duration {
+        match self.server_stamp_now(key).await {
+            Ok(probe) => {
+                let age = probe.created - entry.created;
+                u64::try_from(age.whole_milliseconds())
+                    .map(Duration::from_millis)
+                    .unwrap_or(Duration::ZERO)
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "reading the server's clock failed; the watch counts from now");
+                Duration::ZERO
+            }
+        }
+    }
+
+    /// A probe key of this worker's, written now and read back: its stamp is the server's now.
+    /// It sits under the role of `claim` (`exec.`, `audit.`), the only keys a role's NATS user
+    /// may write, named so that no dispatch id (`run:generation:...`) can be it.
+    async fn server_stamp_now(&self, claim: &str) -> Result<kv::Entry, BusError> {
+        let store = self.store().await?;
+        let role = claim.split('.').next().unwrap_or("exec");
+        let key = claim_key(role, &format!("clock:{}", self.worker));
+        within(
+            &self.bus,
+            ClaimErrorKind::Update,
+            store.put(&key, bytes::Bytes::new()),
+        )
+        .await?
+        .map_err(|err| ClaimErrorKind::Update.failed(err.into()))?;
+        self.entry(&key).await?.ok_or_else(|| {
+            ClaimErrorKind::Read.failed(
+                std::io::Error::other("the clock probe was written but reads back absent").into(),
+            )
+        })
     }
 
     /// Create-if-absent: `Some(revision)` when this worker got it, `None` when another did.
@@ -335,7 +417,14 @@ pub enum Recorded {
 }
 
 impl ClaimGuard {
-    fn start(claims: EpisodeClaims, key: String, holder: String, revision: u64) -> ClaimGuard {
+    /// `sent`: when the write that won the claim was sent (its deadline counts from there).
+    fn start(
+        claims: EpisodeClaims,
+        key: String,
+        holder: String,
+        revision: u64,
+        sent: Instant,
+    ) -> ClaimGuard {
         let revision = Arc::new(Mutex::new(revision));
         let (lost, taken_over) = (CancellationToken::new(), CancellationToken::new());
         let heartbeat = tokio::spawn(
@@ -346,6 +435,7 @@ impl ClaimGuard {
                 revision.clone(),
                 lost.clone(),
                 taken_over.clone(),
+                sent,
             )
             .in_current_span(),
         );
@@ -428,6 +518,9 @@ impl Drop for ClaimGuard {
     }
 }
 
+/// Rewrite the claim every heartbeat interval. The holder lives until `ack_wait` after it
+/// *sent* its last heartbeat that landed, and stops the moment that passes (not at the next
+/// failed try), so a watcher reading the server's stamps knows when it has stopped.
 async fn heartbeat_loop(
     claims: EpisodeClaims,
     key: String,
@@ -435,26 +528,34 @@ async fn heartbeat_loop(
     revision: Arc<Mutex<u64>>,
     lost: CancellationToken,
     taken_over: CancellationToken,
+    claimed_sent: Instant,
 ) {
     let every = progress_interval(claims.ack_wait);
     let record = Record::Running {
         holder: holder.clone(),
     };
-    let mut last_ok = Instant::now();
+    let mut alive_until = claimed_sent + claims.ack_wait;
     loop {
-        tokio::time::sleep(every).await;
+        tokio::time::sleep_until((Instant::now() + every).min(alive_until)).await;
+        let sent = Instant::now();
+        if sent >= alive_until {
+            tracing::error!(%key, "no claim heartbeat reached NATS for ack_wait: stopping");
+            lost.cancel();
+            return;
+        }
         let current = *revision.lock().await;
+        let budget = every.min(alive_until - sent);
         let written =
-            tokio::time::timeout(every, claims.write_own(&key, &holder, current, &record))
+            tokio::time::timeout(budget, claims.write_own(&key, &holder, current, &record))
                 .await
                 .unwrap_or(Err(BusError::Timeout {
                     op: "episode claim heartbeat",
-                    after: every,
+                    after: budget,
                 }));
         match written {
             Ok(Some(next)) => {
                 *revision.lock().await = next;
-                last_ok = Instant::now();
+                alive_until = sent + claims.ack_wait;
             }
             Ok(None) => {
                 tracing::error!(%key, "another episode took this step over: stopping");
@@ -463,12 +564,7 @@ async fn heartbeat_loop(
                 return;
             }
             Err(err) => {
-                tracing::warn!(%key, error = %err, silent = ?last_ok.elapsed(), "episode claim heartbeat failed");
-                if last_ok.elapsed() >= claims.ack_wait {
-                    tracing::error!(%key, "no claim heartbeat reached NATS for ack_wait: stopping");
-                    lost.cancel();
-                    return;
-                }
+                tracing::warn!(%key, error = %err, left = ?alive_until.saturating_duration_since(Instant::now()), "episode claim heartbeat failed");
             }
         }
     }
@@ -536,14 +632,27 @@ mod tests {
     }
 
     #[test]
-    fn a_holder_is_stale_only_after_it_must_have_stopped() {
-        let cases = [(30, 50), (3, 5), (90, 150)];
-        for (ack_wait, want) in cases {
+    fn a_holder_is_taken_over_only_after_it_must_have_stopped() {
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        // (ack_wait, silent by the server's stamps, due in)
+        let cases = [
+            // Seen as the redelivery comes: ack_wait silent already, the margin is left.
+            (s(5), s(5), s(1)),
+            // A fresh heartbeat: the whole ack_wait and the margin.
+            (s(5), s(0), s(6)),
+            (s(30), ms(12_500), ms(18_500)),
+            // Silent past the stale line: now.
+            (s(5), s(6), s(0)),
+            (s(5), s(60), s(0)),
+        ];
+        for (ack_wait, silent, want) in cases {
             assert_eq!(
-                stale_after(Duration::from_secs(ack_wait)),
-                Duration::from_secs(want),
-                "{ack_wait}"
+                take_over_due_in(silent, ack_wait),
+                want,
+                "{ack_wait:?} {silent:?}"
             );
         }
+        assert_eq!(stale_after(s(5)), s(6));
     }
 }

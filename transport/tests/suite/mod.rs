@@ -1,4 +1,5 @@
 mod bus;
+mod claims;
 mod cluster;
 mod runtime;
 mod start_order;
