@@ -11,7 +11,7 @@ export CARGO_TARGET_DIR
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 MODEL_SIZE ?= 0.5b
 
-.PHONY: help deps model-deps build build-debug test test-only demo bench chaos image-test lint fmt model-server model-server-stop clean check-toolchain
+.PHONY: help deps model-deps build build-debug test test-only demo bench chaos soak image-test lint fmt model-server model-server-stop clean check-toolchain
 
 help:
 	@echo "make deps          nats-server + redis-server into ~/.cache/loopgate/bin"
@@ -28,6 +28,8 @@ help:
 	@echo "make chaos         chaos run: kill -9 / SIGSTOP managers, workers, nats-server, redis-server while"
 	@echo "                   100 runs are in flight; prints the figures of docs/reliability.md"
 	@echo "                   (CHAOS_ARGS=\"--duration-secs 300 --runs 100 --strict\")"
+	@echo "make soak          no faults, 100 runs kept in flight for 30 min; is the manager's RSS flat?"
+	@echo "                   (SOAK_ARGS=\"--duration-secs 1800 --runs 100 --strict\"; docs/benchmarks.md)"
 	@echo "make image-test    build the role images with podman (Debian root fs, no registry) and run"
 	@echo "                   e2e tests with every daemon from its image (scripts/image-test.sh)"
 	@echo "make lint          cargo fmt --check + clippy -D warnings + crate boundaries (scripts/check-architecture.sh)"
@@ -85,6 +87,12 @@ CHAOS_ARGS ?= --duration-secs 300 --runs 100
 chaos: check-toolchain deps
 	$(CARGO) build --workspace --bins -j$(JOBS)
 	$(CARGO) run -p loopgate-bench --bin chaos-bench -j$(JOBS) -- $(CHAOS_ARGS)
+
+# The memory soak (issue 43): the chaos stack without faults, the manager's RSS followed.
+SOAK_ARGS ?= --duration-secs 1800 --runs 100
+soak: check-toolchain deps
+	$(CARGO) build --workspace --bins -j$(JOBS)
+	$(CARGO) run -p loopgate-bench --bin chaos-bench -j$(JOBS) -- --soak $(SOAK_ARGS)
 
 # The role images built with podman on this machine and the stack run from them (not in CI:
 # it downloads a Debian root filesystem, Node, the agent CLIs and Chromium into the images).

@@ -2,7 +2,7 @@
 //! deterministic generated source tree, a plain-text table, the HumanEval tasks (`humaneval`),
 //! the long-task suite and its arms (`long`), the budget keys added only where the daemons know
 //! them (`task_toml`), commands run in scratch copies (`scratch_check`), waiting for a run's end
-//! (`run_wait`) and tokens by role (`role_tokens`).
+//! (`run_wait`) and tokens by role (`role_tokens`), the manager's memory soak (`soak`).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -13,6 +13,7 @@ pub mod long;
 pub mod role_tokens;
 pub mod run_wait;
 pub mod scratch_check;
+pub mod soak;
 pub mod task_toml;
 
 /// A deterministic pseudo-random generator (xorshift64*), so every run builds the same tree.

@@ -11,6 +11,11 @@
 //! `--out PATH` (also write the Markdown there), `--strict` (exit 1 when a goal is missed),
 //! `--uniform-workers` (a drawn executor or auditor is any of them, busy or not; by default
 //! one that holds a step is hit when any does).
+//!
+//! `--soak` runs the soak instead (no faults; issue 43): `--duration-secs N` (1800), `--runs N`
+//! runs in flight (100), `--rounds N` per run (3), `--executors N` (2), `--latency-ms N` per
+//! stand-in reply (200), `--out PATH` (Markdown), `--json PATH`, `--strict` (exit 1 when the
+//! manager's RSS is not flat within 10% after the warm-up).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::time::Duration;
@@ -24,6 +29,9 @@ const USAGE: &str = "usage: chaos-bench [--duration-secs N (300)] [--runs N (100
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
+    if std::env::args().any(|a| a == "--soak") {
+        return soak_main().await;
+    }
     let mut config = ChaosConfig::full();
     let mut out = None;
     let mut strict = false;
@@ -75,6 +83,67 @@ async fn main() -> anyhow::Result<()> {
     }
     if strict && !report.goals_met() {
         anyhow::bail!("chaos goals missed (see the figures above)");
+    }
+    Ok(())
+}
+
+const SOAK_USAGE: &str = "usage: chaos-bench --soak [--duration-secs N (1800)] [--runs N (100)] \
+[--rounds N (3)] [--executors N (2)] [--latency-ms N (200)] [--out PATH] [--json PATH] [--strict]";
+
+/// `chaos-bench --soak`: runs kept in flight without faults, the manager's RSS followed.
+async fn soak_main() -> anyhow::Result<()> {
+    use loopgate_bench::soak::{self, SoakConfig};
+    let mut config = SoakConfig::full();
+    let (mut out, mut json_out, mut strict) = (None, None, false);
+    let mut args = std::env::args().skip(1).filter(|a| a != "--soak");
+    while let Some(flag) = args.next() {
+        match flag.as_str() {
+            "--help" | "-h" => {
+                println!("{SOAK_USAGE}");
+                return Ok(());
+            }
+            "--strict" => {
+                strict = true;
+                continue;
+            }
+            _ => {}
+        }
+        let value = args
+            .next()
+            .with_context(|| format!("{flag} needs a value\n{SOAK_USAGE}"))?;
+        let number = || -> anyhow::Result<u64> {
+            value
+                .parse()
+                .with_context(|| format!("{flag}: {value:?} is not a number"))
+        };
+        match flag.as_str() {
+            "--duration-secs" => config.duration = Duration::from_secs(number()?.max(1)),
+            "--runs" => config.runs = number()?.max(1) as usize,
+            "--rounds" => config.rounds = number()?.clamp(1, 1000) as u32,
+            "--executors" => config.executors = number()?.max(1) as usize,
+            "--latency-ms" => config.latency = Duration::from_millis(number()?),
+            "--out" => out = Some(value.clone()),
+            "--json" => json_out = Some(value.clone()),
+            other => anyhow::bail!("unknown flag {other}\n{SOAK_USAGE}"),
+        }
+    }
+    let command = std::env::args()
+        .map(|a| a.rsplit('/').next().unwrap_or(&a).to_string())
+        .collect::<Vec<_>>()
+        .join(" ");
+    eprintln!("chaos-bench --soak: {config:?}");
+    let report = soak::run(&config, &|line| eprintln!("soak: {line}")).await?;
+    let text = report.markdown(&command);
+    println!("{text}");
+    if let Some(path) = out {
+        std::fs::write(&path, &text).with_context(|| format!("writing {path}"))?;
+    }
+    if let Some(path) = json_out {
+        let body = serde_json::to_string_pretty(&report.json(&command))?;
+        std::fs::write(&path, body + "\n").with_context(|| format!("writing {path}"))?;
+    }
+    if strict && !report.verdict.flat {
+        anyhow::bail!("the manager's RSS grew past the bound after the warm-up");
     }
     Ok(())
 }
