@@ -176,11 +176,11 @@ impl SnapshotStore {
         }
         let mut marked: HashSet<String> = roots.blobs.iter().map(|b| blob_object_name(b)).collect();
         for id in &snapshots {
-            match self.manifest_with_pages(id).await {
-                Ok((manifest, pages)) => {
+            match self.manifest_with_objects(id).await {
+                Ok((manifest, objects)) => {
                     marked.insert(format!("manifest/{id}"));
                     marked.extend(manifest.entries.iter().map(|e| blob_object_name(&e.sha256)));
-                    marked.extend(pages.iter().map(|p| blob_object_name(p)));
+                    marked.extend(objects.iter().map(|p| blob_object_name(p)));
                 }
                 Err(SnapshotError::ManifestNotFound { .. }) => report.roots_missing += 1,
                 Err(err) => return Err(err),

@@ -4,21 +4,26 @@
 //! (`loopgate_protocol::snapshot::Manifest::canonical_bytes`). How it is *stored* depends on size:
 //!
 //! - up to `PAGED_MIN_ENTRIES` entries: `manifest/<id>` holds the canonical bytes themselves;
-//! - larger: `manifest/<id>` holds a small index `{"paged":1,"v":1,"pages":[sha256...]}` and each
-//!   page is a blob (`blob/<sha256>`) holding a JSON array of consecutive entries. Page
-//!   boundaries are content-defined (a path whose hash has a given bit pattern ends a page), so
-//!   adding, removing or changing one file changes one page and the index, and unchanged pages
-//!   are shared with the previous snapshot: re-freezing a 10k-file tree after a one-file change
-//!   uploads tens of kilobytes of manifest, not a megabyte.
+//! - larger: the entries are cut into pages, each a blob (`blob/<sha256>`) holding a JSON array
+//!   of consecutive entries, and the page digests into groups, each a blob holding a JSON array
+//!   of page digests; `manifest/<id>` holds a small head `{"paged":2,"v":1,"groups":[...]}`.
+//!   Both cuts are content-defined (a path whose hash has a given bit pattern ends a page, a
+//!   page digest with one ends a group), so adding, removing or changing one file changes one
+//!   page, one group and the head, and the rest is shared with the previous snapshot:
+//!   re-freezing a 10k-file tree after a one-file change uploads a few kilobytes of manifest
+//!   (a page of ~32 entries, a group of ~32 digests, a head of ~10 digests).
+//! - Heads of the earlier form `{"paged":1,"v":1,"pages":[...]}` (every page digest in the
+//!   head, pages of ~128 entries) are still read.
 //!
-//! Readers accept both forms and always check the reassembled manifest against the id, so a
-//! tampered index or page is an `Integrity` error exactly like a tampered flat manifest. The
-//! head is untrusted until then, so it is read only within a byte cap, and a paged manifest
-//! is checked as its pages stream in: each page against the digest the index names for it
-//! (on arrival, before it is appended), its entry count (1 to `MAX_PAGE_ENTRIES`), its paths
-//! following the previous page's in order, and the entries and bytes so far against the
-//! `[snapshot]` caps (`manifest_limits.rs`). The first failure stops the read: the pages after
-//! it are never fetched. Writers are held to the same caps.
+//! Readers accept every form and always check the reassembled manifest against the id, so a
+//! tampered head, group or page is an `Integrity` error exactly like a tampered flat manifest.
+//! The head is untrusted until then, so it is read only within a byte cap; groups are checked
+//! against their digests and counts; a paged manifest is checked as its pages stream in: each
+//! page against the digest listed for it (on arrival, before it is appended), its entry count
+//! (1 to `MAX_PAGE_ENTRIES`), its paths following the previous page's in order, and the
+//! entries and bytes so far against the `[snapshot]` caps (`manifest_limits.rs`). The first
+//! failure stops the read: the pages after it are never fetched. Writers are held to the same
+//! caps.
 
 use std::ops::Range;
 
@@ -34,15 +39,21 @@ use crate::stat_cache::StatCache;
 use crate::store::{manifest_object_name, SnapshotStore};
 
 /// Manifests with more entries than this are stored paged.
-pub const PAGED_MIN_ENTRIES: usize = 1024;
+pub const PAGED_MIN_ENTRIES: usize = 256;
 /// On average one page per this many entries (must be a power of two).
-pub const PAGE_SPREAD: u32 = 128;
+pub const PAGE_SPREAD: u32 = 32;
+/// On average one group per this many pages (must be a power of two).
+pub const GROUP_SPREAD: u32 = 32;
+/// A group never lists more pages than this.
+pub const MAX_GROUP_PAGES: usize = 1024;
+/// The most a group may be recorded as: `MAX_GROUP_PAGES` quoted digests with commas.
+const MAX_GROUP_BYTES: u64 = MAX_GROUP_PAGES as u64 * 67 + 2;
 /// A page never holds more entries than this.
 pub const MAX_PAGE_ENTRIES: usize = 1024;
 /// Pages fetched at once when reading a paged manifest.
 const PAGE_FETCH_CONCURRENCY: usize = 8;
 
-/// The stored index of a paged manifest.
+/// The stored index of a paged manifest of the earlier form (read, no longer written).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PagedIndex {
@@ -52,6 +63,52 @@ pub struct PagedIndex {
     pub v: u32,
     /// sha256 of each page, in path order.
     pub pages: Vec<String>,
+}
+
+/// The stored head of a paged manifest: its groups of page digests.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupedIndex {
+    /// Format marker, always 2.
+    pub paged: u32,
+    /// The manifest version of the reassembled manifest.
+    pub v: u32,
+    /// sha256 of each group (a JSON array of page digests), in path order.
+    pub groups: Vec<String>,
+}
+
+/// A paged head of either form.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum PagedHead {
+    Grouped(GroupedIndex),
+    Paged(PagedIndex),
+}
+
+/// Does the page with digest `sha` end a group? A content-defined cut on the digest itself:
+/// about one page in `GROUP_SPREAD`.
+fn ends_group(sha: &str) -> bool {
+    let value = sha
+        .get(..8)
+        .and_then(|prefix| u32::from_str_radix(prefix, 16).ok())
+        .unwrap_or(0);
+    value % GROUP_SPREAD == 0
+}
+
+/// Index ranges of the groups of `pages` (digests in path order).
+fn group_ranges(pages: &[String]) -> Vec<Range<usize>> {
+    let mut ranges = Vec::new();
+    let mut start = 0;
+    for (i, sha) in pages.iter().enumerate() {
+        if ends_group(sha) || i + 1 - start >= MAX_GROUP_PAGES {
+            ranges.push(start..i + 1);
+            start = i + 1;
+        }
+    }
+    if start < pages.len() {
+        ranges.push(start..pages.len());
+    }
+    ranges
 }
 
 /// Does `path` end a page? A content-defined cut: about one path in `PAGE_SPREAD`.
@@ -82,10 +139,12 @@ pub fn page_ranges(entries: &[ManifestEntry]) -> Vec<Range<usize>> {
 pub struct StoredForm {
     /// The snapshot id (sha256 of the canonical flat manifest).
     pub id: SnapshotId,
-    /// The bytes of `manifest/<id>`: the flat manifest, or the paged index.
+    /// The bytes of `manifest/<id>`: the flat manifest, or the paged head.
     pub head: Vec<u8>,
-    /// The pages (sha256, bytes) the index refers to (none for a flat manifest).
+    /// The pages (sha256, bytes) the groups list, in order (none for a flat manifest).
     pub pages: Vec<(String, Vec<u8>)>,
+    /// The groups (sha256, bytes) the head lists, in order (none for a flat manifest).
+    pub groups: Vec<(String, Vec<u8>)>,
 }
 
 /// The stored form of a manifest, serialized once: a paged manifest's id is hashed from its
@@ -98,6 +157,7 @@ pub fn stored_form(manifest: &Manifest) -> StoredForm {
             id: sha256_hex(&head),
             head,
             pages: Vec::new(),
+            groups: Vec::new(),
         };
     }
     let copy;
@@ -137,15 +197,25 @@ pub fn stored_form(manifest: &Manifest) -> StoredForm {
     }
     sha2::Digest::update(&mut hasher, close);
     let id = hex::encode(sha2::Digest::finalize(hasher));
-    let index = PagedIndex {
-        paged: 1,
+    let digests: Vec<String> = pages.iter().map(|(sha, _)| sha.clone()).collect();
+    let groups: Vec<(String, Vec<u8>)> = group_ranges(&digests)
+        .into_iter()
+        .map(|range| {
+            // Serializing strings cannot fail.
+            let bytes = serde_json::to_vec(&digests[range]).unwrap_or_default();
+            (sha256_hex(&bytes), bytes)
+        })
+        .collect();
+    let index = GroupedIndex {
+        paged: 2,
         v: manifest.v,
-        pages: pages.iter().map(|(sha, _)| sha.clone()).collect(),
+        groups: groups.iter().map(|(sha, _)| sha.clone()).collect(),
     };
     StoredForm {
         id,
         head: serde_json::to_vec(&index).unwrap_or_default(),
         pages,
+        groups,
     }
 }
 
@@ -168,14 +238,23 @@ pub(crate) fn hold_pages(cache: &WorkspaceCache, manifest: &Manifest, pages: &[S
     }
 }
 
+/// A manifest as read, with the blobs it is stored in.
+struct StoredManifest {
+    manifest: Manifest,
+    pages: Vec<String>,
+    groups: Vec<String>,
+}
+
 /// What writing a manifest cost.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ManifestWrite {
     pub id: SnapshotId,
-    /// Bytes of the index (or flat manifest) and pages that had to be uploaded.
+    /// Bytes of the head (or flat manifest), groups and pages that had to be uploaded.
     pub bytes_uploaded: u64,
-    /// The page blobs the manifest refers to (present in the store afterwards).
+    /// The page blobs the manifest refers to, in order (present in the store afterwards).
     pub pages: Vec<String>,
+    /// The group blobs its head refers to (present in the store afterwards).
+    pub groups: Vec<String>,
 }
 
 impl SnapshotStore {
@@ -196,10 +275,15 @@ impl SnapshotStore {
         manifest: &Manifest,
         known: Option<&StatCache>,
     ) -> Result<ManifestWrite, SnapshotError> {
-        let StoredForm { id, head, pages } = stored_form(manifest);
+        let StoredForm {
+            id,
+            head,
+            pages,
+            groups,
+        } = stored_form(manifest);
         Tally::new(&id, self.limits()).add(&manifest.entries, || "to write".to_string())?;
         let mut bytes_uploaded = 0;
-        for (sha, bytes) in &pages {
+        for (sha, bytes) in pages.iter().chain(&groups) {
             let present = known.is_some_and(|known| known.is_present(sha));
             if !present && self.upload_if_missing(sha, bytes).await? {
                 bytes_uploaded += bytes.len() as u64;
@@ -214,6 +298,7 @@ impl SnapshotStore {
             id,
             bytes_uploaded,
             pages: pages.into_iter().map(|(sha, _)| sha).collect(),
+            groups: groups.into_iter().map(|(sha, _)| sha).collect(),
         })
     }
 
@@ -227,7 +312,20 @@ impl SnapshotStore {
         &self,
         id: &str,
     ) -> Result<(Manifest, Vec<String>), SnapshotError> {
-        self.manifest_with_pages_via(id, None).await
+        let stored = self.stored_manifest(id, None).await?;
+        Ok((stored.manifest, stored.pages))
+    }
+
+    /// The manifest and every blob it is stored in besides `manifest/<id>` (its pages and its
+    /// groups; empty for a flat manifest): what a collector must keep.
+    pub async fn manifest_with_objects(
+        &self,
+        id: &str,
+    ) -> Result<(Manifest, Vec<String>), SnapshotError> {
+        let stored = self.stored_manifest(id, None).await?;
+        let mut objects = stored.pages;
+        objects.extend(stored.groups);
+        Ok((stored.manifest, objects))
     }
 
     /// [`SnapshotStore::manifest_with_pages`], taking the pages `cache` holds from it instead
@@ -238,6 +336,16 @@ impl SnapshotStore {
         id: &str,
         cache: Option<&WorkspaceCache>,
     ) -> Result<(Manifest, Vec<String>), SnapshotError> {
+        let stored = self.stored_manifest(id, cache).await?;
+        Ok((stored.manifest, stored.pages))
+    }
+
+    /// Fetch, verify against `id` and validate a manifest of any stored form.
+    async fn stored_manifest(
+        &self,
+        id: &str,
+        cache: Option<&WorkspaceCache>,
+    ) -> Result<StoredManifest, SnapshotError> {
         check_digest(id)?;
         let name = manifest_object_name(id);
         let bytes = self
@@ -249,37 +357,94 @@ impl SnapshotStore {
             reason,
         };
         let actual = sha256_hex(&bytes);
-        let (manifest, pages) = if actual == id {
+        let stored = if actual == id {
             let manifest: Manifest = serde_json::from_slice(&bytes)
                 .map_err(|err| integrity(format!("manifest is not valid JSON: {err}")))?;
             Tally::new(id, self.limits()).add(&manifest.entries, || "in all".to_string())?;
-            (manifest, Vec::new())
-        } else {
-            let index: PagedIndex = serde_json::from_slice(&bytes)
-                .map_err(|_| integrity(format!("manifest hashes to {actual}")))?;
-            if index.paged != 1 {
-                return Err(integrity(format!(
-                    "unknown paged manifest format {}",
-                    index.paged
-                )));
+            StoredManifest {
+                manifest,
+                pages: Vec::new(),
+                groups: Vec::new(),
             }
-            let entries = self.read_pages(id, &index.pages, cache).await?;
-            let manifest = Manifest {
-                v: index.v,
-                entries,
+        } else {
+            let head: PagedHead = serde_json::from_slice(&bytes)
+                .map_err(|_| integrity(format!("manifest hashes to {actual}")))?;
+            let (v, pages, groups) = match head {
+                PagedHead::Paged(index) if index.paged == 1 => (index.v, index.pages, Vec::new()),
+                PagedHead::Grouped(index) if index.paged == 2 => {
+                    let pages = self.read_groups(id, &index.groups).await?;
+                    (index.v, pages, index.groups)
+                }
+                PagedHead::Paged(PagedIndex { paged, .. })
+                | PagedHead::Grouped(GroupedIndex { paged, .. }) => {
+                    return Err(integrity(format!("unknown paged manifest format {paged}")));
+                }
             };
+            let entries = self.read_pages(id, &pages, cache).await?;
+            let manifest = Manifest { v, entries };
             let rebuilt = manifest.id();
             if rebuilt != id {
                 return Err(integrity(format!(
                     "paged manifest reassembles to {rebuilt}"
                 )));
             }
-            (manifest, index.pages)
+            StoredManifest {
+                manifest,
+                pages,
+                groups,
+            }
         };
-        manifest
+        stored
+            .manifest
             .validate()
             .map_err(|err| integrity(format!("manifest is invalid: {err}")))?;
-        Ok((manifest, pages))
+        Ok(stored)
+    }
+
+    /// Fetch (verified) the groups of manifest `id` and concatenate the page digests they
+    /// list, checking each group's size and digests, and the count so far against the caps
+    /// (every page holds at least one entry) before the next group is fetched.
+    async fn read_groups(&self, id: &str, groups: &[String]) -> Result<Vec<String>, SnapshotError> {
+        let tally = Tally::new(id, self.limits());
+        tally.check_index(groups.len())?;
+        let fetches = groups
+            .iter()
+            .cloned()
+            .map(|sha| async move { self.read_group(sha).await });
+        let mut arriving = futures::stream::iter(fetches).buffered(PAGE_FETCH_CONCURRENCY);
+        let mut pages = Vec::new();
+        while let Some(listed) = arriving.try_next().await? {
+            pages.extend(listed);
+            tally.check_index(pages.len())?;
+        }
+        Ok(pages)
+    }
+
+    /// One group: verified against `sha`, 1 to `MAX_GROUP_PAGES` well-formed digests.
+    async fn read_group(&self, sha: String) -> Result<Vec<String>, SnapshotError> {
+        let integrity = |reason: String| SnapshotError::Integrity {
+            path: format!("manifest group {sha}"),
+            reason,
+        };
+        let bytes = self
+            .blob_within(&sha, MAX_GROUP_BYTES)
+            .await
+            .map_err(|err| match err {
+                SnapshotError::BlobNotFound { .. } => integrity("group is missing".to_string()),
+                other => other,
+            })?;
+        let listed: Vec<String> = serde_json::from_slice(&bytes)
+            .map_err(|err| integrity(format!("group is not valid JSON: {err}")))?;
+        if !(1..=MAX_GROUP_PAGES).contains(&listed.len()) {
+            return Err(integrity(format!(
+                "group lists {} pages (1 to {MAX_GROUP_PAGES} allowed)",
+                listed.len()
+            )));
+        }
+        if let Some(bad) = listed.iter().find(|page| check_digest(page).is_err()) {
+            return Err(integrity(format!("group lists '{bad}', not a digest")));
+        }
+        Ok(listed)
     }
 
     /// Fetch (verified) and concatenate the pages of manifest `id` in order, checking each as
@@ -413,7 +578,7 @@ mod tests {
         }
         let ranges = page_ranges(&entries(20_000));
         let average = 20_000 / ranges.len();
-        assert!((32..=512).contains(&average), "average page {average}");
+        assert!((16..=128).contains(&average), "average page {average}");
     }
 
     #[test]
@@ -458,33 +623,69 @@ mod tests {
     }
 
     #[test]
-    fn one_change_touches_one_page() {
+    fn one_change_touches_one_page_and_one_group() {
         let before = Manifest::new(entries(10_000)).unwrap();
         let mut changed = before.clone();
         changed.entries[4321].sha256 = sha256_hex(b"new content");
-        let pages_before = stored_form(&before).pages;
+        let StoredForm {
+            pages: pages_before,
+            groups: groups_before,
+            ..
+        } = stored_form(&before);
         let StoredForm {
             head,
             pages: pages_after,
+            groups: groups_after,
             ..
         } = stored_form(&changed);
-        let old: HashSet<&String> = pages_before.iter().map(|(sha, _)| sha).collect();
-        let new_pages: Vec<_> = pages_after
-            .iter()
-            .filter(|(sha, _)| !old.contains(sha))
-            .collect();
-        assert_eq!(new_pages.len(), 1);
-        let uploaded = head.len() + new_pages[0].1.len();
-        assert!(uploaded < 64 * 1024, "{uploaded} bytes");
-        let index: PagedIndex = serde_json::from_slice(&head).unwrap();
+        let new = |before: &[(String, Vec<u8>)], after: &[(String, Vec<u8>)]| {
+            let old: HashSet<String> = before.iter().map(|(sha, _)| sha.clone()).collect();
+            after
+                .iter()
+                .filter(|(sha, _)| !old.contains(sha))
+                .map(|(_, bytes)| bytes.len())
+                .collect::<Vec<_>>()
+        };
+        let (new_pages, new_groups) = (
+            new(&pages_before, &pages_after),
+            new(&groups_before, &groups_after),
+        );
+        assert_eq!(new_pages.len(), 1, "pages");
+        assert!((1..=2).contains(&new_groups.len()), "groups {new_groups:?}");
+        let uploaded =
+            head.len() + new_pages.iter().sum::<usize>() + new_groups.iter().sum::<usize>();
+        // A page of ~32 entries (~4 KiB here), a group of ~32 digests, a small head.
+        assert!(uploaded < 12 * 1024, "{uploaded} bytes");
+        let index: GroupedIndex = serde_json::from_slice(&head).unwrap();
+        assert_eq!(index.paged, 2);
         let reassembled: Vec<ManifestEntry> = index
-            .pages
+            .groups
             .iter()
             .flat_map(|sha| {
-                let bytes = &pages_after.iter().find(|(s, _)| s == sha).unwrap().1;
+                let bytes = &groups_after.iter().find(|(s, _)| s == sha).unwrap().1;
+                serde_json::from_slice::<Vec<String>>(bytes).unwrap()
+            })
+            .flat_map(|sha| {
+                let bytes = &pages_after.iter().find(|(s, _)| *s == sha).unwrap().1;
                 serde_json::from_slice::<Vec<ManifestEntry>>(bytes).unwrap()
             })
             .collect();
         assert_eq!(reassembled, changed.entries);
+    }
+
+    #[test]
+    fn groups_cover_every_page_once_in_order() {
+        for n in [0, 1, 31, 32, 500, 5000] {
+            let pages: Vec<String> = (0..n)
+                .map(|i| sha256_hex(&[i as u8, (i >> 8) as u8]))
+                .collect();
+            let mut next = 0;
+            for range in group_ranges(&pages) {
+                assert_eq!(range.start, next, "n={n}");
+                assert!(!range.is_empty() && range.len() <= MAX_GROUP_PAGES);
+                next = range.end;
+            }
+            assert_eq!(next, n);
+        }
     }
 }

@@ -96,6 +96,7 @@ impl SnapshotStore {
         }
         cache.mark_all_present(files.iter().map(|file| file.entry.sha256.as_str()));
         cache.mark_all_present(written.pages.iter().map(String::as_str));
+        cache.mark_all_present(written.groups.iter().map(String::as_str));
         cache.retain_paths(|path| manifest.get(path).is_some());
         Ok(outcome(manifest, written, &uploaded, files_hashed))
     }

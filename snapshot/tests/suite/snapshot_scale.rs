@@ -27,7 +27,7 @@ fn big_workspace(n: usize) -> tempfile::TempDir {
 async fn large_manifests_are_paged_and_a_one_file_change_stays_small() -> Result<()> {
     bounded(async {
         let (_server, _bus, store) = nats_and_store().await?;
-        let n = PAGED_MIN_ENTRIES * 3;
+        let n = PAGED_MIN_ENTRIES * 12;
         let ws = big_workspace(n);
         let mut cache = StatCache::new();
         let first = store
@@ -77,6 +77,58 @@ async fn large_manifests_are_paged_and_a_one_file_change_stays_small() -> Result
             0
         );
         assert!(refrozen.files_hashed < n / 10, "{}", refrozen.files_hashed);
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_forged_or_missing_group_is_an_integrity_violation_and_the_earlier_form_still_reads(
+) -> Result<()> {
+    bounded(async {
+        let (_server, bus, store) = nats_and_store().await?;
+        let ws = big_workspace(PAGED_MIN_ENTRIES * 40);
+        let outcome = store.freeze(ws.path(), &FreezeRules::default()).await?;
+        let (_, objects) = store.manifest_with_objects(&outcome.id).await?;
+        let (_, pages) = store.manifest_with_pages(&outcome.id).await?;
+        let groups: Vec<&String> = objects.iter().filter(|o| !pages.contains(o)).collect();
+        assert!(groups.len() >= 2, "{} groups", groups.len());
+        let bucket = bus.jetstream().get_object_store(SNAPSHOT_BUCKET).await?;
+        // A missing group, then a well-formed group listing other pages under the first
+        // group's name.
+        bucket
+            .delete(format!("blob/{}", groups[1]).as_str())
+            .await?;
+        match store.manifest(&outcome.id).await {
+            Err(SnapshotError::Integrity { path, reason }) => {
+                assert!(path.contains("manifest group"), "{path}");
+                assert!(reason.contains("missing"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let other = serde_json::to_vec(&pages[..2])?;
+        bucket
+            .put(
+                format!("blob/{}", groups[0]).as_str(),
+                &mut other.as_slice(),
+            )
+            .await?;
+        match store.manifest(&outcome.id).await {
+            Err(SnapshotError::Integrity { path, .. }) => {
+                assert!(path.contains(groups[0].as_str()), "{path}")
+            }
+            other => panic!("{other:?}"),
+        }
+
+        // A head of the earlier form (every page digest in the head) still reads.
+        let js = bus.jetstream();
+        let planted =
+            loopgate_test_support::plant_paged_manifest(js, SNAPSHOT_BUCKET, 2, 2, 1).await?;
+        let manifest = store.manifest(&planted).await?;
+        assert_eq!(
+            manifest.entries.len(),
+            2 * loopgate_test_support::PAGE_ENTRIES
+        );
         Ok(())
     })
     .await
@@ -171,6 +223,17 @@ async fn garbage_collection_keeps_what_live_runs_reference() -> Result<()> {
         let report = store.collect_garbage(&gone, Duration::ZERO).await?;
         assert_eq!(report.roots_missing, 1);
         assert!(store.has_blob(&sha256_hex(b"only in a")).await?);
+
+        // A paged manifest keeps its pages and its groups.
+        let big = big_workspace(PAGED_MIN_ENTRIES * 40);
+        let paged = store.freeze(big.path(), &FreezeRules::default()).await?;
+        let roots = GcRoots {
+            snapshots: BTreeSet::from([paged.id.clone()]),
+            blobs: BTreeSet::new(),
+            runs: 1,
+        };
+        store.collect_garbage(&roots, Duration::ZERO).await?;
+        assert_eq!(store.manifest(&paged.id).await?, paged.manifest);
         Ok(())
     })
     .await
