@@ -13,7 +13,7 @@ use crate::error::{over_limit, SnapshotError};
 /// Bytes a paged index spends per page it lists (a quoted sha256 and a comma: 67), rounded up.
 const INDEX_BYTES_PER_PAGE: u64 = 68;
 /// A manifest head may always be this large: a flat manifest holds at most
-/// `PAGED_MIN_ENTRIES` (1024) entries, which fit with paths of up to 4 KiB each.
+/// `PAGED_MIN_ENTRIES` (256) entries, which fit with paths of up to 4 KiB each.
 const MIN_HEAD_BYTES: u64 = 8 * 1024 * 1024;
 /// The most a manifest page may be recorded as: `MAX_PAGE_ENTRIES` (1024) entries with paths
 /// of up to 4 KiB, JSON escapes included, fit.
