@@ -11,6 +11,7 @@ use std::time::Duration;
 pub mod humaneval;
 pub mod long;
 pub mod role_tokens;
+pub mod round_scenario;
 pub mod run_wait;
 pub mod scratch_check;
 pub mod soak;

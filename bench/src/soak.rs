@@ -8,25 +8,14 @@
 //! with the RSS at the end: flat within 10% is the issue's goal. The slope after the warm-up,
 //! per minute and per run finished, tells a slow leak from noise.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use loopgate_manager::run_store::RunStore;
-use loopgate_test_support::{Reply, Script, StandInModel};
-use loopgate_tests::{Profile, Stack, StackOptions};
+use loopgate_tests::Stack;
 use serde_json::{json, Value};
 
-const MANAGER_MODEL: &str = "soak-manager";
-const EXECUTOR_MODEL: &str = "soak-executor";
-const TERMINAL: &[&str] = &[
-    "completed",
-    "blocked",
-    "budget_exhausted",
-    "cancelled",
-    "failed",
-];
+use crate::round_scenario::{stack_options, standin, task_toml, TERMINAL};
 /// The issue's bound on the manager's growth after the warm-up.
 pub const FLAT_WITHIN: f64 = 0.10;
 
@@ -140,59 +129,6 @@ fn rss_kib(pid: u32) -> Option<u64> {
         .ok()
 }
 
-async fn standin(latency: Duration) -> anyhow::Result<StandInModel> {
-    let writes = Arc::new(AtomicU64::new(0));
-    let executor = Reply::dynamic(move |req: &Value| {
-        let last_role = req["messages"]
-            .as_array()
-            .and_then(|m| m.last())
-            .and_then(|m| m["role"].as_str())
-            .unwrap_or("");
-        let reply = if last_role == "tool" {
-            Reply::tool_call("finish", json!({"summary": "wrote notes.txt"}))
-        } else {
-            let n = writes.fetch_add(1, Ordering::Relaxed);
-            Reply::tool_call(
-                "write_file",
-                json!({"path": "notes.txt", "content": format!("attempt {n}\n")}),
-            )
-        };
-        Reply::delayed(latency, reply)
-    });
-    let manager = Reply::delayed(
-        latency,
-        Reply::content(
-            "Current task state: soaking.\nNext: cli\nTask: write the next attempt into notes.txt",
-        ),
-    );
-    StandInModel::start(
-        Script::new()
-            .fallback(MANAGER_MODEL, manager)
-            .fallback(EXECUTOR_MODEL, executor),
-    )
-    .await
-}
-
-fn task_toml(rounds: u32) -> String {
-    format!(
-        r#"
-name = "soak"
-goal = "Soak the harness: every round writes notes.txt; the only check is a no-op"
-complete_on_gate = false
-[[acceptance]]
-id = "noop"
-description = "always passes"
-check = "true"
-[roles]
-manager = "mgr"
-executor = "exec"
-[budget]
-max_rounds = {rounds}
-max_failed_rounds = {rounds}
-"#
-    )
-}
-
 async fn counts(store: &RunStore) -> anyhow::Result<u64> {
     let mut total = 0;
     for state in TERMINAL {
@@ -204,21 +140,14 @@ async fn counts(store: &RunStore) -> anyhow::Result<u64> {
 /// Run the soak; `progress` gets a line per sample.
 pub async fn run(config: &SoakConfig, progress: &dyn Fn(&str)) -> anyhow::Result<SoakReport> {
     let model = standin(config.latency).await?;
-    let options = StackOptions::new(
-        vec![
-            Profile::new("mgr", &model.base_url(), MANAGER_MODEL),
-            Profile::new("exec", &model.base_url(), EXECUTOR_MODEL),
-        ],
-        config.executors,
-    );
-    let stack = Stack::start(options).await?;
+    let stack = Stack::start(stack_options(&model, config.executors)).await?;
     let store = RunStore::connect(&stack.redis.url(), Duration::from_secs(5)).await?;
     let manager_pid = stack
         .managers
         .first()
         .map(|m| m.child.pid())
         .context("the stack has no manager")?;
-    let task = task_toml(config.rounds);
+    let task = task_toml("soak", config.rounds);
     let started = Instant::now();
     let mut submitted: u64 = 0;
     let mut samples = Vec::new();

@@ -13,7 +13,9 @@ use chromiumoxide::cdp::browser_protocol::input::{
 use chromiumoxide::cdp::browser_protocol::page::{
     CaptureScreenshotFormat, NavigateParams, StopLoadingParams,
 };
-use chromiumoxide::cdp::js_protocol::runtime::{CallArgument, CallFunctionOnParams};
+use chromiumoxide::cdp::js_protocol::runtime::{
+    CallArgument, CallFunctionOnParams, RemoteObject, RemoteObjectId,
+};
 use chromiumoxide::error::CdpError;
 use chromiumoxide::layout::Point;
 use chromiumoxide::page::ScreenshotParams;
@@ -64,6 +66,9 @@ const CLICK_GUARD: &str = r#"function() {
     return missed;
   };
 }"#;
+
+/// Runs on a field: empties it (and says so to the page) before text is inserted.
+const CLEAR_FIELD: &str = "function(){ if ('value' in this) { this.value=''; this.dispatchEvent(new Event('input',{bubbles:true})); } else if (this.isContentEditable) { this.textContent=''; } }";
 
 /// Where a click's point lands.
 enum Hit {
@@ -380,36 +385,15 @@ impl Session {
                 .map_err(|e| self.check_crash(e, "Input.dispatchMouseEvent"))?;
             return Ok(Hit::Target);
         };
-        let install = CallFunctionOnParams::builder()
-            .object_id(element)
-            .function_declaration(CLICK_GUARD)
-            .build()
-            .map_err(|e| BrowserError::Protocol {
-                command: "Runtime.callFunctionOn",
-                reason: e,
-            })?;
-        let installed = page
-            .execute(install)
-            .await
-            .map_err(|e| self.check_crash(e, "Runtime.callFunctionOn"))?;
+        let installed = self.call_on(page, element, CLICK_GUARD, &[], false).await?;
         let clicked = page.click(point).await;
         // Take the guard down whatever the click did; a page that navigated took it along.
-        let verdict = match installed.result.result.object_id.clone() {
-            Some(teardown) => {
-                let call = CallFunctionOnParams::builder()
-                    .object_id(teardown)
-                    .function_declaration("function() { return this(); }")
-                    .return_by_value(true)
-                    .build()
-                    .map_err(|e| BrowserError::Protocol {
-                        command: "Runtime.callFunctionOn",
-                        reason: e,
-                    })?;
-                page.execute(call)
-                    .await
-                    .ok()
-                    .and_then(|r| r.result.result.value.clone())
-            }
+        let verdict = match installed.object_id {
+            Some(teardown) => self
+                .call_on(page, teardown, "function() { return this(); }", &[], true)
+                .await
+                .ok()
+                .and_then(|r| r.value),
             None => None,
         };
         clicked.map_err(|e| self.check_crash(e, "Input.dispatchMouseEvent"))?;
@@ -425,8 +409,7 @@ impl Session {
         page: &Page,
         reference: &str,
         backend: BackendNodeId,
-    ) -> Result<Option<chromiumoxide::cdp::js_protocol::runtime::RemoteObjectId>, BrowserError>
-    {
+    ) -> Result<Option<RemoteObjectId>, BrowserError> {
         let object = page
             .execute(
                 ResolveNodeParams::builder()
@@ -441,6 +424,34 @@ impl Session {
         Ok(object.result.object.object_id.clone())
     }
 
+    /// Run `function` on page object `object` (as `this`) with number `args`; its result by value
+    /// when `by_value`, else as a handle.
+    async fn call_on(
+        &mut self,
+        page: &Page,
+        object: RemoteObjectId,
+        function: &str,
+        args: &[f64],
+        by_value: bool,
+    ) -> Result<RemoteObject, BrowserError> {
+        let mut call = CallFunctionOnParams::builder()
+            .object_id(object)
+            .function_declaration(function)
+            .return_by_value(by_value);
+        for arg in args {
+            call = call.argument(CallArgument::builder().value(*arg).build());
+        }
+        let call = call.build().map_err(|e| BrowserError::Protocol {
+            command: "Runtime.callFunctionOn",
+            reason: e,
+        })?;
+        let reply = page
+            .execute(call)
+            .await
+            .map_err(|e| self.check_crash(e, "Runtime.callFunctionOn"))?;
+        Ok(reply.result.result.clone())
+    }
+
     /// Whether the topmost element at `point` is the element or inside it. An element in a
     /// nested frame is taken as hit (its document measures from another origin).
     async fn hits(
@@ -453,22 +464,10 @@ impl Session {
         let Some(object_id) = self.object_of(page, reference, backend).await? else {
             return Ok(Hit::Target);
         };
-        let probe = CallFunctionOnParams::builder()
-            .object_id(object_id)
-            .function_declaration(HIT_PROBE)
-            .argument(CallArgument::builder().value(point.x).build())
-            .argument(CallArgument::builder().value(point.y).build())
-            .return_by_value(true)
-            .build()
-            .map_err(|e| BrowserError::Protocol {
-                command: "Runtime.callFunctionOn",
-                reason: e,
-            })?;
-        let reply = page
-            .execute(probe)
-            .await
-            .map_err(|e| self.check_crash(e, "Runtime.callFunctionOn"))?;
-        Ok(match reply.result.result.value {
+        let reply = self
+            .call_on(page, object_id, HIT_PROBE, &[point.x, point.y], true)
+            .await?;
+        Ok(match reply.value {
             Some(serde_json::Value::String(s)) if s.is_empty() => Hit::Target,
             Some(serde_json::Value::String(s)) => Hit::Other(s),
             _ => Hit::Target,
@@ -491,28 +490,9 @@ impl Session {
         page.execute(FocusParams::builder().backend_node_id(backend).build())
             .await
             .map_err(|e| stale(format!("it cannot take focus ({e})")))?;
-        let object = page
-            .execute(
-                ResolveNodeParams::builder()
-                    .backend_node_id(backend)
-                    .build(),
-            )
-            .await
-            .map_err(|e| stale(format!("it is gone ({e})")))?;
-        if let Some(object_id) = object.result.object.object_id.clone() {
-            let clear = CallFunctionOnParams::builder()
-                .object_id(object_id)
-                .function_declaration(
-                    "function(){ if ('value' in this) { this.value=''; this.dispatchEvent(new Event('input',{bubbles:true})); } else if (this.isContentEditable) { this.textContent=''; } }",
-                )
-                .build()
-                .map_err(|e| BrowserError::Protocol {
-                    command: "Runtime.callFunctionOn",
-                    reason: e,
-                })?;
-            page.execute(clear)
-                .await
-                .map_err(|e| self.check_crash(e, "Runtime.callFunctionOn"))?;
+        if let Some(object_id) = self.object_of(&page, reference, backend).await? {
+            self.call_on(&page, object_id, CLEAR_FIELD, &[], false)
+                .await?;
         }
         let insert = InsertTextParams::builder()
             .text(text)

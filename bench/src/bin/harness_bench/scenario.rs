@@ -1,86 +1,17 @@
-//! The measured scenario: an instant stand-in model (in-process, OpenAI wire format) and a task
-//! whose only check is `true`, with `complete_on_gate = false` so a run keeps going for exactly
-//! `max_rounds` rounds and then ends `budget_exhausted`.
+//! The measured scenario: `loopgate_bench::round_scenario` with an instant stand-in model.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::time::Duration;
 
-use loopgate_test_support::{Reply, Script, StandInModel};
-use loopgate_tests::{Profile, StackOptions};
-use serde_json::{json, Value};
+use loopgate_test_support::StandInModel;
 
-pub const MANAGER_MODEL: &str = "standin-manager";
-pub const EXECUTOR_MODEL: &str = "standin-executor";
+pub use loopgate_bench::round_scenario::{stack_options, EXECUTOR_MODEL, TERMINAL};
 
-/// Executor: `write_file notes.txt` (a new blob every round), then `finish` (2 model calls).
-/// Manager: always `Next: cli` with a fresh task text.
+/// The stand-in with no latency.
 pub async fn standin() -> anyhow::Result<StandInModel> {
-    let writes = Arc::new(AtomicU64::new(0));
-    let executor = Reply::dynamic(move |req: &Value| {
-        let last_role = req["messages"]
-            .as_array()
-            .and_then(|m| m.last())
-            .and_then(|m| m["role"].as_str())
-            .unwrap_or("");
-        if last_role == "tool" {
-            Reply::tool_call("finish", json!({"summary": "wrote notes.txt"}))
-        } else {
-            let n = writes.fetch_add(1, Ordering::Relaxed);
-            Reply::tool_call(
-                "write_file",
-                json!({"path": "notes.txt", "content": format!("attempt {n}\n")}),
-            )
-        }
-    });
-    let decisions = Arc::new(AtomicU64::new(0));
-    let manager = Reply::dynamic(move |_req: &Value| {
-        let n = decisions.fetch_add(1, Ordering::Relaxed);
-        Reply::content(format!(
-            "Current task state: the check passes; keep iterating (decision {n}).\nNext: cli\nTask: write attempt {n} into notes.txt"
-        ))
-    });
-    StandInModel::start(
-        Script::new()
-            .fallback(MANAGER_MODEL, manager)
-            .fallback(EXECUTOR_MODEL, executor),
-    )
-    .await
+    loopgate_bench::round_scenario::standin(Duration::ZERO).await
 }
 
-pub fn stack_options(model: &StandInModel, executors: usize) -> StackOptions {
-    StackOptions::new(
-        vec![
-            Profile::new("mgr", &model.base_url(), MANAGER_MODEL),
-            Profile::new("exec", &model.base_url(), EXECUTOR_MODEL),
-        ],
-        executors,
-    )
-}
-
+/// The harness bench's task of `rounds` rounds.
 pub fn task_toml(rounds: u32) -> String {
-    format!(
-        r#"
-name = "harness-bench"
-goal = "Measure the harness: every round writes notes.txt; the only check is a no-op"
-complete_on_gate = false
-[[acceptance]]
-id = "noop"
-description = "always passes"
-check = "true"
-[roles]
-manager = "mgr"
-executor = "exec"
-[budget]
-max_rounds = {rounds}
-max_failed_rounds = {rounds}
-"#
-    )
+    loopgate_bench::round_scenario::task_toml("harness-bench", rounds)
 }
-
-pub const TERMINAL: &[&str] = &[
-    "completed",
-    "blocked",
-    "budget_exhausted",
-    "cancelled",
-    "failed",
-];
