@@ -31,6 +31,7 @@ pub use local_model::LocalModel;
 pub use nats_cluster::{meta_leader, wait_healthy as wait_cluster_healthy, NatsCluster};
 pub use nats_server::NatsServer;
 pub use readiness::{free_port, wait_until, WaitTimedOut};
+pub use redis_command::command_as as redis_command_as;
 pub use redis_sentinel::{RedisHa, RedisSentinel, MASTER_NAME as REDIS_MASTER_NAME};
 pub use redis_server::RedisServer;
 pub use standin::{

@@ -30,3 +30,4 @@ mod structured_output;
 mod telemetry;
 mod test_plumbing;
 mod trust;
+mod up_ha;
