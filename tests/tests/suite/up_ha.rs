@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use loopgate_test_support::{
-    find_binary, free_port, redis_command_as, workspace_bin, Reply, Script, StandInModel,
+    find_binary, free_port, redis_command_as, wait_until, workspace_bin, Reply, Script,
+    StandInModel,
 };
 use loopgate_tests::episode_faults::hello_executor;
 use serde_json::{json, Value};
@@ -139,6 +140,53 @@ fn redis_section(dir: &Path) -> Result<toml::Table> {
         .context("no [redis] in manager.toml")
 }
 
+async fn submit(client: &reqwest::Client, base: &str) -> Result<String> {
+    let task = loopgate_common::task::parse_task_file_toml(TASK)?;
+    let created = client
+        .post(format!("{base}/v1/runs"))
+        .json(&json!({ "task": task }))
+        .send()
+        .await?;
+    let status = created.status();
+    let created: Value = created.json().await?;
+    if !status.is_success() {
+        bail!("submit: {status} {created}");
+    }
+    Ok(created["id"].as_str().context("run id")?.to_string())
+}
+
+/// The port the sentinel on `port` names as the primary.
+async fn sentinel_primary(port: u16, password: &str) -> Option<u16> {
+    let named = redis_command_as(
+        port,
+        Some(password),
+        &["SENTINEL", "get-master-addr-by-name", "loopgate"],
+    )
+    .await
+    .ok()?;
+    let (_, primary): (String, u16) = redis::from_redis_value(named).ok()?;
+    Some(primary)
+}
+
+/// The pid of the redis-server on `port` (`INFO server`).
+async fn process_id(port: u16, password: &str) -> Result<String> {
+    let info = redis_command_as(port, Some(password), &["INFO", "server"]).await?;
+    let text: String = redis::from_redis_value(info)?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .map(|p| p.trim().to_string())
+        .context("no process_id in INFO server")
+}
+
+async fn signal(pid: &str, name: &str) -> Result<()> {
+    let status = Command::new("kill")
+        .args(["-s", name, pid])
+        .status()
+        .await?;
+    anyhow::ensure!(status.success(), "kill -s {name} {pid}");
+    Ok(())
+}
+
 #[tokio::test]
 async fn up_ha_comes_up_and_a_run_completes() -> Result<()> {
     let model = model().await?;
@@ -189,25 +237,12 @@ async fn up_ha_comes_up_and_a_run_completes() -> Result<()> {
     assert!(redis_command_as(sentinels[0], None, &["PING"])
         .await
         .is_err());
-    let named = redis_command_as(
-        sentinels[0],
-        Some(&password),
-        &["SENTINEL", "get-master-addr-by-name", "loopgate"],
-    )
-    .await?;
-    let (_, primary): (String, u16) = redis::from_redis_value(named)?;
+    let primary = sentinel_primary(sentinels[0], &password)
+        .await
+        .context("the sentinel names no primary")?;
 
     let client = reqwest::Client::new();
-    let task = loopgate_common::task::parse_task_file_toml(TASK)?;
-    let created = client
-        .post(format!("{base}/v1/runs"))
-        .json(&json!({ "task": task }))
-        .send()
-        .await?;
-    let status = created.status();
-    let created: Value = created.json().await?;
-    assert!(status.is_success(), "{status} {created}");
-    let id = created["id"].as_str().context("run id")?.to_string();
+    let id = submit(&client, &base).await?;
     let done = wait_terminal(&client, &base, &id).await?;
     assert_eq!(done["state"], "completed", "{done}\n{}", logs(dir));
 
@@ -229,11 +264,39 @@ async fn up_ha_comes_up_and_a_run_completes() -> Result<()> {
     let role = redis_command_as(replica, Some(&password), &["ROLE"]).await?;
     assert!(format!("{role:?}").contains("slave"), "{role:?}");
 
+    // A failover: the primary stopped, the sentinels promote the replica; once the old primary
+    // is back (as a replica of the new one) a second run completes through the new primary.
+    let pid = process_id(primary, &password).await?;
+    signal(&pid, "STOP").await?;
+    let promoted = wait_until(Duration::from_secs(30), || async {
+        sentinel_primary(sentinels[1], &password).await == Some(replica)
+    })
+    .await;
+    signal(&pid, "CONT").await?;
+    assert!(promoted.is_ok(), "no failover within 30s\n{}", logs(dir));
+    let rejoined = wait_until(Duration::from_secs(30), || async {
+        let info = redis_command_as(primary, Some(&password), &["INFO", "replication"]).await;
+        info.ok()
+            .and_then(|v| redis::from_redis_value::<String>(v).ok())
+            .is_some_and(|text| text.lines().any(|l| l.trim() == "master_link_status:up"))
+    })
+    .await;
+    assert!(
+        rejoined.is_ok(),
+        "the old primary is not a replica within 30s\n{}",
+        logs(dir)
+    );
+    let id2 = submit(&client, &base).await?;
+    let done = wait_terminal(&client, &base, &id2).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", logs(dir));
+    let manager_log = std::fs::read_to_string(dir.join("logs/manager.log"))?;
+    assert!(
+        manager_log.contains("following the new primary"),
+        "{manager_log}"
+    );
+
     let pid = up.id().context("pid")?.to_string();
-    Command::new("kill")
-        .args(["-s", "TERM", &pid])
-        .status()
-        .await?;
+    signal(&pid, "TERM").await?;
     let status = tokio::time::timeout(Duration::from_secs(90), up.wait()).await??;
     assert_eq!(status.code(), Some(0), "{}", logs(dir));
     for port in sentinels.iter().copied().chain([primary, replica]) {
