@@ -76,6 +76,9 @@ pub struct StackOptions {
     /// Each executor reaches NATS through its own fault proxy (`Stack::executor_nats_proxies`,
     /// in executor order); one nats-server only.
     pub executor_nats_proxy: bool,
+    /// The executors' work dirs under this directory (`work-exec-N`), e.g. a small tmpfs;
+    /// default the stack's own directory.
+    pub executor_work_root: Option<PathBuf>,
 }
 
 impl StackOptions {
@@ -101,6 +104,7 @@ impl StackOptions {
             redis_proxy: false,
             redis_ha: false,
             executor_nats_proxy: false,
+            executor_work_root: None,
         }
     }
 
@@ -348,7 +352,11 @@ impl Stack {
         let mut executor_nats_proxies = Vec::new();
         for i in 1..=opts.executors {
             let cfg = dir.path().join(format!("executor-{i}.toml"));
-            let work = dir.path().join(format!("work-exec-{i}"));
+            let work = opts
+                .executor_work_root
+                .as_deref()
+                .unwrap_or(dir.path())
+                .join(format!("work-exec-{i}"));
             let nats_toml = if opts.executor_nats_proxy {
                 anyhow::ensure!(
                     nats_peers.is_empty(),
