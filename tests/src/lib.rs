@@ -25,7 +25,10 @@ mod secrets;
 pub use control_plane::ControlPlane;
 use daemons::{spawn, wait_ready, DaemonSpec};
 pub use daemons::{Profile, Worker, LOCAL_MAX_TOKENS, LOCAL_TEMPERATURE};
-pub use episode_ledger::{attempt_of, tagged_task, Episode, EpisodeLedger, Latency, TAGGED_TASK};
+pub use episode_ledger::{
+    attempt_of, check_secs_for, tagged_task, tagged_task_checking_for, Episode, EpisodeLedger,
+    Latency, TAGGED_TASK,
+};
 pub use run_checks::{findings, RunFindings, TimelineEntry, TERMINAL};
 pub use secrets::{StackSecrets, MODEL_KEY_ENV};
 

@@ -10,7 +10,9 @@
 //! `--runs-once` (submit `--runs` once at the start instead of keeping that many in flight),
 //! `--out PATH` (also write the Markdown there), `--strict` (exit 1 when a goal is missed),
 //! `--uniform-workers` (a drawn executor or auditor is any of them, busy or not; by default
-//! one that holds a step is hit when any does).
+//! one that holds a step is hit when any does), `--production` (first: 30 minutes, executor
+//! steps of about 5-60 s and checks of 1-10 s from stand-in delays, freezes past `ack_wait`;
+//! the flags after it change that profile).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::time::Duration;
@@ -20,7 +22,7 @@ use loopgate_tests::chaos::{self, ChaosConfig};
 
 const USAGE: &str = "usage: chaos-bench [--duration-secs N (300)] [--runs N (100)] \
 [--managers N (2)] [--executors N (8)] [--auditors N (3)] [--fault-every-secs N (4)] [--seed N] \
-[--out PATH] [--strict] [--uniform-workers] [--runs-once]";
+[--out PATH] [--strict] [--uniform-workers] [--runs-once] [--production (first)]";
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
@@ -32,6 +34,10 @@ async fn main() -> anyhow::Result<()> {
         if flag == "--help" || flag == "-h" {
             println!("{USAGE}");
             return Ok(());
+        }
+        if flag == "--production" {
+            config = ChaosConfig::production();
+            continue;
         }
         if flag == "--strict" {
             strict = true;
