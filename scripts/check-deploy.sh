@@ -4,8 +4,8 @@
 #      template) are byte-identical to their sources, the nats-server and redis-server the
 #      tests use accept base/nats/nats-server.conf, deploy/nats/nats-server.conf and
 #      base/redis/redis.conf, and apparmor_parser (when installed) the executors' profile;
-#   2. `kubectl kustomize` renders every target: overlays/dev, overlays/prod, and prod with the
-#      optional components (executor-hpa, otel);
+#   2. `kubectl kustomize` renders every target: overlays/dev, overlays/prod, overlays/prod-ha
+#      (Redis with failover), and prod with the optional components (executor-hpa, otel);
 #   3. `kubernetes-validate --strict` (PyPI, in the cache venv) accepts every object of every
 #      target for the oldest and the newest supported Kubernetes; the only kind it may not know
 #      is KEDA's;
@@ -103,6 +103,69 @@ else
   echo "SKIP: redis.conf not checked: $REDIS_BIN missing (scripts/install-deps.sh services)"
 fi
 
+# The Redis failover group's start scripts parse (sh -n; shellcheck too when installed).
+for script in "$K8S"/components/redis-ha/*.sh; do
+  sh -n "$script" || fail "sh -n rejects ${script#"$REPO/"}"
+  if command -v shellcheck >/dev/null 2>&1; then
+    shellcheck -s sh "$script" || fail "shellcheck ${script#"$REPO/"}"
+  fi
+done
+log "ok: components/redis-ha start scripts parse"
+# redis-start.sh with stand-in hostname/redis-cli/redis-server: a pod becomes the replica of
+# the primary the sentinels name, the primary when that is itself, and with no sentinel
+# answering redis-0 is the primary; the container's arguments pass through.
+STUBS="$WORK/redis-ha-stubs"; mkdir -p "$STUBS"
+cat > "$STUBS/redis-server" <<'SH'
+#!/bin/sh
+echo "$*"
+SH
+cat > "$STUBS/hostname" <<'SH'
+#!/bin/sh
+echo "$STUB_HOST"
+SH
+cat > "$STUBS/redis-cli" <<'SH'
+#!/bin/sh
+[ -n "$STUB_NAMED" ] || exit 1
+printf '%s\n6379\n' "$STUB_NAMED"
+SH
+chmod +x "$STUBS"/*
+redis_start() {  # host, named primary -> redis-server's arguments
+  STUB_HOST="$1" STUB_NAMED="$2" REDIS_PASSWORD=pw PATH="$STUBS:$PATH" \
+    sh "$K8S/components/redis-ha/redis-start.sh" /etc/redis/redis.conf --maxmemory 1536mb
+}
+for case in \
+  "redis-0||/etc/redis/redis.conf --maxmemory 1536mb --masterauth pw --replica-announce-ip redis-0.redis-nodes" \
+  "redis-1||/etc/redis/redis.conf --maxmemory 1536mb --masterauth pw --replica-announce-ip redis-1.redis-nodes --replicaof redis-0.redis-nodes 6379" \
+  "redis-0|redis-1.redis-nodes|/etc/redis/redis.conf --maxmemory 1536mb --masterauth pw --replica-announce-ip redis-0.redis-nodes --replicaof redis-1.redis-nodes 6379" \
+  "redis-1|redis-1.redis-nodes|/etc/redis/redis.conf --maxmemory 1536mb --masterauth pw --replica-announce-ip redis-1.redis-nodes"; do
+  host="${case%%|*}"; rest="${case#*|}"; named="${rest%%|*}"; want="${rest#*|}"
+  got="$(redis_start "$host" "$named")"
+  [ "$got" = "$want" ] || fail "redis-start.sh on $host with the sentinels naming '${named:-nothing}': got '$got', want '$want'"
+done
+log "ok: redis-start.sh starts each pod as the sentinels say (4 cases)"
+# sentinel-start.sh writes a config the real redis-server accepts in sentinel mode (the primary
+# named `localhost` here, since the group's DNS names do not resolve outside the cluster).
+if [ -x "$CACHE/bin/redis-server" ] || command -v redis-server >/dev/null 2>&1; then
+  REAL_REDIS="$CACHE/bin/redis-server"; [ -x "$REAL_REDIS" ] || REAL_REDIS="$(command -v redis-server)"
+  STUB_HOST=redis-sentinel-0 STUB_NAMED=localhost REDIS_PASSWORD=pw PATH="$STUBS:$PATH" \
+    SENTINEL_CONF="$WORK/sentinel.conf" sh "$K8S/components/redis-ha/sentinel-start.sh" > /dev/null
+  grep -qx "sentinel monitor loopgate localhost 6379 2" "$WORK/sentinel.conf" \
+    || fail "sentinel-start.sh: no 'sentinel monitor loopgate localhost 6379 2' in its config"
+  "$REAL_REDIS" "$WORK/sentinel.conf" --sentinel --port 0 --unixsocket "$WORK/sentinel.sock" \
+    > "$WORK/sentinel.log" 2>&1 &
+  REDIS_PID=$!
+  deadline=$((SECONDS + 20))
+  until grep -q "+monitor master loopgate localhost 6379 quorum 2" "$WORK/sentinel.log"; do
+    kill -0 "$REDIS_PID" 2>/dev/null || { cat "$WORK/sentinel.log" >&2; fail "redis-server --sentinel rejects sentinel-start.sh's config"; }
+    [ "$SECONDS" -lt "$deadline" ] || fail "the sentinel with sentinel-start.sh's config did not monitor within 20 s"
+    sleep 0.2
+  done
+  kill "$REDIS_PID"; wait "$REDIS_PID" 2>/dev/null || true; REDIS_PID=""
+  log "ok: redis-server --sentinel accepts sentinel-start.sh's config"
+else
+  echo "SKIP: sentinel-start.sh's config not checked: redis-server missing (scripts/install-deps.sh services)"
+fi
+
 # The executors' AppArmor profile parses (no kernel needed: -Q skips loading it).
 APPARMOR_PARSER="${APPARMOR_PARSER:-apparmor_parser}"
 APPARMOR_PROFILE="$K8S/components/executor-sandbox/apparmor/loopgate-bwrap"
@@ -131,6 +194,7 @@ EOF
 declare -A TARGETS=(
   [dev]="$K8S/overlays/dev"
   [prod]="$K8S/overlays/prod"
+  [prod-ha]="$K8S/overlays/prod-ha"
   [prod+executor-hpa+otel+monitoring]="$WORK/prod-optional"
 )
 for name in "${!TARGETS[@]}"; do

@@ -169,8 +169,13 @@ pub struct UpArgs {
     pub gui: bool,
     #[arg(long, default_value_t = 14222)]
     pub nats_port: u16,
+    /// The Redis primary's port (with --ha the replica and the sentinels take free ports).
     #[arg(long, default_value_t = 16379)]
     pub redis_port: u16,
+    /// Redis with failover: a primary, a replica and three Redis Sentinels; the manager finds
+    /// the primary through the sentinels and acknowledges a transition once the replica holds it.
+    #[arg(long)]
+    pub ha: bool,
     /// Address the manager's HTTP API listens on.
     #[arg(long, default_value = "127.0.0.1:7600")]
     pub http_addr: SocketAddr,

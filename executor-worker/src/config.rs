@@ -28,6 +28,8 @@ pub(crate) const DEFAULT_OUTPUT_CAP_BYTES: usize = 16 * 1024;
 pub(crate) const DEFAULT_ACK_WAIT_SECS: u64 = 30;
 pub(crate) const DEFAULT_MAX_DELIVER: i64 = 5;
 pub(crate) const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 20;
+/// `[executor] work_dir_min_free_bytes` default: room for an episode's workspace and output.
+pub(crate) const DEFAULT_WORK_DIR_MIN_FREE_BYTES: u64 = 64 * 1024 * 1024;
 /// `[executor] cache_bytes` default: the warm-workspace cache (kept trees and blobs).
 pub(crate) const DEFAULT_CACHE_BYTES: u64 = 1024 * 1024 * 1024;
 /// `[executor] concurrency` upper bound (episodes at once per worker).
@@ -146,6 +148,8 @@ pub struct Settings {
     pub agent_hidden: Vec<PathBuf>,
     /// Warm-workspace cache budget (0: off).
     pub cache_bytes: u64,
+    /// Free bytes the work dir must keep before the worker takes work (0: no check).
+    pub work_dir_min_free_bytes: u64,
     /// Episodes at once per capability loop.
     pub concurrency: usize,
     /// `[snapshot]`: caps on the snapshots this worker reads and writes.
@@ -388,6 +392,9 @@ impl ExecutorFile {
             agent_network: AgentNetworkPolicy::from_setting(section.agent_network),
             agent_hidden,
             cache_bytes: section.cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES),
+            work_dir_min_free_bytes: section
+                .work_dir_min_free_bytes
+                .unwrap_or(DEFAULT_WORK_DIR_MIN_FREE_BYTES),
             concurrency,
             snapshot: self.snapshot.resolve()?,
             secret_vars: self.secret_vars(),

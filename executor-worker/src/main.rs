@@ -170,6 +170,8 @@ async fn run(settings: Settings, telemetry: Arc<Telemetry>) -> ExitCode {
     let bus = ctx.worker.bus.clone();
     health.add_ready_check("nats connection", move || bus.is_connected());
     health.add_ready_check("work loops", || true);
+    let space = ctx.clone();
+    health.add_ready_reason("work dir space", move || space.work_dir_space());
     let stopped = cancel.clone();
     run_workers(ctx, &settings, cancel).await;
     if !stopped.is_cancelled() {

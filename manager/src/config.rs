@@ -348,11 +348,19 @@ fn resolve_redis(
                     "only with redis.sentinels",
                 ));
             }
-            if file.password_env.is_some() {
-                return Err(ConfigError::invalid(
-                    "redis.password_env",
-                    "only with redis.sentinels (a URL carries its own password)",
-                ));
+            for (key, set) in [
+                ("redis.password_env", file.password_env.is_some()),
+                (
+                    "redis.sentinel_password_env",
+                    file.sentinel_password_env.is_some(),
+                ),
+            ] {
+                if set {
+                    return Err(ConfigError::invalid(
+                        key,
+                        "only with redis.sentinels (a URL carries its own password)",
+                    ));
+                }
             }
             let url = url.unwrap_or_else(|| DEFAULT_REDIS_URL.to_string());
             if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
@@ -387,19 +395,15 @@ fn resolve_redis(
                         "required (one word) with redis.sentinels",
                     )
                 })?;
-            let password = match &file.password_env {
-                Some(var) => Some(env(var).filter(|p| !p.is_empty()).ok_or_else(|| {
-                    ConfigError::invalid(
-                        "redis.password_env",
-                        format!("env var {var} is unset or empty"),
-                    )
-                })?),
-                None => None,
-            };
             RedisTarget::Sentinel {
                 sentinels,
                 master_name,
-                password,
+                password: password_from(&file.password_env, "redis.password_env", env)?,
+                sentinel_password: password_from(
+                    &file.sentinel_password_env,
+                    "redis.sentinel_password_env",
+                    env,
+                )?,
             }
         }
     };
@@ -424,6 +428,21 @@ fn resolve_redis(
         target,
         replica_acks: (replicas > 0).then_some(ReplicaAcks { replicas, timeout }),
     })
+}
+
+/// The value of the env var `var` names, when it names one; unset or empty is refused.
+fn password_from(
+    var: &Option<String>,
+    key: &'static str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<String>, ConfigError> {
+    match var {
+        Some(var) => env(var)
+            .filter(|p| !p.is_empty())
+            .map(Some)
+            .ok_or_else(|| ConfigError::invalid(key, format!("env var {var} is unset or empty"))),
+        None => Ok(None),
+    }
 }
 
 /// `host:port` with a non-empty host and a port number.
@@ -594,6 +613,7 @@ mod tests {
             sentinels: names.iter().map(|s| s.to_string()).collect(),
             master_name: master.into(),
             password: None,
+            sentinel_password: None,
         };
         // Accepted: (file, env) -> target.
         let good: Vec<(&str, EnvOverrides, RedisTarget)> = vec![
@@ -707,15 +727,56 @@ mod tests {
                 sentinels: vec!["a:1".into()],
                 master_name: "m".into(),
                 password: Some("pw".into()),
+                sentinel_password: None,
             })
         );
         assert!(
             !format!("{with_password:?}").contains("pw\""),
             "{with_password:?}"
         );
+        // The sentinels' own password comes from `sentinel_password_env`.
+        let both = "[redis]\nsentinels = [\"a:1\"]\nmaster_name = \"m\"\n\
+                    password_env = \"LG_RPW\"\nsentinel_password_env = \"LG_SPW\"";
+        let env2 = |k: &str| match k {
+            "LG_RPW" => Some("pw".to_string()),
+            "LG_SPW" => Some("spw".to_string()),
+            _ => None,
+        };
+        let with_both = resolve(
+            parse_file(both, "x").unwrap_or_default(),
+            EnvOverrides::default(),
+            &env2,
+        )
+        .map(|s| s.redis.target);
+        assert_eq!(
+            with_both.as_ref().ok(),
+            Some(&RedisTarget::Sentinel {
+                sentinels: vec!["a:1".into()],
+                master_name: "m".into(),
+                password: Some("pw".into()),
+                sentinel_password: Some("spw".into()),
+            })
+        );
+        assert!(!format!("{with_both:?}").contains("spw"), "{with_both:?}");
+        let sentinel_pw_unset = resolve(
+            parse_file(both, "x").unwrap_or_default(),
+            EnvOverrides::default(),
+            &env,
+        )
+        .err();
+        assert!(
+            sentinel_pw_unset
+                .as_ref()
+                .is_some_and(|e| e.to_string().contains("redis.sentinel_password_env")),
+            "{sentinel_pw_unset:?}"
+        );
         for (text, key) in [
             (text, "redis.password_env"),
             ("[redis]\npassword_env = \"LG_RPW\"", "redis.password_env"),
+            (
+                "[redis]\nsentinel_password_env = \"LG_SPW\"",
+                "redis.sentinel_password_env",
+            ),
         ] {
             let err = resolve_text(text, EnvOverrides::default()).err();
             assert!(

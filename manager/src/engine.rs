@@ -46,6 +46,14 @@ pub enum EngineError {
     Exists(String),
     #[error("run {id}: gave up after {attempts} compare-and-set conflicts")]
     Contention { id: String, attempts: u32 },
+    /// Creating a run failed after its write may have landed, and it could not be undone: the
+    /// run may be stored and may still start.
+    #[error("run {id} may have been stored and may still start (GET /v1/runs/{id} before submitting again): {source}")]
+    MaybeStored {
+        id: String,
+        #[source]
+        source: StoreError,
+    },
 }
 
 /// What applying an event did.
@@ -153,18 +161,24 @@ impl Engine {
         let record_json = to_json(&step.record);
         let log: Vec<String> = step.log.iter().map(to_json).collect();
         let effects = stored_effects(step.outgoing(), step.record.trace_parent.as_deref());
-        let created = self
+        let created_ms = step.record.created_at.max(0) as u64;
+        let state = step.record.state.as_str();
+        let created = match self
             .store
             .create_with_effects(
                 id,
                 &record_json,
-                step.record.state.as_str(),
-                step.record.created_at.max(0) as u64,
+                state,
+                created_ms,
                 step.record.next_deadline_ms(),
                 &log,
                 &effects,
             )
-            .await?;
+            .await
+        {
+            Ok(created) => created,
+            Err(err) => return Err(self.undo_refused_create(id, state, created_ms, err).await),
+        };
         if !created {
             return Err(EngineError::Exists(id.to_string()));
         }
@@ -176,6 +190,41 @@ impl Engine {
         .await;
         self.publish_events(&step).await;
         Ok(step.record)
+    }
+
+    /// A creation refused after its write may have landed (a timeout, too few replicas): undo
+    /// it while nothing has acted on it, so a refused `POST /v1/runs` leaves no run behind.
+    /// When that cannot be done the answer says the run may be stored.
+    async fn undo_refused_create(
+        &self,
+        id: &str,
+        state: &str,
+        created_ms: u64,
+        err: StoreError,
+    ) -> EngineError {
+        if !err.is_retryable() {
+            return EngineError::Store(err);
+        }
+        match self.store.discard_unstarted(id, state, created_ms).await {
+            Ok(true) => {
+                tracing::warn!(run_id = id, error = %err, "creating the run was refused; undone");
+                EngineError::Store(err)
+            }
+            Ok(false) => {
+                tracing::warn!(run_id = id, error = %err, "creating the run was refused but the run was acted on; it stands");
+                EngineError::MaybeStored {
+                    id: id.to_string(),
+                    source: err,
+                }
+            }
+            Err(undo) => {
+                tracing::warn!(run_id = id, error = %err, undo = %undo, "creating the run was refused and could not be undone");
+                EngineError::MaybeStored {
+                    id: id.to_string(),
+                    source: err,
+                }
+            }
+        }
     }
 
     /// Apply one event with optimistic concurrency; retries on CAS conflicts.

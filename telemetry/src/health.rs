@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
-type Check = Box<dyn Fn() -> bool + Send + Sync>;
+type Check = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
 
 #[derive(Default)]
 struct Inner {
@@ -36,6 +36,22 @@ impl std::fmt::Debug for Health {
 impl Health {
     /// A readiness condition, e.g. "the NATS connection is up". Evaluated on every `/readyz`.
     pub fn add_ready_check(&self, name: &str, check: impl Fn() -> bool + Send + Sync + 'static) {
+        self.add_ready_reason(name, move || {
+            if check() {
+                Ok(())
+            } else {
+                Err("not ready".into())
+            }
+        });
+    }
+
+    /// A readiness condition that says why it does not hold (`/readyz` answers
+    /// `NAME: WHY`), e.g. "work dir space: 3 MiB free, below the 64 MiB floor".
+    pub fn add_ready_reason(
+        &self,
+        name: &str,
+        check: impl Fn() -> Result<(), String> + Send + Sync + 'static,
+    ) {
         if let Ok(mut checks) = self.inner.checks.lock() {
             checks.push((name.to_string(), Box::new(check)));
         }
@@ -84,10 +100,10 @@ impl Health {
         if checks.is_empty() {
             return Err("starting".into());
         }
-        match checks.iter().find(|(_, check)| !check()) {
-            Some((name, _)) => Err(format!("{name}: not ready")),
-            None => Ok(()),
+        for (name, check) in checks.iter() {
+            check().map_err(|why| format!("{name}: {why}"))?;
         }
+        Ok(())
     }
 }
 
@@ -121,5 +137,26 @@ mod tests {
             assert_eq!(h.ready().is_ok(), ready, "{nats} {stopping} {failed}");
         }
         assert_eq!(h.live(), Err("work loop ended".into()));
+    }
+
+    #[test]
+    fn a_reason_check_says_why() {
+        let h = Health::default();
+        h.add_ready_check("nats", || true);
+        let full = Arc::new(AtomicBool::new(true));
+        let flag = full.clone();
+        h.add_ready_reason("work dir space", move || {
+            if flag.load(Ordering::SeqCst) {
+                Err("1 MiB free, below the 64 MiB floor".into())
+            } else {
+                Ok(())
+            }
+        });
+        assert_eq!(
+            h.ready(),
+            Err("work dir space: 1 MiB free, below the 64 MiB floor".into())
+        );
+        full.store(false, Ordering::SeqCst);
+        assert_eq!(h.ready(), Ok(()));
     }
 }

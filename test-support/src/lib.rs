@@ -1,7 +1,8 @@
 //! Test support for loopgate: starts REAL nats-server, redis-server and llama-server processes
 //! on free loopback ports, each killed (and reaped) on drop, plus helpers to locate the
 //! workspace binaries and to wait on readiness without fixed sleeps, and a TCP proxy that
-//! injects network faults between a daemon and its servers.
+//! injects network faults between a daemon and its servers, and small tmpfs mounts that fill
+//! up (full disks).
 //!
 //! Binaries are looked up in `LOOPGATE_<NAME>` env vars, then `~/.cache/loopgate/bin/`
 //! (installed by `scripts/install-deps.sh`), then `PATH`.
@@ -20,6 +21,7 @@ mod redis_command;
 mod redis_sentinel;
 mod redis_server;
 mod standin;
+mod tmpfs;
 
 pub use binaries::{cache_dir, find_binary, workspace_bin};
 pub use child_guard::ChildGuard;
@@ -31,8 +33,10 @@ pub use local_model::LocalModel;
 pub use nats_cluster::{meta_leader, wait_healthy as wait_cluster_healthy, NatsCluster};
 pub use nats_server::NatsServer;
 pub use readiness::{free_port, wait_until, WaitTimedOut};
+pub use redis_command::command_as as redis_command_as;
 pub use redis_sentinel::{RedisHa, RedisSentinel, MASTER_NAME as REDIS_MASTER_NAME};
 pub use redis_server::RedisServer;
 pub use standin::{
     last_message_content, last_tool_result, Fault, RecordedImage, Reply, Script, StandInModel,
 };
+pub use tmpfs::Tmpfs;

@@ -12,7 +12,7 @@ pub(crate) async fn command(port: u16, args: &[&str]) -> anyhow::Result<redis::V
 }
 
 /// [`command`] after `AUTH password`, when given.
-pub(crate) async fn command_as(
+pub async fn command_as(
     port: u16,
     password: Option<&str>,
     args: &[&str],

@@ -49,6 +49,29 @@ pub fn tagged_task(tag: usize) -> String {
     TAGGED_TASK.replace("{TAG}", &tag.to_string())
 }
 
+/// [`tagged_task`] whose acceptance check takes `check_secs` first (a `sleep`), so an auditor
+/// killed while checking is killed mid-audit; 0: the plain task.
+pub fn tagged_task_checking_for(tag: usize, check_secs: u64) -> String {
+    let task = tagged_task(tag);
+    if check_secs == 0 {
+        return task;
+    }
+    task.replace(
+        "check = \"test ",
+        &format!("check = \"sleep {check_secs} && test "),
+    )
+}
+
+/// A check duration for run `tag` in `lo..=hi` seconds, spread over the runs (deterministic,
+/// so a chaos run's seed repeats it); `(0, 0)`: none.
+pub fn check_secs_for(tag: usize, (lo, hi): (u64, u64)) -> u64 {
+    if hi == 0 || hi < lo {
+        return 0;
+    }
+    let spread = (tag as u64).wrapping_mul(7919) % (hi - lo + 1);
+    lo + spread
+}
+
 /// One executor episode as the model saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Episode {
@@ -248,6 +271,29 @@ impl EpisodeLedger {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn checks_can_take_seconds_within_their_range() {
+        let task = tagged_task_checking_for(3, 4);
+        assert!(
+            task.contains("check = \"sleep 4 && test \\\"$(python3 hello.py)"),
+            "{task}"
+        );
+        let parsed = loopgate_common::task::parse_task_file_toml(&task).unwrap();
+        assert!(parsed.acceptance[0]
+            .check
+            .as_deref()
+            .is_some_and(|c| c.starts_with("sleep 4 && test ")));
+        assert_eq!(tagged_task_checking_for(3, 0), tagged_task(3));
+        for tag in 0..50 {
+            let secs = check_secs_for(tag, (1, 10));
+            assert!((1..=10).contains(&secs), "{tag}: {secs}");
+        }
+        let spread: std::collections::BTreeSet<u64> =
+            (0..50).map(|t| check_secs_for(t, (1, 10))).collect();
+        assert_eq!(spread.len(), 10);
+        assert_eq!(check_secs_for(5, (0, 0)), 0);
+    }
 
     #[test]
     fn tags_and_nonces_are_read_back() {

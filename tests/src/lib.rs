@@ -25,7 +25,10 @@ mod secrets;
 pub use control_plane::ControlPlane;
 use daemons::{spawn, wait_ready, DaemonSpec};
 pub use daemons::{Profile, Worker, LOCAL_MAX_TOKENS, LOCAL_TEMPERATURE};
-pub use episode_ledger::{attempt_of, tagged_task, Episode, EpisodeLedger, Latency, TAGGED_TASK};
+pub use episode_ledger::{
+    attempt_of, check_secs_for, tagged_task, tagged_task_checking_for, Episode, EpisodeLedger,
+    Latency, TAGGED_TASK,
+};
 pub use run_checks::{findings, RunFindings, TimelineEntry, TERMINAL};
 pub use secrets::{StackSecrets, MODEL_KEY_ENV};
 
@@ -76,6 +79,9 @@ pub struct StackOptions {
     /// Each executor reaches NATS through its own fault proxy (`Stack::executor_nats_proxies`,
     /// in executor order); one nats-server only.
     pub executor_nats_proxy: bool,
+    /// The executors' work dirs under this directory (`work-exec-N`), e.g. a small tmpfs;
+    /// default the stack's own directory.
+    pub executor_work_root: Option<PathBuf>,
 }
 
 impl StackOptions {
@@ -101,6 +107,7 @@ impl StackOptions {
             redis_proxy: false,
             redis_ha: false,
             executor_nats_proxy: false,
+            executor_work_root: None,
         }
     }
 
@@ -348,7 +355,11 @@ impl Stack {
         let mut executor_nats_proxies = Vec::new();
         for i in 1..=opts.executors {
             let cfg = dir.path().join(format!("executor-{i}.toml"));
-            let work = dir.path().join(format!("work-exec-{i}"));
+            let work = opts
+                .executor_work_root
+                .as_deref()
+                .unwrap_or(dir.path())
+                .join(format!("work-exec-{i}"));
             let nats_toml = if opts.executor_nats_proxy {
                 anyhow::ensure!(
                     nats_peers.is_empty(),

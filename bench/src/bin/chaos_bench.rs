@@ -10,7 +10,9 @@
 //! `--runs-once` (submit `--runs` once at the start instead of keeping that many in flight),
 //! `--out PATH` (also write the Markdown there), `--strict` (exit 1 when a goal is missed),
 //! `--uniform-workers` (a drawn executor or auditor is any of them, busy or not; by default
-//! one that holds a step is hit when any does).
+//! one that holds a step is hit when any does), `--production` (first: 30 minutes, executor
+//! steps of about 5-60 s and checks of 1-10 s from stand-in delays, freezes past `ack_wait`;
+//! the flags after it change that profile).
 //!
 //! `--soak` runs the soak instead (no faults; issue 43): `--duration-secs N` (1800), `--runs N`
 //! runs in flight (100), `--rounds N` per run (3), `--executors N` (2), `--latency-ms N` per
@@ -25,7 +27,7 @@ use loopgate_tests::chaos::{self, ChaosConfig};
 
 const USAGE: &str = "usage: chaos-bench [--duration-secs N (300)] [--runs N (100)] \
 [--managers N (2)] [--executors N (8)] [--auditors N (3)] [--fault-every-secs N (4)] [--seed N] \
-[--out PATH] [--strict] [--uniform-workers] [--runs-once]";
+[--out PATH] [--strict] [--uniform-workers] [--runs-once] [--production (first)]";
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
@@ -40,6 +42,10 @@ async fn main() -> anyhow::Result<()> {
         if flag == "--help" || flag == "-h" {
             println!("{USAGE}");
             return Ok(());
+        }
+        if flag == "--production" {
+            config = ChaosConfig::production();
+            continue;
         }
         if flag == "--strict" {
             strict = true;

@@ -13,6 +13,7 @@ use loopgate_protocol::subjects::Capability;
 use serde::Serialize;
 
 use super::nats_users::{Role, NATS_PASSWORD_ENV};
+use super::redis_ha::{HaPorts, MASTER_NAME, REDIS_PASSWORD_ENV};
 
 /// The model profile every role uses in the local stack.
 pub const LOCAL_PROFILE: &str = "local";
@@ -114,6 +115,9 @@ pub struct LocalStack {
     /// Public keys (hex) the manager trusts: every key this stack's auditor has signed with
     /// (`DIR/auditor-keys.pub`), the current one last.
     pub auditor_keys: Vec<String>,
+    /// `loopgate up --ha`: the replica's and the sentinels' ports (the primary is on
+    /// `redis_port`); the manager finds the primary through the sentinels.
+    pub redis_ha: Option<HaPorts>,
 }
 
 /// `manager.toml` as `loopgate up` writes it.
@@ -219,6 +223,25 @@ impl LocalStack {
         }
     }
 
+    /// `[redis]`: the primary's URL (its password comes in `LOOPGATE_REDIS_URL`), or with
+    /// `--ha` the sentinels, the password's variable and one replica to acknowledge each write.
+    fn redis_section(&self) -> RedisSection {
+        match &self.redis_ha {
+            None => RedisSection {
+                url: Some(self.redis_url()),
+                ..RedisSection::default()
+            },
+            Some(ha) => RedisSection {
+                sentinels: Some(ha.sentinel_addrs()),
+                master_name: Some(MASTER_NAME.to_string()),
+                password_env: Some(REDIS_PASSWORD_ENV.to_string()),
+                sentinel_password_env: Some(REDIS_PASSWORD_ENV.to_string()),
+                min_replicas_acked: Some(1),
+                ..RedisSection::default()
+            },
+        }
+    }
+
     /// Renders every config file of the stack.
     pub fn config_files(&self) -> Result<Vec<ConfigFile>, toml::ser::Error> {
         let mut files = vec![ConfigFile {
@@ -230,10 +253,7 @@ impl LocalStack {
             path: self.manager_config_path(),
             text: toml::to_string(&ManagerToml {
                 nats: self.nats(Role::Manager),
-                redis: RedisSection {
-                    url: Some(self.redis_url()),
-                    ..RedisSection::default()
-                },
+                redis: self.redis_section(),
                 http: HttpSection {
                     addr: Some(self.http_addr.to_string()),
                     max_body_bytes: Some(MAX_BODY_BYTES),
@@ -306,7 +326,44 @@ mod tests {
             gui: false,
             model: ModelProfileToml::from_env(&|_| None),
             auditor_keys: vec!["ab".repeat(32), "cd".repeat(32)],
+            redis_ha: None,
         }
+    }
+
+    #[test]
+    fn with_ha_the_manager_finds_redis_through_the_sentinels() {
+        let ha = LocalStack {
+            redis_ha: Some(HaPorts {
+                replica: 16380,
+                sentinels: vec![26379, 26380, 26381],
+            }),
+            ..stack()
+        };
+        let files = ha.config_files().unwrap();
+        let manager = table(&files[1].text);
+        let redis = get(&manager, "redis").as_table().unwrap();
+        assert!(redis.get("url").is_none(), "{redis:?}");
+        let sentinels: Vec<&str> = get(&manager, "redis.sentinels")
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(
+            sentinels,
+            ["127.0.0.1:26379", "127.0.0.1:26380", "127.0.0.1:26381"]
+        );
+        for (key, value) in [
+            ("redis.master_name", "loopgate"),
+            ("redis.password_env", "LOOPGATE_REDIS_PASSWORD"),
+            ("redis.sentinel_password_env", "LOOPGATE_REDIS_PASSWORD"),
+        ] {
+            assert_eq!(get(&manager, key).as_str(), Some(value), "{key}");
+        }
+        assert_eq!(
+            get(&manager, "redis.min_replicas_acked").as_integer(),
+            Some(1)
+        );
     }
 
     fn table(text: &str) -> toml::Table {

@@ -8,6 +8,8 @@ mod error;
 mod nats_users;
 mod readiness;
 mod redis_auth;
+mod redis_ha;
+mod redis_nodes;
 mod supervisor;
 
 use std::ffi::OsString;
@@ -25,6 +27,7 @@ use error::io_err;
 pub use error::StackError;
 pub use nats_users::{NatsPasswords, Role};
 pub use redis_auth::{RedisPassword, REDIS_URL_ENV};
+pub use redis_ha::{HaPorts, REDIS_PASSWORD_ENV};
 use supervisor::{Stage, Supervisor};
 
 use crate::api_client::ApiClient;
@@ -105,6 +108,9 @@ pub async fn up(args: &UpArgs) -> Result<(), CliError> {
     let passwords = NatsPasswords::generate().map_err(io_err("generating the NATS passwords"))?;
     let redis_password = RedisPassword::generate()?;
     redis_auth::write_redis_conf(&stack.redis_config_path(), &redis_password)?;
+    if let Some(ha) = &stack.redis_ha {
+        redis_ha::write_sentinel_confs(&stack.dir, ha, stack.redis_port, &redis_password)?;
+    }
     let secrets = Secrets {
         nats: passwords,
         redis: redis_password,
@@ -156,6 +162,11 @@ fn prepare_dir(args: &UpArgs) -> Result<(LocalStack, ReportSigningKey), StackErr
         gui: args.gui,
         model: ModelProfileToml::from_env(&process_env),
         auditor_keys: Vec::new(),
+        redis_ha: if args.ha {
+            Some(HaPorts::pick(&[args.nats_port, args.redis_port])?)
+        } else {
+            None
+        },
     };
     let (signing_key, trusted) = auditor_key::start_key(&stack.auditor_keys_path())?;
     stack.auditor_keys = trusted;
@@ -165,6 +176,9 @@ fn prepare_dir(args: &UpArgs) -> Result<(LocalStack, ReportSigningKey), StackErr
         stack.logs_dir(),
         stack.auditor_work_dir(),
     ];
+    if stack.redis_ha.is_some() {
+        dirs.push(redis_ha::replica_dir(&stack.dir));
+    }
     dirs.extend((1..=stack.all_executors()).map(|n| stack.executor_work_dir(n)));
     for dir in &dirs {
         std::fs::create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
@@ -231,30 +245,6 @@ async fn start(
         &log("nats-server"),
         &passwords.server_env(),
     )?;
-    let redis_dir = stack.dir.join("redis");
-    let redis_port = stack.redis_port.to_string();
-    let redis_conf = stack.redis_config_path();
-    output::note(format!(
-        "starting redis-server on 127.0.0.1:{redis_port} (password in {})",
-        redis_conf.display()
-    ));
-    sup.spawn(
-        "redis-server",
-        Stage::Servers,
-        &programs.redis,
-        &os_args(&[
-            &redis_conf,
-            &"--port",
-            &redis_port,
-            &"--bind",
-            &"127.0.0.1",
-            &"--dir",
-            &redis_dir,
-            &"--appendonly",
-            &"yes",
-        ]),
-        &log("redis-server"),
-    )?;
     let port = stack.nats_port;
     wait_ready(
         sup,
@@ -264,20 +254,12 @@ async fn start(
         || readiness::nats_ready(port),
     )
     .await?;
-    let port = stack.redis_port;
-    wait_ready(
-        sup,
-        "redis-server",
-        &log("redis-server"),
-        SERVER_READY_TIMEOUT,
-        || readiness::redis_ready(port, secrets.redis.as_str()),
-    )
-    .await?;
+    redis_nodes::start_redis(stack, &programs.redis, &secrets.redis, sup).await?;
 
     let config = |path: PathBuf| os_args(&[&"--config", &path]);
     output::note(format!("starting the manager on {}", stack.http_addr));
     let mut manager_env = role_env(Role::Manager).to_vec();
-    manager_env.push((REDIS_URL_ENV, secrets.redis.url(stack.redis_port)));
+    manager_env.push(redis_nodes::manager_env(stack, &secrets.redis));
     sup.spawn_with_env(
         "manager",
         Stage::Daemons,
@@ -393,6 +375,16 @@ fn announce(stack: &LocalStack) -> Result<(), CliError> {
             stack.model.structured_output.as_deref().unwrap_or("off")
         ),
     ];
+    if let Some(ha) = &stack.redis_ha {
+        lines.push(format!(
+            "  redis:   primary 127.0.0.1:{}, replica 127.0.0.1:{}, sentinels {} (master name {}; failover once the primary is down {} ms)",
+            stack.redis_port,
+            ha.replica,
+            ha.sentinel_addrs().join(" "),
+            redis_ha::MASTER_NAME,
+            redis_ha::DOWN_AFTER_MS,
+        ));
+    }
     if url != crate::cli_args::DEFAULT_SERVER {
         lines.push(format!("  use it:  export LOOPGATE_SERVER={url}"));
     }

@@ -4,7 +4,7 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
 
@@ -73,6 +73,48 @@ pub async fn redis_ready(port: u16, password: &str) -> bool {
     replies[0].starts_with("+OK") && replies[1].starts_with("+PONG")
 }
 
+/// A replica is ready once `INFO replication` says its link to the primary is up (it has
+/// loaded the primary's data).
+pub async fn redis_replica_synced(port: u16, password: &str) -> bool {
+    let Some(mut stream) = connect(loopback(port)).await else {
+        return false;
+    };
+    let command = format!("AUTH {password}\r\nINFO replication\r\n");
+    if timeout(PROBE_TIMEOUT, stream.write_all(command.as_bytes()))
+        .await
+        .map_or(true, |r| r.is_err())
+    {
+        return false;
+    }
+    let mut reader = BufReader::new(stream);
+    let mut auth = String::new();
+    if !matches!(timeout(PROBE_TIMEOUT, reader.read_line(&mut auth)).await, Ok(Ok(n)) if n > 0)
+        || !auth.starts_with("+OK")
+    {
+        return false;
+    }
+    let mut header = String::new();
+    if !matches!(timeout(PROBE_TIMEOUT, reader.read_line(&mut header)).await, Ok(Ok(n)) if n > 0) {
+        return false;
+    }
+    let Some(len) = header
+        .strip_prefix('$')
+        .and_then(|n| n.trim().parse::<usize>().ok())
+    else {
+        return false;
+    };
+    let mut body = vec![0u8; len];
+    if !matches!(
+        timeout(PROBE_TIMEOUT, reader.read_exact(&mut body)).await,
+        Ok(Ok(_))
+    ) {
+        return false;
+    }
+    String::from_utf8_lossy(&body)
+        .lines()
+        .any(|l| l.trim() == "master_link_status:up")
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -117,5 +159,30 @@ mod tests {
         drop(listener);
         assert!(!redis_ready(closed_port, "pw").await);
         assert!(!port_in_use(loopback(closed_port)).await);
+    }
+
+    #[tokio::test]
+    async fn a_replica_is_ready_once_its_link_is_up() {
+        let cases: [(&'static [u8], bool); 4] = [
+            (
+                b"+OK\r\n$50\r\n# Replication\r\nrole:slave\r\nmaster_link_status:up\r\n\r\n",
+                true,
+            ),
+            (
+                b"+OK\r\n$52\r\n# Replication\r\nrole:slave\r\nmaster_link_status:down\r\n\r\n",
+                false,
+            ),
+            (b"-WRONGPASS invalid password\r\n$0\r\n\r\n", false),
+            (b"+OK\r\n$100\r\nmaster_link_status:up\r\n", false),
+        ];
+        for (reply, ready) in cases {
+            let port = fake_server(reply, true).await;
+            assert_eq!(
+                redis_replica_synced(port, "pw").await,
+                ready,
+                "{}",
+                String::from_utf8_lossy(reply)
+            );
+        }
     }
 }

@@ -43,18 +43,24 @@ impl RedisPassword {
     }
 }
 
-/// `redis.conf` for the local stack: the password; port, bind address, data directory and
-/// persistence come from the command line.
+/// `redis.conf` for the local stack: the password clients must give, and the one a replica
+/// gives its primary (`up --ha`); port, bind address, data directory, persistence and a
+/// replica's primary come from the command line.
 pub fn redis_conf_text(password: &RedisPassword) -> String {
     format!(
         "# Written by `loopgate up` on every start (mode 0600): clients must AUTH with this.\n\
-         requirepass {}\n",
-        password.as_str()
+         requirepass {pw}\nmasterauth {pw}\n",
+        pw = password.as_str()
     )
 }
 
 /// Write `path` with mode 0600 (also when it existed with a wider mode).
 pub fn write_redis_conf(path: &Path, password: &RedisPassword) -> Result<(), StackError> {
+    write_private(path, &redis_conf_text(password))
+}
+
+/// Write `text` to `path` with mode 0600 (also when it existed with a wider mode).
+pub fn write_private(path: &Path, text: &str) -> Result<(), StackError> {
     let context = || format!("writing {}", path.display());
     let mut file = std::fs::OpenOptions::new()
         .create(true)
@@ -65,8 +71,7 @@ pub fn write_redis_conf(path: &Path, password: &RedisPassword) -> Result<(), Sta
         .map_err(io_err(context()))?;
     file.set_permissions(std::fs::Permissions::from_mode(0o600))
         .map_err(io_err(context()))?;
-    file.write_all(redis_conf_text(password).as_bytes())
-        .map_err(io_err(context()))
+    file.write_all(text.as_bytes()).map_err(io_err(context()))
 }
 
 #[cfg(test)]
@@ -92,6 +97,10 @@ mod tests {
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(
             text.contains(&format!("\nrequirepass {}\n", password.as_str())),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("\nmasterauth {}\n", password.as_str())),
             "{text}"
         );
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;

@@ -17,6 +17,8 @@ use super::error::StackError;
 const OVERRIDING_ENV: &[&str] = &[
     "LOOPGATE_NATS_URL",
     "LOOPGATE_REDIS_URL",
+    "LOOPGATE_REDIS_SENTINELS",
+    "LOOPGATE_REDIS_MASTER_NAME",
     "LOOPGATE_HTTP_ADDR",
 ];
 

@@ -60,6 +60,10 @@ pub struct ExecutorSection {
     /// (LRU); 0 turns the cache off. Default 1 GiB.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_bytes: Option<u64>,
+    /// Free bytes the work dir's filesystem must keep: below it the worker takes no work
+    /// (it stays queued) and `/readyz` says why. Default 64 MiB; 0 turns the check off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_dir_min_free_bytes: Option<u64>,
     /// Episodes run at once (per capability loop); default 1 (`EPISODES_PER_LOOP`). An
     /// autoscaler's per-pod target on the queue must equal it (see docs/deploy.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]

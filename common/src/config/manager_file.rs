@@ -20,6 +20,10 @@ pub struct RedisSection {
     /// With sentinels: the env var holding the data nodes' password (a URL carries its own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub password_env: Option<String>,
+    /// With sentinels: the env var holding the sentinels' own password (their `requirepass`);
+    /// unset: the sentinels take none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sentinel_password_env: Option<String>,
     /// Replicas that must hold a transition before it is acknowledged (Redis `WAIT`); 0 or
     /// unset: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]

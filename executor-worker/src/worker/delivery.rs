@@ -1,4 +1,4 @@
-//! One worker loop per capability, on the shared runtime (`run_consumer` pulls, keeps the
+//! One worker loop per capability, on the shared runtime (`run_gated_consumer` pulls, keeps the
 //! delivery alive and settles): decode an exec request, drop it when stale (a first delivery
 //! past its `start_by_ms`), then run it on the one delivery path of a claimed episode
 //! (`loopgate_transport::runtime::run_claimed`: cancelled generations dropped, one episode per
@@ -14,8 +14,8 @@ use loopgate_protocol::dispatch_id::{DispatchId, StepKey};
 use loopgate_protocol::subjects::{Capability, Subjects};
 use loopgate_protocol::wire::{decode, EpisodeRole, ExecRequest, ExecResult, Message};
 use loopgate_transport::runtime::{
-    retry_with_patience, run_claimed, run_consumer, ClaimedEpisode, Concluded, ConsumeOptions,
-    EpisodeWorker, ResultMessage, Settle, REDELIVERY_DELAY,
+    retry_with_patience, run_claimed, run_gated_consumer, ClaimedEpisode, Concluded,
+    ConsumeOptions, EpisodeWorker, ResultMessage, Settle, REDELIVERY_DELAY,
 };
 use loopgate_transport::{ConsumerOptions, Delivery, Work, WorkConsumer};
 use tokio_util::sync::CancellationToken;
@@ -24,6 +24,7 @@ use tracing::Instrument;
 use crate::episode::{run_episode_observed, EpisodeEnd, EpisodeEnv};
 use crate::observe::progress::publish_progress;
 use crate::observe::{Observer, ProgressNow};
+use crate::worker::work_dir_space::WorkDirSpace;
 use loopgate_protocol::transcript::Transcript;
 use loopgate_protocol::wire::EpisodeProgress;
 use loopgate_snapshot::SnapshotStore;
@@ -51,6 +52,15 @@ pub struct WorkerContext {
     /// The secret values this worker knows (model API keys, its NATS password): redacted
     /// from transcripts.
     pub secrets: Arc<Vec<String>>,
+    /// Room in the work dir: no work is taken below its floor.
+    pub(crate) space: WorkDirSpace,
+}
+
+impl WorkerContext {
+    /// `Err(why)` while the work dir has less free space than it must keep (for `/readyz`).
+    pub fn work_dir_space(&self) -> Result<(), String> {
+        self.space.check()
+    }
 }
 
 /// `{run}:{generation}:{round}:exec-result:{attempt}`: the prefix of the result's id, which the
@@ -104,7 +114,8 @@ pub(crate) async fn run_worker_loop(
             drain: ctx.worker.shutdown_grace + DRAIN_MARGIN,
         };
         let (handler_ctx, handler_cancel) = (ctx.clone(), cancel.clone());
-        run_consumer(consumer, options, cancel, move |delivery, lease| {
+        let gate = ctx.space.gate();
+        run_gated_consumer(consumer, options, gate, cancel, move |delivery, lease| {
             let (ctx, cancel) = (handler_ctx.clone(), handler_cancel.clone());
             let lost = lease.lost().clone();
             async move { handle_delivery(&ctx, delivery, &cancel, &lost).await }

@@ -4,3 +4,4 @@
 
 pub(crate) mod delivery;
 pub(crate) mod startup;
+pub(crate) mod work_dir_space;

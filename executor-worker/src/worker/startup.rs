@@ -21,6 +21,7 @@ use crate::episode::EpisodeEnv;
 use crate::isolation::AgentIsolationEnv;
 use crate::self_check::runner::SelfCheckEnv;
 use crate::worker::delivery::{run_worker_loop, WorkerContext};
+use crate::worker::work_dir_space::WorkDirSpace;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
@@ -136,6 +137,7 @@ pub async fn prepare(
         concurrency: settings.concurrency,
         evidence: open_evidence(&bus).await,
         secrets: Arc::new(known_secrets(settings)),
+        space: WorkDirSpace::new(&settings.work_dir, settings.work_dir_min_free_bytes),
     })))
 }
 

@@ -66,7 +66,9 @@ impl From<EngineError> for ApiError {
                 "inconsistent_record",
                 e.to_string(),
             ),
-            EngineError::Store(_) | EngineError::Bus(_) => ApiError::unavailable(e.to_string()),
+            EngineError::Store(_) | EngineError::Bus(_) | EngineError::MaybeStored { .. } => {
+                ApiError::unavailable(e.to_string())
+            }
         }
     }
 }

@@ -22,11 +22,12 @@ pub enum RedisTarget {
     /// `redis://host:port/db` (or `rediss://`), as configured.
     Url(String),
     /// Ask these sentinels (`host:port`) for the primary of `master_name`; `AUTH` to the data
-    /// nodes with `password` (the sentinels take none).
+    /// nodes with `password`, to the sentinels with `sentinel_password`.
     Sentinel {
         sentinels: Vec<String>,
         master_name: String,
         password: Option<String>,
+        sentinel_password: Option<String>,
     },
 }
 
@@ -45,11 +46,17 @@ impl RedisTarget {
                 sentinels,
                 master_name,
                 password,
+                sentinel_password,
             } => format!(
-                "sentinel {master_name} via {}{}",
+                "sentinel {master_name} via {}{}{}",
                 sentinels.join(","),
                 if password.is_some() {
                     " (password)"
+                } else {
+                    ""
+                },
+                if sentinel_password.is_some() {
+                    " (sentinel password)"
                 } else {
                     ""
                 }
@@ -87,8 +94,15 @@ impl Link {
                 sentinels,
                 master_name,
                 password,
+                sentinel_password,
             } => {
-                let addr = ask_sentinels(sentinels, master_name, timeout).await?;
+                let addr = ask_sentinels(
+                    sentinels,
+                    master_name,
+                    sentinel_password.as_deref(),
+                    timeout,
+                )
+                .await?;
                 let client = client_for(&format!("redis://{addr}"), password.as_deref())?;
                 check_master(&addr, &client, timeout).await?;
                 open(Some(addr), client, timeout).await?
@@ -125,6 +139,7 @@ impl Link {
             sentinels,
             master_name,
             password,
+            sentinel_password,
         } = &self.target
         else {
             return;
@@ -139,7 +154,14 @@ impl Link {
             return;
         }
         *asked = Some(Instant::now());
-        let addr = match ask_sentinels(sentinels, master_name, self.timeout).await {
+        let asked_now = ask_sentinels(
+            sentinels,
+            master_name,
+            sentinel_password.as_deref(),
+            self.timeout,
+        )
+        .await;
+        let addr = match asked_now {
             Ok(addr) => addr,
             Err(e) => {
                 tracing::warn!(error = %e, "run store: the sentinels did not name a primary");
@@ -218,17 +240,22 @@ async fn direct(
     .await
 }
 
-/// `host:port` of the primary of `master_name`, from the first sentinel that names one.
+/// `host:port` of the primary of `master_name`, from the first sentinel that names one
+/// (`AUTH` with `password` first, when given).
 async fn ask_sentinels(
     sentinels: &[String],
     master_name: &str,
+    password: Option<&str>,
     timeout: Duration,
 ) -> Result<String, StoreError> {
     let mut last = String::from("no sentinel configured");
     for sentinel in sentinels {
         let answer = async {
-            let mut conn =
-                direct(&client_for(&format!("redis://{sentinel}"), None)?, timeout).await?;
+            let mut conn = direct(
+                &client_for(&format!("redis://{sentinel}"), password)?,
+                timeout,
+            )
+            .await?;
             bounded::<Option<(String, u16)>>(
                 "sentinel get-master-addr-by-name",
                 timeout,

@@ -31,7 +31,7 @@ pub(crate) use self::error::bounded;
 pub use self::error::StoreError;
 use self::link::Link;
 pub use self::link::RedisTarget;
-use self::scripts::{CAS_SCRIPT, CLAIM_SCRIPT, CREATE_SCRIPT, PUBLISHED_SCRIPT};
+use self::scripts::{CAS_SCRIPT, CLAIM_SCRIPT, CREATE_SCRIPT, DISCARD_SCRIPT, PUBLISHED_SCRIPT};
 
 /// Refill rounds when listing prunes ids of expired runs.
 const LIST_PRUNE_ROUNDS: usize = 8;
@@ -156,6 +156,7 @@ pub struct RunStore {
     /// Transitions and creations wait for these replica acknowledgements (None: none).
     replica_acks: Option<ReplicaAcks>,
     create_script: redis::Script,
+    discard_script: redis::Script,
     cas_script: redis::Script,
     published_script: redis::Script,
     claim_script: redis::Script,
@@ -191,6 +192,7 @@ impl RunStore {
             timeout,
             replica_acks: None,
             create_script: redis::Script::new(CREATE_SCRIPT),
+            discard_script: redis::Script::new(DISCARD_SCRIPT),
             cas_script: redis::Script::new(CAS_SCRIPT),
             published_script: redis::Script::new(PUBLISHED_SCRIPT),
             claim_script: redis::Script::new(CLAIM_SCRIPT),
@@ -367,6 +369,38 @@ impl RunStore {
             replicated("create", acked)?;
         }
         Ok(created == 1)
+    }
+
+    /// Undo a creation whose write was refused (e.g. no replica acknowledged it in time) while
+    /// nothing has acted on the run: `Ok(true)` once no trace of it is stored, replicas
+    /// included as for any write; `Ok(false)` when it was acted on (the relay claimed its
+    /// effects) and must stand.
+    pub async fn discard_unstarted(
+        &self,
+        id: &str,
+        state: &str,
+        created_ms: u64,
+    ) -> Result<bool, StoreError> {
+        check_name("run id", id)?;
+        check_state(state)?;
+        let mut invocation = self.discard_script.prepare_invoke();
+        invocation
+            .key(run_key(id))
+            .key(log_key(id))
+            .key(state_index_key(state))
+            .key(ALL_RUNS_KEY)
+            .key(DEADLINES_KEY)
+            .key(outbox_key(id))
+            .key(OUTBOX_KEY)
+            .arg(id)
+            .arg(created_ms);
+        let (outcome, acked): (i64, _) = self
+            .write_script("discard", &self.discard_script, &invocation)
+            .await?;
+        if outcome == 1 {
+            replicated("discard", acked)?;
+        }
+        Ok(outcome != 0)
     }
 
     pub async fn load(&self, id: &str) -> Result<Option<Versioned>, StoreError> {

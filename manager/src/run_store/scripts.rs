@@ -25,6 +25,24 @@ end
 return 1
 "#;
 
+/// Undo a creation nothing has acted on: the record still at version 1 and its pending effects
+/// still in the outbox, unclaimed by the relay (their index score still the creation time).
+pub(super) const DISCARD_SCRIPT: &str = r#"
+-- KEYS: run, log, state index, all index, deadlines, outbox, outbox index.
+-- ARGV: id, created_ms. Returns 1 discarded, 2 nothing stored, 0 refused (acted on).
+if redis.call('EXISTS', KEYS[1]) == 0 then return 2 end
+if redis.call('HGET', KEYS[1], 'version') ~= '1' then return 0 end
+if redis.call('HLEN', KEYS[6]) == 0 then return 0 end
+local score = redis.call('ZSCORE', KEYS[7], ARGV[1])
+if not score or tonumber(score) ~= tonumber(ARGV[2]) then return 0 end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[6])
+redis.call('SREM', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
+redis.call('ZREM', KEYS[5], ARGV[1])
+redis.call('ZREM', KEYS[7], ARGV[1])
+return 1
+"#;
+
 pub(super) const CAS_SCRIPT: &str = r#"
 -- KEYS: run, log, evidence, deadlines, reports, outbox, outbox index[, from index, to index]
 -- ARGV: expected version, record, id, expire ms (0 = none), n log entries, n evidence pairs,

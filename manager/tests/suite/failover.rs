@@ -15,6 +15,7 @@ fn sentinel_target(ha: &RedisHa, password: Option<&str>) -> RedisTarget {
         sentinels: ha.sentinel_addrs(),
         master_name: ha.master_name().to_string(),
         password: password.map(str::to_string),
+        sentinel_password: None,
     }
 }
 

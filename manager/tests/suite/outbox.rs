@@ -138,3 +138,57 @@ async fn the_log_is_capped_and_trimmed_by_retention() -> Result<()> {
     })
     .await
 }
+
+/// Undoing a refused creation: gone without a trace while nothing acted on it; refused once
+/// the relay claimed its effects or a transition moved it on; nothing stored is "undone".
+#[tokio::test]
+async fn a_refused_creation_is_discarded_only_while_nothing_acted_on_it() -> Result<()> {
+    bounded(async {
+        let (_server, store) = redis_store().await?;
+        let create = |id: &'static str| {
+            let store = store.clone();
+            async move {
+                store
+                    .create_with_effects(
+                        id,
+                        "{}",
+                        "queued",
+                        1_000,
+                        Some(9_000),
+                        &["\"submitted\"".to_string()],
+                        &effects(&[&format!("{id}:1:decide:1")]),
+                    )
+                    .await
+            }
+        };
+        // Untouched: discarded, with its log, outbox and index entries.
+        assert!(create("a").await?);
+        assert!(store.discard_unstarted("a", "queued", 1_000).await?);
+        assert!(store.load("a").await?.is_none());
+        assert!(store.pending_effects("a").await?.is_empty());
+        assert_eq!(store.pending_runs().await?, 0);
+        // Nothing stored: nothing to undo.
+        assert!(store.discard_unstarted("never", "queued", 1_000).await?);
+        // The relay claimed its effects: it stands.
+        assert!(create("b").await?);
+        assert_eq!(store.claim_pending(1_000, 5_000, 10).await?, ["b"]);
+        assert!(!store.discard_unstarted("b", "queued", 1_000).await?);
+        assert!(store.load("b").await?.is_some());
+        // A transition moved it on: it stands.
+        assert!(create("c").await?);
+        let write = CasWrite {
+            expected_version: 1,
+            record: "{\"v\":2}".into(),
+            now_ms: 2_000,
+            ..CasWrite::default()
+        };
+        assert!(matches!(
+            store.compare_and_set("c", write).await?,
+            CasOutcome::Applied { new_version: 2 }
+        ));
+        assert!(!store.discard_unstarted("c", "queued", 1_000).await?);
+        assert!(store.load("c").await?.is_some());
+        Ok(())
+    })
+    .await
+}

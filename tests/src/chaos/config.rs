@@ -22,8 +22,11 @@ pub struct ChaosConfig {
     pub max_freeze: Duration,
     /// After the faults stop: how long the runs get to end.
     pub drain: Duration,
-    /// Stand-in model latency per reply.
+    /// Stand-in model latency per reply (an executor step is two replies and more).
     pub latency: Latency,
+    /// Each run's acceptance check first sleeps this many seconds (`lo..=hi`, spread over the
+    /// runs), so auditors are killed mid-audit; `(0, 0)`: checks as fast as they run.
+    pub check_secs: (u64, u64),
     /// The executors' and auditors' `ack_wait_secs` (a frozen or killed worker's step is
     /// redelivered after this).
     pub worker_ack_wait_secs: u64,
@@ -51,9 +54,29 @@ impl ChaosConfig {
                 min: Duration::from_millis(100),
                 max: Duration::from_millis(2000),
             },
+            check_secs: (0, 0),
             worker_ack_wait_secs: 5,
             prefer_busy_workers: true,
             seed: 0xc4a0_5eed,
+        }
+    }
+
+    /// Faults that look like production (`chaos-bench --production`): executor steps of about
+    /// 5-60 s (replies of 2.5-30 s) and checks of 1-10 s, so kills land mid-episode and
+    /// mid-audit; freezes longer than `ack_wait`; 30 minutes.
+    pub fn production() -> ChaosConfig {
+        ChaosConfig {
+            runs: 40,
+            duration: Duration::from_secs(1800),
+            fault_every: Duration::from_secs(15),
+            max_freeze: Duration::from_secs(20),
+            drain: Duration::from_secs(1800),
+            latency: Latency {
+                min: Duration::from_millis(2500),
+                max: Duration::from_secs(30),
+            },
+            check_secs: (1, 10),
+            ..ChaosConfig::full()
         }
     }
 

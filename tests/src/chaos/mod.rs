@@ -13,7 +13,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use loopgate_test_support::StandInModel;
 
-use crate::{tagged_task, EpisodeLedger, Profile, Stack, StackOptions, Worker, TERMINAL};
+use crate::{
+    check_secs_for, tagged_task_checking_for, EpisodeLedger, Profile, Stack, StackOptions, Worker,
+    TERMINAL,
+};
 
 pub use config::ChaosConfig;
 pub use fault::{Action, Component, Fault};
@@ -78,7 +81,7 @@ pub async fn run(config: &ChaosConfig, progress: &dyn Fn(&str)) -> anyhow::Resul
     let started_ms = now_ms();
     let mut ids = Vec::with_capacity(config.runs);
     let mut open = Vec::with_capacity(config.runs);
-    top_up(&stack, &mut ids, &mut open, config.runs).await?;
+    top_up(&stack, &mut ids, &mut open, config).await?;
     progress(&format!("submitted {} runs", ids.len()));
 
     let mut rng = Rng(config.seed | 1);
@@ -102,7 +105,7 @@ pub async fn run(config: &ChaosConfig, progress: &dyn Fn(&str)) -> anyhow::Resul
         faults.push(fault);
         load_max = load_max.max(load_average().unwrap_or(0.0));
         if config.keep_in_flight {
-            top_up(&stack, &mut ids, &mut open, config.runs).await?;
+            top_up(&stack, &mut ids, &mut open, config).await?;
         }
     }
     progress(&format!("{} runs submitted in all", ids.len()));
@@ -272,8 +275,9 @@ async fn top_up(
     stack: &Stack,
     ids: &mut Vec<String>,
     open: &mut Vec<String>,
-    in_flight: usize,
+    config: &ChaosConfig,
 ) -> anyhow::Result<()> {
+    let in_flight = config.runs;
     let mut still_open = Vec::with_capacity(open.len());
     for id in open.drain(..) {
         match stack.run(&id).await {
@@ -283,7 +287,9 @@ async fn top_up(
     }
     *open = still_open;
     while open.len() < in_flight {
-        let run = match stack.submit(&tagged_task(ids.len()), &[]).await {
+        let tag = ids.len();
+        let task = tagged_task_checking_for(tag, check_secs_for(tag, config.check_secs));
+        let run = match stack.submit(&task, &[]).await {
             Ok(run) => run,
             // The API is down for a moment (a manager killed, Redis frozen): next time.
             Err(_) if !ids.is_empty() => break,

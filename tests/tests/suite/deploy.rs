@@ -1,5 +1,5 @@
 //! Offline checks of the Kubernetes deployment in `deploy/k8s`, on what `kubectl kustomize`
-//! renders for each overlay (dev, prod) and for prod with the optional components: every
+//! renders for each overlay (dev, prod, prod-ha) and for prod with the optional components: every
 //! role's ConfigMap is parsed and resolved by that binary's own config code with the env its
 //! container gets, env vars are ones the binaries read, grace periods cover the drains, pods
 //! are locked down, auditors reach only NATS, KEDA scales executors on the real exec queue.
@@ -9,13 +9,15 @@
 //! (security contexts, network policies) in `deploy/cluster_policies.rs`, autoscaling and the
 //! never-below-busy-pods replica table in `deploy/scaling.rs`, the renamed namespaces in
 //! `deploy/namespaces.rs`, Pod Security admission and the executors' sandbox profiles and
-//! grace in `deploy/pod_security.rs`, NATS's monitoring port in `deploy/nats_monitor.rs`.
+//! grace in `deploy/pod_security.rs`, NATS's monitoring port in `deploy/nats_monitor.rs`,
+//! Redis with failover (overlays/prod-ha) in `deploy/redis_ha.rs`.
 
 mod cluster_policies;
 mod daemon_configs;
 mod namespaces;
 mod nats_monitor;
 mod pod_security;
+mod redis_ha;
 mod scaling;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -120,6 +122,10 @@ fn renders() -> anyhow::Result<Option<&'static [Render]>> {
                 Render {
                     name: "prod",
                     objects: render_dir(&kubectl, &k8s.join("overlays/prod"))?,
+                },
+                Render {
+                    name: "prod-ha",
+                    objects: render_dir(&kubectl, &k8s.join("overlays/prod-ha"))?,
                 },
                 Render {
                     name: "prod+optional",
@@ -575,15 +581,12 @@ fn nats_is_a_cluster_and_redis_refuses_writes_before_its_limit() -> anyhow::Resu
         let redis = find(r, "StatefulSet", "redis")?;
         let container = &redis["spec"]["template"]["spec"]["containers"][0];
         let limit = bytes(s(container, "/resources/limits/memory")).context("redis limit")?;
+        let config_volume = arr(redis, "/spec/template/spec/volumes")
+            .iter()
+            .find(|v| s(v, "/name") == "config")
+            .context("redis config volume")?;
         let conf = s(
-            find(
-                r,
-                "ConfigMap",
-                s(
-                    &redis["spec"]["template"]["spec"]["volumes"][0],
-                    "/configMap/name",
-                ),
-            )?,
+            find(r, "ConfigMap", s(config_volume, "/configMap/name"))?,
             "/data/redis.conf",
         );
         let setting = |key: &str| {

@@ -256,3 +256,53 @@ async fn an_executor_cut_off_from_nats_mid_episode_loses_its_step_to_another_onc
     assert_eq!(results, 1, "one result applied for the step: {all:?}");
     Ok(())
 }
+
+/// A `POST /v1/runs` refused because no replica acknowledged the creation (the replica stopped)
+/// answers 503 and leaves no run behind: nothing listed, nothing started once the replica is
+/// back. A submission after that is stored and completes.
+#[tokio::test]
+async fn a_refused_submission_leaves_no_run_behind() -> anyhow::Result<()> {
+    let model = model(Duration::ZERO).await?;
+    let mut opts = StackOptions::new(profiles(&model), 1);
+    opts.redis_ha = true;
+    let mut stack = Stack::start(opts).await?;
+    let task = loopgate_common::task::parse_task_file_toml(TASK)?;
+    let body = serde_json::json!({ "task": task });
+    let ha = stack.redis_ha.as_mut().expect("Redis with sentinels");
+    let replica = ha.nodes[1].port();
+    ha.nodes[1].process_mut().signal("STOP");
+    let refused = stack.post_raw("/v1/runs", &body).await;
+    let ha = stack.redis_ha.as_mut().expect("Redis with sentinels");
+    ha.nodes[1].process_mut().signal("CONT");
+    let (status, answer) = refused?;
+    assert_eq!(status, 503, "{answer}");
+    assert!(
+        answer.to_string().contains("replicas acknowledged"),
+        "{answer}"
+    );
+    ha.nodes[1]
+        .wait_replicating(Duration::from_secs(30))
+        .await?;
+    // Longer than the relay's claim age (3 s): a stored run would have started by now.
+    let listed = wait_until(Duration::from_secs(5), || async {
+        stack
+            .get("/v1/runs")
+            .await
+            .is_ok_and(|l| l["runs"].as_array().is_some_and(|r| !r.is_empty()))
+    })
+    .await;
+    assert!(
+        listed.is_err(),
+        "the refused submission left a run behind (replica :{replica}): {}",
+        stack.get("/v1/runs").await?
+    );
+    let id = stack.submit(TASK, &[]).await?["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let done = stack.wait_terminal(&id, Duration::from_secs(60)).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    let runs = stack.get("/v1/runs").await?;
+    assert_eq!(runs["runs"].as_array().map(Vec::len), Some(1), "{runs}");
+    Ok(())
+}

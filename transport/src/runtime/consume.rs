@@ -6,6 +6,8 @@
 //! unsettled, and the server redelivers it after `ack_wait`. A worker never holds a message it
 //! has not started: each pull asks for one, and a pull still waiting when `cancel` fires is
 //! dropped with its subscription, so the server gives a later message to another worker.
+//! A [`PullGate`] that says no (e.g. the work dir is full) stops the loop pulling until it says
+//! yes again: the work stays queued on the server, undelivered, for this or another worker.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -24,6 +26,11 @@ use crate::work_consumer::{Delivery, WorkConsumer};
 /// a work queue (KEDA's `lagThreshold`, the HPA's `averageValue`) must equal it, so that
 /// waiting plus in-flight messages never ask for fewer pods than are busy.
 pub const EPISODES_PER_LOOP: usize = 1;
+
+/// How often a closed [`PullGate`] is asked again (at most: a shorter poll asks sooner).
+const GATE_RECHECK: Duration = Duration::from_millis(500);
+/// When a delivery pulled just as the gate closed is offered again.
+const GATE_NAK_DELAY: Duration = Duration::from_secs(1);
 
 /// How a handler's delivery ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,10 +72,27 @@ pub struct ConsumeOptions {
     pub drain: Duration,
 }
 
+/// Asked before every pull: `Err(why)` means take no work now (asked again after a poll).
+pub type PullGate = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
 /// Pull from `consumer` and run `handler` on every delivery until `cancel` fires.
 pub async fn run_consumer<H, Fut>(
+    consumer: WorkConsumer,
+    options: ConsumeOptions,
+    cancel: CancellationToken,
+    handler: H,
+) where
+    H: Fn(Delivery, Lease) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Settle> + Send + 'static,
+{
+    run_gated_consumer(consumer, options, Arc::new(|| Ok(())), cancel, handler).await;
+}
+
+/// [`run_consumer`], pulling only while `gate` says yes.
+pub async fn run_gated_consumer<H, Fut>(
     mut consumer: WorkConsumer,
     options: ConsumeOptions,
+    gate: PullGate,
     cancel: CancellationToken,
     handler: H,
 ) where
@@ -78,6 +102,7 @@ pub async fn run_consumer<H, Fut>(
     let handler = Arc::new(handler);
     let slots = Arc::new(Semaphore::new(options.concurrency.max(1)));
     let mut in_flight = JoinSet::new();
+    let mut paused = false;
     loop {
         let slot = tokio::select! {
             biased;
@@ -87,6 +112,27 @@ pub async fn run_consumer<H, Fut>(
                 Err(_) => break,
             },
         };
+        match gate() {
+            Err(why) => {
+                if !paused {
+                    tracing::warn!(reason = %why, "taking no work until this clears");
+                    paused = true;
+                }
+                drop(slot);
+                tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => break,
+                    () = tokio::time::sleep(options.poll.min(GATE_RECHECK)) => {}
+                }
+                while in_flight.try_join_next().is_some() {}
+                continue;
+            }
+            Ok(()) if paused => {
+                tracing::info!("taking work again");
+                paused = false;
+            }
+            Ok(()) => {}
+        }
         let next = tokio::select! {
             biased;
             () = cancel.cancelled() => break,
@@ -94,6 +140,12 @@ pub async fn run_consumer<H, Fut>(
         };
         while in_flight.try_join_next().is_some() {}
         match next {
+            Ok(Some(delivery)) if gate().is_err() => {
+                // The gate closed while the pull waited: hand the message back for another
+                // worker (or this one, once the gate opens).
+                tracing::info!("gate closed during the pull: handing the delivery back");
+                settle_delivery(&delivery, Settle::Nak(Some(GATE_NAK_DELAY))).await;
+            }
             Ok(Some(delivery)) => {
                 let handler = handler.clone();
                 let ack_wait = options.ack_wait;

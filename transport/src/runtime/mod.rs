@@ -23,7 +23,8 @@ pub use claimed_episode::{
 };
 pub use connect::{connect_bus, retry_with_patience, CONNECT_PATIENCE};
 pub use consume::{
-    run_consumer, settle_delivery, ConsumeOptions, Lease, Settle, EPISODES_PER_LOOP,
+    run_consumer, run_gated_consumer, settle_delivery, ConsumeOptions, Lease, PullGate, Settle,
+    EPISODES_PER_LOOP,
 };
 pub use episode_cancels::{EpisodeCancels, Registration, DISPATCH_ID_HEADER, REMEMBER_CANCELLED};
 pub use episode_claim::{claim_key, ClaimGuard, Claimed, EpisodeClaims, Recorded, StoredResult};

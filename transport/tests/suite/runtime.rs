@@ -9,7 +9,9 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use loopgate_protocol::subjects::Capability;
 use loopgate_test_support::{wait_until, NatsServer};
-use loopgate_transport::runtime::{run_consumer, ConsumeOptions, KeepAlive, Settle};
+use loopgate_transport::runtime::{
+    run_consumer, run_gated_consumer, ConsumeOptions, KeepAlive, PullGate, Settle,
+};
 use loopgate_transport::{Bus, ConsumerOptions, Work};
 use tokio_util::sync::CancellationToken;
 
@@ -256,6 +258,70 @@ async fn keep_alive_reports_a_lost_delivery() -> Result<()> {
         tokio::time::timeout(Duration::from_secs(30), lost.cancelled())
             .await
             .context("lost never fired")?;
+        Ok(())
+    })
+    .await
+}
+
+/// A closed pull gate takes nothing: the message stays queued with its delivery count
+/// untouched, and is delivered once (attempt 1) after the gate opens.
+#[tokio::test]
+async fn a_closed_gate_leaves_work_queued_until_it_opens() -> Result<()> {
+    bounded(async {
+        let server = NatsServer::start().await?;
+        let bus = bus_on(&server).await?;
+        let consumer_options = ConsumerOptions {
+            ack_wait: Duration::from_secs(5),
+            ..ConsumerOptions::default()
+        };
+        let consumer = bus
+            .work_consumer(Work::Exec(Capability::Cli), consumer_options)
+            .await?;
+        let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let asked = Arc::new(AtomicU32::new(0));
+        let (gate_open, gate_asked) = (open.clone(), asked.clone());
+        let gate: PullGate = Arc::new(move || {
+            gate_asked.fetch_add(1, Ordering::SeqCst);
+            if gate_open.load(Ordering::SeqCst) {
+                Ok(())
+            } else {
+                Err("disk full".into())
+            }
+        });
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let record = seen.clone();
+        let cancel = CancellationToken::new();
+        let loop_task = tokio::spawn(run_gated_consumer(
+            consumer,
+            options(consumer_options.ack_wait),
+            gate,
+            cancel.clone(),
+            move |delivery, _lease| {
+                let record = record.clone();
+                async move {
+                    record.lock().unwrap().push(delivery.attempt());
+                    Settle::Ack
+                }
+            },
+        ));
+        publish(&bus, 1).await?;
+        // The loop keeps asking the closed gate and takes nothing.
+        wait_until(Duration::from_secs(10), || {
+            let asked = asked.clone();
+            async move { asked.load(Ordering::SeqCst) >= 4 }
+        })
+        .await?;
+        assert!(seen.lock().unwrap().is_empty());
+        open.store(true, Ordering::SeqCst);
+        wait_until(Duration::from_secs(10), || {
+            let seen = seen.clone();
+            async move { !seen.lock().unwrap().is_empty() }
+        })
+        .await
+        .context("nothing delivered after the gate opened")?;
+        cancel.cancel();
+        loop_task.await?;
+        assert_eq!(*seen.lock().unwrap(), vec![1]);
         Ok(())
     })
     .await
