@@ -139,6 +139,18 @@ impl Observer {
         });
     }
 
+    /// `text` with the worker's known secrets redacted (the default observer knows none; URLs
+    /// lose their credentials either way).
+    pub(crate) fn redact(&self, text: &str) -> String {
+        match &self.0 {
+            Some(inner) => inner
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .redact(text),
+            None => redact_text(text, &[]),
+        }
+    }
+
     /// The transcript so far (`None` for the default observer).
     pub(crate) fn transcript(&self) -> Option<Transcript> {
         let inner = self.0.as_ref()?;
