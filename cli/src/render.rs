@@ -228,6 +228,12 @@ pub fn run_summary(view: &RunView, now_ms: i64) -> Vec<String> {
             p.elapsed_ms / 1000
         ));
     }
+    if let Some(p) = &view.audit_progress {
+        lines.push(format!(
+            "running: {} (its last notice)",
+            audit_progress_text(p)
+        ));
+    }
     if let Some(verdicts) = &view.verdicts {
         lines.push(format!("audit: {}", verdicts_text(verdicts)));
     }
@@ -482,6 +488,20 @@ pub fn runs_footer(
         offset + 1,
         offset + shown as u64
     )]
+}
+
+/// A running audit's progress notice in the log's words (`auditor audit-1 auditing: running
+/// check tests (2 of 3), 4.5 s elapsed`).
+fn audit_progress_text(p: &loopgate_protocol::wire::AuditProgress) -> String {
+    loopgate_common::state::LogEvent::AuditProgress {
+        worker: p.worker.clone(),
+        stage: p.stage,
+        check: p.check.clone(),
+        check_index: p.check_index,
+        checks_total: p.checks_total,
+        elapsed_ms: p.elapsed_ms,
+    }
+    .headline()
 }
 
 #[cfg(test)]

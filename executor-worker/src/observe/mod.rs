@@ -6,7 +6,6 @@
 //! The tool loop holds an [`Observer`]; the default one observes nothing.
 
 pub(crate) mod progress;
-pub(crate) mod throttle;
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
