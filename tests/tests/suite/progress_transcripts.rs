@@ -18,7 +18,7 @@ use loopgate_test_support::{wait_until, Reply, Script, StandInModel};
 use loopgate_tests::{Profile, Stack, StackOptions, StackSecrets};
 use serde_json::json;
 
-use super::console::{assert_no_page_errors, open_console, wait_js, TOKEN};
+use super::console::{assert_no_page_errors, open_console, save_screenshot, wait_js, TOKEN};
 
 const WAIT: Duration = Duration::from_secs(90);
 /// How soon the page must show a call the stand-in made.
@@ -127,6 +127,7 @@ async fn a_running_episode_shows_its_call_and_its_transcript_reads_redacted() ->
     );
     assert!(text.contains("calling shell"), "{text}");
     assert!(text.contains("s elapsed"), "{text}");
+    save_screenshot(&mut s, "live-episode.png").await?;
     // The run keeps the episode's latest progress, and `loopgate status` says it.
     let run = stack.run(&id).await?;
     assert_eq!(run["episode_progress"][0]["tool"], "shell", "{run}");
@@ -172,6 +173,7 @@ async fn a_running_episode_shows_its_call_and_its_transcript_reads_redacted() ->
     assert!(panel.contains("key was ***"), "{panel}");
     assert!(panel.contains("hello.py"), "{panel}");
     assert!(!panel.contains(&key), "the model key on the page: {panel}");
+    save_screenshot(&mut s, "transcript.png").await?;
     let page = s.page_text().await.unwrap_or_default();
     assert!(!page.contains(&key), "the model key on the page");
     assert_no_page_errors(&s);
@@ -312,6 +314,7 @@ async fn a_running_audit_shows_its_check_n_of_m() -> anyhow::Result<()> {
         text.contains("running check slow-check (2 of 2)") && text.contains("s elapsed"),
         "{text}"
     );
+    save_screenshot(&mut s, "live-audit.png").await?;
     wait_js(
         &mut s,
         &format!(
