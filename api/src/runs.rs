@@ -133,6 +133,11 @@ pub struct RunView {
     #[serde(default, deserialize_with = "lenient::or_default")]
     #[schema(required = true)]
     pub episode_progress: Vec<loopgate_protocol::wire::EpisodeProgress>,
+    /// While the round's audit runs: its latest progress notice (stage, the check running,
+    /// n of m, `elapsed_ms` when it was sent, worker); null otherwise.
+    #[serde(default, deserialize_with = "lenient::or_default")]
+    #[schema(required = true)]
+    pub audit_progress: Option<loopgate_protocol::wire::AuditProgress>,
     /// The rounds in the one wording every client shows ([`rounds_text`]): `3/5`, or
     /// `7 (3/5 counted)`.
     #[serde(default, deserialize_with = "lenient::or_default")]

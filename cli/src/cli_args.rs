@@ -27,6 +27,10 @@ pub struct Cli {
     pub token: Option<String>,
     #[command(subcommand)]
     pub command: Command,
+    /// This machine's UTC offset in seconds, read by `main` before anything else runs (for
+    /// `log`/`watch --local`); `None` when it could not be read.
+    #[arg(skip)]
+    pub local_offset: Option<i32>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -220,6 +224,10 @@ pub struct WatchArgs {
     /// Print each log entry as a raw JSON line.
     #[arg(long)]
     pub json: bool,
+    /// Print times in this machine's time zone (`TZ`, else /etc/localtime; its offset when
+    /// the command starts) instead of UTC.
+    #[arg(long)]
+    pub local: bool,
 }
 
 #[derive(Debug, Args)]
@@ -242,6 +250,10 @@ pub struct LogArgs {
     /// results, self-check refusals; redacted) instead of the run log.
     #[arg(long, requires = "round")]
     pub transcript: bool,
+    /// Print times in this machine's time zone (`TZ`, else /etc/localtime; its offset when
+    /// the command starts) instead of UTC.
+    #[arg(long)]
+    pub local: bool,
 }
 
 #[derive(Debug, Args)]

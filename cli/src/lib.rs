@@ -41,14 +41,20 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
     }
     match &cli.command {
         Command::Submit(args) => commands::submit::submit(&client, args).await,
-        Command::Watch(args) => commands::watch::watch(&client, &args.run, args.json).await,
+        Command::Watch(args) => {
+            let zone = log_zone(args.local, cli.local_offset);
+            commands::watch::watch(&client, &args.run, args.json, zone).await
+        }
         Command::Status(args) => commands::run_commands::status(&client, args).await,
         Command::Runs(args) => commands::run_commands::runs(&client, args).await,
         Command::Log(args) => match (args.transcript, args.round) {
             (true, Some(round)) => {
                 commands::transcript::transcript(&client, &args.run, round).await
             }
-            _ => commands::run_commands::log(&client, &args.run).await,
+            _ => {
+                let zone = log_zone(args.local, cli.local_offset);
+                commands::run_commands::log(&client, &args.run, zone).await
+            }
         },
         Command::Cancel(args) => commands::run_commands::cancel(&client, args).await,
         Command::Answer(args) => commands::run_commands::answer(&client, args).await,
@@ -68,4 +74,14 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
         Command::Apply(args) => commands::apply::apply(&client, args).await,
         Command::Up(_) | Command::Keygen(_) | Command::Browse(_) => Ok(ExitStatus::Ok),
     }
+}
+
+/// The zone `log`/`watch` print times in; `--local` without a readable offset says so and
+/// keeps UTC.
+fn log_zone(local: bool, offset: Option<i32>) -> log_clock::Zone {
+    let (zone, fell_back) = log_clock::Zone::chosen(local, offset);
+    if fell_back {
+        output::note("--local: this machine's time zone could not be read; times are in UTC");
+    }
+    zone
 }

@@ -1,5 +1,6 @@
-//! Time on `loopgate log` and `watch` lines: each entry prefixed with its wall-clock time
-//! (`HH:MM:SS`, UTC, from the entry's `at`), the end of an audit and a round's gate with how
+//! Time on `loopgate log` and `watch` lines: each entry prefixed with its wall-clock time and
+//! its zone (`HH:MM:SS UTC`, from the entry's `at`; `--local`: this machine's offset, e.g.
+//! `HH:MM:SS +01:00`), the end of an audit and a round's gate with how
 //! long they took (from the audit's dispatch and the round's first step). An episode's own
 //! duration is in its `exec_result` headline (`[took N s]`). And a round's transcript
 //! (`GET /v1/runs/{id}/rounds/{n}/transcript`) as readable lines. Pure.
@@ -12,14 +13,60 @@ use serde_json::Value;
 use crate::render::log_line;
 use crate::run_view::LogRecord;
 
-/// `HH:MM:SS` (UTC) of `at_ms` (Unix milliseconds).
-pub fn clock(at_ms: i64) -> String {
-    let secs = at_ms.div_euclid(1000).rem_euclid(86_400);
+/// The zone `log` and `watch` print times in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Zone {
+    /// The default.
+    #[default]
+    Utc,
+    /// A fixed offset east of UTC, in seconds (`--local`: this machine's offset when the
+    /// command started).
+    Offset(i32),
+}
+
+impl Zone {
+    /// `--local` with the machine's offset (`None`: it could not be read): the zone, and
+    /// whether it fell back to UTC.
+    pub fn chosen(local: bool, machine_offset: Option<i32>) -> (Zone, bool) {
+        match (local, machine_offset) {
+            (false, _) => (Zone::Utc, false),
+            (true, Some(offset)) => (Zone::Offset(offset), false),
+            (true, None) => (Zone::Utc, true),
+        }
+    }
+
+    /// `UTC`, or the offset as `+01:00` / `-05:30` (an offset of zero is UTC).
+    pub fn label(self) -> String {
+        match self {
+            Zone::Utc | Zone::Offset(0) => "UTC".to_string(),
+            Zone::Offset(secs) => {
+                let sign = if secs < 0 { '-' } else { '+' };
+                let mins = secs.unsigned_abs() / 60;
+                format!("{sign}{:02}:{:02}", mins / 60, mins % 60)
+            }
+        }
+    }
+
+    fn offset_ms(self) -> i64 {
+        match self {
+            Zone::Utc => 0,
+            Zone::Offset(secs) => i64::from(secs) * 1000,
+        }
+    }
+}
+
+/// `HH:MM:SS ZONE` of `at_ms` (Unix milliseconds) in `zone`: `01:02:03 UTC`, `02:02:03 +01:00`.
+pub fn clock(at_ms: i64, zone: Zone) -> String {
+    let secs = at_ms
+        .saturating_add(zone.offset_ms())
+        .div_euclid(1000)
+        .rem_euclid(86_400);
     format!(
-        "{:02}:{:02}:{:02}",
+        "{:02}:{:02}:{:02} {}",
         secs / 3600,
         (secs / 60) % 60,
-        secs % 60
+        secs % 60,
+        zone.label()
     )
 }
 
@@ -31,12 +78,21 @@ pub fn span(ms: i64) -> String {
 /// Remembers when each round and audit began, across the entries of one log.
 #[derive(Debug, Default)]
 pub struct LogClock {
+    zone: Zone,
     round_start: HashMap<(u64, u64), i64>,
     audit_start: HashMap<(u64, u64), i64>,
 }
 
 impl LogClock {
-    /// `HH:MM:SS [round N] headline`, with ` (audit took ...)` / ` (round took ...)` where
+    /// A clock printing times in `zone`.
+    pub fn new(zone: Zone) -> Self {
+        LogClock {
+            zone,
+            ..LogClock::default()
+        }
+    }
+
+    /// `HH:MM:SS ZONE [round N] headline`, with ` (audit took ...)` / ` (round took ...)` where
     /// the entry ends one.
     pub fn line(&mut self, record: &LogRecord) -> String {
         let raw = &record.raw;
@@ -63,7 +119,7 @@ impl LogClock {
             }
             _ => {}
         }
-        format!("{} {}{suffix}", clock(at), log_line(record))
+        format!("{} {}{suffix}", clock(at, self.zone), log_line(record))
     }
 }
 
@@ -152,13 +208,22 @@ mod tests {
     #[test]
     fn clock_and_span() {
         let cases = [
-            (0, "00:00:00"),
-            (1_500, "00:00:01"),
-            (3_723_000, "01:02:03"),
-            (86_400_000 + 61_000, "00:01:01"),
+            (0, Zone::Utc, "00:00:00 UTC"),
+            (1_500, Zone::Utc, "00:00:01 UTC"),
+            (3_723_000, Zone::Utc, "01:02:03 UTC"),
+            (86_400_000 + 61_000, Zone::Utc, "00:01:01 UTC"),
+            (3_723_000, Zone::Offset(3600), "02:02:03 +01:00"),
+            (3_723_000, Zone::Offset(0), "01:02:03 UTC"),
+            // West of UTC: the day before.
+            (3_723_000, Zone::Offset(-5 * 3600 - 1800), "19:32:03 -05:30"),
+            (
+                86_399_000,
+                Zone::Offset(13 * 3600 + 45 * 60),
+                "13:44:59 +13:45",
+            ),
         ];
-        for (at, want) in cases {
-            assert_eq!(clock(at), want, "{at}");
+        for (at, zone, want) in cases {
+            assert_eq!(clock(at, zone), want, "{at} {zone:?}");
         }
         assert_eq!(span(61_060), "61.1 s");
         assert_eq!(span(-5), "0.0 s");
@@ -174,7 +239,7 @@ mod tests {
                 json!({"at": 10_000, "generation": 1, "round": 1, "type": "exec_dispatched",
                 "capability": "cli", "objective": "write it", "base_snapshot": snap})
             ),
-            "00:00:10 [round 1] executor (cli) dispatched: write it"
+            "00:00:10 UTC [round 1] executor (cli) dispatched: write it"
         );
         line(
             json!({"at": 20_000, "generation": 1, "round": 1, "type": "audit_dispatched",
@@ -192,8 +257,31 @@ mod tests {
                 json!({"at": 24_000, "generation": 1, "round": 1, "type": "gate", "passed": true,
                 "snapshot": snap, "reasons": []})
             ),
-            "00:00:24 [round 1] gate: open on snapshot aaaaaaaaaaaa (round took 14.0 s)"
+            "00:00:24 UTC [round 1] gate: open on snapshot aaaaaaaaaaaa (round took 14.0 s)"
         );
+        let mut local = LogClock::new(Zone::Offset(-3600));
+        assert_eq!(
+            local.line(&LogRecord::from_value(
+                json!({"at": 10_000, "generation": 1,
+                "round": 1, "type": "exec_dispatched", "capability": "cli",
+                "objective": "write it", "base_snapshot": snap})
+            )),
+            "23:00:10 -01:00 [round 1] executor (cli) dispatched: write it"
+        );
+    }
+
+    /// `--local` takes the machine's offset, or says it fell back to UTC.
+    #[test]
+    fn the_zone_chosen() {
+        let cases = [
+            (false, Some(3600), (Zone::Utc, false)),
+            (false, None, (Zone::Utc, false)),
+            (true, Some(3600), (Zone::Offset(3600), false)),
+            (true, None, (Zone::Utc, true)),
+        ];
+        for (local, offset, want) in cases {
+            assert_eq!(Zone::chosen(local, offset), want, "{local} {offset:?}");
+        }
     }
 
     #[test]

@@ -9,7 +9,11 @@ use loopgate_cli::errors::CliError;
 use loopgate_cli::exit_status::ExitStatus;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    // Read while this process has one thread (`time` refuses otherwise).
+    cli.local_offset = time::UtcOffset::current_local_offset()
+        .ok()
+        .map(|offset| offset.whole_seconds());
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

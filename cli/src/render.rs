@@ -42,9 +42,9 @@ pub fn attempts_line(entries: &[Value]) -> Option<String> {
 /// Blocks of lines repeated back to back, at most this long, are collapsed.
 const MAX_REPEAT_PERIOD: usize = 3;
 
-/// What repeats compare: a line without its leading `HH:MM:SS ` (the time `loopgate log` and
-/// `watch` put before each entry, `crate::log_clock`), so an entry repeated at other times is
-/// still a repeat (printed with the time of its first).
+/// What repeats compare: a line without its leading `HH:MM:SS ZONE ` (the time and zone
+/// `loopgate log` and `watch` put before each entry, `crate::log_clock`: `UTC` or `+01:00`), so
+/// an entry repeated at other times is still a repeat (printed with the time of its first).
 fn repeat_key(line: &str) -> &str {
     let b = line.as_bytes();
     let timed = b.len() > 9
@@ -52,10 +52,22 @@ fn repeat_key(line: &str) -> &str {
         && b[5] == b':'
         && b[8] == b' '
         && [0, 1, 3, 4, 6, 7].iter().all(|&k| b[k].is_ascii_digit());
-    if timed {
-        &line[9..]
+    if !timed {
+        return line;
+    }
+    let rest = &line[9..];
+    let r = rest.as_bytes();
+    let offset = r.len() > 6
+        && matches!(r[0], b'+' | b'-')
+        && r[3] == b':'
+        && r[6] == b' '
+        && [1, 2, 4, 5].iter().all(|&k| r[k].is_ascii_digit());
+    if let Some(after) = rest.strip_prefix("UTC ") {
+        after
+    } else if offset {
+        &rest[7..]
     } else {
-        line
+        rest
     }
 }
 
@@ -226,6 +238,12 @@ pub fn run_summary(view: &RunView, now_ms: i64) -> Vec<String> {
             p.tool_calls,
             p.tokens,
             p.elapsed_ms / 1000
+        ));
+    }
+    if let Some(p) = &view.audit_progress {
+        lines.push(format!(
+            "running: {} (its last notice)",
+            audit_progress_text(p)
         ));
     }
     if let Some(verdicts) = &view.verdicts {
@@ -484,6 +502,20 @@ pub fn runs_footer(
     )]
 }
 
+/// A running audit's progress notice in the log's words (`auditor audit-1 auditing: running
+/// check tests (2 of 3), 4.5 s elapsed`).
+fn audit_progress_text(p: &loopgate_protocol::wire::AuditProgress) -> String {
+    loopgate_common::state::LogEvent::AuditProgress {
+        worker: p.worker.clone(),
+        stage: p.stage,
+        check: p.check.clone(),
+        check_index: p.check_index,
+        checks_total: p.checks_total,
+        elapsed_ms: p.elapsed_ms,
+    }
+    .headline()
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -674,6 +706,19 @@ mod tests {
             (
                 lines(&["00:00:01 [round 3] x", "00:00:09 [round 3] x", "00:00:10 b"]),
                 lines(&["00:00:01 [round 3] x (×2)", "00:00:10 b"]),
+            ),
+            // Nor is its zone (`UTC`, or `--local`'s offset).
+            (
+                lines(&["00:00:01 UTC [round 3] x", "00:00:09 UTC [round 3] x"]),
+                lines(&["00:00:01 UTC [round 3] x (×2)"]),
+            ),
+            (
+                lines(&["01:00:01 +01:00 [round 3] x", "01:00:09 +01:00 [round 3] x"]),
+                lines(&["01:00:01 +01:00 [round 3] x (×2)"]),
+            ),
+            (
+                lines(&["19:00:01 -05:30 x", "19:00:09 -05:30 y"]),
+                lines(&["19:00:01 -05:30 x", "19:00:09 -05:30 y"]),
             ),
         ];
         for (input, want) in cases {

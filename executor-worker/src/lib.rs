@@ -24,7 +24,7 @@ mod worker;
 
 pub use agents::config::{AgentProfile, AgentProfileConfig};
 pub use config::{ExecutorFile, ExternalInputs, Settings, SettingsError, ToolLimits};
-pub use episode::{run_episode, EpisodeEnd, EpisodeEnv};
+pub use episode::{run_episode, run_episode_transcribed, EpisodeEnd, EpisodeEnv};
 pub use isolation::{AgentIsolationEnv, AgentNetwork, AgentNetworkPolicy};
 pub use self_check::runner::SelfCheckEnv;
 pub use tool_loop::context_health::HealthPolicy;

@@ -4,7 +4,7 @@
 
 import { get, post, blob, screenshot, patch, events, hasRoute } from './api.js';
 import { h, clear, short, isIdPrefix, stateBadge, usd, TERMINAL, toast, errorText, action, form } from './dom.js';
-import { transcriptPanel, clockTime, span, progressText } from './transcript.js';
+import { transcriptPanel, clockTime, span, progressText, auditProgressText } from './transcript.js';
 
 const REFRESH_MS = 300;
 // How often a running episode's elapsed time moves on the page.
@@ -308,12 +308,18 @@ export function runView(main, id) {
   function tickProgress() {
     for (const el of timeline.querySelectorAll('p.progress')) {
       const p = progressOf.get(el);
-      if (p) el.textContent = progressText(p, elapsedOf(p));
+      if (p) el.textContent = p.type === 'audit_progress' ? auditProgressText(p, elapsedOf(p)) : progressText(p, elapsedOf(p));
     }
   }
 
   function progressLine(p) {
     const el = h('p', { class: 'progress muted', dataset: { tool: p.tool || '', turn: p.turn } }, progressText(p, elapsedOf(p)));
+    progressOf.set(el, p);
+    return el;
+  }
+
+  function auditProgressLine(p) {
+    const el = h('p', { class: 'progress audit-progress muted', dataset: { stage: p.stage, check: p.check || '' } }, auditProgressText(p, elapsedOf(p)));
     progressOf.set(el, p);
     return el;
   }
@@ -345,7 +351,7 @@ export function runView(main, id) {
         r.audit ? h('div', { class: 'audit' },
           h('strong', {}, 'Audit (evidence): '), verdictTriple(r.audit.verdicts),
           h('span', { class: 'evidence-count' }, ` · evidence ${r.audit.passing}/${r.audit.checked}`),
-          r.audit.gaps && r.audit.gaps.length ? h('ul', {}, r.audit.gaps.map((g) => h('li', {}, g))) : null) : r.exec ? h('p', { class: 'muted' }, 'auditing…') : null,
+          r.audit.gaps && r.audit.gaps.length ? h('ul', {}, r.audit.gaps.map((g) => h('li', {}, g))) : null) : r.exec ? (r.auditProgress && !terminal ? auditProgressLine(r.auditProgress) : h('p', { class: 'muted' }, 'auditing…')) : null,
         r.gate ? h('div', { class: r.gate.passed ? 'gate ok' : 'gate bad' },
           h('strong', {}, 'Gate: '), gateWord(r.gate),
           r.gate.reasons.length ? h('ul', {}, r.gate.reasons.map((g) => h('li', {}, g))) : null) : null,
@@ -524,13 +530,16 @@ export function buildRounds(entries) {
       case 'episode_progress':
         if (cur && cur.round === e.round && cur.generation === e.generation) cur.progress = e;
         break;
+      case 'audit_progress':
+        if (cur && cur.round === e.round && cur.generation === e.generation && !cur.audit) cur.auditProgress = e;
+        break;
       case 'decision':
         if (e.route === 'cli' || e.route === 'gui') decision = e;
         else (cur ? cur.notes : general).push(e);
         break;
       case 'exec_dispatched':
         cur = { generation: e.generation, round: e.round, route: e.capability || (decision && decision.route) || '?', objective: e.objective || (decision && decision.task) || '', decision, clause: null, notes: [], exec: null, audit: null, gate: null,
-          base: e.base_snapshot, startedAt: (decision && decision.at) || e.at, progress: null };
+          base: e.base_snapshot, startedAt: (decision && decision.at) || e.at, progress: null, auditProgress: null };
         decision = null;
         rounds.push(cur);
         break;

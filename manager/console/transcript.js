@@ -26,6 +26,15 @@ export function progressText(p, elapsed) {
   return 'executing… ' + parts.join(' · ');
 }
 
+// The line a running audit's latest progress notice reads as, `elapsed` ms in.
+export function auditProgressText(p, elapsed) {
+  let doing;
+  if (p.stage === 'checks') doing = p.check ? `running check ${p.check} (${p.check_index} of ${p.checks_total})` : `running checks (${p.checks_total || 0})`;
+  else if (p.stage === 'judge') doing = `asking the judge (${p.check_index} of ${p.checks_total} checks run)`;
+  else doing = `scoring the rubric (${p.check_index} of ${p.checks_total} checks run)`;
+  return `auditing… ${doing} · ${span(elapsed)} elapsed · on ${p.worker}`;
+}
+
 function entryView(e) {
   const at = h('span', { class: 'muted tx-at' }, `+${span(e.at_ms)} `);
   switch (e.type) {

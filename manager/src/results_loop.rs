@@ -126,6 +126,11 @@ impl ResultsLoop {
                     .apply(&run_id, &RunEvent::EpisodeProgress(progress))
                     .await
             }
+            Message::AuditProgress(progress) => {
+                self.engine
+                    .apply(&run_id, &RunEvent::AuditProgress(progress))
+                    .await
+            }
             other => Ok(Applied::Ignored(format!(
                 "unexpected {} on the results stream",
                 other.kind()
@@ -147,7 +152,7 @@ impl ResultsLoop {
             }
             // Best effort: a progress notice is not retried (nor dead-lettered); the next one,
             // or the episode's result, follows.
-            Err(e) if matches!(kind, "episode_progress") => {
+            Err(e) if matches!(kind, "episode_progress" | "audit_progress") => {
                 tracing::debug!(run_id, error = %e, "progress notice not applied; dropped");
                 Settle::Term(format!("progress notice not applied: {e}"))
             }

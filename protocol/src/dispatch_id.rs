@@ -53,6 +53,15 @@ impl StepKey<'_> {
         format!("{self}:{EXEC_PROGRESS}:{attempt}:{sibling}:{seq}")
     }
 
+    /// `{run}:{generation}:{round}:audit-progress:{purpose}:{attempt}:{seq}`: an audit's progress
+    /// notice's id (the worker adds a random seal, see [`sealed`]).
+    pub fn audit_progress_msg_id(&self, purpose: AuditPurpose, attempt: u64, seq: u64) -> String {
+        format!(
+            "{self}:{AUDIT_PROGRESS}:{}:{attempt}:{seq}",
+            purpose.as_str()
+        )
+    }
+
     /// `{run}:{generation}:{round}:audit-started:{purpose}:{attempt}` (a prefix, sealed when
     /// published).
     pub fn audit_started_msg_id(&self, purpose: AuditPurpose, attempt: u64) -> String {
@@ -71,6 +80,7 @@ const EXEC_STARTED: &str = "exec-started";
 const EXEC_PROGRESS: &str = "exec-progress";
 const AUDIT_REPORT: &str = "audit-report";
 const AUDIT_STARTED: &str = "audit-started";
+const AUDIT_PROGRESS: &str = "audit-progress";
 const DECIDE: &str = "decide";
 
 /// `{run}:{generation}:decide:{seq}`: the prefix of a decision request's id (the manager seals
@@ -113,7 +123,7 @@ pub fn id_owner(msg_id: &str) -> Option<IdOwner> {
     for part in msg_id.split(':') {
         let this = match part {
             EXEC_RESULT | EXEC_STARTED | EXEC_PROGRESS => IdOwner::Executor,
-            AUDIT_REPORT | AUDIT_STARTED => IdOwner::Auditor,
+            AUDIT_REPORT | AUDIT_STARTED | AUDIT_PROGRESS => IdOwner::Auditor,
             DECIDE => IdOwner::Manager,
             _ => continue,
         };

@@ -116,14 +116,19 @@ async fn failing_attempt_is_audited_replanned_and_then_completes() -> anyhow::Re
         "print('hello, loopgate')\n"
     );
     // The run log tells the story in order.
-    // (the workers' episode_started and episode_progress entries are left out: when and
+    // (the workers' episode_started, episode_progress and audit_progress entries are left out: when and
     // whether they land relative to the manager's own entries is the workers' timing, not the
     // run's story.)
     let types: Vec<String> = stack
         .log_types(&id)
         .await?
         .into_iter()
-        .filter(|t| t != "episode_started" && t != "episode_progress")
+        .filter(|t| {
+            !matches!(
+                t.as_str(),
+                "episode_started" | "episode_progress" | "audit_progress"
+            )
+        })
         .collect();
     let round = [
         "decision",

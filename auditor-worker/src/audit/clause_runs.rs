@@ -8,6 +8,7 @@ use loopgate_common::goal::derived_checks::SetAside;
 use loopgate_protocol::snapshot::Manifest;
 
 use crate::audit::auditor::Auditor;
+use crate::audit::progress::AuditProgressTx;
 use crate::judge::clause_commands::{command_runs, plan_clause_commands, CommandRun};
 use crate::judge_context::JudgeContext;
 
@@ -34,7 +35,14 @@ impl Auditor {
         probe.contract.criteria = planned.iter().map(|r| r.criterion.clone()).collect();
         let mut gaps = Vec::new();
         match self
-            .run_checks(&probe, &dir, cx.workspace, manifest, &mut gaps)
+            .run_checks(
+                &probe,
+                &dir,
+                cx.workspace,
+                manifest,
+                &mut gaps,
+                &AuditProgressTx::default(),
+            )
             .await
         {
             Ok(runs) => command_runs(planned, &runs),

@@ -15,6 +15,7 @@ mod clause_runs;
 mod findings;
 mod pipeline;
 mod plan;
+mod progress;
 mod records;
 mod report;
 mod run_checks;
@@ -25,4 +26,5 @@ mod verdict_rules;
 mod workspace;
 
 pub use auditor::{AuditError, Auditor, AuditorParts};
+pub(crate) use progress::{AuditNow, AuditProgressTx};
 pub(crate) use records::report_msg_id;

@@ -9,10 +9,11 @@ use std::time::{Duration, Instant};
 use loopgate_protocol::snapshot::{diff_manifests, Manifest, PathChange};
 use loopgate_protocol::usage::Usage;
 use loopgate_protocol::verdict::{Evidence, Verdicts};
-use loopgate_protocol::wire::{AuditPurpose, AuditRequest};
+use loopgate_protocol::wire::{AuditPurpose, AuditRequest, AuditStage};
 
 use crate::audit::auditor::{AuditError, Auditor};
 use crate::audit::findings::Findings;
+use crate::audit::progress::AuditProgressTx;
 use crate::audit::records::{count_over_limit, is_untrustworthy};
 use crate::audit::report::SNAPSHOT_DIR;
 use crate::audit::verdict_rules::{
@@ -37,6 +38,8 @@ pub(super) struct Audited<'a> {
     pub(super) candidate: &'a Manifest,
     /// The manager allows the whole audit until then.
     pub(super) deadline: Instant,
+    /// Told the stage and the check running.
+    pub(super) progress: &'a AuditProgressTx,
 }
 
 impl Auditor {
@@ -45,6 +48,7 @@ impl Auditor {
         &self,
         req: &AuditRequest,
         scratch: &Path,
+        progress: &AuditProgressTx,
     ) -> Result<Findings, AuditError> {
         let deadline = Instant::now() + Duration::from_secs(req.episode_secs.max(1));
         let workspace = scratch.join(SNAPSHOT_DIR);
@@ -66,6 +70,7 @@ impl Auditor {
             workspace: &workspace,
             candidate: &candidate,
             deadline,
+            progress,
         };
         if req.purpose == AuditPurpose::Plan {
             let gaps = base_gap.into_iter().collect();
@@ -114,6 +119,7 @@ impl Auditor {
                 audited.workspace,
                 audited.candidate,
                 &mut found_gaps,
+                audited.progress,
             )
             .await?;
         let cx = JudgeContext {
@@ -145,6 +151,9 @@ impl Auditor {
             tracing::warn!(run_id = %req.run_id, round = req.round, path, why,
                 reason = "test_plumbing_changed", "candidate changed test plumbing: integrity violation");
         }
+        if judge_asked && matches!(cx.model, JudgeModel::Ready(_)) {
+            audited.progress.stage(AuditStage::Judge);
+        }
         let judgment = match (judge_asked, req.mechanical_only) {
             (_, true) => None,
             (true, false) => opinion(&cx, &evidence, &mut verdicts, &mut gaps, &mut usage).await,
@@ -158,6 +167,7 @@ impl Auditor {
             .as_ref()
             .filter(|_| !req.mechanical_only);
         if let Some(contract_rubric) = contract_rubric {
+            audited.progress.stage(AuditStage::Rubric);
             let scored = rubric_findings(&cx, contract_rubric, &evidence, &self.evidence).await;
             usage.add(scored.usage);
             gaps.extend(scored.gaps);
@@ -194,6 +204,9 @@ impl Auditor {
             tracing::info!(run_id = %req.run_id, failing = ?failing, "blocking checks fail: the judge is not asked");
             gaps.push(deferral_gap(&failing));
             return (false, Usage::default());
+        }
+        if matches!(cx.model, JudgeModel::Ready(_)) {
+            audited.progress.stage(AuditStage::Judge);
         }
         // Decided from the checks' text on this auditor's shell, never from their runs.
         let set_aside = set_aside(&req.contract.criteria, &self.check_path).await;

@@ -46,6 +46,7 @@ impl Auditor {
                     audited.workspace,
                     audited.candidate,
                     &mut findings.gaps,
+                    audited.progress,
                 )
                 .await?;
         }

@@ -8,6 +8,7 @@ use loopgate_protocol::wire::{AuditReport, AuditRequest};
 
 use crate::audit::auditor::{AuditError, Auditor};
 use crate::audit::findings::Findings;
+use crate::audit::progress::AuditProgressTx;
 use crate::audit::records::backcheck_lines;
 
 /// The audit's pristine copy of the candidate, under its scratch directory.
@@ -17,6 +18,17 @@ impl Auditor {
     /// Audit one request. `Err` only when the store or the local disk failed (retry later); an
     /// untrustworthy candidate is a report with an integrity violation, never an error.
     pub async fn audit(&self, req: &AuditRequest, attempt: u64) -> Result<AuditReport, AuditError> {
+        self.audit_observed(req, attempt, &AuditProgressTx::default())
+            .await
+    }
+
+    /// [`Auditor::audit`], telling `progress` its stage and the check running.
+    pub(crate) async fn audit_observed(
+        &self,
+        req: &AuditRequest,
+        attempt: u64,
+        progress: &AuditProgressTx,
+    ) -> Result<AuditReport, AuditError> {
         let started = Instant::now();
         let scratch_err = |source| AuditError::Scratch {
             path: self.work_dir.clone(),
@@ -29,7 +41,7 @@ impl Auditor {
             .prefix("audit-")
             .tempdir_in(&self.work_dir)
             .map_err(scratch_err)?;
-        let findings = self.findings(req, scratch.path()).await;
+        let findings = self.findings(req, scratch.path(), progress).await;
         self.keep_workspace(&scratch.path().join(SNAPSHOT_DIR))
             .await;
         remove_scratch(scratch).await;

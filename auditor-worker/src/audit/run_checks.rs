@@ -15,6 +15,7 @@ use loopgate_protocol::verdict::{Evidence, EvidenceScreenshot};
 use loopgate_protocol::wire::AuditRequest;
 
 use crate::audit::auditor::{AuditError, Auditor};
+use crate::audit::progress::AuditProgressTx;
 use crate::audit::records::evidence_from_run;
 use crate::evidence::unix_millis;
 
@@ -27,6 +28,7 @@ impl Auditor {
         pristine: &Path,
         manifest: &Manifest,
         gaps: &mut Vec<String>,
+        progress: &AuditProgressTx,
     ) -> Result<Vec<Evidence>, AuditError> {
         let mut evidence = Vec::new();
         let any_check = req.contract.criteria.iter().any(|c| c.check.is_some());
@@ -35,10 +37,20 @@ impl Auditor {
             false => CopySource::Tree(pristine.to_path_buf()),
         };
         let extra_env = gui_env(req);
+        let total = req
+            .contract
+            .criteria
+            .iter()
+            .filter(|c| c.check.is_some())
+            .count();
+        let total = u32::try_from(total).unwrap_or(u32::MAX);
+        let mut ordinal: u32 = 0;
         for (index, criterion) in req.contract.criteria.iter().enumerate() {
             let Some(command) = &criterion.check else {
                 continue;
             };
+            ordinal = ordinal.saturating_add(1);
+            progress.check(&criterion.id, ordinal, total);
             let check = ScratchCheck {
                 scratch,
                 index,

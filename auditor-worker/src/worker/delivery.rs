@@ -12,17 +12,20 @@ use std::time::{Duration, Instant};
 
 use loopgate_protocol::dispatch_id::{DispatchId, StepKey};
 use loopgate_protocol::subjects::Subjects;
-use loopgate_protocol::wire::{decode, AuditReport, AuditRequest, EpisodeRole, Message};
+use loopgate_protocol::wire::{
+    decode, AuditProgress, AuditReport, AuditRequest, AuditStage, EpisodeRole, Message,
+};
 use loopgate_telemetry::otel::TRACEPARENT;
 use loopgate_transport::runtime::{
-    run_claimed, run_consumer, ClaimedEpisode, Concluded, ConsumeOptions, EpisodeCancels,
-    EpisodeClaims, EpisodeWorker, ResultMessage, Settle, REDELIVERY_DELAY,
+    report_audit_progress, run_claimed, run_consumer, send_throttled, ClaimedEpisode, Concluded,
+    ConsumeOptions, EpisodeCancels, EpisodeClaims, EpisodeWorker, ResultMessage, Settle,
+    PROGRESS_EVERY, REDELIVERY_DELAY,
 };
 use loopgate_transport::{Bus, BusError, ConsumerOptions, Delivery, Work, WorkConsumer};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::audit::{report_msg_id, AuditError, Auditor};
+use crate::audit::{report_msg_id, AuditError, AuditNow, AuditProgressTx, Auditor};
 use crate::config::MAX_DELIVER;
 
 /// How long one pull waits before checking for shutdown again.
@@ -218,6 +221,7 @@ impl AuditWorker {
         let traceparent = delivery.header(TRACEPARENT);
         loopgate_telemetry::otel::set_remote_parent(&span, traceparent.as_deref());
         let audit = AuditStep {
+            bus: &self.worker.bus,
             auditor: &self.auditor,
             req: &request,
             attempt: delivery.attempt(),
@@ -231,11 +235,61 @@ impl AuditWorker {
 
 /// One audit request on the claimed-episode path.
 struct AuditStep<'a> {
+    /// Where its progress notices go.
+    bus: &'a Bus,
     auditor: &'a Auditor,
     req: &'a AuditRequest,
     attempt: u64,
     /// The request's trace context, passed on with the report.
     traceparent: Option<String>,
+}
+
+impl AuditStep<'_> {
+    /// The audit, its progress published while it runs (a sibling's checks-only audit tells
+    /// none: the run shows the round's own audit).
+    async fn observed(&self) -> Result<AuditReport, AuditError> {
+        let req = self.req;
+        if req.mechanical_only {
+            return self.auditor.audit(req, self.attempt).await;
+        }
+        let (tx, rx) = tokio::sync::watch::channel(AuditNow::default());
+        let template = AuditProgress {
+            run_id: req.run_id.clone(),
+            generation: req.generation,
+            round: req.round,
+            purpose: req.purpose,
+            delivery_attempt: self.attempt,
+            worker: self.auditor.worker_id().to_string(),
+            stage: AuditStage::Checks,
+            check: None,
+            check_index: 0,
+            checks_total: 0,
+            elapsed_ms: 0,
+        };
+        let bus = self.bus.clone();
+        let publisher = tokio::spawn(send_throttled(
+            rx,
+            PROGRESS_EVERY,
+            move |now: AuditNow, elapsed, seq| {
+                let notice = AuditProgress {
+                    stage: now.stage,
+                    check: now.check,
+                    check_index: now.check_index,
+                    checks_total: now.checks_total,
+                    elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+                    ..template.clone()
+                };
+                let bus = bus.clone();
+                async move { report_audit_progress(&bus, notice, seq).await }
+            },
+        ));
+        let end = self
+            .auditor
+            .audit_observed(req, self.attempt, &AuditProgressTx::new(tx))
+            .await;
+        publisher.abort();
+        end
+    }
 }
 
 impl ClaimedEpisode for AuditStep<'_> {
@@ -261,7 +315,7 @@ impl ClaimedEpisode for AuditStep<'_> {
 
     fn run(&self) -> impl Future<Output = Self::End> + Send + '_ {
         tracing::info!(candidate = %self.req.candidate_snapshot, "audit started");
-        self.auditor.audit(self.req, self.attempt)
+        self.observed()
     }
 
     fn conclude(&self, end: Option<Self::End>, elapsed: Duration) -> Concluded<AuditReport> {

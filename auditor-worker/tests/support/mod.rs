@@ -251,8 +251,9 @@ pub async fn next_report(results: &mut WorkConsumer) -> anyhow::Result<AuditRepo
             delivery.ack().await?;
             match decode(delivery.payload())? {
                 Message::AuditReport(report) => return Ok(report),
-                // Auditors announce each audit they start; reports are what these tests read.
-                Message::EpisodeStarted(_) => {}
+                // Auditors announce each audit they start and report its progress; reports are
+                // what these tests read.
+                Message::EpisodeStarted(_) | Message::AuditProgress(_) => {}
                 other => bail!("unexpected {} on the results stream", other.kind()),
             }
         }
@@ -361,4 +362,27 @@ pub fn is_root() -> bool {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
         .unwrap_or(false)
+}
+
+/// The next message on the results stream within `wait` that is not an audit's progress
+/// notice (those are acked and skipped).
+pub async fn next_besides_progress(
+    results: &mut WorkConsumer,
+    wait: Duration,
+) -> anyhow::Result<Option<Message>> {
+    let deadline = Instant::now() + wait;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        let Some(delivery) = results.next(left).await? else {
+            return Ok(None);
+        };
+        delivery.ack().await?;
+        match decode(delivery.payload())? {
+            Message::AuditProgress(_) => {}
+            other => return Ok(Some(other)),
+        }
+    }
 }

@@ -89,7 +89,11 @@ fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-pub async fn log(client: &ApiClient, args: &RunJsonArgs) -> Result<ExitStatus, CliError> {
+pub async fn log(
+    client: &ApiClient,
+    args: &RunJsonArgs,
+    zone: crate::log_clock::Zone,
+) -> Result<ExitStatus, CliError> {
     let value = client.run_log(&args.run).await?;
     if args.json {
         output::line(pretty(&value))?;
@@ -99,7 +103,7 @@ pub async fn log(client: &ApiClient, args: &RunJsonArgs) -> Result<ExitStatus, C
         .get("entries")
         .and_then(Value::as_array)
         .ok_or_else(|| bad_response("GET /v1/runs/{id}/log", "no `entries` array"))?;
-    let mut clock = crate::log_clock::LogClock::default();
+    let mut clock = crate::log_clock::LogClock::new(zone);
     let lines: Vec<String> = entries
         .iter()
         .map(|entry| clock.line(&LogRecord::from_value(entry.clone())))

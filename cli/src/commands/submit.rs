@@ -75,7 +75,7 @@ pub async fn submit(client: &ApiClient, args: &SubmitArgs) -> Result<ExitStatus,
         output::line(&run_id)?;
     }
     if args.watch {
-        return watch::watch(client, &run_id, args.json).await;
+        return watch::watch(client, &run_id, args.json, crate::log_clock::Zone::Utc).await;
     }
     if !args.json {
         output::note(format!("follow it: loopgate watch {run_id}"));

@@ -47,7 +47,12 @@ struct WatchState {
     repeats: render::RepeatFilter,
 }
 
-pub async fn watch(client: &ApiClient, run: &str, json: bool) -> Result<ExitStatus, CliError> {
+pub async fn watch(
+    client: &ApiClient,
+    run: &str,
+    json: bool,
+    zone: crate::log_clock::Zone,
+) -> Result<ExitStatus, CliError> {
     let mut state = WatchState {
         json,
         run: run.to_string(),
@@ -55,7 +60,7 @@ pub async fn watch(client: &ApiClient, run: &str, json: bool) -> Result<ExitStat
         last_event_id: None,
         saw_terminal: false,
         opened: false,
-        clock: LogClock::default(),
+        clock: LogClock::new(zone),
         repeats: render::RepeatFilter::default(),
     };
     let mut failures: u32 = 0;

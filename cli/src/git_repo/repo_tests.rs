@@ -227,7 +227,8 @@ fn the_result_is_one_commit_on_a_new_branch_or_a_patch() {
         .trim(),
         "abc"
     );
-    // The branch exists now: refused, nothing moved.
+    // The branch exists now: refused, nothing moved, no object written.
+    let objects = git(root, &["count-objects", "-v"]);
     let again = write_result(root, &start.origin, &finals, message, &branch);
     assert!(
         matches!(again, Err(RepoError::BranchExists(_))),
@@ -243,6 +244,7 @@ fn the_result_is_one_commit_on_a_new_branch_or_a_patch() {
         ),
         Err(RepoError::BadBranchName(_))
     ));
+    assert_eq!(git(root, &["count-objects", "-v"]), objects);
 
     // The patch: nothing written to the repository, `git am` applies it on the start.
     let work = tempfile::tempdir().unwrap();
@@ -276,6 +278,10 @@ fn the_result_is_one_commit_on_a_new_branch_or_a_patch() {
         })
         .collect();
     let other = ResultTarget::Branch("other".into());
+    let (objects, refs) = (
+        git(root, &["count-objects", "-v"]),
+        git(root, &["for-each-ref"]),
+    );
     assert!(matches!(
         write_result(root, &start.origin, &same, message, &other),
         Err(RepoError::NothingToApply)
@@ -285,4 +291,7 @@ fn the_result_is_one_commit_on_a_new_branch_or_a_patch() {
     let err = write_result(root, &gone, &finals, message, &other).unwrap_err();
     assert!(matches!(err, RepoError::StartCommitGone { .. }), "{err}");
     assert!(git(root, &["branch", "--list", "other"]).is_empty());
+    // Refused: no object and no ref written.
+    assert_eq!(git(root, &["count-objects", "-v"]), objects);
+    assert_eq!(git(root, &["for-each-ref"]), refs);
 }

@@ -6,7 +6,7 @@ use super::standin;
 use std::collections::HashMap;
 
 use serde_json::{json, Value};
-use standin::{loopgate, sse, start, Canned, EventScript};
+use standin::{loopgate, loopgate_with_env, sse, start, Canned, EventScript};
 
 fn snap() -> String {
     "c".repeat(64)
@@ -40,6 +40,35 @@ fn script(entries: &[Value], end: Option<&Value>, hold_open: bool) -> EventScrip
     EventScript { body, hold_open }
 }
 
+/// Times are UTC, and say so; `--local` prints them in the machine's zone (`TZ`) with its
+/// offset, for `watch` and `log` alike.
+#[tokio::test]
+async fn local_times_with_their_offset() {
+    let all = entries();
+    let end = end_view("completed");
+    let server = start(Canned {
+        event_scripts: vec![script(&all, Some(&end), false)],
+        ..Canned::default()
+    })
+    .await;
+    // POSIX `TZ`: `XST-1` is one hour east of UTC.
+    let tz = [("TZ", "XST-1")];
+    let ran = loopgate_with_env(&server.url, &["watch", "r1", "--local"], &tz).await;
+    assert_eq!(ran.code, Some(0), "{}\n{}", ran.stdout, ran.stderr);
+    let first = ran.stdout.lines().next().unwrap_or_default().to_string();
+    assert_eq!(
+        first,
+        "01:00:00 +01:00 [round 1] next: cli — Create hello.py"
+    );
+    let ran = loopgate_with_env(&server.url, &["watch", "r1"], &tz).await;
+    let first = ran.stdout.lines().next().unwrap_or_default().to_string();
+    assert!(
+        first.starts_with("00:00:00 UTC [round 1]"),
+        "{}",
+        ran.stdout
+    );
+}
+
 #[tokio::test]
 async fn watch_reconnects_skips_replayed_entries_and_exits_0_on_completed() {
     let all = entries();
@@ -55,13 +84,16 @@ async fn watch_reconnects_skips_replayed_entries_and_exits_0_on_completed() {
     let ran = loopgate(&server.url, &["watch", "r1"]).await;
     assert_eq!(ran.code, Some(0), "{}\n{}", ran.stdout, ran.stderr);
     let lines: Vec<&str> = ran.stdout.lines().collect();
-    assert_eq!(lines[0], "00:00:00 [round 1] next: cli — Create hello.py");
+    assert_eq!(
+        lines[0],
+        "00:00:00 UTC [round 1] next: cli — Create hello.py"
+    );
     assert_eq!(
         lines[1],
-        "00:00:00 [round 1] audit: complete/clean/aligned — checks 1/1 passing"
+        "00:00:00 UTC [round 1] audit: complete/clean/aligned — checks 1/1 passing"
     );
     assert!(
-        lines[2].starts_with("00:00:00 [round 1] completed: gate passed"),
+        lines[2].starts_with("00:00:00 UTC [round 1] completed: gate passed"),
         "{lines:?}"
     );
     assert_eq!(lines[3], "run r1 completed: gate passed");

@@ -4,6 +4,7 @@
 mod attempt_choice;
 mod attempts;
 mod audit_outcome;
+mod audit_progress;
 mod clause_step;
 mod episode_bounds;
 mod episode_progress;
@@ -98,6 +99,7 @@ pub fn start_run_with(
         msg_id_secret,
         origin: None,
         episode_progress: Vec::new(),
+        audit_progress: None,
     };
     let mut tx = Tx::new(&record, now);
     tx.log(LogEvent::Submitted {
@@ -178,6 +180,9 @@ pub fn decide(record: &RunRecord, event: &RunEvent, now: i64) -> Decision {
         RunEvent::EpisodeProgress(progress) => {
             episode_progress::on_episode_progress(record, progress, now)
         }
+        RunEvent::AuditProgress(progress) => {
+            audit_progress::on_audit_progress(record, progress, now)
+        }
         RunEvent::ExecFinished(result) => results::on_exec(record, result, now),
         RunEvent::AuditFinished(report) => results::on_audit(record, report, now),
         RunEvent::Answer { text } => lifecycle::on_answer(record, text, now),
@@ -196,7 +201,10 @@ pub fn decide(record: &RunRecord, event: &RunEvent, now: i64) -> Decision {
         Decision::Apply(mut step) => {
             // A progress notice leaves the last applied event as it was: a redelivery of that
             // one is still recognised.
-            if !matches!(event, RunEvent::EpisodeProgress(_)) {
+            if !matches!(
+                event,
+                RunEvent::EpisodeProgress(_) | RunEvent::AuditProgress(_)
+            ) {
                 step.record.last_event = event.replayable().then(|| event.key());
             }
             // Every transition ends here: never hand back a record that may not be stored.

@@ -8,7 +8,9 @@ use crate::task::Task;
 use loopgate_protocol::contract::Contract;
 use loopgate_protocol::usage::Usage;
 use loopgate_protocol::verdict::Evidence;
-use loopgate_protocol::wire::{AuditReport, EpisodeProgress, EpisodeStarted, ExecResult};
+use loopgate_protocol::wire::{
+    AuditProgress, AuditReport, EpisodeProgress, EpisodeStarted, ExecResult,
+};
 
 /// Rounds kept in the record for the manager's prompt.
 pub const HISTORY_KEEP: usize = 5;
@@ -43,6 +45,8 @@ pub enum RunEvent {
     EpisodeStarted(EpisodeStarted),
     /// A running executor episode's progress (see `episode_progress`).
     EpisodeProgress(EpisodeProgress),
+    /// A running audit's progress (see `audit_progress`).
+    AuditProgress(AuditProgress),
     ExecFinished(ExecResult),
     AuditFinished(AuditReport),
     Answer {
@@ -124,6 +128,10 @@ impl RunEvent {
             RunEvent::EpisodeProgress(p) => format!(
                 "progress:{}:{}:{}:{}:{}",
                 p.generation, p.round, p.attempt, p.worker, p.elapsed_ms
+            ),
+            RunEvent::AuditProgress(p) => format!(
+                "audit-progress:{}:{}:{:?}:{}:{}",
+                p.generation, p.round, p.purpose, p.worker, p.elapsed_ms
             ),
             RunEvent::ExecFinished(r) => format!(
                 "exec:{}:{}{}",
@@ -259,7 +267,9 @@ impl RunEvent {
             Message::DecideRequest(m) => (m.generation, m.seq),
             Message::EpisodeStarted(m) => (m.generation, m.round),
             // A lost progress notice changes nothing: the next one, or the result, follows.
-            Message::EpisodeProgress(_) | Message::CancelEpisodes(_) => return None,
+            Message::EpisodeProgress(_)
+            | Message::AuditProgress(_)
+            | Message::CancelEpisodes(_) => return None,
         };
         Some(RunEvent::DeadLettered {
             kind: message.kind().to_string(),

@@ -142,6 +142,19 @@ pub enum LogEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         step_attempt: Option<u32>,
     },
+    /// A running audit's progress (the auditor's throttled notice): logged when its stage or
+    /// its check changes.
+    AuditProgress {
+        worker: String,
+        stage: loopgate_protocol::wire::AuditStage,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        check: Option<String>,
+        #[serde(default)]
+        check_index: u32,
+        #[serde(default)]
+        checks_total: u32,
+        elapsed_ms: u64,
+    },
     DeadlineMissed {
         kind: DeadlineKind,
         detail: String,
@@ -331,6 +344,7 @@ impl LogEvent {
             LogEvent::Question { .. } => "question",
             LogEvent::EpisodeStarted { .. } => "episode_started",
             LogEvent::EpisodeProgress { .. } => "episode_progress",
+            LogEvent::AuditProgress { .. } => "audit_progress",
             LogEvent::DeadlineMissed { .. } => "deadline_missed",
             LogEvent::Answered { .. } => "answered",
             LogEvent::Resumed { .. } => "resumed",

@@ -89,6 +89,7 @@ impl LogEvent {
             E::ExecDispatched { .. }
             | E::EpisodeStarted { .. }
             | E::EpisodeProgress { .. }
+            | E::AuditProgress { .. }
             | E::ExecResult { .. }
             | E::CandidateRejected { .. }
             | E::AuditDispatched { .. }
@@ -217,6 +218,20 @@ fn round_step(event: &LogEvent) -> String {
                 .map(|t| format!(", calling {t}"))
                 .unwrap_or_default(),
             seconds(i64::try_from(*elapsed_ms).unwrap_or(i64::MAX))
+        ),
+        E::AuditProgress {
+            worker,
+            stage,
+            check,
+            check_index,
+            checks_total,
+            elapsed_ms,
+        } => audit_progress(
+            worker,
+            *stage,
+            check.as_deref(),
+            (*check_index, *checks_total),
+            *elapsed_ms,
         ),
         E::ExecResult { step_attempt, .. } => {
             format!("{}{}", sibling_prefix(*step_attempt), exec_result(event))
@@ -553,3 +568,25 @@ fn scheduling(event: &LogEvent) -> String {
 #[cfg(test)]
 #[path = "log_headline_tests.rs"]
 mod tests;
+
+/// `auditor audit-1 auditing: running check tests (2 of 3), 4.5 s elapsed`; the judge and the
+/// rubric say so with the checks run.
+fn audit_progress(
+    worker: &str,
+    stage: loopgate_protocol::wire::AuditStage,
+    check: Option<&str>,
+    (index, total): (u32, u32),
+    elapsed_ms: u64,
+) -> String {
+    use loopgate_protocol::wire::AuditStage;
+    let doing = match (stage, check) {
+        (AuditStage::Checks, Some(check)) => format!("running check {check} ({index} of {total})"),
+        (AuditStage::Checks, None) => format!("running checks ({total})"),
+        (AuditStage::Judge, _) => format!("asking the judge ({index} of {total} checks run)"),
+        (AuditStage::Rubric, _) => format!("scoring the rubric ({index} of {total} checks run)"),
+    };
+    format!(
+        "auditor {worker} auditing: {doing}, {} elapsed",
+        seconds(i64::try_from(elapsed_ms).unwrap_or(i64::MAX))
+    )
+}

@@ -128,6 +128,21 @@ fn every_event_has_its_own_headline() {
             "attempt 2: executor exec-1 working: turn 1, 0 tool calls, 0 tokens, 0.3 s elapsed",
         ),
         (
+            json!({"type": "audit_progress", "worker": "audit-1", "stage": "checks",
+                "check": "tests", "check_index": 2, "checks_total": 3, "elapsed_ms": 4500}),
+            "auditor audit-1 auditing: running check tests (2 of 3), 4.5 s elapsed",
+        ),
+        (
+            json!({"type": "audit_progress", "worker": "audit-1", "stage": "judge",
+                "check_index": 3, "checks_total": 3, "elapsed_ms": 61000}),
+            "auditor audit-1 auditing: asking the judge (3 of 3 checks run), 61.0 s elapsed",
+        ),
+        (
+            json!({"type": "audit_progress", "worker": "audit-1", "stage": "rubric",
+                "check_index": 0, "checks_total": 0, "elapsed_ms": 300}),
+            "auditor audit-1 auditing: scoring the rubric (0 of 0 checks run), 0.3 s elapsed",
+        ),
+        (
             json!({"type": "exec_result", "worker": "exec-1", "candidate": null, "summary": "did it",
                 "claimed_done": false, "error": null, "duration_ms": 61000, "transcript": "ab"}),
             "executor exec-1: its summary (a claim): did it [took 61.0 s]",
@@ -254,7 +269,7 @@ fn every_event_has_its_own_headline() {
         assert_eq!(headline(value), want);
     }
     // Every event of `LogEvent` is in the table above.
-    assert_eq!(kinds.len(), 41, "{kinds:?}");
+    assert_eq!(kinds.len(), 42, "{kinds:?}");
 }
 
 #[test]

@@ -86,6 +86,10 @@ pub struct RunRecord {
     /// none yet, and in records stored before it existed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub episode_progress: Vec<loopgate_protocol::wire::EpisodeProgress>,
+    /// The latest progress notice of the audit in flight (absent: none yet, and in records
+    /// stored before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit_progress: Option<loopgate_protocol::wire::AuditProgress>,
 }
 
 impl RunRecord {

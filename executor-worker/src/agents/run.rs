@@ -25,7 +25,7 @@ use crate::config::ShellEnv;
 const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 /// stderr kept (head + tail).
 const STDERR_CAP_BYTES: usize = 16 * 1024;
-/// Default cap on the stored transcript.
+/// Default cap on the output kept for the transcript.
 pub(crate) const DEFAULT_TRANSCRIPT_CAP_BYTES: usize = 8 * 1024 * 1024;
 
 #[derive(Debug, Clone)]
@@ -33,7 +33,7 @@ pub(crate) struct AgentLimits {
     /// Wall-clock budget; the process group is killed when it runs out.
     pub budget: Duration,
     pub shell_env: ShellEnv,
-    /// Bytes of stdout kept for the stored transcript (the parse sees all of it).
+    /// Bytes of stdout kept for the transcript (the parse sees all of it).
     pub transcript_cap_bytes: usize,
     /// The worker's agent sandbox.
     pub sandbox: Arc<AgentSandbox>,

@@ -1,10 +1,13 @@
 //! An episode run by an external CLI agent: the increment becomes its prompt, it runs in the
-//! materialized workspace under the episode's time budget, its transcript goes to the object
-//! store (`sha256:` digest named in the result's summary or error), and the workspace is frozen.
+//! materialized workspace under the episode's time budget, and the workspace is frozen. What it
+//! printed goes line by line to the episode's [`Observer`] (redacted and bounded there, stored
+//! in the evidence bucket as the round's transcript); its raw output is stored nowhere. The
+//! summary or error taken from its output is redacted the same way.
 
 use std::path::Path;
 use std::time::Duration;
 
+use loopgate_common::redact::redact_text;
 use loopgate_protocol::snapshot::Manifest;
 use loopgate_protocol::usage::Usage;
 use loopgate_protocol::wire::{ExecOutcome, ExecRequest};
@@ -137,10 +140,12 @@ async fn agent_in_dir(
         Err(err) => return EpisodeEnd::failed(err.to_string(), Usage::default()),
     };
     let usage = run.report.usage.unwrap_or_default();
+    // The values passed through to this agent are secrets whatever the observer knows.
+    let passed: Vec<&str> = agent.env.iter().map(|(_, value)| value.as_str()).collect();
     for line in String::from_utf8_lossy(&run.transcript).lines() {
-        observer.output(line);
+        observer.output(&redact_text(line, &passed));
     }
-    let verdict = agent_verdict(&agent.name, &run);
+    let verdict = redacted_verdict(agent_verdict(&agent.name, &run), &passed, observer);
     tracing::info!(
         agent = %agent.name,
         kind = agent.kind.as_str(),
@@ -155,27 +160,17 @@ async fn agent_in_dir(
         failure = verdict.failure.as_deref().unwrap_or(""),
         "agent ended"
     );
-    // The transcript is evidence of what happened; losing it is logged, not fatal.
-    let transcript = match env.store.put_bytes(&run.transcript).await {
-        Ok(sha) => format!("[transcript sha256:{sha}]"),
-        Err(err) => {
-            tracing::warn!(error = %err, "storing the agent transcript failed");
-            format!("[transcript not stored: {err}]")
-        }
-    };
     drop_agent_state(dir, &base);
     let (candidate, files_changed) = match freeze_dir(env, dir, &base, usage, &req.ignore).await {
         Ok(frozen) => frozen,
         Err(end) => return end,
     };
     match verdict.failure {
-        Some(failure) if files_changed == 0 => {
-            EpisodeEnd::failed(format!("{failure} {transcript}"), usage)
-        }
+        Some(failure) if files_changed == 0 => EpisodeEnd::failed(failure, usage),
         _ => EpisodeEnd::Outcome {
             outcome: ExecOutcome::Frozen {
                 candidate,
-                summary: format!("{} {transcript}", verdict.summary),
+                summary: verdict.summary,
                 claimed_done: verdict.claimed_done,
                 steps: run.report.turns,
                 tool_calls: run.report.tool_calls,
@@ -185,6 +180,17 @@ async fn agent_in_dir(
             },
             usage,
         },
+    }
+}
+
+/// `verdict` with the worker's known secrets (the observer's) and the values the agent was
+/// passed (`passed`) redacted from its texts, which quote the agent's own output.
+fn redacted_verdict(verdict: AgentVerdict, passed: &[&str], observer: &Observer) -> AgentVerdict {
+    let redact = |text: &str| observer.redact(&redact_text(text, passed));
+    AgentVerdict {
+        summary: redact(&verdict.summary),
+        claimed_done: verdict.claimed_done,
+        failure: verdict.failure.as_deref().map(redact),
     }
 }
 

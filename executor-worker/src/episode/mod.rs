@@ -7,6 +7,9 @@ pub(crate) mod env;
 pub(crate) mod model_episode;
 pub(crate) mod workspace_dir;
 
+use std::sync::Arc;
+
+use loopgate_protocol::transcript::Transcript;
 use loopgate_protocol::usage::Usage;
 use loopgate_protocol::wire::ExecRequest;
 
@@ -18,6 +21,19 @@ use crate::observe::Observer;
 /// Run one episode with the agent or model named by the request's `executor_profile`.
 pub async fn run_episode(req: &ExecRequest, attempt: u64, env: &EpisodeEnv) -> EpisodeEnd {
     run_episode_observed(req, attempt, env, Observer::default()).await
+}
+
+/// [`run_episode`], also giving back the episode's transcript as the worker stores it: every
+/// text redacted with `secrets`, bounded.
+pub async fn run_episode_transcribed(
+    req: &ExecRequest,
+    attempt: u64,
+    env: &EpisodeEnv,
+    secrets: Vec<String>,
+) -> (EpisodeEnd, Option<Transcript>) {
+    let observer = Observer::new(Transcript::default(), Arc::new(secrets), None);
+    let end = run_episode_observed(req, attempt, env, observer.clone()).await;
+    (end, observer.transcript())
 }
 
 /// [`run_episode`], telling `observer` what the agent does (progress and transcript).

@@ -6,7 +6,6 @@
 //! The tool loop holds an [`Observer`]; the default one observes nothing.
 
 pub(crate) mod progress;
-pub(crate) mod throttle;
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -137,6 +136,18 @@ impl Observer {
             let text = o.redact(text);
             o.transcript.push(TranscriptEntry::Output { at_ms, text });
         });
+    }
+
+    /// `text` with the worker's known secrets redacted (the default observer knows none; URLs
+    /// lose their credentials either way).
+    pub(crate) fn redact(&self, text: &str) -> String {
+        match &self.0 {
+            Some(inner) => inner
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .redact(text),
+            None => redact_text(text, &[]),
+        }
     }
 
     /// The transcript so far (`None` for the default observer).

@@ -9,14 +9,32 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use loopgate_executor::run_episode_transcribed;
 use loopgate_executor::ToolLimits;
 use loopgate_executor::{run_episode, AgentIsolationEnv, EpisodeEnd, EpisodeEnv, SelfCheckEnv};
+use loopgate_protocol::transcript::{Transcript, TranscriptEntry};
 use loopgate_protocol::usage::Usage;
 use loopgate_protocol::wire::ExecOutcome;
 use loopgate_snapshot::SnapshotStore;
 use loopgate_test_support::NatsServer;
 use loopgate_transport::{Bus, BusOptions};
-use support::{agent_profile, request, script, transcript_digest};
+use support::{agent_profile, request, script};
+
+/// The CLI agent's output lines in `transcript`, joined.
+fn output_text(transcript: &Option<Transcript>) -> String {
+    let entries = transcript
+        .as_ref()
+        .map(|t| t.entries.as_slice())
+        .unwrap_or_default();
+    entries
+        .iter()
+        .filter_map(|e| match e {
+            TranscriptEntry::Output { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
 
 struct Harness {
     _nats: NatsServer,
@@ -83,10 +101,17 @@ impl Harness {
         }
     }
 
-    async fn transcript(&self, text: &str) -> anyhow::Result<String> {
-        let digest =
-            transcript_digest(text).ok_or_else(|| anyhow::anyhow!("no digest in {text}"))?;
-        Ok(String::from_utf8(self.store.get_bytes(&digest).await?)?)
+    /// Every object of the snapshot store, as lossy text.
+    async fn stored_texts(&self) -> anyhow::Result<Vec<(String, String)>> {
+        let mut texts = Vec::new();
+        for object in self.store.list_objects().await? {
+            let bytes = match object.name.strip_prefix("blob/") {
+                Some(sha) => self.store.get_bytes(sha).await?,
+                None => continue,
+            };
+            texts.push((object.name, String::from_utf8_lossy(&bytes).to_string()));
+        }
+        Ok(texts)
     }
 
     fn work_dir_is_empty(&self) -> bool {
@@ -101,7 +126,13 @@ async fn claude_code_success_is_frozen_with_usage_cost_and_transcript() -> anyho
     let mut h = Harness::start().await?;
     h.add_agent("claude", "claude_code", support::CLAUDE_SUCCESS)?;
     let base = h.base().await?;
-    let end = run_episode(&request("run-claude", &base, "claude", 30), 1, &h.env).await;
+    let (end, transcript) = run_episode_transcribed(
+        &request("run-claude", &base, "claude", 30),
+        1,
+        &h.env,
+        Vec::new(),
+    )
+    .await;
     let EpisodeEnd::Outcome { outcome, usage } = end else {
         panic!("{end:?}")
     };
@@ -120,10 +151,7 @@ async fn claude_code_success_is_frozen_with_usage_cost_and_transcript() -> anyho
     assert!(claimed_done);
     // CLI agents run their own loop: no self-check, and the result says so.
     assert_eq!(self_check_refusals, 0);
-    assert!(
-        summary.starts_with("Created hello.txt [transcript sha256:"),
-        "{summary}"
-    );
+    assert_eq!(summary, "Created hello.txt");
     assert_eq!((steps, tool_calls, files_changed), (2, 1, 1));
     assert_eq!(
         usage,
@@ -146,7 +174,7 @@ async fn claude_code_success_is_frozen_with_usage_cost_and_transcript() -> anyho
         .get(".claude/settings.local.json")
         .is_none());
 
-    let transcript = h.transcript(&summary).await?;
+    let transcript = output_text(&transcript);
     assert!(transcript.contains("\"subtype\":\"init\""), "{transcript}");
     assert!(transcript.contains("a line that is not JSON"));
     assert!(transcript.contains("\"type\":\"loopgate.agent_end\""));
@@ -195,7 +223,13 @@ async fn codex_failure_without_changes_fails_with_its_error_and_transcript() -> 
     let mut h = Harness::start().await?;
     h.add_agent("codex", "codex", support::CODEX_FAILURE)?;
     let base = h.base().await?;
-    let end = run_episode(&request("run-codex", &base, "codex", 30), 1, &h.env).await;
+    let (end, transcript) = run_episode_transcribed(
+        &request("run-codex", &base, "codex", 30),
+        1,
+        &h.env,
+        Vec::new(),
+    )
+    .await;
     let EpisodeEnd::Outcome {
         outcome: ExecOutcome::Failed { error },
         ..
@@ -207,11 +241,62 @@ async fn codex_failure_without_changes_fails_with_its_error_and_transcript() -> 
         error.starts_with("agent codex failed (exit code 1): unexpected status 401 Unauthorized"),
         "{error}"
     );
-    let transcript = h.transcript(&error).await?;
+    let transcript = output_text(&transcript);
     assert!(
         transcript.contains("turn.failed") && transcript.contains("codex: giving up"),
         "{transcript}"
     );
+    Ok(())
+}
+
+/// A secret the worker knows (a model API key) and one passed through to the agent, both
+/// printed by the agent in its messages, a non-JSON line, its stderr and its final result:
+/// neither is in the result's summary, in the transcript, or in any object of the snapshot
+/// store (which `GET /v1/blobs/{sha256}` serves), while the transcript keeps the lines.
+#[tokio::test]
+async fn an_agent_printing_secrets_leaves_them_nowhere() -> anyhow::Result<()> {
+    let mut h = Harness::start().await?;
+    let worker_secret = "sk-worker-key-6f1d2c9a8b7e";
+    let passed = "pt-agent-key-41c0ffee77aa";
+    h.add_agent(
+        "claude",
+        "claude_code",
+        &support::claude_leaking(worker_secret),
+    )?;
+    let profile = h.env.agents.get_mut("claude").expect("the profile");
+    profile.env = vec![("PASSED_THROUGH".into(), passed.into())];
+    let base = h.base().await?;
+    let (end, transcript) = run_episode_transcribed(
+        &request("run-leak", &base, "claude", 30),
+        1,
+        &h.env,
+        vec![worker_secret.to_string()],
+    )
+    .await;
+    let EpisodeEnd::Outcome { outcome, .. } = end else {
+        panic!("{end:?}")
+    };
+    let ExecOutcome::Frozen { summary, .. } = &outcome else {
+        panic!("{outcome:?}")
+    };
+    let stored = h.stored_texts().await?;
+    assert!(!stored.is_empty());
+    let json = serde_json::to_string(&transcript)?;
+    for secret in [worker_secret, passed] {
+        for (name, text) in &stored {
+            assert!(!text.contains(secret), "{name} holds {secret}: {text}");
+        }
+        assert!(
+            !json.contains(secret),
+            "the transcript holds {secret}: {json}"
+        );
+        assert!(!summary.contains(secret), "{summary}");
+    }
+    assert_eq!(summary, "Done; the keys were *** and ***");
+    let lines = output_text(&transcript);
+    assert!(lines.contains("not JSON, key ***"), "{lines}");
+    assert!(lines.contains("stderr: *** ***"), "{lines}");
+    assert!(lines.contains("loopgate.agent_end"), "{lines}");
     Ok(())
 }
 

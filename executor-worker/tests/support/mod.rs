@@ -103,14 +103,18 @@ pub fn agent_profile(
     })?)
 }
 
-/// The `sha256:...` digest named in a summary or error (`[transcript sha256:<hex>]`).
-pub fn transcript_digest(text: &str) -> Option<String> {
-    let start = text.find("[transcript sha256:")? + "[transcript sha256:".len();
-    let hex: String = text[start..]
-        .chars()
-        .take_while(|c| c.is_ascii_hexdigit())
-        .collect();
-    (hex.len() == 64).then_some(hex)
+/// Stand-in Claude Code that writes hello.txt and prints `secret` and its passed-through
+/// `$PASSED_THROUGH` in a message, a line that is not JSON, its stderr and its final result.
+pub fn claude_leaking(secret: &str) -> String {
+    format!(
+        r#"
+printf 'hello\n' > hello.txt
+echo '{{"type":"assistant","message":{{"content":[{{"type":"text","text":"using {secret} and '"$PASSED_THROUGH"'"}}]}}}}'
+echo "not JSON, key $PASSED_THROUGH"
+echo "stderr: {secret} $PASSED_THROUGH" >&2
+echo '{{"type":"result","subtype":"success","is_error":false,"result":"Done; the keys were {secret} and '"$PASSED_THROUGH"'","num_turns":1}}'
+"#
+    )
 }
 
 /// Stand-in Claude Code: writes hello.txt, records its args, env and HOME, prints

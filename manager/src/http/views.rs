@@ -75,6 +75,12 @@ pub(crate) fn run_view(r: &RunRecord) -> RunView {
                 .collect(),
             _ => Vec::new(),
         },
+        audit_progress: match r.phase {
+            Phase::Auditing { round, purpose, .. } => r.audit_progress.clone().filter(|p| {
+                p.round == round && p.purpose == purpose && p.generation == r.generation
+            }),
+            _ => None,
+        },
         rounds: rounds_text(
             r.round,
             Some(counted_rounds),

@@ -11,6 +11,7 @@
 //! | `episode_started` (role executor) | `result.started.exec.<run>` | executors |
 //! | `episode_started` (role auditor) | `result.started.audit.<run>` | auditors |
 //! | `episode_progress` | `result.progress.exec.<run>` | executors |
+//! | `audit_progress` | `result.progress.audit.<run>` | auditors |
 //!
 //! Anything else (another kind, another subject, the run id or role disagreeing with the
 //! subject, an audit report without a spec hash) is refused before it reaches `decide`.
@@ -83,7 +84,9 @@ fn publisher_of(channel: ResultChannel) -> IdOwner {
         ResultChannel::Exec | ResultChannel::ExecStarted | ResultChannel::ExecProgress => {
             IdOwner::Executor
         }
-        ResultChannel::Audit | ResultChannel::AuditStarted => IdOwner::Auditor,
+        ResultChannel::Audit | ResultChannel::AuditStarted | ResultChannel::AuditProgress => {
+            IdOwner::Auditor
+        }
         ResultChannel::Decide => IdOwner::Manager,
     }
 }
@@ -130,6 +133,7 @@ pub fn channel_for(message: &Message) -> Option<ResultChannel> {
             EpisodeRole::Auditor => ResultChannel::AuditStarted,
         }),
         Message::EpisodeProgress(_) => Some(ResultChannel::ExecProgress),
+        Message::AuditProgress(_) => Some(ResultChannel::AuditProgress),
         Message::ExecRequest(_) | Message::AuditRequest(_) | Message::CancelEpisodes(_) => None,
     }
 }
@@ -271,6 +275,22 @@ mod tests {
         })
     }
 
+    fn audit_progress(run: &str) -> Message {
+        Message::AuditProgress(crate::wire::AuditProgress {
+            run_id: run.into(),
+            generation: 1,
+            round: 1,
+            purpose: AuditPurpose::Round,
+            delivery_attempt: 1,
+            worker: "w".into(),
+            stage: crate::wire::AuditStage::Checks,
+            check: Some("c".into()),
+            check_index: 1,
+            checks_total: 2,
+            elapsed_ms: 5,
+        })
+    }
+
     fn exec_request() -> Message {
         let contract = Contract {
             goal: "g".into(),
@@ -317,6 +337,7 @@ mod tests {
             ("decide", s.decide(RUN)),
             ("started.exec", s.exec_started(RUN)),
             ("started.audit", s.audit_started(RUN)),
+            ("progress.audit", s.audit_progress(RUN)),
             ("started (old)", format!("loopgate.result.started.{RUN}")),
             ("work queue", s.exec(Capability::Cli)),
             ("control", s.control(RUN)),
@@ -342,6 +363,12 @@ mod tests {
                 "started(auditor)",
                 started(RUN, EpisodeRole::Auditor),
                 "started.audit",
+                "wrong_subject",
+            ),
+            (
+                "audit_progress",
+                audit_progress(RUN),
+                "progress.audit",
                 "wrong_subject",
             ),
             ("exec_request", exec_request(), "", "wrong_subject"),
@@ -436,6 +463,10 @@ mod tests {
                 sealed(&step.audit_report_msg_id(AuditPurpose::Round, 1), "n"),
             ),
             ("auditor", step.audit_started_msg_id(AuditPurpose::Final, 1)),
+            (
+                "auditor",
+                sealed(&step.audit_progress_msg_id(AuditPurpose::Round, 1, 3), "n"),
+            ),
             ("manager", sealed(&decide_msg_id(RUN, 1, 1), "t")),
             ("nobody", "forged-report-0".to_string()),
         ];
@@ -444,6 +475,7 @@ mod tests {
             ("executor", s.exec_started(RUN)),
             ("auditor", s.audit_result(RUN)),
             ("auditor", s.audit_started(RUN)),
+            ("auditor", s.audit_progress(RUN)),
             ("manager", s.decide(RUN)),
             ("unknown", s.control(RUN)),
         ];

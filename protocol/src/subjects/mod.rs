@@ -87,6 +87,8 @@ pub enum ResultChannel {
     AuditStarted,
     /// `result.progress.exec.<run>`: a running executor episode's progress.
     ExecProgress,
+    /// `result.progress.audit.<run>`: a running audit's progress.
+    AuditProgress,
 }
 
 impl ResultChannel {
@@ -99,6 +101,7 @@ impl ResultChannel {
             ResultChannel::ExecStarted => "result.started.exec.<run>",
             ResultChannel::AuditStarted => "result.started.audit.<run>",
             ResultChannel::ExecProgress => "result.progress.exec.<run>",
+            ResultChannel::AuditProgress => "result.progress.audit.<run>",
         }
     }
 }
@@ -184,6 +187,10 @@ impl Subjects {
     pub fn exec_progress(&self, run_id: &str) -> String {
         format!("{}.result.progress.exec.{}", self.prefix, run_id)
     }
+    /// `loopgate.result.progress.audit.<run>`: an auditor reports a running audit's progress.
+    pub fn audit_progress(&self, run_id: &str) -> String {
+        format!("{}.result.progress.audit.{}", self.prefix, run_id)
+    }
     /// The results subject `subject` names (the inverse of the builders above), or `None` for
     /// anything else: another prefix, an unknown channel, the pre-role `result.started.<run>`,
     /// a run id that is empty or holds a wildcard. The run id is borrowed from `subject`.
@@ -200,7 +207,13 @@ impl Subjects {
             };
             (channel, run_id)
         } else if let Some(progress) = rest.strip_prefix("progress.") {
-            (ResultChannel::ExecProgress, progress.strip_prefix("exec.")?)
+            let (role, run_id) = progress.split_once('.')?;
+            let channel = match role {
+                "exec" => ResultChannel::ExecProgress,
+                "audit" => ResultChannel::AuditProgress,
+                _ => return None,
+            };
+            (channel, run_id)
         } else {
             let (name, run_id) = rest.split_once('.')?;
             let channel = match name {
@@ -329,6 +342,8 @@ mod tests {
             (s.decide(run), ResultChannel::Decide),
             (s.exec_started(run), ResultChannel::ExecStarted),
             (s.audit_started(run), ResultChannel::AuditStarted),
+            (s.exec_progress(run), ResultChannel::ExecProgress),
+            (s.audit_progress(run), ResultChannel::AuditProgress),
         ];
         for (subject, channel) in built {
             assert_eq!(
@@ -341,17 +356,19 @@ mod tests {
             );
         }
         let refused = [
-            "loopgate.result.started.r1",     // the pre-role subject
-            "loopgate.result.started.gui.r1", // no such role
-            "loopgate.result.exec",           // no run
-            "loopgate.result.exec.",          // empty run
-            "loopgate.result.exec.r1.extra",  // two tokens
-            "loopgate.result.exec.*",         // wildcard
-            "loopgate.result.audit.>",        // wildcard
-            "loopgate.result.verdict.r1",     // unknown channel
-            "loopgate.exec.cli",              // not a results subject
-            "other.result.exec.r1",           // another prefix
-            "loopgateX.result.exec.r1",       // a longer prefix
+            "loopgate.result.started.r1",      // the pre-role subject
+            "loopgate.result.started.gui.r1",  // no such role
+            "loopgate.result.progress.gui.r1", // no such role
+            "loopgate.result.progress.r1",     // no role
+            "loopgate.result.exec",            // no run
+            "loopgate.result.exec.",           // empty run
+            "loopgate.result.exec.r1.extra",   // two tokens
+            "loopgate.result.exec.*",          // wildcard
+            "loopgate.result.audit.>",         // wildcard
+            "loopgate.result.verdict.r1",      // unknown channel
+            "loopgate.exec.cli",               // not a results subject
+            "other.result.exec.r1",            // another prefix
+            "loopgateX.result.exec.r1",        // a longer prefix
             "loopgate.resultexec.r1",
         ];
         for subject in refused {

@@ -323,6 +323,57 @@ pub struct EpisodeProgress {
     pub elapsed_ms: u64,
 }
 
+/// What a running audit is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum AuditStage {
+    /// Running the contract's checks (`check` is the one running).
+    Checks,
+    /// Asking the judge (the goal's clauses, its opinion).
+    Judge,
+    /// Scoring the rubric.
+    Rubric,
+}
+
+impl AuditStage {
+    /// `checks`, `judge` or `rubric`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditStage::Checks => "checks",
+            AuditStage::Judge => "judge",
+            AuditStage::Rubric => "rubric",
+        }
+    }
+}
+
+/// A running audit's progress (on `result.progress.audit.<run>`), throttled by the auditor to
+/// at most one a second: its stage, the check running (n of m) and the time since the audit
+/// started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AuditProgress {
+    pub run_id: String,
+    pub generation: u32,
+    pub round: u32,
+    pub purpose: AuditPurpose,
+    pub delivery_attempt: u64,
+    pub worker: String,
+    pub stage: AuditStage,
+    /// The id of the check running, while one is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<String>,
+    /// The ordinal of the check running, or of the last one run (1-based; 0: none yet).
+    #[serde(default)]
+    pub check_index: u32,
+    /// Checks this audit runs.
+    #[serde(default)]
+    pub checks_total: u32,
+    /// Milliseconds since the audit started.
+    #[serde(default)]
+    pub elapsed_ms: u64,
+}
+
 /// Control notice on `control.<run>` (core NATS): stop in-flight episodes of this run whose
 /// generation is at most `generation`, or only the one of `dispatch` (kill their process
 /// groups); their results are ignored.
@@ -357,6 +408,7 @@ pub enum Message {
     EpisodeStarted(EpisodeStarted),
     CancelEpisodes(CancelEpisodes),
     EpisodeProgress(EpisodeProgress),
+    AuditProgress(AuditProgress),
 }
 
 impl Message {
@@ -370,6 +422,7 @@ impl Message {
             Message::EpisodeStarted(_) => "episode_started",
             Message::CancelEpisodes(_) => "cancel_episodes",
             Message::EpisodeProgress(_) => "episode_progress",
+            Message::AuditProgress(_) => "audit_progress",
         }
     }
     pub fn run_id(&self) -> &str {
@@ -382,6 +435,7 @@ impl Message {
             Message::EpisodeStarted(m) => &m.run_id,
             Message::CancelEpisodes(m) => &m.run_id,
             Message::EpisodeProgress(m) => &m.run_id,
+            Message::AuditProgress(m) => &m.run_id,
         }
     }
 }

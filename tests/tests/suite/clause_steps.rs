@@ -62,7 +62,7 @@ async fn completed_log_of(model: &StandInModel, task: &str) -> anyhow::Result<Ve
     Ok(log["entries"].as_array().cloned().unwrap_or_default())
 }
 
-/// `(round, type)` of the entries, workers' `episode_started` and `episode_progress` left out.
+/// `(round, type)` of the entries, workers' `episode_started`, `episode_progress` and `audit_progress` left out.
 fn kinds(entries: &[Value]) -> Vec<(u64, String)> {
     entries
         .iter()
@@ -72,7 +72,12 @@ fn kinds(entries: &[Value]) -> Vec<(u64, String)> {
                 e["type"].as_str().unwrap_or("").to_string(),
             )
         })
-        .filter(|(_, t)| t != "episode_started" && t != "episode_progress")
+        .filter(|(_, t)| {
+            !matches!(
+                t.as_str(),
+                "episode_started" | "episode_progress" | "audit_progress"
+            )
+        })
         .collect()
 }
 

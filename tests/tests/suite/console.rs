@@ -95,7 +95,7 @@ fn screenshots_dir() -> Option<PathBuf> {
     })
 }
 
-async fn save_screenshot(session: &mut Session, name: &str) -> anyhow::Result<()> {
+pub(super) async fn save_screenshot(session: &mut Session, name: &str) -> anyhow::Result<()> {
     if let Some(dir) = screenshots_dir() {
         std::fs::create_dir_all(&dir)?;
         let png = session.screenshot_full_png().await?;

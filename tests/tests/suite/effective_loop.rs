@@ -102,7 +102,12 @@ async fn log_entries(stack: &Stack, id: &str) -> anyhow::Result<Vec<(u64, String
                 e["type"].as_str().unwrap_or("").to_string(),
             )
         })
-        .filter(|(_, t)| t != "episode_started" && t != "episode_progress")
+        .filter(|(_, t)| {
+            !matches!(
+                t.as_str(),
+                "episode_started" | "episode_progress" | "audit_progress"
+            )
+        })
         .collect())
 }
 

@@ -6,7 +6,9 @@
 //! is readable on the page beside the diff and from `loopgate log RUN --round 1 --transcript`,
 //! with the model API key the agent wrote into its command redacted; `loopgate log` lines
 //! carry their time, and the episode's duration; the run (`GET /v1/runs/{id}`, `loopgate
-//! status`) keeps the running episode's latest progress.
+//! status`) keeps the running episode's latest progress. A running audit says the same way
+//! which check it runs (n of m) and for how long, on the run, in `status`, on the page and in
+//! `log`/`watch`.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -16,7 +18,7 @@ use loopgate_test_support::{wait_until, Reply, Script, StandInModel};
 use loopgate_tests::{Profile, Stack, StackOptions, StackSecrets};
 use serde_json::json;
 
-use super::console::{assert_no_page_errors, open_console, wait_js, TOKEN};
+use super::console::{assert_no_page_errors, open_console, save_screenshot, wait_js, TOKEN};
 
 const WAIT: Duration = Duration::from_secs(90);
 /// How soon the page must show a call the stand-in made.
@@ -125,6 +127,7 @@ async fn a_running_episode_shows_its_call_and_its_transcript_reads_redacted() ->
     );
     assert!(text.contains("calling shell"), "{text}");
     assert!(text.contains("s elapsed"), "{text}");
+    save_screenshot(&mut s, "live-episode.png").await?;
     // The run keeps the episode's latest progress, and `loopgate status` says it.
     let run = stack.run(&id).await?;
     assert_eq!(run["episode_progress"][0]["tool"], "shell", "{run}");
@@ -170,6 +173,7 @@ async fn a_running_episode_shows_its_call_and_its_transcript_reads_redacted() ->
     assert!(panel.contains("key was ***"), "{panel}");
     assert!(panel.contains("hello.py"), "{panel}");
     assert!(!panel.contains(&key), "the model key on the page: {panel}");
+    save_screenshot(&mut s, "transcript.png").await?;
     let page = s.page_text().await.unwrap_or_default();
     assert!(!page.contains(&key), "the model key on the page");
     assert_no_page_errors(&s);
@@ -200,5 +204,140 @@ async fn a_running_episode_shows_its_call_and_its_transcript_reads_redacted() ->
     );
     assert!(log.contains("working: turn 1, calling shell"), "{log}");
     assert!(log.contains("[took "), "{log}");
+    Ok(())
+}
+
+const AUDITED_TASK: &str = r#"name = "audit-progress"
+goal = "Create hello.py that prints exactly: hello, loopgate"
+
+[[acceptance]]
+id = "prints-greeting"
+check = "test \"$(python3 hello.py)\" = 'hello, loopgate'"
+blocking = true
+
+[[acceptance]]
+id = "slow-check"
+check = "sleep 5; test -f hello.py"
+blocking = true
+timeout_secs = 60
+
+[roles]
+manager = "mgr"
+executor = "exec"
+
+[budget]
+max_rounds = 2
+self_checks = 0
+clause_steps = false
+"#;
+
+/// While the round's audit runs its second, slow check, the run (`GET /v1/runs/{id}`,
+/// `loopgate status`) and the console say which check runs, n of m, with its elapsed time;
+/// the log (`loopgate log`, `loopgate watch`) keeps one line per check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_audit_shows_its_check_n_of_m() -> anyhow::Result<()> {
+    let model = StandInModel::start(
+        Script::new()
+            .replies(
+                "standin-manager",
+                [Reply::content(
+                    "Current task state: nothing yet\nNext: cli\nTask: create hello.py that prints hello, loopgate",
+                )],
+            )
+            .replies(
+                "standin-executor",
+                [
+                    Reply::tool_call(
+                        "write_file",
+                        json!({"path": "hello.py", "content": "print('hello, loopgate')\n"}),
+                    ),
+                    Reply::tool_call("finish", json!({"summary": "wrote hello.py"})),
+                ],
+            ),
+    )
+    .await?;
+    let mut opts = StackOptions::new(
+        vec![
+            Profile::new("mgr", &model.base_url(), "standin-manager"),
+            Profile::new("exec", &model.base_url(), "standin-executor"),
+        ],
+        1,
+    );
+    opts.token = Some(TOKEN.to_string());
+    // Per-role NATS users: the auditor's may publish its progress.
+    opts.secrets = Some(StackSecrets::random());
+    let stack = Stack::start(opts).await?;
+    let id = stack.submit(AUDITED_TASK, &[]).await?["id"]
+        .as_str()
+        .context("id")?
+        .to_string();
+    let mut s = open_console(&stack.http, &format!("#/runs/{id}")).await?;
+
+    // The run: the audit's latest notice names the slow check, the second of two.
+    let seen: Arc<Mutex<serde_json::Value>> = Arc::default();
+    wait_until(WAIT, || {
+        let (stack, id, seen) = (&stack, &id, seen.clone());
+        async move {
+            let run = stack.run(id).await.unwrap_or_default();
+            let found = run["audit_progress"]["check"] == "slow-check";
+            if found {
+                if let Ok(mut seen) = seen.lock() {
+                    *seen = run["audit_progress"].clone();
+                }
+            }
+            found
+        }
+    })
+    .await
+    .context("the run never said the slow check runs")?;
+    let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
+    assert_eq!(seen["stage"], "checks", "{seen}");
+    assert_eq!(seen["check_index"], 2, "{seen}");
+    assert_eq!(seen["checks_total"], 2, "{seen}");
+    assert_eq!(seen["worker"], "audit-1", "{seen}");
+    let out = cli(&stack, &["status", &id]).await?;
+    let status = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        status.contains("running: auditor audit-1 auditing: running check slow-check (2 of 2)"),
+        "{status}"
+    );
+    // The console: the round says so, and its elapsed time moves on.
+    let line = "document.querySelector('#timeline li.round[data-round=\"1\"] p.audit-progress[data-check=\"slow-check\"]')";
+    let text = wait_js(
+        &mut s,
+        &format!("{line} && {line}.textContent"),
+        "the running check on the page",
+    )
+    .await?;
+    let text = text.as_str().unwrap_or_default().to_string();
+    assert!(
+        text.contains("running check slow-check (2 of 2)") && text.contains("s elapsed"),
+        "{text}"
+    );
+    save_screenshot(&mut s, "live-audit.png").await?;
+    wait_js(
+        &mut s,
+        &format!(
+            "{line} && {line}.textContent !== {}",
+            serde_json::to_string(&text)?
+        ),
+        "the audit's elapsed time to move on",
+    )
+    .await?;
+
+    let done = stack.wait_terminal(&id, WAIT).await?;
+    assert_eq!(done["state"], "completed", "{done}");
+    assert!(done["audit_progress"].is_null(), "{done}");
+    assert_no_page_errors(&s);
+    // The log and watch: one line per check, each with its time.
+    for verb in ["log", "watch"] {
+        let out = cli(&stack, &[verb, &id]).await?;
+        let log = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(out.status.success(), "{verb}: {log}");
+        assert!(
+            log.contains("auditor audit-1 auditing: running check slow-check (2 of 2)"),
+            "{verb}: {log}"
+        );
+    }
     Ok(())
 }

@@ -10,7 +10,8 @@
 //! - `--patch` writes a file `git am` applies on the start commit, to the same tree, and so
 //!   does the console's download, `GET /v1/runs/{id}/patch`;
 //! - an edited certificate (the stored report changed after signing) and a tampered blob
-//!   (overwritten in the snapshot bucket) make `apply` exit 6 and create nothing;
+//!   (overwritten in the snapshot bucket) make `apply` exit 6 and create nothing, and so does
+//!   a run that has not completed: no ref and no object (`git count-objects -v`) written;
 //! - the console (headless Chromium, behind a token) shows a run's start commit and, once it
 //!   completed, the `loopgate apply` command line and a patch download.
 
@@ -291,10 +292,12 @@ async fn apply_makes_a_branch(f: &Flow) -> anyhow::Result<(String, String)> {
     let expected_tree = git(&clone, &["write-tree"])?;
     let tree = git(root, &["rev-parse", &format!("{branch}^{{tree}}")])?;
     assert_eq!(tree, expected_tree);
-    // Applying again refuses: the branch exists.
+    // Applying again refuses: the branch exists; no object is written.
+    let before = untouched(root)?;
     let out = f.apply(&[]).await?;
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("exists already"), "{}", text(&out));
+    assert_eq!(untouched(root)?, before);
     Ok((expected_tree, digest.to_string()))
 }
 
@@ -330,19 +333,51 @@ async fn patches_apply_with_git_am(f: &Flow, tree: &str, digest: &str) -> anyhow
     Ok(())
 }
 
-/// `apply --branch NAME` exits 6 naming `check`, and creates nothing.
-async fn apply_is_refused(f: &Flow, branch: &str, check: &str) -> anyhow::Result<()> {
-    let (refs, state) = (git(&f.root, &["for-each-ref"])?, repo_state(&f.root)?);
-    let out = f.apply(&["--branch", branch]).await?;
+/// What a refused `apply` must leave as it was: every ref, the object store's counts
+/// (`git count-objects -v`: loose objects, packs, their sizes), HEAD, the index and the
+/// working tree.
+fn untouched(root: &Path) -> anyhow::Result<(String, String, BTreeMap<String, Vec<u8>>)> {
+    Ok((
+        git(root, &["for-each-ref"])?,
+        git(root, &["count-objects", "-v"])?,
+        repo_state(root)?,
+    ))
+}
+
+/// `apply RUN --branch NAME` exits 6 naming `check`, and writes nothing into the repository:
+/// no ref, no object.
+async fn apply_is_refused_for(
+    f: &Flow,
+    run: &str,
+    branch: &str,
+    check: &str,
+) -> anyhow::Result<()> {
+    let before = untouched(&f.root)?;
+    let args = ["apply", run, "--key", &f.keys, "--branch", branch];
+    let out = loopgate(&f.stack, &f.root, &args).await?;
     assert_eq!(out.status.code(), Some(NOT_VERIFIED), "{}", text(&out));
     assert!(text(&out).contains(check), "{}", text(&out));
-    assert_eq!(
-        git(&f.root, &["for-each-ref"])?,
-        refs,
-        "apply created a ref"
-    );
-    assert_eq!(repo_state(&f.root)?, state);
+    let after = untouched(&f.root)?;
+    assert_eq!(after.0, before.0, "apply created a ref");
+    assert_eq!(after.1, before.1, "apply wrote objects");
+    assert_eq!(after.2, before.2);
     Ok(())
+}
+
+/// `apply --branch NAME` on the flow's run exits 6 naming `check`, and writes nothing.
+async fn apply_is_refused(f: &Flow, branch: &str, check: &str) -> anyhow::Result<()> {
+    apply_is_refused_for(f, &f.id, branch, check).await
+}
+
+/// A second run from the repository, not completed (its manager has no reply left): `apply`
+/// exits 6 and writes nothing.
+async fn an_unfinished_run_is_refused(f: &Flow) -> anyhow::Result<()> {
+    let args = ["submit", "task.toml", "--repo", "project", "--json"];
+    let out = loopgate(&f.stack, f.work.path(), &args).await?;
+    ensure!(out.status.success(), "{}", text(&out));
+    let created: Value = serde_json::from_slice(&out.stdout).context(text(&out))?;
+    let id = created["id"].as_str().context("run id")?;
+    apply_is_refused_for(f, id, "unfinished", "not_completed").await
 }
 
 /// An edited certificate (the stored report changed after it was signed), then a tampered
@@ -398,7 +433,8 @@ async fn a_repository_in_and_a_verified_branch_out() -> anyhow::Result<()> {
     let (tree, digest) = apply_makes_a_branch(&f).await?;
     patches_apply_with_git_am(&f, &tree, &digest).await?;
     let snapshot = done["snapshot"].as_str().context("snapshot")?;
-    tampering_is_refused(&f, snapshot).await
+    tampering_is_refused(&f, snapshot).await?;
+    an_unfinished_run_is_refused(&f).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

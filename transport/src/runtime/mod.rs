@@ -13,6 +13,7 @@ pub mod episode_progress;
 pub mod episode_started;
 pub mod keep_alive;
 pub mod periodic;
+pub mod progress_throttle;
 pub mod shutdown;
 pub mod topology_wait;
 
@@ -28,9 +29,10 @@ pub use consume::{
 };
 pub use episode_cancels::{EpisodeCancels, Registration, DISPATCH_ID_HEADER, REMEMBER_CANCELLED};
 pub use episode_claim::{claim_key, ClaimGuard, Claimed, EpisodeClaims, Recorded, StoredResult};
-pub use episode_progress::report_progress;
+pub use episode_progress::{report_audit_progress, report_progress};
 pub use episode_started::announce_started;
 pub use keep_alive::{progress_interval, KeepAlive};
 pub use periodic::{run_periodically, FirstPass};
+pub use progress_throttle::{send_throttled, PROGRESS_EVERY};
 pub use shutdown::shutdown_on_signals;
 pub use topology_wait::{await_topology, TopologyWait};

@@ -182,9 +182,15 @@ pub struct Ran {
 
 /// Runs the built `loopgate` with `LOOPGATE_SERVER=server` (no token), within a timeout.
 pub async fn loopgate(server: &str, args: &[&str]) -> Ran {
+    loopgate_with_env(server, args, &[]).await
+}
+
+/// [`loopgate`] with extra environment (e.g. `TZ`).
+pub async fn loopgate_with_env(server: &str, args: &[&str], env: &[(&str, &str)]) -> Ran {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_loopgate"));
     command
         .args(args)
+        .envs(env.iter().copied())
         .env("LOOPGATE_SERVER", server)
         .env_remove("LOOPGATE_TOKEN")
         .kill_on_drop(true);

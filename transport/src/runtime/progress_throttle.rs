@@ -1,7 +1,39 @@
 //! At most one progress notice per interval: the first goes at once, a later one waits until
-//! the interval since the last has passed (and then the latest state goes). Pure.
+//! the interval since the last has passed (and then the latest state goes). [`Throttle`] is the
+//! pure rule; [`send_throttled`] drives it from a watch channel for both workers' episodes.
 
-use std::time::Duration;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+/// The least time between two progress notices of an episode.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// Call `send` with each new state from `rx`, at most once per `every` (the latest state wins),
+/// with the time since this started and a sequence number from 1, until every sender is gone
+/// (or the task is aborted).
+pub async fn send_throttled<T, F, Fut>(mut rx: watch::Receiver<T>, every: Duration, mut send: F)
+where
+    T: Clone,
+    F: FnMut(T, Duration, u64) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let started = Instant::now();
+    let mut throttle = Throttle::new(every);
+    let mut seq: u64 = 0;
+    while rx.changed().await.is_ok() {
+        let wait = throttle.wait(started.elapsed());
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+        let now = rx.borrow_and_update().clone();
+        let elapsed = started.elapsed();
+        throttle.sent(elapsed);
+        seq += 1;
+        send(now, elapsed, seq).await;
+    }
+}
 
 #[derive(Debug, Clone)]
 pub(crate) struct Throttle {
