@@ -283,11 +283,15 @@ class Desktop:
 
     def op_focus(self, req):
         acc = self.resolve(req["key"], req.get("role"))
-        has = "Component" in (acc.get_interfaces() or [])
-        if not has or not self.Atspi.Component.grab_focus(acc):
+        interfaces = acc.get_interfaces() or []
+        if "Component" not in interfaces or not self.Atspi.Component.grab_focus(acc):
             x, y = self.center(acc)
             self.xdo("mousemove", "--sync", str(x), str(y))
             self.xdo("click", "1")
+        if req.get("clear") and "EditableText" in interfaces and "Text" in interfaces:
+            count = self.Atspi.Text.get_character_count(acc)
+            if count > 0:
+                self.Atspi.EditableText.delete_text(acc, 0, count)
         return {}
 
     def op_type(self, req):

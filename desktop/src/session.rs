@@ -274,8 +274,8 @@ impl Session {
             .map(|_| ())
     }
 
-    /// Type `text` into the element `reference` names (focused first), or into whatever has
-    /// the focus; `submit` presses Enter after it.
+    /// Replace the text of the element `reference` names (focused and emptied first), or type
+    /// into whatever has the focus; `submit` presses Enter after it.
     pub async fn type_text(
         &mut self,
         reference: Option<&str>,
@@ -283,7 +283,8 @@ impl Session {
         submit: bool,
     ) -> Result<(), DesktopError> {
         if let Some(reference) = reference {
-            self.on_element("focus", reference, json!({})).await?;
+            self.on_element("focus", reference, json!({"clear": true}))
+                .await?;
         }
         self.plain("type", json!({"text": text})).await?;
         if submit {

@@ -67,11 +67,15 @@ async fn launch_snapshot_type_click_screenshot() -> Result<()> {
         matches!(bad, Err(DesktopError::UnknownRef(ref r)) if r == "e999"),
         "{bad:?}"
     );
+    s.type_text(Some(&field), "old text", false).await?;
+    s.wait_for_text("old text", Duration::from_secs(5)).await?;
+    // Typing into a ref replaces what the field held.
     s.type_text(Some(&field), "milk & eggs", false).await?;
     s.wait_for_text("milk & eggs", Duration::from_secs(5))
         .await?;
     let before = s.snapshot().await?;
     assert!(before.contains("\"Saved: (nothing yet)\""), "{before}");
+    assert!(!before.contains("old text"), "{before}");
     s.click(&save).await?;
     s.wait_for_text("Saved: milk & eggs", Duration::from_secs(5))
         .await?;
