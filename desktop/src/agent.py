@@ -101,24 +101,35 @@ class Desktop:
         return p
 
     def start_x(self):
+        """Xvfb on the first display number whose lock it wins. Its lock file
+        (/tmp/.X<n>-lock, taken atomically) arbitrates between desktops sharing a /tmp:
+        without the abstract socket, binding the socket file is no test of a free number."""
         xvfb = need("Xvfb")
-        r, w = os.pipe()
-        # Only a socket file in this sandbox's /tmp: no TCP, no abstract socket (shared by
-        # every process in the network namespace), a cookie required.
-        p = subprocess.Popen(
-            [xvfb, "-displayfd", str(w), "-screen", "0", f"{self.width}x{self.height}x24",
-             "-nolisten", "tcp", "-nolisten", "local", "-auth", self.xauth, "-noreset"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=(w,))
-        os.close(w)
-        self.children.append(p)
-        got = b""
-        with os.fdopen(r, "rb") as f:
-            got = f.readline().strip()
-        if not got:
-            err = p.stderr.read().decode(errors="replace")[-400:] if p.poll() is not None else ""
-            raise Fail("start", f"Xvfb did not start: {err}")
-        threading_drain(p.stderr)
-        return ":" + got.decode()
+        os.environ["XAUTHORITY"] = self.xauth
+        last = ""
+        for n in range(0, 200):
+            if lock_is_live(f"/tmp/.X{n}-lock"):
+                continue
+            display = f":{n}"
+            # Only a socket file in this sandbox's /tmp: no TCP, no abstract socket (shared
+            # by every process in the network namespace), a cookie required.
+            p = subprocess.Popen(
+                [xvfb, display, "-screen", "0", f"{self.width}x{self.height}x24",
+                 "-nolisten", "tcp", "-nolisten", "local", "-auth", self.xauth, "-noreset"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            deadline = time.monotonic() + 20
+            while p.poll() is None:
+                if display_answers(display):
+                    self.children.append(p)
+                    threading_drain(p.stderr)
+                    return display
+                if time.monotonic() > deadline:
+                    p.kill()
+                    raise Fail("start", f"Xvfb on {display} did not answer within 20s")
+                time.sleep(0.02)
+            # Lost the lock to another server (or failed): the next number.
+            last = p.stderr.read().decode(errors="replace").strip()[-300:]
+        raise Fail("start", f"Xvfb did not start: {last}")
 
     def start_bus(self):
         conf = "/usr/share/defaults/at-spi2/accessibility.conf"
@@ -317,6 +328,58 @@ def labelled_by(Atspi, acc):
     return ""
 
 
+def lock_is_live(path):
+    """Whether an X server lock file names a process that still exists (a killed server
+    leaves its lock behind; Xvfb takes such a stale lock over)."""
+    try:
+        with open(path) as f:
+            pid = int(f.read().strip() or "0")
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):
+        return True
+    if pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def display_answers(display):
+    """Whether a client with this desktop's cookie ($XAUTHORITY) can open `display`."""
+    x11 = libx11()
+    dpy = x11.XOpenDisplay(display.encode())
+    if not dpy:
+        return False
+    x11.XCloseDisplay(dpy)
+    return True
+
+
+_X11 = []
+
+
+def libx11():
+    """libX11 through ctypes, its signatures declared once."""
+    if _X11:
+        return _X11[0]
+    x11 = ctypes.cdll.LoadLibrary("libX11.so.6")
+    x11.XOpenDisplay.restype = ctypes.c_void_p
+    x11.XOpenDisplay.argtypes = [ctypes.c_char_p]
+    x11.XDefaultRootWindow.restype = ctypes.c_ulong
+    x11.XDefaultRootWindow.argtypes = [ctypes.c_void_p]
+    x11.XGetImage.restype = ctypes.POINTER(XImage)
+    x11.XGetImage.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_int, ctypes.c_int, ctypes.c_uint,
+                              ctypes.c_uint, ctypes.c_ulong, ctypes.c_int]
+    x11.XFree.argtypes = [ctypes.c_void_p]
+    x11.XCloseDisplay.argtypes = [ctypes.c_void_p]
+    _X11.append(x11)
+    return x11
+
+
 def threading_drain(stream):
     import threading
 
@@ -337,16 +400,7 @@ class XImage(ctypes.Structure):
 
 def screenshot(display, width, height):
     """The root window through XGetImage, as an RGB PNG."""
-    x11 = ctypes.cdll.LoadLibrary("libX11.so.6")
-    x11.XOpenDisplay.restype = ctypes.c_void_p
-    x11.XOpenDisplay.argtypes = [ctypes.c_char_p]
-    x11.XDefaultRootWindow.restype = ctypes.c_ulong
-    x11.XDefaultRootWindow.argtypes = [ctypes.c_void_p]
-    x11.XGetImage.restype = ctypes.POINTER(XImage)
-    x11.XGetImage.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_int, ctypes.c_int, ctypes.c_uint,
-                              ctypes.c_uint, ctypes.c_ulong, ctypes.c_int]
-    x11.XFree.argtypes = [ctypes.c_void_p]
-    x11.XCloseDisplay.argtypes = [ctypes.c_void_p]
+    x11 = libx11()
     dpy = x11.XOpenDisplay(display.encode())
     if not dpy:
         raise Fail("screenshot", f"cannot open display {display}")

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::Mutex;
 
 use crate::error::DesktopError;
@@ -220,42 +220,82 @@ fn kill_group(pid: Option<u32>) {
     let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
 }
 
+fn start_err(reason: String, source: Option<std::io::Error>) -> DesktopError {
+    DesktopError::Start { reason, source }
+}
+
+/// The driver's command: through the caller's sandbox when it gives one.
+async fn driver_command(settings: &LaunchSettings, home: &Path) -> Result<Command, DesktopError> {
+    let args = agent_args(settings);
+    let Some(wrap) = &settings.wrap else {
+        let mut plain = Command::new(&settings.python);
+        plain.args(&args).env("HOME", home);
+        if let Some(dir) = &settings.dir {
+            plain.current_dir(dir);
+        }
+        return Ok(plain);
+    };
+    // The wrapper may walk the workspace (chown for the sandbox's user): off the runtime.
+    let (wrap, home_dir, python) = (wrap.clone(), home.to_path_buf(), settings.python.clone());
+    tokio::task::spawn_blocking(move || {
+        wrap(&WrappedLaunch {
+            program: &python,
+            args: &args,
+            home: &home_dir,
+        })
+    })
+    .await
+    .map_err(|e| start_err(format!("preparing its sandbox failed: {e}"), None))?
+    .map_err(|e| start_err("preparing its sandbox failed".into(), Some(e)))
+}
+
+/// Keep draining `stderr` (a chatty program must never block on a full pipe), remembering the
+/// last lines for a start error.
+fn drain_stderr(stderr: ChildStderr) -> Arc<Mutex<Vec<String>>> {
+    let tail = Arc::new(Mutex::new(Vec::<String>::new()));
+    let kept = tail.clone();
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            tracing::trace!(target: "desktop", "{line}");
+            let mut kept = kept.lock().await;
+            kept.push(line);
+            if kept.len() > 5 {
+                kept.remove(0);
+            }
+        }
+    });
+    tail
+}
+
+/// The driver's first line: its display, or why it did not start (pure).
+fn parse_hello(line: &str) -> Result<String, DesktopError> {
+    let v: Value = serde_json::from_str(line)
+        .map_err(|e| start_err(format!("unreadable first line {line:?}: {e}"), None))?;
+    if v.get("ok").and_then(Value::as_bool) == Some(true) {
+        return Ok(v
+            .get("display")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string());
+    }
+    let message = v
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or("no message")
+        .to_string();
+    if v.get("kind").and_then(Value::as_str) == Some("missing_tool") {
+        return Err(DesktopError::MissingTool(message));
+    }
+    Err(start_err(message, None))
+}
+
 pub(crate) async fn launch(settings: &LaunchSettings) -> Result<Running, DesktopError> {
-    let start_err =
-        |reason: String, source: Option<std::io::Error>| DesktopError::Start { reason, source };
     let home = tempfile::Builder::new()
         .prefix("loopgate-desktop-home-")
         .tempdir()
         .map_err(|e| DesktopError::io("creating the desktop's home directory", e))?;
-    let args = agent_args(settings);
-    let mut command = match &settings.wrap {
-        // The wrapper may walk the workspace (chown for the sandbox's user): off the runtime.
-        Some(wrap) => {
-            let (wrap, home_dir, python) = (
-                wrap.clone(),
-                home.path().to_path_buf(),
-                settings.python.clone(),
-            );
-            tokio::task::spawn_blocking(move || {
-                wrap(&WrappedLaunch {
-                    program: &python,
-                    args: &args,
-                    home: &home_dir,
-                })
-            })
-            .await
-            .map_err(|e| start_err(format!("preparing its sandbox failed: {e}"), None))?
-            .map_err(|e| start_err("preparing its sandbox failed".into(), Some(e)))?
-        }
-        None => {
-            let mut plain = Command::new(&settings.python);
-            plain.args(&args).env("HOME", home.path());
-            if let Some(dir) = &settings.dir {
-                plain.current_dir(dir);
-            }
-            plain
-        }
-    };
+    let mut command = driver_command(settings, home.path()).await?;
     command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -271,58 +311,34 @@ pub(crate) async fn launch(settings: &LaunchSettings) -> Result<Running, Desktop
         kill_group(child.id());
         return Err(start_err("no stdio pipes".into(), None));
     };
-    // Keep draining stderr (a chatty program must never block on a full pipe), remembering
-    // the last lines for a start error.
-    let tail = Arc::new(Mutex::new(Vec::<String>::new()));
-    let kept = tail.clone();
-    tokio::spawn(async move {
-        let mut lines = BufReader::new(stderr).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            tracing::trace!(target: "desktop", "{line}");
-            let mut kept = kept.lock().await;
-            kept.push(line);
-            if kept.len() > 5 {
-                kept.remove(0);
-            }
-        }
-    });
+    let tail = drain_stderr(stderr);
     let mut from_agent = BufReader::new(from_agent).lines();
-    let hello = tokio::time::timeout(settings.start_timeout, from_agent.next_line()).await;
+    let hello = match tokio::time::timeout(settings.start_timeout, from_agent.next_line()).await {
+        Ok(Ok(Some(line))) => parse_hello(&line),
+        Ok(Ok(None)) | Ok(Err(_)) => Err(start_err("the driver exited".into(), None)),
+        Err(_) => Err(start_err(
+            format!("no answer within {}s", settings.start_timeout.as_secs()),
+            None,
+        )),
+    };
     let failure = match hello {
-        Ok(Ok(Some(line))) => match serde_json::from_str::<Value>(&line) {
-            Ok(v) if v.get("ok").and_then(Value::as_bool) == Some(true) => {
-                let display = v
-                    .get("display")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string();
-                return Ok(Running {
-                    group: child.id(),
-                    child,
-                    to_agent,
-                    from_agent,
-                    display,
-                    command_timeout: settings.command_timeout,
-                    dead: false,
-                    _home: home,
-                });
-            }
-            Ok(v) => {
-                let message = v
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("no message")
-                    .to_string();
-                if v.get("kind").and_then(Value::as_str) == Some("missing_tool") {
-                    kill_group(child.id());
-                    return Err(DesktopError::MissingTool(message));
-                }
-                message
-            }
-            Err(e) => format!("unreadable first line {line:?}: {e}"),
-        },
-        Ok(Ok(None)) | Ok(Err(_)) => "the driver exited".to_string(),
-        Err(_) => format!("no answer within {}s", settings.start_timeout.as_secs()),
+        Ok(display) => {
+            return Ok(Running {
+                group: child.id(),
+                child,
+                to_agent,
+                from_agent,
+                display,
+                command_timeout: settings.command_timeout,
+                dead: false,
+                _home: home,
+            })
+        }
+        Err(DesktopError::Start { reason, .. }) => reason,
+        Err(other) => {
+            kill_group(child.id());
+            return Err(other);
+        }
     };
     kill_group(child.id());
     let _ = child.start_kill();
@@ -352,5 +368,30 @@ mod tests {
         assert_eq!(args[0], "-c");
         assert!(args[1].contains("-nolisten"), "the driver script");
         assert_eq!(&args[2..], ["800", "600"]);
+    }
+
+    #[test]
+    fn first_line_table() {
+        // (line, display or the error's kind)
+        let cases: &[(&str, Result<&str, &str>)] = &[
+            (r#"{"ok": true, "display": ":3"}"#, Ok(":3")),
+            (
+                r#"{"ok": false, "kind": "missing_tool", "message": "Xvfb not found"}"#,
+                Err("missing"),
+            ),
+            (
+                r#"{"ok": false, "kind": "start", "message": "no bus"}"#,
+                Err("start"),
+            ),
+            ("Traceback (most recent call last):", Err("start")),
+        ];
+        for (line, want) in cases {
+            let got = parse_hello(line).map_err(|e| match e {
+                DesktopError::MissingTool(_) => "missing",
+                DesktopError::Start { .. } => "start",
+                _ => "other",
+            });
+            assert_eq!(got.as_deref().map_err(|e| *e), *want, "{line}");
+        }
     }
 }

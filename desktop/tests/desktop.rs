@@ -152,17 +152,36 @@ async fn a_killed_desktop_is_restarted_on_the_next_call() -> Result<()> {
     // What the killed driver started (its display, the app) died with its process group.
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     loop {
-        let left = std::process::Command::new("pgrep")
-            .args(["-g", &pid.to_string()])
-            .output()?;
-        if left.stdout.is_empty() {
+        let left = live_in_group(pid);
+        if left.is_empty() {
             break;
         }
-        let left = String::from_utf8_lossy(&left.stdout).replace('\n', " ");
-        anyhow::ensure!(std::time::Instant::now() < deadline, "left running: {left}");
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "left running in group {pid}: {left:?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     Ok(())
+}
+
+/// The processes of process group `group` that are still running (zombies not counted: an
+/// orphan's exit is reaped by whoever adopted it, in its own time).
+fn live_in_group(group: u32) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .filter_map(|stat| {
+            // pid (comm) state ppid pgrp ...: split after the command's closing parenthesis.
+            let (head, rest) = stat.rsplit_once(')')?;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let (state, pgrp) = (*fields.first()?, fields.get(2)?.parse::<u32>().ok()?);
+            (pgrp == group && state != "Z").then(|| format!("{head})"))
+        })
+        .collect()
 }
 
 fn check(click: bool, screenshot: Option<PathBuf>) -> CheckScript {
