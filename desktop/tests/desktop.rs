@@ -217,3 +217,33 @@ async fn the_check_script_passes_only_after_the_click() -> Result<()> {
     }
     Ok(())
 }
+
+/// A client without the desktop's cookie (another episode's program that reached the socket,
+/// a process outside the sandbox) is refused by the display: the X server answers its
+/// connection setup with Failed.
+#[tokio::test]
+async fn the_display_refuses_a_client_without_its_cookie() -> Result<()> {
+    use std::io::{Read, Write};
+    let Some(dir) = notes_dir("the_display_refuses_a_client_without_its_cookie")? else {
+        return Ok(());
+    };
+    let mut s = session(dir.path());
+    s.start().await?;
+    let display = s
+        .display()
+        .unwrap_or_default()
+        .trim_start_matches(':')
+        .to_string();
+    let mut x = std::os::unix::net::UnixStream::connect(format!("/tmp/.X11-unix/X{display}"))?;
+    x.set_read_timeout(Some(Duration::from_secs(5)))?;
+    // Little-endian connection setup, protocol 11.0, no authorization name or data.
+    x.write_all(&[b'l', 0, 11, 0, 0, 0, 0, 0, 0, 0, 0, 0])?;
+    let mut status = [0u8; 1];
+    x.read_exact(&mut status)?;
+    assert_eq!(
+        status[0], 0,
+        "setup status (0 Failed, 1 Success, 2 Authenticate)"
+    );
+    s.close();
+    Ok(())
+}
