@@ -250,7 +250,7 @@ fn served_gui_backends(
             GuiBackend::Desktop => match loopgate_desktop::missing_tools() {
                 None => true,
                 Some(missing) => {
-                    tracing::error!(%missing, "gui backend desktop configured but its programs are missing; not announced (scripts/install-deps.sh desktop)");
+                    tracing::warn!(%missing, "gui backend desktop configured but its programs are missing; not announced (scripts/install-deps.sh desktop)");
                     false
                 }
             },
