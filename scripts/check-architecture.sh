@@ -40,7 +40,7 @@ forbid() { # forbid PACKAGE DEP REASON [TREE ARGS, e.g. --all-features]
   fi
 }
 
-for worker in loopgate-auditor loopgate-executor loopgate-checks loopgate-browser; do
+for worker in loopgate-auditor loopgate-executor loopgate-checks loopgate-browser loopgate-desktop; do
   forbid "$worker" redis "workers must never reach Redis; the run store is the manager's"
 done
 # --all-features: also with `openapi` (the utoipa derives the API crate turns on).

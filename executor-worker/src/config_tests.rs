@@ -316,3 +316,42 @@ fn snapshot_table_is_shared_and_checked() {
     assert!(parse("[snapshot]\nmax_tree_bytes = 0\n").is_err());
     assert!(parse("[snapshot]\nmax_bytes = 1\n").is_err());
 }
+
+#[test]
+fn gui_backends_table() {
+    use loopgate_protocol::gui::GuiBackend::{Browser, Desktop};
+    // (the [executor] lines, the backends served, or the key refused)
+    let cases: &[(&str, Result<&[loopgate_protocol::gui::GuiBackend], &str>)] = &[
+        ("capabilities = [\"gui\"]", Ok(&[Browser])),
+        (
+            "capabilities = [\"gui\"]\ngui_backends = [\"desktop\", \"browser\", \"desktop\"]",
+            Ok(&[Browser, Desktop]),
+        ),
+        (
+            "capabilities = [\"gui\"]\ngui_backends = [\"desktop\"]",
+            Ok(&[Desktop]),
+        ),
+        // Without gui, no backend is served.
+        (
+            "capabilities = [\"cli\"]\ngui_backends = [\"desktop\"]",
+            Ok(&[]),
+        ),
+        (
+            "capabilities = [\"gui\"]\ngui_backends = []",
+            Err("executor.gui_backends"),
+        ),
+    ];
+    for (lines, want) in cases {
+        let text = format!("[executor]\n{lines}\n");
+        let got = ExecutorFile::parse(&text, "x").unwrap().resolve(&inputs());
+        match want {
+            Ok(backends) => assert_eq!(got.unwrap().gui_backends, *backends, "{lines}"),
+            Err(key) => {
+                let err = got.unwrap_err().to_string();
+                assert!(err.contains(key), "{lines}: {err}");
+            }
+        }
+    }
+    // An unknown backend is refused when the file is read.
+    assert!(ExecutorFile::parse("[executor]\ngui_backends = [\"x11\"]\n", "x").is_err());
+}

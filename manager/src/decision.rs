@@ -12,6 +12,7 @@ use loopgate_common::decide::RunEvent;
 use loopgate_common::next_step::{next_step_schema, NEXT_STEP_SCHEMA_NAME};
 use loopgate_common::state::{Phase, RunRecord};
 use loopgate_models::{ChatClient, ChatMessage, ChatRequest, StructuredOutput};
+use loopgate_protocol::gui::GuiBackend;
 use loopgate_protocol::usage::Usage;
 use loopgate_protocol::wire::DecideRequest;
 use loopgate_telemetry::otel::set_remote_parent;
@@ -29,12 +30,21 @@ pub(crate) async fn take_decision(
     engine: &Engine,
     models: &BTreeMap<String, ChatClient>,
     char_budget: usize,
-    gui_offered: bool,
+    gui_offered_for: impl Fn(GuiBackend) -> bool,
     req: &DecideRequest,
 ) -> Result<Applied, EngineError> {
     let Some((_, record)) = engine.load(&req.run_id).await? else {
         return Ok(Applied::Ignored("run no longer exists".into()));
     };
+    // The gui route is offered while a live executor serves the backend this task needs.
+    let gui_offered = gui_offered_for(
+        record
+            .task
+            .gui
+            .as_ref()
+            .map(|g| g.backend)
+            .unwrap_or_default(),
+    );
     if !is_current(&record, req) {
         return Ok(Applied::Ignored(format!(
             "decision {} is not pending",

@@ -108,10 +108,7 @@ impl ResultsLoop {
                     &self.engine,
                     &self.models,
                     self.char_budget,
-                    self.capabilities.offers(
-                        loopgate_protocol::subjects::Capability::Gui,
-                        self.gui_configured,
-                    ),
+                    |backend| self.capabilities.offers_gui(backend, self.gui_configured),
                     &req,
                 )
                 .await

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::gui::GuiBackend;
 use crate::subjects::Capability;
 use crate::wire::EpisodeRole;
 
@@ -31,6 +32,10 @@ pub struct CapabilityBeat {
     /// configured with: names a task's `[roles]` may give its role.
     #[serde(default)]
     pub profiles: Vec<String>,
+    /// The gui backends this worker serves when it serves `gui`; an executor announcing `gui`
+    /// with none (an older one) serves the browser.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gui_backends: Vec<GuiBackend>,
     pub ttl_ms: u64,
 }
 
@@ -43,6 +48,7 @@ fn executor_role() -> EpisodeRole {
 struct Announced {
     role: EpisodeRole,
     capabilities: Vec<Capability>,
+    gui_backends: Vec<GuiBackend>,
     profiles: Vec<String>,
     expires_ms: i64,
 }
@@ -72,11 +78,20 @@ impl LiveCapabilities {
             EpisodeRole::Executor => beat.capabilities.clone(),
             EpisodeRole::Auditor => Vec::new(),
         };
+        let gui_backends = match (
+            capabilities.contains(&Capability::Gui),
+            beat.gui_backends.is_empty(),
+        ) {
+            (false, _) => Vec::new(),
+            (true, true) => vec![GuiBackend::Browser],
+            (true, false) => beat.gui_backends.clone(),
+        };
         self.workers.insert(
             key,
             Announced {
                 role: beat.role,
                 capabilities,
+                gui_backends,
                 profiles: beat.profiles.clone(),
                 expires_ms: expires,
             },
@@ -90,6 +105,21 @@ impl LiveCapabilities {
             .values()
             .flat_map(|a| a.capabilities.iter().map(|c| c.as_str()))
             .collect()
+    }
+
+    /// The gui backends some live executor serves at `now_ms`.
+    pub fn gui_backends(&mut self, now_ms: i64) -> BTreeSet<GuiBackend> {
+        self.expire(now_ms);
+        self.workers
+            .values()
+            .flat_map(|a| a.gui_backends.iter().copied())
+            .collect()
+    }
+
+    /// Whether the gui route is offered for a task needing `backend`: `gui` within the
+    /// configured upper bound and a live executor serving that backend.
+    pub fn offers_gui(&mut self, backend: GuiBackend, configured: bool, now_ms: i64) -> bool {
+        configured && self.gui_backends(now_ms).contains(&backend)
     }
 
     /// The profile names live workers of `role` announce at `now_ms`, each with how many
@@ -133,6 +163,7 @@ mod tests {
             role: EpisodeRole::Executor,
             capabilities: caps.to_vec(),
             profiles: Vec::new(),
+            gui_backends: Vec::new(),
             ttl_ms,
         }
     }
@@ -148,6 +179,7 @@ mod tests {
             role,
             capabilities: caps.to_vec(),
             profiles: profiles.iter().map(|p| (*p).to_string()).collect(),
+            gui_backends: Vec::new(),
             ttl_ms: 5_000,
         }
     }
@@ -295,5 +327,76 @@ mod tests {
             }
             assert_eq!(live.offers(Gui, *configured, *now), *want, "case {i}");
         }
+    }
+
+    #[test]
+    fn gui_offered_per_backend_table() {
+        use Capability::{Cli, Gui};
+        use GuiBackend::{Browser, Desktop};
+        // (beats as (worker, role, caps, backends, at), backend asked, now, offered)
+        type Beat<'a> = (
+            &'a str,
+            EpisodeRole,
+            &'a [Capability],
+            &'a [GuiBackend],
+            i64,
+        );
+        let e = EpisodeRole::Executor;
+        let cases: &[(&[Beat], GuiBackend, i64, bool)] = &[
+            // An older gui worker (no backends) serves the browser only.
+            (&[("a", e, &[Gui], &[], 0)], Browser, 1, true),
+            (&[("a", e, &[Gui], &[], 0)], Desktop, 1, false),
+            (&[("a", e, &[Gui], &[Desktop], 0)], Desktop, 1, true),
+            (&[("a", e, &[Gui], &[Desktop], 0)], Browser, 1, false),
+            (
+                &[("a", e, &[Gui], &[Browser, Desktop], 0)],
+                Desktop,
+                1,
+                true,
+            ),
+            // Backends without `gui` serve nothing.
+            (&[("a", e, &[Cli], &[Desktop], 0)], Desktop, 1, false),
+            // The desktop worker's announcement expired; the browser one is live.
+            (
+                &[
+                    ("a", e, &[Gui], &[Desktop], 0),
+                    ("b", e, &[Gui], &[Browser], 4_000),
+                ],
+                Desktop,
+                5_000,
+                false,
+            ),
+            // The desktop worker withdrew.
+            (
+                &[("a", e, &[Gui], &[Desktop], 0), ("a", e, &[], &[], 10)],
+                Desktop,
+                11,
+                false,
+            ),
+            // An auditor never serves a route.
+            (
+                &[("a", EpisodeRole::Auditor, &[Gui], &[Desktop], 0)],
+                Desktop,
+                1,
+                false,
+            ),
+        ];
+        for (i, (beats, backend, now, want)) in cases.iter().enumerate() {
+            let mut live = LiveCapabilities::default();
+            for (w, role, caps, backends, at) in beats.iter() {
+                let mut b = beat(w, caps, 5_000);
+                b.role = *role;
+                b.gui_backends = backends.to_vec();
+                live.observe(&b, *at);
+            }
+            assert_eq!(live.offers_gui(*backend, true, *now), *want, "case {i}");
+            assert!(
+                !live.offers_gui(*backend, false, *now),
+                "case {i}: not configured"
+            );
+        }
+        let old = r#"{"worker_id":"w","capabilities":["gui"],"ttl_ms":5000}"#;
+        let beat: CapabilityBeat = serde_json::from_str(old).unwrap_or_else(|_| beat("x", &[], 0));
+        assert!(beat.gui_backends.is_empty());
     }
 }

@@ -1,5 +1,6 @@
-//! The task's optional `[gui]` table: a command that serves the artifact (started in the
-//! workspace for gui episodes and for browser checks) and the URL it serves. Pure.
+//! The task's optional `[gui]` table: which backend its gui episodes need (headless Chromium
+//! or a desktop on a private X display), a command that serves the artifact (started in the
+//! workspace for browser episodes and for browser checks) and the URL it serves. Pure.
 
 use serde::{Deserialize, Serialize};
 
@@ -10,11 +11,42 @@ pub const BROWSE_RECORD_ENV: &str = "LOOPGATE_BROWSE_RECORD";
 /// Longest `serve` command accepted.
 pub const MAX_SERVE_CHARS: usize = 2_000;
 
+/// What a gui episode drives: a headless browser (the default) or a desktop program on a
+/// private X display.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum GuiBackend {
+    #[default]
+    Browser,
+    Desktop,
+}
+
+impl GuiBackend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GuiBackend::Browser => "browser",
+            GuiBackend::Desktop => "desktop",
+        }
+    }
+
+    /// The default (serialized records leave it out).
+    pub fn is_browser(&self) -> bool {
+        *self == GuiBackend::Browser
+    }
+}
+
 /// `[gui]` as written.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GuiFile {
+    /// `browser` (default: headless Chromium, the `browser_*` tools) or `desktop` (a private X
+    /// display, the `desktop_*` tools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<GuiBackend>,
     /// Command started with `sh -c` in the workspace (e.g. `python3 -m http.server 8000`): one
     /// line of at most 2000 characters, no NUL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -32,6 +64,9 @@ pub struct GuiFile {
 /// A validated `[gui]`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GuiSpec {
+    /// The backend its gui episodes need.
+    #[serde(default, skip_serializing_if = "GuiBackend::is_browser")]
+    pub backend: GuiBackend,
     /// The serve command, if the artifact needs one (a static page opens as a file without).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serve: Option<String>,
@@ -65,6 +100,13 @@ impl GuiFile {
                 ));
             }
         }
+        let backend = self.backend.unwrap_or_default();
+        if backend == GuiBackend::Desktop && (serve.is_some() || url.is_some()) {
+            return Err(field(
+                if serve.is_some() { "serve" } else { "url" },
+                "is for the browser backend; a desktop episode launches its program with desktop_launch",
+            ));
+        }
         if serve.is_some() && url.is_none() {
             return Err(field(
                 "url",
@@ -72,6 +114,7 @@ impl GuiFile {
             ));
         }
         Ok(GuiSpec {
+            backend,
             serve: serve.map(str::to_string),
             url: url.map(str::to_string),
         })
@@ -105,6 +148,7 @@ mod tests {
 
     #[test]
     fn gui_tables() {
+        use GuiBackend::{Browser, Desktop};
         let cases: &[(Option<&str>, Option<&str>, Result<(), &str>)] = &[
             (None, None, Ok(())),
             (None, Some("http://127.0.0.1:8000/"), Ok(())),
@@ -122,6 +166,7 @@ mod tests {
         ];
         for (serve, url, want) in cases {
             let file = GuiFile {
+                backend: None,
                 serve: serve.map(str::to_string),
                 url: url.map(str::to_string),
             };
@@ -135,5 +180,49 @@ mod tests {
                 ),
             }
         }
+        // (backend, serve, url, the backend kept or the field refused)
+        let backends: &[(
+            Option<GuiBackend>,
+            Option<&str>,
+            Option<&str>,
+            Result<GuiBackend, &str>,
+        )] = &[
+            (None, None, None, Ok(Browser)),
+            (Some(Browser), None, None, Ok(Browser)),
+            (Some(Desktop), None, None, Ok(Desktop)),
+            (
+                Some(Desktop),
+                Some("python3 -m http.server 8000"),
+                Some("http://127.0.0.1:8000/"),
+                Err("gui.serve"),
+            ),
+            (
+                Some(Desktop),
+                None,
+                Some("http://127.0.0.1:8000/"),
+                Err("gui.url"),
+            ),
+        ];
+        for (backend, serve, url, want) in backends {
+            let file = GuiFile {
+                backend: *backend,
+                serve: serve.map(str::to_string),
+                url: url.map(str::to_string),
+            };
+            let got = file.validate().map(|spec| spec.backend).map_err(|(f, _)| f);
+            assert_eq!(got, want.map_err(str::to_string), "{file:?}");
+        }
+    }
+
+    #[test]
+    fn backend_on_the_wire() {
+        let desktop: GuiFile = serde_json::from_str(r#"{"backend":"desktop"}"#).unwrap_or_default();
+        assert_eq!(desktop.backend, Some(GuiBackend::Desktop));
+        assert!(serde_json::from_str::<GuiFile>(r#"{"backend":"x11"}"#).is_err());
+        // A browser spec serializes as before (records and messages from older versions).
+        let spec = GuiSpec::default();
+        assert_eq!(serde_json::to_string(&spec).unwrap_or_default(), "{}");
+        let old: GuiSpec = serde_json::from_str("{}").unwrap_or_default();
+        assert_eq!(old.backend, GuiBackend::Browser);
     }
 }

@@ -9,6 +9,7 @@
 
 mod binaries;
 mod child_guard;
+mod desktop_tools;
 mod errors;
 mod fault_proxy;
 mod forged_objects;
@@ -25,6 +26,7 @@ mod tmpfs;
 
 pub use binaries::{cache_dir, find_binary, workspace_bin};
 pub use child_guard::ChildGuard;
+pub use desktop_tools::desktop_tools_or_skip;
 pub use errors::SupportError;
 pub use fault_proxy::{FaultProxy, ProxyFault};
 pub use forged_objects::{plant_paged_manifest, put_object, record_size, PAGE_ENTRIES};

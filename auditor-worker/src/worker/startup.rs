@@ -239,6 +239,7 @@ pub async fn run_daemon(
             role: loopgate_protocol::wire::EpisodeRole::Auditor,
             capabilities: Vec::new(),
             profiles: settings.profile_names(),
+            gui_backends: Vec::new(),
         },
         Duration::from_secs(loopgate_protocol::capabilities::DEFAULT_CAPABILITY_TTL_SECS),
         stop_announcing.clone(),

@@ -15,12 +15,17 @@ const FAILURE_SNAPSHOT_LINES: usize = 60;
 
 /// Parse `LABEL=VALUE` (the first `=` splits; the label may not be empty).
 pub fn parse_fill(raw: &str) -> Result<(String, String), CliError> {
+    parse_label_value("--fill", raw)
+}
+
+/// Parse a `LABEL=VALUE` given to `flag`.
+pub(crate) fn parse_label_value(flag: &str, raw: &str) -> Result<(String, String), CliError> {
     match raw.split_once('=') {
         Some((label, value)) if !label.trim().is_empty() => {
             Ok((label.trim().to_string(), value.to_string()))
         }
         _ => Err(CliError::Usage(format!(
-            "--fill {raw:?}: expected LABEL=VALUE, e.g. --fill \"New item=milk\""
+            "{flag} {raw:?}: expected LABEL=VALUE, e.g. {flag} \"New item=milk\""
         ))),
     }
 }
@@ -102,7 +107,7 @@ pub async fn browse(args: &BrowseArgs) -> Result<ExitStatus, CliError> {
 
 /// Append the screenshot's path to the auditor's record (`$LOOPGATE_BROWSE_RECORD`), so the
 /// check's evidence carries it. Nothing to do outside a check.
-fn record_screenshot(path: &std::path::Path) -> Result<(), CliError> {
+pub(crate) fn record_screenshot(path: &std::path::Path) -> Result<(), CliError> {
     use std::io::Write;
     let Some(record) = std::env::var_os(BROWSE_RECORD_ENV).filter(|v| !v.is_empty()) else {
         return Ok(());

@@ -4,6 +4,7 @@ pub mod apply;
 pub mod browse;
 pub mod checkout;
 pub mod contract;
+pub mod desktop_check;
 pub mod diff;
 pub mod keygen;
 pub mod run_commands;

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use loopgate_common::config::{
     AuditorSection, ExecutorSection, HttpSection, ManagerSection, NatsSection, RedisSection,
 };
+use loopgate_protocol::gui::GuiBackend;
 use loopgate_protocol::subjects::Capability;
 use serde::Serialize;
 
@@ -109,7 +110,8 @@ pub struct LocalStack {
     pub redis_port: u16,
     pub http_addr: SocketAddr,
     pub executors: u32,
-    /// Add one gui executor (`loopgate up --gui`): the browser tools, headless Chromium.
+    /// Add one gui executor (`loopgate up --gui`): the browser tools on headless Chromium, and
+    /// the desktop tools where Xvfb and AT-SPI are installed.
     pub gui: bool,
     pub model: ModelProfileToml,
     /// Public keys (hex) the manager trusts: every key this stack's auditor has signed with
@@ -287,6 +289,10 @@ impl LocalStack {
                             Capability::Cli
                         }]),
                         work_dir: Some(self.executor_work_dir(n)),
+                        // The gui executor serves both backends; it announces the desktop
+                        // only where its programs are installed.
+                        gui_backends: (n > self.executors)
+                            .then(|| vec![GuiBackend::Browser, GuiBackend::Desktop]),
                         ..ExecutorSection::default()
                     },
                     models: Self::models(&worker_model),

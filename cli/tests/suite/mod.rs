@@ -1,5 +1,6 @@
 mod browse;
 mod checkout_submit;
+mod desktop_check;
 mod diff_rounds;
 mod standin;
 mod up;

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use loopgate_protocol::gui::GuiBackend;
 use loopgate_protocol::subjects::Capability;
 use serde::{Deserialize, Serialize};
 
@@ -18,6 +19,11 @@ pub struct ExecutorSection {
     /// Default `["cli"]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capabilities: Option<Vec<Capability>>,
+    /// The gui backends served with `gui`: `browser` (headless Chromium) and/or `desktop`
+    /// (Xvfb and AT-SPI); default `["browser"]`. Announced in the capability heartbeat; a
+    /// backend whose programs are not installed is not announced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gui_backends: Option<Vec<GuiBackend>>,
     /// Default: the system temp dir.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work_dir: Option<PathBuf>,

@@ -21,8 +21,10 @@ use crate::tool_loop::context_health::HealthPolicy;
 use crate::tool_loop::context_reset::HANDOFF_FILE;
 use crate::tool_loop::{run_tool_loop_observed, ChatModel, LoopEnd, LoopLimits, LoopReport};
 use crate::tools::browser::gui_tools::GuiTools;
+use crate::tools::desktop::desktop_tools::DesktopTools;
 use crate::tools::dispatch::EpisodeTools;
 use crate::tools::workspace::Workspace;
+use loopgate_protocol::gui::GuiBackend;
 
 /// Same as [`crate::episode::run_episode`] with a given model (the built-in tool loop).
 /// `observer` is told what the tool loop does.
@@ -114,19 +116,23 @@ async fn episode_tools_and_prompt(
         .map(|e| (e.path.clone(), e.size))
         .collect();
     let previews = read_previews(dir, &preview_paths(req, &sizes)).await;
-    let gui = req.capability == loopgate_protocol::subjects::Capability::Gui;
-    let gui_tools = if gui {
-        match GuiTools::start(dir, req.gui.as_ref(), &env.agent, &env.tools.shell_env) {
-            Ok(tools) => Some(tools),
-            Err(err) => {
-                return Err(EpisodeEnd::failed(
-                    format!("gui episode: {err}"),
-                    Default::default(),
-                ))
-            }
+    let gui = (req.capability == loopgate_protocol::subjects::Capability::Gui)
+        .then(|| req.gui.as_ref().map(|g| g.backend).unwrap_or_default());
+    let failed = |err: crate::tools::browser::page_tool::GuiToolError| {
+        EpisodeEnd::failed(format!("gui episode: {err}"), Default::default())
+    };
+    let gui_tools = match gui {
+        Some(GuiBackend::Browser) => Some(
+            GuiTools::start(dir, req.gui.as_ref(), &env.agent, &env.tools.shell_env)
+                .map_err(failed)?,
+        ),
+        _ => None,
+    };
+    let desktop_tools = match gui {
+        Some(GuiBackend::Desktop) => {
+            Some(DesktopTools::start(dir, &env.agent, &env.tools.shell_env).map_err(failed)?)
         }
-    } else {
-        None
+        _ => None,
     };
     let prompt = vec![
         ChatMessage::system(system_prompt(gui)),
@@ -136,7 +142,8 @@ async fn episode_tools_and_prompt(
         .with_isolation(env.agent.clone())
         .with_write_scope(req.increment.write_scope.clone())
         .with_self_check(SelfCheck::for_request(req, &env.self_check, &env.work_dir))
-        .with_gui(gui_tools);
+        .with_gui(gui_tools)
+        .with_desktop(desktop_tools);
     Ok((tools, prompt))
 }
 

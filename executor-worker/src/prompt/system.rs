@@ -1,19 +1,26 @@
 //! The system prompt of an episode of the built-in tool loop (`system.md`): what the agent
-//! is, the tools it has by name, how it names paths; a gui episode adds the browser's note.
+//! is, the tools it has by name, how it names paths; a gui episode adds its backend's note
+//! (the browser's or the desktop's).
+
+use loopgate_protocol::gui::GuiBackend;
 
 use crate::prompt::template::fill;
 use crate::tools::browser::gui_tools::gui_note;
+use crate::tools::desktop::desktop_tools::desktop_note;
 use crate::tools::tool::Tool;
 
-/// The system prompt, for a gui episode or not. A top-level file's example path has no
+/// The system prompt, for a gui episode (of a backend) or not. A top-level file's example path has no
 /// directory in front, so the agent keeps root files at the root.
-pub(crate) fn system_prompt(gui: bool) -> String {
+pub(crate) fn system_prompt(gui: Option<GuiBackend>) -> String {
     let tools: Vec<&str> = Tool::TEXT.into_iter().map(Tool::name).collect();
     let mut system = fill(include_str!("system.md"), &[("tools", &tools.join(", "))]);
-    if gui {
-        system.push_str("\n\n");
-        system.push_str(gui_note());
-    }
+    let note = match gui {
+        None => return system,
+        Some(GuiBackend::Browser) => gui_note(),
+        Some(GuiBackend::Desktop) => desktop_note(),
+    };
+    system.push_str("\n\n");
+    system.push_str(note);
     system
 }
 
@@ -35,7 +42,13 @@ browser_navigate opens a workspace file (e.g. index.html) or the task's served U
 browser_snapshot lists the page's elements with refs like [ref=e3]; browser_click, browser_type and browser_press_key act on refs \
 from the latest snapshot. browser_wait_for waits for text; browser_screenshot saves a PNG into the workspace. \
 Edit the files, reload with browser_navigate, and look again.";
-        assert_eq!(system_prompt(false), system);
-        assert_eq!(system_prompt(true), format!("{system}{gui_note}"));
+        assert_eq!(system_prompt(None), system);
+        assert_eq!(
+            system_prompt(Some(GuiBackend::Browser)),
+            format!("{system}{gui_note}")
+        );
+        let desktop = system_prompt(Some(GuiBackend::Desktop));
+        assert!(desktop.starts_with(&format!("{system}\n\nThis is a GUI step on a desktop:")));
+        assert!(desktop.contains("desktop_launch") && !desktop.contains("browser_"));
     }
 }

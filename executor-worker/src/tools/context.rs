@@ -8,6 +8,7 @@ use loopgate_protocol::snapshot::path_in_scope;
 use crate::config::ToolLimits;
 use crate::isolation::AgentIsolationEnv;
 use crate::tools::browser::gui_tools::GuiTools;
+use crate::tools::desktop::desktop_tools::DesktopTools;
 use crate::tools::workspace::{ToolError, Workspace};
 
 /// One episode's tool context.
@@ -23,6 +24,8 @@ pub(crate) struct ToolContext {
     pub(crate) isolation: AgentIsolationEnv,
     /// The browser tools (gui episodes only).
     pub(crate) gui: Option<Arc<GuiTools>>,
+    /// The desktop tools (desktop gui episodes only).
+    pub(crate) desktop: Option<Arc<DesktopTools>>,
 }
 
 impl ToolContext {

@@ -12,6 +12,7 @@ use crate::self_check::finish_rules::{finish_effect, FinishEffect, SelfCheckBudg
 use crate::self_check::runner::SelfCheck;
 use crate::tools::browser::gui_tools::GuiTools;
 use crate::tools::context::ToolContext;
+use crate::tools::desktop::desktop_tools::DesktopTools;
 use crate::tools::tool::{unknown_tool, Tool};
 use crate::tools::tool_def::{arguments_value, ToolAction};
 use crate::tools::workspace::{ToolError, Workspace};
@@ -35,6 +36,7 @@ impl EpisodeTools {
                 write_scope: Vec::new(),
                 isolation: AgentIsolationEnv::unsandboxed("no sandbox given to these tools"),
                 gui: None,
+                desktop: None,
             },
             self_check: None,
         }
@@ -52,6 +54,12 @@ impl EpisodeTools {
         self
     }
 
+    /// Add the desktop tools (a desktop gui episode).
+    pub(crate) fn with_desktop(mut self, desktop: Option<DesktopTools>) -> Self {
+        self.context.desktop = desktop.map(Arc::new);
+        self
+    }
+
     /// Paths outside `write_scope` (`dir/` prefixes or exact files; empty = the whole
     /// workspace) are refused by the tools that write files.
     pub fn with_write_scope(mut self, write_scope: Vec<String>) -> Self {
@@ -64,13 +72,15 @@ impl EpisodeTools {
         self
     }
 
-    /// The tools offered to the model, in order: the text tools, plus the browser tools in gui
-    /// episodes.
+    /// The tools offered to the model, in order: the text tools, plus the browser tools in
+    /// browser gui episodes or the desktop tools in desktop ones.
     pub(crate) fn tools(&self) -> Vec<Tool> {
         let browser = self.context.gui.is_some().then(Tool::browser);
+        let desktop = self.context.desktop.is_some().then(Tool::desktop);
         Tool::TEXT
             .into_iter()
             .chain(browser.into_iter().flatten())
+            .chain(desktop.into_iter().flatten())
             .collect()
     }
 
@@ -127,7 +137,11 @@ impl EpisodeTools {
     }
 
     fn offers(&self, tool: Tool) -> bool {
-        !matches!(tool, Tool::Browser(_)) || self.context.gui.is_some()
+        match tool {
+            Tool::Browser(_) => self.context.gui.is_some(),
+            Tool::Desktop(_) => self.context.desktop.is_some(),
+            _ => true,
+        }
     }
 
     /// The error of a call of a tool the episode does not have: it names the browser tools
@@ -139,6 +153,12 @@ impl EpisodeTools {
                 return err;
             }
             return unknown_tool(&call.name, Tool::browser());
+        }
+        if self.context.desktop.is_some() && call.name.starts_with("desktop_") {
+            if let Err(err) = arguments_value(&call.name, &call.arguments) {
+                return err;
+            }
+            return unknown_tool(&call.name, Tool::desktop());
         }
         unknown_tool(&call.name, Tool::TEXT)
     }

@@ -6,6 +6,7 @@
 pub(crate) mod agent_env;
 pub(crate) mod browser;
 pub(crate) mod context;
+pub(crate) mod desktop;
 pub(crate) mod dispatch;
 pub(crate) mod edit_file;
 pub(crate) mod edit_match;

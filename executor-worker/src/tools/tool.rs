@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::tools::browser::browser_tool::BrowserTool;
 use crate::tools::context::ToolContext;
+use crate::tools::desktop::desktop_tool::DesktopTool;
 use crate::tools::tool_def::{ToolAction, ToolDef, ToolEffect};
 use crate::tools::workspace::ToolError;
 use crate::tools::{edit_file, finish, list_dir, read_file, shell, write_file};
@@ -23,8 +24,10 @@ pub(crate) enum Tool {
     ListDir,
     Shell,
     Finish,
-    /// In gui episodes only.
+    /// In browser gui episodes only.
     Browser(BrowserTool),
+    /// In desktop gui episodes only.
+    Desktop(DesktopTool),
 }
 
 impl Tool {
@@ -48,6 +51,7 @@ impl Tool {
             Tool::Shell => &shell::DEF,
             Tool::Finish => &finish::DEF,
             Tool::Browser(tool) => tool.def(),
+            Tool::Desktop(tool) => tool.def(),
         }
     }
 
@@ -68,11 +72,17 @@ impl Tool {
         BrowserTool::ALL.into_iter().map(Tool::Browser)
     }
 
+    /// The desktop tools as tools.
+    pub(crate) fn desktop() -> impl Iterator<Item = Tool> {
+        DesktopTool::ALL.into_iter().map(Tool::Desktop)
+    }
+
     /// The tool called `name`, gui or not.
     pub(crate) fn named(name: &str) -> Option<Tool> {
         Tool::TEXT
             .into_iter()
             .chain(Tool::browser())
+            .chain(Tool::desktop())
             .find(|tool| tool.name() == name)
     }
 
@@ -95,6 +105,7 @@ impl Tool {
                 }
             }
             Tool::Browser(tool) => return run_browser(tool, ctx, arguments).await,
+            Tool::Desktop(tool) => return run_desktop(tool, ctx, arguments).await,
         };
         ToolAction::from_text(done)
     }
@@ -106,6 +117,21 @@ async fn run_browser(tool: BrowserTool, ctx: &ToolContext, arguments: &Value) ->
     };
     let scope = |path: &str| ctx.check_scope(path);
     match gui.call(tool, arguments, &ctx.workspace, scope).await {
+        Ok(output) => ToolAction::Continue {
+            result: output.text,
+            ok: true,
+            images: output.png.iter().map(|png| ImagePart::png(png)).collect(),
+        },
+        Err(err) => ToolAction::from_text(Err::<String, _>(err)),
+    }
+}
+
+async fn run_desktop(tool: DesktopTool, ctx: &ToolContext, arguments: &Value) -> ToolAction {
+    let Some(desktop) = &ctx.desktop else {
+        return ToolAction::from_text(Err::<String, _>(unknown_tool(tool.def().name, Tool::TEXT)));
+    };
+    let scope = |path: &str| ctx.check_scope(path);
+    match desktop.call(tool, arguments, &ctx.workspace, scope).await {
         Ok(output) => ToolAction::Continue {
             result: output.text,
             ok: true,
@@ -139,6 +165,7 @@ mod tests {
         let shown: String = Tool::TEXT
             .into_iter()
             .chain(Tool::browser())
+            .chain(Tool::desktop())
             .map(|tool| {
                 let spec = tool.spec();
                 format!("{}\n{}\n{}\n", spec.name, spec.description, spec.parameters)
@@ -149,7 +176,11 @@ mod tests {
 
     #[test]
     fn every_tool_is_found_by_its_name_and_writers_name_their_text() {
-        for tool in Tool::TEXT.into_iter().chain(Tool::browser()) {
+        for tool in Tool::TEXT
+            .into_iter()
+            .chain(Tool::browser())
+            .chain(Tool::desktop())
+        {
             assert_eq!(Tool::named(tool.name()), Some(tool));
         }
         assert_eq!(Tool::named("rm_rf"), None);
@@ -160,6 +191,8 @@ mod tests {
             ("read_file", None),
             ("shell", None),
             ("browser_screenshot", None),
+            ("desktop_screenshot", None),
+            ("desktop_type", None),
         ];
         for (name, text) in cases {
             assert_eq!(

@@ -214,6 +214,7 @@ pub async fn run_workers(ctx: Arc<WorkerContext>, settings: &Settings, cancel: C
             role: loopgate_protocol::wire::EpisodeRole::Executor,
             capabilities: settings.capabilities.clone(),
             profiles: settings.profile_names(),
+            gui_backends: served_gui_backends(&settings.gui_backends),
         },
         settings.capability_ttl,
         cancel.clone(),
@@ -235,6 +236,28 @@ pub async fn run_workers(ctx: Arc<WorkerContext>, settings: &Settings, cancel: C
     if let Err(err) = ctx.worker.bus.flush().await {
         tracing::warn!(error = %err, "final flush failed");
     }
+}
+
+/// The configured gui backends this host can run: `desktop` only with its programs installed
+/// (otherwise it is not announced, and the manager does not offer desktop tasks the route).
+fn served_gui_backends(
+    configured: &[loopgate_protocol::gui::GuiBackend],
+) -> Vec<loopgate_protocol::gui::GuiBackend> {
+    use loopgate_protocol::gui::GuiBackend;
+    configured
+        .iter()
+        .copied()
+        .filter(|b| match b {
+            GuiBackend::Browser => true,
+            GuiBackend::Desktop => match loopgate_desktop::missing_tools() {
+                None => true,
+                Some(missing) => {
+                    tracing::warn!(%missing, "gui backend desktop configured but its programs are missing; not announced (scripts/install-deps.sh desktop)");
+                    false
+                }
+            },
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -321,7 +321,7 @@ self_checks = 0
 }
 
 /// How many turns the model has answered in this request's conversation.
-fn assistant_turns(req: &Value) -> usize {
+pub(super) fn assistant_turns(req: &Value) -> usize {
     req["messages"]
         .as_array()
         .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count())
@@ -343,7 +343,7 @@ fn gui_options(model: &StandInModel, exec: Profile) -> StackOptions {
 
 /// The manager: the probe runs (`ASK_TASK`) get a question, so they stop at their first
 /// decision; every other run gets `step`.
-fn manager_reply(step: &'static str) -> Reply {
+pub(super) fn manager_reply(step: &'static str) -> Reply {
     Reply::dynamic(move |req: &Value| {
         let user = last_message_content(req, "user").unwrap_or_default();
         if user.contains(ASK_GOAL) {
@@ -368,7 +368,7 @@ async fn wait_until_gui_offered(stack: &Stack, model: &StandInModel) -> anyhow::
     Ok(())
 }
 
-const ASK_GOAL: &str = "Say hello to the probe";
+pub(super) const ASK_GOAL: &str = "Say hello to the probe";
 
 const ASK_TASK: &str = r#"
 goal = "Say hello to the probe"
@@ -390,8 +390,18 @@ clause_steps = false
 /// Submit a run (its one manager decision asks a question, so the run stops there) and say
 /// whether that decision offered `gui`.
 async fn next_decision_offers_gui(stack: &Stack, model: &StandInModel) -> anyhow::Result<bool> {
+    probe_offers_gui(stack, model, ASK_TASK).await
+}
+
+/// Submit `probe` (a task with goal [`ASK_GOAL`], so its one manager decision asks a question
+/// and the run stops there) and say whether that decision offered `gui`.
+pub(super) async fn probe_offers_gui(
+    stack: &Stack,
+    model: &StandInModel,
+    probe: &str,
+) -> anyhow::Result<bool> {
     let before = model.request_count("standin-manager");
-    stack.submit(ASK_TASK, &[]).await?;
+    stack.submit(probe, &[]).await?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while model.request_count("standin-manager") == before {
         anyhow::ensure!(

@@ -7,6 +7,7 @@ mod console;
 mod control_plane;
 mod deploy;
 mod derived_check_output;
+mod desktop;
 mod disk_full;
 mod earned_met;
 mod effective_loop;

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use loopgate_protocol::capabilities::{CapabilityBeat, LiveCapabilities};
+use loopgate_protocol::gui::GuiBackend;
 use loopgate_protocol::subjects::Capability;
 use loopgate_protocol::wire::EpisodeRole;
 use tokio_util::sync::CancellationToken;
@@ -31,6 +32,8 @@ pub struct Announcement {
     pub role: EpisodeRole,
     pub capabilities: Vec<Capability>,
     pub profiles: Vec<String>,
+    /// The gui backends served (with `gui`).
+    pub gui_backends: Vec<GuiBackend>,
 }
 
 fn heartbeat_subject(bus: &Bus, role: EpisodeRole) -> String {
@@ -56,6 +59,7 @@ pub async fn announce_capabilities(
         role,
         capabilities: what.capabilities,
         profiles: what.profiles,
+        gui_backends: what.gui_backends,
         ttl_ms,
     };
     let period = (ttl / 3).max(Duration::from_millis(200));
@@ -73,6 +77,7 @@ pub async fn announce_capabilities(
         role,
         capabilities: Vec::new(),
         profiles: Vec::new(),
+        gui_backends: Vec::new(),
         ttl_ms,
     };
     if bus.publish_core_json(&subject, &withdraw).await.is_ok() {
@@ -127,6 +132,15 @@ impl CapabilityBoard {
         self.live
             .lock()
             .map(|mut live| live.offers(capability, configured, now_ms()))
+            .unwrap_or(false)
+    }
+
+    /// Whether the gui route is offered now for a task needing `backend`: `configured` and
+    /// served by a live executor announcing that backend.
+    pub fn offers_gui(&self, backend: GuiBackend, configured: bool) -> bool {
+        self.live
+            .lock()
+            .map(|mut live| live.offers_gui(backend, configured, now_ms()))
             .unwrap_or(false)
     }
 

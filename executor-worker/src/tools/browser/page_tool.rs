@@ -12,6 +12,8 @@ pub(crate) enum GuiToolError {
     #[error(transparent)]
     Browser(#[from] BrowserError),
     #[error(transparent)]
+    Desktop(#[from] loopgate_desktop::DesktopError),
+    #[error(transparent)]
     Tool(#[from] ToolError),
 }
 
