@@ -170,6 +170,9 @@ async fn run(settings: Settings, telemetry: Arc<Telemetry>) -> ExitCode {
     let bus = ctx.worker.bus.clone();
     health.add_ready_check("nats connection", move || bus.is_connected());
     health.add_ready_check("work loops", || true);
+    for note in &ctx.readiness_notes {
+        health.add_note(note);
+    }
     let stopped = cancel.clone();
     run_workers(ctx, &settings, cancel).await;
     if !stopped.is_cancelled() {

@@ -51,6 +51,8 @@ pub struct WorkerContext {
     /// The secret values this worker knows (model API keys, its NATS password): redacted
     /// from transcripts.
     pub secrets: Arc<Vec<String>>,
+    /// Facts about this worker `/readyz` lists after `ok` (whether episodes run on overlays).
+    pub readiness_notes: Vec<String>,
 }
 
 /// `{run}:{generation}:{round}:exec-result:{attempt}`: the prefix of the result's id, which the
