@@ -105,11 +105,19 @@ pub async fn prepare(
     let store = SnapshotStore::from_jetstream(bus.jetstream(), bus.request_timeout())
         .await?
         .with_limits(settings.snapshot);
-    let workspaces = WorkspaceCache::open_for_worker(
-        &settings.work_dir,
-        &settings.worker_id,
-        settings.cache_bytes,
-    );
+    // Episode overlays a killed earlier process of this worker left mounted over its cache.
+    let cache_root = WorkspaceCache::worker_root(&work_dir, &settings.worker_id);
+    let (dir, root) = (work_dir.clone(), cache_root.clone());
+    let stale =
+        tokio::task::spawn_blocking(move || loopgate_snapshot::overlay::unmount_stale(&dir, &root))
+            .await
+            .unwrap_or(0);
+    if stale > 0 {
+        tracing::warn!(stale, cache = %cache_root.display(), "detached episode overlays a killed earlier process left mounted");
+    }
+    // On the absolute work dir: overlays name their lower tree by its path.
+    let workspaces =
+        WorkspaceCache::open_for_worker(&work_dir, &settings.worker_id, settings.cache_bytes);
     let overlays = workspace_overlays(&work_dir, workspaces.is_some(), &agent).await;
     Ok(Some(Arc::new(WorkerContext {
         worker: EpisodeWorker {

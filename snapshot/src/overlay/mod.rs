@@ -13,5 +13,5 @@ pub mod mount;
 mod upper;
 mod workspace;
 
-pub use mount::{probe, OverlayLayers};
+pub use mount::{probe, unmount_stale, OverlayLayers};
 pub use workspace::OverlayWorkspace;

@@ -83,6 +83,65 @@ pub fn unmount(target: &Path) -> io::Result<()> {
     }
 }
 
+/// Overlay mounts under `work_dir` over trees of the cache at `cache_root`, left by an earlier
+/// process of this worker that was killed mid-episode (so never unmounted), detached; how
+/// many. Call before the cache is opened. Blocking.
+pub fn unmount_stale(work_dir: &Path, cache_root: &Path) -> usize {
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    stale_mounts(&table, work_dir, cache_root)
+        .iter()
+        .filter(|target| rustix::mount::unmount(target.as_path(), UnmountFlags::DETACH).is_ok())
+        .count()
+}
+
+/// The overlay mount points under `work_dir` whose lower layer is under `cache_root`, in a
+/// `/proc/self/mountinfo` table, deepest first.
+fn stale_mounts(mountinfo: &str, work_dir: &Path, cache_root: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = mountinfo
+        .lines()
+        .filter_map(|line| {
+            let (mount, fs) = line.split_once(" - ")?;
+            let target = unescape(mount.split(' ').nth(4)?);
+            let mut fs = fs.split(' ');
+            let is_overlay = fs.next() == Some("overlay");
+            let lower = fs
+                .nth(1)?
+                .split(',')
+                .find_map(|o| o.strip_prefix("lowerdir="))?;
+            (is_overlay && Path::new(&unescape(lower)).starts_with(cache_root))
+                .then(|| PathBuf::from(target))
+        })
+        .filter(|target| target.starts_with(work_dir) && target != work_dir)
+        .collect();
+    found.sort_by_key(|t| std::cmp::Reverse(t.components().count()));
+    found
+}
+
+/// A mountinfo path with its octal escapes (`\040` for a space) undone.
+fn unescape(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes.get(i + 1..i + 4).and_then(|d| {
+            std::str::from_utf8(d)
+                .ok()
+                .and_then(|d| u8::from_str_radix(d, 8).ok())
+        });
+        match (bytes[i], octal) {
+            (b'\\', Some(byte)) => {
+                out.push(byte);
+                i += 4;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// Is `metadata` an overlayfs whiteout (a character device 0/0)?
 pub(crate) fn is_whiteout(metadata: &std::fs::Metadata) -> bool {
     metadata.file_type().is_char_device() && metadata.rdev() == 0
@@ -191,6 +250,25 @@ mod tests {
             }
         }
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn stale_mounts_are_the_overlays_under_the_work_dir() {
+        let table = "\
+59 27 0:47 / /w/ep-1 rw,nosuid - overlay overlay rw,lowerdir=/w/.cache/trees/1
+60 27 0:48 / /w/ep\\0402 rw - overlay overlay rw,lowerdir=/w/.cache/trees/2
+61 27 0:49 / /w/ep-1/deeper rw - overlay overlay rw,lowerdir=/w/.cache/trees/9
+62 27 0:50 / /other/ep rw - overlay overlay rw,lowerdir=/w/.cache/trees/3
+63 27 0:51 / /w/bind rw - ext4 /dev/sda1 rw
+64 27 0:52 / /w rw - overlay overlay rw,lowerdir=/w/.cache/trees/4
+65 27 0:53 / /w/other-worker rw - overlay overlay rw,lowerdir=/w/.cache-2/trees/1
+";
+        let found = stale_mounts(table, Path::new("/w"), Path::new("/w/.cache"));
+        let want: Vec<PathBuf> = ["/w/ep-1/deeper", "/w/ep-1", "/w/ep 2"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        assert_eq!(found, want);
     }
 
     #[test]

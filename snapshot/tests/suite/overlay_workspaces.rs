@@ -197,3 +197,40 @@ async fn the_upper_layer_is_held_to_the_walks_refusals() -> Result<()> {
     })
     .await
 }
+
+/// A worker killed mid-episode leaves its overlay mounted; the next start detaches it (and
+/// only the overlays over its own cache).
+#[tokio::test]
+async fn overlays_a_killed_worker_left_are_detached_at_the_next_start() -> Result<()> {
+    bounded(async {
+        let work = tempfile::tempdir()?;
+        if !overlays_here(work.path()) {
+            return Ok(());
+        }
+        let (_server, _bus, store) = nats_and_store().await?;
+        let src = tempfile::tempdir()?;
+        base_tree(src.path());
+        let base = store.freeze(src.path(), &FreezeRules::default()).await?.id;
+        let work_dir = work.path().canonicalize()?;
+        let cache = WorkspaceCache::open(&work_dir.join("cache"), 1 << 24)?;
+        let merged = work_dir.join("ep");
+        fs::create_dir(&merged)?;
+        let (ws, _) = store
+            .materialize_overlay(&base, &merged, &work_dir.join("layers"), &cache, None)
+            .await?;
+        // Killed: nothing unmounts it.
+        std::mem::forget(ws);
+        assert!(merged.join("README.md").exists());
+        assert_eq!(
+            overlay::unmount_stale(&work_dir, &work_dir.join("other-cache")),
+            0
+        );
+        assert_eq!(
+            overlay::unmount_stale(&work_dir, &work_dir.join("cache")),
+            1
+        );
+        assert_eq!(fs::read_dir(&merged)?.count(), 0);
+        Ok(())
+    })
+    .await
+}
