@@ -5,7 +5,7 @@
 //! the base's entries survive and which upper entries become files, so that the result is what
 //! a full walk of the merged tree would list.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -142,6 +142,8 @@ pub(crate) fn merge(
             }
         }
     }
+    // Whether each directory is ignored, decided once per directory.
+    let mut dirs: HashMap<&str, bool> = HashMap::new();
     let kept = base
         .entries
         .iter()
@@ -150,7 +152,7 @@ pub(crate) fn merge(
             let path = entry.path.as_str();
             !exact.contains(path)
                 && !prefixes(path).any(|p| subtree.contains(p))
-                && !ignored_path(path, ignore)
+                && !ignored_path(path, ignore, &mut dirs)
         })
         .map(|(index, _)| index)
         .collect();
@@ -165,10 +167,14 @@ fn prefixes(path: &str) -> impl Iterator<Item = &str> {
 }
 
 /// Would a walk leave out the file at `path`: it or one of its directories is ignored?
-fn ignored_path(path: &str, ignore: &[String]) -> bool {
-    path.match_indices('/')
-        .any(|(at, _)| is_ignored(&path[..at], true, ignore))
-        || is_ignored(path, false, ignore)
+/// `dirs` remembers the directories already decided.
+fn ignored_path<'a>(path: &'a str, ignore: &[String], dirs: &mut HashMap<&'a str, bool>) -> bool {
+    path.match_indices('/').any(|(at, _)| {
+        let dir = &path[..at];
+        *dirs
+            .entry(dir)
+            .or_insert_with(|| is_ignored(dir, true, ignore))
+    }) || is_ignored(path, false, ignore)
 }
 
 #[cfg(test)]
