@@ -172,6 +172,9 @@ async fn run(settings: Settings, telemetry: Arc<Telemetry>) -> ExitCode {
     health.add_ready_check("work loops", || true);
     let space = ctx.clone();
     health.add_ready_reason("work dir space", move || space.work_dir_space());
+    for note in &ctx.readiness_notes {
+        health.add_note(note);
+    }
     let stopped = cancel.clone();
     run_workers(ctx, &settings, cancel).await;
     if !stopped.is_cancelled() {

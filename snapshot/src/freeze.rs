@@ -198,7 +198,7 @@ fn list_files(
 
 /// Hash what the cache did not vouch for (each file re-opened without following a symlink),
 /// check the total again, sort by path.
-fn hash_listed(
+pub(crate) fn hash_listed(
     mut files: Vec<WalkedFile>,
     rules: &FreezeRules,
 ) -> Result<Vec<WalkedFile>, SnapshotError> {

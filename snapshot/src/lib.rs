@@ -8,7 +8,8 @@
 //! half: the workspace listed by `loopgate_workspace_walk` on all cores, size limits, hashing),
 //! `upload` (freeze + upload), `manifests` (flat and paged manifests), `manifest_limits` (the
 //! `[snapshot]` caps readers and writers hold manifests to), `materialize`,
-//! `stat_cache`, `gc`, `evidence`, and `cache` (warm workspaces: kept trees and blobs).
+//! `stat_cache`, `gc`, `evidence`, `cache` (warm workspaces: kept trees and blobs), and
+//! `overlay` (episode workspaces as overlays over a kept tree, frozen from the upper layer).
 
 pub mod cache;
 mod chunks;
@@ -19,16 +20,18 @@ pub mod gc;
 mod manifest_limits;
 pub mod manifests;
 mod materialize;
+pub mod overlay;
 pub mod stat_cache;
 mod store;
 mod upload;
 
-pub use cache::{CacheStats, WarmReport, WorkspaceCache};
+pub use cache::{CacheStats, LowerLease, WarmReport, WorkspaceCache};
 pub use error::{Refusal, SnapshotError};
 pub use evidence::EVIDENCE_BUCKET;
 pub use freeze::{FreezeRules, DEFAULT_IGNORES, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_TOTAL_BYTES};
 pub use gc::{GcRefusal, GcReport, GcRoots, DEFAULT_GC_GRACE, MIN_SAFE_GC_GRACE};
 pub use loopgate_common::config::SnapshotLimits;
+pub use overlay::OverlayWorkspace;
 pub use stat_cache::StatCache;
 pub use store::{
     blob_object_name, manifest_object_name, FreezeOutcome, SnapshotStore, BLOB_REFRESH_AFTER,

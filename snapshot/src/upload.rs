@@ -12,7 +12,7 @@ use loopgate_protocol::snapshot::{
 };
 
 use crate::error::{Refusal, SnapshotError};
-use crate::freeze::{normalize_mode, open_walked, walk_workspace_cached, FreezeRules};
+use crate::freeze::{normalize_mode, open_walked, walk_workspace_cached, FreezeRules, WalkedFile};
 use crate::manifests::ManifestWrite;
 use crate::materialize::blocking_failed;
 use crate::stat_cache::StatCache;
@@ -53,7 +53,16 @@ impl SnapshotStore {
             reason: err.to_string(),
         })?;
         *cache = taken;
-        let files = walked?;
+        self.upload_walked(walked?, cache).await
+    }
+
+    /// The second half of a freeze: upload the blobs of `files` (a walk's, sorted by path) that
+    /// neither `cache` knows present nor the store holds, write the manifest, update `cache`.
+    pub(crate) async fn upload_walked(
+        &self,
+        files: Vec<WalkedFile>,
+        cache: &mut StatCache,
+    ) -> Result<FreezeOutcome, SnapshotError> {
         let mut seen = HashSet::new();
         let known = &*cache;
         let uploads: Vec<_> = files

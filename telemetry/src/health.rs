@@ -16,6 +16,7 @@ struct Inner {
     checks: Mutex<Vec<(String, Check)>>,
     failed: Mutex<Option<String>>,
     stopping: AtomicBool,
+    notes: Mutex<Vec<String>>,
 }
 
 /// A cheap, clonable handle on one process's health.
@@ -55,6 +56,23 @@ impl Health {
         if let Ok(mut checks) = self.inner.checks.lock() {
             checks.push((name.to_string(), Box::new(check)));
         }
+    }
+
+    /// A fact about how the process serves its role (e.g. "workspace overlays: off (...)"),
+    /// listed one a line after `ok` by a passing `/readyz`.
+    pub fn add_note(&self, note: &str) {
+        if let Ok(mut notes) = self.inner.notes.lock() {
+            notes.push(note.to_string());
+        }
+    }
+
+    /// The notes added with [`Health::add_note`], in order.
+    pub fn notes(&self) -> Vec<String> {
+        self.inner
+            .notes
+            .lock()
+            .map(|notes| notes.clone())
+            .unwrap_or_default()
     }
 
     /// The process no longer serves its role (liveness fails, so does readiness).

@@ -10,7 +10,7 @@
 //! `loopgate_snapshot_uploaded_bytes_total`, `loopgate_queue_pending_messages`,
 //! `loopgate_queue_outstanding_messages`, `loopgate_queue_oldest_age_seconds`,
 //! `loopgate_queue_dead_letters`,
-//! `loopgate_worker_up`, `loopgate_executor_self_check_refusals_total`,
+//! `loopgate_worker_up`, `loopgate_workspace_overlay_available`, `loopgate_executor_self_check_refusals_total`,
 //! `loopgate_security_refused_messages_total`, `loopgate_security_refused_paths_total`,
 //! `loopgate_dead_letters_total`,
 //! `loopgate_outbox_republished_total`, `loopgate_outbox_pending_runs`,
@@ -41,6 +41,8 @@ pub struct Metrics {
     /// Messages a work-queue stream holds that no consumer will deliver again.
     pub queue_dead_letters: Gauge<u64>,
     pub worker_up: Gauge<u64>,
+    /// 1 when this executor's episodes run on overlays, 0 when they copy their base.
+    pub workspace_overlay_available: Gauge<u64>,
     pub self_check_refusals: Counter<u64>,
     /// Results-stream messages the manager refused as a security event (a kind on the wrong
     /// subject, a run or role that disagrees with the subject, an unsigned or badly signed
@@ -128,6 +130,14 @@ impl Metrics {
             worker_up: meter
                 .u64_gauge("loopgate.worker.up")
                 .with_description("1 while this process serves its role")
+                .build(),
+            workspace_overlay_available: meter
+                .u64_gauge("loopgate.workspace.overlay_available")
+                .with_description(
+                    "1 when this executor's episodes run on overlays (a mount over its cached \
+                     base, frozen from the upper layer); 0 when they copy their base (the \
+                     readiness output says why)",
+                )
                 .build(),
             self_check_refusals: meter
                 .u64_counter("loopgate.executor.self_check.refusals")

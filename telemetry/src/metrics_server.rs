@@ -46,6 +46,13 @@ fn probe(result: Result<(), String>) -> (&'static str, &'static str, String) {
     }
 }
 
+/// A readiness body with the process's notes, one a line after it.
+fn with_notes(body: String, notes: &[String]) -> String {
+    notes
+        .iter()
+        .fold(body, |body, note| format!("{body}\n{note}"))
+}
+
 async fn respond(
     mut stream: tokio::net::TcpStream,
     telemetry: &Telemetry,
@@ -62,7 +69,10 @@ async fn respond(
             telemetry.prometheus_text(),
         ),
         "/healthz" => probe(health.live()),
-        "/readyz" => probe(health.ready()),
+        "/readyz" => {
+            let (status, content_type, body) = probe(health.ready());
+            (status, content_type, with_notes(body, &health.notes()))
+        }
         _ => ("404 Not Found", "text/plain", "not found".to_string()),
     };
     let head = format!(
@@ -90,6 +100,17 @@ mod tests {
         ] {
             let (got_status, _, got_body) = probe(result);
             assert_eq!((got_status, got_body.as_str()), (status, body));
+        }
+    }
+
+    #[test]
+    fn readiness_lists_the_notes_after_its_answer() {
+        let notes = ["workspace overlays: off (x)".to_string()];
+        for (body, notes, want) in [
+            ("ok", &notes[..], "ok\nworkspace overlays: off (x)"),
+            ("ok", &[][..], "ok"),
+        ] {
+            assert_eq!(with_notes(body.to_string(), notes), want);
         }
     }
 }

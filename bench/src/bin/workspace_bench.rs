@@ -8,7 +8,10 @@
 //! - warm materialize of the change (kept tree + manifest difference) vs `git checkout` of the
 //!   same commit in the existing worktree;
 //! - cold materialize (empty cache, empty directory) vs `git worktree add`;
-//! - bytes uploaded vs bytes changed (sizes of the changed files).
+//! - bytes uploaded vs bytes changed (sizes of the changed files);
+//! - where this process may mount overlays (root), the same change on an overlay episode: the
+//!   freeze from the upper layer vs the same `git commit`, and the warm materialize of the
+//!   change (the base's sealed tree brought to it, mounted) vs the same `git checkout`.
 //!
 //! `cargo run --release -p loopgate-bench --bin workspace-bench [-- --json PATH]
 //!  [--registry DIR] [--files N] [--mb N] [--churn-files N]`
@@ -162,6 +165,16 @@ struct Bench {
     store: SnapshotStore,
     work: PathBuf,
     churn_files: usize,
+    /// Overlay episodes can be measured here (the mount probe passed).
+    overlays: bool,
+}
+
+/// Where one scenario's overlay round runs: its own cache (of sealed trees), the base.
+struct OverlayRound<'a> {
+    dir: &'a Path,
+    cache: &'a WorkspaceCache,
+    rules: &'a FreezeRules,
+    base: &'a str,
 }
 
 impl Bench {
@@ -183,6 +196,11 @@ impl Bench {
         self.store.materialize_warm(&seed.id, &ws, &cache).await?;
         wait_settled().await;
         self.store.freeze_warm(&ws, &rules, &cache).await?;
+        let overlays = self.overlays.then(|| root.join("overlay"));
+        let ov_cache = match &overlays {
+            Some(dir) => Some(WorkspaceCache::open(&dir.join("cache"), CACHE_BYTES)?),
+            None => None,
+        };
         let paths = tracked_files(&repo);
         let mut rows = Vec::new();
         let mut rng = Rng::new(SEED);
@@ -266,6 +284,21 @@ impl Bench {
             std::fs::remove_dir_all(&cold_dir)?;
             std::fs::remove_dir_all(root.join("cold-cache"))?;
             let uploaded = frozen.bytes_uploaded + frozen.manifest_bytes_uploaded;
+            let overlay = match (&overlays, &ov_cache) {
+                (Some(dir), Some(ov_cache)) => {
+                    let churn_files = with_churn.then_some(self.churn_files);
+                    let round = OverlayRound {
+                        dir,
+                        cache: ov_cache,
+                        rules: &rules,
+                        base: &base_id,
+                    };
+                    self.overlay_round(&round, &chosen, scenario, churn_files, &frozen.id)
+                        .await?
+                }
+                _ => json!({}),
+            };
+            eprintln!("[{name}] {scenario}: overlay {overlay}");
             eprintln!("[{name}] {scenario}: freeze {freeze_took:?} vs commit {commit_took:?}; warm {warm_took:?} vs checkout {checkout_took:?}; cold {cold_took:?} vs worktree add {worktree_took:?}; {warm:?}");
             rows.push(json!({
                 "tree": name, "files": files, "scenario": scenario,
@@ -282,11 +315,97 @@ impl Bench {
                 "warm_vs_checkout": ratio(warm_took, checkout_took),
                 "cold_vs_worktree_add": ratio(cold_took, worktree_took),
                 "uploaded_vs_changed": ((uploaded as f64 / changed_bytes.max(1) as f64) * 100.0).round() / 100.0,
+                "overlay": overlay,
             }));
         }
         let _ = std::fs::remove_dir_all(&root);
         Ok(rows)
     }
+}
+
+impl Bench {
+    /// The same change on an overlay episode: mount the base (its tree already held, as an
+    /// executor holds the base of its next round), change the same files (and churn the same
+    /// ignored dir), freeze from the upper layer (timed), unmount; then the warm materialize of
+    /// the change (timed): the base's sealed tree brought to it by the manifest difference and
+    /// mounted. Checks that the overlay freeze gives the copy path's snapshot.
+    async fn overlay_round(
+        &self,
+        round: &OverlayRound<'_>,
+        chosen: &[PathBuf],
+        scenario: &str,
+        churn_files: Option<usize>,
+        expected: &str,
+    ) -> anyhow::Result<Value> {
+        let merged = round.dir.join("ws");
+        let layers = round.dir.join("layers");
+        std::fs::create_dir_all(&merged)?;
+        let (ws, held) = self
+            .store
+            .materialize_overlay(round.base, &merged, &layers, round.cache, None)
+            .await?;
+        if let Some(files) = churn_files {
+            churn(&[&merged], files, 2)?;
+        }
+        change(&[&merged], chosen, scenario)?;
+        let started = Instant::now();
+        let frozen = self
+            .store
+            .freeze_overlay(&ws, round.rules, round.cache)
+            .await?;
+        let freeze_took = started.elapsed();
+        ws.close().await?;
+        if frozen.id != expected {
+            bail!(
+                "overlay freeze {} differs from the copy path's {expected}",
+                frozen.id
+            );
+        }
+        let started = Instant::now();
+        let (next, warm) = self
+            .store
+            .materialize_overlay(&frozen.id, &merged, &layers, round.cache, None)
+            .await?;
+        let warm_took = started.elapsed();
+        next.close().await?;
+        Ok(json!({
+            "freeze_ms": ms(freeze_took), "files_hashed": frozen.files_hashed,
+            "warm_ms": ms(warm_took), "warm_files_written": warm.files_written,
+            "warm_reused_tree": warm.reused_tree, "base_was_held": held.reused_tree,
+        }))
+    }
+}
+
+/// The overlay rows: the same git figures, against overlay episodes.
+fn render_overlay(rows: &[Value]) -> String {
+    let mut table = Table::new(&[
+        "tree / scenario",
+        "overlay freeze / git commit",
+        "overlay warm / git checkout",
+        "files hashed",
+    ]);
+    for r in rows
+        .iter()
+        .filter(|r| r["overlay"]["freeze_ms"].is_number())
+    {
+        let o = &r["overlay"];
+        let pair = |a: &Value, b: &Value| {
+            let x = a.as_f64().unwrap_or(0.0) / b.as_f64().unwrap_or(1.0).max(1e-9);
+            format!("{a} / {b} ms = {:.2}x", x)
+        };
+        table.row(vec![
+            format!(
+                "{} ({} files): {}",
+                r["tree"].as_str().unwrap_or(""),
+                r["files"],
+                r["scenario"].as_str().unwrap_or("")
+            ),
+            pair(&o["freeze_ms"], &r["git_commit_ms"]),
+            pair(&o["warm_ms"], &r["git_checkout_ms"]),
+            o["files_hashed"].to_string(),
+        ]);
+    }
+    table.render()
 }
 
 fn render(rows: &[Value]) -> String {
@@ -350,6 +469,13 @@ async fn main() -> anyhow::Result<()> {
         store: SnapshotStore::from_jetstream(bus.jetstream(), bus.request_timeout()).await?,
         work: work.path().to_path_buf(),
         churn_files,
+        overlays: match loopgate_snapshot::overlay::probe(work.path()) {
+            Ok(()) => true,
+            Err(why) => {
+                eprintln!("overlay episodes not measured: {why}");
+                false
+            }
+        },
     };
     let load_before = loadavg();
     let generated = work.path().join("generated-src");
@@ -367,6 +493,10 @@ async fn main() -> anyhow::Result<()> {
          {load_before} before, {load_after} after)\n"
     );
     println!("{}", render(&rows));
+    if bench.overlays {
+        println!("\nOverlay episodes (the same changes; the base mounted over a held tree)\n");
+        println!("{}", render_overlay(&rows));
+    }
     if let Some(path) = json_out {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;

@@ -123,10 +123,11 @@ async fn agent_in_dir(
     home: &Path,
     observer: &Observer,
 ) -> EpisodeEnd {
-    let base = match materialize_base(env, req, dir).await {
-        Ok(manifest) => manifest,
+    let materialized = match materialize_base(env, req, dir).await {
+        Ok(materialized) => materialized,
         Err(end) => return end,
     };
+    let base = &materialized.base;
     let files: Vec<String> = base.entries.iter().map(|e| e.path.clone()).collect();
     let limits = AgentLimits {
         budget: Duration::from_secs(req.episode_secs.max(1)),
@@ -160,11 +161,12 @@ async fn agent_in_dir(
         failure = verdict.failure.as_deref().unwrap_or(""),
         "agent ended"
     );
-    drop_agent_state(dir, &base);
-    let (candidate, files_changed) = match freeze_dir(env, dir, &base, usage, &req.ignore).await {
-        Ok(frozen) => frozen,
-        Err(end) => return end,
-    };
+    drop_agent_state(dir, base);
+    let (candidate, files_changed) =
+        match freeze_dir(env, dir, materialized, usage, &req.ignore).await {
+            Ok(frozen) => frozen,
+            Err(end) => return end,
+        };
     match verdict.failure {
         Some(failure) if files_changed == 0 => EpisodeEnd::failed(failure, usage),
         _ => EpisodeEnd::Outcome {

@@ -30,6 +30,10 @@ pub struct EpisodeEnv {
     /// Warm workspaces (`[executor] cache_bytes`): episodes start from a kept tree and
     /// freeze by stat cache; `None`: every episode materializes from scratch.
     pub workspaces: Option<WorkspaceCache>,
+    /// Episodes run on overlays (probed at start-up, see `worker/startup.rs`): the workspace is
+    /// an overlay over the cache's read-only tree of the base, frozen from its upper layer.
+    /// Needs `workspaces` and a sandboxed agent (which never sees the cache); false: copies.
+    pub overlays: bool,
 }
 
 impl EpisodeEnv {

@@ -51,11 +51,12 @@ async fn episode_in_dir<M: ChatModel>(
     dir: &Path,
     observer: Observer,
 ) -> EpisodeEnd {
-    let base = match materialize_base(env, req, dir).await {
-        Ok(manifest) => manifest,
+    let materialized = match materialize_base(env, req, dir).await {
+        Ok(materialized) => materialized,
         Err(end) => return end,
     };
-    let (tools, prompt) = match episode_tools_and_prompt(req, env, dir, &base).await {
+    let base = &materialized.base;
+    let (tools, prompt) = match episode_tools_and_prompt(req, env, dir, base).await {
         Ok(prepared) => prepared,
         Err(end) => return end,
     };
@@ -81,7 +82,7 @@ async fn episode_in_dir<M: ChatModel>(
         Ok(summary) => summary,
         Err(error) => return EpisodeEnd::failed(error, usage),
     };
-    match freeze_dir(env, dir, &base, usage, &req.ignore).await {
+    match freeze_dir(env, dir, materialized, usage, &req.ignore).await {
         Ok((candidate, files_changed)) => EpisodeEnd::Outcome {
             outcome: ExecOutcome::Frozen {
                 candidate,

@@ -7,7 +7,7 @@ use std::path::Path;
 use loopgate_protocol::snapshot::{diff_manifests, Manifest, SnapshotId};
 use loopgate_protocol::usage::Usage;
 use loopgate_protocol::wire::ExecRequest;
-use loopgate_snapshot::{FreezeRules, WorkspaceCache};
+use loopgate_snapshot::{FreezeRules, OverlayWorkspace, WorkspaceCache};
 
 use crate::episode::env::{EpisodeEnd, EpisodeEnv};
 
@@ -51,27 +51,60 @@ pub(crate) fn remove_episode_dir(dir: tempfile::TempDir) {
     }
 }
 
-/// The base snapshot, materialized into `dir`.
+/// The base snapshot in the episode dir: its manifest, and the overlay the dir is when
+/// episodes run on overlays (`EpisodeEnv::overlays`).
+#[derive(Debug)]
+pub(crate) struct Materialized {
+    pub(crate) base: Manifest,
+    overlay: Option<OverlayWorkspace>,
+}
+
+/// The base snapshot, materialized into `dir`: mounted as an overlay over the cache's tree of
+/// it when episodes run on overlays, else copied (warm through the cache when there is one).
 pub(crate) async fn materialize_base(
     env: &EpisodeEnv,
     req: &ExecRequest,
     dir: &Path,
-) -> Result<Manifest, EpisodeEnd> {
-    let materialized = match &env.workspaces {
+) -> Result<Materialized, EpisodeEnd> {
+    let owner = env.agent.sandbox.owner();
+    let materialized = match (&env.workspaces, env.overlays) {
+        (Some(cache), true) => {
+            let layers = layers_dir(env)?;
+            env.store
+                .materialize_overlay(&req.base_snapshot, dir, &layers, cache, owner)
+                .await
+                .map(|(overlay, report)| {
+                    tracing::debug!(?report, "base mounted as an overlay");
+                    Materialized {
+                        base: overlay.base().clone(),
+                        overlay: Some(overlay),
+                    }
+                })
+        }
         // Materialized for the agent's user: the sandbox's chown before each command then
         // changes no ctime, and the freeze reads only what the episode changed.
-        Some(cache) => env
+        (Some(cache), false) => env
             .store
-            .materialize_warm_as(&req.base_snapshot, dir, cache, env.agent.sandbox.owner())
+            .materialize_warm_as(&req.base_snapshot, dir, cache, owner)
             .await
             .map(|(manifest, report)| {
                 tracing::debug!(?report, "base materialized warm");
-                manifest
+                Materialized {
+                    base: manifest,
+                    overlay: None,
+                }
             }),
-        None => env.store.materialize(&req.base_snapshot, dir).await,
+        (None, _) => env
+            .store
+            .materialize(&req.base_snapshot, dir)
+            .await
+            .map(|base| Materialized {
+                base,
+                overlay: None,
+            }),
     };
     match materialized {
-        Ok(manifest) => Ok(manifest),
+        Ok(materialized) => Ok(materialized),
         Err(err) if err.is_retryable() => Err(EpisodeEnd::Retry {
             reason: format!("materializing base snapshot: {err}"),
         }),
@@ -82,29 +115,57 @@ pub(crate) async fn materialize_base(
     }
 }
 
-/// Freezes `dir`; the candidate and how many paths differ from `base`.
+/// A fresh directory under the work dir (hidden from the agent like the rest of it) for an
+/// overlay's upper and work directories; the overlay removes it when closed.
+fn layers_dir(env: &EpisodeEnv) -> Result<std::path::PathBuf, EpisodeEnd> {
+    tempfile::Builder::new()
+        .prefix(".layers-")
+        .tempdir_in(&env.work_dir)
+        .map(tempfile::TempDir::keep)
+        .map_err(|err| EpisodeEnd::Retry {
+            reason: format!(
+                "creating an overlay's layers under {}: {err}",
+                env.work_dir.display()
+            ),
+        })
+}
+
+/// Freezes `dir` (from its upper layer alone when it is an overlay, which is then unmounted);
+/// the candidate and how many paths differ from the base.
 pub(crate) async fn freeze_dir(
     env: &EpisodeEnv,
     dir: &Path,
-    base: &Manifest,
+    materialized: Materialized,
     usage: Usage,
     ignore: &[String],
 ) -> Result<(SnapshotId, u32), EpisodeEnd> {
     let rules = FreezeRules::with_ignores(ignore);
-    let frozen = match &env.workspaces {
-        Some(cache) => env.store.freeze_warm(dir, &rules, cache).await,
-        None => env.store.freeze(dir, &rules).await,
+    let Materialized { base, overlay } = materialized;
+    let frozen = match (&env.workspaces, &overlay) {
+        (Some(cache), Some(overlay)) => env.store.freeze_overlay(overlay, &rules, cache).await,
+        (Some(cache), None) => env.store.freeze_warm(dir, &rules, cache).await,
+        (None, _) => env.store.freeze(dir, &rules).await,
     };
-    match frozen {
-        Ok(frozen) => {
-            if let Some(cache) = &env.workspaces {
+    match overlay {
+        Some(overlay) => {
+            if let Err(err) = overlay.close().await {
+                tracing::warn!(error = %err, "closing the episode's overlay");
+            }
+        }
+        None => {
+            if let (Ok(_), Some(cache)) = (&frozen, &env.workspaces) {
                 keep_tree(cache, dir).await;
             }
-            let files_changed = diff_manifests(base, &frozen.manifest).len();
+        }
+    }
+    match frozen {
+        Ok(frozen) => {
+            let files_changed = diff_manifests(&base, &frozen.manifest).len();
             tracing::info!(
                 candidate = %frozen.id,
                 files = frozen.files,
                 files_changed,
+                files_hashed = frozen.files_hashed,
                 bytes_uploaded = frozen.bytes_uploaded,
                 "workspace frozen"
             );

@@ -54,6 +54,8 @@ pub struct WorkerContext {
     pub secrets: Arc<Vec<String>>,
     /// Room in the work dir: no work is taken below its floor.
     pub(crate) space: WorkDirSpace,
+    /// Facts about this worker `/readyz` lists after `ok` (whether episodes run on overlays).
+    pub readiness_notes: Vec<String>,
 }
 
 impl WorkerContext {

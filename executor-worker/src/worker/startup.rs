@@ -106,11 +106,20 @@ pub async fn prepare(
     let store = SnapshotStore::from_jetstream(bus.jetstream(), bus.request_timeout())
         .await?
         .with_limits(settings.snapshot);
-    let workspaces = WorkspaceCache::open_for_worker(
-        &settings.work_dir,
-        &settings.worker_id,
-        settings.cache_bytes,
-    );
+    // Episode overlays a killed earlier process of this worker left mounted over its cache.
+    let cache_root = WorkspaceCache::worker_root(&work_dir, &settings.worker_id);
+    let (dir, root) = (work_dir.clone(), cache_root.clone());
+    let stale =
+        tokio::task::spawn_blocking(move || loopgate_snapshot::overlay::unmount_stale(&dir, &root))
+            .await
+            .unwrap_or(0);
+    if stale > 0 {
+        tracing::warn!(stale, cache = %cache_root.display(), "detached episode overlays a killed earlier process left mounted");
+    }
+    // On the absolute work dir: overlays name their lower tree by its path.
+    let workspaces =
+        WorkspaceCache::open_for_worker(&work_dir, &settings.worker_id, settings.cache_bytes);
+    let overlays = workspace_overlays(&work_dir, workspaces.is_some(), &agent).await;
     Ok(Some(Arc::new(WorkerContext {
         worker: EpisodeWorker {
             bus: bus.clone(),
@@ -128,6 +137,7 @@ pub async fn prepare(
             self_check,
             agent,
             workspaces,
+            overlays: overlays.is_ok(),
         },
         consumer: ConsumerOptions {
             ack_wait: settings.ack_wait,
@@ -138,6 +148,10 @@ pub async fn prepare(
         evidence: open_evidence(&bus).await,
         secrets: Arc::new(known_secrets(settings)),
         space: WorkDirSpace::new(&settings.work_dir, settings.work_dir_min_free_bytes),
+        readiness_notes: vec![match overlays {
+            Ok(()) => "workspace overlays: on".to_string(),
+            Err(why) => format!("workspace overlays: off ({why}); episodes copy their base"),
+        }],
     })))
 }
 
@@ -169,6 +183,43 @@ fn known_secrets(settings: &Settings) -> Vec<String> {
         .chain(settings.nats.password.iter().cloned())
         .filter(|s| !s.is_empty())
         .collect()
+}
+
+/// Can episodes run on overlays here? Needs the warm cache (the lower trees live there), a
+/// sandboxed agent (one outside bubblewrap could write the cache's trees) and a working
+/// overlay mount under the work dir ([`loopgate_snapshot::overlay::probe`]). `Err`: why not,
+/// logged; episodes then copy their base as before.
+async fn workspace_overlays(
+    work_dir: &Path,
+    cache: bool,
+    agent: &AgentIsolationEnv,
+) -> Result<(), String> {
+    let probed = if !cache {
+        Err("no warm workspace cache (`[executor] cache_bytes = 0`)".to_string())
+    } else if !agent.sandbox.is_sandboxed() {
+        Err("agents run unsandboxed".to_string())
+    } else {
+        let dir = work_dir.to_path_buf();
+        tokio::task::spawn_blocking(move || loopgate_snapshot::overlay::probe(&dir))
+            .await
+            .unwrap_or_else(|err| Err(err.to_string()))
+    };
+    let available = u64::from(probed.is_ok());
+    loopgate_telemetry::metrics::Metrics::new()
+        .workspace_overlay_available
+        .record(
+            available,
+            &[opentelemetry::KeyValue::new("loopgate.role", "executor")],
+        );
+    match &probed {
+        Ok(()) => tracing::info!(
+            "workspace overlays: on (episodes mount their base, freeze the upper layer)"
+        ),
+        Err(why) => {
+            tracing::warn!(reason = %why, "workspace overlays: off; episodes copy their base")
+        }
+    }
+    probed
 }
 
 /// Probe the agent sandbox; `sandbox = "off"` is logged as a warning (every episode's record
@@ -265,6 +316,24 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::config::{ExecutorFile, ExternalInputs};
+
+    /// Overlays need the warm cache and a sandboxed agent before the mount is even tried;
+    /// the reason is what the readiness output says.
+    #[tokio::test]
+    async fn overlays_are_off_with_the_reason_without_cache_or_sandbox() {
+        let dir = tempfile::tempdir().unwrap();
+        let unsandboxed = AgentIsolationEnv::unsandboxed("test");
+        for (cache, want) in [
+            (
+                false,
+                "no warm workspace cache (`[executor] cache_bytes = 0`)",
+            ),
+            (true, "agents run unsandboxed"),
+        ] {
+            let got = workspace_overlays(dir.path(), cache, &unsandboxed).await;
+            assert_eq!(got, Err(want.to_string()), "cache {cache}");
+        }
+    }
 
     /// What a transcript is redacted with: the model API keys, the values passed through to CLI
     /// agents and the NATS password; an unset variable adds nothing.

@@ -62,6 +62,7 @@ impl Harness {
             self_check: SelfCheckEnv::unisolated("test"),
             agent: AgentIsolationEnv::unsandboxed("test"),
             workspaces: None,
+            overlays: false,
         };
         Ok(Harness {
             _nats: nats,

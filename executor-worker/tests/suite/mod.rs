@@ -1,6 +1,7 @@
 mod cli_agents;
 mod context_reset;
 mod episode_control;
+mod overlay_episodes;
 mod planted_links;
 mod real_cli_agent;
 mod sealed_process;

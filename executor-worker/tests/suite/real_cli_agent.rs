@@ -103,6 +103,7 @@ async fn real_cli_agent_episode() -> anyhow::Result<()> {
         self_check: SelfCheckEnv::unisolated("test"),
         agent: AgentIsolationEnv::unsandboxed("test"),
         workspaces: None,
+        overlays: false,
     };
     let base = store
         .freeze_files(vec![(

@@ -21,8 +21,9 @@ mod fill;
 mod lru;
 pub(crate) mod pages;
 mod reconcile;
+mod sealed;
 mod warm;
 mod workspace_cache;
 
 pub use warm::WarmReport;
-pub use workspace_cache::{CacheStats, WorkspaceCache};
+pub use workspace_cache::{CacheStats, LowerLease, WorkspaceCache};

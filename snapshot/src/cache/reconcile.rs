@@ -230,6 +230,7 @@ mod tests {
         let old = TreeState {
             manifest: target.clone(),
             stat,
+            sealed: false,
         };
         let done = reconcile(d, Some(old), &target).unwrap();
         assert_eq!(
@@ -243,6 +244,7 @@ mod tests {
         let old = TreeState {
             manifest: target_a.clone(),
             stat: done.stat,
+            sealed: false,
         };
         let again = reconcile(d, Some(old), &target_a).unwrap();
         assert_eq!((again.kept, again.write.len()), (1, 0));

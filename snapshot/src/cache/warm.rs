@@ -10,6 +10,7 @@ use loopgate_protocol::snapshot::{Manifest, ManifestEntry};
 
 use crate::cache::fill::{copy_written, FileWrite, Source};
 use crate::cache::reconcile::{reconcile, Reconciled};
+use crate::cache::sealed::reconcile_sealed;
 use crate::cache::workspace_cache::{TreeState, WorkspaceCache};
 use crate::error::SnapshotError;
 use crate::freeze::FreezeRules;
@@ -66,10 +67,25 @@ impl SnapshotStore {
         owner: Option<(u32, u32)>,
     ) -> Result<(Manifest, WarmReport), SnapshotError> {
         let (manifest, pages) = self.manifest_with_pages_via(id, Some(cache)).await?;
+        let report = self
+            .materialize_manifest_as(&manifest, &pages, dest, cache, owner)
+            .await?;
+        Ok((manifest, report))
+    }
+
+    /// [`SnapshotStore::materialize_warm_as`] of a manifest already read (with its pages).
+    pub(crate) async fn materialize_manifest_as(
+        &self,
+        manifest: &Manifest,
+        pages: &[String],
+        dest: &Path,
+        cache: &WorkspaceCache,
+        owner: Option<(u32, u32)>,
+    ) -> Result<WarmReport, SnapshotError> {
         let mut report = WarmReport::default();
         let mut reconciled = None;
-        if let Some((tree_dir, tree)) = cache.take_closest(&manifest) {
-            reconciled = reuse_tree(tree_dir, tree, &manifest, dest).await;
+        if let Some((tree_dir, tree)) = cache.take_closest(manifest) {
+            reconciled = reuse_tree(tree_dir, tree, manifest, dest).await;
             report.reused_tree = reconciled.is_some();
         }
         let reconciled = match reconciled {
@@ -195,9 +211,10 @@ impl SnapshotStore {
             TreeState {
                 manifest: manifest.clone(),
                 stat,
+                sealed: false,
             },
         );
-        Ok((manifest, report))
+        Ok(report)
     }
 
     /// Freeze `dir` with the stat cache its materialize (or last freeze) through `cache`
@@ -217,6 +234,7 @@ impl SnapshotStore {
             TreeState {
                 manifest: outcome.manifest.clone(),
                 stat,
+                sealed: false,
             },
         );
         Ok(outcome)
@@ -232,7 +250,14 @@ async fn reuse_tree(
     dest: &Path,
 ) -> Option<Reconciled> {
     let (dir, wanted) = (tree_dir.clone(), target.clone());
-    let done = tokio::task::spawn_blocking(move || reconcile(&dir, Some(tree), &wanted)).await;
+    let done = tokio::task::spawn_blocking(move || {
+        if tree.sealed {
+            reconcile_sealed(&dir, &tree.manifest, &wanted)
+        } else {
+            reconcile(&dir, Some(tree), &wanted)
+        }
+    })
+    .await;
     let failure = match done {
         Ok(Ok(done)) => match tokio::fs::rename(&tree_dir, dest).await {
             Ok(()) => return Some(done),

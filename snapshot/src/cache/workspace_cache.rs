@@ -33,6 +33,10 @@ fn tree_charge(manifest: &Manifest) -> u64 {
 pub(crate) struct TreeState {
     pub(crate) manifest: Manifest,
     pub(crate) stat: StatCache,
+    /// Only ever written by this cache and lent out read-only (an overlay's lower layer): it
+    /// holds exactly `manifest`, so reusing it applies the manifest difference without
+    /// looking at its other files (`sealed.rs`).
+    pub(crate) sealed: bool,
 }
 
 /// Counters for benchmarks and logs.
@@ -56,6 +60,8 @@ struct State {
     lru: Lru,
     trees: HashMap<u64, TreeState>,
     checked_out: HashMap<PathBuf, (u64, TreeState)>,
+    /// Trees lent out read-only as overlays' lower layers, by slot, with how many hold each.
+    lent: HashMap<u64, (TreeState, usize)>,
     next_slot: u64,
     next_checkout: u64,
     stats: CacheStats,
@@ -67,6 +73,28 @@ struct Shared {
     root: PathBuf,
     budget: u64,
     state: Mutex<State>,
+}
+
+/// A kept tree lent out read-only as the lower layer of overlays (never changed while any
+/// lease on it lives); given back to the cache when the last lease is dropped.
+#[derive(Debug)]
+pub struct LowerLease {
+    cache: WorkspaceCache,
+    slot: u64,
+    path: PathBuf,
+}
+
+impl LowerLease {
+    /// The tree's directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for LowerLease {
+    fn drop(&mut self) {
+        self.cache.give_back(self.slot);
+    }
 }
 
 /// Handle on one worker's cache; cheap to clone, safe to share between concurrent episodes.
@@ -282,6 +310,88 @@ impl WorkspaceCache {
     /// What `dir` holds, if it was materialized or frozen through this cache (forgotten here).
     pub(crate) fn take_checkout(&self, dir: &Path) -> Option<TreeState> {
         self.lock().checked_out.remove(dir).map(|(_, tree)| tree)
+    }
+
+    /// A kept tree that holds exactly `target` and only ever held what this cache wrote
+    /// (sealed), lent out read-only: one already lent is shared. None: there is none.
+    pub(crate) fn lend_held(&self, target: &Manifest) -> Option<LowerLease> {
+        let mut state = self.lock();
+        if let Some((slot, lent)) = state
+            .lent
+            .iter_mut()
+            .find(|(_, (tree, _))| tree.manifest == *target)
+        {
+            lent.1 += 1;
+            let slot = *slot;
+            return Some(self.lease(slot));
+        }
+        let slot = state
+            .trees
+            .iter()
+            .find(|(_, tree)| tree.sealed && tree.manifest == *target)
+            .map(|(slot, _)| *slot)?;
+        let tree = state.trees.remove(&slot)?;
+        state.lru.remove(&Item::Tree(slot));
+        state.stats.trees_reused += 1;
+        state.lent.insert(slot, (tree, 1));
+        Some(self.lease(slot))
+    }
+
+    /// A fresh tree slot's directory (not yet created) for a tree to lend out.
+    pub(crate) fn new_tree_slot(&self) -> (u64, PathBuf) {
+        let mut state = self.lock();
+        state.next_slot += 1;
+        let slot = state.next_slot;
+        (slot, self.tree_path(slot))
+    }
+
+    /// Lend out the tree this cache just wrote in `slot`'s directory, holding `tree`; from
+    /// now on it is sealed: nothing but this cache writes it.
+    pub(crate) fn lend_new(&self, slot: u64, mut tree: TreeState) -> LowerLease {
+        tree.sealed = true;
+        self.lock().lent.insert(slot, (tree, 1));
+        self.lease(slot)
+    }
+
+    fn lease(&self, slot: u64) -> LowerLease {
+        LowerLease {
+            cache: self.clone(),
+            slot,
+            path: self.tree_path(slot),
+        }
+    }
+
+    /// One holder of lent tree `slot` is done with it; the last one puts it back among the
+    /// kept trees (reusable, evictable).
+    fn give_back(&self, slot: u64) {
+        let evicted = {
+            let mut state = self.lock();
+            let Some((_, users)) = state.lent.get_mut(&slot) else {
+                return;
+            };
+            *users = users.saturating_sub(1);
+            if *users > 0 {
+                return;
+            }
+            let Some((tree, _)) = state.lent.remove(&slot) else {
+                return;
+            };
+            let bytes = tree_charge(&tree.manifest);
+            state.trees.insert(slot, tree);
+            state.lru.insert(Item::Tree(slot), bytes);
+            self.evict_locked(&mut state)
+        };
+        if evicted.is_empty() {
+            return;
+        }
+        let cache = self.clone();
+        // Removing evicted trees blocks: off the async threads where there are some.
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn_blocking(move || cache.remove_evicted(evicted));
+            }
+            Err(_) => cache.remove_evicted(evicted),
+        }
     }
 
     /// Move `dir` (materialized or frozen through this cache, and not changed since, or its

@@ -1,4 +1,5 @@
 mod bucket_limits;
+mod overlay_workspaces;
 mod snapshot_scale;
 mod snapshots;
 mod warm_cache;

@@ -468,6 +468,60 @@ pub fn workspace(doc: &Value) -> String {
     }
     out.push_str(&table.render());
     out.push('\n');
+    out.push_str(&workspace_overlay(doc));
+    out
+}
+
+/// The overlay rows of workspace-bench (where it could mount): the same changes on an overlay
+/// episode, its freeze from the upper layer and its warm materialize (a mount over the base's
+/// held tree brought to the change) against the same `git commit` and `git checkout`.
+fn workspace_overlay(doc: &Value) -> String {
+    let rows: Vec<Value> = doc["rows"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| r["overlay"]["freeze_ms"].is_number())
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "Overlay episodes, the same changes in the same run: the base mounted over the worker's \
+         held tree of it, frozen from the upper layer; the warm materialize brings the base's \
+         tree to the change by the manifest difference and mounts it.\n\n",
+    );
+    let mut table = Table::new(&[
+        "tree / scenario",
+        "overlay freeze / git commit",
+        "overlay warm / git checkout",
+        "files hashed / warm files written",
+    ]);
+    for r in rows {
+        let o = &r["overlay"];
+        let pair = |a: &Value, b: &Value| {
+            let (a, b) = (num(a), num(b));
+            format!(
+                "{} / {} ms = {}x",
+                fmt_num(a, 1),
+                fmt_num(b, 1),
+                fmt_num(a / b.max(1e-9), 2)
+            )
+        };
+        table.row(vec![
+            format!(
+                "{} ({} files): {}",
+                r["tree"].as_str().unwrap_or("?"),
+                r["files"],
+                r["scenario"].as_str().unwrap_or("?")
+            ),
+            pair(&o["freeze_ms"], &r["git_commit_ms"]),
+            pair(&o["warm_ms"], &r["git_checkout_ms"]),
+            format!("{} / {}", o["files_hashed"], o["warm_files_written"]),
+        ]);
+    }
+    out.push_str(&table.render());
+    out.push('\n');
     out
 }
 
@@ -499,5 +553,12 @@ mod tests {
             text.contains("load average 1.8 before, 2.3 after"),
             "{text}"
         );
+        assert!(!text.contains("Overlay episodes"), "{text}");
+        let mut with_overlay = doc.clone();
+        with_overlay["rows"][0]["overlay"] = json!({"freeze_ms": 10.52, "files_hashed": 1,
+            "warm_ms": 7.84, "warm_files_written": 1});
+        let text = workspace(&with_overlay);
+        assert!(text.contains("10.5 / 105.2 ms = 0.10x"), "{text}");
+        assert!(text.contains("7.8 / 39.2 ms = 0.20x"), "{text}");
     }
 }
