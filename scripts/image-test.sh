@@ -18,7 +18,8 @@
 #      component, root inside because the test's temp dirs are root's). nats-server,
 #      redis-server and the stand-in model stay on the host.
 #
-# Env: IMAGE_TEST_FILTER (the e2e tests to run; default below), LOOPGATE_CACHE.
+# Env: IMAGE_TEST_FILTER (the e2e tests to run; default below: the browser and desktop gui
+# suites and the hostile shell), LOOPGATE_CACHE.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
@@ -31,7 +32,7 @@ NODE_BASE="localhost/loopgate-base/node:22-bookworm-slim"
 NODE_VERSION="22.23.5"
 NODE_SHA512="3jhC+wcoWxKZxcRqF2sUSl0c9HEXFnur/nuIPx6O6CWKV0jOUWQm7Htw5SuXqqlMCEhi0cJqybFPEb5hhcBiMw=="
 NPM_VERSION="10.9.4"
-FILTER="${IMAGE_TEST_FILTER:-suite::gui:: suite::secrets::a_hostile_shell}"
+FILTER="${IMAGE_TEST_FILTER:-suite::gui:: suite::desktop:: suite::secrets::a_hostile_shell}"
 mkdir -p "$IMAGES"
 
 log() { echo "[image-test] $*" >&2; }
