@@ -230,6 +230,15 @@ pub struct Stack {
     client: reqwest::Client,
 }
 
+/// An executor a test killed mid-episode leaves its episode's overlay mounted under the
+/// stack's dir (a worker detaches only its own leftovers, at its next start): detach them, so a
+/// test run leaves no mount behind.
+impl Drop for Stack {
+    fn drop(&mut self) {
+        loopgate_snapshot::overlay::unmount_stale(self.dir.path(), self.dir.path());
+    }
+}
+
 impl Stack {
     pub async fn start(opts: StackOptions) -> anyhow::Result<Stack> {
         let passwords = match &opts.secrets {
