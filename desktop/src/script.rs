@@ -5,8 +5,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use loopgate_workspace_walk::{BeneathError, RootDir};
-
 use crate::error::DesktopError;
 use crate::session::Session;
 use crate::tree::RenderedNode;
@@ -135,32 +133,11 @@ pub async fn run_script(session: &mut Session, script: &CheckScript) -> CheckRep
     report
 }
 
-/// Write the screenshot at `path`: a relative one beneath `cwd` (the check's copy of the
-/// workspace, which the code under test writes too) following no symlink, its missing
-/// directories made; an absolute one into its directory as named, never through a symlink at
-/// the file itself.
+/// Write the screenshot at `path` (`loopgate_workspace_walk::write_output_file`: beneath the
+/// check's copy of the workspace when relative, never through a symlink).
 pub(crate) fn write_png_in(cwd: &Path, path: &Path, png: &[u8]) -> Result<(), DesktopError> {
-    let failed = |what: String| move |e: BeneathError| DesktopError::io(what, e.into());
-    let (root, rel) = if path.is_absolute() {
-        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-            return Err(DesktopError::io(
-                format!("writing {}", path.display()),
-                std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file path"),
-            ));
-        };
-        std::fs::create_dir_all(dir)
-            .map_err(|e| DesktopError::io(format!("creating {}", dir.display()), e))?;
-        (dir.to_path_buf(), PathBuf::from(name))
-    } else {
-        (cwd.to_path_buf(), path.to_path_buf())
-    };
-    let root = RootDir::open(&root).map_err(failed(format!("opening {}", root.display())))?;
-    if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
-        root.create_dir_all(parent)
-            .map_err(failed(format!("creating {}", parent.display())))?;
-    }
-    root.write(&rel, png)
-        .map_err(failed(format!("writing {}", path.display())))
+    loopgate_workspace_walk::write_output_file(cwd, path, png)
+        .map_err(|e| DesktopError::io(e.what, e.source))
 }
 
 async fn steps(

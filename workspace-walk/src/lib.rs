@@ -12,9 +12,11 @@ mod error;
 mod ignore;
 mod listing;
 mod tree_walk;
+mod write_output;
 
 pub use beneath::{chown_tree, open_no_symlinks, BeneathError, RootDir};
 pub use error::{Refusal, WalkError};
 pub use ignore::{glob_match, is_ignored, DEFAULT_IGNORES};
 pub use listing::{list_workspace, normalize_mode, ListedFile, Listing};
 pub use tree_walk::{special_kind, walk, FileStat, Found};
+pub use write_output::{write_output_file, OutputWriteError};
