@@ -1,3 +1,4 @@
 mod continuation;
 mod loop_arm;
+mod one_clause;
 mod suite_dry_run;

@@ -244,7 +244,10 @@ fn totals(arms: &[Arm], results: &[LongRecord]) -> String {
 }
 
 pub async fn run(args: &Args) -> anyhow::Result<()> {
-    let tasks = load_long_suite(&long_suite_dir(), &args.tasks)?;
+    let tasks = load_long_suite(
+        &args.long_dir.clone().unwrap_or_else(long_suite_dir),
+        &args.tasks,
+    )?;
     let (arms, arm_notes) = select_arms(args.arms.as_deref())?;
     if args.list {
         list(&tasks, &arms, &arm_notes);

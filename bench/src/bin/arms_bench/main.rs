@@ -89,6 +89,9 @@ struct Args {
     arms: Option<Vec<String>>,
     /// `--hidden-secs`: the long suite's hidden scripts' time limit.
     hidden_timeouts: HiddenTimeouts,
+    /// `--long-dir`: the long suite's tasks (default `examples/long`; the calibration's
+    /// one-clause tasks live elsewhere).
+    long_dir: Option<PathBuf>,
     humaneval_n: usize,
     humaneval_data: PathBuf,
     humaneval_limits: TaskLimits,
@@ -110,7 +113,7 @@ const USAGE: &str =
 [--humaneval-n N] [--humaneval-data FILE] [--max-rounds N] [--max-steps N] [--token-budget N] \
 [--episode-secs S] [--single-wall-secs S] [--loop-wall-secs S] [--stop-after-mins M] [--structured-output json_schema|off] [--step-retries N] [--attempts N] [--judge] [--resume]
        arms-bench --suite long --model 1.5b|0.5b --out DIR [--arms a,b] [--tasks a,b] [--token-budget N] \
-[--episode-secs S] [--single-wall-secs S] [--loop-wall-secs S] [--hidden-secs S[,TASK=S]] [--stop-after-mins M] [--structured-output json_schema|off] [--resume]
+[--episode-secs S] [--single-wall-secs S] [--loop-wall-secs S] [--hidden-secs S[,TASK=S]] [--long-dir DIR] [--stop-after-mins M] [--structured-output json_schema|off] [--resume]
        arms-bench --list [--suite examples|humaneval|long] [--humaneval-n N] [--arms a,b]   (the tasks, no runs)";
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -121,6 +124,7 @@ fn parse_args() -> anyhow::Result<Args> {
         tasks: Vec::new(),
         arms: None,
         hidden_timeouts: HiddenTimeouts::default(),
+        long_dir: None,
         humaneval_n: DEFAULT_SUBSET_SIZE,
         humaneval_data: humaneval::default_data_path(),
         humaneval_limits: TaskLimits {
@@ -180,6 +184,7 @@ fn parse_args() -> anyhow::Result<Args> {
                 )
             }
             "--hidden-secs" => args.hidden_timeouts = HiddenTimeouts::parse(&value)?,
+            "--long-dir" => args.long_dir = Some(PathBuf::from(&value)),
             "--suite" => {
                 args.suite = match value.as_str() {
                     "examples" => SuiteChoice::Examples,
@@ -230,8 +235,8 @@ fn parse_args() -> anyhow::Result<Args> {
         if args.caps.judge || args.caps.step_retries.is_some() || args.caps.attempts.is_some() {
             bail!("--judge, --step-retries and --attempts are not for --suite long: its arms set them themselves (--arms; attempts_3)\n{USAGE}");
         }
-    } else if args.arms.is_some() {
-        bail!("--arms picks arms of --suite long\n{USAGE}");
+    } else if args.arms.is_some() || args.long_dir.is_some() {
+        bail!("--arms and --long-dir are for --suite long\n{USAGE}");
     }
     if args.list {
         return Ok(args);
