@@ -11,6 +11,7 @@ pub(crate) mod dispatch;
 pub(crate) mod edit_file;
 pub(crate) mod edit_match;
 pub(crate) mod finish;
+pub(crate) mod kept_definitions;
 pub(crate) mod list_dir;
 pub(crate) mod mended_python;
 pub(crate) mod python_literals;

@@ -407,3 +407,38 @@ fn symlinks_inside_the_workspace_still_lead_to_their_files() {
         .file_type()
         .is_symlink());
 }
+
+#[test]
+fn a_partial_write_over_a_python_file_keeps_its_other_definitions_and_says_so() {
+    let (dir, ws) = workspace();
+    let skeleton = "import csv\n\n\ndef load(path):\n    raise NotImplementedError\n\n\nCOMMANDS = {}\n\n\ndef main(argv):\n    return COMMANDS[argv[2]](load(argv[1]))\n";
+    ws.write_file("ledger.py", skeleton).unwrap();
+    let result = ws
+        .write_file(
+            "ledger.py",
+            "def load(path):\n    return list(csv.DictReader(open(path)))\n",
+        )
+        .unwrap();
+    assert!(
+        result.contains("kept from the file's earlier version, which this content left out: `csv`, `COMMANDS`, `main`"),
+        "{result}"
+    );
+    let written = std::fs::read_to_string(dir.path().join("ledger.py")).unwrap();
+    for part in [
+        "import csv",
+        "return list(csv.DictReader",
+        "COMMANDS = {}",
+        "def main(argv)",
+    ] {
+        assert!(written.contains(part), "{part} missing from:\n{written}");
+    }
+    assert!(!written.contains("NotImplementedError"), "{written}");
+    // Not Python: written as given.
+    ws.write_file("notes.txt", "def a():\n    pass\ndef b():\n    pass\n")
+        .unwrap();
+    ws.write_file("notes.txt", "def c():\n    pass\n").unwrap();
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(),
+        "def c():\n    pass\n"
+    );
+}

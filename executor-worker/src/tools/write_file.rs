@@ -4,6 +4,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::tools::context::ToolContext;
+use crate::tools::kept_definitions::keep_dropped_definitions;
 use crate::tools::mended_python::{mend_python, mended_note};
 use crate::tools::same_name::{files_named_like, listed};
 use crate::tools::tool_def::{
@@ -13,8 +14,10 @@ use crate::tools::workspace::{non_empty, ToolError, Workspace};
 
 pub(crate) const DEF: ToolDef = ToolDef {
     name: "write_file",
-    description:
-        "Create or overwrite a file with the complete content. Parent directories are created.",
+    description: "Create or overwrite a file with the complete content. Parent directories are \
+                  created. Over an existing Python file, the top-level functions, classes, \
+                  imports and assignments the content leaves out are kept (remove one with \
+                  edit_file).",
     parameters,
     effect: ToolEffect::WritesFile { text: "content" },
 };
@@ -54,11 +57,14 @@ impl Workspace {
         let written = self.shown(&target.path);
         let mended = mend_python(rel, content);
         let content = mended.as_ref().map_or(content, |m| m.text.as_str());
-        if self
-            .dir()
-            .read(&target.real)
-            .is_ok_and(|before| before == content.as_bytes())
-        {
+        let before = self.dir().read(&target.real).ok();
+        let kept = before
+            .as_deref()
+            .filter(|_| rel.ends_with(".py"))
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .and_then(|old| keep_dropped_definitions(old, content));
+        let content = kept.as_ref().map_or(content, |k| k.text.as_str());
+        if before.is_some_and(|before| before == content.as_bytes()) {
             // Small models repeat the same write for every step they have left; say plainly
             // that it changed nothing, so the next move is `finish` or a different change.
             return Ok(format!(
@@ -85,6 +91,14 @@ impl Workspace {
                 " (paths are relative to the workspace root, so the `workspace/` prefix was \
                  dropped)",
             );
+        }
+        if let Some(k) = &kept {
+            result.push_str(&format!(
+                " (kept from the file's earlier version, which this content left out: {}; \
+                 write_file replaces the definitions it is given and keeps the others: to \
+                 remove one, edit_file it away)",
+                k.kept.join(", ")
+            ));
         }
         if let Some(m) = &mended {
             result.push_str(&mended_note(m));
