@@ -36,6 +36,20 @@ async fn readyz(url: &str) -> (u16, String) {
     }
 }
 
+/// The manager's `loopgate_jetstream_publish_unacked_seconds`, when it exports it.
+async fn unacked_seconds(url: &str) -> Option<f64> {
+    let text = reqwest::get(format!("{url}/metrics"))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    let name = "loopgate_jetstream_publish_unacked_seconds";
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .find_map(|l| l.split_whitespace().last()?.parse().ok())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_jetstream_store_is_named_on_readyz_and_the_run_goes_on_after_a_restart(
 ) -> anyhow::Result<()> {
@@ -67,6 +81,9 @@ async fn a_full_jetstream_store_is_named_on_readyz_and_the_run_goes_on_after_a_r
     ];
     let mut opts = StackOptions::new(profiles, 1);
     opts.nats_store = Some(disk.path().join("jetstream"));
+    // JetStream refuses streams whose caps add up beyond 75% of the store's filesystem: five
+    // 4 MiB streams on the 64 MiB tmpfs (the default is 256 MiB each).
+    opts.manager_tables = "[jetstream]\nstream_max_bytes = 4194304\n".into();
     let mut stack = Stack::start(opts).await?;
     let manager = stack.any_http().to_string();
     anyhow::ensure!(
@@ -97,9 +114,19 @@ async fn a_full_jetstream_store_is_named_on_readyz_and_the_run_goes_on_after_a_r
         stack.nats.log_text()
     );
     let (_, why) = readyz(&manager).await;
+    eprintln!("manager /readyz while JetStream's store is full: {why}");
     anyhow::ensure!(
         why.contains("no space left on device") && why.contains("restart"),
         "{why}"
+    );
+    let gauge = wait_until(Duration::from_secs(30), || async {
+        unacked_seconds(&manager).await.is_some_and(|s| s > 0.0)
+    })
+    .await;
+    anyhow::ensure!(
+        gauge.is_ok(),
+        "gauge: {:?}",
+        unacked_seconds(&manager).await
     );
     anyhow::ensure!(
         stack.nats.log_text().contains("no space left on device"),
