@@ -284,6 +284,7 @@ pub(crate) struct Named {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
@@ -311,17 +312,21 @@ mod tests {
         assert!(!BusError::Protocol("x".into()).is_retryable());
     }
 
+    /// JetStream's error reply when its store has no room for a stream.
+    fn storage_full() -> async_nats::jetstream::Error {
+        serde_json::from_str(
+            r#"{"code": 500, "err_code": 10047, "description": "insufficient storage resources available"}"#,
+        )
+        .unwrap()
+    }
+
     #[test]
     fn an_error_reply_of_jetstream_is_rejected_with_the_servers_text() {
         use async_nats::jetstream::context::{PublishError as Nats, PublishErrorKind as N};
-        let server: async_nats::jetstream::Error = serde_json::from_str(
-            r#"{"code": 500, "err_code": 10047, "description": "insufficient storage resources available"}"#,
-        )
-        .unwrap();
         let parse = serde_json::from_str::<u32>("x").unwrap_err();
         for (err, want) in [
             (
-                Nats::with_source(N::Other, server),
+                Nats::with_source(N::Other, storage_full()),
                 PublishErrorKind::Rejected,
             ),
             (Nats::with_source(N::Other, parse), PublishErrorKind::Send),
@@ -336,13 +341,7 @@ mod tests {
             subject: "loopgate.exec.cli".into(),
             source: PublishError::new(
                 PublishErrorKind::Rejected,
-                Nats::with_source(
-                    N::Other,
-                    serde_json::from_str::<async_nats::jetstream::Error>(
-                        r#"{"code": 500, "err_code": 10047, "description": "insufficient storage resources available"}"#,
-                    )
-                    .unwrap(),
-                ),
+                Nats::with_source(N::Other, storage_full()),
             ),
         };
         assert_eq!(
