@@ -170,6 +170,8 @@ async fn run(settings: Settings, telemetry: Arc<Telemetry>) -> ExitCode {
     let bus = ctx.worker.bus.clone();
     health.add_ready_check("nats connection", move || bus.is_connected());
     health.add_ready_check("work loops", || true);
+    let publishes = ctx.worker.bus.clone();
+    health.add_ready_reason("jetstream publish", move || publishes.publish_stall());
     let space = ctx.clone();
     health.add_ready_reason("work dir space", move || space.work_dir_space());
     for note in &ctx.readiness_notes {

@@ -104,6 +104,10 @@ impl OutboxRelay {
         if let Ok(n) = store.pending_runs().await {
             self.engine.metrics().outbox_pending.record(n, &[]);
         }
+        self.engine
+            .metrics()
+            .jetstream_publish_unacked
+            .record(self.engine.bus().publish_unacked_for().as_secs_f64(), &[]);
         Ok(published)
     }
 }

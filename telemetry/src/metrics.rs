@@ -14,6 +14,7 @@
 //! `loopgate_security_refused_messages_total`, `loopgate_security_refused_paths_total`,
 //! `loopgate_dead_letters_total`,
 //! `loopgate_outbox_republished_total`, `loopgate_outbox_pending_runs`,
+//! `loopgate_jetstream_publish_unacked_seconds`,
 //! `loopgate_admission_waiting_runs`, `loopgate_admission_oldest_wait_seconds`,
 //! `loopgate_queue_waits_total`, `loopgate_queue_wait_seconds`.
 
@@ -59,6 +60,9 @@ pub struct Metrics {
     pub outbox_republished: Counter<u64>,
     /// Runs with effects stored but not yet published.
     pub outbox_pending: Gauge<u64>,
+    /// How long the manager's JetStream publishes to some subject have gone without a PubAck
+    /// (0 while every subject is acknowledged): a store on a full disk, an overloaded server.
+    pub jetstream_publish_unacked: Gauge<f64>,
     /// Runs waiting in `queued` for a slot (`[manager] max_active_runs`).
     pub admission_waiting: Gauge<u64>,
     /// How long the oldest run waiting for a slot has waited.
@@ -177,6 +181,14 @@ impl Metrics {
             outbox_pending: meter
                 .u64_gauge("loopgate.outbox.pending_runs")
                 .with_description("Runs with transition effects stored but not yet published")
+                .build(),
+            jetstream_publish_unacked: meter
+                .f64_gauge("loopgate.jetstream.publish_unacked")
+                .with_unit("s")
+                .with_description(
+                    "How long JetStream publishes to some subject have gone without a PubAck \
+                     (0 while all are acknowledged)",
+                )
                 .build(),
             admission_waiting: meter
                 .u64_gauge("loopgate.admission.waiting_runs")

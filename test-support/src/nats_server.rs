@@ -1,7 +1,7 @@
 //! A real nats-server with JetStream, on free loopback ports, storing into a TempDir.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -26,6 +26,7 @@ pub struct NatsServer {
     args: Vec<OsString>,
     port: u16,
     monitor_port: u16,
+    store: PathBuf,
     dir: TempDir,
 }
 
@@ -33,7 +34,13 @@ impl NatsServer {
     /// Starts nats-server with JetStream enabled and waits until `/healthz?js-enabled-only=true`
     /// answers 200.
     pub async fn start() -> anyhow::Result<NatsServer> {
-        Self::launch(None, "127.0.0.1").await
+        Self::launch(None, "127.0.0.1", None).await
+    }
+
+    /// Like [`NatsServer::start`] with the JetStream store in `store` (created if missing),
+    /// e.g. on a small tmpfs; it outlives the server.
+    pub async fn start_with_store(store: &Path) -> anyhow::Result<NatsServer> {
+        Self::launch(None, "127.0.0.1", Some(store.to_path_buf())).await
     }
 
     /// Like [`NatsServer::start`] but with a config file (users, permissions, accounts...).
@@ -41,7 +48,7 @@ impl NatsServer {
     /// on the command line and override the config. With accounts, remember
     /// `jetstream: enabled` in each account that needs it.
     pub async fn start_with_config(conf_text: &str) -> anyhow::Result<NatsServer> {
-        Self::launch(Some(conf_text), "127.0.0.1").await
+        Self::launch(Some(conf_text), "127.0.0.1", None).await
     }
 
     /// Like [`NatsServer::start_with_config`], listening for clients on every interface
@@ -50,16 +57,20 @@ impl NatsServer {
     pub async fn start_with_config_on_all_interfaces(
         conf_text: &str,
     ) -> anyhow::Result<NatsServer> {
-        Self::launch(Some(conf_text), "0.0.0.0").await
+        Self::launch(Some(conf_text), "0.0.0.0", None).await
     }
 
-    async fn launch(conf_text: Option<&str>, listen: &str) -> anyhow::Result<NatsServer> {
+    async fn launch(
+        conf_text: Option<&str>,
+        listen: &str,
+        store: Option<PathBuf>,
+    ) -> anyhow::Result<NatsServer> {
         let binary = find_binary("nats-server", "LOOPGATE_NATS_SERVER", INSTALL_HINT)?;
         let mut dir = tempfile::Builder::new()
             .prefix("loopgate-nats-")
             .tempdir()
             .map_err(|e| SupportError::io("creating nats tempdir", e))?;
-        let store = dir.path().join("jetstream");
+        let store = store.unwrap_or_else(|| dir.path().join("jetstream"));
         std::fs::create_dir_all(&store)
             .map_err(|e| SupportError::io("creating jetstream store dir", e))?;
         let conf_path = match conf_text {
@@ -100,6 +111,7 @@ impl NatsServer {
                 args,
                 port,
                 monitor_port,
+                store: store.clone(),
                 dir,
             };
             match server.wait_ready().await {
@@ -130,7 +142,7 @@ impl NatsServer {
 
     /// The JetStream store directory (survives [`NatsServer::restart`]).
     pub fn store_dir(&self) -> PathBuf {
-        self.dir.path().join("jetstream")
+        self.store.clone()
     }
 
     /// Everything nats-server logged so far, across restarts.
@@ -185,6 +197,7 @@ impl std::fmt::Debug for NatsServer {
             .field("url", &self.url())
             .field("monitor_url", &self.monitor_url())
             .field("dir", &self.dir.path())
+            .field("store", &self.store)
             .finish()
     }
 }

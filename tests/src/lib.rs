@@ -82,6 +82,9 @@ pub struct StackOptions {
     /// The executors' work dirs under this directory (`work-exec-N`), e.g. a small tmpfs;
     /// default the stack's own directory.
     pub executor_work_root: Option<PathBuf>,
+    /// nats-server's JetStream store in this directory (e.g. a small tmpfs); one nats-server,
+    /// no per-role users. Default: the server's own temp dir.
+    pub nats_store: Option<PathBuf>,
 }
 
 impl StackOptions {
@@ -108,6 +111,7 @@ impl StackOptions {
             redis_ha: false,
             executor_nats_proxy: false,
             executor_work_root: None,
+            nats_store: None,
         }
     }
 
@@ -258,9 +262,11 @@ impl Stack {
             let first = nodes.remove(0);
             (first, nodes)
         } else {
-            let nats = match &passwords {
-                Some(p) => NatsServer::start_with_config(&p.server_conf()).await?,
-                None => NatsServer::start().await?,
+            let nats = match (&passwords, &opts.nats_store) {
+                (Some(_), Some(_)) => bail!("a stack with its own NATS store has no NATS users"),
+                (Some(p), None) => NatsServer::start_with_config(&p.server_conf()).await?,
+                (None, Some(store)) => NatsServer::start_with_store(store).await?,
+                (None, None) => NatsServer::start().await?,
             };
             (nats, Vec::new())
         };

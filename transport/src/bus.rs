@@ -4,7 +4,8 @@
 
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use async_nats::header::{HeaderMap, HeaderName, HeaderValue};
 use async_nats::jetstream::{self, message::PublishMessage};
@@ -15,6 +16,7 @@ use serde::Serialize;
 use crate::bus_error::{
     BoxedSource, BusError, CoreErrorKind, Operation, PublishError, PublishErrorKind,
 };
+use crate::publish_watch::{Outcome, PublishWatch};
 
 /// Plain core-NATS subscription (events, control). A `futures::Stream` of `async_nats::Message`.
 pub use async_nats::Subscriber;
@@ -170,6 +172,8 @@ pub struct Bus {
     subjects: Subjects,
     request_timeout: Duration,
     topology: crate::sizing::TopologyOptions,
+    /// What this connection's JetStream publishes came to (shared by its clones).
+    publish_watch: Arc<Mutex<PublishWatch>>,
 }
 
 impl Bus {
@@ -206,6 +210,7 @@ impl Bus {
             subjects: Subjects::new(prefix),
             request_timeout: opts.request_timeout,
             topology: crate::sizing::TopologyOptions::default(),
+            publish_watch: Arc::new(Mutex::new(PublishWatch::new(opts.request_timeout))),
         })
     }
 
@@ -241,6 +246,25 @@ impl Bus {
         self.request_timeout
     }
 
+    /// `Err(why)` while this connection's JetStream publishes to some subject have gone
+    /// unacknowledged for two request timeouts or longer (no PubAck: a store on a full disk,
+    /// an overloaded server; or an error reply), until one to that subject is acknowledged.
+    /// For a `/readyz` reason.
+    pub fn publish_stall(&self) -> Result<(), String> {
+        match self.publish_watch.lock() {
+            Ok(watch) => watch.verdict(Instant::now()),
+            Err(_) => Err("publish watch poisoned".into()),
+        }
+    }
+
+    /// How long the longest-unacknowledged subject has gone without a PubAck (zero if none).
+    pub fn publish_unacked_for(&self) -> Duration {
+        self.publish_watch
+            .lock()
+            .map(|watch| watch.unacked_for(Instant::now()))
+            .unwrap_or_default()
+    }
+
     /// JetStream publish with `Nats-Msg-Id` (dedup within `DUPLICATE_WINDOW`); waits for the
     /// stream's PubAck. A duplicate publish succeeds without storing a second message.
     pub async fn publish_json<T: Serialize + ?Sized>(
@@ -256,6 +280,38 @@ impl Bus {
 
     /// [`Bus::publish_json`] of bytes as they are (e.g. a dead letter's original payload).
     pub async fn publish_bytes(
+        &self,
+        subject: &str,
+        payload: Vec<u8>,
+        msg_id: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<(), BusError> {
+        let started = Instant::now();
+        let result = self.publish_once(subject, payload, msg_id, headers).await;
+        let rejected;
+        let outcome = match &result {
+            Ok(()) => Some(Outcome::Acked),
+            Err(BusError::Publish { source, .. }) => match source.kind() {
+                PublishErrorKind::TimedOut => Some(Outcome::NoAck),
+                PublishErrorKind::Rejected => {
+                    rejected = source.to_string();
+                    Some(Outcome::Rejected(&rejected))
+                }
+                PublishErrorKind::NoStream | PublishErrorKind::Refused | PublishErrorKind::Send => {
+                    None
+                }
+            },
+            Err(_) => None,
+        };
+        if let Some(outcome) = outcome {
+            if let Ok(mut watch) = self.publish_watch.lock() {
+                watch.record(subject, started, outcome, Instant::now());
+            }
+        }
+        result
+    }
+
+    async fn publish_once(
         &self,
         subject: &str,
         payload: Vec<u8>,
@@ -278,7 +334,7 @@ impl Bus {
             source,
         };
         let failed = |err: async_nats::jetstream::context::PublishError| {
-            publish_error(PublishError::new(PublishErrorKind::of(err.kind()), err))
+            publish_error(PublishError::new(PublishErrorKind::of(&err), err))
         };
         let ack_future = match tokio::time::timeout(
             self.request_timeout,

@@ -118,7 +118,10 @@ pub enum PublishErrorKind {
     /// The stream refused the message (an expected sequence or id that did not match, too
     /// many pending acks, a message over the server's payload limit).
     Refused,
-    /// The message could not be sent, or its PubAck was an error of another kind.
+    /// JetStream answered with an error of its own (e.g. `insufficient storage resources`,
+    /// err_code 10047); the source is the server's text. Retryable: space may be freed.
+    Rejected,
+    /// The message could not be sent, or its answer could not be read.
     Send,
     /// No PubAck within the request timeout.
     TimedOut,
@@ -129,6 +132,7 @@ impl fmt::Display for PublishErrorKind {
         f.write_str(match self {
             PublishErrorKind::NoStream => "no stream captures the subject",
             PublishErrorKind::Refused => "refused by the stream",
+            PublishErrorKind::Rejected => "JetStream answered with an error",
             PublishErrorKind::Send => "not sent",
             PublishErrorKind::TimedOut => "no PubAck in time",
         })
@@ -136,10 +140,14 @@ impl fmt::Display for PublishErrorKind {
 }
 
 impl PublishErrorKind {
-    /// The kind of an async-nats publish error.
-    pub(crate) fn of(kind: async_nats::jetstream::context::PublishErrorKind) -> Self {
+    /// The kind of an async-nats publish error: an error reply of JetStream's own (its
+    /// source is the server's error) is `Rejected`.
+    pub(crate) fn of(err: &async_nats::jetstream::context::PublishError) -> Self {
         use async_nats::jetstream::context::PublishErrorKind as Nats;
-        match kind {
+        let server_error = std::error::Error::source(err)
+            .is_some_and(|source| source.is::<async_nats::jetstream::Error>());
+        match err.kind() {
+            Nats::Other if server_error => PublishErrorKind::Rejected,
             Nats::StreamNotFound => PublishErrorKind::NoStream,
             Nats::WrongLastMessageId
             | Nats::WrongLastSequence
@@ -276,6 +284,7 @@ pub(crate) struct Named {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
@@ -301,5 +310,46 @@ mod tests {
         );
         assert!(publish.is_retryable());
         assert!(!BusError::Protocol("x".into()).is_retryable());
+    }
+
+    /// JetStream's error reply when its store has no room for a stream.
+    fn storage_full() -> async_nats::jetstream::Error {
+        serde_json::from_str(
+            r#"{"code": 500, "err_code": 10047, "description": "insufficient storage resources available"}"#,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn an_error_reply_of_jetstream_is_rejected_with_the_servers_text() {
+        use async_nats::jetstream::context::{PublishError as Nats, PublishErrorKind as N};
+        let parse = serde_json::from_str::<u32>("x").unwrap_err();
+        for (err, want) in [
+            (
+                Nats::with_source(N::Other, storage_full()),
+                PublishErrorKind::Rejected,
+            ),
+            (Nats::with_source(N::Other, parse), PublishErrorKind::Send),
+            (Nats::new(N::TimedOut), PublishErrorKind::TimedOut),
+            (Nats::new(N::StreamNotFound), PublishErrorKind::NoStream),
+            (Nats::new(N::BrokenPipe), PublishErrorKind::Send),
+            (Nats::new(N::WrongLastSequence), PublishErrorKind::Refused),
+        ] {
+            assert_eq!(PublishErrorKind::of(&err), want, "{err}");
+        }
+        let rejected = BusError::Publish {
+            subject: "loopgate.exec.cli".into(),
+            source: PublishError::new(
+                PublishErrorKind::Rejected,
+                Nats::with_source(N::Other, storage_full()),
+            ),
+        };
+        assert_eq!(
+            rejected.to_string(),
+            "publish to 'loopgate.exec.cli' was not acknowledged: JetStream answered with an \
+             error: publish failed: insufficient storage resources available (code 500, error \
+             code 10047)"
+        );
+        assert!(rejected.is_retryable());
     }
 }

@@ -8,6 +8,7 @@
 pub mod bus;
 mod bus_error;
 mod given_up;
+mod publish_watch;
 pub mod runtime;
 mod sizing;
 mod topology;

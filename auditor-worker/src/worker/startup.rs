@@ -230,6 +230,8 @@ pub async fn run_daemon(
     let connection = bus.clone();
     health.add_ready_check("nats connection", move || connection.is_connected());
     health.add_ready_check("work loop", || true);
+    let publishes = bus.clone();
+    health.add_ready_reason("jetstream publish", move || publishes.publish_stall());
     // The model profile names this auditor serves, announced until the loop ends (names only).
     let stop_announcing = cancel.child_token();
     let announcer = tokio::spawn(loopgate_transport::runtime::announce_capabilities(

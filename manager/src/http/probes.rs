@@ -19,14 +19,15 @@ pub(crate) async fn healthz() -> &'static str {
     "ok"
 }
 
-/// Readiness: Redis and NATS are reachable.
+/// Readiness: Redis and NATS are reachable, and JetStream acknowledges the manager's
+/// publishes (none has gone unacknowledged for two request timeouts).
 #[utoipa::path(
     get,
     path = "/readyz",
     tag = "service",
     responses(
         (status = 200, description = "`ready`", body = String, content_type = "text/plain"),
-        (status = 503, description = "`unavailable`: Redis or NATS cannot be reached", body = ErrorBody),
+        (status = 503, description = "`unavailable`: Redis or NATS cannot be reached, or JetStream does not acknowledge publishes (the message says why)", body = ErrorBody),
     )
 )]
 pub(crate) async fn readyz(State(s): State<Shared>) -> Result<&'static str, ApiError> {
@@ -38,6 +39,10 @@ pub(crate) async fn readyz(State(s): State<Shared>) -> Result<&'static str, ApiE
     if s.engine.bus().client().connection_state() != async_nats::connection::State::Connected {
         return Err(ApiError::unavailable("nats: not connected"));
     }
+    s.engine
+        .bus()
+        .publish_stall()
+        .map_err(|why| ApiError::unavailable(format!("jetstream publish: {why}")))?;
     Ok("ready")
 }
 

@@ -15,6 +15,7 @@ mod failover;
 mod faults;
 mod goal_clauses;
 mod gui;
+mod jetstream_full;
 mod openapi_conformance;
 mod operator_view;
 mod outbox;
