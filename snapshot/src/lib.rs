@@ -7,7 +7,8 @@
 //! handle and blob reads/writes), `chunks` (direct-get chunk reads), `freeze` (the blocking
 //! half: the workspace listed by `loopgate_workspace_walk` on all cores, size limits, hashing),
 //! `upload` (freeze + upload), `manifests` (flat and paged manifests), `manifest_limits` (the
-//! `[snapshot]` caps readers and writers hold manifests to), `materialize`,
+//! `[snapshot]` caps readers and writers hold manifests to), `packed` (manifest objects stored
+//! zstd-compressed, decoded within caps), `materialize`,
 //! `stat_cache`, `gc`, `evidence`, `cache` (warm workspaces: kept trees and blobs), and
 //! `overlay` (episode workspaces as overlays over a kept tree, frozen from the upper layer).
 
@@ -21,6 +22,7 @@ mod manifest_limits;
 pub mod manifests;
 mod materialize;
 pub mod overlay;
+mod packed;
 pub mod stat_cache;
 mod store;
 mod upload;

@@ -15,6 +15,10 @@
 //! - Heads of the earlier form `{"paged":1,"v":1,"pages":[...]}` (every page digest in the
 //!   head, pages of ~128 entries) are still read.
 //!
+//! Every one of these objects (flat manifest, head, page, group) is stored zstd-compressed
+//! (`packed.rs`) and still named by, and verified against, the sha256 of its uncompressed JSON;
+//! objects stored uncompressed by earlier writers read as before.
+//!
 //! Readers accept every form and always check the reassembled manifest against the id, so a
 //! tampered head, group or page is an `Integrity` error exactly like a tampered flat manifest.
 //! The head is untrusted until then, so it is read only within a byte cap; groups are checked
@@ -35,6 +39,7 @@ use crate::cache::pages::Page;
 use crate::cache::WorkspaceCache;
 use crate::error::{check_digest, SnapshotError};
 use crate::manifest_limits::{head_limit, Tally, MAX_PAGE_BYTES};
+use crate::packed::{pack, unpack};
 use crate::stat_cache::StatCache;
 use crate::store::{manifest_object_name, SnapshotStore};
 
@@ -284,15 +289,18 @@ impl SnapshotStore {
         Tally::new(&id, self.limits()).add(&manifest.entries, || "to write".to_string())?;
         let mut bytes_uploaded = 0;
         for (sha, bytes) in pages.iter().chain(&groups) {
-            let present = known.is_some_and(|known| known.is_present(sha));
-            if !present && self.upload_if_missing(sha, bytes).await? {
-                bytes_uploaded += bytes.len() as u64;
+            if !known.is_some_and(|known| known.is_present(sha)) {
+                bytes_uploaded += self.put_packed_if_missing(sha, bytes).await?;
             }
         }
         let name = manifest_object_name(&id);
-        if self.object_size(&name).await? != Some(head.len() as u64) {
-            self.put_object(&name, &head).await?;
-            bytes_uploaded += head.len() as u64;
+        let held = self.object_size(&name).await?;
+        if held != Some(head.len() as u64) {
+            let packed = pack(&head);
+            if held != Some(packed.len() as u64) {
+                self.put_object(&name, &packed).await?;
+                bytes_uploaded += packed.len() as u64;
+            }
         }
         Ok(ManifestWrite {
             id,
@@ -348,10 +356,12 @@ impl SnapshotStore {
     ) -> Result<StoredManifest, SnapshotError> {
         check_digest(id)?;
         let name = manifest_object_name(id);
-        let bytes = self
-            .get_object(&name, head_limit(&self.limits()))
+        let limit = head_limit(&self.limits());
+        let stored = self
+            .get_object(&name, limit)
             .await?
             .ok_or_else(|| SnapshotError::ManifestNotFound { id: id.to_string() })?;
+        let bytes = unpack(&name, &stored, limit)?;
         let integrity = |reason: String| SnapshotError::Integrity {
             path: name.clone(),
             reason,
@@ -427,7 +437,7 @@ impl SnapshotStore {
             reason,
         };
         let bytes = self
-            .blob_within(&sha, MAX_GROUP_BYTES)
+            .packed_blob_within(&sha, MAX_GROUP_BYTES)
             .await
             .map_err(|err| match err {
                 SnapshotError::BlobNotFound { .. } => integrity("group is missing".to_string()),
@@ -502,9 +512,9 @@ impl SnapshotStore {
         if let Some(page) = cache.and_then(|cache| cache.page(&sha)) {
             return Ok((sha, page));
         }
-        // `blob_within` checks the bytes against `sha`: only verified pages are held.
+        // `packed_blob_within` checks the bytes against `sha`: only verified pages are held.
         let bytes = self
-            .blob_within(&sha, MAX_PAGE_BYTES)
+            .packed_blob_within(&sha, MAX_PAGE_BYTES)
             .await
             .map_err(|err| match err {
                 SnapshotError::BlobNotFound { sha256 } => SnapshotError::Integrity {
