@@ -23,7 +23,11 @@ fn workspace(n: usize) -> tempfile::TempDir {
 }
 
 async fn get(js: &jetstream::Context, name: &str) -> Result<Vec<u8>> {
-    let mut object = js.get_object_store(SNAPSHOT_BUCKET).await?.get(name).await?;
+    let mut object = js
+        .get_object_store(SNAPSHOT_BUCKET)
+        .await?
+        .get(name)
+        .await?;
     let mut bytes = Vec::new();
     tokio::io::AsyncReadExt::read_to_end(&mut object, &mut bytes).await?;
     Ok(bytes)
@@ -32,7 +36,10 @@ async fn get(js: &jetstream::Context, name: &str) -> Result<Vec<u8>> {
 /// Store object `name` again as the uncompressed JSON an earlier writer stored.
 async fn store_uncompressed(js: &jetstream::Context, name: &str) -> Result<()> {
     let stored = get(js, name).await?;
-    assert!(stored.starts_with(&ZSTD_MAGIC), "{name} is stored compressed");
+    assert!(
+        stored.starts_with(&ZSTD_MAGIC),
+        "{name} is stored compressed"
+    );
     let raw = zstd::decode_all(stored.as_slice())?;
     put_object(js, SNAPSHOT_BUCKET, name, &raw).await?;
     Ok(())
@@ -54,7 +61,11 @@ async fn manifests_are_stored_compressed_and_uncompressed_ones_still_read() -> R
             for sha in &objects {
                 store_uncompressed(js, &blob_object_name(sha)).await?;
             }
-            assert_eq!(store.manifest(&outcome.id).await?, outcome.manifest, "n={n}");
+            assert_eq!(
+                store.manifest(&outcome.id).await?,
+                outcome.manifest,
+                "n={n}"
+            );
             // A writer reuses them as they are: nothing uploaded again.
             let again = store.freeze(ws.path(), &FreezeRules::default()).await?;
             assert_eq!(again.id, outcome.id);
