@@ -41,10 +41,10 @@ pub enum SnapshotError {
     #[error("object store {op} timed out after {after:?}")]
     Timeout { op: &'static str, after: Duration },
     /// An object's recorded size is over what a reader takes into memory: refused before any
-    /// byte of it is read (object metadata is written by executors and not trusted).
-    #[error(
-        "object '{object}' is recorded as {size} bytes, over the {limit} bytes a reader accepts"
-    )]
+    /// byte of it is read (object metadata is written by executors and not trusted). Also a
+    /// compressed manifest object that decodes to more than that (`size` is then the bytes
+    /// decoded when the decoder was stopped: the cap plus one).
+    #[error("object '{object}' is {size} bytes or more, over the {limit} bytes a reader accepts")]
     ObjectTooLarge {
         object: String,
         size: u64,

@@ -6,8 +6,10 @@
 //! Modules: `error` (the one error type, no dependencies on the rest), `store` (the bucket
 //! handle and blob reads/writes), `chunks` (direct-get chunk reads), `freeze` (the blocking
 //! half: the workspace listed by `loopgate_workspace_walk` on all cores, size limits, hashing),
-//! `upload` (freeze + upload), `manifests` (flat and paged manifests), `manifest_limits` (the
-//! `[snapshot]` caps readers and writers hold manifests to), `materialize`,
+//! `upload` (freeze + upload), `manifests` (flat and paged manifests; `manifest_read`: their
+//! groups and pages fetched and checked), `manifest_limits` (the
+//! `[snapshot]` caps readers and writers hold manifests to), `packed` (manifest objects stored
+//! zstd-compressed, decoded within caps), `materialize`,
 //! `stat_cache`, `gc`, `evidence`, `cache` (warm workspaces: kept trees and blobs), and
 //! `overlay` (episode workspaces as overlays over a kept tree, frozen from the upper layer).
 
@@ -18,9 +20,11 @@ mod evidence;
 pub mod freeze;
 pub mod gc;
 mod manifest_limits;
+mod manifest_read;
 pub mod manifests;
 mod materialize;
 pub mod overlay;
+mod packed;
 pub mod stat_cache;
 mod store;
 mod upload;

@@ -15,6 +15,10 @@
 //! - Heads of the earlier form `{"paged":1,"v":1,"pages":[...]}` (every page digest in the
 //!   head, pages of ~128 entries) are still read.
 //!
+//! Every one of these objects (flat manifest, head, page, group) is stored zstd-compressed
+//! (`packed.rs`) and still named by, and verified against, the sha256 of its uncompressed JSON;
+//! objects stored uncompressed by earlier writers read as before.
+//!
 //! Readers accept every form and always check the reassembled manifest against the id, so a
 //! tampered head, group or page is an `Integrity` error exactly like a tampered flat manifest.
 //! The head is untrusted until then, so it is read only within a byte cap; groups are checked
@@ -27,14 +31,14 @@
 
 use std::ops::Range;
 
-use futures::{StreamExt, TryStreamExt};
 use loopgate_protocol::snapshot::{sha256_hex, Manifest, ManifestEntry, SnapshotId};
 use serde::{Deserialize, Serialize};
 
 use crate::cache::pages::Page;
 use crate::cache::WorkspaceCache;
 use crate::error::{check_digest, SnapshotError};
-use crate::manifest_limits::{head_limit, Tally, MAX_PAGE_BYTES};
+use crate::manifest_limits::{head_limit, Tally};
+use crate::packed::{pack, unpack};
 use crate::stat_cache::StatCache;
 use crate::store::{manifest_object_name, SnapshotStore};
 
@@ -47,11 +51,11 @@ pub const GROUP_SPREAD: u32 = 32;
 /// A group never lists more pages than this.
 pub const MAX_GROUP_PAGES: usize = 1024;
 /// The most a group may be recorded as: `MAX_GROUP_PAGES` quoted digests with commas.
-const MAX_GROUP_BYTES: u64 = MAX_GROUP_PAGES as u64 * 67 + 2;
+pub(crate) const MAX_GROUP_BYTES: u64 = MAX_GROUP_PAGES as u64 * 67 + 2;
 /// A page never holds more entries than this.
 pub const MAX_PAGE_ENTRIES: usize = 1024;
 /// Pages fetched at once when reading a paged manifest.
-const PAGE_FETCH_CONCURRENCY: usize = 8;
+pub(crate) const PAGE_FETCH_CONCURRENCY: usize = 8;
 
 /// The stored index of a paged manifest of the earlier form (read, no longer written).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -284,15 +288,18 @@ impl SnapshotStore {
         Tally::new(&id, self.limits()).add(&manifest.entries, || "to write".to_string())?;
         let mut bytes_uploaded = 0;
         for (sha, bytes) in pages.iter().chain(&groups) {
-            let present = known.is_some_and(|known| known.is_present(sha));
-            if !present && self.upload_if_missing(sha, bytes).await? {
-                bytes_uploaded += bytes.len() as u64;
+            if !known.is_some_and(|known| known.is_present(sha)) {
+                bytes_uploaded += self.put_packed_if_missing(sha, bytes).await?;
             }
         }
         let name = manifest_object_name(&id);
-        if self.object_size(&name).await? != Some(head.len() as u64) {
-            self.put_object(&name, &head).await?;
-            bytes_uploaded += head.len() as u64;
+        let held = self.object_size(&name).await?;
+        if held != Some(head.len() as u64) {
+            let packed = pack(&head);
+            if held != Some(packed.len() as u64) {
+                self.put_object(&name, &packed).await?;
+                bytes_uploaded += packed.len() as u64;
+            }
         }
         Ok(ManifestWrite {
             id,
@@ -348,10 +355,12 @@ impl SnapshotStore {
     ) -> Result<StoredManifest, SnapshotError> {
         check_digest(id)?;
         let name = manifest_object_name(id);
-        let bytes = self
-            .get_object(&name, head_limit(&self.limits()))
+        let limit = head_limit(&self.limits());
+        let stored = self
+            .get_object(&name, limit)
             .await?
             .ok_or_else(|| SnapshotError::ManifestNotFound { id: id.to_string() })?;
+        let bytes = unpack(&name, &stored, limit)?;
         let integrity = |reason: String| SnapshotError::Integrity {
             path: name.clone(),
             reason,
@@ -400,148 +409,6 @@ impl SnapshotStore {
             .map_err(|err| integrity(format!("manifest is invalid: {err}")))?;
         Ok(stored)
     }
-
-    /// Fetch (verified) the groups of manifest `id` and concatenate the page digests they
-    /// list, checking each group's size and digests, and the count so far against the caps
-    /// (every page holds at least one entry) before the next group is fetched.
-    async fn read_groups(&self, id: &str, groups: &[String]) -> Result<Vec<String>, SnapshotError> {
-        let tally = Tally::new(id, self.limits());
-        tally.check_index(groups.len())?;
-        let fetches = groups
-            .iter()
-            .cloned()
-            .map(|sha| async move { self.read_group(sha).await });
-        let mut arriving = futures::stream::iter(fetches).buffered(PAGE_FETCH_CONCURRENCY);
-        let mut pages = Vec::new();
-        while let Some(listed) = arriving.try_next().await? {
-            pages.extend(listed);
-            tally.check_index(pages.len())?;
-        }
-        Ok(pages)
-    }
-
-    /// One group: verified against `sha`, 1 to `MAX_GROUP_PAGES` well-formed digests.
-    async fn read_group(&self, sha: String) -> Result<Vec<String>, SnapshotError> {
-        let integrity = |reason: String| SnapshotError::Integrity {
-            path: format!("manifest group {sha}"),
-            reason,
-        };
-        let bytes = self
-            .blob_within(&sha, MAX_GROUP_BYTES)
-            .await
-            .map_err(|err| match err {
-                SnapshotError::BlobNotFound { .. } => integrity("group is missing".to_string()),
-                other => other,
-            })?;
-        let listed: Vec<String> = serde_json::from_slice(&bytes)
-            .map_err(|err| integrity(format!("group is not valid JSON: {err}")))?;
-        if !(1..=MAX_GROUP_PAGES).contains(&listed.len()) {
-            return Err(integrity(format!(
-                "group lists {} pages (1 to {MAX_GROUP_PAGES} allowed)",
-                listed.len()
-            )));
-        }
-        if let Some(bad) = listed.iter().find(|page| check_digest(page).is_err()) {
-            return Err(integrity(format!("group lists '{bad}', not a digest")));
-        }
-        Ok(listed)
-    }
-
-    /// Fetch (verified) and concatenate the pages of manifest `id` in order, checking each as
-    /// it arrives (digest, entry count, path order, the caps so far) and stopping at the first
-    /// failure; pages `cache` holds are not fetched, the others are held there afterwards.
-    /// Up to `PAGE_FETCH_CONCURRENCY` pages are in flight ahead of the one being checked.
-    async fn read_pages(
-        &self,
-        id: &str,
-        pages: &[String],
-        cache: Option<&WorkspaceCache>,
-    ) -> Result<Vec<ManifestEntry>, SnapshotError> {
-        let mut tally = Tally::new(id, self.limits());
-        tally.check_index(pages.len())?;
-        // Owned ids: a closure over `&String` makes the future not `Send` for every lifetime,
-        // which axum handlers and spawned tasks need.
-        let fetches = pages
-            .iter()
-            .cloned()
-            .map(|sha| async move { self.read_page(sha, cache).await });
-        let mut arriving = futures::stream::iter(fetches).buffered(PAGE_FETCH_CONCURRENCY);
-        let mut entries: Vec<ManifestEntry> = Vec::new();
-        let mut read = 0;
-        while let Some((sha, page)) = arriving.try_next().await? {
-            read += 1;
-            let integrity = |reason: String| SnapshotError::Integrity {
-                path: format!("manifest page {sha}"),
-                reason,
-            };
-            if !page_size_is_valid(page.len()) {
-                return Err(integrity(format!(
-                    "page holds {} entries (1 to {MAX_PAGE_ENTRIES} allowed)",
-                    page.len()
-                )));
-            }
-            let previous = entries.last().map(|e| e.path.as_str());
-            if let Some(at) = first_out_of_order(previous, &page) {
-                return Err(integrity(format!("paths out of order at '{at}'")));
-            }
-            tally.add(&page, || {
-                format!("after {read} of its {} pages", pages.len())
-            })?;
-            entries.extend(page.iter().cloned());
-        }
-        Ok(entries)
-    }
-
-    /// One page, from `cache` or the store (verified against `sha`, recorded as at most
-    /// `MAX_PAGE_BYTES`); a page fetched is held in `cache`.
-    async fn read_page(
-        &self,
-        sha: String,
-        cache: Option<&WorkspaceCache>,
-    ) -> Result<(String, Page), SnapshotError> {
-        if let Some(page) = cache.and_then(|cache| cache.page(&sha)) {
-            return Ok((sha, page));
-        }
-        // `blob_within` checks the bytes against `sha`: only verified pages are held.
-        let bytes = self
-            .blob_within(&sha, MAX_PAGE_BYTES)
-            .await
-            .map_err(|err| match err {
-                SnapshotError::BlobNotFound { sha256 } => SnapshotError::Integrity {
-                    path: format!("manifest page {sha256}"),
-                    reason: "page is missing".to_string(),
-                },
-                other => other,
-            })?;
-        let page: Page = serde_json::from_slice::<Vec<ManifestEntry>>(&bytes)
-            .map_err(|err| SnapshotError::Integrity {
-                path: format!("manifest page {sha}"),
-                reason: format!("page is not valid JSON: {err}"),
-            })?
-            .into();
-        if let Some(cache) = cache {
-            cache.hold_page(&sha, page.clone());
-        }
-        Ok((sha, page))
-    }
-}
-
-/// A page's entry count is what a writer makes: 1 to `MAX_PAGE_ENTRIES`.
-fn page_size_is_valid(entries: usize) -> bool {
-    (1..=MAX_PAGE_ENTRIES).contains(&entries)
-}
-
-/// The first path of `page` that does not come strictly after the one before it (`previous`
-/// for its first entry): a manifest's paths are sorted and unique.
-fn first_out_of_order<'a>(previous: Option<&str>, page: &'a [ManifestEntry]) -> Option<&'a str> {
-    let mut before = previous;
-    for entry in page {
-        if before.is_some_and(|b| b >= entry.path.as_str()) {
-            return Some(&entry.path);
-        }
-        before = Some(&entry.path);
-    }
-    None
 }
 
 #[cfg(test)]
@@ -590,27 +457,6 @@ mod tests {
             unsorted.entries.reverse();
             assert_eq!(stored_form(&unsorted).id, manifest.id(), "n={n}, unsorted");
         }
-    }
-
-    #[test]
-    fn pages_hold_what_a_writer_makes_in_path_order() {
-        assert!(!page_size_is_valid(0));
-        assert!(page_size_is_valid(1) && page_size_is_valid(MAX_PAGE_ENTRIES));
-        assert!(!page_size_is_valid(MAX_PAGE_ENTRIES + 1));
-        let page = entries(3);
-        assert_eq!(first_out_of_order(None, &page), None);
-        assert_eq!(first_out_of_order(Some(""), &page), None);
-        let last = page[2].path.clone();
-        assert_eq!(
-            first_out_of_order(Some(&last), &page),
-            Some(page[0].path.as_str())
-        );
-        let mut twice = page.clone();
-        twice[2] = twice[1].clone();
-        assert_eq!(
-            first_out_of_order(None, &twice),
-            Some(page[1].path.as_str())
-        );
     }
 
     #[test]

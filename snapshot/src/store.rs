@@ -281,20 +281,26 @@ impl SnapshotStore {
         bytes: &[u8],
     ) -> Result<bool, SnapshotError> {
         let name = blob_object_name(sha256);
-        if let Some(info) = self.object_info(&name).await? {
-            let age = info.modified.and_then(|at| {
-                std::time::Duration::try_from(time::OffsetDateTime::now_utc() - at).ok()
-            });
-            // Reused as it is, unless it is old enough that the snapshot GC could sweep it
-            // before this freeze's manifest lands: then written again, which makes it young.
-            if info.size as u64 == bytes.len() as u64
-                && age.is_none_or(|age| age < BLOB_REFRESH_AFTER)
-            {
-                return Ok(false);
-            }
+        if self.reusable_size(&name).await? == Some(bytes.len() as u64) {
+            return Ok(false);
         }
         self.put_object(&name, bytes).await?;
         Ok(true)
+    }
+
+    /// The stored size of object `name` when a writer may reuse it as it is: present, and not
+    /// old enough that the snapshot GC could sweep it before this freeze's manifest lands (such
+    /// an object is written again, which makes it young). None otherwise.
+    pub(crate) async fn reusable_size(&self, name: &str) -> Result<Option<u64>, SnapshotError> {
+        let Some(info) = self.object_info(name).await? else {
+            return Ok(None);
+        };
+        let age = info.modified.and_then(|at| {
+            std::time::Duration::try_from(time::OffsetDateTime::now_utc() - at).ok()
+        });
+        Ok(age
+            .is_none_or(|age| age < BLOB_REFRESH_AFTER)
+            .then_some(info.size as u64))
     }
 
     /// Fetch a blob and verify it hashes to `sha256`; `ObjectTooLarge` when it is recorded as

@@ -1,4 +1,5 @@
 mod bucket_limits;
+mod compressed_manifests;
 mod overlay_workspaces;
 mod snapshot_scale;
 mod snapshots;
