@@ -12,7 +12,10 @@
 //! `--uniform-workers` (a drawn executor or auditor is any of them, busy or not; by default
 //! one that holds a step is hit when any does), `--production` (first: 30 minutes, executor
 //! steps of about 5-60 s and checks of 1-10 s from stand-in delays, freezes past `ack_wait`;
-//! the flags after it change that profile).
+//! the flags after it change that profile). Partitions (an executor's link to nats-server or
+//! the managers' to redis-server cut at a fault proxy) and full disks (the executors'
+//! work-dir tmpfs filled) are among the faults by default: `--no-partitions`,
+//! `--no-disk-full` leave them out.
 //!
 //! `--soak` runs the soak instead (no faults; issue 43): `--duration-secs N` (1800), `--runs N`
 //! runs in flight (100), `--rounds N` per run (3), `--executors N` (2), `--latency-ms N` per
@@ -27,7 +30,8 @@ use loopgate_tests::chaos::{self, ChaosConfig};
 
 const USAGE: &str = "usage: chaos-bench [--duration-secs N (300)] [--runs N (100)] \
 [--managers N (2)] [--executors N (8)] [--auditors N (3)] [--fault-every-secs N (4)] [--seed N] \
-[--out PATH] [--strict] [--uniform-workers] [--runs-once] [--production (first)]";
+[--out PATH] [--strict] [--uniform-workers] [--runs-once] [--no-partitions] [--no-disk-full] \
+[--production (first)]";
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
@@ -57,6 +61,14 @@ async fn main() -> anyhow::Result<()> {
         }
         if flag == "--uniform-workers" {
             config.prefer_busy_workers = false;
+            continue;
+        }
+        if flag == "--no-partitions" {
+            config.partitions = false;
+            continue;
+        }
+        if flag == "--no-disk-full" {
+            config.disk_full = false;
             continue;
         }
         let value = args

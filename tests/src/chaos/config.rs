@@ -34,6 +34,16 @@ pub struct ChaosConfig {
     /// logs) when any does: with many workers and short episodes a uniform draw mostly hits
     /// idle ones, which proves nothing about taking over a killed worker's step.
     pub prefer_busy_workers: bool,
+    /// Network partitions among the faults: every executor reaches nats-server and the
+    /// managers reach redis-server through a fault proxy, and a drawn link is cut for
+    /// `1..=max_freeze`, then healed.
+    pub partitions: bool,
+    /// Full disks among the faults: the executors' work dirs on a tmpfs of `disk_size`, filled
+    /// for `1..=max_freeze`, then freed (needs root to mount; without it the fault is left out
+    /// and the run says so).
+    pub disk_full: bool,
+    /// The work-dir tmpfs's size (mount(8)'s `size=`).
+    pub disk_size: String,
     pub seed: u64,
 }
 
@@ -57,6 +67,9 @@ impl ChaosConfig {
             check_secs: (0, 0),
             worker_ack_wait_secs: 5,
             prefer_busy_workers: true,
+            partitions: true,
+            disk_full: true,
+            disk_size: "256m".into(),
             seed: 0xc4a0_5eed,
         }
     }

@@ -31,12 +31,36 @@ impl Component {
 }
 
 /// What was done to it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Action {
     /// SIGKILL, then a restart on the same config and data.
     Kill,
     /// SIGSTOP, then SIGCONT after the freeze.
     Freeze,
+    /// Its link cut at the fault proxy (an executor's to nats-server, the managers' to
+    /// redis-server): nothing forwarded for the drawn time, then healed (and, one time in two,
+    /// every open connection reset as it heals).
+    Partition,
+    /// The executors' work-dir filesystem (a tmpfs) filled, then freed.
+    DiskFull,
+}
+
+impl Action {
+    pub const ALL: [Action; 4] = [
+        Action::Kill,
+        Action::Freeze,
+        Action::Partition,
+        Action::DiskFull,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Kill => "kill",
+            Action::Freeze => "freeze",
+            Action::Partition => "partition",
+            Action::DiskFull => "disk full",
+        }
+    }
 }
 
 /// One injected fault.
@@ -44,9 +68,11 @@ pub enum Action {
 pub struct Fault {
     pub component: Component,
     pub action: Action,
-    /// Which one (`exec-3`, `manager-2`, `nats-server`...).
+    /// Which one (`exec-3`, `manager-2`, `nats-server`...; for a partition the worker whose
+    /// link was cut or `redis-server` for the managers' link; `exec-*` for a full disk).
     pub target: String,
-    /// Unix ms when it was hit, and when it was back (restarted and ready, or SIGCONTed).
+    /// Unix ms when it was hit, and when it was back (restarted and ready, SIGCONTed, the link
+    /// healed, the disk freed).
     pub at_ms: i64,
     pub back_ms: i64,
 }

@@ -1,17 +1,20 @@
 //! The chaos run: a whole stack (nats-server on its file store, redis-server with its AOF,
 //! several managers, executors and auditors) with many runs in flight, while every few seconds
 //! a random component is killed with SIGKILL (and restarted on its own data) or frozen with
-//! SIGSTOP for a while. Afterwards every run is read back (see `report`).
+//! SIGSTOP for a while, or (with `partitions` and `disk_full`) a link to nats-server or
+//! redis-server is cut at a fault proxy, or the executors' work-dir tmpfs is filled, for a
+//! while. Afterwards every run is read back (see `report`).
 //!
 //! Used by `chaos-bench` (`make chaos`, the long version) and by the short end-to-end test.
 
 mod config;
 mod fault;
+mod links_disks;
 mod report;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use loopgate_test_support::StandInModel;
+use loopgate_test_support::{StandInModel, Tmpfs};
 
 use crate::{
     check_secs_for, tagged_task_checking_for, EpisodeLedger, Profile, Stack, StackOptions, Worker,
@@ -76,6 +79,19 @@ pub async fn run(config: &ChaosConfig, progress: &dyn Fn(&str)) -> anyhow::Resul
     opts.manager_extra = "sweep_interval_ms = 200".into();
     opts.executor_extra = format!("ack_wait_secs = {}", config.worker_ack_wait_secs);
     opts.auditor_extra = format!("ack_wait_secs = {}", config.worker_ack_wait_secs);
+    opts.executor_nats_proxy = config.partitions;
+    opts.redis_proxy = config.partitions;
+    // Declared before the stack, so it is unmounted after the executors stopped.
+    let disk = if config.disk_full {
+        let disk = Tmpfs::mount(&config.disk_size, "chaos: full work dirs")?;
+        if disk.is_none() {
+            progress("no tmpfs (mounting needs root): full disks are left out");
+        }
+        disk
+    } else {
+        None
+    };
+    opts.executor_work_root = disk.as_ref().map(|d| d.path().to_path_buf());
     let mut stack = Stack::start(opts).await?;
     let load_start = load_average();
     let started_ms = now_ms();
@@ -94,11 +110,11 @@ pub async fn run(config: &ChaosConfig, progress: &dyn Fn(&str)) -> anyhow::Resul
         if Instant::now() >= chaos_end {
             break;
         }
-        let fault = inject(&mut stack, &mut rng, config).await?;
+        let fault = inject(&mut stack, disk.as_ref(), &mut rng, config).await?;
         progress(&format!(
-            "{:>5.1} s: {:?} {} (back after {} ms)",
+            "{:>5.1} s: {} {} (back after {} ms)",
             (fault.at_ms - started_ms) as f64 / 1000.0,
-            fault.action,
+            fault.action.name(),
             fault.target,
             fault.back_ms - fault.at_ms
         ));
@@ -150,90 +166,33 @@ pub async fn run(config: &ChaosConfig, progress: &dyn Fn(&str)) -> anyhow::Resul
     Ok(report)
 }
 
-/// Hits one random component and brings it back. A worker kind drawn with
-/// `prefer_busy_workers` hits one of its workers that holds a step, when one does.
-async fn inject(stack: &mut Stack, rng: &mut Rng, config: &ChaosConfig) -> anyhow::Result<Fault> {
-    let component = Component::ALL[rng.below(Component::ALL.len())];
-    let action = if rng.below(3) == 0 {
-        Action::Freeze
-    } else {
-        Action::Kill
-    };
-    let freeze = rng.between(Duration::from_secs(1), config.max_freeze);
+/// Hits one random component (or link, or the work-dir disk) and brings it back. With
+/// `partitions` and a disk, each of those is drawn as often as one component kind.
+async fn inject(
+    stack: &mut Stack,
+    disk: Option<&Tmpfs>,
+    rng: &mut Rng,
+    config: &ChaosConfig,
+) -> anyhow::Result<Fault> {
+    let kinds = Component::ALL.len();
+    let partition_slot = config.partitions.then_some(kinds);
+    let disk_slot = disk.map(|_| kinds + usize::from(config.partitions));
+    let slots = kinds + usize::from(partition_slot.is_some()) + usize::from(disk_slot.is_some());
+    let slot = rng.below(slots);
     let at_ms = now_ms();
-    let target = match component {
-        Component::Manager => {
-            let i = rng.below(stack.managers.len());
-            let name = stack.managers[i].child.name().to_string();
-            match action {
-                Action::Kill => {
-                    stack.kill_manager(i);
-                    stack.spawn_manager().await?;
-                }
-                Action::Freeze => {
-                    stack.managers[i].child.signal("STOP");
-                    tokio::time::sleep(freeze).await;
-                    stack.managers[i].child.signal("CONT");
-                }
-            }
-            name
+    let (component, action, target) = match (disk, slot) {
+        (_, s) if Some(s) == partition_slot => {
+            let (component, target) = links_disks::partition(stack, rng, config).await?;
+            (component, Action::Partition, target)
         }
-        Component::Executor | Component::Auditor => {
-            let (count, of): (usize, fn(usize) -> Worker) = if component == Component::Executor {
-                (stack.executors.len(), Worker::Executor)
-            } else {
-                (stack.auditor_count(), Worker::Auditor)
-            };
-            let mut busy: Vec<Worker> = Vec::new();
-            if config.prefer_busy_workers {
-                let holding = busy_workers(stack).await;
-                busy = (0..count)
-                    .map(of)
-                    .filter(|w| holding.contains(&stack.worker_id(*w)))
-                    .collect();
-            }
-            let worker = if busy.is_empty() {
-                of(rng.below(count))
-            } else {
-                busy[rng.below(busy.len())]
-            };
-            match action {
-                Action::Kill => stack.restart_worker(worker)?,
-                Action::Freeze => {
-                    stack.worker_mut(worker).signal("STOP");
-                    tokio::time::sleep(freeze).await;
-                    stack.worker_mut(worker).signal("CONT");
-                }
-            }
-            stack.worker_id(worker)
+        (Some(disk), s) if Some(s) == disk_slot => {
+            links_disks::fill_disk(disk, rng, config).await?;
+            (Component::Executor, Action::DiskFull, "exec-*".to_string())
         }
-        Component::Nats => {
-            match action {
-                Action::Kill => {
-                    stack.nats.kill();
-                    stack.nats.restart().await?;
-                }
-                Action::Freeze => {
-                    stack.nats.process_mut().signal("STOP");
-                    tokio::time::sleep(freeze).await;
-                    stack.nats.process_mut().signal("CONT");
-                }
-            }
-            "nats-server".to_string()
-        }
-        Component::Redis => {
-            match action {
-                Action::Kill => {
-                    stack.redis.kill();
-                    stack.redis.restart().await?;
-                }
-                Action::Freeze => {
-                    stack.redis.process_mut().signal("STOP");
-                    tokio::time::sleep(freeze).await;
-                    stack.redis.process_mut().signal("CONT");
-                }
-            }
-            "redis-server".to_string()
+        (_, s) => {
+            let component = Component::ALL[s % kinds];
+            let (action, target) = process_fault(stack, component, rng, config).await?;
+            (component, action, target)
         }
     };
     Ok(Fault {
@@ -243,6 +202,108 @@ async fn inject(stack: &mut Stack, rng: &mut Rng, config: &ChaosConfig) -> anyho
         at_ms,
         back_ms: now_ms(),
     })
+}
+
+/// A drawn executor or auditor: with `prefer_busy_workers`, one that holds a step when any
+/// does.
+async fn pick_worker(
+    stack: &Stack,
+    component: Component,
+    rng: &mut Rng,
+    config: &ChaosConfig,
+) -> Worker {
+    let (count, of): (usize, fn(usize) -> Worker) = if component == Component::Executor {
+        (stack.executors.len(), Worker::Executor)
+    } else {
+        (stack.auditor_count(), Worker::Auditor)
+    };
+    let mut busy: Vec<Worker> = Vec::new();
+    if config.prefer_busy_workers {
+        let holding = busy_workers(stack).await;
+        busy = (0..count)
+            .map(of)
+            .filter(|w| holding.contains(&stack.worker_id(*w)))
+            .collect();
+    }
+    if busy.is_empty() {
+        of(rng.below(count))
+    } else {
+        busy[rng.below(busy.len())]
+    }
+}
+
+/// SIGKILL (and restart) or SIGSTOP (and SIGCONT) one process of `component`.
+async fn process_fault(
+    stack: &mut Stack,
+    component: Component,
+    rng: &mut Rng,
+    config: &ChaosConfig,
+) -> anyhow::Result<(Action, String)> {
+    let action = if rng.below(3) == 0 {
+        Action::Freeze
+    } else {
+        Action::Kill
+    };
+    let freeze = rng.between(Duration::from_secs(1), config.max_freeze);
+    let target = match component {
+        Component::Manager => {
+            let i = rng.below(stack.managers.len());
+            let name = stack.managers[i].child.name().to_string();
+            match action {
+                Action::Freeze => {
+                    stack.managers[i].child.signal("STOP");
+                    tokio::time::sleep(freeze).await;
+                    stack.managers[i].child.signal("CONT");
+                }
+                _ => {
+                    stack.kill_manager(i);
+                    stack.spawn_manager().await?;
+                }
+            }
+            name
+        }
+        Component::Executor | Component::Auditor => {
+            let worker = pick_worker(stack, component, rng, config).await;
+            match action {
+                Action::Freeze => {
+                    stack.worker_mut(worker).signal("STOP");
+                    tokio::time::sleep(freeze).await;
+                    stack.worker_mut(worker).signal("CONT");
+                }
+                _ => stack.restart_worker(worker)?,
+            }
+            stack.worker_id(worker)
+        }
+        Component::Nats => {
+            match action {
+                Action::Freeze => {
+                    stack.nats.process_mut().signal("STOP");
+                    tokio::time::sleep(freeze).await;
+                    stack.nats.process_mut().signal("CONT");
+                }
+                _ => {
+                    stack.nats.kill();
+                    stack.nats.restart().await?;
+                }
+            }
+            "nats-server".to_string()
+        }
+        Component::Redis => {
+            match action {
+                Action::Freeze => {
+                    stack.redis.process_mut().signal("STOP");
+                    tokio::time::sleep(freeze).await;
+                    stack.redis.process_mut().signal("CONT");
+                }
+                _ => {
+                    stack.redis.kill();
+                    stack.redis.restart().await?;
+                }
+            }
+            "redis-server".to_string()
+        }
+    };
+    Ok((action, target))
 }
 
 /// The worker ids that hold a step right now: for every running run in `executing` or

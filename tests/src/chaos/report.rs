@@ -27,10 +27,35 @@ pub(crate) struct Inputs {
 pub struct KindRecovery {
     pub kills: usize,
     pub freezes: usize,
-    /// Time until the component was back (restarted and ready, or SIGCONTed), ms.
+    /// Its link cut (an executor's to nats-server, the managers' to redis-server).
+    pub partitions: usize,
+    /// The executors' work dirs full.
+    pub disk_full: usize,
+    /// Time until the component was back (restarted and ready, SIGCONTed, the link healed,
+    /// the disk freed), ms.
     pub back_ms: Vec<i64>,
     /// Time from the fault until the work it hit moved again, ms (see `recovery_of`).
     pub recovery_ms: Vec<i64>,
+}
+
+impl KindRecovery {
+    fn count(&mut self, fault: &Fault, recovered: Option<i64>) {
+        match fault.action {
+            Action::Kill => self.kills += 1,
+            Action::Freeze => self.freezes += 1,
+            Action::Partition => self.partitions += 1,
+            Action::DiskFull => self.disk_full += 1,
+        }
+        self.back_ms.push(fault.back_ms - fault.at_ms);
+        if let Some(ms) = recovered {
+            self.recovery_ms.push(ms);
+        }
+    }
+
+    /// Faults of any kind.
+    pub fn faults(&self) -> usize {
+        self.kills + self.freezes + self.partitions + self.disk_full
+    }
 }
 
 /// The figures of one chaos run.
@@ -59,6 +84,9 @@ pub struct ChaosReport {
     /// The longest time one run went without a log entry (ms).
     pub longest_run_gap_ms: i64,
     pub recovery: BTreeMap<Component, KindRecovery>,
+    /// The same figures per fault kind (kill, freeze, partition, disk full); only the
+    /// kind's own count is set.
+    pub recovery_by_action: BTreeMap<Action, KindRecovery>,
     pub faults: Vec<Fault>,
     pub chaos_secs: f64,
     pub total_secs: f64,
@@ -114,12 +142,14 @@ fn classify_round(list: &[Episode], dispatched: usize, faults: &[Fault]) -> Roun
 /// Step results: the entries a fault's recovery waits for.
 const PROGRESS: [&str; 3] = ["exec_result", "audit_report", "gate"];
 
-/// How long after `fault` the work it hit moved again. A worker fault: until every step that
-/// worker had started and not finished at the fault has its result (None if it held none).
-/// Any other fault: until the next step result of any run after the component was back, counted
-/// from the fault.
+/// How long after `fault` the work it hit moved again. A fault on one worker (killed, frozen,
+/// its link cut): until every step that worker had started and not finished at the fault has
+/// its result (None if it held none). Any other fault (a full disk hits every executor):
+/// until the next step result of any run after the component was back, counted from the
+/// fault.
 fn recovery_of(fault: &Fault, findings: &[RunFindings]) -> Option<i64> {
-    let worker = matches!(fault.component, Component::Executor | Component::Auditor);
+    let worker = matches!(fault.component, Component::Executor | Component::Auditor)
+        && fault.action != Action::DiskFull;
     if !worker {
         return findings
             .iter()
@@ -160,7 +190,8 @@ fn recovery_of(fault: &Fault, findings: &[RunFindings]) -> Option<i64> {
     longest
 }
 
-/// Did a fault hit an executor between `from` and `to` (Unix ms)?
+/// Did a fault hit an executor between `from` and `to` (Unix ms)? Its link cut or its disk
+/// full counts too: the step it held may fail after the episode finished and be redone.
 fn executor_fault_between(faults: &[Fault], from: i64, to: i64) -> bool {
     faults
         .iter()
@@ -242,15 +273,14 @@ impl ChaosReport {
             .unwrap_or(0);
 
         let mut recovery: BTreeMap<Component, KindRecovery> = BTreeMap::new();
+        let mut recovery_by_action: BTreeMap<Action, KindRecovery> = BTreeMap::new();
         for fault in &faults {
-            let r = recovery.entry(fault.component).or_default();
-            match fault.action {
-                Action::Kill => r.kills += 1,
-                Action::Freeze => r.freezes += 1,
-            }
-            r.back_ms.push(fault.back_ms - fault.at_ms);
-            if let Some(ms) = recovery_of(fault, &findings) {
-                r.recovery_ms.push(ms);
+            let recovered = recovery_of(fault, &findings);
+            for r in [
+                recovery.entry(fault.component).or_default(),
+                recovery_by_action.entry(fault.action).or_default(),
+            ] {
+                r.count(fault, recovered);
             }
         }
         ChaosReport {
@@ -267,6 +297,7 @@ impl ChaosReport {
             longest_stall_ms,
             longest_run_gap_ms,
             recovery,
+            recovery_by_action,
             faults,
             chaos_secs: (chaos_end_ms - started_ms) as f64 / 1000.0,
             // The last run's last log entry (the bench's own clock runs on through the drain).
@@ -388,15 +419,31 @@ impl ChaosReport {
         );
         let _ = writeln!(
             s,
-            "\n| Component | Kills | Freezes | Back (median / max) | Recovery (median / max) |\n|---|---|---|---|---|"
+            "\n| Component | Kills | Freezes | Partitions | Disk full | Back (median / max) | Recovery (median / max) |\n|---|---|---|---|---|---|---|"
         );
         for (kind, r) in &self.recovery {
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} |",
                 kind.name(),
                 r.kills,
                 r.freezes,
+                r.partitions,
+                r.disk_full,
+                median_max(&r.back_ms),
+                median_max(&r.recovery_ms)
+            );
+        }
+        let _ = writeln!(
+            s,
+            "\n| Fault kind | Faults | Back (median / max) | Recovery (median / max) |\n|---|---|---|---|"
+        );
+        for (action, r) in &self.recovery_by_action {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} |",
+                action.name(),
+                r.faults(),
                 median_max(&r.back_ms),
                 median_max(&r.recovery_ms)
             );
@@ -494,5 +541,139 @@ mod tests {
             };
             assert_eq!(got, want, "{list:?} in {dispatched} rounds");
         }
+    }
+
+    fn entry(at_ms: i64, kind: &str, worker: &str) -> crate::TimelineEntry {
+        crate::TimelineEntry {
+            at_ms,
+            kind: kind.into(),
+            generation: 1,
+            round: 1,
+            worker: Some(worker.into()),
+        }
+    }
+
+    fn run_of(id: &str, timeline: Vec<crate::TimelineEntry>) -> RunFindings {
+        RunFindings {
+            id: id.into(),
+            state: "completed".into(),
+            duplicate_steps: Vec::new(),
+            lost_evidence: Vec::new(),
+            audited: 0,
+            executor_starts: BTreeMap::new(),
+            auditor_starts: BTreeMap::new(),
+            entry_times: timeline.iter().map(|e| e.at_ms).collect(),
+            timeline,
+            exec_objectives: Vec::new(),
+        }
+    }
+
+    fn fault(component: Component, action: Action, target: &str) -> Fault {
+        Fault {
+            component,
+            action,
+            target: target.into(),
+            at_ms: 200,
+            back_ms: 300,
+        }
+    }
+
+    #[test]
+    fn a_cut_link_recovers_like_its_worker_and_a_full_disk_like_the_whole_stack() {
+        // exec-1 holds a step from 100 to 900 (across the fault at 200-300), exec-2 one that
+        // ends at 400.
+        let findings = vec![
+            run_of(
+                "a",
+                vec![
+                    entry(100, "episode_started", "exec-1"),
+                    entry(900, "exec_result", "exec-1"),
+                ],
+            ),
+            run_of(
+                "b",
+                vec![
+                    entry(100, "episode_started", "exec-2"),
+                    entry(400, "exec_result", "exec-2"),
+                ],
+            ),
+        ];
+        let cases = [
+            (Component::Executor, Action::Kill, "exec-1", Some(700)),
+            (Component::Executor, Action::Partition, "exec-1", Some(700)),
+            (Component::Executor, Action::Partition, "exec-3", None),
+            (
+                Component::Redis,
+                Action::Partition,
+                "redis-server",
+                Some(200),
+            ),
+            (Component::Executor, Action::DiskFull, "exec-*", Some(200)),
+        ];
+        for (component, action, target, want) in cases {
+            let got = recovery_of(&fault(component, action, target), &findings);
+            assert_eq!(got, want, "{component:?} {action:?} {target}");
+        }
+    }
+
+    #[test]
+    fn faults_are_counted_per_component_and_per_kind() {
+        let faults = vec![
+            fault(Component::Executor, Action::Kill, "exec-1"),
+            fault(Component::Executor, Action::Partition, "exec-1"),
+            fault(Component::Executor, Action::DiskFull, "exec-*"),
+            fault(Component::Redis, Action::Partition, "redis-server"),
+            fault(Component::Redis, Action::Freeze, "redis-server"),
+        ];
+        let report = ChaosReport::build(Inputs {
+            config: ChaosConfig::short(),
+            findings: Vec::new(),
+            episodes: BTreeMap::new(),
+            faults,
+            started_ms: 0,
+            chaos_end_ms: 1000,
+            ended_ms: 1000,
+            load_start: None,
+            load_max: 0.0,
+        });
+        let executor = &report.recovery[&Component::Executor];
+        let redis = &report.recovery[&Component::Redis];
+        // (figure, got, want)
+        let cases = [
+            ("executor kills", executor.kills, 1),
+            ("executor partitions", executor.partitions, 1),
+            ("executor disk full", executor.disk_full, 1),
+            ("redis partitions", redis.partitions, 1),
+            ("redis freezes", redis.freezes, 1),
+            (
+                "partitions",
+                report.recovery_by_action[&Action::Partition].faults(),
+                2,
+            ),
+            (
+                "disk full",
+                report.recovery_by_action[&Action::DiskFull].faults(),
+                1,
+            ),
+            (
+                "kills",
+                report.recovery_by_action[&Action::Kill].faults(),
+                1,
+            ),
+            (
+                "freezes",
+                report.recovery_by_action[&Action::Freeze].faults(),
+                1,
+            ),
+        ];
+        for (figure, got, want) in cases {
+            assert_eq!(got, want, "{figure}");
+        }
+        let text = report.markdown();
+        assert!(
+            text.contains("| partition | 2 | 0.1 s / 0.1 s | - |"),
+            "{text}"
+        );
+        assert!(text.contains("| disk full | 1 |"), "{text}");
     }
 }
