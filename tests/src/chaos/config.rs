@@ -93,7 +93,8 @@ impl ChaosConfig {
         }
     }
 
-    /// The short version in `make test`.
+    /// The short version in `make test`. Its seed draws, in 40 s, every component kind, a
+    /// cut of the managers' Redis link and of an executor's NATS link, and a full disk.
     pub fn short() -> ChaosConfig {
         ChaosConfig {
             runs: 20,
@@ -107,6 +108,7 @@ impl ChaosConfig {
                 min: Duration::from_millis(100),
                 max: Duration::from_millis(1000),
             },
+            seed: 0x9c8,
             ..ChaosConfig::full()
         }
     }

@@ -151,8 +151,17 @@ pub async fn run(config: &ChaosConfig, progress: &dyn Fn(&str)) -> anyhow::Resul
     for id in &ids {
         findings.push(stack.inspect_run(id).await?);
     }
+    let kinds = Action::ALL
+        .into_iter()
+        .filter(|k| match k {
+            Action::Partition => config.partitions,
+            Action::DiskFull => disk.is_some(),
+            Action::Kill | Action::Freeze => true,
+        })
+        .collect();
     let report = ChaosReport::build(report::Inputs {
         config: config.clone(),
+        kinds,
         findings,
         episodes: ledger.by_round(),
         faults,

@@ -12,6 +12,7 @@ use crate::{Episode, RunFindings};
 
 pub(crate) struct Inputs {
     pub config: ChaosConfig,
+    pub kinds: Vec<Action>,
     pub findings: Vec<RunFindings>,
     pub episodes: BTreeMap<(usize, u32), Vec<Episode>>,
     pub faults: Vec<Fault>,
@@ -62,6 +63,8 @@ impl KindRecovery {
 #[derive(Debug, Clone)]
 pub struct ChaosReport {
     pub config: ChaosConfig,
+    /// The fault kinds drawn from (full disks only where a tmpfs could be mounted).
+    pub kinds: Vec<Action>,
     pub runs: usize,
     pub terminal: usize,
     pub completed: usize,
@@ -202,6 +205,7 @@ impl ChaosReport {
     pub(crate) fn build(inputs: Inputs) -> ChaosReport {
         let Inputs {
             config,
+            kinds,
             findings,
             episodes,
             faults,
@@ -311,6 +315,7 @@ impl ChaosReport {
             load_start,
             load_max,
             config,
+            kinds,
         }
     }
 
@@ -356,6 +361,15 @@ impl ChaosReport {
             c.latency.max.as_millis(),
             c.worker_ack_wait_secs,
             c.seed
+        );
+        let _ = writeln!(
+            s,
+            "Fault kinds drawn: {}.",
+            self.kinds
+                .iter()
+                .map(|k| k.name())
+                .collect::<Vec<_>>()
+                .join(", ")
         );
         let _ = writeln!(
             s,
@@ -627,6 +641,7 @@ mod tests {
         ];
         let report = ChaosReport::build(Inputs {
             config: ChaosConfig::short(),
+            kinds: Action::ALL.to_vec(),
             findings: Vec::new(),
             episodes: BTreeMap::new(),
             faults,
@@ -675,5 +690,9 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("| disk full | 1 |"), "{text}");
+        assert!(
+            text.contains("Fault kinds drawn: kill, freeze, partition, disk full."),
+            "{text}"
+        );
     }
 }
