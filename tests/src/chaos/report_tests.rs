@@ -1,0 +1,194 @@
+//! Unit tests of `report`: rounds classified, recovery per fault, counts per kind.
+
+use super::*;
+
+fn episode(nonce: u64, started: i64, last: i64, finished: Option<i64>) -> Episode {
+    Episode {
+        tag: 0,
+        attempt_round: 1,
+        nonce,
+        started_ms: started,
+        last_call_ms: last,
+        finished_ms: finished,
+    }
+}
+
+#[test]
+fn a_step_dispatched_again_is_not_a_duplicate_but_a_second_finish_in_one_round_is() {
+    let first = episode(1, 0, 10, Some(10));
+    let again = episode(2, 100, 110, Some(110));
+    let cut = episode(3, 0, 5, None);
+    let parallel = episode(4, 5, 20, Some(20));
+    // (episodes, rounds dispatched for the step, expected)
+    let cases: Vec<(Vec<Episode>, usize, &str)> = vec![
+        (vec![first.clone()], 1, "once"),
+        (vec![first.clone(), again.clone()], 2, "redispatched"),
+        (vec![first.clone(), again.clone()], 1, "duplicate"),
+        (vec![first.clone(), parallel.clone()], 2, "duplicate"),
+        (vec![cut.clone(), again.clone()], 1, "redone"),
+    ];
+    let killed = Fault {
+        component: Component::Executor,
+        action: Action::Kill,
+        target: "exec-1".into(),
+        at_ms: 50,
+        back_ms: 60,
+    };
+    for (list, dispatched, faults, want) in cases
+        .into_iter()
+        .map(|(l, d, w)| (l, d, Vec::new(), w))
+        .chain([(
+            vec![first.clone(), again.clone()],
+            1,
+            vec![killed],
+            "redone",
+        )])
+    {
+        let got = match classify_round(&list, dispatched, &faults) {
+            RoundEpisodes::Once => "once",
+            RoundEpisodes::Duplicate(_) => "duplicate",
+            RoundEpisodes::Redispatched(_) => "redispatched",
+            RoundEpisodes::Redone => "redone",
+        };
+        assert_eq!(got, want, "{list:?} in {dispatched} rounds");
+    }
+}
+
+fn entry(at_ms: i64, kind: &str, worker: &str) -> crate::TimelineEntry {
+    crate::TimelineEntry {
+        at_ms,
+        kind: kind.into(),
+        generation: 1,
+        round: 1,
+        worker: Some(worker.into()),
+    }
+}
+
+fn run_of(id: &str, timeline: Vec<crate::TimelineEntry>) -> RunFindings {
+    RunFindings {
+        id: id.into(),
+        state: "completed".into(),
+        duplicate_steps: Vec::new(),
+        lost_evidence: Vec::new(),
+        audited: 0,
+        executor_starts: BTreeMap::new(),
+        auditor_starts: BTreeMap::new(),
+        entry_times: timeline.iter().map(|e| e.at_ms).collect(),
+        timeline,
+        exec_objectives: Vec::new(),
+    }
+}
+
+fn fault(component: Component, action: Action, target: &str) -> Fault {
+    Fault {
+        component,
+        action,
+        target: target.into(),
+        at_ms: 200,
+        back_ms: 300,
+    }
+}
+
+#[test]
+fn a_cut_link_recovers_like_its_worker_and_a_full_disk_like_the_whole_stack() {
+    // exec-1 holds a step from 100 to 900 (across the fault at 200-300), exec-2 one that
+    // ends at 400.
+    let findings = vec![
+        run_of(
+            "a",
+            vec![
+                entry(100, "episode_started", "exec-1"),
+                entry(900, "exec_result", "exec-1"),
+            ],
+        ),
+        run_of(
+            "b",
+            vec![
+                entry(100, "episode_started", "exec-2"),
+                entry(400, "exec_result", "exec-2"),
+            ],
+        ),
+    ];
+    let cases = [
+        (Component::Executor, Action::Kill, "exec-1", Some(700)),
+        (Component::Executor, Action::Partition, "exec-1", Some(700)),
+        (Component::Executor, Action::Partition, "exec-3", None),
+        (
+            Component::Redis,
+            Action::Partition,
+            "redis-server",
+            Some(200),
+        ),
+        (Component::Executor, Action::DiskFull, "exec-*", Some(200)),
+    ];
+    for (component, action, target, want) in cases {
+        let got = recovery_of(&fault(component, action, target), &findings);
+        assert_eq!(got, want, "{component:?} {action:?} {target}");
+    }
+}
+
+#[test]
+fn faults_are_counted_per_component_and_per_kind() {
+    let faults = vec![
+        fault(Component::Executor, Action::Kill, "exec-1"),
+        fault(Component::Executor, Action::Partition, "exec-1"),
+        fault(Component::Executor, Action::DiskFull, "exec-*"),
+        fault(Component::Redis, Action::Partition, "redis-server"),
+        fault(Component::Redis, Action::Freeze, "redis-server"),
+    ];
+    let report = ChaosReport::build(Inputs {
+        config: ChaosConfig::short(),
+        kinds: Action::ALL.to_vec(),
+        findings: Vec::new(),
+        episodes: BTreeMap::new(),
+        faults,
+        started_ms: 0,
+        chaos_end_ms: 1000,
+        ended_ms: 1000,
+        load_start: None,
+        load_max: 0.0,
+    });
+    let executor = &report.recovery[&Component::Executor];
+    let redis = &report.recovery[&Component::Redis];
+    // (figure, got, want)
+    let cases = [
+        ("executor kills", executor.kills, 1),
+        ("executor partitions", executor.partitions, 1),
+        ("executor disk full", executor.disk_full, 1),
+        ("redis partitions", redis.partitions, 1),
+        ("redis freezes", redis.freezes, 1),
+        (
+            "partitions",
+            report.recovery_by_action[&Action::Partition].faults(),
+            2,
+        ),
+        (
+            "disk full",
+            report.recovery_by_action[&Action::DiskFull].faults(),
+            1,
+        ),
+        (
+            "kills",
+            report.recovery_by_action[&Action::Kill].faults(),
+            1,
+        ),
+        (
+            "freezes",
+            report.recovery_by_action[&Action::Freeze].faults(),
+            1,
+        ),
+    ];
+    for (figure, got, want) in cases {
+        assert_eq!(got, want, "{figure}");
+    }
+    let text = report.markdown();
+    assert!(
+        text.contains("| partition | 2 | 0.1 s / 0.1 s | - |"),
+        "{text}"
+    );
+    assert!(text.contains("| disk full | 1 |"), "{text}");
+    assert!(
+        text.contains("Fault kinds drawn: kill, freeze, partition, disk full."),
+        "{text}"
+    );
+}
