@@ -193,6 +193,28 @@ fn recovery_of(fault: &Fault, findings: &[RunFindings]) -> Option<i64> {
     longest
 }
 
+/// Each episode's first model call and its finish (or latest call), in seconds from the
+/// start, to set beside the fault lines: `nonce 3 at 10.2-14.0 s, nonce 5 at 20.1-21.3 s`.
+fn episode_times(list: &[Episode], origin_ms: i64) -> String {
+    let secs = |ms: i64| (ms - origin_ms) as f64 / 1000.0;
+    list.iter()
+        .map(|e| {
+            format!(
+                "nonce {} at {:.1}-{:.1} s{}",
+                e.nonce,
+                secs(e.started_ms),
+                secs(e.finished_ms.unwrap_or(e.last_call_ms)),
+                if e.finished_ms.is_some() {
+                    ""
+                } else {
+                    " unfinished"
+                }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Did a fault hit an executor between `from` and `to` (Unix ms)? Its link cut or its disk
 /// full counts too: the step it held may fail after the episode finished and be redone.
 fn executor_fault_between(faults: &[Fault], from: i64, to: i64) -> bool {
@@ -253,9 +275,10 @@ impl ChaosReport {
                     .count()
             });
             match classify_round(list, dispatched, &faults) {
-                RoundEpisodes::Duplicate(why) => {
-                    duplicate_episodes.push(format!("tag {tag} round {round}: {why}"))
-                }
+                RoundEpisodes::Duplicate(why) => duplicate_episodes.push(format!(
+                    "tag {tag} round {round}: {why} ({})",
+                    episode_times(list, started_ms)
+                )),
                 RoundEpisodes::Redispatched(n) => redispatched += n,
                 RoundEpisodes::Redone => redone_rounds += 1,
                 RoundEpisodes::Once => {}
