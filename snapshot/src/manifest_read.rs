@@ -168,20 +168,7 @@ fn first_out_of_order<'a>(previous: Option<&str>, page: &'a [ManifestEntry]) -> 
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use loopgate_protocol::snapshot::sha256_hex;
-
-    fn entries(n: usize) -> Vec<ManifestEntry> {
-        let mut entries: Vec<ManifestEntry> = (0..n)
-            .map(|i| ManifestEntry {
-                path: format!("dir{}/file{i:05}.txt", i % 37),
-                mode: 0o644,
-                size: i as u64,
-                sha256: sha256_hex(i.to_string().as_bytes()),
-            })
-            .collect();
-        entries.sort_by(|a, b| a.path.cmp(&b.path));
-        entries
-    }
+    use crate::manifests::tests::entries;
 
     #[test]
     fn pages_hold_what_a_writer_makes_in_path_order() {

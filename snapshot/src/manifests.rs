@@ -412,12 +412,13 @@ impl SnapshotStore {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use std::collections::HashSet;
 
-    fn entries(n: usize) -> Vec<ManifestEntry> {
+    /// `n` entries in path order, spread over 37 directories (shared with `manifest_read`).
+    pub(crate) fn entries(n: usize) -> Vec<ManifestEntry> {
         let mut entries: Vec<ManifestEntry> = (0..n)
             .map(|i| ManifestEntry {
                 path: format!("dir{}/file{i:05}.txt", i % 37),

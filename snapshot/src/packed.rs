@@ -20,9 +20,7 @@
 use std::borrow::Cow;
 use std::io::Read;
 
-use loopgate_protocol::snapshot::sha256_hex;
-
-use crate::error::{check_digest, over_limit, SnapshotError};
+use crate::error::{over_limit, SnapshotError};
 use crate::store::{blob_object_name, SnapshotStore};
 
 /// The first bytes of every zstd frame: a stored object starting with them is compressed.
@@ -84,23 +82,10 @@ impl SnapshotStore {
         sha256: &str,
         limit: u64,
     ) -> Result<Vec<u8>, SnapshotError> {
-        check_digest(sha256)?;
-        let name = blob_object_name(sha256);
-        let stored =
-            self.get_object(&name, limit)
-                .await?
-                .ok_or_else(|| SnapshotError::BlobNotFound {
-                    sha256: sha256.to_string(),
-                })?;
-        let bytes = unpack(&name, &stored, limit)?.into_owned();
-        let actual = sha256_hex(&bytes);
-        if actual != sha256 {
-            return Err(SnapshotError::Integrity {
-                path: name,
-                reason: format!("content hashes to {actual}"),
-            });
-        }
-        Ok(bytes)
+        self.verified_blob(sha256, limit, |name, stored| {
+            Ok(unpack(name, &stored, limit)?.into_owned())
+        })
+        .await
     }
 
     /// Store a manifest page or group (`raw`, hashing to `sha256`) compressed, unless the
@@ -129,6 +114,7 @@ impl SnapshotStore {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use loopgate_protocol::snapshot::sha256_hex;
 
     const LIMIT: u64 = 1 << 20;
 

@@ -315,14 +315,28 @@ impl SnapshotStore {
         sha256: &str,
         limit: u64,
     ) -> Result<Vec<u8>, SnapshotError> {
+        self.verified_blob(sha256, limit, |_, stored| Ok(stored))
+            .await
+    }
+
+    /// The object of blob `sha256`, fetched within `limit` stored bytes, turned into its
+    /// content by `decode` (given the object's name), and verified to hash to `sha256`
+    /// (`Integrity` otherwise).
+    pub(crate) async fn verified_blob(
+        &self,
+        sha256: &str,
+        limit: u64,
+        decode: impl FnOnce(&str, Vec<u8>) -> Result<Vec<u8>, SnapshotError>,
+    ) -> Result<Vec<u8>, SnapshotError> {
         check_digest(sha256)?;
         let name = blob_object_name(sha256);
-        let bytes =
+        let stored =
             self.get_object(&name, limit)
                 .await?
                 .ok_or_else(|| SnapshotError::BlobNotFound {
                     sha256: sha256.to_string(),
                 })?;
+        let bytes = decode(&name, stored)?;
         let actual = sha256_hex(&bytes);
         if actual != sha256 {
             return Err(SnapshotError::Integrity {
