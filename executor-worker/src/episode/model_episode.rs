@@ -142,6 +142,7 @@ async fn episode_tools_and_prompt(
     let tools = EpisodeTools::new(workspace, env.tools.clone())
         .with_isolation(env.agent.clone())
         .with_write_scope(req.increment.write_scope.clone())
+        .with_protected_paths(req.contract.protected_paths.clone())
         .with_self_check(SelfCheck::for_request(req, &env.self_check, &env.work_dir))
         .with_gui(gui_tools)
         .with_desktop(desktop_tools);

@@ -20,6 +20,10 @@ pub(crate) struct ToolContext {
     /// `write_file` and `edit_file` refuse paths outside it at once, so the model can correct
     /// itself; the audit still checks every change (the shell can write anywhere).
     pub(crate) write_scope: Vec<String>,
+    /// The task's protected paths (exact files or `dir/` prefixes): `write_file` and
+    /// `edit_file` refuse them at once, so a model that sets out to rewrite a test learns it
+    /// before the audit fails it (the audit still checks them: the shell can write anywhere).
+    pub(crate) protected: Vec<String>,
     /// Where `shell` commands run: the worker's agent sandbox.
     pub(crate) isolation: AgentIsolationEnv,
     /// The browser tools (gui episodes only).
@@ -29,9 +33,14 @@ pub(crate) struct ToolContext {
 }
 
 impl ToolContext {
-    /// `Err` when `path` is outside the step's write scope.
+    /// `Err` when `path` is protected by the task or outside the step's write scope.
     pub(crate) fn check_scope(&self, path: &str) -> Result<(), ToolError> {
         let clean = path.trim().trim_start_matches("./");
+        if !self.protected.is_empty() && path_in_scope(clean, &self.protected) {
+            return Err(ToolError::Protected {
+                path: path.to_string(),
+            });
+        }
         if self.write_scope.is_empty() || path_in_scope(clean, &self.write_scope) {
             return Ok(());
         }

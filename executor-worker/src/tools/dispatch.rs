@@ -34,6 +34,7 @@ impl EpisodeTools {
                 workspace,
                 limits,
                 write_scope: Vec::new(),
+                protected: Vec::new(),
                 isolation: AgentIsolationEnv::unsandboxed("no sandbox given to these tools"),
                 gui: None,
                 desktop: None,
@@ -64,6 +65,13 @@ impl EpisodeTools {
     /// workspace) are refused by the tools that write files.
     pub fn with_write_scope(mut self, write_scope: Vec<String>) -> Self {
         self.context.write_scope = write_scope;
+        self
+    }
+
+    /// The task's protected paths (`dir/` prefixes or exact files), refused by the tools that
+    /// write files.
+    pub fn with_protected_paths(mut self, protected: Vec<String>) -> Self {
+        self.context.protected = protected;
         self
     }
 
@@ -234,6 +242,52 @@ mod tests {
         }
         assert!(!dir.path().join("spec.md").exists());
         assert!(!dir.path().join("src").exists());
+    }
+
+    #[tokio::test]
+    async fn file_tools_refuse_the_tasks_protected_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("test_slugify.py"), "import textkit\n").unwrap();
+        let tools = EpisodeTools::new(Workspace::new(dir.path()).unwrap(), ToolLimits::default())
+            .with_protected_paths(vec!["test_slugify.py".into(), "fixtures/".into()]);
+        let cases: &[(&str, Value, bool)] = &[
+            (
+                "write_file",
+                json!({"path": "textkit.py", "content": "def slugify(s):\n    return s\n"}),
+                true,
+            ),
+            (
+                "write_file",
+                json!({"path": "./test_slugify.py", "content": "x"}),
+                false,
+            ),
+            (
+                "edit_file",
+                json!({"path": "test_slugify.py", "old": "import", "new": "from"}),
+                false,
+            ),
+            (
+                "write_file",
+                json!({"path": "fixtures/a.csv", "content": "x"}),
+                false,
+            ),
+        ];
+        for (name, args, allowed) in cases {
+            match tools.call(&call(name, args.clone())).await {
+                ToolAction::Continue { result, ok, .. } => {
+                    assert_eq!(ok, *allowed, "{name} {args}: {result}");
+                    if !allowed {
+                        assert!(result.contains("is protected by the task"), "{result}");
+                    }
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("test_slugify.py")).unwrap(),
+            "import textkit\n"
+        );
+        assert!(!dir.path().join("fixtures").exists());
     }
 
     #[test]

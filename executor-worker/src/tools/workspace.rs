@@ -69,6 +69,11 @@ pub enum ToolError {
     },
     #[error("this step may only change {scope}; '{path}' is outside it")]
     OutsideWriteScope { path: String, scope: String },
+    #[error(
+        "'{path}' is protected by the task: the checks run it as given, so a change to it \
+         fails the audit; change the code it tests instead"
+    )]
+    Protected { path: String },
     #[error("shell: {0}")]
     Shell(String),
     #[error("internal error running the tool: {0}")]

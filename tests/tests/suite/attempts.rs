@@ -75,6 +75,11 @@ fn executor(siblings: Vec<Sibling>) -> Reply {
             .map(|m| m.iter().filter(|m| m["role"] == "tool").count())
             .unwrap_or(0);
         let reply = match plan.files.get(done) {
+            // `write_file` refuses a protected path, so a violating sibling uses the shell.
+            Some(path) if path.starts_with("locked/") => Reply::tool_call(
+                "shell",
+                json!({"command": format!("mkdir -p locked && echo {path} > {path}")}),
+            ),
             Some(path) => Reply::tool_call(
                 "write_file",
                 json!({"path": path, "content": format!("{path}\n")}),
