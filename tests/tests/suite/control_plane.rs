@@ -268,10 +268,11 @@ async fn editing_the_acceptance_test_is_an_integrity_violation() -> anyhow::Resu
             .replies(
                 "standin-executor",
                 [
-                    // the shortcut: rewrite the test so it passes
+                    // the shortcut: rewrite the test so it passes (through the shell:
+                    // `write_file` refuses a protected path)
                     Reply::tool_call(
-                        "write_file",
-                        json!({"path": "tests/check.sh", "content": "exit 0\n"}),
+                        "shell",
+                        json!({"command": "echo 'exit 0' > tests/check.sh"}),
                     ),
                     Reply::tool_call("finish", json!({"summary": "test passes"})),
                     // the honest fix
