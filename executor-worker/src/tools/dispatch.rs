@@ -192,6 +192,21 @@ mod tests {
         ToolCall::new("c1", name, arguments)
     }
 
+    /// Calls each `(tool, arguments, allowed)`; a refused call's result says `refusal`.
+    async fn refusals(tools: &EpisodeTools, cases: &[(&str, Value, bool)], refusal: &str) {
+        for (name, args, allowed) in cases {
+            match tools.call(&call(name, args.clone())).await {
+                ToolAction::Continue { result, ok, .. } => {
+                    assert_eq!(ok, *allowed, "{name} {args}: {result}");
+                    if !allowed {
+                        assert!(result.contains(refusal), "{result}");
+                    }
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
     #[tokio::test]
     async fn file_tools_refuse_paths_outside_the_write_scope() {
         let dir = tempfile::tempdir().unwrap();
@@ -229,17 +244,7 @@ mod tests {
                 false,
             ),
         ];
-        for (name, args, allowed) in cases {
-            match tools.call(&call(name, args.clone())).await {
-                ToolAction::Continue { result, ok, .. } => {
-                    assert_eq!(ok, *allowed, "{name} {args}: {result}");
-                    if !allowed {
-                        assert!(result.contains("may only change"), "{result}");
-                    }
-                }
-                other => panic!("{other:?}"),
-            }
-        }
+        refusals(&tools, cases, "may only change").await;
         assert!(!dir.path().join("spec.md").exists());
         assert!(!dir.path().join("src").exists());
     }
@@ -272,17 +277,7 @@ mod tests {
                 false,
             ),
         ];
-        for (name, args, allowed) in cases {
-            match tools.call(&call(name, args.clone())).await {
-                ToolAction::Continue { result, ok, .. } => {
-                    assert_eq!(ok, *allowed, "{name} {args}: {result}");
-                    if !allowed {
-                        assert!(result.contains("is protected by the task"), "{result}");
-                    }
-                }
-                other => panic!("{other:?}"),
-            }
-        }
+        refusals(&tools, cases, "is protected by the task").await;
         assert_eq!(
             std::fs::read_to_string(dir.path().join("test_slugify.py")).unwrap(),
             "import textkit\n"
