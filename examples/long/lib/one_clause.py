@@ -6,8 +6,8 @@ For clause k of a task the one-clause task is:
   - goal: the clause's goal line; the only criterion: its [[acceptance]] entry (other keys of
     the task file are kept: roles, budget, protected_paths, gui);
   - workspace: workspace/ with the parts of reference/ that clauses 1..k-1 own laid in
-    (PARTS below: top-level functions of a Python file, plus the task's helpers, and the
-    COMMANDS / STAGES registry rewritten to name exactly the staged commands);
+    (PARTS below: top-level functions of a Python file, plus the task's helpers; the skeletons
+    already register every command's stub in COMMANDS / STAGES);
   - hidden/check.sh: runs the task's own hidden script and keeps clause k's line.
 
 A staged workspace must pass the earlier clauses' public checks and fail clause k's. One that
@@ -28,20 +28,18 @@ import tomllib
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# Per task: the Python file the clauses live in, helpers every staged workspace gets (not a
-# clause's own work), the registry a command is named in, and per clause (in goal order) the
-# top-level functions it owns as (file, name). None: the clause is not a set of functions.
+# Per task: helpers every staged workspace gets (not a clause's own work), and per clause (in
+# goal order) the top-level functions it owns as (file, name). None: the clause is not a set
+# of functions.
 PARTS = {
     "textkit-lib": {
         "helpers": [],
-        "registry": None,
         "clauses": [[("textkit.py", n)] for n in [
             "strip_accents", "slugify", "words", "word_counts", "top_words", "truncate",
             "wrap", "number_lines", "camel_to_snake", "snake_to_camel"]],
     },
     "bughunt-shop": {
         "helpers": [],
-        "registry": None,
         "clauses": [[("money.py", "to_cents")], [("money.py", "format_cents")],
                     [("money.py", "split_evenly")], [("inventory.py", "add_stock")],
                     [("inventory.py", "remove_stock")], [("inventory.py", "low_stock")],
@@ -50,7 +48,6 @@ PARTS = {
     },
     "ledger-cli": {
         "helpers": [],
-        "registry": ("ledger.py", "COMMANDS", "cmd_"),
         "clauses": [[("ledger.py", "load")], [("ledger.py", "cmd_count")],
                     [("ledger.py", "cmd_total")], [("ledger.py", "cmd_total")],
                     [("ledger.py", "cmd_categories")], [("ledger.py", "cmd_month")],
@@ -59,13 +56,12 @@ PARTS = {
     },
     "pipeline-orders": {
         "helpers": [("pipeline.py", n) for n in ["cents", "money", "problem", "joined", "group"]],
-        "registry": ("pipeline.py", "STAGES", "stage_"),
         "clauses": [[("pipeline.py", "stage_" + n)] for n in [
             "clean", "valid", "rejects", "dedupe", "join", "daily", "countries", "products",
             "summary", "all"]],
     },
-    "refactor-report": {"helpers": [], "registry": None, "clauses": None},
-    "web-shopping": {"helpers": [], "registry": None, "clauses": None},
+    "refactor-report": {"helpers": [], "clauses": None},
+    "web-shopping": {"helpers": [], "clauses": None},
 }
 
 
@@ -84,21 +80,20 @@ def span(node):
     return start - 1, node.end_lineno
 
 
-def insertion_line(tree, registry):
-    """Where a new function goes: before the registry, else before main, else at the end."""
-    for name in ([registry] if registry else []) + ["main"]:
-        node = top_level(tree, name)
-        if node is not None:
-            return span(node)[0]
+def insertion_line(tree):
+    """Where a new function goes: before main, else before the `__main__` block, else at the end."""
+    node = top_level(tree, "main")
+    if node is not None:
+        return span(node)[0]
     for node in tree.body:
         if isinstance(node, ast.If) and "__name__" in ast.unparse(node.test):
             return node.lineno - 1
     return None
 
 
-def lay_in(source, reference, names, registry):
-    """source with each of names' reference definition put in (replacing its own), the
-    reference's imports added, and the registry naming exactly the staged commands."""
+def lay_in(source, reference, names):
+    """source with each of names' reference definition put in (replacing its own) and the
+    reference's imports added."""
     ref_tree = ast.parse(reference)
     ref_lines = reference.splitlines(keepends=True)
     for name in names:
@@ -114,7 +109,7 @@ def lay_in(source, reference, names, registry):
             s, e = span(own)
             lines[s:e] = [block]
         else:
-            at = insertion_line(tree, registry[1] if registry else None)
+            at = insertion_line(tree)
             at = len(lines) if at is None else at
             lines[at:at] = [block, "\n\n"]
         source = "".join(lines)
@@ -129,17 +124,6 @@ def lay_in(source, reference, names, registry):
             tree.body[0].end_lineno if tree.body and isinstance(tree.body[0], ast.Expr) else 0)
         lines[at:at] = missing
         source = "".join(lines)
-    if registry:
-        _, reg, prefix = registry
-        tree = ast.parse(source)
-        node = top_level(tree, reg)
-        staged = [n for n in names if n.startswith(prefix)]
-        if node is not None and staged:
-            entries = "".join(f'    "{n[len(prefix):]}": {n},\n' for n in dict.fromkeys(staged))
-            lines = source.splitlines(keepends=True)
-            s, e = span(node)
-            lines[s:e] = [f"{reg} = {{\n{entries}}}\n"]
-            source = "".join(lines)
     return source
 
 
@@ -210,9 +194,8 @@ def build(out, task_name, k, env):
             source = f.read()
         with open(os.path.join(tdir, "reference", file)) as f:
             reference = f.read()
-        registry = parts["registry"] if parts["registry"] and parts["registry"][0] == file else None
         with open(path, "w") as f:
-            f.write(lay_in(source, reference, list(dict.fromkeys(names)), registry))
+            f.write(lay_in(source, reference, list(dict.fromkeys(names))))
     check_env = dict(env)
     gui = task.get("gui", {})
     if "url" in gui:

@@ -16,7 +16,38 @@ def load(path):
     raise NotImplementedError("load")
 
 
-COMMANDS = {}
+def cmd_count(path, rows, args):
+    raise NotImplementedError("cmd_count")
+
+
+def cmd_total(path, rows, args):
+    raise NotImplementedError("cmd_total")
+
+
+def cmd_categories(path, rows, args):
+    raise NotImplementedError("cmd_categories")
+
+
+def cmd_month(path, rows, args):
+    raise NotImplementedError("cmd_month")
+
+
+def cmd_top(path, rows, args):
+    raise NotImplementedError("cmd_top")
+
+
+def cmd_add(path, rows, args):
+    raise NotImplementedError("cmd_add")
+
+
+COMMANDS = {
+    "count": cmd_count,
+    "total": cmd_total,
+    "categories": cmd_categories,
+    "month": cmd_month,
+    "top": cmd_top,
+    "add": cmd_add,
+}
 
 
 def main(argv):

@@ -27,7 +27,58 @@ def write_csv(path, header, rows):
         w.writerows(rows)
 
 
-STAGES = {}
+def stage_clean(indir, outdir):
+    raise NotImplementedError("stage_clean")
+
+
+def stage_valid(indir, outdir):
+    raise NotImplementedError("stage_valid")
+
+
+def stage_rejects(indir, outdir):
+    raise NotImplementedError("stage_rejects")
+
+
+def stage_dedupe(indir, outdir):
+    raise NotImplementedError("stage_dedupe")
+
+
+def stage_join(indir, outdir):
+    raise NotImplementedError("stage_join")
+
+
+def stage_daily(indir, outdir):
+    raise NotImplementedError("stage_daily")
+
+
+def stage_countries(indir, outdir):
+    raise NotImplementedError("stage_countries")
+
+
+def stage_products(indir, outdir):
+    raise NotImplementedError("stage_products")
+
+
+def stage_summary(indir, outdir):
+    raise NotImplementedError("stage_summary")
+
+
+def stage_all(indir, outdir):
+    raise NotImplementedError("stage_all")
+
+
+STAGES = {
+    "clean": stage_clean,
+    "valid": stage_valid,
+    "rejects": stage_rejects,
+    "dedupe": stage_dedupe,
+    "join": stage_join,
+    "daily": stage_daily,
+    "countries": stage_countries,
+    "products": stage_products,
+    "summary": stage_summary,
+    "all": stage_all,
+}
 
 
 def main(argv):
