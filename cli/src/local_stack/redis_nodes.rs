@@ -26,6 +26,10 @@ fn data_node_args(stack: &LocalStack, port: u16, dir: &Path) -> Vec<OsString> {
         &dir,
         &"--appendonly",
         &"yes",
+        // fsync before answering: with everysec a killed redis-server can lose writes it
+        // acknowledged while a slow fsync ran (docs/reliability.md).
+        &"--appendfsync",
+        &"always",
     ])
 }
 
