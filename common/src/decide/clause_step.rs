@@ -42,6 +42,9 @@ pub(super) struct ClauseStep {
     pub step: String,
     /// This clause's tries as the step in a row, this one included.
     pub tries: u32,
+    /// The criteria the step's episode checks itself against: the clause's own and those of
+    /// the earlier clauses that pass now (the ground it must keep). Empty: every criterion.
+    pub targets: Vec<String>,
 }
 
 /// A clause that asks for something, with the blocking criteria that decide it (at least one
@@ -164,12 +167,19 @@ pub(super) fn clause_step(record: &RunRecord) -> Option<ClauseStep> {
     if tries > CLAUSE_TRIES {
         return None;
     }
+    let targets = clauses[..at]
+        .iter()
+        .filter(|c| passes(record, c))
+        .chain([clause])
+        .flat_map(|c| c.criteria.iter().map(|k| k.id.clone()))
+        .collect();
     Some(ClauseStep {
         clause: clause.index,
         of: clauses.len() + context.len(),
         text: clause.text.clone(),
         step: instruction(&clauses, at, &context),
         tries,
+        targets,
     })
 }
 
@@ -208,6 +218,7 @@ pub(super) fn first_step(record: &RunRecord) -> Option<ClauseStep> {
         text: covers[*only].clause.clone(),
         step: contract.goal.clone(),
         tries: 1,
+        targets: Vec::new(),
     })
 }
 
@@ -310,7 +321,7 @@ pub(super) fn dispatch_clause_step(tx: &mut Tx, step: ClauseStep) {
             .map(|c| c + 1)
             .collect(),
     };
-    dispatch_step(tx, Capability::Cli, step.step);
+    dispatch_step(tx, Capability::Cli, step.step, &step.targets);
     // Logged in the step's round.
     tx.log(event);
 }

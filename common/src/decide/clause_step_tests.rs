@@ -29,6 +29,17 @@ fn objective(step: &Step) -> String {
         .unwrap_or_else(|| panic!("no exec request: {:?}", kinds(step)))
 }
 
+/// The criteria the exec request `step` sends targets (its self-check's checks).
+fn targets(step: &Step) -> Vec<String> {
+    step.outgoing()
+        .iter()
+        .find_map(|o| match &o.message {
+            Message::ExecRequest(r) => Some(r.increment.acceptance_checks.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no exec request: {:?}", kinds(step)))
+}
+
 /// Finish the round in flight with these checks passing (`a`, `b`, `c` as present).
 fn round(record: &RunRecord, candidate: &str, passing: &[&str]) -> Step {
     let s = exec_done(record, candidate);
@@ -255,4 +266,36 @@ fn a_resumed_run_gives_its_set_aside_clauses_fresh_tries() {
         "{:?}",
         kinds(&s)
     );
+}
+
+#[test]
+fn a_clause_step_targets_its_clause_and_the_earlier_clauses_that_pass() {
+    // Three clauses: a step's episode checks itself against its own clause and the ground
+    // already won, never against the clauses still to come.
+    let toml = "goal = \"Create a.py. Create b.py. Create c.py.\"\n[[acceptance]]\nid = \"a\"\n\
+                check = \"python3 a.py\"\n[[acceptance]]\nid = \"b\"\ncheck = \"python3 b.py\"\n\
+                [[acceptance]]\nid = \"c\"\ncheck = \"python3 c.py\"\n[budget]\nmax_rounds = 10\n\
+                max_failed_rounds = 20\nstep_retries = 1\nstagnation_rounds = 0\n";
+    let s = start_run("r", parse_task_toml(toml).unwrap(), "base", 0);
+    assert_eq!(targets(&s), vec!["a"]);
+    // a passes: b is the step, keeping a.
+    let s = round(&s.record, "c1", &["a"]);
+    assert_eq!(targets(&s), vec!["a", "b"]);
+    // b fails: its step retry targets the same.
+    let s = round(&s.record, "c2", &["a"]);
+    assert!(kinds(&s).contains(&"step_retried"), "{:?}", kinds(&s));
+    assert_eq!(targets(&s), vec!["a", "b"]);
+    // b had its tries: set aside, c is the step and keeps a, not the failing b.
+    let s = round(&s.record, "c3", &["a"]);
+    assert!(
+        objective(&s).starts_with("Create c.py."),
+        "{}",
+        objective(&s)
+    );
+    assert_eq!(targets(&s), vec!["a", "c"]);
+    // Everything passes but b: the manager's step targets every criterion.
+    let s = round(&s.record, "c4", &["a", "c"]);
+    assert!(deciding(&s), "{:?}", kinds(&s));
+    let s = reply(&s.record, "Next: cli\nTask: fix b.py");
+    assert_eq!(targets(&s), vec!["a", "b", "c"]);
 }

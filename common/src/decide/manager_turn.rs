@@ -204,7 +204,7 @@ fn take_step(tx: &mut Tx, seq: u32, step: NextStep) {
         None => step.task,
     };
     tx.record.streaks.step_retries = 0;
-    dispatch_step(tx, capability, task);
+    dispatch_step(tx, capability, task, &[]);
 }
 
 /// `done`: with the gate open the final audit is dispatched; otherwise it is refused and the
@@ -239,8 +239,9 @@ fn check_done(tx: &mut Tx) {
 }
 
 /// Dispatch `task` as the next round's step: the increment carries the goal clauses it serves,
-/// targets every criterion, and the executor gets the last audit's evidence.
-pub(super) fn dispatch_step(tx: &mut Tx, capability: Capability, task: String) {
+/// targets the criteria named in `targets` (every criterion when it is empty), and the
+/// executor gets the last audit's evidence.
+pub(super) fn dispatch_step(tx: &mut Tx, capability: Capability, task: String, targets: &[String]) {
     let task = if copies_the_manager_prompt(&task) {
         let clauses = clauses_for_step(&tx.record.contract.goal, &task);
         if clauses.is_empty() {
@@ -256,13 +257,16 @@ pub(super) fn dispatch_step(tx: &mut Tx, capability: Capability, task: String) {
     let increment = Increment {
         objective: task.clone(),
         instructions: task,
-        acceptance_checks: tx
-            .record
-            .contract
-            .criteria
-            .iter()
-            .map(|c| c.id.clone())
-            .collect(),
+        acceptance_checks: if targets.is_empty() {
+            tx.record
+                .contract
+                .criteria
+                .iter()
+                .map(|c| c.id.clone())
+                .collect()
+        } else {
+            targets.to_vec()
+        },
         write_scope: Vec::new(),
         goal_clauses,
     };

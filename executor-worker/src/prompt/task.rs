@@ -17,7 +17,16 @@ const CHANGED_SHOWN: usize = 20;
 /// are the current contents of the few files `preview_paths` chose.
 pub(crate) fn task_prompt(req: &ExecRequest, files: &[String], previews: &[FilePreview]) -> String {
     let mut s = String::new();
-    s.push_str(&format!("Goal: {}\n\n", req.contract.goal));
+    let part = step_part(req);
+    match part {
+        Some(_) => s.push_str(&format!(
+            "Goal: {}\n(One part of a larger task; the other parts are later steps, not this \
+             episode's work.)\n\n",
+            req.increment.goal_clauses.join(" ")
+        )),
+        None => s.push_str(&format!("Goal: {}\n\n", req.contract.goal)),
+    }
+    let shown = |id: &str| part.is_none_or(|targets| targets.iter().any(|t| t == id));
     match req.episode {
         EpisodeKind::Step if req.self_checks > 0 => {
             let spec = req.contract.short_hash();
@@ -37,7 +46,7 @@ pub(crate) fn task_prompt(req: &ExecRequest, files: &[String], previews: &[FileP
             s.push('\n');
         }
     }
-    for c in &req.contract.criteria {
+    for c in req.contract.criteria.iter().filter(|c| shown(&c.id)) {
         match &c.check {
             Some(check) => s.push_str(&format!(
                 "- {}: {} (check: `{}`)\n",
@@ -54,7 +63,7 @@ pub(crate) fn task_prompt(req: &ExecRequest, files: &[String], previews: &[FileP
     }
     push_files(&mut s, files);
     push_previews(&mut s, previews);
-    push_feedback(&mut s, &req.feedback, files);
+    push_feedback(&mut s, &req.feedback, files, &shown, part.is_some());
     let clauses = &req.increment.goal_clauses;
     if clauses.is_empty() {
         s.push_str(&format!("\nYour step: {}\n", req.increment.objective));
@@ -119,9 +128,32 @@ fn push_previews(s: &mut String, previews: &[FilePreview]) {
     }
 }
 
+/// The criteria a step of a part of the goal targets: `Some` when the increment carries goal
+/// clauses and targets only some of the contract's criteria (the clause policy's step: its
+/// clause and the earlier clauses it must keep passing). Its episode is shown that part of the
+/// goal, those criteria and their failing evidence only, as a task of that size would be.
+fn step_part(req: &ExecRequest) -> Option<&[String]> {
+    let targets = &req.increment.acceptance_checks;
+    let partial = !targets.is_empty()
+        && req
+            .contract
+            .criteria
+            .iter()
+            .any(|c| !targets.contains(&c.id));
+    (partial && !req.increment.goal_clauses.is_empty()).then_some(targets.as_slice())
+}
+
 /// What the last audit found on the workspace, under its own heading; a failing check that
-/// names a file the workspace has only elsewhere gets a hint (`path_hints`).
-fn push_feedback(s: &mut String, feedback: &ExecFeedback, files: &[String]) {
+/// names a file the workspace has only elsewhere gets a hint (`path_hints`). Only the
+/// criteria `shown` lets through; the gate's reasons only for a step of the whole goal
+/// (`partial` false).
+fn push_feedback(
+    s: &mut String,
+    feedback: &ExecFeedback,
+    files: &[String],
+    shown: &dyn Fn(&str) -> bool,
+    partial: bool,
+) {
     if feedback.is_empty() {
         return;
     }
@@ -134,10 +166,10 @@ fn push_feedback(s: &mut String, feedback: &ExecFeedback, files: &[String]) {
     if let Some(rejected) = &feedback.rejected {
         s.push_str(&format!("- {rejected}\n"));
     }
-    for failing in &feedback.failing {
+    for failing in feedback.failing.iter().filter(|f| shown(&f.criterion)) {
         push_failing(s, failing, files);
     }
-    if !feedback.gate_reasons.is_empty() {
+    if !partial && !feedback.gate_reasons.is_empty() {
         s.push_str(&format!(
             "- the completion gate is closed: {}\n",
             feedback.gate_reasons.join("; ")

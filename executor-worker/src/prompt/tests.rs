@@ -298,3 +298,77 @@ fn previews_show_the_small_files_the_task_names_or_a_tiny_workspace_has() {
         "{prompt}"
     );
 }
+
+#[test]
+fn a_step_of_one_part_of_the_goal_shows_that_part_and_its_checks_only() {
+    let criterion = |id: &str| Criterion {
+        id: id.into(),
+        description: format!("{id} works"),
+        check: Some(format!("python3 -m unittest test_{id}")),
+        blocking: true,
+        timeout_secs: 60,
+        source: Default::default(),
+        clause: None,
+    };
+    let failing = |id: &str| FailingCheck {
+        criterion: id.into(),
+        check: Some(format!("python3 -m unittest test_{id}")),
+        verdict: CheckVerdict::Fail,
+        exit_code: Some(1),
+        output_excerpt: format!("NameError: {id}"),
+    };
+    let feedback = ExecFeedback {
+        failing: vec![failing("slugify"), failing("words")],
+        gate_reasons: vec!["blocking criterion 'words' fails".into()],
+        ..Default::default()
+    };
+    // (targets, whether the step is one part of the goal)
+    let cases: [(&[&str], bool); 3] = [
+        (&["strip", "slugify"], true),
+        (&["strip", "slugify", "words"], false),
+        (&[], false),
+    ];
+    for (targets, part) in cases {
+        let mut req = request(
+            Increment {
+                objective: "In textkit.py, `slugify(s)` ...".into(),
+                instructions: String::new(),
+                acceptance_checks: targets.iter().map(|t| t.to_string()).collect(),
+                write_scope: vec![],
+                goal_clauses: vec!["In textkit.py, `slugify(s)` ...".into()],
+            },
+            feedback.clone(),
+        );
+        req.contract.goal = "In textkit.py, `strip_accents(s)` ... In textkit.py, `slugify(s)` \
+                             ... In textkit.py, `words(s)` ..."
+            .into();
+        req.contract.criteria = vec![criterion("strip"), criterion("slugify"), criterion("words")];
+        let prompt = task_prompt(&req, &[], &[]);
+        let goal_line = prompt.lines().next().unwrap_or_default();
+        assert_eq!(
+            goal_line.contains("strip_accents"),
+            !part,
+            "{targets:?}\n{prompt}"
+        );
+        assert_eq!(
+            prompt.contains("One part of a larger task"),
+            part,
+            "{prompt}"
+        );
+        assert!(prompt.contains("- slugify: slugify works"), "{prompt}");
+        assert!(prompt.contains("NameError: slugify"), "{prompt}");
+        // The later clause's criterion, its failing output and the gate's reasons about it
+        // belong to a step of the whole goal only.
+        for later in [
+            "- words: words works",
+            "NameError: words",
+            "completion gate",
+        ] {
+            assert_eq!(
+                prompt.contains(later),
+                !part,
+                "{later} {targets:?}\n{prompt}"
+            );
+        }
+    }
+}
