@@ -79,6 +79,9 @@ pub struct StackOptions {
     /// Each executor reaches NATS through its own fault proxy (`Stack::executor_nats_proxies`,
     /// in executor order); one nats-server only.
     pub executor_nats_proxy: bool,
+    /// Each manager replica reaches NATS through its own fault proxy
+    /// (`ManagerProc::nats_proxy`); one nats-server only.
+    pub manager_nats_proxy: bool,
     /// The executors' work dirs under this directory (`work-exec-N`), e.g. a small tmpfs;
     /// default the stack's own directory.
     pub executor_work_root: Option<PathBuf>,
@@ -110,6 +113,7 @@ impl StackOptions {
             redis_proxy: false,
             redis_ha: false,
             executor_nats_proxy: false,
+            manager_nats_proxy: false,
             executor_work_root: None,
             nats_store: None,
         }
@@ -189,6 +193,8 @@ struct Identity {
 pub struct ManagerProc {
     pub child: ChildGuard,
     pub http: String,
+    /// Between this replica and NATS (`StackOptions::manager_nats_proxy`).
+    pub nats_proxy: Option<FaultProxy>,
 }
 
 pub struct Stack {
@@ -228,6 +234,8 @@ pub struct Stack {
     models: String,
     /// The managers' `[nats]` table.
     manager_nats: String,
+    /// Each replica gets its own NATS proxy (`StackOptions::manager_nats_proxy`).
+    manager_nats_proxy: bool,
     manager_extra: String,
     env: Vec<(String, String)>,
     spawned_managers: usize,
@@ -485,6 +493,7 @@ impl Stack {
             token: opts.token.clone(),
             models,
             manager_nats: manager.nats_toml,
+            manager_nats_proxy: opts.manager_nats_proxy,
             manager_extra,
             env,
             spawned_managers: 0,
@@ -503,11 +512,25 @@ impl Stack {
         let n = self.spawned_managers;
         let port = free_port()?;
         let cfg = self.dir.path().join(format!("manager-{n}.toml"));
+        let (nats_toml, nats_proxy) = if self.manager_nats_proxy {
+            anyhow::ensure!(
+                self.nats_peers.is_empty(),
+                "manager NATS proxies run with one nats-server"
+            );
+            let proxy = FaultProxy::to_port(self.nats.port()).await?;
+            let proxied = format!("nats://127.0.0.1:{}", proxy.port());
+            (
+                self.manager_nats.replace(&self.nats.url(), &proxied),
+                Some(proxy),
+            )
+        } else {
+            (self.manager_nats.clone(), None)
+        };
         std::fs::write(
             &cfg,
             format!(
                 "{}{}[http]\naddr = \"127.0.0.1:{port}\"\n{}[manager]\n{}\n\n{}",
-                self.manager_nats,
+                nats_toml,
                 self.manager_redis,
                 if self.token.is_some() {
                     format!("token_env = \"{API_TOKEN_ENV}\"\n")
@@ -521,7 +544,11 @@ impl Stack {
         let child = spawn(&format!("manager-{n}"), "loopgate-manager", &cfg, &self.env)?;
         let http = format!("http://127.0.0.1:{port}");
         wait_ready(&self.client, &http, &child, Duration::from_secs(60)).await?;
-        self.managers.push(ManagerProc { child, http });
+        self.managers.push(ManagerProc {
+            child,
+            http,
+            nats_proxy,
+        });
         Ok(())
     }
 

@@ -140,6 +140,7 @@ async fn agent_in_dir(
         Ok(run) => run,
         Err(err) => return EpisodeEnd::failed(err.to_string(), Usage::default()),
     };
+    observer.agent_done();
     let usage = run.report.usage.unwrap_or_default();
     // The values passed through to this agent are secrets whatever the observer knows.
     let passed: Vec<&str> = agent.env.iter().map(|(_, value)| value.as_str()).collect();

@@ -70,7 +70,8 @@ async fn episode_in_dir<M: ChatModel>(
         attempt: req.attempt,
     };
     let handoff = HandoffFile::capture(dir);
-    let report = run_tool_loop_observed(model, &tools, prompt, limits, observer).await;
+    let report = run_tool_loop_observed(model, &tools, prompt, limits, observer.clone()).await;
+    observer.agent_done();
     if let Err(err) = handoff.restore() {
         return EpisodeEnd::Retry {
             reason: format!("restoring {HANDOFF_FILE} before freezing: {err}"),

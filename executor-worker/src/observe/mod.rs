@@ -13,6 +13,7 @@ use std::time::Instant;
 use loopgate_common::redact::redact_text;
 use loopgate_protocol::transcript::{Transcript, TranscriptEntry};
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 /// Where a running episode stands.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -30,6 +31,8 @@ struct Observed {
     transcript: Transcript,
     now: ProgressNow,
     progress: Option<watch::Sender<ProgressNow>>,
+    /// Cancelled once the agent's work is done (see [`Observer::agent_done`]).
+    agent_done: Option<CancellationToken>,
 }
 
 /// A handle on one episode's observations (cheap to clone; all clones see the same).
@@ -50,7 +53,24 @@ impl Observer {
             transcript,
             now: ProgressNow::default(),
             progress,
+            agent_done: None,
         }))))
+    }
+
+    /// Cancel `token` when the agent's work is done ([`Observer::agent_done`]).
+    pub(crate) fn on_agent_done(self, token: CancellationToken) -> Self {
+        self.with(|o| o.agent_done = Some(token));
+        self
+    }
+
+    /// The agent's work is done: no more model calls or tool runs, only freezing the
+    /// workspace and storing the outcome are left.
+    pub(crate) fn agent_done(&self) {
+        self.with(|o| {
+            if let Some(token) = &o.agent_done {
+                token.cancel();
+            }
+        });
     }
 
     fn with(&self, f: impl FnOnce(&mut Observed)) {
@@ -210,5 +230,11 @@ mod tests {
         assert!(!json.contains(&secret), "{json}");
         assert!(json.contains("***"), "{json}");
         assert!(Observer::default().transcript().is_none());
+        let done = CancellationToken::new();
+        let o = o.on_agent_done(done.clone());
+        assert!(!done.is_cancelled());
+        o.agent_done();
+        assert!(done.is_cancelled());
+        Observer::default().agent_done();
     }
 }

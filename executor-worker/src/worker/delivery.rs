@@ -210,6 +210,7 @@ pub(crate) async fn handle_delivery(
         req: &req,
         attempt,
         transcript: std::sync::Mutex::new(None),
+        agent_done: CancellationToken::new(),
     };
     run_claimed(&ctx.worker, &delivery, &step, cancel, lost)
         .instrument(span)
@@ -223,6 +224,8 @@ struct ExecStep<'a> {
     attempt: u64,
     /// The episode's stored transcript, by digest, once it ran.
     transcript: std::sync::Mutex<Option<String>>,
+    /// Cancelled once the agent has stopped: only the freeze and the transcript are left.
+    agent_done: CancellationToken,
 }
 
 impl ExecStep<'_> {
@@ -254,7 +257,8 @@ impl ExecStep<'_> {
             profile: req.executor_profile.clone(),
             ..Transcript::default()
         };
-        let observer = Observer::new(header, self.ctx.secrets.clone(), Some(tx));
+        let observer = Observer::new(header, self.ctx.secrets.clone(), Some(tx))
+            .on_agent_done(self.agent_done.clone());
         let end =
             run_episode_observed(req, self.attempt, &self.ctx.episode, observer.clone()).await;
         publisher.abort();
@@ -318,6 +322,10 @@ impl ClaimedEpisode for ExecStep<'_> {
     fn run(&self) -> impl Future<Output = EpisodeEnd> + Send + '_ {
         tracing::info!(objective = %self.req.increment.objective, "episode started");
         self.observed()
+    }
+
+    fn wrap_up(&self) -> CancellationToken {
+        self.agent_done.clone()
     }
 
     fn conclude(&self, end: Option<EpisodeEnd>, elapsed: Duration) -> Concluded<ExecResult> {

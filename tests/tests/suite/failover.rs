@@ -1,12 +1,13 @@
 //! Network and Redis faults under a whole stack, through the fault proxy and Redis Sentinel: a
-//! manager cut off from Redis for longer than its `ack_wait`, and the Redis primary killed
-//! mid-run (the sentinels promote the replica). Every run must complete, every round once, and
-//! nothing acknowledged may be lost.
+//! manager cut off from Redis for longer than its `ack_wait`, the Redis primary killed
+//! mid-run (the sentinels promote the replica), an executor cut off from NATS mid-episode, and
+//! a manager cut off from NATS while another serves. Every run must complete, every round
+//! once, and nothing acknowledged may be lost.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use loopgate_test_support::{wait_until, Reply, Script, StandInModel};
+use loopgate_test_support::{wait_until, ProxyFault, Reply, Script, StandInModel};
 use loopgate_tests::episode_faults::hello_executor;
 use loopgate_tests::{Profile, Stack, StackOptions};
 use serde_json::Value;
@@ -304,5 +305,102 @@ async fn a_refused_submission_leaves_no_run_behind() -> anyhow::Result<()> {
     assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
     let runs = stack.get("/v1/runs").await?;
     assert_eq!(runs["runs"].as_array().map(Vec::len), Some(1), "{runs}");
+    Ok(())
+}
+
+/// A stand-in whose manager takes `decision_delay` over each decision and whose executor
+/// writes the right `hello.py` at once.
+async fn slow_decisions_model(decision_delay: Duration) -> anyhow::Result<StandInModel> {
+    StandInModel::start(
+        Script::new()
+            .fallback(
+                "standin-manager",
+                Reply::delayed(
+                    decision_delay,
+                    Reply::content("Next: cli\nTask: write hello.py"),
+                ),
+            )
+            .fallback("standin-executor", hello_executor(Duration::ZERO)),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manager_cut_off_from_nats_leaves_its_runs_to_the_other_and_duplicates_nothing_healed(
+) -> anyhow::Result<()> {
+    const RUNS: usize = 3;
+    // Each run's first step is a manager decision (no clause step), answered after 1 s: less
+    // than the managers' ack_wait, so the cut manager stores its decisions (Redis is still
+    // reachable) before the other could be handed their requests.
+    let model = slow_decisions_model(Duration::from_secs(1)).await?;
+    let mut opts = StackOptions::new(profiles(&model), RUNS);
+    opts.manager_extra = format!(
+        "ack_wait_secs = {}\nsweep_interval_ms = 200",
+        ACK_WAIT.as_secs()
+    );
+    opts.manager_nats_proxy = true;
+    let mut stack = Stack::start(opts).await?;
+    let task = TASK.replace("max_rounds = 4", "max_rounds = 4\nclause_steps = false");
+    let mut ids = Vec::new();
+    for _ in 0..RUNS {
+        let run = stack.submit(&task, &[]).await?;
+        ids.push(run["id"].as_str().unwrap_or_default().to_string());
+    }
+    // The only manager so far holds every run's decision request and is asking the model.
+    model
+        .wait_for_requests("standin-manager", RUNS, Duration::from_secs(60))
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}\n{}", stack.logs()))?;
+    let cut_at = tokio::time::Instant::now();
+    stack.managers[0]
+        .nats_proxy
+        .as_ref()
+        .expect("a NATS proxy per manager")
+        .drop_traffic();
+    // Another manager serves while the cut lasts. The cut one stores its decisions with
+    // their exec requests in Redis but cannot publish them, nor ack the decision requests.
+    stack.spawn_manager().await?;
+    // The other manager carries every run to its end while the cut lasts (the API of either
+    // reads the same Redis).
+    let mut before_heal = Vec::new();
+    for id in &ids {
+        let done = stack.wait_terminal(id, Duration::from_secs(60)).await?;
+        assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+        before_heal.push(entries(&stack, id).await?);
+    }
+    let cut = &stack.managers[0];
+    let proxy = cut.nats_proxy.as_ref().expect("a NATS proxy per manager");
+    assert_eq!(proxy.fault(), ProxyFault::Drop, "still cut");
+    let other = stack.managers[1].child.log_text();
+    assert!(
+        other.contains("pending effects published by the outbox relay"),
+        "the other manager published what the cut one stored\n{}",
+        stack.logs()
+    );
+    // The cut lasts several of the managers' ack_waits in all.
+    tokio::time::sleep((ACK_WAIT * 3).saturating_sub(cut_at.elapsed())).await;
+    proxy.heal();
+    // Healed, the cut manager's held bytes (its publishes of the exec requests, acks, pull
+    // requests) reach NATS at once. The window below lets them land and any redelivery they
+    // cause run its course (an absence has no event to wait on); then nothing may have
+    // changed, and it serves again.
+    tokio::time::sleep(ACK_WAIT * 3).await;
+    let (status, body) = stack.get_status("/readyz").await?;
+    assert_eq!(
+        status,
+        200,
+        "the healed manager is not ready: {body}\n{}",
+        stack.logs()
+    );
+    for (id, before) in ids.iter().zip(&before_heal) {
+        let done = stack.run(id).await?;
+        let after = entries(&stack, id).await?;
+        assert_one_round_once(id, &done, &after);
+        assert_eq!(
+            after.len(),
+            before.len(),
+            "run {id}: the healed manager changed the log: {after:?}"
+        );
+    }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! Fault tests: manager replicas killed with SIGKILL while 20 runs are in flight, an
-//! executor killed mid-episode, and one stopped past its episode's deadline. Every run must
-//! end, no round may run twice, no evidence may be lost.
+//! executor killed mid-episode, one stopped past its episode's deadline, and nats-server
+//! stopped past `ack_wait` just as an episode finishes. Every run must end, no round may run
+//! twice, no evidence may be lost.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -303,6 +304,92 @@ async fn an_executor_stopped_past_its_deadline_loses_only_that_round_and_takes_t
     assert!(
         starts.iter().all(|e| e["worker"] == "exec-1"),
         "one executor did every round: {log}"
+    );
+    Ok(())
+}
+
+/// The executor's calls of the stand-in that start an episode (its first call: the last
+/// message is the task, not a tool result).
+fn episode_starts(model: &StandInModel) -> usize {
+    model
+        .requests("standin-executor")
+        .iter()
+        .filter(|req| {
+            req["messages"]
+                .as_array()
+                .and_then(|m| m.last())
+                .is_some_and(|m| m["role"] != "tool")
+        })
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_stopped_past_ack_wait_as_an_episode_finishes_does_not_run_it_again(
+) -> anyhow::Result<()> {
+    // The episode's last model call (answered with `finish`) takes a second: nats-server is
+    // stopped as it is asked, so the agent finishes while NATS is away and the workspace's
+    // freeze waits for it, past the claim's and the delivery's ack_wait.
+    let finish_delay = Duration::from_secs(1);
+    let executor = Reply::dynamic(move |req: &Value| {
+        let last_role = req["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .and_then(|m| m["role"].as_str())
+            .unwrap_or("")
+            .to_string();
+        if last_role == "tool" {
+            return Reply::delayed(
+                finish_delay,
+                Reply::tool_call("finish", json!({"summary": "wrote hello.py"})),
+            );
+        }
+        Reply::tool_call(
+            "write_file",
+            json!({"path": "hello.py", "content": "print('hello, loopgate')\n"}),
+        )
+    });
+    let model = StandInModel::start(
+        Script::new()
+            .fallback(
+                "standin-manager",
+                Reply::content("Next: cli\nTask: write hello.py"),
+            )
+            .fallback("standin-executor", executor),
+    )
+    .await?;
+    let ack_wait = Duration::from_secs(3);
+    let mut opts = StackOptions::new(profiles(&model), 2);
+    opts.executor_extra = format!("ack_wait_secs = {}", ack_wait.as_secs());
+    opts.auditor_extra = format!("ack_wait_secs = {}", ack_wait.as_secs());
+    let mut stack = Stack::start(opts).await?;
+    let id = stack.submit(TASK, &[]).await?["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    model
+        .wait_for_requests("standin-executor", 2, Duration::from_secs(60))
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}\n{}", stack.logs()))?;
+    stack.nats.process_mut().signal("STOP");
+    // Past the holder's deadline (ack_wait after its last heartbeat) and the claim's stale
+    // line (ack_wait + 1 s), so the server redelivers the step the moment it is back.
+    tokio::time::sleep(ack_wait * 2).await;
+    stack.nats.process_mut().signal("CONT");
+    let done = stack.wait_terminal(&id, Duration::from_secs(90)).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
+    let entries = log["entries"].as_array().cloned().unwrap_or_default();
+    assert_eq!(done["round"], 1, "{log}");
+    assert_eq!(
+        count_by_round(&entries, "exec_result").get(&(1, 1)),
+        Some(&1),
+        "round 1 recorded once: {log}"
+    );
+    assert_eq!(
+        episode_starts(&model),
+        1,
+        "round 1's episode ran once, its result stored after NATS came back: {log}\n{}",
+        stack.logs()
     );
     Ok(())
 }

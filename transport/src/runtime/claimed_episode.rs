@@ -5,7 +5,10 @@
 //! the claim are kept alive, store its result in the claim, then publish it; and settle as the
 //! end says:
 //! - a control notice cancels the episode: **term**, no result;
-//! - the delivery or the claim is lost, or the shutdown grace runs out: **nak** at once;
+//! - the delivery or the claim is lost while the episode still works, or the shutdown grace
+//!   runs out: **nak** at once (once its work is done and only storing its result is left,
+//!   [`ClaimedEpisode::wrap_up`], an unreachable NATS no longer stops it: the result is
+//!   stored once NATS answers, unless another worker took the step over meanwhile);
 //! - another worker took the claim over: leave the delivery **unsettled** (it is theirs);
 //! - infrastructure trouble (the worker's own verdict): **nak** after [`REDELIVERY_DELAY`];
 //! - a result published (or republished): **ack**; a publish that keeps failing: **nak** after
@@ -99,6 +102,14 @@ pub trait ClaimedEpisode: Sync {
     }
     /// The episode. Dropping the future stops it (its processes killed, its directory gone).
     fn run(&self) -> impl Future<Output = Self::End> + Send + '_;
+    /// Fires once the episode's own work is done (no more model calls or tool runs) and only
+    /// storing its outcome over NATS is left (freezing the workspace, the transcript). From
+    /// then on a NATS outage longer than `ack_wait` does not stop the episode: it stores its
+    /// result once NATS answers, unless another worker took the step over meanwhile. The
+    /// default never fires (the episode stops with its claim, whatever it was doing).
+    fn wrap_up(&self) -> CancellationToken {
+        CancellationToken::new()
+    }
     /// What its end means; `None` when the shutdown grace ran out first. `elapsed` runs from
     /// the episode's start.
     fn conclude(&self, end: Option<Self::End>, elapsed: Duration) -> Concluded<Self::Output>;
@@ -185,7 +196,8 @@ enum Ran<Output> {
 }
 
 /// Announce and run the episode under its claim until it ends, is cancelled by a control
-/// notice, loses its delivery or its claim, or outlives the shutdown grace.
+/// notice, loses its delivery or its claim (while it still works; once it only stores its
+/// result, only a take-over stops it), or outlives the shutdown grace.
 async fn run_under_claim<E: ClaimedEpisode>(
     worker: &EpisodeWorker,
     delivery: &Delivery,
@@ -214,30 +226,19 @@ async fn run_under_claim<E: ClaimedEpisode>(
     announce_started(&worker.bus, started, &started_id).await;
     let started = Instant::now();
     let aborted = registration.token().clone();
+    let wrap_up = episode.wrap_up();
     let mut running = Box::pin(episode.run());
-    let end = tokio::select! {
-        end = &mut running => Some(end),
-        () = aborted.cancelled() => None,
-        () = lost.cancelled() => {
-            tracing::warn!("the delivery was lost (no keep-alive reached NATS for ack_wait): stopping the episode");
-            return Ran::Settled(Settle::Nak(None));
-        }
-        () = guard.lost().cancelled() => {
-            if guard.is_taken_over() {
-                tracing::warn!("another worker took this step over: stopping the episode");
-                return Ran::TakenOver;
-            }
-            tracing::warn!("the episode claim could not be kept alive for ack_wait: stopping the episode");
-            return Ran::Settled(Settle::Nak(None));
-        }
-        () = shutdown.cancelled() => {
-            let grace = worker.shutdown_grace;
-            tracing::info!(?grace, "shutting down: giving the episode its grace period");
-            tokio::select! {
-                end = tokio::time::timeout(grace, &mut running) => end.ok(),
-                () = aborted.cancelled() => None,
-            }
-        }
+    let watch = Watch {
+        worker,
+        guard,
+        aborted: &aborted,
+        wrap_up: &wrap_up,
+        shutdown,
+        lost,
+    };
+    let end = match watch.drive(running.as_mut()).await {
+        Ok(end) => end,
+        Err(stopped) => return stopped,
     };
     // Dropping an unfinished episode kills what it still runs and removes its directory.
     drop(running);
@@ -249,6 +250,68 @@ async fn run_under_claim<E: ClaimedEpisode>(
     match episode.conclude(end, started.elapsed()) {
         Concluded::Settle(settle) => Ran::Settled(settle),
         Concluded::Publish(output) => Ran::Finished(output),
+    }
+}
+
+/// What an episode under its claim is watched for while it runs.
+struct Watch<'a> {
+    worker: &'a EpisodeWorker,
+    guard: &'a ClaimGuard,
+    /// A control notice cancelled it.
+    aborted: &'a CancellationToken,
+    /// Its own work is done; only storing its result is left.
+    wrap_up: &'a CancellationToken,
+    shutdown: &'a CancellationToken,
+    /// The delivery's keep-alive failed for a whole ack_wait.
+    lost: &'a CancellationToken,
+}
+
+impl Watch<'_> {
+    /// Run `running` to its end (`None`: cancelled, or the shutdown grace ran out first), or
+    /// `Err` with how the episode stopped without one. While it works a lost delivery or an
+    /// unreachable claim stops it; once it only stores its outcome, only a take-over does.
+    async fn drive<F: Future, O>(
+        &self,
+        mut running: std::pin::Pin<&mut F>,
+    ) -> Result<Option<F::Output>, Ran<O>> {
+        let guard = self.guard;
+        let mut storing = false;
+        loop {
+            tokio::select! {
+                biased;
+                end = &mut running => return Ok(Some(end)),
+                () = self.aborted.cancelled() => return Ok(None),
+                () = self.lost.cancelled(), if !storing => {
+                    tracing::warn!("the delivery was lost (no keep-alive reached NATS for ack_wait): stopping the episode");
+                    return Err(Ran::Settled(Settle::Nak(None)));
+                }
+                () = guard.lost().cancelled(), if !storing => {
+                    if guard.is_taken_over() {
+                        tracing::warn!("another worker took this step over: stopping the episode");
+                        return Err(Ran::TakenOver);
+                    }
+                    tracing::warn!("the episode claim could not be kept alive for ack_wait: stopping the episode");
+                    return Err(Ran::Settled(Settle::Nak(None)));
+                }
+                () = guard.taken_over().cancelled(), if storing => {
+                    tracing::warn!("another worker took this step over while its result was stored: stopping");
+                    return Err(Ran::TakenOver);
+                }
+                () = self.wrap_up.cancelled(), if !storing => {
+                    tracing::debug!("the episode's work is done; only storing its result is left");
+                    storing = true;
+                    guard.only_storing();
+                }
+                () = self.shutdown.cancelled() => {
+                    let grace = self.worker.shutdown_grace;
+                    tracing::info!(?grace, "shutting down: giving the episode its grace period");
+                    return Ok(tokio::select! {
+                        end = tokio::time::timeout(grace, &mut running) => end.ok(),
+                        () = self.aborted.cancelled() => None,
+                    });
+                }
+            }
+        }
     }
 }
 

@@ -20,7 +20,7 @@
 //!
 //! Workers talk to NATS only; the bucket is part of the topology the manager creates.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -404,6 +404,8 @@ pub struct ClaimGuard {
     revision: Arc<Mutex<u64>>,
     lost: CancellationToken,
     taken_over: CancellationToken,
+    /// Set once the episode's own work is done and only storing its result is left.
+    storing: Arc<AtomicBool>,
     heartbeat: JoinHandle<()>,
 }
 
@@ -427,18 +429,17 @@ impl ClaimGuard {
     ) -> ClaimGuard {
         let revision = Arc::new(Mutex::new(revision));
         let (lost, taken_over) = (CancellationToken::new(), CancellationToken::new());
-        let heartbeat = tokio::spawn(
-            heartbeat_loop(
-                claims.clone(),
-                key.clone(),
-                holder.clone(),
-                revision.clone(),
-                lost.clone(),
-                taken_over.clone(),
-                sent,
-            )
-            .in_current_span(),
-        );
+        let storing = Arc::new(AtomicBool::new(false));
+        let beat = Heartbeat {
+            claims: claims.clone(),
+            key: key.clone(),
+            holder: holder.clone(),
+            revision: revision.clone(),
+            lost: lost.clone(),
+            taken_over: taken_over.clone(),
+            storing: storing.clone(),
+        };
+        let heartbeat = tokio::spawn(heartbeat_loop(beat, sent).in_current_span());
         ClaimGuard {
             claims,
             key,
@@ -446,6 +447,7 @@ impl ClaimGuard {
             revision,
             lost,
             taken_over,
+            storing,
             heartbeat,
         }
     }
@@ -459,6 +461,22 @@ impl ClaimGuard {
     /// Whether another episode has taken the step over (then the delivery is its, too).
     pub fn is_taken_over(&self) -> bool {
         self.taken_over.is_cancelled()
+    }
+
+    /// Fires when another episode has taken the step over.
+    pub fn taken_over(&self) -> &CancellationToken {
+        &self.taken_over
+    }
+
+    /// The episode's own work is done (no more model calls or tool runs) and only storing
+    /// its result over NATS is left. From now on a heartbeat that cannot reach NATS for
+    /// `ack_wait` no longer stops the holder: it keeps trying, and its next heartbeat that
+    /// lands (compare-and-set over its last revision) keeps the claim unless another episode
+    /// took it over meanwhile, which [`ClaimGuard::taken_over`] then says. So a NATS outage
+    /// longer than `ack_wait` (a frozen nats-server) no longer throws away finished work,
+    /// while a holder cut off alone still loses the step to a watcher once it is stale.
+    pub fn only_storing(&self) {
+        self.storing.store(true, Ordering::SeqCst);
     }
 
     /// Store the finished episode's result in the claim, retrying while NATS is away for up
@@ -518,33 +536,73 @@ impl Drop for ClaimGuard {
     }
 }
 
-/// Rewrite the claim every heartbeat interval. The holder lives until `ack_wait` after it
-/// *sent* its last heartbeat that landed, and stops the moment that passes (not at the next
-/// failed try), so a watcher reading the server's stamps knows when it has stopped.
-async fn heartbeat_loop(
+/// What the heartbeat task of one claim shares with its guard.
+struct Heartbeat {
     claims: EpisodeClaims,
     key: String,
     holder: String,
     revision: Arc<Mutex<u64>>,
     lost: CancellationToken,
     taken_over: CancellationToken,
-    claimed_sent: Instant,
-) {
+    storing: Arc<AtomicBool>,
+}
+
+/// When the next heartbeat goes out, and how long it may take: while the episode works, never
+/// past its deadline; once it only stores its result ([`ClaimGuard::only_storing`]) the
+/// deadline no longer bounds it.
+fn next_beat(now: Instant, every: Duration, alive_until: Instant, storing: bool) -> Instant {
+    if storing {
+        now + every
+    } else {
+        (now + every).min(alive_until)
+    }
+}
+
+/// Pure rule: at `sent`, past `alive_until`, the holder stops unless it only stores a result.
+fn must_stop(sent: Instant, alive_until: Instant, storing: bool) -> bool {
+    sent >= alive_until && !storing
+}
+
+/// Rewrite the claim every heartbeat interval. The holder lives until `ack_wait` after it
+/// *sent* its last heartbeat that landed, and stops the moment that passes (not at the next
+/// failed try), so a watcher reading the server's stamps knows when it has stopped. An episode
+/// that only stores its result goes on trying past that moment (see
+/// [`ClaimGuard::only_storing`]).
+async fn heartbeat_loop(beat: Heartbeat, claimed_sent: Instant) {
+    let Heartbeat {
+        claims,
+        key,
+        holder,
+        revision,
+        lost,
+        taken_over,
+        storing,
+    } = beat;
     let every = progress_interval(claims.ack_wait);
     let record = Record::Running {
         holder: holder.clone(),
     };
     let mut alive_until = claimed_sent + claims.ack_wait;
     loop {
-        tokio::time::sleep_until((Instant::now() + every).min(alive_until)).await;
+        let wake = next_beat(
+            Instant::now(),
+            every,
+            alive_until,
+            storing.load(Ordering::SeqCst),
+        );
+        tokio::time::sleep_until(wake).await;
         let sent = Instant::now();
-        if sent >= alive_until {
+        if must_stop(sent, alive_until, storing.load(Ordering::SeqCst)) {
             tracing::error!(%key, "no claim heartbeat reached NATS for ack_wait: stopping");
             lost.cancel();
             return;
         }
         let current = *revision.lock().await;
-        let budget = every.min(alive_until - sent);
+        let budget = if sent >= alive_until {
+            every
+        } else {
+            every.min(alive_until - sent)
+        };
         let written =
             tokio::time::timeout(budget, claims.write_own(&key, &holder, current, &record))
                 .await
@@ -571,88 +629,5 @@ async fn heartbeat_loop(
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-    use super::*;
-
-    fn result() -> StoredResult {
-        StoredResult {
-            subject: "loopgate.result.exec.r".into(),
-            msg_id: "r:1:1:exec-result:1".into(),
-            payload: serde_json::json!({"v": 1}),
-        }
-    }
-
-    #[test]
-    fn what_a_claimer_does_table() {
-        let cases = [
-            (Seen::Absent, Next::Create),
-            (Seen::Free, Next::Take),
-            (Seen::Running { holder: "w".into() }, Next::Watch),
-            (Seen::Finished(result()), Next::Republish(result())),
-        ];
-        for (seen, want) in cases {
-            assert_eq!(next(seen.clone()), want, "{seen:?}");
-        }
-    }
-
-    #[test]
-    fn records_round_trip_and_garbage_is_free() {
-        let records = [
-            Record::Running { holder: "a".into() },
-            Record::Released { holder: "a".into() },
-            Record::Finished {
-                holder: "a".into(),
-                result: result(),
-            },
-        ];
-        for record in records {
-            let bytes = serde_json::to_vec(&record).unwrap();
-            assert_eq!(serde_json::from_slice::<Record>(&bytes).unwrap(), record);
-        }
-        assert!(serde_json::from_slice::<Record>(b"{\"state\":\"bogus\"}").is_err());
-    }
-
-    #[test]
-    fn claim_keys_are_valid_and_distinct() {
-        let cases = [
-            ("exec", "run-1:2:3:exec", "exec.run-1_3A2_3A3_3Aexec"),
-            ("audit", "r:1:2:final:7", "audit.r_3A1_3A2_3Afinal_3A7"),
-            ("exec", "a_3A", "exec.a_5F3A"),
-            ("exec", "a.b", "exec.a_2Eb"),
-        ];
-        for (role, dispatch, want) in cases {
-            let key = claim_key(role, dispatch);
-            assert_eq!(key, want);
-            assert!(key
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)));
-        }
-        assert_ne!(claim_key("exec", "a:"), claim_key("exec", "a_3A"));
-    }
-
-    #[test]
-    fn a_holder_is_taken_over_only_after_it_must_have_stopped() {
-        let s = Duration::from_secs;
-        let ms = Duration::from_millis;
-        // (ack_wait, silent by the server's stamps, due in)
-        let cases = [
-            // Seen as the redelivery comes: ack_wait silent already, the margin is left.
-            (s(5), s(5), s(1)),
-            // A fresh heartbeat: the whole ack_wait and the margin.
-            (s(5), s(0), s(6)),
-            (s(30), ms(12_500), ms(18_500)),
-            // Silent past the stale line: now.
-            (s(5), s(6), s(0)),
-            (s(5), s(60), s(0)),
-        ];
-        for (ack_wait, silent, want) in cases {
-            assert_eq!(
-                take_over_due_in(silent, ack_wait),
-                want,
-                "{ack_wait:?} {silent:?}"
-            );
-        }
-        assert_eq!(stale_after(s(5)), s(6));
-    }
-}
+#[path = "episode_claim_tests.rs"]
+mod tests;
