@@ -321,7 +321,7 @@ pub(super) fn dispatch_clause_step(tx: &mut Tx, step: ClauseStep) {
             .map(|c| c + 1)
             .collect(),
     };
-    dispatch_step(tx, Capability::Cli, step.step, &step.targets);
+    dispatch_step(tx, Capability::Cli, step.step.clone(), Some(&step));
     // Logged in the step's round.
     tx.log(event);
 }

@@ -6,7 +6,7 @@ use super::*;
 use crate::state::Target;
 use crate::task::parse_task_toml;
 use loopgate_protocol::verdict::Integrity;
-use loopgate_protocol::wire::Message;
+use loopgate_protocol::wire::{Increment, Message};
 
 /// Two clauses, a check for each; `extra` goes under `[budget]`, `more` after the criteria.
 fn task(budget: &str, more: &str) -> Task {
@@ -31,10 +31,15 @@ fn objective(step: &Step) -> String {
 
 /// The criteria the exec request `step` sends targets (its self-check's checks).
 fn targets(step: &Step) -> Vec<String> {
+    increment(step).acceptance_checks
+}
+
+/// The increment of the exec request `step` sends.
+fn increment(step: &Step) -> Increment {
     step.outgoing()
         .iter()
         .find_map(|o| match &o.message {
-            Message::ExecRequest(r) => Some(r.increment.acceptance_checks.clone()),
+            Message::ExecRequest(r) => Some(r.increment.clone()),
             _ => None,
         })
         .unwrap_or_else(|| panic!("no exec request: {:?}", kinds(step)))
@@ -278,6 +283,8 @@ fn a_clause_step_targets_its_clause_and_the_earlier_clauses_that_pass() {
                 max_failed_rounds = 20\nstep_retries = 1\nstagnation_rounds = 0\n";
     let s = start_run("r", parse_task_toml(toml).unwrap(), "base", 0);
     assert_eq!(targets(&s), vec!["a"]);
+    // It serves its own clause only (not every clause sharing two words with its step).
+    assert_eq!(increment(&s).goal_clauses, vec!["Create a.py."]);
     // a passes: b is the step, keeping a.
     let s = round(&s.record, "c1", &["a"]);
     assert_eq!(targets(&s), vec!["a", "b"]);
@@ -293,6 +300,7 @@ fn a_clause_step_targets_its_clause_and_the_earlier_clauses_that_pass() {
         objective(&s)
     );
     assert_eq!(targets(&s), vec!["a", "c"]);
+    assert_eq!(increment(&s).goal_clauses, vec!["Create c.py."]);
     // Everything passes but b: the manager's step targets every criterion.
     let s = round(&s.record, "c4", &["a", "c"]);
     assert!(deciding(&s), "{:?}", kinds(&s));

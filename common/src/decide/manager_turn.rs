@@ -1,6 +1,7 @@
 //! The manager's reply: parse defensively, then route (cli, gui, done, blocked, ask, invalid);
 //! a `cli`/`gui` step is reviewed (see `step_review`) before it is dispatched.
 
+use super::clause_step::ClauseStep;
 use super::exec_feedback::exec_feedback;
 use super::step_review::{
     ask_without_question, copies_the_manager_prompt, goal_words_step, send_back, step_to_send_back,
@@ -204,7 +205,7 @@ fn take_step(tx: &mut Tx, seq: u32, step: NextStep) {
         None => step.task,
     };
     tx.record.streaks.step_retries = 0;
-    dispatch_step(tx, capability, task, &[]);
+    dispatch_step(tx, capability, task, None);
 }
 
 /// `done`: with the gate open the final audit is dispatched; otherwise it is refused and the
@@ -238,10 +239,15 @@ fn check_done(tx: &mut Tx) {
     tx.request_decision();
 }
 
-/// Dispatch `task` as the next round's step: the increment carries the goal clauses it serves,
-/// targets the criteria named in `targets` (every criterion when it is empty), and the
-/// executor gets the last audit's evidence.
-pub(super) fn dispatch_step(tx: &mut Tx, capability: Capability, task: String, targets: &[String]) {
+/// Dispatch `task` as the next round's step: the increment carries the goal clauses it serves
+/// and targets every criterion, and the executor gets the last audit's evidence. A clause
+/// step with targets (`clause`) serves its own clause only and targets those criteria.
+pub(super) fn dispatch_step(
+    tx: &mut Tx,
+    capability: Capability,
+    task: String,
+    clause: Option<&ClauseStep>,
+) {
     let task = if copies_the_manager_prompt(&task) {
         let clauses = clauses_for_step(&tx.record.contract.goal, &task);
         if clauses.is_empty() {
@@ -252,21 +258,23 @@ pub(super) fn dispatch_step(tx: &mut Tx, capability: Capability, task: String, t
     } else {
         task
     };
-    let goal_clauses = clauses_for_step(&tx.record.contract.goal, &task);
-    let feedback = exec_feedback(&tx.record);
-    let increment = Increment {
-        objective: task.clone(),
-        instructions: task,
-        acceptance_checks: if targets.is_empty() {
+    let (goal_clauses, acceptance_checks) = match clause.filter(|c| !c.targets.is_empty()) {
+        Some(c) => (vec![c.text.clone()], c.targets.clone()),
+        None => (
+            clauses_for_step(&tx.record.contract.goal, &task),
             tx.record
                 .contract
                 .criteria
                 .iter()
                 .map(|c| c.id.clone())
-                .collect()
-        } else {
-            targets.to_vec()
-        },
+                .collect(),
+        ),
+    };
+    let feedback = exec_feedback(&tx.record);
+    let increment = Increment {
+        objective: task.clone(),
+        instructions: task,
+        acceptance_checks,
         write_scope: Vec::new(),
         goal_clauses,
     };

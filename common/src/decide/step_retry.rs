@@ -63,15 +63,15 @@ pub(super) fn step_to_retry(record: &RunRecord) -> Option<Retry> {
     })
 }
 
-/// Dispatch `retry`: the same step, with the evidence of the audit that failed it, checked
-/// against `targets` (every criterion when empty: see [`dispatch_step`]).
-pub(super) fn retry_step(tx: &mut Tx, retry: Retry, targets: &[String]) {
+/// Dispatch `retry`: the same step, with the evidence of the audit that failed it (focused on
+/// `clause` when it retries a clause step: see [`dispatch_step`]).
+pub(super) fn retry_step(tx: &mut Tx, retry: Retry, clause: Option<&ClauseStep>) {
     tx.record.streaks.step_retries += 1;
     tx.log(LogEvent::StepRetried {
         from_round: retry.from_round,
         step: retry.step.clone(),
     });
-    dispatch_step(tx, retry.capability, retry.step, targets);
+    dispatch_step(tx, retry.capability, retry.step, clause);
 }
 
 /// What a failed round goes on with.
@@ -117,14 +117,10 @@ pub(super) fn go_on_after_failed_round(tx: &mut Tx, reasons: &str) {
     if tx.count_failure(reasons) {
         match next {
             AfterFailure::Retry(retry, clause) => {
-                let targets = match clause {
-                    Some(clause) => {
-                        note_clause_try(tx, &clause);
-                        clause.targets
-                    }
-                    None => Vec::new(),
-                };
-                retry_step(tx, retry, &targets);
+                if let Some(clause) = &clause {
+                    note_clause_try(tx, clause);
+                }
+                retry_step(tx, retry, clause.as_ref());
             }
             AfterFailure::Clause(step) => dispatch_clause_step(tx, step),
             AfterFailure::Manager => tx.continue_work(),
