@@ -1,6 +1,6 @@
-//! For tests that hit one episode with a fault: a stand-in executor whose first model call is
-//! slow (so its episode is surely in flight when the fault comes), and which executor started a
-//! run's first episode.
+//! For tests that hit one episode with a fault: a stand-in executor (or manager) whose first
+//! model call is slow (so its episode or decision is surely in flight when the fault comes),
+//! and which executor started a run's first episode.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -34,6 +34,24 @@ pub fn hello_executor(first_delay: Duration) -> Reply {
             write
         }
     })
+}
+
+/// A stand-in manager that always answers `Next: cli / Task: write hello.py`, its first answer
+/// after `first_delay` (a fault lands while it thinks); the flag turns true once that first call
+/// has come in.
+pub fn slow_first_manager(first_delay: Duration) -> (Reply, Arc<AtomicBool>) {
+    let asked = Arc::new(AtomicBool::new(false));
+    let flag = asked.clone();
+    let manager = Reply::dynamic(move |_req: &Value| {
+        let first = !flag.swap(true, Ordering::SeqCst);
+        let reply = Reply::content("Next: cli\nTask: write hello.py");
+        if first {
+            Reply::delayed(first_delay, reply)
+        } else {
+            reply
+        }
+    });
+    (manager, asked)
 }
 
 impl Stack {

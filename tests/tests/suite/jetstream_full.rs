@@ -5,14 +5,11 @@
 //! why. Once space is freed and nats-server restarted, the run completes with one exec step
 //! and one executor episode, nothing dead-lettered, and `/readyz` is 200 again.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
-use loopgate_test_support::{wait_until, Reply, Script, StandInModel, Tmpfs};
-use loopgate_tests::episode_faults::hello_executor;
+use loopgate_test_support::{wait_until, Script, StandInModel, Tmpfs};
+use loopgate_tests::episode_faults::{hello_executor, slow_first_manager};
 use loopgate_tests::{Profile, Stack, StackOptions};
-use serde_json::Value;
 
 /// The manager decides the first step itself (not the goal's one clause), so its decision is
 /// the publish that meets the full store.
@@ -58,17 +55,7 @@ async fn a_full_jetstream_store_is_named_on_readyz_and_the_run_goes_on_after_a_r
         return Ok(());
     };
     // The manager's first decision is slow: the store fills while the model thinks.
-    let asked = Arc::new(AtomicBool::new(false));
-    let flag = asked.clone();
-    let manager = Reply::dynamic(move |_req: &Value| {
-        let first = !flag.swap(true, Ordering::SeqCst);
-        let reply = Reply::content("Next: cli\nTask: write hello.py");
-        if first {
-            Reply::delayed(Duration::from_secs(2), reply)
-        } else {
-            reply
-        }
-    });
+    let (manager, _) = slow_first_manager(Duration::from_secs(2));
     let model = StandInModel::start(
         Script::new()
             .fallback("standin-manager", manager)

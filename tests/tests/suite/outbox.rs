@@ -4,12 +4,11 @@
 //! so is an exec step whose executor dies with its last delivery; with `max_active_runs` new
 //! runs wait `queued` and start first come, first served.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use loopgate_test_support::{last_message_content, Reply, Script, StandInModel};
-use loopgate_tests::episode_faults::hello_executor;
+use loopgate_tests::episode_faults::{hello_executor, slow_first_manager};
 use loopgate_tests::{Profile, Stack, StackOptions};
 use serde_json::Value;
 
@@ -54,17 +53,7 @@ async fn a_dispatch_stored_by_a_manager_killed_before_publishing_is_published_by
     // The manager's first decision is slow: NATS is killed while the model thinks, so the
     // decision is stored but its exec request cannot leave; then that manager is killed too
     // (whatever its client buffered dies with it).
-    let asked = Arc::new(AtomicBool::new(false));
-    let flag = asked.clone();
-    let manager = Reply::dynamic(move |_req: &Value| {
-        let first = !flag.swap(true, Ordering::SeqCst);
-        let reply = Reply::content("Next: cli\nTask: write hello.py");
-        if first {
-            Reply::delayed(Duration::from_secs(2), reply)
-        } else {
-            reply
-        }
-    });
+    let (manager, asked) = slow_first_manager(Duration::from_secs(2));
     let model = StandInModel::start(
         Script::new()
             .fallback("standin-manager", manager)
