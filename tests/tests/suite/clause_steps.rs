@@ -126,6 +126,48 @@ async fn each_clause_is_a_step_without_a_manager_call() -> anyhow::Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clause_step_is_shown_and_self_checked_against_its_own_clause_only() -> anyhow::Result<()>
+{
+    // With the self-check on, clause 1's episode finishes on clause 1's check: clause 2's
+    // failing check neither refuses its finish nor shows in its prompt.
+    let model = StandInModel::start(Script::new().replies(
+        "standin-executor",
+        [write("a.txt"), finish(), write("b.txt"), finish()],
+    ))
+    .await?;
+    let task = TASK.replace("self_checks = 0", "self_checks = 2");
+    let entries = completed_log_of(&model, &task).await?;
+    let kinds = kinds(&entries);
+    let results: Vec<(u64, String)> = entries
+        .iter()
+        .filter(|e| e["type"] == "exec_result")
+        .map(|e| {
+            (
+                e["round"].as_u64().unwrap_or(0),
+                e["headline"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(results.len(), 2, "{kinds:?}");
+    assert!(
+        results.iter().all(|(_, h)| !h.contains("refused")),
+        "{results:?}"
+    );
+    let requests = model.requests("standin-executor");
+    let first = requests
+        .first()
+        .and_then(|r| r["messages"].as_array())
+        .and_then(|m| m.iter().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(first.starts_with("Goal: Create a.txt.\n"), "{first}");
+    assert!(first.contains("test -f a.txt"), "{first}");
+    assert!(!first.contains("test -f b.txt"), "{first}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_clause_failing_twice_is_set_aside_and_then_the_manager_decides() -> anyhow::Result<()> {
     let model = StandInModel::start(
         Script::new()
