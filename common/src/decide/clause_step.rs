@@ -16,7 +16,7 @@
 //! `budget.manager = false` (every step is the goal then). A goal of one clause is the first
 //! step by itself, checked or not.
 
-use super::manager_turn::dispatch_step;
+use super::manager_turn::{dispatch_step, StepFocus};
 use super::progress::stagnation_due;
 use super::tx::Tx;
 use crate::goal::clause_reading::covering_check;
@@ -45,6 +45,17 @@ pub(super) struct ClauseStep {
     /// The criteria the step's episode checks itself against: the clause's own and those of
     /// the earlier clauses that pass now (the ground it must keep). Empty: every criterion.
     pub targets: Vec<String>,
+}
+
+impl ClauseStep {
+    /// The focus its episode gets (see [`dispatch_step`]); `None` for the goal as the first
+    /// step (no targets: every criterion).
+    pub(super) fn focus(&self) -> Option<StepFocus<'_>> {
+        (!self.targets.is_empty()).then_some(StepFocus {
+            clause: &self.text,
+            targets: &self.targets,
+        })
+    }
 }
 
 /// A clause that asks for something, with the blocking criteria that decide it (at least one
@@ -321,7 +332,7 @@ pub(super) fn dispatch_clause_step(tx: &mut Tx, step: ClauseStep) {
             .map(|c| c + 1)
             .collect(),
     };
-    dispatch_step(tx, Capability::Cli, step.step.clone(), Some(&step));
+    dispatch_step(tx, Capability::Cli, step.step.clone(), step.focus());
     // Logged in the step's round.
     tx.log(event);
 }

@@ -1,7 +1,6 @@
 //! The manager's reply: parse defensively, then route (cli, gui, done, blocked, ask, invalid);
 //! a `cli`/`gui` step is reviewed (see `step_review`) before it is dispatched.
 
-use super::clause_step::ClauseStep;
 use super::exec_feedback::exec_feedback;
 use super::step_review::{
     ask_without_question, copies_the_manager_prompt, goal_words_step, send_back, step_to_send_back,
@@ -239,14 +238,21 @@ fn check_done(tx: &mut Tx) {
     tx.request_decision();
 }
 
+/// What a step of one part of the goal is about: its goal clause and the criteria its episode
+/// checks itself against.
+pub(super) struct StepFocus<'a> {
+    pub clause: &'a str,
+    pub targets: &'a [String],
+}
+
 /// Dispatch `task` as the next round's step: the increment carries the goal clauses it serves
-/// and targets every criterion, and the executor gets the last audit's evidence. A clause
-/// step with targets (`clause`) serves its own clause only and targets those criteria.
+/// and targets every criterion, and the executor gets the last audit's evidence. A step with a
+/// `focus` serves that clause only and targets its criteria.
 pub(super) fn dispatch_step(
     tx: &mut Tx,
     capability: Capability,
     task: String,
-    clause: Option<&ClauseStep>,
+    focus: Option<StepFocus>,
 ) {
     let task = if copies_the_manager_prompt(&task) {
         let clauses = clauses_for_step(&tx.record.contract.goal, &task);
@@ -258,8 +264,8 @@ pub(super) fn dispatch_step(
     } else {
         task
     };
-    let (goal_clauses, acceptance_checks) = match clause.filter(|c| !c.targets.is_empty()) {
-        Some(c) => (vec![c.text.clone()], c.targets.clone()),
+    let (goal_clauses, acceptance_checks) = match focus {
+        Some(f) => (vec![f.clause.to_string()], f.targets.to_vec()),
         None => (
             clauses_for_step(&tx.record.contract.goal, &task),
             tx.record

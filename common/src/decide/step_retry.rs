@@ -71,7 +71,12 @@ pub(super) fn retry_step(tx: &mut Tx, retry: Retry, clause: Option<&ClauseStep>)
         from_round: retry.from_round,
         step: retry.step.clone(),
     });
-    dispatch_step(tx, retry.capability, retry.step, clause);
+    dispatch_step(
+        tx,
+        retry.capability,
+        retry.step,
+        clause.and_then(ClauseStep::focus),
+    );
 }
 
 /// What a failed round goes on with.
