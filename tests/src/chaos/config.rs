@@ -94,7 +94,7 @@ impl ChaosConfig {
     }
 
     /// The short version in `make test`. Its seed draws, in 40 s, every component kind, a
-    /// cut of the managers' Redis link and of an executor's NATS link, and a full disk.
+    /// cut of a manager's NATS link and of an executor's NATS link, and a full disk.
     pub fn short() -> ChaosConfig {
         ChaosConfig {
             runs: 20,
