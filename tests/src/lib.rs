@@ -82,6 +82,9 @@ pub struct StackOptions {
     /// Each manager replica reaches NATS through its own fault proxy
     /// (`ManagerProc::nats_proxy`); one nats-server only.
     pub manager_nats_proxy: bool,
+    /// Each auditor reaches NATS through its own fault proxy (`Stack::auditor_nats_proxies`,
+    /// in auditor order); one nats-server only.
+    pub auditor_nats_proxy: bool,
     /// The executors' work dirs under this directory (`work-exec-N`), e.g. a small tmpfs;
     /// default the stack's own directory.
     pub executor_work_root: Option<PathBuf>,
@@ -114,6 +117,7 @@ impl StackOptions {
             redis_ha: false,
             executor_nats_proxy: false,
             manager_nats_proxy: false,
+            auditor_nats_proxy: false,
             executor_work_root: None,
             nats_store: None,
         }
@@ -211,6 +215,8 @@ pub struct Stack {
     manager_redis: String,
     /// Between each executor and NATS (`StackOptions::executor_nats_proxy`).
     pub executor_nats_proxies: Vec<FaultProxy>,
+    /// Between each auditor and NATS (`StackOptions::auditor_nats_proxy`).
+    pub auditor_nats_proxies: Vec<FaultProxy>,
     pub managers: Vec<ManagerProc>,
     pub executors: Vec<ChildGuard>,
     pub auditor: ChildGuard,
@@ -422,6 +428,7 @@ impl Stack {
             String::new()
         };
         let mut auditors = Vec::new();
+        let mut auditor_nats_proxies = Vec::new();
         for i in 1..=opts.auditors.max(1) {
             // The first keeps its historical names (`auditor`, auditor.toml, work-audit).
             let suffix = if i == 1 {
@@ -430,11 +437,23 @@ impl Stack {
                 format!("-{i}")
             };
             let audit_cfg = dir.path().join(format!("auditor{suffix}.toml"));
+            let nats_toml = if opts.auditor_nats_proxy {
+                anyhow::ensure!(
+                    nats_peers.is_empty(),
+                    "auditor NATS proxies run with one nats-server"
+                );
+                let proxy = FaultProxy::to_port(nats.port()).await?;
+                let proxied = format!("nats://127.0.0.1:{}", proxy.port());
+                auditor_nats_proxies.push(proxy);
+                auditor_identity.nats_toml.replace(&nats_url, &proxied)
+            } else {
+                auditor_identity.nats_toml.clone()
+            };
             std::fs::write(
                 &audit_cfg,
                 format!(
                     "{}{}[auditor]\nworker_id = \"audit-{i}\"\nwork_dir = \"{}\"\n{signing}{}\n\n{models}",
-                    auditor_identity.nats_toml,
+                    nats_toml,
                     metrics_table()?,
                     dir.path().join(format!("work-audit{suffix}")).display(),
                     opts.auditor_extra
@@ -479,6 +498,7 @@ impl Stack {
             redis_ha,
             manager_redis,
             executor_nats_proxies,
+            auditor_nats_proxies,
             managers: Vec::new(),
             executors,
             auditor,

@@ -12,8 +12,9 @@
 //! `--uniform-workers` (a drawn executor or auditor is any of them, busy or not; by default
 //! one that holds a step is hit when any does), `--production` (first: 30 minutes, executor
 //! steps of about 5-60 s and checks of 1-10 s from stand-in delays, freezes past `ack_wait`;
-//! the flags after it change that profile). Partitions (an executor's link to nats-server or
-//! the managers' to redis-server cut at a fault proxy) and full disks (the executors'
+//! the flags after it change that profile). Partitions (a manager's, an executor's or an
+//! auditor's link to nats-server or the managers' to redis-server cut at a fault proxy) and
+//! full disks (the executors'
 //! work-dir tmpfs filled) are among the faults by default: `--no-partitions`,
 //! `--no-disk-full` leave them out.
 //!

@@ -34,9 +34,9 @@ pub struct ChaosConfig {
     /// logs) when any does: with many workers and short episodes a uniform draw mostly hits
     /// idle ones, which proves nothing about taking over a killed worker's step.
     pub prefer_busy_workers: bool,
-    /// Network partitions among the faults: every executor reaches nats-server and the
-    /// managers reach redis-server through a fault proxy, and a drawn link is cut for
-    /// `1..=max_freeze`, then healed.
+    /// Network partitions among the faults: every manager, executor and auditor reaches
+    /// nats-server and the managers reach redis-server through a fault proxy, and a drawn
+    /// link is cut for `1..=max_freeze`, then healed.
     pub partitions: bool,
     /// Full disks among the faults: the executors' work dirs on a tmpfs of `disk_size`, filled
     /// for `1..=max_freeze`, then freed (needs root to mount; without it the fault is left out
@@ -94,7 +94,7 @@ impl ChaosConfig {
     }
 
     /// The short version in `make test`. Its seed draws, in 40 s, every component kind, a
-    /// cut of the managers' Redis link and of an executor's NATS link, and a full disk.
+    /// cut of a manager's NATS link and of an executor's NATS link, and a full disk.
     pub fn short() -> ChaosConfig {
         ChaosConfig {
             runs: 20,

@@ -37,8 +37,8 @@ pub enum Action {
     Kill,
     /// SIGSTOP, then SIGCONT after the freeze.
     Freeze,
-    /// Its link cut at the fault proxy (an executor's to nats-server, the managers' to
-    /// redis-server): nothing forwarded for the drawn time, then healed (and, one time in two,
+    /// Its link cut at the fault proxy (a manager's, an executor's or an auditor's to
+    /// nats-server, the managers' to redis-server): nothing forwarded for the drawn time, then healed (and, one time in two,
     /// every open connection reset as it heals).
     Partition,
     /// The executors' work-dir filesystem (a tmpfs) filled, then freed.
@@ -68,8 +68,9 @@ impl Action {
 pub struct Fault {
     pub component: Component,
     pub action: Action,
-    /// Which one (`exec-3`, `manager-2`, `nats-server`...; for a partition the worker whose
-    /// link was cut or `redis-server` for the managers' link; `exec-*` for a full disk).
+    /// Which one (`exec-3`, `manager-2`, `nats-server`...; for a partition the manager or
+    /// worker whose NATS link was cut or `redis-server` for the managers' link; `exec-*` for a
+    /// full disk).
     pub target: String,
     /// Unix ms when it was hit, and when it was back (restarted and ready, SIGCONTed, the link
     /// healed, the disk freed).

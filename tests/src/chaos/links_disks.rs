@@ -8,10 +8,38 @@ use loopgate_test_support::{FaultProxy, Tmpfs};
 use super::{pick_worker, ChaosConfig, Component, Rng};
 use crate::{Stack, Worker};
 
+/// The link a partition cuts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Link {
+    /// The managers' shared link to redis-server.
+    Redis,
+    /// One manager replica's link to nats-server.
+    ManagerNats,
+    /// One executor's link to nats-server.
+    ExecutorNats,
+    /// One auditor's link to nats-server.
+    AuditorNats,
+}
+
+/// The link of one draw `v`: redis-server, a manager's or an auditor's NATS link one time in
+/// six each, an executor's NATS link one time in two. `v % 3 == 0` gives redis-server or a
+/// manager and anything else an executor or an auditor, so a seed that cut the managers'
+/// Redis link (`v % 3 == 0`) before managers' NATS links were drawn now cuts that or a
+/// manager's NATS link, and one that cut an executor's link that or an auditor's.
+fn link_of(v: u64) -> Link {
+    match v % 12 {
+        0 | 6 => Link::Redis,
+        3 | 9 => Link::ManagerNats,
+        2 | 8 => Link::AuditorNats,
+        _ => Link::ExecutorNats,
+    }
+}
+
 /// Cut one link for `1..=max_freeze`, then heal it (one time in two resetting every open
-/// connection as it heals, as a NAT or firewall that forgot them would): an executor's link
-/// to nats-server (a busy one preferred, like a killed worker) two times in three, else the
-/// managers' link to redis-server. Gives what was hit and its name.
+/// connection as it heals, as a NAT or firewall that forgot them would): the managers' link
+/// to redis-server, one manager's, executor's or auditor's link to nats-server (see
+/// `link_of`; a busy worker preferred, like a killed one). A link the stack has no proxy for
+/// falls back to the managers' Redis link or an executor's. Gives what was hit and its name.
 pub(super) async fn partition(
     stack: &mut Stack,
     rng: &mut Rng,
@@ -20,21 +48,49 @@ pub(super) async fn partition(
     let cut = rng.between(Duration::from_secs(1), config.max_freeze);
     let reset = rng.below(2) == 0;
     let executors = stack.executor_nats_proxies.len();
-    let to_redis = stack.redis_proxy.is_some() && (executors == 0 || rng.below(3) == 0);
-    let (component, target, proxy): (Component, String, &FaultProxy) = if to_redis {
-        let Some(proxy) = stack.redis_proxy.as_ref() else {
-            anyhow::bail!("the chaos stack has no Redis proxy");
-        };
-        (Component::Redis, "redis-server".to_string(), proxy)
+    // One draw picks the link and, for a manager, which one (as many draws as before the
+    // managers' and auditors' links were drawn, so a seed's other faults stay the same).
+    let (link, v) = if stack.redis_proxy.is_none() {
+        (Link::ExecutorNats, 0)
+    } else if executors == 0 {
+        (Link::Redis, 0)
     } else {
-        let worker = pick_worker(stack, Component::Executor, rng, config).await;
-        let Worker::Executor(i) = worker else {
-            anyhow::bail!("drew {worker:?} for an executor partition");
-        };
-        let Some(proxy) = stack.executor_nats_proxies.get(i) else {
-            anyhow::bail!("the chaos stack has no NATS proxy for executor {i}");
-        };
-        (Component::Executor, stack.worker_id(worker), proxy)
+        let v = rng.next();
+        (link_of(v), v / 12)
+    };
+    let link = match link {
+        Link::ManagerNats if stack.managers.iter().all(|m| m.nats_proxy.is_none()) => Link::Redis,
+        Link::AuditorNats if stack.auditor_nats_proxies.is_empty() => Link::ExecutorNats,
+        other => other,
+    };
+    let (component, target, proxy): (Component, String, &FaultProxy) = match link {
+        Link::Redis => {
+            let Some(proxy) = stack.redis_proxy.as_ref() else {
+                anyhow::bail!("the chaos stack has no Redis proxy");
+            };
+            (Component::Redis, "redis-server".to_string(), proxy)
+        }
+        Link::ManagerNats => {
+            let i = (v % stack.managers.len() as u64) as usize;
+            let manager = &stack.managers[i];
+            let Some(proxy) = manager.nats_proxy.as_ref() else {
+                anyhow::bail!("the chaos stack has no NATS proxy for manager {i}");
+            };
+            (Component::Manager, manager.child.name().to_string(), proxy)
+        }
+        Link::ExecutorNats | Link::AuditorNats => {
+            let (component, proxies) = if link == Link::ExecutorNats {
+                (Component::Executor, &stack.executor_nats_proxies)
+            } else {
+                (Component::Auditor, &stack.auditor_nats_proxies)
+            };
+            let worker = pick_worker(stack, component, rng, config).await;
+            let (Worker::Executor(i) | Worker::Auditor(i)) = worker;
+            let Some(proxy) = proxies.get(i) else {
+                anyhow::bail!("the chaos stack has no NATS proxy for {worker:?}");
+            };
+            (component, stack.worker_id(worker), proxy)
+        }
     };
     proxy.drop_traffic();
     tokio::time::sleep(cut).await;
@@ -56,4 +112,39 @@ pub(super) async fn fill_disk(
     tokio::task::block_in_place(|| disk.fill())?;
     tokio::time::sleep(full).await;
     disk.free()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_draw_cuts_redis_or_a_manager_where_it_cut_redis_and_a_worker_where_it_cut_an_executor() {
+        // (draw, link)
+        let cases = [
+            (0, Link::Redis),
+            (6, Link::Redis),
+            (3, Link::ManagerNats),
+            (9, Link::ManagerNats),
+            (21, Link::ManagerNats),
+            (2, Link::AuditorNats),
+            (8, Link::AuditorNats),
+            (1, Link::ExecutorNats),
+            (4, Link::ExecutorNats),
+            (5, Link::ExecutorNats),
+            (7, Link::ExecutorNats),
+            (10, Link::ExecutorNats),
+            (11, Link::ExecutorNats),
+        ];
+        for (v, want) in cases {
+            let link = link_of(v);
+            assert_eq!(link, want, "draw {v}");
+            let was_redis = v % 3 == 0;
+            assert_eq!(
+                matches!(link, Link::Redis | Link::ManagerNats),
+                was_redis,
+                "draw {v}"
+            );
+        }
+    }
 }

@@ -1,8 +1,9 @@
 //! The chaos run: a whole stack (nats-server on its file store, redis-server with its AOF,
 //! several managers, executors and auditors) with many runs in flight, while every few seconds
 //! a random component is killed with SIGKILL (and restarted on its own data) or frozen with
-//! SIGSTOP for a while, or (with `partitions` and `disk_full`) a link to nats-server or
-//! redis-server is cut at a fault proxy, or the executors' work-dir tmpfs is filled, for a
+//! SIGSTOP for a while, or (with `partitions` and `disk_full`) a link to nats-server (a
+//! manager's, an executor's or an auditor's) or the managers' to redis-server is cut at a
+//! fault proxy, or the executors' work-dir tmpfs is filled, for a
 //! while. Afterwards every run is read back (see `report`).
 //!
 //! Used by `chaos-bench` (`make chaos`, the long version) and by the short end-to-end test.
@@ -81,6 +82,8 @@ pub async fn run(config: &ChaosConfig, progress: &dyn Fn(&str)) -> anyhow::Resul
     opts.auditor_extra = format!("ack_wait_secs = {}", config.worker_ack_wait_secs);
     opts.executor_nats_proxy = config.partitions;
     opts.redis_proxy = config.partitions;
+    opts.manager_nats_proxy = config.partitions;
+    opts.auditor_nats_proxy = config.partitions;
     // Declared before the stack, so it is unmounted after the executors stopped.
     let disk = if config.disk_full {
         let disk = Tmpfs::mount(&config.disk_size, "chaos: full work dirs")?;

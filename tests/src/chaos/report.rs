@@ -28,7 +28,8 @@ pub(crate) struct Inputs {
 pub struct KindRecovery {
     pub kills: usize,
     pub freezes: usize,
-    /// Its link cut (an executor's to nats-server, the managers' to redis-server).
+    /// Its link cut (a manager's, an executor's or an auditor's to nats-server, the
+    /// managers' to redis-server).
     pub partitions: usize,
     /// The executors' work dirs full.
     pub disk_full: usize,

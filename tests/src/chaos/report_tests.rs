@@ -120,6 +120,15 @@ fn a_cut_link_recovers_like_its_worker_and_a_full_disk_like_the_whole_stack() {
             Some(200),
         ),
         (Component::Executor, Action::DiskFull, "exec-*", Some(200)),
+        // A manager's NATS link: like a fault on a manager (the next step result after the
+        // heal, from the fault); an auditor's: like its worker (it held no step here).
+        (
+            Component::Manager,
+            Action::Partition,
+            "manager-2",
+            Some(200),
+        ),
+        (Component::Auditor, Action::Partition, "audit-1", None),
     ];
     for (component, action, target, want) in cases {
         let got = recovery_of(&fault(component, action, target), &findings);
@@ -135,6 +144,8 @@ fn faults_are_counted_per_component_and_per_kind() {
         fault(Component::Executor, Action::DiskFull, "exec-*"),
         fault(Component::Redis, Action::Partition, "redis-server"),
         fault(Component::Redis, Action::Freeze, "redis-server"),
+        fault(Component::Manager, Action::Partition, "manager-1"),
+        fault(Component::Auditor, Action::Partition, "audit-2"),
     ];
     let report = ChaosReport::build(Inputs {
         config: ChaosConfig::short(),
@@ -150,6 +161,8 @@ fn faults_are_counted_per_component_and_per_kind() {
     });
     let executor = &report.recovery[&Component::Executor];
     let redis = &report.recovery[&Component::Redis];
+    let manager = &report.recovery[&Component::Manager];
+    let auditor = &report.recovery[&Component::Auditor];
     // (figure, got, want)
     let cases = [
         ("executor kills", executor.kills, 1),
@@ -157,10 +170,12 @@ fn faults_are_counted_per_component_and_per_kind() {
         ("executor disk full", executor.disk_full, 1),
         ("redis partitions", redis.partitions, 1),
         ("redis freezes", redis.freezes, 1),
+        ("manager partitions", manager.partitions, 1),
+        ("auditor partitions", auditor.partitions, 1),
         (
             "partitions",
             report.recovery_by_action[&Action::Partition].faults(),
-            2,
+            4,
         ),
         (
             "disk full",
@@ -183,10 +198,14 @@ fn faults_are_counted_per_component_and_per_kind() {
     }
     let text = report.markdown();
     assert!(
-        text.contains("| partition | 2 | 0.1 s / 0.1 s | - |"),
+        text.contains("| partition | 4 | 0.1 s / 0.1 s | - |"),
         "{text}"
     );
     assert!(text.contains("| disk full | 1 |"), "{text}");
+    assert!(
+        text.contains("| manager | 0 | 0 | 1 | 0 | 0.1 s / 0.1 s | - |"),
+        "{text}"
+    );
     assert!(
         text.contains("Fault kinds drawn: kill, freeze, partition, disk full."),
         "{text}"

@@ -1,7 +1,8 @@
 //! The short chaos run of `make test` (the long one is `make chaos`): 20 runs against stand-ins
 //! of random latency, while for 40 s a random manager, executor, auditor, nats-server or
 //! redis-server is killed with SIGKILL (and restarted on its data) or frozen with SIGSTOP, or
-//! an executor's link to nats-server or the managers' to redis-server is cut at a fault proxy,
+//! a manager's, an executor's or an auditor's link to nats-server or the managers' to
+//! redis-server is cut at a fault proxy,
 //! or the executors' work-dir tmpfs is filled, for a while.
 //! With correct stand-ins every run must complete, with no duplicate episode and no lost
 //! evidence.
