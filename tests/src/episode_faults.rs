@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use loopgate_test_support::Reply;
+use loopgate_test_support::{Reply, Script, StandInModel};
 use serde_json::{json, Value};
 
 use crate::Stack;
@@ -14,6 +14,26 @@ use crate::Stack;
 /// A stand-in executor that writes the right `hello.py` and then finishes; the very first call
 /// it answers (of any episode) waits `first_delay` first.
 pub fn hello_executor(first_delay: Duration) -> Reply {
+    hello_executor_with(HelloDelays {
+        first_call: first_delay,
+        ..HelloDelays::default()
+    })
+}
+
+/// Delays of [`hello_executor_with`]'s answers.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HelloDelays {
+    /// Before the very first answer (of any episode).
+    pub first_call: Duration,
+    /// Before every `write_file` answer.
+    pub each_write: Duration,
+    /// Before every `finish` answer.
+    pub each_finish: Duration,
+}
+
+/// A stand-in executor that writes the right `hello.py` and then finishes, each answer after
+/// its delay.
+pub fn hello_executor_with(delays: HelloDelays) -> Reply {
     let first = Arc::new(AtomicBool::new(true));
     Reply::dynamic(move |req: &Value| {
         let last_role = req["messages"]
@@ -21,19 +41,45 @@ pub fn hello_executor(first_delay: Duration) -> Reply {
             .and_then(|m| m.last())
             .and_then(|m| m["role"].as_str())
             .unwrap_or("");
-        if last_role == "tool" {
-            return Reply::tool_call("finish", json!({"summary": "wrote hello.py"}));
-        }
-        let write = Reply::tool_call(
-            "write_file",
-            json!({"path": "hello.py", "content": "print('hello, loopgate')\n"}),
-        );
-        if first.swap(false, Ordering::SeqCst) {
-            Reply::delayed(first_delay, write)
+        let (reply, delay) = if last_role == "tool" {
+            (
+                Reply::tool_call("finish", json!({"summary": "wrote hello.py"})),
+                delays.each_finish,
+            )
         } else {
-            write
+            (
+                Reply::tool_call(
+                    "write_file",
+                    json!({"path": "hello.py", "content": "print('hello, loopgate')\n"}),
+                ),
+                delays.each_write,
+            )
+        };
+        let delay = if first.swap(false, Ordering::SeqCst) {
+            delay + delays.first_call
+        } else {
+            delay
+        };
+        if delay.is_zero() {
+            reply
+        } else {
+            Reply::delayed(delay, reply)
         }
     })
+}
+
+/// A stand-in model whose manager always answers `Next: cli / Task: write hello.py` and whose
+/// executor is `executor`.
+pub async fn hello_model(executor: Reply) -> anyhow::Result<StandInModel> {
+    StandInModel::start(
+        Script::new()
+            .fallback(
+                "standin-manager",
+                Reply::content("Next: cli\nTask: write hello.py"),
+            )
+            .fallback("standin-executor", executor),
+    )
+    .await
 }
 
 /// A stand-in manager that always answers `Next: cli / Task: write hello.py`, its first answer

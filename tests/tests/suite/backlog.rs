@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use loopgate_test_support::{Reply, Script, StandInModel};
+use loopgate_tests::episode_faults::{hello_executor_with, HelloDelays};
 use loopgate_tests::{Profile, Stack, StackOptions};
-use serde_json::{json, Value};
 
 const TASK: &str = r#"
 goal = "Create hello.py that prints exactly: hello, loopgate"
@@ -26,23 +26,9 @@ const RUNS: usize = 3;
 
 /// Every episode: a slow write (longer than the start budget), then finish.
 fn slow_executor() -> Reply {
-    Reply::dynamic(|req: &Value| {
-        let last_role = req["messages"]
-            .as_array()
-            .and_then(|m| m.last())
-            .and_then(|m| m["role"].as_str())
-            .unwrap_or("")
-            .to_string();
-        if last_role == "tool" {
-            return Reply::tool_call("finish", json!({"summary": "wrote hello.py"}));
-        }
-        Reply::delayed(
-            Duration::from_millis(2500),
-            Reply::tool_call(
-                "write_file",
-                json!({"path": "hello.py", "content": "print('hello, loopgate')\n"}),
-            ),
-        )
+    hello_executor_with(HelloDelays {
+        each_write: Duration::from_millis(2500),
+        ..HelloDelays::default()
     })
 }
 

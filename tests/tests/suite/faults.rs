@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use loopgate_test_support::{last_message_content, Reply, Script, StandInModel};
-use loopgate_tests::episode_faults::hello_executor;
+use loopgate_tests::episode_faults::{
+    hello_executor, hello_executor_with, hello_model, HelloDelays,
+};
 use loopgate_tests::{Profile, Stack, StackOptions};
 use serde_json::{json, Value};
 
@@ -191,15 +193,7 @@ async fn executor_killed_mid_episode_is_redelivered_and_the_round_completes_once
 ) -> anyhow::Result<()> {
     // The first write is slow, so the episode is surely in flight when its worker dies.
     let executor = hello_executor(Duration::from_secs(20));
-    let model = StandInModel::start(
-        Script::new()
-            .fallback(
-                "standin-manager",
-                Reply::content("Next: cli\nTask: write hello.py"),
-            )
-            .fallback("standin-executor", executor),
-    )
-    .await?;
+    let model = hello_model(executor).await?;
     let mut opts = StackOptions::new(profiles(&model), 2);
     opts.executor_extra = "ack_wait_secs = 3".into();
     let mut stack = Stack::start(opts).await?;
@@ -241,15 +235,7 @@ async fn an_executor_stopped_past_its_deadline_loses_only_that_round_and_takes_t
     // Round 1's first model call is slow, so its episode is in flight when its only executor
     // is stopped (SIGSTOP) past the episode's deadline (3 s limit + 1 s grace).
     let executor = hello_executor(Duration::from_secs(2));
-    let model = StandInModel::start(
-        Script::new()
-            .fallback(
-                "standin-manager",
-                Reply::content("Next: cli\nTask: write hello.py"),
-            )
-            .fallback("standin-executor", executor),
-    )
-    .await?;
+    let model = hello_model(executor).await?;
     let mut opts = StackOptions::new(profiles(&model), 1);
     opts.manager_extra = "sweep_interval_ms = 200".into();
     let stack = Stack::start(opts).await?;
@@ -329,34 +315,11 @@ async fn nats_stopped_past_ack_wait_as_an_episode_finishes_does_not_run_it_again
     // The episode's last model call (answered with `finish`) takes a second: nats-server is
     // stopped as it is asked, so the agent finishes while NATS is away and the workspace's
     // freeze waits for it, past the claim's and the delivery's ack_wait.
-    let finish_delay = Duration::from_secs(1);
-    let executor = Reply::dynamic(move |req: &Value| {
-        let last_role = req["messages"]
-            .as_array()
-            .and_then(|m| m.last())
-            .and_then(|m| m["role"].as_str())
-            .unwrap_or("")
-            .to_string();
-        if last_role == "tool" {
-            return Reply::delayed(
-                finish_delay,
-                Reply::tool_call("finish", json!({"summary": "wrote hello.py"})),
-            );
-        }
-        Reply::tool_call(
-            "write_file",
-            json!({"path": "hello.py", "content": "print('hello, loopgate')\n"}),
-        )
+    let executor = hello_executor_with(HelloDelays {
+        each_finish: Duration::from_secs(1),
+        ..HelloDelays::default()
     });
-    let model = StandInModel::start(
-        Script::new()
-            .fallback(
-                "standin-manager",
-                Reply::content("Next: cli\nTask: write hello.py"),
-            )
-            .fallback("standin-executor", executor),
-    )
-    .await?;
+    let model = hello_model(executor).await?;
     let ack_wait = Duration::from_secs(3);
     let mut opts = StackOptions::new(profiles(&model), 2);
     opts.executor_extra = format!("ack_wait_secs = {}", ack_wait.as_secs());
