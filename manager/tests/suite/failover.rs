@@ -118,6 +118,13 @@ async fn a_write_no_replica_holds_is_not_acknowledged() -> Result<()> {
         let store = RunStore::connect(&primary.url(), STORE_TIMEOUT)
             .await?
             .with_replica_acks(acks(1, 1000));
+        // The replica answers WAIT once it has settled after its first sync (on a loaded
+        // machine a first WAIT on a fresh link can run past its second): wait for one.
+        wait_until(Duration::from_secs(30), || async {
+            store.replica_barrier().await.is_ok()
+        })
+        .await
+        .context("the replica never acknowledged a write on the healthy link")?;
         assert!(
             store
                 .create("r1", r#"{"n":1}"#, "pending", 1, None, None)
