@@ -10,7 +10,7 @@ use loopgate_common::output_cap::OutputCap;
 use loopgate_process::{run_child, shared, with_sink, ChildEnd, ChildError};
 use loopgate_protocol::verdict::CheckVerdict;
 
-use crate::sandbox::launch::{launch_args, sandbox_started};
+use crate::sandbox::launch::{launch_args, sandbox_ran_command};
 use crate::sandbox::Sandbox;
 use crate::screenshots::CheckScreenshot;
 
@@ -115,7 +115,7 @@ pub struct CheckSpec<'a> {
     pub timeout: Duration,
     /// The isolation, hidden paths and network the check runs under.
     pub sandbox: &'a Sandbox,
-    /// Where bubblewrap reports that it started the check (writable by the check user).
+    /// Where bubblewrap reports that it ran the check (writable by the check user).
     pub status_file: &'a Path,
     /// Variables added to the scrubbed environment (the task's `[gui]` as
     /// `LOOPGATE_GUI_URL` / `LOOPGATE_GUI_SERVE`); usually empty.
@@ -175,8 +175,18 @@ pub async fn run_check(spec: &CheckSpec<'_>) -> CheckRun {
     run_check_in(spec, None).await
 }
 
+/// How many times a check whose sandbox failed to set up is launched before it is given up
+/// as [`CheckEnd::SandboxFailed`]. Setup fails transiently on a host where other workers mount
+/// and unmount workspaces meanwhile: bubblewrap copies the host's mounts and remounts each
+/// read-only, and one unmounted in between makes that remount fail.
+pub(crate) const SANDBOX_SETUP_ATTEMPTS: u32 = 3;
+
+/// Pause before launching again after a failed sandbox setup, times the attempt number.
+const SANDBOX_SETUP_BACKOFF: Duration = Duration::from_millis(50);
+
 /// [`run_check`], on a layered copy when `layer` holds the overlay's mount options (mounted on
-/// `spec.cwd` by the launcher; see `sandbox/overlay.rs`).
+/// `spec.cwd` by the launcher; see `sandbox/overlay.rs`). A sandbox that failed to set up
+/// never ran the check, so it is launched again, up to [`SANDBOX_SETUP_ATTEMPTS`] times.
 pub(crate) async fn run_check_in(spec: &CheckSpec<'_>, layer: Option<&str>) -> CheckRun {
     let started = Instant::now();
     if let Some(reason) = spec.sandbox.refusal() {
@@ -187,6 +197,29 @@ pub(crate) async fn run_check_in(spec: &CheckSpec<'_>, layer: Option<&str>) -> C
             screenshots: Vec::new(),
         };
     }
+    let mut attempt = 1;
+    loop {
+        let mut run = launch_check(spec, layer).await;
+        let CheckEnd::SandboxFailed(reason) = &run.end else {
+            return run;
+        };
+        if attempt >= SANDBOX_SETUP_ATTEMPTS || started.elapsed() >= spec.timeout {
+            let note =
+                format!("\n[loopgate: check not run: {reason}, {attempt} launch(es) tried]\n");
+            run.output.extend_from_slice(note.as_bytes());
+            run.duration = started.elapsed();
+            return run;
+        }
+        tracing::warn!(attempt, %reason, command = spec.command,
+            "the check's sandbox failed to set up; launching it again");
+        tokio::time::sleep(SANDBOX_SETUP_BACKOFF * attempt).await;
+        attempt += 1;
+    }
+}
+
+/// One launch of the check under its sandbox.
+async fn launch_check(spec: &CheckSpec<'_>, layer: Option<&str>) -> CheckRun {
+    let started = Instant::now();
     let (program, args) = launch_args(
         spec.sandbox,
         spec.command,
@@ -230,12 +263,10 @@ pub(crate) async fn run_check_in(spec: &CheckSpec<'_>, layer: Option<&str>) -> C
     let end = match end {
         CheckEnd::Exited(code) if spec.sandbox.bwrap.is_some() => {
             let status = std::fs::read_to_string(spec.status_file).unwrap_or_default();
-            if sandbox_started(&status) {
+            if sandbox_ran_command(&status) {
                 CheckEnd::Exited(code)
             } else {
-                CheckEnd::SandboxFailed(format!(
-                    "bubblewrap did not start the check (exit {code:?})"
-                ))
+                CheckEnd::SandboxFailed(format!("bubblewrap did not run the check (exit {code:?})"))
             }
         }
         other => other,
@@ -260,7 +291,7 @@ pub(crate) async fn run_check_in(spec: &CheckSpec<'_>, layer: Option<&str>) -> C
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
     use super::*;
 
     #[test]
@@ -438,5 +469,76 @@ mod tests {
         let run = run_check(&spec).await;
         assert!(matches!(run.end, CheckEnd::SpawnFailed(_)), "{:?}", run.end);
         assert_eq!(run.verdict(), CheckVerdict::Inconclusive);
+    }
+    /// A sandbox that fails to set up after bubblewrap cloned its child (here: a hidden file
+    /// removed after the probe, so bubblewrap cannot bind an empty file over it on the
+    /// read-only host; on a busy host: a workspace unmounted while bubblewrap remounts the
+    /// host's mounts) never ran the check: it is launched again, and in the end inconclusive
+    /// with bubblewrap's own words, never a failing check. Skipped (said so) without bubblewrap.
+    #[tokio::test]
+    async fn a_sandbox_that_fails_to_set_up_is_retried_and_never_a_failing_check() {
+        use crate::sandbox::confine::HiddenPath;
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let open = |path: &Path, mode| {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
+        };
+        open(dir.path(), 0o755);
+        let secret = dir.path().join("secret.txt");
+        std::fs::write(&secret, "s3cret").unwrap();
+        open(&secret, 0o644);
+        let (work, home, status_dir) = (
+            dir.path().join("work"),
+            dir.path().join("home"),
+            dir.path().join("status"),
+        );
+        for path in [&work, &home, &status_dir] {
+            std::fs::create_dir(path).unwrap();
+            open(path, 0o777);
+        }
+        let settings = crate::SandboxSettings::default();
+        let sandbox = crate::sandbox::probe::probe_hiding(
+            &settings,
+            &work,
+            "auditor",
+            vec![HiddenPath::File(secret.clone())],
+        )
+        .await
+        .unwrap();
+        if !sandbox.isolates() {
+            eprintln!(
+                "SKIP a_sandbox_that_fails_to_set_up_is_retried: no bubblewrap sandbox here ({:?})",
+                sandbox.limitations
+            );
+            return;
+        }
+        let status = status_dir.join("status");
+        let spec = CheckSpec {
+            command: "exit 1",
+            cwd: &work,
+            home: &home,
+            path_var: DEFAULT_CHECK_PATH,
+            timeout: Duration::from_secs(20),
+            sandbox: &sandbox,
+            status_file: &status,
+            extra_env: &[],
+        };
+        // The sandbox sets up: the check runs and fails.
+        let ran = run_check(&spec).await;
+        assert_eq!(ran.end, CheckEnd::Exited(Some(1)), "{ran:?}");
+        std::fs::remove_file(&secret).unwrap();
+        let failed = run_check(&spec).await;
+        let output = String::from_utf8_lossy(&failed.output);
+        assert!(
+            matches!(failed.end, CheckEnd::SandboxFailed(_)),
+            "{:?}: {output}",
+            failed.end
+        );
+        assert_eq!(failed.verdict(), CheckVerdict::Inconclusive);
+        assert!(output.contains("bwrap: "), "{output}");
+        assert!(
+            output.contains(&format!("{SANDBOX_SETUP_ATTEMPTS} launch(es) tried")),
+            "{output}"
+        );
     }
 }

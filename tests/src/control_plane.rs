@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use anyhow::bail;
-use loopgate_test_support::{free_port, ChildGuard, NatsServer, RedisServer};
+use loopgate_test_support::{ChildGuard, NatsServer, RedisServer};
 use serde_json::Value;
 
-use crate::daemons::{spawn, wait_ready, Profile};
+use crate::daemons::{start_manager, Profile};
 
 /// The env var the manager's config names for its token (`[http] token_env`).
 const TOKEN_ENV: &str = "LOOPGATE_TEST_API_TOKEN";
@@ -29,32 +29,32 @@ impl ControlPlane {
         let nats = NatsServer::start().await?;
         let redis = RedisServer::start().await?;
         let dir = tempfile::tempdir()?;
-        let port = free_port()?;
         let token_env = match token {
             Some(_) => format!("token_env = \"{TOKEN_ENV}\"\n"),
             None => String::new(),
         };
         let models: Vec<String> = profiles.iter().map(|p| p.toml(None)).collect();
         let cfg = dir.path().join("manager.toml");
-        std::fs::write(
-            &cfg,
-            format!(
-                "[nats]\nurl = \"{}\"\n[redis]\nurl = \"{}\"\n[http]\naddr = \"127.0.0.1:{port}\"\n{token_env}\n{}",
-                nats.url(),
-                redis.url(),
-                models.join("\n")
-            ),
-        )?;
+        let config = |port: u16| -> anyhow::Result<std::path::PathBuf> {
+            std::fs::write(
+                &cfg,
+                format!(
+                    "[nats]\nurl = \"{}\"\n[redis]\nurl = \"{}\"\n[http]\naddr = \"127.0.0.1:{port}\"\n{token_env}\n{}",
+                    nats.url(),
+                    redis.url(),
+                    models.join("\n")
+                ),
+            )?;
+            Ok(cfg.clone())
+        };
         let env: Vec<(String, String)> = token
             .map(|t| (TOKEN_ENV.to_string(), t.to_string()))
             .into_iter()
             .collect();
-        let manager = spawn("manager", "loopgate-manager", &cfg, &env)?;
-        let http = format!("http://127.0.0.1:{port}");
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
             .build()?;
-        wait_ready(&client, &http, &manager, Duration::from_secs(60)).await?;
+        let (manager, http) = start_manager("manager", &client, &env, config).await?;
         Ok(ControlPlane {
             nats,
             redis,

@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::bail;
-use loopgate_test_support::{workspace_bin, ChildGuard};
+use loopgate_test_support::{free_port, workspace_bin, ChildGuard};
 
 /// One model profile as written into the daemons' configs.
 #[derive(Debug, Clone)]
@@ -138,18 +138,55 @@ pub(crate) fn spawn(
     ChildGuard::spawn(name, cmd)
 }
 
-pub(crate) async fn wait_ready(
+/// Starts manager `name` on a free loopback port, its config written by `config_for(port)`,
+/// and waits for its `/readyz`. A port found free can be taken by another process before the
+/// manager binds it: the manager then exits saying so and is started again on a fresh port.
+/// A `/readyz` answer counts only while the manager itself listens on the port, never one from
+/// whoever else holds it.
+pub(crate) async fn start_manager(
+    name: &str,
     client: &reqwest::Client,
-    http: &str,
-    child: &ChildGuard,
+    env: &[(String, String)],
+    mut config_for: impl FnMut(u16) -> anyhow::Result<PathBuf>,
+) -> anyhow::Result<(ChildGuard, String)> {
+    const TRIES: usize = 4;
+    for _ in 0..TRIES {
+        let port = free_port()?;
+        let cfg = config_for(port)?;
+        let mut child = spawn(name, "loopgate-manager", &cfg, env)?;
+        let http = format!("http://127.0.0.1:{port}");
+        if wait_ready(client, port, &mut child, Duration::from_secs(60)).await? {
+            return Ok((child, http));
+        }
+    }
+    bail!("{name}: each of {TRIES} free ports was taken before the manager could bind it")
+}
+
+/// Waits until the manager `child` answers `/readyz` on `port` while listening there itself:
+/// true; false when it exited because the port was taken; an error when it exited otherwise
+/// or was not ready within `timeout`.
+async fn wait_ready(
+    client: &reqwest::Client,
+    port: u16,
+    child: &mut ChildGuard,
     timeout: Duration,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<bool> {
     let deadline = tokio::time::Instant::now() + timeout;
-    let url = format!("{http}/readyz");
+    let url = format!("http://127.0.0.1:{port}/readyz");
     loop {
+        if !child.is_running() {
+            let log = child.log_text();
+            if log.contains("Address already in use") {
+                return Ok(false);
+            }
+            bail!(
+                "manager exited before it was ready:\n{}",
+                child.log_tail(4000)
+            );
+        }
         if let Ok(r) = client.get(&url).send().await {
-            if r.status().is_success() {
-                return Ok(());
+            if r.status().is_success() && listens_on(child.pid(), port) {
+                return Ok(true);
             }
         }
         if tokio::time::Instant::now() > deadline {
@@ -160,4 +197,28 @@ pub(crate) async fn wait_ready(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Does process `pid` hold the listening TCP socket on loopback `port`? (From `/proc`: the
+/// socket's inode among the process's file descriptors.) True where `/proc` cannot tell.
+fn listens_on(pid: u32, port: u16) -> bool {
+    let Ok(table) = std::fs::read_to_string("/proc/net/tcp") else {
+        return true;
+    };
+    let local = format!(":{port:04X}");
+    // Columns: sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode.
+    let inodes: Vec<String> = table
+        .lines()
+        .skip(1)
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        .filter(|cols| cols.len() > 9 && cols[1].ends_with(&local) && cols[3] == "0A")
+        .map(|cols| format!("socket:[{}]", cols[9]))
+        .collect();
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return true;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path())
+            .is_ok_and(|target| inodes.iter().any(|i| target.as_os_str() == i.as_str()))
+    })
 }

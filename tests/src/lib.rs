@@ -24,7 +24,7 @@ mod secrets;
 mod stack_options;
 
 pub use control_plane::ControlPlane;
-use daemons::{spawn, wait_ready, DaemonSpec};
+use daemons::{start_manager, DaemonSpec};
 pub use daemons::{Profile, Worker, LOCAL_MAX_TOKENS, LOCAL_TEMPERATURE};
 pub use episode_ledger::{
     attempt_of, check_secs_for, tagged_task, tagged_task_checking_for, Episode, EpisodeLedger,
@@ -385,7 +385,6 @@ impl Stack {
     pub async fn spawn_manager(&mut self) -> anyhow::Result<()> {
         self.spawned_managers += 1;
         let n = self.spawned_managers;
-        let port = free_port()?;
         let cfg = self.dir.path().join(format!("manager-{n}.toml"));
         let (nats_toml, nats_proxy) = if self.manager_nats_proxy {
             anyhow::ensure!(
@@ -401,24 +400,26 @@ impl Stack {
         } else {
             (self.manager_nats.clone(), None)
         };
-        std::fs::write(
-            &cfg,
-            format!(
-                "{}{}[http]\naddr = \"127.0.0.1:{port}\"\n{}[manager]\n{}\n\n{}",
-                nats_toml,
-                self.manager_redis,
-                if self.token.is_some() {
-                    format!("token_env = \"{API_TOKEN_ENV}\"\n")
-                } else {
-                    String::new()
-                },
-                self.manager_extra,
-                self.models
-            ),
-        )?;
-        let child = spawn(&format!("manager-{n}"), "loopgate-manager", &cfg, &self.env)?;
-        let http = format!("http://127.0.0.1:{port}");
-        wait_ready(&self.client, &http, &child, Duration::from_secs(60)).await?;
+        let config = |port: u16| -> anyhow::Result<PathBuf> {
+            std::fs::write(
+                &cfg,
+                format!(
+                    "{}{}[http]\naddr = \"127.0.0.1:{port}\"\n{}[manager]\n{}\n\n{}",
+                    nats_toml,
+                    self.manager_redis,
+                    if self.token.is_some() {
+                        format!("token_env = \"{API_TOKEN_ENV}\"\n")
+                    } else {
+                        String::new()
+                    },
+                    self.manager_extra,
+                    self.models
+                ),
+            )?;
+            Ok(cfg.clone())
+        };
+        let (child, http) =
+            start_manager(&format!("manager-{n}"), &self.client, &self.env, config).await?;
         self.managers.push(ManagerProc {
             child,
             http,

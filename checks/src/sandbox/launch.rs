@@ -165,9 +165,12 @@ pub(crate) fn own_ids() -> (u32, u32) {
     )
 }
 
-/// Did bubblewrap start the check? (Its status fd reports the child's pid once it runs.)
-pub(crate) fn sandbox_started(status: &str) -> bool {
-    status.contains("\"child-pid\"")
+/// Did bubblewrap run the check to its end? Its status fd gets the child's pid as soon as the
+/// sandbox's first process is cloned, before that process sets the sandbox up (mounts), and
+/// the child's exit code only once the command itself has run; a setup that failed (exit 1,
+/// `bwrap: Can't bind mount …`) leaves the pid without an exit code.
+pub(crate) fn sandbox_ran_command(status: &str) -> bool {
+    status.contains("\"exit-code\"")
 }
 
 /// Look `user` up: a name in `passwd` text or a literal `uid:gid`.
@@ -325,8 +328,19 @@ mod tests {
 
     #[test]
     fn status_and_refusal() {
-        assert!(sandbox_started("{ \"child-pid\": 12 }\n"));
-        assert!(!sandbox_started(""));
+        // What bubblewrap 0.8 writes to its status fd, as seen on this host.
+        let pid = "{ \"child-pid\": 31253, \"mnt-namespace\": 4026532175 }\n";
+        let cases = [
+            // The launcher failed before bubblewrap (overlay mount, status file).
+            ("", false),
+            // The sandbox's setup failed after the clone (`Can't bind mount`): pid, no exit.
+            (pid, false),
+            (&*format!("{pid}{{ \"exit-code\": 1 }}\n"), true),
+            (&*format!("{pid}{{ \"exit-code\": 137 }}\n"), true),
+        ];
+        for (status, ran) in cases {
+            assert_eq!(sandbox_ran_command(status), ran, "{status:?}");
+        }
         let mut required = Sandbox::unisolated("no bwrap");
         assert_eq!(required.refusal(), None);
         required.required = true;

@@ -62,7 +62,7 @@ impl Layer {
 /// The launcher for a layered check: `unshare -r --mount -- sh -c <script> loopgate-check
 /// <status> <mount> <options> <target> <bwrap...>`. The script opens the status file as fd 3
 /// (for `--json-status-fd`), mounts the overlay on `target` and execs the rest; it exits 125
-/// when either fails, which leaves the status without a child pid (`SandboxFailed`).
+/// when either fails, which leaves the status without an exit code (`SandboxFailed`).
 pub(crate) fn layered_launcher(
     tools: &OverlayTools,
     bwrap: &Path,
