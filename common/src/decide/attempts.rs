@@ -264,6 +264,7 @@ fn dispatch_checks_only_audit(tx: &mut Tx, k: u32, candidate: String) {
     tx.log(LogEvent::AuditDispatched {
         purpose: AuditPurpose::Round,
         candidate,
+        checks_only: true,
     });
     cover(tx, secs);
 }

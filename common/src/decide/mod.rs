@@ -226,6 +226,8 @@ mod bounds_tests;
 #[cfg(test)]
 mod clause_step_tests;
 #[cfg(test)]
+mod closing_audit_tests;
+#[cfg(test)]
 mod consistency_tests;
 #[cfg(test)]
 mod lifecycle_tests;

@@ -42,18 +42,27 @@ pub(super) fn on_exec(record: &RunRecord, result: &ExecResult, now: i64) -> Deci
     log_exec_result(&mut tx, result, &produced, None);
     let summary = round_summary(record, result.round, &increment, capability, &produced);
     tx.push_history(summary);
-    if tx.check_spend_budget() {
-        return tx.finish();
-    }
     let purpose = if tx.record.planning.stage.is_some() {
         AuditPurpose::Plan
     } else {
         AuditPurpose::Round
     };
+    // With the spend budget gone, a round's candidate still gets its checks (no model asked),
+    // so the run ends holding the better of it and the artifact before; nothing else is spent.
+    let spent = tx.spend_budget_spent().is_some();
+    if spent && (purpose != AuditPurpose::Round || produced.candidate.is_none()) {
+        tx.check_spend_budget();
+        return tx.finish();
+    }
     if let Some(outcome) = reuse_earlier_audit(&mut tx, record, result.round, purpose, &produced) {
         return apply_audit(tx, outcome);
     }
-    audit_or_report_failure(&mut tx, result.round, purpose, produced, increment);
+    match produced.candidate {
+        Some(candidate) if spent => {
+            tx.dispatch_closing_audit(candidate, increment.objective, increment.write_scope)
+        }
+        _ => audit_or_report_failure(&mut tx, result.round, purpose, produced, increment),
+    }
     tx.finish()
 }
 
@@ -138,7 +147,7 @@ pub(super) fn on_audit(record: &RunRecord, report: &AuditReport, now: i64) -> De
     ) {
         return Decision::Distrusted(lie);
     }
-    if report.mechanical_only {
+    if report.mechanical_only && !awaits_checks_only(record) {
         return on_sibling_audit(record, report, now);
     }
     let (purpose, candidate) = match pending_audit(record, report) {
@@ -157,6 +166,18 @@ pub(super) fn on_audit(record: &RunRecord, report: &AuditReport, now: i64) -> De
     apply_audit(tx, outcome)
 }
 
+/// Does the run wait for the checks-only audit of its last round's candidate (the spend
+/// budget ran out with its episode)? Else a checks-only report is a sibling's.
+fn awaits_checks_only(record: &RunRecord) -> bool {
+    matches!(
+        record.phase,
+        Phase::Auditing {
+            checks_only: true,
+            ..
+        }
+    )
+}
+
 /// The audit `report` answers, when the run waits for it under its frozen contract: its
 /// purpose and candidate; else why the report is ignored.
 fn pending_audit(
@@ -171,10 +192,12 @@ fn pending_audit(
             round,
             purpose,
             candidate,
+            checks_only,
             ..
         } if *round == report.round
             && *purpose == report.purpose
-            && *candidate == report.snapshot =>
+            && *candidate == report.snapshot
+            && *checks_only == report.mechanical_only =>
         {
             (*purpose, candidate.clone())
         }

@@ -467,12 +467,23 @@ impl Tx {
 
     /// Ends the run when the token or cost budget is spent. Returns true if it did.
     pub fn check_spend_budget(&mut self) -> bool {
+        match self.spend_budget_spent() {
+            Some(reason) => {
+                self.terminal(RunState::BudgetExhausted, reason);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Why the token or cost budget is spent, if it is.
+    pub(super) fn spend_budget_spent(&self) -> Option<String> {
         let budget = &self.record.task.budget;
         let usage = &self.record.accounting.usage;
         let used_tokens = usage.total();
         let used_micros =
             usage.manager.cost_micros + usage.executor.cost_micros + usage.auditor.cost_micros;
-        let reason = match (budget.max_total_tokens, budget.max_cost_micros) {
+        match (budget.max_total_tokens, budget.max_cost_micros) {
             (Some(max), _) if used_tokens > max => Some(format!(
                 "token budget exhausted: {used_tokens} of {max} tokens used"
             )),
@@ -482,13 +493,6 @@ impl Tx {
                 max as f64 / 1e6
             )),
             _ => None,
-        };
-        match reason {
-            Some(reason) => {
-                self.terminal(RunState::BudgetExhausted, reason);
-                true
-            }
-            None => false,
         }
     }
 
@@ -498,6 +502,29 @@ impl Tx {
         candidate: String,
         objective: String,
         write_scope: Vec<String>,
+    ) {
+        self.dispatch_audit_of(purpose, candidate, objective, write_scope, false);
+    }
+
+    /// A checks-only round audit of `candidate` (no model asked, never completing the run):
+    /// the spend budget ran out with the episode that froze it, and its audit decides whether
+    /// the run ends holding it or the artifact before.
+    pub(super) fn dispatch_closing_audit(
+        &mut self,
+        candidate: String,
+        objective: String,
+        write_scope: Vec<String>,
+    ) {
+        self.dispatch_audit_of(AuditPurpose::Round, candidate, objective, write_scope, true);
+    }
+
+    fn dispatch_audit_of(
+        &mut self,
+        purpose: AuditPurpose,
+        candidate: String,
+        objective: String,
+        write_scope: Vec<String>,
+        checks_only: bool,
     ) {
         // A round's own audit finishes with its round; a final audit is a new step.
         if purpose == AuditPurpose::Final && self.record.state == RunState::Paused {
@@ -517,7 +544,7 @@ impl Tx {
         };
         let msg_id = audit_dispatch_id(r, purpose);
         let request = AuditRequest {
-            mechanical_only: false,
+            mechanical_only: checks_only,
             run_id: r.id.clone(),
             generation: r.generation,
             round: r.round,
@@ -531,8 +558,9 @@ impl Tx {
             episode_secs: r.task.budget.auditor_episode_secs,
             gui: r.task.gui.clone(),
             // What `go_on_after_audit` completes the run on, signed by the auditor.
-            completes_run: purpose == AuditPurpose::Final
-                || (purpose == AuditPurpose::Round && r.task.complete_on_gate),
+            completes_run: !checks_only
+                && (purpose == AuditPurpose::Final
+                    || (purpose == AuditPurpose::Round && r.task.complete_on_gate)),
             unquoted_met: !r.task.judge_quotes,
         };
         let secs = r.task.budget.start_secs + r.task.budget.auditor_episode_secs;
@@ -542,10 +570,15 @@ impl Tx {
             candidate: candidate.clone(),
             objective,
             write_scope,
+            checks_only,
         };
         self.set_deadline(DeadlineKind::Audit, secs);
         self.publish(Target::Audit, msg_id, Message::AuditRequest(request));
-        self.log(LogEvent::AuditDispatched { purpose, candidate });
+        self.log(LogEvent::AuditDispatched {
+            purpose,
+            candidate,
+            checks_only,
+        });
     }
 
     pub fn into_step(self) -> Step {

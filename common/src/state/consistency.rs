@@ -100,6 +100,7 @@ mod tests {
                 candidate: "c".into(),
                 objective: "o".into(),
                 write_scope: vec![],
+                checks_only: false,
             },
             Phase::WaitingForAnswer {
                 question: "q?".into(),

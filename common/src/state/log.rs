@@ -85,6 +85,10 @@ pub enum LogEvent {
     AuditDispatched {
         purpose: AuditPurpose,
         candidate: SnapshotId,
+        /// The checks only, no model asked: a sibling's candidate, or the last round's when the
+        /// spend budget ran out with its episode. Absent when false.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        checks_only: bool,
     },
     AuditReport {
         purpose: AuditPurpose,

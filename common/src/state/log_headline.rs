@@ -265,9 +265,14 @@ fn round_step(event: &LogEvent) -> String {
                 detail(reason)
             )
         }
-        E::AuditDispatched { purpose, candidate } => format!(
-            "{} audit dispatched for snapshot {}",
+        E::AuditDispatched {
+            purpose,
+            candidate,
+            checks_only,
+        } => format!(
+            "{} audit{} dispatched for snapshot {}",
             wire_name(purpose),
+            if *checks_only { " (checks only)" } else { "" },
             short_id(candidate)
         ),
         E::AuditReport { step_attempt, .. } => {

@@ -127,6 +127,11 @@ pub enum Phase {
         candidate: SnapshotId,
         objective: String,
         write_scope: Vec<String>,
+        /// A checks-only audit (no model asked): the round's candidate when the token or cost
+        /// budget ran out with its episode, so the run ends holding the better of it and the
+        /// artifact before. Absent when false.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        checks_only: bool,
     },
     /// Waiting for a human answer to `question`.
     WaitingForAnswer { question: String },

@@ -417,3 +417,44 @@ async fn a_candidate_that_breaks_a_passing_check_is_set_aside_and_the_work_befor
     );
     Ok(())
 }
+
+/// The token budget runs out with round 1's episode: its candidate still gets a checks-only
+/// audit (no model asked) and the run ends holding it, one check passing, not the empty start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_candidate_frozen_as_the_token_budget_runs_out_is_checked_and_kept(
+) -> anyhow::Result<()> {
+    let model = StandInModel::start(Script::new().replies(
+        "standin-executor",
+        [write_hello("print('hello, loopgate')\n"), finish()],
+    ))
+    .await?;
+    let task = TWO_CHECKS.replace(
+        "[budget]\n",
+        "[budget]\nmanager = false\nmax_total_tokens = 1\n",
+    );
+    let stack = Stack::start(StackOptions::new(profiles(&model), 1)).await?;
+    let run = stack.submit(&task, &[]).await?;
+    let id = run["id"].as_str().unwrap_or_default().to_string();
+    let done = stack.wait_terminal(&id, WAIT).await?;
+    assert_eq!(done["state"], "budget_exhausted", "{done}");
+    assert_eq!(done["checks"]["passing"], 1, "{done}");
+    let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
+    let entries = log["entries"].as_array().cloned().unwrap_or_default();
+    let dispatched: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["type"] == "audit_dispatched")
+        .collect();
+    assert_eq!(dispatched.len(), 1, "{entries:?}");
+    assert_eq!(dispatched[0]["checks_only"], true, "{entries:?}");
+    // No model was asked in the audit.
+    assert_eq!(done["usage"]["auditor"]["input_tokens"], 0, "{done}");
+    let out = tempfile::tempdir()?;
+    stack
+        .checkout(done["snapshot"].as_str().unwrap_or_default(), out.path())
+        .await?;
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("hello.py"))?,
+        "print('hello, loopgate')\n"
+    );
+    Ok(())
+}
