@@ -141,8 +141,8 @@ pub(crate) fn spawn(
 /// Starts manager `name` on a free loopback port, its config written by `config_for(port)`,
 /// and waits for its `/readyz`. A port found free can be taken by another process before the
 /// manager binds it: the manager then exits saying so and is started again on a fresh port.
-/// A `/readyz` answer counts only while the manager itself listens on the port, never one from
-/// whoever else holds it.
+/// A `/readyz` answer counts only once the manager has said it listens on the port, never one
+/// from whoever else holds it.
 pub(crate) async fn start_manager(
     name: &str,
     client: &reqwest::Client,
@@ -185,7 +185,7 @@ async fn wait_ready(
             );
         }
         if let Ok(r) = client.get(&url).send().await {
-            if r.status().is_success() && listens_on(child.pid(), port) {
+            if r.status().is_success() && listens_on(child, port) {
                 return Ok(true);
             }
         }
@@ -199,26 +199,13 @@ async fn wait_ready(
     }
 }
 
-/// Does process `pid` hold the listening TCP socket on loopback `port`? (From `/proc`: the
-/// socket's inode among the process's file descriptors.) True where `/proc` cannot tell.
-fn listens_on(pid: u32, port: u16) -> bool {
-    let Ok(table) = std::fs::read_to_string("/proc/net/tcp") else {
-        return true;
-    };
-    let local = format!(":{port:04X}");
-    // Columns: sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode.
-    let inodes: Vec<String> = table
+/// Has the manager `child` said it listens on loopback `port`? (Its log's `http api listening`
+/// line, written once the bind succeeded; a process id would not do, since an image test's
+/// manager runs in a container behind a `podman run` shim.)
+fn listens_on(child: &ChildGuard, port: u16) -> bool {
+    let addr = format!("\"127.0.0.1:{port}\"");
+    child
+        .log_text()
         .lines()
-        .skip(1)
-        .map(|line| line.split_whitespace().collect::<Vec<_>>())
-        .filter(|cols| cols.len() > 9 && cols[1].ends_with(&local) && cols[3] == "0A")
-        .map(|cols| format!("socket:[{}]", cols[9]))
-        .collect();
-    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
-        return true;
-    };
-    fds.flatten().any(|fd| {
-        std::fs::read_link(fd.path())
-            .is_ok_and(|target| inodes.iter().any(|i| target.as_os_str() == i.as_str()))
-    })
+        .any(|line| line.contains("http api listening") && line.contains(&addr))
 }
