@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 use crate::tools::context::ToolContext;
 use crate::tools::edit_match::{replace_once, MatchKind, NoUniqueMatch};
 use crate::tools::mended_python::{mend_python, mended_note};
+use crate::tools::python_syntax::check_python_write;
 use crate::tools::tool_def::{
     object_schema, parse_args, path_param, string_param, ToolDef, ToolEffect,
 };
@@ -87,14 +88,15 @@ impl Workspace {
                  call finish if the step is done."
             ));
         }
+        let unparsed = check_python_write(rel, Some(text.as_bytes()), edited)?;
         self.dir()
             .write(&real, edited.as_bytes())
             .map_err(beneath_err("write", rel))?;
         let mut result = match kind {
-            MatchKind::Exact => format!("edited {rel}"),
+            MatchKind::Exact => format!("edited {rel}{unparsed}"),
             MatchKind::IgnoringWhitespace => format!(
-                "edited {rel} (`old` matched only with its whitespace ignored; read the file \
-                 if the indentation matters)"
+                "edited {rel}{unparsed} (`old` matched only with its whitespace ignored; read \
+                 the file if the indentation matters)"
             ),
         };
         if let Some(m) = &mended {

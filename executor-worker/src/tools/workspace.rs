@@ -74,6 +74,15 @@ pub enum ToolError {
          fails the audit; change the code it tests instead"
     )]
     Protected { path: String },
+    #[error(
+        "'{path}' was not written: the content would not parse as Python, at {problem}\nThe \
+         file is as it was; send the whole corrected content (or a corrected edit)"
+    )]
+    WouldNotParse {
+        path: String,
+        /// Where it breaks, with the lines around it (`SyntaxProblem::describe`).
+        problem: String,
+    },
     #[error("shell: {0}")]
     Shell(String),
     #[error("internal error running the tool: {0}")]

@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 use std::os::unix::fs::symlink;
 
@@ -441,4 +441,42 @@ fn a_partial_write_over_a_python_file_keeps_its_other_definitions_and_says_so() 
         std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(),
         "def c():\n    pass\n"
     );
+}
+
+/// A Python write or edit that would not parse is refused where the file parsed (or was new),
+/// the file left as it was and the error saying where; over a file that did not parse either
+/// it goes through with a note; other files are never checked. Skipped (said so) without a
+/// `python3` on PATH.
+#[test]
+fn a_python_change_that_would_not_parse_is_refused_where_the_file_parsed() {
+    use crate::tools::python_syntax::syntax_problem;
+    if syntax_problem("def f(:\n").is_none() {
+        eprintln!("SKIP a_python_change_that_would_not_parse_is_refused: no python3 on PATH");
+        return;
+    }
+    let (_dir, ws) = workspace();
+    let refused = |r: Result<String, ToolError>| match r {
+        Err(ToolError::WouldNotParse { problem, .. }) => problem,
+        other => panic!("expected WouldNotParse, got {other:?}"),
+    };
+    let problem = refused(ws.write_file("a.py", "def f(:\n    return 1\n"));
+    assert!(problem.starts_with("line 1, column"), "{problem}");
+    assert!(!ws.root().join("a.py").exists());
+    let good = "def f():\n    return 1\n";
+    ws.write_file("a.py", good).unwrap();
+    let problem = refused(ws.edit_file("a.py", "return 1", "return (1"));
+    assert!(problem.contains(">    2 |     return (1"), "{problem}");
+    refused(ws.write_file("a.py", "def f():\nreturn 1\n"));
+    assert_eq!(fs::read_to_string(ws.root().join("a.py")).unwrap(), good);
+    // Already broken: the model may be mending it in steps; nothing that parsed is lost.
+    fs::write(ws.root().join("b.py"), "x = (\n").unwrap();
+    let note = ws.write_file("b.py", "y = [\n").unwrap();
+    assert!(note.contains("still does not parse"), "{note}");
+    let note = ws.edit_file("b.py", "y = [", "y = [1").unwrap();
+    assert!(note.contains("still does not parse"), "{note}");
+    assert_eq!(
+        ws.edit_file("b.py", "y = [1", "y = [1]").unwrap(),
+        "edited b.py"
+    );
+    ws.write_file("notes.txt", "def f(:\n").unwrap();
 }

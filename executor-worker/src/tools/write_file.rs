@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 use crate::tools::context::ToolContext;
 use crate::tools::kept_definitions::keep_dropped_definitions;
 use crate::tools::mended_python::{mend_python, mended_note};
+use crate::tools::python_syntax::check_python_write;
 use crate::tools::same_name::{files_named_like, listed};
 use crate::tools::tool_def::{
     object_schema, parse_args, path_param, string_param, ToolDef, ToolEffect,
@@ -64,7 +65,7 @@ impl Workspace {
             .and_then(|b| std::str::from_utf8(b).ok())
             .and_then(|old| keep_dropped_definitions(old, content));
         let content = kept.as_ref().map_or(content, |k| k.text.as_str());
-        if before.is_some_and(|before| before == content.as_bytes()) {
+        if before.as_deref() == Some(content.as_bytes()) {
             // Small models repeat the same write for every step they have left; say plainly
             // that it changed nothing, so the next move is `finish` or a different change.
             return Ok(format!(
@@ -73,9 +74,10 @@ impl Workspace {
                 content.len()
             ));
         }
+        let unparsed = check_python_write(rel, before.as_deref(), content)?;
         let created = self.dir().symlink_metadata(&target.real).is_err();
         self.write_target(&target, rel, content.as_bytes())?;
-        let mut result = format!("wrote {} bytes to {written}", content.len());
+        let mut result = format!("wrote {} bytes to {written}{unparsed}", content.len());
         if created {
             let elsewhere = files_named_like(self.dir(), &written);
             if !elsewhere.is_empty() {
