@@ -2,14 +2,14 @@
 //! (never charged, never ends the run), a step's episode deadline is set by its first start
 //! only, and the manager's decision requests go out under ids sealed with the run's secret.
 
-use super::tests::{apply, exec_done, report, TASK};
+use super::tests::{apply, exec_done, exec_result, report, TASK};
 use super::*;
 use crate::state::{DeadlineKind, Target};
 use crate::task::parse_task_toml;
 use loopgate_protocol::dispatch_id::decide_msg_id;
 use loopgate_protocol::usage::Usage;
 use loopgate_protocol::verdict::Integrity;
-use loopgate_protocol::wire::{EpisodeRole, EpisodeStarted, ExecOutcome, ExecResult};
+use loopgate_protocol::wire::{EpisodeRole, EpisodeStarted, ExecOutcome};
 
 /// The run's token budget: far above one episode's ceiling, far below a forged 10^9.
 const BUDGET_TOKENS: u64 = 100_000_000;
@@ -29,21 +29,10 @@ fn executing() -> RunRecord {
 }
 
 fn result(record: &RunRecord, usage: Usage) -> RunEvent {
-    RunEvent::ExecFinished(ExecResult {
-        transcript: None,
-        attempt: 1,
-        run_id: record.id.clone(),
-        generation: record.generation,
-        round: record.round,
-        delivery_attempt: 1,
-        worker: "forger".into(),
-        outcome: ExecOutcome::Failed {
-            error: "forged".into(),
-        },
-        usage,
-        duration_ms: 1,
-        agent_isolation: None,
-    })
+    let outcome = ExecOutcome::Failed {
+        error: "forged".into(),
+    };
+    exec_result(record, outcome, usage)
 }
 
 fn start(record: &RunRecord, role: EpisodeRole, attempt: u64, worker: &str) -> RunEvent {

@@ -2,13 +2,13 @@
 //! audit (no model asked, never completing the run), and the run ends holding the better of it
 //! and the artifact before; an episode that froze nothing ends the run at once.
 
-use super::tests::{apply, evidence, reply};
+use super::tests::{apply, audited, evidence, exec_result, reply, report_on};
 use super::*;
 use crate::state::Target;
 use crate::task::parse_task_toml;
 use loopgate_protocol::usage::Usage;
-use loopgate_protocol::verdict::{AuditStatus, ContractVerdict, Integrity, Verdicts};
-use loopgate_protocol::wire::{AuditPurpose, AuditReport, ExecOutcome, ExecResult, Message};
+use loopgate_protocol::verdict::{AuditStatus, Integrity};
+use loopgate_protocol::wire::{AuditPurpose, ExecOutcome, Message};
 
 const TASK: &str = r#"
 goal = "Make a and b pass"
@@ -40,66 +40,24 @@ fn exec(record: &RunRecord, candidate: Option<&str>, tokens: u64) -> RunEvent {
             error: "the model server failed".into(),
         },
     };
-    RunEvent::ExecFinished(ExecResult {
-        transcript: None,
-        attempt: 1,
-        run_id: record.id.clone(),
-        generation: record.generation,
-        round: record.round,
-        delivery_attempt: 1,
-        worker: "w".into(),
-        outcome,
-        usage: Usage::tokens(tokens, 0),
-        duration_ms: 5,
-        agent_isolation: None,
-    })
+    exec_result(record, outcome, Usage::tokens(tokens, 0))
 }
 
 /// A report on the candidate under audit: `passing` lists the checks that pass.
 fn report(record: &RunRecord, passing: &[&str], mechanical_only: bool) -> RunEvent {
-    let Phase::Auditing {
-        purpose, candidate, ..
-    } = &record.phase
-    else {
-        panic!("not auditing: {:?}", record.phase);
+    let candidate = audited(record);
+    let status = if passing.len() == 2 {
+        AuditStatus::Complete
+    } else {
+        AuditStatus::Incomplete
     };
-    let all = passing.len() == 2;
-    RunEvent::AuditFinished(AuditReport {
-        mechanical_only,
-        run_id: record.id.clone(),
-        generation: record.generation,
-        round: record.round,
-        purpose: *purpose,
-        delivery_attempt: 1,
-        worker: "a".into(),
-        snapshot: candidate.clone(),
-        verdicts: Verdicts {
-            status: if all {
-                AuditStatus::Complete
-            } else {
-                AuditStatus::Incomplete
-            },
-            integrity: Integrity::Clean,
-            contract: ContractVerdict::Aligned,
-        },
-        evidence: ["a", "b"]
-            .iter()
-            .map(|id| evidence(candidate, id, passing.contains(id)))
-            .collect(),
-        gaps: vec![],
-        backcheck: vec![],
-        changed_paths: vec!["a".into()],
-        added_paths: Vec::new(),
-        judgment: None,
-        usage: Usage::default(),
-        duration_ms: 1,
-        proposal: None,
-        rubric: None,
-        spec_hash: record.contract.spec_hash.clone(),
-        completes_run: false,
-        key_id: String::new(),
-        signature: String::new(),
-    })
+    let evidence = ["a", "b"]
+        .iter()
+        .map(|id| evidence(&candidate, id, passing.contains(id)))
+        .collect();
+    let mut report = report_on(record, status, Integrity::Clean, evidence);
+    report.mechanical_only = mechanical_only;
+    RunEvent::AuditFinished(report)
 }
 
 /// Round 1 froze `c1`, audited with `a` passing; round 2's episode froze `c2` and spent the

@@ -58,15 +58,9 @@ pub(super) fn reply(record: &RunRecord, raw: &str) -> Step {
 pub(super) fn exec_done(record: &RunRecord, candidate: &str) -> Step {
     apply(
         record,
-        RunEvent::ExecFinished(ExecResult {
-            transcript: None,
-            attempt: 1,
-            run_id: record.id.clone(),
-            generation: record.generation,
-            round: record.round,
-            delivery_attempt: 1,
-            worker: "w".into(),
-            outcome: ExecOutcome::Frozen {
+        exec_result(
+            record,
+            ExecOutcome::Frozen {
                 candidate: candidate.into(),
                 summary: "did it".into(),
                 claimed_done: true,
@@ -75,11 +69,26 @@ pub(super) fn exec_done(record: &RunRecord, candidate: &str) -> Step {
                 files_changed: 1,
                 self_check_refusals: 0,
             },
-            usage: Usage::default(),
-            duration_ms: 5,
-            agent_isolation: None,
-        }),
+            Usage::default(),
+        ),
     )
+}
+
+/// The executor's result of `record`'s current round from worker `w`.
+pub(super) fn exec_result(record: &RunRecord, outcome: ExecOutcome, usage: Usage) -> RunEvent {
+    RunEvent::ExecFinished(ExecResult {
+        transcript: None,
+        attempt: 1,
+        run_id: record.id.clone(),
+        generation: record.generation,
+        round: record.round,
+        delivery_attempt: 1,
+        worker: "w".into(),
+        outcome,
+        usage,
+        duration_ms: 5,
+        agent_isolation: None,
+    })
 }
 
 /// One check's evidence on `snapshot`: exit 0 when it passes, 1 when not, output "out".
@@ -103,6 +112,35 @@ pub(super) fn evidence(snapshot: &str, id: &str, pass: bool) -> Evidence {
 }
 
 pub(super) fn report(record: &RunRecord, pass: bool, integrity: Integrity) -> AuditReport {
+    let candidate = audited(record);
+    let status = if pass {
+        AuditStatus::Complete
+    } else {
+        AuditStatus::Incomplete
+    };
+    report_on(
+        record,
+        status,
+        integrity,
+        vec![evidence(&candidate, "prints", pass)],
+    )
+}
+
+/// The snapshot `record` waits for the audit of.
+pub(super) fn audited(record: &RunRecord) -> String {
+    match &record.phase {
+        Phase::Auditing { candidate, .. } => candidate.clone(),
+        p => panic!("not auditing: {p:?}"),
+    }
+}
+
+/// A full, unsigned report from auditor `a` on the audit `record` waits for.
+pub(super) fn report_on(
+    record: &RunRecord,
+    status: AuditStatus,
+    integrity: Integrity,
+    evidence: Vec<Evidence>,
+) -> AuditReport {
     let (purpose, candidate) = match &record.phase {
         Phase::Auditing {
             purpose, candidate, ..
@@ -117,17 +155,13 @@ pub(super) fn report(record: &RunRecord, pass: bool, integrity: Integrity) -> Au
         purpose,
         delivery_attempt: 1,
         worker: "a".into(),
-        snapshot: candidate.clone(),
+        snapshot: candidate,
         verdicts: Verdicts {
-            status: if pass {
-                AuditStatus::Complete
-            } else {
-                AuditStatus::Incomplete
-            },
+            status,
             integrity,
             contract: ContractVerdict::Aligned,
         },
-        evidence: vec![evidence(&candidate, "prints", pass)],
+        evidence,
         gaps: vec![],
         backcheck: vec![],
         changed_paths: vec!["hello.py".into()],

@@ -407,6 +407,11 @@ async fn a_candidate_that_breaks_a_passing_check_is_set_aside_and_the_work_befor
     let prompts = episode_prompts(&model, "standin-executor");
     assert!(prompts[2].contains("set aside"), "{}", prompts[2]);
     // The completed snapshot holds round 1's hello.py.
+    assert_holds_greeting(&stack, &done).await
+}
+
+/// The run `done` ended on a snapshot whose hello.py prints the greeting.
+async fn assert_holds_greeting(stack: &Stack, done: &Value) -> anyhow::Result<()> {
     let out = tempfile::tempdir()?;
     stack
         .checkout(done["snapshot"].as_str().unwrap_or_default(), out.path())
@@ -448,13 +453,5 @@ async fn the_candidate_frozen_as_the_token_budget_runs_out_is_checked_and_kept(
     assert_eq!(dispatched[0]["checks_only"], true, "{entries:?}");
     // No model was asked in the audit.
     assert_eq!(done["usage"]["auditor"]["input_tokens"], 0, "{done}");
-    let out = tempfile::tempdir()?;
-    stack
-        .checkout(done["snapshot"].as_str().unwrap_or_default(), out.path())
-        .await?;
-    assert_eq!(
-        std::fs::read_to_string(out.path().join("hello.py"))?,
-        "print('hello, loopgate')\n"
-    );
-    Ok(())
+    assert_holds_greeting(&stack, &done).await
 }
