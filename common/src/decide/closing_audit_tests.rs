@@ -2,7 +2,7 @@
 //! audit (no model asked, never completing the run), and the run ends holding the better of it
 //! and the artifact before; an episode that froze nothing ends the run at once.
 
-use super::tests::{apply, audited, evidence, exec_result, reply, report_on};
+use super::tests::{apply, audited, evidence, exec_result, frozen, reply, report_on};
 use super::*;
 use crate::state::Target;
 use crate::task::parse_task_toml;
@@ -27,15 +27,7 @@ clause_steps = false
 
 fn exec(record: &RunRecord, candidate: Option<&str>, tokens: u64) -> RunEvent {
     let outcome = match candidate {
-        Some(candidate) => ExecOutcome::Frozen {
-            candidate: candidate.into(),
-            summary: "did it".into(),
-            claimed_done: true,
-            steps: 2,
-            tool_calls: 2,
-            files_changed: 1,
-            self_check_refusals: 0,
-        },
+        Some(candidate) => frozen(candidate),
         None => ExecOutcome::Failed {
             error: "the model server failed".into(),
         },

@@ -58,20 +58,21 @@ pub(super) fn reply(record: &RunRecord, raw: &str) -> Step {
 pub(super) fn exec_done(record: &RunRecord, candidate: &str) -> Step {
     apply(
         record,
-        exec_result(
-            record,
-            ExecOutcome::Frozen {
-                candidate: candidate.into(),
-                summary: "did it".into(),
-                claimed_done: true,
-                steps: 2,
-                tool_calls: 2,
-                files_changed: 1,
-                self_check_refusals: 0,
-            },
-            Usage::default(),
-        ),
+        exec_result(record, frozen(candidate), Usage::default()),
     )
+}
+
+/// An episode that froze `candidate` and claims done.
+pub(super) fn frozen(candidate: &str) -> ExecOutcome {
+    ExecOutcome::Frozen {
+        candidate: candidate.into(),
+        summary: "did it".into(),
+        claimed_done: true,
+        steps: 2,
+        tool_calls: 2,
+        files_changed: 1,
+        self_check_refusals: 0,
+    }
 }
 
 /// The executor's result of `record`'s current round from worker `w`.
