@@ -98,6 +98,11 @@ impl Workspace {
                 "edited {rel}{unparsed} (`old` matched only with its whitespace ignored; read \
                  the file if the indentation matters)"
             ),
+            MatchKind::IgnoringQuotes => format!(
+                "edited {rel}{unparsed} (`old` matched only with its whitespace ignored and ' \
+                 taken for \": the region now holds `new` as you wrote it; read the file if \
+                 the quotes matter)"
+            ),
         };
         if let Some(m) = &mended {
             result.push_str(&mended_note(m));

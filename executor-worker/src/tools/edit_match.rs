@@ -2,10 +2,13 @@
 //! there, once more ignoring whitespace (codex's `apply_patch` does the same with trimmed
 //! lines). Small models retype the text they mean to replace and drift in it (a docstring's
 //! closing quotes moved to their own line, a tab for four spaces, a lost trailing newline);
-//! the whitespace part of that drift is what this forgives. A miss that differs in more than
-//! whitespace (a dropped docstring line, another quote style) gets the file's text in its
-//! error instead (`Workspace::edit_file`). The replaced region is whole lines' worth of the original when
-//! `old` began or ended with whitespace, so the indentation `new` brings is not doubled. Pure.
+//! the whitespace part of that drift is what this forgives, and then the quote style: a 1.5B
+//! model retyped `f"{x}"` as `f'{x}'` in ten identical calls of one episode, each shown the
+//! file's text, so `'` and `"` count as one when nothing else matches (the region is replaced
+//! by `new`, quotes and all). A miss that differs in more (a dropped docstring line) gets the
+//! file's text in its error instead (`Workspace::edit_file`). The replaced region is whole
+//! lines' worth of the original when `old` began or ended with whitespace, so the indentation
+//! `new` brings is not doubled. Pure.
 
 /// Files over this many bytes get the exact match only (the lenient scan compares `old` at
 /// every non-whitespace character).
@@ -17,6 +20,8 @@ pub(crate) enum MatchKind {
     Exact,
     /// Only with whitespace differences ignored.
     IgnoringWhitespace,
+    /// Only with whitespace differences ignored and `'` taken for `"`.
+    IgnoringQuotes,
 }
 
 /// Why no edit was made: `old` is not there (0) or not unique (its count).
@@ -36,8 +41,20 @@ pub(crate) fn replace_once(
         [] => {}
         several => return Err(NoUniqueMatch(several.len())),
     }
-    let (start, end) = lenient_region(text, old)?;
-    Ok((splice(text, start, end, new), MatchKind::IgnoringWhitespace))
+    let (region, kind) = match lenient_region(text, old, false) {
+        Err(NoUniqueMatch(0)) => (lenient_region(text, old, true)?, MatchKind::IgnoringQuotes),
+        found => (found?, MatchKind::IgnoringWhitespace),
+    };
+    Ok((splice(text, region.0, region.1, new), kind))
+}
+
+/// `c` as the lenient match compares it: with `fold_quotes`, `'` as `"`.
+fn compared(c: char, fold_quotes: bool) -> char {
+    if fold_quotes && c == '\'' {
+        '"'
+    } else {
+        c
+    }
 }
 
 fn splice(text: &str, start: usize, end: usize, new: &str) -> String {
@@ -48,9 +65,18 @@ fn splice(text: &str, start: usize, end: usize, new: &str) -> String {
     out
 }
 
-/// The byte range of `text` that equals `old` ignoring whitespace, when there is exactly one.
-fn lenient_region(text: &str, old: &str) -> Result<(usize, usize), NoUniqueMatch> {
-    let wanted: Vec<char> = old.chars().filter(|c| !c.is_whitespace()).collect();
+/// The byte range of `text` that equals `old` ignoring whitespace (and with `fold_quotes`,
+/// the difference between `'` and `"`), when there is exactly one.
+fn lenient_region(
+    text: &str,
+    old: &str,
+    fold_quotes: bool,
+) -> Result<(usize, usize), NoUniqueMatch> {
+    let wanted: Vec<char> = old
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .map(|c| compared(c, fold_quotes))
+        .collect();
     if wanted.is_empty() || text.len() > LENIENT_MAX_BYTES {
         return Err(NoUniqueMatch(0));
     }
@@ -62,7 +88,11 @@ fn lenient_region(text: &str, old: &str) -> Result<(usize, usize), NoUniqueMatch
     let hits: Vec<usize> = dense
         .windows(wanted.len())
         .enumerate()
-        .filter(|(_, w)| w.iter().map(|(_, c)| *c).eq(wanted.iter().copied()))
+        .filter(|(_, w)| {
+            w.iter()
+                .map(|(_, c)| compared(*c, fold_quotes))
+                .eq(wanted.iter().copied())
+        })
         .map(|(i, _)| i)
         .collect();
     let &[first] = hits.as_slice() else {
@@ -162,6 +192,26 @@ mod tests {
             ),
             // Lenient matches that are not unique are refused, with their count.
             ("a = 1\na  =  1\n", "a= 1", "b", Err(2)),
+            // Another quote style, as a 1.5B model retyped it ten times in one episode.
+            (
+                "def f(c):\n    return f\"{c // 100}.{c % 100}\"\n",
+                "return f'{c // 100}.{c % 100}'",
+                "return f'{c // 100}.{c % 100:02d}'",
+                Ok((
+                    "def f(c):\n    return f'{c // 100}.{c % 100:02d}'\n",
+                    MatchKind::IgnoringQuotes,
+                )),
+            ),
+            // Quotes folded only when nothing matches without: two regions alike but for
+            // their quotes, one of them exact, is an exact match.
+            (
+                "a = 'x'\nb = \"x\"\n",
+                "a = 'x'",
+                "a = 1",
+                Ok(("a = 1\nb = \"x\"\n", MatchKind::Exact)),
+            ),
+            // Folded quotes that match twice are refused, with their count.
+            ("a('x')\na(\"x\")\n", "a( \"x' )", "b", Err(2)),
             // Multibyte text around the match.
             (
                 "é  ü\nß",
