@@ -271,8 +271,9 @@ pub(crate) fn summarize(report: &LoopReport) -> Option<(String, bool)> {
         )),
         LoopEnd::StepCap => Some(("step cap reached".to_string(), false)),
         LoopEnd::Stuck => Some((
-            "stopped early: after the self-check refused the workspace, the model kept \
-             writing what it already held; the next round starts afresh"
+            "stopped early: the model kept repeating a call that got it nothing (a write of \
+             what the refused workspace already held, or a call that failed the same way each \
+             time); the next round starts afresh"
                 .to_string(),
             false,
         )),

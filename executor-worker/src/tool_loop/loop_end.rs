@@ -37,8 +37,9 @@ pub enum LoopEnd {
     },
     StepCap,
     /// The agent kept writing what its workspace already holds after the self-check refused
-    /// that very workspace (see `repeat_guard::MAX_REPEATED_FINDINGS`): the episode ends so the next round
-    /// starts from a fresh context.
+    /// that very workspace (see `repeat_guard::MAX_REPEATED_FINDINGS`), or sent the very call
+    /// that failed again and again (`repeat_guard::MAX_IDENTICAL_FAILURES`): the episode ends
+    /// so the next round starts from a fresh context.
     Stuck,
     TimedOut(Duration),
     ModelFailed(ModelError),

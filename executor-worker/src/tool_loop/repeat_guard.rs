@@ -26,7 +26,15 @@ pub(crate) enum AfterCall {
     /// As `RepeatFindings`, after the findings were already repeated
     /// [`MAX_REPEATED_FINDINGS`] times this episode: the agent is stuck, the episode ends.
     Stuck(String),
+    /// The same call (tool and arguments) failed this many times in a row,
+    /// [`MAX_IDENTICAL_FAILURES`] or more: the agent is stuck, the episode ends.
+    FailingAgain(u32),
 }
+
+/// Times the very same call may fail in a row before the episode ends: a 1.5B model sent one
+/// `edit_file` whose `old` was not in the file ten times in a row, each time shown the file's
+/// text, and spent 30,000 tokens on it; the step's next episode starts from a fresh prompt.
+pub(crate) const MAX_IDENTICAL_FAILURES: u32 = 3;
 
 /// Times an episode answers a write that changes nothing with the findings the agent has
 /// already seen for that very workspace; the next such write is `AfterCall::Stuck`: a model
@@ -45,6 +53,8 @@ pub(crate) struct RepeatGuard {
     last_refusal: Option<String>,
     /// Repeated writes answered with findings the agent had already seen.
     repeated_findings: u32,
+    /// Times in a row the last call failed, identical each time.
+    identical_failures: u32,
 }
 
 impl RepeatGuard {
@@ -53,10 +63,17 @@ impl RepeatGuard {
         let key = (call.name.clone(), call.arguments.to_string());
         let effect = Tool::effect_of(&call.name);
         // Writing the same bytes again changes nothing.
-        let repeat = ok
-            && matches!(effect, Some(ToolEffect::WritesFile { .. }))
-            && self.last_call.as_ref() == Some(&key);
+        let same = self.last_call.as_ref() == Some(&key);
+        let repeat = ok && matches!(effect, Some(ToolEffect::WritesFile { .. })) && same;
         self.last_call = Some(key);
+        self.identical_failures = match (ok, same) {
+            (true, _) => 0,
+            (false, true) => self.identical_failures + 1,
+            (false, false) => 1,
+        };
+        if self.identical_failures >= MAX_IDENTICAL_FAILURES {
+            return AfterCall::FailingAgain(self.identical_failures);
+        }
         if repeat {
             return match (&self.last_refusal, self.changed_since_check) {
                 (Some(refusal), false) if self.repeated_findings >= MAX_REPEATED_FINDINGS => {
@@ -131,6 +148,34 @@ mod tests {
             // a failed write is not a repeat, nor is a write after a failed one
             (
                 vec![(w("x"), false), (w("x"), false)],
+                None,
+                AfterCall::Nothing,
+            ),
+            // the same call failing a third time in a row ends the episode
+            (
+                vec![(w("x"), false), (w("x"), false), (w("x"), false)],
+                None,
+                AfterCall::FailingAgain(MAX_IDENTICAL_FAILURES),
+            ),
+            // a different call (or a success) in between starts the count again
+            (
+                vec![
+                    (w("x"), false),
+                    (w("x"), false),
+                    (w("y"), false),
+                    (w("x"), false),
+                    (w("x"), false),
+                ],
+                None,
+                AfterCall::Nothing,
+            ),
+            (
+                vec![
+                    (sh.clone(), false),
+                    (sh.clone(), false),
+                    (sh.clone(), true),
+                    (sh.clone(), false),
+                ],
                 None,
                 AfterCall::Nothing,
             ),

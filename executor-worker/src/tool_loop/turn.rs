@@ -184,6 +184,13 @@ async fn after_repeat(
             tracing::info!(tool = %call.name, "a repeated write: the last self-check's findings again");
             Repeated::Answer(repeated_write_text(result, &refusal))
         }
+        AfterCall::FailingAgain(times) => {
+            tracing::info!(tool = %call.name, times, "the same call failed again: the episode ends for a fresh attempt");
+            Repeated::Stuck(format!(
+                "{result}\n\n[loopgate: this very call failed {times} times in a row; the \
+                 episode ends here and the step starts again from a fresh prompt]"
+            ))
+        }
         AfterCall::Stuck(refusal) => {
             tracing::info!(tool = %call.name, "a repeated write after its findings were repeated: the episode ends for a fresh attempt");
             Repeated::Stuck(repeated_write_text(result, &refusal))
