@@ -309,9 +309,16 @@ pub(super) fn dispatch_clause_step(tx: &mut Tx, step: ClauseStep) {
     }
     // The last clause, given its tries and still failing, is set aside for this one.
     if let Some(last) = tx.record.streaks.clause_tries {
+        let passes_now = checked_clauses(&tx.record).is_some_and(|(clauses, _)| {
+            clauses
+                .iter()
+                .find(|c| c.index == last.clause as usize)
+                .is_some_and(|c| passes(&tx.record, c))
+        });
         let aside = &mut tx.record.streaks.clauses_set_aside;
         if last.clause as usize != step.clause
             && last.tries >= CLAUSE_TRIES
+            && !passes_now
             && !aside.contains(&last.clause)
         {
             aside.push(last.clause);

@@ -135,6 +135,24 @@ fn a_clause_failing_twice_is_set_aside_for_the_next_and_then_the_manager_decides
 }
 
 #[test]
+fn a_clause_passing_on_its_last_try_is_not_set_aside() {
+    // As in the bughunt-shop run of 2026-12-06: clause 2 passed on its second try, and the
+    // next clause's step said "clause 2 set aside, still failing after its tries".
+    let s = start_run("r", task("step_retries = 0", ""), "base", 0);
+    let s = round(&s.record, "c1", &[]);
+    assert_eq!(s.record.streaks.clause_tries.map(|t| t.tries), Some(2));
+    let s = round(&s.record, "c2", &["a"]);
+    assert!(
+        objective(&s).starts_with("Create b.py."),
+        "{}",
+        objective(&s)
+    );
+    assert!(s.record.streaks.clauses_set_aside.is_empty());
+    let headline = s.log.last().map(|e| e.event.headline()).unwrap_or_default();
+    assert!(!headline.contains("set aside"), "{headline}");
+}
+
+#[test]
 fn both_clauses_failing_their_tries_go_to_the_manager() {
     // (Identical failures would escalate as stagnation after three rounds: not this test's.)
     let s = start_run(
