@@ -205,7 +205,8 @@ async fn dump_runs(stack: &Stack, dir: &Path, record: &LongRecord) {
         } else {
             format!("{label}.run{}.json", i + 1)
         };
-        let body = json!({"run": view, "log": log});
+        let transcripts = round_transcripts(stack, id).await;
+        let body = json!({"run": view, "log": log, "transcripts": transcripts});
         let _ = std::fs::write(
             dir.join(name),
             serde_json::to_string_pretty(&body).unwrap_or_default(),
@@ -217,6 +218,26 @@ async fn dump_runs(stack: &Stack, dir: &Path, record: &LongRecord) {
             .await;
     }
     let _ = std::fs::write(dir.join(format!("{label}.daemons.txt")), stack.logs());
+}
+
+/// Every round's episode transcript of run `id` (what the model was told and did), in round
+/// order; a round without one is left out.
+async fn round_transcripts(stack: &Stack, id: &str) -> Vec<Value> {
+    let rounds = stack
+        .get(&format!("/v1/runs/{id}/rounds"))
+        .await
+        .unwrap_or(Value::Null);
+    let count = rounds["rounds"].as_array().map_or(0, Vec::len);
+    let mut out = Vec::new();
+    for n in 1..=count {
+        if let Ok(t) = stack
+            .get(&format!("/v1/runs/{id}/rounds/{n}/transcript"))
+            .await
+        {
+            out.push(t);
+        }
+    }
+    out
 }
 
 /// Per arm: hidden criteria at the end over the suite, false completions, runs that ended
