@@ -5,11 +5,12 @@
 //! otherwise fails every check of the file until an audit finds it.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use crate::agents::run::resolve_command;
 use crate::tools::workspace::ToolError;
 
 /// How long the compile may take before the text counts as unknown (never refused).
@@ -120,15 +121,13 @@ pub(crate) fn check_python_write(
     ))
 }
 
-/// `python3` on this process's PATH, looked up once.
+/// `python3` on this process's PATH, looked up once (`agents::run::resolve_command`).
 fn python3() -> Option<&'static PathBuf> {
     static PYTHON3: OnceLock<Option<PathBuf>> = OnceLock::new();
     PYTHON3
         .get_or_init(|| {
-            let path = std::env::var_os("PATH")?;
-            std::env::split_paths(&path)
-                .map(|dir| dir.join("python3"))
-                .find(|candidate| candidate.is_file())
+            let path = std::env::var("PATH").ok()?;
+            resolve_command(Path::new("python3"), &path).ok()
         })
         .as_ref()
 }
