@@ -100,6 +100,12 @@ pub struct BudgetFile {
     /// and the artifact stays at the current snapshot (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback_regressions: Option<bool>,
+    /// Before the first step, the starting workspace's checks are run (checks only, no model
+    /// asked), so a first candidate that breaks what already passed is set aside like any
+    /// later regression, and the first clause step skips clauses that pass already (default
+    /// true; runs with a planning stage have no baseline: their contract is not final yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_checks: Option<bool>,
     /// When each clause of the goal has a blocking check, the next step is the first clause
     /// whose checks fail, in the goal's own words, without a manager call (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -159,6 +165,9 @@ pub struct Budget {
     /// Stored only when it is not the default, so records keep the keys they had.
     #[serde(default = "default_true", skip_serializing_if = "is_true")]
     pub rollback_regressions: bool,
+    /// Stored only when it is not the default, so records keep the keys they had.
+    #[serde(default = "default_true", skip_serializing_if = "is_true")]
+    pub baseline_checks: bool,
     /// Stored only when it is not the default, so records keep the keys they had.
     #[serde(default = "default_true", skip_serializing_if = "is_true")]
     pub clause_steps: bool,
@@ -259,6 +268,7 @@ impl Default for Budget {
             episode_grace_secs: DEFAULT_EPISODE_GRACE_SECS,
             step_retries: DEFAULT_STEP_RETRIES,
             rollback_regressions: true,
+            baseline_checks: true,
             clause_steps: true,
             manager: true,
             attempts: DEFAULT_ATTEMPTS,
@@ -315,6 +325,7 @@ impl BudgetFile {
             episode_grace_secs: secs!(episode_grace_secs, day),
             step_retries: count!(step_retries, 0, MAX_STEP_RETRIES),
             rollback_regressions: self.rollback_regressions.unwrap_or(d.rollback_regressions),
+            baseline_checks: self.baseline_checks.unwrap_or(d.baseline_checks),
             clause_steps: self.clause_steps.unwrap_or(d.clause_steps),
             manager: self.manager.unwrap_or(d.manager),
             attempts: count!(attempts, 1, MAX_ATTEMPTS),

@@ -25,7 +25,9 @@ fn apply(step: &Step, event: RunEvent) -> Step {
 /// with no manager decision; with a manager decision, after its `Next: cli`): its exec
 /// request's `self_checks`.
 fn dispatched(budget: &str) -> (Step, u32) {
-    let task = parse_task_toml(&format!("{TASK}{budget}")).unwrap();
+    // The starting workspace's checks (before the first step) are tested in the decide
+    // module's baseline tests.
+    let task = parse_task_toml(&format!("{TASK}baseline_checks = false\n{budget}")).unwrap();
     let started = start_run("r1", task, "base", 0);
     let step = match started.record.phase {
         Phase::Deciding { seq } => apply(

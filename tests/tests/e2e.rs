@@ -138,7 +138,8 @@ async fn failing_attempt_is_audited_replanned_and_then_completes() -> anyhow::Re
         "audit_report",
         "gate",
     ];
-    let mut want = vec!["submitted"];
+    // The starting workspace's checks first (checks only), then two rounds.
+    let mut want = vec!["submitted", "audit_dispatched", "baseline_checked"];
     want.extend(round);
     want.extend(round);
     want.push("terminal");

@@ -23,6 +23,9 @@ check = "test -f b"
 id = "c"
 check = "test -f c"
 [budget]
+# The run's first step comes at once here; baseline_tests.rs tests the starting
+# workspace's checks before it.
+baseline_checks = false
 attempts = 3
 step_retries = 0
 clause_steps = false

@@ -12,7 +12,7 @@ use loopgate_protocol::wire::{Increment, Message};
 fn task(budget: &str, more: &str) -> Task {
     let toml = format!(
         "goal = \"Create a.py. Create b.py.\"\n[[acceptance]]\nid = \"a\"\ncheck = \"python3 \
-         a.py\"\n[[acceptance]]\nid = \"b\"\ncheck = \"python3 b.py\"\n{more}\n[budget]\n\
+         a.py\"\n[[acceptance]]\nid = \"b\"\ncheck = \"python3 b.py\"\n{more}\n[budget]\nbaseline_checks = false\n\
          max_rounds = 10\nmax_failed_rounds = 20\n{budget}"
     );
     parse_task_toml(&toml).unwrap()
@@ -251,7 +251,7 @@ fn without_a_manager_a_passing_gate_gets_its_final_audit_and_the_rounds_run_out(
 #[test]
 fn a_goal_of_one_unchecked_clause_is_the_first_step_and_is_retried_like_any_step() {
     let toml = "goal = \"Make the tests pass.\"\n[[acceptance]]\nid = \"a\"\ncheck = \
-                \"python3 -m unittest\"\n[budget]\nmax_rounds = 6\n";
+                \"python3 -m unittest\"\n[budget]\nmax_rounds = 6\nbaseline_checks = false\n";
     let s = start_run("r", parse_task_toml(toml).unwrap(), "base", 0);
     assert_eq!(
         kinds(&s),
@@ -298,7 +298,7 @@ fn a_clause_step_targets_its_clause_and_the_earlier_clauses_that_pass() {
     let toml = "goal = \"Create a.py. Create b.py. Create c.py.\"\n[[acceptance]]\nid = \"a\"\n\
                 check = \"python3 a.py\"\n[[acceptance]]\nid = \"b\"\ncheck = \"python3 b.py\"\n\
                 [[acceptance]]\nid = \"c\"\ncheck = \"python3 c.py\"\n[budget]\nmax_rounds = 10\n\
-                max_failed_rounds = 20\nstep_retries = 1\nstagnation_rounds = 0\n";
+                max_failed_rounds = 20\nstep_retries = 1\nstagnation_rounds = 0\nbaseline_checks = false\n";
     let s = start_run("r", parse_task_toml(toml).unwrap(), "base", 0);
     assert_eq!(targets(&s), vec!["a"]);
     // It serves its own clause only (not every clause sharing two words with its step).

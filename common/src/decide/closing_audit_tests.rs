@@ -19,6 +19,9 @@ check = "test -f a"
 id = "b"
 check = "test -f b"
 [budget]
+# The run's first step comes at once here; baseline_tests.rs tests the starting
+# workspace's checks before it.
+baseline_checks = false
 max_rounds = 5
 max_total_tokens = 1000
 step_retries = 0

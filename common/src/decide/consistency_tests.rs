@@ -16,6 +16,9 @@ goal = "Create hello.py"
 id = "prints"
 check = "python3 hello.py"
 [budget]
+# The run's first step comes at once here; baseline_tests.rs tests the starting
+# workspace's checks before it.
+baseline_checks = false
 # Every step is the manager's here: a failing audit goes back to it (not to an executor, as
 # a retry would), and the first step is its decision (not the goal's clause).
 step_retries = 0

@@ -276,6 +276,9 @@ pub(super) fn on_tick(record: &RunRecord, now: i64, serving: Option<&[Capability
                 b.executor_episode_secs
             )
         }
+        (DeadlineKind::Audit, _) if round == 0 => {
+            "the audit of the starting workspace did not finish in time".to_string()
+        }
         (DeadlineKind::Audit, _) => format!("the audit of round {round} did not finish in time"),
     };
     tx.log(LogEvent::DeadlineMissed {
@@ -284,6 +287,9 @@ pub(super) fn on_tick(record: &RunRecord, now: i64, serving: Option<&[Capability
     });
     if siblings_due {
         return on_deadline(tx, &detail);
+    }
+    if super::baseline::is_pending(record) {
+        return super::baseline::skip(tx, &detail);
     }
     match deadline.kind {
         DeadlineKind::Decision => manager_miss(&mut tx, detail),
@@ -336,6 +342,9 @@ pub(super) fn on_dead_letter(
         return tx.finish();
     }
     let detail = format!("a {kind} message could not be delivered ({reason})");
+    if super::baseline::is_pending(record) {
+        return super::baseline::skip(tx, &detail);
+    }
     match record.phase {
         Phase::Deciding { .. } => manager_miss(&mut tx, detail),
         _ => {

@@ -83,7 +83,12 @@ pub(super) fn on_manager_reply(
     if tx.check_spend_budget() {
         return tx.finish();
     }
-    let step = match usable_step(raw, gui_offered, &tx.record.contract.goal) {
+    let steps: Vec<&str> = record
+        .history
+        .iter()
+        .map(|h| h.objective.as_str())
+        .collect();
+    let step = match usable_step(raw, gui_offered, &tx.record.contract.goal, &steps) {
         Ok(step) => step,
         Err(error) => {
             refuse_unusable_reply(&mut tx, seq, raw, &error);
@@ -109,10 +114,16 @@ pub(super) fn on_manager_reply(
 }
 
 /// The manager's reply as a step the run can take: it parses, names a real route, that route
-/// is offered here, and an `ask` asks something the goal does not already say.
-fn usable_step(raw: &str, gui_offered: bool, goal: &str) -> Result<NextStep, NextStepError> {
+/// is offered here, and an `ask` asks something neither the goal nor an earlier step (`steps`)
+/// already says.
+fn usable_step(
+    raw: &str,
+    gui_offered: bool,
+    goal: &str,
+    steps: &[&str],
+) -> Result<NextStep, NextStepError> {
     parse_next_step(raw).and_then(|step| match step.route {
-        Route::Ask => match ask_without_question(goal, &step.task) {
+        Route::Ask => match ask_without_question(goal, steps, &step.task) {
             Some(why) => Err(NextStepError::NotAQuestion { why }),
             None => Ok(step),
         },

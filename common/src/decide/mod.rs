@@ -5,6 +5,7 @@ mod attempt_choice;
 mod attempts;
 mod audit_outcome;
 mod audit_progress;
+mod baseline;
 mod clause_step;
 mod episode_bounds;
 mod episode_progress;
@@ -116,9 +117,20 @@ pub fn start_run_with(
     tx.into_step()
 }
 
+/// A run's start: the starting workspace's checks first when the task wants a baseline (see
+/// `baseline`), else its first step.
+fn begin(tx: &mut Tx) {
+    if baseline::wanted(&tx.record) {
+        tx.record.state = RunState::Running;
+        tx.dispatch_baseline_audit();
+    } else {
+        begin_steps(tx);
+    }
+}
+
 /// A run's first step: planning when the task asks for it, the goal's first clause when the
 /// clause policy gives it (see `clause_step`), else its first decision.
-fn begin(tx: &mut Tx) {
+fn begin_steps(tx: &mut Tx) {
     if tx.record.task.plan {
         tx.record.state = RunState::Running;
         tx.record.planning.stage = Some(PlanningStage::Spec);

@@ -292,7 +292,7 @@ fn two_checks(budget: &str) -> RunRecord {
     let text = format!(
         "goal = \"Create hello.py\"\n[[acceptance]]\nid = \"prints\"\ncheck = \"python3 \
          hello.py\"\n[[acceptance]]\nid = \"exits\"\ncheck = \"python3 hello.py; test $? = 0\"\n\
-         [budget]\nmax_rounds = 6\nclause_steps = false\n{budget}"
+         [budget]\nmax_rounds = 6\nclause_steps = false\nbaseline_checks = false\n{budget}"
     );
     start_run("r1", parse_task_toml(&text).unwrap(), "base", 0).record
 }

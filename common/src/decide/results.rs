@@ -163,6 +163,9 @@ pub(super) fn on_audit(record: &RunRecord, report: &AuditReport, now: i64) -> De
     }
     tx.audit_report = Some(report.clone());
     let outcome = outcome_of_report(record, report, purpose, candidate);
+    if super::baseline::is_pending(record) {
+        return super::baseline::on_baseline(tx, outcome);
+    }
     apply_audit(tx, outcome)
 }
 

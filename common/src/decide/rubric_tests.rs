@@ -19,6 +19,9 @@ name = "clarity"
 [roles]
 auditor = "judge"
 [budget]
+# The run's first step comes at once here; baseline_tests.rs tests the starting
+# workspace's checks before it.
+baseline_checks = false
 max_rounds = 5
 max_failed_rounds = 5
 # The manager decides every step here, the first one too.

@@ -94,45 +94,54 @@ pub(super) fn send_back(tx: &mut Tx, seq: u32, reason: String) {
 /// prompt's line for `cli`, `Task: Give the executor one bounded instruction ...`)? Such a
 /// task says nothing about this one; `dispatch_step` sends the goal's clauses for it instead.
 pub(super) fn copies_the_manager_prompt(task: &str) -> bool {
-    let words = |t: &str| {
-        t.split(|c: char| !c.is_alphanumeric())
-            .filter(|w| !w.is_empty())
-            .map(str::to_lowercase)
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    let task = words(task);
+    let task = words(task).join(" ");
     task.split(' ').count() >= 5
-        && words(&crate::decide::manager_prompt::system_prompt(true)).contains(&task)
+        && words(&crate::decide::manager_prompt::system_prompt(true))
+            .join(" ")
+            .contains(&task)
 }
 
 /// Why an `ask` is not a question for a person, if it is not: it repeats the goal (the person
-/// wrote the goal; asking it back answers nothing), or it copies the manager's own prompt.
-pub(super) fn ask_without_question(goal: &str, question: &str) -> Option<String> {
+/// wrote the goal; asking it back answers nothing), repeats a step the run already gave an
+/// executor (an instruction, not a question), or copies the manager's own prompt.
+pub(super) fn ask_without_question(goal: &str, steps: &[&str], question: &str) -> Option<String> {
     if copies_the_manager_prompt(question) {
         return Some("copies the instructions the manager was given".to_string());
     }
-    let words = |t: &str| {
-        t.split(|c: char| !c.is_alphanumeric())
-            .filter(|w| !w.is_empty())
-            .map(str::to_lowercase)
-            .collect::<Vec<_>>()
-    };
     let asked = words(question);
-    let goal = words(goal);
-    if asked.len() < 6 || goal.is_empty() {
+    if asked.len() < 6 {
         return None;
     }
+    if repeats_text(&asked, &words(goal)) {
+        return Some("repeats the goal".to_string());
+    }
+    steps
+        .iter()
+        .any(|step| repeats_text(&asked, &words(step)))
+        .then(|| "repeats a step the run already gave an executor".to_string())
+}
+
+/// Lower-cased words of `t`.
+fn words(t: &str) -> Vec<String> {
+    t.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// Whether the words `asked` repeat `text`: one holds the other, or nine in ten of ten or more
+/// asked words are `text`'s.
+fn repeats_text(asked: &[String], text: &[String]) -> bool {
+    if text.is_empty() {
+        return false;
+    }
     let joined = |w: &[String]| format!(" {} ", w.join(" "));
-    let (asked_text, goal_text) = (joined(&asked), joined(&goal));
-    let repeats = goal_text.contains(&asked_text)
-        || (goal.len() >= 6 && asked_text.contains(&goal_text))
-        || {
-            let known: std::collections::HashSet<&String> = goal.iter().collect();
-            let shared = asked.iter().filter(|w| known.contains(w)).count();
-            asked.len() >= 10 && shared * 10 >= asked.len() * 9
-        };
-    repeats.then(|| "repeats the goal".to_string())
+    let (asked_text, text_joined) = (joined(asked), joined(text));
+    text_joined.contains(&asked_text) || (text.len() >= 6 && asked_text.contains(&text_joined)) || {
+        let known: std::collections::HashSet<&String> = text.iter().collect();
+        let shared = asked.iter().filter(|w| known.contains(w)).count();
+        asked.len() >= 10 && shared * 10 >= asked.len() * 9
+    }
 }
 
 #[cfg(test)]
@@ -174,8 +183,38 @@ mod tests {
         ];
         for (question, junk) in cases {
             assert_eq!(
-                ask_without_question(goal, question).is_some(),
+                ask_without_question(goal, &[], question).is_some(),
                 junk,
+                "{question:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_ask_that_repeats_an_earlier_step_is_not_a_question() {
+        let goal = "Add every_nth(iterable, n) to more_itertools: it yields every n-th item \
+                    starting with the first, and from more_itertools import every_nth works";
+        let steps = [
+            "Add every_nth(iterable, n) to more_itertools",
+            "Add the `every_nth` function to the `more_itertools` package and ensure it works \
+             correctly.",
+        ];
+        let cases = [
+            // The manager's own round-3 step handed back as its question (a 1.5B run).
+            (
+                "Add the `every_nth` function to the `more_itertools` package and ensure it \
+                 works correctly.",
+                Some("repeats a step the run already gave an executor"),
+            ),
+            (
+                "Should every_nth raise ValueError for n < 1, or yield nothing?",
+                None,
+            ),
+        ];
+        for (question, why) in cases {
+            assert_eq!(
+                ask_without_question(goal, &steps, question).as_deref(),
+                why,
                 "{question:?}"
             );
         }

@@ -13,6 +13,9 @@ goal = "Create hello.py"
 id = "prints"
 check = "python3 hello.py"
 [budget]
+# The run's first step comes at once here; baseline_tests.rs tests the starting
+# workspace's checks before it.
+baseline_checks = false
 max_rounds = 3
 max_invalid_outputs = 2
 # These tests drive the manager for every step; step_retry.rs and progress_tests.rs test a

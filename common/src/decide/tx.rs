@@ -518,6 +518,18 @@ impl Tx {
         self.dispatch_audit_of(AuditPurpose::Round, candidate, objective, write_scope, true);
     }
 
+    /// The checks-only audit of the starting workspace, before round 1 (see `baseline`).
+    pub(super) fn dispatch_baseline_audit(&mut self) {
+        let base = self.record.snapshot.clone();
+        self.dispatch_audit_of(
+            AuditPurpose::Round,
+            base,
+            super::baseline::OBJECTIVE.to_string(),
+            Vec::new(),
+            true,
+        );
+    }
+
     fn dispatch_audit_of(
         &mut self,
         purpose: AuditPurpose,

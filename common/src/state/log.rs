@@ -90,6 +90,19 @@ pub enum LogEvent {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         checks_only: bool,
     },
+    /// The starting workspace's checks, run before the first step (`budget.baseline_checks`):
+    /// which blocking criteria pass already. A first candidate that breaks one is set aside.
+    BaselineChecked {
+        snapshot: SnapshotId,
+        /// Blocking criteria passing on the starting workspace.
+        passing: Vec<String>,
+        /// Blocking criteria failing there (or without a conclusive check).
+        failing: Vec<String>,
+        /// Why the starting workspace has no baseline (its audit was lost): the first
+        /// candidate then has nothing to be compared with. Absent when it was checked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        skipped: Option<String>,
+    },
     AuditReport {
         purpose: AuditPurpose,
         worker: String,
@@ -341,6 +354,7 @@ impl LogEvent {
             LogEvent::ExecDispatched { .. } => "exec_dispatched",
             LogEvent::ExecResult { .. } => "exec_result",
             LogEvent::AuditDispatched { .. } => "audit_dispatched",
+            LogEvent::BaselineChecked { .. } => "baseline_checked",
             LogEvent::AuditReport { .. } => "audit_report",
             LogEvent::Gate { .. } => "gate",
             LogEvent::DoneRefused { .. } => "done_refused",

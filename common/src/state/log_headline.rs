@@ -105,6 +105,7 @@ impl LogEvent {
             E::RubricScored { .. }
             | E::Pivot { .. }
             | E::AuditReused { .. }
+            | E::BaselineChecked { .. }
             | E::Stagnation { .. }
             | E::Escalated { .. } => progress(self),
             E::Question { .. }
@@ -489,6 +490,29 @@ fn progress(event: &LogEvent) -> String {
         } => format!(
             "snapshot {} is unchanged from round {from_round}: its audit is reused, not run again",
             short_id(snapshot)
+        ),
+        E::BaselineChecked {
+            skipped: Some(why), ..
+        } => format!(
+            "starting workspace not checked ({}): the first candidate has no baseline to be \
+             compared with",
+            detail(why)
+        ),
+        E::BaselineChecked {
+            snapshot,
+            passing,
+            failing,
+            ..
+        } => format!(
+            "starting workspace {} checked: {} of {} blocking criteria pass already{}",
+            short_id(snapshot),
+            passing.len(),
+            passing.len() + failing.len(),
+            if passing.is_empty() {
+                String::new()
+            } else {
+                format!(" ({}); a step that breaks one is set aside", passing.join(", "))
+            }
         ),
         E::Stagnation {
             rounds,

@@ -151,6 +151,19 @@ fn shares_name(a: &Block, b: &Block) -> bool {
     a.kind == Kind::Main && b.kind == Kind::Main || a.names.iter().any(|n| b.names.contains(n))
 }
 
+/// The top-level functions and classes `text` defines, by name; None when it cannot be cut
+/// into blocks.
+pub(crate) fn definition_names(text: &str) -> Option<Vec<String>> {
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    Some(
+        blocks(&lines)?
+            .into_iter()
+            .filter(|b| b.kind == Kind::Definition)
+            .flat_map(|b| b.names)
+            .collect(),
+    )
+}
+
 fn is_docstring(lines: &[&str], b: &Block) -> bool {
     let first = lines[b.code].trim_start();
     b.kind == Kind::Other && (first.starts_with('"') || first.starts_with('\''))

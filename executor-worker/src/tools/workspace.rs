@@ -83,6 +83,18 @@ pub enum ToolError {
         /// Where it breaks, with the lines around it (`SyntaxProblem::describe`).
         problem: String,
     },
+    #[error(
+        "'{path}' was not written: it defines {count} functions and classes ({names}) and this \
+         content defines none, so every one of them would be lost. To add code, use edit_file \
+         (or write the whole file with its definitions); to replace the file on purpose, delete \
+         it first with the shell (`rm {path}`)"
+    )]
+    WouldDropEveryDefinition {
+        path: String,
+        count: usize,
+        /// The first few names it defines.
+        names: String,
+    },
     #[error("shell: {0}")]
     Shell(String),
     #[error("internal error running the tool: {0}")]

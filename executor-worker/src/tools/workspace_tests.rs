@@ -480,3 +480,54 @@ fn a_python_change_that_would_not_parse_is_refused_where_the_file_parsed() {
     );
     ws.write_file("notes.txt", "def f(:\n").unwrap();
 }
+
+/// A whole-file write that would leave a Python module with none of the functions and
+/// classes it defined is refused and the file kept; code content keeps its dropped
+/// definitions instead (kept_definitions), and small modules, new files, other file kinds and
+/// a file removed first go through.
+#[test]
+fn a_write_that_would_drop_every_definition_of_a_module_is_refused() {
+    let module = "_marker = object()\n\n\ndef take(n, it):\n    return list(it)[:n]\n\n\n\
+                  def tail(n, it):\n    return list(it)[-n:]\n\n\nclass Peekable:\n    pass\n";
+    let example = "from pkg import every_nth\n\nprint(list(every_nth(range(10), 3)))\n";
+    let cases: [(&str, &str, &str, bool); 5] = [
+        // A usage example over a module of three definitions (a 1.5B model's move).
+        ("recipes.py", module, example, true),
+        // Code content: written, its dropped definitions kept.
+        (
+            "recipes.py",
+            module,
+            "def every_nth(it, n):\n    return it\n",
+            false,
+        ),
+        // One definition is not guarded: a script may replace a one-function file.
+        ("one.py", "def f():\n    pass\n", example, false),
+        // Not Python.
+        ("notes.txt", module, example, false),
+        // A new file.
+        ("new.py", "", example, false),
+    ];
+    for (path, old, new, refused) in cases {
+        let (_dir, ws) = workspace();
+        if !old.is_empty() {
+            fs::write(ws.root().join(path), old).unwrap();
+        }
+        let result = ws.write_file(path, new);
+        match (&result, refused) {
+            (Err(ToolError::WouldDropEveryDefinition { count, names, .. }), true) => {
+                assert_eq!(*count, 3, "{path}");
+                assert_eq!(names, "take, tail, Peekable");
+                assert_eq!(fs::read_to_string(ws.root().join(path)).unwrap(), old);
+                let text = result.unwrap_err().to_string();
+                assert!(text.contains("rm recipes.py"), "{text}");
+            }
+            (Ok(_), false) => {}
+            (other, _) => panic!("{path}: refused={refused}, got {other:?}"),
+        }
+    }
+    // Removed first, the same content is written.
+    let (_dir, ws) = workspace();
+    fs::write(ws.root().join("recipes.py"), module).unwrap();
+    fs::remove_file(ws.root().join("recipes.py")).unwrap();
+    ws.write_file("recipes.py", example).unwrap();
+}

@@ -4,7 +4,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::tools::context::ToolContext;
-use crate::tools::kept_definitions::keep_dropped_definitions;
+use crate::tools::kept_definitions::{definition_names, keep_dropped_definitions};
 use crate::tools::mended_python::{mend_python, mended_note};
 use crate::tools::python_syntax::check_python_write;
 use crate::tools::same_name::{files_named_like, listed};
@@ -74,6 +74,7 @@ impl Workspace {
                 content.len()
             ));
         }
+        refuse_dropping_every_definition(rel, before.as_deref(), content)?;
         let unparsed = check_python_write(rel, before.as_deref(), content)?;
         let created = self.dir().symlink_metadata(&target.real).is_err();
         self.write_target(&target, rel, content.as_bytes())?;
@@ -107,4 +108,49 @@ impl Workspace {
         }
         Ok(result)
     }
+}
+
+/// Definitions a Python file must hold before a whole-file write that keeps none of them is
+/// refused.
+const DEFINITIONS_GUARDED: usize = 2;
+
+/// A whole-file write over a Python module that defines functions or classes, with content that
+/// defines none (a usage example, a test snippet, a stray script), would lose them all: the
+/// kept-definitions rule only applies to content that is itself code. Small models do this to
+/// a package's modules (a 1.5B run replaced a 1,000-line `recipes.py` with four lines of
+/// example usage). Refused, with the way to do it on purpose.
+fn refuse_dropping_every_definition(
+    rel: &str,
+    before: Option<&[u8]>,
+    content: &str,
+) -> Result<(), ToolError> {
+    if !rel.ends_with(".py") {
+        return Ok(());
+    }
+    let Some(old) = before.and_then(|b| std::str::from_utf8(b).ok()) else {
+        return Ok(());
+    };
+    let Some(old_names) = definition_names(old) else {
+        return Ok(());
+    };
+    if old_names.len() < DEFINITIONS_GUARDED
+        || definition_names(content).is_none_or(|names| !names.is_empty())
+    {
+        return Ok(());
+    }
+    const SHOWN: usize = 5;
+    let mut names = old_names
+        .iter()
+        .take(SHOWN)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if old_names.len() > SHOWN {
+        names.push_str(", ...");
+    }
+    Err(ToolError::WouldDropEveryDefinition {
+        path: rel.to_string(),
+        count: old_names.len(),
+        names,
+    })
 }

@@ -177,12 +177,13 @@ async fn failure_output_reaches_the_next_executor_and_unchanged_work_is_not_reau
         .collect();
     assert!(round_2.contains(&"audit_reused"), "{round_2:?}");
     assert!(!round_2.contains(&"audit_dispatched"), "{round_2:?}");
-    // Only rounds 1 and 3 ran an audit (and the final audit before completion).
-    let audits = entries
+    // Only rounds 1 and 3 ran an audit, after the starting workspace's checks (round 0).
+    let audits: Vec<u64> = entries
         .iter()
         .filter(|(_, t)| t == "audit_dispatched")
-        .count();
-    assert_eq!(audits, 2, "{entries:?}");
+        .map(|(r, _)| *r)
+        .collect();
+    assert_eq!(audits, vec![0, 1, 3], "{entries:?}");
     Ok(())
 }
 
@@ -410,6 +411,58 @@ async fn a_candidate_that_breaks_a_passing_check_is_set_aside_and_the_work_befor
     assert_holds_greeting(&stack, &done).await
 }
 
+/// The starting workspace passes the greeting check; round 1 breaks it and still lacks the
+/// marker. The starting workspace's checks (before round 1) make that a regression: round 1 is
+/// set aside, round 2 (its retry) starts from the starting workspace and completes. Without a
+/// baseline (`baseline_checks = false`) round 1's broken hello.py became the artifact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_round_that_breaks_what_passed_at_the_start_is_set_aside() -> anyhow::Result<()> {
+    let model = StandInModel::start(Script::new().replies(
+        "standin-executor",
+        [
+            // Round 1: breaks the greeting, no marker.
+            write_hello("print('hello')\n"),
+            finish(),
+            // Round 2, the retry: only the marker, over the starting hello.py.
+            Reply::tool_call(
+                "write_file",
+                json!({"path": "done.txt", "content": "done\n"}),
+            ),
+            finish(),
+        ],
+    ))
+    .await?;
+    let task = TWO_CHECKS.replace("[budget]\n", "[budget]\nmanager = false\n");
+    let stack = Stack::start(StackOptions::new(profiles(&model), 1)).await?;
+    let run = stack
+        .submit(&task, &[("hello.py", "print('hello, loopgate')\n")])
+        .await?;
+    let id = run["id"].as_str().unwrap_or_default().to_string();
+    let done = stack.wait_terminal(&id, WAIT).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    assert_eq!(done["round"], 2, "{done}");
+    let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
+    let entries = log["entries"].as_array().cloned().unwrap_or_default();
+    let baseline = entries
+        .iter()
+        .find(|e| e["type"] == "baseline_checked")
+        .ok_or_else(|| anyhow::anyhow!("no baseline_checked: {entries:?}"))?;
+    assert_eq!(
+        baseline["passing"],
+        json!(["prints-greeting"]),
+        "{baseline}"
+    );
+    assert_eq!(baseline["failing"], json!(["marker"]), "{baseline}");
+    assert_eq!(baseline["snapshot"], run["base_snapshot"], "{baseline}");
+    let rejected: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["type"] == "candidate_rejected")
+        .collect();
+    assert_eq!(rejected.len(), 1, "{entries:?}");
+    assert_eq!(rejected[0]["round"], 1, "{entries:?}");
+    assert_holds_greeting(&stack, &done).await
+}
+
 /// The run `done` ended on a snapshot whose hello.py prints the greeting.
 async fn assert_holds_greeting(stack: &Stack, done: &Value) -> anyhow::Result<()> {
     let out = tempfile::tempdir()?;
@@ -445,9 +498,10 @@ async fn the_candidate_frozen_as_the_token_budget_runs_out_is_checked_and_kept(
     assert_eq!(done["checks"]["passing"], 1, "{done}");
     let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
     let entries = log["entries"].as_array().cloned().unwrap_or_default();
+    // The starting workspace's checks (round 0), then round 1's candidate's.
     let dispatched: Vec<&Value> = entries
         .iter()
-        .filter(|e| e["type"] == "audit_dispatched")
+        .filter(|e| e["type"] == "audit_dispatched" && e["round"] != 0)
         .collect();
     assert_eq!(dispatched.len(), 1, "{entries:?}");
     assert_eq!(dispatched[0]["checks_only"], true, "{entries:?}");

@@ -133,7 +133,13 @@ async fn a_result_that_exhausts_its_deliveries_is_dead_lettered_and_its_round_fa
         .unwrap_or_default()
         .to_string();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while stack.log_entries(&id, "episode_started").await?.is_empty() {
+    // An executor's episode (the auditor's checks of the starting workspace come first).
+    while !stack
+        .log_entries(&id, "episode_started")
+        .await?
+        .iter()
+        .any(|e| e["role"] == "executor")
+    {
         anyhow::ensure!(
             tokio::time::Instant::now() < deadline,
             "no episode started\n{}",

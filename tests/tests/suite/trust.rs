@@ -253,7 +253,10 @@ async fn forged_verdicts_are_refused_and_the_run_does_not_complete() -> anyhow::
     let mut stack = Stack::start(StackOptions::new(profiles(&model), 1).hardened()).await?;
     // No honest auditor: the round's audit stays pending, the forgeries are all it gets.
     stack.auditor.kill();
-    let run = stack.submit(TASK, &[]).await?;
+    // The round's audit is the one forged here: no checks-only audit of the starting
+    // workspace before it (it could not complete the run anyway).
+    let task = TASK.replace("[budget]\n", "[budget]\nbaseline_checks = false\n");
+    let run = stack.submit(&task, &[]).await?;
     let id = run["id"].as_str().context("run id")?.to_string();
     let manager = connect_as(&stack, "manager").await?;
     let req = pending_audit(&manager, &id).await?;
