@@ -15,7 +15,8 @@ use crate::tools::workspace::{beneath_err, TextFile, ToolError, Workspace};
 pub(crate) const DEF: ToolDef = ToolDef {
     name: "edit_file",
     description: "Replace the single exact occurrence of `old` with `new` in a file. Fails if \
-                  `old` is missing or appears more than once.",
+                  `old` is missing or appears more than once. An empty `old` appends `new` at \
+                  the end of the file (creating it if missing).",
     parameters,
     effect: ToolEffect::EditsFile { text: "new" },
 };
@@ -64,8 +65,8 @@ impl Workspace {
     /// that equals it ignoring whitespace (see `edit_match`; the result says so). When `old`
     /// is not there, the error shows the file's current text (a small file) to copy from.
     pub fn edit_file(&self, rel: &str, old: &str, new: &str) -> Result<String, ToolError> {
-        if old.is_empty() {
-            return Err(ToolError::EmptyOld);
+        if old.trim().is_empty() {
+            return self.append_to_file(rel, new);
         }
         let TextFile { rel, real, text } = self.read_text(rel)?;
         let rel = rel.as_str();
@@ -80,6 +81,46 @@ impl Workspace {
                     count,
                 },
             })?;
+        self.write_edit(rel, &real, &text, edited, kind)
+    }
+
+    /// An `edit_file` whose `old` is empty: `new` goes at the end of the file (on a line of its
+    /// own), or becomes the file when there is none. Small models send an empty `old` to mean
+    /// "add this"; refusing it, the 1.5B model sent the same call until the episode ended.
+    fn append_to_file(&self, rel: &str, new: &str) -> Result<String, ToolError> {
+        let TextFile { rel, real, text } = match self.read_text(rel) {
+            Err(ToolError::NotFound(_)) => {
+                let written = self.write_file(rel, new)?;
+                return Ok(format!(
+                    "{written} (`old` was empty and the file did not exist: it holds `new` now)"
+                ));
+            }
+            other => other?,
+        };
+        let rel = rel.as_str();
+        let separator = if text.is_empty() || text.ends_with('\n') {
+            ""
+        } else {
+            "\n"
+        };
+        let edited = format!("{text}{separator}{new}");
+        let result = self.write_edit(rel, &real, &text, edited, MatchKind::Exact)?;
+        Ok(format!(
+            "{result}: `old` was empty, so `new` was appended at the end of the file (to change \
+             text already there, give that text exactly as `old`)"
+        ))
+    }
+
+    /// Write `edited` over `text` (the file at `real`), as `edit_file` does after finding
+    /// `old` by `kind`: Python mended and checked, the result saying how `old` matched.
+    fn write_edit(
+        &self,
+        rel: &str,
+        real: &std::path::Path,
+        text: &str,
+        edited: String,
+        kind: MatchKind,
+    ) -> Result<String, ToolError> {
         let mended = mend_python(rel, &edited);
         let edited = mended.as_ref().map_or(edited.as_str(), |m| m.text.as_str());
         if edited == text {
@@ -90,7 +131,7 @@ impl Workspace {
         }
         let unparsed = check_python_write(rel, Some(text.as_bytes()), edited)?;
         self.dir()
-            .write(&real, edited.as_bytes())
+            .write(real, edited.as_bytes())
             .map_err(beneath_err("write", rel))?;
         let mut result = match kind {
             MatchKind::Exact => format!("edited {rel}{unparsed}"),

@@ -44,8 +44,6 @@ pub enum ToolError {
     NotDirectory(String),
     #[error("'{0}' names the workspace root itself, not a file: give the file's path relative to the root, e.g. `main.py` or `src/main.py`")]
     WorkspaceRoot(String),
-    #[error("edit_file: `old` must not be empty")]
-    EmptyOld,
     #[error("edit_file: `old` text was not found in '{path}'{current}")]
     OldNotFound {
         path: String,

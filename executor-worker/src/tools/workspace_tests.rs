@@ -118,12 +118,20 @@ fn edit_file_exact_replace_cases() {
             |r| matches!(r, Err(ToolError::OldAmbiguous { count: 2, .. })),
             None,
         ),
+        // An empty `old` appends `new` (on a line of its own), or creates the file.
         (
-            "f.py",
+            "g.py",
             "",
-            "z",
-            |r| matches!(r, Err(ToolError::EmptyOld)),
-            None,
+            "def g():\n    return 2\n",
+            |r| r.as_ref().is_ok_and(|t| t.contains("appended at the end")),
+            Some("def f():\n    return 2\ndef g():\n    return 2\n"),
+        ),
+        (
+            "h.py",
+            " \n",
+            "x = 1",
+            |r| r.as_ref().is_ok_and(|t| t.contains("did not exist")),
+            Some("x = 1"),
         ),
         (
             "missing.py",
