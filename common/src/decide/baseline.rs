@@ -11,9 +11,10 @@
 //! counted as a failed round.
 
 use super::audit_outcome::AuditOutcome;
+use super::first_step::begin_steps;
 use super::transition::Decision;
 use super::tx::Tx;
-use crate::state::{LogEvent, Phase, RunRecord};
+use crate::state::{LogEvent, Phase, RunRecord, RunState};
 use loopgate_protocol::verdict::CheckVerdict;
 use loopgate_protocol::wire::AuditPurpose;
 
@@ -28,6 +29,12 @@ pub(super) fn wanted(record: &RunRecord) -> bool {
         && !record.task.plan
         && record.round == 0
         && record.contract.blocking().any(|c| c.check.is_some())
+}
+
+/// Send the starting workspace's checks out; the run is running from now on.
+pub(super) fn dispatch(tx: &mut Tx) {
+    tx.record.state = RunState::Running;
+    tx.dispatch_start_audit(OBJECTIVE.to_string());
 }
 
 /// Whether the run waits for the baseline audit (a checks-only audit before round 1).
@@ -67,7 +74,7 @@ pub(super) fn on_baseline(mut tx: Tx, outcome: AuditOutcome) -> Decision {
     });
     tx.evidence = outcome.evidence.clone();
     tx.record.audit.evidence = outcome.evidence;
-    super::begin_steps(&mut tx);
+    begin_steps(&mut tx);
     tx.finish()
 }
 
@@ -81,7 +88,7 @@ pub(super) fn skip(mut tx: Tx, why: &str) -> Decision {
         failing: Vec::new(),
         skipped: Some(why.to_string()),
     });
-    super::begin_steps(&mut tx);
+    begin_steps(&mut tx);
     tx.finish()
 }
 

@@ -10,6 +10,7 @@ mod clause_step;
 mod episode_bounds;
 mod episode_progress;
 mod exec_feedback;
+mod first_step;
 mod lifecycle;
 pub mod manager_prompt;
 mod manager_turn;
@@ -25,8 +26,8 @@ mod transition;
 mod tx;
 
 use crate::state::{
-    Accounting, AuditStanding, Deadlines, LogEvent, MsgIdSecret, Phase, Planning, PlanningStage,
-    RunRecord, RunState, Steering, Streaks, RUN_RECORD_SCHEMA,
+    Accounting, AuditStanding, Deadlines, LogEvent, MsgIdSecret, Phase, Planning, RunRecord,
+    RunState, Steering, Streaks, RUN_RECORD_SCHEMA,
 };
 use crate::task::Task;
 
@@ -121,23 +122,9 @@ pub fn start_run_with(
 /// `baseline`), else its first step.
 fn begin(tx: &mut Tx) {
     if baseline::wanted(&tx.record) {
-        tx.record.state = RunState::Running;
-        tx.dispatch_baseline_audit();
+        baseline::dispatch(tx);
     } else {
-        begin_steps(tx);
-    }
-}
-
-/// A run's first step: planning when the task asks for it, the goal's first clause when the
-/// clause policy gives it (see `clause_step`), else its first decision.
-fn begin_steps(tx: &mut Tx) {
-    if tx.record.task.plan {
-        tx.record.state = RunState::Running;
-        tx.record.planning.stage = Some(PlanningStage::Spec);
-    }
-    match clause_step::first_step(&tx.record) {
-        Some(step) => clause_step::dispatch_clause_step(tx, step),
-        None => tx.continue_work(),
+        first_step::begin_steps(tx);
     }
 }
 

@@ -518,16 +518,11 @@ impl Tx {
         self.dispatch_audit_of(AuditPurpose::Round, candidate, objective, write_scope, true);
     }
 
-    /// The checks-only audit of the starting workspace, before round 1 (see `baseline`).
-    pub(super) fn dispatch_baseline_audit(&mut self) {
+    /// A checks-only audit of the current snapshot before round 1, for `objective` (the
+    /// starting workspace's checks: see `baseline`).
+    pub(super) fn dispatch_start_audit(&mut self, objective: String) {
         let base = self.record.snapshot.clone();
-        self.dispatch_audit_of(
-            AuditPurpose::Round,
-            base,
-            super::baseline::OBJECTIVE.to_string(),
-            Vec::new(),
-            true,
-        );
+        self.dispatch_audit_of(AuditPurpose::Round, base, objective, Vec::new(), true);
     }
 
     fn dispatch_audit_of(
