@@ -61,6 +61,14 @@ fn write_hello(content: &str) -> Reply {
     )
 }
 
+/// The `done.txt` marker [`TWO_CHECKS`] checks for.
+fn write_marker() -> Reply {
+    Reply::tool_call(
+        "write_file",
+        json!({"path": "done.txt", "content": "done\n"}),
+    )
+}
+
 fn finish() -> Reply {
     Reply::tool_call("finish", json!({"summary": "done"}))
 }
@@ -382,10 +390,7 @@ async fn a_candidate_that_breaks_a_passing_check_is_set_aside_and_the_work_befor
                     write_hello("print('hello')\n"),
                     finish(),
                     // Round 3: the marker, on top of round 1's hello.py.
-                    Reply::tool_call(
-                        "write_file",
-                        json!({"path": "done.txt", "content": "done\n"}),
-                    ),
+                    write_marker(),
                     finish(),
                 ],
             ),
@@ -424,10 +429,7 @@ async fn a_first_round_that_breaks_what_passed_at_the_start_is_set_aside() -> an
             write_hello("print('hello')\n"),
             finish(),
             // Round 2, the retry: only the marker, over the starting hello.py.
-            Reply::tool_call(
-                "write_file",
-                json!({"path": "done.txt", "content": "done\n"}),
-            ),
+            write_marker(),
             finish(),
         ],
     ))
