@@ -79,6 +79,35 @@ async fn spawn_up(dir: &Path, model_url: &str, http_addr: &str) -> Result<Child>
     Ok(child)
 }
 
+/// Stops `loopgate up` as Ctrl-C does when dropped, and waits (up to 30 s) for it to take its
+/// stack down. `kill_on_drop` alone SIGKILLs only `up`, and each of its children runs in a
+/// process group of its own: a test that failed half-way left its nats-server, redis-servers,
+/// sentinels and daemons running (seen after a failed run). A stack that shut down already
+/// is gone, and the signal then finds nothing.
+struct StopOnDrop(u32);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        let pid = self.0.to_string();
+        let _ = std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .stderr(Stdio::null())
+            .status();
+        // Exited once /proc has no live entry for it (gone, or a zombie nobody reaped yet).
+        let live = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                stat.rsplit(')')
+                    .next()
+                    .is_some_and(|r| !r.trim_start().starts_with('Z'))
+            })
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while live() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
 /// The text of every log under `DIR/logs/`, for a failure message.
 fn logs(dir: &Path) -> String {
     let mut text = String::new();
@@ -195,6 +224,7 @@ async fn up_ha_comes_up_and_a_run_completes() -> Result<()> {
     let http_addr = format!("127.0.0.1:{}", free_port()?);
     let base = format!("http://{http_addr}");
     let mut up = spawn_up(dir, &model.base_url(), &http_addr).await?;
+    let stop = StopOnDrop(up.id().context("pid")?);
     let mut stdout = BufReader::new(up.stdout.take().context("stdout")?).lines();
     let first = tokio::time::timeout(Duration::from_secs(120), stdout.next_line()).await;
     let Ok(Ok(Some(first))) = first else {
@@ -298,6 +328,8 @@ async fn up_ha_comes_up_and_a_run_completes() -> Result<()> {
     let pid = up.id().context("pid")?.to_string();
     signal(&pid, "TERM").await?;
     let status = tokio::time::timeout(Duration::from_secs(90), up.wait()).await??;
+    // Reaped: its pid may be another process's now.
+    std::mem::forget(stop);
     assert_eq!(status.code(), Some(0), "{}", logs(dir));
     for port in sentinels.iter().copied().chain([primary, replica]) {
         let open = tokio::net::TcpStream::connect(("127.0.0.1", port))
