@@ -12,10 +12,10 @@
 
 use super::audit_outcome::AuditOutcome;
 use super::first_step::begin_steps;
+use super::regression::blocking_passing;
 use super::transition::Decision;
 use super::tx::Tx;
 use crate::state::{LogEvent, Phase, RunRecord, RunState};
-use loopgate_protocol::verdict::CheckVerdict;
 use loopgate_protocol::wire::AuditPurpose;
 
 /// The baseline audit's objective, as the auditor and the log see it.
@@ -53,19 +53,12 @@ pub(super) fn is_pending(record: &RunRecord) -> bool {
 /// The baseline audit came back: its evidence stands for the starting workspace, and the run
 /// takes its first step.
 pub(super) fn on_baseline(mut tx: Tx, outcome: AuditOutcome) -> Decision {
-    let (passing, failing): (Vec<String>, Vec<String>) = tx
-        .record
-        .contract
+    let contract = &tx.record.contract;
+    let passed = blocking_passing(contract, &outcome.evidence.iter().collect::<Vec<_>>());
+    let (passing, failing): (Vec<String>, Vec<String>) = contract
         .blocking()
         .map(|c| c.id.clone())
-        .partition(|id| {
-            outcome
-                .evidence
-                .iter()
-                .rev()
-                .find(|e| &e.check_id == id)
-                .is_some_and(|e| e.verdict == CheckVerdict::Pass)
-        });
+        .partition(|id| passed.contains(id));
     tx.log(LogEvent::BaselineChecked {
         snapshot: outcome.candidate,
         passing,

@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 
 use super::tx::Tx;
 use crate::state::{LogEvent, RunRecord};
+use loopgate_protocol::contract::Contract;
 use loopgate_protocol::verdict::{CheckVerdict, Evidence};
 
 /// A candidate that passes less than the current snapshot.
@@ -61,22 +62,12 @@ pub(super) fn regression(
     if standing.is_empty() {
         return None;
     }
-    let blocking: Vec<&str> = record.contract.blocking().map(|c| c.id.as_str()).collect();
-    let passing = |evidence: &[&Evidence]| -> BTreeSet<String> {
-        blocking
-            .iter()
-            .filter(|id| {
-                evidence
-                    .iter()
-                    .rev()
-                    .find(|e| e.check_id == **id)
-                    .is_some_and(|e| e.verdict == CheckVerdict::Pass)
-            })
-            .map(|id| id.to_string())
-            .collect()
-    };
-    let before = passing(&standing);
-    let after = passing(&candidate_evidence.iter().collect::<Vec<_>>());
+    let blocking = record.contract.blocking().count();
+    let before = blocking_passing(&record.contract, &standing);
+    let after = blocking_passing(
+        &record.contract,
+        &candidate_evidence.iter().collect::<Vec<_>>(),
+    );
     if after.len() >= before.len() {
         return None;
     }
@@ -85,8 +76,23 @@ pub(super) fn regression(
         lost: before.difference(&after).cloned().collect(),
         kept_passing: before.len(),
         candidate_passing: after.len(),
-        blocking: blocking.len(),
+        blocking,
     })
+}
+
+/// The blocking criteria of `contract` whose latest record in `evidence` is a pass.
+pub(super) fn blocking_passing(contract: &Contract, evidence: &[&Evidence]) -> BTreeSet<String> {
+    contract
+        .blocking()
+        .filter(|c| {
+            evidence
+                .iter()
+                .rev()
+                .find(|e| e.check_id == c.id)
+                .is_some_and(|e| e.verdict == CheckVerdict::Pass)
+        })
+        .map(|c| c.id.clone())
+        .collect()
 }
 
 /// Set `candidate` aside as `regressed`: the artifact stays where it is, the log and the
