@@ -103,22 +103,66 @@ pub(super) fn copies_the_manager_prompt(task: &str) -> bool {
 
 /// Why an `ask` is not a question for a person, if it is not: it repeats the goal (the person
 /// wrote the goal; asking it back answers nothing), repeats a step the run already gave an
-/// executor (an instruction, not a question), or copies the manager's own prompt.
+/// executor (an instruction, not a question), copies the manager's own prompt, or is an
+/// instruction itself (it asks nothing and opens with a work verb).
 pub(super) fn ask_without_question(goal: &str, steps: &[&str], question: &str) -> Option<String> {
     if copies_the_manager_prompt(question) {
         return Some("copies the instructions the manager was given".to_string());
     }
     let asked = words(question);
-    if asked.len() < 6 {
-        return None;
+    if asked.len() >= 6 {
+        if repeats_text(&asked, &words(goal)) {
+            return Some("repeats the goal".to_string());
+        }
+        if steps.iter().any(|step| repeats_text(&asked, &words(step))) {
+            return Some("repeats a step the run already gave an executor".to_string());
+        }
     }
-    if repeats_text(&asked, &words(goal)) {
-        return Some("repeats the goal".to_string());
+    is_an_instruction(question).then(|| {
+        "gives the executor an instruction and asks nothing (work is a `cli` step)".to_string()
+    })
+}
+
+/// Verbs that open an instruction for an executor, not a question for a person.
+const WORK_VERBS: &[&str] = &[
+    "add",
+    "build",
+    "change",
+    "complete",
+    "correct",
+    "create",
+    "delete",
+    "edit",
+    "ensure",
+    "finish",
+    "fix",
+    "implement",
+    "install",
+    "make",
+    "modify",
+    "move",
+    "refactor",
+    "remove",
+    "rename",
+    "replace",
+    "rewrite",
+    "run",
+    "update",
+    "write",
+];
+
+/// Whether `text` is an instruction, not a question: it asks nothing (no `?`) and opens with a
+/// work verb (after an optional "please"), like "Fix the count_words function to ...".
+fn is_an_instruction(text: &str) -> bool {
+    if text.contains('?') {
+        return false;
     }
-    steps
-        .iter()
-        .any(|step| repeats_text(&asked, &words(step)))
-        .then(|| "repeats a step the run already gave an executor".to_string())
+    let asked = words(text);
+    let first = match asked.first().map(String::as_str) {
+        Some("please") => asked.get(1),
+        _ => asked.first(),
+    };
+    first.is_some_and(|w| WORK_VERBS.contains(&w.as_str()))
 }
 
 /// Lower-cased words of `t`.
@@ -180,6 +224,37 @@ mod tests {
                  shell and file tools",
                 true,
             ),
+        ];
+        for (question, junk) in cases {
+            assert_eq!(
+                ask_without_question(goal, &[], question).is_some(),
+                junk,
+                "{question:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_ask_that_gives_an_instruction_is_not_a_question() {
+        let goal = "count_words in wordcount.py gives wrong answers. Fix it so it returns the \
+                    number of words separated by any whitespace, and 0 for an empty string.";
+        let cases = [
+            // A 1.5B manager's `ask` (examples/suite sitting u): the run waited for a person.
+            (
+                "Fix the count_words function to count words separated by any whitespace and \
+                 return 0 for an empty or blank string.",
+                true,
+            ),
+            ("Please add a test for tabs.", true),
+            ("Write it", true),
+            // Questions, and requests for what only a person has.
+            ("Should tabs count as separators?", false),
+            ("Fix the tests too, or only count_words?", false),
+            (
+                "Please provide the API token for the staging server.",
+                false,
+            ),
+            ("The spec says nothing about unicode spaces.", false),
         ];
         for (question, junk) in cases {
             assert_eq!(
