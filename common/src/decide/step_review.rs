@@ -118,7 +118,7 @@ pub(super) fn ask_without_question(goal: &str, steps: &[&str], question: &str) -
             return Some("repeats a step the run already gave an executor".to_string());
         }
     }
-    is_an_instruction(question).then(|| {
+    is_an_instruction(question, &asked).then(|| {
         "gives the executor an instruction and asks nothing (work is a `cli` step)".to_string()
     })
 }
@@ -151,13 +151,13 @@ const WORK_VERBS: &[&str] = &[
     "write",
 ];
 
-/// Whether `text` is an instruction, not a question: it asks nothing (no `?`) and opens with a
-/// work verb (after an optional "please"), like "Fix the count_words function to ...".
-fn is_an_instruction(text: &str) -> bool {
+/// Whether `text` (its [`words`]: `asked`) is an instruction, not a question: it asks nothing
+/// (no `?`) and opens with a work verb (after an optional "please"), like "Fix the count_words
+/// function to ...".
+fn is_an_instruction(text: &str, asked: &[String]) -> bool {
     if text.contains('?') {
         return false;
     }
-    let asked = words(text);
     let first = match asked.first().map(String::as_str) {
         Some("please") => asked.get(1),
         _ => asked.first(),
