@@ -236,6 +236,19 @@ impl Session {
             .ok_or_else(|| DesktopError::UnknownRef(reference.to_string()))
     }
 
+    /// A ref names an element of the desktop its snapshot came from: when that desktop's driver
+    /// has died since, the call says so and forgets the refs (the next call starts a fresh
+    /// desktop), instead of sending the old ref to a new desktop.
+    fn refuse_if_crashed(&mut self) -> Result<(), DesktopError> {
+        let dead = self.running.as_mut().is_some_and(|r| !r.is_alive());
+        if dead {
+            self.running = None;
+            self.refs.clear();
+            return Err(DesktopError::Crashed);
+        }
+        Ok(())
+    }
+
     /// A command on one element, its `stale` refusals named by `reference`.
     async fn on_element(
         &mut self,
@@ -243,6 +256,7 @@ impl Session {
         reference: &str,
         extra: Value,
     ) -> Result<Value, DesktopError> {
+        self.refuse_if_crashed()?;
         let (key, role) = self.element(reference)?;
         let mut args = body(extra);
         args.insert("key".into(), Value::from(key));

@@ -136,16 +136,19 @@ async fn a_killed_desktop_is_restarted_on_the_next_call() -> Result<()> {
     std::process::Command::new("kill")
         .args(["-9", &pid.to_string()])
         .status()?;
-    // The call that meets the crash says so (or, when the driver was already reaped, starts
-    // a fresh desktop where the old refs are gone); the next one runs on a fresh desktop.
+    // Wait until the driver is dead (a zombie, or reaped): the session finds it so before it
+    // sends the click, the case where a ref of the dead desktop must not reach a fresh one.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !is_dead(pid) {
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "driver {pid} still alive"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The call that meets the crash says so; the next one runs on a fresh desktop.
     let next = s.click(&save).await;
-    assert!(
-        matches!(
-            next,
-            Err(DesktopError::Crashed) | Err(DesktopError::UnknownRef(_))
-        ),
-        "{next:?}"
-    );
+    assert!(matches!(next, Err(DesktopError::Crashed)), "{next:?}");
     let fresh = s.snapshot().await?;
     assert!(s.take_restarted());
     assert!(fresh.starts_with("Windows: (none"), "{fresh}");
@@ -163,6 +166,17 @@ async fn a_killed_desktop_is_restarted_on_the_next_call() -> Result<()> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     Ok(())
+}
+
+/// Whether process `pid` has exited (a zombie not yet reaped, or gone).
+fn is_dead(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state == "Z" || state == "X"),
+        Err(_) => true,
+    }
 }
 
 /// The processes of process group `group` that are still running (zombies not counted: an
