@@ -265,6 +265,7 @@ fn dispatch_checks_only_audit(tx: &mut Tx, k: u32, candidate: String) {
         purpose: AuditPurpose::Round,
         candidate,
         checks_only: true,
+        baseline: false,
     });
     cover(tx, secs);
 }

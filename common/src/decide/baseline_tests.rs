@@ -77,6 +77,10 @@ fn a_run_first_checks_its_starting_workspace_with_no_model_asked() {
     assert_eq!(request.candidate_snapshot, "base");
     assert_eq!(request.base_snapshot, "base");
     assert_eq!(kinds(&s), vec!["submitted", "audit_dispatched"]);
+    assert!(s
+        .log
+        .iter()
+        .any(|e| matches!(e.event, LogEvent::AuditDispatched { baseline: true, .. })));
     assert_eq!(s.record.state, RunState::Running);
     s.record.check_consistency().unwrap();
 }

@@ -94,6 +94,7 @@ fn a_candidate_frozen_as_the_budget_runs_out_gets_a_checks_only_audit() {
         &e.event,
         LogEvent::AuditDispatched {
             checks_only: true,
+            baseline: false,
             ..
         }
     )));

@@ -581,10 +581,13 @@ impl Tx {
         };
         self.set_deadline(DeadlineKind::Audit, secs);
         self.publish(Target::Audit, msg_id, Message::AuditRequest(request));
+        // Round 0's checks-only audit is the baseline's (see `baseline::is_pending`).
+        let baseline = checks_only && purpose == AuditPurpose::Round && self.record.round == 0;
         self.log(LogEvent::AuditDispatched {
             purpose,
             candidate,
             checks_only,
+            baseline,
         });
     }
 

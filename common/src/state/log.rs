@@ -89,6 +89,10 @@ pub enum LogEvent {
         /// spend budget ran out with its episode. Absent when false.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         checks_only: bool,
+        /// The starting workspace's checks before round 1 (`budget.baseline_checks`), not a
+        /// round's candidate. Absent when false.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        baseline: bool,
     },
     /// The starting workspace's checks, run before the first step (`budget.baseline_checks`):
     /// which blocking criteria pass already. A first candidate that breaks one is set aside.

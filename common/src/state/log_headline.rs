@@ -267,9 +267,18 @@ fn round_step(event: &LogEvent) -> String {
             )
         }
         E::AuditDispatched {
+            candidate,
+            baseline: true,
+            ..
+        } => format!(
+            "baseline checks dispatched for the starting workspace (snapshot {})",
+            short_id(candidate)
+        ),
+        E::AuditDispatched {
             purpose,
             candidate,
             checks_only,
+            baseline: false,
         } => format!(
             "{} audit{} dispatched for snapshot {}",
             wire_name(purpose),

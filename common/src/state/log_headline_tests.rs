@@ -85,6 +85,15 @@ fn every_event_has_its_own_headline() {
             "final audit dispatched for snapshot aaaaaaaaaaaa",
         ),
         (
+            json!({"type": "audit_dispatched", "purpose": "round", "candidate": s, "checks_only": true}),
+            "round audit (checks only) dispatched for snapshot aaaaaaaaaaaa",
+        ),
+        (
+            json!({"type": "audit_dispatched", "purpose": "round", "candidate": s, "checks_only": true,
+                   "baseline": true}),
+            "baseline checks dispatched for the starting workspace (snapshot aaaaaaaaaaaa)",
+        ),
+        (
             json!({"type": "audit_report", "purpose": "round", "worker": "a", "snapshot": s, "verdicts": verdicts,
                    "passing": 1, "checked": 2, "gaps": ["no test for b"], "downgraded": true}),
             "audit: complete/clean/aligned — checks 1/2 passing (downgraded by the auditor model); gaps: no test for b",
