@@ -140,6 +140,9 @@ pub enum Command {
     /// Generate an Ed25519 auditor signing key: FILE (secret, mode 0600) and FILE.pub (the
     /// public key for [manager] auditor_keys and `loopgate verify --key`).
     Keygen(KeygenArgs),
+    /// Internal: started by `up`; stops the stack's children when `up` dies without doing so.
+    #[command(name = "stack-guard", hide = true)]
+    StackGuard,
 }
 
 impl Command {
@@ -165,7 +168,8 @@ impl Command {
             | Command::Runs(_)
             | Command::Browse(_)
             | Command::DesktopCheck(_)
-            | Command::Keygen(_) => None,
+            | Command::Keygen(_)
+            | Command::StackGuard => None,
         }
     }
 }

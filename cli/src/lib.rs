@@ -27,6 +27,10 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
         local_stack::up(args).await?;
         return Ok(ExitStatus::Ok);
     }
+    if let Command::StackGuard = &cli.command {
+        local_stack::serve_stack_guard().await?;
+        return Ok(ExitStatus::Ok);
+    }
     if let Command::Keygen(args) = &cli.command {
         commands::keygen::keygen(args)?;
         return Ok(ExitStatus::Ok);
@@ -75,9 +79,11 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
         Command::Diff(args) => commands::diff::diff(&client, args).await,
         Command::Verify(args) => commands::verify::verify(&client, args).await,
         Command::Apply(args) => commands::apply::apply(&client, args).await,
-        Command::Up(_) | Command::Keygen(_) | Command::Browse(_) | Command::DesktopCheck(_) => {
-            Ok(ExitStatus::Ok)
-        }
+        Command::Up(_)
+        | Command::Keygen(_)
+        | Command::Browse(_)
+        | Command::DesktopCheck(_)
+        | Command::StackGuard => Ok(ExitStatus::Ok),
     }
 }
 

@@ -10,6 +10,7 @@ mod readiness;
 mod redis_auth;
 mod redis_ha;
 mod redis_nodes;
+mod stack_guard;
 mod supervisor;
 
 use std::ffi::OsString;
@@ -28,6 +29,7 @@ pub use error::StackError;
 pub use nats_users::{NatsPasswords, Role};
 pub use redis_auth::{RedisPassword, REDIS_URL_ENV};
 pub use redis_ha::{HaPorts, REDIS_PASSWORD_ENV};
+pub use stack_guard::{serve as serve_stack_guard, GUARD_COMMAND};
 use supervisor::{Stage, Supervisor};
 
 use crate::api_client::ApiClient;
@@ -116,7 +118,7 @@ pub async fn up(args: &UpArgs) -> Result<(), CliError> {
         redis: redis_password,
         signing_key,
     };
-    let mut supervisor = Supervisor::new();
+    let mut supervisor = Supervisor::guarded(&stack.logs_dir().join("stack-guard.log"));
     let started = tokio::select! {
         result = start(&stack, &programs, &secrets, &mut supervisor) => Some(result),
         _ = signals.recv() => None,

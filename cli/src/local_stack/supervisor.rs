@@ -12,6 +12,8 @@ use std::time::Duration;
 use tokio::process::{Child, Command};
 
 use super::error::StackError;
+use super::stack_guard::StackGuard;
+use crate::output;
 
 /// Env vars that would override the generated config files in the daemons.
 const OVERRIDING_ENV: &[&str] = &[
@@ -53,11 +55,35 @@ pub struct ChildExit {
 #[derive(Default)]
 pub struct Supervisor {
     children: Vec<ManagedChild>,
+    /// Stops the children should `up` die without stopping them (see `stack_guard`).
+    guard: Option<StackGuard>,
 }
 
 impl Supervisor {
+    /// A supervisor without a guard (the tests of the supervisor alone).
+    #[cfg(test)]
     pub fn new() -> Supervisor {
         Supervisor::default()
+    }
+
+    /// A supervisor whose children are also stopped by a guard process (its log at
+    /// `guard_log`) when `up` is killed. Without a guard (it could not start) `up` still runs
+    /// and says what that costs.
+    pub fn guarded(guard_log: &Path) -> Supervisor {
+        let guard = match StackGuard::start(guard_log) {
+            Ok(guard) => Some(guard),
+            Err(e) => {
+                output::note(format!(
+                    "cannot start the stack guard ({e}): if loopgate up is killed with SIGKILL, \
+                     its servers and daemons keep running"
+                ));
+                None
+            }
+        };
+        Supervisor {
+            children: Vec::new(),
+            guard,
+        }
     }
 
     /// Starts `program args` with stdout and stderr written to `log_path` (truncated first).
@@ -109,6 +135,10 @@ impl Supervisor {
             program: program.to_path_buf(),
             source,
         })?;
+        if let (Some(guard), Some(group)) = (self.guard.as_mut(), child.id()) {
+            // `process_group(0)`: the child's pid is its group's id.
+            guard.watch(stage, group);
+        }
         self.children.push(ManagedChild {
             name: name.to_string(),
             stage,
@@ -200,13 +230,16 @@ impl Supervisor {
 }
 
 impl Supervisor {
-    /// SIGKILLs and reaps every child still running.
+    /// SIGKILLs and reaps every child still running, then lets the guard go.
     pub async fn kill_all(&mut self) {
         for managed in self.children.iter_mut().filter(|c| c.exited.is_none()) {
             let _ = managed.child.start_kill();
             if let Ok(status) = managed.child.wait().await {
                 managed.exited = Some(status);
             }
+        }
+        if let Some(guard) = self.guard.as_mut() {
+            guard.release();
         }
     }
 }

@@ -22,8 +22,8 @@ fn script(dir: &Path, name: &str, body: &str) {
 
 /// Stand-in daemons that log their arguments and wait to be stopped.
 fn fake_daemons(dir: &Path, executor_body: &str) {
-    let wait = "echo \"started with $*\" >&2\nexec sleep 600";
-    let manager = "echo \"redis url: $LOOPGATE_REDIS_URL\" >&2\nexec sleep 600";
+    let wait = "echo \"started with $* as pid $$\" >&2\nexec sleep 600";
+    let manager = "echo \"redis url: $LOOPGATE_REDIS_URL as pid $$\" >&2\nexec sleep 600";
     script(dir, "loopgate-manager", manager);
     script(dir, "loopgate-auditor", wait);
     script(dir, "loopgate-executor", executor_body);
@@ -204,6 +204,101 @@ async fn up_starts_the_stack_and_stops_it_on_sigterm() {
         !port_open(up.redis_port).await,
         "redis-server still running"
     );
+}
+
+/// The pids the stand-in daemons logged (`as pid N`), nats-server's (its command line names the
+/// data dir) and redis-server's (its title names its port).
+fn stack_pids(data: &Path, redis_port: u16) -> Vec<u32> {
+    let mut pids = Vec::new();
+    if let Ok(logs) = std::fs::read_dir(data.join("logs")) {
+        for log in logs.flatten() {
+            let text = std::fs::read_to_string(log.path()).unwrap_or_default();
+            pids.extend(
+                text.split("as pid ")
+                    .skip(1)
+                    .filter_map(|rest| rest.split_whitespace().next()?.parse::<u32>().ok()),
+            );
+        }
+    }
+    let needles = [
+        data.to_string_lossy().into_owned(),
+        format!("redis-server 127.0.0.1:{redis_port}"),
+    ];
+    if let Ok(procs) = std::fs::read_dir("/proc") {
+        for entry in procs.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|p| p.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if needles.iter().any(|n| cmdline.contains(n)) {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+/// Whether `pid` still runs (a zombie counts as gone: its parent is init now).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+    })
+}
+
+#[tokio::test]
+async fn up_killed_with_sigkill_leaves_nothing_running() {
+    let manager_api = standin::start(standin::Canned::default()).await;
+    let http_addr = manager_api.url.trim_start_matches("http://").to_string();
+    let bins = tempfile::tempdir().unwrap();
+    fake_daemons(
+        bins.path(),
+        "echo \"started with $* as pid $$\" >&2\nexec sleep 600",
+    );
+    let data = tempfile::tempdir().unwrap();
+    let mut up = spawn_up(bins.path(), data.path(), &http_addr).await;
+    let first = tokio::time::timeout(Duration::from_secs(60), up.stdout.next_line())
+        .await
+        .expect("loopgate up did not come up in 60s")
+        .unwrap();
+    assert!(first.is_some(), "{}", stderr_of(&mut up.child).await);
+    // Every daemon has logged its pid (the executors start after the manager is ready).
+    let logged = wait_until(Duration::from_secs(20), || async {
+        stack_pids(data.path(), up.redis_port).len() >= 7
+    })
+    .await;
+    let pids = stack_pids(data.path(), up.redis_port);
+    assert!(logged.is_ok(), "{pids:?}");
+    up.child.start_kill().unwrap();
+    up.child.wait().await.unwrap();
+    let gone = wait_until(Duration::from_secs(30), || async {
+        pids.iter().all(|p| !running(*p))
+    })
+    .await;
+    let left: Vec<u32> = pids.iter().copied().filter(|p| running(*p)).collect();
+    // Whatever the guard left is killed here, so a failed run leaves nothing behind either.
+    for pid in &left {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+    assert!(
+        gone.is_ok(),
+        "still running after up was SIGKILLed: {left:?} of {pids:?}"
+    );
+    assert!(!port_open(up.nats_port).await, "nats-server still running");
+    assert!(
+        !port_open(up.redis_port).await,
+        "redis-server still running"
+    );
+    let guard_log =
+        std::fs::read_to_string(data.path().join("logs/stack-guard.log")).unwrap_or_default();
+    assert!(guard_log.contains("loopgate up is gone"), "{guard_log}");
 }
 
 #[tokio::test]
