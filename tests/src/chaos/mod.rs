@@ -9,6 +9,7 @@
 //! Used by `chaos-bench` (`make chaos`, the long version) and by the short end-to-end test.
 
 mod config;
+mod exposure;
 mod fault;
 mod links_disks;
 mod report;
@@ -23,6 +24,7 @@ use crate::{
 };
 
 pub use config::ChaosConfig;
+pub use exposure::Exposure;
 pub use fault::{Action, Component, Fault};
 pub use report::{ChaosReport, KindRecovery};
 

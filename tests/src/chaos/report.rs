@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::config::ChaosConfig;
+use super::exposure::{self, Exposure};
 use super::fault::{Action, Component, Fault};
 use crate::{Episode, RunFindings};
 
@@ -91,6 +92,8 @@ pub struct ChaosReport {
     /// The same figures per fault kind (kill, freeze, partition, disk full); only the
     /// kind's own count is set.
     pub recovery_by_action: BTreeMap<Action, KindRecovery>,
+    /// The runs open during each kind of fault, and what became of them.
+    pub exposure_by_action: BTreeMap<Action, Exposure>,
     pub faults: Vec<Fault>,
     pub chaos_secs: f64,
     pub total_secs: f64,
@@ -263,6 +266,7 @@ impl ChaosReport {
             .collect();
 
         let mut duplicate_episodes = Vec::new();
+        let mut duplicates_per_run: BTreeMap<usize, usize> = BTreeMap::new();
         let mut redone_rounds = 0;
         let mut redispatched = 0;
         for ((tag, round), list) in &episodes {
@@ -276,10 +280,13 @@ impl ChaosReport {
                     .count()
             });
             match classify_round(list, dispatched, &faults) {
-                RoundEpisodes::Duplicate(why) => duplicate_episodes.push(format!(
-                    "tag {tag} round {round}: {why} ({})",
-                    episode_times(list, started_ms)
-                )),
+                RoundEpisodes::Duplicate(why) => {
+                    *duplicates_per_run.entry(*tag).or_default() += 1;
+                    duplicate_episodes.push(format!(
+                        "tag {tag} round {round}: {why} ({})",
+                        episode_times(list, started_ms)
+                    ))
+                }
                 RoundEpisodes::Redispatched(n) => redispatched += n,
                 RoundEpisodes::Redone => redone_rounds += 1,
                 RoundEpisodes::Once => {}
@@ -311,7 +318,9 @@ impl ChaosReport {
                 r.count(fault, recovered);
             }
         }
+        let exposure_by_action = exposure::by_action(&findings, &faults, &duplicates_per_run);
         ChaosReport {
+            exposure_by_action,
             runs: findings.len(),
             terminal,
             completed,
@@ -474,16 +483,26 @@ impl ChaosReport {
         }
         let _ = writeln!(
             s,
-            "\n| Fault kind | Faults | Back (median / max) | Recovery (median / max) |\n|---|---|---|---|"
+            "\n| Fault kind | Faults | Back (median / max) | Recovery (median / max) | Runs open during one | Terminal | Completed | Duplicate episodes | Evidence lost |\n|---|---|---|---|---|---|---|---|---|"
         );
         for (action, r) in &self.recovery_by_action {
+            let e = self
+                .exposure_by_action
+                .get(action)
+                .cloned()
+                .unwrap_or_default();
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 action.name(),
                 r.faults(),
                 median_max(&r.back_ms),
-                median_max(&r.recovery_ms)
+                median_max(&r.recovery_ms),
+                e.runs,
+                e.terminal,
+                e.completed,
+                e.duplicate_episodes,
+                e.lost_evidence
             );
         }
         for (title, list) in [

@@ -198,7 +198,7 @@ fn faults_are_counted_per_component_and_per_kind() {
     }
     let text = report.markdown();
     assert!(
-        text.contains("| partition | 4 | 0.1 s / 0.1 s | - |"),
+        text.contains("| partition | 4 | 0.1 s / 0.1 s | - | 0 | 0 | 0 | 0 | 0 |"),
         "{text}"
     );
     assert!(text.contains("| disk full | 1 |"), "{text}");
