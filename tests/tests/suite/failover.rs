@@ -404,3 +404,90 @@ async fn a_manager_cut_off_from_nats_leaves_its_runs_to_the_other_and_duplicates
     }
     Ok(())
 }
+
+/// The check sleeps first, so round 1's audit is mid-check when its auditor's link is cut.
+/// No baseline audit: round 1's is the first audit.
+const SLOW_CHECK_TASK: &str = r#"
+goal = "Create hello.py that prints exactly: hello, loopgate"
+[[acceptance]]
+id = "prints-greeting"
+check = "sleep 4; test \"$(python3 hello.py)\" = 'hello, loopgate'"
+[roles]
+manager = "mgr"
+executor = "exec"
+[budget]
+max_rounds = 4
+baseline_checks = false
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_auditor_cut_off_from_nats_mid_audit_loses_its_audit_to_another_once(
+) -> anyhow::Result<()> {
+    let model = model(Duration::ZERO).await?;
+    let mut opts = StackOptions::new(profiles(&model), 1);
+    opts.auditors = 2;
+    opts.auditor_nats_proxy = true;
+    // The audit durable's ack_wait is the one of whoever creates it first: both say 3 s.
+    opts.auditor_extra = "ack_wait_secs = 3".into();
+    opts.manager_extra = "ack_wait_secs = 3".into();
+    let stack = Stack::start(opts).await?;
+    let id = stack.submit(SLOW_CHECK_TASK, &[]).await?["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let auditor_starts = |entries: &[Value]| -> Vec<String> {
+        entries
+            .iter()
+            .filter(|e| e["type"] == "episode_started" && e["role"] == "auditor")
+            .filter_map(|e| e["worker"].as_str().map(str::to_string))
+            .collect()
+    };
+    let first = wait_until(Duration::from_secs(60), || async {
+        entries(&stack, &id)
+            .await
+            .is_ok_and(|e| !auditor_starts(&e).is_empty())
+    })
+    .await;
+    anyhow::ensure!(first.is_ok(), "no audit started\n{}", stack.logs());
+    let victim_name = auditor_starts(&entries(&stack, &id).await?)[0].clone();
+    // Auditor i (from 1) is `audit-i`, behind proxy i - 1.
+    let victim = victim_name
+        .strip_prefix("audit-")
+        .and_then(|i| i.parse::<usize>().ok())
+        .and_then(|i| i.checked_sub(1))
+        .filter(|i| *i < stack.auditor_nats_proxies.len())
+        .ok_or_else(|| anyhow::anyhow!("no auditor named {victim_name}"))?;
+    let proxy = &stack.auditor_nats_proxies[victim];
+    proxy.drop_traffic();
+    // Past ack_wait the audit is redelivered and, once the victim's claim has lapsed, taken
+    // over by the other auditor.
+    let taken_over = wait_until(Duration::from_secs(90), || async {
+        entries(&stack, &id)
+            .await
+            .is_ok_and(|e| auditor_starts(&e).len() >= 2)
+    })
+    .await;
+    assert!(
+        taken_over.is_ok(),
+        "no other auditor took the audit over\n{}",
+        stack.logs()
+    );
+    proxy.heal();
+    let done = stack.wait_terminal(&id, Duration::from_secs(120)).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    assert_eq!(done["round"], 1, "{done}");
+    let all = entries(&stack, &id).await?;
+    let workers = auditor_starts(&all);
+    assert_eq!(workers.len(), 2, "{all:?}");
+    assert_ne!(
+        workers[0], workers[1],
+        "another auditor took the audit over"
+    );
+    let reports = all.iter().filter(|e| e["type"] == "audit_report").count();
+    assert_eq!(reports, 1, "one report applied for the audit: {all:?}");
+    assert!(
+        !all.iter().any(|e| e["type"] == "dead_letter"),
+        "a message was dead-lettered: {all:?}"
+    );
+    Ok(())
+}
