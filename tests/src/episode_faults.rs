@@ -101,6 +101,31 @@ pub fn slow_first_manager(first_delay: Duration) -> (Reply, Arc<AtomicBool>) {
 }
 
 impl Stack {
+    /// Which auditor (0 = `auditor`, i = `more_auditors[i - 1]`, also its index in
+    /// `auditor_nats_proxies`) started run `id`'s first audit, waiting up to `timeout` for it.
+    /// Auditor i + 1 runs as `audit-{i + 1}`.
+    pub async fn first_audit_auditor(&self, id: &str, timeout: Duration) -> anyhow::Result<usize> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let started = self.log_entries(id, "episode_started").await?;
+            if let Some(e) = started.iter().find(|e| e["role"] == "auditor") {
+                let worker = e["worker"].as_str().unwrap_or_default();
+                return worker
+                    .strip_prefix("audit-")
+                    .and_then(|i| i.parse::<usize>().ok())
+                    .and_then(|i| i.checked_sub(1))
+                    .filter(|i| *i <= self.more_auditors.len())
+                    .ok_or_else(|| anyhow::anyhow!("no auditor named {worker}"));
+            }
+            anyhow::ensure!(
+                tokio::time::Instant::now() < deadline,
+                "no audit of {id} started\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// The index in `executors` of the worker that started run `id`'s first executor episode,
     /// waiting up to `timeout` for it.
     pub async fn first_episode_executor(

@@ -442,21 +442,9 @@ async fn an_auditor_cut_off_from_nats_mid_audit_loses_its_audit_to_another_once(
             .filter_map(|e| e["worker"].as_str().map(str::to_string))
             .collect()
     };
-    let first = wait_until(Duration::from_secs(60), || async {
-        entries(&stack, &id)
-            .await
-            .is_ok_and(|e| !auditor_starts(&e).is_empty())
-    })
-    .await;
-    anyhow::ensure!(first.is_ok(), "no audit started\n{}", stack.logs());
-    let victim_name = auditor_starts(&entries(&stack, &id).await?)[0].clone();
-    // Auditor i (from 1) is `audit-i`, behind proxy i - 1.
-    let victim = victim_name
-        .strip_prefix("audit-")
-        .and_then(|i| i.parse::<usize>().ok())
-        .and_then(|i| i.checked_sub(1))
-        .filter(|i| *i < stack.auditor_nats_proxies.len())
-        .ok_or_else(|| anyhow::anyhow!("no auditor named {victim_name}"))?;
+    let victim = stack
+        .first_audit_auditor(&id, Duration::from_secs(60))
+        .await?;
     let proxy = &stack.auditor_nats_proxies[victim];
     proxy.drop_traffic();
     // Past ack_wait the audit is redelivered and, once the victim's claim has lapsed, taken

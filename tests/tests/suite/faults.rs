@@ -1,5 +1,5 @@
 //! Fault tests: manager replicas killed with SIGKILL while 20 runs are in flight, an
-//! executor killed mid-episode, one stopped past its episode's deadline, and nats-server
+//! executor killed mid-episode, an auditor killed mid-audit, an executor stopped past its episode's deadline, and nats-server
 //! stopped past `ack_wait` just as an episode finishes. Every run must end, no round may run
 //! twice, no evidence may be lost.
 
@@ -226,6 +226,64 @@ async fn executor_killed_mid_episode_is_redelivered_and_the_round_completes_once
         "round 1 completed once"
     );
     assert_eq!(done["round"], 1);
+    Ok(())
+}
+
+/// The check sleeps first, so round 1's audit is mid-check when its auditor is killed. No
+/// baseline audit: round 1's is the first audit.
+const SLOW_CHECK_TASK: &str = r#"
+goal = "Create hello.py that prints exactly: hello, loopgate"
+[[acceptance]]
+id = "prints-greeting"
+check = "sleep 4; test \"$(python3 hello.py)\" = 'hello, loopgate'"
+[roles]
+manager = "mgr"
+executor = "exec"
+[budget]
+max_rounds = 6
+baseline_checks = false
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auditor_killed_mid_audit_is_redelivered_and_the_round_completes_once() -> anyhow::Result<()>
+{
+    let model = hello_model(hello_executor(Duration::ZERO)).await?;
+    let mut opts = StackOptions::new(profiles(&model), 1);
+    opts.auditors = 2;
+    // The audit durable's ack_wait is the one of whoever creates it first: both say 3 s.
+    opts.auditor_extra = "ack_wait_secs = 3".into();
+    opts.manager_extra = "ack_wait_secs = 3".into();
+    let mut stack = Stack::start(opts).await?;
+    let id = stack.submit(SLOW_CHECK_TASK, &[]).await?["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let victim = stack
+        .first_audit_auditor(&id, Duration::from_secs(60))
+        .await?;
+    match victim {
+        0 => stack.auditor.kill(),
+        i => stack.more_auditors[i - 1].kill(),
+    }
+    let done = stack.wait_terminal(&id, Duration::from_secs(90)).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    assert_eq!(done["round"], 1, "{done}");
+    let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
+    let entries = log["entries"].as_array().cloned().unwrap_or_default();
+    let starts: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["type"] == "episode_started" && e["role"] == "auditor")
+        .collect();
+    assert_eq!(starts.len(), 2, "{log}");
+    assert_ne!(
+        starts[1]["worker"], starts[0]["worker"],
+        "another auditor redid the audit"
+    );
+    assert_eq!(
+        count_by_round(&entries, "audit_report").get(&(1, 1)),
+        Some(&1),
+        "round 1 audited once"
+    );
     Ok(())
 }
 
