@@ -110,6 +110,13 @@ pub(crate) fn wire_request(profile: &ModelProfile, req: &ChatRequest) -> Value {
     if let Some(t) = req.temperature.or(profile.temperature) {
         body["temperature"] = json!(t);
     }
+    if let Some(fields) = body.as_object_mut() {
+        // The profile's `extra_body`; a field set above is never replaced (those are refused
+        // when the profile is resolved).
+        for (key, value) in &profile.extra_body {
+            fields.entry(key.clone()).or_insert_with(|| value.clone());
+        }
+    }
     body
 }
 

@@ -24,11 +24,22 @@ fn profile(max_tokens: Option<u32>, stream: bool) -> ModelProfile {
         price: None,
         structured_output: StructuredOutput::Off,
         vision: false,
+        extra_body: serde_json::Map::new(),
     }
 }
 
 fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
     ToolCall::new(id, name, arguments)
+}
+
+#[test]
+fn extra_body_fields_go_out_beside_the_request() {
+    let mut p = profile(Some(100), false);
+    p.extra_body = serde_json::Map::from_iter([("top_k".to_string(), json!(5))]);
+    let body = wire_request(&p, &ChatRequest::new(vec![ChatMessage::user("hi")]));
+    assert_eq!(body["top_k"], json!(5));
+    assert_eq!(body["max_tokens"], json!(100));
+    assert_eq!(body["model"], json!(p.model));
 }
 
 #[test]

@@ -152,6 +152,7 @@ mod tests {
             price: None,
             structured_output: StructuredOutput::Off,
             vision: false,
+            extra_body: serde_json::Map::new(),
         }
     }
 

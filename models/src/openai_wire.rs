@@ -32,6 +32,9 @@ pub(crate) struct WireRequest<'a> {
     /// a reply schema.
     #[serde(skip_serializing_if = "Option::is_none")]
     response_format: Option<ResponseFormat<'a>>,
+    /// The profile's `extra_body` (none of the fields above: refused when resolved).
+    #[serde(flatten)]
+    extra: &'a serde_json::Map<String, Value>,
 }
 
 /// `{"type": "json_schema", "json_schema": {"name", "strict": true, "schema"}}`.
@@ -149,6 +152,7 @@ pub(crate) fn wire_request<'a>(profile: &'a ModelProfile, req: &'a ChatRequest) 
             }),
             (StructuredOutput::JsonSchema | StructuredOutput::Off, _) => None,
         },
+        extra: &profile.extra_body,
     }
 }
 

@@ -131,6 +131,38 @@ pub struct ModelProfileConfig {
     /// it as an image part (OpenAI `image_url` data URL, Anthropic `image` block). Off: text only.
     #[serde(default)]
     pub vision: bool,
+    /// More top-level fields for every request body, as sent (a server's own sampling options:
+    /// llama.cpp's `repeat_penalty` or `dry_multiplier`, vLLM's `top_k` or
+    /// `chat_template_kwargs`). A field loopgate sets itself (`model`, `messages`, `tools`,
+    /// `max_tokens`, `temperature`, `stream`, ...) is refused: use the profile's own key.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The request fields the wire encoders set themselves, which `extra_body` may not name.
+pub(crate) fn reserved_body_fields(provider: Provider) -> &'static [&'static str] {
+    match provider {
+        Provider::OpenAi => &[
+            "model",
+            "messages",
+            "tools",
+            "max_tokens",
+            "temperature",
+            "seed",
+            "stream",
+            "stream_options",
+            "response_format",
+        ],
+        Provider::Anthropic => &[
+            "model",
+            "messages",
+            "system",
+            "tools",
+            "max_tokens",
+            "temperature",
+            "stream",
+        ],
+    }
 }
 
 impl Default for ModelProfileConfig {
@@ -150,6 +182,7 @@ impl Default for ModelProfileConfig {
             output_usd_per_mtok: None,
             structured_output: StructuredOutput::Off,
             vision: false,
+            extra_body: serde_json::Map::new(),
         }
     }
 }
@@ -197,6 +230,8 @@ pub struct ModelProfile {
     pub structured_output: StructuredOutput,
     /// Whether images attached to tool results are sent (else only their text).
     pub vision: bool,
+    /// More top-level request fields (none of [`reserved_body_fields`]).
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -284,6 +319,20 @@ impl ModelProfileConfig {
         {
             return Err(error);
         }
+        let reserved = reserved_body_fields(self.provider);
+        if let Some(key) = self
+            .extra_body
+            .keys()
+            .find(|k| reserved.contains(&k.as_str()))
+        {
+            return Err(invalid(
+                "extra_body",
+                &format!(
+                    "`{key}` is set by loopgate itself (fields it sets: {}); use the profile's own key where there is one",
+                    reserved.join(", ")
+                ),
+            ));
+        }
         let price =
             (self.input_usd_per_mtok.is_some() || self.output_usd_per_mtok.is_some()).then(|| {
                 Price {
@@ -306,6 +355,7 @@ impl ModelProfileConfig {
             price,
             structured_output: self.structured_output,
             vision: self.vision,
+            extra_body: self.extra_body.clone(),
         })
     }
 

@@ -26,6 +26,7 @@ fn profile() -> ModelProfile {
         price: None,
         structured_output: StructuredOutput::Off,
         vision: false,
+        extra_body: serde_json::Map::new(),
     }
 }
 

@@ -24,11 +24,36 @@ fn profile(max_tokens: Option<u32>, temperature: Option<f32>) -> ModelProfile {
         price: None,
         structured_output: StructuredOutput::Off,
         vision: false,
+        extra_body: serde_json::Map::new(),
     }
 }
 
 fn encode(profile: &ModelProfile, req: &ChatRequest) -> Value {
     serde_json::to_value(wire_request(profile, req)).unwrap()
+}
+
+#[test]
+fn extra_body_fields_go_out_beside_the_request() {
+    let mut p = profile(Some(256), None);
+    p.extra_body = serde_json::Map::from_iter([
+        ("repeat_penalty".to_string(), json!(1.1)),
+        (
+            "chat_template_kwargs".to_string(),
+            json!({"enable_thinking": false}),
+        ),
+    ]);
+    let body = encode(&p, &ChatRequest::new(vec![ChatMessage::user("hi")]));
+    assert_eq!(
+        body,
+        json!({
+            "model": "qwen2.5-coder-1.5b",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 256,
+            "stream": false,
+            "repeat_penalty": 1.1,
+            "chat_template_kwargs": {"enable_thinking": false}
+        })
+    );
 }
 
 #[test]

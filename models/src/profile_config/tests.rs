@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::*;
+use serde_json::json;
 
 /// The config file is TOML, but this crate has no TOML dependency: serde sees the same fields
 /// when the tables are written as JSON objects.
@@ -59,6 +60,32 @@ fn structured_output_values() {
     assert_eq!(
         serde_json::to_value(StructuredOutput::JsonSchema).unwrap(),
         "json_schema"
+    );
+}
+
+fn extra(fields: &[(&str, serde_json::Value)]) -> serde_json::Map<String, serde_json::Value> {
+    fields
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
+}
+
+#[test]
+fn extra_body_reads_from_toml_tables() {
+    let config: ModelProfileConfig = toml::from_str(
+        r#"
+base_url = "http://127.0.0.1:8080/v1"
+model = "qwen3"
+[extra_body]
+dry_multiplier = 0.8
+[extra_body.chat_template_kwargs]
+enable_thinking = false
+"#,
+    )
+    .unwrap();
+    assert_eq!(
+        serde_json::Value::Object(config.extra_body),
+        json!({"dry_multiplier": 0.8, "chat_template_kwargs": {"enable_thinking": false}})
     );
 }
 
@@ -275,6 +302,51 @@ fn resolve_table() {
                     })
                 )
             },
+        ),
+        (
+            "extra_body passes through",
+            ModelProfileConfig {
+                extra_body: extra(&[("repeat_penalty", json!(1.1))]),
+                ..base.clone()
+            },
+            |r| matches!(r, Ok(p) if p.extra_body.get("repeat_penalty") == Some(&json!(1.1))),
+        ),
+        (
+            "extra_body may not set what loopgate sets",
+            ModelProfileConfig {
+                extra_body: extra(&[("top_k", json!(20)), ("messages", json!([]))]),
+                ..base.clone()
+            },
+            |r| {
+                matches!(r, Err(ModelConfigError::InvalidField { field: "extra_body", reason, .. })
+                    if reason.contains("`messages`"))
+            },
+        ),
+        (
+            "extra_body: anthropic's system is loopgate's",
+            ModelProfileConfig {
+                provider: Provider::Anthropic,
+                extra_body: extra(&[("system", json!("x"))]),
+                ..base.clone()
+            },
+            |r| {
+                matches!(
+                    r,
+                    Err(ModelConfigError::InvalidField {
+                        field: "extra_body",
+                        ..
+                    })
+                )
+            },
+        ),
+        (
+            "extra_body: top_k is anthropic's to take",
+            ModelProfileConfig {
+                provider: Provider::Anthropic,
+                extra_body: extra(&[("top_k", json!(5))]),
+                ..base.clone()
+            },
+            |r| matches!(r, Ok(p) if p.extra_body.len() == 1),
         ),
     ];
     for (label, config, check) in cases {
