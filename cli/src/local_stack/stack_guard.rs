@@ -18,7 +18,6 @@ use rustix::process::{kill_process_group, test_kill_process_group, Pid, Signal};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::error::{io_err, StackError};
-use super::supervisor::Stage;
 use crate::output;
 
 /// The hidden subcommand that runs the guard.
@@ -51,12 +50,10 @@ impl StackGuard {
         Ok(StackGuard { child, to_guard })
     }
 
-    /// Tells the guard about a child in process group `group`.
-    pub(super) fn watch(&mut self, stage: Stage, group: u32) {
-        let word = match stage {
-            Stage::Daemons => "daemon",
-            Stage::Servers => "server",
-        };
+    /// Tells the guard about a child in process group `group`: one of the loopgate daemons
+    /// (stopped first) or a server they use.
+    pub(super) fn watch(&mut self, daemon: bool, group: u32) {
+        let word = if daemon { "daemon" } else { "server" };
         self.send(&format!("{word} {group}\n"));
     }
 

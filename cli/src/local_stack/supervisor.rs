@@ -137,7 +137,7 @@ impl Supervisor {
         })?;
         if let (Some(guard), Some(group)) = (self.guard.as_mut(), child.id()) {
             // `process_group(0)`: the child's pid is its group's id.
-            guard.watch(stage, group);
+            guard.watch(stage == Stage::Daemons, group);
         }
         self.children.push(ManagedChild {
             name: name.to_string(),
