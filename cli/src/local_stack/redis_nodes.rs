@@ -46,13 +46,26 @@ pub(super) async fn start_redis(
         "starting redis-server on 127.0.0.1:{primary} (password in {})",
         stack.redis_config_path().display()
     ));
-    sup.spawn(
-        "redis-server",
-        Stage::Servers,
-        program,
-        &data_node_args(stack, primary, &stack.dir.join("redis")),
-        &log("redis-server"),
-    )?;
+    let args = data_node_args(stack, primary, &stack.dir.join("redis"));
+    if stack.redis_ha.is_some() {
+        // With sentinels a node that dies is failed over and started again (it rejoins as a
+        // replica), not a reason to stop the stack.
+        sup.spawn_restarted_on_exit(
+            "redis-server",
+            Stage::Servers,
+            program,
+            &args,
+            &log("redis-server"),
+        )?;
+    } else {
+        sup.spawn(
+            "redis-server",
+            Stage::Servers,
+            program,
+            &args,
+            &log("redis-server"),
+        )?;
+    }
     wait_ready(
         sup,
         "redis-server",
@@ -84,7 +97,7 @@ async fn start_replica_and_sentinels(
     ));
     let mut args = data_node_args(stack, replica, &redis_ha::replica_dir(&stack.dir));
     args.extend(os_args(&[&"--replicaof", &"127.0.0.1", &primary]));
-    sup.spawn(
+    sup.spawn_restarted_on_exit(
         "redis-replica",
         Stage::Servers,
         program,
@@ -102,7 +115,7 @@ async fn start_replica_and_sentinels(
     for (i, port) in ha.sentinels.iter().enumerate() {
         let name = format!("redis-sentinel-{}", i + 1);
         let conf: PathBuf = redis_ha::sentinel_conf_path(&stack.dir, i + 1);
-        sup.spawn(
+        sup.spawn_restarted_on_exit(
             &name,
             Stage::Servers,
             program,

@@ -7,7 +7,7 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::process::{Child, Command};
 
@@ -35,12 +35,70 @@ pub enum Stage {
     Daemons,
 }
 
+/// A child restarted when it exits may exit this often within [`RESTART_WINDOW`]; once more
+/// and the stack stops, as for any other child.
+const MAX_RESTARTS: usize = 5;
+const RESTART_WINDOW: Duration = Duration::from_secs(600);
+
 pub struct ManagedChild {
     pub name: String,
     pub stage: Stage,
     pub log_path: PathBuf,
     child: Child,
     exited: Option<ExitStatus>,
+    /// How it was started, to start it the same way again.
+    launch: Launch,
+    /// `Some` for a child that is restarted when it exits (the `--ha` Redis group, whose
+    /// sentinels fail over meanwhile): when it was restarted.
+    restarts: Option<Vec<Instant>>,
+}
+
+/// A child's program, arguments, extra environment and log file.
+struct Launch {
+    program: PathBuf,
+    args: Vec<OsString>,
+    env: Vec<(String, String)>,
+    log_path: PathBuf,
+}
+
+impl Launch {
+    /// Starts it in its own process group, its output in the log file (truncated first, or
+    /// appended to for a restart).
+    fn start(&self, name: &str, append: bool) -> Result<Child, StackError> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(append)
+            .truncate(!append)
+            .open(&self.log_path)
+            .map_err(|source| StackError::Io {
+                context: format!("opening {}", self.log_path.display()),
+                source,
+            })?;
+        let log_err = log.try_clone().map_err(|source| StackError::Io {
+            context: format!("opening {}", self.log_path.display()),
+            source,
+        })?;
+        let mut command = Command::new(&self.program);
+        command
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(log_err))
+            .process_group(0)
+            .kill_on_drop(true);
+        for var in OVERRIDING_ENV {
+            command.env_remove(var);
+        }
+        for (key, value) in &self.env {
+            command.env(key, value);
+        }
+        command.spawn().map_err(|source| StackError::Spawn {
+            name: name.to_string(),
+            program: self.program.clone(),
+            source,
+        })
+    }
 }
 
 /// What is known about a child that exited on its own.
@@ -108,45 +166,100 @@ impl Supervisor {
         log_path: &Path,
         env: &[(&str, String)],
     ) -> Result<(), StackError> {
-        let log = File::create(log_path).map_err(|source| StackError::Io {
-            context: format!("creating {}", log_path.display()),
-            source,
-        })?;
-        let log_err = log.try_clone().map_err(|source| StackError::Io {
-            context: format!("opening {}", log_path.display()),
-            source,
-        })?;
-        let mut command = Command::new(program);
-        command
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(log))
-            .stderr(Stdio::from(log_err))
-            .process_group(0)
-            .kill_on_drop(true);
-        for var in OVERRIDING_ENV {
-            command.env_remove(var);
-        }
-        for (key, value) in env {
-            command.env(key, value);
-        }
-        let child = command.spawn().map_err(|source| StackError::Spawn {
-            name: name.to_string(),
+        let launch = Launch {
             program: program.to_path_buf(),
-            source,
-        })?;
+            args: args.to_vec(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+            log_path: log_path.to_path_buf(),
+        };
+        self.start_managed(name, stage, launch, None)
+    }
+
+    /// As [`Supervisor::spawn`], for a child that is started again when it exits (up to
+    /// [`MAX_RESTARTS`] times in [`RESTART_WINDOW`]) instead of stopping the stack.
+    pub fn spawn_restarted_on_exit(
+        &mut self,
+        name: &str,
+        stage: Stage,
+        program: &Path,
+        args: &[OsString],
+        log_path: &Path,
+    ) -> Result<(), StackError> {
+        let launch = Launch {
+            program: program.to_path_buf(),
+            args: args.to_vec(),
+            env: Vec::new(),
+            log_path: log_path.to_path_buf(),
+        };
+        self.start_managed(name, stage, launch, Some(Vec::new()))
+    }
+
+    fn start_managed(
+        &mut self,
+        name: &str,
+        stage: Stage,
+        launch: Launch,
+        restarts: Option<Vec<Instant>>,
+    ) -> Result<(), StackError> {
+        let child = launch.start(name, false)?;
+        self.watch(stage, &child);
+        self.children.push(ManagedChild {
+            name: name.to_string(),
+            stage,
+            log_path: launch.log_path.clone(),
+            child,
+            exited: None,
+            launch,
+            restarts,
+        });
+        Ok(())
+    }
+
+    /// Tells the guard about a new child's process group.
+    fn watch(&mut self, stage: Stage, child: &Child) {
         if let (Some(guard), Some(group)) = (self.guard.as_mut(), child.id()) {
             // `process_group(0)`: the child's pid is its group's id.
             guard.watch(stage == Stage::Daemons, group);
         }
-        self.children.push(ManagedChild {
-            name: name.to_string(),
-            stage,
-            log_path: log_path.to_path_buf(),
-            child,
-            exited: None,
-        });
-        Ok(())
+    }
+
+    /// Starts child `index` again if it is one that is restarted on exit and has restarts
+    /// left; `Ok(false)` when it is not restarted.
+    fn restart(&mut self, index: usize, status: &str) -> Result<bool, StackError> {
+        let Some(managed) = self.children.get_mut(index) else {
+            return Ok(false);
+        };
+        let Some(restarts) = managed.restarts.as_mut() else {
+            return Ok(false);
+        };
+        restarts.retain(|at| at.elapsed() < RESTART_WINDOW);
+        if restarts.len() >= MAX_RESTARTS {
+            output::note(format!(
+                "{} exited ({status}) for the {} time within {} min: not restarting it",
+                managed.name,
+                ordinal(MAX_RESTARTS + 1),
+                RESTART_WINDOW.as_secs() / 60
+            ));
+            return Ok(false);
+        }
+        restarts.push(Instant::now());
+        output::note(format!(
+            "{} exited ({status}); starting it again (restart {} of {MAX_RESTARTS} allowed in {} min)",
+            managed.name,
+            restarts.len(),
+            RESTART_WINDOW.as_secs() / 60
+        ));
+        let child = managed.launch.start(&managed.name, true)?;
+        let stage = managed.stage;
+        self.watch(stage, &child);
+        if let Some(managed) = self.children.get_mut(index) {
+            managed.child = child;
+            managed.exited = None;
+        }
+        Ok(true)
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
@@ -155,24 +268,47 @@ impl Supervisor {
 
     /// The first child found to have exited, without waiting.
     pub fn find_exited(&mut self) -> Option<ChildExit> {
-        for managed in &mut self.children {
+        self.first_exited().map(|(_, exit)| exit)
+    }
+
+    /// The first child found to have exited, with its index.
+    fn first_exited(&mut self) -> Option<(usize, ChildExit)> {
+        for (index, managed) in self.children.iter_mut().enumerate() {
             if managed.exited.is_none() {
                 if let Ok(Some(status)) = managed.child.try_wait() {
                     managed.exited = Some(status);
                 }
             }
             if let Some(status) = managed.exited {
-                return Some(exit_report(managed, status));
+                return Some((index, exit_report(managed, status)));
             }
         }
         None
     }
 
-    /// Waits until any child exits (forever when there are none).
+    /// Waits until a child exits that is not restarted (forever when there are none). A child
+    /// restarted on exit is started again meanwhile.
     pub async fn wait_any_exit(&mut self) -> ChildExit {
-        if let Some(exit) = self.find_exited() {
-            return exit;
+        loop {
+            let (index, exit) = match self.first_exited() {
+                Some(found) => found,
+                None => self.next_exit().await,
+            };
+            match self.restart(index, &exit.status) {
+                Ok(true) => continue,
+                Ok(false) => return exit,
+                Err(e) => {
+                    return ChildExit {
+                        status: format!("{}, and could not be started again: {e}", exit.status),
+                        ..exit
+                    }
+                }
+            }
         }
+    }
+
+    /// Waits for the next child to exit.
+    async fn next_exit(&mut self) -> (usize, ChildExit) {
         if self.children.is_empty() {
             return std::future::pending().await;
         }
@@ -182,7 +318,7 @@ impl Supervisor {
             .map(|managed| Box::pin(managed.child.wait()));
         let (result, index, _) = futures::future::select_all(waits).await;
         let managed = &mut self.children[index];
-        match result {
+        let exit = match result {
             Ok(status) => {
                 managed.exited = Some(status);
                 exit_report(managed, status)
@@ -193,7 +329,8 @@ impl Supervisor {
                 log_path: managed.log_path.clone(),
                 log_tail: log_tail(&managed.log_path),
             },
-        }
+        };
+        (index, exit)
     }
 
     /// Stops every child: the daemons first, then the servers; SIGTERM, then SIGKILL after
@@ -242,6 +379,18 @@ impl Supervisor {
             guard.release();
         }
     }
+}
+
+/// `6th`, for the restart note.
+fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
 }
 
 fn exit_report(managed: &ManagedChild, status: ExitStatus) -> ChildExit {
@@ -335,6 +484,47 @@ mod tests {
         sup.shutdown(Duration::from_secs(5), Duration::from_secs(5))
             .await;
         assert!(sup.children.iter().all(|c| c.exited.is_some()));
+    }
+
+    #[tokio::test]
+    async fn a_child_restarted_on_exit_is_started_again_until_its_restarts_run_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("flaky.log");
+        let mut sup = Supervisor::new();
+        let (prog, args) = sh("echo started; exit 4");
+        sup.spawn_restarted_on_exit("flaky", Stage::Servers, &prog, &args, &log)
+            .unwrap();
+        let exit = tokio::time::timeout(Duration::from_secs(20), sup.wait_any_exit())
+            .await
+            .unwrap();
+        assert_eq!(exit.name, "flaky");
+        assert!(exit.status.contains('4'), "{}", exit.status);
+        // The first start and MAX_RESTARTS more, each appending to the one log.
+        let starts = std::fs::read_to_string(&log)
+            .unwrap()
+            .matches("started")
+            .count();
+        assert_eq!(starts, MAX_RESTARTS + 1);
+        assert_eq!(ordinal(MAX_RESTARTS + 1), "6th");
+    }
+
+    #[test]
+    fn ordinals() {
+        for (n, want) in [
+            (1, "1st"),
+            (2, "2nd"),
+            (3, "3rd"),
+            (4, "4th"),
+            (11, "11th"),
+            (12, "12th"),
+            (13, "13th"),
+            (21, "21st"),
+            (22, "22nd"),
+            (101, "101st"),
+            (111, "111th"),
+        ] {
+            assert_eq!(ordinal(n), want, "{n}");
+        }
     }
 
     #[tokio::test]

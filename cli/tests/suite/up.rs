@@ -37,12 +37,18 @@ struct UpRun {
 }
 
 async fn spawn_up(bin_dir: &Path, data_dir: &Path, http_addr: &str) -> UpRun {
+    spawn_up_with(bin_dir, data_dir, http_addr, &[]).await
+}
+
+async fn spawn_up_with(bin_dir: &Path, data_dir: &Path, http_addr: &str, extra: &[&str]) -> UpRun {
     let nats_port = free_port().unwrap();
     let redis_port = free_port().unwrap();
     let nats = find_binary("nats-server", "LOOPGATE_NATS_SERVER", HINT).unwrap();
     let redis = find_binary("redis-server", "LOOPGATE_REDIS_SERVER", HINT).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_loopgate"))
-        .args(["up", "--executors", "2", "--dir"])
+        .args(["up", "--executors", "2"])
+        .args(extra)
+        .arg("--dir")
         .arg(data_dir)
         .args([
             "--nats-port",
@@ -299,6 +305,74 @@ async fn up_killed_with_sigkill_leaves_nothing_running() {
     let guard_log =
         std::fs::read_to_string(data.path().join("logs/stack-guard.log")).unwrap_or_default();
     assert!(guard_log.contains("loopgate up is gone"), "{guard_log}");
+}
+
+/// The pid a redis-server logged at its latest start (`pid=N, just started`).
+fn logged_redis_pid(log: &Path) -> Option<u32> {
+    let text = std::fs::read_to_string(log).ok()?;
+    let line = text.lines().rev().find(|l| l.contains("just started"))?;
+    line.split("pid=")
+        .nth(1)?
+        .split(',')
+        .next()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+#[tokio::test]
+async fn up_ha_starts_a_redis_node_that_dies_again_and_keeps_running() {
+    let manager_api = standin::start(standin::Canned::default()).await;
+    let http_addr = manager_api.url.trim_start_matches("http://").to_string();
+    let bins = tempfile::tempdir().unwrap();
+    fake_daemons(
+        bins.path(),
+        "echo \"started with $* as pid $$\" >&2\nexec sleep 600",
+    );
+    let data = tempfile::tempdir().unwrap();
+    let mut up = spawn_up_with(bins.path(), data.path(), &http_addr, &["--ha"]).await;
+    let first = tokio::time::timeout(Duration::from_secs(90), up.stdout.next_line())
+        .await
+        .expect("loopgate up --ha did not come up in 90s")
+        .unwrap();
+    assert!(first.is_some(), "{}", stderr_of(&mut up.child).await);
+    let log = data.path().join("logs/redis-replica.log");
+    let old = logged_redis_pid(&log).expect("the replica logged its pid");
+    std::process::Command::new("kill")
+        .args(["-9", &old.to_string()])
+        .status()
+        .unwrap();
+    // A new replica starts (it logs a new pid) and `up` keeps running.
+    let again = wait_until(Duration::from_secs(30), || async {
+        logged_redis_pid(&log).is_some_and(|pid| pid != old)
+    })
+    .await;
+    assert!(
+        again.is_ok(),
+        "no new replica within 30s\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    assert!(
+        up.child.try_wait().unwrap().is_none(),
+        "up stopped: {}",
+        stderr_of(&mut up.child).await
+    );
+    let pid = up.child.id().unwrap().to_string();
+    Command::new("kill")
+        .args(["-s", "TERM", &pid])
+        .status()
+        .await
+        .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(60), up.child.wait())
+        .await
+        .expect("loopgate up did not stop within 60s")
+        .unwrap();
+    let stderr = stderr_of(&mut up.child).await;
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("redis-replica exited") && stderr.contains("starting it again"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test]
