@@ -59,6 +59,16 @@ pub fn write_redis_conf(path: &Path, password: &RedisPassword) -> Result<(), Sta
     write_private(path, &redis_conf_text(password))
 }
 
+/// Creates `dir` (if needed) with mode 0700, also when it existed with a wider one. Every
+/// config a Redis server loads lives in such a directory: redis-server and redis-sentinel
+/// rewrite their config file (a sentinel on every start, a data node on `CONFIG REWRITE`
+/// after a failover) with mode 0644, password included, so the file's own 0600 does not last.
+pub fn create_private_dir(dir: &Path) -> Result<(), StackError> {
+    std::fs::create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(io_err(format!("making {} private", dir.display())))
+}
+
 /// Write `text` to `path` with mode 0600 (also when it existed with a wider mode).
 pub fn write_private(path: &Path, text: &str) -> Result<(), StackError> {
     let context = || format!("writing {}", path.display());

@@ -10,7 +10,7 @@ use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 
 use super::error::{io_err, StackError};
-use super::redis_auth::{write_private, RedisPassword};
+use super::redis_auth::{create_private_dir, write_private, RedisPassword};
 
 /// The name the sentinels monitor the primary under.
 pub const MASTER_NAME: &str = "loopgate";
@@ -108,7 +108,7 @@ pub fn write_sentinel_confs(
     for (i, port) in ports.sentinels.iter().enumerate() {
         let n = i + 1;
         let dir = sentinel_dir(stack_dir, n);
-        std::fs::create_dir_all(&dir).map_err(io_err(format!("creating {}", dir.display())))?;
+        create_private_dir(&dir)?;
         let text = sentinel_conf_text(*port, &dir, primary_port, password);
         write_private(&sentinel_conf_path(stack_dir, n), &text)?;
     }

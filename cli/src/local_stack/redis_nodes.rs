@@ -7,17 +7,26 @@ use std::path::{Path, PathBuf};
 use super::config_files::LocalStack;
 use super::error::StackError;
 use super::readiness;
-use super::redis_auth::{RedisPassword, REDIS_URL_ENV};
+use super::redis_auth::{create_private_dir, write_redis_conf, RedisPassword, REDIS_URL_ENV};
 use super::redis_ha::{self, HaPorts, MASTER_NAME, REDIS_PASSWORD_ENV};
 use super::supervisor::{Stage, Supervisor};
 use super::{os_args, wait_ready, SERVER_READY_TIMEOUT};
 use crate::output;
 
 /// Where each node keeps its data, and on which port it listens.
-fn data_node_args(stack: &LocalStack, port: u16, dir: &Path) -> Vec<OsString> {
+/// A data node's config: `DIR/redis.conf`'s text in the node's own data directory, which is
+/// made private (see `redis_auth::create_private_dir`: a failover rewrites it world-readable).
+fn node_config(dir: &Path, password: &RedisPassword) -> Result<PathBuf, StackError> {
+    create_private_dir(dir)?;
+    let path = dir.join("redis.conf");
+    write_redis_conf(&path, password)?;
+    Ok(path)
+}
+
+fn data_node_args(config: &Path, port: u16, dir: &Path) -> Vec<OsString> {
     let port = port.to_string();
     os_args(&[
-        &stack.redis_config_path(),
+        &config,
         &"--port",
         &port,
         &"--bind",
@@ -46,7 +55,9 @@ pub(super) async fn start_redis(
         "starting redis-server on 127.0.0.1:{primary} (password in {})",
         stack.redis_config_path().display()
     ));
-    let args = data_node_args(stack, primary, &stack.dir.join("redis"));
+    let primary_dir = stack.dir.join("redis");
+    let config = node_config(&primary_dir, password)?;
+    let args = data_node_args(&config, primary, &primary_dir);
     if stack.redis_ha.is_some() {
         // With sentinels a node that dies is failed over and started again (it rejoins as a
         // replica), not a reason to stop the stack.
@@ -95,7 +106,9 @@ async fn start_replica_and_sentinels(
         ha.sentinels.len(),
         ha.sentinel_addrs().join(", ")
     ));
-    let mut args = data_node_args(stack, replica, &redis_ha::replica_dir(&stack.dir));
+    let replica_dir = redis_ha::replica_dir(&stack.dir);
+    let config = node_config(&replica_dir, password)?;
+    let mut args = data_node_args(&config, replica, &replica_dir);
     args.extend(os_args(&[&"--replicaof", &"127.0.0.1", &primary]));
     sup.spawn_restarted_on_exit(
         "redis-replica",

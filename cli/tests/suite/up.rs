@@ -320,6 +320,81 @@ fn logged_redis_pid(log: &Path) -> Option<u32> {
         .ok()
 }
 
+/// The port a redis-server logged (`Running mode=standalone, port=N.`).
+fn logged_redis_port(log: &Path) -> Option<u16> {
+    let text = std::fs::read_to_string(log).ok()?;
+    let rest = text.split("port=").nth(1)?;
+    rest.split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// `AUTH password` then `command` on one connection to the Redis node on `port`: the second
+/// reply line.
+async fn redis_command_as(port: u16, password: &str, command: &str) -> String {
+    use tokio::io::AsyncWriteExt;
+    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let mut reader = BufReader::new(stream);
+    reader
+        .get_mut()
+        .write_all(format!("AUTH {password}\r\n{command}\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut lines = Vec::new();
+    for _ in 0..2 {
+        let mut line = String::new();
+        tokio::time::timeout(Duration::from_secs(5), reader.read_line(&mut line))
+            .await
+            .unwrap()
+            .unwrap();
+        lines.push(line);
+    }
+    lines.pop().unwrap_or_default()
+}
+
+/// Files under `root` holding `secret` that another local user could read: the file is
+/// group- or world-readable and every directory from `root` down to it lets them through.
+fn exposed_secrets(root: &Path, secret: &str) -> Vec<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| {
+        std::fs::metadata(p)
+            .map(|m| m.permissions().mode() & 0o777)
+            .unwrap_or(0)
+    };
+    let mut exposed = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let holds =
+                std::fs::read(&path).is_ok_and(|b| String::from_utf8_lossy(&b).contains(secret));
+            let readable = mode(&path) & 0o044 != 0;
+            let reachable = path
+                .ancestors()
+                .skip(1)
+                .take_while(|a| a.starts_with(root))
+                .all(|a| mode(a) & 0o011 != 0);
+            if holds && readable && reachable {
+                exposed.push(format!("{} ({:o})", path.display(), mode(&path)));
+            }
+        }
+    }
+    exposed
+}
+
 #[tokio::test]
 async fn up_ha_starts_a_redis_node_that_dies_again_and_keeps_running() {
     let manager_api = standin::start(standin::Canned::default()).await;
@@ -330,12 +405,33 @@ async fn up_ha_starts_a_redis_node_that_dies_again_and_keeps_running() {
         "echo \"started with $* as pid $$\" >&2\nexec sleep 600",
     );
     let data = tempfile::tempdir().unwrap();
+    // As `.loopgate` is made under a umask of 022.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(data.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     let mut up = spawn_up_with(bins.path(), data.path(), &http_addr, &["--ha"]).await;
     let first = tokio::time::timeout(Duration::from_secs(90), up.stdout.next_line())
         .await
         .expect("loopgate up --ha did not come up in 90s")
         .unwrap();
     assert!(first.is_some(), "{}", stderr_of(&mut up.child).await);
+    // The password stays private although the sentinels rewrite their configs (on start) and
+    // the data nodes theirs (a failover's CONFIG REWRITE, done here by hand), mode 0644.
+    let conf = std::fs::read_to_string(data.path().join("redis.conf")).unwrap();
+    let password = conf
+        .lines()
+        .find_map(|l| l.strip_prefix("requirepass "))
+        .unwrap()
+        .trim()
+        .to_string();
+    for node in ["redis-server", "redis-replica"] {
+        let port = logged_redis_port(&data.path().join(format!("logs/{node}.log"))).unwrap();
+        let reply = redis_command_as(port, &password, "CONFIG REWRITE").await;
+        assert!(reply.starts_with("+OK"), "{node}: {reply}");
+    }
+    let exposed = exposed_secrets(data.path(), &password);
+    assert!(exposed.is_empty(), "readable by other users: {exposed:?}");
     let log = data.path().join("logs/redis-replica.log");
     let old = logged_redis_pid(&log).expect("the replica logged its pid");
     std::process::Command::new("kill")
