@@ -55,6 +55,10 @@ pub struct JetStreamSection {
     pub snapshot_max_bytes: Option<i64>,
     /// Byte cap of the evidence bucket.
     pub evidence_max_bytes: Option<i64>,
+    /// `ack_wait` of the `audit` durable, in seconds (3-3600): how soon an audit whose auditor
+    /// died or was cut off is delivered to another. Unset: 30 s when the durable is created,
+    /// an existing one left as it is; set: the durable is updated to it.
+    pub audit_ack_wait_secs: Option<u64>,
 }
 
 impl JetStreamSection {
@@ -79,7 +83,16 @@ impl JetStreamSection {
                 ));
             }
         }
+        if let Some(secs) = self.audit_ack_wait_secs {
+            if !(3..=3600).contains(&secs) {
+                return Err(ConfigError::invalid(
+                    "jetstream.audit_ack_wait_secs",
+                    format!("{secs}: must be 3-3600"),
+                ));
+            }
+        }
         Ok(TopologyOptions {
+            audit_ack_wait: self.audit_ack_wait_secs.map(Duration::from_secs),
             replicas: self.replicas,
             stream_max_bytes: Some(self.stream_max_bytes.unwrap_or(DEFAULT_STREAM_MAX_BYTES)),
             snapshot_max_bytes: self.snapshot_max_bytes,
@@ -549,6 +562,23 @@ mod tests {
             Ok(Some(DEFAULT_STREAM_MAX_BYTES))
         );
         assert_eq!(defaults.map(|t| t.snapshot_max_bytes), Ok(None));
+        // audit_ack_wait_secs -> the durable's ack_wait, or refused.
+        for (secs, want) in [
+            (None, Ok(None)),
+            (Some(3), Ok(Some(Duration::from_secs(3)))),
+            (Some(3600), Ok(Some(Duration::from_secs(3600)))),
+            (Some(2), Err(())),
+            (Some(3601), Err(())),
+        ] {
+            let got = JetStreamSection {
+                audit_ack_wait_secs: secs,
+                ..Default::default()
+            }
+            .resolve()
+            .map(|t| t.audit_ack_wait)
+            .map_err(|_| ());
+            assert_eq!(got, want, "{secs:?}");
+        }
     }
 
     use super::*;

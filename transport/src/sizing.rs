@@ -14,4 +14,8 @@ pub struct TopologyOptions {
     pub snapshot_max_bytes: Option<i64>,
     /// Byte cap of the evidence bucket.
     pub evidence_max_bytes: Option<i64>,
+    /// `ack_wait` of the `audit` durable the auditors share: how long an audit whose auditor
+    /// went silent waits before it is delivered again. `None`: 30 s when the durable is
+    /// created, and an existing durable is left as it is.
+    pub audit_ack_wait: Option<std::time::Duration>,
 }

@@ -431,25 +431,34 @@ impl Bus {
         Err(TopologyErrorKind::EpisodeBucket.failed(last_error))
     }
 
-    /// Create the `audit` durable with default [`ConsumerOptions`] unless it exists. Looks
-    /// first, so callers with read-only rights pass once it is there; an existing durable's
-    /// settings are left alone.
+    /// Create the `audit` durable unless it exists, with the topology's `audit_ack_wait` (else
+    /// the default [`ConsumerOptions`]). Looks first, so callers with read-only rights pass once
+    /// it is there; an existing durable is updated only when `audit_ack_wait` is set and
+    /// differs from the server's.
     pub async fn ensure_audit_consumer(&self) -> Result<(), BusError> {
+        let wanted = self.topology().audit_ack_wait;
+        let options = ConsumerOptions {
+            ack_wait: wanted.unwrap_or(ConsumerOptions::default().ack_wait),
+            ..ConsumerOptions::default()
+        };
         let lookup = self
             .jetstream()
             .get_consumer_from_stream::<async_nats::jetstream::consumer::pull::Config, _, _>(
                 Work::Audit.durable_name(),
                 Work::Audit.stream_name(),
             );
-        if with_timeout(ConsumerErrorKind::Info, self.request_timeout(), lookup)
-            .await
-            .is_ok()
+        if let Ok(existing) =
+            with_timeout(ConsumerErrorKind::Info, self.request_timeout(), lookup).await
         {
-            return Ok(());
+            let server = existing.cached_info().config.ack_wait;
+            match wanted {
+                Some(ack_wait) if ack_wait != server => {
+                    tracing::info!(?server, ?ack_wait, "updating the audit consumer's ack_wait");
+                }
+                _ => return Ok(()),
+            }
         }
-        self.work_consumer(Work::Audit, ConsumerOptions::default())
-            .await
-            .map(drop)
+        self.work_consumer(Work::Audit, options).await.map(drop)
     }
 }
 

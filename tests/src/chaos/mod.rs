@@ -82,6 +82,11 @@ pub async fn run(config: &ChaosConfig, progress: &dyn Fn(&str)) -> anyhow::Resul
     opts.manager_extra = "sweep_interval_ms = 200".into();
     opts.executor_extra = format!("ack_wait_secs = {}", config.worker_ack_wait_secs);
     opts.auditor_extra = format!("ack_wait_secs = {}", config.worker_ack_wait_secs);
+    // The audit durable is the manager's: its ack_wait is the auditors' too.
+    opts.manager_tables = format!(
+        "[jetstream]\naudit_ack_wait_secs = {}",
+        config.worker_ack_wait_secs
+    );
     opts.executor_nats_proxy = config.partitions;
     opts.redis_proxy = config.partitions;
     opts.manager_nats_proxy = config.partitions;

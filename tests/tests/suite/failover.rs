@@ -427,9 +427,9 @@ async fn an_auditor_cut_off_from_nats_mid_audit_loses_its_audit_to_another_once(
     let mut opts = StackOptions::new(profiles(&model), 1);
     opts.auditors = 2;
     opts.auditor_nats_proxy = true;
-    // The audit durable's ack_wait is the one of whoever creates it first: both say 3 s.
+    // The audit durable is the manager's ([jetstream] audit_ack_wait_secs, default 30 s).
     opts.auditor_extra = "ack_wait_secs = 3".into();
-    opts.manager_extra = "ack_wait_secs = 3".into();
+    opts.manager_tables = "[jetstream]\naudit_ack_wait_secs = 3".into();
     let stack = Stack::start(opts).await?;
     let id = stack.submit(SLOW_CHECK_TASK, &[]).await?["id"]
         .as_str()

@@ -243,6 +243,7 @@ async fn topology_sizing_is_applied_and_kept() -> Result<()> {
                 stream_max_bytes: Some(48 << 20),
                 snapshot_max_bytes: Some(128 << 20),
                 evidence_max_bytes: Some(32 << 20),
+                audit_ack_wait: None,
             });
         sized.ensure_topology().await?;
         for config in sized.stream_configs() {
@@ -268,6 +269,37 @@ async fn topology_sizing_is_applied_and_kept() -> Result<()> {
         assert_eq!(exec.info().await?.config.max_bytes, 48 << 20);
         let mut snapshots = plain.jetstream().get_stream("OBJ_lg-snapshots").await?;
         assert_eq!(snapshots.info().await?.config.max_bytes, 128 << 20);
+        Ok(())
+    })
+    .await
+}
+
+/// The `audit` durable's ack_wait is the owner's `audit_ack_wait`: 30 s when unset, updated on
+/// an existing durable when set, and left alone by a process that sets none (a worker).
+#[tokio::test]
+async fn the_audit_consumers_ack_wait_follows_the_owner() -> Result<()> {
+    bounded(async {
+        let server = NatsServer::start().await?;
+        let plain = bus_on(&server).await?;
+        let ack_wait = |bus: Bus| async move {
+            let mut consumer: async_nats::jetstream::consumer::PullConsumer = bus
+                .jetstream()
+                .get_consumer_from_stream(Work::Audit.durable_name(), Work::Audit.stream_name())
+                .await?;
+            anyhow::Ok(consumer.info().await?.config.ack_wait)
+        };
+        plain.ensure_topology().await?;
+        assert_eq!(ack_wait(plain.clone()).await?, Duration::from_secs(30));
+        let owner = plain
+            .clone()
+            .with_topology(loopgate_transport::TopologyOptions {
+                audit_ack_wait: Some(Duration::from_secs(3)),
+                ..Default::default()
+            });
+        owner.ensure_topology().await?;
+        assert_eq!(ack_wait(plain.clone()).await?, Duration::from_secs(3));
+        plain.ensure_topology().await?;
+        assert_eq!(ack_wait(plain.clone()).await?, Duration::from_secs(3));
         Ok(())
     })
     .await
