@@ -25,6 +25,8 @@ pub struct Profile {
     pub vision: bool,
     /// `temperature = T` when set.
     pub temperature: Option<f64>,
+    /// `extra_body = { ... }` when set: more request fields, as a TOML inline table.
+    pub extra_body: Option<String>,
 }
 
 /// The reply cap the benches give a local model's profiles.
@@ -44,6 +46,7 @@ impl Profile {
             max_tokens: None,
             vision: false,
             temperature: None,
+            extra_body: None,
         }
     }
     /// The profile a bench gives a local model: the reply cap and temperature `loopgate up`
@@ -60,6 +63,13 @@ impl Profile {
     pub fn with_max_tokens(mut self, max_tokens: u32) -> Self {
         self.max_tokens = Some(max_tokens);
         self
+    }
+    /// `extra_body` from a JSON object (`{"repeat_penalty": 1.1}`), as a TOML inline table.
+    pub fn with_extra_body(mut self, json: &serde_json::Value) -> anyhow::Result<Self> {
+        anyhow::ensure!(json.is_object(), "extra_body must be a JSON object: {json}");
+        let table = toml::Value::try_from(json)?;
+        self.extra_body = Some(table.to_string());
+        Ok(self)
     }
     pub fn with_structured_output(mut self, value: &str) -> Self {
         self.structured_output = Some(value.into());
@@ -84,8 +94,13 @@ impl Profile {
             .temperature
             .map(|t| format!("temperature = {t}\n"))
             .unwrap_or_default();
+        let extra_body = self
+            .extra_body
+            .as_ref()
+            .map(|t| format!("extra_body = {t}\n"))
+            .unwrap_or_default();
         format!(
-            "[models.{}]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"{}\"\ntimeout_secs = {}\n{key}{structured}{max_tokens}{vision}{temperature}",
+            "[models.{}]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"{}\"\ntimeout_secs = {}\n{key}{structured}{max_tokens}{vision}{temperature}{extra_body}",
             self.name, self.base_url, self.model, self.timeout_secs
         )
     }
@@ -208,4 +223,25 @@ fn listens_on(child: &ChildGuard, port: u16) -> bool {
         .log_text()
         .lines()
         .any(|line| line.contains("http api listening") && line.contains(&addr))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::Profile;
+    use serde_json::json;
+
+    #[test]
+    fn extra_body_goes_into_the_profile_table() {
+        let profile = Profile::new("exec", "http://127.0.0.1:1/v1", "m")
+            .with_extra_body(&json!({"repeat_penalty": 1.1, "kw": {"enable_thinking": false}}))
+            .unwrap();
+        let table: toml::Table = toml::from_str(&profile.toml(None)).unwrap();
+        let extra = &table["models"]["exec"]["extra_body"];
+        assert_eq!(extra["repeat_penalty"].as_float(), Some(1.1));
+        assert_eq!(extra["kw"]["enable_thinking"].as_bool(), Some(false));
+        assert!(Profile::new("e", "u", "m")
+            .with_extra_body(&json!([1]))
+            .is_err());
+    }
 }

@@ -139,6 +139,12 @@ fn notes(args: &Args, arms: &[Arm], caps: LongCaps) -> Vec<String> {
             caps.episode_secs, caps.single_wall_secs, caps.loop_wall_secs, args.structured_output
         ),
     ];
+    if let Some(body) = &args.extra_body {
+        notes.push(format!(
+            "The local model's profiles (manager and executor) send extra_body = {body} with \
+             every request (--extra-body)."
+        ));
+    }
     for arm in arms {
         notes.push(format!("{}: {}.", arm.name(), arm.description()));
     }
@@ -367,10 +373,8 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
             if todo.is_empty() {
                 continue;
             }
-            let mut options = StackOptions::new(
-                profiles(&llm, &standin, &args.structured_output),
-                executors_for(&todo),
-            );
+            let mut options =
+                StackOptions::new(profiles(&llm, &standin, args)?, executors_for(&todo));
             if task.is_gui() {
                 options.capabilities = vec!["cli", "gui"];
             }

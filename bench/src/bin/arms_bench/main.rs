@@ -101,6 +101,9 @@ struct Args {
     /// `structured_output` of the loopgate arm's manager profile: `json_schema` (what `loopgate
     /// up` and `make demo` ship) or `off`.
     structured_output: String,
+    /// `--extra-body JSON`: more request fields for the local model's profiles (manager and
+    /// executor), e.g. `{"repeat_penalty": 1.1}`.
+    extra_body: Option<serde_json::Value>,
     /// Print the tasks (and for HumanEval the subset with its sanity checks) and stop.
     list: bool,
     /// Go on from the results already in the output file: a task with both arms there is not
@@ -111,9 +114,9 @@ struct Args {
 const USAGE: &str =
     "usage: arms-bench --model 1.5b|0.5b --out DIR [--suite examples|humaneval|long] [--tasks a,b] \
 [--humaneval-n N] [--humaneval-data FILE] [--max-rounds N] [--max-steps N] [--token-budget N] \
-[--episode-secs S] [--single-wall-secs S] [--loop-wall-secs S] [--stop-after-mins M] [--structured-output json_schema|off] [--step-retries N] [--attempts N] [--judge] [--resume]
+[--episode-secs S] [--single-wall-secs S] [--loop-wall-secs S] [--stop-after-mins M] [--structured-output json_schema|off] [--extra-body JSON] [--step-retries N] [--attempts N] [--judge] [--resume]
        arms-bench --suite long --model 1.5b|0.5b --out DIR [--arms a,b] [--tasks a,b] [--token-budget N] \
-[--episode-secs S] [--single-wall-secs S] [--loop-wall-secs S] [--hidden-secs S[,TASK=S]] [--long-dir DIR] [--stop-after-mins M] [--structured-output json_schema|off] [--resume]
+[--episode-secs S] [--single-wall-secs S] [--loop-wall-secs S] [--hidden-secs S[,TASK=S]] [--long-dir DIR] [--stop-after-mins M] [--structured-output json_schema|off] [--extra-body JSON] [--resume]
        arms-bench --list [--suite examples|humaneval|long] [--humaneval-n N] [--arms a,b]   (the tasks, no runs)";
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -135,6 +138,7 @@ fn parse_args() -> anyhow::Result<Args> {
         caps: SHORT_TASK_CAPS,
         stop_after: None,
         structured_output: "json_schema".into(),
+        extra_body: None,
         list: false,
         resume: false,
     };
@@ -219,6 +223,14 @@ fn parse_args() -> anyhow::Result<Args> {
                 }
                 args.structured_output = value.clone();
             }
+            "--extra-body" => {
+                let body: serde_json::Value = serde_json::from_str(&value)
+                    .map_err(|e| anyhow::anyhow!("--extra-body: not JSON: {e}\n{USAGE}"))?;
+                if !body.is_object() {
+                    bail!("--extra-body must be a JSON object\n{USAGE}");
+                }
+                args.extra_body = Some(body);
+            }
             _ => bail!("unknown flag {flag}\n{USAGE}"),
         }
     }
@@ -263,16 +275,20 @@ fn gguf_path(size: &str) -> PathBuf {
     }
 }
 
-fn profiles(llm: &LocalModel, standin: &StandInModel, structured_output: &str) -> Vec<Profile> {
+fn profiles(llm: &LocalModel, standin: &StandInModel, args: &Args) -> anyhow::Result<Vec<Profile>> {
     let mut mgr = Profile::new(MANAGER_PROFILE, &llm.base_url(), llm.model_name())
-        .with_structured_output(structured_output)
+        .with_structured_output(&args.structured_output)
         .local_defaults();
     mgr.timeout_secs = 300;
     let mut exec =
         Profile::new(EXECUTOR_PROFILE, &llm.base_url(), llm.model_name()).local_defaults();
     exec.timeout_secs = 300;
+    if let Some(body) = &args.extra_body {
+        mgr = mgr.with_extra_body(body)?;
+        exec = exec.with_extra_body(body)?;
+    }
     let stand = Profile::new(STANDIN_MANAGER_PROFILE, &standin.base_url(), STANDIN_MODEL);
-    vec![mgr, exec, stand]
+    Ok(vec![mgr, exec, stand])
 }
 
 fn bench_error(task: &SuiteTask, arm: &'static str, err: &anyhow::Error) -> ArmResult {
@@ -414,6 +430,12 @@ async fn main() -> anyhow::Result<()> {
     }
     let mut notes = base_notes(&args);
     notes.append(&mut suite_notes);
+    if let Some(body) = &args.extra_body {
+        notes.push(format!(
+            "The local model's profiles (manager and executor) send extra_body = {body} with \
+             every request (--extra-body)."
+        ));
+    }
     let mut report = Report {
         path: args.out.join(match args.caps.attempts.filter(|n| *n > 1) {
             Some(n) => format!("{file_stem}-{}-attempts{n}.json", args.size),
@@ -490,7 +512,7 @@ async fn main() -> anyhow::Result<()> {
                 now_rfc3339()
             );
             let stack = Stack::start(StackOptions::new(
-                profiles(&llm, &standin, &args.structured_output),
+                profiles(&llm, &standin, &args)?,
                 args.caps.executors(),
             ))
             .await?;
