@@ -100,30 +100,41 @@ pub fn slow_first_manager(first_delay: Duration) -> (Reply, Arc<AtomicBool>) {
     (manager, asked)
 }
 
+/// A task whose check sleeps 4 s first, so round 1's audit is mid-check when a fault hits its
+/// auditor; no baseline audit, so round 1's is the first. Roles `mgr` and `exec`.
+pub const SLOW_CHECK_TASK: &str = r#"
+goal = "Create hello.py that prints exactly: hello, loopgate"
+[[acceptance]]
+id = "prints-greeting"
+check = "sleep 4; test \"$(python3 hello.py)\" = 'hello, loopgate'"
+[roles]
+manager = "mgr"
+executor = "exec"
+[budget]
+max_rounds = 4
+baseline_checks = false
+"#;
+
+/// Two auditors redelivered an audit after 3 s: the auditors' `ack_wait_secs` and the audit
+/// durable's (the manager's `[jetstream] audit_ack_wait_secs`, default 30 s).
+pub fn two_auditors_ack_wait_3s(opts: &mut crate::StackOptions) {
+    opts.auditors = 2;
+    opts.auditor_extra = "ack_wait_secs = 3".into();
+    opts.manager_tables = "[jetstream]\naudit_ack_wait_secs = 3".into();
+}
+
 impl Stack {
     /// Which auditor (0 = `auditor`, i = `more_auditors[i - 1]`, also its index in
     /// `auditor_nats_proxies`) started run `id`'s first audit, waiting up to `timeout` for it.
     /// Auditor i + 1 runs as `audit-{i + 1}`.
     pub async fn first_audit_auditor(&self, id: &str, timeout: Duration) -> anyhow::Result<usize> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let started = self.log_entries(id, "episode_started").await?;
-            if let Some(e) = started.iter().find(|e| e["role"] == "auditor") {
-                let worker = e["worker"].as_str().unwrap_or_default();
-                return worker
-                    .strip_prefix("audit-")
-                    .and_then(|i| i.parse::<usize>().ok())
-                    .and_then(|i| i.checked_sub(1))
-                    .filter(|i| *i <= self.more_auditors.len())
-                    .ok_or_else(|| anyhow::anyhow!("no auditor named {worker}"));
-            }
-            anyhow::ensure!(
-                tokio::time::Instant::now() < deadline,
-                "no audit of {id} started\n{}",
-                self.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let worker = self.first_episode_worker(id, "auditor", timeout).await?;
+        worker
+            .strip_prefix("audit-")
+            .and_then(|i| i.parse::<usize>().ok())
+            .and_then(|i| i.checked_sub(1))
+            .filter(|i| *i <= self.more_auditors.len())
+            .ok_or_else(|| anyhow::anyhow!("no auditor named {worker}"))
     }
 
     /// The index in `executors` of the worker that started run `id`'s first executor episode,
@@ -133,20 +144,29 @@ impl Stack {
         id: &str,
         timeout: Duration,
     ) -> anyhow::Result<usize> {
+        let worker = self.first_episode_worker(id, "executor", timeout).await?;
+        self.executors
+            .iter()
+            .position(|x| x.name() == worker)
+            .ok_or_else(|| anyhow::anyhow!("no executor named {worker}"))
+    }
+
+    /// The worker id of run `id`'s first episode of `role`, waiting up to `timeout` for it.
+    async fn first_episode_worker(
+        &self,
+        id: &str,
+        role: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<String> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let started = self.log_entries(id, "episode_started").await?;
-            if let Some(e) = started.iter().find(|e| e["role"] == "executor") {
-                let worker = e["worker"].as_str().unwrap_or_default();
-                return self
-                    .executors
-                    .iter()
-                    .position(|x| x.name() == worker)
-                    .ok_or_else(|| anyhow::anyhow!("no executor named {worker}"));
+            if let Some(e) = started.iter().find(|e| e["role"] == role) {
+                return Ok(e["worker"].as_str().unwrap_or_default().to_string());
             }
             anyhow::ensure!(
                 tokio::time::Instant::now() < deadline,
-                "no episode of {id} started\n{}",
+                "no {role} episode of {id} started\n{}",
                 self.logs()
             );
             tokio::time::sleep(Duration::from_millis(50)).await;

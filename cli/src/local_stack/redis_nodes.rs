@@ -58,25 +58,21 @@ pub(super) async fn start_redis(
     let primary_dir = stack.dir.join("redis");
     let config = node_config(&primary_dir, password)?;
     let args = data_node_args(&config, primary, &primary_dir);
-    if stack.redis_ha.is_some() {
-        // With sentinels a node that dies is failed over and started again (it rejoins as a
-        // replica), not a reason to stop the stack.
-        sup.spawn_restarted_on_exit(
-            "redis-server",
-            Stage::Servers,
-            program,
-            &args,
-            &log("redis-server"),
-        )?;
+    // With sentinels a node that dies is failed over and started again (it rejoins as a
+    // replica), not a reason to stop the stack.
+    let spawn = if stack.redis_ha.is_some() {
+        Supervisor::spawn_restarted_on_exit
     } else {
-        sup.spawn(
-            "redis-server",
-            Stage::Servers,
-            program,
-            &args,
-            &log("redis-server"),
-        )?;
-    }
+        Supervisor::spawn
+    };
+    spawn(
+        sup,
+        "redis-server",
+        Stage::Servers,
+        program,
+        &args,
+        &log("redis-server"),
+    )?;
     wait_ready(
         sup,
         "redis-server",

@@ -62,6 +62,18 @@ struct Launch {
 }
 
 impl Launch {
+    fn new(program: &Path, args: &[OsString], env: &[(&str, String)], log_path: &Path) -> Launch {
+        Launch {
+            program: program.to_path_buf(),
+            args: args.to_vec(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+            log_path: log_path.to_path_buf(),
+        }
+    }
+
     /// Starts it in its own process group, its output in the log file (truncated first, or
     /// appended to for a restart).
     fn start(&self, name: &str, append: bool) -> Result<Child, StackError> {
@@ -166,15 +178,7 @@ impl Supervisor {
         log_path: &Path,
         env: &[(&str, String)],
     ) -> Result<(), StackError> {
-        let launch = Launch {
-            program: program.to_path_buf(),
-            args: args.to_vec(),
-            env: env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect(),
-            log_path: log_path.to_path_buf(),
-        };
+        let launch = Launch::new(program, args, env, log_path);
         self.start_managed(name, stage, launch, None)
     }
 
@@ -188,12 +192,7 @@ impl Supervisor {
         args: &[OsString],
         log_path: &Path,
     ) -> Result<(), StackError> {
-        let launch = Launch {
-            program: program.to_path_buf(),
-            args: args.to_vec(),
-            env: Vec::new(),
-            log_path: log_path.to_path_buf(),
-        };
+        let launch = Launch::new(program, args, &[], log_path);
         self.start_managed(name, stage, launch, Some(Vec::new()))
     }
 

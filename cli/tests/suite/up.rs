@@ -20,9 +20,12 @@ fn script(dir: &Path, name: &str, body: &str) {
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
+/// A stand-in daemon's body: log its arguments and pid, wait to be stopped.
+const WAITING: &str = "echo \"started with $* as pid $$\" >&2\nexec sleep 600";
+
 /// Stand-in daemons that log their arguments and wait to be stopped.
 fn fake_daemons(dir: &Path, executor_body: &str) {
-    let wait = "echo \"started with $* as pid $$\" >&2\nexec sleep 600";
+    let wait = WAITING;
     let manager = "echo \"redis url: $LOOPGATE_REDIS_URL as pid $$\" >&2\nexec sleep 600";
     script(dir, "loopgate-manager", manager);
     script(dir, "loopgate-auditor", wait);
@@ -73,6 +76,55 @@ async fn spawn_up_with(bin_dir: &Path, data_dir: &Path, http_addr: &str, extra: 
         nats_port,
         redis_port,
     }
+}
+
+/// `up` with waiting stand-in daemons (and `extra` flags), come up. The stand-in API and the
+/// daemons' directory live as long as it.
+struct Started {
+    up: UpRun,
+    data: tempfile::TempDir,
+    _bins: tempfile::TempDir,
+    _api: standin::Standin,
+}
+
+async fn start_up(extra: &[&str], data_mode: Option<u32>) -> Started {
+    let api = standin::start(standin::Canned::default()).await;
+    let http_addr = api.url.trim_start_matches("http://").to_string();
+    let bins = tempfile::tempdir().unwrap();
+    fake_daemons(bins.path(), WAITING);
+    let data = tempfile::tempdir().unwrap();
+    if let Some(mode) = data_mode {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(data.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let mut up = spawn_up_with(bins.path(), data.path(), &http_addr, extra).await;
+    let first = tokio::time::timeout(Duration::from_secs(90), up.stdout.next_line())
+        .await
+        .expect("loopgate up did not come up in 90s")
+        .unwrap();
+    assert!(first.is_some(), "{}", stderr_of(&mut up.child).await);
+    Started {
+        up,
+        data,
+        _bins: bins,
+        _api: api,
+    }
+}
+
+/// SIGTERM to `up`, then its exit status and stderr.
+async fn stop_with_sigterm(up: &mut UpRun) -> (std::process::ExitStatus, String) {
+    let pid = up.child.id().unwrap().to_string();
+    let killed = Command::new("kill")
+        .args(["-s", "TERM", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(killed.success());
+    let status = tokio::time::timeout(Duration::from_secs(60), up.child.wait())
+        .await
+        .expect("loopgate up did not stop within 60s")
+        .unwrap();
+    (status, stderr_of(&mut up.child).await)
 }
 
 async fn port_open(port: u16) -> bool {
@@ -193,18 +245,8 @@ async fn up_starts_the_stack_and_stops_it_on_sigterm() {
 
     redis_requires_the_password_only_the_manager_gets(data.path(), up.redis_port).await;
 
-    let pid = up.child.id().unwrap().to_string();
-    let killed = Command::new("kill")
-        .args(["-s", "TERM", &pid])
-        .status()
-        .await
-        .unwrap();
-    assert!(killed.success());
-    let status = tokio::time::timeout(Duration::from_secs(60), up.child.wait())
-        .await
-        .expect("loopgate up did not stop within 60s")
-        .unwrap();
-    assert_eq!(status.code(), Some(0), "{}", stderr_of(&mut up.child).await);
+    let (status, stderr) = stop_with_sigterm(&mut up).await;
+    assert_eq!(status.code(), Some(0), "{stderr}");
     assert!(!port_open(up.nats_port).await, "nats-server still running");
     assert!(
         !port_open(up.redis_port).await,
@@ -259,20 +301,7 @@ fn running(pid: u32) -> bool {
 
 #[tokio::test]
 async fn up_killed_with_sigkill_leaves_nothing_running() {
-    let manager_api = standin::start(standin::Canned::default()).await;
-    let http_addr = manager_api.url.trim_start_matches("http://").to_string();
-    let bins = tempfile::tempdir().unwrap();
-    fake_daemons(
-        bins.path(),
-        "echo \"started with $* as pid $$\" >&2\nexec sleep 600",
-    );
-    let data = tempfile::tempdir().unwrap();
-    let mut up = spawn_up(bins.path(), data.path(), &http_addr).await;
-    let first = tokio::time::timeout(Duration::from_secs(60), up.stdout.next_line())
-        .await
-        .expect("loopgate up did not come up in 60s")
-        .unwrap();
-    assert!(first.is_some(), "{}", stderr_of(&mut up.child).await);
+    let Started { mut up, data, .. } = start_up(&[], None).await;
     // Every daemon has logged its pid (the executors start after the manager is ready).
     let logged = wait_until(Duration::from_secs(20), || async {
         stack_pids(data.path(), up.redis_port).len() >= 7
@@ -397,25 +426,8 @@ fn exposed_secrets(root: &Path, secret: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn up_ha_starts_a_redis_node_that_dies_again_and_keeps_running() {
-    let manager_api = standin::start(standin::Canned::default()).await;
-    let http_addr = manager_api.url.trim_start_matches("http://").to_string();
-    let bins = tempfile::tempdir().unwrap();
-    fake_daemons(
-        bins.path(),
-        "echo \"started with $* as pid $$\" >&2\nexec sleep 600",
-    );
-    let data = tempfile::tempdir().unwrap();
-    // As `.loopgate` is made under a umask of 022.
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(data.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    let mut up = spawn_up_with(bins.path(), data.path(), &http_addr, &["--ha"]).await;
-    let first = tokio::time::timeout(Duration::from_secs(90), up.stdout.next_line())
-        .await
-        .expect("loopgate up --ha did not come up in 90s")
-        .unwrap();
-    assert!(first.is_some(), "{}", stderr_of(&mut up.child).await);
+    // The data dir as `.loopgate` is made under a umask of 022.
+    let Started { mut up, data, .. } = start_up(&["--ha"], Some(0o755)).await;
     // The password stays private although the sentinels rewrite their configs (on start) and
     // the data nodes theirs (a failover's CONFIG REWRITE, done here by hand), mode 0644.
     let conf = std::fs::read_to_string(data.path().join("redis.conf")).unwrap();
@@ -453,17 +465,7 @@ async fn up_ha_starts_a_redis_node_that_dies_again_and_keeps_running() {
         "up stopped: {}",
         stderr_of(&mut up.child).await
     );
-    let pid = up.child.id().unwrap().to_string();
-    Command::new("kill")
-        .args(["-s", "TERM", &pid])
-        .status()
-        .await
-        .unwrap();
-    let status = tokio::time::timeout(Duration::from_secs(60), up.child.wait())
-        .await
-        .expect("loopgate up did not stop within 60s")
-        .unwrap();
-    let stderr = stderr_of(&mut up.child).await;
+    let (status, stderr) = stop_with_sigterm(&mut up).await;
     assert_eq!(status.code(), Some(0), "{stderr}");
     assert!(
         stderr.contains("redis-replica exited") && stderr.contains("starting it again"),

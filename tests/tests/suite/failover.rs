@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use loopgate_test_support::{wait_until, ProxyFault, Reply, Script, StandInModel};
-use loopgate_tests::episode_faults::hello_executor;
+use loopgate_tests::episode_faults::{hello_executor, two_auditors_ack_wait_3s, SLOW_CHECK_TASK};
 use loopgate_tests::{Profile, Stack, StackOptions};
 use serde_json::Value;
 
@@ -405,31 +405,13 @@ async fn a_manager_cut_off_from_nats_leaves_its_runs_to_the_other_and_duplicates
     Ok(())
 }
 
-/// The check sleeps first, so round 1's audit is mid-check when its auditor's link is cut.
-/// No baseline audit: round 1's is the first audit.
-const SLOW_CHECK_TASK: &str = r#"
-goal = "Create hello.py that prints exactly: hello, loopgate"
-[[acceptance]]
-id = "prints-greeting"
-check = "sleep 4; test \"$(python3 hello.py)\" = 'hello, loopgate'"
-[roles]
-manager = "mgr"
-executor = "exec"
-[budget]
-max_rounds = 4
-baseline_checks = false
-"#;
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_auditor_cut_off_from_nats_mid_audit_loses_its_audit_to_another_once(
 ) -> anyhow::Result<()> {
     let model = model(Duration::ZERO).await?;
     let mut opts = StackOptions::new(profiles(&model), 1);
-    opts.auditors = 2;
+    two_auditors_ack_wait_3s(&mut opts);
     opts.auditor_nats_proxy = true;
-    // The audit durable is the manager's ([jetstream] audit_ack_wait_secs, default 30 s).
-    opts.auditor_extra = "ack_wait_secs = 3".into();
-    opts.manager_tables = "[jetstream]\naudit_ack_wait_secs = 3".into();
     let stack = Stack::start(opts).await?;
     let id = stack.submit(SLOW_CHECK_TASK, &[]).await?["id"]
         .as_str()

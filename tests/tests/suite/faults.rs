@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use loopgate_test_support::{last_message_content, Reply, Script, StandInModel};
 use loopgate_tests::episode_faults::{
-    hello_executor, hello_executor_with, hello_model, HelloDelays,
+    hello_executor, hello_executor_with, hello_model, two_auditors_ack_wait_3s, HelloDelays,
+    SLOW_CHECK_TASK,
 };
 use loopgate_tests::{Profile, Stack, StackOptions};
 use serde_json::{json, Value};
@@ -229,30 +230,12 @@ async fn executor_killed_mid_episode_is_redelivered_and_the_round_completes_once
     Ok(())
 }
 
-/// The check sleeps first, so round 1's audit is mid-check when its auditor is killed. No
-/// baseline audit: round 1's is the first audit.
-const SLOW_CHECK_TASK: &str = r#"
-goal = "Create hello.py that prints exactly: hello, loopgate"
-[[acceptance]]
-id = "prints-greeting"
-check = "sleep 4; test \"$(python3 hello.py)\" = 'hello, loopgate'"
-[roles]
-manager = "mgr"
-executor = "exec"
-[budget]
-max_rounds = 6
-baseline_checks = false
-"#;
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auditor_killed_mid_audit_is_redelivered_and_the_round_completes_once() -> anyhow::Result<()>
 {
     let model = hello_model(hello_executor(Duration::ZERO)).await?;
     let mut opts = StackOptions::new(profiles(&model), 1);
-    opts.auditors = 2;
-    // The audit durable is the manager's ([jetstream] audit_ack_wait_secs, default 30 s).
-    opts.auditor_extra = "ack_wait_secs = 3".into();
-    opts.manager_tables = "[jetstream]\naudit_ack_wait_secs = 3".into();
+    two_auditors_ack_wait_3s(&mut opts);
     let mut stack = Stack::start(opts).await?;
     let id = stack.submit(SLOW_CHECK_TASK, &[]).await?["id"]
         .as_str()
