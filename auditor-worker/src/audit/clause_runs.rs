@@ -2,13 +2,14 @@
 //! commands the clause questions quote and the calls the goal writes out, each in its own
 //! sandboxed copy of the candidate like a check, under `scratch/clause-commands`.
 
-use std::path::Path;
+use std::time::Duration;
 
 use loopgate_common::goal::derived_checks::SetAside;
-use loopgate_protocol::snapshot::Manifest;
 
 use crate::audit::auditor::Auditor;
+use crate::audit::pipeline::Audited;
 use crate::audit::progress::AuditProgressTx;
+use crate::evidence::EvidenceBucket;
 use crate::judge::clause_commands::{command_runs, plan_clause_commands, CommandRun};
 use crate::judge_context::JudgeContext;
 
@@ -18,15 +19,15 @@ impl Auditor {
     pub(super) async fn run_clause_commands(
         &self,
         cx: &JudgeContext<'_>,
-        scratch: &Path,
-        manifest: &Manifest,
+        audited: &Audited<'_>,
         set_aside: &[SetAside<'_>],
     ) -> Vec<CommandRun> {
+        let manifest = audited.candidate;
         let planned = plan_clause_commands(cx, manifest, set_aside).await;
         if planned.is_empty() {
             return Vec::new();
         }
-        let dir = scratch.join("clause-commands");
+        let dir = audited.scratch.join("clause-commands");
         if let Err(err) = tokio::fs::create_dir_all(&dir).await {
             tracing::warn!(error = %err, "preparing to run the clauses' commands; skipped");
             return Vec::new();
@@ -34,17 +35,16 @@ impl Auditor {
         let mut probe = cx.req.clone();
         probe.contract.criteria = planned.iter().map(|r| r.criterion.clone()).collect();
         let mut gaps = Vec::new();
-        match self
-            .run_checks(
-                &probe,
-                &dir,
-                cx.workspace,
-                manifest,
-                &mut gaps,
-                &AuditProgressTx::default(),
-            )
-            .await
-        {
+        // Their output goes to the judge, not to the evidence bucket: the report names none.
+        let unstored = EvidenceBucket::new(None).writes(Duration::ZERO);
+        let runs = Audited {
+            req: &probe,
+            scratch: &dir,
+            progress: &AuditProgressTx::default(),
+            writes: &unstored,
+            ..*audited
+        };
+        match self.run_checks(&runs, &mut gaps).await {
             Ok(runs) => command_runs(planned, &runs),
             Err(err) => {
                 tracing::warn!(error = %err, "running the clauses' commands; skipped");

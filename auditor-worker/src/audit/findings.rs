@@ -9,7 +9,7 @@ use loopgate_protocol::wire::AuditRequest;
 use loopgate_snapshot::SnapshotError;
 
 use crate::audit::records::integrity_failure;
-use crate::evidence::unix_millis;
+use crate::evidence::{unix_millis, Unstored};
 use crate::rubric::verdict::{rubric_evidence, unscored};
 
 /// Pieces of a report.
@@ -28,6 +28,27 @@ pub(super) struct Findings {
 }
 
 impl Findings {
+    /// Name no evidence the audit could not store: its records keep their excerpts, lose the
+    /// digest, and a gap line says what is missing.
+    pub(super) fn forget_unstored(&mut self, unstored: Unstored) {
+        if unstored.digests.is_empty() {
+            return;
+        }
+        for record in &mut self.evidence {
+            if record
+                .log_digest
+                .as_ref()
+                .is_some_and(|d| unstored.digests.contains(d))
+            {
+                record.log_digest = None;
+            }
+            record
+                .screenshots
+                .retain(|shot| !unstored.digests.contains(&shot.digest));
+        }
+        self.gaps.extend(unstored.gaps);
+    }
+
     /// The candidate failed verification (`err`): every criterion and the rubric are
     /// inconclusive, integrity is violated.
     pub(super) fn untrustworthy(req: &AuditRequest, err: &SnapshotError) -> Findings {

@@ -19,6 +19,7 @@ use crate::audit::report::SNAPSHOT_DIR;
 use crate::audit::verdict_rules::{
     apply_backcheck, mechanical_findings, merge_opinion, plumbing_changes, tightening_gap,
 };
+use crate::evidence::EvidenceWrites;
 use crate::judge::check_text::set_aside;
 use crate::judge::clauses::judge_clauses;
 use crate::judge::deferral::{deferral_gap, failing_task_checks};
@@ -40,6 +41,8 @@ pub(super) struct Audited<'a> {
     pub(super) deadline: Instant,
     /// Told the stage and the check running.
     pub(super) progress: &'a AuditProgressTx,
+    /// Where its evidence is queued until the work is done.
+    pub(super) writes: &'a EvidenceWrites,
 }
 
 impl Auditor {
@@ -49,6 +52,7 @@ impl Auditor {
         req: &AuditRequest,
         scratch: &Path,
         progress: &AuditProgressTx,
+        writes: &EvidenceWrites,
     ) -> Result<Findings, AuditError> {
         let deadline = Instant::now() + Duration::from_secs(req.episode_secs.max(1));
         let workspace = scratch.join(SNAPSHOT_DIR);
@@ -71,6 +75,7 @@ impl Auditor {
             candidate: &candidate,
             deadline,
             progress,
+            writes,
         };
         if req.purpose == AuditPurpose::Plan {
             let gaps = base_gap.into_iter().collect();
@@ -112,16 +117,7 @@ impl Auditor {
         let req = audited.req;
         let base_unverified = base_gap.is_some();
         let mut found_gaps: Vec<String> = base_gap.into_iter().collect();
-        let mut evidence = self
-            .run_checks(
-                req,
-                audited.scratch,
-                audited.workspace,
-                audited.candidate,
-                &mut found_gaps,
-                audited.progress,
-            )
-            .await?;
+        let mut evidence = self.run_checks(audited, &mut found_gaps).await?;
         let cx = JudgeContext {
             req,
             changes: &changes,
@@ -168,7 +164,7 @@ impl Auditor {
             .filter(|_| !req.mechanical_only);
         if let Some(contract_rubric) = contract_rubric {
             audited.progress.stage(AuditStage::Rubric);
-            let scored = rubric_findings(&cx, contract_rubric, &evidence, &self.evidence).await;
+            let scored = rubric_findings(&cx, contract_rubric, &evidence, audited.writes).await;
             usage.add(scored.usage);
             gaps.extend(scored.gaps);
             evidence.push(scored.evidence);
@@ -210,9 +206,7 @@ impl Auditor {
         }
         // Decided from the checks' text on this auditor's shell, never from their runs.
         let set_aside = set_aside(&req.contract.criteria, &self.check_path).await;
-        let commands = self
-            .run_clause_commands(cx, audited.scratch, audited.candidate, &set_aside)
-            .await;
+        let commands = self.run_clause_commands(cx, audited, &set_aside).await;
         let (clause_gaps, usage) = judge_clauses(cx, evidence, &commands, &set_aside).await;
         gaps.extend(clause_gaps);
         (true, usage)

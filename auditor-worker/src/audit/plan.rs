@@ -39,16 +39,11 @@ impl Auditor {
             let value_checks = proposal_value_checks(&req.contract, &criteria);
             pre.contract.criteria = criteria;
             pre.contract.criteria.extend(value_checks);
-            findings.evidence = self
-                .run_checks(
-                    &pre,
-                    audited.scratch,
-                    audited.workspace,
-                    audited.candidate,
-                    &mut findings.gaps,
-                    audited.progress,
-                )
-                .await?;
+            let proposed = Audited {
+                req: &pre,
+                ..*audited
+            };
+            findings.evidence = self.run_checks(&proposed, &mut findings.gaps).await?;
         }
         Ok(findings)
     }

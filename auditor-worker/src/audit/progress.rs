@@ -4,6 +4,7 @@
 
 use loopgate_protocol::wire::AuditStage;
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 /// Where a running audit stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,12 +30,33 @@ impl Default for AuditNow {
 
 /// A handle the audit's phases tell their progress to (cheap to clone).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct AuditProgressTx(Option<watch::Sender<AuditNow>>);
+pub(crate) struct AuditProgressTx {
+    tx: Option<watch::Sender<AuditNow>>,
+    /// Cancelled once the audit's own work is done (see [`AuditProgressTx::work_done`]).
+    work_done: Option<CancellationToken>,
+}
 
 impl AuditProgressTx {
     /// Tell `tx` each change.
     pub(crate) fn new(tx: watch::Sender<AuditNow>) -> Self {
-        AuditProgressTx(Some(tx))
+        AuditProgressTx {
+            tx: Some(tx),
+            work_done: None,
+        }
+    }
+
+    /// Cancel `token` once the audit's own work is done.
+    pub(crate) fn on_work_done(mut self, token: CancellationToken) -> Self {
+        self.work_done = Some(token);
+        self
+    }
+
+    /// The checks, the judge and the rubric are done: only storing the audit's evidence and
+    /// its report is left (the worker's claim then holds through a NATS outage).
+    pub(crate) fn work_done(&self) {
+        if let Some(token) = &self.work_done {
+            token.cancel();
+        }
     }
 
     /// Check `id`, the `index`-th (1-based) of `total`, starts.
@@ -56,7 +78,7 @@ impl AuditProgressTx {
     }
 
     fn update(&self, f: impl FnOnce(&mut AuditNow)) {
-        if let Some(tx) = &self.0 {
+        if let Some(tx) = &self.tx {
             tx.send_modify(f);
         }
     }
@@ -87,5 +109,17 @@ mod tests {
         };
         assert_eq!(*rx.borrow(), want);
         AuditProgressTx::default().check("x", 1, 1);
+    }
+
+    /// `work_done` cancels the token it was given; the default handle has none.
+    #[test]
+    fn work_done_cancels_its_token() {
+        let token = CancellationToken::new();
+        let progress = AuditProgressTx::default().on_work_done(token.clone());
+        progress.check("tests", 1, 1);
+        assert!(!token.is_cancelled());
+        progress.work_done();
+        assert!(token.is_cancelled());
+        AuditProgressTx::default().work_done();
     }
 }

@@ -1,10 +1,12 @@
 //! The entry point of one audit: a fresh scratch directory, the findings (`pipeline.rs`), the
-//! scratch directory gone, and the report built from the findings and signed.
+//! scratch directory gone, the evidence stored, and the report built from the findings and
+//! signed.
 
 use std::time::Instant;
 
 use loopgate_protocol::snapshot::PathChange;
 use loopgate_protocol::wire::{AuditReport, AuditRequest};
+use loopgate_transport::runtime::RESULT_PUBLISH_PATIENCE;
 
 use crate::audit::auditor::{AuditError, Auditor};
 use crate::audit::findings::Findings;
@@ -41,11 +43,17 @@ impl Auditor {
             .prefix("audit-")
             .tempdir_in(&self.work_dir)
             .map_err(scratch_err)?;
-        let findings = self.findings(req, scratch.path(), progress).await;
+        // Evidence is named by digest as it is found and stored once the work is done, for as
+        // long as a result's publish is retried.
+        let writes = self.evidence.writes(RESULT_PUBLISH_PATIENCE);
+        let findings = self.findings(req, scratch.path(), progress, &writes).await;
         self.keep_workspace(&scratch.path().join(SNAPSHOT_DIR))
             .await;
         remove_scratch(scratch).await;
-        let mut report = self.report(req, attempt, findings?, started);
+        let mut findings = findings?;
+        progress.work_done();
+        findings.forget_unstored(writes.store_all().await);
+        let mut report = self.report(req, attempt, findings, started);
         if let Some(key) = &self.signing_key {
             key.sign(&mut report);
         }

@@ -15,7 +15,7 @@ use loopgate_protocol::verdict::{Evidence, EvidenceScreenshot};
 use loopgate_protocol::wire::AuditRequest;
 
 use crate::audit::auditor::{AuditError, Auditor};
-use crate::audit::progress::AuditProgressTx;
+use crate::audit::pipeline::Audited;
 use crate::audit::records::evidence_from_run;
 use crate::evidence::unix_millis;
 
@@ -23,13 +23,18 @@ impl Auditor {
     /// Run every check of the contract; gaps collects what could not be recorded.
     pub(super) async fn run_checks(
         &self,
-        req: &AuditRequest,
-        scratch: &Path,
-        pristine: &Path,
-        manifest: &Manifest,
+        audited: &Audited<'_>,
         gaps: &mut Vec<String>,
-        progress: &AuditProgressTx,
     ) -> Result<Vec<Evidence>, AuditError> {
+        let Audited {
+            req,
+            scratch,
+            workspace: pristine,
+            candidate: manifest,
+            progress,
+            writes,
+            ..
+        } = *audited;
         let mut evidence = Vec::new();
         let any_check = req.contract.criteria.iter().any(|c| c.check.is_some());
         let source = match any_check {
@@ -69,7 +74,7 @@ impl Auditor {
                     })?;
             tracing::info!(run_id = %req.run_id, check = %criterion.id, verdict = ?run.verdict(),
                 end = ?run.end, duration_ms = run.duration.as_millis() as u64, "check finished");
-            let log_digest = self.evidence.store(&criterion.id, &run.output, gaps).await;
+            let log_digest = writes.queue(&format!("check '{}'", criterion.id), &run.output, gaps);
             let mut record = evidence_from_run(
                 &criterion.id,
                 &run,
@@ -79,8 +84,8 @@ impl Auditor {
                 self.sandbox.isolates(),
             );
             for shot in &run.screenshots {
-                let what = format!("{} screenshot {}", criterion.id, shot.path);
-                if let Some(digest) = self.evidence.store(&what, &shot.png, gaps).await {
+                let what = format!("check '{}' screenshot {}", criterion.id, shot.path);
+                if let Some(digest) = writes.queue(&what, &shot.png, gaps) {
                     record.screenshots.push(EvidenceScreenshot {
                         digest,
                         media_type: "image/png".to_string(),

@@ -11,7 +11,7 @@ use loopgate_protocol::rubric::{Rubric, RubricVerdict};
 use loopgate_protocol::usage::Usage;
 use loopgate_protocol::verdict::Evidence;
 
-use crate::evidence::{unix_millis, EvidenceBucket};
+use crate::evidence::{unix_millis, EvidenceWrites};
 use crate::judge_context::{ask, Asked, JudgeContext, JudgeModel, Question};
 use crate::prompt_text::files::changed_file_excerpts;
 use crate::rubric::prompt::{
@@ -43,7 +43,7 @@ pub(crate) async fn rubric_findings(
     cx: &JudgeContext<'_>,
     rubric: &Rubric,
     evidence: &[Evidence],
-    outputs: &EvidenceBucket,
+    outputs: &EvidenceWrites,
 ) -> RubricFindings {
     let started = Instant::now();
     let judgement = match cx.model {
@@ -71,9 +71,11 @@ pub(crate) async fn rubric_findings(
         None
     } else {
         let log = judgement.replies.join("\n\n----- next reply -----\n\n");
-        outputs
-            .store(RUBRIC_EVIDENCE_ID, log.as_bytes(), &mut gaps)
-            .await
+        outputs.queue(
+            &format!("check '{RUBRIC_EVIDENCE_ID}'"),
+            log.as_bytes(),
+            &mut gaps,
+        )
     };
     let verdict = judgement.verdict;
     tracing::info!(run_id = %cx.req.run_id, summary = %verdict.summary(), "rubric judged");

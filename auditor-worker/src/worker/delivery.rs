@@ -226,6 +226,7 @@ impl AuditWorker {
             req: &request,
             attempt: delivery.attempt(),
             traceparent,
+            work_done: CancellationToken::new(),
         };
         run_claimed(&self.worker, &delivery, &audit, &self.cancel, lost)
             .instrument(span)
@@ -242,6 +243,8 @@ struct AuditStep<'a> {
     attempt: u64,
     /// The request's trace context, passed on with the report.
     traceparent: Option<String>,
+    /// Cancelled once the audit's own work is done and only storing is left.
+    work_done: CancellationToken,
 }
 
 impl AuditStep<'_> {
@@ -249,8 +252,9 @@ impl AuditStep<'_> {
     /// none: the run shows the round's own audit).
     async fn observed(&self) -> Result<AuditReport, AuditError> {
         let req = self.req;
+        let quiet = AuditProgressTx::default().on_work_done(self.work_done.clone());
         if req.mechanical_only {
-            return self.auditor.audit(req, self.attempt).await;
+            return self.auditor.audit_observed(req, self.attempt, &quiet).await;
         }
         let (tx, rx) = tokio::sync::watch::channel(AuditNow::default());
         let template = AuditProgress {
@@ -285,7 +289,11 @@ impl AuditStep<'_> {
         ));
         let end = self
             .auditor
-            .audit_observed(req, self.attempt, &AuditProgressTx::new(tx))
+            .audit_observed(
+                req,
+                self.attempt,
+                &AuditProgressTx::new(tx).on_work_done(self.work_done.clone()),
+            )
             .await;
         publisher.abort();
         end
@@ -316,6 +324,12 @@ impl ClaimedEpisode for AuditStep<'_> {
     fn run(&self) -> impl Future<Output = Self::End> + Send + '_ {
         tracing::info!(candidate = %self.req.candidate_snapshot, "audit started");
         self.observed()
+    }
+
+    /// The checks, the judge and the rubric are done; storing the evidence and the report is
+    /// left, and holds through a NATS outage.
+    fn wrap_up(&self) -> CancellationToken {
+        self.work_done.clone()
     }
 
     fn conclude(&self, end: Option<Self::End>, elapsed: Duration) -> Concluded<AuditReport> {

@@ -417,3 +417,89 @@ async fn nats_stopped_past_ack_wait_as_an_episode_finishes_does_not_run_it_again
     );
     Ok(())
 }
+
+/// A check that leaves a marker in its own copy of the candidate, then runs 1 s more; the
+/// baseline audit (no `hello.py` yet) fails it at once and leaves none.
+const MARKER_CHECK_TASK: &str = r#"
+goal = "Create hello.py that prints exactly: hello, loopgate"
+[[acceptance]]
+id = "prints-greeting"
+check = "test \"$(python3 hello.py)\" = 'hello, loopgate' && touch .lg-audit-check-ran && sleep 1"
+[roles]
+manager = "mgr"
+executor = "exec"
+[budget]
+max_rounds = 6
+"#;
+
+/// A file named `name` anywhere under an auditor's work dir (`work-audit*`) in `dir` (the
+/// executors' self-checks run the same check in their own work dirs).
+fn in_an_audit(dir: &std::path::Path, name: &str) -> bool {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_entry(|e| {
+            e.depth() != 1 || e.file_name().to_string_lossy().starts_with("work-audit")
+        })
+        .filter_map(Result::ok)
+        .any(|e| e.file_name() == name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_stopped_past_ack_wait_as_an_audit_runs_its_checks_does_not_run_it_again(
+) -> anyhow::Result<()> {
+    // nats-server is stopped as the round's check starts (it left its marker): the check
+    // ends while NATS is away and its output is stored only once NATS answers, past the
+    // claim's and the delivery's ack_wait.
+    let model = hello_model(hello_executor(Duration::ZERO)).await?;
+    let ack_wait = Duration::from_secs(3);
+    let mut opts = StackOptions::new(profiles(&model), 2);
+    opts.executor_extra = format!("ack_wait_secs = {}", ack_wait.as_secs());
+    opts.auditor_extra = format!("ack_wait_secs = {}", ack_wait.as_secs());
+    // The manager makes the audit durable: its ack_wait is the one the auditor follows.
+    opts.manager_tables = format!("[jetstream]\naudit_ack_wait_secs = {}", ack_wait.as_secs());
+    let mut stack = Stack::start(opts).await?;
+    let id = stack.submit(MARKER_CHECK_TASK, &[]).await?["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !in_an_audit(stack.dir.path(), ".lg-audit-check-ran") {
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "no audit ran the round's check within 60 s\n{}",
+            stack.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stack.nats.process_mut().signal("STOP");
+    tokio::time::sleep(ack_wait * 4).await;
+    stack.nats.process_mut().signal("CONT");
+    let done = stack.wait_terminal(&id, Duration::from_secs(90)).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
+    let entries = log["entries"].as_array().cloned().unwrap_or_default();
+    assert_eq!(done["round"], 1, "{log}");
+    let audit_starts = entries
+        .iter()
+        .filter(|e| e["type"] == "episode_started" && e["role"] == "auditor" && e["round"] == 1)
+        .count();
+    assert_eq!(
+        audit_starts,
+        1,
+        "round 1's audit ran once, its evidence stored after NATS came back: {log}\n{}",
+        stack.logs()
+    );
+    assert_eq!(
+        count_by_round(&entries, "audit_report").get(&(1, 1)),
+        Some(&1),
+        "{log}"
+    );
+    let digest = done["evidence"][0]["log_digest"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(!digest.is_empty(), "the check's output is named: {done}");
+    let blob = reqwest::get(format!("{}/v1/blobs/{digest}", stack.http)).await?;
+    assert_eq!(blob.status().as_u16(), 200, "and stored: {done}");
+    Ok(())
+}
