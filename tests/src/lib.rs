@@ -511,6 +511,15 @@ impl Stack {
         Ok(v)
     }
 
+    /// [`Stack::submit`] with no starting files: the new run's id.
+    pub async fn submit_id(&self, task_toml: &str) -> anyhow::Result<String> {
+        let run = self.submit(task_toml, &[]).await?;
+        run["id"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| anyhow::anyhow!("no run id in {run}"))
+    }
+
     pub async fn post_raw(&self, path: &str, body: &Value) -> anyhow::Result<(u16, Value)> {
         let r = self
             .client

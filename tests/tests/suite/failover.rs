@@ -116,10 +116,7 @@ async fn a_manager_cut_off_from_redis_past_ack_wait_finishes_the_run_once_healed
     );
     opts.redis_proxy = true;
     let stack = Stack::start(opts).await?;
-    let id = stack.submit(TASK, &[]).await?["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let id = stack.submit_id(TASK).await?;
     stack
         .first_episode_executor(&id, Duration::from_secs(60))
         .await?;
@@ -156,10 +153,7 @@ async fn a_redis_failover_mid_run_loses_no_transition() -> anyhow::Result<()> {
     );
     opts.redis_ha = true;
     let mut stack = Stack::start(opts).await?;
-    let id = stack.submit(TASK, &[]).await?["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let id = stack.submit_id(TASK).await?;
     stack
         .first_episode_executor(&id, Duration::from_secs(60))
         .await?;
@@ -212,10 +206,7 @@ async fn an_executor_cut_off_from_nats_mid_episode_loses_its_step_to_another_onc
     opts.executor_extra = "ack_wait_secs = 3".into();
     opts.executor_nats_proxy = true;
     let stack = Stack::start(opts).await?;
-    let id = stack.submit(TASK, &[]).await?["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let id = stack.submit_id(TASK).await?;
     let victim = stack
         .first_episode_executor(&id, Duration::from_secs(60))
         .await?;
@@ -297,10 +288,7 @@ async fn a_refused_submission_leaves_no_run_behind() -> anyhow::Result<()> {
         "the refused submission left a run behind (replica :{replica}): {}",
         stack.get("/v1/runs").await?
     );
-    let id = stack.submit(TASK, &[]).await?["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let id = stack.submit_id(TASK).await?;
     let done = stack.wait_terminal(&id, Duration::from_secs(60)).await?;
     assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
     let runs = stack.get("/v1/runs").await?;
@@ -413,10 +401,7 @@ async fn an_auditor_cut_off_from_nats_mid_audit_loses_its_audit_to_another_once(
     two_auditors_ack_wait_3s(&mut opts);
     opts.auditor_nats_proxy = true;
     let stack = Stack::start(opts).await?;
-    let id = stack.submit(SLOW_CHECK_TASK, &[]).await?["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let id = stack.submit_id(SLOW_CHECK_TASK).await?;
     let auditor_starts = |entries: &[Value]| -> Vec<String> {
         entries
             .iter()

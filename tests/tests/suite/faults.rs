@@ -198,10 +198,7 @@ async fn executor_killed_mid_episode_is_redelivered_and_the_round_completes_once
     let mut opts = StackOptions::new(profiles(&model), 2);
     opts.executor_extra = "ack_wait_secs = 3".into();
     let mut stack = Stack::start(opts).await?;
-    let id = stack.submit(TASK, &[]).await?["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let id = stack.submit_id(TASK).await?;
     // Find which executor started the episode, then kill it with SIGKILL.
     let victim = stack
         .first_episode_executor(&id, Duration::from_secs(60))
@@ -211,21 +208,8 @@ async fn executor_killed_mid_episode_is_redelivered_and_the_round_completes_once
     assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
     let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
     let entries = log["entries"].as_array().cloned().unwrap_or_default();
-    let starts: Vec<&Value> = entries
-        .iter()
-        .filter(|e| e["type"] == "episode_started" && e["role"] == "executor")
-        .collect();
-    assert_eq!(starts.len(), 2, "{log}");
+    let starts = redone_once_by_another(&entries, "executor", "exec_result");
     assert_eq!(starts[1]["attempt"], 2, "the increment was redelivered");
-    assert_ne!(
-        starts[1]["worker"], starts[0]["worker"],
-        "another executor redid it"
-    );
-    assert_eq!(
-        count_by_round(&entries, "exec_result").get(&(1, 1)),
-        Some(&1),
-        "round 1 completed once"
-    );
     assert_eq!(done["round"], 1);
     Ok(())
 }
@@ -237,10 +221,7 @@ async fn auditor_killed_mid_audit_is_redelivered_and_the_round_completes_once() 
     let mut opts = StackOptions::new(profiles(&model), 1);
     two_auditors_ack_wait_3s(&mut opts);
     let mut stack = Stack::start(opts).await?;
-    let id = stack.submit(SLOW_CHECK_TASK, &[]).await?["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let id = stack.submit_id(SLOW_CHECK_TASK).await?;
     let victim = stack
         .first_audit_auditor(&id, Duration::from_secs(60))
         .await?;
@@ -254,20 +235,7 @@ async fn auditor_killed_mid_audit_is_redelivered_and_the_round_completes_once() 
     assert_eq!(done["round"], 1, "{done}");
     let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
     let entries = log["entries"].as_array().cloned().unwrap_or_default();
-    let starts: Vec<&Value> = entries
-        .iter()
-        .filter(|e| e["type"] == "episode_started" && e["role"] == "auditor")
-        .collect();
-    assert_eq!(starts.len(), 2, "{log}");
-    assert_ne!(
-        starts[1]["worker"], starts[0]["worker"],
-        "another auditor redid the audit"
-    );
-    assert_eq!(
-        count_by_round(&entries, "audit_report").get(&(1, 1)),
-        Some(&1),
-        "round 1 audited once"
-    );
+    redone_once_by_another(&entries, "auditor", "audit_report");
     // How long the take-over took (a figure for docs/reliability.md, not asserted).
     let at = |kind: &str| {
         entries
@@ -282,6 +250,30 @@ async fn auditor_killed_mid_audit_is_redelivered_and_the_round_completes_once() 
         at("audit_report")
     );
     Ok(())
+}
+
+/// Round 1's step of `role` ran twice, the second time on another worker, and its result
+/// (`result_kind`) was recorded once: its two `episode_started` entries.
+fn redone_once_by_another<'a>(
+    entries: &'a [Value],
+    role: &str,
+    result_kind: &str,
+) -> Vec<&'a Value> {
+    let starts: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["type"] == "episode_started" && e["role"] == role && e["round"] == 1)
+        .collect();
+    assert_eq!(starts.len(), 2, "{entries:?}");
+    assert_ne!(
+        starts[1]["worker"], starts[0]["worker"],
+        "another {role} redid it"
+    );
+    assert_eq!(
+        count_by_round(entries, result_kind).get(&(1, 1)),
+        Some(&1),
+        "round 1's {result_kind} recorded once"
+    );
+    starts
 }
 
 fn unix_ms() -> i64 {
@@ -386,10 +378,7 @@ async fn nats_stopped_past_ack_wait_as_an_episode_finishes_does_not_run_it_again
     opts.executor_extra = format!("ack_wait_secs = {}", ack_wait.as_secs());
     opts.auditor_extra = format!("ack_wait_secs = {}", ack_wait.as_secs());
     let mut stack = Stack::start(opts).await?;
-    let id = stack.submit(TASK, &[]).await?["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let id = stack.submit_id(TASK).await?;
     model
         .wait_for_requests("standin-executor", 2, Duration::from_secs(60))
         .await
@@ -458,10 +447,7 @@ async fn nats_stopped_past_ack_wait_as_an_audit_runs_its_checks_does_not_run_it_
     // The manager makes the audit durable: its ack_wait is the one the auditor follows.
     opts.manager_tables = format!("[jetstream]\naudit_ack_wait_secs = {}", ack_wait.as_secs());
     let mut stack = Stack::start(opts).await?;
-    let id = stack.submit(MARKER_CHECK_TASK, &[]).await?["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let id = stack.submit_id(MARKER_CHECK_TASK).await?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while !in_an_audit(stack.dir.path(), ".lg-audit-check-ran") {
         anyhow::ensure!(
