@@ -78,8 +78,9 @@ async fn spawn_up_with(bin_dir: &Path, data_dir: &Path, http_addr: &str, extra: 
     }
 }
 
-/// `up` with waiting stand-in daemons (and `extra` flags), come up. The stand-in API and the
-/// daemons' directory live as long as it.
+/// `up` with waiting stand-in daemons (and `extra` flags), come up. Bind every field: the
+/// stand-in API and the daemons' directory must live as long as `up` (a `..` pattern drops
+/// them at once, and the daemons `up` starts later are then missing).
 struct Started {
     up: UpRun,
     data: tempfile::TempDir,
@@ -291,6 +292,23 @@ fn stack_pids(data: &Path, redis_port: u16) -> Vec<u32> {
     pids
 }
 
+/// Every log under `DATA/logs`, for a failure message.
+fn logs_of(data: &Path) -> String {
+    let mut out = String::new();
+    if let Ok(logs) = std::fs::read_dir(data.join("logs")) {
+        for log in logs.flatten() {
+            let text = std::fs::read_to_string(log.path()).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(5).collect();
+            out.push_str(&format!(
+                "--- {} ---\n{}\n",
+                log.path().display(),
+                tail.join("\n")
+            ));
+        }
+    }
+    out
+}
+
 /// Whether `pid` still runs (a zombie counts as gone: its parent is init now).
 fn running(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
@@ -301,14 +319,19 @@ fn running(pid: u32) -> bool {
 
 #[tokio::test]
 async fn up_killed_with_sigkill_leaves_nothing_running() {
-    let Started { mut up, data, .. } = start_up(&[], None).await;
+    let Started {
+        mut up,
+        data,
+        _bins,
+        _api,
+    } = start_up(&[], None).await;
     // Every daemon has logged its pid (the executors start after the manager is ready).
     let logged = wait_until(Duration::from_secs(20), || async {
         stack_pids(data.path(), up.redis_port).len() >= 7
     })
     .await;
     let pids = stack_pids(data.path(), up.redis_port);
-    assert!(logged.is_ok(), "{pids:?}");
+    assert!(logged.is_ok(), "{pids:?}\n{}", logs_of(data.path()));
     up.child.start_kill().unwrap();
     up.child.wait().await.unwrap();
     let gone = wait_until(Duration::from_secs(30), || async {
@@ -427,7 +450,12 @@ fn exposed_secrets(root: &Path, secret: &str) -> Vec<String> {
 #[tokio::test]
 async fn up_ha_starts_a_redis_node_that_dies_again_and_keeps_running() {
     // The data dir as `.loopgate` is made under a umask of 022.
-    let Started { mut up, data, .. } = start_up(&["--ha"], Some(0o755)).await;
+    let Started {
+        mut up,
+        data,
+        _bins,
+        _api,
+    } = start_up(&["--ha"], Some(0o755)).await;
     // The password stays private although the sentinels rewrite their configs (on start) and
     // the data nodes theirs (a failover's CONFIG REWRITE, done here by hand), mode 0644.
     let conf = std::fs::read_to_string(data.path().join("redis.conf")).unwrap();
@@ -455,11 +483,13 @@ async fn up_ha_starts_a_redis_node_that_dies_again_and_keeps_running() {
         logged_redis_pid(&log).is_some_and(|pid| pid != old)
     })
     .await;
-    assert!(
-        again.is_ok(),
-        "no new replica within 30s\n{}",
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
+    if again.is_err() {
+        panic!(
+            "no new replica within 30s\n{}\nup's stderr:\n{}",
+            logs_of(data.path()),
+            stderr_of(&mut up.child).await
+        );
+    }
     assert!(
         up.child.try_wait().unwrap().is_none(),
         "up stopped: {}",
