@@ -49,6 +49,7 @@ impl StoreError {
                                 | redis::ServerErrorKind::MasterDown
                         )
                     )
+                    || answered_by_a_replica(source)
             }
             StoreError::Timeout { .. }
             | StoreError::NoPrimary { .. }
@@ -68,6 +69,14 @@ impl StoreError {
             | StoreError::Protocol { .. } => false,
         }
     }
+}
+
+/// A node refusing what only a primary does with a plain `ERR` (no `READONLY` code): `WAIT
+/// cannot be used with replica instances`, which a pipeline of reads and `WAIT` (the outbox
+/// relay's claim) gets from a demoted primary. The store must ask the sentinels again, as for
+/// `READONLY`; without that the relay failed on the old primary for good (seen in CI).
+fn answered_by_a_replica(source: &redis::RedisError) -> bool {
+    source.to_string().contains("used with replica instances")
 }
 
 pub(crate) async fn bounded<T>(

@@ -565,7 +565,17 @@ mod tests {
                 std::io::ErrorKind::ConnectionRefused,
             )),
         };
+        // A pipeline whose WAIT a demoted primary refused (plain ERR, as redis-server 7 says it).
+        let wait_on_replica = StoreError::Redis {
+            op: "claim_pending",
+            source: redis::RedisError::from((
+                redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError),
+                "x",
+                "WAIT cannot be used with replica instances.".into(),
+            )),
+        };
         let cases = [
+            (wait_on_replica, true),
             (server(redis::ServerErrorKind::ReadOnly, "READONLY"), true),
             (
                 server(redis::ServerErrorKind::MasterDown, "MASTERDOWN"),
