@@ -276,6 +276,23 @@ fn redone_once_by_another<'a>(
     starts
 }
 
+/// nats-server SIGSTOPped for `pause`, then SIGCONTed.
+async fn freeze_nats(stack: &mut Stack, pause: Duration) {
+    stack.nats.process_mut().signal("STOP");
+    tokio::time::sleep(pause).await;
+    stack.nats.process_mut().signal("CONT");
+}
+
+/// Run `id` ended completed in round 1: its state and its log entries.
+async fn completed_in_round_one(stack: &Stack, id: &str) -> anyhow::Result<(Value, Vec<Value>)> {
+    let done = stack.wait_terminal(id, Duration::from_secs(90)).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
+    let entries = log["entries"].as_array().cloned().unwrap_or_default();
+    assert_eq!(done["round"], 1, "{log}");
+    Ok((done, entries))
+}
+
 fn unix_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -383,16 +400,11 @@ async fn nats_stopped_past_ack_wait_as_an_episode_finishes_does_not_run_it_again
         .wait_for_requests("standin-executor", 2, Duration::from_secs(60))
         .await
         .map_err(|e| anyhow::anyhow!("{e}\n{}", stack.logs()))?;
-    stack.nats.process_mut().signal("STOP");
     // Past the holder's deadline (ack_wait after its last heartbeat) and the claim's stale
     // line (ack_wait + 1 s), so the server redelivers the step the moment it is back.
-    tokio::time::sleep(ack_wait * 2).await;
-    stack.nats.process_mut().signal("CONT");
-    let done = stack.wait_terminal(&id, Duration::from_secs(90)).await?;
-    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
-    let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
-    let entries = log["entries"].as_array().cloned().unwrap_or_default();
-    assert_eq!(done["round"], 1, "{log}");
+    freeze_nats(&mut stack, ack_wait * 2).await;
+    let (_, entries) = completed_in_round_one(&stack, &id).await?;
+    let log = serde_json::json!({ "entries": entries });
     assert_eq!(
         count_by_round(&entries, "exec_result").get(&(1, 1)),
         Some(&1),
@@ -457,14 +469,9 @@ async fn nats_stopped_past_ack_wait_as_an_audit_runs_its_checks_does_not_run_it_
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    stack.nats.process_mut().signal("STOP");
-    tokio::time::sleep(ack_wait * 4).await;
-    stack.nats.process_mut().signal("CONT");
-    let done = stack.wait_terminal(&id, Duration::from_secs(90)).await?;
-    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
-    let log = stack.get(&format!("/v1/runs/{id}/log")).await?;
-    let entries = log["entries"].as_array().cloned().unwrap_or_default();
-    assert_eq!(done["round"], 1, "{log}");
+    freeze_nats(&mut stack, ack_wait * 4).await;
+    let (done, entries) = completed_in_round_one(&stack, &id).await?;
+    let log = serde_json::json!({ "entries": entries });
     let audit_starts = entries
         .iter()
         .filter(|e| e["type"] == "episode_started" && e["role"] == "auditor" && e["round"] == 1)
