@@ -252,6 +252,57 @@ impl RedisHa {
         }
     }
 
+    /// Waits until the group could fail over again: every sentinel names one primary, that
+    /// node says it is a master, and every other node replicates from it with its link up
+    /// (after a frozen primary is let go, the sentinels turn it into a replica of the one
+    /// they promoted meanwhile). The primary's port.
+    pub async fn wait_healthy(&self, timeout: Duration) -> anyhow::Result<u16> {
+        let primary = std::cell::Cell::new(None);
+        let password = self.password.as_deref();
+        let healthy = wait_until(timeout, || {
+            let primary = &primary;
+            async move {
+                let mut named = Vec::new();
+                for s in &self.sentinels {
+                    named.push(s.primary_port().await);
+                }
+                let Some(Some(port)) = named.first().copied() else {
+                    return false;
+                };
+                if named.iter().any(|n| *n != Some(port)) {
+                    return false;
+                }
+                for node in &self.nodes {
+                    let info = command_as(node.port(), password, &["INFO", "replication"])
+                        .await
+                        .ok()
+                        .and_then(|v| redis::from_redis_value::<String>(v).ok())
+                        .unwrap_or_default();
+                    let in_place = if node.port() == port {
+                        info.contains("role:master")
+                    } else {
+                        info.contains("role:slave")
+                            && info.contains(&format!("master_port:{port}\r"))
+                            && info.contains("master_link_status:up")
+                    };
+                    if !in_place {
+                        return false;
+                    }
+                }
+                primary.set(Some(port));
+                true
+            }
+        })
+        .await;
+        match (healthy, primary.get()) {
+            (Ok(()), Some(port)) => Ok(port),
+            _ => anyhow::bail!(
+                "the Redis group did not settle on one primary with its replica within {timeout:?}\n{}",
+                self.logs()
+            ),
+        }
+    }
+
     /// Every sentinel's and node's log, for assertion messages.
     pub fn logs(&self) -> String {
         let mut s = String::new();

@@ -16,7 +16,9 @@
 //! auditor's link to nats-server or the managers' to redis-server cut at a fault proxy) and
 //! full disks (the executors'
 //! work-dir tmpfs filled) are among the faults by default: `--no-partitions`,
-//! `--no-disk-full` leave them out.
+//! `--no-disk-full` leave them out. `--redis-ha` (on with `--production`; `--no-redis-ha`
+//! off): the managers' Redis is a primary, a replica and three sentinels, a Redis fault kills
+//! or freezes the primary, and the open runs' logs are compared across it.
 //!
 //! `--soak` runs the soak instead (no faults; issue 43): `--duration-secs N` (1800), `--runs N`
 //! runs in flight (100), `--rounds N` per run (3), `--executors N` (2), `--latency-ms N` per
@@ -32,7 +34,7 @@ use loopgate_tests::chaos::{self, ChaosConfig};
 const USAGE: &str = "usage: chaos-bench [--duration-secs N (300)] [--runs N (100)] \
 [--managers N (2)] [--executors N (8)] [--auditors N (3)] [--fault-every-secs N (4)] [--seed N] \
 [--out PATH] [--strict] [--uniform-workers] [--runs-once] [--no-partitions] [--no-disk-full] \
-[--production (first)]";
+[--redis-ha] [--no-redis-ha] [--production (first)]";
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
@@ -70,6 +72,10 @@ async fn main() -> anyhow::Result<()> {
         }
         if flag == "--no-disk-full" {
             config.disk_full = false;
+            continue;
+        }
+        if flag == "--redis-ha" || flag == "--no-redis-ha" {
+            config.redis_ha = flag == "--redis-ha";
             continue;
         }
         let value = args

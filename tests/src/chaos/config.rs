@@ -44,6 +44,14 @@ pub struct ChaosConfig {
     pub disk_full: bool,
     /// The work-dir tmpfs's size (mount(8)'s `size=`).
     pub disk_size: String,
+    /// The managers' Redis is a primary, a replica and three sentinels (`RedisHa`) instead of
+    /// one redis-server on its AOF: a Redis fault hits the primary (killed: the sentinels
+    /// promote the replica and the old primary comes back as its replica; frozen: promoted
+    /// past, then demoted as it wakes), and every open run's log is read before and after to
+    /// count the entries a failover lost. The managers' Redis link is then not among the
+    /// partitions (they reach the nodes the sentinels name, not a proxy): a manager's NATS
+    /// link is cut in its place.
+    pub redis_ha: bool,
     pub seed: u64,
 }
 
@@ -70,15 +78,18 @@ impl ChaosConfig {
             partitions: true,
             disk_full: true,
             disk_size: "256m".into(),
+            redis_ha: false,
             seed: 0xc4a0_5eed,
         }
     }
 
     /// Faults that look like production (`chaos-bench --production`): executor steps of about
     /// 5-60 s (replies of 2.5-30 s) and checks of 1-10 s, so kills land mid-episode and
-    /// mid-audit; freezes longer than `ack_wait`; 30 minutes.
+    /// mid-audit; freezes longer than `ack_wait`; Redis with Sentinel, its primary failed
+    /// over; 30 minutes.
     pub fn production() -> ChaosConfig {
         ChaosConfig {
+            redis_ha: true,
             runs: 40,
             duration: Duration::from_secs(1800),
             fault_every: Duration::from_secs(15),

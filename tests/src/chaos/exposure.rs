@@ -55,6 +55,37 @@ pub(crate) fn by_action(
     out
 }
 
+/// How many faults of each kind landed while at least one run was open (its first log entry
+/// at or before the fault, its last at or after it, or never ended): faults that hit work in
+/// flight.
+pub(crate) fn faults_with_work(
+    findings: &[RunFindings],
+    faults: &[Fault],
+) -> BTreeMap<Action, usize> {
+    let open: Vec<(i64, i64)> = findings
+        .iter()
+        .filter_map(|run| {
+            let opened = run.entry_times.iter().min().copied()?;
+            let closed = if run.is_terminal() {
+                run.entry_times.iter().max().copied().unwrap_or(opened)
+            } else {
+                i64::MAX
+            };
+            Some((opened, closed))
+        })
+        .collect();
+    let mut out: BTreeMap<Action, usize> = BTreeMap::new();
+    for fault in faults {
+        if open
+            .iter()
+            .any(|(opened, closed)| fault.at_ms >= *opened && fault.at_ms <= *closed)
+        {
+            *out.entry(fault.action).or_default() += 1;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,6 +113,7 @@ mod tests {
             target: "exec-1".into(),
             at_ms,
             back_ms: at_ms + 10,
+            log_check: None,
         }
     }
 
@@ -137,6 +169,29 @@ mod tests {
                     lost_evidence: 0,
                 },
             ),
+        ]);
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_fault_counts_as_hitting_work_when_a_run_was_open_at_it() {
+        let findings = vec![
+            run("completed", &[0, 100], 0),
+            // Never ended: open from 350 to the end.
+            run("running", &[350, 400], 0),
+        ];
+        let faults = vec![
+            fault(Action::Kill, 50),
+            // Between the two runs: no work in flight.
+            fault(Action::Kill, 200),
+            fault(Action::Freeze, 500),
+            fault(Action::Partition, 100),
+        ];
+        let got = faults_with_work(&findings, &faults);
+        let want = BTreeMap::from([
+            (Action::Kill, 1),
+            (Action::Freeze, 1),
+            (Action::Partition, 1),
         ]);
         assert_eq!(got, want);
     }

@@ -76,4 +76,19 @@ pub struct Fault {
     /// healed, the disk freed).
     pub at_ms: i64,
     pub back_ms: i64,
+    /// A fault on the Redis primary with Sentinel: the open runs' logs read before it and
+    /// again once the group had a primary and a replica again.
+    pub log_check: Option<LogCheck>,
+}
+
+/// What a Redis failover did to the run logs the API showed before it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogCheck {
+    /// Runs whose log was read before and after.
+    pub runs: usize,
+    /// Log entries read before the fault.
+    pub entries: usize,
+    /// One line per run whose log after the fault no longer starts with the entries read
+    /// before it (an acknowledged transition lost, or changed).
+    pub lost: Vec<String>,
 }

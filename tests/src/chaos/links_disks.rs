@@ -39,7 +39,8 @@ fn link_of(v: u64) -> Link {
 /// connection as it heals, as a NAT or firewall that forgot them would): the managers' link
 /// to redis-server, one manager's, executor's or auditor's link to nats-server (see
 /// `link_of`; a busy worker preferred, like a killed one). A link the stack has no proxy for
-/// falls back to the managers' Redis link or an executor's. Gives what was hit and its name.
+/// falls back to the other kind of manager link (the managers' Redis link and a manager's
+/// NATS link stand in for each other) or an executor's. Gives what was hit and its name.
 pub(super) async fn partition(
     stack: &mut Stack,
     rng: &mut Rng,
@@ -50,7 +51,9 @@ pub(super) async fn partition(
     let executors = stack.executor_nats_proxies.len();
     // One draw picks the link and, for a manager, which one (as many draws as before the
     // managers' and auditors' links were drawn, so a seed's other faults stay the same).
-    let (link, v) = if stack.redis_proxy.is_none() {
+    let has_redis = stack.redis_proxy.is_some();
+    let has_managers = stack.managers.iter().any(|m| m.nats_proxy.is_some());
+    let (link, v) = if !has_redis && !has_managers {
         (Link::ExecutorNats, 0)
     } else if executors == 0 {
         (Link::Redis, 0)
@@ -58,8 +61,11 @@ pub(super) async fn partition(
         let v = rng.next();
         (link_of(v), v / 12)
     };
+    // A link the stack has no proxy for (the managers' Redis link with Sentinel): the other
+    // kind of manager link.
     let link = match link {
-        Link::ManagerNats if stack.managers.iter().all(|m| m.nats_proxy.is_none()) => Link::Redis,
+        Link::ManagerNats if !has_managers => Link::Redis,
+        Link::Redis if !has_redis => Link::ManagerNats,
         Link::AuditorNats if stack.auditor_nats_proxies.is_empty() => Link::ExecutorNats,
         other => other,
     };

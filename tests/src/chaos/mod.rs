@@ -10,7 +10,9 @@
 
 mod config;
 mod exposure;
+mod failover;
 mod fault;
+mod goals;
 mod links_disks;
 mod report;
 
@@ -25,7 +27,8 @@ use crate::{
 
 pub use config::ChaosConfig;
 pub use exposure::Exposure;
-pub use fault::{Action, Component, Fault};
+pub use fault::{Action, Component, Fault, LogCheck};
+pub use goals::Goal;
 pub use report::{ChaosReport, KindRecovery};
 
 pub(crate) fn now_ms() -> i64 {
@@ -88,7 +91,9 @@ pub async fn run(config: &ChaosConfig, progress: &dyn Fn(&str)) -> anyhow::Resul
         config.worker_ack_wait_secs
     );
     opts.executor_nats_proxy = config.partitions;
-    opts.redis_proxy = config.partitions;
+    // With Sentinel the managers reach the nodes the sentinels name, not a proxy.
+    opts.redis_proxy = config.partitions && !config.redis_ha;
+    opts.redis_ha = config.redis_ha;
     opts.manager_nats_proxy = config.partitions;
     opts.auditor_nats_proxy = config.partitions;
     // Declared before the stack, so it is unmounted after the executors stopped.
@@ -199,19 +204,24 @@ async fn inject(
     let slots = kinds + usize::from(partition_slot.is_some()) + usize::from(disk_slot.is_some());
     let slot = rng.below(slots);
     let at_ms = now_ms();
-    let (component, action, target) = match (disk, slot) {
+    let (component, action, target, log_check) = match (disk, slot) {
         (_, s) if Some(s) == partition_slot => {
             let (component, target) = links_disks::partition(stack, rng, config).await?;
-            (component, Action::Partition, target)
+            (component, Action::Partition, target, None)
         }
         (Some(disk), s) if Some(s) == disk_slot => {
             links_disks::fill_disk(disk, rng, config).await?;
-            (Component::Executor, Action::DiskFull, "exec-*".to_string())
+            (
+                Component::Executor,
+                Action::DiskFull,
+                "exec-*".to_string(),
+                None,
+            )
         }
         (_, s) => {
             let component = Component::ALL[s % kinds];
-            let (action, target) = process_fault(stack, component, rng, config).await?;
-            (component, action, target)
+            let (action, target, log_check) = process_fault(stack, component, rng, config).await?;
+            (component, action, target, log_check)
         }
     };
     Ok(Fault {
@@ -220,6 +230,7 @@ async fn inject(
         target,
         at_ms,
         back_ms: now_ms(),
+        log_check,
     })
 }
 
@@ -251,13 +262,14 @@ async fn pick_worker(
     }
 }
 
-/// SIGKILL (and restart) or SIGSTOP (and SIGCONT) one process of `component`.
+/// SIGKILL (and restart) or SIGSTOP (and SIGCONT) one process of `component` (with Redis
+/// Sentinel, the Redis primary; then with the open runs' logs compared across it).
 async fn process_fault(
     stack: &mut Stack,
     component: Component,
     rng: &mut Rng,
     config: &ChaosConfig,
-) -> anyhow::Result<(Action, String)> {
+) -> anyhow::Result<(Action, String, Option<LogCheck>)> {
     let action = if rng.below(3) == 0 {
         Action::Freeze
     } else {
@@ -307,6 +319,10 @@ async fn process_fault(
             }
             "nats-server".to_string()
         }
+        Component::Redis if stack.redis_ha.is_some() => {
+            let (target, check) = failover::hit_primary(stack, action, freeze).await?;
+            return Ok((action, target, Some(check)));
+        }
         Component::Redis => {
             match action {
                 Action::Freeze => {
@@ -322,7 +338,7 @@ async fn process_fault(
             "redis-server".to_string()
         }
     };
-    Ok((action, target))
+    Ok((action, target, None))
 }
 
 /// The worker ids that hold a step right now: for every running run in `executing` or

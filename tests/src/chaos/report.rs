@@ -8,7 +8,8 @@ use std::fmt::Write as _;
 
 use super::config::ChaosConfig;
 use super::exposure::{self, Exposure};
-use super::fault::{Action, Component, Fault};
+use super::fault::{Action, Component, Fault, LogCheck};
+use super::goals::{self, Goal};
 use crate::{Episode, RunFindings};
 
 pub(crate) struct Inputs {
@@ -94,6 +95,8 @@ pub struct ChaosReport {
     pub recovery_by_action: BTreeMap<Action, KindRecovery>,
     /// The runs open during each kind of fault, and what became of them.
     pub exposure_by_action: BTreeMap<Action, Exposure>,
+    /// The faults of each kind that landed while a run was open.
+    pub faults_with_work: BTreeMap<Action, usize>,
     pub faults: Vec<Fault>,
     pub chaos_secs: f64,
     pub total_secs: f64,
@@ -319,8 +322,10 @@ impl ChaosReport {
             }
         }
         let exposure_by_action = exposure::by_action(&findings, &faults, &duplicates_per_run);
+        let faults_with_work = exposure::faults_with_work(&findings, &faults);
         ChaosReport {
             exposure_by_action,
+            faults_with_work,
             runs: findings.len(),
             terminal,
             completed,
@@ -353,13 +358,31 @@ impl ChaosReport {
     }
 
     /// 100% terminal, 100% completed (every stand-in is correct), no duplicate episode or
-    /// step, no evidence lost.
+    /// step, no evidence lost, no log entry lost across a fault of the Redis primary. (The
+    /// long run's goals of recovery time and hits per fault kind are in [`ChaosReport::goals`].)
     pub fn goals_met(&self) -> bool {
         self.terminal == self.runs
             && self.completed == self.runs
             && self.duplicate_episodes.is_empty()
             && self.duplicate_log_steps.is_empty()
             && self.lost_evidence.is_empty()
+            && self.log_checks().1.is_empty()
+    }
+
+    /// Every goal of issue 44 with what this run measured (see `goals.rs`).
+    pub fn goals(&self) -> Vec<Goal> {
+        goals::goals(self)
+    }
+
+    /// The faults of the Redis primary whose logs were compared, and what they lost.
+    pub fn log_checks(&self) -> (usize, Vec<String>) {
+        let checks: Vec<&LogCheck> = self
+            .faults
+            .iter()
+            .filter_map(|f| f.log_check.as_ref())
+            .collect();
+        let lost = checks.iter().flat_map(|c| c.lost.iter().cloned()).collect();
+        (checks.len(), lost)
     }
 
     /// The report as Markdown (the figures table of docs/reliability.md).
@@ -454,6 +477,19 @@ impl ChaosReport {
             "| Evidence records lost | {} |",
             self.lost_evidence.len()
         );
+        if self.config.redis_ha {
+            let (failovers, lost) = self.log_checks();
+            let (runs, entries) = self
+                .faults
+                .iter()
+                .filter_map(|f| f.log_check.as_ref())
+                .fold((0, 0), |(r, e), c| (r + c.runs, e + c.entries));
+            let _ = writeln!(
+                s,
+                "| Run logs that lost entries across a fault of the Redis primary | {} (of {runs} logs, {entries} entries, read before and after {failovers} faults) |",
+                lost.len()
+            );
+        }
         let _ = writeln!(
             s,
             "| Longest stall (no run logged anything) | {:.1} s |",
@@ -516,6 +552,10 @@ impl ChaosReport {
             ("Duplicate episodes", self.duplicate_episodes.clone()),
             ("Steps recorded twice", self.duplicate_log_steps.clone()),
             ("Evidence lost", self.lost_evidence.clone()),
+            (
+                "Log entries lost across a Redis failover",
+                self.log_checks().1,
+            ),
         ] {
             if !list.is_empty() {
                 let _ = writeln!(s, "\n{title}:");
@@ -526,6 +566,16 @@ impl ChaosReport {
                     let _ = writeln!(s, "- ... {} more", list.len() - 20);
                 }
             }
+        }
+        let _ = writeln!(s, "\n| Goal | Measured | Met |\n|---|---|---|");
+        for goal in self.goals() {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} |",
+                goal.what,
+                goal.measured,
+                if goal.met { "yes" } else { "**no**" }
+            );
         }
         s
     }

@@ -33,6 +33,7 @@ fn a_step_dispatched_again_is_not_a_duplicate_but_a_second_finish_in_one_round_i
         target: "exec-1".into(),
         at_ms: 50,
         back_ms: 60,
+        log_check: None,
     };
     for (list, dispatched, faults, want) in cases
         .into_iter()
@@ -86,6 +87,7 @@ fn fault(component: Component, action: Action, target: &str) -> Fault {
         target: target.into(),
         at_ms: 200,
         back_ms: 300,
+        log_check: None,
     }
 }
 
@@ -210,4 +212,85 @@ fn faults_are_counted_per_component_and_per_kind() {
         text.contains("Fault kinds drawn: kill, freeze, partition, disk full."),
         "{text}"
     );
+}
+
+#[test]
+fn a_failover_that_lost_a_log_entry_misses_the_goals_and_says_which_run() {
+    let mut lost_one = fault(Component::Redis, Action::Kill, "redis primary :1");
+    lost_one.log_check = Some(crate::chaos::LogCheck {
+        runs: 2,
+        entries: 9,
+        lost: vec!["run-a: 1 of 5 entries seen before the failover are gone".into()],
+    });
+    let mut kept_all = fault(Component::Redis, Action::Freeze, "redis primary :2");
+    kept_all.log_check = Some(crate::chaos::LogCheck {
+        runs: 2,
+        entries: 9,
+        lost: Vec::new(),
+    });
+    let config = ChaosConfig {
+        redis_ha: true,
+        ..ChaosConfig::short()
+    };
+    let build = |faults: Vec<Fault>| {
+        ChaosReport::build(Inputs {
+            config: config.clone(),
+            kinds: vec![Action::Kill, Action::Freeze],
+            findings: Vec::new(),
+            episodes: BTreeMap::new(),
+            faults,
+            started_ms: 0,
+            chaos_end_ms: 1000,
+            ended_ms: 1000,
+            load_start: None,
+            load_max: 0.0,
+        })
+    };
+    let goal = |report: &ChaosReport, what: &str| {
+        report
+            .goals()
+            .into_iter()
+            .find(|g| g.what.starts_with(what))
+            .unwrap_or_else(|| panic!("no goal {what}"))
+    };
+    let lossy = build(vec![lost_one.clone(), kept_all.clone()]);
+    assert!(!lossy.goals_met());
+    let failover = goal(&lossy, "0 log entries lost");
+    assert!(!failover.met, "{failover:?}");
+    assert_eq!(failover.measured, "1 over 2 faults of the primary");
+    let text = lossy.markdown();
+    assert!(
+        text.contains("| Run logs that lost entries across a fault of the Redis primary | 1 (of 4 logs, 18 entries, read before and after 2 faults) |"),
+        "{text}"
+    );
+    assert!(text.contains("- run-a: 1 of 5 entries"), "{text}");
+
+    let clean = build(vec![kept_all]);
+    assert!(clean.goals_met());
+    assert!(goal(&clean, "0 log entries lost").met);
+    // No run was open, so no fault hit work in flight, and no recovery was measured.
+    let kills = goal(&clean, "kill hit work in flight");
+    assert_eq!((kills.measured.as_str(), kills.met), ("0", false));
+    let executor = goal(&clean, "executor recovery median");
+    assert_eq!(
+        (executor.measured.as_str(), executor.met),
+        ("not measured", false)
+    );
+    // Without Sentinel there is no failover goal.
+    let single = ChaosReport::build(Inputs {
+        config: ChaosConfig::short(),
+        kinds: vec![Action::Kill],
+        findings: Vec::new(),
+        episodes: BTreeMap::new(),
+        faults: Vec::new(),
+        started_ms: 0,
+        chaos_end_ms: 1000,
+        ended_ms: 1000,
+        load_start: None,
+        load_max: 0.0,
+    });
+    assert!(!single
+        .goals()
+        .iter()
+        .any(|g| g.what.starts_with("0 log entries lost")));
 }
