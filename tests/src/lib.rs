@@ -84,6 +84,8 @@ pub struct Stack {
     /// The first manager's base URL (tests that use one manager).
     pub http: String,
     pub dir: tempfile::TempDir,
+    /// Where the executors' work dirs are when not under `dir` (`StackOptions::executor_work_root`).
+    executor_work_root: Option<PathBuf>,
     /// The NATS users' passwords (secured stacks only).
     pub passwords: Option<RolePasswords>,
     /// `DIR/auditor-keys.pub`, the trusted public key (signed stacks only), for
@@ -108,7 +110,15 @@ pub struct Stack {
 /// test run leaves no mount behind.
 impl Drop for Stack {
     fn drop(&mut self) {
-        loopgate_snapshot::overlay::unmount_stale(self.dir.path(), self.dir.path());
+        // The executors first: one still running could mount another episode after the sweep.
+        for executor in &mut self.executors {
+            executor.kill();
+        }
+        let dir = self.dir.path();
+        loopgate_snapshot::overlay::unmount_stale(dir, dir);
+        if let Some(root) = &self.executor_work_root {
+            loopgate_snapshot::overlay::unmount_stale(root, root);
+        }
     }
 }
 
@@ -356,6 +366,7 @@ impl Stack {
             auditor_nats_proxies,
             managers: Vec::new(),
             executors,
+            executor_work_root: opts.executor_work_root.clone(),
             auditor,
             more_auditors: auditors,
             worker_specs,
