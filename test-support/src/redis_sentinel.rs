@@ -218,38 +218,11 @@ impl RedisHa {
     /// Waits until every sentinel names a primary other than `old_port` and that node says
     /// it is a master; its port.
     pub async fn wait_failover(&self, old_port: u16, timeout: Duration) -> anyhow::Result<u16> {
-        let promoted = std::cell::Cell::new(None);
-        let password = self.password.as_deref();
-        let done = wait_until(timeout, || {
-            let promoted = &promoted;
-            async move {
-                let mut named = Vec::new();
-                for s in &self.sentinels {
-                    named.push(s.primary_port().await);
-                }
-                let Some(Some(port)) = named.first().copied() else {
-                    return false;
-                };
-                if port == old_port || named.iter().any(|n| *n != Some(port)) {
-                    return false;
-                }
-                let role = command_as(port, password, &["ROLE"]).await.ok();
-                let is_master = matches!(&role, Some(redis::Value::Array(items))
-                    if matches!(items.first(), Some(redis::Value::BulkString(b)) if b.as_slice() == b"master"));
-                if is_master {
-                    promoted.set(Some(port));
-                }
-                is_master
-            }
-        })
-        .await;
-        match (done, promoted.get()) {
-            (Ok(()), Some(port)) => Ok(port),
-            _ => anyhow::bail!(
-                "no failover from :{old_port} within {timeout:?}\n{}",
-                self.logs()
-            ),
-        }
+        self.wait_primary(timeout, |port| port != old_port, false)
+            .await
+            .map_err(|logs| {
+                anyhow::anyhow!("no failover from :{old_port} within {timeout:?}\n{logs}")
+            })
     }
 
     /// Waits until the group could fail over again: every sentinel names one primary, that
@@ -257,28 +230,37 @@ impl RedisHa {
     /// (after a frozen primary is let go, the sentinels turn it into a replica of the one
     /// they promoted meanwhile). The primary's port.
     pub async fn wait_healthy(&self, timeout: Duration) -> anyhow::Result<u16> {
+        self.wait_primary(timeout, |_| true, true).await.map_err(|logs| {
+            anyhow::anyhow!(
+                "the Redis group did not settle on one primary with its replica within {timeout:?}\n{logs}"
+            )
+        })
+    }
+
+    /// Waits until every sentinel names one primary that `wanted` accepts and that node says
+    /// it is a master and, with `replicas_synced`, every other node replicates from it with
+    /// its link up; its port, or every log when `timeout` passed first.
+    async fn wait_primary(
+        &self,
+        timeout: Duration,
+        wanted: impl Fn(u16) -> bool,
+        replicas_synced: bool,
+    ) -> Result<u16, String> {
         let primary = std::cell::Cell::new(None);
-        let password = self.password.as_deref();
-        let healthy = wait_until(timeout, || {
+        let wanted = &wanted;
+        let settled = wait_until(timeout, || {
             let primary = &primary;
             async move {
-                let mut named = Vec::new();
-                for s in &self.sentinels {
-                    named.push(s.primary_port().await);
-                }
-                let Some(Some(port)) = named.first().copied() else {
+                let Some(port) = self.agreed_primary().await.filter(|p| wanted(*p)) else {
                     return false;
                 };
-                if named.iter().any(|n| *n != Some(port)) {
-                    return false;
-                }
                 for node in &self.nodes {
-                    let info = command_as(node.port(), password, &["INFO", "replication"])
-                        .await
-                        .ok()
-                        .and_then(|v| redis::from_redis_value::<String>(v).ok())
-                        .unwrap_or_default();
-                    let in_place = if node.port() == port {
+                    let is_primary = node.port() == port;
+                    if !is_primary && !replicas_synced {
+                        continue;
+                    }
+                    let info = self.replication_info(node.port()).await;
+                    let in_place = if is_primary {
                         info.contains("role:master")
                     } else {
                         info.contains("role:slave")
@@ -294,13 +276,32 @@ impl RedisHa {
             }
         })
         .await;
-        match (healthy, primary.get()) {
+        match (settled, primary.get()) {
             (Ok(()), Some(port)) => Ok(port),
-            _ => anyhow::bail!(
-                "the Redis group did not settle on one primary with its replica within {timeout:?}\n{}",
-                self.logs()
-            ),
+            _ => Err(self.logs()),
         }
+    }
+
+    /// The port every sentinel names as the primary, when they all answer and agree.
+    async fn agreed_primary(&self) -> Option<u16> {
+        let mut agreed = None;
+        for s in &self.sentinels {
+            let port = s.primary_port().await?;
+            if agreed.is_some_and(|a| a != port) {
+                return None;
+            }
+            agreed = Some(port);
+        }
+        agreed
+    }
+
+    /// `INFO replication` of the node on `port` (empty when it does not answer).
+    async fn replication_info(&self, port: u16) -> String {
+        command_as(port, self.password.as_deref(), &["INFO", "replication"])
+            .await
+            .ok()
+            .and_then(|v| redis::from_redis_value::<String>(v).ok())
+            .unwrap_or_default()
     }
 
     /// Every sentinel's and node's log, for assertion messages.

@@ -149,18 +149,7 @@ fn faults_are_counted_per_component_and_per_kind() {
         fault(Component::Manager, Action::Partition, "manager-1"),
         fault(Component::Auditor, Action::Partition, "audit-2"),
     ];
-    let report = ChaosReport::build(Inputs {
-        config: ChaosConfig::short(),
-        kinds: Action::ALL.to_vec(),
-        findings: Vec::new(),
-        episodes: BTreeMap::new(),
-        faults,
-        started_ms: 0,
-        chaos_end_ms: 1000,
-        ended_ms: 1000,
-        load_start: None,
-        load_max: 0.0,
-    });
+    let report = report_without_runs(ChaosConfig::short(), Action::ALL.to_vec(), faults);
     let executor = &report.recovery[&Component::Executor];
     let redis = &report.recovery[&Component::Redis];
     let manager = &report.recovery[&Component::Manager];
@@ -233,18 +222,7 @@ fn a_failover_that_lost_a_log_entry_misses_the_goals_and_says_which_run() {
         ..ChaosConfig::short()
     };
     let build = |faults: Vec<Fault>| {
-        ChaosReport::build(Inputs {
-            config: config.clone(),
-            kinds: vec![Action::Kill, Action::Freeze],
-            findings: Vec::new(),
-            episodes: BTreeMap::new(),
-            faults,
-            started_ms: 0,
-            chaos_end_ms: 1000,
-            ended_ms: 1000,
-            load_start: None,
-            load_max: 0.0,
-        })
+        report_without_runs(config.clone(), vec![Action::Kill, Action::Freeze], faults)
     };
     let goal = |report: &ChaosReport, what: &str| {
         report
@@ -277,20 +255,26 @@ fn a_failover_that_lost_a_log_entry_misses_the_goals_and_says_which_run() {
         ("not measured", false)
     );
     // Without Sentinel there is no failover goal.
-    let single = ChaosReport::build(Inputs {
-        config: ChaosConfig::short(),
-        kinds: vec![Action::Kill],
+    let single = report_without_runs(ChaosConfig::short(), vec![Action::Kill], Vec::new());
+    assert!(!single
+        .goals()
+        .iter()
+        .any(|g| g.what.starts_with("0 log entries lost")));
+}
+
+/// The report of a run of `config` that drew `kinds` and injected `faults` with no run read
+/// back, over the first second.
+fn report_without_runs(config: ChaosConfig, kinds: Vec<Action>, faults: Vec<Fault>) -> ChaosReport {
+    ChaosReport::build(Inputs {
+        config,
+        kinds,
         findings: Vec::new(),
         episodes: BTreeMap::new(),
-        faults: Vec::new(),
+        faults,
         started_ms: 0,
         chaos_end_ms: 1000,
         ended_ms: 1000,
         load_start: None,
         load_max: 0.0,
-    });
-    assert!(!single
-        .goals()
-        .iter()
-        .any(|g| g.what.starts_with("0 log entries lost")));
+    })
 }
