@@ -86,13 +86,14 @@ impl ChaosConfig {
     /// Faults that look like production (`chaos-bench --production`): executor steps of about
     /// 5-60 s (replies of 2.5-30 s) and checks of 1-10 s, so kills land mid-episode and
     /// mid-audit; freezes longer than `ack_wait`; Redis with Sentinel, its primary failed
-    /// over; 30 minutes.
+    /// over; 30 minutes, a fault every 5-15 s (about 120, so each of the seven kinds of draw
+    /// comes about 17 times).
     pub fn production() -> ChaosConfig {
         ChaosConfig {
             redis_ha: true,
             runs: 40,
             duration: Duration::from_secs(1800),
-            fault_every: Duration::from_secs(15),
+            fault_every: Duration::from_secs(10),
             max_freeze: Duration::from_secs(20),
             drain: Duration::from_secs(1800),
             latency: Latency {
