@@ -52,6 +52,10 @@ pub struct ChaosConfig {
     /// partitions (they reach the nodes the sentinels name, not a proxy): a manager's NATS
     /// link is cut in its place.
     pub redis_ha: bool,
+    /// Draw the kinds of fault (each component kind, a partition, a full disk) from a shuffled
+    /// bag of one of each instead of uniformly, so a run of `n` faults hits every kind about
+    /// `n / kinds` times (a uniform draw of 120 faults over 7 kinds left one kind at 10).
+    pub balanced_draws: bool,
     pub seed: u64,
 }
 
@@ -79,6 +83,7 @@ impl ChaosConfig {
             disk_full: true,
             disk_size: "256m".into(),
             redis_ha: false,
+            balanced_draws: false,
             seed: 0xc4a0_5eed,
         }
     }
@@ -86,11 +91,12 @@ impl ChaosConfig {
     /// Faults that look like production (`chaos-bench --production`): executor steps of about
     /// 5-60 s (replies of 2.5-30 s) and checks of 1-10 s, so kills land mid-episode and
     /// mid-audit; freezes longer than `ack_wait`; Redis with Sentinel, its primary failed
-    /// over; 30 minutes, a fault every 5-15 s (about 120, so each of the seven kinds of draw
-    /// comes about 17 times).
+    /// over; 30 minutes, a fault every 5-15 s (about 120, and with balanced draws each of the
+    /// seven kinds comes about 17 times).
     pub fn production() -> ChaosConfig {
         ChaosConfig {
             redis_ha: true,
+            balanced_draws: true,
             runs: 40,
             duration: Duration::from_secs(1800),
             fault_every: Duration::from_secs(10),

@@ -50,6 +50,22 @@ impl Rng {
     fn below(&mut self, n: usize) -> usize {
         (self.next() % n.max(1) as u64) as usize
     }
+    /// The next of `slots` kinds of draw: uniform, or with `balanced` from a shuffled bag of
+    /// every kind once (refilled when empty), so over `k * slots` draws each kind comes `k`
+    /// times.
+    fn draw(&mut self, slots: usize, balanced: bool, bag: &mut Vec<usize>) -> usize {
+        if !balanced {
+            return self.below(slots);
+        }
+        if bag.is_empty() || bag.iter().any(|s| *s >= slots) {
+            *bag = (0..slots).collect();
+            for i in (1..bag.len()).rev() {
+                let j = self.below(i + 1);
+                bag.swap(i, j);
+            }
+        }
+        bag.pop().unwrap_or(0)
+    }
     /// Uniform in `lo..=hi`.
     fn between(&mut self, lo: Duration, hi: Duration) -> Duration {
         let span = hi.saturating_sub(lo).as_millis() as u64;
@@ -116,6 +132,7 @@ pub async fn run(config: &ChaosConfig, progress: &dyn Fn(&str)) -> anyhow::Resul
     progress(&format!("submitted {} runs", ids.len()));
 
     let mut rng = Rng(config.seed | 1);
+    let mut bag = Vec::new();
     let mut faults = Vec::new();
     let mut load_max = load_start.unwrap_or(0.0);
     let chaos_end = Instant::now() + config.duration;
@@ -125,7 +142,7 @@ pub async fn run(config: &ChaosConfig, progress: &dyn Fn(&str)) -> anyhow::Resul
         if Instant::now() >= chaos_end {
             break;
         }
-        let fault = inject(&mut stack, disk.as_ref(), &mut rng, config).await?;
+        let fault = inject(&mut stack, disk.as_ref(), &mut rng, &mut bag, config).await?;
         progress(&format!(
             "{:>5.1} s: {} {} (back after {} ms)",
             (fault.at_ms - started_ms) as f64 / 1000.0,
@@ -191,18 +208,20 @@ pub async fn run(config: &ChaosConfig, progress: &dyn Fn(&str)) -> anyhow::Resul
 }
 
 /// Hits one random component (or link, or the work-dir disk) and brings it back. With
-/// `partitions` and a disk, each of those is drawn as often as one component kind.
+/// `partitions` and a disk, each of those is drawn as often as one component kind (with
+/// `balanced_draws`, exactly as often, from `bag`).
 async fn inject(
     stack: &mut Stack,
     disk: Option<&Tmpfs>,
     rng: &mut Rng,
+    bag: &mut Vec<usize>,
     config: &ChaosConfig,
 ) -> anyhow::Result<Fault> {
     let kinds = Component::ALL.len();
     let partition_slot = config.partitions.then_some(kinds);
     let disk_slot = disk.map(|_| kinds + usize::from(config.partitions));
     let slots = kinds + usize::from(partition_slot.is_some()) + usize::from(disk_slot.is_some());
-    let slot = rng.below(slots);
+    let slot = rng.draw(slots, config.balanced_draws, bag);
     let at_ms = now_ms();
     let (component, action, target, log_check) = match (disk, slot) {
         (_, s) if Some(s) == partition_slot => {
@@ -396,4 +415,36 @@ async fn top_up(
         open.push(id);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Rng;
+
+    #[test]
+    fn balanced_draws_give_every_kind_once_per_round_of_the_bag() {
+        // (balanced, draws, slots, each kind exactly this often)
+        let cases = [
+            (true, 70, 7, Some(10)),
+            (true, 12, 6, Some(2)),
+            (false, 70, 7, None),
+        ];
+        for (balanced, draws, slots, want) in cases {
+            let mut rng = Rng(0xc4a0_5eed | 1);
+            let mut uniform = Rng(0xc4a0_5eed | 1);
+            let mut bag = Vec::new();
+            let mut counts = vec![0; slots];
+            for _ in 0..draws {
+                let slot = rng.draw(slots, balanced, &mut bag);
+                if !balanced {
+                    // Uniform draws are the plain draw, so a seed's faults stay the same.
+                    assert_eq!(slot, uniform.below(slots));
+                }
+                counts[slot] += 1;
+            }
+            if let Some(each) = want {
+                assert!(counts.iter().all(|c| *c == each), "{counts:?}");
+            }
+        }
+    }
 }
