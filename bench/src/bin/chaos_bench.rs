@@ -1,24 +1,27 @@
-//! Chaos run (not a test): the whole stack (nats-server on its file store, redis-server with
-//! its AOF, 2+ managers, several executors and auditors) with 100 runs in flight against
+//! Chaos run (not a test): the whole stack (nats-server on its file store, the managers'
+//! Redis, 2+ managers, several executors and auditors) with runs kept in flight against
 //! stand-in models of random latency, while for a fixed time a random component is killed
-//! with SIGKILL (and restarted on its own data) or frozen with SIGSTOP every few seconds.
-//! Prints the figures of docs/reliability.md.
+//! with SIGKILL (and restarted on its own data) or frozen with SIGSTOP, a link is cut or the
+//! executors' disk filled, every few seconds. Prints the figures of docs/reliability.md.
 //!
 //! `cargo build --workspace --bins && cargo run -p loopgate-bench --bin chaos-bench -- [flags]`
-//! (`make chaos`). Flags: `--duration-secs N` (300), `--runs N` (100), `--managers N` (2),
-//! `--executors N` (8), `--auditors N` (3), `--fault-every-secs N` (4), `--seed N`,
-//! `--runs-once` (submit `--runs` once at the start instead of keeping that many in flight),
-//! `--out PATH` (also write the Markdown there), `--strict` (exit 1 when a goal is missed),
-//! `--uniform-workers` (a drawn executor or auditor is any of them, busy or not; by default
-//! one that holds a step is hit when any does), `--production` (first: 30 minutes, executor
-//! steps of about 5-60 s and checks of 1-10 s from stand-in delays, freezes past `ack_wait`;
-//! the flags after it change that profile). Partitions (a manager's, an executor's or an
-//! auditor's link to nats-server or the managers' to redis-server cut at a fault proxy) and
-//! full disks (the executors'
-//! work-dir tmpfs filled) are among the faults by default: `--no-partitions`,
-//! `--no-disk-full` leave them out. `--redis-ha` (on with `--production`; `--no-redis-ha`
-//! off): the managers' Redis is a primary, a replica and three sentinels, a Redis fault kills
-//! or freezes the primary, and the open runs' logs are compared across it.
+//! (`make chaos` passes `--production`). Flags: `--duration-secs N` (300), `--runs N` (100),
+//! `--managers N` (2), `--executors N` (8), `--auditors N` (3), `--fault-every-secs N` (4),
+//! `--seed N`, `--runs-once` (submit `--runs` once at the start instead of keeping that many
+//! in flight), `--out PATH` (also write the Markdown there), `--strict` (exit 1 when a goal is
+//! missed), `--uniform-workers` (a drawn executor or auditor is any of them, busy or not; by
+//! default one that holds a step is hit when any does).
+//!
+//! `--production` (first; the flags after it change its profile): 40 runs, 30 minutes, a
+//! fault every 5-15 s drawn from a shuffled bag of every kind, executor steps of about 5-60 s
+//! and checks of 1-10 s from stand-in delays, freezes past `ack_wait`, Redis with Sentinel.
+//!
+//! Partitions (a manager's, an executor's or an auditor's link to nats-server or the
+//! managers' to redis-server cut at a fault proxy) and full disks (the executors' work-dir
+//! tmpfs filled) are among the faults by default: `--no-partitions`, `--no-disk-full` leave
+//! them out. `--redis-ha` (on with `--production`; `--no-redis-ha` off): the managers' Redis
+//! is a primary, a replica and three sentinels, a Redis fault kills or freezes the primary,
+//! and the open runs' logs are compared across it.
 //!
 //! `--soak` runs the soak instead (no faults; issue 43): `--duration-secs N` (1800), `--runs N`
 //! runs in flight (100), `--rounds N` per run (3), `--executors N` (2), `--latency-ms N` per

@@ -1,5 +1,6 @@
-//! The chaos run: a whole stack (nats-server on its file store, redis-server with its AOF,
-//! several managers, executors and auditors) with many runs in flight, while every few seconds
+//! The chaos run: a whole stack (nats-server on its file store, redis-server with its AOF or,
+//! with `redis_ha`, a primary, a replica and three sentinels, several managers, executors and
+//! auditors) with many runs in flight, while every few seconds
 //! a random component is killed with SIGKILL (and restarted on its own data) or frozen with
 //! SIGSTOP for a while, or (with `partitions` and `disk_full`) a link to nats-server (a
 //! manager's, an executor's or an auditor's) or the managers' to redis-server is cut at a
