@@ -15,6 +15,7 @@ mod failover;
 mod fault;
 mod goals;
 mod links_disks;
+mod markdown;
 mod report;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -134,6 +135,7 @@ pub async fn run(config: &ChaosConfig, progress: &dyn Fn(&str)) -> anyhow::Resul
 
     let mut rng = Rng(config.seed | 1);
     let mut bag = Vec::new();
+    let mut faults_stopped = None;
     let mut faults = Vec::new();
     let mut load_max = load_start.unwrap_or(0.0);
     let chaos_end = Instant::now() + config.duration;
@@ -143,7 +145,17 @@ pub async fn run(config: &ChaosConfig, progress: &dyn Fn(&str)) -> anyhow::Resul
         if Instant::now() >= chaos_end {
             break;
         }
-        let fault = inject(&mut stack, disk.as_ref(), &mut rng, &mut bag, config).await?;
+        // A fault that cannot be injected or brought back ends the faults, not the run: the
+        // runs still drain and are read back, and the report says why the faults stopped.
+        let fault = match inject(&mut stack, disk.as_ref(), &mut rng, &mut bag, config).await {
+            Ok(fault) => fault,
+            Err(e) => {
+                let why = format!("{e:#}");
+                progress(&format!("faults stopped: {why}"));
+                faults_stopped = Some(why);
+                break;
+            }
+        };
         progress(&format!(
             "{:>5.1} s: {} {} (back after {} ms)",
             (fault.at_ms - started_ms) as f64 / 1000.0,
@@ -203,6 +215,7 @@ pub async fn run(config: &ChaosConfig, progress: &dyn Fn(&str)) -> anyhow::Resul
         ended_ms: now_ms(),
         load_start,
         load_max,
+        faults_stopped,
     });
     stack.stop_gracefully(Duration::from_secs(5)).await;
     Ok(report)

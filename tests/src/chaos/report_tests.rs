@@ -276,5 +276,19 @@ fn report_without_runs(config: ChaosConfig, kinds: Vec<Action>, faults: Vec<Faul
         ended_ms: 1000,
         load_start: None,
         load_max: 0.0,
+        faults_stopped: None,
     })
+}
+
+#[test]
+fn faults_that_stopped_early_miss_the_goals_and_say_why() {
+    let mut report = report_without_runs(ChaosConfig::short(), vec![Action::Kill], Vec::new());
+    assert!(report.goals_met());
+    report.faults_stopped = Some("no failover from :1 within 60s".into());
+    assert!(!report.goals_met());
+    let text = report.markdown();
+    assert!(
+        text.contains("**Faults stopped early**: no failover from :1 within 60s"),
+        "{text}"
+    );
 }
