@@ -17,8 +17,15 @@ pub struct Goal {
     pub met: bool,
 }
 
-/// The goals of this run (the failover goal only with Redis Sentinel).
-pub(crate) fn goals(report: &ChaosReport) -> Vec<Goal> {
+impl ChaosReport {
+    /// Every goal of issue 44 with what this run measured (the failover goal only with Redis
+    /// Sentinel).
+    pub fn goals(&self) -> Vec<Goal> {
+        goals(self)
+    }
+}
+
+fn goals(report: &ChaosReport) -> Vec<Goal> {
     let mut goals = vec![
         Goal {
             what: "100% of runs terminal".into(),

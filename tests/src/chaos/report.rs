@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use super::config::ChaosConfig;
 use super::exposure::{self, Exposure};
 use super::fault::{Action, Component, Fault, LogCheck};
-use super::goals::{self, Goal};
 use crate::{Episode, RunFindings};
 
 pub(crate) struct Inputs {
@@ -375,11 +374,6 @@ impl ChaosReport {
             && self.lost_evidence.is_empty()
             && self.log_checks().1.is_empty()
             && self.faults_stopped.is_none()
-    }
-
-    /// Every goal of issue 44 with what this run measured (see `goals.rs`).
-    pub fn goals(&self) -> Vec<Goal> {
-        goals::goals(self)
     }
 
     /// The faults of the Redis primary whose logs were compared, and what they lost.
