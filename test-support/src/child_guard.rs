@@ -68,6 +68,16 @@ impl ChildGuard {
         })
     }
 
+    /// Kills this process (if running) and starts `command` in its place, appending to the
+    /// same log, so what the killed process wrote stays readable beside its successor's.
+    pub fn respawn(&mut self, command: Command) -> anyhow::Result<()> {
+        self.kill();
+        let mut next = Self::spawn_with_log(&self.name, command, &self.log_path)?;
+        next._log_dir = self._log_dir.take();
+        *self = next;
+        Ok(())
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }

@@ -135,6 +135,11 @@ impl DaemonSpec {
     pub(crate) fn spawn(&self) -> anyhow::Result<ChildGuard> {
         spawn(&self.name, &self.bin, &self.config, &self.env)
     }
+
+    /// Kill `child` and start this daemon in its place, on the same log.
+    pub(crate) fn respawn(&self, child: &mut ChildGuard) -> anyhow::Result<()> {
+        child.respawn(command(&self.bin, &self.config, &self.env)?)
+    }
 }
 
 pub(crate) fn spawn(
@@ -143,6 +148,10 @@ pub(crate) fn spawn(
     config: &Path,
     env: &[(String, String)],
 ) -> anyhow::Result<ChildGuard> {
+    ChildGuard::spawn(name, command(bin, config, env)?)
+}
+
+fn command(bin: &str, config: &Path, env: &[(String, String)]) -> anyhow::Result<Command> {
     let mut cmd = Command::new(workspace_bin(bin)?);
     cmd.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     cmd.arg("--config").arg(config);
@@ -150,7 +159,7 @@ pub(crate) fn spawn(
     cmd.env_remove("LOOPGATE_NATS_URL");
     cmd.env_remove("LOOPGATE_REDIS_URL");
     cmd.env_remove("LOOPGATE_HTTP_ADDR");
-    ChildGuard::spawn(name, cmd)
+    Ok(cmd)
 }
 
 /// Starts manager `name` on a free loopback port, its config written by `config_for(port)`,

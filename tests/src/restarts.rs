@@ -128,9 +128,6 @@ impl Stack {
             Worker::Executor(i) => self.worker_specs[i].clone(),
             Worker::Auditor(i) => self.worker_specs[self.executors.len() + i].clone(),
         };
-        let child = self.worker_mut(worker);
-        child.kill();
-        *child = spec.spawn()?;
-        Ok(())
+        spec.respawn(self.worker_mut(worker))
     }
 }

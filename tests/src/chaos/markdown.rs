@@ -126,24 +126,25 @@ impl ChaosReport {
         );
         let _ = writeln!(
             s,
-            "\n| Component | Kills | Freezes | Partitions | Disk full | Back (median / max) | Recovery (median / max) |\n|---|---|---|---|---|---|---|"
+            "\n| Component | Kills | Freezes | Partitions | Disk full | Back (median / max) | Moved again (median / max) | Recovery (median / max) |\n|---|---|---|---|---|---|---|---|"
         );
         for (kind, r) in &self.recovery {
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} |",
                 kind.name(),
                 r.kills,
                 r.freezes,
                 r.partitions,
                 r.disk_full,
                 median_max(&r.back_ms),
+                median_max(&r.moved_ms),
                 median_max(&r.recovery_ms)
             );
         }
         let _ = writeln!(
             s,
-            "\n| Fault kind | Faults | Back (median / max) | Recovery (median / max) | Runs open during one | Terminal | Completed | Duplicate episodes | Evidence lost |\n|---|---|---|---|---|---|---|---|---|"
+            "\n| Fault kind | Faults | Back (median / max) | Moved again (median / max) | Recovery (median / max) | Runs open during one | Terminal | Completed | Duplicate episodes | Evidence lost |\n|---|---|---|---|---|---|---|---|---|---|"
         );
         for (action, r) in &self.recovery_by_action {
             let e = self
@@ -153,10 +154,11 @@ impl ChaosReport {
                 .unwrap_or_default();
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 action.name(),
                 r.faults(),
                 median_max(&r.back_ms),
+                median_max(&r.moved_ms),
                 median_max(&r.recovery_ms),
                 e.runs,
                 e.terminal,

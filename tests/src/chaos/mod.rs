@@ -16,6 +16,7 @@ mod fault;
 mod goals;
 mod links_disks;
 mod markdown;
+mod recovery;
 mod report;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

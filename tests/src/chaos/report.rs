@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use super::config::ChaosConfig;
 use super::exposure::{self, Exposure};
 use super::fault::{Action, Component, Fault, LogCheck};
+use super::recovery::{self, Recovered};
 use crate::{Episode, RunFindings};
 
 pub(crate) struct Inputs {
@@ -39,12 +40,18 @@ pub struct KindRecovery {
     /// Time until the component was back (restarted and ready, SIGCONTed, the link healed,
     /// the disk freed), ms.
     pub back_ms: Vec<i64>,
-    /// Time from the fault until the work it hit moved again, ms (see `recovery_of`).
+    /// Time from the fault until the work it hit had its results again, ms (see
+    /// `recovery::recovery_of`): for a fault on one worker, a step it held redone by another
+    /// includes that whole episode.
     pub recovery_ms: Vec<i64>,
+    /// Time from the fault until the work it hit moved again, ms: for a fault on one worker,
+    /// until each step it held had its result or a new episode on another worker (the
+    /// take-over); for any other fault the same as `recovery_ms`.
+    pub moved_ms: Vec<i64>,
 }
 
 impl KindRecovery {
-    fn count(&mut self, fault: &Fault, recovered: Option<i64>) {
+    fn count(&mut self, fault: &Fault, recovered: Recovered) {
         match fault.action {
             Action::Kill => self.kills += 1,
             Action::Freeze => self.freezes += 1,
@@ -52,7 +59,10 @@ impl KindRecovery {
             Action::DiskFull => self.disk_full += 1,
         }
         self.back_ms.push(fault.back_ms - fault.at_ms);
-        if let Some(ms) = recovered {
+        if let Some(ms) = recovered.moved_ms {
+            self.moved_ms.push(ms);
+        }
+        if let Some(ms) = recovered.result_ms {
             self.recovery_ms.push(ms);
         }
     }
@@ -153,57 +163,6 @@ fn classify_round(list: &[Episode], dispatched: usize, faults: &[Fault]) -> Roun
     }
 }
 
-/// Step results: the entries a fault's recovery waits for.
-const PROGRESS: [&str; 3] = ["exec_result", "audit_report", "gate"];
-
-/// How long after `fault` the work it hit moved again. A fault on one worker (killed, frozen,
-/// its link cut): until every step that worker had started and not finished at the fault has
-/// its result (None if it held none). Any other fault (a full disk hits every executor):
-/// until the next step result of any run after the component was back, counted from the
-/// fault.
-fn recovery_of(fault: &Fault, findings: &[RunFindings]) -> Option<i64> {
-    let worker = matches!(fault.component, Component::Executor | Component::Auditor)
-        && fault.action != Action::DiskFull;
-    if !worker {
-        return findings
-            .iter()
-            .flat_map(|f| &f.timeline)
-            .filter(|e| e.at_ms >= fault.back_ms && PROGRESS.contains(&e.kind.as_str()))
-            .map(|e| e.at_ms - fault.at_ms)
-            .min();
-    }
-    let result_kind = if fault.component == Component::Executor {
-        "exec_result"
-    } else {
-        "audit_report"
-    };
-    let mut longest: Option<i64> = None;
-    for f in findings {
-        let started: Vec<(u64, u64)> = f
-            .timeline
-            .iter()
-            .filter(|e| {
-                e.kind == "episode_started"
-                    && e.at_ms <= fault.at_ms
-                    && e.worker.as_deref() == Some(fault.target.as_str())
-            })
-            .map(|e| (e.generation, e.round))
-            .collect();
-        for key in started {
-            let result = f
-                .timeline
-                .iter()
-                .find(|e| e.kind == result_kind && (e.generation, e.round) == key);
-            match result {
-                Some(r) if r.at_ms <= fault.at_ms => {}
-                Some(r) => longest = Some(longest.unwrap_or(0).max(r.at_ms - fault.at_ms)),
-                None => {}
-            }
-        }
-    }
-    longest
-}
-
 /// Each episode's first model call and its finish (or latest call), in seconds from the
 /// start, to set beside the fault lines: `nonce 3 at 10.2-14.0 s, nonce 5 at 20.1-21.3 s`.
 fn episode_times(list: &[Episode], origin_ms: i64) -> String {
@@ -227,11 +186,16 @@ fn episode_times(list: &[Episode], origin_ms: i64) -> String {
 }
 
 /// Did a fault hit an executor between `from` and `to` (Unix ms)? Its link cut or its disk
-/// full counts too: the step it held may fail after the episode finished and be redone.
+/// full counts too: the step it held may fail after the episode finished and be redone. So
+/// does a freeze of nats-server, which cuts every worker off: a holder that cannot heartbeat
+/// for `ack_wait` stops its episode (a self-check or a freeze after its last model call
+/// included) and the step is redone once the server is back.
 fn executor_fault_between(faults: &[Fault], from: i64, to: i64) -> bool {
-    faults
-        .iter()
-        .any(|f| f.component == Component::Executor && f.at_ms <= to && f.back_ms >= from)
+    faults.iter().any(|f| {
+        let hits_executors = f.component == Component::Executor
+            || (f.component == Component::Nats && f.action == Action::Freeze);
+        hits_executors && f.at_ms <= to && f.back_ms >= from
+    })
 }
 
 impl ChaosReport {
@@ -318,7 +282,7 @@ impl ChaosReport {
         let mut recovery: BTreeMap<Component, KindRecovery> = BTreeMap::new();
         let mut recovery_by_action: BTreeMap<Action, KindRecovery> = BTreeMap::new();
         for fault in &faults {
-            let recovered = recovery_of(fault, &findings);
+            let recovered = recovery::recovery_of(fault, &findings);
             for r in [
                 recovery.entry(fault.component).or_default(),
                 recovery_by_action.entry(fault.action).or_default(),

@@ -133,8 +133,10 @@ fn a_cut_link_recovers_like_its_worker_and_a_full_disk_like_the_whole_stack() {
         (Component::Auditor, Action::Partition, "audit-1", None),
     ];
     for (component, action, target, want) in cases {
-        let got = recovery_of(&fault(component, action, target), &findings);
-        assert_eq!(got, want, "{component:?} {action:?} {target}");
+        let got = recovery::recovery_of(&fault(component, action, target), &findings);
+        assert_eq!(got.result_ms, want, "{component:?} {action:?} {target}");
+        // Nobody else started the step: it moved again with its result.
+        assert_eq!(got.moved_ms, want, "{component:?} {action:?} {target}");
     }
 }
 
@@ -189,12 +191,12 @@ fn faults_are_counted_per_component_and_per_kind() {
     }
     let text = report.markdown();
     assert!(
-        text.contains("| partition | 4 | 0.1 s / 0.1 s | - | 0 | 0 | 0 | 0 | 0 |"),
+        text.contains("| partition | 4 | 0.1 s / 0.1 s | - | - | 0 | 0 | 0 | 0 | 0 |"),
         "{text}"
     );
     assert!(text.contains("| disk full | 1 |"), "{text}");
     assert!(
-        text.contains("| manager | 0 | 0 | 1 | 0 | 0.1 s / 0.1 s | - |"),
+        text.contains("| manager | 0 | 0 | 1 | 0 | 0.1 s / 0.1 s | - | - |"),
         "{text}"
     );
     assert!(
@@ -249,7 +251,7 @@ fn a_failover_that_lost_a_log_entry_misses_the_goals_and_says_which_run() {
     // No run was open, so no fault hit work in flight, and no recovery was measured.
     let kills = goal(&clean, "kill hit work in flight");
     assert_eq!((kills.measured.as_str(), kills.met), ("0", false));
-    let executor = goal(&clean, "executor recovery median");
+    let executor = goal(&clean, "executor faults: work moved again");
     assert_eq!(
         (executor.measured.as_str(), executor.met),
         ("not measured", false)
@@ -291,4 +293,57 @@ fn faults_that_stopped_early_miss_the_goals_and_say_why() {
         text.contains("**Faults stopped early**: no failover from :1 within 60s"),
         "{text}"
     );
+}
+
+#[test]
+fn a_step_taken_over_moved_again_when_its_new_episode_started() {
+    // exec-1 holds round 1 from 100; killed at 200 (back 300); the audit of round 1 starts
+    // on audit-1 at 250 (not the executor's step); exec-2 takes the step over at 460 and its
+    // result comes at 900.
+    let findings = vec![run_of(
+        "a",
+        vec![
+            entry(100, "episode_started", "exec-1"),
+            entry(250, "episode_started", "audit-1"),
+            entry(460, "episode_started", "exec-2"),
+            entry(900, "exec_result", "exec-2"),
+        ],
+    )];
+    let got = recovery::recovery_of(
+        &fault(Component::Executor, Action::Kill, "exec-1"),
+        &findings,
+    );
+    assert_eq!(
+        got,
+        recovery::Recovered {
+            result_ms: Some(700),
+            moved_ms: Some(260),
+        }
+    );
+}
+
+#[test]
+fn two_finished_episodes_around_a_nats_freeze_are_a_redone_round_not_a_duplicate() {
+    // The first episode's last model call at 100-200, the second starts at 500; the fault
+    // is at 200-300.
+    let list = vec![
+        episode(1, 100, 200, Some(200)),
+        episode(2, 500, 600, Some(600)),
+    ];
+    // (component, action, duplicate)
+    let cases = [
+        (Component::Nats, Action::Freeze, false),
+        (Component::Nats, Action::Kill, true),
+        (Component::Redis, Action::Freeze, true),
+        (Component::Executor, Action::Kill, false),
+    ];
+    for (component, action, duplicate) in cases {
+        let faults = vec![fault(component, action, "x")];
+        let got = classify_round(&list, 1, &faults);
+        assert_eq!(
+            matches!(got, RoundEpisodes::Duplicate(_)),
+            duplicate,
+            "{component:?} {action:?}: {got:?}"
+        );
+    }
 }
