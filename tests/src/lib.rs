@@ -21,6 +21,7 @@ mod episode_ledger;
 mod restarts;
 mod run_checks;
 mod secrets;
+mod stack_logs;
 mod stack_options;
 
 pub use control_plane::ControlPlane;
@@ -102,6 +103,8 @@ pub struct Stack {
     manager_extra: String,
     env: Vec<(String, String)>,
     spawned_managers: usize,
+    /// Managers `kill_manager` took out, kept so their logs outlive them (`copy_logs`).
+    retired_managers: Vec<ChildGuard>,
     client: reqwest::Client,
 }
 
@@ -383,6 +386,7 @@ impl Stack {
             manager_extra,
             env,
             spawned_managers: 0,
+            retired_managers: Vec::new(),
             client,
         };
         for _ in 0..opts.managers.max(1) {
@@ -443,6 +447,7 @@ impl Stack {
     pub fn kill_manager(&mut self, index: usize) {
         let mut m = self.managers.remove(index);
         m.child.kill();
+        self.retired_managers.push(m.child);
     }
 
     /// SIGTERM every daemon and wait for them to exit (they drain and flush telemetry).
@@ -465,33 +470,6 @@ impl Stack {
             .first()
             .map(|m| m.http.as_str())
             .unwrap_or(&self.http)
-    }
-
-    pub fn manager_log(&self) -> String {
-        self.managers
-            .iter()
-            .map(|m| m.child.log_text())
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    /// All daemon logs, for assertion messages.
-    pub fn logs(&self) -> String {
-        let mut s = String::new();
-        for m in &self.managers {
-            s.push_str(&format!(
-                "--- {} ---\n{}\n",
-                m.child.name(),
-                m.child.log_tail(6000)
-            ));
-        }
-        for e in &self.executors {
-            s.push_str(&format!("--- {} ---\n{}\n", e.name(), e.log_tail(4000)));
-        }
-        for a in std::iter::once(&self.auditor).chain(&self.more_auditors) {
-            s.push_str(&format!("--- {} ---\n{}\n", a.name(), a.log_tail(4000)));
-        }
-        s
     }
 
     /// Submit a task file (TOML text) with an optional starting workspace.

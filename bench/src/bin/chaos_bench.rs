@@ -10,7 +10,8 @@
 //! `--seed N`, `--runs-once` (submit `--runs` once at the start instead of keeping that many
 //! in flight), `--out PATH` (also write the Markdown there), `--strict` (exit 1 when a goal is
 //! missed), `--uniform-workers` (a drawn executor or auditor is any of them, busy or not; by
-//! default one that holds a step is hit when any does).
+//! default one that holds a step is hit when any does), `--logs DIR` (copy every daemon's whole
+//! log there at the end, killed and restarted ones included).
 //!
 //! `--production` (first; the flags after it change its profile): 40 runs, 30 minutes, a
 //! fault every 5-15 s drawn from a shuffled bag of every kind, executor steps of about 5-60 s
@@ -36,7 +37,7 @@ use loopgate_tests::chaos::{self, ChaosConfig};
 
 const USAGE: &str = "usage: chaos-bench [--duration-secs N (300)] [--runs N (100)] \
 [--managers N (2)] [--executors N (8)] [--auditors N (3)] [--fault-every-secs N (4)] [--seed N] \
-[--out PATH] [--strict] [--uniform-workers] [--runs-once] [--no-partitions] [--no-disk-full] \
+[--out PATH] [--logs DIR] [--strict] [--uniform-workers] [--runs-once] [--no-partitions] [--no-disk-full] \
 [--redis-ha] [--no-redis-ha] [--production (first)]";
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -98,6 +99,7 @@ async fn main() -> anyhow::Result<()> {
             "--fault-every-secs" => config.fault_every = Duration::from_secs(number()?.max(1)),
             "--seed" => config.seed = number()?,
             "--out" => out = Some(value.clone()),
+            "--logs" => config.logs = Some(value.clone().into()),
             other => anyhow::bail!("unknown flag {other}\n{USAGE}"),
         }
     }

@@ -56,6 +56,9 @@ pub struct ChaosConfig {
     /// bag of one of each instead of uniformly, so a run of `n` faults hits every kind about
     /// `n / kinds` times (a uniform draw of 120 faults over 7 kinds left one kind at 10).
     pub balanced_draws: bool,
+    /// Where to copy every daemon's whole log at the end (`chaos-bench --logs DIR`), to read
+    /// what a stuck or duplicated step did.
+    pub logs: Option<std::path::PathBuf>,
     pub seed: u64,
 }
 
@@ -84,6 +87,7 @@ impl ChaosConfig {
             disk_size: "256m".into(),
             redis_ha: false,
             balanced_draws: false,
+            logs: None,
             seed: 0xc4a0_5eed,
         }
     }

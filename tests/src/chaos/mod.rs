@@ -218,6 +218,15 @@ pub async fn run(config: &ChaosConfig, progress: &dyn Fn(&str)) -> anyhow::Resul
         load_max,
         faults_stopped,
     });
+    if let Some(dir) = &config.logs {
+        match stack.copy_logs(dir) {
+            Ok(n) => progress(&format!("copied {n} daemon logs to {}", dir.display())),
+            Err(e) => progress(&format!(
+                "copying the daemon logs to {}: {e:#}",
+                dir.display()
+            )),
+        }
+    }
     stack.stop_gracefully(Duration::from_secs(5)).await;
     Ok(report)
 }
