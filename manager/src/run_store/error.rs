@@ -19,6 +19,11 @@ pub enum StoreError {
     /// No sentinel named a primary for `master_name` (all unreachable, or none monitors it).
     #[error("no primary for '{master_name}': {detail}")]
     NoPrimary { master_name: String, detail: String },
+    /// A read found nothing on a node that is not the primary: a replica still syncing (an old
+    /// primary restarted as a replica starts empty) or a demoted one. Its "absent" says
+    /// nothing about the primary's data.
+    #[error("redis {op}: the node that answered is a {role}, not the primary, so its data may be missing or old")]
+    NotPrimary { op: &'static str, role: String },
     /// The write is on the primary but fewer replicas than required acknowledged it in time:
     /// it is not acknowledged (its effects wait in the outbox).
     #[error("{op}: {acked} of {wanted} replicas acknowledged the write in time")]
@@ -53,6 +58,7 @@ impl StoreError {
             }
             StoreError::Timeout { .. }
             | StoreError::NoPrimary { .. }
+            | StoreError::NotPrimary { .. }
             | StoreError::NotReplicated { .. } => true,
             StoreError::InvalidName { .. } | StoreError::Protocol { .. } => false,
         }
@@ -63,6 +69,7 @@ impl StoreError {
     pub fn may_mean_failover(&self) -> bool {
         match self {
             StoreError::Redis { .. } | StoreError::Timeout { .. } => self.is_retryable(),
+            StoreError::NotPrimary { .. } => true,
             StoreError::NoPrimary { .. }
             | StoreError::NotReplicated { .. }
             | StoreError::InvalidName { .. }

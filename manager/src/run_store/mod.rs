@@ -419,12 +419,50 @@ impl RunStore {
             .await?;
         match (version, record) {
             (Some(version), Some(record)) => Ok(Some(Versioned { version, record })),
-            (None, None) => Ok(None),
+            (None, None) => {
+                // Absent only counts when the primary says so: a replica still syncing (an
+                // old primary restarted as one starts empty) answers reads with nothing, and
+                // a result dropped for a "missing" run waits out its episode deadline.
+                self.confirm_primary("load", &mut conn).await?;
+                Ok(None)
+            }
             _ => Err(StoreError::Protocol {
                 op: "load",
                 detail: format!("run {id} has a version or a record but not both"),
             }),
         }
+    }
+
+    /// Whether the node behind `conn` is the primary (`ROLE`); `NotPrimary` (retryable; with
+    /// sentinels the store asks them again) when it is not.
+    async fn confirm_primary(
+        &self,
+        op: &'static str,
+        conn: &mut redis::aio::ConnectionManager,
+    ) -> Result<(), StoreError> {
+        let role: redis::Value = self
+            .call(op, self.timeout, redis::cmd("ROLE").query_async(conn))
+            .await?;
+        let role = match &role {
+            redis::Value::Array(items) => match items.first() {
+                Some(redis::Value::BulkString(name)) => String::from_utf8_lossy(name).into_owned(),
+                _ => String::new(),
+            },
+            _ => String::new(),
+        };
+        if role == "master" {
+            return Ok(());
+        }
+        let err = StoreError::NotPrimary {
+            op,
+            role: if role.is_empty() {
+                "node of unknown role".into()
+            } else {
+                role
+            },
+        };
+        self.link.after_error(&err).await;
+        Err(err)
     }
 
     /// Atomically apply `write` if the stored version equals `write.expected_version`.

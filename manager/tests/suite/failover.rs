@@ -224,3 +224,37 @@ async fn what_waiting_for_the_replica_costs_per_write() -> Result<()> {
     })
     .await
 }
+
+/// What an old primary restarted as a replica looks like before its first sync: a replica
+/// with nothing in it. Its "absent" must not be taken for the primary's (a result for a run
+/// it does not hold was dropped so, and the run waited out its episode deadline).
+#[tokio::test]
+async fn an_empty_replica_does_not_answer_for_the_primary() -> Result<()> {
+    bounded(async {
+        let primary = RedisServer::start().await?;
+        let on_primary = RunStore::connect(&primary.url(), STORE_TIMEOUT).await?;
+        assert!(
+            on_primary
+                .create("r1", r#"{"n":1}"#, "pending", 1, None, None)
+                .await?
+        );
+        // A replica of a primary it cannot reach: it never syncs, so it holds nothing.
+        let replica = RedisServer::start_replica_of(loopgate_test_support::free_port()?).await?;
+        let on_replica = RunStore::connect(&replica.url(), STORE_TIMEOUT).await?;
+        let err = on_replica
+            .load("r1")
+            .await
+            .expect_err("an empty replica must not say the run is absent");
+        assert!(
+            matches!(err, StoreError::NotPrimary { .. })
+                && err.is_retryable()
+                && err.may_mean_failover(),
+            "{err:?}"
+        );
+        // The primary still answers for itself: the run is there, another one is absent.
+        assert_eq!(on_primary.load("r1").await?.map(|l| l.version), Some(1));
+        assert!(on_primary.load("r2").await?.is_none());
+        Ok(())
+    })
+    .await
+}
