@@ -281,6 +281,15 @@ async fn ask_sentinels(
 
 /// Refuses a node that is not a master (the sentinels may name a replica they are still
 /// promoting, or an old primary they have not yet seen fail).
+/// The role a `ROLE` reply names first (`master`, `slave`, `sentinel`), if it names one.
+pub(super) fn role_name(reply: &[redis::Value]) -> Option<String> {
+    match reply.first() {
+        Some(redis::Value::BulkString(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+        Some(redis::Value::SimpleString(s)) => Some(s.clone()),
+        _ => None,
+    }
+}
+
 async fn check_master(
     addr: &str,
     client: &redis::Client,
@@ -289,12 +298,7 @@ async fn check_master(
     let mut conn = direct(client, timeout).await?;
     let role: Vec<redis::Value> =
         bounded("role", timeout, redis::cmd("ROLE").query_async(&mut conn)).await?;
-    let is_master = match role.first() {
-        Some(redis::Value::BulkString(b)) => b.as_slice() == b"master",
-        Some(redis::Value::SimpleString(s)) => s == "master",
-        _ => false,
-    };
-    if is_master {
+    if role_name(&role).as_deref() == Some("master") {
         Ok(())
     } else {
         Err(StoreError::Protocol {

@@ -440,26 +440,16 @@ impl RunStore {
         op: &'static str,
         conn: &mut redis::aio::ConnectionManager,
     ) -> Result<(), StoreError> {
-        let role: redis::Value = self
+        let reply: Vec<redis::Value> = self
             .call(op, self.timeout, redis::cmd("ROLE").query_async(conn))
             .await?;
-        let role = match &role {
-            redis::Value::Array(items) => match items.first() {
-                Some(redis::Value::BulkString(name)) => String::from_utf8_lossy(name).into_owned(),
-                _ => String::new(),
-            },
-            _ => String::new(),
-        };
-        if role == "master" {
+        let role = link::role_name(&reply);
+        if role.as_deref() == Some("master") {
             return Ok(());
         }
         let err = StoreError::NotPrimary {
             op,
-            role: if role.is_empty() {
-                "node of unknown role".into()
-            } else {
-                role
-            },
+            role: role.unwrap_or_else(|| "node of unknown role".into()),
         };
         self.link.after_error(&err).await;
         Err(err)
