@@ -126,12 +126,12 @@ impl ChaosReport {
         );
         let _ = writeln!(
             s,
-            "\n| Component | Kills | Freezes | Partitions | Disk full | Back (median / max) | Moved again (median / max) | Recovery (median / max) |\n|---|---|---|---|---|---|---|---|"
+            "\n| Component | Kills | Freezes | Partitions | Disk full | Back (median / max) | Moved again (median / max) | Moved again after a kill (median / max) | Recovery (median / max) |\n|---|---|---|---|---|---|---|---|---|"
         );
         for (kind, r) in &self.recovery {
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 kind.name(),
                 r.kills,
                 r.freezes,
@@ -139,6 +139,7 @@ impl ChaosReport {
                 r.disk_full,
                 median_max(&r.back_ms),
                 median_max(&r.moved_ms),
+                median_max(&r.kill_moved_ms),
                 median_max(&r.recovery_ms)
             );
         }

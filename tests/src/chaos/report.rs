@@ -48,6 +48,8 @@ pub struct KindRecovery {
     /// until each step it held had its result or a new episode on another worker (the
     /// take-over); for any other fault the same as `recovery_ms`.
     pub moved_ms: Vec<i64>,
+    /// `moved_ms` of its kills alone (the take-over the goal names).
+    pub kill_moved_ms: Vec<i64>,
 }
 
 impl KindRecovery {
@@ -61,6 +63,9 @@ impl KindRecovery {
         self.back_ms.push(fault.back_ms - fault.at_ms);
         if let Some(ms) = recovered.moved_ms {
             self.moved_ms.push(ms);
+            if fault.action == Action::Kill {
+                self.kill_moved_ms.push(ms);
+            }
         }
         if let Some(ms) = recovered.result_ms {
             self.recovery_ms.push(ms);
