@@ -205,6 +205,14 @@ pub async fn run(config: &ChaosConfig, progress: &dyn Fn(&str)) -> anyhow::Resul
             Action::Kill | Action::Freeze => true,
         })
         .collect();
+    if let Some(dir) = &config.logs {
+        if let Err(e) = report::write_timelines(dir, &findings, &faults) {
+            progress(&format!(
+                "writing the run timelines to {}: {e:#}",
+                dir.display()
+            ));
+        }
+    }
     let report = ChaosReport::build(report::Inputs {
         config: config.clone(),
         kinds,

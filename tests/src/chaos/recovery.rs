@@ -45,7 +45,7 @@ pub(crate) fn recovery_of(fault: &Fault, findings: &[RunFindings]) -> Recovered 
     let mut recovered = Recovered::default();
     let later = |a: Option<i64>, b: i64| Some(a.unwrap_or(0).max(b));
     for f in findings {
-        let held: Vec<(u64, u64)> = f
+        let held: Vec<((u64, u64), i64)> = f
             .timeline
             .iter()
             .filter(|e| {
@@ -53,13 +53,15 @@ pub(crate) fn recovery_of(fault: &Fault, findings: &[RunFindings]) -> Recovered 
                     && e.at_ms <= fault.at_ms
                     && e.worker.as_deref() == Some(fault.target.as_str())
             })
-            .map(|e| (e.generation, e.round))
+            .map(|e| ((e.generation, e.round), e.at_ms))
             .collect();
-        for key in held {
-            let result = f
-                .timeline
-                .iter()
-                .find(|e| e.kind == result_kind && (e.generation, e.round) == key);
+        for (key, started_ms) in held {
+            // The held episode's result is the first of its step after it started: a round
+            // can log more than one (the audit of the starting workspace shares round 1 with
+            // the audit of round 1's candidate).
+            let result = f.timeline.iter().find(|e| {
+                e.kind == result_kind && (e.generation, e.round) == key && e.at_ms >= started_ms
+            });
             let Some(result) = result.filter(|r| r.at_ms > fault.at_ms) else {
                 // Finished before the fault (nothing held up), or never (the run's own
                 // figures say so).

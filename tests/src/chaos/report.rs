@@ -357,6 +357,47 @@ impl ChaosReport {
     }
 }
 
+/// `DIR/timelines.tsv` (every run's log entries: run, at, kind, generation, round,
+/// worker) and `DIR/faults.tsv` (every fault: at, back, component, action, target), so
+/// the figures can be traced to the runs after the stack is gone.
+pub(crate) fn write_timelines(
+    dir: &std::path::Path,
+    findings: &[RunFindings],
+    faults: &[Fault],
+) -> std::io::Result<()> {
+    use std::fmt::Write as _;
+    let mut runs = String::from("run\tat_ms\tkind\tgeneration\tround\tworker\n");
+    for f in findings {
+        for e in &f.timeline {
+            let _ = writeln!(
+                runs,
+                "{}\t{}\t{}\t{}\t{}\t{}",
+                f.id,
+                e.at_ms,
+                e.kind,
+                e.generation,
+                e.round,
+                e.worker.as_deref().unwrap_or("-")
+            );
+        }
+    }
+    let mut table = String::from("at_ms\tback_ms\tcomponent\taction\ttarget\n");
+    for f in faults {
+        let _ = writeln!(
+            table,
+            "{}\t{}\t{}\t{}\t{}",
+            f.at_ms,
+            f.back_ms,
+            f.component.name(),
+            f.action.name(),
+            f.target
+        );
+    }
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("timelines.tsv"), runs)?;
+    std::fs::write(dir.join("faults.tsv"), table)
+}
+
 #[cfg(test)]
 #[path = "report_tests.rs"]
 mod tests;

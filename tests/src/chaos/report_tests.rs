@@ -323,6 +323,34 @@ fn a_step_taken_over_moved_again_when_its_new_episode_started() {
 }
 
 #[test]
+fn an_audit_held_at_a_kill_is_told_from_an_earlier_audit_of_the_same_round() {
+    // Round 1's first audit (of the starting workspace) reported at 50; the audit of its
+    // candidate started on audit-1 at 100, which is killed at 200; audit-2 takes it over at
+    // 460 and reports at 900.
+    let findings = vec![run_of(
+        "a",
+        vec![
+            entry(10, "episode_started", "audit-3"),
+            entry(50, "audit_report", "audit-3"),
+            entry(100, "episode_started", "audit-1"),
+            entry(460, "episode_started", "audit-2"),
+            entry(900, "audit_report", "audit-2"),
+        ],
+    )];
+    let got = recovery::recovery_of(
+        &fault(Component::Auditor, Action::Kill, "audit-1"),
+        &findings,
+    );
+    assert_eq!(
+        got,
+        recovery::Recovered {
+            result_ms: Some(700),
+            moved_ms: Some(260),
+        }
+    );
+}
+
+#[test]
 fn the_take_over_goal_reads_kills_and_the_table_shows_every_fault() {
     // exec-1 is killed at 200 and its step moves to exec-2 at 460; exec-3 is frozen at 200
     // and its step waits until 9000. With ack_wait 5 s the kill meets the 7 s goal, though
