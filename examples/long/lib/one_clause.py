@@ -29,8 +29,20 @@ import tomllib
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Per task: helpers every staged workspace gets (not a clause's own work), and per clause (in
-# goal order) the top-level functions it owns as (file, name). None: the clause is not a set
-# of functions.
+# goal order) the top-level functions it owns as (file, name), or (file, name, source) where
+# the clause builds only part of the reference's function (a later clause finishes it): source
+# is the function as that clause leaves it. None: the clause is not a set of functions.
+
+# ledger-cli's `load` before its amounts are ints, and pipeline-orders' `stage_clean` before
+# it drops empty rows.
+LOAD_AS_READ = '''def load(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+'''
+CLEAN_STRIP_ONLY = '''def stage_clean(indir, outdir):
+    header, rows = read_csv(os.path.join(indir, "orders.csv"))
+    write_csv(os.path.join(outdir, "clean.csv"), header, [[v.strip() for v in row] for row in rows])
+'''
 PARTS = {
     "textkit-lib": {
         "helpers": [],
@@ -48,7 +60,8 @@ PARTS = {
     },
     "ledger-cli": {
         "helpers": [],
-        "clauses": [[("ledger.py", "load")], [("ledger.py", "cmd_count")],
+        "clauses": [[("ledger.py", "load", LOAD_AS_READ)], [("ledger.py", "load")],
+                    [("ledger.py", "cmd_count")],
                     [("ledger.py", "cmd_total")], [("ledger.py", "cmd_total")],
                     [("ledger.py", "cmd_categories")], [("ledger.py", "cmd_month")],
                     [("ledger.py", "cmd_top")], [("ledger.py", "cmd_add")],
@@ -56,11 +69,17 @@ PARTS = {
     },
     "pipeline-orders": {
         "helpers": [("pipeline.py", n) for n in ["cents", "money", "problem", "joined", "group"]],
-        "clauses": [[("pipeline.py", "stage_" + n)] for n in [
+        "clauses": [[("pipeline.py", "stage_clean", CLEAN_STRIP_ONLY)]] + [
+            [("pipeline.py", "stage_" + n)] for n in [
             "clean", "valid", "rejects", "dedupe", "join", "daily", "countries", "products",
             "summary", "all"]],
     },
-    "refactor-report": {"helpers": [], "clauses": None},
+    # Clause 2 (report.py imports what clause 1 copied) is not a function: it owns nothing,
+    # and the clauses after it are not stageable.
+    "refactor-report": {
+        "helpers": [],
+        "clauses": [[("salesdata.py", "load"), ("salesdata.py", "revenue")], []] + [None] * 8,
+    },
     "web-shopping": {"helpers": [], "clauses": None},
 }
 
@@ -177,25 +196,30 @@ def build(out, task_name, k, env):
     entry = entries[k - 1]
     parts = PARTS.get(task_name, {})
     clauses = parts.get("clauses")
-    staged = {}
+    # (file, name, source or None), in the order they are laid in: a later clause's part
+    # replaces an earlier one's.
+    staged = []
     if k > 1:
         if clauses is None or any(c is None for c in clauses[:k - 1]) or clauses[k - 1] is None:
             return f"{task_name} clause {k} ({entry['id']}): not stageable (its clauses are not functions)"
-        for file, name in parts["helpers"] + [p for c in clauses[:k - 1] for p in c]:
-            staged.setdefault(file, []).append(name)
+        for part in parts["helpers"] + [p for c in clauses[:k - 1] for p in c]:
+            staged.append((part[0], part[1], part[2] if len(part) > 2 else None))
     name = f"{task_name}-c{k}"
     dest = os.path.join(out, name)
     shutil.rmtree(dest, ignore_errors=True)
     ws = os.path.join(dest, "workspace")
     shutil.copytree(os.path.join(tdir, "workspace"), ws, symlinks=True)
-    for file, names in staged.items():
+    for file, function, partial in staged:
         path = os.path.join(ws, file)
-        with open(path) as f:
-            source = f.read()
-        with open(os.path.join(tdir, "reference", file)) as f:
-            reference = f.read()
+        source = ""
+        if os.path.exists(path):
+            with open(path) as f:
+                source = f.read()
+        if partial is None:
+            with open(os.path.join(tdir, "reference", file)) as f:
+                partial = f.read()
         with open(path, "w") as f:
-            f.write(lay_in(source, reference, list(dict.fromkeys(names))))
+            f.write(lay_in(source, partial, [function]))
     check_env = dict(env)
     gui = task.get("gui", {})
     if "url" in gui:
@@ -221,7 +245,11 @@ def build(out, task_name, k, env):
                 'echo "${line:-FAIL ' + entry["id"] + '}"\n'
                 'case "$line" in PASS*) exit 0 ;; esac\nexit 1\n')
     os.chmod(os.path.join(dest, "hidden", "check.sh"), 0o755)
-    staged_desc = ", ".join(f"{f}: {' '.join(dict.fromkeys(n))}" for f, n in staged.items()) or "none"
+    by_file = {}
+    for file, function, partial in staged:
+        # A later clause's part replaces an earlier one's: the last label of a function stands.
+        by_file.setdefault(file, {})[function] = function + (" (partial)" if partial else "")
+    staged_desc = ", ".join(f"{f}: {' '.join(n.values())}" for f, n in by_file.items()) or "none"
     return f"{task_name} clause {k} ({entry['id']}): built {name} (staged from reference: {staged_desc})"
 
 

@@ -26,6 +26,21 @@ def _():
     import ledger
     write("other.csv", OTHER)
     write("empty.csv", EMPTY)
+    rows = [{**r, "amount": int(r["amount"])} for r in ledger.load("other.csv")]
+    eq(rows, [
+        {"date": "2025-12-30", "category": "gift", "amount": 30},
+        {"date": "2026-01-02", "category": "food", "amount": -5},
+        {"date": "2026-01-02", "category": "book", "amount": 30},
+    ], "load(other.csv), amounts read as ints")
+    eq(ledger.load("empty.csv"), [], "load of a header-only file")
+    eq([r["date"] for r in ledger.load("ledger.csv")][-1], "2026-02-14", "last date")
+
+
+@check("load-int")
+def _():
+    import ledger
+    write("other.csv", OTHER)
+    write("empty.csv", EMPTY)
     eq(ledger.load("other.csv"), [
         {"date": "2025-12-30", "category": "gift", "amount": 30},
         {"date": "2026-01-02", "category": "food", "amount": -5},

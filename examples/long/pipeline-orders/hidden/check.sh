@@ -143,6 +143,18 @@ def same(name, output="hidden/out"):
         eq(f.read(), EXPECTED[name], path)
 
 
+@check("strip")
+def _():
+    setup()
+    stage("clean")
+    if not os.path.exists("hidden/out/clean.csv"):
+        raise AssertionError("hidden/out/clean.csv was not written")
+    with open("hidden/out/clean.csv", newline="") as f:
+        lines = [line for line in f.read().split("\n") if line.strip(",")]
+    eq(lines, [line for line in EXPECTED["clean.csv"].split("\n") if line],
+       "hidden/out/clean.csv without its empty rows")
+
+
 @check("clean")
 def _():
     setup()

@@ -51,6 +51,17 @@ def report_out(*args):
     return r.stdout
 
 
+@check("salesdata-copy")
+def _():
+    import salesdata
+    write("other.csv", OTHER)
+    rows = salesdata.load("other.csv")
+    eq(len(rows), 5, "rows of other.csv (blank lines skipped)")
+    eq(rows[-1], {"date": "2026-02-04", "region": "north", "product": "gear", "units": 2, "price": 5}, "last row")
+    eq(salesdata.revenue(rows[0]), 100, "revenue of the first row")
+    tests_green()
+
+
 @check("salesdata-load")
 def _():
     import report
