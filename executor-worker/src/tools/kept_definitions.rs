@@ -46,15 +46,28 @@ pub(crate) struct Kept {
 
 /// `new` (a whole-file write of a Python file) with the top-level imports, definitions,
 /// assignments and `if __name__` block of `old` that it no longer has put back; None when it
-/// drops none of them, when either text cannot be cut into blocks, or when `new` defines no
-/// function or class (a file rewritten as data or emptied is written as given).
+/// drops none of them, when either text cannot be cut into blocks, or when `new` neither
+/// defines a function or class nor imports one the old file defined (a file rewritten as data
+/// or emptied is written as given; `from salesdata import load` over a module that defined
+/// `load` moves it and keeps the rest).
 pub(crate) fn keep_dropped_definitions(old: &str, new: &str) -> Option<Kept> {
     let old_lines: Vec<&str> = old.split_inclusive('\n').collect();
     let new_lines: Vec<&str> = new.split_inclusive('\n').collect();
     let old_blocks = blocks(&old_lines)?;
     let new_blocks = blocks(&new_lines)?;
-    if !new_blocks.iter().any(|b| b.kind == Kind::Definition)
-        || !old_blocks.iter().any(|b| b.kind == Kind::Definition)
+    let old_definitions: Vec<&str> = old_blocks
+        .iter()
+        .filter(|b| b.kind == Kind::Definition)
+        .flat_map(|b| b.names.iter().map(String::as_str))
+        .collect();
+    let moves_one_out = new_blocks.iter().any(|b| {
+        b.kind == Kind::Import
+            && b.names
+                .iter()
+                .any(|n| old_definitions.contains(&n.as_str()))
+    });
+    if old_definitions.is_empty()
+        || !(moves_one_out || new_blocks.iter().any(|b| b.kind == Kind::Definition))
     {
         return None;
     }

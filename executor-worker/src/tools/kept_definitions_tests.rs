@@ -104,6 +104,21 @@ fn whole_file_writes_keep_what_they_drop() {
             want: None,
         },
         Case {
+            name: "an import of names the file defined moves them out and keeps the rest",
+            old: "\"\"\"report.\"\"\"\nimport sys\n\n\ndef load(p):\n    return []\n\n\ndef revenue(r):\n    return 1\n\n\ndef total(rows):\n    return 0\n",
+            new: "from salesdata import load, revenue\n",
+            want: Some((
+                "from salesdata import load, revenue\nimport sys\n\ndef total(rows):\n    return 0\n",
+                &["`sys`", "`total`"],
+            )),
+        },
+        Case {
+            name: "an import of names the file did not define is written as given",
+            old: LIB,
+            new: "import os\n",
+            want: None,
+        },
+        Case {
             name: "a write with no function (data, or emptied) is written as given",
             old: LIB,
             new: "X = 1\n",
