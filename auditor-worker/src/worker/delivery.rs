@@ -164,6 +164,8 @@ pub async fn run_worker(
         auditor: auditor.clone(),
         cancel: cancel.clone(),
     });
+    // Audits a killed earlier process of this auditor held come back to it first.
+    worker.worker.claims.wait_for_earlier_claims(&cancel).await;
     run_consumer(consumer, consume, cancel, move |delivery, lease| {
         let worker = worker.clone();
         let lost = lease.lost().clone();

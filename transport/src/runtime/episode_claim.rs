@@ -628,6 +628,9 @@ async fn heartbeat_loop(beat: Heartbeat, claimed_sent: Instant) {
     }
 }
 
+#[path = "earlier_claims.rs"]
+mod earlier_claims;
+
 #[cfg(test)]
 #[path = "episode_claim_tests.rs"]
 mod tests;

@@ -98,3 +98,44 @@ async fn a_killed_holders_step_is_taken_over_at_the_first_look_once_stale() -> R
     })
     .await
 }
+
+#[tokio::test]
+async fn a_restarted_worker_waits_for_the_steps_its_earlier_process_held() -> Result<()> {
+    bounded(async {
+        let server = NatsServer::start().await?;
+        let ack_wait = Duration::from_secs(3);
+        let never = CancellationToken::new();
+        // worker-a's earlier process held a step and was killed (heartbeats stop, nothing
+        // released); worker-b holds another, alive.
+        let killed = EpisodeClaims::new(bus_on(&server).await?, "worker-a", ack_wait);
+        drop(owned(&killed, &claim_key("exec", "run-3:1:1:exec"), &never).await?);
+        let other = EpisodeClaims::new(bus_on(&server).await?, "worker-b", ack_wait);
+        let _alive = owned(&other, &claim_key("exec", "run-4:1:1:exec"), &never).await?;
+
+        // Restarted at once: it waits for its own step only, until its delivery is due again.
+        let restarted = EpisodeClaims::new(bus_on(&server).await?, "worker-a", ack_wait);
+        let started = Instant::now();
+        assert_eq!(restarted.wait_for_earlier_claims(&never).await, 1);
+        let waited = started.elapsed();
+        assert!(
+            waited >= ack_wait - Duration::from_millis(500),
+            "took work after {waited:?}, before the held step's delivery was due ({ack_wait:?})"
+        );
+
+        // A worker with no earlier claims takes work at once (worker-b's live claim is not
+        // worker-c's), and so does one whose earlier step is already due.
+        let fresh = EpisodeClaims::new(bus_on(&server).await?, "worker-c", ack_wait);
+        assert_eq!(fresh.wait_for_earlier_claims(&never).await, 0);
+        tokio::time::sleep(ack_wait).await;
+        let late = Instant::now();
+        let again = EpisodeClaims::new(bus_on(&server).await?, "worker-a", ack_wait);
+        assert_eq!(again.wait_for_earlier_claims(&never).await, 1);
+        assert!(
+            late.elapsed() < ack_wait / 2,
+            "waited {:?} for a step already due",
+            late.elapsed()
+        );
+        Ok(())
+    })
+    .await
+}
