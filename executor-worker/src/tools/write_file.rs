@@ -74,6 +74,10 @@ impl Workspace {
                 content.len()
             ));
         }
+        let unchanged_code = rel.ends_with(".py")
+            && before
+                .as_deref()
+                .is_some_and(|b| same_code(b, content.as_bytes()));
         refuse_dropping_every_definition(rel, before.as_deref(), content)?;
         let unparsed = check_python_write(rel, before.as_deref(), content)?;
         let created = self.dir().symlink_metadata(&target.real).is_err();
@@ -105,6 +109,15 @@ impl Workspace {
         }
         if let Some(m) = &mended {
             result.push_str(&mended_note(m));
+        }
+        if unchanged_code {
+            // Small models write a function back as it was and then report the change the
+            // step asked for as made.
+            result.push_str(
+                " (but its code is the same as before apart from spacing and quotes: nothing \
+                 the code does has changed; make the change the step asks for, or call finish \
+                 if the file already does it)",
+            );
         }
         Ok(result)
     }
@@ -153,4 +166,46 @@ fn refuse_dropping_every_definition(
         count: old_names.len(),
         names,
     })
+}
+
+/// Whether two versions of a Python file differ only in whitespace and in the quote character
+/// of their strings (`'` against `"`): the same code, as far as a small model's rewrite goes.
+fn same_code(before: &[u8], after: &[u8]) -> bool {
+    fn normal(text: &[u8]) -> impl Iterator<Item = u8> + '_ {
+        text.iter()
+            .filter(|b| !b.is_ascii_whitespace())
+            .map(|&b| if b == b'\'' { b'"' } else { b })
+    }
+    normal(before).eq(normal(after))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_code;
+
+    #[test]
+    fn code_that_differs_only_in_spacing_and_quotes_is_the_same() {
+        let load = "def load(path):\n    with open(path, newline=\"\") as f:\n        return list(csv.DictReader(f))\n";
+        // (after, same code)
+        let cases = [
+            (load.to_string(), true),
+            (load.replace('"', "'"), true),
+            (load.replace("\n    ", "\n\n    "), true),
+            (
+                load.replace(
+                    "list(csv.DictReader(f))",
+                    "[dict(r, amount=int(r['amount'])) for r in csv.DictReader(f)]",
+                ),
+                false,
+            ),
+            (load.replace("path", "p"), false),
+        ];
+        for (after, same) in cases {
+            assert_eq!(
+                same_code(load.as_bytes(), after.as_bytes()),
+                same,
+                "{after}"
+            );
+        }
+    }
 }
