@@ -296,58 +296,49 @@ fn faults_that_stopped_early_miss_the_goals_and_say_why() {
 }
 
 #[test]
-fn a_step_taken_over_moved_again_when_its_new_episode_started() {
-    // exec-1 holds round 1 from 100; killed at 200 (back 300); the audit of round 1 starts
-    // on audit-1 at 250 (not the executor's step); exec-2 takes the step over at 460 and its
+fn a_step_held_at_a_kill_moved_again_when_its_new_episode_started() {
+    // (case, the killed worker, its run's timeline): every worker is killed at 200 (back
+    // 300) while it holds round 1 from 100; the step moves to another worker at 460 and its
     // result comes at 900.
-    let findings = vec![run_of(
-        "a",
-        vec![
-            entry(100, "episode_started", "exec-1"),
-            entry(250, "episode_started", "audit-1"),
-            entry(460, "episode_started", "exec-2"),
-            entry(900, "exec_result", "exec-2"),
-        ],
-    )];
-    let got = recovery::recovery_of(
-        &fault(Component::Executor, Action::Kill, "exec-1"),
-        &findings,
-    );
-    assert_eq!(
-        got,
-        recovery::Recovered {
+    let cases = [
+        (
+            // The audit of round 1 starting on audit-1 at 250 is not the executor's step.
+            "an executor's step taken over",
+            Component::Executor,
+            "exec-1",
+            vec![
+                entry(100, "episode_started", "exec-1"),
+                entry(250, "episode_started", "audit-1"),
+                entry(460, "episode_started", "exec-2"),
+                entry(900, "exec_result", "exec-2"),
+            ],
+        ),
+        (
+            // Round 1 also logs the audit of the starting workspace (reported at 50): the
+            // held audit's result is the first report after it started.
+            "an audit taken over after an earlier audit of the same round",
+            Component::Auditor,
+            "audit-1",
+            vec![
+                entry(10, "episode_started", "audit-3"),
+                entry(50, "audit_report", "audit-3"),
+                entry(100, "episode_started", "audit-1"),
+                entry(460, "episode_started", "audit-2"),
+                entry(900, "audit_report", "audit-2"),
+            ],
+        ),
+    ];
+    for (case, component, target, timeline) in cases {
+        let got = recovery::recovery_of(
+            &fault(component, Action::Kill, target),
+            &[run_of("a", timeline)],
+        );
+        let want = recovery::Recovered {
             result_ms: Some(700),
             moved_ms: Some(260),
-        }
-    );
-}
-
-#[test]
-fn an_audit_held_at_a_kill_is_told_from_an_earlier_audit_of_the_same_round() {
-    // Round 1's first audit (of the starting workspace) reported at 50; the audit of its
-    // candidate started on audit-1 at 100, which is killed at 200; audit-2 takes it over at
-    // 460 and reports at 900.
-    let findings = vec![run_of(
-        "a",
-        vec![
-            entry(10, "episode_started", "audit-3"),
-            entry(50, "audit_report", "audit-3"),
-            entry(100, "episode_started", "audit-1"),
-            entry(460, "episode_started", "audit-2"),
-            entry(900, "audit_report", "audit-2"),
-        ],
-    )];
-    let got = recovery::recovery_of(
-        &fault(Component::Auditor, Action::Kill, "audit-1"),
-        &findings,
-    );
-    assert_eq!(
-        got,
-        recovery::Recovered {
-            result_ms: Some(700),
-            moved_ms: Some(260),
-        }
-    );
+        };
+        assert_eq!(got, want, "{case}");
+    }
 }
 
 #[test]
