@@ -108,8 +108,6 @@ pub(crate) async fn run_worker_loop(
         let Some(consumer) = bind_consumer(&ctx, capability, &cancel).await else {
             return;
         };
-        // Steps a killed earlier process of this worker held come back to it first.
-        ctx.worker.claims.wait_for_earlier_claims(&cancel).await;
         tracing::info!("taking work");
         let options = ConsumeOptions {
             concurrency: ctx.concurrency,

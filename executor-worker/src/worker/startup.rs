@@ -270,6 +270,9 @@ pub async fn run_workers(ctx: Arc<WorkerContext>, settings: &Settings, cancel: C
         settings.capability_ttl,
         cancel.clone(),
     ));
+    // Steps a killed earlier process of this worker held come back to it first (one wait for
+    // every capability's loop: the claims do not say which loop took them).
+    ctx.worker.claims.wait_for_earlier_claims(&cancel).await;
     let loops: Vec<_> = settings
         .capabilities
         .iter()

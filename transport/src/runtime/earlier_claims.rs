@@ -40,14 +40,25 @@ impl EpisodeClaims {
             return 0;
         }
         // A delivery is due again `ack_wait` after its last keep-alive, which the claim's last
-        // heartbeat stamps closely enough (by the server's clock).
-        let mut due = Duration::ZERO;
+        // heartbeat stamps closely enough (by the server's clock): the claim that went silent
+        // last decides. A worker's claims are all of its role, so one probe of the clock serves.
         let mut open = BTreeMap::new();
+        let mut newest: Option<(String, kv::Entry)> = None;
         for (key, entry) in held {
-            let silent = self.silent_for(&key, &entry).await;
-            due = due.max(self.ack_wait.saturating_sub(silent));
-            open.insert(key, entry.revision);
+            open.insert(key.clone(), entry.revision);
+            if newest
+                .as_ref()
+                .is_none_or(|(_, n)| entry.created > n.created)
+            {
+                newest = Some((key, entry));
+            }
         }
+        let due = match &newest {
+            Some((key, entry)) => self
+                .ack_wait
+                .saturating_sub(self.silent_for(key, entry).await),
+            None => Duration::ZERO,
+        };
         let deadline = Instant::now() + due;
         tracing::info!(
             steps = count,
