@@ -168,15 +168,35 @@ fn refuse_dropping_every_definition(
     })
 }
 
-/// Whether two versions of a Python file differ only in whitespace and in the quote character
-/// of their strings (`'` against `"`): the same code, as far as a small model's rewrite goes.
+/// Whether two versions of a Python file differ only in whitespace, in the quote character of
+/// their strings (`'` against `"`) and in their triple-quoted strings (docstrings, which a
+/// rewrite of a function often drops and the kept-definitions merge leaves out at module
+/// level): the same code, as far as a small model's rewrite goes.
 fn same_code(before: &[u8], after: &[u8]) -> bool {
-    fn normal(text: &[u8]) -> impl Iterator<Item = u8> + '_ {
-        text.iter()
-            .filter(|b| !b.is_ascii_whitespace())
-            .map(|&b| if b == b'\'' { b'"' } else { b })
+    normal_code(before) == normal_code(after)
+}
+
+fn normal_code(text: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut i = 0;
+    while i < text.len() {
+        let rest = &text[i..];
+        if rest.starts_with(b"\"\"\"") || rest.starts_with(b"'''") {
+            let closer = &rest[..3];
+            i += 3;
+            while i < text.len() && !text[i..].starts_with(closer) {
+                i += 1;
+            }
+            i += 3;
+            continue;
+        }
+        let b = text[i];
+        if !b.is_ascii_whitespace() {
+            out.push(if b == b'\'' { b'"' } else { b });
+        }
+        i += 1;
     }
-    normal(before).eq(normal(after))
+    out
 }
 
 #[cfg(test)]
@@ -199,6 +219,13 @@ mod tests {
                 false,
             ),
             (load.replace("path", "p"), false),
+            (
+                format!(
+                    "\"\"\"ledger.\"\"\"\n{}",
+                    load.replace("):\n", "):\n    '''The rows.'''\n")
+                ),
+                true,
+            ),
         ];
         for (after, same) in cases {
             assert_eq!(
