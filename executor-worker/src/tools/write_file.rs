@@ -74,10 +74,6 @@ impl Workspace {
                 content.len()
             ));
         }
-        let unchanged_code = rel.ends_with(".py")
-            && before
-                .as_deref()
-                .is_some_and(|b| same_code(b, content.as_bytes()));
         refuse_dropping_every_definition(rel, before.as_deref(), content)?;
         let unparsed = check_python_write(rel, before.as_deref(), content)?;
         let created = self.dir().symlink_metadata(&target.real).is_err();
@@ -109,15 +105,6 @@ impl Workspace {
         }
         if let Some(m) = &mended {
             result.push_str(&mended_note(m));
-        }
-        if unchanged_code {
-            // Small models write a function back as it was and then report the change the
-            // step asked for as made.
-            result.push_str(
-                " (but its code is the same as before apart from spacing and quotes: nothing \
-                 the code does has changed; make the change the step asks for, or call finish \
-                 if the file already does it)",
-            );
         }
         Ok(result)
     }
@@ -166,73 +153,4 @@ fn refuse_dropping_every_definition(
         count: old_names.len(),
         names,
     })
-}
-
-/// Whether two versions of a Python file differ only in whitespace, in the quote character of
-/// their strings (`'` against `"`) and in their triple-quoted strings (docstrings, which a
-/// rewrite of a function often drops and the kept-definitions merge leaves out at module
-/// level): the same code, as far as a small model's rewrite goes.
-fn same_code(before: &[u8], after: &[u8]) -> bool {
-    normal_code(before) == normal_code(after)
-}
-
-fn normal_code(text: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(text.len());
-    let mut i = 0;
-    while i < text.len() {
-        let rest = &text[i..];
-        if rest.starts_with(b"\"\"\"") || rest.starts_with(b"'''") {
-            let closer = &rest[..3];
-            i += 3;
-            while i < text.len() && !text[i..].starts_with(closer) {
-                i += 1;
-            }
-            i += 3;
-            continue;
-        }
-        let b = text[i];
-        if !b.is_ascii_whitespace() {
-            out.push(if b == b'\'' { b'"' } else { b });
-        }
-        i += 1;
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::same_code;
-
-    #[test]
-    fn code_that_differs_only_in_spacing_and_quotes_is_the_same() {
-        let load = "def load(path):\n    with open(path, newline=\"\") as f:\n        return list(csv.DictReader(f))\n";
-        // (after, same code)
-        let cases = [
-            (load.to_string(), true),
-            (load.replace('"', "'"), true),
-            (load.replace("\n    ", "\n\n    "), true),
-            (
-                load.replace(
-                    "list(csv.DictReader(f))",
-                    "[dict(r, amount=int(r['amount'])) for r in csv.DictReader(f)]",
-                ),
-                false,
-            ),
-            (load.replace("path", "p"), false),
-            (
-                format!(
-                    "\"\"\"ledger.\"\"\"\n{}",
-                    load.replace("):\n", "):\n    '''The rows.'''\n")
-                ),
-                true,
-            ),
-        ];
-        for (after, same) in cases {
-            assert_eq!(
-                same_code(load.as_bytes(), after.as_bytes()),
-                same,
-                "{after}"
-            );
-        }
-    }
 }
