@@ -42,18 +42,11 @@ impl EpisodeClaims {
         // A delivery is due again `ack_wait` after its last keep-alive, which the claim's last
         // heartbeat stamps closely enough (by the server's clock): the claim that went silent
         // last decides. A worker's claims are all of its role, so one probe of the clock serves.
-        let mut open = BTreeMap::new();
-        let mut newest: Option<(String, kv::Entry)> = None;
-        for (key, entry) in held {
-            open.insert(key.clone(), entry.revision);
-            if newest
-                .as_ref()
-                .is_none_or(|(_, n)| entry.created > n.created)
-            {
-                newest = Some((key, entry));
-            }
-        }
-        let due = match &newest {
+        let mut open: BTreeMap<String, u64> = held
+            .iter()
+            .map(|(key, entry)| (key.clone(), entry.revision))
+            .collect();
+        let due = match held.iter().max_by_key(|(_, entry)| entry.created) {
             Some((key, entry)) => self
                 .ack_wait
                 .saturating_sub(self.silent_for(key, entry).await),
