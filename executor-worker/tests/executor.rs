@@ -502,11 +502,14 @@ async fn shutdown_naks_an_unfinished_episode_for_redelivery() -> anyhow::Result<
     h.stop().await
 }
 
-/// NATS frozen (SIGSTOP) for longer than ack_wait while the model thinks: the keep-alive cannot
-/// reach the server, so the episode stops instead of running on beside a redelivery; the step
-/// is done once, by the next delivery, after NATS is back.
+/// NATS frozen (SIGSTOP) for longer than ack_wait while the model thinks: neither the
+/// delivery's keep-alive nor the claim's heartbeat reaches the server, so the episode pauses
+/// (it starts nothing new) instead of running on beside a redelivery. Once the server answers,
+/// the claim's next heartbeat lands before anyone could take the step over, and the same
+/// episode goes on: the step is done once, by its first delivery.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_delivery_stops_its_episode() -> anyhow::Result<()> {
+async fn a_delivery_cut_off_past_ack_wait_pauses_its_episode_which_goes_on_once(
+) -> anyhow::Result<()> {
     let script = Script::new().replies(
         MODEL,
         [
@@ -541,13 +544,16 @@ async fn a_lost_delivery_stops_its_episode() -> anyhow::Result<()> {
     anyhow::ensure!(signal("-CONT")?.success(), "SIGCONT failed");
 
     let (_, result) = h.next_result().await?;
-    assert!(result.delivery_attempt >= 2, "{result:?}");
+    assert_eq!(result.delivery_attempt, 1, "{result:?}");
     let (candidate, summary, ..) = frozen(&result);
     assert_eq!(summary, "done once");
     assert_eq!(
         h.file_in(candidate, "late.txt").await?.as_deref(),
         Some("second")
     );
+    // One episode: its three model calls, and no second episode's first call.
+    let asked = h.model.requests(MODEL).len();
+    assert_eq!(asked, 3, "the model was asked {asked} times");
     h.stop().await
 }
 

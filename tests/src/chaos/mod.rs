@@ -285,8 +285,14 @@ async fn inject(
     })
 }
 
-/// A drawn executor or auditor: with `prefer_busy_workers`, one that holds a step when any
-/// does.
+/// How long a draw with `prefer_busy_workers` waits for a worker of the drawn kind to hold a
+/// step when none does (audits are short beside executor steps: without the wait most auditor
+/// faults hit idle auditors).
+const BUSY_WAIT: Duration = Duration::from_secs(15);
+const BUSY_POLL: Duration = Duration::from_millis(500);
+
+/// A drawn executor or auditor: with `prefer_busy_workers`, one that holds a step, waiting up
+/// to [`BUSY_WAIT`] for one to (then any).
 async fn pick_worker(
     stack: &Stack,
     component: Component,
@@ -299,12 +305,19 @@ async fn pick_worker(
         (stack.auditor_count(), Worker::Auditor)
     };
     let mut busy: Vec<Worker> = Vec::new();
+    let until = tokio::time::Instant::now() + BUSY_WAIT;
     if config.prefer_busy_workers {
-        let holding = busy_workers(stack).await;
-        busy = (0..count)
-            .map(of)
-            .filter(|w| holding.contains(&stack.worker_id(*w)))
-            .collect();
+        loop {
+            let holding = busy_workers(stack).await;
+            busy = (0..count)
+                .map(of)
+                .filter(|w| holding.contains(&stack.worker_id(*w)))
+                .collect();
+            if !busy.is_empty() || tokio::time::Instant::now() >= until {
+                break;
+            }
+            tokio::time::sleep(BUSY_POLL).await;
+        }
     }
     if busy.is_empty() {
         of(rng.below(count))

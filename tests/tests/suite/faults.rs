@@ -419,6 +419,44 @@ async fn nats_stopped_past_ack_wait_as_an_episode_finishes_does_not_run_it_again
     Ok(())
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_stopped_past_ack_wait_mid_episode_pauses_it_and_runs_it_once() -> anyhow::Result<()> {
+    // The episode's first model call (answered with `write_file`) takes longer than ack_wait,
+    // and nats-server is stopped as it is asked: the holder's deadline passes while the agent
+    // still has work left (the write and its `finish`), so the episode pauses until NATS
+    // answers, then goes on. Stopping it instead would run the step again.
+    let ack_wait = Duration::from_secs(3);
+    let executor = hello_executor_with(HelloDelays {
+        each_write: ack_wait + Duration::from_secs(1),
+        ..HelloDelays::default()
+    });
+    let model = hello_model(executor).await?;
+    let mut opts = StackOptions::new(profiles(&model), 2);
+    opts.executor_extra = format!("ack_wait_secs = {}", ack_wait.as_secs());
+    opts.auditor_extra = format!("ack_wait_secs = {}", ack_wait.as_secs());
+    let mut stack = Stack::start(opts).await?;
+    let id = stack.submit_id(TASK).await?;
+    model
+        .wait_for_requests("standin-executor", 1, Duration::from_secs(60))
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}\n{}", stack.logs()))?;
+    freeze_nats(&mut stack, ack_wait * 2).await;
+    let (_, entries) = completed_in_round_one(&stack, &id).await?;
+    let log = serde_json::json!({ "entries": entries });
+    assert_eq!(
+        count_by_round(&entries, "exec_result").get(&(1, 1)),
+        Some(&1),
+        "round 1 recorded once: {log}"
+    );
+    assert_eq!(
+        episode_starts(&model),
+        1,
+        "round 1's episode ran once, paused while NATS was away: {log}\n{}",
+        stack.logs()
+    );
+    Ok(())
+}
+
 /// A check that leaves a marker in its own copy of the candidate, then runs 1 s more; the
 /// baseline audit (no `hello.py` yet) fails it at once and leaves none.
 const MARKER_CHECK_TASK: &str = r#"

@@ -5,10 +5,13 @@
 //! the claim are kept alive, store its result in the claim, then publish it; and settle as the
 //! end says:
 //! - a control notice cancels the episode: **term**, no result;
-//! - the delivery or the claim is lost while the episode still works, or the shutdown grace
-//!   runs out: **nak** at once (once its work is done and only storing its result is left,
-//!   [`ClaimedEpisode::wrap_up`], an unreachable NATS no longer stops it: the result is
-//!   stored once NATS answers, unless another worker took the step over meanwhile);
+//! - the shutdown grace runs out: **nak** at once;
+//! - no claim heartbeat reaches NATS for `ack_wait` while the episode still works: the episode
+//!   is **paused** (not polled: it starts no model call or tool run) until one lands, then goes
+//!   on; a delivery whose keep-alive fails goes on too, since the claim decides who runs the
+//!   step (once its work is done and only storing its result is left,
+//!   [`ClaimedEpisode::wrap_up`], it is not paused either: the result is stored once NATS
+//!   answers). Either way, if another worker took the step over meanwhile, it stops;
 //! - another worker took the claim over: leave the delivery **unsettled** (it is theirs);
 //! - infrastructure trouble (the worker's own verdict): **nak** after [`REDELIVERY_DELAY`];
 //! - a result published (or republished): **ack**; a publish that keeps failing: **nak** after
@@ -268,34 +271,35 @@ struct Watch<'a> {
 
 impl Watch<'_> {
     /// Run `running` to its end (`None`: cancelled, or the shutdown grace ran out first), or
-    /// `Err` with how the episode stopped without one. While it works a lost delivery or an
-    /// unreachable claim stops it; once it only stores its outcome, only a take-over does.
+    /// `Err` with how the episode stopped without one. While it works, a claim that cannot
+    /// be kept alive pauses it (see [`Watch::paused`]); a take-over stops it.
     async fn drive<F: Future, O>(
         &self,
         mut running: std::pin::Pin<&mut F>,
     ) -> Result<Option<F::Output>, Ran<O>> {
         let guard = self.guard;
+        let mut paused = guard.paused();
         let mut storing = false;
+        let mut delivery_lost = false;
         loop {
+            if !storing && *paused.borrow_and_update() {
+                if let Some(stopped) = self.paused(&mut paused).await {
+                    return stopped;
+                }
+                continue;
+            }
             tokio::select! {
                 biased;
                 end = &mut running => return Ok(Some(end)),
                 () = self.aborted.cancelled() => return Ok(None),
-                () = self.lost.cancelled(), if !storing => {
-                    tracing::warn!("the delivery was lost (no keep-alive reached NATS for ack_wait): stopping the episode");
-                    return Err(Ran::Settled(Settle::Nak(None)));
-                }
-                () = guard.lost().cancelled(), if !storing => {
-                    if guard.is_taken_over() {
-                        tracing::warn!("another worker took this step over: stopping the episode");
-                        return Err(Ran::TakenOver);
-                    }
-                    tracing::warn!("the episode claim could not be kept alive for ack_wait: stopping the episode");
-                    return Err(Ran::Settled(Settle::Nak(None)));
-                }
-                () = guard.taken_over().cancelled(), if storing => {
-                    tracing::warn!("another worker took this step over while its result was stored: stopping");
+                () = guard.taken_over().cancelled() => {
+                    tracing::warn!("another worker took this step over: stopping the episode");
                     return Err(Ran::TakenOver);
+                }
+                Ok(()) = paused.changed(), if !storing => {}
+                () = self.lost.cancelled(), if !delivery_lost => {
+                    tracing::warn!("no keep-alive of the delivery reached NATS for ack_wait: the episode goes on under its claim, which decides who runs the step");
+                    delivery_lost = true;
                 }
                 () = self.wrap_up.cancelled(), if !storing => {
                     tracing::debug!("the episode's work is done; only storing its result is left");
@@ -309,6 +313,44 @@ impl Watch<'_> {
                         end = tokio::time::timeout(grace, &mut running) => end.ok(),
                         () = self.aborted.cancelled() => None,
                     });
+                }
+            }
+        }
+    }
+
+    /// While the claim is paused, poll nothing of the episode: what it runs now may end, but
+    /// it starts nothing new. `None` once a heartbeat has landed again (the episode goes on);
+    /// `Some` with how it stopped when the step was taken over, it was cancelled or the
+    /// daemon shuts down meanwhile.
+    async fn paused<F, O>(
+        &self,
+        paused: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Option<Result<Option<F>, Ran<O>>> {
+        tracing::warn!(
+            "no claim heartbeat reached NATS for ack_wait: the episode is paused until one does"
+        );
+        let since = Instant::now();
+        loop {
+            tokio::select! {
+                biased;
+                () = self.guard.taken_over().cancelled() => {
+                    tracing::warn!("another worker took this step over while it was paused: stopping the episode");
+                    return Some(Err(Ran::TakenOver));
+                }
+                () = self.aborted.cancelled() => return Some(Ok(None)),
+                () = self.shutdown.cancelled() => {
+                    tracing::info!("shutting down while the episode is paused: handing the step back");
+                    return Some(Err(Ran::Settled(Settle::Nak(None))));
+                }
+                changed = paused.changed() => {
+                    if changed.is_err() {
+                        // The heartbeat task ended without a take-over: nothing will resume it.
+                        return Some(Err(Ran::Settled(Settle::Nak(None))));
+                    }
+                    if !*paused.borrow_and_update() {
+                        tracing::warn!(paused = ?since.elapsed(), "the claim is this episode's again: going on");
+                        return None;
+                    }
                 }
             }
         }

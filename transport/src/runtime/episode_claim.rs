@@ -8,15 +8,23 @@
 //!   the delivery acked, the work is not redone;
 //! - the claim is **running** and its heartbeats go on: the delivery waits (kept alive by the
 //!   consume loop) until it finishes or its holder goes silent;
-//! - the holder has been silent for longer than it may live without a heartbeat: the claim is
+//! - the holder has been silent for longer than it may work without a heartbeat: the claim is
 //!   taken over by compare-and-set, and the old holder, whose next heartbeat fails with a wrong
-//!   revision, stops its episode. A holder stops itself `ack_wait` after it *sent* its last
-//!   heartbeat that landed (so before the server stamped it); a watcher takes over once the
-//!   server's own clock says the claim's last revision is `ack_wait` plus a margin old. Both
-//!   ages are read from server stamps (the claim's, and a probe key's written now), so no two
-//!   machines' clocks are compared, and a step whose holder was killed moves about `ack_wait`
-//!   plus the margin after its last heartbeat instead of a further `ack_wait` after the
-//!   redelivery.
+//!   revision, stops its episode. A holder *pauses* its episode `ack_wait` after it *sent* its
+//!   last heartbeat that landed (so before the server stamped it): it starts no model call or
+//!   tool run while paused, and keeps trying to write its claim over its last revision. A
+//!   watcher takes over once the server's own clock says the claim's last revision is
+//!   `ack_wait` plus a margin old, and it has itself read the same revision for
+//!   [`WATCHED_SILENCE`]. Both ages are read from server stamps (the claim's, and a probe key's
+//!   written now), so no two machines' clocks are compared, and a step whose holder was killed
+//!   moves about `ack_wait` plus the margin after its last heartbeat instead of a further
+//!   `ack_wait` after the redelivery.
+//! - A holder cannot tell a NATS outage of its own (a cut link: another worker takes the step
+//!   over, and the paused holder stops once its write fails) from one of the whole server (a
+//!   frozen or restarted nats-server: nobody could take the step over). Pausing instead of
+//!   stopping keeps the work in the second case: once the server answers, the holder's claim
+//!   write lands within a retry, before a watcher has read the claim silent for
+//!   [`WATCHED_SILENCE`], and the episode goes on where it paused.
 //!
 //! Workers talk to NATS only; the bucket is part of the topology the manager creates.
 
@@ -26,7 +34,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::kv;
 use serde::{Deserialize, Serialize};
-use tokio::sync::{Mutex, OnceCell};
+use tokio::sync::{watch, Mutex, OnceCell};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -111,30 +119,57 @@ fn seen(entry: Option<&kv::Entry>) -> Seen {
 pub const TAKE_OVER_MARGIN: Duration = Duration::from_secs(1);
 
 /// How old (by the server's stamps) a running claim's last revision must be before a watcher
-/// takes it over: its holder stopped `ack_wait` after sending that heartbeat at the latest.
+/// takes it over: its holder paused `ack_wait` after sending that heartbeat at the latest.
 pub fn stale_after(ack_wait: Duration) -> Duration {
     ack_wait + TAKE_OVER_MARGIN
 }
 
+/// How long a watcher must itself have read a stale claim unchanged before it takes it over
+/// (unless its holder was an earlier process of the watcher's own worker, which is dead). A
+/// claim goes stale by the server's clock during a server-wide outage too, while its holder,
+/// paused, keeps trying to write it: once the server answers, the holder's next try lands
+/// within a retry interval plus one try's limit (`claim_heartbeat`).
+pub const WATCHED_SILENCE: Duration = Duration::from_secs(2);
+
 /// A running claim a watcher has seen: its revision, how old that revision was by the
-/// server's clock when first seen, and when (on the watcher's clock) that was.
+/// server's clock when first seen, when (on the watcher's clock) that was, and whether its
+/// holder was an earlier process of the watcher's own worker.
 #[derive(Debug, Clone, Copy)]
 struct Watched {
     revision: u64,
     silent_at_sight: Duration,
     sighted: Instant,
+    earlier_process: bool,
 }
 
 impl Watched {
-    /// How long until the revision is stale (zero when it is).
+    /// How long until the claim may be taken over (zero when it may).
     fn due_in(&self, ack_wait: Duration) -> Duration {
-        take_over_due_in(self.silent_at_sight + self.sighted.elapsed(), ack_wait)
+        let watched = self.sighted.elapsed();
+        take_over_due_in(
+            self.silent_at_sight + watched,
+            watched,
+            ack_wait,
+            self.earlier_process,
+        )
     }
 }
 
-/// Pure rule: a claim silent for `silent` is taken over in this long (zero: now).
-fn take_over_due_in(silent: Duration, ack_wait: Duration) -> Duration {
-    stale_after(ack_wait).saturating_sub(silent)
+/// Pure rule: a claim silent for `silent` by the server's clock, which the watcher has read
+/// unchanged for `watched`, is taken over in this long (zero: now). A dead earlier process
+/// of the watcher's own worker is not waited for beyond its deadline.
+fn take_over_due_in(
+    silent: Duration,
+    watched: Duration,
+    ack_wait: Duration,
+    earlier_process: bool,
+) -> Duration {
+    let stale_in = stale_after(ack_wait).saturating_sub(silent);
+    if earlier_process {
+        stale_in
+    } else {
+        stale_in.max(WATCHED_SILENCE.saturating_sub(watched))
+    }
 }
 
 /// The claim key of a dispatch (`run:gen:round:exec`), under its role (`exec`, `audit`):
@@ -158,10 +193,23 @@ pub fn claim_key(role: &str, dispatch: &str) -> String {
 fn holder_name(worker: &str) -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     format!(
-        "{worker}/{}/{}",
-        std::process::id(),
+        "{}{}",
+        process_prefix(worker),
         NEXT.fetch_add(1, Ordering::Relaxed)
     )
+}
+
+/// What the holder names of this process of `worker` start with.
+fn process_prefix(worker: &str) -> String {
+    format!("{worker}/{}/", std::process::id())
+}
+
+/// Pure rule: is `holder` an earlier process of `worker` (its name, another process id)?
+fn is_earlier_process(holder: &str, worker: &str, this_process: &str) -> bool {
+    holder
+        .strip_prefix(worker)
+        .is_some_and(|rest| rest.starts_with('/'))
+        && !holder.starts_with(this_process)
 }
 
 /// `fut` within the bus's request timeout; its own error is left to the caller, who tells
@@ -255,7 +303,10 @@ impl EpisodeClaims {
             // The claim write is sent after this instant: the holder's own deadline counts
             // from it.
             let sent = Instant::now();
-            let taken = match next(seen(entry.as_ref())) {
+            let seen = seen(entry.as_ref());
+            let earlier_process = matches!(&seen, Seen::Running { holder }
+                if is_earlier_process(holder, &self.worker, &process_prefix(&self.worker)));
+            let taken = match next(seen) {
                 Next::Republish(result) => return Ok(Some(Claimed::Finished(result))),
                 Next::Create => self.create(key, value.clone()).await?,
                 Next::Take => self.take(key, value.clone(), revision).await?,
@@ -283,6 +334,7 @@ impl EpisodeClaims {
                             revision,
                             silent_at_sight: silent,
                             sighted: Instant::now(),
+                            earlier_process,
                         });
                         None
                     }
@@ -402,7 +454,8 @@ pub struct ClaimGuard {
     key: String,
     holder: String,
     revision: Arc<Mutex<u64>>,
-    lost: CancellationToken,
+    /// `true` while no heartbeat has reached NATS for `ack_wait`.
+    paused: watch::Receiver<bool>,
     taken_over: CancellationToken,
     /// Set once the episode's own work is done and only storing its result is left.
     storing: Arc<AtomicBool>,
@@ -428,14 +481,15 @@ impl ClaimGuard {
         sent: Instant,
     ) -> ClaimGuard {
         let revision = Arc::new(Mutex::new(revision));
-        let (lost, taken_over) = (CancellationToken::new(), CancellationToken::new());
+        let taken_over = CancellationToken::new();
+        let (pause, paused) = watch::channel(false);
         let storing = Arc::new(AtomicBool::new(false));
         let beat = Heartbeat {
             claims: claims.clone(),
             key: key.clone(),
             holder: holder.clone(),
             revision: revision.clone(),
-            lost: lost.clone(),
+            pause,
             taken_over: taken_over.clone(),
             storing: storing.clone(),
         };
@@ -445,17 +499,19 @@ impl ClaimGuard {
             key,
             holder,
             revision,
-            lost,
+            paused,
             taken_over,
             storing,
             heartbeat,
         }
     }
 
-    /// Fires when the claim is no longer this episode's: taken over by another worker, or no
-    /// heartbeat reached NATS for `ack_wait`. The episode must stop.
-    pub fn lost(&self) -> &CancellationToken {
-        &self.lost
+    /// `true` while the episode must start nothing new: no heartbeat has reached NATS for
+    /// `ack_wait` (another worker may take the step over once it is stale). It turns `false`
+    /// again when a heartbeat lands over the claim's last revision; if another worker took the
+    /// step over meanwhile, [`ClaimGuard::taken_over`] fires instead.
+    pub fn paused(&self) -> watch::Receiver<bool> {
+        self.paused.clone()
     }
 
     /// Whether another episode has taken the step over (then the delivery is its, too).
@@ -463,18 +519,16 @@ impl ClaimGuard {
         self.taken_over.is_cancelled()
     }
 
-    /// Fires when another episode has taken the step over.
+    /// Fires when another episode has taken the step over: the episode must stop.
     pub fn taken_over(&self) -> &CancellationToken {
         &self.taken_over
     }
 
     /// The episode's own work is done (no more model calls or tool runs) and only storing
-    /// its result over NATS is left. From now on a heartbeat that cannot reach NATS for
-    /// `ack_wait` no longer stops the holder: it keeps trying, and its next heartbeat that
-    /// lands (compare-and-set over its last revision) keeps the claim unless another episode
-    /// took it over meanwhile, which [`ClaimGuard::taken_over`] then says. So a NATS outage
-    /// longer than `ack_wait` (a frozen nats-server) no longer throws away finished work,
-    /// while a holder cut off alone still loses the step to a watcher once it is stale.
+    /// its result over NATS is left: it is not paused any more (see [`ClaimGuard::paused`]).
+    /// Its next heartbeat that lands (compare-and-set over its last revision) keeps the claim
+    /// unless another episode took it over meanwhile, which [`ClaimGuard::taken_over`] then
+    /// says.
     pub fn only_storing(&self) {
         self.storing.store(true, Ordering::SeqCst);
     }
@@ -536,97 +590,11 @@ impl Drop for ClaimGuard {
     }
 }
 
-/// What the heartbeat task of one claim shares with its guard.
-struct Heartbeat {
-    claims: EpisodeClaims,
-    key: String,
-    holder: String,
-    revision: Arc<Mutex<u64>>,
-    lost: CancellationToken,
-    taken_over: CancellationToken,
-    storing: Arc<AtomicBool>,
-}
-
-/// When the next heartbeat goes out, and how long it may take: while the episode works, never
-/// past its deadline; once it only stores its result ([`ClaimGuard::only_storing`]) the
-/// deadline no longer bounds it.
-fn next_beat(now: Instant, every: Duration, alive_until: Instant, storing: bool) -> Instant {
-    if storing {
-        now + every
-    } else {
-        (now + every).min(alive_until)
-    }
-}
-
-/// Pure rule: at `sent`, past `alive_until`, the holder stops unless it only stores a result.
-fn must_stop(sent: Instant, alive_until: Instant, storing: bool) -> bool {
-    sent >= alive_until && !storing
-}
-
-/// Rewrite the claim every heartbeat interval. The holder lives until `ack_wait` after it
-/// *sent* its last heartbeat that landed, and stops the moment that passes (not at the next
-/// failed try), so a watcher reading the server's stamps knows when it has stopped. An episode
-/// that only stores its result goes on trying past that moment (see
-/// [`ClaimGuard::only_storing`]).
-async fn heartbeat_loop(beat: Heartbeat, claimed_sent: Instant) {
-    let Heartbeat {
-        claims,
-        key,
-        holder,
-        revision,
-        lost,
-        taken_over,
-        storing,
-    } = beat;
-    let every = progress_interval(claims.ack_wait);
-    let record = Record::Running {
-        holder: holder.clone(),
-    };
-    let mut alive_until = claimed_sent + claims.ack_wait;
-    loop {
-        let wake = next_beat(
-            Instant::now(),
-            every,
-            alive_until,
-            storing.load(Ordering::SeqCst),
-        );
-        tokio::time::sleep_until(wake).await;
-        let sent = Instant::now();
-        if must_stop(sent, alive_until, storing.load(Ordering::SeqCst)) {
-            tracing::error!(%key, "no claim heartbeat reached NATS for ack_wait: stopping");
-            lost.cancel();
-            return;
-        }
-        let current = *revision.lock().await;
-        let budget = if sent >= alive_until {
-            every
-        } else {
-            every.min(alive_until - sent)
-        };
-        let written =
-            tokio::time::timeout(budget, claims.write_own(&key, &holder, current, &record))
-                .await
-                .unwrap_or(Err(BusError::Timeout {
-                    op: "episode claim heartbeat",
-                    after: budget,
-                }));
-        match written {
-            Ok(Some(next)) => {
-                *revision.lock().await = next;
-                alive_until = sent + claims.ack_wait;
-            }
-            Ok(None) => {
-                tracing::error!(%key, "another episode took this step over: stopping");
-                taken_over.cancel();
-                lost.cancel();
-                return;
-            }
-            Err(err) => {
-                tracing::warn!(%key, error = %err, left = ?alive_until.saturating_duration_since(Instant::now()), "episode claim heartbeat failed");
-            }
-        }
-    }
-}
+#[path = "claim_heartbeat.rs"]
+mod claim_heartbeat;
+#[cfg(test)]
+use claim_heartbeat::{beat_limit, must_pause, next_beat, PAUSED_RETRY, PAUSED_TRY_LIMIT};
+use claim_heartbeat::{heartbeat_loop, Heartbeat};
 
 #[path = "earlier_claims.rs"]
 mod earlier_claims;
