@@ -5,7 +5,7 @@ use crate::tools::python_literals::{mend_python_source, Mended};
 
 /// A Python file's text with what Python rejects outright mended (line breaks inside one-line
 /// literals, `\n` escaped twice outside them, NUL characters inside them, a compound statement
-/// after `;` or `:`: see `python_literals`); None for other files, or when there is nothing.
+/// after `;` or `:`, a short literal's dropped quote: see `python_literals`); None for other files, or when there is nothing.
 pub(crate) fn mend_python(rel: &str, text: &str) -> Option<Mended> {
     rel.ends_with(".py")
         .then(|| mend_python_source(text))
@@ -50,6 +50,14 @@ pub(crate) fn mended_note(m: &Mended) -> String {
              or after another statement's `:` on the same line, which Python rejects, was put \
              on a line of its own",
             listed(&m.compound_lines)
+        ));
+    }
+    if !m.dropped_quotes.is_empty() {
+        notes.push(format!(
+            "line {} as sent: a short string literal that did not close on its line, which \
+             Python rejects, got back the quote it had lost (`\".join(` as `\"\".join(`, \
+             `split(',` as `split(',')`); check that it says what you meant",
+            listed(&m.dropped_quotes)
         ));
     }
     format!(" ({})", notes.join("; "))

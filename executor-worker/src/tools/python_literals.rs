@@ -1,4 +1,4 @@
-//! Mends four ways a small model's tool call breaks a Python file, each of which Python
+//! Mends five ways a small model's tool call breaks a Python file, each of which Python
 //! rejects outright, so mending cannot change a program that would have run:
 //!
 //! - **A line break inside a one-line string literal.** A model that writes `"content":
@@ -16,6 +16,12 @@
 //!   (`import json; with open(...) as f: for line in f: ...`, `SyntaxError: invalid syntax`).
 //!   Each such `with`, `for`, `if`, `while`, `def`, `class` or `try` goes on a line of its own
 //!   (one level deeper after a `:`), which is what the one-liner means.
+//! - **A quote dropped from a short literal** (`SyntaxError: unterminated string literal`), in
+//!   the two shapes the default 1.5B model sends: `".join(` for `"".join(` (a literal opening
+//!   right before `.join(` that does not close on its line gets its second quote), and
+//!   `split(',` at the end of a line for `split(',')` (a literal of one or two characters, no
+//!   letter or digit among them, opening right after `(` and running to the end of its line,
+//!   which does not close on the next line either, is closed, and so is that `(`).
 //!
 //! Anything the scanner cannot place (a quote that does not close on the next line) leaves the
 //! whole text as written. Pure.
@@ -32,6 +38,8 @@ pub(crate) struct Mended {
     pub nul_chars: Vec<usize>,
     /// 1-based lines (of the text as sent) where a compound statement followed `;` or `:`.
     pub compound_lines: Vec<usize>,
+    /// 1-based lines (of the text as sent) where a short literal's dropped quote was put back.
+    pub dropped_quotes: Vec<usize>,
 }
 
 impl Mended {
@@ -40,6 +48,7 @@ impl Mended {
             && self.escaped_breaks.is_empty()
             && self.nul_chars.is_empty()
             && self.compound_lines.is_empty()
+            && self.dropped_quotes.is_empty()
     }
 }
 
@@ -49,7 +58,7 @@ fn push_once(lines: &mut Vec<usize>, line: usize) {
     }
 }
 
-/// `src` with the four mends above applied; None when there is nothing to mend, or when the
+/// `src` with the five mends above applied; None when there is nothing to mend, or when the
 /// scanner cannot tell where a literal ends.
 pub(crate) fn mend_python_source(src: &str) -> Option<Mended> {
     let chars: Vec<char> = src.chars().collect();
@@ -82,7 +91,9 @@ pub(crate) fn mend_python_source(src: &str) -> Option<Mended> {
                 continue;
             }
             '\'' | '"' => {
-                scan.one_line_literal(c)?;
+                if !scan.dropped_quote(c) {
+                    scan.one_line_literal(c)?;
+                }
                 continue;
             }
             '(' | '[' | '{' => scan.depth += 1,
@@ -197,6 +208,47 @@ impl Scanner<'_> {
             self.i += 1;
         }
         Some(())
+    }
+
+    /// A one-line literal opening at `i` that does not close on its line, in one of the two
+    /// shapes of a dropped quote (see the module's note): written mended, true. False (nothing
+    /// written) for any other literal.
+    fn dropped_quote(&mut self, quote: char) -> bool {
+        let start = self.i + 1;
+        let end = start
+            + self.chars[start..]
+                .iter()
+                .take_while(|c| **c != '\n')
+                .count();
+        let rest = &self.chars[start..end];
+        if rest.iter().any(|c| *c == quote || *c == '\\') {
+            return false;
+        }
+        let before = self.m.text.chars().last();
+        let joins: Vec<char> = ".join(".chars().collect();
+        if rest.starts_with(&joins) && !before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            self.m.text.push(quote);
+            self.m.text.push(quote);
+            push_once(&mut self.m.dropped_quotes, self.sent);
+            self.i = start;
+            return true;
+        }
+        let short_separator =
+            (1..=2).contains(&rest.len()) && rest.iter().all(|c| !c.is_alphanumeric());
+        if before == Some('(')
+            && short_separator
+            && !closes_on_next_line(self.chars, end + 1, quote)
+        {
+            self.m.text.push(quote);
+            self.m.text.extend(rest);
+            self.m.text.push(quote);
+            self.m.text.push(')');
+            self.depth = self.depth.saturating_sub(1);
+            push_once(&mut self.m.dropped_quotes, self.sent);
+            self.i = end;
+            return true;
+        }
+        false
     }
 
     /// A character inside a literal: a NUL becomes the escape `\x00`.
@@ -394,9 +446,45 @@ mod tests {
                         escaped_breaks: escaped.to_vec(),
                         nul_chars: nul.to_vec(),
                         compound_lines: Vec::new(),
+                        dropped_quotes: Vec::new(),
                     }),
                     "{src:?}"
                 ),
+            }
+        }
+    }
+
+    #[test]
+    fn dropped_quotes_of_short_literals_table() {
+        // (source, mended source or None, lines as sent)
+        let cases: [(&str, Option<&str>, &[usize]); 9] = [
+            // The calibration's two shapes.
+            (
+                "def slug(s):\n    return \".join(c for c in s if c.isalnum())\n\ndef g():\n    pass\n",
+                Some("def slug(s):\n    return \"\".join(c for c in s if c.isalnum())\n\ndef g():\n    pass\n"),
+                &[2],
+            ),
+            (
+                "with open(p) as f:\n    header = f.readline().strip().split(',\n    for line in f:\n        pass\n",
+                Some("with open(p) as f:\n    header = f.readline().strip().split(',')\n    for line in f:\n        pass\n"),
+                &[2],
+            ),
+            ("parts = s.split('\t\n", Some("parts = s.split('\t')\n"), &[1]),
+            ("x = ', '.join(y)\nz = '.join(w)\n", Some("x = ', '.join(y)\nz = ''.join(w)\n"), &[2]),
+            // Valid Python is never touched.
+            ("s = \"\".join(parts)\nt = line.split(',')\n", None, &[]),
+            ("doc = \"\"\".join( and split(',\n\"\"\"\n", None, &[]),
+            // A literal that closes on the next line is a line break inside it (the older mend).
+            ("print(',\n')\n", Some("print(',\\n')\n"), &[]),
+            // Not the shapes: a word, a prefix, a longer literal; left as written.
+            ("x = f('abc\ny = 1\n", None, &[]),
+            ("x = split(b',\ny = 1\n", None, &[]),
+        ];
+        for (src, want, lines) in cases {
+            let got = mend_python_source(src);
+            assert_eq!(got.as_ref().map(|m| m.text.as_str()), want, "{src:?}");
+            if let Some(m) = got {
+                assert_eq!(m.dropped_quotes, lines, "{src:?}");
             }
         }
     }
