@@ -135,9 +135,7 @@ impl ResultsLoop {
         };
         match outcome {
             Ok(applied) => {
-                if let Applied::Ignored(reason) = &applied {
-                    tracing::debug!(run_id, %reason, "message ignored");
-                }
+                log_applied(&run_id, kind, msg_id.as_deref(), &applied);
                 Settle::Ack
             }
             Err(EngineError::NotFound(_))
@@ -179,5 +177,21 @@ impl ResultsLoop {
                 }
             }
         }
+    }
+}
+
+/// What became of a results message that is acked. An episode's result or an audit's report
+/// is logged at info whatever became of it (a few per round), so a run that waits for one can
+/// be traced to the manager that took it; notices and decisions at debug.
+fn log_applied(run_id: &str, kind: &str, msg_id: Option<&str>, applied: &Applied) {
+    let outcome = match applied {
+        Applied::Changed(record) => format!("applied (round {})", record.round),
+        Applied::Replayed => "a redelivery of one applied before".to_string(),
+        Applied::Ignored(reason) => format!("ignored: {reason}"),
+    };
+    if matches!(kind, "exec_result" | "audit_report") {
+        tracing::info!(run_id, kind, msg_id, %outcome, "result taken");
+    } else {
+        tracing::debug!(run_id, kind, %outcome, "message taken");
     }
 }
