@@ -379,30 +379,26 @@ fn episode_starts(model: &StandInModel) -> usize {
         .count()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn nats_stopped_past_ack_wait_as_an_episode_finishes_does_not_run_it_again(
-) -> anyhow::Result<()> {
-    // The episode's last model call (answered with `finish`) takes a second: nats-server is
-    // stopped as it is asked, so the agent finishes while NATS is away and the workspace's
-    // freeze waits for it, past the claim's and the delivery's ack_wait.
-    let executor = hello_executor_with(HelloDelays {
-        each_finish: Duration::from_secs(1),
-        ..HelloDelays::default()
-    });
-    let model = hello_model(executor).await?;
-    let ack_wait = Duration::from_secs(3);
+/// Workers' and audits' `ack_wait` in the freeze tests below.
+const FREEZE_ACK_WAIT: Duration = Duration::from_secs(3);
+
+/// A hello run whose executor answers after `delays`; nats-server is SIGSTOPped for twice
+/// `ack_wait` as the executor's `call`-th model call is asked (past the holder's deadline,
+/// `ack_wait` after its last heartbeat, and the claim's stale line, `ack_wait` + 1 s, so the
+/// server redelivers the step the moment it is back). Round 1 must be recorded once, by one
+/// episode.
+async fn one_episode_through_a_nats_freeze(delays: HelloDelays, call: usize) -> anyhow::Result<()> {
+    let model = hello_model(hello_executor_with(delays)).await?;
     let mut opts = StackOptions::new(profiles(&model), 2);
-    opts.executor_extra = format!("ack_wait_secs = {}", ack_wait.as_secs());
-    opts.auditor_extra = format!("ack_wait_secs = {}", ack_wait.as_secs());
+    opts.executor_extra = format!("ack_wait_secs = {}", FREEZE_ACK_WAIT.as_secs());
+    opts.auditor_extra = format!("ack_wait_secs = {}", FREEZE_ACK_WAIT.as_secs());
     let mut stack = Stack::start(opts).await?;
     let id = stack.submit_id(TASK).await?;
     model
-        .wait_for_requests("standin-executor", 2, Duration::from_secs(60))
+        .wait_for_requests("standin-executor", call, Duration::from_secs(60))
         .await
         .map_err(|e| anyhow::anyhow!("{e}\n{}", stack.logs()))?;
-    // Past the holder's deadline (ack_wait after its last heartbeat) and the claim's stale
-    // line (ack_wait + 1 s), so the server redelivers the step the moment it is back.
-    freeze_nats(&mut stack, ack_wait * 2).await;
+    freeze_nats(&mut stack, FREEZE_ACK_WAIT * 2).await;
     let (_, entries) = completed_in_round_one(&stack, &id).await?;
     let log = serde_json::json!({ "entries": entries });
     assert_eq!(
@@ -413,48 +409,36 @@ async fn nats_stopped_past_ack_wait_as_an_episode_finishes_does_not_run_it_again
     assert_eq!(
         episode_starts(&model),
         1,
-        "round 1's episode ran once, its result stored after NATS came back: {log}\n{}",
+        "round 1's episode ran once, through the freeze: {log}\n{}",
         stack.logs()
     );
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn nats_stopped_past_ack_wait_mid_episode_pauses_it_and_runs_it_once() -> anyhow::Result<()> {
-    // The episode's first model call (answered with `write_file`) takes longer than ack_wait,
-    // and nats-server is stopped as it is asked: the holder's deadline passes while the agent
-    // still has work left (the write and its `finish`), so the episode pauses until NATS
-    // answers, then goes on. Stopping it instead would run the step again.
-    let ack_wait = Duration::from_secs(3);
-    let executor = hello_executor_with(HelloDelays {
-        each_write: ack_wait + Duration::from_secs(1),
+async fn nats_stopped_past_ack_wait_as_an_episode_finishes_does_not_run_it_again(
+) -> anyhow::Result<()> {
+    // The episode's last model call (answered with `finish`) takes a second and the freeze
+    // comes as it is asked: the agent finishes while NATS is away and the workspace's freeze
+    // and the result wait for it.
+    let delays = HelloDelays {
+        each_finish: Duration::from_secs(1),
         ..HelloDelays::default()
-    });
-    let model = hello_model(executor).await?;
-    let mut opts = StackOptions::new(profiles(&model), 2);
-    opts.executor_extra = format!("ack_wait_secs = {}", ack_wait.as_secs());
-    opts.auditor_extra = format!("ack_wait_secs = {}", ack_wait.as_secs());
-    let mut stack = Stack::start(opts).await?;
-    let id = stack.submit_id(TASK).await?;
-    model
-        .wait_for_requests("standin-executor", 1, Duration::from_secs(60))
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}\n{}", stack.logs()))?;
-    freeze_nats(&mut stack, ack_wait * 2).await;
-    let (_, entries) = completed_in_round_one(&stack, &id).await?;
-    let log = serde_json::json!({ "entries": entries });
-    assert_eq!(
-        count_by_round(&entries, "exec_result").get(&(1, 1)),
-        Some(&1),
-        "round 1 recorded once: {log}"
-    );
-    assert_eq!(
-        episode_starts(&model),
-        1,
-        "round 1's episode ran once, paused while NATS was away: {log}\n{}",
-        stack.logs()
-    );
-    Ok(())
+    };
+    one_episode_through_a_nats_freeze(delays, 2).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_stopped_past_ack_wait_mid_episode_pauses_it_and_runs_it_once() -> anyhow::Result<()> {
+    // The episode's first model call (answered with `write_file`) takes longer than ack_wait
+    // and the freeze comes as it is asked: the holder's deadline passes while the agent still
+    // has work left (the write and its `finish`), so the episode pauses until NATS answers,
+    // then goes on. Stopping it instead would run the step again.
+    let delays = HelloDelays {
+        each_write: FREEZE_ACK_WAIT + Duration::from_secs(1),
+        ..HelloDelays::default()
+    };
+    one_episode_through_a_nats_freeze(delays, 1).await
 }
 
 /// A check that leaves a marker in its own copy of the candidate, then runs 1 s more; the
