@@ -24,11 +24,11 @@ async fn owned(claims: &EpisodeClaims, key: &str, stop: &CancellationToken) -> R
     }
 }
 
-/// Resolves (with when) once `guard`'s episode is paused.
-fn when_paused(guard: &ClaimGuard) -> tokio::task::JoinHandle<Instant> {
+/// Resolves (with when) once `guard`'s episode is paused (`want` true) or going on (false).
+fn when_paused_is(guard: &ClaimGuard, want: bool) -> tokio::task::JoinHandle<Instant> {
     let mut paused = guard.paused();
     tokio::spawn(async move {
-        while !*paused.borrow_and_update() {
+        while *paused.borrow_and_update() != want {
             if paused.changed().await.is_err() {
                 break;
             }
@@ -60,7 +60,7 @@ async fn a_holder_cut_off_from_nats_pauses_before_its_step_is_taken_over_and_sto
 
         let held = owned(&holder, &key, &never).await?;
         proxy.drop_traffic();
-        let paused = when_paused(&held);
+        let paused = when_paused_is(&held, true);
         let taken = owned(&watcher, &key, &never).await?;
         let taken_at = Instant::now();
         let paused_at = paused.await.context("the holder's pause watch")?;
@@ -102,7 +102,7 @@ async fn a_holder_paused_by_a_frozen_server_keeps_its_step_when_the_server_answe
         let never = CancellationToken::new();
 
         let held = owned(&holder, &key, &never).await?;
-        let paused = when_paused(&held);
+        let paused = when_paused_is(&held, true);
         // Frozen past the holder's deadline and the claim's stale line: nobody can write, and
         // by the server's clock the claim is stale the moment it answers again.
         proxy.drop_traffic();
@@ -128,16 +128,10 @@ async fn a_holder_paused_by_a_frozen_server_keeps_its_step_when_the_server_answe
             )
         });
         heal.await;
-        let mut resumed = held.paused();
-        tokio::time::timeout(WATCHED_SILENCE * 4, async {
-            while *resumed.borrow_and_update() {
-                if resumed.changed().await.is_err() {
-                    break;
-                }
-            }
-        })
-        .await
-        .context("the holder was not resumed after the server came back")?;
+        tokio::time::timeout(WATCHED_SILENCE * 4, when_paused_is(&held, false))
+            .await
+            .context("the holder was not resumed after the server came back")?
+            .context("the holder's resume watch")?;
         // Watched for longer than it takes over a silent claim: the holder's heartbeats go on.
         tokio::time::sleep(WATCHED_SILENCE * 2).await;
         give_up.cancel();
