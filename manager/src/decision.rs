@@ -46,6 +46,9 @@ pub(crate) async fn take_decision(
             .unwrap_or_default(),
     );
     if !is_current(&record, req) {
+        // Acked and gone once ignored: only against a state the replicas hold too (see
+        // `Engine::apply`).
+        engine.store().replica_barrier().await?;
         return Ok(Applied::Ignored(format!(
             "decision {} is not pending",
             req.seq

@@ -240,6 +240,13 @@ impl Engine {
             }
             match decide(&record, event, now_ms()) {
                 Decision::Ignore(reason) => {
+                    if drops_work_when_ignored(event) {
+                        // An ignored result is acked and gone: judge it only against a state
+                        // the replicas hold too. A primary cut off from its replicas (an old
+                        // one the sentinels have not yet demoted) may hold an older state than
+                        // the promoted one; its barrier fails and the result comes again.
+                        self.store.replica_barrier().await?;
+                    }
                     tracing::debug!(run_id = id, %reason, "event ignored");
                     return Ok(Applied::Ignored(reason));
                 }
@@ -503,6 +510,15 @@ fn refused(id: &str, source: InconsistentRecord) -> EngineError {
 
 fn to_json<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_default()
+}
+
+/// Whether ignoring `event` drops work that no one sends again: an episode's result or an
+/// audit's report (a progress notice or a steering call is followed or answered anyway).
+fn drops_work_when_ignored(event: &RunEvent) -> bool {
+    matches!(
+        event,
+        RunEvent::ExecFinished(_) | RunEvent::AuditFinished(_)
+    )
 }
 
 #[cfg(test)]

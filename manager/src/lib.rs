@@ -27,7 +27,7 @@ mod snapshot_gc_loop;
 pub use admission::log_report_trust;
 pub use dead_letters::DeadLetterLoop;
 pub use deadline_sweeper::{DeadlineSweeper, Serving};
-pub use engine::{Engine, EngineError};
+pub use engine::{Applied, Engine, EngineError};
 pub use gauges::run_gauges;
 pub use http::{openapi_document, router, ApiState};
 pub use outbox::{OutboxRelay, RELAY_EVERY, REPUBLISH_AFTER};

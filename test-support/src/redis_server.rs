@@ -182,15 +182,17 @@ impl RedisServer {
     }
 
     /// Kills the server if running and starts it again on the same port and directory.
-    /// Without persistence the data is gone; with the AOF it is loaded before PING answers.
+    /// Without persistence it comes back empty, unless it was ever a replica: a replica keeps
+    /// the dump of its last sync in its directory and loads it (an old state). With the AOF,
+    /// that is loaded before PING answers.
     pub async fn restart(&mut self) -> anyhow::Result<()> {
         self.process.kill();
         self.process = spawn(&self.binary, &self.args, self.process.log_path())?;
         self.wait_ready().await
     }
 
-    /// Kills the server if running and starts it again (empty, unless persistent) as a
-    /// replica of 127.0.0.1:`primary_port`, as an operator brings a failed primary back.
+    /// Kills the server if running and starts it again (empty, or holding its last sync's
+    /// dump, unless persistent: see [`RedisServer::restart`]) as a replica of 127.0.0.1:`primary_port`, as an operator brings a failed primary back.
     pub async fn restart_as_replica_of(&mut self, primary_port: u16) -> anyhow::Result<()> {
         if let Some(at) = self.args.iter().position(|a| a == "--replicaof") {
             self.args.drain(at..(at + 3).min(self.args.len()));

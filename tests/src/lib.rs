@@ -578,7 +578,16 @@ impl Stack {
     pub async fn wait_terminal(&self, id: &str, timeout: Duration) -> anyhow::Result<Value> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let v = self.run(id).await?;
+            // 503: the manager cannot vouch for the run's state now (its Redis node is not the
+            // primary, mid-failover); asked again, as `loopgate watch` does.
+            let (status, v) = self.get_status(&format!("/v1/runs/{id}")).await?;
+            if status == 503 && tokio::time::Instant::now() <= deadline {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+            if status != 200 {
+                bail!("GET /v1/runs/{id}: {status} {v}");
+            }
             let state = v["state"].as_str().unwrap_or("");
             if [
                 "completed",

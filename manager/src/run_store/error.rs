@@ -19,9 +19,9 @@ pub enum StoreError {
     /// No sentinel named a primary for `master_name` (all unreachable, or none monitors it).
     #[error("no primary for '{master_name}': {detail}")]
     NoPrimary { master_name: String, detail: String },
-    /// A read found nothing on a node that is not the primary: a replica still syncing (an old
-    /// primary restarted as a replica starts empty) or a demoted one. Its "absent" says
-    /// nothing about the primary's data.
+    /// A read answered by a node that is not the primary: a replica still syncing (an old
+    /// primary restarted as a replica starts empty, or from the dump of its last sync) or a
+    /// demoted one. Whatever it holds, or lacks, says nothing certain about the primary's data.
     #[error("redis {op}: the node that answered is a {role}, not the primary, so its data may be missing or old")]
     NotPrimary { op: &'static str, role: String },
     /// The write is on the primary but fewer replicas than required acknowledged it in time:

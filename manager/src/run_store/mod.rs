@@ -403,29 +403,31 @@ impl RunStore {
         Ok(outcome != 0)
     }
 
+    /// The run's record and version, read from the primary only. `ROLE` goes in the same
+    /// pipeline: a replica's answer, present or absent, may be old. An old primary restarted
+    /// as a replica serves the dump of its last sync until it syncs again (a result judged
+    /// against such a state was ignored as not the pending step, acked and lost), and one
+    /// that starts empty answers "absent".
     pub async fn load(&self, id: &str) -> Result<Option<Versioned>, StoreError> {
         check_name("run id", id)?;
         let mut conn = self.link.conn();
-        let (version, record): (Option<u64>, Option<String>) = self
+        let (role, (version, record)): (Vec<redis::Value>, (Option<u64>, Option<String>)) = self
             .call(
                 "load",
                 self.timeout,
-                redis::cmd("HMGET")
+                redis::pipe()
+                    .cmd("ROLE")
+                    .cmd("HMGET")
                     .arg(run_key(id))
                     .arg("version")
                     .arg("record")
                     .query_async(&mut conn),
             )
             .await?;
+        self.refuse_unless_primary("load", &role).await?;
         match (version, record) {
             (Some(version), Some(record)) => Ok(Some(Versioned { version, record })),
-            (None, None) => {
-                // Absent only counts when the primary says so: a replica still syncing (an
-                // old primary restarted as one starts empty) answers reads with nothing, and
-                // a result dropped for a "missing" run waits out its episode deadline.
-                self.confirm_primary("load", &mut conn).await?;
-                Ok(None)
-            }
+            (None, None) => Ok(None),
             _ => Err(StoreError::Protocol {
                 op: "load",
                 detail: format!("run {id} has a version or a record but not both"),
@@ -433,17 +435,14 @@ impl RunStore {
         }
     }
 
-    /// Whether the node behind `conn` is the primary (`ROLE`); `NotPrimary` (retryable; with
-    /// sentinels the store asks them again) when it is not.
-    async fn confirm_primary(
+    /// `NotPrimary` (retryable; with sentinels the store asks them again) unless the `ROLE`
+    /// reply names a master.
+    async fn refuse_unless_primary(
         &self,
         op: &'static str,
-        conn: &mut redis::aio::ConnectionManager,
+        role: &[redis::Value],
     ) -> Result<(), StoreError> {
-        let reply: Vec<redis::Value> = self
-            .call(op, self.timeout, redis::cmd("ROLE").query_async(conn))
-            .await?;
-        let role = link::role_name(&reply);
+        let role = link::role_name(role);
         if role.as_deref() == Some("master") {
             return Ok(());
         }

@@ -258,3 +258,140 @@ async fn an_empty_replica_does_not_answer_for_the_primary() -> Result<()> {
     })
     .await
 }
+
+/// What an old primary restarted as a replica looks like when it was a replica before: it
+/// loads the dump of its last sync (a replica writes the primary's dump to its own dir, even
+/// with `--save ''`) and serves that old state until it syncs again. A result judged against
+/// it was ignored as "not the pending step", acked and lost (the 2026-12-07 chaos run: a run
+/// waited 30 minutes for its episode deadline). The store must refuse it like an empty one.
+#[tokio::test]
+async fn a_replica_holding_an_old_state_does_not_answer_for_the_primary() -> Result<()> {
+    bounded(async {
+        let primary = RedisServer::start().await?;
+        let on_primary = RunStore::connect(&primary.url(), STORE_TIMEOUT).await?;
+        assert!(
+            on_primary
+                .create("r1", r#"{"n":1}"#, "pending", 1, None, None)
+                .await?
+        );
+        let mut replica = RedisServer::start_replica_of(primary.port()).await?;
+        replica.wait_replicating(Duration::from_secs(20)).await?;
+        // The run moves on while the replica is down; it comes back unable to sync.
+        replica.kill();
+        assert!(matches!(
+            on_primary
+                .compare_and_set("r1", cas(1, r#"{"n":2}"#))
+                .await?,
+            CasOutcome::Applied { new_version: 2 }
+        ));
+        replica
+            .restart_as_replica_of(loopgate_test_support::free_port()?)
+            .await?;
+        let on_replica = RunStore::connect(&replica.url(), STORE_TIMEOUT).await?;
+        // The setup holds: the replica serves the old version of the run.
+        let mut raw = redis::Client::open(replica.url())?
+            .get_multiplexed_async_connection()
+            .await?;
+        let old: Option<u64> = redis::cmd("HGET")
+            .arg(loopgate_manager::run_store::run_key("r1"))
+            .arg("version")
+            .query_async(&mut raw)
+            .await?;
+        assert_eq!(
+            old,
+            Some(1),
+            "the restarted replica should hold its last sync's dump"
+        );
+        let err = on_replica
+            .load("r1")
+            .await
+            .expect_err("a replica's old state must not be taken for the primary's");
+        assert!(
+            matches!(err, StoreError::NotPrimary { .. }) && err.is_retryable(),
+            "{err:?}"
+        );
+        assert_eq!(on_primary.load("r1").await?.map(|l| l.version), Some(2));
+        Ok(())
+    })
+    .await
+}
+
+/// A result the engine ignores is acked and gone, so it is judged only against a state the
+/// replicas hold too: on a primary cut off from every replica (an old primary the sentinels
+/// have not yet demoted holds an older state than the promoted one) the ignore is refused
+/// and the result comes again; on the healed link it is ignored as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_is_ignored_only_against_a_state_the_replicas_hold() -> Result<()> {
+    bounded(async {
+        let nats = loopgate_test_support::NatsServer::start().await?;
+        let primary = RedisServer::start().await?;
+        let link = FaultProxy::to_port(primary.port()).await?;
+        let replica = RedisServer::start_replica_of(link.port()).await?;
+        replica.wait_replicating(Duration::from_secs(30)).await?;
+        let store = RunStore::connect(&primary.url(), STORE_TIMEOUT)
+            .await?
+            .with_replica_acks(acks(1, 500));
+        wait_until(Duration::from_secs(30), || async {
+            store.replica_barrier().await.is_ok()
+        })
+        .await
+        .context("the replica never acknowledged a write on the healthy link")?;
+        let bus = loopgate_transport::Bus::connect(
+            &nats.url(),
+            "loopgate",
+            loopgate_transport::BusOptions::default(),
+        )
+        .await?;
+        bus.ensure_topology().await?;
+        let engine = loopgate_manager::Engine::new(
+            bus,
+            store,
+            Duration::from_secs(3600),
+            loopgate_telemetry::metrics::Metrics::new(),
+        );
+        let task = loopgate_common::task::parse_task_toml(
+            "goal = \"g\"\n[[acceptance]]\nid = \"a\"\ncheck = \"true\"\n[roles]\nmanager = \"mgr\"\n",
+        )?;
+        let record = engine.create_run("r1", task, &"0".repeat(64), None).await?;
+        // The run waits for its first decision: a round-1 result is not its pending step.
+        let stray = loopgate_common::decide::RunEvent::ExecFinished(
+            loopgate_protocol::wire::ExecResult {
+                run_id: "r1".into(),
+                generation: record.generation,
+                round: 1,
+                delivery_attempt: 1,
+                worker: "exec-1".into(),
+                outcome: loopgate_protocol::wire::ExecOutcome::Failed {
+                    error: "stray".into(),
+                },
+                usage: Default::default(),
+                duration_ms: 1,
+                agent_isolation: None,
+                attempt: 1,
+                transcript: None,
+            },
+        );
+        link.drop_traffic();
+        let cut = engine.apply("r1", &stray).await;
+        assert!(
+            matches!(
+                &cut,
+                Err(loopgate_manager::EngineError::Store(
+                    StoreError::NotReplicated { .. }
+                ))
+            ),
+            "a result ignored on a primary no replica follows was acked: {cut:?}"
+        );
+        link.heal();
+        let healed = wait_until(Duration::from_secs(10), || async {
+            matches!(
+                engine.apply("r1", &stray).await,
+                Ok(loopgate_manager::Applied::Ignored(_))
+            )
+        })
+        .await;
+        healed.context("the healed link never let the stray result be ignored")?;
+        Ok(())
+    })
+    .await
+}
