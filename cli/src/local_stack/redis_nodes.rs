@@ -39,6 +39,10 @@ fn data_node_args(config: &Path, port: u16, dir: &Path) -> Vec<OsString> {
         // acknowledged while a slow fsync ran (docs/reliability.md).
         &"--appendfsync",
         &"always",
+        // A replica cut off from its primary (or restarted, before its first sync) answers
+        // reads with an error instead of its own, possibly old, data.
+        &"--replica-serve-stale-data",
+        &"no",
     ])
 }
 
