@@ -250,6 +250,7 @@ pub fn throughput(
         "executor MiB (largest / all)",
         "auditor MiB",
         "nats-server MiB",
+        "CPU ms per round: manager / executors / auditor / nats / redis (machine)",
     ]);
     let mib = |v: &Value| fmt_num(num(v) / 1024.0, 1);
     for c in &cells {
@@ -274,6 +275,7 @@ pub fn throughput(
             ),
             mib(&rss["auditor"]),
             mib(&rss["nats_server"]),
+            cpu_per_round(&c["cpu_ms_per_round"]),
         ]);
     }
     out.push_str(&table.render());
@@ -523,6 +525,23 @@ fn workspace_overlay(doc: &Value) -> String {
     out.push_str(&table.render());
     out.push('\n');
     out
+}
+
+/// `m / e / a / n / r (machine)` in ms, or `-` for a file written before CPU was counted.
+fn cpu_per_round(cpu: &Value) -> String {
+    if cpu.is_null() {
+        return "-".to_string();
+    }
+    let ms = |key: &str| fmt_num(num(&cpu[key]), 2);
+    format!(
+        "{} / {} / {} / {} / {} ({})",
+        ms("manager"),
+        ms("executors"),
+        ms("auditor"),
+        ms("nats_server"),
+        ms("redis_server"),
+        ms("machine")
+    )
 }
 
 #[cfg(test)]

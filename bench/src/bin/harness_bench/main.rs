@@ -221,6 +221,30 @@ async fn matrix_part(args: &Args, command: &str) -> anyhow::Result<()> {
             mib(c.rss_peak_kib[4]),
         );
     }
+    println!(
+        "\nCPU ms per round while each cell ran (a worker's with its sandboxed checks and tool commands; machine: all busy CPU, the bench and its stand-in model included)\n"
+    );
+    println!(
+        "| runs | executors | auditors | manager | executors | auditor | nats | redis | machine |"
+    );
+    println!(
+        "|-----:|----------:|---------:|--------:|----------:|--------:|-----:|------:|--------:|"
+    );
+    for c in &cells {
+        let cpu = &c.cpu_per_round;
+        println!(
+            "| {:>4} | {:>9} | {:>8} | {:>7.2} | {:>9.2} | {:>7.2} | {:>4.2} | {:>5.2} | {:>7.2} |",
+            c.concurrent,
+            c.executors,
+            c.auditors,
+            cpu.manager,
+            cpu.executors,
+            cpu.auditor,
+            cpu.nats,
+            cpu.redis,
+            cpu.machine,
+        );
+    }
     let doc = json!({
         "bench": "throughput",
         "command": command,

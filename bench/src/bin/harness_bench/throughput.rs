@@ -11,7 +11,7 @@ use loopgate_tests::Stack;
 use serde_json::{json, Value};
 
 use crate::scenario::{stack_options, task_toml, TERMINAL};
-use crate::stats::{round3, rss_kib, Summary};
+use crate::stats::{cpu_ms, machine_busy_ms, round3, rss_kib, Summary};
 
 pub struct Cell {
     pub concurrent: usize,
@@ -25,7 +25,50 @@ pub struct Cell {
     pub run_latency_ms: Summary,
     /// Peak RSS (KiB): manager, the largest executor, all executors together, auditor, nats-server.
     pub rss_peak_kib: [u64; 5],
+    /// CPU ms per round while the cell ran, with reaped children (checks, tool commands).
+    pub cpu_per_round: CpuPerRound,
     pub states: Value,
+}
+
+/// Where a round's CPU went: ms per round by process, and the machine's busy time per round
+/// (which also holds the bench itself, its stand-in model, and anything else running).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CpuPerRound {
+    pub manager: f64,
+    pub executors: f64,
+    pub auditor: f64,
+    pub nats: f64,
+    pub redis: f64,
+    pub machine: f64,
+}
+
+impl CpuPerRound {
+    pub fn json(&self) -> Value {
+        json!({
+            "manager": round3(self.manager),
+            "executors": round3(self.executors),
+            "auditor": round3(self.auditor),
+            "nats_server": round3(self.nats),
+            "redis_server": round3(self.redis),
+            "machine": round3(self.machine),
+        })
+    }
+}
+
+/// CPU ms so far of each process of the stack: manager(s), executors, auditor, nats-server,
+/// redis-server, and the whole machine.
+fn cpu_now(stack: &mut Stack) -> [u64; 6] {
+    let sum = |pids: &[u32]| pids.iter().filter_map(|&p| cpu_ms(p)).sum::<u64>();
+    let managers: Vec<u32> = stack.managers.iter().map(|m| m.child.pid()).collect();
+    let executors: Vec<u32> = stack.executors.iter().map(|e| e.pid()).collect();
+    [
+        sum(&managers),
+        sum(&executors),
+        cpu_ms(stack.auditor.pid()).unwrap_or(0),
+        cpu_ms(stack.nats.process_mut().pid()).unwrap_or(0),
+        cpu_ms(stack.redis.process_mut().pid()).unwrap_or(0),
+        machine_busy_ms().unwrap_or(0),
+    ]
 }
 
 impl Cell {
@@ -41,6 +84,7 @@ impl Cell {
             "runs_per_s": round3(self.runs_per_s),
             "run_latency_ms": self.run_latency_ms.json(),
             "terminal_states": self.states,
+            "cpu_ms_per_round": self.cpu_per_round.json(),
             "rss_peak_kib": {
                 "manager": manager,
                 "executor_max": executor_max,
@@ -76,6 +120,7 @@ pub async fn cell(
     let mut stack = Stack::start(options).await?;
     let store = RunStore::connect(&stack.redis.url(), Duration::from_secs(5)).await?;
     let task = task_toml(rounds);
+    let cpu_before = cpu_now(&mut stack);
     let started = Instant::now();
     let submitted =
         futures::future::join_all((0..concurrent).map(|_| stack.submit(&task, &[]))).await;
@@ -92,6 +137,7 @@ pub async fn cell(
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let cpu_after = cpu_now(&mut stack);
 
     let rss_peak_kib = {
         let executor_peaks: Vec<u64> = stack.executors.iter().map(|e| peak(e.pid())).collect();
@@ -136,6 +182,16 @@ pub async fn cell(
             .count() as u64;
     }
     let wall_s = ((last - first) / 1000.0).max(1e-3);
+    let per_round =
+        |i: usize| cpu_after[i].saturating_sub(cpu_before[i]) as f64 / (total_rounds.max(1) as f64);
+    let cpu_per_round = CpuPerRound {
+        manager: per_round(0),
+        executors: per_round(1),
+        auditor: per_round(2),
+        nats: per_round(3),
+        redis: per_round(4),
+        machine: per_round(5),
+    };
     Ok(Cell {
         concurrent,
         executors,
@@ -146,6 +202,7 @@ pub async fn cell(
         runs_per_s: concurrent as f64 / wall_s,
         run_latency_ms: Summary::of(&latencies),
         rss_peak_kib,
+        cpu_per_round,
         states: Value::Object(states),
     })
 }
