@@ -152,6 +152,8 @@ pub struct Settings {
     pub max_deliver: i64,
     pub retention: Duration,
     pub sweep_interval: Duration,
+    /// `overdue_after_secs`: a run this long without a change has its episode's claim read.
+    pub overdue_after: Duration,
     pub gc_interval: Duration,
     pub gc_grace: Duration,
     pub gui_offered: bool,
@@ -316,6 +318,7 @@ pub fn resolve(
         sweep_interval: Duration::from_millis(
             m.sweep_interval_ms.unwrap_or(1000).clamp(50, 60_000),
         ),
+        overdue_after: Duration::from_secs(m.overdue_after_secs.unwrap_or(30).clamp(1, 3600)),
         gc_interval: Duration::from_secs(m.gc_interval_secs.unwrap_or(3600).max(1)),
         gc_grace: Duration::from_secs(m.gc_grace_secs.unwrap_or(86_400)),
         gui_offered,

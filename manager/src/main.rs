@@ -18,11 +18,14 @@ use loopgate_manager::{log_report_trust, run_gauges};
 use loopgate_manager::{router, ApiState};
 use loopgate_manager::{DeadLetterLoop, DeadlineSweeper};
 use loopgate_manager::{OutboxRelay, RunAdmission, RELAY_EVERY};
+use loopgate_manager::{OverdueResults, OVERDUE_EVERY};
 use loopgate_models::{process_env, ChatClient};
 use loopgate_snapshot::SnapshotStore;
 use loopgate_telemetry::metrics::Metrics;
 use loopgate_telemetry::otel::start_from_env;
-use loopgate_transport::runtime::{retry_with_patience, shutdown_on_signals, CONNECT_PATIENCE};
+use loopgate_transport::runtime::{
+    retry_with_patience, shutdown_on_signals, FinishedClaims, CONNECT_PATIENCE,
+};
 use loopgate_transport::{Bus, BusError, BusOptions, ConsumerOptions};
 use tokio_util::sync::CancellationToken;
 
@@ -169,6 +172,16 @@ async fn main() -> anyhow::Result<()> {
         after: settings.outbox_republish_after,
     };
     let relay_task = tokio::spawn(relay.run(cancel.clone()));
+    let overdue = OverdueResults {
+        engine: engine.clone(),
+        claims: FinishedClaims::open(&bus)
+            .await
+            .context("episode claims bucket")?,
+        auditor_keys: settings.auditor_keys.clone(),
+        every: (settings.overdue_after / 2).clamp(Duration::from_secs(1), OVERDUE_EVERY),
+        quiet_for: settings.overdue_after,
+    };
+    let overdue_task = tokio::spawn(overdue.run(cancel.clone()));
     let admission_task = settings.max_active_runs.map(|max_active| {
         let admission = RunAdmission {
             engine: engine.clone(),
@@ -224,6 +237,7 @@ async fn main() -> anyhow::Result<()> {
     let _ = tokio::time::timeout(Duration::from_secs(5), dead_task).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), sweeper_task).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), relay_task).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), overdue_task).await;
     if let Some(task) = admission_task {
         let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
     }

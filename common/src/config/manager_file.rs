@@ -72,6 +72,10 @@ pub struct ManagerSection {
     /// How often this replica sweeps `lg:deadlines`, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep_interval_ms: Option<u64>,
+    /// How long a run waits without a change before the claim of its episode in flight is
+    /// read for a result that never reached it, in seconds (default 30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overdue_after_secs: Option<u64>,
     /// How often unreferenced snapshot blobs are collected (default 3600 s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gc_interval_secs: Option<u64>,

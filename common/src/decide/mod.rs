@@ -44,6 +44,7 @@ pub use transition::{
     Decision, Distrust, RunEvent, Step, DECISION_SLACK_SECS, EPISODE_GRACE_SECS, FEEDBACK_KEEP,
     HISTORY_KEEP, RAW_LOG_CHARS,
 };
+pub use tx::single_episode_in_flight;
 use tx::Tx;
 
 /// Create the record of a new run and request its first decision (a run without a msg-id

@@ -4,7 +4,7 @@ use crate::task::parse_task_toml;
 use loopgate_protocol::usage::Usage;
 use loopgate_protocol::verdict::Evidence;
 use loopgate_protocol::verdict::{AuditStatus, CheckVerdict, ContractVerdict, Integrity, Verdicts};
-use loopgate_protocol::wire::{AuditPurpose, ExecOutcome, Message};
+use loopgate_protocol::wire::{AuditPurpose, EpisodeRole, ExecOutcome, Message};
 use loopgate_protocol::wire::{AuditReport, ExecResult};
 
 pub(super) const TASK: &str = r#"
@@ -450,4 +450,55 @@ fn manager_prompt_stays_within_budget() {
     assert!(prompt.chars().count() <= 24_000, "{}", prompt.len());
     assert!(prompt.contains("Create hello.py"));
     assert!(prompt.contains("Round 40"));
+}
+
+/// The manager reads the claim of the one episode a run waits for under the id its request
+/// was sent with (the worker claims the step under that id): for an exec step and its audit,
+/// and nothing while a decision is pending.
+#[test]
+fn the_episode_in_flight_is_named_by_its_requests_id() {
+    let deciding = started();
+    let sent_as = |step: &Step, want: EpisodeRole| {
+        step.outgoing()
+            .iter()
+            .find_map(|o| match (&o.message, want) {
+                (Message::ExecRequest(_), EpisodeRole::Executor)
+                | (Message::AuditRequest(_), EpisodeRole::Auditor) => Some(o.msg_id.clone()),
+                _ => None,
+            })
+    };
+    let mut cases = Vec::new();
+    let mut record = deciding.clone();
+    if let Phase::Auditing { .. } = record.phase {
+        // A start audit of the base first: answered so the run goes on to its decision.
+        record = apply(
+            &record,
+            RunEvent::AuditFinished(report(&record, false, Integrity::Clean)),
+        )
+        .record;
+    }
+    cases.push((record.clone(), None));
+    let executing = reply(&record, "Next: cli\nTask: write hello.py");
+    cases.push((
+        executing.record.clone(),
+        sent_as(&executing, EpisodeRole::Executor).map(|id| (EpisodeRole::Executor, id)),
+    ));
+    let auditing = exec_done(&executing.record, "c1");
+    cases.push((
+        auditing.record.clone(),
+        sent_as(&auditing, EpisodeRole::Auditor).map(|id| (EpisodeRole::Auditor, id)),
+    ));
+    for (record, want) in cases {
+        assert!(
+            want.is_some() || matches!(record.phase, Phase::Deciding { .. }),
+            "a request was sent for {:?}",
+            record.phase
+        );
+        assert_eq!(
+            single_episode_in_flight(&record),
+            want,
+            "{:?}",
+            record.phase
+        );
+    }
 }

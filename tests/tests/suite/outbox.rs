@@ -278,3 +278,69 @@ async fn with_max_active_runs_new_runs_wait_queued_and_start_in_order() -> anyho
     }
     Ok(())
 }
+
+/// A result the worker published that never reached its run (here: purged from the results
+/// stream while no manager ran; in the 2026-12-07 chaos run, one acked against a stale state)
+/// is taken from the step's claim once the run has been quiet for `overdue_after_secs`,
+/// instead of waiting out the step's deadline (the episode's 30 minutes and a minute).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_lost_on_its_way_is_taken_from_the_steps_claim() -> anyhow::Result<()> {
+    let model = StandInModel::start(
+        Script::new()
+            .fallback(
+                "standin-manager",
+                Reply::content("Next: cli\nTask: write hello.py"),
+            )
+            .fallback("standin-executor", hello_executor(Duration::from_secs(2))),
+    )
+    .await?;
+    let mut opts = StackOptions::new(profiles(&model), 1);
+    opts.manager_extra = "sweep_interval_ms = 200\noverdue_after_secs = 2".into();
+    let mut stack = Stack::start(opts).await?;
+    let id = stack.submit_id(TASK).await?;
+    stack
+        .first_episode_executor(&id, Duration::from_secs(60))
+        .await?;
+    stack.kill_manager(0);
+    let published = format!("result.exec.{id}");
+    wait_for(
+        "the episode's result published",
+        Duration::from_secs(60),
+        || {
+            let logs = stack.logs();
+            let published = published.clone();
+            async move {
+                logs.lines()
+                    .any(|l| l.contains("result published") && l.contains(&published))
+            }
+        },
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}\n{}", stack.logs()))?;
+    let js = async_nats::jetstream::new(async_nats::connect(stack.nats.url()).await?);
+    let purged = js
+        .get_stream(loopgate_protocol::subjects::STREAM_RESULTS)
+        .await?
+        .purge()
+        .await?;
+    assert!(
+        purged.purged >= 1,
+        "the result was in the stream: {purged:?}"
+    );
+    stack.spawn_manager().await?;
+    let done = stack.wait_terminal(&id, Duration::from_secs(90)).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    let types = stack.log_types(&id).await?;
+    assert!(
+        !types.contains(&"deadline_missed".to_string()),
+        "no round may fail for the lost result: {types:?}"
+    );
+    let dispatched = types.iter().filter(|t| *t == "exec_dispatched").count();
+    assert_eq!(dispatched, 1, "the step ran once: {types:?}");
+    assert!(
+        stack.manager_log().contains("taken from its claim"),
+        "the new replica took the result from the claim\n{}",
+        stack.logs()
+    );
+    Ok(())
+}

@@ -127,7 +127,7 @@ pub trait ClaimedEpisode: Sync {
 }
 
 /// The claim role of an episode role: claims of different roles never meet.
-fn claim_role(role: EpisodeRole) -> &'static str {
+pub(crate) fn claim_role(role: EpisodeRole) -> &'static str {
     match role {
         EpisodeRole::Executor => "exec",
         EpisodeRole::Auditor => "audit",

@@ -99,6 +99,14 @@ fn next(seen: Seen) -> Next {
     }
 }
 
+/// The result a finished claim holds; `None` for any other entry.
+pub(crate) fn finished_result_of(entry: &kv::Entry) -> Option<StoredResult> {
+    match seen(Some(entry)) {
+        Seen::Finished(result) => Some(result),
+        _ => None,
+    }
+}
+
 fn seen(entry: Option<&kv::Entry>) -> Seen {
     let Some(entry) = entry else {
         return Seen::Absent;

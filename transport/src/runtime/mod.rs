@@ -11,6 +11,7 @@ pub mod episode_cancels;
 pub mod episode_claim;
 pub mod episode_progress;
 pub mod episode_started;
+pub mod finished_claims;
 pub mod keep_alive;
 pub mod periodic;
 pub mod progress_throttle;
@@ -31,6 +32,7 @@ pub use episode_cancels::{EpisodeCancels, Registration, DISPATCH_ID_HEADER, REME
 pub use episode_claim::{claim_key, ClaimGuard, Claimed, EpisodeClaims, Recorded, StoredResult};
 pub use episode_progress::{report_audit_progress, report_progress};
 pub use episode_started::announce_started;
+pub use finished_claims::FinishedClaims;
 pub use keep_alive::{progress_interval, KeepAlive};
 pub use periodic::{run_periodically, FirstPass};
 pub use progress_throttle::{send_throttled, PROGRESS_EVERY};

@@ -6,8 +6,8 @@ use crate::state::{Attempt, DeadlineKind, HeldStep, LogEvent, Phase, RunRecord, 
 use loopgate_protocol::dispatch_id::{DispatchId, StepKey};
 use loopgate_protocol::subjects::Capability;
 use loopgate_protocol::wire::{
-    AuditPurpose, AuditRequest, EpisodeKind, ExecFeedback, ExecRequest, Increment, Message,
-    FIRST_ATTEMPT,
+    AuditPurpose, AuditRequest, EpisodeKind, EpisodeRole, ExecFeedback, ExecRequest, Increment,
+    Message, FIRST_ATTEMPT,
 };
 
 impl Tx {
@@ -213,5 +213,20 @@ fn step_key(r: &RunRecord) -> StepKey<'_> {
         run_id: &r.id,
         generation: r.generation,
         round: r.round,
+    }
+}
+
+/// The role and dispatch id of the one episode a run waits for: its round's executor step, or
+/// its audit. `None` in any other phase, and for a step of several attempts (each sibling has
+/// its own id).
+pub fn single_episode_in_flight(r: &RunRecord) -> Option<(EpisodeRole, String)> {
+    match &r.phase {
+        Phase::Executing { attempts, .. } if attempts.is_empty() => {
+            Some((EpisodeRole::Executor, exec_dispatch_id(r)))
+        }
+        Phase::Auditing { purpose, .. } => {
+            Some((EpisodeRole::Auditor, audit_dispatch_id(r, *purpose)))
+        }
+        _ => None,
     }
 }

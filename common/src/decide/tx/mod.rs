@@ -2,6 +2,8 @@
 
 mod dispatch;
 
+pub use self::dispatch::single_episode_in_flight;
+
 use super::exec_feedback::exec_feedback;
 use super::transition::{Decision, Step, DECISION_SLACK_SECS, FEEDBACK_KEEP, HISTORY_KEEP};
 use crate::gate::{evaluate_gate, GateVerdict};
