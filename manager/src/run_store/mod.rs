@@ -404,10 +404,8 @@ impl RunStore {
     }
 
     /// The run's record and version, read from the primary only. `ROLE` goes in the same
-    /// pipeline: a replica's answer, present or absent, may be old. An old primary restarted
-    /// as a replica serves the dump of its last sync until it syncs again (a result judged
-    /// against such a state was ignored as not the pending step, acked and lost), and one
-    /// that starts empty answers "absent".
+    /// pipeline: a replica's answer, present or absent, may be old (an old primary restarted
+    /// as a replica serves the dump of its last sync until it syncs again, or nothing).
     pub async fn load(&self, id: &str) -> Result<Option<Versioned>, StoreError> {
         check_name("run id", id)?;
         let mut conn = self.link.conn();
