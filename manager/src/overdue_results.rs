@@ -23,8 +23,8 @@ use crate::engine::{now_ms, Applied, Engine, EngineError};
 /// How often a replica looks for overdue results, at most (half `[manager]
 /// overdue_after_secs` when that is shorter). How long a run must wait without a change first
 /// is that setting (default 30 s): a result normally reaches its run within a second of being
-/// published, and a running episode sends a progress notice (which changes the record) about
-/// every 10 s.
+/// published, and a running episode's progress notices (at each of its turns) change the
+/// record; a live episode found quiet costs one claim read.
 pub const OVERDUE_EVERY: Duration = Duration::from_secs(15);
 /// Runs looked at per pass, at most (the oldest changes first do not matter: every pass
 /// reads the state index afresh).
