@@ -180,6 +180,7 @@ async fn main() -> anyhow::Result<()> {
         auditor_keys: settings.auditor_keys.clone(),
         every: (settings.overdue_after / 2).clamp(Duration::from_secs(1), OVERDUE_EVERY),
         quiet_for: settings.overdue_after,
+        next_offset: Default::default(),
     };
     let overdue_task = tokio::spawn(overdue.run(cancel.clone()));
     let admission_task = settings.max_active_runs.map(|max_active| {

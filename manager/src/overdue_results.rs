@@ -8,6 +8,7 @@
 //! result that did arrive meanwhile makes this one a replay. Without this the run waited for
 //! its step's deadline (the episode's whole time budget and a minute).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use loopgate_common::decide::{single_episode_in_flight, RunEvent};
@@ -26,8 +27,8 @@ use crate::engine::{now_ms, Applied, Engine, EngineError};
 /// published, and a running episode's progress notices (at each of its turns) change the
 /// record; a live episode found quiet costs one claim read.
 pub const OVERDUE_EVERY: Duration = Duration::from_secs(15);
-/// Runs looked at per pass, at most (the oldest changes first do not matter: every pass
-/// reads the state index afresh).
+/// Runs looked at per pass, at most; the next pass goes on from where this one stopped, so a
+/// larger index is covered over several passes.
 const RUNS_PER_PASS: usize = 2000;
 
 pub struct OverdueResults {
@@ -37,6 +38,8 @@ pub struct OverdueResults {
     pub auditor_keys: TrustedKeys,
     pub every: Duration,
     pub quiet_for: Duration,
+    /// Where in the index of running runs the next pass starts.
+    pub next_offset: AtomicUsize,
 }
 
 impl OverdueResults {
@@ -54,11 +57,18 @@ impl OverdueResults {
 
     /// One pass; returns how many runs took a result from a claim.
     pub async fn pass_once(&self) -> Result<usize, EngineError> {
+        let offset = self.next_offset.load(Ordering::Relaxed);
         let ids = self
             .engine
             .store()
-            .list(Some(RunState::Running.as_str()), 0, RUNS_PER_PASS)
+            .list(Some(RunState::Running.as_str()), offset, RUNS_PER_PASS)
             .await?;
+        let next = if ids.len() < RUNS_PER_PASS {
+            0
+        } else {
+            offset + ids.len()
+        };
+        self.next_offset.store(next, Ordering::Relaxed);
         let quiet_ms = i64::try_from(self.quiet_for.as_millis()).unwrap_or(i64::MAX);
         let now = now_ms();
         let mut taken = 0;
