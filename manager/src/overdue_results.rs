@@ -72,16 +72,36 @@ impl OverdueResults {
         let quiet_ms = i64::try_from(self.quiet_for.as_millis()).unwrap_or(i64::MAX);
         let now = now_ms();
         let mut taken = 0;
+        // One run whose record cannot be decoded or whose transition is refused does not stop
+        // the pass for the others; the pass fails (and says why) when none could be looked at.
+        let (mut failed, mut first_error) = (0usize, None);
+        let looked_at = ids.len();
         for id in ids {
-            let Some((_, record)) = self.engine.load(&id).await? else {
-                continue;
+            let outcome = match self.engine.load(&id).await {
+                Ok(Some((_, record))) if now.saturating_sub(record.updated_at) >= quiet_ms => {
+                    self.take_from_claim(&record).await
+                }
+                Ok(_) => Ok(false),
+                Err(e) => Err(e),
             };
-            if now.saturating_sub(record.updated_at) < quiet_ms {
-                continue;
+            match outcome {
+                Ok(true) => taken += 1,
+                Ok(false) => {}
+                // Redis or NATS unreachable or slow: every other run would wait out the same
+                // timeout, so the pass ends here and the next one starts again.
+                Err(e @ (EngineError::Store(_) | EngineError::Bus(_))) => return Err(e),
+                Err(e) => {
+                    tracing::debug!(run_id = %id, error = %e, "overdue-result check failed for this run");
+                    failed += 1;
+                    first_error.get_or_insert(e);
+                }
             }
-            if self.take_from_claim(&record).await? {
-                taken += 1;
+        }
+        if let Some(e) = first_error {
+            if failed == looked_at {
+                return Err(e);
             }
+            tracing::warn!(failed, looked_at, error = %e, "overdue-result checks failed for some runs; the next pass tries them again");
         }
         Ok(taken)
     }
