@@ -107,24 +107,32 @@ async fn the_store_follows_the_primary_the_sentinels_promote() -> Result<()> {
     .await
 }
 
+/// A primary, a replica whose replication link runs through a proxy (so a test can cut it),
+/// and a store on the primary that waits for `wait_ms` for one replica to acknowledge each
+/// write; returned once the replica has acknowledged one (on a loaded machine a first `WAIT`
+/// on a fresh link can run past its second).
+async fn primary_with_proxied_replica(
+    wait_ms: u64,
+) -> Result<(RedisServer, FaultProxy, RedisServer, RunStore)> {
+    let primary = RedisServer::start().await?;
+    let link = FaultProxy::to_port(primary.port()).await?;
+    let replica = RedisServer::start_replica_of(link.port()).await?;
+    replica.wait_replicating(Duration::from_secs(30)).await?;
+    let store = RunStore::connect(&primary.url(), STORE_TIMEOUT)
+        .await?
+        .with_replica_acks(acks(1, wait_ms));
+    wait_until(Duration::from_secs(30), || async {
+        store.replica_barrier().await.is_ok()
+    })
+    .await
+    .context("the replica never acknowledged a write on the healthy link")?;
+    Ok((primary, link, replica, store))
+}
+
 #[tokio::test]
 async fn a_write_no_replica_holds_is_not_acknowledged() -> Result<()> {
     bounded(async {
-        let primary = RedisServer::start().await?;
-        // The replication link runs through a proxy, so the test can cut it.
-        let link = FaultProxy::to_port(primary.port()).await?;
-        let replica = RedisServer::start_replica_of(link.port()).await?;
-        replica.wait_replicating(Duration::from_secs(30)).await?;
-        let store = RunStore::connect(&primary.url(), STORE_TIMEOUT)
-            .await?
-            .with_replica_acks(acks(1, 1000));
-        // The replica answers WAIT once it has settled after its first sync (on a loaded
-        // machine a first WAIT on a fresh link can run past its second): wait for one.
-        wait_until(Duration::from_secs(30), || async {
-            store.replica_barrier().await.is_ok()
-        })
-        .await
-        .context("the replica never acknowledged a write on the healthy link")?;
+        let (_primary, link, _replica, store) = primary_with_proxied_replica(1000).await?;
         assert!(
             store
                 .create("r1", r#"{"n":1}"#, "pending", 1, None, None)
@@ -324,18 +332,7 @@ async fn a_replica_holding_an_old_state_does_not_answer_for_the_primary() -> Res
 async fn a_result_is_ignored_only_against_a_state_the_replicas_hold() -> Result<()> {
     bounded(async {
         let nats = loopgate_test_support::NatsServer::start().await?;
-        let primary = RedisServer::start().await?;
-        let link = FaultProxy::to_port(primary.port()).await?;
-        let replica = RedisServer::start_replica_of(link.port()).await?;
-        replica.wait_replicating(Duration::from_secs(30)).await?;
-        let store = RunStore::connect(&primary.url(), STORE_TIMEOUT)
-            .await?
-            .with_replica_acks(acks(1, 500));
-        wait_until(Duration::from_secs(30), || async {
-            store.replica_barrier().await.is_ok()
-        })
-        .await
-        .context("the replica never acknowledged a write on the healthy link")?;
+        let (_primary, link, _replica, store) = primary_with_proxied_replica(500).await?;
         let bus = loopgate_transport::Bus::connect(
             &nats.url(),
             "loopgate",

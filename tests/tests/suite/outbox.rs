@@ -31,6 +31,20 @@ fn profiles(model: &StandInModel) -> Vec<Profile> {
     ]
 }
 
+/// A manager that always asks for hello.py, and an executor that writes it with a 2 s wait
+/// before each reply.
+async fn hello_in_two_second_turns() -> anyhow::Result<StandInModel> {
+    StandInModel::start(
+        Script::new()
+            .fallback(
+                "standin-manager",
+                Reply::content("Next: cli\nTask: write hello.py"),
+            )
+            .fallback("standin-executor", hello_executor(Duration::from_secs(2))),
+    )
+    .await
+}
+
 async fn wait_for<F, Fut>(what: &str, timeout: Duration, mut check: F) -> anyhow::Result<()>
 where
     F: FnMut() -> Fut,
@@ -116,15 +130,7 @@ async fn a_dispatch_stored_by_a_manager_killed_before_publishing_is_published_by
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_result_that_exhausts_its_deliveries_is_dead_lettered_and_its_round_fails_now(
 ) -> anyhow::Result<()> {
-    let model = StandInModel::start(
-        Script::new()
-            .fallback(
-                "standin-manager",
-                Reply::content("Next: cli\nTask: write hello.py"),
-            )
-            .fallback("standin-executor", hello_executor(Duration::from_secs(2))),
-    )
-    .await?;
+    let model = hello_in_two_second_turns().await?;
     let mut opts = StackOptions::new(profiles(&model), 1);
     opts.manager_extra = "ack_wait_secs = 3\nmax_deliver = 2\nsweep_interval_ms = 200".into();
     let mut stack = Stack::start(opts).await?;
@@ -285,15 +291,7 @@ async fn with_max_active_runs_new_runs_wait_queued_and_start_in_order() -> anyho
 /// instead of waiting out the step's deadline (the episode's 30 minutes and a minute).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_result_lost_on_its_way_is_taken_from_the_steps_claim() -> anyhow::Result<()> {
-    let model = StandInModel::start(
-        Script::new()
-            .fallback(
-                "standin-manager",
-                Reply::content("Next: cli\nTask: write hello.py"),
-            )
-            .fallback("standin-executor", hello_executor(Duration::from_secs(2))),
-    )
-    .await?;
+    let model = hello_in_two_second_turns().await?;
     let mut opts = StackOptions::new(profiles(&model), 1);
     opts.manager_extra = "sweep_interval_ms = 200\noverdue_after_secs = 2".into();
     let mut stack = Stack::start(opts).await?;
