@@ -7,6 +7,7 @@ mod audit_outcome;
 mod audit_progress;
 mod baseline;
 mod clause_step;
+mod dispatch_ids;
 mod episode_bounds;
 mod episode_progress;
 mod exec_feedback;
@@ -32,6 +33,7 @@ use crate::state::{
 use crate::task::Task;
 
 pub use attempt_choice::{choose_winner, Contender};
+pub use dispatch_ids::single_episode_in_flight;
 pub use episode_bounds::{COST_MICROS_PER_EPISODE_SEC, TOKENS_PER_EPISODE_SEC};
 pub use exec_feedback::ledger_lines;
 pub use planning::{approval_question, edited_contract};
@@ -44,7 +46,6 @@ pub use transition::{
     Decision, Distrust, RunEvent, Step, DECISION_SLACK_SECS, EPISODE_GRACE_SECS, FEEDBACK_KEEP,
     HISTORY_KEEP, RAW_LOG_CHARS,
 };
-pub use tx::single_episode_in_flight;
 use tx::Tx;
 
 /// Create the record of a new run and request its first decision (a run without a msg-id

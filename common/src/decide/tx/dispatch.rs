@@ -2,12 +2,13 @@
 //! audits of a candidate, each with its dedup id.
 
 use super::Tx;
-use crate::state::{Attempt, DeadlineKind, HeldStep, LogEvent, Phase, RunRecord, RunState, Target};
-use loopgate_protocol::dispatch_id::{DispatchId, StepKey};
+use crate::decide::dispatch_ids::{audit_dispatch_id, step_key};
+use crate::state::{Attempt, DeadlineKind, HeldStep, LogEvent, Phase, RunState, Target};
+use loopgate_protocol::dispatch_id::DispatchId;
 use loopgate_protocol::subjects::Capability;
 use loopgate_protocol::wire::{
-    AuditPurpose, AuditRequest, EpisodeKind, EpisodeRole, ExecFeedback, ExecRequest, Increment,
-    Message, FIRST_ATTEMPT,
+    AuditPurpose, AuditRequest, EpisodeKind, ExecFeedback, ExecRequest, Increment, Message,
+    FIRST_ATTEMPT,
 };
 
 impl Tx {
@@ -194,39 +195,5 @@ impl Tx {
             checks_only,
             baseline,
         });
-    }
-}
-
-/// The dedup id (`Nats-Msg-Id`) of the current round's exec request: also what a notice
-/// scoped to that step names.
-pub(super) fn exec_dispatch_id(r: &RunRecord) -> String {
-    DispatchId::exec(step_key(r)).into_string()
-}
-
-/// The dedup id of the current round's audit request of `purpose`.
-pub(super) fn audit_dispatch_id(r: &RunRecord, purpose: AuditPurpose) -> String {
-    DispatchId::audit(step_key(r), purpose, r.decide_seq).into_string()
-}
-
-fn step_key(r: &RunRecord) -> StepKey<'_> {
-    StepKey {
-        run_id: &r.id,
-        generation: r.generation,
-        round: r.round,
-    }
-}
-
-/// The role and dispatch id of the one episode a run waits for: its round's executor step, or
-/// its audit. `None` in any other phase, and for a step of several attempts (each sibling has
-/// its own id).
-pub fn single_episode_in_flight(r: &RunRecord) -> Option<(EpisodeRole, String)> {
-    match &r.phase {
-        Phase::Executing { attempts, .. } if attempts.is_empty() => {
-            Some((EpisodeRole::Executor, exec_dispatch_id(r)))
-        }
-        Phase::Auditing { purpose, .. } => {
-            Some((EpisodeRole::Auditor, audit_dispatch_id(r, *purpose)))
-        }
-        _ => None,
     }
 }

@@ -2,8 +2,6 @@
 
 mod dispatch;
 
-pub use self::dispatch::single_episode_in_flight;
-
 use super::exec_feedback::exec_feedback;
 use super::transition::{Decision, Step, DECISION_SLACK_SECS, FEEDBACK_KEEP, HISTORY_KEEP};
 use crate::gate::{evaluate_gate, GateVerdict};
@@ -19,7 +17,7 @@ use loopgate_protocol::wire::{
     AuditPurpose, AuditReport, CancelEpisodes, DecideRequest, EpisodeKind, Increment, Message,
 };
 
-use self::dispatch::{audit_dispatch_id, exec_dispatch_id};
+use crate::decide::dispatch_ids::{audit_dispatch_id, exec_dispatch_id};
 
 pub(super) struct Tx {
     pub record: RunRecord,
