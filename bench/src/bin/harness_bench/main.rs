@@ -222,18 +222,18 @@ async fn matrix_part(args: &Args, command: &str) -> anyhow::Result<()> {
         );
     }
     println!(
-        "\nCPU ms per round while each cell ran (a worker's with its sandboxed checks and tool commands; machine: all busy CPU, the bench and its stand-in model included)\n"
+        "\nCPU ms per round while each cell ran (a worker's with its sandboxed checks and tool commands; machine: all busy CPU, the bench and its stand-in model included), and the messages nats-server took in per round\n"
     );
     println!(
-        "| runs | executors | auditors | manager | executors | auditor | nats | redis | machine |"
+        "| runs | executors | auditors | manager | executors | auditor | nats | redis | machine | nats msgs in |"
     );
     println!(
-        "|-----:|----------:|---------:|--------:|----------:|--------:|-----:|------:|--------:|"
+        "|-----:|----------:|---------:|--------:|----------:|--------:|-----:|------:|--------:|-------------:|"
     );
     for c in &cells {
         let cpu = &c.cpu_per_round;
         println!(
-            "| {:>4} | {:>9} | {:>8} | {:>7.2} | {:>9.2} | {:>7.2} | {:>4.2} | {:>5.2} | {:>7.2} |",
+            "| {:>4} | {:>9} | {:>8} | {:>7.2} | {:>9.2} | {:>7.2} | {:>4.2} | {:>5.2} | {:>7.2} | {:>12} |",
             c.concurrent,
             c.executors,
             c.auditors,
@@ -243,6 +243,8 @@ async fn matrix_part(args: &Args, command: &str) -> anyhow::Result<()> {
             cpu.nats,
             cpu.redis,
             cpu.machine,
+            c.nats_msgs_per_round
+                .map_or("-".to_string(), |m| format!("{m:.1}")),
         );
     }
     let doc = json!({

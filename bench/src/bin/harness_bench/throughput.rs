@@ -25,6 +25,9 @@ pub struct Cell {
     pub run_latency_ms: Summary,
     /// Peak RSS (KiB): manager, the largest executor, all executors together, auditor, nats-server.
     pub rss_peak_kib: [u64; 5],
+    /// Messages nats-server took in (`/varz` `in_msgs`: publishes, acks, pulls, KV writes and
+    /// reads, requests) per round while the cell ran; `None` when the monitor did not answer.
+    pub nats_msgs_per_round: Option<f64>,
     /// CPU ms per round while the cell ran, with reaped children (checks, tool commands).
     pub cpu_per_round: CpuPerRound,
     pub states: Value,
@@ -53,6 +56,20 @@ impl CpuPerRound {
             "machine": round3(self.machine),
         })
     }
+}
+
+/// Messages nats-server has taken in so far (`/varz` `in_msgs`).
+async fn nats_in_msgs(stack: &Stack) -> Option<u64> {
+    let varz: Value = reqwest::Client::new()
+        .get(format!("{}/varz", stack.nats.monitor_url()))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    varz["in_msgs"].as_u64()
 }
 
 /// CPU ms so far of each process of the stack: manager(s), executors, auditor, nats-server,
@@ -85,6 +102,7 @@ impl Cell {
             "run_latency_ms": self.run_latency_ms.json(),
             "terminal_states": self.states,
             "cpu_ms_per_round": self.cpu_per_round.json(),
+            "nats_in_msgs_per_round": self.nats_msgs_per_round.map(round3),
             "rss_peak_kib": {
                 "manager": manager,
                 "executor_max": executor_max,
@@ -121,6 +139,7 @@ pub async fn cell(
     let store = RunStore::connect(&stack.redis.url(), Duration::from_secs(5)).await?;
     let task = task_toml(rounds);
     let cpu_before = cpu_now(&mut stack);
+    let msgs_before = nats_in_msgs(&stack).await;
     let started = Instant::now();
     let submitted =
         futures::future::join_all((0..concurrent).map(|_| stack.submit(&task, &[]))).await;
@@ -138,6 +157,7 @@ pub async fn cell(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let cpu_after = cpu_now(&mut stack);
+    let msgs_after = nats_in_msgs(&stack).await;
 
     let rss_peak_kib = {
         let executor_peaks: Vec<u64> = stack.executors.iter().map(|e| peak(e.pid())).collect();
@@ -184,6 +204,9 @@ pub async fn cell(
     let wall_s = ((last - first) / 1000.0).max(1e-3);
     let per_round =
         |i: usize| cpu_after[i].saturating_sub(cpu_before[i]) as f64 / (total_rounds.max(1) as f64);
+    let nats_msgs_per_round = msgs_before
+        .zip(msgs_after)
+        .map(|(before, after)| after.saturating_sub(before) as f64 / total_rounds.max(1) as f64);
     let cpu_per_round = CpuPerRound {
         manager: per_round(0),
         executors: per_round(1),
@@ -203,6 +226,7 @@ pub async fn cell(
         run_latency_ms: Summary::of(&latencies),
         rss_peak_kib,
         cpu_per_round,
+        nats_msgs_per_round,
         states: Value::Object(states),
     })
 }
