@@ -233,19 +233,25 @@ async fn what_waiting_for_the_replica_costs_per_write() -> Result<()> {
     .await
 }
 
+/// A primary, a store on it, and run `r1` at version 1.
+async fn primary_holding_one_run() -> Result<(RedisServer, RunStore)> {
+    let primary = RedisServer::start().await?;
+    let store = RunStore::connect(&primary.url(), STORE_TIMEOUT).await?;
+    assert!(
+        store
+            .create("r1", r#"{"n":1}"#, "pending", 1, None, None)
+            .await?
+    );
+    Ok((primary, store))
+}
+
 /// What an old primary restarted as a replica looks like before its first sync: a replica
 /// with nothing in it. Its "absent" must not be taken for the primary's (a result for a run
 /// it does not hold was dropped so, and the run waited out its episode deadline).
 #[tokio::test]
 async fn an_empty_replica_does_not_answer_for_the_primary() -> Result<()> {
     bounded(async {
-        let primary = RedisServer::start().await?;
-        let on_primary = RunStore::connect(&primary.url(), STORE_TIMEOUT).await?;
-        assert!(
-            on_primary
-                .create("r1", r#"{"n":1}"#, "pending", 1, None, None)
-                .await?
-        );
+        let (_primary, on_primary) = primary_holding_one_run().await?;
         // A replica of a primary it cannot reach: it never syncs, so it holds nothing.
         let replica = RedisServer::start_replica_of(loopgate_test_support::free_port()?).await?;
         let on_replica = RunStore::connect(&replica.url(), STORE_TIMEOUT).await?;
@@ -275,13 +281,7 @@ async fn an_empty_replica_does_not_answer_for_the_primary() -> Result<()> {
 #[tokio::test]
 async fn a_replica_holding_an_old_state_does_not_answer_for_the_primary() -> Result<()> {
     bounded(async {
-        let primary = RedisServer::start().await?;
-        let on_primary = RunStore::connect(&primary.url(), STORE_TIMEOUT).await?;
-        assert!(
-            on_primary
-                .create("r1", r#"{"n":1}"#, "pending", 1, None, None)
-                .await?
-        );
+        let (primary, on_primary) = primary_holding_one_run().await?;
         let mut replica = RedisServer::start_replica_of(primary.port()).await?;
         replica.wait_replicating(Duration::from_secs(20)).await?;
         // The run moves on while the replica is down; it comes back unable to sync.

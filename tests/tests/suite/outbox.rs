@@ -45,6 +45,31 @@ async fn hello_in_two_second_turns() -> anyhow::Result<StandInModel> {
     .await
 }
 
+/// The run completes within 90 s with the one round it was dispatched, no round failed at a
+/// deadline, and the manager logged `logged` (what recovered it: `why`).
+async fn completes_in_its_one_round(
+    stack: &Stack,
+    id: &str,
+    logged: &str,
+    why: &str,
+) -> anyhow::Result<()> {
+    let done = stack.wait_terminal(id, Duration::from_secs(90)).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    let types = stack.log_types(id).await?;
+    assert!(
+        !types.contains(&"deadline_missed".to_string()),
+        "no round may fail for what was lost: {types:?}"
+    );
+    let dispatched = types.iter().filter(|t| *t == "exec_dispatched").count();
+    assert_eq!(dispatched, 1, "the step ran once: {types:?}");
+    assert!(
+        stack.manager_log().contains(logged),
+        "{why}\n{}",
+        stack.logs()
+    );
+    Ok(())
+}
+
 async fn wait_for<F, Fut>(what: &str, timeout: Duration, mut check: F) -> anyhow::Result<()>
 where
     F: FnMut() -> Fut,
@@ -108,22 +133,13 @@ async fn a_dispatch_stored_by_a_manager_killed_before_publishing_is_published_by
     stack.nats.restart().await?;
     stack.spawn_manager().await?;
     // Well inside the 120 s start deadline that recovered such a run before the outbox.
-    let done = stack.wait_terminal(&id, Duration::from_secs(90)).await?;
-    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
-    let types = stack.log_types(&id).await?;
-    assert!(
-        !types.contains(&"deadline_missed".to_string()),
-        "no round may fail for the lost publish: {types:?}"
-    );
-    let dispatched = types.iter().filter(|t| *t == "exec_dispatched").count();
-    assert_eq!(dispatched, 1, "{types:?}");
-    assert!(
-        stack
-            .manager_log()
-            .contains("pending effects published by the outbox relay"),
-        "the new replica's relay published it\n{}",
-        stack.logs()
-    );
+    completes_in_its_one_round(
+        &stack,
+        &id,
+        "pending effects published by the outbox relay",
+        "the new replica's relay published it",
+    )
+    .await?;
     Ok(())
 }
 
@@ -326,19 +342,12 @@ async fn a_result_lost_on_its_way_is_taken_from_the_steps_claim() -> anyhow::Res
         "the result was in the stream: {purged:?}"
     );
     stack.spawn_manager().await?;
-    let done = stack.wait_terminal(&id, Duration::from_secs(90)).await?;
-    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
-    let types = stack.log_types(&id).await?;
-    assert!(
-        !types.contains(&"deadline_missed".to_string()),
-        "no round may fail for the lost result: {types:?}"
-    );
-    let dispatched = types.iter().filter(|t| *t == "exec_dispatched").count();
-    assert_eq!(dispatched, 1, "the step ran once: {types:?}");
-    assert!(
-        stack.manager_log().contains("taken from its claim"),
-        "the new replica took the result from the claim\n{}",
-        stack.logs()
-    );
+    completes_in_its_one_round(
+        &stack,
+        &id,
+        "taken from its claim",
+        "the new replica took the result from the claim",
+    )
+    .await?;
     Ok(())
 }
