@@ -8,7 +8,7 @@ use crate::state::{Phase, RunRecord};
 
 /// The dedup id (`Nats-Msg-Id`) of the current round's exec request: also what a notice
 /// scoped to that step names.
-pub(crate) fn exec_dispatch_id(r: &RunRecord) -> String {
+fn exec_dispatch_id(r: &RunRecord) -> String {
     DispatchId::exec(step_key(r)).into_string()
 }
 

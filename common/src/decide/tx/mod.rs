@@ -17,7 +17,7 @@ use loopgate_protocol::wire::{
     AuditPurpose, AuditReport, CancelEpisodes, DecideRequest, EpisodeKind, Increment, Message,
 };
 
-use crate::decide::dispatch_ids::{audit_dispatch_id, exec_dispatch_id};
+use crate::decide::dispatch_ids::single_episode_in_flight;
 
 pub(super) struct Tx {
     pub record: RunRecord,
@@ -337,17 +337,17 @@ impl Tx {
     /// Tell the episode of the step in flight, and only it, to stop (its deadline passed):
     /// the run's later steps in this generation are not touched.
     pub fn cancel_step(&mut self, reason: &str) {
-        let dispatch = match &self.record.phase {
-            Phase::Executing { attempts, .. } if !attempts.is_empty() => {
-                self.cancel_siblings(reason, false);
-                self.episode_in_flight = false;
-                return;
+        if matches!(&self.record.phase, Phase::Executing { attempts, .. } if !attempts.is_empty()) {
+            self.cancel_siblings(reason, false);
+            self.episode_in_flight = false;
+            return;
+        }
+        match single_episode_in_flight(&self.record) {
+            Some((_, dispatch)) => {
+                self.publish_cancel(format!("{dispatch}:cancel"), reason, Some(dispatch))
             }
-            Phase::Executing { .. } => exec_dispatch_id(&self.record),
-            Phase::Auditing { purpose, .. } => audit_dispatch_id(&self.record, *purpose),
-            _ => return self.cancel_episodes(reason),
-        };
-        self.publish_cancel(format!("{dispatch}:cancel"), reason, Some(dispatch));
+            None => self.cancel_episodes(reason),
+        }
     }
 
     fn publish_cancel(&mut self, msg_id: String, reason: &str, dispatch: Option<String>) {
