@@ -150,6 +150,7 @@ impl DeadLetterLoop {
         let consumer = self.engine.bus().work_consumer(Work::Dead, options).await?;
         let consume = ConsumeOptions {
             concurrency: 4,
+            pull_batch: 4,
             poll: Duration::from_secs(1),
             ack_wait: self.ack_wait,
             drain: Duration::from_secs(5),

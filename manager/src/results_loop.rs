@@ -50,6 +50,8 @@ impl ResultsLoop {
             .await?;
         let options = ConsumeOptions {
             concurrency: self.concurrency,
+            // Results are short to handle: one request for as many as there are free handlers.
+            pull_batch: self.concurrency,
             poll: POLL,
             ack_wait: self.consumer_options.ack_wait,
             drain: SHUTDOWN_GRACE,

@@ -1,9 +1,10 @@
 //! Durable pull consumers over the work-queue streams, and the deliveries they hand out.
 //!
-//! Each `next()` issues one pull request for a single message that expires with the caller's
-//! timeout, so a worker never holds messages it has not started (no prefetch eating ack_wait),
-//! an idle wait costs one request per timeout (no spinning), and after a server restart the
-//! next request simply goes out on the reconnected client.
+//! A pull request asks for as many messages as the caller can start at once (`next()`: one;
+//! [`WorkConsumer::next_up_to`]: its free handlers) and expires with the caller's timeout, so a
+//! consumer never holds messages it has no handler for (no prefetch eating ack_wait), an idle
+//! wait costs one request per timeout (no spinning), a busy one one request per batch, and
+//! after a server restart the next request simply goes out on the reconnected client.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -134,6 +135,17 @@ pub struct WorkConsumer {
     failures: u32,
     /// Only look the durable up (never create or update it).
     bind_only: bool,
+    /// The pull request still open: later calls take its messages before asking again.
+    open: Option<OpenPull>,
+}
+
+/// A pull request the server may still answer.
+struct OpenPull {
+    messages: pull::Batch,
+    /// Messages it may still deliver.
+    left: usize,
+    /// When it has surely expired (its expiry plus [`PULL_GRACE`]).
+    ends_at: Instant,
 }
 
 impl std::fmt::Debug for WorkConsumer {
@@ -160,6 +172,7 @@ impl WorkConsumer {
             consumer: None,
             failures: 0,
             bind_only,
+            open: None,
         };
         consumer.bind(bus.request_timeout()).await?;
         Ok(consumer)
@@ -197,8 +210,21 @@ impl WorkConsumer {
     /// `select!` on cancellation between calls. Errors are returned after a short backoff so a
     /// caller looping on `next()` never spins while the server is away.
     pub async fn next(&mut self, timeout: Duration) -> Result<Option<Delivery>, BusError> {
+        self.next_up_to(1, timeout).await
+    }
+
+    /// [`WorkConsumer::next`] for a caller that can start `free` handlers now: a new pull
+    /// request asks for up to `free` messages, and later calls take the rest of them as they
+    /// arrive, until it has delivered them all or expired. The caller must be able to start
+    /// a handler for each message a request delivers (a call's `free` counts the handlers of
+    /// messages it has not been given yet), or those messages wait unstarted.
+    pub async fn next_up_to(
+        &mut self,
+        free: usize,
+        timeout: Duration,
+    ) -> Result<Option<Delivery>, BusError> {
         let started = Instant::now();
-        let result = self.try_next(timeout).await;
+        let result = self.try_next(free.max(1), timeout).await;
         match &result {
             Ok(Some(_)) => self.failures = 0,
             Ok(None) => {
@@ -209,6 +235,7 @@ impl WorkConsumer {
                 self.failures = self.failures.saturating_add(1);
                 // A lost durable (e.g. server restarted without its store) is recreated next time.
                 self.consumer = None;
+                self.open = None;
                 let backoff = error_backoff(self.failures).min(timeout.max(MIN_IDLE_RETURN));
                 tracing::warn!(work = ?self.work, error = %err, ?backoff, "pull failed");
                 sleep_until_at_least(started, backoff).await;
@@ -217,7 +244,50 @@ impl WorkConsumer {
         result
     }
 
-    async fn try_next(&mut self, timeout: Duration) -> Result<Option<Delivery>, BusError> {
+    async fn try_next(
+        &mut self,
+        free: usize,
+        timeout: Duration,
+    ) -> Result<Option<Delivery>, BusError> {
+        if self
+            .open
+            .as_ref()
+            .is_none_or(|open| open.left == 0 || Instant::now() >= open.ends_at)
+        {
+            self.open = Some(self.pull(free, timeout).await?);
+        }
+        let Some(open) = self.open.as_mut() else {
+            return Err(BusError::Protocol("no pull request open".into()));
+        };
+        let wait = open
+            .ends_at
+            .saturating_duration_since(Instant::now())
+            .min(timeout.max(MIN_PULL_EXPIRY) + PULL_GRACE);
+        match tokio::time::timeout(wait, open.messages.next()).await {
+            Ok(Some(Ok(message))) => {
+                open.left = open.left.saturating_sub(1);
+                Delivery::new(message, self.bus.request_timeout()).map(Some)
+            }
+            Ok(Some(Err(err))) => {
+                self.open = None;
+                Err(ConsumerErrorKind::Pull.failed(err))
+            }
+            Ok(None) => {
+                self.open = None;
+                Ok(None)
+            }
+            // The caller's wait is over; a request opened with a longer one stays open.
+            Err(_) => {
+                if Instant::now() >= open.ends_at {
+                    self.open = None;
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// Send a pull request for up to `batch` messages that expires after `timeout`.
+    async fn pull(&mut self, batch: usize, timeout: Duration) -> Result<OpenPull, BusError> {
         if self.consumer.is_none() {
             // Re-binding after an error must not stretch next() far past the caller's timeout.
             let bound = self
@@ -230,17 +300,21 @@ impl WorkConsumer {
             return Err(BusError::Protocol("consumer not bound".into()));
         };
         let expires = timeout.max(MIN_PULL_EXPIRY);
-        let mut batch = crate::bus::with_timeout(
+        let messages = crate::bus::with_timeout(
             ConsumerErrorKind::PullRequest,
             self.bus.request_timeout(),
-            consumer.batch().max_messages(1).expires(expires).messages(),
+            consumer
+                .batch()
+                .max_messages(batch)
+                .expires(expires)
+                .messages(),
         )
         .await?;
-        match tokio::time::timeout(expires + PULL_GRACE, batch.next()).await {
-            Ok(Some(Ok(message))) => Delivery::new(message, self.bus.request_timeout()).map(Some),
-            Ok(Some(Err(err))) => Err(ConsumerErrorKind::Pull.failed(err)),
-            Ok(None) | Err(_) => Ok(None),
-        }
+        Ok(OpenPull {
+            messages,
+            left: batch,
+            ends_at: Instant::now() + expires + PULL_GRACE,
+        })
     }
 }
 

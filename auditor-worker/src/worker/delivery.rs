@@ -149,6 +149,7 @@ pub async fn run_worker(
     tracing::info!(worker = %auditor.worker_id(), "auditor ready");
     let consume = ConsumeOptions {
         concurrency: options.concurrency.max(1),
+        pull_batch: 1,
         poll: POLL,
         ack_wait: options.ack_wait,
         drain: options.shutdown_grace + DRAIN_MARGIN,

@@ -111,6 +111,7 @@ pub(crate) async fn run_worker_loop(
         tracing::info!("taking work");
         let options = ConsumeOptions {
             concurrency: ctx.concurrency,
+            pull_batch: 1,
             poll: POLL,
             ack_wait: ctx.consumer.ack_wait,
             drain: ctx.worker.shutdown_grace + DRAIN_MARGIN,

@@ -4,8 +4,9 @@
 //! delivery ends. Up to `concurrency` handlers run at once. When `cancel` fires the loop stops
 //! pulling and gives in-flight handlers `drain` to finish; what is still running then is dropped
 //! unsettled, and the server redelivers it after `ack_wait`. A worker never holds a message it
-//! has not started: each pull asks for one, and a pull still waiting when `cancel` fires is
-//! dropped with its subscription, so the server gives a later message to another worker.
+//! has not started: each pull asks for at most as many as it has free handlers (and at most
+//! `pull_batch`), and a pull still waiting when `cancel` fires is dropped with its
+//! subscription, so the server gives a later message to another worker.
 //! A [`PullGate`] that says no (e.g. the work dir is full) stops the loop pulling until it says
 //! yes again: the work stays queued on the server, undelivered, for this or another worker.
 
@@ -64,6 +65,10 @@ impl Lease {
 pub struct ConsumeOptions {
     /// Handlers running at once.
     pub concurrency: usize,
+    /// Most messages one pull request asks for (never more than the free handlers). 1 for a
+    /// loop behind a [`PullGate`]: messages a closed gate leaves unstarted are held back from
+    /// every other worker until their ack_wait ends.
+    pub pull_batch: usize,
     /// How long one pull waits before the loop looks at `cancel` again.
     pub poll: Duration,
     /// The consumer's ack_wait: progress acks go out every third of it.
@@ -136,7 +141,10 @@ pub async fn run_gated_consumer<H, Fut>(
         let next = tokio::select! {
             biased;
             () = cancel.cancelled() => break,
-            next = consumer.next(options.poll) => next,
+            next = consumer.next_up_to(
+                (slots.available_permits() + 1).min(options.pull_batch),
+                options.poll,
+            ) => next,
         };
         while in_flight.try_join_next().is_some() {}
         match next {

@@ -32,6 +32,7 @@ async fn publish(bus: &Bus, n: u32) -> Result<()> {
 fn options(ack_wait: Duration) -> ConsumeOptions {
     ConsumeOptions {
         concurrency: 2,
+        pull_batch: 1,
         poll: Duration::from_millis(200),
         ack_wait,
         drain: Duration::from_secs(10),
@@ -176,6 +177,7 @@ async fn a_stopping_worker_leaves_later_messages_to_others() -> Result<()> {
         let cancel = CancellationToken::new();
         let loop_options = ConsumeOptions {
             concurrency: 1,
+            pull_batch: 1,
             poll: Duration::from_secs(3),
             ack_wait: consumer_options.ack_wait,
             drain: Duration::from_secs(5),
@@ -325,4 +327,91 @@ async fn a_closed_gate_leaves_work_queued_until_it_opens() -> Result<()> {
         Ok(())
     })
     .await
+}
+
+/// A loop with free handlers asks for as many messages as it can start in one pull request
+/// (the manager's results loop: one request per batch instead of one per message), each one
+/// still handled at once; with `pull_batch` 1 every message costs a request of its own.
+#[tokio::test]
+async fn free_handlers_take_a_batch_in_one_pull_request() -> Result<()> {
+    bounded(async {
+        for (pull_batch, most_requests) in [(8, 2), (1, 8)] {
+            let (requests, handled) = pull_requests_for_eight(pull_batch).await?;
+            assert_eq!(handled, 8, "pull_batch {pull_batch}");
+            assert!(
+                (if pull_batch == 1 {
+                    requests >= most_requests
+                } else {
+                    requests <= most_requests
+                }),
+                "pull_batch {pull_batch}: {requests} pull requests for 8 messages"
+            );
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// Pull requests a loop of 8 handlers sent for 8 queued messages (each handler holds its
+/// message until all 8 have started), and how many it handled.
+async fn pull_requests_for_eight(pull_batch: usize) -> Result<(usize, u32)> {
+    use futures::StreamExt;
+    let server = NatsServer::start().await?;
+    let bus = bus_on(&server).await?;
+    let mut requests = bus
+        .client()
+        .subscribe("$JS.API.CONSUMER.MSG.NEXT.>")
+        .await?;
+    let consumer_options = ConsumerOptions {
+        ack_wait: Duration::from_secs(10),
+        ..ConsumerOptions::default()
+    };
+    let consumer = bus
+        .work_consumer(Work::Exec(Capability::Cli), consumer_options)
+        .await?;
+    for n in 0..8 {
+        publish(&bus, n).await?;
+    }
+    let started = Arc::new(AtomicU32::new(0));
+    let counted = started.clone();
+    let cancel = CancellationToken::new();
+    let loop_options = ConsumeOptions {
+        concurrency: 8,
+        pull_batch,
+        poll: Duration::from_secs(2),
+        ack_wait: consumer_options.ack_wait,
+        drain: Duration::from_secs(5),
+    };
+    let loop_task = tokio::spawn(run_consumer(
+        consumer,
+        loop_options,
+        cancel.clone(),
+        move |_delivery, _lease| {
+            let counted = counted.clone();
+            async move {
+                counted.fetch_add(1, Ordering::SeqCst);
+                // Held until every message has a handler: all 8 are in flight at once.
+                let _ = wait_until(Duration::from_secs(20), || {
+                    let counted = counted.clone();
+                    async move { counted.load(Ordering::SeqCst) >= 8 }
+                })
+                .await;
+                Settle::Ack
+            }
+        },
+    ));
+    wait_until(Duration::from_secs(20), || {
+        let started = started.clone();
+        async move { started.load(Ordering::SeqCst) >= 8 }
+    })
+    .await?;
+    cancel.cancel();
+    loop_task.await?;
+    bus.client().flush().await?;
+    let mut sent = 0;
+    while let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(200), requests.next()).await
+    {
+        sent += 1;
+    }
+    Ok((sent, started.load(Ordering::SeqCst)))
 }
