@@ -23,6 +23,7 @@ mod manifest_limits;
 mod manifest_read;
 pub mod manifests;
 mod materialize;
+mod object_write;
 pub mod overlay;
 mod packed;
 pub mod stat_cache;

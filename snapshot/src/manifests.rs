@@ -293,11 +293,12 @@ impl SnapshotStore {
             }
         }
         let name = manifest_object_name(&id);
-        let held = self.object_size(&name).await?;
-        if held != Some(head.len() as u64) {
+        let held = self.object_info(&name).await?;
+        let held_size = held.as_ref().map(|info| info.size as u64);
+        if held_size != Some(head.len() as u64) {
             let packed = pack(&head);
-            if held != Some(packed.len() as u64) {
-                self.put_object(&name, &packed).await?;
+            if held_size != Some(packed.len() as u64) {
+                self.put_object(&name, &packed, held.as_ref()).await?;
                 bytes_uploaded += packed.len() as u64;
             }
         }

@@ -21,7 +21,7 @@ use std::borrow::Cow;
 use std::io::Read;
 
 use crate::error::{over_limit, SnapshotError};
-use crate::store::{blob_object_name, SnapshotStore};
+use crate::store::{blob_object_name, reusable_size, SnapshotStore};
 
 /// The first bytes of every zstd frame: a stored object starting with them is compressed.
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
@@ -97,15 +97,16 @@ impl SnapshotStore {
         raw: &[u8],
     ) -> Result<u64, SnapshotError> {
         let name = blob_object_name(sha256);
-        let held = self.reusable_size(&name).await?;
-        if held == Some(raw.len() as u64) {
+        let held = self.object_info(&name).await?;
+        let reusable = held.as_ref().and_then(reusable_size);
+        if reusable == Some(raw.len() as u64) {
             return Ok(0);
         }
         let packed = pack(raw);
-        if held == Some(packed.len() as u64) {
+        if reusable == Some(packed.len() as u64) {
             return Ok(0);
         }
-        self.put_object(&name, &packed).await?;
+        self.put_object(&name, &packed, held.as_ref()).await?;
         Ok(packed.len() as u64)
     }
 }

@@ -20,6 +20,7 @@ use loopgate_protocol::subjects::SNAPSHOT_BUCKET;
 
 use crate::chunks::ChunkReader;
 use crate::error::{bounded, check_digest, over_limit, store_error, SnapshotError};
+use crate::object_write::ObjectWrite;
 
 /// A freeze that reuses a stored blob older than this writes it again, so it is young (and
 /// kept) while the freeze's manifest is not written yet. With the stat cache's `PRESENT_TTL`
@@ -96,6 +97,7 @@ pub struct FreezeOutcome {
 /// Handle on one content-addressed bucket. Cheap to clone.
 #[derive(Clone)]
 pub struct SnapshotStore {
+    js: jetstream::Context,
     store: object_store::ObjectStore,
     stream: jetstream::stream::Stream,
     bucket: String,
@@ -146,6 +148,7 @@ impl SnapshotStore {
         )
         .await?;
         Ok(SnapshotStore {
+            js: js.clone(),
             store,
             stream,
             bucket: bucket.to_string(),
@@ -214,16 +217,35 @@ impl SnapshotStore {
         Ok(self.object_info(name).await?.map(|info| info.size as u64))
     }
 
-    pub(crate) async fn put_object(&self, name: &str, bytes: &[u8]) -> Result<(), SnapshotError> {
-        let after = self.transfer_timeout(bytes.len() as u64);
-        // A put of the same name and bytes again is harmless: objects are content-addressed.
-        retry_transient("put", || async {
-            let mut reader = bytes;
-            bounded("put", after, self.store.put(name, &mut reader))
-                .await
-                .map(drop)
-        })
-        .await
+    /// Store `bytes` as object `name`, the bucket holding `held` under that name now (what the
+    /// caller's [`SnapshotStore::object_info`] found): see `object_write` for how.
+    pub(crate) async fn put_object(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        held: Option<&object_store::ObjectInfo>,
+    ) -> Result<(), SnapshotError> {
+        let write = ObjectWrite {
+            js: &self.js,
+            bucket: &self.bucket,
+            after: self.transfer_timeout(bytes.len() as u64),
+        };
+        // A write of the same name and bytes again is harmless: objects are content-addressed.
+        retry_transient("put", || write.put(name, bytes, held)).await
+    }
+
+    /// Write object `held`'s metadata again, dated now (its chunks stay): an old object a
+    /// freeze reuses is young again, so the snapshot GC keeps it (see [`BLOB_REFRESH_AFTER`]).
+    pub(crate) async fn date_again(
+        &self,
+        held: &object_store::ObjectInfo,
+    ) -> Result<(), SnapshotError> {
+        let write = ObjectWrite {
+            js: &self.js,
+            bucket: &self.bucket,
+            after: self.timeout,
+        };
+        retry_transient("put", || write.date_again(held)).await
     }
 
     /// Whole object, or None when absent; `ObjectTooLarge` (nothing read) when it is recorded
@@ -281,28 +303,27 @@ impl SnapshotStore {
         bytes: &[u8],
     ) -> Result<bool, SnapshotError> {
         let name = blob_object_name(sha256);
-        if self.reusable_size(&name).await? == Some(bytes.len() as u64) {
+        let held = self.object_info(&name).await?;
+        if held.as_ref().and_then(reusable_size) == Some(bytes.len() as u64) {
             return Ok(false);
         }
-        self.put_object(&name, bytes).await?;
+        self.put_object(&name, bytes, held.as_ref()).await?;
         Ok(true)
     }
+}
 
-    /// The stored size of object `name` when a writer may reuse it as it is: present, and not
-    /// old enough that the snapshot GC could sweep it before this freeze's manifest lands (such
-    /// an object is written again, which makes it young). None otherwise.
-    pub(crate) async fn reusable_size(&self, name: &str) -> Result<Option<u64>, SnapshotError> {
-        let Some(info) = self.object_info(name).await? else {
-            return Ok(None);
-        };
-        let age = info.modified.and_then(|at| {
-            std::time::Duration::try_from(time::OffsetDateTime::now_utc() - at).ok()
-        });
-        Ok(age
-            .is_none_or(|age| age < BLOB_REFRESH_AFTER)
-            .then_some(info.size as u64))
-    }
+/// The stored size of object `info` when a writer may reuse it as it is: not old enough that
+/// the snapshot GC could sweep it before this freeze's manifest lands (such an object is
+/// written again, which makes it young). None otherwise.
+pub(crate) fn reusable_size(info: &object_store::ObjectInfo) -> Option<u64> {
+    let age = info
+        .modified
+        .and_then(|at| std::time::Duration::try_from(time::OffsetDateTime::now_utc() - at).ok());
+    age.is_none_or(|age| age < BLOB_REFRESH_AFTER)
+        .then_some(info.size as u64)
+}
 
+impl SnapshotStore {
     /// Fetch a blob and verify it hashes to `sha256`; `ObjectTooLarge` when it is recorded as
     /// more than [`MAX_BLOB_READ_BYTES`].
     pub async fn blob(&self, sha256: &str) -> Result<Vec<u8>, SnapshotError> {

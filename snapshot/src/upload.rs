@@ -16,7 +16,7 @@ use crate::freeze::{normalize_mode, open_walked, walk_workspace_cached, FreezeRu
 use crate::manifests::ManifestWrite;
 use crate::materialize::blocking_failed;
 use crate::stat_cache::StatCache;
-use crate::store::{blob_object_name, FreezeOutcome, SnapshotStore};
+use crate::store::{blob_object_name, reusable_size, FreezeOutcome, SnapshotStore};
 
 /// Concurrent existence checks / uploads during one freeze.
 const UPLOAD_CONCURRENCY: usize = 16;
@@ -71,7 +71,11 @@ impl SnapshotStore {
             .filter(|file| seen.insert(file.entry.sha256.as_str()))
             .map(|file| async move {
                 let name = blob_object_name(&file.entry.sha256);
-                if self.object_size(&name).await? == Some(file.entry.size) {
+                let held = self.object_info(&name).await?;
+                if let Some(info) = held.as_ref().filter(|i| i.size as u64 == file.entry.size) {
+                    if reusable_size(info).is_none() {
+                        self.date_again(info).await?;
+                    }
                     return Ok::<_, SnapshotError>(None);
                 }
                 let (source, rel) = (file.source.clone(), file.entry.path.clone());
@@ -83,7 +87,7 @@ impl SnapshotStore {
                         path: file.entry.path.clone(),
                     });
                 }
-                self.put_object(&name, &bytes).await?;
+                self.put_object(&name, &bytes, held.as_ref()).await?;
                 Ok(Some(bytes.len() as u64))
             })
             .collect();

@@ -19,17 +19,40 @@ pub async fn put_object(
 }
 
 /// Publish object `name`'s metadata again with `size` as its recorded size (its chunks stay
-/// what they are): the message an object put ends with, on `$O.<bucket>.M.<base64url(name)>`
-/// with the `Nats-Rollup: sub` header, so it replaces the honest one.
+/// what they are), so it replaces the honest one.
 pub async fn record_size(
     js: &jetstream::Context,
     bucket: &str,
     name: &str,
     size: usize,
 ) -> anyhow::Result<()> {
+    rewrite_metadata(js, bucket, name, |info| info.size = size).await
+}
+
+/// Publish object `name`'s metadata again dated `age` ago, as an object an earlier writer
+/// stored that long ago.
+pub async fn date_back(
+    js: &jetstream::Context,
+    bucket: &str,
+    name: &str,
+    age: std::time::Duration,
+) -> anyhow::Result<()> {
+    let at = time::OffsetDateTime::now_utc() - age;
+    rewrite_metadata(js, bucket, name, |info| info.modified = Some(at)).await
+}
+
+/// Object `name`'s metadata as `change` leaves it, published as the message an object put ends
+/// with: on `$O.<bucket>.M.<base64url(name)>` with the `Nats-Rollup: sub` header, so it
+/// replaces the one before.
+async fn rewrite_metadata(
+    js: &jetstream::Context,
+    bucket: &str,
+    name: &str,
+    change: impl FnOnce(&mut ObjectInfo),
+) -> anyhow::Result<()> {
     let store = js.get_object_store(bucket).await?;
-    let mut info = store.info(name).await.context("object to forge")?;
-    info.size = size;
+    let mut info = store.info(name).await.context("object to rewrite")?;
+    change(&mut info);
     let subject = format!(
         "$O.{bucket}.M.{}",
         base64::engine::general_purpose::URL_SAFE.encode(name)

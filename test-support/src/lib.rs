@@ -29,7 +29,7 @@ pub use child_guard::ChildGuard;
 pub use desktop_tools::desktop_tools_or_skip;
 pub use errors::SupportError;
 pub use fault_proxy::{FaultProxy, ProxyFault};
-pub use forged_objects::{plant_paged_manifest, put_object, record_size, PAGE_ENTRIES};
+pub use forged_objects::{date_back, plant_paged_manifest, put_object, record_size, PAGE_ENTRIES};
 pub use http_probe::{http_get, HttpReply};
 pub use local_model::LocalModel;
 pub use nats_cluster::{meta_leader, wait_healthy as wait_cluster_healthy, NatsCluster};

@@ -6,7 +6,10 @@ use std::os::unix::fs::PermissionsExt;
 use anyhow::Result;
 use loopgate_protocol::snapshot::{sha256_hex, Manifest, SnapshotPathError};
 use loopgate_protocol::subjects::SNAPSHOT_BUCKET;
-use loopgate_snapshot::{FreezeRules, Refusal, SnapshotError};
+use loopgate_snapshot::{
+    blob_object_name, FreezeRules, Refusal, SnapshotError, BLOB_REFRESH_AFTER,
+};
+use loopgate_test_support::date_back;
 
 use crate::{bounded, mode_of, nats_and_store, sample_workspace, write};
 
@@ -278,6 +281,48 @@ async fn materialize_refuses_to_write_through_symlinks() -> Result<()> {
             "{err:?}"
         );
         assert!(fs::read_dir(victim.path())?.next().is_none());
+        Ok(())
+    })
+    .await
+}
+
+/// A freeze that reuses a blob stored longer ago than `BLOB_REFRESH_AFTER` writes its metadata
+/// again, dated now, so a snapshot GC running beside the freeze keeps it; it uploads no bytes.
+#[tokio::test]
+async fn a_freeze_reusing_an_old_blob_makes_it_young_again() -> Result<()> {
+    bounded(async {
+        let (_server, bus, store) = nats_and_store().await?;
+        let ws = sample_workspace();
+        let first = store.freeze(ws.path(), &FreezeRules::default()).await?;
+        let readme = first
+            .manifest
+            .entries
+            .iter()
+            .find(|e| e.path == "README.md")
+            .map(|e| blob_object_name(&e.sha256))
+            .ok_or_else(|| anyhow::anyhow!("README.md in the manifest"))?;
+        let two_days = std::time::Duration::from_secs(48 * 3600);
+        assert!(two_days > BLOB_REFRESH_AFTER);
+        date_back(bus.jetstream(), SNAPSHOT_BUCKET, &readme, two_days).await?;
+        let bucket = bus.jetstream().get_object_store(SNAPSHOT_BUCKET).await?;
+        let modified = |info: async_nats::jetstream::object_store::ObjectInfo| {
+            info.modified
+                .ok_or_else(|| anyhow::anyhow!("no time on {}", info.name))
+        };
+        let dated = modified(bucket.info(&readme).await?)?;
+
+        let again = store.freeze(ws.path(), &FreezeRules::default()).await?;
+        assert_eq!(again.id, first.id);
+        assert_eq!((again.blobs_uploaded, again.bytes_uploaded), (0, 0));
+        let now = modified(bucket.info(&readme).await?)?;
+        assert!(
+            now - dated > time::Duration::hours(47),
+            "the reused blob is still dated {dated} (now {now})"
+        );
+        assert_eq!(
+            store.blob(&readme["blob/".len()..]).await?,
+            fs::read(ws.path().join("README.md"))?
+        );
         Ok(())
     })
     .await

@@ -27,6 +27,7 @@ mod restarts;
 mod rubric;
 mod secrets;
 mod self_check;
+mod snapshot_rights;
 mod squatting;
 mod steering;
 mod structured_output;
