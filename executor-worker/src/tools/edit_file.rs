@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 use crate::tools::context::ToolContext;
 use crate::tools::edit_match::{replace_once, MatchKind, NoUniqueMatch};
 use crate::tools::mended_python::{mend_python, mended_note};
+use crate::tools::python_redefined::refuse_a_second_definition;
 use crate::tools::python_syntax::check_python_write;
 use crate::tools::tool_def::{
     object_schema, parse_args, path_param, string_param, ToolDef, ToolEffect,
@@ -130,6 +131,7 @@ impl Workspace {
             ));
         }
         let unparsed = check_python_write(rel, Some(text.as_bytes()), edited)?;
+        refuse_a_second_definition(rel, Some(text.as_bytes()), edited)?;
         self.dir()
             .write(real, edited.as_bytes())
             .map_err(beneath_err("write", rel))?;

@@ -34,6 +34,8 @@ struct Block {
     code: usize,
     /// One past its last line.
     end: usize,
+    /// Whether decorators come before it.
+    decorated: bool,
 }
 
 /// The new text with the blocks it dropped put back, and how to name them to the model.
@@ -177,6 +179,40 @@ pub(crate) fn definition_names(text: &str) -> Option<Vec<String>> {
     )
 }
 
+/// A top-level function or class defined a second time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Redefinition {
+    pub(crate) name: String,
+    /// 1-based lines of its first and its later `def` or `class`.
+    pub(crate) first: usize,
+    pub(crate) again: usize,
+}
+
+/// The first top-level function or class `text` defines twice with no decorator on either
+/// (`@overload`, `@f.register` and `@x.setter` redefine a name on purpose): Python keeps only
+/// the later one. None when there is none, or when `text` cannot be cut into blocks.
+pub(crate) fn defined_twice(text: &str) -> Option<Redefinition> {
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let blocks = blocks(&lines)?;
+    let mut seen: Vec<(&str, usize)> = Vec::new();
+    for block in blocks
+        .iter()
+        .filter(|b| b.kind == Kind::Definition && !b.decorated)
+    {
+        for name in &block.names {
+            if let Some((_, first)) = seen.iter().find(|(n, _)| n == name) {
+                return Some(Redefinition {
+                    name: name.clone(),
+                    first: first + 1,
+                    again: block.code + 1,
+                });
+            }
+            seen.push((name, block.code));
+        }
+    }
+    None
+}
+
 fn is_docstring(lines: &[&str], b: &Block) -> bool {
     let first = lines[b.code].trim_start();
     b.kind == Kind::Other && (first.starts_with('"') || first.starts_with('\''))
@@ -222,6 +258,7 @@ fn blocks(lines: &[&str]) -> Option<Vec<Block>> {
             pending = None;
             continue;
         }
+        let has_decorators = decorated.is_some();
         let start = decorated.take().or(pending.take()).unwrap_or(no);
         let (kind, names) = classify(trimmed);
         out.push(Block {
@@ -230,6 +267,7 @@ fn blocks(lines: &[&str]) -> Option<Vec<Block>> {
             start,
             code: no,
             end: no + 1,
+            decorated: has_decorators,
         });
     }
     if scan.open() || decorated.is_some() {

@@ -93,6 +93,17 @@ pub enum ToolError {
         /// The first few names it defines.
         names: String,
     },
+    #[error(
+        "'{path}' was not written: the content defines `{name}` twice (lines {first} and \
+         {again}), and Python keeps only the later one, so the earlier is never used. Send it \
+         with one `{name}`: the one that should run"
+    )]
+    WouldDefineTwice {
+        path: String,
+        name: String,
+        first: usize,
+        again: usize,
+    },
     #[error("shell: {0}")]
     Shell(String),
     #[error("internal error running the tool: {0}")]

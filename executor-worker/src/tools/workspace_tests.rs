@@ -539,3 +539,31 @@ fn a_write_that_would_drop_every_definition_of_a_module_is_refused() {
     fs::remove_file(ws.root().join("recipes.py")).unwrap();
     ws.write_file("recipes.py", example).unwrap();
 }
+
+/// `write_file` and `edit_file` refuse to leave a Python file defining a top-level function
+/// twice, and the file stays as it was (what a 1.5B executor did to `ledger.py`: a second
+/// `main` that called itself, under the one the skeleton had).
+#[test]
+fn a_python_change_that_defines_a_function_twice_is_refused() {
+    let (_dir, ws) = workspace();
+    let one_main = "import sys\n\ndef main(argv):\n    return 0\n";
+    ws.write_file("ledger.py", one_main).unwrap();
+    let two_mains = format!("{one_main}\ndef main(argv):\n    sys.exit(main(sys.argv) or 0)\n");
+    let refused = |r: Result<String, ToolError>| match r {
+        Err(ToolError::WouldDefineTwice { name, .. }) => name,
+        other => panic!("expected WouldDefineTwice, got {other:?}"),
+    };
+    assert_eq!(refused(ws.write_file("ledger.py", &two_mains)), "main");
+    assert_eq!(
+        refused(ws.edit_file(
+            "ledger.py",
+            "    return 0\n",
+            "    return 0\n\ndef main(argv):\n    return 1\n"
+        )),
+        "main"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("ledger.py")).unwrap(),
+        one_main
+    );
+}

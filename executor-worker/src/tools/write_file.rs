@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 use crate::tools::context::ToolContext;
 use crate::tools::kept_definitions::{definition_names, keep_dropped_definitions};
 use crate::tools::mended_python::{mend_python, mended_note};
+use crate::tools::python_redefined::refuse_a_second_definition;
 use crate::tools::python_syntax::check_python_write;
 use crate::tools::same_name::{files_named_like, listed};
 use crate::tools::tool_def::{
@@ -76,6 +77,7 @@ impl Workspace {
         }
         refuse_dropping_every_definition(rel, before.as_deref(), content)?;
         let unparsed = check_python_write(rel, before.as_deref(), content)?;
+        refuse_a_second_definition(rel, before.as_deref(), content)?;
         let created = self.dir().symlink_metadata(&target.real).is_err();
         self.write_target(&target, rel, content.as_bytes())?;
         let mut result = format!("wrote {} bytes to {written}{unparsed}", content.len());
