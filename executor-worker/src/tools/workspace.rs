@@ -83,9 +83,10 @@ pub enum ToolError {
     },
     #[error(
         "'{path}' was not written: it defines {count} functions and classes ({names}) and this \
-         content defines none, so every one of them would be lost. To add code, use edit_file \
-         (or write the whole file with its definitions); to replace the file on purpose, delete \
-         it first with the shell (`rm {path}`)"
+         content defines none, so every one of them would be lost. To change one function, use \
+         edit_file with `old` the lines to replace (such as its `raise NotImplementedError` \
+         line) and `new` the lines that replace them; or write the whole file with its \
+         definitions"
     )]
     WouldDropEveryDefinition {
         path: String,

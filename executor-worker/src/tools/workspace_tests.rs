@@ -527,7 +527,9 @@ fn a_write_that_would_drop_every_definition_of_a_module_is_refused() {
                 assert_eq!(names, "take, tail, Peekable");
                 assert_eq!(fs::read_to_string(ws.root().join(path)).unwrap(), old);
                 let text = result.unwrap_err().to_string();
-                assert!(text.contains("rm recipes.py"), "{text}");
+                assert!(text.contains("use edit_file with `old`"), "{text}");
+                // A 1.5B model told how to delete the file did so and finished with none.
+                assert!(!text.contains("rm "), "{text}");
             }
             (Ok(_), false) => {}
             (other, _) => panic!("{path}: refused={refused}, got {other:?}"),
