@@ -19,6 +19,7 @@ mod daemons;
 pub mod episode_faults;
 mod episode_ledger;
 mod restarts;
+mod role_bus;
 mod run_checks;
 mod secrets;
 mod stack_logs;

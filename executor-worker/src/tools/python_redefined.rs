@@ -49,7 +49,8 @@ mod tests {
         let nested = "def f():\n    def g():\n        return 1\n    def g():\n        return 2\n    return g()\n";
         let classes = "class A:\n    pass\n\nclass A:\n    x = 1\n";
         // (path, before, after, refused: Some((name, first, again)))
-        let cases: [(&str, Option<&str>, &str, Option<(&str, usize, usize)>); 8] = [
+        type Refused<'a> = Option<(&'a str, usize, usize)>;
+        let cases: [(&str, Option<&str>, &str, Refused); 8] = [
             ("ledger.py", Some(one_main), TWO_MAINS, Some(("main", 3, 6))),
             ("new.py", None, TWO_MAINS, Some(("main", 3, 6))),
             ("ledger.py", Some(TWO_MAINS), TWO_MAINS, None),

@@ -14,18 +14,7 @@ use loopgate_protocol::subjects::SNAPSHOT_BUCKET;
 use loopgate_snapshot::{blob_object_name, SnapshotStore, BLOB_REFRESH_AFTER};
 use loopgate_test_support::{date_back, put_object, Script, StandInModel};
 use loopgate_tests::{Profile, Stack, StackOptions};
-use loopgate_transport::{Bus, BusOptions};
-
-async fn connect_as(stack: &Stack, user: &str) -> anyhow::Result<Bus> {
-    let passwords = stack.passwords.as_ref().context("a secured stack")?;
-    let options = BusOptions {
-        request_timeout: Duration::from_secs(5),
-        user: Some(user.to_string()),
-        password: Some(passwords.of(user).to_string()),
-        ..BusOptions::default()
-    };
-    Ok(Bus::connect(&stack.nats.url(), "loopgate", options).await?)
-}
+use loopgate_transport::Bus;
 
 /// Store `bytes` as blob `blob/<sha256>` (as the manager, which may write anything) dated
 /// `age` back, as an object an earlier freeze wrote that long ago.
@@ -46,14 +35,14 @@ async fn an_executor_writes_an_old_blob_again_without_purge_rights() -> anyhow::
     let model = StandInModel::start(Script::new()).await?;
     let profiles = vec![Profile::new("exec", &model.base_url(), "standin-executor")];
     let stack = Stack::start(StackOptions::new(profiles, 1).hardened()).await?;
-    let manager = connect_as(&stack, "manager").await?;
+    let manager = stack.connect_as("manager").await?;
     let bytes = b"a file an earlier freeze stored two days ago\n";
     let two_days = Duration::from_secs(48 * 3600);
     assert!(two_days > BLOB_REFRESH_AFTER);
     let old = store_old_blob(&manager, bytes, two_days).await?;
     let old_at = old.modified.context("an old object's time")?;
 
-    let executor = connect_as(&stack, "executor").await?;
+    let executor = stack.connect_as("executor").await?;
     let store = SnapshotStore::from_jetstream(executor.jetstream(), Duration::from_secs(5)).await?;
     let sha256 = tokio::time::timeout(Duration::from_secs(60), store.put_bytes(bytes))
         .await

@@ -23,7 +23,7 @@ use loopgate_protocol::wire::{
 };
 use loopgate_test_support::{Reply, Script, StandInModel};
 use loopgate_tests::{Profile, Stack, StackOptions, Worker};
-use loopgate_transport::{Bus, BusOptions};
+use loopgate_transport::Bus;
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -77,17 +77,6 @@ async fn model(episodes: usize) -> anyhow::Result<StandInModel> {
             ),
     )
     .await
-}
-
-async fn connect_as(stack: &Stack, user: &str) -> anyhow::Result<Bus> {
-    let passwords = stack.passwords.as_ref().context("a secured stack")?;
-    let options = BusOptions {
-        request_timeout: Duration::from_secs(5),
-        user: Some(user.to_string()),
-        password: Some(passwords.of(user).to_string()),
-        ..BusOptions::default()
-    };
-    Ok(Bus::connect(&stack.nats.url(), "loopgate", options).await?)
 }
 
 /// The audit request the manager queued for `run` (the auditor is down, so it waits there).
@@ -179,13 +168,13 @@ async fn junk_under_the_auditors_next_report_id_does_not_stop_the_honest_report(
     stack.auditor.kill();
     let run = stack.submit(&task(""), &[]).await?;
     let id = run["id"].as_str().context("run id")?.to_string();
-    let manager = connect_as(&stack, "manager").await?;
+    let manager = stack.connect_as("manager").await?;
     let req = pending_audit(&manager, &id).await?;
 
     // Every id of the auditor's and the manager's an executor can predict: reports and start
     // notices of this round and the next, of every purpose and the first attempts, and the
     // next decision requests. Junk under each, on both subjects the executor may publish to.
-    let executor = connect_as(&stack, "executor").await?;
+    let executor = stack.connect_as("executor").await?;
     let s = executor.subjects().clone();
     let mut squatted = Vec::new();
     for round in [req.round, req.round + 1] {
@@ -252,7 +241,7 @@ async fn forged_usage_and_repeated_starts_neither_end_nor_stall_the_run() -> any
     let run = stack.submit(&task(budget), &[]).await?;
     let id = run["id"].as_str().context("run id")?.to_string();
     wait_logged(&stack, &id, "exec_dispatched").await?;
-    let executor = connect_as(&stack, "executor").await?;
+    let executor = stack.connect_as("executor").await?;
     let s = executor.subjects().clone();
 
     // A forged result that claims 10^9 tokens: refused, never charged.

@@ -30,7 +30,7 @@ use loopgate_protocol::wire::{
 };
 use loopgate_test_support::{Reply, Script, StandInModel};
 use loopgate_tests::{Profile, Stack, StackOptions};
-use loopgate_transport::{Bus, BusOptions};
+use loopgate_transport::Bus;
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -76,17 +76,6 @@ async fn model(greeting: &str) -> anyhow::Result<StandInModel> {
             ),
     )
     .await
-}
-
-async fn connect_as(stack: &Stack, user: &str) -> anyhow::Result<Bus> {
-    let passwords = stack.passwords.as_ref().context("a secured stack")?;
-    let options = BusOptions {
-        request_timeout: Duration::from_secs(5),
-        user: Some(user.to_string()),
-        password: Some(passwords.of(user).to_string()),
-        ..BusOptions::default()
-    };
-    Ok(Bus::connect(&stack.nats.url(), "loopgate", options).await?)
 }
 
 /// The audit request the manager queued for `run` (the auditor is down, so it waits there).
@@ -258,7 +247,7 @@ async fn forged_verdicts_are_refused_and_the_run_does_not_complete() -> anyhow::
     let task = TASK.replace("[budget]\n", "[budget]\nbaseline_checks = false\n");
     let run = stack.submit(&task, &[]).await?;
     let id = run["id"].as_str().context("run id")?.to_string();
-    let manager = connect_as(&stack, "manager").await?;
+    let manager = stack.connect_as("manager").await?;
     let req = pending_audit(&manager, &id).await?;
     let forged = Message::AuditReport(all_pass_report(&req));
     let decide = Message::DecideRequest(DecideRequest {
@@ -268,7 +257,7 @@ async fn forged_verdicts_are_refused_and_the_run_does_not_complete() -> anyhow::
     });
 
     // A leaked executor credential, on every results subject the executor may publish to.
-    let executor = connect_as(&stack, "executor").await?;
+    let executor = stack.connect_as("executor").await?;
     let s = executor.subjects().clone();
     let executor_subjects = [s.exec_result(&id), s.exec_started(&id)];
     for (i, subject) in executor_subjects.iter().enumerate() {
@@ -281,7 +270,7 @@ async fn forged_verdicts_are_refused_and_the_run_does_not_complete() -> anyhow::
         assert!(denied.is_err(), "the executor published on {subject}");
     }
     // On the auditors' own subject: unsigned, and signed with a key nobody trusts.
-    let auditor = connect_as(&stack, "auditor").await?;
+    let auditor = stack.connect_as("auditor").await?;
     publish(&auditor, &s.audit_result(&id), &forged, "unsigned").await?;
     let mut foreign = all_pass_report(&req);
     ReportSigningKey::from_seed(&[0x5a; 32]).sign(&mut foreign);
@@ -471,7 +460,7 @@ async fn a_completed_run_verifies_and_tampering_does_not() -> anyhow::Result<()>
         .as_str()
         .context("a manifest entry")?
         .to_string();
-    let executor = connect_as(&stack, "executor").await?;
+    let executor = stack.connect_as("executor").await?;
     let bucket = executor
         .jetstream()
         .get_object_store(loopgate_protocol::subjects::SNAPSHOT_BUCKET)

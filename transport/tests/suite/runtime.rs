@@ -172,9 +172,6 @@ async fn a_stopping_worker_leaves_later_messages_to_others() -> Result<()> {
         };
         let work = Work::Exec(Capability::Cli);
         let consumer = bus.work_consumer(work, consumer_options).await?;
-        let started = Arc::new(AtomicU32::new(0));
-        let counted = started.clone();
-        let cancel = CancellationToken::new();
         let loop_options = ConsumeOptions {
             concurrency: 1,
             pull_batch: 1,
@@ -182,18 +179,7 @@ async fn a_stopping_worker_leaves_later_messages_to_others() -> Result<()> {
             ack_wait: consumer_options.ack_wait,
             drain: Duration::from_secs(5),
         };
-        let loop_task = tokio::spawn(run_consumer(
-            consumer,
-            loop_options,
-            cancel.clone(),
-            move |_delivery, _lease| {
-                let counted = counted.clone();
-                async move {
-                    counted.fetch_add(1, Ordering::SeqCst);
-                    Settle::Ack
-                }
-            },
-        ));
+        let (loop_task, started, cancel) = counting_loop(consumer, loop_options, 0);
         let info = |bus: Bus| async move {
             let stream = bus.jetstream().get_stream(work.stream_name()).await?;
             let info = stream.consumer_info(work.durable_name()).await?;
@@ -372,9 +358,6 @@ async fn pull_requests_for_eight(pull_batch: usize) -> Result<(usize, u32)> {
     for n in 0..8 {
         publish(&bus, n).await?;
     }
-    let started = Arc::new(AtomicU32::new(0));
-    let counted = started.clone();
-    let cancel = CancellationToken::new();
     let loop_options = ConsumeOptions {
         concurrency: 8,
         pull_batch,
@@ -382,24 +365,8 @@ async fn pull_requests_for_eight(pull_batch: usize) -> Result<(usize, u32)> {
         ack_wait: consumer_options.ack_wait,
         drain: Duration::from_secs(5),
     };
-    let loop_task = tokio::spawn(run_consumer(
-        consumer,
-        loop_options,
-        cancel.clone(),
-        move |_delivery, _lease| {
-            let counted = counted.clone();
-            async move {
-                counted.fetch_add(1, Ordering::SeqCst);
-                // Held until every message has a handler: all 8 are in flight at once.
-                let _ = wait_until(Duration::from_secs(20), || {
-                    let counted = counted.clone();
-                    async move { counted.load(Ordering::SeqCst) >= 8 }
-                })
-                .await;
-                Settle::Ack
-            }
-        },
-    ));
+    // Each handler holds its message until all 8 have started: all 8 in flight at once.
+    let (loop_task, started, cancel) = counting_loop(consumer, loop_options, 8);
     wait_until(Duration::from_secs(20), || {
         let started = started.clone();
         async move { started.load(Ordering::SeqCst) >= 8 }
@@ -414,4 +381,38 @@ async fn pull_requests_for_eight(pull_batch: usize) -> Result<(usize, u32)> {
         sent += 1;
     }
     Ok((sent, started.load(Ordering::SeqCst)))
+}
+
+/// A consume loop whose handler counts the deliveries it starts and acks each once `hold_until`
+/// of them have started (0: at once); its task, the count and its cancel token.
+fn counting_loop(
+    consumer: loopgate_transport::WorkConsumer,
+    options: ConsumeOptions,
+    hold_until: u32,
+) -> (
+    tokio::task::JoinHandle<()>,
+    Arc<AtomicU32>,
+    CancellationToken,
+) {
+    let started = Arc::new(AtomicU32::new(0));
+    let counted = started.clone();
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(run_consumer(
+        consumer,
+        options,
+        cancel.clone(),
+        move |_delivery, _lease| {
+            let counted = counted.clone();
+            async move {
+                counted.fetch_add(1, Ordering::SeqCst);
+                let _ = wait_until(Duration::from_secs(20), || {
+                    let counted = counted.clone();
+                    async move { counted.load(Ordering::SeqCst) >= hold_until }
+                })
+                .await;
+                Settle::Ack
+            }
+        },
+    ));
+    (task, started, cancel)
 }
