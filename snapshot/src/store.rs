@@ -310,20 +310,7 @@ impl SnapshotStore {
         self.put_object(&name, bytes, held.as_ref()).await?;
         Ok(true)
     }
-}
 
-/// The stored size of object `info` when a writer may reuse it as it is: not old enough that
-/// the snapshot GC could sweep it before this freeze's manifest lands (such an object is
-/// written again, which makes it young). None otherwise.
-pub(crate) fn reusable_size(info: &object_store::ObjectInfo) -> Option<u64> {
-    let age = info
-        .modified
-        .and_then(|at| std::time::Duration::try_from(time::OffsetDateTime::now_utc() - at).ok());
-    age.is_none_or(|age| age < BLOB_REFRESH_AFTER)
-        .then_some(info.size as u64)
-}
-
-impl SnapshotStore {
     /// Fetch a blob and verify it hashes to `sha256`; `ObjectTooLarge` when it is recorded as
     /// more than [`MAX_BLOB_READ_BYTES`].
     pub async fn blob(&self, sha256: &str) -> Result<Vec<u8>, SnapshotError> {
@@ -372,6 +359,17 @@ impl SnapshotStore {
     pub async fn get_bytes(&self, sha256: &str) -> Result<Vec<u8>, SnapshotError> {
         self.blob(sha256).await
     }
+}
+
+/// The stored size of object `info` when a writer may reuse it as it is: not old enough that
+/// the snapshot GC could sweep it before this freeze's manifest lands (such an object is
+/// written again, which makes it young). None otherwise.
+pub(crate) fn reusable_size(info: &object_store::ObjectInfo) -> Option<u64> {
+    let age = info
+        .modified
+        .and_then(|at| std::time::Duration::try_from(time::OffsetDateTime::now_utc() - at).ok());
+    age.is_none_or(|age| age < BLOB_REFRESH_AFTER)
+        .then_some(info.size as u64)
 }
 
 #[cfg(test)]
