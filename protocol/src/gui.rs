@@ -8,6 +8,14 @@ use serde::{Deserialize, Serialize};
 /// screenshot it wrote to (one a line), so the check's own screenshots become its evidence.
 pub const BROWSE_RECORD_ENV: &str = "LOOPGATE_BROWSE_RECORD";
 
+/// Set for a `[gui]` task's checks (the audit's and the executor's self-checks): the URL
+/// `loopgate browse --url /path` joins paths to.
+pub const GUI_URL_ENV: &str = "LOOPGATE_GUI_URL";
+
+/// Set for a `[gui]` task's checks: the command `loopgate browse` starts in the check's copy
+/// (inside the check's sandbox) and stops when the check ends.
+pub const GUI_SERVE_ENV: &str = "LOOPGATE_GUI_SERVE";
+
 /// Longest `serve` command accepted.
 pub const MAX_SERVE_CHARS: usize = 2_000;
 
@@ -118,6 +126,22 @@ impl GuiFile {
             serve: serve.map(str::to_string),
             url: url.map(str::to_string),
         })
+    }
+}
+
+impl GuiSpec {
+    /// The environment a check of this task runs with: [`GUI_URL_ENV`] and [`GUI_SERVE_ENV`]
+    /// where `[gui]` sets them. The auditor's checks and the executor's self-checks get the
+    /// same, so a browser check means the same thing in both.
+    pub fn check_env(&self) -> Vec<(String, String)> {
+        let mut env = Vec::new();
+        if let Some(url) = &self.url {
+            env.push((GUI_URL_ENV.to_string(), url.clone()));
+        }
+        if let Some(serve) = &self.serve {
+            env.push((GUI_SERVE_ENV.to_string(), serve.clone()));
+        }
+        env
     }
 }
 

@@ -130,15 +130,5 @@ impl Auditor {
 /// `LOOPGATE_GUI_URL` and starts `LOOPGATE_GUI_SERVE` in the check's copy (inside the check's
 /// sandbox), stopping it when the check ends.
 fn gui_env(req: &AuditRequest) -> Vec<(String, String)> {
-    let Some(gui) = &req.gui else {
-        return Vec::new();
-    };
-    let mut env = Vec::new();
-    if let Some(url) = &gui.url {
-        env.push(("LOOPGATE_GUI_URL".to_string(), url.clone()));
-    }
-    if let Some(serve) = &gui.serve {
-        env.push(("LOOPGATE_GUI_SERVE".to_string(), serve.clone()));
-    }
-    env
+    req.gui.as_ref().map(|g| g.check_env()).unwrap_or_default()
 }

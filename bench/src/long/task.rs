@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use loopgate_common::task::{parse_task_file_toml, TaskFile};
+use loopgate_protocol::gui::{GUI_SERVE_ENV, GUI_URL_ENV};
 
 /// Public checks the task file gives no time limit get this many seconds (the auditor's
 /// default).
@@ -83,10 +84,10 @@ impl LongTask {
         let mut env = Vec::new();
         if let Some(gui) = &self.file.gui {
             if let Some(url) = &gui.url {
-                env.push(("LOOPGATE_GUI_URL".to_string(), url.clone()));
+                env.push((GUI_URL_ENV.to_string(), url.clone()));
             }
             if let Some(serve) = &gui.serve {
-                env.push(("LOOPGATE_GUI_SERVE".to_string(), serve.clone()));
+                env.push((GUI_SERVE_ENV.to_string(), serve.clone()));
             }
         }
         env

@@ -10,11 +10,12 @@
 //!
 //! The manager is asked instead when the policy has no step to give: a clause without a
 //! blocking check, every clause's checks passing while the gate does not, every failing clause
-//! set aside, the run
-//! planning its contract, stagnation due, an operator instruction in the current round, the
-//! round budget spent, a task with a `[gui]` table (a clause step is `cli`), or
-//! `budget.manager = false` (every step is the goal then). A goal of one clause is the first
-//! step by itself, checked or not.
+//! set aside, the run planning its contract, stagnation due, an operator instruction in the
+//! current round, the round budget spent, or `budget.manager = false` (every step is the goal
+//! then). A goal of one clause is the first step by itself, checked or not.
+//!
+//! A clause step is a `cli` step, on a `[gui]` task too: the step carries the task's `[gui]`,
+//! so the executor's self-check runs the clause's browser check as the audit will.
 
 use super::manager_turn::{dispatch_step, StepFocus};
 use super::progress::stagnation_due;
@@ -125,7 +126,6 @@ fn may_choose(record: &RunRecord) -> bool {
         .any(|i| i.generation == record.generation && i.round >= record.round);
     budget.clause_steps
         && budget.manager
-        && record.task.gui.is_none()
         && record.planning.stage.is_none()
         && record.rounds_this_generation() < budget.max_rounds
         && !stagnation_due(record)

@@ -5,6 +5,7 @@ use super::tests::{apply, evidence, exec_done, kinds, reply, report};
 use super::*;
 use crate::state::Target;
 use crate::task::parse_task_toml;
+use loopgate_protocol::subjects::Capability;
 use loopgate_protocol::verdict::Integrity;
 use loopgate_protocol::wire::{Increment, Message};
 
@@ -183,6 +184,32 @@ fn a_clause_step_whose_clause_passed_is_not_retried() {
     let s = start_run("r", task("step_retries = 3", ""), "base", 0);
     let s = round(&s.record, "c1", &["a"]);
     assert!(!kinds(&s).contains(&"step_retried"), "{:?}", kinds(&s));
+    assert!(objective(&s).starts_with("Create b.py."));
+}
+
+/// A `[gui]` task (a web page with browser checks) gets clause steps too, as `cli` steps: the
+/// page is files the executor writes, and its self-check runs the clause's browser check.
+#[test]
+fn a_gui_task_gets_its_clauses_as_cli_steps() {
+    let gui = "[gui]\nserve = \"python3 -m http.server 8765\"\nurl = \"http://127.0.0.1:8765\"";
+    let s = start_run("r", task("", gui), "base", 0);
+    assert_eq!(
+        kinds(&s),
+        vec!["submitted", "exec_dispatched", "clause_step"]
+    );
+    let request = s
+        .outgoing()
+        .iter()
+        .find_map(|o| match &o.message {
+            Message::ExecRequest(r) => Some(r.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(request.capability, Capability::Cli);
+    assert!(request.gui.is_some(), "the step carries the task's [gui]");
+    assert!(objective(&s).starts_with("Create a.py."));
+    let s = round(&s.record, "c1", &["a"]);
+    assert_eq!(kinds(&s).last(), Some(&"clause_step"), "{:?}", kinds(&s));
     assert!(objective(&s).starts_with("Create b.py."));
 }
 

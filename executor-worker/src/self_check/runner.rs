@@ -98,6 +98,9 @@ pub(crate) struct SelfCheck {
     scratch_parent: PathBuf,
     /// The task's freeze ignores: what the candidate (and so the audit) will not contain.
     ignore: Vec<String>,
+    /// What each check gets beyond the worker's environment: a `[gui]` task's
+    /// `LOOPGATE_GUI_URL` / `LOOPGATE_GUI_SERVE`, as the auditor gives its checks.
+    check_env: Vec<(String, String)>,
 }
 
 impl SelfCheck {
@@ -118,6 +121,7 @@ impl SelfCheck {
             env: Arc::new(env.clone()),
             scratch_parent: scratch_parent.to_path_buf(),
             ignore: req.ignore.clone(),
+            check_env: req.gui.as_ref().map(|g| g.check_env()).unwrap_or_default(),
         })
     }
 
@@ -202,7 +206,7 @@ impl SelfCheck {
                 timeout: target.timeout,
                 path_var: &self.env.check_path,
                 sandbox: &sandbox,
-                extra_env: &[],
+                extra_env: &self.check_env,
             };
             let run = run_in_scratch_copy(&check, &source).await?;
             tracing::info!(check = %target.id, verdict = ?run.verdict(), end = ?run.end,
@@ -274,6 +278,36 @@ mod tests {
             let req = request(episode, self_checks, criteria.clone());
             let got = SelfCheck::for_request(&req, &env, Path::new("/tmp")).map(|s| s.allowed());
             assert_eq!(got, want, "{episode} {self_checks} {criteria}");
+        }
+    }
+
+    /// A `[gui]` task's self-checks see the URL and serve command its audit's checks see (a
+    /// browser check otherwise fails in the self-check for want of them, whatever the page).
+    #[tokio::test]
+    async fn a_gui_tasks_self_check_gets_the_gui_environment() {
+        let check = json!([{"id": "gui-env", "description": "", "blocking": true, "timeout_secs": 5,
+            "check": "test \"$LOOPGATE_GUI_URL\" = http://127.0.0.1:8765 && test \"$LOOPGATE_GUI_SERVE\" = 'python3 -m http.server 8765'"}]);
+        let workspace = tempfile::tempdir().unwrap();
+        std::fs::write(workspace.path().join("index.html"), "<h1>x</h1>").unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let env = SelfCheckEnv::unisolated("test");
+        // (the task's [gui], the check's verdict)
+        let cases = [
+            (None, CheckVerdict::Fail),
+            (
+                Some(
+                    json!({"serve": "python3 -m http.server 8765", "url": "http://127.0.0.1:8765"}),
+                ),
+                CheckVerdict::Pass,
+            ),
+        ];
+        for (gui, want) in cases {
+            let mut req = request("step", 1, check.clone());
+            req.gui = gui.clone().map(|g| serde_json::from_value(g).unwrap());
+            let self_check = SelfCheck::for_request(&req, &env, scratch.path()).unwrap();
+            let findings = self_check.run(workspace.path()).await.unwrap();
+            let verdicts: Vec<CheckVerdict> = findings.iter().map(|f| f.verdict).collect();
+            assert_eq!(verdicts, vec![want], "gui {gui:?}");
         }
     }
 }
