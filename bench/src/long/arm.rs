@@ -392,7 +392,7 @@ mod tests {
 
     /// The `no_clause_steps` arm measures something: in every long task each goal clause is
     /// decided by a blocking check, so the clause policy gives every step of the shipped arm
-    /// until the manager is due (web-shopping's `[gui]` one too, as `cli` steps).
+    /// until the manager is due (web-shopping's `[gui]` one after the manager's first step).
     #[test]
     fn every_long_task_clause_has_a_blocking_check() {
         use loopgate_common::goal::criteria::{clause_coverage, contract_for, ClauseCover};

@@ -14,8 +14,11 @@
 //! current round, the round budget spent, or `budget.manager = false` (every step is the goal
 //! then). A goal of one clause is the first step by itself, checked or not.
 //!
-//! A clause step is a `cli` step, on a `[gui]` task too: the step carries the task's `[gui]`,
-//! so the executor's self-check runs the clause's browser check as the audit will.
+//! A clause step is a `cli` step. On a task with a `[gui]` table the manager decides the first
+//! step (whether the work needs the `gui` route is its call, and only it knows whether this
+//! deployment offers that route), and each clause step takes the route of the round before
+//! it: the manager's choice carries on until the manager is asked again. Every step carries
+//! the task's `[gui]`, so a `cli` step's self-check runs a browser check as the audit does.
 
 use super::manager_turn::{dispatch_step, StepFocus};
 use super::progress::stagnation_due;
@@ -116,6 +119,18 @@ fn checked_clauses(record: &RunRecord) -> Option<(Vec<CheckedClause<'_>>, Vec<St
     Some((steps, context))
 }
 
+/// The route a clause step takes now: `cli`, or on a `[gui]` task the route of the last round
+/// (its first step is the manager's: `None` before any round).
+fn clause_route(record: &RunRecord) -> Option<Capability> {
+    if record.task.gui.is_none() {
+        return Some(Capability::Cli);
+    }
+    record
+        .history
+        .last()
+        .map(|round| round.capability.unwrap_or(Capability::Cli))
+}
+
 /// Whether the policy may give a step now, before looking at the clauses.
 fn may_choose(record: &RunRecord) -> bool {
     let budget = &record.task.budget;
@@ -126,6 +141,7 @@ fn may_choose(record: &RunRecord) -> bool {
         .any(|i| i.generation == record.generation && i.round >= record.round);
     budget.clause_steps
         && budget.manager
+        && clause_route(record).is_some()
         && record.planning.stage.is_none()
         && record.rounds_this_generation() < budget.max_rounds
         && !stagnation_due(record)
@@ -339,7 +355,8 @@ pub(super) fn dispatch_clause_step(tx: &mut Tx, step: ClauseStep) {
             .map(|c| c + 1)
             .collect(),
     };
-    dispatch_step(tx, Capability::Cli, step.step.clone(), step.focus());
+    let route = clause_route(&tx.record).unwrap_or(Capability::Cli);
+    dispatch_step(tx, route, step.step.clone(), step.focus());
     // Logged in the step's round.
     tx.log(event);
 }

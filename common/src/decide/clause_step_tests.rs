@@ -187,30 +187,45 @@ fn a_clause_step_whose_clause_passed_is_not_retried() {
     assert!(objective(&s).starts_with("Create b.py."));
 }
 
-/// A `[gui]` task (a web page with browser checks) gets clause steps too, as `cli` steps: the
-/// page is files the executor writes, and its self-check runs the clause's browser check.
-#[test]
-fn a_gui_task_gets_its_clauses_as_cli_steps() {
-    let gui = "[gui]\nserve = \"python3 -m http.server 8765\"\nurl = \"http://127.0.0.1:8765\"";
-    let s = start_run("r", task("", gui), "base", 0);
-    assert_eq!(
-        kinds(&s),
-        vec!["submitted", "exec_dispatched", "clause_step"]
-    );
-    let request = s
-        .outgoing()
+/// The capability of the exec request `step` sends.
+fn capability(step: &Step) -> Capability {
+    step.outgoing()
         .iter()
         .find_map(|o| match &o.message {
-            Message::ExecRequest(r) => Some(r.clone()),
+            Message::ExecRequest(r) => Some(r.capability),
             _ => None,
         })
-        .unwrap();
-    assert_eq!(request.capability, Capability::Cli);
-    assert!(request.gui.is_some(), "the step carries the task's [gui]");
-    assert!(objective(&s).starts_with("Create a.py."));
-    let s = round(&s.record, "c1", &["a"]);
-    assert_eq!(kinds(&s).last(), Some(&"clause_step"), "{:?}", kinds(&s));
-    assert!(objective(&s).starts_with("Create b.py."));
+        .unwrap_or_else(|| panic!("no exec request: {:?}", kinds(step)))
+}
+
+/// A `[gui]` task's first step is the manager's (whether the work needs the browser, and
+/// whether the deployment offers it, is its call); the clause steps after it take its route.
+#[test]
+fn a_gui_tasks_clause_steps_take_the_route_the_manager_chose() {
+    let gui = "[gui]\nserve = \"python3 -m http.server 8765\"\nurl = \"http://127.0.0.1:8765\"";
+    for route in [Capability::Gui, Capability::Cli] {
+        let s = start_run("r", task("", gui), "base", 0);
+        assert_eq!(kinds(&s), vec!["submitted"], "{route:?}");
+        assert_eq!(s.outgoing()[0].target, Target::Decide);
+        let s = reply(
+            &s.record,
+            &format!("Next: {}\nTask: write a.py", route.as_str()),
+        );
+        assert_eq!(capability(&s), route);
+        let s = round(&s.record, "c1", &["a"]);
+        assert_eq!(kinds(&s).last(), Some(&"clause_step"), "{:?}", kinds(&s));
+        assert!(objective(&s).starts_with("Create b.py."));
+        assert_eq!(
+            capability(&s),
+            route,
+            "the clause step keeps the manager's route"
+        );
+        let carried = s
+            .outgoing()
+            .iter()
+            .any(|o| matches!(&o.message, Message::ExecRequest(r) if r.gui.is_some()));
+        assert!(carried, "the step carries the task's [gui]");
+    }
 }
 
 #[test]

@@ -211,6 +211,71 @@ async fn a_gui_step_clicks_by_ref_and_the_browse_check_passes() -> anyhow::Resul
     Ok(())
 }
 
+/// A `cli` step of a `[gui]` task (the manager's choice; the clause steps after it keep it)
+/// writes the page with the file tools, and its `finish` self-check runs the task's browser
+/// check in the agent's sandbox with `[gui]`'s `serve` and `url`, as the audit does: the
+/// check passes there, so `finish` is taken at once. Without `[gui]` the check's `/` is the
+/// workspace's own directory (no server), the self-check fails and `finish` is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cli_steps_self_check_runs_the_browser_check_with_the_gui_table() -> anyhow::Result<()> {
+    let executor = Reply::dynamic(|req: &Value| match assistant_turns(req) {
+        0 => Reply::tool_call(
+            "write_file",
+            json!({"path": "site/index.html", "content": "<!doctype html><h1>Hello, page</h1>"}),
+        ),
+        _ => Reply::tool_call("finish", json!({"summary": "wrote index.html"})),
+    });
+    let manager =
+        manager_reply("Next: cli\nTask: write site/index.html with the heading Hello, page");
+    let script = Script::new()
+        .fallback("standin-manager", manager)
+        .fallback("standin-executor", executor);
+    let model = StandInModel::start(script).await?;
+    let opts = gui_options(
+        &model,
+        Profile::new("exec", &model.base_url(), "standin-executor"),
+    );
+    let stack = Stack::start(opts).await?;
+    let task = r#"
+goal = "Write site/index.html with the heading Hello, page"
+
+[[acceptance]]
+id = "heading"
+check = "loopgate browse --url / --expect-text 'Hello, page'"
+blocking = true
+
+[gui]
+serve = "cd site && exec python3 -m http.server 8791 --bind 127.0.0.1"
+url = "http://127.0.0.1:8791"
+
+[roles]
+manager = "mgr"
+executor = "exec"
+
+[budget]
+max_rounds = 2
+max_steps = 6
+self_checks = 1
+"#;
+    let id = stack.submit(task, &[]).await?["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let done = stack.wait_terminal(&id, Duration::from_secs(120)).await?;
+    assert_eq!(done["state"], "completed", "{done}\n{}", stack.logs());
+    let requests = model.requests("standin-executor");
+    let refusals: Vec<String> = requests
+        .iter()
+        .filter_map(|r| last_message_content(r, "tool"))
+        .filter(|t| t.starts_with("finish refused"))
+        .collect();
+    assert!(refusals.is_empty(), "the self-check failed: {refusals:?}");
+    assert_eq!(requests.len(), 2, "write, then finish taken at once");
+    let dispatched = stack.log_entries(&id, "exec_dispatched").await?;
+    assert_eq!(dispatched[0]["capability"], "cli", "{dispatched:?}");
+    Ok(())
+}
+
 /// The task's `serve` command runs what the agent writes, so it is treated like the agent: a
 /// hostile one (the secrets test's `COPY_EVERYTHING`: every environment, `/proc` entry and
 /// daemon config file it can reach, copied into the workspace) runs in the agent's sandbox
