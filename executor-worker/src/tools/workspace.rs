@@ -105,6 +105,13 @@ pub enum ToolError {
         first: usize,
         again: usize,
     },
+    #[error(
+        "'{path}' was not written: it is a whole HTML page (it has <html> or <body>) and this \
+         content has neither, so the page would become this fragment and lose everything else \
+         it holds. To change one part, use edit_file with `old` the exact text to replace and \
+         `new` its replacement; or write the whole page"
+    )]
+    WouldReplacePage { path: String },
     #[error("shell: {0}")]
     Shell(String),
     #[error("internal error running the tool: {0}")]

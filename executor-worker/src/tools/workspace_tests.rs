@@ -569,3 +569,27 @@ fn a_python_change_that_defines_a_function_twice_is_refused() {
         one_main
     );
 }
+
+/// A 1.5B executor on `web-shopping` sent the part of `index.html` it meant to change as the
+/// whole file (`Items: 0`, a lone `<ul>`), and wrapped a whole page in a ```html fence: the
+/// fragment is refused and the page kept; the fenced page is written without its fence.
+#[test]
+fn a_page_is_not_replaced_by_a_fragment_and_loses_its_fence() {
+    let (_dir, ws) = workspace();
+    let page = "<html><body><h1>Shopping list</h1><ul id=\"items\"></ul></body></html>\n";
+    let fenced = format!("```html\n{page}```");
+    let wrote = ws.write_file("index.html", &fenced).unwrap();
+    assert!(wrote.contains("fence"), "{wrote}");
+    let read = || std::fs::read_to_string(ws.root().join("index.html")).unwrap();
+    assert_eq!(read(), page);
+    for fragment in ["Items: 0", "<ul id=\"items\"></ul><p>Items: 0</p>"] {
+        match ws.write_file("index.html", fragment) {
+            Err(ToolError::WouldReplacePage { path }) => assert_eq!(path, "index.html"),
+            other => panic!("expected WouldReplacePage, got {other:?}"),
+        }
+        assert_eq!(read(), page);
+    }
+    ws.edit_file("index.html", "</ul>", "</ul><p>Items: 0</p>")
+        .unwrap();
+    assert!(read().contains("Items: 0"));
+}

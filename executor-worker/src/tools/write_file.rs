@@ -4,6 +4,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::tools::context::ToolContext;
+use crate::tools::fenced_content::{unfenced, UNFENCED_NOTE};
+use crate::tools::html_fragment::refuse_replacing_a_page;
 use crate::tools::kept_definitions::{definition_names, keep_dropped_definitions};
 use crate::tools::mended_python::{mend_python, mended_note};
 use crate::tools::python_redefined::refuse_a_second_definition;
@@ -57,6 +59,8 @@ impl Workspace {
             return Err(ToolError::IsDirectory(rel.to_string()));
         }
         let written = self.shown(&target.path);
+        let unfenced = unfenced(rel, content);
+        let content = unfenced.as_deref().unwrap_or(content);
         let mended = mend_python(rel, content);
         let content = mended.as_ref().map_or(content, |m| m.text.as_str());
         let before = self.dir().read(&target.real).ok();
@@ -76,6 +80,7 @@ impl Workspace {
             ));
         }
         refuse_dropping_every_definition(rel, before.as_deref(), content)?;
+        refuse_replacing_a_page(rel, before.as_deref(), content)?;
         let unparsed = check_python_write(rel, before.as_deref(), content)?;
         refuse_a_second_definition(rel, before.as_deref(), content)?;
         let created = self.dir().symlink_metadata(&target.real).is_err();
@@ -104,6 +109,9 @@ impl Workspace {
                  remove one, edit_file it away)",
                 k.kept.join(", ")
             ));
+        }
+        if unfenced.is_some() {
+            result.push_str(UNFENCED_NOTE);
         }
         if let Some(m) = &mended {
             result.push_str(&mended_note(m));
