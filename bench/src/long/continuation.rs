@@ -11,9 +11,12 @@ use serde::{Deserialize, Serialize};
 /// The line that opens the failing checks in a continuation goal.
 pub const FAILING_HEADER: &str = "These checks fail:";
 /// The end of each failing check's output that goes into the goal, in characters.
-pub const OUTPUT_EXCERPT_CHARS: usize = 600;
-/// The failing checks' part of a goal stays under this many characters.
-const FAILING_PART_CHARS: usize = 8_000;
+pub const OUTPUT_EXCERPT_CHARS: usize = 400;
+/// The failing checks' part of a goal stays under this many characters (about 900 tokens), so
+/// the episode's first prompt fits the default model's 8,192-token window: `pipeline-orders`'
+/// prompt is about 5,900 tokens before it (the executor's system prompt, tools and previews),
+/// and an 8,000-character part took it past the window on every episode after the first.
+const FAILING_PART_CHARS: usize = 3_000;
 
 /// A public check that failed on the last snapshot, as the bench ran it.
 #[derive(Debug, Clone, PartialEq, Eq)]

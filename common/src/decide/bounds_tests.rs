@@ -2,14 +2,14 @@
 //! (never charged, never ends the run), a step's episode deadline is set by its first start
 //! only, and the manager's decision requests go out under ids sealed with the run's secret.
 
-use super::tests::{apply, exec_done, exec_result, report, TASK};
+use super::tests::{apply, exec_done, exec_result, frozen, report, TASK};
 use super::*;
 use crate::state::{DeadlineKind, Target};
 use crate::task::parse_task_toml;
 use loopgate_protocol::dispatch_id::decide_msg_id;
 use loopgate_protocol::usage::Usage;
 use loopgate_protocol::verdict::Integrity;
-use loopgate_protocol::wire::{EpisodeRole, EpisodeStarted, ExecOutcome};
+use loopgate_protocol::wire::{EpisodeRole, EpisodeStarted, ExecOutcome, Message};
 
 /// The run's token budget: far above one episode's ceiling, far below a forged 10^9.
 const BUDGET_TOKENS: u64 = 100_000_000;
@@ -273,4 +273,50 @@ fn decision_requests_go_out_under_ids_sealed_with_the_runs_secret() {
     assert!(!messages.contains(&"5e".repeat(32)), "{messages}");
     // A record stored before the secret existed: the bare prefix, as before.
     assert_eq!(super::tests::started().outbox[0].msg_id, prefix);
+}
+
+/// The token budget left when a step goes out travels with it (`ExecRequest::max_tokens`),
+/// shared among the step's siblings, so the executor ends an episode at the budget instead of
+/// overshooting it by a whole episode.
+#[test]
+fn a_step_carries_the_token_budget_left_shared_among_its_siblings() {
+    let max_tokens = |step: &Step| -> Vec<Option<u64>> {
+        step.outgoing()
+            .iter()
+            .filter_map(|o| match &o.message {
+                Message::ExecRequest(r) => Some(r.max_tokens),
+                _ => None,
+            })
+            .collect()
+    };
+    let task = |budget: Option<u64>, attempts: u32| {
+        let mut task = parse_task_toml(TASK).unwrap();
+        task.budget.max_total_tokens = budget;
+        task.budget.attempts = attempts;
+        task
+    };
+    // (budget.max_total_tokens, budget.attempts, each sibling's share after the manager's
+    // 15-token reply)
+    let cases = [
+        (Some(1_000), 1, vec![Some(985)]),
+        (Some(1_000), 2, vec![Some(492); 2]),
+        (Some(16), 1, vec![Some(1)]),
+        (None, 1, vec![None]),
+    ];
+    for (budget, attempts, want) in cases {
+        let s = start_run("r1", task(budget, attempts), "base", 0);
+        let s = super::tests::reply(&s.record, "Next: cli\nTask: write hello.py");
+        assert_eq!(max_tokens(&s), want, "{budget:?} x{attempts}");
+    }
+    // The next step gets what the first one's episode and the manager's replies left.
+    let s = start_run("r1", task(Some(1_000), 1), "base", 0);
+    let s = super::tests::reply(&s.record, "Next: cli\nTask: write hello.py");
+    let event = exec_result(&s.record, frozen("c1"), Usage::tokens(300, 0));
+    let s = apply(&s.record, event);
+    let s = apply(
+        &s.record,
+        RunEvent::AuditFinished(report(&s.record, false, Integrity::Clean)),
+    );
+    let s = super::tests::reply(&s.record, "Next: cli\nTask: fix hello.py");
+    assert_eq!(max_tokens(&s), vec![Some(1_000 - 15 - 300 - 15)]);
 }

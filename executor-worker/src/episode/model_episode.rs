@@ -68,6 +68,7 @@ async fn episode_in_dir<M: ChatModel>(
             .feedback
             .retries_failure(&req.increment.acceptance_checks),
         attempt: req.attempt,
+        max_tokens: req.max_tokens,
     };
     let handoff = HandoffFile::capture(dir);
     let report = run_tool_loop_observed(model, &tools, prompt, limits, observer.clone()).await;
@@ -277,6 +278,10 @@ pub(crate) fn summarize(report: &LoopReport) -> Option<(String, bool)> {
                 .to_string(),
             false,
         )),
+        LoopEnd::TokenBudget(max) => Some((
+            format!("the run's token budget ({max} tokens for this episode) is spent; ended early"),
+            false,
+        )),
         LoopEnd::TimedOut(after) => Some((
             format!(
                 "episode time limit of {}s reached; ended early",
@@ -303,6 +308,7 @@ fn end_label(end: &LoopEnd) -> &'static str {
         LoopEnd::StepCap => "step_cap",
         LoopEnd::Stuck => "stuck",
         LoopEnd::TimedOut(_) => "timed_out",
+        LoopEnd::TokenBudget(_) => "token_budget",
         LoopEnd::ModelFailed(_) => "model_failed",
     }
 }

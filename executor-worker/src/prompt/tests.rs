@@ -40,6 +40,7 @@ fn request(increment: Increment, feedback: ExecFeedback) -> ExecRequest {
         episode: EpisodeKind::Step,
         feedback,
         self_checks: 2,
+        max_tokens: None,
         gui: None,
     }
 }

@@ -22,6 +22,9 @@ pub struct LoopLimits {
     /// Which sibling of its step the episode is (`ExecRequest::attempt`, 1-based): each one
     /// past the first samples wider and with its own seed (see `temperature`).
     pub attempt: u32,
+    /// Tokens the loop may spend (`ExecRequest::max_tokens`): once its usage reaches them, no
+    /// further model call is made. `None`: no limit.
+    pub max_tokens: Option<u64>,
 }
 
 /// Why the loop stopped.
@@ -42,6 +45,8 @@ pub enum LoopEnd {
     /// so the next round starts from a fresh context.
     Stuck,
     TimedOut(Duration),
+    /// The loop's usage reached `LoopLimits::max_tokens` (the run's token budget left).
+    TokenBudget(u64),
     ModelFailed(ModelError),
 }
 

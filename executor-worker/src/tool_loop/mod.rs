@@ -141,6 +141,9 @@ async fn drive<M: ChatModel>(
     let max_steps = limits.max_steps.max(1);
     let mut talk = Conversation::new(prompt, limits.health);
     while state.steps < max_steps {
+        if let Some(max) = limits.max_tokens.filter(|max| state.usage.total() >= *max) {
+            return LoopEnd::TokenBudget(max);
+        }
         if state.restart_after_refusal(&talk.base, &mut talk.messages) {
             talk.health = ContextHealth::new(limits.health);
         }

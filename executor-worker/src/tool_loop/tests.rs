@@ -88,6 +88,7 @@ fn limits(max_steps: u32) -> LoopLimits {
         episode: Duration::from_secs(30),
         health: HealthPolicy::default(),
         retrying: false,
+        max_tokens: None,
     }
 }
 
@@ -192,6 +193,36 @@ async fn loop_endings_table() {
             report.usage.input_tokens,
             10 * u64::from(report.steps),
             "{name}"
+        );
+    }
+}
+
+/// An episode given what is left of the run's token budget (`max_tokens`) makes no model call
+/// once its usage reaches it: the last turn's write is carried out, then the loop ends.
+#[tokio::test]
+async fn the_token_budget_ends_the_loop_after_the_turn_that_reached_it() {
+    let write = || ("write_file", json!({"path": "a.txt", "content": "A"}));
+    // (max_tokens, model calls made); each call spends 12 tokens
+    let cases = [(Some(30), 3), (Some(24), 2), (Some(1), 1), (None, 10)];
+    for (max_tokens, steps) in cases {
+        let (dir, tools) = scratch_tools();
+        let model = ScriptedModel::new(vec![], reply(None, vec![write()]));
+        let limits = LoopLimits {
+            max_tokens,
+            ..limits(10)
+        };
+        let report = run_tool_loop(&model, &tools, prompt(), limits).await;
+        assert_eq!(report.steps, steps, "{max_tokens:?}: {report:?}");
+        match max_tokens {
+            Some(max) => assert!(
+                matches!(report.end, LoopEnd::TokenBudget(m) if m == max),
+                "{report:?}"
+            ),
+            None => assert!(matches!(report.end, LoopEnd::StepCap), "{report:?}"),
+        }
+        assert!(
+            dir.path().join("a.txt").exists(),
+            "the last turn's write is kept"
         );
     }
 }
@@ -343,6 +374,7 @@ async fn deadline_ends_the_loop() {
         episode: Duration::from_millis(100),
         health: HealthPolicy::default(),
         retrying: false,
+        max_tokens: None,
     };
     let report = run_tool_loop(&Slow, &tools, prompt(), limits).await;
     assert!(matches!(report.end, LoopEnd::TimedOut(_)));
@@ -376,6 +408,7 @@ fn small_window(max_resets: u32) -> LoopLimits {
             ..HealthPolicy::for_window(Some(1000))
         },
         retrying: false,
+        max_tokens: None,
     }
 }
 

@@ -81,6 +81,7 @@ async fn inflating_context_resets_through_every_adapter() -> anyhow::Result<()> 
             episode: Duration::from_secs(30),
             health: HealthPolicy::for_window(profile.context_window),
             retrying: false,
+            max_tokens: None,
         };
         let prompt = vec![
             ChatMessage::system("You are a coding agent."),

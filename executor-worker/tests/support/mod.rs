@@ -45,6 +45,7 @@ pub fn request(run_id: &str, base: &str, profile: &str, episode_secs: u64) -> Ex
         episode: Default::default(),
         feedback: Default::default(),
         self_checks: loopgate_common::budget::DEFAULT_SELF_CHECKS,
+        max_tokens: None,
         gui: None,
     }
 }

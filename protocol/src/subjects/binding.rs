@@ -323,6 +323,7 @@ mod tests {
             episode: Default::default(),
             feedback: Default::default(),
             self_checks: 0,
+            max_tokens: None,
             gui: None,
         })
     }

@@ -103,6 +103,12 @@ pub struct ExecRequest {
     /// The task's `[gui]`: gui episodes start its `serve` command and open its `url`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gui: Option<crate::gui::GuiSpec>,
+    /// Tokens the episode may spend: what was left of the run's `max_total_tokens` when the
+    /// step was dispatched, shared among the step's siblings. The built-in tool loop ends the
+    /// episode (its workspace frozen as usual) once its usage reaches it, so a run spends at
+    /// most its budget and one model turn. Absent: no token limit (CLI agents ignore it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
     /// Which sibling of the step this is (1-based; the task's `budget.attempts` siblings run
     /// from the same base, and the executor samples each apart). Absent: the first, so a step
     /// of one attempt is the message it was before siblings existed.

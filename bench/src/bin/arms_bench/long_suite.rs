@@ -127,8 +127,9 @@ fn notes(args: &Args, arms: &[Arm], caps: LongCaps) -> Vec<String> {
         format!(
             "Same local model for every model role, same token budget per task and arm ({} \
              tokens: max_total_tokens of a loop run, the sum of all a continuation's episodes). \
-             The manager checks the budget after each model turn and episode, so a run can \
-             overshoot it by one episode.",
+             A built-in executor episode ends once it has spent what was left of it when it \
+             went out (ExecRequest max_tokens), so a run overshoots it by at most one model \
+             turn; with daemons older than that, by up to one episode.",
             caps.token_budget
         ),
         format!(

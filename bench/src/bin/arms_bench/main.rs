@@ -314,8 +314,8 @@ fn base_notes(args: &Args) -> Vec<String> {
     vec![
         format!(
             "Same model for every role; same run token budget ({} tokens, max_total_tokens) on both arms. \
-             The manager checks that budget after each model turn and episode, so one episode can overshoot it; \
-             a single executor episode is bounded by max_steps and executor_episode_secs, not by tokens.",
+             An executor episode ends once it has spent what was left of that budget when it went out \
+             (ExecRequest max_tokens), besides max_steps and executor_episode_secs, so a run overshoots it by at most one model turn.",
             c.token_budget
         ),
         format!(

@@ -62,6 +62,7 @@ impl Tx {
             feedback,
             self_checks: r.task.budget.self_checks,
             gui: r.task.gui.clone(),
+            max_tokens: episode_tokens(r, siblings),
             attempt: FIRST_ATTEMPT,
         };
         let requests: Vec<(String, ExecRequest)> = (FIRST_ATTEMPT..=siblings)
@@ -196,4 +197,13 @@ impl Tx {
             baseline,
         });
     }
+}
+
+/// What each of a step's `siblings` episodes may spend: an equal share of what is left of the
+/// run's `max_total_tokens` (at least one token: an episode dispatched with the budget spent
+/// still ends after its first turn); `None` without a token budget.
+fn episode_tokens(r: &crate::state::RunRecord, siblings: u32) -> Option<u64> {
+    let max = r.task.budget.max_total_tokens?;
+    let left = max.saturating_sub(r.accounting.usage.total());
+    Some((left / u64::from(siblings.max(1))).max(1))
 }
