@@ -94,16 +94,8 @@ async fn a_gui_step_clicks_by_ref_and_the_browse_check_passes() -> anyhow::Resul
             ),
         }
     });
-    let manager =
-        manager_reply("Next: gui\nTask: open index.html, click Greet, save shots/greet.png");
-    let script = Script::new()
-        .fallback("standin-manager", manager)
-        .fallback("standin-executor", executor);
-    let model = StandInModel::start(script).await?;
-    let opts = gui_options(
-        &model,
-        Profile::new("exec", &model.base_url(), "standin-executor").with_vision(),
-    );
+    let step = "Next: gui\nTask: open index.html, click Greet, save shots/greet.png";
+    let (model, opts) = gui_model_and_options(step, executor, true).await?;
     let stack = Stack::start(opts).await?;
     wait_until_gui_offered(&stack, &model).await?;
     let id = stack.submit(TASK, &[("index.html", PAGE)]).await?["id"]
@@ -225,16 +217,8 @@ async fn a_cli_steps_self_check_runs_the_browser_check_with_the_gui_table() -> a
         ),
         _ => Reply::tool_call("finish", json!({"summary": "wrote index.html"})),
     });
-    let manager =
-        manager_reply("Next: cli\nTask: write site/index.html with the heading Hello, page");
-    let script = Script::new()
-        .fallback("standin-manager", manager)
-        .fallback("standin-executor", executor);
-    let model = StandInModel::start(script).await?;
-    let opts = gui_options(
-        &model,
-        Profile::new("exec", &model.base_url(), "standin-executor"),
-    );
+    let step = "Next: cli\nTask: write site/index.html with the heading Hello, page";
+    let (model, opts) = gui_model_and_options(step, executor, false).await?;
     let stack = Stack::start(opts).await?;
     let task = r#"
 goal = "Write site/index.html with the heading Hello, page"
@@ -293,16 +277,9 @@ async fn the_serve_command_and_the_browser_run_in_the_agents_sandbox() -> anyhow
             _ => Reply::tool_call("finish", json!({"summary": "looked at the served page"})),
         }
     });
-    let manager = manager_reply("Next: gui\nTask: open the served page and look at it");
-    let script = Script::new()
-        .fallback("standin-manager", manager)
-        .fallback("standin-executor", executor);
-    let model = StandInModel::start(script).await?;
+    let step = "Next: gui\nTask: open the served page and look at it";
+    let (model, mut opts) = gui_model_and_options(step, executor, false).await?;
     let secrets = StackSecrets::random();
-    let mut opts = gui_options(
-        &model,
-        Profile::new("exec", &model.base_url(), "standin-executor"),
-    );
     opts.secrets = Some(secrets.clone());
     let stack = Stack::start(opts).await?;
     wait_until_gui_offered(&stack, &model).await?;
@@ -390,6 +367,25 @@ pub(super) fn assistant_turns(req: &Value) -> usize {
     req["messages"]
         .as_array()
         .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count())
+}
+
+/// The stand-in model (the manager answers `step`, the executor `executor`; with `vision` the
+/// executor's profile takes images) and the stack options of [`gui_options`] around it.
+async fn gui_model_and_options(
+    step: &'static str,
+    executor: Reply,
+    vision: bool,
+) -> anyhow::Result<(StandInModel, StackOptions)> {
+    let script = Script::new()
+        .fallback("standin-manager", manager_reply(step))
+        .fallback("standin-executor", executor);
+    let model = StandInModel::start(script).await?;
+    let mut exec = Profile::new("exec", &model.base_url(), "standin-executor");
+    if vision {
+        exec = exec.with_vision();
+    }
+    let opts = gui_options(&model, exec);
+    Ok((model, opts))
 }
 
 /// One gui executor (`exec`) beside the stand-in manager, announcing `gui` with a 3 s TTL.
