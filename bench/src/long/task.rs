@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use loopgate_common::task::{parse_task_file_toml, TaskFile};
-use loopgate_protocol::gui::{GUI_SERVE_ENV, GUI_URL_ENV};
 
 /// Public checks the task file gives no time limit get this many seconds (the auditor's
 /// default).
@@ -79,18 +78,15 @@ impl LongTask {
     }
 
     /// What the auditor gives a check of this task beyond the worker's environment:
-    /// `LOOPGATE_GUI_URL` and `LOOPGATE_GUI_SERVE` from `[gui]`.
+    /// `LOOPGATE_GUI_URL` and `LOOPGATE_GUI_SERVE` from `[gui]` (`GuiSpec::check_env`; the
+    /// table was validated when the task was loaded).
     pub fn check_env(&self) -> Vec<(String, String)> {
-        let mut env = Vec::new();
-        if let Some(gui) = &self.file.gui {
-            if let Some(url) = &gui.url {
-                env.push((GUI_URL_ENV.to_string(), url.clone()));
-            }
-            if let Some(serve) = &gui.serve {
-                env.push((GUI_SERVE_ENV.to_string(), serve.clone()));
-            }
-        }
-        env
+        self.file
+            .gui
+            .as_ref()
+            .and_then(|gui| gui.validate().ok())
+            .map(|gui| gui.check_env())
+            .unwrap_or_default()
     }
 }
 
