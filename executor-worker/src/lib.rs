@@ -28,7 +28,7 @@ pub use episode::{run_episode, run_episode_transcribed, EpisodeEnd, EpisodeEnv};
 pub use isolation::{AgentIsolationEnv, AgentNetwork, AgentNetworkPolicy};
 pub use self_check::runner::SelfCheckEnv;
 pub use tool_loop::context_health::HealthPolicy;
-pub use tool_loop::{run_tool_loop, LoopEnd, LoopLimits};
+pub use tool_loop::{run_tool_loop, EpisodePrompt, LoopEnd, LoopLimits};
 pub use tools::dispatch::EpisodeTools;
 pub use tools::workspace::Workspace;
 pub use worker::startup::{prepare, run_workers};

@@ -19,7 +19,10 @@ use crate::prompt::task::task_prompt;
 use crate::self_check::runner::SelfCheck;
 use crate::tool_loop::context_health::HealthPolicy;
 use crate::tool_loop::context_reset::HANDOFF_FILE;
-use crate::tool_loop::{run_tool_loop_observed, ChatModel, LoopEnd, LoopLimits, LoopReport};
+use crate::tool_loop::prompt_fit::fewer_previews;
+use crate::tool_loop::{
+    run_tool_loop_observed, ChatModel, EpisodePrompt, LoopEnd, LoopLimits, LoopReport,
+};
 use crate::tools::browser::gui_tools::GuiTools;
 use crate::tools::desktop::desktop_tools::DesktopTools;
 use crate::tools::dispatch::EpisodeTools;
@@ -102,13 +105,14 @@ async fn episode_in_dir<M: ChatModel>(
 }
 
 /// The episode's tools on the materialized workspace in `dir` (the browser's too in a gui
-/// episode) and its prompt: the system prompt and the task with the workspace's files.
+/// episode) and its prompt: the system prompt and the task with the workspace's files, with
+/// smaller versions that leave out the file previews for a model whose window it exceeds.
 async fn episode_tools_and_prompt(
     req: &ExecRequest,
     env: &EpisodeEnv,
     dir: &Path,
     base: &Manifest,
-) -> Result<(EpisodeTools, Vec<ChatMessage>), EpisodeEnd> {
+) -> Result<(EpisodeTools, EpisodePrompt), EpisodeEnd> {
     let workspace = Workspace::new(dir).map_err(|err| EpisodeEnd::Retry {
         reason: err.to_string(),
     })?;
@@ -137,10 +141,16 @@ async fn episode_tools_and_prompt(
         }
         _ => None,
     };
-    let prompt = vec![
-        ChatMessage::system(system_prompt(gui)),
-        ChatMessage::user(task_prompt(req, &files, &previews)),
-    ];
+    let with_previews = |previews: &[FilePreview]| {
+        vec![
+            ChatMessage::system(system_prompt(gui)),
+            ChatMessage::user(task_prompt(req, &files, previews)),
+        ]
+    };
+    let prompt = fewer_previews(&previews, |p| p.text.len()).iter().fold(
+        EpisodePrompt::new(with_previews(&previews)),
+        |prompt, fewer| prompt.or_smaller(with_previews(fewer)),
+    );
     let tools = EpisodeTools::new(workspace, env.tools.clone())
         .with_isolation(env.agent.clone())
         .with_write_scope(req.increment.write_scope.clone())
@@ -164,6 +174,7 @@ fn record_report(report: &LoopReport) {
         compactions = report.compactions,
         self_check_refusals = report.self_check_refusals,
         cut_calls = report.cut_calls,
+        smaller_prompts = report.smaller_prompts,
         end = end_label(&report.end),
         "tool loop ended"
     );
@@ -197,6 +208,12 @@ fn frozen_summary(report: &LoopReport) -> Result<(String, bool), String> {
         summary.push_str(&format!(
             " (context resets: {}; handoffs via {HANDOFF_FILE})",
             report.resets
+        ));
+    }
+    if report.smaller_prompts > 0 {
+        summary.push_str(&format!(
+            " (the first prompt exceeded the model's window: {} file previews left out)",
+            report.smaller_prompts
         ));
     }
     Ok((summary, claimed_done))
@@ -355,6 +372,7 @@ mod tests {
             compactions: 0,
             self_check_refusals: 0,
             cut_calls: 0,
+            smaller_prompts: 0,
         }
     }
 

@@ -66,4 +66,7 @@ pub struct LoopReport {
     pub self_check_refusals: u32,
     /// Replies cut off inside a tool call that the loop answered and asked again.
     pub cut_calls: u32,
+    /// Smaller versions of the first prompt taken because the model's window refused the
+    /// prompt before them (see `prompt_fit`).
+    pub smaller_prompts: u32,
 }

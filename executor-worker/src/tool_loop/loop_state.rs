@@ -38,6 +38,9 @@ pub(crate) struct LoopState {
     pub(crate) written: Vec<String>,
     /// Replies cut off inside a tool call, answered with a note (see `cut_call`).
     pub(crate) cut_calls: u32,
+    /// Times the first prompt was refused for its length and a smaller one taken (see
+    /// `prompt_fit`).
+    pub(crate) smaller_prompts: u32,
     /// The episode's progress and transcript (the default observes nothing).
     pub(crate) observer: Observer,
 }

@@ -20,6 +20,8 @@
 //! `progress.md` and a fresh agent continues from it (at most `max_resets` times). A
 //! context-length error from the model also resets, with a handoff written by the harness.
 //! A reply cut off inside a tool call is answered with a note and asked again (see `cut_call`).
+//! A first prompt the model refuses for its length is replaced by a smaller version of it
+//! (see `prompt_fit`).
 
 pub(crate) mod chat_model;
 pub(crate) mod context_health;
@@ -29,6 +31,7 @@ pub(crate) mod handoff;
 pub(crate) mod loop_end;
 pub(crate) mod loop_state;
 pub(crate) mod plain_reply;
+pub(crate) mod prompt_fit;
 pub(crate) mod refusal_restart;
 pub(crate) mod refused_writes;
 pub(crate) mod repeat_guard;
@@ -52,26 +55,27 @@ pub(crate) use crate::tool_loop::loop_end::LoopReport;
 pub use crate::tool_loop::loop_end::{LoopEnd, LoopLimits};
 use crate::tool_loop::loop_state::LoopState;
 use crate::tool_loop::plain_reply::{no_tool_nudge, MAX_NO_TOOL_NUDGES};
+pub use crate::tool_loop::prompt_fit::EpisodePrompt;
 use crate::tool_loop::turn::{run_turn, self_check_before_finish, TurnEnd};
 use crate::tool_loop::turn_messages::bounded_summary;
 pub(crate) use crate::tool_loop::turn_messages::summary_from_text;
 use crate::tools::dispatch::EpisodeTools;
 
-/// Run the loop from `prompt` (system + first user message).
+/// Run the loop from `prompt` (system + first user message, and smaller versions of it).
 pub async fn run_tool_loop<M: ChatModel>(
     model: &M,
     tools: &EpisodeTools,
-    prompt: Vec<ChatMessage>,
+    prompt: impl Into<EpisodePrompt>,
     limits: LoopLimits,
 ) -> LoopReport {
-    run_tool_loop_observed(model, tools, prompt, limits, Observer::default()).await
+    run_tool_loop_observed(model, tools, prompt.into(), limits, Observer::default()).await
 }
 
 /// [`run_tool_loop`], telling `observer` what happens (progress and transcript).
 pub(crate) async fn run_tool_loop_observed<M: ChatModel>(
     model: &M,
     tools: &EpisodeTools,
-    prompt: Vec<ChatMessage>,
+    prompt: EpisodePrompt,
     limits: LoopLimits,
     observer: Observer,
 ) -> LoopReport {
@@ -99,6 +103,7 @@ pub(crate) async fn run_tool_loop_observed<M: ChatModel>(
         compactions: state.compactions,
         self_check_refusals: state.self_check_refusals,
         cut_calls: state.cut_calls,
+        smaller_prompts: state.smaller_prompts,
     }
 }
 
@@ -110,16 +115,31 @@ struct Conversation {
     base: Vec<ChatMessage>,
     messages: Vec<ChatMessage>,
     health: ContextHealth,
+    /// Smaller versions of the prompt, for a first call refused for its length.
+    smaller: std::collections::VecDeque<Vec<ChatMessage>>,
 }
 
 impl Conversation {
-    fn new(prompt: Vec<ChatMessage>, policy: HealthPolicy) -> Self {
+    fn new(prompt: EpisodePrompt, policy: HealthPolicy) -> Self {
         Conversation {
-            task: prompt.clone(),
-            base: prompt.clone(),
-            messages: prompt,
+            task: prompt.messages.clone(),
+            base: prompt.messages.clone(),
+            messages: prompt.messages,
             health: ContextHealth::new(policy),
+            smaller: prompt.smaller,
         }
+    }
+
+    /// Before the first turn: the next smaller version of the prompt replaces it. False when
+    /// none is left.
+    fn shrink(&mut self) -> bool {
+        let Some(smaller) = self.smaller.pop_front() else {
+            return false;
+        };
+        self.task = smaller.clone();
+        self.base = smaller.clone();
+        self.messages = smaller;
+        true
     }
 
     /// A fresh agent continues from the handoff `notes` (reset number `resets`).
@@ -133,7 +153,7 @@ impl Conversation {
 async fn drive<M: ChatModel>(
     model: &M,
     tools: &EpisodeTools,
-    prompt: Vec<ChatMessage>,
+    prompt: EpisodePrompt,
     limits: &LoopLimits,
     state: &mut LoopState,
 ) -> LoopEnd {
@@ -219,10 +239,12 @@ fn compact_when_warned(talk: &mut Conversation, state: &mut LoopState) {
     }
 }
 
-/// After a failed model call: a prompt that no longer fits continues with a fresh agent (a
-/// handoff written by the harness when the agent wrote none), and a reply cut off inside a
-/// tool call is answered with a note and asked again, each while resets or cut calls are left
-/// (`Ok`: the loop goes on). Anything else ends the loop.
+/// After a failed model call: a first prompt that does not fit is replaced by its next smaller
+/// version (none left: the loop ends, since a fresh agent starts from the same prompt); a
+/// prompt that no longer fits later continues with a fresh agent (a handoff written by the
+/// harness when the agent wrote none), and a reply cut off inside a tool call is answered with
+/// a note and asked again, each while resets or cut calls are left (`Ok`: the loop goes on).
+/// Anything else ends the loop.
 fn after_failed_call(
     err: ModelError,
     tools: &EpisodeTools,
@@ -230,7 +252,16 @@ fn after_failed_call(
     limits: &LoopLimits,
     state: &mut LoopState,
 ) -> Result<(), LoopEnd> {
+    let first_turn = state.steps == 0 && state.resets == 0;
     match err.kind() {
+        ModelErrorKind::ContextLength if first_turn => {
+            if !talk.shrink() {
+                return Err(LoopEnd::ModelFailed(err));
+            }
+            state.smaller_prompts += 1;
+            tracing::warn!(smaller_prompts = state.smaller_prompts, error = %err, "the first prompt does not fit the model's window: going on with a smaller one");
+            Ok(())
+        }
         ModelErrorKind::ContextLength if state.resets < limits.health.max_resets => {
             state.resets += 1;
             tracing::warn!(reset = state.resets, error = %err, "prompt no longer fits: continuing with a fresh agent");

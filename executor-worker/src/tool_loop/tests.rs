@@ -14,6 +14,7 @@ use crate::tool_loop::turn_messages::MAX_SUMMARY_CHARS;
 use crate::tools::workspace::Workspace;
 
 mod cache_prefix;
+mod prompt_fit;
 
 /// Replies from a fixed script (then keeps repeating the last reply), recording requests.
 struct ScriptedModel {
