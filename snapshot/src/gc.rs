@@ -10,6 +10,9 @@
 //! references them) and `snapshot_stat_cache::PRESENT_TTL`. An unreadable root manifest aborts
 //! the collection rather than guessing.
 //!
+//! Then the chunks no object names (a writer cut off, a race lost, an object written again with
+//! another size) are purged once older than the grace (`gc_chunks`).
+//!
 //! Two guards against losing what a concurrent freeze relies on: a freeze that reuses an old
 //! blob writes it again (`BLOB_REFRESH_AFTER`), and the sweep re-reads each doomed object's
 //! age right before deleting it. A run store with no run while old snapshots exist (a wiped
@@ -22,6 +25,7 @@ use futures::StreamExt;
 use loopgate_protocol::snapshot::is_sha256_hex;
 
 use crate::error::{store_error, SnapshotError};
+use crate::gc_chunks::ChunkSweep;
 use crate::store::{blob_object_name, SnapshotStore};
 
 /// A safe default grace period: a day.
@@ -57,6 +61,8 @@ pub struct GcReport {
     pub rewritten_kept: usize,
     /// Why nothing was swept, when the collection refused to.
     pub refused: Option<GcRefusal>,
+    /// The chunks no object named.
+    pub chunks: ChunkSweep,
 }
 
 /// Why a collection swept nothing.
@@ -87,6 +93,8 @@ pub struct ListedObject {
     pub size: u64,
     /// Age of its last write; None when unknown (treated as young).
     pub age: Option<Duration>,
+    /// Names its chunks' subject (`$O.<bucket>.C.<nuid>`).
+    pub nuid: String,
 }
 
 /// Which objects the sweep deletes: pure, given the listing, the marked names and the grace.
@@ -145,6 +153,7 @@ impl SnapshotStore {
                 name: info.name,
                 size: info.size as u64,
                 age,
+                nuid: info.nuid,
             });
         }
         Ok(objects)
@@ -237,6 +246,10 @@ impl SnapshotStore {
                 report.bytes_freed += object.size;
             }
         }
+        // Every listed object's chunks stay, the deleted ones' included: their delete purged
+        // them, and a doomed object written again since the listing may still use them.
+        let live_nuids: HashSet<&str> = objects.iter().map(|o| o.nuid.as_str()).collect();
+        report.chunks = self.sweep_orphan_chunks(&live_nuids, grace).await?;
         Ok(report)
     }
 }
@@ -250,6 +263,7 @@ mod tests {
             name: name.to_string(),
             size: 10,
             age: age_secs.map(Duration::from_secs),
+            nuid: format!("nuid-{name}"),
         }
     }
 

@@ -9,8 +9,9 @@
 //!   object the bucket holds with the same size (a content-addressed name: the same bytes, or
 //!   a copy that fails every reader's digest check either way) only writes its metadata again,
 //!   dated now, over the same chunks: what makes an old blob young for the snapshot GC. An
-//!   object held with another size (the other stored form of a manifest page) gets new chunks,
-//!   and the old ones stay in the stream unreferenced.
+//!   object held with another size (the other stored form of a manifest page) gets new chunks;
+//!   the old ones stay in the stream unreferenced until the manager's collection purges them
+//!   (`gc_chunks`).
 //! - A large object's chunks are published without waiting for each one's acknowledgement
 //!   before the next ([`ACKS_IN_FLIGHT`] at most).
 
