@@ -3,7 +3,9 @@
 Each function has its own test file, test_<function>.py: `python3 -m unittest test_slugify`.
 Python 3 standard library only.
 """
+import re
 import unicodedata
+from collections import Counter
 
 
 def strip_accents(s):
@@ -12,41 +14,19 @@ def strip_accents(s):
 
 
 def slugify(s):
-    parts, current = [], ""
-    for c in strip_accents(s).lower():
-        if c.isalnum():
-            current += c
-        elif current:
-            parts.append(current)
-            current = ""
-    if current:
-        parts.append(current)
-    return "-".join(parts)
+    return '-'.join(re.findall('[a-z0-9]+', strip_accents(s).lower()))
 
 
 def words(s):
-    found, current = [], ""
-    for c in s.lower():
-        if c.isalnum() or c == "'":
-            current += c
-        elif current:
-            found.append(current)
-            current = ""
-    if current:
-        found.append(current)
-    return found
+    return re.findall(r"(?:[^\W_]|')+", s.lower())
 
 
 def word_counts(s):
-    counts = {}
-    for w in words(s):
-        counts[w] = counts.get(w, 0) + 1
-    return counts
+    return dict(Counter(words(s)))
 
 
 def top_words(s, n):
-    ranked = sorted(word_counts(s).items(), key=lambda kv: (-kv[1], kv[0]))
-    return ranked[:n]
+    return sorted(word_counts(s).items(), key=lambda kv: (-kv[1], kv[0]))[:n]
 
 
 def truncate(s, n):
