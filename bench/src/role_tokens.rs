@@ -46,6 +46,15 @@ impl RoleTokens {
     }
 }
 
+/// Prompt tokens of a run view's `usage` that the providers read from their prompt cache, over
+/// every role (`cached_prompt_tokens`; 0 where a role reports none).
+pub fn cached_prompt_tokens(usage: &Value) -> u64 {
+    ["manager", "executor", "auditor"]
+        .iter()
+        .filter_map(|role| usage.get(role)?.get("cached_prompt_tokens")?.as_u64())
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,6 +83,13 @@ mod tests {
         for (v, want) in cases {
             assert_eq!(RoleTokens::from_json(&v), want, "{v}");
         }
+        assert_eq!(
+            cached_prompt_tokens(&json!({"manager": {"input_tokens": 2},
+                "executor": {"input_tokens": 25, "cached_prompt_tokens": 20},
+                "auditor": {"cached_prompt_tokens": 3}})),
+            23
+        );
+        assert_eq!(cached_prompt_tokens(&Value::Null), 0);
         assert_eq!(
             RoleTokens::from_json(&split.to_json()),
             Some(split),

@@ -36,6 +36,11 @@ pub struct LongRecord {
     /// Every token the arm spent on the task (the runs' totals, as their budgets count them).
     pub tokens: u64,
     pub tokens_by_role: RoleTokens,
+    /// Of `tokens`' prompt tokens, those the model server read from its prompt cache (a
+    /// prefix it had seen): counted in `tokens` as every budget counts them, but not
+    /// computed again. 0 in files written before it was recorded.
+    #[serde(default)]
+    pub cached_prompt_tokens: u64,
     /// From the first submit to the last run's end (the bench's hidden checks excluded; the
     /// continuation's public checks between episodes included).
     pub wall_s: f64,
@@ -69,6 +74,7 @@ impl LongRecord {
             summary: CurveSummary::default(),
             tokens: 0,
             tokens_by_role: RoleTokens::default(),
+            cached_prompt_tokens: 0,
             wall_s: 0.0,
             rounds: 0,
             terminal_state: BENCH_ERROR.to_string(),
@@ -82,7 +88,7 @@ impl LongRecord {
     pub fn line(&self) -> String {
         format!(
             "{} / {}: hidden {}/{} at the end (best held {} after round {}{}), claimed {}, \
-             {} tokens (m/e/a {}/{}/{}), {} rounds, {:.0} s, {}{}",
+             {} tokens (m/e/a {}/{}/{}; {} from the prompt cache), {} rounds, {:.0} s, {}{}",
             self.task,
             self.arm,
             self.hidden_passed,
@@ -107,6 +113,7 @@ impl LongRecord {
             self.tokens_by_role.manager,
             self.tokens_by_role.executor,
             self.tokens_by_role.auditor,
+            self.cached_prompt_tokens,
             self.rounds,
             self.wall_s,
             self.terminal_state,

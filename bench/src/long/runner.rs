@@ -25,7 +25,7 @@ use crate::long::curve::{
 use crate::long::hidden::{run_hidden_check, HiddenOutcome, HiddenTimeouts};
 use crate::long::record::LongRecord;
 use crate::long::task::{read_workspace, LongTask, WorkspaceFile};
-use crate::role_tokens::RoleTokens;
+use crate::role_tokens::{cached_prompt_tokens, RoleTokens};
 use crate::run_wait::{wait_for_end, GRACE_SECS};
 use crate::scratch_check::{run_in_scratch_copy, ScratchCommand};
 
@@ -80,6 +80,8 @@ struct Ended {
     public_passed: Option<u32>,
     tokens: u64,
     tokens_by_role: RoleTokens,
+    /// Of `tokens`, the prompt tokens read from the model server's prompt cache.
+    cached_prompt_tokens: u64,
     wall: Duration,
     rounds_run: u32,
     terminal_state: String,
@@ -149,6 +151,7 @@ impl<'a> LongBench<'a> {
             public_passed: passing_checks(&done),
             tokens: done["total_tokens"].as_u64().unwrap_or(0),
             tokens_by_role: RoleTokens::from_json(&done["usage"]).unwrap_or_default(),
+            cached_prompt_tokens: cached_prompt_tokens(&done["usage"]),
             wall,
             rounds_run: u32::try_from(done["round"].as_u64().unwrap_or(0)).unwrap_or(0),
             terminal_state: state,
@@ -188,6 +191,7 @@ impl<'a> LongBench<'a> {
         let mut episodes: Vec<Episode> = Vec::new();
         let mut tokens = 0u64;
         let mut by_role = RoleTokens::default();
+        let mut cached = 0u64;
         let stop = loop {
             let done = u32::try_from(episodes.len()).unwrap_or(u32::MAX);
             let allowance =
@@ -199,6 +203,7 @@ impl<'a> LongBench<'a> {
             let episode = self.run_episode(task, &goal, &workspace, allowance).await?;
             tokens += episode.view["total_tokens"].as_u64().unwrap_or(0);
             by_role.add(RoleTokens::from_json(&episode.view["usage"]).unwrap_or_default());
+            cached += cached_prompt_tokens(&episode.view["usage"]);
             // An episode that froze nothing leaves what it started from.
             let held = episode
                 .candidate
@@ -240,6 +245,7 @@ impl<'a> LongBench<'a> {
             public_passed: passing_checks(&last.view),
             tokens,
             tokens_by_role: by_role,
+            cached_prompt_tokens: cached,
             wall,
             rounds_run: u32::try_from(episodes.len()).unwrap_or(u32::MAX),
             terminal_state: last.view["state"].as_str().unwrap_or("?").to_string(),
@@ -408,6 +414,7 @@ impl<'a> LongBench<'a> {
             summary,
             tokens: ended.tokens,
             tokens_by_role: ended.tokens_by_role,
+            cached_prompt_tokens: ended.cached_prompt_tokens,
             wall_s: (ended.wall.as_secs_f64() * 10.0).round() / 10.0,
             rounds: ended.rounds_run,
             terminal_state: ended.terminal_state,

@@ -163,7 +163,8 @@ fn notes(args: &Args, arms: &[Arm], caps: LongCaps) -> Vec<String> {
             .to_string(),
         "tokens: every token the arm spent on the task as the runs' budgets count them \
          (input + output, prompt-cache hits included); tokens_by_role splits them (the \
-         one-episode runs' stand-in manager reports none). wall_s: first submit to the last \
+         one-episode runs' stand-in manager reports none); cached_prompt_tokens: how many of \
+         their prompt tokens the model server read from its prompt cache. wall_s: first submit to the last \
          run's end, the continuation's public checks between episodes included, the hidden \
          checks not."
             .to_string(),

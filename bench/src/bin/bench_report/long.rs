@@ -29,6 +29,8 @@ pub struct LongArmTotals {
     pub below_best: usize,
     pub tokens: u64,
     pub by_role: RoleTokens,
+    /// Of `tokens`, prompt tokens read from the model server's prompt cache.
+    pub cached_prompt_tokens: u64,
     pub wall_s: f64,
 }
 
@@ -71,6 +73,7 @@ pub fn arm_totals(records: &[LongRecord]) -> Vec<(String, LongArmTotals)> {
         t.below_best += usize::from(!r.summary.final_is_best);
         t.tokens += r.tokens;
         t.by_role.add(r.tokens_by_role);
+        t.cached_prompt_tokens += r.cached_prompt_tokens;
         t.wall_s += r.wall_s;
     }
     out
@@ -195,6 +198,7 @@ pub fn section(doc: &Value, svg_dir: &Path, svg_rel: &str) -> anyhow::Result<Str
         "ended below their best",
         "tokens",
         "manager / executor / auditor",
+        "from the prompt cache",
         "tokens per criterion",
         "wall s",
     ]);
@@ -223,6 +227,7 @@ pub fn section(doc: &Value, svg_dir: &Path, svg_rel: &str) -> anyhow::Result<Str
                 "{} / {} / {}",
                 t.by_role.manager, t.by_role.executor, t.by_role.auditor
             ),
+            t.cached_prompt_tokens.to_string(),
             t.tokens_per_criterion()
                 .map_or_else(|| "n/a".into(), |v| fmt_num(v, 0)),
             fmt_num(t.wall_s, 0),
@@ -285,6 +290,7 @@ fn per_run_details(recs: &[LongRecord]) -> String {
         "public",
         "tokens",
         "m / e / a",
+        "from the prompt cache",
         "rounds",
         "wall s",
         "end",
@@ -321,6 +327,7 @@ fn per_run_details(recs: &[LongRecord]) -> String {
                 "{} / {} / {}",
                 r.tokens_by_role.manager, r.tokens_by_role.executor, r.tokens_by_role.auditor
             ),
+            r.cached_prompt_tokens.to_string(),
             r.rounds.to_string(),
             fmt_num(r.wall_s, 0),
             match &r.stop_reason {
