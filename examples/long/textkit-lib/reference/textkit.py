@@ -18,7 +18,7 @@ def slugify(s):
 
 
 def words(s):
-    return re.findall(r"(?:[^\W_]|')+", s.lower())
+    return ''.join(c if c.isalnum() or c == chr(39) else ' ' for c in s.lower()).split()
 
 
 def word_counts(s):
