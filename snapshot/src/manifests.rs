@@ -348,6 +348,17 @@ impl SnapshotStore {
         Ok((stored.manifest, stored.pages))
     }
 
+    /// [`SnapshotStore::manifest_with_pages_via`], with the manifest's groups too: its pages,
+    /// then its groups (both empty for a flat manifest).
+    pub(crate) async fn manifest_with_pages_and_groups_via(
+        &self,
+        id: &str,
+        cache: Option<&WorkspaceCache>,
+    ) -> Result<(Manifest, Vec<String>, Vec<String>), SnapshotError> {
+        let stored = self.stored_manifest(id, cache).await?;
+        Ok((stored.manifest, stored.pages, stored.groups))
+    }
+
     /// Fetch, verify against `id` and validate a manifest of any stored form.
     async fn stored_manifest(
         &self,

@@ -27,6 +27,10 @@ pub struct OverlayWorkspace {
     layers: PathBuf,
     upper: PathBuf,
     base: Manifest,
+    /// The base manifest's pages and groups: stored, since its head was just read (the
+    /// collection deletes a head before the objects it names), so a freeze need not look
+    /// them up again.
+    base_objects: Vec<String>,
     lease: LowerLease,
     mounted: bool,
 }
@@ -92,7 +96,9 @@ impl SnapshotStore {
         cache: &WorkspaceCache,
         owner: Option<(u32, u32)>,
     ) -> Result<(OverlayWorkspace, WarmReport), SnapshotError> {
-        let (manifest, pages) = self.manifest_with_pages_via(id, Some(cache)).await?;
+        let (manifest, pages, groups) = self
+            .manifest_with_pages_and_groups_via(id, Some(cache))
+            .await?;
         let (lease, report) = match cache.lend_held(&manifest) {
             Some(lease) => {
                 let report = WarmReport {
@@ -131,6 +137,7 @@ impl SnapshotStore {
             layers: layers.to_path_buf(),
             upper: layers_at.upper,
             base: manifest,
+            base_objects: pages.into_iter().chain(groups).collect(),
             lease,
             mounted: true,
         };
@@ -199,6 +206,8 @@ impl SnapshotStore {
             .collect();
         let mut stat = StatCache::new();
         stat.mark_all_present(workspace.base.entries.iter().map(|e| e.sha256.as_str()));
+        // The pages and groups the change leaves as they were are not looked up one by one.
+        stat.mark_all_present(workspace.base_objects.iter().map(String::as_str));
         let outcome = self.upload_walked(files, &mut stat).await?;
         crate::manifests::hold_pages(cache, &outcome.manifest, &outcome.pages);
         let keep = cache.clone();
