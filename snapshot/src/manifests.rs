@@ -337,20 +337,10 @@ impl SnapshotStore {
     }
 
     /// [`SnapshotStore::manifest_with_pages`], taking the pages `cache` holds from it instead
-    /// of the store and holding the others it fetched. The reassembled manifest is checked
-    /// against `id` all the same.
+    /// of the store and holding the others it fetched, with the manifest's groups too (both
+    /// empty for a flat manifest). The reassembled manifest is checked against `id` all the
+    /// same.
     pub(crate) async fn manifest_with_pages_via(
-        &self,
-        id: &str,
-        cache: Option<&WorkspaceCache>,
-    ) -> Result<(Manifest, Vec<String>), SnapshotError> {
-        let stored = self.stored_manifest(id, cache).await?;
-        Ok((stored.manifest, stored.pages))
-    }
-
-    /// [`SnapshotStore::manifest_with_pages_via`], with the manifest's groups too: its pages,
-    /// then its groups (both empty for a flat manifest).
-    pub(crate) async fn manifest_with_pages_and_groups_via(
         &self,
         id: &str,
         cache: Option<&WorkspaceCache>,

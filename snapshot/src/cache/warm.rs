@@ -66,7 +66,7 @@ impl SnapshotStore {
         cache: &WorkspaceCache,
         owner: Option<(u32, u32)>,
     ) -> Result<(Manifest, WarmReport), SnapshotError> {
-        let (manifest, pages) = self.manifest_with_pages_via(id, Some(cache)).await?;
+        let (manifest, pages, _groups) = self.manifest_with_pages_via(id, Some(cache)).await?;
         let report = self
             .materialize_manifest_as(&manifest, &pages, dest, cache, owner)
             .await?;

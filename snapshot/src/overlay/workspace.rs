@@ -96,9 +96,7 @@ impl SnapshotStore {
         cache: &WorkspaceCache,
         owner: Option<(u32, u32)>,
     ) -> Result<(OverlayWorkspace, WarmReport), SnapshotError> {
-        let (manifest, pages, groups) = self
-            .manifest_with_pages_and_groups_via(id, Some(cache))
-            .await?;
+        let (manifest, pages, groups) = self.manifest_with_pages_via(id, Some(cache)).await?;
         let (lease, report) = match cache.lend_held(&manifest) {
             Some(lease) => {
                 let report = WarmReport {
