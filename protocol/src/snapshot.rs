@@ -92,6 +92,37 @@ pub fn file_and_directory_conflict<'a>(
     })
 }
 
+/// [`file_and_directory_conflict`] for paths in sorted (byte) order, in one pass and without
+/// hashing: between a file `a` and a path below it, `a/...`, sort only paths that start with
+/// `a` and a byte below `/`, so the earlier paths that may still be a directory of a later one
+/// are a chain of prefixes, and only the longest can be.
+fn sorted_file_and_directory_conflict<'a>(
+    paths: impl IntoIterator<Item = &'a str>,
+) -> Option<SnapshotPathError> {
+    let mut open: Vec<&str> = Vec::new();
+    for path in paths {
+        while let Some(&file) = open.last() {
+            match path.as_bytes().get(file.len()) {
+                Some(&next) if next <= b'/' && path.starts_with(file) => break,
+                // Every later path sorts after anything `file` could be a directory of.
+                _ => {
+                    open.pop();
+                }
+            }
+        }
+        if let Some(&file) = open.last() {
+            if path.as_bytes().get(file.len()) == Some(&b'/') {
+                return Some(SnapshotPathError::FileAndDirectory {
+                    file: file.to_string(),
+                    nested: path.to_string(),
+                });
+            }
+        }
+        open.push(path);
+    }
+    None
+}
+
 pub fn is_sha256_hex(s: &str) -> bool {
     s.len() == 64
         && s.bytes()
@@ -127,6 +158,7 @@ impl Manifest {
             return Err(SnapshotPathError::UnsupportedVersion(self.v));
         }
         let mut previous: Option<&str> = None;
+        let mut sorted = true;
         for entry in &self.entries {
             validate_relative_path(&entry.path)?;
             if !is_sha256_hex(&entry.sha256) {
@@ -138,9 +170,16 @@ impl Manifest {
             if previous == Some(entry.path.as_str()) {
                 return Err(SnapshotPathError::Duplicate(entry.path.clone()));
             }
+            sorted &= previous.is_none_or(|p| p < entry.path.as_str());
             previous = Some(entry.path.as_str());
         }
-        match file_and_directory_conflict(self.entries.iter().map(|e| e.path.as_str())) {
+        let paths = self.entries.iter().map(|e| e.path.as_str());
+        let conflict = if sorted {
+            sorted_file_and_directory_conflict(paths)
+        } else {
+            file_and_directory_conflict(paths)
+        };
+        match conflict {
             Some(conflict) => Err(conflict),
             None => Ok(()),
         }
@@ -323,9 +362,21 @@ mod tests {
             (&["a/b", "a/b/c"], Some(("a/b", "a/b/c"))),
             (&["ab", "a/b"], None),
             (&["a/b", "a/c", "a.txt"], None),
+            (&["a", "a!", "a-b", "a-b/c"], Some(("a-b", "a-b/c"))),
+            (&["a", "a-b", "a.c", "a/x"], Some(("a", "a/x"))),
+            (&["a", "a-b", "b", "b0", "b/x"], Some(("b", "b/x"))),
+            (&["a", "a-b/c", "a-b/d", "a/z"], Some(("a", "a/z"))),
+            (&["x/a", "x/a-b", "x/a.c", "x/ab/c", "y"], None),
         ];
         for (paths, expected) in cases {
             let found = file_and_directory_conflict(paths.iter().copied());
+            let mut sorted = paths.to_vec();
+            sorted.sort();
+            assert_eq!(
+                sorted_file_and_directory_conflict(sorted.iter().copied()),
+                found,
+                "sorted {paths:?}"
+            );
             let expected = expected.map(|(file, nested)| SnapshotPathError::FileAndDirectory {
                 file: file.into(),
                 nested: nested.into(),

@@ -31,6 +31,7 @@
 
 use std::ops::Range;
 
+use futures::{StreamExt, TryStreamExt};
 use loopgate_protocol::snapshot::{sha256_hex, Manifest, ManifestEntry, SnapshotId};
 use serde::{Deserialize, Serialize};
 
@@ -56,6 +57,8 @@ pub(crate) const MAX_GROUP_BYTES: u64 = MAX_GROUP_PAGES as u64 * 67 + 2;
 pub const MAX_PAGE_ENTRIES: usize = 1024;
 /// Pages fetched at once when reading a paged manifest.
 pub(crate) const PAGE_FETCH_CONCURRENCY: usize = 8;
+/// Pages and groups a manifest write has in flight at once.
+const PAGE_WRITE_CONCURRENCY: usize = 8;
 
 /// The stored index of a paged manifest of the earlier form (read, no longer written).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -286,14 +289,18 @@ impl SnapshotStore {
             groups,
         } = stored_form(manifest);
         Tally::new(&id, self.limits()).add(&manifest.entries, || "to write".to_string())?;
-        let mut bytes_uploaded = 0;
-        for (sha, bytes) in pages.iter().chain(&groups) {
-            if !known.is_some_and(|known| known.is_present(sha)) {
-                bytes_uploaded += self.put_packed_if_missing(sha, bytes).await?;
-            }
-        }
+        // The pages and groups go up together, and the head is looked up meanwhile; it is
+        // written only after them, so a head in the store always names stored objects.
+        let puts = pages
+            .iter()
+            .chain(&groups)
+            .filter(|(sha, _)| !known.is_some_and(|known| known.is_present(sha)))
+            .map(|(sha, bytes)| self.put_packed_if_missing(sha, bytes));
+        let written = futures::stream::iter(puts)
+            .buffer_unordered(PAGE_WRITE_CONCURRENCY)
+            .try_fold(0u64, |sum, bytes| async move { Ok(sum + bytes) });
         let name = manifest_object_name(&id);
-        let held = self.object_info(&name).await?;
+        let (mut bytes_uploaded, held) = futures::try_join!(written, self.object_info(&name))?;
         let held_size = held.as_ref().map(|info| info.size as u64);
         if held_size != Some(head.len() as u64) {
             let packed = pack(&head);

@@ -63,8 +63,36 @@ impl SnapshotStore {
         files: Vec<WalkedFile>,
         cache: &mut StatCache,
     ) -> Result<FreezeOutcome, SnapshotError> {
+        let uploaded = self.upload_blobs(&files, cache).await?;
+        let files_hashed = files.iter().filter(|f| f.hashed).count();
+        let manifest = Manifest::new(files.iter().map(|f| f.entry.clone()).collect())
+            .map_err(SnapshotError::InvalidManifest)?;
+        let written = self.write_manifest(&manifest, Some(cache)).await?;
+        for file in files.iter().filter(|file| file.hashed) {
+            cache.record(
+                &file.entry.path,
+                file.stamp,
+                &file.entry.sha256,
+                file.recorded_at_ns,
+            );
+        }
+        cache.mark_all_present(files.iter().map(|file| file.entry.sha256.as_str()));
+        cache.mark_all_present(written.pages.iter().map(String::as_str));
+        cache.mark_all_present(written.groups.iter().map(String::as_str));
+        cache.retain_paths(|path| manifest.get(path).is_some());
+        Ok(outcome(manifest, written, &uploaded, files_hashed))
+    }
+
+    /// Upload the blobs of `files` that `known` does not hold present and the store lacks,
+    /// each once, read from its walked source and checked against its digest as it is read;
+    /// a blob the store holds is dated again where it must be. The bytes uploaded per blob,
+    /// `None` where nothing was.
+    pub(crate) async fn upload_blobs(
+        &self,
+        files: &[WalkedFile],
+        known: &StatCache,
+    ) -> Result<Vec<Option<u64>>, SnapshotError> {
         let mut seen = HashSet::new();
-        let known = &*cache;
         let uploads: Vec<_> = files
             .iter()
             .filter(|file| !known.is_present(&file.entry.sha256))
@@ -91,27 +119,10 @@ impl SnapshotStore {
                 Ok(Some(bytes.len() as u64))
             })
             .collect();
-        let uploaded: Vec<Option<u64>> = futures::stream::iter(uploads)
+        futures::stream::iter(uploads)
             .buffer_unordered(UPLOAD_CONCURRENCY)
             .try_collect()
-            .await?;
-        let files_hashed = files.iter().filter(|f| f.hashed).count();
-        let manifest = Manifest::new(files.iter().map(|f| f.entry.clone()).collect())
-            .map_err(SnapshotError::InvalidManifest)?;
-        let written = self.write_manifest(&manifest, Some(cache)).await?;
-        for file in files.iter().filter(|file| file.hashed) {
-            cache.record(
-                &file.entry.path,
-                file.stamp,
-                &file.entry.sha256,
-                file.recorded_at_ns,
-            );
-        }
-        cache.mark_all_present(files.iter().map(|file| file.entry.sha256.as_str()));
-        cache.mark_all_present(written.pages.iter().map(String::as_str));
-        cache.mark_all_present(written.groups.iter().map(String::as_str));
-        cache.retain_paths(|path| manifest.get(path).is_some());
-        Ok(outcome(manifest, written, &uploaded, files_hashed))
+            .await
     }
 
     /// Freeze in-memory files `(path, mode, content)`, e.g. a workspace uploaded over HTTP.
@@ -212,7 +223,7 @@ fn read_walked(source: &Path, rel: &str) -> Result<Vec<u8>, SnapshotError> {
     Ok(bytes)
 }
 
-fn outcome(
+pub(crate) fn outcome(
     manifest: Manifest,
     written: ManifestWrite,
     uploaded: &[Option<u64>],

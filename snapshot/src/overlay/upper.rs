@@ -142,20 +142,39 @@ pub(crate) fn merge(
             }
         }
     }
-    // Whether each directory is ignored, decided once per directory.
+    // Sorted by path, the base's files come directory by directory: whether a directory's
+    // files are dropped (it or a directory above it is hidden or ignored) is decided once, when
+    // the walk enters it, and each directory above it once in all.
     let mut dirs: HashMap<&str, bool> = HashMap::new();
-    let kept = base
-        .entries
+    // A pattern ending in `/` leaves out directories only: a file is matched against the rest.
+    let file_patterns: Vec<String> = ignore
         .iter()
-        .enumerate()
-        .filter(|(_, entry)| {
-            let path = entry.path.as_str();
-            !exact.contains(path)
-                && !prefixes(path).any(|p| subtree.contains(p))
-                && !ignored_path(path, ignore, &mut dirs)
-        })
-        .map(|(index, _)| index)
+        .filter(|pattern| !pattern.trim().ends_with('/'))
+        .cloned()
         .collect();
+    let mut current: Option<(&str, bool)> = None;
+    let mut kept = Vec::with_capacity(base.entries.len());
+    for (index, entry) in base.entries.iter().enumerate() {
+        let path = entry.path.as_str();
+        let parent = path.rfind('/').map_or("", |at| &path[..at]);
+        let dir_dropped = match current {
+            Some((dir, dropped)) if dir == parent => dropped,
+            _ => {
+                let dropped = !parent.is_empty()
+                    && ((!subtree.is_empty() && prefixes(parent).any(|p| subtree.contains(p)))
+                        || ignored_dir(parent, ignore, &mut dirs));
+                current = Some((parent, dropped));
+                dropped
+            }
+        };
+        let hidden = dir_dropped
+            || (!exact.is_empty() && exact.contains(path))
+            || (!subtree.is_empty() && subtree.contains(path))
+            || (!file_patterns.is_empty() && is_ignored(path, false, &file_patterns));
+        if !hidden {
+            kept.push(index);
+        }
+    }
     Ok(Merged { kept, files })
 }
 
@@ -166,15 +185,14 @@ fn prefixes(path: &str) -> impl Iterator<Item = &str> {
         .chain(std::iter::once(path))
 }
 
-/// Would a walk leave out the file at `path`: it or one of its directories is ignored?
-/// `dirs` remembers the directories already decided.
-fn ignored_path<'a>(path: &'a str, ignore: &[String], dirs: &mut HashMap<&'a str, bool>) -> bool {
-    path.match_indices('/').any(|(at, _)| {
-        let dir = &path[..at];
+/// Would a walk leave out the directory `dir`: it or one above it is ignored? `dirs` remembers
+/// the directories already decided.
+fn ignored_dir<'a>(dir: &'a str, ignore: &[String], dirs: &mut HashMap<&'a str, bool>) -> bool {
+    prefixes(dir).any(|prefix| {
         *dirs
-            .entry(dir)
-            .or_insert_with(|| is_ignored(dir, true, ignore))
-    }) || is_ignored(path, false, ignore)
+            .entry(prefix)
+            .or_insert_with(|| is_ignored(prefix, true, ignore))
+    })
 }
 
 #[cfg(test)]

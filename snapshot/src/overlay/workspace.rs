@@ -5,6 +5,7 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use loopgate_protocol::snapshot::{Manifest, ManifestEntry};
 use loopgate_workspace_walk::chown_tree;
@@ -17,6 +18,7 @@ use crate::overlay::mount::{mount_overlay, unmount, OverlayLayers};
 use crate::overlay::upper::{merge, scan_upper, UpperKind};
 use crate::stat_cache::{FileStamp, StatCache};
 use crate::store::{FreezeOutcome, SnapshotStore};
+use crate::upload::outcome;
 
 /// An episode's workspace, mounted: the merged tree at [`OverlayWorkspace::path`], its changes
 /// in the upper layer. [`OverlayWorkspace::close`] unmounts it and removes the layers; dropping
@@ -26,7 +28,8 @@ pub struct OverlayWorkspace {
     merged: PathBuf,
     layers: PathBuf,
     upper: PathBuf,
-    base: Manifest,
+    /// Shared with the freeze's blocking walk, not copied for it.
+    base: Arc<Manifest>,
     /// The base manifest's pages and groups: stored, since its head was just read (the
     /// collection deletes a head before the objects it names), so a freeze need not look
     /// them up again.
@@ -134,7 +137,7 @@ impl SnapshotStore {
             merged: merged.to_path_buf(),
             layers: layers.to_path_buf(),
             upper: layers_at.upper,
-            base: manifest,
+            base: Arc::new(manifest),
             base_objects: pages.into_iter().chain(groups).collect(),
             lease,
             mounted: true,
@@ -193,61 +196,65 @@ impl SnapshotStore {
             workspace.base.clone(),
             rules.clone(),
         );
-        let files =
+        let OverlayFiles { kept, changed } =
             tokio::task::spawn_blocking(move || overlay_files(&upper, &merged, &base, &walk_rules))
                 .await
                 .map_err(|e| blocking_failed("walk", e))??;
-        let changed: Vec<(String, PathBuf, u64)> = files
+        let base = &workspace.base;
+        // The base's pages and groups are stored (its head was just read), and so is a changed
+        // file holding what the base held at its path: neither is looked up.
+        let mut known = StatCache::new();
+        known.mark_all_present(workspace.base_objects.iter().map(String::as_str));
+        known.mark_all_present(
+            changed
+                .iter()
+                .filter(|f| {
+                    base.get(&f.entry.path)
+                        .is_some_and(|e| e.sha256 == f.entry.sha256)
+                })
+                .map(|f| f.entry.sha256.as_str()),
+        );
+        let uploaded = self.upload_blobs(&changed, &known).await?;
+        let entries = kept
             .iter()
-            .filter(|f| f.hashed)
-            .map(|f| (f.entry.sha256.clone(), f.source.clone(), f.entry.size))
+            .map(|&index| base.entries[index].clone())
+            .chain(changed.iter().map(|f| f.entry.clone()))
             .collect();
-        let mut stat = StatCache::new();
-        stat.mark_all_present(workspace.base.entries.iter().map(|e| e.sha256.as_str()));
-        // The pages and groups the change leaves as they were are not looked up one by one.
-        stat.mark_all_present(workspace.base_objects.iter().map(String::as_str));
-        let outcome = self.upload_walked(files, &mut stat).await?;
-        crate::manifests::hold_pages(cache, &outcome.manifest, &outcome.pages);
+        let manifest = Manifest::new(entries).map_err(SnapshotError::InvalidManifest)?;
+        let written = self.write_manifest(&manifest, Some(&known)).await?;
+        crate::manifests::hold_pages(cache, &manifest, &written.pages);
+        let files_hashed = changed.len();
         let keep = cache.clone();
         let _ = tokio::task::spawn_blocking(move || {
-            for (sha256, source, size) in changed {
-                keep.insert_blob(&sha256, &source, size);
+            for file in changed {
+                keep.insert_blob(&file.entry.sha256, &file.source, file.entry.size);
             }
         })
         .await;
-        Ok(outcome)
+        Ok(outcome(manifest, written, &uploaded, files_hashed))
     }
 }
 
-/// The files of the merged tree (see [`SnapshotStore::freeze_overlay`]), hashed where they
-/// come from the upper layer, sorted by path. Blocking.
+/// What a freeze from the upper layer is made of: the base's entries still visible (indexes
+/// into it, in path order) and the upper layer's files, hashed, in path order.
+struct OverlayFiles {
+    kept: Vec<usize>,
+    changed: Vec<WalkedFile>,
+}
+
+/// The files of the merged tree (see [`SnapshotStore::freeze_overlay`]): the base's kept and the
+/// upper layer's, hashed, within the rules' size caps. Blocking.
 fn overlay_files(
     upper: &Path,
     merged: &Path,
     base: &Manifest,
     rules: &FreezeRules,
-) -> Result<Vec<WalkedFile>, SnapshotError> {
+) -> Result<OverlayFiles, SnapshotError> {
     let items = scan_upper(upper, &rules.ignore)?;
     let plan = merge(base, &items, &rules.ignore)?;
     let root = fs::canonicalize(merged).map_err(|e| io_error(merged, e))?;
     let upper = fs::canonicalize(upper).map_err(|e| io_error(upper, e))?;
-    let mut files = Vec::with_capacity(plan.kept.len() + plan.files.len());
-    for index in plan.kept {
-        let entry: &ManifestEntry = &base.entries[index];
-        files.push(WalkedFile {
-            source: root.join(&entry.path),
-            entry: entry.clone(),
-            stamp: FileStamp {
-                size: entry.size,
-                mtime_ns: 0,
-                ctime_ns: 0,
-                inode: 0,
-                device: 0,
-            },
-            hashed: false,
-            recorded_at_ns: 0,
-        });
-    }
+    let mut files = Vec::with_capacity(plan.files.len());
     for index in plan.files {
         let item = &items[index];
         let (source, metadata) = match item.kind {
@@ -281,7 +288,22 @@ fn overlay_files(
             recorded_at_ns: 0,
         });
     }
-    hash_listed(files, rules)
+    let changed = hash_listed(files, rules)?;
+    let total = plan
+        .kept
+        .iter()
+        .map(|&index| base.entries[index].size)
+        .chain(changed.iter().map(|f| f.entry.size))
+        .sum::<u64>();
+    if total > rules.max_total_bytes {
+        return Err(SnapshotError::TotalTooLarge {
+            limit: rules.max_total_bytes,
+        });
+    }
+    Ok(OverlayFiles {
+        kept: plan.kept,
+        changed,
+    })
 }
 
 /// An upper-layer symlink stands for the merged tree's file it points to, if that is a regular

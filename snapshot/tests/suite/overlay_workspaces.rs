@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use anyhow::Result;
-use loopgate_snapshot::{overlay, FreezeRules, WorkspaceCache};
+use loopgate_snapshot::{overlay, FreezeRules, SnapshotError, WorkspaceCache};
 
 use crate::{bounded, nats_and_store, write};
 
@@ -192,6 +192,25 @@ async fn the_upper_layer_is_held_to_the_walks_refusals() -> Result<()> {
             assert_eq!(upper_err.to_string(), walk_err.to_string(), "{script}");
             ws.close().await?;
         }
+        // The size cap counts the lower files the change keeps, as a walk counts them.
+        let tight = FreezeRules {
+            max_total_bytes: store.freeze(src.path(), &rules).await?.bytes_total,
+            ..FreezeRules::default()
+        };
+        let merged = work.path().join("ep-cap");
+        fs::create_dir(&merged)?;
+        let (ws, _) = store
+            .materialize_overlay(&base, &merged, &work.path().join("l-cap"), &cache, None)
+            .await?;
+        sh(&merged, "echo more >> README.md");
+        let upper_err = store.freeze_overlay(&ws, &tight, &cache).await.unwrap_err();
+        assert!(
+            matches!(upper_err, SnapshotError::TotalTooLarge { .. }),
+            "{upper_err}"
+        );
+        let walk_err = store.freeze(&merged, &tight).await.unwrap_err();
+        assert_eq!(upper_err.to_string(), walk_err.to_string());
+        ws.close().await?;
         let _ = fs::set_permissions(work.path(), fs::Permissions::from_mode(0o755));
         Ok(())
     })
