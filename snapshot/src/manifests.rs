@@ -291,16 +291,20 @@ impl SnapshotStore {
         Tally::new(&id, self.limits()).add(&manifest.entries, || "to write".to_string())?;
         // The pages and groups go up together, and the head is looked up meanwhile; it is
         // written only after them, so a head in the store always names stored objects.
-        let puts = pages
+        // Collected first: a stream over the lazy filter would not be `Send` for every
+        // lifetime, which spawned tasks and axum handlers need.
+        let puts: Vec<_> = pages
             .iter()
             .chain(&groups)
             .filter(|(sha, _)| !known.is_some_and(|known| known.is_present(sha)))
-            .map(|(sha, bytes)| self.put_packed_if_missing(sha, bytes));
+            .map(|(sha, bytes)| self.put_packed_if_missing(sha, bytes))
+            .collect();
         let written = futures::stream::iter(puts)
             .buffer_unordered(PAGE_WRITE_CONCURRENCY)
-            .try_fold(0u64, |sum, bytes| async move { Ok(sum + bytes) });
+            .try_collect::<Vec<u64>>();
         let name = manifest_object_name(&id);
-        let (mut bytes_uploaded, held) = futures::try_join!(written, self.object_info(&name))?;
+        let (written, held) = futures::try_join!(written, self.object_info(&name))?;
+        let mut bytes_uploaded: u64 = written.iter().sum();
         let held_size = held.as_ref().map(|info| info.size as u64);
         if held_size != Some(head.len() as u64) {
             let packed = pack(&head);

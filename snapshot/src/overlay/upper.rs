@@ -311,6 +311,61 @@ mod tests {
         }
     }
 
+    /// The base's files come directory by directory, and a directory comes back after its
+    /// subdirectories (`d` after `d/z`): each visit decides it again, hidden or ignored.
+    #[test]
+    fn a_directory_entered_again_is_decided_again() {
+        let manifest = base(&[
+            "d/target/o",
+            "d/target0",
+            "d/x",
+            "d/z/w",
+            "d/zz",
+            "e/target/p/q",
+            "e/y",
+        ]);
+        let ignore = vec!["target/".to_string(), "*.log".to_string()];
+        // (case, upper entries, base paths still there)
+        let cases: Vec<(&str, Vec<UpperItem>, Vec<&str>)> = vec![
+            (
+                "ignored directories at any depth are left out",
+                vec![],
+                vec!["d/target0", "d/x", "d/z/w", "d/zz", "e/y"],
+            ),
+            (
+                "a hidden subdirectory leaves the files after it",
+                vec![item("d", DIR), item("d/z", UpperKind::Whiteout)],
+                vec!["d/target0", "d/x", "d/zz", "e/y"],
+            ),
+            (
+                "a hidden file leaves its directory",
+                vec![item("d", DIR), item("d/x", UpperKind::Whiteout)],
+                vec!["d/target0", "d/z/w", "d/zz", "e/y"],
+            ),
+            (
+                "a hidden directory hides its subdirectories",
+                vec![item("d", UpperKind::Whiteout)],
+                vec!["e/y"],
+            ),
+        ];
+        for (case, items, want_kept) in cases {
+            let merged = merge(&manifest, &items, &ignore).unwrap();
+            let kept: Vec<&str> = merged
+                .kept
+                .iter()
+                .map(|i| manifest.entries[*i].path.as_str())
+                .collect();
+            assert_eq!(kept, want_kept, "{case}");
+        }
+        let logs = base(&["a.log", "b/c.log", "b/d.txt"]);
+        let merged = merge(&logs, &[], &ignore).unwrap();
+        assert_eq!(
+            merged.kept,
+            vec![2],
+            "a file pattern leaves out files anywhere"
+        );
+    }
+
     #[test]
     fn what_a_snapshot_cannot_hold_is_refused_by_path() {
         let manifest = base(&["a"]);
