@@ -35,6 +35,7 @@ use futures::{StreamExt, TryStreamExt};
 use loopgate_protocol::snapshot::{sha256_hex, Manifest, ManifestEntry, SnapshotId};
 use serde::{Deserialize, Serialize};
 
+use crate::cache::known::KnownManifest;
 use crate::cache::pages::Page;
 use crate::cache::WorkspaceCache;
 use crate::error::{check_digest, SnapshotError};
@@ -152,6 +153,8 @@ pub struct StoredForm {
     pub pages: Vec<(String, Vec<u8>)>,
     /// The groups (sha256, bytes) the head lists, in order (none for a flat manifest).
     pub groups: Vec<(String, Vec<u8>)>,
+    /// The entries each page holds (indexes into the sorted entries), in order.
+    pub ranges: Vec<Range<usize>>,
 }
 
 /// The stored form of a manifest, serialized once: a paged manifest's id is hashed from its
@@ -165,6 +168,7 @@ pub fn stored_form(manifest: &Manifest) -> StoredForm {
             head,
             pages: Vec::new(),
             groups: Vec::new(),
+            ranges: Vec::new(),
         };
     }
     let copy;
@@ -176,8 +180,10 @@ pub fn stored_form(manifest: &Manifest) -> StoredForm {
         copy = entries;
         &copy
     };
-    let pages: Vec<(String, Vec<u8>)> = page_ranges(sorted)
-        .into_iter()
+    let ranges = page_ranges(sorted);
+    let pages: Vec<(String, Vec<u8>)> = ranges
+        .iter()
+        .cloned()
         .map(|range| {
             // Serializing plain structs of strings and integers cannot fail.
             let bytes = serde_json::to_vec(&sorted[range]).unwrap_or_default();
@@ -223,26 +229,53 @@ pub fn stored_form(manifest: &Manifest) -> StoredForm {
         head: serde_json::to_vec(&index).unwrap_or_default(),
         pages,
         groups,
+        ranges,
     }
 }
 
-/// Hold the pages of `manifest`, stored as `pages` (digests in order, see [`stored_form`]), in
-/// `cache`, so the next read of a manifest sharing them fetches only the others. Pages already
-/// held are only marked used.
-pub(crate) fn hold_pages(cache: &WorkspaceCache, manifest: &Manifest, pages: &[String]) {
-    let missing: Vec<&String> = pages.iter().filter(|sha| !cache.holds_page(sha)).collect();
-    if missing.is_empty() || !manifest.is_sorted() {
-        return;
-    }
-    let ranges = page_ranges(&manifest.entries);
-    if ranges.len() != pages.len() {
+/// Hold the pages of `manifest`, as `written` stored them, in `cache`, so the next read of a
+/// manifest sharing them fetches only the others (pages already held are only marked used),
+/// and remember its head as known: this process computed its id from these entries.
+pub(crate) fn hold_pages(cache: &WorkspaceCache, manifest: &Manifest, written: &WrittenLayout) {
+    let WrittenLayout {
+        id,
+        head_sha256,
+        pages,
+        groups,
+        ranges,
+    } = written;
+    if pages.is_empty() || ranges.len() != pages.len() || !manifest.is_sorted() {
         return;
     }
     for (sha, range) in pages.iter().zip(ranges) {
-        if missing.contains(&sha) {
-            cache.hold_page(sha, Page::from(&manifest.entries[range]));
+        if !cache.holds_page(sha) {
+            match manifest.entries.get(range.clone()) {
+                Some(entries) => cache.hold_page(sha, Page::from(entries)),
+                None => return,
+            }
         }
     }
+    cache.remember_manifest(
+        id,
+        KnownManifest {
+            head_sha256: head_sha256.clone(),
+            v: manifest.v,
+            pages: pages.clone().into(),
+            groups: groups.clone().into(),
+        },
+    );
+}
+
+/// How a manifest was stored by this process: enough to hold its pages and know its head.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct WrittenLayout {
+    pub(crate) id: SnapshotId,
+    /// sha256 of the head's bytes as written.
+    pub(crate) head_sha256: String,
+    pub(crate) pages: Vec<String>,
+    pub(crate) groups: Vec<String>,
+    /// The entries of each page (indexes into the manifest's entries).
+    pub(crate) ranges: Vec<Range<usize>>,
 }
 
 /// A manifest as read, with the blobs it is stored in.
@@ -262,6 +295,23 @@ pub struct ManifestWrite {
     pub pages: Vec<String>,
     /// The group blobs its head refers to (present in the store afterwards).
     pub groups: Vec<String>,
+    /// sha256 of the head's bytes as written.
+    pub head_sha256: String,
+    /// The entries each page holds (indexes into the sorted entries), in order.
+    pub page_ranges: Vec<Range<usize>>,
+}
+
+impl ManifestWrite {
+    /// What a cache needs to hold its pages and know its head.
+    pub(crate) fn layout(&self) -> WrittenLayout {
+        WrittenLayout {
+            id: self.id.clone(),
+            head_sha256: self.head_sha256.clone(),
+            pages: self.pages.clone(),
+            groups: self.groups.clone(),
+            ranges: self.page_ranges.clone(),
+        }
+    }
 }
 
 impl SnapshotStore {
@@ -287,6 +337,7 @@ impl SnapshotStore {
             head,
             pages,
             groups,
+            ranges,
         } = stored_form(manifest);
         Tally::new(&id, self.limits()).add(&manifest.entries, || "to write".to_string())?;
         // The pages and groups go up together, and the head is looked up meanwhile; it is
@@ -318,6 +369,8 @@ impl SnapshotStore {
             bytes_uploaded,
             pages: pages.into_iter().map(|(sha, _)| sha).collect(),
             groups: groups.into_iter().map(|(sha, _)| sha).collect(),
+            head_sha256: sha256_hex(&head),
+            page_ranges: ranges,
         })
     }
 
@@ -388,6 +441,18 @@ impl SnapshotStore {
                 pages: Vec::new(),
                 groups: Vec::new(),
             }
+        } else if let Some((known, entries)) =
+            cache.and_then(|cache| cache.known_manifest(id, &actual))
+        {
+            // The head this process verified or wrote: the same groups, hence the same pages.
+            return Ok(StoredManifest {
+                manifest: Manifest {
+                    v: known.v,
+                    entries,
+                },
+                pages: known.pages.to_vec(),
+                groups: known.groups.to_vec(),
+            });
         } else {
             let head: PagedHead = serde_json::from_slice(&bytes)
                 .map_err(|_| integrity(format!("manifest hashes to {actual}")))?;
@@ -420,6 +485,17 @@ impl SnapshotStore {
             .manifest
             .validate()
             .map_err(|err| integrity(format!("manifest is invalid: {err}")))?;
+        if let (Some(cache), false) = (cache, stored.pages.is_empty()) {
+            cache.remember_manifest(
+                id,
+                KnownManifest {
+                    head_sha256: actual,
+                    v: stored.manifest.v,
+                    pages: stored.pages.clone().into(),
+                    groups: stored.groups.clone().into(),
+                },
+            );
+        }
         Ok(stored)
     }
 }

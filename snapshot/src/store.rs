@@ -92,6 +92,8 @@ pub struct FreezeOutcome {
     pub files_hashed: usize,
     /// Digests of the manifest's pages, in order (empty for a flat manifest).
     pub pages: Vec<String>,
+    /// How the manifest was stored, for a cache to hold.
+    pub(crate) layout: crate::manifests::WrittenLayout,
 }
 
 /// Handle on one content-addressed bucket. Cheap to clone.

@@ -230,6 +230,7 @@ pub(crate) fn outcome(
     files_hashed: usize,
 ) -> FreezeOutcome {
     FreezeOutcome {
+        layout: written.layout(),
         id: written.id,
         files: manifest.entries.len(),
         bytes_total: manifest.total_bytes(),

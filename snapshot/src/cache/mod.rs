@@ -18,6 +18,7 @@
 
 mod clone;
 mod fill;
+pub(crate) mod known;
 mod lru;
 pub(crate) mod pages;
 mod reconcile;

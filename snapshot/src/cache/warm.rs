@@ -228,7 +228,7 @@ impl SnapshotStore {
     ) -> Result<FreezeOutcome, SnapshotError> {
         let mut stat = cache.take_checkout(dir).map(|t| t.stat).unwrap_or_default();
         let outcome = self.freeze_cached(dir, rules, &mut stat).await?;
-        crate::manifests::hold_pages(cache, &outcome.manifest, &outcome.pages);
+        crate::manifests::hold_pages(cache, &outcome.manifest, &outcome.layout);
         cache.record_checkout(
             dir,
             TreeState {

@@ -5,9 +5,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use loopgate_protocol::snapshot::{diff_manifests, Manifest};
+use loopgate_protocol::snapshot::{diff_manifests, Manifest, ManifestEntry};
 
 use crate::cache::clone;
+use crate::cache::known::{KnownManifest, KnownManifests};
 use crate::cache::lru::{Item, Lru};
 use crate::cache::pages::{Page, PageCache, MAX_PAGE_ENTRIES_HELD};
 use crate::error::SnapshotError;
@@ -53,6 +54,9 @@ pub struct CacheStats {
     pub blobs_corrupt: u64,
     /// Manifest pages taken from the cache instead of the store.
     pub page_hits: u64,
+    /// Manifest reads whose head this process had verified or written: put together from
+    /// held pages, not checked again.
+    pub manifests_known: u64,
 }
 
 #[derive(Debug, Default)]
@@ -66,6 +70,7 @@ struct State {
     next_checkout: u64,
     stats: CacheStats,
     pages: PageCache,
+    known: KnownManifests,
 }
 
 #[derive(Debug)]
@@ -264,6 +269,33 @@ impl WorkspaceCache {
     /// Hold `page`, whose bytes were checked against `sha256`.
     pub(crate) fn hold_page(&self, sha256: &str, page: Page) {
         self.lock().pages.insert(sha256, page);
+    }
+
+    /// What this process verified or wrote of manifest `id`, if its head still hashes to
+    /// `head_sha256`, and the entries of every page it stands for, if all are still held.
+    pub(crate) fn known_manifest(
+        &self,
+        id: &str,
+        head_sha256: &str,
+    ) -> Option<(KnownManifest, Vec<ManifestEntry>)> {
+        let mut state = self.lock();
+        let known = state.known.get(id, head_sha256)?;
+        let mut held = Vec::with_capacity(known.pages.len());
+        for sha in known.pages.iter() {
+            held.push(state.pages.get(sha)?);
+        }
+        let mut entries = Vec::with_capacity(held.iter().map(|page| page.len()).sum());
+        for page in &held {
+            entries.extend(page.iter().cloned());
+        }
+        state.stats.page_hits += held.len() as u64;
+        state.stats.manifests_known += 1;
+        Some((known, entries))
+    }
+
+    /// Remember manifest `id` as verified (or written) by this process.
+    pub(crate) fn remember_manifest(&self, id: &str, known: KnownManifest) {
+        self.lock().known.insert(id, known);
     }
 
     /// Is page `sha256` held (marked used)?

@@ -1,0 +1,100 @@
+//! Manifests this process has already verified or written, by id: the digest of the head it
+//! read or wrote and the pages and groups the head stands for. A later read whose head hashes
+//! the same is the same manifest (pages and groups are content-addressed), so it is put
+//! together from held pages without fetching the groups or checking the whole against its id
+//! again. Bounded by count, least recently used first out. No I/O.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// At most this many manifests are known at once (a few digests per page each).
+pub(crate) const MAX_KNOWN_MANIFESTS: usize = 64;
+
+/// A paged manifest as verified or written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct KnownManifest {
+    /// sha256 of the head's bytes.
+    pub(crate) head_sha256: String,
+    /// The manifest version.
+    pub(crate) v: u32,
+    pub(crate) pages: Arc<[String]>,
+    pub(crate) groups: Arc<[String]>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct KnownManifests {
+    /// Manifest id -> (what was known, last use tick).
+    known: HashMap<String, (KnownManifest, u64)>,
+    tick: u64,
+}
+
+impl KnownManifests {
+    /// What is known of manifest `id` when its head hashes to `head_sha256` (marked used).
+    pub(crate) fn get(&mut self, id: &str, head_sha256: &str) -> Option<KnownManifest> {
+        self.tick += 1;
+        let (known, tick) = self.known.get_mut(id)?;
+        if known.head_sha256 != head_sha256 {
+            return None;
+        }
+        *tick = self.tick;
+        Some(known.clone())
+    }
+
+    pub(crate) fn insert(&mut self, id: &str, known: KnownManifest) {
+        self.tick += 1;
+        self.known.insert(id.to_string(), (known, self.tick));
+        while self.known.len() > MAX_KNOWN_MANIFESTS {
+            let oldest = self
+                .known
+                .iter()
+                .min_by_key(|(_, (_, tick))| *tick)
+                .map(|(id, _)| id.clone());
+            match oldest {
+                Some(id) => self.known.remove(&id),
+                None => break,
+            };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn known(head: &str) -> KnownManifest {
+        KnownManifest {
+            head_sha256: head.to_string(),
+            v: 1,
+            pages: vec!["p".to_string()].into(),
+            groups: Vec::new().into(),
+        }
+    }
+
+    #[test]
+    fn a_head_that_hashes_otherwise_is_not_known() {
+        let mut manifests = KnownManifests::default();
+        manifests.insert("id", known("h1"));
+        assert_eq!(manifests.get("id", "h1"), Some(known("h1")));
+        assert_eq!(
+            manifests.get("id", "h2"),
+            None,
+            "another head under the same id"
+        );
+        assert_eq!(manifests.get("other", "h1"), None);
+    }
+
+    #[test]
+    fn the_least_recently_used_go_first() {
+        let mut manifests = KnownManifests::default();
+        for i in 0..MAX_KNOWN_MANIFESTS {
+            manifests.insert(&format!("m{i}"), known("h"));
+        }
+        assert!(manifests.get("m0", "h").is_some());
+        manifests.insert("new", known("h"));
+        assert_eq!(manifests.known.len(), MAX_KNOWN_MANIFESTS);
+        assert!(manifests.get("m0", "h").is_some(), "used just before");
+        assert!(manifests.get("m1", "h").is_none(), "the oldest went");
+        assert!(manifests.get("new", "h").is_some());
+    }
+}
