@@ -278,18 +278,22 @@ impl WorkspaceCache {
         id: &str,
         head_sha256: &str,
     ) -> Option<(KnownManifest, Vec<ManifestEntry>)> {
-        let mut state = self.lock();
-        let known = state.known.get(id, head_sha256)?;
-        let mut held = Vec::with_capacity(known.pages.len());
-        for sha in known.pages.iter() {
-            held.push(state.pages.get(sha)?);
-        }
+        let (known, held) = {
+            let mut state = self.lock();
+            let known = state.known.get(id, head_sha256)?;
+            let mut held = Vec::with_capacity(known.pages.len());
+            for sha in known.pages.iter() {
+                held.push(state.pages.get(sha)?);
+            }
+            state.stats.page_hits += held.len() as u64;
+            state.stats.manifests_known += 1;
+            (known, held)
+        };
+        // Copied out of the pages after the lock is let go.
         let mut entries = Vec::with_capacity(held.iter().map(|page| page.len()).sum());
         for page in &held {
             entries.extend(page.iter().cloned());
         }
-        state.stats.page_hits += held.len() as u64;
-        state.stats.manifests_known += 1;
         Some((known, entries))
     }
 
