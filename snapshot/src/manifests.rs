@@ -42,7 +42,7 @@ use crate::error::{check_digest, SnapshotError};
 use crate::manifest_limits::{head_limit, Tally};
 use crate::packed::{pack, unpack};
 use crate::stat_cache::StatCache;
-use crate::store::{manifest_object_name, SnapshotStore};
+use crate::store::{manifest_object_name, SnapshotStore, WrittenLayout};
 
 /// Manifests with more entries than this are stored paged.
 pub const PAGED_MIN_ENTRIES: usize = 256;
@@ -264,18 +264,6 @@ pub(crate) fn hold_pages(cache: &WorkspaceCache, manifest: &Manifest, written: &
             groups: groups.clone().into(),
         },
     );
-}
-
-/// How a manifest was stored by this process: enough to hold its pages and know its head.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct WrittenLayout {
-    pub(crate) id: SnapshotId,
-    /// sha256 of the head's bytes as written.
-    pub(crate) head_sha256: String,
-    pub(crate) pages: Vec<String>,
-    pub(crate) groups: Vec<String>,
-    /// The entries of each page (indexes into the manifest's entries).
-    pub(crate) ranges: Vec<Range<usize>>,
 }
 
 /// A manifest as read, with the blobs it is stored in.

@@ -93,7 +93,19 @@ pub struct FreezeOutcome {
     /// Digests of the manifest's pages, in order (empty for a flat manifest).
     pub pages: Vec<String>,
     /// How the manifest was stored, for a cache to hold.
-    pub(crate) layout: crate::manifests::WrittenLayout,
+    pub(crate) layout: WrittenLayout,
+}
+
+/// How a manifest was stored by this process: enough to hold its pages and know its head.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct WrittenLayout {
+    pub(crate) id: SnapshotId,
+    /// sha256 of the head's bytes as written.
+    pub(crate) head_sha256: String,
+    pub(crate) pages: Vec<String>,
+    pub(crate) groups: Vec<String>,
+    /// The entries of each page (indexes into the manifest's entries).
+    pub(crate) ranges: Vec<std::ops::Range<usize>>,
 }
 
 /// Handle on one content-addressed bucket. Cheap to clone.
