@@ -223,6 +223,15 @@ mod tests {
         }
     }
 
+    /// The paths of the base entries `merged` keeps.
+    fn kept_paths<'a>(manifest: &'a Manifest, merged: &Merged) -> Vec<&'a str> {
+        merged
+            .kept
+            .iter()
+            .map(|i| manifest.entries[*i].path.as_str())
+            .collect()
+    }
+
     const DIR: UpperKind = UpperKind::Dir { opaque: false };
     const OPAQUE: UpperKind = UpperKind::Dir { opaque: true };
 
@@ -296,11 +305,7 @@ mod tests {
         let ignore = vec!["target/".to_string()];
         for (case, items, want_kept, want_files) in cases {
             let merged = merge(&manifest, &items, &ignore).unwrap();
-            let kept: Vec<&str> = merged
-                .kept
-                .iter()
-                .map(|i| manifest.entries[*i].path.as_str())
-                .collect();
+            let kept = kept_paths(&manifest, &merged);
             let files: Vec<&str> = merged
                 .files
                 .iter()
@@ -350,12 +355,7 @@ mod tests {
         ];
         for (case, items, want_kept) in cases {
             let merged = merge(&manifest, &items, &ignore).unwrap();
-            let kept: Vec<&str> = merged
-                .kept
-                .iter()
-                .map(|i| manifest.entries[*i].path.as_str())
-                .collect();
-            assert_eq!(kept, want_kept, "{case}");
+            assert_eq!(kept_paths(&manifest, &merged), want_kept, "{case}");
         }
         let logs = base(&["a.log", "b/c.log", "b/d.txt"]);
         let merged = merge(&logs, &[], &ignore).unwrap();
