@@ -2,13 +2,16 @@
 //! read or wrote and the pages and groups the head stands for. A later read whose head hashes
 //! the same is the same manifest (pages and groups are content-addressed), so it is put
 //! together from held pages without fetching the groups or checking the whole against its id
-//! again. Bounded by count, least recently used first out. No I/O.
+//! again. Bounded by count and by the page digests listed, least recently used first out. No I/O.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// At most this many manifests are known at once (a few digests per page each).
+/// At most this many manifests are known at once.
 pub(crate) const MAX_KNOWN_MANIFESTS: usize = 64;
+/// At most this many page digests are listed over all known manifests (about 6 MiB of
+/// digests; a tree of 16,000 files has about 500 pages).
+pub(crate) const MAX_KNOWN_PAGES: usize = 64 * 1024;
 
 /// A paged manifest as verified or written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +28,8 @@ pub(crate) struct KnownManifest {
 pub(crate) struct KnownManifests {
     /// Manifest id -> (what was known, last use tick).
     known: HashMap<String, (KnownManifest, u64)>,
+    /// Page digests listed over all known manifests.
+    pages: usize,
     tick: u64,
 }
 
@@ -40,19 +45,26 @@ impl KnownManifests {
         Some(known.clone())
     }
 
+    /// Know manifest `id` (a manifest listing more than `MAX_KNOWN_PAGES` pages is not kept).
     pub(crate) fn insert(&mut self, id: &str, known: KnownManifest) {
+        if known.pages.len() > MAX_KNOWN_PAGES {
+            return;
+        }
         self.tick += 1;
-        self.known.insert(id.to_string(), (known, self.tick));
-        while self.known.len() > MAX_KNOWN_MANIFESTS {
+        self.pages += known.pages.len();
+        if let Some((earlier, _)) = self.known.insert(id.to_string(), (known, self.tick)) {
+            self.pages -= earlier.pages.len();
+        }
+        while self.known.len() > MAX_KNOWN_MANIFESTS || self.pages > MAX_KNOWN_PAGES {
             let oldest = self
                 .known
                 .iter()
                 .min_by_key(|(_, (_, tick))| *tick)
                 .map(|(id, _)| id.clone());
-            match oldest {
-                Some(id) => self.known.remove(&id),
+            match oldest.and_then(|id| self.known.remove(&id)) {
+                Some((gone, _)) => self.pages -= gone.pages.len(),
                 None => break,
-            };
+            }
         }
     }
 }
@@ -96,5 +108,31 @@ mod tests {
         assert!(manifests.get("m0", "h").is_some(), "used just before");
         assert!(manifests.get("m1", "h").is_none(), "the oldest went");
         assert!(manifests.get("new", "h").is_some());
+    }
+
+    #[test]
+    fn the_page_digests_listed_are_bounded_too() {
+        let mut manifests = KnownManifests::default();
+        let big = |pages: usize| KnownManifest {
+            pages: vec!["p".to_string(); pages].into(),
+            ..known("h")
+        };
+        manifests.insert("a", big(MAX_KNOWN_PAGES / 2));
+        manifests.insert("a", big(MAX_KNOWN_PAGES / 2));
+        assert_eq!(
+            manifests.pages,
+            MAX_KNOWN_PAGES / 2,
+            "known again, counted once"
+        );
+        manifests.insert("b", big(MAX_KNOWN_PAGES / 2));
+        manifests.insert("c", big(1));
+        assert!(
+            manifests.get("a", "h").is_none(),
+            "the oldest went to make room"
+        );
+        assert!(manifests.get("b", "h").is_some() && manifests.get("c", "h").is_some());
+        assert_eq!(manifests.pages, MAX_KNOWN_PAGES / 2 + 1);
+        manifests.insert("huge", big(MAX_KNOWN_PAGES + 1));
+        assert!(manifests.get("huge", "h").is_none(), "too large to keep");
     }
 }
