@@ -42,7 +42,8 @@ use crate::error::{check_digest, SnapshotError};
 use crate::manifest_limits::{head_limit, Tally};
 use crate::packed::{pack, unpack};
 use crate::stat_cache::StatCache;
-use crate::store::{manifest_object_name, SnapshotStore, WrittenLayout};
+pub use crate::store::ManifestWrite;
+use crate::store::{manifest_object_name, SnapshotStore};
 
 /// Manifests with more entries than this are stored paged.
 pub const PAGED_MIN_ENTRIES: usize = 256;
@@ -236,13 +237,14 @@ pub fn stored_form(manifest: &Manifest) -> StoredForm {
 /// Hold the pages of `manifest`, as `written` stored them, in `cache`, so the next read of a
 /// manifest sharing them fetches only the others (pages already held are only marked used),
 /// and remember its head as known: this process computed its id from these entries.
-pub(crate) fn hold_pages(cache: &WorkspaceCache, manifest: &Manifest, written: &WrittenLayout) {
-    let WrittenLayout {
+pub(crate) fn hold_pages(cache: &WorkspaceCache, manifest: &Manifest, written: &ManifestWrite) {
+    let ManifestWrite {
         id,
         head_sha256,
         pages,
         groups,
-        ranges,
+        page_ranges: ranges,
+        ..
     } = written;
     if pages.is_empty() || ranges.len() != pages.len() || !manifest.is_sorted() {
         return;
@@ -271,35 +273,6 @@ struct StoredManifest {
     manifest: Manifest,
     pages: Vec<String>,
     groups: Vec<String>,
-}
-
-/// What writing a manifest cost.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ManifestWrite {
-    pub id: SnapshotId,
-    /// Bytes of the head (or flat manifest), groups and pages that had to be uploaded.
-    pub bytes_uploaded: u64,
-    /// The page blobs the manifest refers to, in order (present in the store afterwards).
-    pub pages: Vec<String>,
-    /// The group blobs its head refers to (present in the store afterwards).
-    pub groups: Vec<String>,
-    /// sha256 of the head's bytes as written.
-    pub head_sha256: String,
-    /// The entries each page holds (indexes into the sorted entries), in order.
-    pub page_ranges: Vec<Range<usize>>,
-}
-
-impl ManifestWrite {
-    /// What a cache needs to hold its pages and know its head.
-    pub(crate) fn layout(&self) -> WrittenLayout {
-        WrittenLayout {
-            id: self.id.clone(),
-            head_sha256: self.head_sha256.clone(),
-            pages: self.pages.clone(),
-            groups: self.groups.clone(),
-            ranges: self.page_ranges.clone(),
-        }
-    }
 }
 
 impl SnapshotStore {

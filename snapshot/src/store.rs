@@ -93,19 +93,23 @@ pub struct FreezeOutcome {
     /// Digests of the manifest's pages, in order (empty for a flat manifest).
     pub pages: Vec<String>,
     /// How the manifest was stored, for a cache to hold.
-    pub(crate) layout: WrittenLayout,
+    pub(crate) written: ManifestWrite,
 }
 
-/// How a manifest was stored by this process: enough to hold its pages and know its head.
+/// What writing a manifest cost.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct WrittenLayout {
-    pub(crate) id: SnapshotId,
+pub struct ManifestWrite {
+    pub id: SnapshotId,
+    /// Bytes of the head (or flat manifest), groups and pages that had to be uploaded.
+    pub bytes_uploaded: u64,
+    /// The page blobs the manifest refers to, in order (present in the store afterwards).
+    pub pages: Vec<String>,
+    /// The group blobs its head refers to (present in the store afterwards).
+    pub groups: Vec<String>,
     /// sha256 of the head's bytes as written.
-    pub(crate) head_sha256: String,
-    pub(crate) pages: Vec<String>,
-    pub(crate) groups: Vec<String>,
-    /// The entries of each page (indexes into the manifest's entries).
-    pub(crate) ranges: Vec<std::ops::Range<usize>>,
+    pub head_sha256: String,
+    /// The entries each page holds (indexes into the sorted entries), in order.
+    pub page_ranges: Vec<std::ops::Range<usize>>,
 }
 
 /// Handle on one content-addressed bucket. Cheap to clone.

@@ -13,9 +13,9 @@ use loopgate_protocol::snapshot::{
 
 use crate::error::{Refusal, SnapshotError};
 use crate::freeze::{normalize_mode, open_walked, walk_workspace_cached, FreezeRules, WalkedFile};
-use crate::manifests::ManifestWrite;
 use crate::materialize::blocking_failed;
 use crate::stat_cache::StatCache;
+use crate::store::ManifestWrite;
 use crate::store::{blob_object_name, reusable_size, FreezeOutcome, SnapshotStore};
 
 /// Concurrent existence checks / uploads during one freeze.
@@ -230,8 +230,7 @@ pub(crate) fn outcome(
     files_hashed: usize,
 ) -> FreezeOutcome {
     FreezeOutcome {
-        layout: written.layout(),
-        id: written.id,
+        id: written.id.clone(),
         files: manifest.entries.len(),
         bytes_total: manifest.total_bytes(),
         blobs_uploaded: uploaded.iter().flatten().count(),
@@ -239,6 +238,7 @@ pub(crate) fn outcome(
         manifest_bytes_uploaded: written.bytes_uploaded,
         files_hashed,
         manifest,
-        pages: written.pages,
+        pages: written.pages.clone(),
+        written,
     }
 }

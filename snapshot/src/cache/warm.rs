@@ -228,7 +228,7 @@ impl SnapshotStore {
     ) -> Result<FreezeOutcome, SnapshotError> {
         let mut stat = cache.take_checkout(dir).map(|t| t.stat).unwrap_or_default();
         let outcome = self.freeze_cached(dir, rules, &mut stat).await?;
-        crate::manifests::hold_pages(cache, &outcome.manifest, &outcome.layout);
+        crate::manifests::hold_pages(cache, &outcome.manifest, &outcome.written);
         cache.record_checkout(
             dir,
             TreeState {

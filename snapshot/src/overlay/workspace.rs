@@ -222,7 +222,7 @@ impl SnapshotStore {
             .collect();
         let manifest = Manifest::new(entries).map_err(SnapshotError::InvalidManifest)?;
         let written = self.write_manifest(&manifest, Some(&known)).await?;
-        crate::manifests::hold_pages(cache, &manifest, &written.layout());
+        crate::manifests::hold_pages(cache, &manifest, &written);
         let files_hashed = changed.len();
         let keep = cache.clone();
         let _ = tokio::task::spawn_blocking(move || {
