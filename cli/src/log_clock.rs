@@ -101,7 +101,7 @@ impl LogClock {
         let key = (num("generation"), num("round"));
         let mut suffix = String::new();
         match raw.get("type").and_then(Value::as_str).unwrap_or("") {
-            "decision" | "exec_dispatched" | "clause_step" => {
+            "decision" | "exec_dispatched" | "clause_step" | "goal_step" => {
                 self.round_start.entry(key).or_insert(at);
             }
             "audit_dispatched" => {

@@ -110,6 +110,11 @@ pub struct BudgetFile {
     /// whose checks fail, in the goal's own words, without a manager call (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clause_steps: Option<bool>,
+    /// With `clause_steps`: the first step is the whole goal (one episode checked against
+    /// every criterion), and the clause policy then takes the clauses that still fail
+    /// (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goal_first: Option<bool>,
     /// false: no manager model is called; every step is the goal itself and the run ends on
     /// the gate or a budget (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -172,6 +177,9 @@ pub struct Budget {
     #[serde(default = "default_true", skip_serializing_if = "is_true")]
     pub clause_steps: bool,
     /// Stored only when it is not the default, so records keep the keys they had.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub goal_first: bool,
+    /// Stored only when it is not the default, so records keep the keys they had.
     #[serde(default = "default_true", skip_serializing_if = "is_true")]
     pub manager: bool,
     /// Sibling episodes per executor step. Stored only when it is not the default, so
@@ -197,6 +205,10 @@ fn default_true() -> bool {
 
 fn is_true(value: &bool) -> bool {
     *value
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 fn default_step_retries() -> u32 {
@@ -270,6 +282,7 @@ impl Default for Budget {
             rollback_regressions: true,
             baseline_checks: true,
             clause_steps: true,
+            goal_first: false,
             manager: true,
             attempts: DEFAULT_ATTEMPTS,
         }
@@ -327,6 +340,7 @@ impl BudgetFile {
             rollback_regressions: self.rollback_regressions.unwrap_or(d.rollback_regressions),
             baseline_checks: self.baseline_checks.unwrap_or(d.baseline_checks),
             clause_steps: self.clause_steps.unwrap_or(d.clause_steps),
+            goal_first: self.goal_first.unwrap_or(d.goal_first),
             manager: self.manager.unwrap_or(d.manager),
             attempts: count!(attempts, 1, MAX_ATTEMPTS),
         })

@@ -270,3 +270,22 @@ fn attempts_default_bounds_resume_and_storage() {
     assert_eq!(back.attempts, 1);
     assert_eq!(serde_json::to_value(&base).unwrap()["attempts"], 3);
 }
+
+#[test]
+fn goal_first_defaults_off_and_is_stored_only_when_on() {
+    let on = BudgetFile {
+        goal_first: Some(true),
+        ..Default::default()
+    }
+    .validate()
+    .unwrap();
+    assert!(on.goal_first);
+    assert!(!BudgetFile::default().validate().unwrap().goal_first);
+    // A resumed run keeps its value unless the new budget names the key.
+    assert!(BudgetFile::default().validate_over(&on).unwrap().goal_first);
+    let stored = serde_json::to_value(Budget::default()).unwrap();
+    assert!(stored.get("goal_first").is_none(), "{stored}");
+    assert_eq!(serde_json::to_value(&on).unwrap()["goal_first"], true);
+    let back: Budget = serde_json::from_value(serde_json::to_value(&on).unwrap()).unwrap();
+    assert!(back.goal_first);
+}

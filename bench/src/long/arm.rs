@@ -38,10 +38,13 @@ pub enum Arm {
     /// Not an ablation: loopgate as shipped with `[budget] attempts = 3` (each step as three
     /// sibling episodes, the auditor's evidence picks the winner), on a stack of two executors.
     Attempts3,
+    /// Not an ablation: loopgate as shipped with `[budget] goal_first = true` (the whole goal
+    /// as the first step, audited; then the clauses still failing, one at a time).
+    GoalFirst,
 }
 
 /// Every arm, in the order the bench runs them.
-pub const ALL_ARMS: [Arm; 12] = [
+pub const ALL_ARMS: [Arm; 13] = [
     Arm::SingleShot,
     Arm::Continuation,
     Arm::Loopgate,
@@ -54,6 +57,7 @@ pub const ALL_ARMS: [Arm; 12] = [
     Arm::NoClauseSteps,
     Arm::NoJudgeQuotes,
     Arm::Attempts3,
+    Arm::GoalFirst,
 ];
 
 /// Executors on the stack of a task whose arms include these: two when an arm runs parallel
@@ -105,6 +109,7 @@ impl Arm {
             Arm::NoClauseSteps => "no_clause_steps",
             Arm::NoJudgeQuotes => "no_judge_quotes",
             Arm::Attempts3 => "attempts_3",
+            Arm::GoalFirst => "goal_first",
         }
     }
 
@@ -127,6 +132,7 @@ impl Arm {
             Arm::NoClauseSteps => "loopgate with budget.clause_steps = false (the manager chooses every step, the first one too, instead of the first failing goal clause with its checks)",
             Arm::NoJudgeQuotes => "loopgate with judge_quotes = false (a judge's met stands without quoting the evidence it rests on)",
             Arm::Attempts3 => "loopgate with [budget] attempts = 3 (every step as three sibling episodes from the same base, the candidate passing most blocking checks wins; two executors on the stack)",
+            Arm::GoalFirst => "loopgate with [budget] goal_first = true (the first step is the whole goal in one episode, self-checked and audited against every criterion; then the clause policy gives the clauses still failing, one at a time, with rollback keeping the best snapshot)",
         }
     }
 
@@ -219,6 +225,7 @@ pub fn loop_arm_toml(
         Arm::NoClauseSteps => file.budget.clause_steps = Some(false),
         Arm::NoJudgeQuotes => file.judge_quotes = Some(false),
         Arm::Attempts3 => file.budget.attempts = Some(3),
+        Arm::GoalFirst => file.budget.goal_first = Some(true),
         _ => {}
     }
     let text = to_toml(task, &file)?;
@@ -321,7 +328,7 @@ mod tests {
         assert_eq!(shipped.budget.max_total_tokens, Some(1000));
         assert_eq!(shipped.budget.max_rounds, task.file.budget.max_rounds);
         type PartOff = fn(&TaskFile) -> bool;
-        let cases: [(Arm, PartOff); 8] = [
+        let cases: [(Arm, PartOff); 9] = [
             (Arm::NoRollback, |f| {
                 f.budget.rollback_regressions == Some(false)
             }),
@@ -332,6 +339,7 @@ mod tests {
             (Arm::NoClauseSteps, |f| f.budget.clause_steps == Some(false)),
             (Arm::NoJudgeQuotes, |f| f.judge_quotes == Some(false)),
             (Arm::Attempts3, |f| f.budget.attempts == Some(3)),
+            (Arm::GoalFirst, |f| f.budget.goal_first == Some(true)),
         ];
         for (arm, part_off) in cases {
             let file =

@@ -121,7 +121,7 @@ fn checked_clauses(record: &RunRecord) -> Option<(Vec<CheckedClause<'_>>, Vec<St
 
 /// The route a clause step takes now: `cli`, or on a `[gui]` task the route of the last round
 /// (its first step is the manager's: `None` before any round).
-fn clause_route(record: &RunRecord) -> Option<Capability> {
+pub(super) fn clause_route(record: &RunRecord) -> Option<Capability> {
     if record.task.gui.is_none() {
         return Some(Capability::Cli);
     }
@@ -208,6 +208,17 @@ pub(super) fn clause_step(record: &RunRecord) -> Option<ClauseStep> {
         tries,
         targets,
     })
+}
+
+/// The goal's clauses that ask for something, when the policy may give a step now and each of
+/// them has a blocking check (what `budget.goal_first` needs to give the goal as one step);
+/// and how many clauses the goal has in all.
+pub(super) fn policy_clauses(record: &RunRecord) -> Option<(usize, usize)> {
+    if !may_choose(record) {
+        return None;
+    }
+    let (clauses, context) = checked_clauses(record)?;
+    Some((clauses.len(), clauses.len() + context.len()))
 }
 
 /// The first step of a run: the clause policy's, or, for a goal of one clause that asks for

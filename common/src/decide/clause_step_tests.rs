@@ -367,3 +367,71 @@ fn a_clause_step_targets_its_clause_and_the_earlier_clauses_that_pass() {
     let s = reply(&s.record, "Next: cli\nTask: fix b.py");
     assert_eq!(targets(&s), vec!["a", "b", "c"]);
 }
+
+#[test]
+fn with_goal_first_the_goal_is_the_first_step_and_the_clauses_failing_after_it_follow() {
+    let s = start_run("r", task("goal_first = true", ""), "base", 0);
+    assert_eq!(kinds(&s), vec!["submitted", "exec_dispatched", "goal_step"]);
+    assert_eq!(s.log[2].round, 1);
+    assert_eq!(s.record.state, RunState::Running);
+    assert_eq!(objective(&s), "Create a.py. Create b.py.");
+    assert_eq!(targets(&s), vec!["a".to_string(), "b".to_string()]);
+    // The goal step is no clause's try.
+    assert_eq!(s.record.streaks.clause_tries, None);
+    // a passes, b fails: b is the next step, its first try, not a retry of the goal.
+    let s = round(&s.record, "c1", &["a"]);
+    assert!(
+        kinds(&s).ends_with(&["exec_dispatched", "clause_step"]),
+        "{:?}",
+        kinds(&s)
+    );
+    assert!(
+        objective(&s).starts_with("Create b.py.\n"),
+        "{}",
+        objective(&s)
+    );
+    assert_eq!(
+        s.record.streaks.clause_tries.map(|t| (t.clause, t.tries)),
+        Some((1, 1))
+    );
+    let s = round(&s.record, "c2", &["a", "b"]);
+    assert_eq!(s.record.state, RunState::Completed);
+}
+
+#[test]
+fn goal_first_gives_way_where_the_clause_policy_would() {
+    // (budget, whether the manager decides the first step, else the objective's start)
+    let cases = [
+        ("goal_first = false", false, "Create a.py.\n"),
+        ("goal_first = true\nclause_steps = false", true, ""),
+        (
+            "goal_first = true\nmanager = false",
+            false,
+            "Create a.py. Create b.py.",
+        ),
+    ];
+    for (budget, decides, starts) in cases {
+        let s = start_run("r", task(budget, ""), "base", 0);
+        assert!(
+            !kinds(&s).contains(&"goal_step"),
+            "{budget}: {:?}",
+            kinds(&s)
+        );
+        assert_eq!(deciding(&s), decides, "{budget}: {:?}", kinds(&s));
+        if !decides {
+            assert!(
+                objective(&s).starts_with(starts),
+                "{budget}: {}",
+                objective(&s)
+            );
+        }
+    }
+    // One clause that asks for something: the goal was the first step already.
+    let toml = "goal = \"Create a.py.\"\n[[acceptance]]\nid = \"a\"\ncheck = \"python3 a.py\"\n\
+                [budget]\nbaseline_checks = false\ngoal_first = true";
+    let s = start_run("r", parse_task_toml(toml).unwrap(), "base", 0);
+    assert_eq!(
+        kinds(&s),
+        vec!["submitted", "exec_dispatched", "clause_step"]
+    );
+}

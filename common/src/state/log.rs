@@ -284,6 +284,12 @@ pub enum LogEvent {
         /// The step, as round `from_round` ran it.
         step: String,
     },
+    /// The run's first step is the whole goal, its `of` clauses in one episode checked against
+    /// every criterion, without a manager call (`budget.goal_first`); the clause policy takes
+    /// the clauses that still fail after it.
+    GoalStep {
+        of: u32,
+    },
     /// The clause policy (`budget.clause_steps`) chose the entry's round's step without a
     /// manager call: clause `clause` (1-based) of the goal's `of` clauses, in the goal's own
     /// words.
@@ -384,6 +390,7 @@ impl LogEvent {
             LogEvent::StepReplaced { .. } => "step_replaced",
             LogEvent::StepRetried { .. } => "step_retried",
             LogEvent::ClauseStep { .. } => "clause_step",
+            LogEvent::GoalStep { .. } => "goal_step",
             LogEvent::Instructed { .. } => "instructed",
             LogEvent::Paused { .. } => "paused",
             LogEvent::Held { .. } => "held",

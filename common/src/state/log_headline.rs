@@ -85,6 +85,7 @@ impl LogEvent {
             | E::StepSentBack { .. }
             | E::StepRetried { .. }
             | E::ClauseStep { .. }
+            | E::GoalStep { .. }
             | E::StepReplaced { .. } => manager_step(self),
             E::ExecDispatched { .. }
             | E::EpisodeStarted { .. }
@@ -167,6 +168,9 @@ fn manager_step(event: &LogEvent) -> String {
                 excerpt(text, 120)
             )
         }
+        E::GoalStep { of } => format!(
+            "the step is the whole goal ({of} clauses in one episode, every check), no manager decision (budget.goal_first); the clauses still failing after it are the next steps"
+        ),
         E::StepReplaced { dropped, step, .. } => format!(
             "the manager's step kept changing the goal's exact words (`{}`): the executor gets the goal's own words instead: {}",
             excerpt(dropped, 80),

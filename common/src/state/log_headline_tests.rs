@@ -251,6 +251,10 @@ fn every_event_has_its_own_headline() {
             "the step is goal clause 3 of 3 (try 1); clauses 1, 2 set aside, still failing after their tries, no manager decision (budget.clause_steps): Print 10.",
         ),
         (
+            json!({"type": "goal_step", "of": 10}),
+            "the step is the whole goal (10 clauses in one episode, every check), no manager decision (budget.goal_first); the clauses still failing after it are the next steps",
+        ),
+        (
             json!({"type": "step_replaced", "seq": 3, "dropped": "print hi", "step": "print hello"}),
             "the manager's step kept changing the goal's exact words (`print hi`): the executor gets the goal's own words instead: print hello",
         ),
@@ -278,7 +282,7 @@ fn every_event_has_its_own_headline() {
         assert_eq!(headline(value), want);
     }
     // Every event of `LogEvent` is in the table above.
-    assert_eq!(kinds.len(), 42, "{kinds:?}");
+    assert_eq!(kinds.len(), 43, "{kinds:?}");
 }
 
 #[test]
