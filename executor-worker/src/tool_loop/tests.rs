@@ -107,6 +107,11 @@ fn prompt() -> Vec<ChatMessage> {
 #[tokio::test]
 async fn loop_endings_table() {
     let write = || ("write_file", json!({"path": "a.txt", "content": "A"}));
+    let marker = || {
+        let text = "[loopgate: this text was removed after the self-check refused it (9 bytes); \
+                    write the file anew instead of repeating it]";
+        ("write_file", json!({"path": "a.txt", "content": text}))
+    };
     let timeout_err = || {
         Err(ModelError::Timeout {
             timeout: Duration::from_secs(1),
@@ -174,6 +179,21 @@ async fn loop_endings_table() {
             vec![Ok(reply(None, vec![write()])), timeout_err()],
             10,
             |r| matches!(r.end, LoopEnd::ModelFailed(_)) && r.steps == 1 && r.tool_calls == 1,
+        ),
+        (
+            "the removed-text marker written three times in a row ends it",
+            vec![Ok(reply(None, vec![marker(), marker(), marker(), write()]))],
+            10,
+            |r| matches!(r.end, LoopEnd::Stuck) && r.steps == 1 && r.tool_calls == 3,
+        ),
+        (
+            "another call between the marker writes starts the count again",
+            vec![Ok(reply(
+                None,
+                vec![marker(), marker(), write(), marker(), marker()],
+            ))],
+            2,
+            |r| matches!(r.end, LoopEnd::StepCap) && r.tool_calls == 6,
         ),
         (
             "finish among several calls stops at finish",

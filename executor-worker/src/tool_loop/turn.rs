@@ -10,7 +10,9 @@ use crate::self_check::finish_rules::FinishEffect;
 use crate::tool_loop::loop_state::LoopState;
 use crate::tool_loop::plain_reply::echoed_tool_result;
 use crate::tool_loop::refused_writes::marker_write;
-use crate::tool_loop::repeat_guard::{repeated_write_text, AfterCall, REPEAT_PASSED_SUMMARY};
+use crate::tool_loop::repeat_guard::{
+    repeated_write_text, AfterCall, MAX_IDENTICAL_FAILURES, REPEAT_PASSED_SUMMARY,
+};
 use crate::tool_loop::turn_messages::{
     give_call_ids, keep_recent_images, summary_from_text, MAX_IMAGES_KEPT,
 };
@@ -88,15 +90,11 @@ async fn run_call(
     state.observer.tool_call(&call.name, &call.arguments_text());
     if let Some(refusal) = echoed_tool_result(messages, call) {
         tracing::info!(tool = %call.name, "refused a write of an earlier tool result's text");
-        state.observer.tool_result(&call.name, false, &refusal);
-        messages.push(ChatMessage::tool_result(&call.id, &call.name, refusal));
-        return None;
+        return refuse_call(messages, call, refusal, state);
     }
     if let Some(refusal) = marker_write(call) {
         tracing::info!(tool = %call.name, "refused a write of the removed-text marker");
-        state.observer.tool_result(&call.name, false, &refusal);
-        messages.push(ChatMessage::tool_result(&call.id, &call.name, refusal));
-        return None;
+        return refuse_call(messages, call, refusal, state);
     }
     let span = tracing::info_span!(
         "execute_tool",
@@ -136,6 +134,35 @@ async fn run_call(
             None
         }
     }
+}
+
+/// Answers a call refused before it ran with `refusal`. It counts as a failed call: the very
+/// same call refused [`MAX_IDENTICAL_FAILURES`] times in a row ends the episode (`Stuck`), as a
+/// call failing in its tool does.
+fn refuse_call(
+    messages: &mut Vec<ChatMessage>,
+    call: &ToolCall,
+    refusal: String,
+    state: &mut LoopState,
+) -> Option<TurnEnd> {
+    let (text, end) = match state.repeats.after_call(call, false) {
+        AfterCall::FailingAgain(times) => {
+            tracing::info!(tool = %call.name, times, "the same call was refused again: the episode ends for a fresh attempt");
+            (failing_again_text(&refusal, times), Some(TurnEnd::Stuck))
+        }
+        _ => (refusal, None),
+    };
+    state.observer.tool_result(&call.name, false, &text);
+    messages.push(ChatMessage::tool_result(&call.id, &call.name, text));
+    end
+}
+
+/// The result of a call that failed `times` times in a row: the episode ends with it.
+fn failing_again_text(result: &str, times: u32) -> String {
+    format!(
+        "{result}\n\n[loopgate: this very call failed {times} times in a row; the episode ends \
+         here and the step starts again from a fresh prompt]"
+    )
 }
 
 /// A tool's result, with its images for a vision model (which keeps the latest few).
@@ -186,10 +213,7 @@ async fn after_repeat(
         }
         AfterCall::FailingAgain(times) => {
             tracing::info!(tool = %call.name, times, "the same call failed again: the episode ends for a fresh attempt");
-            Repeated::Stuck(format!(
-                "{result}\n\n[loopgate: this very call failed {times} times in a row; the \
-                 episode ends here and the step starts again from a fresh prompt]"
-            ))
+            Repeated::Stuck(failing_again_text(result, times))
         }
         AfterCall::Stuck(refusal) => {
             tracing::info!(tool = %call.name, "a repeated write after its findings were repeated: the episode ends for a fresh attempt");
