@@ -26,5 +26,6 @@ mod sealed;
 mod warm;
 mod workspace_cache;
 
+pub(crate) use warm::TreeUse;
 pub use warm::WarmReport;
 pub use workspace_cache::{CacheStats, LowerLease, WorkspaceCache};

@@ -21,6 +21,17 @@ use crate::store::{FreezeOutcome, SnapshotStore};
 /// Files written at once.
 const WRITE_CONCURRENCY: usize = 32;
 
+/// What a materialized tree is for, which decides what its stat cache needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TreeUse {
+    /// A workspace the copy path freezes ([`SnapshotStore::freeze_warm`]): every blob and
+    /// page of the manifest is marked present, so its freeze looks none of them up again.
+    Checkout,
+    /// A sealed overlay lower layer: never frozen itself (the overlay freeze marks the base's
+    /// objects present from the manifest it read), so nothing is marked.
+    SealedLower,
+}
+
 /// What a warm materialize did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WarmReport {
@@ -68,12 +79,13 @@ impl SnapshotStore {
     ) -> Result<(Manifest, WarmReport), SnapshotError> {
         let (manifest, pages, _groups) = self.manifest_with_pages_via(id, Some(cache)).await?;
         let report = self
-            .materialize_manifest_as(&manifest, &pages, dest, cache, owner)
+            .materialize_manifest_as(&manifest, &pages, dest, cache, owner, TreeUse::Checkout)
             .await?;
         Ok((manifest, report))
     }
 
-    /// [`SnapshotStore::materialize_warm_as`] of a manifest already read (with its pages).
+    /// [`SnapshotStore::materialize_warm_as`] of a manifest already read (with its pages),
+    /// for `tree_use`.
     pub(crate) async fn materialize_manifest_as(
         &self,
         manifest: &Manifest,
@@ -81,6 +93,7 @@ impl SnapshotStore {
         dest: &Path,
         cache: &WorkspaceCache,
         owner: Option<(u32, u32)>,
+        tree_use: TreeUse,
     ) -> Result<WarmReport, SnapshotError> {
         let mut report = WarmReport::default();
         let mut reconciled = None;
@@ -204,8 +217,10 @@ impl SnapshotStore {
             let entry = &manifest.entries[index];
             stat.record(&entry.path, stamp, &entry.sha256, recorded_at);
         }
-        stat.mark_all_present(manifest.entries.iter().map(|e| e.sha256.as_str()));
-        stat.mark_all_present(pages.iter().map(String::as_str));
+        if tree_use == TreeUse::Checkout {
+            stat.mark_all_present(manifest.entries.iter().map(|e| e.sha256.as_str()));
+            stat.mark_all_present(pages.iter().map(String::as_str));
+        }
         cache.record_checkout(
             dest,
             TreeState {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use loopgate_protocol::snapshot::{Manifest, ManifestEntry};
 use loopgate_workspace_walk::chown_tree;
 
-use crate::cache::{LowerLease, WarmReport, WorkspaceCache};
+use crate::cache::{LowerLease, TreeUse, WarmReport, WorkspaceCache};
 use crate::error::{Refusal, SnapshotError};
 use crate::freeze::{hash_listed, normalize_mode, FreezeRules, WalkedFile};
 use crate::materialize::{blocking_failed, io_error};
@@ -155,7 +155,7 @@ impl SnapshotStore {
     ) -> Result<(LowerLease, WarmReport), SnapshotError> {
         let (slot, dir) = cache.new_tree_slot();
         let written = self
-            .materialize_manifest_as(manifest, pages, &dir, cache, owner)
+            .materialize_manifest_as(manifest, pages, &dir, cache, owner, TreeUse::SealedLower)
             .await;
         let tree = cache.take_checkout(&dir);
         let (report, tree) = match (written, tree) {
