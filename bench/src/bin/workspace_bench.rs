@@ -13,8 +13,11 @@
 //!   freeze from the upper layer vs the same `git commit`, and the warm materialize of the
 //!   change (the base's sealed tree brought to it, mounted) vs the same `git checkout`.
 //!
+//! `--overlay-loop N` (root) measures only N overlay rounds in a row on the registry tree
+//! instead: the mean warm materialize and freeze per round.
+//!
 //! `cargo run --release -p loopgate-bench --bin workspace-bench [-- --json PATH]
-//!  [--registry DIR] [--files N] [--mb N] [--churn-files N]`
+//!  [--registry DIR] [--files N] [--mb N] [--churn-files N] [--overlay-loop N]`
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -376,6 +379,66 @@ impl Bench {
     }
 }
 
+impl Bench {
+    /// `--overlay-loop N`: N overlay rounds in a row on the registry tree, each the warm
+    /// materialize of the last round's snapshot (its base's sealed tree brought to it), a
+    /// 1-file change and its freeze from the upper layer; prints the mean of each. A steady
+    /// figure to profile (`perf record`) rather than the tables' single rounds.
+    async fn overlay_loop(&self, registry: &Path, rounds: usize) -> anyhow::Result<()> {
+        if !self.overlays {
+            bail!("--overlay-loop needs overlay mounts here (see the probe's reason above)");
+        }
+        if !registry.is_dir() {
+            bail!(
+                "--overlay-loop: no {} (run cargo fetch)",
+                registry.display()
+            );
+        }
+        let root = self.work.join("loop");
+        let repo = root.join("repo");
+        std::fs::create_dir_all(&repo)?;
+        let files = copy_real_tree(registry, &repo)?;
+        let rules = FreezeRules::with_ignores(&[".gitignore"]);
+        let seed = self.store.freeze(&repo, &rules).await?;
+        let paths = tracked_files(&repo);
+        let cache = WorkspaceCache::open(&root.join("cache"), CACHE_BYTES)?;
+        let (merged, layers) = (root.join("ws"), root.join("layers"));
+        std::fs::create_dir_all(&merged)?;
+        let (ws, _) = self
+            .store
+            .materialize_overlay(&seed.id, &merged, &layers, &cache, None)
+            .await?;
+        ws.close().await?;
+        let mut current = seed.id;
+        let mut rng = Rng::new(SEED);
+        let (mut warm, mut freeze) = (Duration::ZERO, Duration::ZERO);
+        for round in 0..rounds {
+            let started = Instant::now();
+            let (ws, _) = self
+                .store
+                .materialize_overlay(&current, &merged, &layers, &cache, None)
+                .await?;
+            warm += started.elapsed();
+            let chosen = [paths[rng.below(paths.len() as u64) as usize].clone()];
+            change(&[&merged], &chosen, &format!("round {round}"))?;
+            let started = Instant::now();
+            let frozen = self.store.freeze_overlay(&ws, &rules, &cache).await?;
+            freeze += started.elapsed();
+            ws.close().await?;
+            current = frozen.id;
+        }
+        let per_round = |total: Duration| ms(total) / rounds as f64;
+        println!(
+            "overlay loop on {} ({files} files), {rounds} rounds: warm materialize {:.2} ms, \
+             freeze {:.2} ms per round",
+            registry.display(),
+            per_round(warm),
+            per_round(freeze)
+        );
+        Ok(())
+    }
+}
+
 /// The overlay rows: the same git figures, against overlay episodes.
 fn render_overlay(rows: &[Value]) -> String {
     let mut table = Table::new(&[
@@ -445,6 +508,7 @@ async fn main() -> anyhow::Result<()> {
     let home = std::env::var("HOME").unwrap_or_default();
     let mut registry = PathBuf::from(home).join(".cargo/registry/src");
     let (mut files, mut mb, mut churn_files) = (10_000usize, 100u64, 2000usize);
+    let mut overlay_loop = 0usize;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || args.next().context("missing value");
@@ -454,6 +518,7 @@ async fn main() -> anyhow::Result<()> {
             "--files" => files = value()?.parse()?,
             "--mb" => mb = value()?.parse()?,
             "--churn-files" => churn_files = value()?.parse()?,
+            "--overlay-loop" => overlay_loop = value()?.parse()?,
             other => bail!("unknown argument {other}"),
         }
     }
@@ -477,6 +542,9 @@ async fn main() -> anyhow::Result<()> {
             }
         },
     };
+    if overlay_loop > 0 {
+        return bench.overlay_loop(&registry, overlay_loop).await;
+    }
     let load_before = loadavg();
     let generated = work.path().join("generated-src");
     generate_tree(&generated, files, mb * 1024 * 1024, SEED)?;

@@ -10,9 +10,7 @@ use crate::self_check::finish_rules::FinishEffect;
 use crate::tool_loop::loop_state::LoopState;
 use crate::tool_loop::plain_reply::echoed_tool_result;
 use crate::tool_loop::refused_writes::marker_write;
-use crate::tool_loop::repeat_guard::{
-    repeated_write_text, AfterCall, MAX_IDENTICAL_FAILURES, REPEAT_PASSED_SUMMARY,
-};
+use crate::tool_loop::repeat_guard::{repeated_write_text, AfterCall, REPEAT_PASSED_SUMMARY};
 use crate::tool_loop::turn_messages::{
     give_call_ids, keep_recent_images, summary_from_text, MAX_IMAGES_KEPT,
 };
@@ -137,8 +135,8 @@ async fn run_call(
 }
 
 /// Answers a call refused before it ran with `refusal`. It counts as a failed call: the very
-/// same call refused [`MAX_IDENTICAL_FAILURES`] times in a row ends the episode (`Stuck`), as a
-/// call failing in its tool does.
+/// same call refused `repeat_guard::MAX_IDENTICAL_FAILURES` times in a row ends the episode
+/// (`Stuck`), as a call failing in its tool does.
 fn refuse_call(
     messages: &mut Vec<ChatMessage>,
     call: &ToolCall,
