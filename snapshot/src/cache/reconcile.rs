@@ -144,6 +144,7 @@ mod tests {
     use super::*;
     use loopgate_protocol::snapshot::{sha256_hex, ManifestEntry};
     use std::os::unix::fs::PermissionsExt;
+    use std::sync::Arc;
 
     fn entry(path: &str, content: &[u8]) -> ManifestEntry {
         ManifestEntry {
@@ -228,7 +229,7 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         fs::hard_link(d.join("a"), outside.path().join("a")).unwrap();
         let old = TreeState {
-            manifest: target.clone(),
+            manifest: Arc::new(target.clone()),
             stat,
             sealed: false,
         };
@@ -242,7 +243,7 @@ mod tests {
         fs::remove_file(outside.path().join("a")).unwrap();
         let target_a = Manifest::new(vec![entry("a", b"aaa")]).unwrap();
         let old = TreeState {
-            manifest: target_a.clone(),
+            manifest: Arc::new(target_a.clone()),
             stat: done.stat,
             sealed: false,
         };

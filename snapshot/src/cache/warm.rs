@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
 use loopgate_protocol::snapshot::{Manifest, ManifestEntry};
@@ -78,17 +79,19 @@ impl SnapshotStore {
         owner: Option<(u32, u32)>,
     ) -> Result<(Manifest, WarmReport), SnapshotError> {
         let (manifest, pages, _groups) = self.manifest_with_pages_via(id, Some(cache)).await?;
+        let manifest = Arc::new(manifest);
         let report = self
             .materialize_manifest_as(&manifest, &pages, dest, cache, owner, TreeUse::Checkout)
             .await?;
-        Ok((manifest, report))
+        // The checkout's record shares it: the caller gets its own copy.
+        Ok((Arc::unwrap_or_clone(manifest), report))
     }
 
     /// [`SnapshotStore::materialize_warm_as`] of a manifest already read (with its pages),
     /// for `tree_use`.
     pub(crate) async fn materialize_manifest_as(
         &self,
-        manifest: &Manifest,
+        manifest: &Arc<Manifest>,
         pages: &[String],
         dest: &Path,
         cache: &WorkspaceCache,
@@ -107,7 +110,7 @@ impl SnapshotStore {
                 tokio::fs::create_dir_all(dest)
                     .await
                     .map_err(|e| io_error(dest, e))?;
-                let (dir, target) = (dest.to_path_buf(), manifest.clone());
+                let (dir, target) = (dest.to_path_buf(), Arc::clone(manifest));
                 tokio::task::spawn_blocking(move || reconcile(&dir, None, &target))
                     .await
                     .map_err(|e| blocking_failed("reconcile", e))??
@@ -224,7 +227,7 @@ impl SnapshotStore {
         cache.record_checkout(
             dest,
             TreeState {
-                manifest: manifest.clone(),
+                manifest: Arc::clone(manifest),
                 stat,
                 sealed: false,
             },
@@ -247,7 +250,7 @@ impl SnapshotStore {
         cache.record_checkout(
             dir,
             TreeState {
-                manifest: outcome.manifest.clone(),
+                manifest: Arc::new(outcome.manifest.clone()),
                 stat,
                 sealed: false,
             },
@@ -261,10 +264,10 @@ impl SnapshotStore {
 async fn reuse_tree(
     tree_dir: PathBuf,
     tree: TreeState,
-    target: &Manifest,
+    target: &Arc<Manifest>,
     dest: &Path,
 ) -> Option<Reconciled> {
-    let (dir, wanted) = (tree_dir.clone(), target.clone());
+    let (dir, wanted) = (tree_dir.clone(), Arc::clone(target));
     let done = tokio::task::spawn_blocking(move || {
         if tree.sealed {
             reconcile_sealed(&dir, &tree.manifest, &wanted)

@@ -29,10 +29,11 @@ fn tree_charge(manifest: &Manifest) -> u64 {
     manifest.total_bytes() + TREE_OVERHEAD + ENTRY_OVERHEAD * manifest.entries.len() as u64
 }
 
-/// What a tree holds: the manifest it matches and the stat cache of its files.
+/// What a tree holds: the manifest it matches (shared with the workspace that reads it, not
+/// copied) and the stat cache of its files.
 #[derive(Debug, Clone)]
 pub(crate) struct TreeState {
-    pub(crate) manifest: Manifest,
+    pub(crate) manifest: Arc<Manifest>,
     pub(crate) stat: StatCache,
     /// Only ever written by this cache and lent out read-only (an overlay's lower layer): it
     /// holds exactly `manifest`, so reusing it applies the manifest difference without
@@ -355,7 +356,7 @@ impl WorkspaceCache {
         if let Some((slot, lent)) = state
             .lent
             .iter_mut()
-            .find(|(_, (tree, _))| tree.manifest == *target)
+            .find(|(_, (tree, _))| *tree.manifest == *target)
         {
             lent.1 += 1;
             let slot = *slot;
@@ -364,7 +365,7 @@ impl WorkspaceCache {
         let slot = state
             .trees
             .iter()
-            .find(|(_, tree)| tree.sealed && tree.manifest == *target)
+            .find(|(_, tree)| tree.sealed && *tree.manifest == *target)
             .map(|(slot, _)| *slot)?;
         let tree = state.trees.remove(&slot)?;
         state.lru.remove(&Item::Tree(slot));

@@ -100,6 +100,8 @@ impl SnapshotStore {
         owner: Option<(u32, u32)>,
     ) -> Result<(OverlayWorkspace, WarmReport), SnapshotError> {
         let (manifest, pages, groups) = self.manifest_with_pages_via(id, Some(cache)).await?;
+        // Shared by the workspace (its base) and the cache's record of the lower tree.
+        let manifest = Arc::new(manifest);
         let (lease, report) = match cache.lend_held(&manifest) {
             Some(lease) => {
                 let report = WarmReport {
@@ -137,7 +139,7 @@ impl SnapshotStore {
             merged: merged.to_path_buf(),
             layers: layers.to_path_buf(),
             upper: layers_at.upper,
-            base: Arc::new(manifest),
+            base: manifest,
             base_objects: pages.into_iter().chain(groups).collect(),
             lease,
             mounted: true,
@@ -148,7 +150,7 @@ impl SnapshotStore {
     /// A new sealed tree in the cache holding `manifest`, lent out.
     async fn lower_tree(
         &self,
-        manifest: &Manifest,
+        manifest: &Arc<Manifest>,
         pages: &[String],
         cache: &WorkspaceCache,
         owner: Option<(u32, u32)>,
