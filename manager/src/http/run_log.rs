@@ -129,6 +129,66 @@ const POLL: Duration = Duration::from_millis(250);
 /// Quiet polls between checks that the run still exists and has not ended (about 5 s).
 const STATE_CHECK_EVERY: u32 = 20;
 
+/// Where a stream stands between reads of the run log.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Follow {
+    /// Empty reads in a row.
+    quiet: u32,
+    /// The run was seen ended (its state, not a log entry): one more empty read ends the stream.
+    ended_seen: bool,
+}
+
+/// What a stream does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// Read the log again at once.
+    Read,
+    /// Read again after [`POLL`].
+    Wait,
+    /// Ask whether the run still exists and whether it has ended.
+    CheckState,
+    /// Send `end` (once the run's state is terminal).
+    End,
+    /// Stop without `end`: the run is gone.
+    Stop,
+}
+
+/// After one read of `read` entries (`terminal`: one of them was the terminal entry).
+fn after_read(f: &mut Follow, read: usize, terminal: bool) -> Next {
+    if terminal {
+        return Next::End;
+    }
+    if read > 0 {
+        f.quiet = 0;
+        return Next::Read;
+    }
+    if f.ended_seen {
+        // A read made after the run was seen ended found nothing more: every entry is out.
+        return Next::End;
+    }
+    f.quiet += 1;
+    if f.quiet % STATE_CHECK_EVERY == 1 {
+        Next::CheckState
+    } else {
+        Next::Wait
+    }
+}
+
+/// After a state check: `state` is `Some(terminal)`, or `None` when the run is gone or the
+/// read failed; `forwarded` says whether the stream has sent (or resumed after) any entry.
+fn after_state_check(f: &mut Follow, state: Option<bool>, forwarded: bool) -> Next {
+    match state {
+        // The entries written between the last read and the state check are still to send:
+        // read once more before ending.
+        Some(true) if forwarded => {
+            f.ended_seen = true;
+            Next::Read
+        }
+        Some(_) => Next::Wait,
+        None => Next::Stop,
+    }
+}
+
 /// Forward the run log as SSE until a terminal entry, then send `end` with the final view.
 async fn stream_log(
     s: Shared,
@@ -136,7 +196,7 @@ async fn stream_log(
     mut after: Option<String>,
     tx: tokio::sync::mpsc::Sender<Result<Event, Infallible>>,
 ) {
-    let mut quiet: u32 = 0;
+    let mut follow = Follow::default();
     loop {
         let batch = match s
             .engine
@@ -153,10 +213,10 @@ async fn stream_log(
                 continue;
             }
         };
-        let mut ended = false;
+        let mut terminal = false;
         for record in &batch {
             let value = entry_with_id(&record.id, &record.entry);
-            ended |= value.get("type").and_then(|t| t.as_str()) == Some("terminal");
+            terminal |= value.get("type").and_then(|t| t.as_str()) == Some("terminal");
             let event = Event::default()
                 .event("log")
                 .id(record.id.clone())
@@ -168,25 +228,32 @@ async fn stream_log(
         if let Some(last) = batch.last() {
             after = Some(last.id.clone());
         }
-        quiet = if batch.is_empty() { quiet + 1 } else { 0 };
-        if !ended && quiet % STATE_CHECK_EVERY == 1 {
-            // No news: the run may have ended before we subscribed or expired.
-            match s.engine.load(&id).await {
-                Ok(Some((_, r))) if r.state.is_terminal() && after.is_some() => ended = true,
-                Ok(Some(_)) => {}
-                _ => return,
-            }
+        let mut next = after_read(&mut follow, batch.len(), terminal);
+        if next == Next::CheckState {
+            // No news: the run may have ended before we subscribed, or expired.
+            let state = match s.engine.load(&id).await {
+                Ok(Some((_, r))) => Some(r.state.is_terminal()),
+                _ => None,
+            };
+            next = after_state_check(&mut follow, state, after.is_some());
         }
-        if ended {
-            if let Ok(Some((_, r))) = s.engine.load(&id).await {
-                if r.state.is_terminal() {
-                    let view = serde_json::to_string(&run_view(&r)).unwrap_or_default();
-                    let _ = tx.send(Ok(Event::default().event("end").data(view))).await;
-                    return;
+        match next {
+            Next::Read => continue,
+            Next::Stop => return,
+            Next::End => {
+                if let Ok(Some((_, r))) = s.engine.load(&id).await {
+                    if r.state.is_terminal() {
+                        let view = serde_json::to_string(&run_view(&r)).unwrap_or_default();
+                        let _ = tx.send(Ok(Event::default().event("end").data(view))).await;
+                        return;
+                    }
                 }
+                // The terminal entry is out but the state not yet saved: a later check ends it.
+                follow.ended_seen = false;
             }
+            Next::Wait | Next::CheckState => {}
         }
-        if batch.is_empty() && wait_or_closed(&tx, POLL).await {
+        if wait_or_closed(&tx, POLL).await {
             return;
         }
     }
@@ -224,5 +291,63 @@ mod tests {
         let unknown = entry_with_id("2-0", r#"{"at":1,"generation":1,"round":2,"type":"new"}"#);
         assert_eq!(unknown["headline"], "new");
         assert_eq!(entry_with_id("3-0", "not json"), json!(null));
+    }
+
+    #[test]
+    fn a_stream_ends_only_after_reading_past_the_moment_it_saw_the_run_end() {
+        // (state before, entries read, a terminal entry among them, next, state after)
+        let fresh = Follow::default();
+        let quiet = |n| Follow {
+            quiet: n,
+            ended_seen: false,
+        };
+        let seen = Follow {
+            quiet: 1,
+            ended_seen: true,
+        };
+        let rows = [
+            (fresh, 3, false, Next::Read, quiet(0)),
+            (quiet(7), 2, false, Next::Read, quiet(0)),
+            (fresh, 2, true, Next::End, fresh),
+            (fresh, 0, false, Next::CheckState, quiet(1)),
+            (quiet(1), 0, false, Next::Wait, quiet(2)),
+            (
+                quiet(STATE_CHECK_EVERY),
+                0,
+                false,
+                Next::CheckState,
+                quiet(STATE_CHECK_EVERY + 1),
+            ),
+            // The read after the run was seen ended: nothing more, so the stream ends.
+            (seen, 0, false, Next::End, seen),
+            // It found more: those go out first, and the stream reads again.
+            (seen, 4, false, Next::Read, Follow { quiet: 0, ..seen }),
+        ];
+        for (i, (before, read, terminal, next, after)) in rows.into_iter().enumerate() {
+            let mut f = before;
+            assert_eq!(after_read(&mut f, read, terminal), next, "row {i}");
+            assert_eq!(f, after, "row {i}");
+        }
+    }
+
+    #[test]
+    fn a_state_check_that_finds_the_run_ended_reads_the_log_once_more() {
+        // (state: Some(terminal) or None when gone, entries forwarded, next, ended_seen after)
+        let rows = [
+            // The race this guards: the round's last entries and the terminal state land
+            // between an empty read and the check. Ending here would drop those entries.
+            (Some(true), true, Next::Read, true),
+            (Some(true), false, Next::Wait, false),
+            (Some(false), true, Next::Wait, false),
+            (None, true, Next::Stop, false),
+        ];
+        for (i, (state, forwarded, next, ended_seen)) in rows.into_iter().enumerate() {
+            let mut f = Follow {
+                quiet: 1,
+                ended_seen: false,
+            };
+            assert_eq!(after_state_check(&mut f, state, forwarded), next, "row {i}");
+            assert_eq!(f.ended_seen, ended_seen, "row {i}");
+        }
     }
 }
