@@ -19,6 +19,10 @@ class TestFormatCents(unittest.TestCase):
         self.assertEqual(format_cents(7), "0.07")
         self.assertEqual(format_cents(1205), "12.05")
 
+    def test_negative(self):
+        self.assertEqual(format_cents(-5), "-0.05")
+        self.assertEqual(format_cents(-1250), "-12.50")
+
 
 class TestSplitEvenly(unittest.TestCase):
     def test_remainder_goes_first(self):
