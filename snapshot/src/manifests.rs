@@ -30,6 +30,7 @@
 //! caps.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
 use loopgate_protocol::snapshot::{sha256_hex, Manifest, ManifestEntry, SnapshotId};
@@ -237,7 +238,11 @@ pub fn stored_form(manifest: &Manifest) -> StoredForm {
 /// Hold the pages of `manifest`, as `written` stored them, in `cache`, so the next read of a
 /// manifest sharing them fetches only the others (pages already held are only marked used),
 /// and remember its head as known: this process computed its id from these entries.
-pub(crate) fn hold_pages(cache: &WorkspaceCache, manifest: &Manifest, written: &ManifestWrite) {
+pub(crate) fn hold_pages(
+    cache: &WorkspaceCache,
+    manifest: &Arc<Manifest>,
+    written: &ManifestWrite,
+) {
     let ManifestWrite {
         id,
         head_sha256,
@@ -264,13 +269,14 @@ pub(crate) fn hold_pages(cache: &WorkspaceCache, manifest: &Manifest, written: &
             v: manifest.v,
             pages: pages.clone().into(),
             groups: groups.clone().into(),
+            assembled: Some(Arc::clone(manifest)),
         },
     );
 }
 
 /// A manifest as read, with the blobs it is stored in.
 struct StoredManifest {
-    manifest: Manifest,
+    manifest: Arc<Manifest>,
     pages: Vec<String>,
     groups: Vec<String>,
 }
@@ -346,7 +352,8 @@ impl SnapshotStore {
         id: &str,
     ) -> Result<(Manifest, Vec<String>), SnapshotError> {
         let stored = self.stored_manifest(id, None).await?;
-        Ok((stored.manifest, stored.pages))
+        // Read without a cache: nothing else holds it, so this moves it out.
+        Ok((Arc::unwrap_or_clone(stored.manifest), stored.pages))
     }
 
     /// The manifest and every blob it is stored in besides `manifest/<id>` (its pages and its
@@ -358,18 +365,19 @@ impl SnapshotStore {
         let stored = self.stored_manifest(id, None).await?;
         let mut objects = stored.pages;
         objects.extend(stored.groups);
-        Ok((stored.manifest, objects))
+        Ok((Arc::unwrap_or_clone(stored.manifest), objects))
     }
 
     /// [`SnapshotStore::manifest_with_pages`], taking the pages `cache` holds from it instead
     /// of the store and holding the others it fetched, with the manifest's groups too (both
-    /// empty for a flat manifest). The reassembled manifest is checked against `id` all the
-    /// same.
+    /// empty for a flat manifest). A manifest read from the store is checked against `id`
+    /// all the same; one whose head this process verified or wrote comes from `cache` (shared
+    /// where `cache` keeps it assembled).
     pub(crate) async fn manifest_with_pages_via(
         &self,
         id: &str,
         cache: Option<&WorkspaceCache>,
-    ) -> Result<(Manifest, Vec<String>, Vec<String>), SnapshotError> {
+    ) -> Result<(Arc<Manifest>, Vec<String>, Vec<String>), SnapshotError> {
         let stored = self.stored_manifest(id, cache).await?;
         Ok((stored.manifest, stored.pages, stored.groups))
     }
@@ -398,19 +406,16 @@ impl SnapshotStore {
                 .map_err(|err| integrity(format!("manifest is not valid JSON: {err}")))?;
             Tally::new(id, self.limits()).add(&manifest.entries, || "in all".to_string())?;
             StoredManifest {
-                manifest,
+                manifest: Arc::new(manifest),
                 pages: Vec::new(),
                 groups: Vec::new(),
             }
-        } else if let Some((known, entries)) =
+        } else if let Some((known, manifest)) =
             cache.and_then(|cache| cache.known_manifest(id, &actual))
         {
             // The head this process verified or wrote: the same groups, hence the same pages.
             return Ok(StoredManifest {
-                manifest: Manifest {
-                    v: known.v,
-                    entries,
-                },
+                manifest,
                 pages: known.pages.to_vec(),
                 groups: known.groups.to_vec(),
             });
@@ -437,7 +442,7 @@ impl SnapshotStore {
                 )));
             }
             StoredManifest {
-                manifest,
+                manifest: Arc::new(manifest),
                 pages,
                 groups,
             }
@@ -454,6 +459,7 @@ impl SnapshotStore {
                     v: stored.manifest.v,
                     pages: stored.pages.clone().into(),
                     groups: stored.groups.clone().into(),
+                    assembled: Some(Arc::clone(&stored.manifest)),
                 },
             );
         }

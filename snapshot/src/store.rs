@@ -77,7 +77,8 @@ fn is_store_outage(err: &SnapshotError) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FreezeOutcome {
     pub id: SnapshotId,
-    pub manifest: loopgate_protocol::snapshot::Manifest,
+    /// Shared with the cache that may keep it (read-only).
+    pub manifest: std::sync::Arc<loopgate_protocol::snapshot::Manifest>,
     /// Number of files in the snapshot.
     pub files: usize,
     /// Sum of file sizes in the snapshot.

@@ -224,11 +224,12 @@ fn read_walked(source: &Path, rel: &str) -> Result<Vec<u8>, SnapshotError> {
 }
 
 pub(crate) fn outcome(
-    manifest: Manifest,
+    manifest: impl Into<std::sync::Arc<Manifest>>,
     written: ManifestWrite,
     uploaded: &[Option<u64>],
     files_hashed: usize,
 ) -> FreezeOutcome {
+    let manifest = manifest.into();
     FreezeOutcome {
         id: written.id.clone(),
         files: manifest.entries.len(),

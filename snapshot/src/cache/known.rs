@@ -2,16 +2,23 @@
 //! read or wrote and the pages and groups the head stands for. A later read whose head hashes
 //! the same is the same manifest (pages and groups are content-addressed), so it is put
 //! together from held pages without fetching the groups or checking the whole against its id
-//! again. Bounded by count and by the page digests listed, least recently used first out. No I/O.
+//! again. The most recently used also keep the manifest itself, shared, so a read of one of
+//! them copies nothing. Bounded by count, by the page digests listed and by the entries kept
+//! assembled, least recently used first out. No I/O.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+
+use loopgate_protocol::snapshot::Manifest;
 
 /// At most this many manifests are known at once.
 pub(crate) const MAX_KNOWN_MANIFESTS: usize = 64;
 /// At most this many page digests are listed over all known manifests (about 6 MiB of
 /// digests; a tree of 16,000 files has about 500 pages).
 pub(crate) const MAX_KNOWN_PAGES: usize = 64 * 1024;
+/// At most this many entries are kept in assembled manifests over all known ones (a few
+/// trees of 16,000 files; about 12 MiB where no tree or caller shares them).
+pub(crate) const MAX_ASSEMBLED_ENTRIES: usize = 64 * 1024;
 
 /// A paged manifest as verified or written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +29,8 @@ pub(crate) struct KnownManifest {
     pub(crate) v: u32,
     pub(crate) pages: Arc<[String]>,
     pub(crate) groups: Arc<[String]>,
+    /// The manifest itself, as verified or written (dropped first when over the bound).
+    pub(crate) assembled: Option<Arc<Manifest>>,
 }
 
 #[derive(Debug, Default)]
@@ -30,7 +39,13 @@ pub(crate) struct KnownManifests {
     known: HashMap<String, (KnownManifest, u64)>,
     /// Page digests listed over all known manifests.
     pages: usize,
+    /// Entries of the manifests kept assembled.
+    assembled: usize,
     tick: u64,
+}
+
+fn assembled_len(known: &KnownManifest) -> usize {
+    known.assembled.as_ref().map_or(0, |m| m.entries.len())
 }
 
 impl KnownManifests {
@@ -46,14 +61,19 @@ impl KnownManifests {
     }
 
     /// Know manifest `id` (a manifest listing more than `MAX_KNOWN_PAGES` pages is not kept).
-    pub(crate) fn insert(&mut self, id: &str, known: KnownManifest) {
+    pub(crate) fn insert(&mut self, id: &str, mut known: KnownManifest) {
         if known.pages.len() > MAX_KNOWN_PAGES {
             return;
         }
+        if assembled_len(&known) > MAX_ASSEMBLED_ENTRIES {
+            known.assembled = None;
+        }
         self.tick += 1;
         self.pages += known.pages.len();
+        self.assembled += assembled_len(&known);
         if let Some((earlier, _)) = self.known.insert(id.to_string(), (known, self.tick)) {
             self.pages -= earlier.pages.len();
+            self.assembled -= assembled_len(&earlier);
         }
         while self.known.len() > MAX_KNOWN_MANIFESTS || self.pages > MAX_KNOWN_PAGES {
             let oldest = self
@@ -62,7 +82,21 @@ impl KnownManifests {
                 .min_by_key(|(_, (_, tick))| *tick)
                 .map(|(id, _)| id.clone());
             match oldest.and_then(|id| self.known.remove(&id)) {
-                Some((gone, _)) => self.pages -= gone.pages.len(),
+                Some((gone, _)) => {
+                    self.pages -= gone.pages.len();
+                    self.assembled -= assembled_len(&gone);
+                }
+                None => break,
+            }
+        }
+        while self.assembled > MAX_ASSEMBLED_ENTRIES {
+            let oldest = self
+                .known
+                .values_mut()
+                .filter(|(known, _)| known.assembled.is_some())
+                .min_by_key(|(_, tick)| *tick);
+            match oldest.and_then(|(known, _)| known.assembled.take()) {
+                Some(gone) => self.assembled -= gone.entries.len(),
                 None => break,
             }
         }
@@ -80,6 +114,7 @@ mod tests {
             v: 1,
             pages: vec!["p".to_string()].into(),
             groups: Vec::new().into(),
+            assembled: None,
         }
     }
 
@@ -134,5 +169,56 @@ mod tests {
         assert_eq!(manifests.pages, MAX_KNOWN_PAGES / 2 + 1);
         manifests.insert("huge", big(MAX_KNOWN_PAGES + 1));
         assert!(manifests.get("huge", "h").is_none(), "too large to keep");
+    }
+
+    #[test]
+    fn the_least_recently_used_give_up_their_assembled_manifest_first() {
+        let assembled = |entries: usize| {
+            Some(Arc::new(Manifest {
+                v: 1,
+                entries: crate::manifests::tests::entries(entries),
+            }))
+        };
+        let mut manifests = KnownManifests::default();
+        let third = MAX_ASSEMBLED_ENTRIES / 3;
+        for id in ["a", "b", "c"] {
+            let known = KnownManifest {
+                assembled: assembled(third),
+                ..known("h")
+            };
+            manifests.insert(id, known);
+        }
+        assert!(manifests.get("a", "h").unwrap().assembled.is_some());
+        manifests.insert(
+            "d",
+            KnownManifest {
+                assembled: assembled(third),
+                ..known("h")
+            },
+        );
+        let kept = |m: &mut KnownManifests, id: &str| m.get(id, "h").unwrap().assembled.is_some();
+        assert!(
+            !kept(&mut manifests, "b"),
+            "the least recently used gave its up"
+        );
+        assert!(
+            kept(&mut manifests, "a") && kept(&mut manifests, "c") && kept(&mut manifests, "d")
+        );
+        assert!(
+            manifests.get("b", "h").is_some(),
+            "and is known all the same"
+        );
+        assert_eq!(manifests.assembled, 3 * third);
+        manifests.insert("a", known("h"));
+        assert_eq!(manifests.assembled, 2 * third, "known again without it");
+        manifests.insert(
+            "huge",
+            KnownManifest {
+                assembled: assembled(MAX_ASSEMBLED_ENTRIES + 1),
+                ..known("h")
+            },
+        );
+        assert!(!kept(&mut manifests, "huge"), "too large to keep assembled");
+        assert_eq!(manifests.assembled, 2 * third);
     }
 }

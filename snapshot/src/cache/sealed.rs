@@ -7,21 +7,22 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::Path;
 
-use loopgate_protocol::snapshot::{diff_manifests, Manifest, PathChange};
+use loopgate_protocol::snapshot::{Manifest, PathChange};
 
 use crate::cache::reconcile::Reconciled;
 use crate::error::SnapshotError;
 use crate::materialize::io_error;
 
-/// Turn `dir`, holding exactly `old`, into `target` less the files still to write.
+/// Turn `dir`, holding exactly a manifest that differs from `target` by `changes` (its
+/// [`loopgate_protocol::snapshot::diff_manifests`] to `target`), into `target` less the files still to write.
 pub(crate) fn reconcile_sealed(
     dir: &Path,
-    old: &Manifest,
+    changes: &[PathChange],
     target: &Manifest,
 ) -> Result<Reconciled, SnapshotError> {
     let mut write = Vec::new();
-    for change in diff_manifests(old, target) {
-        let (path, written) = match &change {
+    for change in changes {
+        let (path, written) = match change {
             PathChange::Added { path } => (path, true),
             PathChange::Modified { path } => (path, true),
             PathChange::Removed { path } => (path, false),
@@ -65,7 +66,7 @@ fn remove_with_empty_parents(dir: &Path, rel: &str) -> Result<(), SnapshotError>
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use loopgate_protocol::snapshot::{sha256_hex, ManifestEntry};
+    use loopgate_protocol::snapshot::{diff_manifests, sha256_hex, ManifestEntry};
 
     fn manifest(files: &[(&str, &str)]) -> Manifest {
         Manifest::new(
@@ -104,7 +105,8 @@ mod tests {
             ("n/new", "n"),
             ("same", "s"),
         ]);
-        let done = reconcile_sealed(d, &manifest(&old), &target).unwrap();
+        let changes = diff_manifests(&manifest(&old), &target);
+        let done = reconcile_sealed(d, &changes, &target).unwrap();
         let paths: Vec<&str> = done
             .write
             .iter()

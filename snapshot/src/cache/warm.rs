@@ -3,7 +3,7 @@
 //! materialize filled.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
@@ -12,7 +12,7 @@ use loopgate_protocol::snapshot::{Manifest, ManifestEntry};
 use crate::cache::fill::{copy_written, FileWrite, Source};
 use crate::cache::reconcile::{reconcile, Reconciled};
 use crate::cache::sealed::reconcile_sealed;
-use crate::cache::workspace_cache::{TreeState, WorkspaceCache};
+use crate::cache::workspace_cache::{ClosestTree, TreeState, WorkspaceCache};
 use crate::error::SnapshotError;
 use crate::freeze::FreezeRules;
 use crate::materialize::{blocking_failed, io_error, prepare_dirs};
@@ -79,7 +79,6 @@ impl SnapshotStore {
         owner: Option<(u32, u32)>,
     ) -> Result<(Manifest, WarmReport), SnapshotError> {
         let (manifest, pages, _groups) = self.manifest_with_pages_via(id, Some(cache)).await?;
-        let manifest = Arc::new(manifest);
         let report = self
             .materialize_manifest_as(&manifest, &pages, dest, cache, owner, TreeUse::Checkout)
             .await?;
@@ -100,8 +99,8 @@ impl SnapshotStore {
     ) -> Result<WarmReport, SnapshotError> {
         let mut report = WarmReport::default();
         let mut reconciled = None;
-        if let Some((tree_dir, tree)) = cache.take_closest(manifest) {
-            reconciled = reuse_tree(tree_dir, tree, manifest, dest).await;
+        if let Some(closest) = cache.take_closest(manifest) {
+            reconciled = reuse_tree(closest, manifest, dest).await;
             report.reused_tree = reconciled.is_some();
         }
         let reconciled = match reconciled {
@@ -250,7 +249,7 @@ impl SnapshotStore {
         cache.record_checkout(
             dir,
             TreeState {
-                manifest: Arc::new(outcome.manifest.clone()),
+                manifest: Arc::clone(&outcome.manifest),
                 stat,
                 sealed: false,
             },
@@ -262,15 +261,19 @@ impl SnapshotStore {
 /// Reconcile a kept tree with `target` where it lies, then move it to `dest`. None (the tree
 /// discarded) when that fails: the caller fills `dest` from scratch.
 async fn reuse_tree(
-    tree_dir: PathBuf,
-    tree: TreeState,
+    closest: ClosestTree,
     target: &Arc<Manifest>,
     dest: &Path,
 ) -> Option<Reconciled> {
+    let ClosestTree {
+        dir: tree_dir,
+        tree,
+        changes,
+    } = closest;
     let (dir, wanted) = (tree_dir.clone(), Arc::clone(target));
     let done = tokio::task::spawn_blocking(move || {
         if tree.sealed {
-            reconcile_sealed(&dir, &tree.manifest, &wanted)
+            reconcile_sealed(&dir, &changes, &wanted)
         } else {
             reconcile(&dir, Some(tree), &wanted)
         }

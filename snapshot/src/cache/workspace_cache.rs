@@ -5,7 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use loopgate_protocol::snapshot::{diff_manifests, Manifest, ManifestEntry};
+use loopgate_protocol::snapshot::{diff_manifests, Manifest, PathChange};
 
 use crate::cache::clone;
 use crate::cache::known::{KnownManifest, KnownManifests};
@@ -39,6 +39,15 @@ pub(crate) struct TreeState {
     /// holds exactly `manifest`, so reusing it applies the manifest difference without
     /// looking at its other files (`sealed.rs`).
     pub(crate) sealed: bool,
+}
+
+/// A kept tree taken out of the cache to be brought to a target manifest.
+#[derive(Debug)]
+pub(crate) struct ClosestTree {
+    pub(crate) dir: PathBuf,
+    pub(crate) tree: TreeState,
+    /// Its manifest's difference from the target, computed once when choosing it.
+    pub(crate) changes: Vec<PathChange>,
 }
 
 /// Counters for benchmarks and logs.
@@ -273,12 +282,13 @@ impl WorkspaceCache {
     }
 
     /// What this process verified or wrote of manifest `id`, if its head still hashes to
-    /// `head_sha256`, and the entries of every page it stands for, if all are still held.
+    /// `head_sha256`, and the manifest (kept assembled, else put together from the pages it
+    /// stands for), if all its pages are still held.
     pub(crate) fn known_manifest(
         &self,
         id: &str,
         head_sha256: &str,
-    ) -> Option<(KnownManifest, Vec<ManifestEntry>)> {
+    ) -> Option<(KnownManifest, Arc<Manifest>)> {
         let (known, held) = {
             let mut state = self.lock();
             let known = state.known.get(id, head_sha256)?;
@@ -290,12 +300,20 @@ impl WorkspaceCache {
             state.stats.manifests_known += 1;
             (known, held)
         };
+        if let Some(manifest) = known.assembled.clone() {
+            // Kept as verified or written: shared, not copied.
+            return Some((known, manifest));
+        }
         // Copied out of the pages after the lock is let go.
         let mut entries = Vec::with_capacity(held.iter().map(|page| page.len()).sum());
         for page in &held {
             entries.extend(page.iter().cloned());
         }
-        Some((known, entries))
+        let manifest = Arc::new(Manifest {
+            v: known.v,
+            entries,
+        });
+        Some((known, manifest))
     }
 
     /// Remember manifest `id` as verified (or written) by this process.
@@ -308,21 +326,30 @@ impl WorkspaceCache {
         self.lock().pages.get(sha256).is_some()
     }
 
-    /// Take the kept tree closest to `target` out of the cache: its directory and state.
-    pub(crate) fn take_closest(&self, target: &Manifest) -> Option<(PathBuf, TreeState)> {
+    /// Take the kept tree closest to `target` out of the cache: its directory, its state and
+    /// how its manifest differs from `target`.
+    pub(crate) fn take_closest(&self, target: &Manifest) -> Option<ClosestTree> {
         let mut state = self.lock();
-        // A tree that differs in more paths than the target has is worse than an empty dir.
-        let slot = state
-            .trees
-            .iter()
-            .map(|(slot, tree)| (diff_manifests(&tree.manifest, target).len(), *slot))
-            .filter(|(diff, _)| *diff <= target.entries.len())
-            .min()
-            .map(|(_, slot)| slot)?;
+        let mut best: Option<(u64, Vec<PathChange>)> = None;
+        for (&slot, tree) in &state.trees {
+            let changes = diff_manifests(&tree.manifest, target);
+            // A tree that differs in more paths than the target has is worse than an empty dir.
+            let closer = best
+                .as_ref()
+                .is_none_or(|(at, least)| (changes.len(), slot) < (least.len(), *at));
+            if changes.len() <= target.entries.len() && closer {
+                best = Some((slot, changes));
+            }
+        }
+        let (slot, changes) = best?;
         let tree = state.trees.remove(&slot)?;
         state.lru.remove(&Item::Tree(slot));
         state.stats.trees_reused += 1;
-        Some((self.tree_path(slot), tree))
+        Some(ClosestTree {
+            dir: self.tree_path(slot),
+            tree,
+            changes,
+        })
     }
 
     /// Remember that `dir` now holds `tree` (materialized or frozen through this cache).

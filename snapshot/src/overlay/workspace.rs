@@ -99,9 +99,9 @@ impl SnapshotStore {
         cache: &WorkspaceCache,
         owner: Option<(u32, u32)>,
     ) -> Result<(OverlayWorkspace, WarmReport), SnapshotError> {
+        // Shared by the workspace (its base), the cache's record of the lower tree and the
+        // cache's known manifests.
         let (manifest, pages, groups) = self.manifest_with_pages_via(id, Some(cache)).await?;
-        // Shared by the workspace (its base) and the cache's record of the lower tree.
-        let manifest = Arc::new(manifest);
         let (lease, report) = match cache.lend_held(&manifest) {
             Some(lease) => {
                 let report = WarmReport {
@@ -222,7 +222,7 @@ impl SnapshotStore {
             .map(|&index| base.entries[index].clone())
             .chain(changed.iter().map(|f| f.entry.clone()))
             .collect();
-        let manifest = Manifest::new(entries).map_err(SnapshotError::InvalidManifest)?;
+        let manifest = Arc::new(Manifest::new(entries).map_err(SnapshotError::InvalidManifest)?);
         let written = self.write_manifest(&manifest, Some(&known)).await?;
         crate::manifests::hold_pages(cache, &manifest, &written);
         let files_hashed = changed.len();

@@ -63,7 +63,7 @@ async fn manifests_are_stored_compressed_and_uncompressed_ones_still_read() -> R
             }
             assert_eq!(
                 store.manifest(&outcome.id).await?,
-                outcome.manifest,
+                *outcome.manifest,
                 "n={n}"
             );
             // A writer reuses them as they are: nothing uploaded again.

@@ -44,12 +44,12 @@ async fn a_known_head_is_read_from_held_pages_and_a_changed_one_checked_again() 
             .materialize_warm(&a.id, &work.path().join("1"), &cache)
             .await?;
         assert_eq!(cache.stats().manifests_known, 0);
-        assert_eq!(first, a.manifest);
+        assert_eq!(first, *a.manifest);
         let (again, _) = store
             .materialize_warm(&a.id, &work.path().join("2"), &cache)
             .await?;
         assert_eq!(cache.stats().manifests_known, 1, "the same head, known");
-        assert_eq!(again, a.manifest);
+        assert_eq!(again, *a.manifest);
 
         // What this process froze is known from the write.
         let dir = work.path().join("2");
@@ -60,7 +60,7 @@ async fn a_known_head_is_read_from_held_pages_and_a_changed_one_checked_again() 
             .materialize_warm(&frozen.id, &work.path().join("3"), &cache)
             .await?;
         assert_eq!(cache.stats().manifests_known, 2, "written here, known");
-        assert_eq!(read, frozen.manifest);
+        assert_eq!(read, *frozen.manifest);
 
         // A head changed under a known id (here: b's head stored as a's) is checked in full and
         // refused; the pages a's known head stands for are not taken instead.

@@ -37,7 +37,7 @@ async fn large_manifests_are_paged_and_a_one_file_change_stays_small() -> Result
         assert_eq!(first.files_hashed, n);
         assert!(first.manifest_bytes_uploaded > 0);
         let (manifest, pages) = store.manifest_with_pages(&first.id).await?;
-        assert_eq!(manifest, first.manifest);
+        assert_eq!(manifest, *first.manifest);
         assert!(pages.len() > 4, "{} pages", pages.len());
 
         // Let the files settle past the stat cache's racy window, then change one.
@@ -66,7 +66,7 @@ async fn large_manifests_are_paged_and_a_one_file_change_stays_small() -> Result
         let materialized = store
             .materialize_cached(&second.id, out.path(), &mut copy_cache)
             .await?;
-        assert_eq!(materialized, second.manifest);
+        assert_eq!(materialized, *second.manifest);
         tokio::time::sleep(Duration::from_millis(250)).await;
         let refrozen = store
             .freeze_cached(out.path(), &FreezeRules::default(), &mut copy_cache)
@@ -233,7 +233,7 @@ async fn garbage_collection_keeps_what_live_runs_reference() -> Result<()> {
             runs: 1,
         };
         store.collect_garbage(&roots, Duration::ZERO).await?;
-        assert_eq!(store.manifest(&paged.id).await?, paged.manifest);
+        assert_eq!(store.manifest(&paged.id).await?, *paged.manifest);
         Ok(())
     })
     .await

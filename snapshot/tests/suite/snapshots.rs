@@ -45,7 +45,7 @@ async fn freeze_then_materialize_round_trips_bytes_and_modes() -> Result<()> {
 
         let out = tempfile::tempdir()?;
         let manifest = store.materialize(&outcome.id, out.path()).await?;
-        assert_eq!(manifest, outcome.manifest);
+        assert_eq!(manifest, *outcome.manifest);
         for entry in &manifest.entries {
             let original = fs::read(ws.path().join(&entry.path))?;
             let copy = fs::read(out.path().join(&entry.path))?;
