@@ -72,6 +72,14 @@ pub enum BrowserError {
         /// The limit.
         timeout: Duration,
     },
+    /// Text was not on the page, and the page's text stopped changing before the limit.
+    #[error("text {text:?} is not on the page, whose text has not changed for {:.1}s", settle.as_secs_f64())]
+    TextNotSettled {
+        /// The text waited for.
+        text: String,
+        /// How long the page's text stayed the same.
+        settle: Duration,
+    },
     /// A DevTools command failed or timed out.
     #[error("browser command {command} failed: {reason}")]
     Protocol {
@@ -102,6 +110,7 @@ impl BrowserError {
             BrowserError::Crashed
                 | BrowserError::LoadTimeout { .. }
                 | BrowserError::TextNotFound { .. }
+                | BrowserError::TextNotSettled { .. }
                 | BrowserError::Protocol { .. }
                 | BrowserError::Launch { .. }
                 | BrowserError::Serve(_)

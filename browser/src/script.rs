@@ -25,6 +25,9 @@ pub struct BrowseScript {
     /// How long each expected text, and each field or control to fill or click, may take to
     /// appear.
     pub wait: Duration,
+    /// An expected text not on the page once the page's text has stayed the same this long
+    /// fails then, before `wait` runs out (None: wait all of `wait`).
+    pub settle: Option<Duration>,
 }
 
 /// One step's report line.
@@ -161,7 +164,7 @@ async fn steps(
     }
     for text in &script.expect_texts {
         let r = session
-            .wait_for_text(text, script.wait)
+            .wait_for_text_settled(text, script.wait, script.settle)
             .await
             .map(|()| "found".to_string());
         step(format!("expect text {text:?}"), &r);

@@ -170,6 +170,7 @@ async fn browse_script_passes_only_after_the_click() -> Result<()> {
         expect_texts: vec!["Hello, Ada!".into()],
         screenshot: Some(shot.clone()),
         wait: Duration::from_secs(5),
+        settle: None,
     };
     let report = run_script(&mut s, &with_click).await;
     assert!(report.passed, "{:?}", report.steps);
@@ -189,6 +190,21 @@ async fn browse_script_passes_only_after_the_click() -> Result<()> {
     assert!(report
         .failure_snapshot
         .is_some_and(|t| t.contains("button \"Greet\"")));
+
+    // A page that has stopped changing fails on the settle time, not the whole limit.
+    let settled = BrowseScript {
+        clicks: vec![],
+        wait: Duration::from_secs(60),
+        settle: Some(Duration::from_millis(300)),
+        ..with_click.clone()
+    };
+    let report = run_script(&mut s, &settled).await;
+    assert!(!report.passed);
+    assert!(
+        matches!(report.error, Some(BrowserError::TextNotSettled { .. })),
+        "{:?}",
+        report.error
+    );
 
     let no_label = BrowseScript {
         clicks: vec!["Nope".into()],
@@ -237,6 +253,7 @@ async fn fills_and_clicks_wait_for_controls_rendered_after_load() -> Result<()> 
         expect_texts: vec!["Hello, Ada!".into()],
         screenshot: None,
         wait: Duration::from_secs(10),
+        settle: None,
     };
     let report = run_script(&mut s, &script).await;
     assert!(report.passed, "{:?}", report.steps);

@@ -3,6 +3,7 @@
 
 mod accessibility;
 mod click;
+mod text_wait;
 
 use std::time::Duration;
 
@@ -27,6 +28,7 @@ use crate::snapshot::{frame_snapshot, render, AxItem, RefTable, Rendered, DEFAUL
 use crate::target::{resolve_target, TargetPolicy};
 
 use self::accessibility::ax_item;
+use self::text_wait::{TextWait, TextWaitStep};
 
 /// Runs on a field: empties it (and says so to the page) before text is inserted.
 const CLEAR_FIELD: &str = "function(){ if ('value' in this) { this.value=''; this.dispatchEvent(new Event('input',{bubbles:true})); } else if (this.isContentEditable) { this.textContent=''; } }";
@@ -349,18 +351,36 @@ impl Session {
         text: &str,
         timeout: Duration,
     ) -> Result<(), BrowserError> {
-        let deadline = tokio::time::Instant::now() + timeout;
+        self.wait_for_text_settled(text, timeout, None).await
+    }
+
+    /// [`Session::wait_for_text`], giving up early (`TextNotSettled`) once the page's visible
+    /// text has not changed for `settle` (None or zero: wait all of `timeout`).
+    pub async fn wait_for_text_settled(
+        &mut self,
+        text: &str,
+        timeout: Duration,
+        settle: Option<Duration>,
+    ) -> Result<(), BrowserError> {
+        let mut wait = TextWait::new(tokio::time::Instant::now(), timeout, settle);
         loop {
-            if self.page_text().await?.contains(text) {
-                return Ok(());
+            let page = self.page_text().await?;
+            match wait.observe(&page, text, tokio::time::Instant::now()) {
+                TextWaitStep::Found => return Ok(()),
+                TextWaitStep::Poll => tokio::time::sleep(Duration::from_millis(100)).await,
+                TextWaitStep::TimedOut => {
+                    return Err(BrowserError::TextNotFound {
+                        text: text.to_string(),
+                        timeout,
+                    })
+                }
+                TextWaitStep::Settled => {
+                    return Err(BrowserError::TextNotSettled {
+                        text: text.to_string(),
+                        settle: settle.unwrap_or_default(),
+                    })
+                }
             }
-            if tokio::time::Instant::now() >= deadline {
-                return Err(BrowserError::TextNotFound {
-                    text: text.to_string(),
-                    timeout,
-                });
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 

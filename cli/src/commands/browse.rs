@@ -68,6 +68,7 @@ pub async fn browse(args: &BrowseArgs) -> Result<ExitStatus, CliError> {
         expect_texts: args.expect_text.clone(),
         screenshot: args.screenshot.clone(),
         wait: timeout,
+        settle: (args.settle_secs > 0).then(|| Duration::from_secs(args.settle_secs)),
     };
     let report = run_script(&mut session, &script).await;
     session.close();
