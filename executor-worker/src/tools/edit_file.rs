@@ -7,6 +7,7 @@ use crate::tools::context::ToolContext;
 use crate::tools::edit_match::{replace_once, MatchKind, NoUniqueMatch};
 use crate::tools::mended_python::{mend_python, mended_note};
 use crate::tools::python_redefined::refuse_a_second_definition;
+use crate::tools::python_self_import::{drop_self_imports, self_import_note};
 use crate::tools::python_syntax::check_python_write;
 use crate::tools::tool_def::{
     object_schema, parse_args, path_param, string_param, ToolDef, ToolEffect,
@@ -124,6 +125,14 @@ impl Workspace {
     ) -> Result<String, ToolError> {
         let mended = mend_python(rel, &edited);
         let edited = mended.as_ref().map_or(edited.as_str(), |m| m.text.as_str());
+        let own = drop_self_imports(rel, edited);
+        let edited = own.as_ref().map_or(edited, |s| s.text.as_str());
+        if let (true, Some(own)) = (edited == text, &own) {
+            return Ok(format!(
+                "{rel} is unchanged{}",
+                self_import_note(rel, own, edited)
+            ));
+        }
         if edited == text {
             return Ok(format!(
                 "{rel} is unchanged: `new` is the same as `old`. Change something else, or \
@@ -149,6 +158,9 @@ impl Workspace {
         };
         if let Some(m) = &mended {
             result.push_str(&mended_note(m));
+        }
+        if let Some(own) = &own {
+            result.push_str(&self_import_note(rel, own, edited));
         }
         Ok(result)
     }

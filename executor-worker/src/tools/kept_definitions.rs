@@ -179,6 +179,56 @@ pub(crate) fn definition_names(text: &str) -> Option<Vec<String>> {
     )
 }
 
+/// Every name `text` binds at module level (its functions, classes, assignments and
+/// imports); None when it cannot be cut into blocks.
+pub(crate) fn bound_names(text: &str) -> Option<Vec<String>> {
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    Some(blocks(&lines)?.into_iter().flat_map(|b| b.names).collect())
+}
+
+/// A top-level `from MODULE import ...` statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FromImport {
+    /// The module as written (`textkit`, `pkg.mod`, `.mod`).
+    pub(crate) module: String,
+    /// The names it binds.
+    pub(crate) names: Vec<String>,
+    /// Its first line (0-based).
+    pub(crate) first: usize,
+    /// One past its last line (a parenthesized or continued import spans several).
+    pub(crate) end: usize,
+}
+
+/// The top-level `from ... import ...` statements of `text`; None when it cannot be cut into
+/// blocks.
+pub(crate) fn from_imports(text: &str) -> Option<Vec<FromImport>> {
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let imports = blocks(&lines)?
+        .into_iter()
+        .filter(|b| b.kind == Kind::Import)
+        .filter_map(|b| {
+            let rest = lines[b.code].strip_prefix("from ")?;
+            let (module, _) = rest.split_once(" import")?;
+            let mut scan = LineScan::default();
+            let mut end = b.code;
+            for line in &lines[b.code..] {
+                scan.feed(line);
+                end += 1;
+                if !scan.open() {
+                    break;
+                }
+            }
+            Some(FromImport {
+                module: module.trim().to_string(),
+                names: b.names,
+                first: b.code,
+                end,
+            })
+        })
+        .collect();
+    Some(imports)
+}
+
 /// A top-level function or class defined a second time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Redefinition {

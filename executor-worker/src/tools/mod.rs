@@ -18,6 +18,7 @@ pub(crate) mod list_dir;
 pub(crate) mod mended_python;
 pub(crate) mod python_literals;
 pub(crate) mod python_redefined;
+pub(crate) mod python_self_import;
 pub(crate) mod python_syntax;
 pub(crate) mod read_file;
 pub(crate) mod same_name;

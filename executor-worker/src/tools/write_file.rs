@@ -9,6 +9,7 @@ use crate::tools::html_fragment::refuse_replacing_a_page;
 use crate::tools::kept_definitions::{definition_names, keep_dropped_definitions};
 use crate::tools::mended_python::{mend_python, mended_note};
 use crate::tools::python_redefined::refuse_a_second_definition;
+use crate::tools::python_self_import::{drop_self_imports, self_import_note};
 use crate::tools::python_syntax::check_python_write;
 use crate::tools::same_name::{files_named_like, listed};
 use crate::tools::tool_def::{
@@ -63,6 +64,10 @@ impl Workspace {
         let content = unfenced.as_deref().unwrap_or(content);
         let mended = mend_python(rel, content);
         let content = mended.as_ref().map_or(content, |m| m.text.as_str());
+        // Left out before the merge: a self-import binds the names it imports, so the merge
+        // would take the file's own definitions of them for replaced and drop them.
+        let own_sent = drop_self_imports(rel, content);
+        let content = own_sent.as_ref().map_or(content, |s| s.text.as_str());
         let before = self.dir().read(&target.real).ok();
         let kept = before
             .as_deref()
@@ -70,6 +75,9 @@ impl Workspace {
             .and_then(|b| std::str::from_utf8(b).ok())
             .and_then(|old| keep_dropped_definitions(old, content));
         let content = kept.as_ref().map_or(content, |k| k.text.as_str());
+        // And after it, for one the earlier version held and the merge kept.
+        let own_kept = kept.as_ref().and_then(|k| drop_self_imports(rel, &k.text));
+        let content = own_kept.as_ref().map_or(content, |s| s.text.as_str());
         if before.as_deref() == Some(content.as_bytes()) {
             // Small models repeat the same write for every step they have left; say plainly
             // that it changed nothing, so the next move is `finish` or a different change.
@@ -115,6 +123,9 @@ impl Workspace {
         }
         if let Some(m) = &mended {
             result.push_str(&mended_note(m));
+        }
+        for own in [&own_sent, &own_kept].into_iter().flatten() {
+            result.push_str(&self_import_note(&written, own, content));
         }
         Ok(result)
     }
