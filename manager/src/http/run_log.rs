@@ -155,11 +155,13 @@ enum Next {
 
 /// After one read of `read` entries (`terminal`: one of them was the terminal entry).
 fn after_read(f: &mut Follow, read: usize, terminal: bool) -> Next {
+    if read > 0 {
+        f.quiet = 0;
+    }
     if terminal {
         return Next::End;
     }
     if read > 0 {
-        f.quiet = 0;
         return Next::Read;
     }
     if f.ended_seen {
@@ -309,6 +311,8 @@ mod tests {
             (fresh, 3, false, Next::Read, quiet(0)),
             (quiet(7), 2, false, Next::Read, quiet(0)),
             (fresh, 2, true, Next::End, fresh),
+            // A read that holds the terminal entry still counts as a read.
+            (quiet(5), 2, true, Next::End, quiet(0)),
             (fresh, 0, false, Next::CheckState, quiet(1)),
             (quiet(1), 0, false, Next::Wait, quiet(2)),
             (

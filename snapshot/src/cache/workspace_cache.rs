@@ -29,6 +29,12 @@ fn tree_charge(manifest: &Manifest) -> u64 {
     manifest.total_bytes() + TREE_OVERHEAD + ENTRY_OVERHEAD * manifest.entries.len() as u64
 }
 
+/// Whether a kept tree's manifest is `target`: the same shared manifest (the known manifests,
+/// the kept trees and the workspaces share one `Arc`), or equal entry by entry.
+fn same_manifest(kept: &Manifest, target: &Manifest) -> bool {
+    std::ptr::eq(kept, target) || kept == target
+}
+
 /// What a tree holds: the manifest it matches (shared with the workspace that reads it, not
 /// copied) and the stat cache of its files.
 #[derive(Debug, Clone)]
@@ -383,7 +389,7 @@ impl WorkspaceCache {
         if let Some((slot, lent)) = state
             .lent
             .iter_mut()
-            .find(|(_, (tree, _))| *tree.manifest == *target)
+            .find(|(_, (tree, _))| same_manifest(&tree.manifest, target))
         {
             lent.1 += 1;
             let slot = *slot;
@@ -392,7 +398,7 @@ impl WorkspaceCache {
         let slot = state
             .trees
             .iter()
-            .find(|(_, tree)| tree.sealed && *tree.manifest == *target)
+            .find(|(_, tree)| tree.sealed && same_manifest(&tree.manifest, target))
             .map(|(slot, _)| *slot)?;
         let tree = state.trees.remove(&slot)?;
         state.lru.remove(&Item::Tree(slot));
