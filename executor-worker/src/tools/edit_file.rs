@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 use crate::tools::context::ToolContext;
 use crate::tools::edit_match::{replace_once, MatchKind, NoUniqueMatch};
 use crate::tools::mended_python::{mend_python, mended_note};
+use crate::tools::python_missing_import::{add_missing_imports, added_imports_note};
 use crate::tools::python_redefined::refuse_a_second_definition;
 use crate::tools::python_self_import::{drop_self_imports, self_import_note};
 use crate::tools::python_syntax::check_python_write;
@@ -127,11 +128,17 @@ impl Workspace {
         let edited = mended.as_ref().map_or(edited.as_str(), |m| m.text.as_str());
         let own = drop_self_imports(rel, edited);
         let edited = own.as_ref().map_or(edited, |s| s.text.as_str());
-        if let (true, Some(own)) = (edited == text, &own) {
-            return Ok(format!(
-                "{rel} is unchanged{}",
-                self_import_note(rel, own, edited)
-            ));
+        let imported = add_missing_imports(rel, edited);
+        let edited = imported.as_ref().map_or(edited, |a| a.text.as_str());
+        let mut notes = String::new();
+        if let Some(own) = &own {
+            notes.push_str(&self_import_note(rel, own, edited));
+        }
+        if let Some(added) = &imported {
+            notes.push_str(&added_imports_note(rel, added));
+        }
+        if edited == text && !notes.is_empty() {
+            return Ok(format!("{rel} is unchanged{notes}"));
         }
         if edited == text {
             return Ok(format!(
@@ -159,9 +166,7 @@ impl Workspace {
         if let Some(m) = &mended {
             result.push_str(&mended_note(m));
         }
-        if let Some(own) = &own {
-            result.push_str(&self_import_note(rel, own, edited));
-        }
+        result.push_str(&notes);
         Ok(result)
     }
 }

@@ -186,6 +186,25 @@ pub(crate) fn bound_names(text: &str) -> Option<Vec<String>> {
     Some(blocks(&lines)?.into_iter().flat_map(|b| b.names).collect())
 }
 
+/// Where imports go in `text`: the first line of its first statement that is neither the
+/// module docstring nor a `from __future__` import (its first decorator, for a decorated
+/// definition), and whether that statement is an import; the line count when there is none.
+/// None when it cannot be cut into blocks.
+pub(crate) fn import_line(text: &str) -> Option<(usize, bool)> {
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let blocks = blocks(&lines)?;
+    let first = blocks.iter().enumerate().find(|(i, b)| {
+        let leading_docstring = *i == 0 && is_docstring(&lines, b);
+        !(leading_docstring || lines[b.code].starts_with("from __future__"))
+    });
+    Some(first.map_or((lines.len(), true), |(_, b)| {
+        let at = (b.start..=b.code)
+            .find(|&l| lines[l].starts_with('@'))
+            .unwrap_or(b.code);
+        (at, b.kind == Kind::Import)
+    }))
+}
+
 /// A top-level `from MODULE import ...` statement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct FromImport {

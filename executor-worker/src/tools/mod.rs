@@ -17,6 +17,7 @@ pub(crate) mod kept_definitions;
 pub(crate) mod list_dir;
 pub(crate) mod mended_python;
 pub(crate) mod python_literals;
+pub(crate) mod python_missing_import;
 pub(crate) mod python_redefined;
 pub(crate) mod python_self_import;
 pub(crate) mod python_syntax;

@@ -8,6 +8,7 @@ use crate::tools::fenced_content::{unfenced, UNFENCED_NOTE};
 use crate::tools::html_fragment::refuse_replacing_a_page;
 use crate::tools::kept_definitions::{definition_names, keep_dropped_definitions};
 use crate::tools::mended_python::{mend_python, mended_note};
+use crate::tools::python_missing_import::{add_missing_imports, added_imports_note};
 use crate::tools::python_redefined::refuse_a_second_definition;
 use crate::tools::python_self_import::{drop_self_imports, self_import_note};
 use crate::tools::python_syntax::check_python_write;
@@ -78,6 +79,8 @@ impl Workspace {
         // And after it, for one the earlier version held and the merge kept.
         let own_kept = kept.as_ref().and_then(|k| drop_self_imports(rel, &k.text));
         let content = own_kept.as_ref().map_or(content, |s| s.text.as_str());
+        let imported = add_missing_imports(rel, content);
+        let content = imported.as_ref().map_or(content, |a| a.text.as_str());
         if before.as_deref() == Some(content.as_bytes()) {
             // Small models repeat the same write for every step they have left; say plainly
             // that it changed nothing, so the next move is `finish` or a different change.
@@ -126,6 +129,9 @@ impl Workspace {
         }
         for own in [&own_sent, &own_kept].into_iter().flatten() {
             result.push_str(&self_import_note(&written, own, content));
+        }
+        if let Some(added) = &imported {
+            result.push_str(&added_imports_note(&written, added));
         }
         Ok(result)
     }
