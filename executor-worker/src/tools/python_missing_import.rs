@@ -3,11 +3,9 @@
 //! fragment they are changing (`import re` and a `strip_accents` that calls
 //! `unicodedata.normalize`) and the import the fragment needs is in neither the old file nor
 //! the new text: every call then fails with `NameError: name 'unicodedata' is not defined`.
-//! The default 1.5B model did this on `textkit-lib` in two of five runs, and one cost a whole
-//! round (13,394 tokens) of the self-check refusing `finish` on it. `write_file` and
-//! `edit_file` add `import <module>` for a module of [`STANDARD_MODULES`] the file uses as
-//! `module.name` in its code (not in a string or a comment) and binds nowhere at the top
-//! level, and say so.
+//! `write_file` and `edit_file` add `import <module>` for a module of [`STANDARD_MODULES`] the
+//! file uses as `module.name` in its code (not in a string or a comment) and binds nowhere at
+//! the top level, and say so.
 //!
 //! An added import cannot break a program that would have run: the module is the standard
 //! library's, and a later binding of the same name (a function, an assignment, another

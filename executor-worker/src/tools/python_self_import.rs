@@ -2,11 +2,8 @@
 //! at the top of `textkit.py` itself, meaning "use my other function": every import of the
 //! module then fails (`ImportError: cannot import name ... from partially initialized module
 //! ... (most likely due to a circular import)`), so every check of every clause fails with it.
-//! The default 1.5B model did this in 11 of 67 writes over five runs of one long task, and two
-//! of them cost a loopgate run two whole rounds (40,000 tokens) of the self-check refusing
-//! `finish` on the circular import. Inside its own module a function is used by its name, with
-//! no import, so `write_file` and `edit_file` leave such a statement out and say so, naming
-//! what the file does not define.
+//! Inside its own module a function is used by its name, with no import, so `write_file` and
+//! `edit_file` leave such a statement out and say so, naming what the file does not define.
 //!
 //! Only statements at the top level count (an import inside a function runs after the module
 //! has loaded), and only for the module's own import name: a file at the workspace root by its
