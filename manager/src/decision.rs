@@ -11,7 +11,7 @@ use loopgate_common::decide::manager_prompt;
 use loopgate_common::decide::RunEvent;
 use loopgate_common::next_step::{next_step_schema, NEXT_STEP_SCHEMA_NAME};
 use loopgate_common::state::{Phase, RunRecord};
-use loopgate_models::{ChatClient, ChatMessage, ChatRequest, StructuredOutput};
+use loopgate_models::{ChatClient, ChatMessage, ChatRequest, ModelErrorKind, StructuredOutput};
 use loopgate_protocol::gui::GuiBackend;
 use loopgate_protocol::usage::Usage;
 use loopgate_protocol::wire::DecideRequest;
@@ -97,10 +97,13 @@ async fn decide_with_model(
         },
         Some(client) => {
             let structured = client.profile().structured_output == StructuredOutput::JsonSchema;
-            let request = decision_request(record, char_budget, gui_offered);
             let limit = Duration::from_secs(record.task.budget.manager_episode_secs);
             let started = std::time::Instant::now();
-            let outcome = tokio::time::timeout(limit, client.chat(&request)).await;
+            let outcome = tokio::time::timeout(
+                limit,
+                ask_fitting(client, record, char_budget, gui_offered, req),
+            )
+            .await;
             tracing::info!(
                 run_id = %req.run_id,
                 seq = req.seq,
@@ -133,6 +136,48 @@ async fn decide_with_model(
     }
 }
 
+/// The smallest prompt budget a decision shrinks to when its prompt does not fit the model.
+const MIN_FITTING_CHAR_BUDGET: usize = 2_000;
+
+/// The budget to try after a prompt of `budget` characters did not fit the model's context:
+/// half of it, not below [`MIN_FITTING_CHAR_BUDGET`]; None once there.
+fn smaller_char_budget(budget: usize) -> Option<usize> {
+    (budget > MIN_FITTING_CHAR_BUDGET).then(|| (budget / 2).max(MIN_FITTING_CHAR_BUDGET))
+}
+
+/// Ask the manager model, with the prompt cut to a smaller budget each time the server says it
+/// exceeds the model's context window (the configured budget counts characters, the window
+/// tokens, and a small local model's window is smaller than a hosted one's); other errors, and
+/// the last context error, go back as they are.
+async fn ask_fitting(
+    client: &ChatClient,
+    record: &RunRecord,
+    char_budget: usize,
+    gui_offered: bool,
+    req: &DecideRequest,
+) -> Result<loopgate_models::ChatResponse, loopgate_models::ModelError> {
+    let mut budget = char_budget;
+    loop {
+        let request = decision_request(record, budget, gui_offered);
+        match client.chat(&request).await {
+            Err(e) if e.kind() == ModelErrorKind::ContextLength => {
+                let Some(smaller) = smaller_char_budget(budget) else {
+                    return Err(e);
+                };
+                tracing::warn!(
+                    run_id = %req.run_id,
+                    seq = req.seq,
+                    from_chars = budget,
+                    to_chars = smaller,
+                    "the manager prompt exceeds the model's context window; asking again with a smaller one"
+                );
+                budget = smaller;
+            }
+            other => return other,
+        }
+    }
+}
+
 /// The decision request: the system prompt, the bounded user prompt, and the reply's schema
 /// (the prompt is the same whether or not the schema is sent: a server that enforces it turns
 /// the three parts into the schema's three keys).
@@ -157,6 +202,103 @@ mod tests {
             ChatMessage::System { content } => content,
             other => panic!("not a system message: {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_prompt_that_does_not_fit_is_halved_down_to_the_floor() {
+        // (budget that did not fit, the next one to try)
+        let rows = [
+            (24_000, Some(12_000)),
+            (12_000, Some(6_000)),
+            (3_000, Some(MIN_FITTING_CHAR_BUDGET)),
+            (MIN_FITTING_CHAR_BUDGET + 1, Some(MIN_FITTING_CHAR_BUDGET)),
+            (MIN_FITTING_CHAR_BUDGET, None),
+        ];
+        for (budget, next) in rows {
+            assert_eq!(smaller_char_budget(budget), next, "{budget}");
+        }
+    }
+
+    /// A 1.5B manager behind llama-server's 8,192-token window answered HTTP 400 to a
+    /// `web-shopping` prompt of 24,000 characters four times in a row, and the run failed with
+    /// two thirds of its tokens unspent. The stand-in here refuses any prompt over 7,000
+    /// characters the way llama-server does.
+    #[tokio::test]
+    async fn a_decision_whose_prompt_exceeds_the_window_is_asked_again_smaller() {
+        use loopgate_models::ModelProfileConfig;
+        use loopgate_test_support::{Fault, Reply, Script, StandInModel};
+
+        let model = StandInModel::start(
+            Script::new()
+                .fallback(
+                    "mgr",
+                    Reply::dynamic(|request| {
+                        let prompt = request["messages"][1]["content"]
+                            .as_str()
+                            .map_or(0, str::len);
+                        if prompt > 7_000 {
+                            Reply::fault(Fault::ContextLength)
+                        } else {
+                            Reply::content("Next: cli\nTask: create hello.py")
+                        }
+                    }),
+                )
+                .fallback("never-fits", Reply::fault(Fault::ContextLength)),
+        )
+        .await
+        .unwrap();
+        let client = |name: &str| {
+            let profile = ModelProfileConfig {
+                base_url: model.base_url(),
+                model: name.into(),
+                timeout_secs: 10,
+                ..ModelProfileConfig::default()
+            }
+            .resolve(name, &|_| None)
+            .unwrap();
+            (
+                name.to_string(),
+                ChatClient::from_profile(&profile).unwrap(),
+            )
+        };
+        let models = BTreeMap::from([client("mgr"), client("never-fits")]);
+        // Forty criteria whose checks are 250 characters each: a prompt of over 10,000.
+        let criteria: String = (0..40)
+            .map(|i| {
+                format!(
+                    "[[acceptance]]\nid = \"c{i}\"\ncheck = \"python3 hello.py {}\"\n",
+                    "x".repeat(234)
+                )
+            })
+            .collect();
+        let task = parse_task_toml(&format!("goal = \"Create hello.py\"\n{criteria}")).unwrap();
+        let record = start_run("r1", task, "base", 0).record;
+        let req = DecideRequest {
+            run_id: "r1".into(),
+            generation: record.generation,
+            seq: 1,
+        };
+        let event = decide_with_model(&models, 24_000, false, &record, &req, "mgr").await;
+        assert!(
+            matches!(&event, RunEvent::ManagerReplied { raw, .. } if raw.contains("hello.py")),
+            "{event:?}"
+        );
+        let sizes: Vec<usize> = model
+            .requests("mgr")
+            .iter()
+            .map(|r| r["messages"][1]["content"].as_str().map_or(0, str::len))
+            .collect();
+        assert_eq!(sizes.len(), 3, "{sizes:?}");
+        assert!(sizes[0] > 7_000 && sizes[2] <= 7_000, "{sizes:?}");
+
+        // A window no budget fits: the last context error is the decision's failure.
+        let event = decide_with_model(&models, 24_000, false, &record, &req, "never-fits").await;
+        assert!(
+            matches!(&event, RunEvent::ManagerFailed { error, .. } if error.contains("context")),
+            "{event:?}"
+        );
+        // 24,000, 12,000, 6,000, 3,000 and 2,000 characters.
+        assert_eq!(model.requests("never-fits").len(), 5);
     }
 
     #[test]
