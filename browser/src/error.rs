@@ -61,6 +61,17 @@ pub enum BrowserError {
         /// How long it was waited for.
         timeout: Duration,
     },
+    /// No field or control with the label was on the page, and the page's text stopped
+    /// changing before the limit.
+    #[error("no {what} labelled {label:?} is on the page, whose text has not changed for {:.1}s", settle.as_secs_f64())]
+    LabelNotSettled {
+        /// What kind of element was looked for.
+        what: &'static str,
+        /// The label.
+        label: String,
+        /// How long the page's text stayed the same.
+        settle: Duration,
+    },
     /// A key name not on the US keyboard layout.
     #[error("unknown key {0:?}: use names like Enter, Tab, Escape, Backspace, ArrowDown, a")]
     UnknownKey(String),

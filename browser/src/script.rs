@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::error::BrowserError;
+use crate::session::text_wait::{TextWait, TextWaitStep};
 use crate::session::Session;
 use crate::snapshot::RenderedNode;
 
@@ -25,8 +26,8 @@ pub struct BrowseScript {
     /// How long each expected text, and each field or control to fill or click, may take to
     /// appear.
     pub wait: Duration,
-    /// An expected text not on the page once the page's text has stayed the same this long
-    /// fails then, before `wait` runs out (None: wait all of `wait`).
+    /// An expected text, field or control not on the page once the page's text has stayed the
+    /// same this long fails then, before `wait` runs out (None: wait all of `wait`).
     pub settle: Option<Duration>,
 }
 
@@ -153,12 +154,12 @@ async fn steps(
     step(format!("navigate {}", script.url), &nav);
     nav?;
     for (label, value) in &script.fills {
-        let r = fill(session, label, value, script.wait).await;
+        let r = fill(session, label, value, script.wait, script.settle).await;
         step(format!("fill {label:?} = {value:?}"), &r);
         r?;
     }
     for label in &script.clicks {
-        let r = click(session, label, script.wait).await;
+        let r = click(session, label, script.wait, script.settle).await;
         step(format!("click {label:?}"), &r);
         r?;
     }
@@ -177,26 +178,41 @@ async fn steps(
 const LABEL_POLL: Duration = Duration::from_millis(100);
 
 /// The element `label` names among `roles`, waiting up to `wait` for the page to render it
-/// (as `--expect-text` waits for its text): a control a script adds after load is found.
+/// (as `--expect-text` waits for its text): a control a script adds after load is found. With
+/// `settle`, a page whose text has stayed the same that long without it fails then.
 async fn wait_for_label(
     session: &mut Session,
     label: &str,
     roles: &[&str],
     what: &'static str,
     wait: Duration,
+    settle: Option<Duration>,
 ) -> Result<RenderedNode, BrowserError> {
-    let deadline = tokio::time::Instant::now() + wait;
+    let mut waiting = TextWait::new(tokio::time::Instant::now(), wait, settle);
     loop {
         let rendered = session.snapshot_raw().await?;
-        if let Some(node) = find_by_label(&rendered.nodes, label, roles) {
-            return Ok(node.clone());
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return Err(BrowserError::NoSuchLabel {
-                what,
-                label: label.to_string(),
-                timeout: wait,
-            });
+        let node = find_by_label(&rendered.nodes, label, roles);
+        match waiting.observe_found(&rendered.text, node.is_some(), tokio::time::Instant::now()) {
+            TextWaitStep::Found => {
+                if let Some(node) = node {
+                    return Ok(node.clone());
+                }
+            }
+            TextWaitStep::Poll => {}
+            TextWaitStep::TimedOut => {
+                return Err(BrowserError::NoSuchLabel {
+                    what,
+                    label: label.to_string(),
+                    timeout: wait,
+                })
+            }
+            TextWaitStep::Settled => {
+                return Err(BrowserError::LabelNotSettled {
+                    what,
+                    label: label.to_string(),
+                    settle: settle.unwrap_or_default(),
+                })
+            }
         }
         tokio::time::sleep(LABEL_POLL).await;
     }
@@ -207,15 +223,21 @@ async fn fill(
     label: &str,
     value: &str,
     wait: Duration,
+    settle: Option<Duration>,
 ) -> Result<String, BrowserError> {
-    let node = wait_for_label(session, label, FIELD_ROLES, "field", wait).await?;
+    let node = wait_for_label(session, label, FIELD_ROLES, "field", wait, settle).await?;
     let described = format!("{} {:?} [ref={}]", node.role, node.name, node.reference);
     session.type_text(&node.reference, value, false).await?;
     Ok(described)
 }
 
-async fn click(session: &mut Session, label: &str, wait: Duration) -> Result<String, BrowserError> {
-    let node = wait_for_label(session, label, CLICK_ROLES, "control", wait).await?;
+async fn click(
+    session: &mut Session,
+    label: &str,
+    wait: Duration,
+    settle: Option<Duration>,
+) -> Result<String, BrowserError> {
+    let node = wait_for_label(session, label, CLICK_ROLES, "control", wait, settle).await?;
     let described = format!("{} {:?} [ref={}]", node.role, node.name, node.reference);
     session.click(&node.reference).await?;
     Ok(described)

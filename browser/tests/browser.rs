@@ -206,6 +206,26 @@ async fn browse_script_passes_only_after_the_click() -> Result<()> {
         report.error
     );
 
+    // So does a field or control the page does not have.
+    let no_label_settled = BrowseScript {
+        clicks: vec!["Nope".into()],
+        wait: Duration::from_secs(60),
+        settle: Some(Duration::from_millis(300)),
+        ..with_click.clone()
+    };
+    let report = run_script(&mut s, &no_label_settled).await;
+    assert!(
+        matches!(
+            report.error,
+            Some(BrowserError::LabelNotSettled {
+                what: "control",
+                ..
+            })
+        ),
+        "{:?}",
+        report.error
+    );
+
     let no_label = BrowseScript {
         clicks: vec!["Nope".into()],
         wait: Duration::from_millis(300),

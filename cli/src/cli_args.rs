@@ -513,9 +513,10 @@ pub struct BrowseArgs {
     /// Limit for loading the page and for each field, control and expected text to appear.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
     pub timeout_secs: u64,
-    /// Fail an expected text that is not on the page once the page's text has not changed for
-    /// this many seconds, instead of waiting all of --timeout-secs (for pages that render
-    /// everything they will show at once); 0, the default, waits the whole limit.
+    /// Fail an expected text, a field or a control that is not on the page once the page's text
+    /// has not changed for this many seconds, instead of waiting all of --timeout-secs (for
+    /// pages that render everything they will show at once); 0, the default, waits the whole
+    /// limit.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=300))]
     pub settle_secs: u64,
     /// Base for --url values starting with / (the task's `[gui] url`; the auditor sets it).

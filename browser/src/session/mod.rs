@@ -3,7 +3,7 @@
 
 mod accessibility;
 mod click;
-mod text_wait;
+pub(crate) mod text_wait;
 
 use std::time::Duration;
 

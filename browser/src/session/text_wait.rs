@@ -1,6 +1,7 @@
-//! Waiting for text on a page: until it appears, the limit passes, or (with a settle time) the
-//! page's text has stayed the same that long, so a page that has stopped changing does not
-//! cost the whole limit. Pure: the caller reads the page and the clock.
+//! Waiting for text (or a field or control) on a page: until it appears, the limit passes, or
+//! (with a settle time) the page's text has stayed the same that long, so a page that has
+//! stopped changing does not cost the whole limit. Pure: the caller reads the page and the
+//! clock.
 
 use std::time::Duration;
 
@@ -40,7 +41,13 @@ impl TextWait {
 
     /// The page's text `page` was read at `now`: is `wanted` there, and if not, wait on?
     pub(crate) fn observe(&mut self, page: &str, wanted: &str, now: Instant) -> TextWaitStep {
-        if page.contains(wanted) {
+        self.observe_found(page, page.contains(wanted), now)
+    }
+
+    /// The page's text `page` was read at `now`, and what is waited for (a text, a field, a
+    /// control) was `found` on it or not: wait on?
+    pub(crate) fn observe_found(&mut self, page: &str, found: bool, now: Instant) -> TextWaitStep {
+        if found {
             return TextWaitStep::Found;
         }
         if self.last.as_deref() != Some(page) {
