@@ -502,6 +502,14 @@ fn render(rows: &[Value]) -> String {
     table.render()
 }
 
+const USAGE: &str = "usage: workspace-bench [--json FILE] [--registry DIR] [--files N] [--mb N] \
+[--churn-files N] [--overlay-loop ROUNDS]
+  --json FILE            also write the results as JSON
+  --registry DIR         the real tree to measure (default ~/.cargo/registry/src)
+  --files N, --mb N      the generated tree's size (default 10000 files, 100 MB)
+  --churn-files N        files of the churning target/ (default 2000)
+  --overlay-loop ROUNDS  only run this many overlay rounds on the registry tree (0: off)";
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut json_out: Option<PathBuf> = None;
@@ -519,7 +527,11 @@ async fn main() -> anyhow::Result<()> {
             "--mb" => mb = value()?.parse()?,
             "--churn-files" => churn_files = value()?.parse()?,
             "--overlay-loop" => overlay_loop = value()?.parse()?,
-            other => bail!("unknown argument {other}"),
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                return Ok(());
+            }
+            other => bail!("unknown argument {other}\n{USAGE}"),
         }
     }
     let nats = NatsServer::start().await?;
